@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-unit test-lit clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python -m recir.examples.demo
+
+test: install test-unit test-lit
+
+test-unit: install
+	$(BIN)/python -m pytest -q
+
+test-lit: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info

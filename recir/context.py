@@ -1,0 +1,16 @@
+"""The xDSL context recir parses and rewrites in: upstream dialects we use plus ours."""
+
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, cf, func, llvm, scf
+
+from recir.dialects.invoke import Invoke
+from recir.dialects.tmath import TMath
+
+
+def make_context() -> Context:
+    ctx = Context()
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, cf.Cf, llvm.LLVM):
+        ctx.load_dialect(dialect)
+    ctx.load_dialect(Invoke)
+    ctx.load_dialect(TMath)
+    return ctx

@@ -1,0 +1,238 @@
+"""The `invoke` dialect: recursive dataflow graphs (Jeong et al., EuroSys'18).
+
+A `invoke.subgraph` is a named region, like a function, that may use SSA
+values of the region enclosing it (the user's closure; `capture-outer-refs`
+turns them into trailing arguments). `invoke.invoke` calls a subgraph or a
+`func.func` by name; it may recurse, directly or mutually, and a subgraph may
+be invoked before the op that defines it (forward declaration is implicit).
+
+```mlir
+func.func @main(%n: i32) -> i32 {
+  invoke.subgraph @fib(%k: i32) -> i32 {
+    ...
+    %a = invoke.invoke @fib(%k1) : (i32) -> i32
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @fib(%n) : (i32) -> i32
+  func.return %r : i32
+}
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    FlatSymbolRefAttrConstr,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    UnitAttr,
+)
+from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsTerminator, ReturnLike, SymbolTable
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_op_definition
+class SubgraphOp(IRDLOperation):
+    """A named, possibly recursive region that may use outer SSA values.
+
+    ```mlir
+    invoke.subgraph @leaf_sum(%node: i32) -> f32 {
+      ...
+      invoke.return %s : f32
+    }
+    ```
+    """
+
+    name = "invoke.subgraph"
+    body = region_def("single_block")
+    sym_name = prop_def(SymbolNameConstraint())
+    function_type = prop_def(FunctionType)
+
+    def __init__(
+        self,
+        name: str,
+        function_type: FunctionType | tuple[Sequence[Attribute], Sequence[Attribute]],
+        region: Region | None = None,
+    ):
+        if isinstance(function_type, tuple):
+            function_type = FunctionType.from_lists(*function_type)
+        if region is None:
+            region = Region(Block(arg_types=function_type.inputs))
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "function_type": function_type},
+            regions=[region],
+        )
+
+    def verify_(self) -> None:
+        block = self.body.block
+        if tuple(block.arg_types) != self.function_type.inputs.data:
+            raise VerifyException(
+                f"@{self.sym_name.data}: block argument types "
+                f"({', '.join(map(str, block.arg_types))}) differ from the declared "
+                f"inputs {self.function_type.inputs}"
+            )
+        if not isinstance(block.last_op, ReturnOp):
+            raise VerifyException(
+                f"@{self.sym_name.data}: body must end with 'invoke.return'"
+            )
+        duplicates = [
+            op for op in callables(self) if op.sym_name == self.sym_name
+        ]
+        if len(duplicates) > 1:
+            raise VerifyException(f"the name @{self.sym_name.data} is defined twice")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SubgraphOp:
+        name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
+            parser, reserved_attr_names=("sym_name", "function_type")
+        )
+        op = cls(name, (inputs, outputs), region)
+        if extra is not None:
+            op.attributes |= extra.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        print_func_op_like(
+            printer,
+            self.sym_name,
+            self.function_type,
+            self.body,
+            self.attributes,
+            reserved_attr_names=("sym_name", "function_type"),
+        )
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    """Terminates a subgraph with its results.
+
+    ```mlir
+    invoke.return %h, %c : tensor<4xf32>, tensor<4xf32>
+    ```
+    """
+
+    name = "invoke.return"
+    arguments = var_operand_def()
+    traits = traits_def(HasParent(SubgraphOp), IsTerminator(), ReturnLike())
+    assembly_format = "attr-dict ($arguments^ `:` type($arguments))?"
+
+    def __init__(self, *values: SSAValue | Operation):
+        super().__init__(operands=[values])
+
+    def verify_(self) -> None:
+        sub = self.parent_op()
+        assert isinstance(sub, SubgraphOp)
+        expected = sub.function_type.outputs.data
+        got = tuple(self.arguments.types)
+        if got != expected:
+            raise VerifyException(
+                f"returns ({', '.join(map(str, got))}) but @{sub.sym_name.data} "
+                f"declares results ({', '.join(map(str, expected))})"
+            )
+
+
+@irdl_op_definition
+class InvokeOp(IRDLOperation):
+    """Calls a subgraph or function; recursion and mutual recursion allowed.
+
+    The optional `concurrent` marker says this invoke has no data dependence
+    on its sibling invokes, so they may run at the same time.
+
+    ```mlir
+    %h, %c = invoke.invoke @node(%left) : (i32) -> (tensor<4xf32>, tensor<4xf32>)
+    ```
+    """
+
+    name = "invoke.invoke"
+    args = var_operand_def()
+    callee = prop_def(FlatSymbolRefAttrConstr)
+    concurrent = opt_prop_def(UnitAttr)
+    res = var_result_def()
+    assembly_format = (
+        "$callee `(` $args `)` (`concurrent` $concurrent^)? attr-dict `:` "
+        "functional-type($args, $res)"
+    )
+
+    def __init__(
+        self,
+        callee: str | SymbolRefAttr,
+        args: Sequence[SSAValue | Operation],
+        result_types: Sequence[Attribute],
+    ):
+        if isinstance(callee, str):
+            callee = SymbolRefAttr(callee)
+        super().__init__(
+            operands=[args], result_types=[result_types], properties={"callee": callee}
+        )
+
+    def verify_(self) -> None:
+        name = self.callee.root_reference.data
+        target = lookup_callee(self, name)
+        if target is None:
+            raise VerifyException(f"callee @{name} does not exist")
+        if isinstance(target, SubgraphOp):
+            owner = target.parent_op()
+            if owner is not None and not owner.is_ancestor(self):
+                raise VerifyException(
+                    f"subgraph @{name} is not visible here: invoke it from inside "
+                    "the region that defines it"
+                )
+        signature = target.function_type
+        check_types("argument", self.args.types, signature.inputs.data, name)
+        check_types("result", self.res.types, signature.outputs.data, name)
+
+
+def check_types(
+    what: str, got: Sequence[Attribute], expected: Sequence[Attribute], callee: str
+) -> None:
+    if len(got) != len(expected):
+        raise VerifyException(
+            f"@{callee} expects {len(expected)} {what}s, got {len(got)}"
+        )
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if g != e:
+            raise VerifyException(
+                f"{what} {i} of @{callee} has type {g}, expected {e}"
+            )
+
+
+def callables(op: Operation) -> list[SubgraphOp | func.FuncOp]:
+    """Every subgraph and function in the module that contains `op`."""
+    top = op.get_toplevel_object()
+    return [o for o in top.walk() if isinstance(o, SubgraphOp | func.FuncOp)]
+
+
+def lookup_callee(op: Operation, name: str) -> SubgraphOp | func.FuncOp | None:
+    """The `func.func` or `invoke.subgraph` called `name` in `op`'s module."""
+    top = op.get_toplevel_object()
+    if isinstance(top, ModuleOp):
+        found = SymbolTable.lookup_symbol(top, name)
+        if isinstance(found, func.FuncOp):
+            return found
+    for o in top.walk():
+        if isinstance(o, SubgraphOp) and o.sym_name.data == name:
+            return o
+    return None
+
+
+Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp])
