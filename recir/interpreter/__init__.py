@@ -1,0 +1,158 @@
+"""The reference interpreter: xDSL's interpreter framework with NumPy semantics.
+
+It is the oracle every pass and backend is checked against. `run_function`
+checks arguments against the entry's signature, runs on a thread with a large
+stack, and turns recursion that is too deep into a `RecirError`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.interpreter import Interpreter, OpImplResult, _InterpreterFunctionImpls
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.interpreters.cf import CfFunctions
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.interpreters.scf import ScfFunctions
+from xdsl.ir import Attribute
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import InterpretationError
+
+from recir.diagnostics import RecirError, format_error
+from recir.interpreter.arith import ArithExtraFunctions
+from recir.interpreter.invoke import InvokeFunctions
+from recir.interpreter.tmath import TMathFunctions
+
+STACK_BYTES = 512 * 1024 * 1024
+MAX_PYTHON_FRAMES = 400_000
+
+
+class _LocatedImpls(_InterpreterFunctionImpls):
+    """Dispatch without xDSL's per-level re-wrapping of errors.
+
+    xDSL prints the failing op's IR at every level an error passes through,
+    which is quadratic in recursion depth; here the innermost failing op
+    gives one located message and outer levels pass it on unchanged.
+    """
+
+    def run(self, interpreter: Interpreter, op: Any, args: tuple[Any, ...]) -> OpImplResult:
+        entry = self._impl_dict.get(type(op))
+        if entry is None:
+            raise RecirError(format_error(op, "has no interpreter implementation"))
+        ft, impl = entry
+        try:
+            return impl(ft, interpreter, op, args)
+        except (InterpretationError, ArithmeticError, IndexError) as e:
+            raise RecirError(format_error(op, str(e))) from None
+
+
+def make_interpreter(module: ModuleOp) -> Interpreter:
+    interp = Interpreter(module)
+    interp._impls = _LocatedImpls()  # pyright: ignore[reportPrivateUsage]
+    for functions in (
+        ArithFunctions(),
+        ArithExtraFunctions(),
+        FuncFunctions(),
+        ScfFunctions(),
+        CfFunctions(),
+        InvokeFunctions(),
+        TMathFunctions(),
+    ):
+        interp.register_implementations(functions)
+    return interp
+
+
+def find_entry(module: ModuleOp, name: str) -> func.FuncOp:
+    entry = SymbolTable.lookup_symbol(module, name)
+    if not isinstance(entry, func.FuncOp):
+        names = [op.sym_name.data for op in module.ops if isinstance(op, func.FuncOp)]
+        raise RecirError(
+            f"error: no function @{name} in the module (functions: "
+            f"{', '.join('@' + n for n in names) or 'none'})"
+        )
+    return entry
+
+
+def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
+    """A Python/NumPy value checked and converted to the interpreter's form."""
+    where = f"argument {index} ({typ})"
+    if isinstance(typ, IntegerType | IndexType):
+        if isinstance(value, bool | int | np.integer):
+            return int(value)
+        raise RecirError(f"error: {where} expects an integer, got {value!r}")
+    if isinstance(typ, Float32Type | Float64Type):
+        if isinstance(value, int | float | np.floating | np.integer):
+            return float(np.float32(value)) if isinstance(typ, Float32Type) else float(value)
+        raise RecirError(f"error: {where} expects a number, got {value!r}")
+    if isinstance(typ, TensorType):
+        return coerce_tensor(where, value, typ)
+    raise RecirError(f"error: {where}: unsupported argument type")
+
+
+def coerce_tensor(where: str, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise RecirError(f"error: {where} expects an array, got {type(value).__name__}")
+    is_int = isinstance(typ.element_type, IntegerType)
+    if is_int and value.dtype.kind not in "iu":
+        raise RecirError(f"error: {where} expects integers, got dtype {value.dtype}")
+    shape = tuple(typ.get_shape())
+    if value.ndim != len(shape) or any(
+        d >= 0 and d != v for d, v in zip(shape, value.shape, strict=True)
+    ):
+        raise RecirError(f"error: {where} got an array of shape {value.shape}")
+    return np.ascontiguousarray(value, dtype=np.int32 if is_int else np.float32)
+
+
+def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Run `@name` on `args`; integers, floats and ndarrays in and out."""
+    entry = find_entry(module, name)
+    inputs = entry.function_type.inputs.data
+    if len(args) != len(inputs):
+        raise RecirError(
+            f"error: @{name} takes {len(inputs)} arguments, got {len(args)}"
+        )
+    values = [coerce_argument(i, a, t) for i, (a, t) in enumerate(zip(args, inputs))]
+    return run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
+
+
+def run_deep(work: Any) -> Any:
+    """Run `work()` on a thread with a big stack; deep recursion is an error."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except RecursionError:
+            outcome["error"] = RecirError(
+                "error: recursion too deep for the interpreter "
+                f"(more than {MAX_PYTHON_FRAMES} Python frames)"
+            )
+        except BaseException as e:  # re-raised on the caller's thread
+            outcome["error"] = e
+
+    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
+    sys.setrecursionlimit(MAX_PYTHON_FRAMES)
+    threading.stack_size(STACK_BYTES)
+    try:
+        thread = threading.Thread(target=target, name="recir-interpreter")
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(old_stack)
+        sys.setrecursionlimit(old_limit)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -1,0 +1,59 @@
+"""The `arith` ops recir programs use that xDSL 0.74's interpreter lacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.utils.exceptions import InterpretationError
+
+
+def round_f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+@register_impls
+class ArithExtraFunctions(InterpreterFunctions):
+    @impl(arith.DivfOp)
+    def run_divf(self, interp: Interpreter, op: arith.DivfOp, args: Any):
+        lhs, rhs = args
+        if rhs == 0.0:
+            inf = float("inf") if lhs > 0 else -float("inf") if lhs < 0 else float("nan")
+            return (inf,)
+        return (round_f32(lhs / rhs),)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interp: Interpreter, op: arith.NegfOp, args: Any):
+        return (-args[0],)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interp: Interpreter, op: arith.SIToFPOp, args: Any):
+        return (round_f32(float(args[0])),)
+
+    @impl(arith.FPToSIOp)
+    def run_fptosi(self, interp: Interpreter, op: arith.FPToSIOp, args: Any):
+        return (int(args[0]),)
+
+    @impl(arith.ExtUIOp)
+    def run_extui(self, interp: Interpreter, op: arith.ExtUIOp, args: Any):
+        return (int(args[0]),)
+
+    @impl(arith.ExtSIOp)
+    def run_extsi(self, interp: Interpreter, op: arith.ExtSIOp, args: Any):
+        return (int(args[0]),)
+
+    @impl(arith.MaxSIOp)
+    def run_maxsi(self, interp: Interpreter, op: arith.MaxSIOp, args: Any):
+        return (max(args),)
+
+    @impl(arith.MinSIOp)
+    def run_minsi(self, interp: Interpreter, op: arith.MinSIOp, args: Any):
+        return (min(args),)
+
+    @impl(arith.DivUIOp)
+    def run_divui(self, interp: Interpreter, op: arith.DivUIOp, args: Any):
+        if args[1] == 0:
+            raise InterpretationError("'arith.divui' division by zero")
+        return (args[0] // args[1],)

@@ -1,0 +1,138 @@
+"""NumPy semantics for every `tmath` op: the oracle later backends are checked against.
+
+Tensors are float32 ndarrays, structure arrays int32 ndarrays; f32 scalars
+are Python floats rounded to float32, integers Python ints. Out-of-range
+indices raise `InterpretationError` rather than wrapping around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.utils.exceptions import InterpretationError
+
+from recir.dialects import tmath
+
+_UNARY: dict[type, Callable[[np.ndarray], np.ndarray]] = {
+    tmath.NegOp: np.negative,
+    tmath.SigmoidOp: lambda x: 1.0 / (1.0 + np.exp(-x)),
+    tmath.TanhOp: np.tanh,
+    tmath.ReluOp: lambda x: np.maximum(x, 0),
+    tmath.ExpOp: np.exp,
+    tmath.LogOp: np.log,
+}
+
+_BINARY: dict[type, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    tmath.AddOp: np.add,
+    tmath.SubOp: np.subtract,
+    tmath.MulOp: np.multiply,
+    tmath.DivOp: np.divide,
+}
+
+
+def f32(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+def checked_index(op: Any, index: int, length: int) -> int:
+    if not 0 <= index < length:
+        raise InterpretationError(
+            f"'{op.name}' index {index} out of range for length {length}"
+        )
+    return index
+
+
+class TMathFunctions(InterpreterFunctions):
+    @impl(tmath.ConstantOp)
+    def run_constant(self, interp: Interpreter, op: tmath.ConstantOp, args: Any):
+        shape = tmath.shape_of(op.result)
+        values = f32(op.value.get_values())
+        return (np.broadcast_to(values, shape).copy() if values.size == 1
+                else values.reshape(shape),)
+
+    @impl(tmath.FillOp)
+    def run_fill(self, interp: Interpreter, op: tmath.FillOp, args: Any):
+        return (np.full(tmath.shape_of(op.result), args[0], dtype=np.float32),)
+
+    @impl(tmath.MatvecOp)
+    def run_matvec(self, interp: Interpreter, op: tmath.MatvecOp, args: Any):
+        return (f32(args[0] @ args[1]),)
+
+    @impl(tmath.MatmulOp)
+    def run_matmul(self, interp: Interpreter, op: tmath.MatmulOp, args: Any):
+        return (f32(args[0] @ args[1]),)
+
+    @impl(tmath.BilinearOp)
+    def run_bilinear(self, interp: Interpreter, op: tmath.BilinearOp, args: Any):
+        v, x, y = args
+        return (f32(np.einsum("i,kij,j->k", x, v, y)),)
+
+    @impl(tmath.ConcatOp)
+    def run_concat(self, interp: Interpreter, op: tmath.ConcatOp, args: Any):
+        return (np.concatenate(args, axis=0),)
+
+    @impl(tmath.SliceOp)
+    def run_slice(self, interp: Interpreter, op: tmath.SliceOp, args: Any):
+        start = op.offset.value.data
+        size = tmath.shape_of(op.result)[0]
+        return (args[0][start : start + size].copy(),)
+
+    @impl(tmath.GatherOp)
+    def run_gather(self, interp: Interpreter, op: tmath.GatherOp, args: Any):
+        table, index = args
+        return (table[checked_index(op, index, table.shape[0])].copy(),)
+
+    @impl(tmath.ExtractOp)
+    def run_extract(self, interp: Interpreter, op: tmath.ExtractOp, args: Any):
+        array, index = args
+        value = array[checked_index(op, index, array.shape[0])]
+        return (int(value) if array.dtype.kind in "iu" else float(value),)
+
+    @impl(tmath.SizeOp)
+    def run_size(self, interp: Interpreter, op: tmath.SizeOp, args: Any):
+        return (int(args[0].shape[0]),)
+
+    @impl(tmath.SumOp)
+    def run_sum(self, interp: Interpreter, op: tmath.SumOp, args: Any):
+        return (float(np.float32(args[0].sum(dtype=np.float32))),)
+
+    @impl(tmath.MaxOp)
+    def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
+        return (float(args[0].max()),)
+
+    @impl(tmath.ArgmaxOp)
+    def run_argmax(self, interp: Interpreter, op: tmath.ArgmaxOp, args: Any):
+        return (int(np.argmax(args[0])),)
+
+    @impl(tmath.SoftmaxOp)
+    def run_softmax(self, interp: Interpreter, op: tmath.SoftmaxOp, args: Any):
+        return (softmax(args[0]),)
+
+    @impl(tmath.SoftmaxCrossEntropyOp)
+    def run_xent(self, interp: Interpreter, op: tmath.SoftmaxCrossEntropyOp, args: Any):
+        logits, label = args
+        label = checked_index(op, label, logits.shape[0])
+        shifted = logits - logits.max()
+        return (float(np.float32(np.log(np.exp(shifted).sum()) - shifted[label])),)
+
+
+def _elementwise(fn: Callable[..., np.ndarray]) -> Callable[..., tuple[Any, ...]]:
+    def run(self: Any, interp: Interpreter, op: Any, args: tuple[Any, ...]):
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            return (f32(fn(*args)),)
+
+    return run
+
+
+# One implementation per concrete elementwise op: xDSL dispatches on exact types.
+for _op_type, _fn in (_UNARY | _BINARY).items():
+    setattr(TMathFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_elementwise(_fn)))
+register_impls(TMathFunctions)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return f32(e / e.sum())

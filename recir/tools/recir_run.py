@@ -1,0 +1,127 @@
+"""`recir-run FILE --entry NAME [--arg VALUE]... [--interpret] [--out DIR]`.
+
+Runs one function of an IR file. Scalar arguments are literals, tensor
+arguments `.npy` paths. Each scalar result prints on its own line as a plain
+number; a tensor result prints as its shape and a few values, or is saved to
+`DIR/result<i>.npy` with `--out`. Every error is one `error:` line on stderr
+and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute
+from xdsl.utils.exceptions import DiagnosticException
+
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.interpreter import find_entry, run_function
+from recir.parsing import parse_module
+
+
+def parse_argument(index: int, text: str, typ: Attribute) -> Any:
+    """Turn one `--arg` into a value of the entry's parameter type."""
+    if isinstance(typ, IntegerType | IndexType):
+        try:
+            return int(text, 0)
+        except ValueError:
+            raise RecirError(
+                f"error: --arg {index + 1} ('{text}') must be an integer for {typ}"
+            ) from None
+    if isinstance(typ, Float32Type | Float64Type):
+        try:
+            return float(text)
+        except ValueError:
+            raise RecirError(
+                f"error: --arg {index + 1} ('{text}') must be a number for {typ}"
+            ) from None
+    if isinstance(typ, TensorType):
+        return load_npy(index, text)
+    raise RecirError(f"error: --arg {index + 1}: unsupported parameter type {typ}")
+
+
+def load_npy(index: int, path: str) -> np.ndarray:
+    try:
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise ValueError("not a .npy file")
+        value = np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise RecirError(f"error: --arg {index + 1}: cannot read '{path}': {e.strerror}") from None
+    except (ValueError, EOFError) as e:
+        raise RecirError(f"error: --arg {index + 1}: '{path}': {e}") from None
+    if not isinstance(value, np.ndarray):
+        raise RecirError(f"error: --arg {index + 1}: '{path}' holds no single array")
+    return value
+
+
+def format_scalar(value: Any) -> str:
+    if isinstance(value, bool | int | np.integer):
+        return str(int(value))
+    return str(np.float32(value))
+
+
+def report(results: tuple[Any, ...], out: Path | None) -> None:
+    for i, value in enumerate(results):
+        if not isinstance(value, np.ndarray):
+            print(format_scalar(value))
+        elif out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            np.save(out / f"result{i}.npy", value)
+            print(out / f"result{i}.npy")
+        else:
+            summary = np.array2string(value.ravel(), threshold=8, edgeitems=3)
+            print(f"tensor {'x'.join(map(str, value.shape))} {summary}")
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        text = Path(args.file).read_text()
+    except OSError as e:
+        raise RecirError(f"error: cannot read '{args.file}': {e.strerror}") from None
+    module = parse_module(make_context(), text, args.file)
+    entry = find_entry(module, args.entry)
+    types = entry.function_type.inputs.data
+    if len(args.arg) != len(types):
+        raise RecirError(
+            f"error: @{args.entry} takes {len(types)} arguments "
+            f"({', '.join(map(str, types))}), got {len(args.arg)} --arg"
+        )
+    values = [parse_argument(i, a, t) for i, (a, t) in enumerate(zip(args.arg, types))]
+    report(run_function(module, args.entry, values), args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="recir-run", description=__doc__.split("\n")[0])
+    parser.add_argument("file", help="an IR file (.mlir)")
+    parser.add_argument("--entry", required=True, help="the function to run")
+    parser.add_argument(
+        "--arg", action="append", default=[], help="an argument: a literal or a .npy path"
+    )
+    parser.add_argument(
+        "--interpret", action="store_true", help="run with the reference interpreter"
+    )
+    parser.add_argument("--out", type=Path, help="save tensor results here as .npy")
+    try:
+        run(parser.parse_args(argv))
+    except DiagnosticException as e:
+        message = str(e)
+        print(message if "error:" in message else f"error: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
