@@ -101,10 +101,11 @@ class SameTypeUnaryOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SameTypeUnaryOp:
-        operand = parser.parse_operand()
+        unresolved = parser.parse_unresolved_operand()
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         typ = parser.parse_type()
+        operand = parser.resolve_operand(unresolved, typ)
         op = cls.create(operands=[operand], result_types=[typ])
         op.attributes |= attrs
         return op
@@ -147,20 +148,16 @@ class ElementwiseBinaryOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseBinaryOp:
-        lhs = parser.parse_operand()
+        lhs = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        rhs = parser.parse_operand()
+        rhs = parser.parse_unresolved_operand()
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        typ = parser.parse_type()
-        lhs_t, rhs_t = typ, typ
+        lhs_t = rhs_t = parser.parse_type()
         if parser.parse_optional_punctuation(",") is not None:
             rhs_t = parser.parse_type()
-        op = cls.create(operands=[lhs, rhs], result_types=[lhs_t])
-        if lhs.type != lhs_t or rhs.type != rhs_t:
-            parser.raise_error(
-                f"operand types {lhs.type}, {rhs.type} do not match {lhs_t}, {rhs_t}"
-            )
+        operands = [parser.resolve_operand(lhs, lhs_t), parser.resolve_operand(rhs, rhs_t)]
+        op = cls.create(operands=operands, result_types=[lhs_t])
         op.attributes |= attrs
         return op
 

@@ -40,7 +40,7 @@ def f32(x: Any) -> np.ndarray:
 def checked_index(op: Any, index: int, length: int) -> int:
     if not 0 <= index < length:
         raise InterpretationError(
-            f"'{op.name}' index {index} out of range for length {length}"
+            f"index {index} out of range for length {length}"
         )
     return index
 
