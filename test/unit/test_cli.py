@@ -1,0 +1,139 @@
+"""recir-opt and recir-run as a user runs them: outputs, and bad input as one error line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIB = """\
+func.func @fib(%n: i32) -> i32 {
+  invoke.subgraph @rec(%k: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %two = arith.constant 2 : i32
+    %c = arith.cmpi sle, %k, %one : i32
+    %r = scf.if %c -> (i32) {
+      scf.yield %one : i32
+    } else {
+      %k1 = arith.subi %k, %one : i32
+      %k2 = arith.subi %k, %two : i32
+      %a = invoke.invoke @rec(%k1) : (i32) -> i32
+      %b = invoke.invoke @rec(%k2) : (i32) -> i32
+      %s = arith.addi %a, %b : i32
+      scf.yield %s : i32
+    }
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @rec(%n) : (i32) -> i32
+  func.return %r : i32
+}
+"""
+
+AFFINE = """\
+func.func @affine(%w: tensor<2x3xf32>, %x: tensor<3xf32>, %s: f32) -> (tensor<2xf32>, f32) {
+  %y = tmath.matvec %w, %x : tensor<2x3xf32>, tensor<3xf32> -> tensor<2xf32>
+  func.return %y, %s : tensor<2xf32>, f32
+}
+"""
+
+
+def tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    code = f"import sys; from recir.tools.{name} import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess[str], pattern: str):
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    first = result.stderr.splitlines()[0]
+    assert "error:" in first
+    assert pattern in first, first
+
+
+def test_recir_run_fib(tmp_path: Path):
+    result = tool("recir_run", write(tmp_path, "fib.mlir", FIB), "--entry", "fib",
+                  "--arg", "15", "--interpret")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "987\n"
+
+
+def test_recir_run_tensors_and_out_dir(tmp_path: Path):
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = np.array([1, 0, -1], dtype=np.float32)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "x.npy", x)
+    path = write(tmp_path, "affine.mlir", AFFINE)
+    args = ["--entry", "affine", "--arg", str(tmp_path / "w.npy"),
+            "--arg", str(tmp_path / "x.npy"), "--arg", "0.25"]
+    result = tool("recir_run", path, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["tensor 2 [-2. -2.]", "0.25"]
+    result = tool("recir_run", path, *args, "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "result0.npy"), w @ x)
+
+
+def test_recir_opt_round_trips(tmp_path: Path):
+    first = tool("recir_opt", write(tmp_path, "fib.mlir", FIB))
+    assert first.returncode == 0, first.stderr
+    second = tool("recir_opt", write(tmp_path, "again.mlir", first.stdout))
+    assert second.stdout == first.stdout
+
+
+BAD_IR = {
+    "malformed": ("func.func @f( {\n", "bad.mlir:1:"),
+    "unknown op": ("func.func @f() {\n  tmath.bogus\n  func.return\n}\n", "bad.mlir:"),
+    "missing callee": (
+        "func.func @f() {\n  invoke.invoke @nope() : () -> ()\n  func.return\n}\n",
+        "bad.mlir:2:3: error: 'invoke.invoke' op callee @nope does not exist",
+    ),
+    "wrong arity": (
+        FIB.replace("invoke.invoke @rec(%n)", "invoke.invoke @rec(%n, %n)")
+        .replace("(%n, %n) : (i32)", "(%n, %n) : (i32, i32)"),
+        "'invoke.invoke' op @rec expects 1 arguments, got 2",
+    ),
+    "shape mismatch": (
+        AFFINE.replace("tensor<3xf32>, tensor<2xf32>", "tensor<2xf32>, tensor<2xf32>")
+        .replace("%x: tensor<3xf32>", "%x: tensor<2xf32>")
+        .replace("tensor<2x3xf32>, tensor<3xf32>", "tensor<2x3xf32>, tensor<2xf32>"),
+        "bad.mlir:2:3: error: 'tmath.matvec' op matrix 2x3 cannot multiply vector 2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_IR))
+def test_bad_ir_is_one_located_error(tmp_path: Path, case: str):
+    text, pattern = BAD_IR[case]
+    path = write(tmp_path, "bad.mlir", text)
+    assert_one_error_line(tool("recir_opt", path), pattern)
+    assert_one_error_line(tool("recir_run", path, "--entry", "f"), pattern)
+
+
+def test_bad_run_arguments(tmp_path: Path):
+    fib = write(tmp_path, "fib.mlir", FIB)
+    affine = write(tmp_path, "affine.mlir", AFFINE)
+    (tmp_path / "junk.npy").write_text("not numpy")
+    cases = [
+        ((fib, "--entry", "main", "--arg", "3"), "no function @main"),
+        ((fib, "--entry", "fib"), "@fib takes 1 arguments"),
+        ((fib, "--entry", "fib", "--arg", "1", "--arg", "2"), "@fib takes 1 arguments"),
+        ((fib, "--entry", "fib", "--arg", "x"), "must be an integer"),
+        ((affine, "--entry", "affine", "--arg", str(tmp_path / "junk.npy"),
+          "--arg", "a.npy", "--arg", "1"), "not a .npy file"),
+        ((affine, "--entry", "affine", "--arg", str(tmp_path / "none.npy"),
+          "--arg", "a.npy", "--arg", "1"), "cannot read"),
+        ((str(tmp_path / "missing.mlir"), "--entry", "f"), "cannot read"),
+    ]
+    for args, pattern in cases:
+        assert_one_error_line(tool("recir_run", *args), pattern)
