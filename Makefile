@@ -25,7 +25,7 @@ test-unit: install
 	$(BIN)/python -m pytest -q
 
 test-lit: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test examples
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test
 
 clean:
 	rm -rf $(VENV) build *.egg-info

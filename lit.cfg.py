@@ -1,0 +1,26 @@
+"""lit configuration: FileCheck tests for dialects, passes, examples and the frontend."""
+
+import os
+import sys
+
+import lit.formats
+
+config.name = "recir"  # noqa: F821
+config.test_format = lit.formats.ShTest()  # noqa: F821
+config.suffixes = [".mlir", ".py"]  # noqa: F821
+config.excludes = ["recir", "unit", "__pycache__", "Inputs", "lit.cfg.py"]  # noqa: F821
+config.test_source_root = os.path.dirname(__file__)  # noqa: F821
+
+bin_dir = os.path.dirname(sys.executable)
+config.environment["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # noqa: F821
+config.substitutions.append(("%python", sys.executable))  # noqa: F821
+config.substitutions.append(  # noqa: F821
+    ("%examples", os.path.join(os.path.dirname(__file__), "examples", "ir"))
+)
+config.substitutions.append(  # noqa: F821
+    (
+        "RECIR_ROUNDTRIP",
+        "recir-opt %s --print-op-generic --split-input-file"
+        " | recir-opt --split-input-file | filecheck %s",
+    )
+)
