@@ -26,7 +26,11 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:  # a type constraint failed while parsing
+            end = self._current_token.span
+            raise ParseError(Span(start.start, end.start, start.input), str(e)) from None
         if not isinstance(op.location, FileLineColLoc):
             where = Span(start.start, start.end, start.input, self.line_offset)
             loc = where.get_location()

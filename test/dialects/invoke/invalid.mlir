@@ -1,0 +1,99 @@
+// RUN: recir-opt %s --parsing-diagnostics --verify-diagnostics --split-input-file | filecheck %s
+
+func.func @f() {
+  invoke.invoke @missing() : () -> ()
+  func.return
+}
+// CHECK: 'invoke.invoke' op callee @missing does not exist
+
+// -----
+
+func.func @g(%x: i32) -> i32 {
+  func.return %x : i32
+}
+func.func @f(%x: i32) -> i32 {
+  %r = invoke.invoke @g(%x, %x) : (i32, i32) -> i32
+  func.return %r : i32
+}
+// CHECK: 'invoke.invoke' op @g expects 1 arguments, got 2
+
+// -----
+
+func.func @g(%x: i32) -> i32 {
+  func.return %x : i32
+}
+func.func @f(%x: f32) -> i32 {
+  %r = invoke.invoke @g(%x) : (f32) -> i32
+  func.return %r : i32
+}
+// CHECK: 'invoke.invoke' op argument 0 of @g has type f32, expected i32
+
+// -----
+
+func.func @g(%x: i32) -> i32 {
+  func.return %x : i32
+}
+func.func @f(%x: i32) -> (i32, i32) {
+  %r, %s = invoke.invoke @g(%x) : (i32) -> (i32, i32)
+  func.return %r, %s : i32, i32
+}
+// CHECK: 'invoke.invoke' op @g expects 1 results, got 2
+
+// -----
+
+func.func @g(%x: i32) -> i32 {
+  func.return %x : i32
+}
+func.func @f(%x: i32) -> f32 {
+  %r = invoke.invoke @g(%x) : (i32) -> f32
+  func.return %r : f32
+}
+// CHECK: 'invoke.invoke' op result 0 of @g has type f32, expected i32
+
+// -----
+
+func.func @f(%x: i32) {
+  invoke.subgraph @s(%k: i32) -> i32 {
+    %c = arith.constant 1.0 : f32
+    invoke.return %c : f32
+  }
+  func.return
+}
+// CHECK: 'invoke.return' op returns (f32) but @s declares results (i32)
+
+// -----
+
+func.func @f(%x: i32) {
+  invoke.subgraph @s(%k: i32) -> i32 {
+    invoke.return %k : i32
+  }
+  invoke.subgraph @s(%k: i32) -> i32 {
+    invoke.return %k : i32
+  }
+  func.return
+}
+// CHECK: 'invoke.subgraph' op the name @s is defined twice
+
+// -----
+
+func.func @owner(%x: i32) {
+  invoke.subgraph @inner(%k: i32) -> i32 {
+    invoke.return %k : i32
+  }
+  func.return
+}
+func.func @outsider(%x: i32) -> i32 {
+  %r = invoke.invoke @inner(%x) : (i32) -> i32
+  func.return %r : i32
+}
+// CHECK: 'invoke.invoke' op subgraph @inner is not visible here: invoke it from inside the region that defines it
+
+// -----
+
+func.func @f(%x: i32) {
+  invoke.subgraph @s(%k: i32 -> i32 {
+    invoke.return %k : i32
+  }
+  func.return
+}
+// CHECK: invalid.mlir:[[# @LINE - 5]]:{{[0-9]+}}: error:

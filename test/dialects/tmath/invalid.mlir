@@ -1,0 +1,119 @@
+// RUN: recir-opt %s --parsing-diagnostics --verify-diagnostics --split-input-file | filecheck %s
+
+func.func @f(%a: tensor<3xf32>, %b: tensor<4xf32>) {
+  %c = "tmath.add"(%a, %b) : (tensor<3xf32>, tensor<4xf32>) -> tensor<3xf32>
+  func.return
+}
+// CHECK: 'tmath.add' op operand shapes differ: lhs 3, rhs 4; expected equal shapes
+
+// -----
+
+func.func @f(%a: tensor<3xf32>, %b: tensor<4xf32>) {
+  %c = tmath.mul %a, %b : tensor<3xf32>, tensor<4xf32>
+  func.return
+}
+// CHECK: 'tmath.mul' op operand shapes differ: lhs 3, rhs 4; expected equal shapes
+
+// -----
+
+func.func @f(%a: tensor<3xi32>) {
+  %c = tmath.tanh %a : tensor<3xi32>
+  func.return
+}
+// CHECK: 'tmath.tanh' op operand must be an f32 tensor, got tensor<3xi32>
+
+// -----
+
+func.func @f(%w: tensor<4x3xf32>, %x: tensor<4xf32>) {
+  %y = tmath.matvec %w, %x : tensor<4x3xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'tmath.matvec' op matrix 4x3 cannot multiply vector 4: expected a vector of 3 elements
+
+// -----
+
+func.func @f(%w: tensor<4x3xf32>, %x: tensor<3xf32>) {
+  %y = tmath.matvec %w, %x : tensor<4x3xf32>, tensor<3xf32> -> tensor<3xf32>
+  func.return
+}
+// CHECK: 'tmath.matvec' op result has shape 3, expected 4
+
+// -----
+
+func.func @f(%a: tensor<4x3xf32>, %b: tensor<4x3xf32>) {
+  %y = tmath.matmul %a, %b : tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4x3xf32>
+  func.return
+}
+// CHECK: 'tmath.matmul' op inner dimensions differ: lhs 4x3, rhs 4x3; expected rhs with 3 rows
+
+// -----
+
+func.func @f(%v: tensor<2x3x3xf32>, %x: tensor<3xf32>, %y: tensor<4xf32>) {
+  %r = tmath.bilinear %v, %x, %y : tensor<2x3x3xf32>, tensor<3xf32>, tensor<4xf32> -> tensor<2xf32>
+  func.return
+}
+// CHECK: 'tmath.bilinear' op rhs has shape 4, expected 3
+
+// -----
+
+func.func @f(%a: tensor<3xf32>, %b: tensor<2x2xf32>) {
+  %r = tmath.concat %a, %b : tensor<3xf32>, tensor<2x2xf32> -> tensor<5xf32>
+  func.return
+}
+// CHECK: 'tmath.concat' op input 1 has shape 2x2, expected 1-d with trailing shape scalar
+
+// -----
+
+func.func @f(%a: tensor<3xf32>, %b: tensor<2xf32>) {
+  %r = tmath.concat %a, %b : tensor<3xf32>, tensor<2xf32> -> tensor<6xf32>
+  func.return
+}
+// CHECK: 'tmath.concat' op result has shape 6, expected 5
+
+// -----
+
+func.func @f(%a: tensor<8xf32>) {
+  %r = tmath.slice %a[6] : tensor<8xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'tmath.slice' op slice [6, 10) is out of bounds for shape 8
+
+// -----
+
+func.func @f(%e: tensor<10xf32>, %i: i32) {
+  %r = tmath.gather %e[%i] : tensor<10xf32>, i32 -> tensor<1xf32>
+  func.return
+}
+// CHECK: 'tmath.gather' op table must have rank 2, got shape 10
+
+// -----
+
+func.func @f(%a: tensor<2x2xi32>, %i: i32) {
+  %r = tmath.extract %a[%i] : tensor<2x2xi32>, i32 -> i32
+  func.return
+}
+// CHECK: 'tmath.extract' op input must be a vector, got tensor<2x2xi32>
+
+// -----
+
+func.func @f() {
+  %r = "tmath.constant"() <{value = dense<1.0> : tensor<3xf32>}> : () -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'tmath.constant' op value type tensor<3xf32> differs from result tensor<4xf32>
+
+// -----
+
+func.func @f(%x: tensor<?xf32>) {
+  %r = tmath.exp %x : tensor<?xf32>
+  func.return
+}
+// CHECK: 'tmath.exp' op operand must have a static shape, got tensor<?xf32>
+
+// -----
+
+func.func @f(%x: tensor<5xf32>, %l: f32) {
+  %r = tmath.softmax_xent %x, %l : tensor<5xf32>, f32 -> f32
+  func.return
+}
+// CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: Unexpected attribute f32
