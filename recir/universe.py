@@ -22,11 +22,19 @@ def _tmath() -> Dialect:
     return TMath
 
 
+def _capture_outer_refs() -> type[ModulePass]:
+    from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+
+    return CaptureOuterRefsPass
+
+
 RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "invoke": _invoke,
     "tmath": _tmath,
 }
 
-RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {}
+RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "capture-outer-refs": _capture_outer_refs,
+}
 
 RECIR_UNIVERSE = Universe(all_dialects=RECIR_DIALECTS, all_passes=RECIR_PASSES)
