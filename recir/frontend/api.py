@@ -1,0 +1,208 @@
+"""Tracing API: `trace`, `SubGraph`, `cond`.
+
+A model is a Python function traced once into IR, in the style of the
+recursive-dataflow-graphs paper (its Figure 2):
+
+    with recir.trace("tree_lstm") as m:
+        left = m.input("left", recir.structure())
+        W = m.param("W", np.zeros((8, 4), np.float32))
+        with recir.SubGraph("node", [recir.i32], [recir.vector(8)]) as node:
+            (i,) = node.inputs
+            ...                       # node(child) here is recursion
+            node.output(h)
+        m.output(node(root))
+    m.traced                          # a TracedModel
+
+Inputs come first in the entry's arguments, then parameters in declaration
+order; subgraphs use both as outer values (`capture-outer-refs` closes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import (
+    FunctionType,
+    ModuleOp,
+    TensorType,
+    f32,
+    i1,
+    i32,
+)
+from xdsl.ir import Attribute, Block, Region
+
+from recir.dialects import invoke
+from recir.frontend.locations import user_error, user_location
+from recir.frontend.tracer import Tracer, as_value, emit, insertion_block
+from recir.parsing import verify_located
+
+__all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
+           "trace", "vector", "matrix"]
+
+
+def vector(n: int) -> TensorType:
+    return TensorType(f32, [n])
+
+
+def matrix(rows: int, cols: int) -> TensorType:
+    return TensorType(f32, [rows, cols])
+
+
+def structure() -> TensorType:
+    """An i32 structure array (children, word ids, labels) of any length."""
+    return TensorType(i32, [-1])
+
+
+class TracedModel:
+    """A traced module, its entry function and the parameters bound to it."""
+
+    def __init__(self, module: ModuleOp, entry: str, inputs: list[str],
+                 params: dict[str, np.ndarray]):
+        self.module, self.entry, self.input_names, self.params = module, entry, inputs, params
+
+    def __str__(self) -> str:
+        return str(self.module)
+
+    def run(self, *inputs: Any) -> tuple[Any, ...]:
+        """Run with the reference interpreter on `inputs` and the bound parameters."""
+        from recir.interpreter import run_function
+
+        return run_function(self.module, self.entry, [*inputs, *self.params.values()])
+
+
+class trace:
+    """Context manager building the entry function `name` of a new module."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.block = Block()
+        self.function = func.FuncOp(name, ([], []), Region(self.block))
+        self.function.location = user_location()
+        self.module = ModuleOp([self.function])
+        self.inputs: list[str] = []
+        self.params: dict[str, np.ndarray] = {}
+        self.outputs: list[Tracer] | None = None
+        self.context = insertion_block(self.block)
+
+    def __enter__(self) -> trace:
+        self.context.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.context.__exit__()
+        if kind is None and self.outputs is None:
+            raise user_error(f"model '{self.name}' has no outputs: call .output(...)")
+
+    def input(self, name: str, typ: Attribute) -> Tracer:
+        arg = self.block.insert_arg(typ, len(self.inputs))
+        arg.name_hint = name
+        self.inputs.append(name)
+        return Tracer(arg)
+
+    def param(self, name: str, value: np.ndarray) -> Tracer:
+        array = np.ascontiguousarray(value, dtype=np.float32)
+        if name in self.params or name in self.inputs:
+            raise user_error(f"the name '{name}' is declared twice")
+        arg = self.block.insert_arg(TensorType(f32, array.shape), len(self.block.args))
+        arg.name_hint = name
+        self.params[name] = array
+        return Tracer(arg)
+
+    def output(self, *values: Tracer) -> None:
+        results = [as_value(v) for v in values]
+        emit(func.ReturnOp(*results), verify=False)
+        self.outputs = list(values)
+        types = [a.type for a in self.block.args]
+        self.function.function_type = FunctionType.from_lists(types, [r.type for r in results])
+
+    @property
+    def traced(self) -> TracedModel:
+        verify_located(self.module)
+        return TracedModel(self.module, self.name, self.inputs, self.params)
+
+
+class SubGraph:
+    """A named, possibly recursive function traced in place (`invoke.subgraph`).
+
+    Creating it declares it (so it can be called before its body is traced:
+    mutual recursion); `with sub:` traces the body; calling it emits an invoke.
+    """
+
+    def __init__(self, name: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute]):
+        self.name, self.output_types = name, list(outputs)
+        self.op = invoke.SubgraphOp(name, (list(inputs), list(outputs)))
+        self.op.location = user_location()
+        self.inputs = [Tracer(a) for a in self.op.body.block.args]
+        self.defined = False
+        emit_declaration(self.op)
+        self.context = insertion_block(self.op.body.block)
+
+    def __enter__(self) -> SubGraph:
+        self.context.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.context.__exit__()
+        if kind is None and not self.defined:
+            raise user_error(f"subgraph '{self.name}' has no outputs: call .output(...)")
+
+    def output(self, *values: Any) -> None:
+        results = [as_value(v) for v in values]
+        got = [r.type for r in results]
+        if got != self.output_types:
+            raise user_error(
+                f"subgraph '{self.name}' returns ({', '.join(map(str, got))}) but "
+                f"declares ({', '.join(map(str, self.output_types))})"
+            )
+        emit(invoke.ReturnOp(*results), verify=False)
+        self.defined = True
+
+    def __call__(self, *args: Any) -> Any:
+        values = [as_value(a) for a in args]
+        op = emit(invoke.InvokeOp(self.name, values, self.output_types))
+        results = [Tracer(r) for r in op.results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def emit_declaration(op: invoke.SubgraphOp) -> None:
+    from recir.frontend.tracer import current_block
+
+    current_block().add_op(op)
+
+
+def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
+    """`then_fn()` if `pred` else `else_fn()`: both traced, emitted as `scf.if`."""
+    condition = as_value(pred)
+    if condition.type != i1:
+        raise user_error(f"cond needs a boolean (i1) predicate, got {condition.type}")
+    # Trace both branches inside a result-less placeholder, so ops in them
+    # see the enclosing function (invokes look their callee up there).
+    placeholder = emit(scf.IfOp(condition, [], Region(Block()), Region(Block())), False)
+    branches = []
+    for fn, region in zip((then_fn, else_fn), placeholder.regions, strict=True):
+        with insertion_block(region.block):
+            out = fn()
+            values = [as_value(v) for v in (out if isinstance(out, tuple) else (out,))]
+            emit(scf.YieldOp(*values), verify=False)
+        branches.append(([v.type for v in values], isinstance(out, tuple)))
+    (then_types, is_tuple), (else_types, _) = branches
+    if then_types != else_types:
+        placeholder.detach()
+        raise user_error(
+            f"cond branches return different types: then ({', '.join(map(str, then_types))}), "
+            f"else ({', '.join(map(str, else_types))})"
+        )
+    regions = [placeholder.detach_region(r) for r in list(placeholder.regions)]
+    op = scf.IfOp(condition, then_types, *regions)
+    op.location = placeholder.location
+    block = placeholder.parent_block()
+    assert block is not None
+    block.insert_op_before(op, placeholder)
+    placeholder.detach()
+    placeholder.erase()
+    results = [Tracer(r) for r in op.results]
+    return tuple(results) if is_tuple else results[0]
+

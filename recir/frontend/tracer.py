@@ -1,0 +1,210 @@
+"""Tracer values: Python operators on traced values emit IR.
+
+Every op goes through `emit`, which inserts it at the current insertion
+block, stamps it with the user's source line and verifies it at once, so a
+shape error is reported at the user's line rather than at some later pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+    f32,
+    i32,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from recir.diagnostics import RecirError, format_error
+from recir.dialects import tmath
+from recir.frontend.locations import user_error, user_location
+
+_blocks: list[Block] = []
+
+
+def current_block() -> Block:
+    if not _blocks:
+        raise user_error("recir operations must be traced inside recir.trace")
+    return _blocks[-1]
+
+
+class insertion_block:
+    """Context manager: emitted ops go to `block` while it is active."""
+
+    def __init__(self, block: Block):
+        self.block = block
+
+    def __enter__(self) -> Block:
+        _blocks.append(self.block)
+        return self.block
+
+    def __exit__(self, *exc: object) -> None:
+        _blocks.pop()
+
+
+def emit(op: Operation, verify: bool = True) -> Operation:
+    """Insert, locate and verify `op`; errors point at the user's line.
+
+    Terminators pass `verify=False`: their parent is finished only later.
+    """
+    op.location = user_location()
+    current_block().add_op(op)
+    if not verify:
+        return op
+    try:
+        op.verify_()  # the op's own constraints; its block is still growing
+    except VerifyException as e:
+        op.detach()
+        raise RecirError(format_error(op, str(e.args[0]))) from None
+    return op
+
+
+def is_tensor(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType)
+
+
+def constant_like(value: Any, like: SSAValue) -> SSAValue:
+    """A Python number as a constant of `like`'s type (tensors: a splat)."""
+    typ = like.type
+    if not isinstance(value, int | float):
+        raise user_error(f"cannot use a Python {type(value).__name__} with a {typ} value")
+    if isinstance(typ, TensorType):
+        dense = DenseIntOrFPElementsAttr.from_list(typ, [float(value)])
+        return emit(tmath.ConstantOp(dense)).results[0]
+    if isinstance(typ, Float32Type):
+        return emit(arith.ConstantOp(FloatAttr(float(value), f32))).results[0]
+    if isinstance(typ, IntegerType | IndexType) and isinstance(value, int):
+        return emit(arith.ConstantOp(IntegerAttr(value, typ))).results[0]
+    raise user_error(f"cannot use the Python value {value!r} as a {typ}")
+
+
+def as_value(value: Any, like: SSAValue | None = None) -> SSAValue:
+    if isinstance(value, Tracer):
+        return value.value
+    if like is not None:
+        return constant_like(value, like)
+    if isinstance(value, bool):
+        return emit(arith.ConstantOp(IntegerAttr(int(value), IntegerType(1)))).results[0]
+    if isinstance(value, int):
+        return emit(arith.ConstantOp(IntegerAttr(value, i32))).results[0]
+    if isinstance(value, float):
+        return emit(arith.ConstantOp(FloatAttr(value, f32))).results[0]
+    raise user_error(f"unsupported Python value {value!r} of type {type(value).__name__}")
+
+
+TENSOR_BINARY = {"+": tmath.AddOp, "-": tmath.SubOp, "*": tmath.MulOp, "/": tmath.DivOp}
+INT_BINARY = {"+": arith.AddiOp, "-": arith.SubiOp, "*": arith.MuliOp, "/": arith.DivSIOp}
+FLOAT_BINARY = {"+": arith.AddfOp, "-": arith.SubfOp, "*": arith.MulfOp, "/": arith.DivfOp}
+INT_COMPARE = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "one"}
+
+
+def binary(symbol: str, lhs: Any, rhs: Any) -> Tracer:
+    anchor = lhs if isinstance(lhs, Tracer) else rhs
+    a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
+    typ = a.type
+    table: dict[str, Callable[..., Operation]]
+    if isinstance(typ, TensorType):
+        table = TENSOR_BINARY
+    elif isinstance(typ, Float32Type):
+        table = FLOAT_BINARY
+    else:
+        table = INT_BINARY
+    return Tracer(emit(table[symbol](a, b)).results[0])
+
+
+def compare(symbol: str, lhs: Any, rhs: Any) -> Tracer:
+    anchor = lhs if isinstance(lhs, Tracer) else rhs
+    a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
+    if isinstance(a.type, Float32Type):
+        return Tracer(emit(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol])).results[0])
+    if isinstance(a.type, IntegerType | IndexType):
+        return Tracer(emit(arith.CmpiOp(a, b, INT_COMPARE[symbol])).results[0])
+    raise user_error(f"cannot compare values of type {a.type}")
+
+
+class Tracer:
+    """A traced SSA value; arithmetic on it records IR instead of computing."""
+
+    __array_priority__ = 1000  # numpy scalars defer to our operators
+
+    def __init__(self, value: SSAValue):
+        self.value = value
+
+    @property
+    def type(self) -> Attribute:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tmath.shape_of(self.value) if is_tensor(self.value) else ()
+
+    def __repr__(self) -> str:
+        return f"Tracer({self.value.type})"
+
+    def __add__(self, other: Any) -> Tracer:
+        return binary("+", self, other)
+
+    def __radd__(self, other: Any) -> Tracer:
+        return binary("+", other, self)
+
+    def __sub__(self, other: Any) -> Tracer:
+        return binary("-", self, other)
+
+    def __rsub__(self, other: Any) -> Tracer:
+        return binary("-", other, self)
+
+    def __mul__(self, other: Any) -> Tracer:
+        return binary("*", self, other)
+
+    def __rmul__(self, other: Any) -> Tracer:
+        return binary("*", other, self)
+
+    def __truediv__(self, other: Any) -> Tracer:
+        return binary("/", self, other)
+
+    def __rtruediv__(self, other: Any) -> Tracer:
+        return binary("/", other, self)
+
+    def __neg__(self) -> Tracer:
+        if is_tensor(self.value):
+            return Tracer(emit(tmath.NegOp(self.value)).results[0])
+        return binary("-", 0 if isinstance(self.type, IntegerType) else 0.0, self)
+
+    def __matmul__(self, other: Tracer) -> Tracer:
+        rhs = as_value(other)
+        op = tmath.MatvecOp if len(tmath.shape_of(rhs)) == 1 else tmath.MatmulOp
+        return Tracer(emit(op(self.value, rhs)).results[0])
+
+    def __lt__(self, other: Any) -> Tracer:
+        return compare("<", self, other)
+
+    def __le__(self, other: Any) -> Tracer:
+        return compare("<=", self, other)
+
+    def __gt__(self, other: Any) -> Tracer:
+        return compare(">", self, other)
+
+    def __ge__(self, other: Any) -> Tracer:
+        return compare(">=", self, other)
+
+    def __getitem__(self, index: Any) -> Tracer:
+        return Tracer(emit(tmath.ExtractOp(self.value, as_value(index))).results[0])
+
+    def __bool__(self) -> bool:
+        raise user_error(
+            "a traced value has no Python truth value: use recir.cond(pred, then, else)"
+        )
+
+    __hash__ = object.__hash__
+
