@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     FunctionType,
     ModuleOp,
     TensorType,
@@ -53,7 +54,7 @@ def matrix(rows: int, cols: int) -> TensorType:
 
 def structure() -> TensorType:
     """An i32 structure array (children, word ids, labels) of any length."""
-    return TensorType(i32, [-1])
+    return TensorType(i32, [DYNAMIC_INDEX])
 
 
 class TracedModel:

@@ -198,6 +198,18 @@ class Tracer:
     def __ge__(self, other: Any) -> Tracer:
         return compare(">=", self, other)
 
+    def __eq__(self, other: Any) -> Tracer:  # type: ignore[override]
+        return compare("==", self, other)
+
+    def __ne__(self, other: Any) -> Tracer:  # type: ignore[override]
+        return compare("!=", self, other)
+
+    def __and__(self, other: Any) -> Tracer:
+        return Tracer(emit(arith.AndIOp(self.value, as_value(other, self.value))).results[0])
+
+    def __or__(self, other: Any) -> Tracer:
+        return Tracer(emit(arith.OrIOp(self.value, as_value(other, self.value))).results[0])
+
     def __getitem__(self, index: Any) -> Tracer:
         return Tracer(emit(tmath.ExtractOp(self.value, as_value(index))).results[0])
 

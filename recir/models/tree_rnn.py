@@ -1,0 +1,39 @@
+"""TreeRNN (Socher et al. 2011): h = tanh(W [h_l; h_r] + b); a leaf's h is its embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recir import frontend as rf
+from recir.models.tree_common import dump_ir_main, reference_tree, trace_tree_model
+
+
+def init_params(rng: np.random.Generator, hidden: int = 8, vocab: int = 100,
+                classes: int = 5) -> dict[str, np.ndarray]:
+    shapes = {"emb": (vocab, hidden), "w": (hidden, 2 * hidden), "b": (hidden,),
+              "w_out": (classes, hidden), "b_out": (classes,)}
+    return {k: (0.5 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
+
+
+def make_cells(tanh, concat):
+    def leaf(p, x):
+        return (x,)
+
+    def combine(p, ls, rs):
+        return (tanh(p["w"] @ concat([ls[0], rs[0]]) + p["b"]),)
+
+    return leaf, combine
+
+
+def trace_model(params: dict[str, np.ndarray]):
+    leaf, combine = make_cells(rf.tanh, rf.concat)
+    return trace_tree_model("tree_rnn", params, params["b"].shape[0], leaf, combine)
+
+
+def reference(tree, root: int, params: dict[str, np.ndarray]):
+    leaf, combine = make_cells(np.tanh, np.concatenate)
+    return reference_tree(tree, root, params, leaf, combine)
+
+
+if __name__ == "__main__":
+    dump_ir_main(lambda: trace_model(init_params(np.random.default_rng(0))), __doc__)
