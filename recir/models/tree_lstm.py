@@ -21,11 +21,6 @@ def init_params(rng: np.random.Generator, hidden: int = 8, embed: int = 8,
     return {k: (0.5 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
 
 
-def gates(pre, hidden: int, n: int, act):
-    return [act["sigmoid"](pre[k * hidden:(k + 1) * hidden]) if k < n - 1
-            else act["tanh"](pre[k * hidden:(k + 1) * hidden]) for k in range(n)]
-
-
 def make_cells(hidden: int, slice_fn, sigmoid, tanh, concat):
     def split(pre, n):
         parts = [slice_fn(pre, k * hidden, hidden) for k in range(n)]
