@@ -1,7 +1,20 @@
-"""Tree data: structure arrays, the SST loader and synthetic treebanks."""
+"""Tree data: structure arrays, the SST loader and synthetic treebanks.
 
-from recir.data.sst import TreeParseError, Vocabulary, load_sst, parse_tree, sst_path
-from recir.data.synthetic import SHAPES, make_tree, make_treebank
+The SST names load lazily so that `python -m recir.data.sst` runs the module
+fresh instead of re-executing one this package already imported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from recir.data.synthetic import (
+    SHAPES,
+    make_tree,
+    make_treebank,
+    sentiment_label,
+    word_polarity,
+)
 from recir.data.trees import (
     Tree,
     TreeBatch,
@@ -9,6 +22,21 @@ from recir.data.trees import (
     batch_trees,
     validate_structure,
 )
+
+if TYPE_CHECKING:
+    from recir.data.sst import (
+        TreeParseError,
+        Vocabulary,
+        build_vocabulary,
+        load_sst,
+        parse_tree,
+        sst_path,
+    )
+
+SST_NAMES = frozenset({
+    "TreeParseError", "Vocabulary", "build_vocabulary", "load_sst", "parse_tree",
+    "sst_path",
+})
 
 __all__ = [
     "SHAPES",
@@ -18,10 +46,21 @@ __all__ = [
     "TreeStructureError",
     "Vocabulary",
     "batch_trees",
+    "build_vocabulary",
     "load_sst",
     "make_tree",
     "make_treebank",
     "parse_tree",
+    "sentiment_label",
     "sst_path",
     "validate_structure",
+    "word_polarity",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in SST_NAMES:
+        from recir.data import sst
+
+        return getattr(sst, name)
+    raise AttributeError(f"module 'recir.data' has no attribute '{name}'")

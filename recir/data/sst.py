@@ -2,21 +2,26 @@
 
 One tree per line, a label 0-4 on every node, strictly binary:
 `(3 (2 It) (4 (4 (2 's) (4 good)) (2 .)))`. A leaf's word is everything after
-its label up to the closing bracket (one SST word contains a space: `8 1\\/2`).
-Parsing is iterative, so deep trees cannot exhaust Python's stack.
+its label up to the closing bracket, because one SST word contains a space
+(`(2 8 1\\/2)`). Parsing is iterative, so deep trees cannot exhaust Python's
+stack, and errors say `file:line: error: ...` so a bad line is easy to find.
 
-`python -m recir.data.sst FILE` prints the number of trees and nodes.
+`python -m recir.data.sst FILE` prints tree/node counts, depth and vocabulary.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from recir.data.trees import Tree
+
+LABELS = frozenset("01234")
 
 
 class TreeParseError(ValueError):
@@ -24,24 +29,61 @@ class TreeParseError(ValueError):
 
 
 class Vocabulary:
-    """Word -> id; id 0 is `<unk>` for words never seen while growing."""
+    """Word -> id in first-seen order; id 0 is `<unk>`, used for unseen words."""
+
+    UNK = "<unk>"
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {"<unk>": 0}
+        self.ids: dict[str, int] = {self.UNK: 0}
+        self.words: list[str] = [self.UNK]
+
+    @classmethod
+    def from_words(cls, words: Iterable[str]) -> Vocabulary:
+        vocab = cls()
+        for w in words:
+            vocab.lookup(w, grow=True)
+        return vocab
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.words)
 
-    def lookup(self, word: str, grow: bool) -> int:
-        if grow:
-            return self.ids.setdefault(word, len(self.ids))
+    def __contains__(self, word: str) -> bool:
+        return word in self.ids
+
+    def __getitem__(self, word: str) -> int:
         return self.ids.get(word, 0)
+
+    def lookup(self, word: str, grow: bool = False) -> int:
+        """The word's id; a new word gets the next id when `grow`, else 0."""
+        found = self.ids.get(word)
+        if found is not None:
+            return found
+        if not grow:
+            return 0
+        self.ids[word] = len(self.words)
+        self.words.append(word)
+        return self.ids[word]
+
+
+def build_vocabulary(trees_text: Iterable[str]) -> Vocabulary:
+    """The vocabulary of bracketed trees, one per string (blank ones skipped)."""
+    vocab = Vocabulary()
+    for number, text in enumerate(trees_text, start=1):
+        if text.strip():
+            parse_tree(text, vocab, file="<text>", line=number)
+    return vocab
 
 
 def parse_tree(
-    text: str, vocab: Vocabulary, *, grow: bool = True, where: str = "<string>:1"
+    text: str, vocab: Vocabulary, *, file: str | os.PathLike[str] | None = None,
+    line: int | None = None, grow: bool = True,
 ) -> Tree:
-    """One bracketed tree -> post-order structure arrays."""
+    """One bracketed tree -> post-order structure arrays (see `recir.data.trees`).
+
+    `file` and `line` only locate errors; `grow=False` maps new words to 0.
+    """
+    name = "<string>" if file is None else os.fspath(file)
+    where = f"{name}:{1 if line is None else line}"
 
     def fail(msg: str) -> TreeParseError:
         return TreeParseError(f"{where}: error: {msg}")
@@ -50,91 +92,122 @@ def parse_tree(
     right: list[int] = []
     words: list[int] = []
     labels: list[int] = []
-    open_nodes: list[tuple[int, list[int]]] = []  # (label, finished children)
-    finished: list[int] = []
-    pos, n = 0, len(text)
+    # Open nodes as (label, column of '(', finished child indices).
+    stack: list[tuple[int, int, list[int]]] = []
+    pos, n, done = 0, len(text), False
     while pos < n:
         ch = text[pos]
-        if ch.isspace():
+        if ch in " \t\r\n":
             pos += 1
+        elif ch == ")" and not stack:
+            raise fail(f"unbalanced brackets: unexpected ')' at column {pos + 1}")
+        elif done:
+            raise fail(f"text after the end of the tree at column {pos + 1}")
         elif ch == "(":
-            if finished and not open_nodes:
-                raise fail(f"text after the end of the tree at column {pos + 1}")
             end = pos + 1
-            while end < n and text[end] not in " ()":
+            while end < n and text[end] not in " \t\r\n()":
                 end += 1
             token = text[pos + 1 : end]
-            if not token.isdigit() or not 0 <= int(token) <= 4:
-                raise fail(f"expected a label 0-4 at column {pos + 2}, got '{token}'")
-            pos = end + 1 if end < n and text[end] == " " else end
-            if pos < n and text[pos] not in "()":
+            if token not in LABELS:
+                got = f"'{token}'" if token else "nothing"
+                raise fail(f"expected a label 0-4 at column {pos + 2}, got {got}")
+            column, label, pos = pos + 1, int(token), end
+            while pos < n and text[pos] in " \t\r\n":
+                pos += 1
+            if pos < n and text[pos] not in "()":  # a leaf: the word runs to ')'
                 close = text.find(")", pos)
                 if close < 0:
-                    raise fail("unbalanced brackets: missing ')'")
-                left.append(-1), right.append(-1), labels.append(int(token))
-                words.append(vocab.lookup(text[pos:close], grow))
-                (open_nodes[-1][1] if open_nodes else finished).append(len(left) - 1)
+                    raise fail(f"unbalanced brackets: missing ')' for column {column}")
+                word = text[pos:close].rstrip()
+                if "(" in word:
+                    raise fail(f"node at column {column} mixes a word and children")
+                left.append(-1), right.append(-1), labels.append(label)
+                words.append(vocab.lookup(word, grow))
+                done = attach(stack, len(left) - 1)
                 pos = close + 1
             else:
-                open_nodes.append((int(token), []))
+                stack.append((label, column, []))
         elif ch == ")":
-            if not open_nodes:
-                raise fail(f"unbalanced brackets: unexpected ')' at column {pos + 1}")
-            label, kids = open_nodes.pop()
+            label, column, kids = stack.pop()
             if len(kids) != 2:
-                raise fail(f"a node has {len(kids)} children; trees must be binary")
+                count = "no word and no children" if not kids else (
+                    f"{len(kids)} child{'ren' if len(kids) > 1 else ''}")
+                raise fail(f"node at column {column} has {count}; trees must be binary")
             left.append(kids[0]), right.append(kids[1])
             words.append(-1), labels.append(label)
-            (open_nodes[-1][1] if open_nodes else finished).append(len(left) - 1)
+            done = attach(stack, len(left) - 1)
             pos += 1
         else:
-            raise fail(f"unexpected '{ch}' at column {pos + 1}")
-    if open_nodes:
-        raise fail("unbalanced brackets: missing ')'")
-    if len(finished) != 1:
-        raise fail("expected exactly one tree on the line")
-    as_array = lambda v: np.array(v, dtype=np.int32)  # noqa: E731
-    return Tree(as_array(left), as_array(right), as_array(words), as_array(labels))
+            raise fail(f"unexpected '{ch}' at column {pos + 1}, expected '('")
+    if stack:
+        raise fail(f"unbalanced brackets: missing ')' for column {stack[-1][1]}")
+    if not done:
+        raise fail("expected a tree, got an empty line")
+    return Tree(*(np.array(v, dtype=np.int32) for v in (left, right, words, labels)))
+
+
+def attach(stack: list[tuple[int, int, list[int]]], node: int) -> bool:
+    """Give a finished node to its parent; True when it was the root."""
+    if stack:
+        stack[-1][2].append(node)
+    return not stack
 
 
 def load_sst(
-    path: str | os.PathLike[str], vocab: Vocabulary | None = None, *, grow: bool = True
+    path: str | os.PathLike[str], vocab: Vocabulary | None = None, *,
+    grow_vocab: bool = True,
 ) -> tuple[list[Tree], Vocabulary]:
-    """All trees of a file; the vocabulary grows unless `grow=False`."""
+    """All trees of a file (blank lines skipped) and the vocabulary they used.
+
+    Pass the training split's vocabulary with `grow_vocab=False` for dev/test,
+    so that unseen words map to `<unk>` (0) and embedding tables keep their size.
+    """
     vocab = Vocabulary() if vocab is None else vocab
-    trees = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if line.strip():
-                trees.append(parse_tree(line, vocab, grow=grow, where=f"{path}:{number}"))
+    trees: list[Tree] = []
+    number = 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, text in enumerate(f, start=1):
+                if text.strip():
+                    trees.append(parse_tree(text, vocab, file=path, line=number,
+                                            grow=grow_vocab))
+    except UnicodeDecodeError:
+        where = f"{os.fspath(path)}:{number + 1}"
+        raise TreeParseError(f"{where}: error: not utf-8 text") from None
     return trees, vocab
 
 
 def sst_path(split: str) -> Path | None:
-    """`<split>.txt` from $RECIR_SST_DIR or ../shared/data/sst, if present."""
+    """`<split>.txt` from $RECIR_SST_DIR or the checkout's ../shared/data/sst.
+
+    None when the file is absent, so callers can fall back to synthetic trees;
+    the data is read in place and never copied into the project.
+    """
     folder = os.environ.get("RECIR_SST_DIR")
-    base = Path(folder) if folder else Path(__file__).resolve().parents[3] / "shared/data/sst"
+    project = Path(__file__).resolve().parents[2]
+    base = Path(folder) if folder else project.parent / "shared/data/sst"
     path = base / f"{split}.txt"
     return path if path.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m recir.data.sst FILE", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m recir.data.sst",
+                                     description="Summarise an SST bracket file.")
+    parser.add_argument("file", help="one bracketed tree per line")
+    args = parser.parse_args(argv)
     try:
-        trees, vocab = load_sst(args[0])
+        trees, vocab = load_sst(args.file)
     except OSError as e:
-        print(f"error: cannot read '{args[0]}': {e.strerror}", file=sys.stderr)
+        print(f"error: cannot read '{args.file}': {e.strerror}", file=sys.stderr)
         return 1
     except TreeParseError as e:
         print(e, file=sys.stderr)
         return 1
-    nodes = sum(t.num_nodes for t in trees)
-    depths = [t.depth() for t in trees]
-    print(f"{len(trees)} trees, {nodes} nodes")
-    print(f"depth mean {np.mean(depths):.1f} max {max(depths)}, vocabulary {len(vocab)}")
+    print(f"{len(trees)} trees, {sum(t.num_nodes for t in trees)} nodes")
+    if trees:
+        depths = [t.depth() for t in trees]
+        print(f"depth mean {np.mean(depths):.1f} max {max(depths)}, "
+              f"vocabulary {len(vocab)} words (with <unk>)")
     return 0
 
 

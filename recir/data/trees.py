@@ -3,8 +3,9 @@
 A tree of N nodes is stored in post-order (children before parents, the root
 last) as int32 arrays: `left`/`right` (child index, -1 at a leaf), `word`
 (word id at a leaf, -1 inside) and `label` (0-4 per node, -1 if unknown).
-A batch concatenates trees with offset indices and lists their roots.
-Native code trusts these arrays, so `validate_structure` checks them first.
+A batch concatenates trees with offset indices and lists their roots, so a
+model written against these field names takes a `Tree` or a `TreeBatch`.
+Native code trusts the arrays, hence `validate_structure` checks them first.
 """
 
 from __future__ import annotations
@@ -13,18 +14,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int32]
 
 
 class TreeStructureError(ValueError):
     """Structure arrays that would make a recursive model misbehave."""
 
 
-@dataclass(frozen=True)
+def as_index_array(values: npt.ArrayLike, name: str) -> IntArray:
+    """A 1-D int32 array, refusing floats and anything that would not fit."""
+    array = np.asarray(values)
+    integral = array.size == 0 or np.issubdtype(array.dtype, np.integer)
+    if array.ndim != 1 or not integral:
+        raise TreeStructureError(f"{name} must be a 1-d integer array, "
+                                 f"got {array.dtype} with shape {array.shape}")
+    if array.size and (array.min() < np.iinfo(np.int32).min
+                       or array.max() > np.iinfo(np.int32).max):
+        raise TreeStructureError(f"{name} has values that do not fit in int32")
+    return np.ascontiguousarray(array, dtype=np.int32)
+
+
+@dataclass(frozen=True, eq=False)
 class Tree:
-    left: np.ndarray
-    right: np.ndarray
-    word: np.ndarray
-    label: np.ndarray
+    """One tree; `eq=False` because comparing arrays field-wise is ambiguous."""
+
+    left: IntArray
+    right: IntArray
+    word: IntArray
+    label: IntArray
+
+    def __post_init__(self) -> None:
+        for name in ("left", "right", "word", "label"):
+            object.__setattr__(self, name, as_index_array(getattr(self, name), name))
+        if not self.left.size:
+            raise TreeStructureError("a tree needs at least one node")
+        check_lengths(self.left, self.right, self.word, self.label)
 
     @property
     def num_nodes(self) -> int:
@@ -35,110 +61,167 @@ class Tree:
         return self.num_nodes - 1
 
     @property
-    def roots(self) -> np.ndarray:
+    def roots(self) -> IntArray:
+        """`[root]`, so code written for a `TreeBatch` also takes a `Tree`."""
         return np.array([self.root], dtype=np.int32)
 
     @property
+    def leaves(self) -> IntArray:
+        """Leaf node indices, left to right (the sentence's word order)."""
+        return np.flatnonzero(self.left < 0).astype(np.int32)
+
+    @property
     def num_leaves(self) -> int:
-        return int((self.left < 0).sum())
+        return int(np.count_nonzero(self.left < 0))
 
     def depth(self) -> int:
-        """Edges on the longest root-to-leaf path (a single leaf has depth 0)."""
+        """Edges on the longest root-to-leaf path: a single leaf has depth 0."""
         return int(node_depths(self.left, self.right, self.roots).max())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TreeBatch:
-    left: np.ndarray
-    right: np.ndarray
-    word: np.ndarray
-    label: np.ndarray
-    roots: np.ndarray
+    """Trees concatenated into one set of arrays; `roots[b]` is tree b's root."""
+
+    left: IntArray
+    right: IntArray
+    word: IntArray
+    label: IntArray
+    roots: IntArray
+
+    def __post_init__(self) -> None:
+        for name in ("left", "right", "word", "label", "roots"):
+            object.__setattr__(self, name, as_index_array(getattr(self, name), name))
+        check_lengths(self.left, self.right, self.word, self.label)
 
     @property
     def num_nodes(self) -> int:
         return int(self.left.shape[0])
 
+    @property
+    def num_trees(self) -> int:
+        return int(self.roots.shape[0])
+
+
+def check_lengths(*arrays: IntArray) -> None:
+    sizes = [a.shape[0] for a in arrays]
+    if len(set(sizes)) != 1:
+        raise TreeStructureError(
+            f"left, right, word and label need one length, got {sizes}")
+
 
 def batch_trees(trees: Sequence[Tree]) -> TreeBatch:
     """Concatenate trees into one set of arrays, offsetting child indices."""
-    offsets = np.cumsum([0] + [t.num_nodes for t in trees[:-1]])
+    if not trees:
+        empty = np.zeros(0, dtype=np.int32)
+        return TreeBatch(empty, empty, empty, empty, empty)
+    sizes = np.array([t.num_nodes for t in trees], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    starts = np.repeat(offsets, sizes)  # each node's tree offset
 
-    def shifted(field: str) -> np.ndarray:
-        parts = [getattr(t, field) for t in trees]
-        return np.concatenate(
-            [np.where(p >= 0, p + o, -1) for p, o in zip(parts, offsets, strict=True)]
-        ).astype(np.int32)
+    def shifted(field: str) -> IntArray:
+        children = np.concatenate([getattr(t, field) for t in trees])
+        return np.where(children >= 0, children + starts, -1).astype(np.int32)
 
     return TreeBatch(
         left=shifted("left"),
         right=shifted("right"),
-        word=np.concatenate([t.word for t in trees]).astype(np.int32),
-        label=np.concatenate([t.label for t in trees]).astype(np.int32),
-        roots=np.array([o + t.root for o, t in zip(offsets, trees, strict=True)], np.int32),
+        word=np.concatenate([t.word for t in trees]),
+        label=np.concatenate([t.label for t in trees]),
+        roots=(offsets + sizes - 1).astype(np.int32),
     )
 
 
-def node_depths(left: np.ndarray, right: np.ndarray, roots: np.ndarray) -> np.ndarray:
-    """Depth of every node reachable from `roots` (-1 elsewhere); iterative."""
+def node_depths(
+    left: IntArray, right: IntArray, roots: IntArray
+) -> npt.NDArray[np.int64]:
+    """Depth of every node reachable from `roots` (-1 elsewhere).
+
+    Walks level by level with NumPy: O(N) work in O(depth) steps, no recursion.
+    Meant for arrays that passed `validate_structure`; a cycle is still caught.
+    """
     depth = np.full(left.shape[0], -1, dtype=np.int64)
-    stack = [(int(r), 0) for r in roots]
-    while stack:
-        node, d = stack.pop()
-        depth[node] = d
-        if left[node] >= 0:
-            stack += [(int(left[node]), d + 1), (int(right[node]), d + 1)]
+    level, d = np.asarray(roots, dtype=np.int64), 0
+    while level.size:
+        if d > left.shape[0]:
+            raise TreeStructureError(f"node {level[0]} is on a cycle")
+        depth[level] = d
+        inner = level[left[level] >= 0]
+        level, d = np.concatenate([left[inner], right[inner]]).astype(np.int64), d + 1
     return depth
 
 
 def validate_structure(
-    left: np.ndarray,
-    right: np.ndarray,
-    roots: np.ndarray,
+    left: npt.ArrayLike,
+    right: npt.ArrayLike,
+    roots: npt.ArrayLike,
     num_words: int | None = None,
-    word: np.ndarray | None = None,
     max_depth: int = 10_000,
+    *,
+    word: npt.ArrayLike | None = None,
 ) -> None:
     """Raise `TreeStructureError` unless the arrays describe proper binary trees.
 
-    Checks, in O(N) without recursion: child indices in range, every node
-    with zero or two children, no node reached twice (no sharing, no cycles),
-    word ids in range at the leaves, and depth at most `max_depth`.
+    Checks every node, reachable or not, so that neither a recursive walk from
+    `roots` nor a loop over all nodes can index out of bounds: child indices
+    are -1 or in range, each node has zero or two children, no node is a child
+    twice or both a child and a root (so no sharing and no cycle reachable from
+    a root), leaves in `word` (when given) have ids in [0, num_words), and no
+    root is further than `max_depth` edges from its deepest leaf. O(N), no
+    recursion; nodes unreachable from `roots` are allowed (a subset of a batch).
     """
+    left, right = as_index_array(left, "left"), as_index_array(right, "right")
+    roots = as_index_array(np.atleast_1d(np.asarray(roots)), "roots")
     n = left.shape[0]
     if right.shape[0] != n:
         raise TreeStructureError(f"left has {n} nodes but right has {right.shape[0]}")
-    seen = np.zeros(n, dtype=bool)
-    stack = []
-    for r in roots:
-        if not 0 <= r < n:
-            raise TreeStructureError(f"root {int(r)} is out of range for {n} nodes")
-        stack.append((int(r), 0))
-    while stack:
-        node, depth = stack.pop()
-        if seen[node]:
-            raise TreeStructureError(f"node {node} is reached twice (shared or cyclic)")
-        seen[node] = True
-        if depth > max_depth:
-            raise TreeStructureError(f"node {node} is deeper than the limit {max_depth}")
-        kids = int(left[node]), int(right[node])
-        if (kids[0] < 0) != (kids[1] < 0):
-            raise TreeStructureError(f"node {node} has one child; expected zero or two")
-        if kids[0] < 0:
-            check_word(node, word, num_words)
-            continue
-        for child in kids:
-            if child >= n:
-                raise TreeStructureError(
-                    f"node {node} has child {child}, out of range for {n} nodes"
-                )
-            stack.append((child, depth + 1))
-
-
-def check_word(node: int, word: np.ndarray | None, num_words: int | None) -> None:
-    if word is None or num_words is None:
-        return
-    if not 0 <= word[node] < num_words:
+    if (bad := np.flatnonzero((roots < 0) | (roots >= n))).size:
+        raise TreeStructureError(f"root {roots[bad[0]]} is out of range [0, {n})")
+    check_children(left, right)
+    if word is not None:
+        check_words(left, as_index_array(word, "word"), num_words)
+    elif num_words is not None:
+        raise TypeError("num_words needs the word array: pass word=...")
+    check_single_parent(left, right, roots)
+    depth = node_depths(left, right, roots)
+    if depth.max(initial=0) > max_depth:
+        node = int(np.argmax(depth > max_depth))
         raise TreeStructureError(
-            f"leaf {node} has word id {int(word[node])}, out of range [0, {num_words})"
+            f"node {node} is at depth {depth[node]}, deeper than the limit {max_depth}"
+        )
+
+
+def check_children(left: IntArray, right: IntArray) -> None:
+    n = left.shape[0]
+    for side, kids in (("left", left), ("right", right)):
+        if (bad := np.flatnonzero((kids < -1) | (kids >= n))).size:
+            node = int(bad[0])
+            raise TreeStructureError(
+                f"node {node} has {side} child {kids[node]}, out of range [0, {n})"
+            )
+    if (bad := np.flatnonzero((left < 0) != (right < 0))).size:
+        raise TreeStructureError(
+            f"node {bad[0]} has one child; a node needs zero or two")
+
+
+def check_words(left: IntArray, word: IntArray, num_words: int | None) -> None:
+    if word.shape[0] != left.shape[0]:
+        raise TreeStructureError(
+            f"left has {left.shape[0]} nodes but word has {word.shape[0]}")
+    upper = np.iinfo(np.int32).max if num_words is None else num_words
+    if (bad := np.flatnonzero((left < 0) & ((word < 0) | (word >= upper)))).size:
+        node = int(bad[0])
+        allowed = "negative" if num_words is None else f"out of range [0, {num_words})"
+        raise TreeStructureError(f"leaf {node} has word id {word[node]}, {allowed}")
+
+
+def check_single_parent(left: IntArray, right: IntArray, roots: IntArray) -> None:
+    """A node reached twice means a shared subtree or a cycle; both forbidden."""
+    inner = left >= 0
+    uses = np.bincount(np.concatenate([left[inner], right[inner], roots]),
+                       minlength=left.shape[0])
+    if (bad := np.flatnonzero(uses > 1)).size:
+        raise TreeStructureError(
+            f"node {bad[0]} is reached twice "
+            "(a shared child, a cycle or a repeated root)"
         )
