@@ -28,6 +28,18 @@ def _capture_outer_refs() -> type[ModulePass]:
     return CaptureOuterRefsPass
 
 
+def _convert_tmath_to_loops() -> type[ModulePass]:
+    from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
+
+    return ConvertTmathToLoopsPass
+
+
+def _convert_recir_to_llvm() -> type[ModulePass]:
+    from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
+
+    return ConvertRecirToLlvmPass
+
+
 RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "invoke": _invoke,
     "tmath": _tmath,
@@ -35,6 +47,8 @@ RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
 
 RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "capture-outer-refs": _capture_outer_refs,
+    "convert-tmath-to-loops": _convert_tmath_to_loops,
+    "convert-recir-to-llvm": _convert_recir_to_llvm,
 }
 
 RECIR_UNIVERSE = Universe(all_dialects=RECIR_DIALECTS, all_passes=RECIR_PASSES)

@@ -1,0 +1,124 @@
+"""Calling compiled code: NumPy arrays in, NumPy arrays and scalars out.
+
+The native entry takes `(ctx, inputs..., tensor results..., scalar slots...)`:
+ctx is `{i64 stack_limit, i32 error, i32 site}`; f32 tensors are pointers to
+contiguous data; a structure array (`tensor<?xi32>`) is a pointer to
+`{i64 length, ptr data}`, so generated code can check every index read from
+it; tensor results are written into arrays allocated here. ctypes releases
+the GIL for the call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
+from xdsl.ir import Attribute
+
+from recir.backend import stack
+from recir.backend.engine import Engine
+from recir.diagnostics import RecirError
+from recir.interpreter import coerce_argument
+
+ERROR_STACK, ERROR_CHECK = 1, 2
+
+
+class Context(ctypes.Structure):
+    _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
+                ("site", ctypes.c_int32)]
+
+
+class ArrayDescriptor(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_int64), ("data", ctypes.c_void_p)]
+
+
+def c_scalar(typ: Attribute) -> type:
+    if isinstance(typ, Float32Type):
+        return ctypes.c_float
+    if isinstance(typ, IntegerType):
+        return {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32,
+                64: ctypes.c_int64}[typ.width.data]
+    raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
+
+
+def is_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType)
+
+
+class NativeFunction:
+    """A compiled entry point; call it like `TracedModel.run`."""
+
+    def __init__(self, engine: Engine, name: str, signature: FunctionType,
+                 sites: Sequence[str], params: Sequence[np.ndarray] = ()):
+        self.engine, self.name, self.sites = engine, name, list(sites)
+        self.inputs = list(signature.inputs)
+        self.outputs = list(signature.outputs)
+        self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
+        scalars = [t for t in self.outputs if not is_tensor(t)]
+        self.returns_one = len(scalars) == 1
+        argtypes = [ctypes.c_void_p] * (1 + len(self.inputs) + len(self.outputs)
+                                        - (1 if self.returns_one else 0))
+        for i, typ in enumerate(self.inputs):
+            if not is_tensor(typ):
+                argtypes[1 + i] = c_scalar(typ)
+        restype = c_scalar(scalars[0]) if self.returns_one else None
+        prototype = ctypes.CFUNCTYPE(restype, *argtypes)
+        self.function = prototype(engine.address(name))
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        values = [*inputs, *self.params]
+        if len(values) != len(self.inputs):
+            raise RecirError(f"error: @{self.name} takes "
+                             f"{len(self.inputs) - len(self.params)} inputs, got {len(inputs)}")
+        keep: list[Any] = []
+        args = [self.argument(i, v, t, keep) for i, (v, t) in
+                enumerate(zip(values, self.inputs))]
+        results = [np.empty(t.get_shape(), np.float32) if is_tensor(t) else c_scalar(t)()
+                   for t in self.outputs]
+        outs = [r.ctypes.data if isinstance(r, np.ndarray) else ctypes.addressof(r)
+                for r in results if isinstance(r, np.ndarray) or not self.returns_one]
+        returned = self.call([*args, *outs])
+        return tuple(r if isinstance(r, np.ndarray) else
+                     returned if self.returns_one else r.value for r in results)
+
+    def call(self, args: list[Any]) -> Any:
+        """Runs on this thread; retries on a deep stack if the recursion ran out."""
+        ctx = Context(stack.stack_limit(), 0, 0)
+        returned = self.function(ctypes.byref(ctx), *args)
+        if ctx.error == ERROR_STACK:
+            ctx = Context(0, 0, 0)
+
+            def deep() -> Any:
+                ctx.stack_limit = stack.stack_limit()
+                return self.function(ctypes.byref(ctx), *args)
+
+            returned = stack.on_deep_stack(deep)
+        self.raise_error(ctx)
+        return returned
+
+    def raise_error(self, ctx: Context) -> None:
+        if ctx.error == ERROR_STACK:
+            raise RecirError(
+                f"error: recursion in @{self.name} is too deep for the native stack "
+                f"({stack.DEEP_STACK_BYTES >> 20} MiB)")
+        if ctx.error == ERROR_CHECK:
+            raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+        if ctx.error != 0:
+            raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
+
+    def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
+        value = coerce_argument(index, value, typ)
+        if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
+                -(1 << 31) <= value < (1 << 31)):
+            raise RecirError(f"error: argument {index} ({typ}) does not fit: {value}")
+        if not is_tensor(typ):
+            return value
+        keep.append(value)
+        if typ.get_shape()[0] >= 0:
+            return value.ctypes.data
+        descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
+        keep.append(descriptor)
+        return ctypes.addressof(descriptor)

@@ -1,0 +1,74 @@
+"""Stack limits for native code, and a big-stack thread for deep recursion.
+
+Generated functions compare their frame address with a limit before running,
+so recursion that would overflow returns an error instead of killing Python.
+The limit is the calling thread's stack bottom (from `pthread_getattr_np`)
+plus a margin for the deepest frame; a call that runs out is retried once on
+a thread with a `DEEP_STACK_BYTES` stack.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+MARGIN_BYTES = 2 << 20
+DEEP_STACK_BYTES = 1 << 30
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.pthread_self.restype = ctypes.c_ulong
+_libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_attr_getstack.argtypes = [
+    ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
+_libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
+_bounds: dict[int, tuple[int, int]] = {}
+
+
+def stack_bounds() -> tuple[int, int]:
+    """(lowest address, size) of the calling thread's stack."""
+    ident = threading.get_ident()
+    if ident not in _bounds:
+        attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
+        if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
+            raise OSError("pthread_getattr_np failed")
+        low, size = ctypes.c_void_p(), ctypes.c_size_t()
+        _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
+        _libc.pthread_attr_destroy(attr)
+        _bounds[ident] = (low.value or 0, size.value)
+    return _bounds[ident]
+
+
+def stack_limit() -> int:
+    low, _ = stack_bounds()
+    return low + MARGIN_BYTES
+
+
+def on_deep_stack(work: Callable[[], T]) -> T:
+    """Runs `work()` on a fresh thread with a `DEEP_STACK_BYTES` stack."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # re-raised on the caller's thread
+            outcome["error"] = e
+        finally:
+            _bounds.pop(threading.get_ident(), None)
+
+    with _stack_size_lock:
+        previous = threading.stack_size(DEEP_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=target, name="recir-deep-stack")
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+_stack_size_lock = threading.Lock()

@@ -1,0 +1,111 @@
+"""Conversion table from `arith` to xDSL's `llvm` dialect (used by convert-recir-to-llvm).
+
+xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
+flags are carried over, since they are what lets LLVM vectorize reductions.
+Integer division is not here: it needs a divisor check, which the pass emits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.ir import Operation, SSAValue
+
+_INT_BINARY: dict[type[Operation], type[Operation]] = {
+    arith.AddiOp: llvm.AddOp,
+    arith.SubiOp: llvm.SubOp,
+    arith.MuliOp: llvm.MulOp,
+    arith.AndIOp: llvm.AndOp,
+    arith.OrIOp: llvm.OrOp,
+    arith.XOrIOp: llvm.XOrOp,
+    arith.ShLIOp: llvm.ShlOp,
+    arith.ShRSIOp: llvm.AShrOp,
+    arith.ShRUIOp: llvm.LShrOp,
+    arith.DivSIOp: llvm.SDivOp,
+    arith.DivUIOp: llvm.UDivOp,
+    arith.RemSIOp: llvm.SRemOp,
+    arith.RemUIOp: llvm.URemOp,
+}
+
+_FLOAT_BINARY: dict[type[Operation], type[Operation]] = {
+    arith.AddfOp: llvm.FAddOp,
+    arith.SubfOp: llvm.FSubOp,
+    arith.MulfOp: llvm.FMulOp,
+    arith.DivfOp: llvm.FDivOp,
+}
+
+_CASTS: dict[type[Operation], type[Operation]] = {
+    arith.ExtSIOp: llvm.SExtOp,
+    arith.ExtUIOp: llvm.ZExtOp,
+    arith.TruncIOp: llvm.TruncOp,
+    arith.SIToFPOp: llvm.SIToFPOp,
+    arith.BitcastOp: llvm.BitcastOp,
+}
+
+# min/max as a compare and a select: (predicate, pick lhs when true)
+_MIN_MAX = {arith.MaxSIOp: "sgt", arith.MinSIOp: "slt",
+            arith.MaxUIOp: "ugt", arith.MinUIOp: "ult"}
+
+
+def _fastmath(op: Operation) -> llvm.FastMathAttr:
+    flags = op.fastmath.data if isinstance(op, arith.FloatingPointLikeBinaryOperation) else ()
+    return llvm.FastMathAttr(list(flags) or None)
+
+
+def _icmp(lhs: SSAValue, rhs: SSAValue, predicate: str) -> llvm.ICmpOp:
+    code = llvm.ICmpPredicateFlag(predicate).to_int()
+    return llvm.ICmpOp(lhs, rhs, IntegerAttr(code, i64))
+
+
+def convert_arith(op: Operation) -> list[Operation] | None:
+    """The llvm ops replacing `op` (the last one yields its result), or None."""
+    kind = type(op)
+    if kind in _INT_BINARY:
+        return [_INT_BINARY[kind](op.operands[0], op.operands[1])]
+    if kind in _FLOAT_BINARY:
+        return [_FLOAT_BINARY[kind](op.operands[0], op.operands[1], _fastmath(op))]
+    if kind in _CASTS:
+        return [_CASTS[kind](op.operands[0], op.results[0].type)]
+    if kind in _MIN_MAX:
+        compare = _icmp(op.operands[0], op.operands[1], _MIN_MAX[kind])
+        return [compare, llvm.SelectOp(compare, op.operands[0], op.operands[1])]
+    converter = _SPECIAL.get(kind)
+    return converter(op) if converter is not None else None
+
+
+def _constant(op: arith.ConstantOp) -> list[Operation]:
+    return [llvm.ConstantOp(op.value, op.result.type)]
+
+
+def _cmpi(op: arith.CmpiOp) -> list[Operation]:
+    # arith and llvm number their predicates the same way
+    return [llvm.ICmpOp(op.lhs, op.rhs, IntegerAttr(op.predicate.value.data, i64))]
+
+
+def _cmpf(op: arith.CmpfOp) -> list[Operation]:
+    return [llvm.FCmpOp(op.lhs, op.rhs, IntegerAttr(op.predicate.value.data, i64))]
+
+
+def _fptosi(op: arith.FPToSIOp) -> list[Operation]:
+    """Saturating, so NaN and out-of-range inputs are defined (no poison)."""
+    width = op.result.type.width.data
+    name = f"llvm.fptosi.sat.i{width}.f32"
+    return [llvm.CallIntrinsicOp(name, [op.input], [op.result.type])]
+
+
+def _uitofp(op: arith.UIToFPOp) -> list[Operation]:
+    wide = llvm.ZExtOp(op.input, i64)
+    return [wide, llvm.SIToFPOp(wide, op.result.type)]
+
+
+_SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
+    arith.ConstantOp: _constant,
+    arith.CmpiOp: _cmpi,
+    arith.CmpfOp: _cmpf,
+    arith.SelectOp: lambda op: [llvm.SelectOp(*op.operands)],
+    arith.NegfOp: lambda op: [llvm.FNegOp(op.operands[0])],
+    arith.FPToSIOp: _fptosi,
+    arith.UIToFPOp: _uitofp,
+}

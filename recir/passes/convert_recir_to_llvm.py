@@ -1,0 +1,240 @@
+"""convert-recir-to-llvm: func, invoke, cf, arith and math to xDSL's `llvm` dialect.
+
+Runs after convert-tmath-to-loops and convert-scf-to-cf. Every function gets a
+leading `!llvm.ptr` context, `{i64 stack_limit, i32 error, i32 site}`, which
+is how native code reports an error instead of crashing:
+
+- the prologue compares the frame's address with `stack_limit`; a recursion
+  deeper than the stack allows sets `error = 1` and returns;
+- a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
+  the index of its message in the module's `recir.error_sites` attribute;
+- after each call, a set `error` returns at once, so the stack unwinds.
+
+A function with one result returns it; with several it writes them through
+trailing pointer arguments. Private functions get internal linkage.
+
+No options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, cf, func, llvm, math
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    i8,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.dialects import invoke
+from recir.passes import math_expansions
+from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.loop_builder import PTR, Emitter
+
+ERROR_STACK, ERROR_CHECK = 1, 2
+ERROR_OFFSET, SITE_OFFSET = 8, 12
+SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
+DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
+
+
+def constant(value: int, typ: IntegerType = i64) -> llvm.ConstantOp:
+    return llvm.ConstantOp(IntegerAttr(value, typ), typ)
+
+
+def zero_of(typ: Attribute) -> Operation:
+    if isinstance(typ, IntegerType):
+        return constant(0, typ)
+    if isinstance(typ, AnyFloat):
+        return llvm.ConstantOp(FloatAttr(0.0, typ), typ)
+    return llvm.ZeroOp.create(result_types=[typ])
+
+
+def guard_division(op: Operation) -> None:
+    """x86 traps on a zero divisor and on INT_MIN / -1: check both first."""
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    lhs, rhs = op.operands
+    ok = b.value(arith.CmpiOp(rhs, b.const(0, rhs.type), "ne"))
+    b.op(cf.AssertOp(ok, f"'{op.name}' division by zero"))
+    if isinstance(op, SIGNED_DIVISIONS):
+        width = rhs.type.width.data
+        not_min = b.value(arith.CmpiOp(lhs, b.const(-(1 << (width - 1)), lhs.type), "ne"))
+        not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
+        ok = b.value(arith.OrIOp(not_min, not_minus_one))
+        b.op(cf.AssertOp(ok, f"'{op.name}' overflows"))
+
+
+def expand_math(op: Operation) -> None:
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    if isinstance(op, math.ExpOp):
+        result = math_expansions.exp(b, op.operand)
+    elif isinstance(op, math.TanhOp):
+        result = math_expansions.tanh(b, op.operand)
+    else:
+        result = b.value(llvm.FLogOp(op.operands[0]))
+    op.results[0].replace_all_uses_with(result)
+    Rewriter.erase_op(op)
+
+
+class FunctionConversion:
+    """Converts one func.func; `sites` collects assert messages module-wide."""
+
+    def __init__(self, function: func.FuncOp, sites: list[str]):
+        self.function = function
+        self.sites = sites
+        signature = function.function_type
+        self.results = list(signature.outputs)
+        self.returns_one = len(self.results) == 1
+        output = self.results[0] if self.returns_one else None
+        out_params = [] if self.returns_one else [PTR] * len(self.results)
+        self.type = llvm.LLVMFunctionType([PTR, *signature.inputs, *out_params], output)
+
+    def run(self) -> llvm.FuncOp:
+        body = self.function.detach_region(self.function.body)
+        entry = body.blocks[0]
+        self.ctx = entry.insert_arg(PTR, 0)
+        self.out_params = [] if self.returns_one else [
+            entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
+        self.fail = self.failure_block(body)
+        for op in list(body.walk()):
+            self.convert(op)
+        for op in list(body.walk()):
+            if (ops := convert_arith(op)) is not None:
+                Rewriter.replace_op(op, ops)
+        self.prologue(entry)
+        private = self.function.sym_visibility == StringAttr("private")
+        linkage = llvm.LinkageAttr("internal" if private else "external")
+        return llvm.FuncOp(self.function.sym_name, self.type, linkage, body=body)
+
+    def failure_block(self, body) -> Block:
+        block = Block()
+        if self.returns_one:
+            zero = zero_of(self.results[0])
+            block.add_ops([zero, llvm.ReturnOp(zero.results[0])])
+        else:
+            block.add_op(llvm.ReturnOp())
+        body.add_block(block)
+        return block
+
+    def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
+        ops: list[Operation] = []
+        for offset, value in ((ERROR_OFFSET, code), (SITE_OFFSET, site)):
+            where = llvm.GEPOp.from_mixed_indices(self.ctx, [offset], i8)
+            number = constant(value, i32)
+            ops += [where, number, llvm.StoreOp(number, where)]
+        Rewriter.insert_op(ops, at)
+
+    def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
+        """Ends `op`'s block after `op`: continue if `ok`, else go to `failure`."""
+        block = op.parent_block()
+        assert block is not None and op.next_op is not None
+        rest = block.split_before(op.next_op)
+        block.add_op(llvm.CondBrOp(ok, rest, (), failure, ()))
+
+    def convert(self, op: Operation) -> None:
+        if isinstance(op, cf.AssertOp):
+            self.convert_assert(op)
+        elif isinstance(op, invoke.InvokeOp):
+            self.convert_invoke(op)
+        elif isinstance(op, func.ReturnOp):
+            self.convert_return(op)
+        elif isinstance(op, cf.BranchOp):
+            Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
+        elif isinstance(op, cf.ConditionalBranchOp):
+            Rewriter.replace_op(op, llvm.CondBrOp(
+                op.cond, op.then_block, op.then_arguments,
+                op.else_block, op.else_arguments))
+
+    def convert_assert(self, op: cf.AssertOp) -> None:
+        failure = Block()
+        self.set_error(InsertPoint.at_end(failure), ERROR_CHECK, len(self.sites))
+        failure.add_op(llvm.BrOp(self.fail))
+        self.sites.append(op.msg.data)
+        self.fail.parent.insert_block_before(failure, self.fail)
+        self.branch_unless(op, op.arg, failure)
+        Rewriter.erase_op(op)
+
+    def convert_invoke(self, op: invoke.InvokeOp) -> None:
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        name = op.callee.root_reference.data
+        types = [r.type for r in op.res]
+        slots = [] if len(types) == 1 else [b.alloca(1, t) for t in types]
+        call = llvm.CallOp(name, self.ctx, *op.args, *slots,
+                           return_type=types[0] if len(types) == 1 else None)
+        b.op(call)
+        results = [call.returned] if len(types) == 1 else [
+            b.load(slot, 0, t) for slot, t in zip(slots, types)]
+        where = b.offset(self.ctx, ERROR_OFFSET, i8)
+        error = b.load(where, 0, i32)
+        ok = b.value(llvm.ICmpOp(error, b.value(constant(0, i32)),
+                                 IntegerAttr(llvm.ICmpPredicateFlag("eq").to_int(), i64)))
+        for old, new in zip(op.res, results):
+            old.replace_all_uses_with(new)
+        anchor = ok.owner
+        Rewriter.erase_op(op)
+        self.branch_unless(anchor, ok, self.fail)
+
+    def convert_return(self, op: func.ReturnOp) -> None:
+        if self.returns_one:
+            Rewriter.replace_op(op, llvm.ReturnOp(op.arguments[0]))
+            return
+        stores = [llvm.StoreOp(v, p) for v, p in zip(op.arguments, self.out_params)]
+        Rewriter.replace_op(op, [*stores, llvm.ReturnOp()])
+
+    def prologue(self, entry: Block) -> None:
+        """Hoists the static buffers into a new entry block that checks the stack."""
+        allocas = [op for op in self.function_ops(entry) if isinstance(op, llvm.AllocaOp)]
+        first = entry.first_op
+        assert first is not None
+        body = entry.split_before(first)
+        for alloca in allocas:
+            for op in (alloca.size.owner, alloca):
+                op.detach()
+                entry.add_op(op)
+        probe = [constant(1), ]
+        probe.append(llvm.AllocaOp(probe[0], i8, alignment=1))
+        probe.append(llvm.PtrToIntOp(probe[1], i64))
+        probe.append(llvm.LoadOp(self.ctx, i64))
+        probe.append(llvm.ICmpOp(probe[2].results[0], probe[3].results[0], IntegerAttr(
+            llvm.ICmpPredicateFlag("uge").to_int(), i64)))
+        entry.add_ops(probe)
+        overflow = Block()
+        self.set_error(InsertPoint.at_end(overflow), ERROR_STACK)
+        overflow.add_op(llvm.BrOp(self.fail))
+        entry.parent.insert_block_before(overflow, self.fail)
+        entry.add_op(llvm.CondBrOp(probe[-1].results[0], body, (), overflow, ()))
+
+    @staticmethod
+    def function_ops(block: Block) -> list[Operation]:
+        region = block.parent
+        assert region is not None
+        return [op for b in region.blocks for op in b.ops]
+
+
+@dataclass(frozen=True)
+class ConvertRecirToLlvmPass(ModulePass):
+    name = "convert-recir-to-llvm"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for inner in list(op.walk()):
+            if isinstance(inner, DIVISIONS):
+                guard_division(inner)
+            elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
+                expand_math(inner)
+        sites: list[str] = []
+        for function in list(op.ops):
+            if isinstance(function, func.FuncOp) and function.body.blocks:
+                converted = FunctionConversion(function, sites).run()
+                Rewriter.replace_op(function, converted)
+        op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])

@@ -1,0 +1,163 @@
+"""convert-tmath-to-loops: tensor values become buffers, tmath ops become loops.
+
+Every static f32 tensor becomes an `!llvm.ptr` to row-major data in a stack
+buffer (`llvm.alloca` at the top of the function: no allocation on the hot
+path); a dynamic `tensor<?xi32>` structure array becomes a pointer to a
+`{i64 length, ptr data}` descriptor, so reads from it can be bounds-checked.
+Functions take tensor results as trailing out-parameters (destination passing)
+and keep scalar results; `invoke.invoke` sites allocate those buffers, and
+`scf.if` results that are tensors are copied into a buffer by each branch.
+Kernels live in `tmath_kernels.py`.
+
+No options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.diagnostics import emit_error
+from recir.dialects import invoke
+from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.tmath_kernels import KERNELS, size
+
+
+def is_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType)
+
+
+def lowered_signature(typ: FunctionType) -> FunctionType:
+    inputs = [PTR if is_tensor(t) else t for t in typ.inputs]
+    outs = [PTR for t in typ.outputs if is_tensor(t)]
+    scalars = [t for t in typ.outputs if not is_tensor(t)]
+    return FunctionType.from_lists([*inputs, *outs], scalars)
+
+
+class FunctionLowering:
+    """Lowers one function; old ops die together at the end."""
+
+    def __init__(self, function: func.FuncOp):
+        self.function = function
+        self.entry = function.body.blocks[0]
+        self.allocas = InsertPoint.at_start(self.entry)
+        self.buffers: dict[SSAValue, SSAValue] = {}
+        self.dead: list[Operation] = []
+
+    def get(self, value: SSAValue) -> SSAValue:
+        return self.buffers.get(value, value)
+
+    def emitter(self, op: Operation) -> Emitter:
+        return Emitter(InsertPoint.before(op), self.allocas)
+
+    def replace(self, old: SSAValue, new: SSAValue) -> None:
+        if is_tensor(old.type):
+            self.buffers[old] = new
+        else:
+            old.replace_all_uses_with(new)
+
+    def run(self) -> None:
+        signature = self.signature = self.function.function_type
+        old_args = [a for a in self.entry.args if is_tensor(a.type)]
+        for arg in old_args:
+            self.buffers[arg] = self.entry.insert_arg(PTR, arg.index)
+        self.outs = [self.entry.insert_arg(PTR, len(self.entry.args))
+                     for t in signature.outputs if is_tensor(t)]
+        self.lower_block(self.entry)
+        for op in reversed(self.dead):
+            op.detach()
+            op.erase(safe_erase=False)
+        for arg in old_args:
+            self.entry.erase_arg(arg)
+        self.function.function_type = lowered_signature(signature)
+
+    def lower_block(self, block: Block) -> None:
+        for op in list(block.ops):
+            self.lower_op(op)
+
+    def lower_op(self, op: Operation) -> None:
+        if type(op) in KERNELS:
+            operands = [self.get(v) for v in op.operands]
+            self.replace(op.results[0], KERNELS[type(op)](self.emitter(op), op, operands))
+            self.dead.append(op)
+        elif isinstance(op, invoke.InvokeOp):
+            self.lower_invoke(op)
+        elif isinstance(op, scf.IfOp):
+            self.lower_if(op)
+        elif isinstance(op, func.ReturnOp):
+            self.lower_return(op)
+        elif isinstance(op, scf.YieldOp):
+            return
+        else:
+            self.lower_other(op)
+
+    def lower_other(self, op: Operation) -> None:
+        if any(is_tensor(v.type) for v in (*op.operands, *op.results)):
+            raise emit_error(op, "has tensor operands or results the native "
+                             "backend cannot lower")
+        for region in op.regions:
+            for block in region.blocks:
+                self.lower_block(block)
+
+    def lower_invoke(self, op: invoke.InvokeOp) -> None:
+        b = self.emitter(op)
+        outs = {r: b.alloca(size(r)) for r in op.res if is_tensor(r.type)}
+        scalars = [r for r in op.res if r not in outs]
+        args = [*(self.get(a) for a in op.args), *outs.values()]
+        call = invoke.InvokeOp(op.callee, args, [r.type for r in scalars])
+        call.concurrent = op.concurrent
+        b.op(call)
+        for old, new in [*outs.items(), *zip(scalars, call.res)]:
+            self.replace(old, new)
+        self.dead.append(op)
+
+    def lower_if(self, op: scf.IfOp) -> None:
+        b = self.emitter(op)
+        buffers = [b.alloca(size(r)) if is_tensor(r.type) else None for r in op.results]
+        for region in op.regions:
+            for block in region.blocks:
+                self.lower_block(block)
+                self.lower_yield(block, buffers)
+        scalars = [r for r, buf in zip(op.results, buffers) if buf is None]
+        regions = [op.detach_region(r) for r in list(op.regions)]
+        new = scf.IfOp(op.cond, [r.type for r in scalars], *regions)
+        b.op(new)
+        new_scalars = iter(new.results)
+        for result, buf in zip(op.results, buffers):
+            self.replace(result, buf if buf is not None else next(new_scalars))
+        self.dead.append(op)
+
+    def lower_yield(self, block: Block, buffers: list[SSAValue | None]) -> None:
+        old = block.last_op
+        assert isinstance(old, scf.YieldOp)
+        b = self.emitter(old)
+        for buf, value in zip(buffers, old.operands):
+            if buf is not None:
+                b.copy(buf, self.get(value), size(value))
+        kept = [v for v, buf in zip(old.operands, buffers) if buf is None]
+        Rewriter.replace_op(old, scf.YieldOp(*kept))
+
+    def lower_return(self, op: func.ReturnOp) -> None:
+        b = self.emitter(op)
+        returned = list(zip(op.arguments, self.signature.outputs))
+        tensors = [(v, t) for v, t in returned if is_tensor(t)]
+        for out, (value, typ) in zip(self.outs, tensors):
+            b.copy(out, self.get(value), size(typ))
+        kept = [v for v, t in returned if not is_tensor(t)]
+        Rewriter.replace_op(op, func.ReturnOp(*kept))
+
+
+@dataclass(frozen=True)
+class ConvertTmathToLoopsPass(ModulePass):
+    name = "convert-tmath-to-loops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in list(op.ops):
+            if isinstance(function, func.FuncOp) and function.body.blocks:
+                FunctionLowering(function).run()

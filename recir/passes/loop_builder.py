@@ -1,0 +1,118 @@
+"""An emitter for loop-level IR over flat buffers, shared by the tmath lowering.
+
+Buffers are `!llvm.ptr` to row-major f32 (or i32) data; indices are i64. The
+emitter inserts before one op, puts every buffer's `llvm.alloca` at the top of
+the function's entry block (so LLVM sees static frames, and nothing is
+allocated per loop iteration), and builds `scf.for` loops from Python callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import arith, cf, llvm, scf
+from xdsl.dialects.builtin import FloatAttr, Float32Type, IntegerAttr, IntegerType, f32, i1, i64
+from xdsl.dialects.utils.fast_math import FastMathFlag
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+PTR = llvm.LLVMPointerType()
+# Reassociation lets LLVM vectorize reductions; contraction gives it FMAs.
+REASSOC = arith.FastMathFlagsAttr([FastMathFlag.REASSOC, FastMathFlag.ALLOW_CONTRACT])
+CONTRACT = arith.FastMathFlagsAttr([FastMathFlag.ALLOW_CONTRACT])
+
+Index = SSAValue | int
+LoopBody = Callable[["Emitter", SSAValue, Sequence[SSAValue]], Sequence[SSAValue]]
+
+
+class Emitter:
+    """Inserts ops at `point`; buffers go to `allocas` (the entry block's top)."""
+
+    def __init__(self, point: InsertPoint, allocas: InsertPoint):
+        self.point = point
+        self.allocas = allocas
+
+    def at(self, point: InsertPoint) -> Emitter:
+        return Emitter(point, self.allocas)
+
+    def op(self, op: Operation) -> Operation:
+        Rewriter.insert_op(op, self.point)
+        return op
+
+    def value(self, op: Operation) -> SSAValue:
+        return self.op(op).results[0]
+
+    # constants and integers
+    def i64(self, value: Index) -> SSAValue:
+        if isinstance(value, SSAValue):
+            return value
+        return self.value(arith.ConstantOp(IntegerAttr(value, i64)))
+
+    def const(self, value: float | int, typ: Attribute) -> SSAValue:
+        if isinstance(typ, Float32Type):
+            return self.value(arith.ConstantOp(FloatAttr(float(value), f32)))
+        return self.value(arith.ConstantOp(IntegerAttr(int(value), typ)))
+
+    def add(self, a: Index, b: Index) -> SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return self.i64(a + b)
+        if b == 0:
+            return self.i64(a)
+        return self.value(arith.AddiOp(self.i64(a), self.i64(b)))
+
+    def mul(self, a: Index, b: Index) -> SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return self.i64(a * b)
+        if b == 1:
+            return self.i64(a)
+        return self.value(arith.MuliOp(self.i64(a), self.i64(b)))
+
+    def to_i64(self, value: SSAValue) -> SSAValue:
+        """Sign-extends an i32 index so that negative indices fail bounds checks."""
+        assert isinstance(value.type, IntegerType)
+        if value.type.width.data == 64:
+            return value
+        return self.value(arith.ExtSIOp(value, i64))
+
+    # buffers
+    def alloca(self, count: int, elem: Attribute = f32) -> SSAValue:
+        size = arith.ConstantOp(IntegerAttr(count, i64))
+        buffer = llvm.AllocaOp(size, elem, alignment=64)
+        Rewriter.insert_op([size, buffer], self.allocas)
+        return buffer.res
+
+    def offset(self, ptr: SSAValue, index: Index, elem: Attribute = f32) -> SSAValue:
+        if index == 0:
+            return ptr
+        gep = llvm.GEPOp.from_mixed_indices(ptr, [self.i64(index)], elem)
+        return self.value(gep)
+
+    def load(self, ptr: SSAValue, index: Index, elem: Attribute = f32) -> SSAValue:
+        return self.value(llvm.LoadOp(self.offset(ptr, index, elem), elem))
+
+    def store(self, value: SSAValue, ptr: SSAValue, index: Index) -> None:
+        self.op(llvm.StoreOp(value, self.offset(ptr, index, value.type)))
+
+    # control
+    def loop(self, count: Index, body: LoopBody,
+             inits: Sequence[SSAValue] = ()) -> Sequence[SSAValue]:
+        """`scf.for %i = 0 to count` with loop-carried `inits`; returns their finals."""
+        block = Block(arg_types=[i64, *(v.type for v in inits)])
+        inner = self.at(InsertPoint.at_end(block))
+        yielded = body(inner, block.args[0], block.args[1:])
+        block.add_op(scf.YieldOp(*yielded))
+        loop = scf.ForOp(self.i64(0), self.i64(count), self.i64(1), inits, block)
+        return self.op(loop).results
+
+    def check(self, ok: SSAValue, message: str) -> None:
+        """A runtime check; the LLVM lowering turns a failure into an error return."""
+        assert ok.type == i1
+        self.op(cf.AssertOp(ok, message))
+
+    def copy(self, dst: SSAValue, src: SSAValue, count: int) -> None:
+        def body(b: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            b.store(b.load(src, i), dst, i)
+            return ()
+
+        self.loop(count, body)
+

@@ -1,0 +1,317 @@
+"""Loop kernels for each tmath op, in a table the loop lowering dispatches on.
+
+A kernel gets an `Emitter` placed before the op and the op's operands already
+lowered (buffers are `!llvm.ptr`, scalars stay scalars) and returns the value
+that replaces the op's result. Values are immutable, so `slice` and `gather`
+return views into their operand instead of copying. Indices read at run time
+are bounds-checked with `cf.assert`, which the LLVM lowering turns into an
+error return: native code never reads outside a buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import IntegerType, f32, i32, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from recir.diagnostics import location_prefix
+from recir.dialects import tmath
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
+
+Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], SSAValue]
+Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
+
+
+def size(value: SSAValue | Attribute) -> int:
+    count = 1
+    for dim in tmath.shape_of(value):
+        count *= dim
+    return count
+
+
+# scalar bodies of the elementwise ops
+def _sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
+    one = b.const(1.0, f32)
+    e = b.value(math.ExpOp(b.value(arith.NegfOp(x))))
+    return b.value(arith.DivfOp(one, b.value(arith.AddfOp(one, e, CONTRACT)), CONTRACT))
+
+
+def _relu(b: Emitter, x: SSAValue) -> SSAValue:
+    zero = b.const(0.0, f32)
+    positive = b.value(arith.CmpfOp(x, zero, "ogt"))
+    return b.value(arith.SelectOp(positive, x, zero))
+
+
+SCALAR: dict[type[Operation], Scalar] = {
+    tmath.AddOp: lambda b, v: b.value(arith.AddfOp(v[0], v[1], CONTRACT)),
+    tmath.SubOp: lambda b, v: b.value(arith.SubfOp(v[0], v[1], CONTRACT)),
+    tmath.MulOp: lambda b, v: b.value(arith.MulfOp(v[0], v[1], CONTRACT)),
+    tmath.DivOp: lambda b, v: b.value(arith.DivfOp(v[0], v[1], CONTRACT)),
+    tmath.NegOp: lambda b, v: b.value(arith.NegfOp(v[0])),
+    tmath.SigmoidOp: lambda b, v: _sigmoid(b, v[0]),
+    tmath.TanhOp: lambda b, v: b.value(math.TanhOp(v[0])),
+    tmath.ReluOp: lambda b, v: _relu(b, v[0]),
+    tmath.ExpOp: lambda b, v: b.value(math.ExpOp(v[0])),
+    tmath.LogOp: lambda b, v: b.value(math.LogOp(v[0])),
+}
+
+
+def elementwise(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    n = size(op.results[0])
+    out = b.alloca(n)
+    scalar = SCALAR[type(op)]
+
+    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        inner.store(scalar(inner, [inner.load(a, i) for a in args]), out, i)
+        return ()
+
+    b.loop(n, body)
+    return out
+
+
+def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
+    """sum_i x[i] * y[i], reassociable so that LLVM vectorizes it."""
+    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        product = arith.MulfOp(inner.load(x, i), inner.load(y, i), REASSOC)
+        return (inner.value(arith.AddfOp(acc[0], inner.value(product), REASSOC)),)
+
+    return b.loop(n, body, [b.const(0.0, f32)])[0]
+
+
+def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    rows, cols = tmath.shape_of(op.operands[0])
+    matrix, vector = args
+    out = b.alloca(rows)
+
+    def row(inner: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        start = inner.offset(matrix, inner.mul(r, cols))
+        inner.store(dot(inner, start, vector, cols), out, r)
+        return ()
+
+    b.loop(rows, row)
+    return out
+
+
+def matmul(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """out[i, :] = sum_k a[i, k] * rhs[k, :], with unit stride innermost."""
+    m, k = tmath.shape_of(op.operands[0])
+    n = tmath.shape_of(op.operands[1])[1]
+    a, rhs = args
+    out = b.alloca(m * n)
+
+    def row(bi: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        out_row = bi.offset(out, bi.mul(i, n))
+        bi.loop(n, lambda bj, j, __: (bj.store(bj.const(0.0, f32), out_row, j), ())[1])
+
+        def term(bk: Emitter, kk: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            scale = bk.load(a, bk.add(bk.mul(i, k), kk))
+            rhs_row = bk.offset(rhs, bk.mul(kk, n))
+
+            def axpy(bj: Emitter, j: SSAValue, ___: Sequence[SSAValue]) -> Sequence[SSAValue]:
+                product = bj.value(arith.MulfOp(scale, bj.load(rhs_row, j), CONTRACT))
+                bj.store(bj.value(arith.AddfOp(bj.load(out_row, j), product, CONTRACT)),
+                         out_row, j)
+                return ()
+
+            bk.loop(n, axpy)
+            return ()
+
+        bi.loop(k, term)
+        return ()
+
+    b.loop(m, row)
+    return out
+
+
+def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """r[k] = sum_i x[i] * (V[k, i, :] . y)."""
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    tensor, x, y = args
+    out = b.alloca(depth)
+
+    def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            start = bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols))
+            term = arith.MulfOp(bi.load(x, i), dot(bi, start, y, cols), REASSOC)
+            return (bi.value(arith.AddfOp(acc[0], bi.value(term), REASSOC)),)
+
+        bk.store(bk.loop(rows, row, [bk.const(0.0, f32)])[0], out, k)
+        return ()
+
+    b.loop(depth, slab)
+    return out
+
+
+def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    out = b.alloca(size(op.results[0]))
+    start = 0
+    for operand, buffer in zip(op.operands, args):
+        b.copy(b.offset(out, start), buffer, size(operand))
+        start += size(operand)
+    return out
+
+
+def row_size(value: SSAValue) -> int:
+    return size(value) // tmath.shape_of(value)[0]
+
+
+def slice_view(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    assert isinstance(op, tmath.SliceOp)
+    return b.offset(args[0], op.offset.value.data * row_size(op.input))
+
+
+def checked(b: Emitter, op: Operation, index: SSAValue, length: SSAValue | int) -> SSAValue:
+    """`index` as i64 after asserting 0 <= index < length (one unsigned compare)."""
+    wide = b.to_i64(index)
+    ok = b.value(arith.CmpiOp(wide, b.i64(length), "ult"))
+    b.check(ok, f"{location_prefix(op)}'{op.name}' index out of range")
+    return wide
+
+
+def gather(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    table, index = args
+    rows = tmath.shape_of(op.operands[0])[0]
+    row = checked(b, op, index, rows)
+    return b.offset(table, b.mul(row, row_size(op.operands[0])))
+
+
+def structure(b: Emitter, descriptor: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """A dynamic i32 array is passed as a pointer to {i64 length, ptr data}."""
+    length = b.load(descriptor, 0, i64)
+    data = b.load(b.offset(descriptor, 8, IntegerType(8)), 0, PTR)
+    return length, data
+
+
+def extract(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    array, index = args
+    shape = tmath.shape_of(op.operands[0])
+    if shape[0] >= 0:
+        return b.load(array, checked(b, op, index, shape[0]), op.results[0].type)
+    length, data = structure(b, array)
+    return b.load(data, checked(b, op, index, length), i32)
+
+
+def size_of(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    result_type = op.results[0].type
+    shape = tmath.shape_of(op.operands[0])
+    if shape[0] >= 0:
+        return b.const(shape[0], result_type)
+    length, _ = structure(b, args[0])
+    if result_type == i64:
+        return length
+    return b.value(arith.TruncIOp(length, result_type))
+
+
+def reduce(b: Emitter, x: SSAValue, n: int, init: SSAValue,
+           step: Callable[[Emitter, SSAValue, SSAValue], SSAValue]) -> SSAValue:
+    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        return (step(inner, acc[0], inner.load(x, i)),)
+
+    return b.loop(n, body, [init])[0]
+
+
+def _max(b: Emitter, acc: SSAValue, x: SSAValue) -> SSAValue:
+    return b.value(arith.SelectOp(b.value(arith.CmpfOp(x, acc, "ogt")), x, acc))
+
+
+def _sum(b: Emitter, acc: SSAValue, x: SSAValue) -> SSAValue:
+    return b.value(arith.AddfOp(acc, x, REASSOC))
+
+
+def maximum(b: Emitter, x: SSAValue, n: int) -> SSAValue:
+    return reduce(b, x, n, b.load(x, 0), _max)
+
+
+def sum_exp_shifted(b: Emitter, x: SSAValue, n: int, shift: SSAValue) -> SSAValue:
+    def step(inner: Emitter, acc: SSAValue, v: SSAValue) -> SSAValue:
+        e = inner.value(math.ExpOp(inner.value(arith.SubfOp(v, shift))))
+        return _sum(inner, acc, e)
+
+    return reduce(b, x, n, b.const(0.0, f32), step)
+
+
+def sum_all(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    return reduce(b, args[0], size(op.operands[0]), b.const(0.0, f32), _sum)
+
+
+def max_all(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    return maximum(b, args[0], size(op.operands[0]))
+
+
+def argmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """The first index of the largest element, as NumPy's argmax."""
+    x = args[0]
+
+    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        v = inner.load(x, i)
+        better = inner.value(arith.CmpfOp(v, acc[0], "ogt"))
+        return (inner.value(arith.SelectOp(better, v, acc[0])),
+                inner.value(arith.SelectOp(better, i, acc[1])))
+
+    best = b.loop(size(op.operands[0]), body, [b.load(x, 0), b.i64(0)])[1]
+    return b.value(arith.TruncIOp(best, op.results[0].type))
+
+
+def softmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    x, n = args[0], size(op.operands[0])
+    shift = maximum(b, x, n)
+    scale = b.value(arith.DivfOp(b.const(1.0, f32), sum_exp_shifted(b, x, n, shift)))
+    out = b.alloca(n)
+
+    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        e = inner.value(math.ExpOp(inner.value(arith.SubfOp(inner.load(x, i), shift))))
+        inner.store(inner.value(arith.MulfOp(e, scale)), out, i)
+        return ()
+
+    b.loop(n, body)
+    return out
+
+
+def softmax_xent(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """log(sum exp(x - m)) - (x[label] - m), stable for large logits."""
+    x, label = args
+    n = size(op.operands[0])
+    picked = b.load(x, checked(b, op, label, n))
+    shift = maximum(b, x, n)
+    log_total = b.value(math.LogOp(sum_exp_shifted(b, x, n, shift)))
+    return b.value(arith.SubfOp(log_total, b.value(arith.SubfOp(picked, shift))))
+
+
+def fill(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    n = size(op.results[0])
+    out = b.alloca(n)
+    b.loop(n, lambda inner, i, _: (inner.store(args[0], out, i), ())[1])
+    return out
+
+
+def constant(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    assert isinstance(op, tmath.ConstantOp)
+    values = op.value.get_values()
+    if len(values) == 1:
+        return fill(b, op, [b.const(values[0], f32)])
+    out = b.alloca(len(values))
+    for i, v in enumerate(values):
+        b.store(b.const(v, f32), out, i)
+    return out
+
+
+KERNELS: dict[type[Operation], Kernel] = {
+    **{op: elementwise for op in SCALAR},
+    tmath.MatvecOp: matvec,
+    tmath.MatmulOp: matmul,
+    tmath.BilinearOp: bilinear,
+    tmath.ConcatOp: concat,
+    tmath.SliceOp: slice_view,
+    tmath.GatherOp: gather,
+    tmath.ExtractOp: extract,
+    tmath.SizeOp: size_of,
+    tmath.SumOp: sum_all,
+    tmath.MaxOp: max_all,
+    tmath.ArgmaxOp: argmax,
+    tmath.SoftmaxOp: softmax,
+    tmath.SoftmaxCrossEntropyOp: softmax_xent,
+    tmath.FillOp: fill,
+    tmath.ConstantOp: constant,
+}
