@@ -2,6 +2,7 @@
 
 import os
 import sys
+import tempfile
 
 import lit.formats
 
@@ -13,6 +14,10 @@ config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # noqa: F821
+# Compiled objects go to a throwaway cache, not the user's ~/.cache/recir.
+config.environment["RECIR_CACHE_DIR"] = os.path.join(  # noqa: F821
+    tempfile.gettempdir(), "recir-lit-cache"
+)
 config.substitutions.append(("%python", sys.executable))  # noqa: F821
 config.substitutions.append(  # noqa: F821
     ("%examples", os.path.join(os.path.dirname(__file__), "examples", "ir"))

@@ -38,6 +38,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.diagnostics import format_error
 from recir.dialects import invoke
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
@@ -66,13 +67,13 @@ def guard_division(op: Operation) -> None:
     b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
     lhs, rhs = op.operands
     ok = b.value(arith.CmpiOp(rhs, b.const(0, rhs.type), "ne"))
-    b.op(cf.AssertOp(ok, f"'{op.name}' division by zero"))
+    b.op(cf.AssertOp(ok, format_error(op, "division by zero")))
     if isinstance(op, SIGNED_DIVISIONS):
         width = rhs.type.width.data
         not_min = b.value(arith.CmpiOp(lhs, b.const(-(1 << (width - 1)), lhs.type), "ne"))
         not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
         ok = b.value(arith.OrIOp(not_min, not_minus_one))
-        b.op(cf.AssertOp(ok, f"'{op.name}' overflows"))
+        b.op(cf.AssertOp(ok, format_error(op, "overflows")))
 
 
 def expand_math(op: Operation) -> None:

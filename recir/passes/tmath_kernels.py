@@ -16,7 +16,7 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import IntegerType, f32, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from recir.diagnostics import location_prefix
+from recir.diagnostics import format_error
 from recir.dialects import tmath
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
@@ -166,7 +166,7 @@ def checked(b: Emitter, op: Operation, index: SSAValue, length: SSAValue | int) 
     """`index` as i64 after asserting 0 <= index < length (one unsigned compare)."""
     wide = b.to_i64(index)
     ok = b.value(arith.CmpiOp(wide, b.i64(length), "ult"))
-    b.check(ok, f"{location_prefix(op)}'{op.name}' index out of range")
+    b.check(ok, format_error(op, "index out of range"))
     return wide
 
 

@@ -1,6 +1,8 @@
-"""`recir-run FILE --entry NAME [--arg VALUE]... [--interpret] [--out DIR]`.
+"""`recir-run FILE --entry NAME [--arg VALUE]... [--jit | --interpret] [--out DIR]`.
 
-Runs one function of an IR file. Scalar arguments are literals, tensor
+Runs one function of an IR file, natively by default (`--jit`: compiled
+through LLVM, from the object cache when possible) or with the reference
+interpreter (`--interpret`). Scalar arguments are literals, tensor
 arguments `.npy` paths. Each scalar result prints on its own line as a plain
 number; a tensor result prints as its shape and a few values, or is saved to
 `DIR/result<i>.npy` with `--out`. Every error is one `error:` line on stderr
@@ -100,7 +102,12 @@ def run(args: argparse.Namespace) -> None:
             f"({', '.join(map(str, types))}), got {len(args.arg)} --arg"
         )
     values = [parse_argument(i, a, t) for i, (a, t) in enumerate(zip(args.arg, types))]
-    report(run_function(module, args.entry, values), args.out)
+    if args.interpret:
+        report(run_function(module, args.entry, values), args.out)
+        return
+    from recir.pipeline import compile_module
+
+    report(compile_module(module, args.entry)(*values), args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--arg", action="append", default=[], help="an argument: a literal or a .npy path"
     )
-    parser.add_argument(
+    engine = parser.add_mutually_exclusive_group()
+    engine.add_argument("--jit", action="store_true", help="run native code (the default)")
+    engine.add_argument(
         "--interpret", action="store_true", help="run with the reference interpreter"
     )
     parser.add_argument("--out", type=Path, help="save tensor results here as .npy")

@@ -1,0 +1,148 @@
+"""The `llvm` dialect to llvmlite IR: xDSL's converter plus our fixes for 0.74.
+
+xDSL's `convert_op` covers most of the dialect; `FIXES` takes precedence for
+what it gets wrong or lacks, so no xDSL code is patched:
+
+- `llvm.getelementptr`: xDSL bitcasts the base to a typed pointer, so a GEP
+  into a struct field yields a typed pointer that a later store rejects; we
+  emit the GEP on the opaque pointer with an explicit source element type.
+- `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
+  and emits a plain access; we emit `load atomic` / `store atomic`.
+- `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
+
+xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
+lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import llvmlite.binding
+import llvmlite.ir as ir
+from xdsl.backend.llvm.convert import _convert_global, _declare_func  # noqa: PLC2701
+from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
+from xdsl.backend.llvm.convert_type import convert_type
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+
+ValueMap = dict[SSAValue, ir.Value]
+Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
+
+ORDERINGS = {1: "unordered", 2: "monotonic", 4: "acquire", 5: "release",
+             6: "acq_rel", 7: "seq_cst"}
+
+
+def _gep(op: llvm.GEPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    ssa = iter(op.ssa_indices)
+    indices = [values[next(ssa)] if i == llvm.GEP_USE_SSA_VAL else ir.Constant(ir.IntType(32), i)
+               for i in op.rawConstantIndices.iter_values()]
+    values[op.result] = builder.gep(values[op.ptr], indices, inbounds=op.inbounds is not None,
+                                    source_etype=convert_type(op.elem_type))
+
+
+def _alignment(op: llvm.LoadOp | llvm.StoreOp, typ: ir.Type) -> int:
+    """Atomic accesses need an explicit alignment: the op's, else the natural one."""
+    if op.alignment is not None:
+        return op.alignment.value.data
+    if isinstance(typ, ir.IntType):
+        return max(1, typ.width // 8)
+    return 4 if isinstance(typ, ir.FloatType) else 8
+
+
+def _load(op: llvm.LoadOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    typ = convert_type(op.dereferenced_value.type)
+    ordering = op.ordering.value.data
+    if ordering == 0:
+        instr = builder.load(values[op.ptr], typ=typ)
+        if op.alignment is not None:
+            instr.align = op.alignment.value.data
+    else:
+        instr = builder.load_atomic(values[op.ptr], ORDERINGS[ordering], _alignment(op, typ),
+                                    typ=typ)
+    values[op.dereferenced_value] = instr
+
+
+def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    value = values[op.value]
+    ordering = op.ordering.value.data if op.ordering is not None else 0
+    if ordering == 0:
+        instr = builder.store(value, values[op.ptr])
+        if op.alignment is not None:
+            instr.align = op.alignment.value.data
+        return
+    builder.store_atomic(value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type))
+
+
+FIXES: dict[type[Operation], Fix] = {
+    llvm.GEPOp: _gep,
+    llvm.LoadOp: _load,
+    llvm.StoreOp: _store,
+}
+
+
+def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,
+               blocks: dict[Block, ir.Block]) -> None:
+    fix = FIXES.get(type(op))
+    if fix is not None:
+        fix(op, builder, values)
+        return
+    try:
+        xdsl_convert_op(op, builder, values, blocks)
+    except NotImplementedError:
+        raise NotImplementedError(f"llvm backend cannot convert '{op.name}'") from None
+
+
+def declare_function(op: llvm.FuncOp, module: ir.Module) -> None:
+    _declare_func(op, module)
+    function = module.get_global(op.sym_name.data)
+    linkage = op.linkage.linkage.data
+    if linkage != "external":
+        function.linkage = linkage
+    passthrough = op.properties.get("passthrough") or op.attributes.get("passthrough")
+    if isinstance(passthrough, ArrayAttr):
+        for attribute in passthrough.data:
+            if isinstance(attribute, StringAttr):
+                function.attributes.add(attribute.data)
+
+
+def define_function(op: llvm.FuncOp, module: ir.Module) -> None:
+    """As xDSL's `_convert_func`, with our `convert_op`."""
+    function = module.get_global(op.sym_name.data)
+    blocks = {b: function.append_basic_block(b.name_hint or "") for b in op.body.blocks}
+    values: ValueMap = dict(zip(op.body.blocks[0].args, function.args))
+    for block in list(op.body.blocks)[1:]:
+        builder = ir.IRBuilder(blocks[block])
+        for arg in block.args:
+            values[arg] = builder.phi(convert_type(arg.type))
+    for block in op.body.blocks:
+        builder = ir.IRBuilder(blocks[block])
+        if blocks[block].instructions:
+            builder.position_after(blocks[block].instructions[-1])
+        for inner in block.ops:
+            convert_op(inner, builder, values, blocks)
+
+
+def convert_module(module: ModuleOp) -> ir.Module:
+    result = ir.Module()
+    result.triple = llvmlite.binding.get_default_triple()
+    functions = []
+    for op in module.ops:
+        if isinstance(op, llvm.GlobalOp):
+            _convert_global(op, result)
+        elif isinstance(op, llvm.FuncOp):
+            functions.append(op)
+        else:
+            raise NotImplementedError(f"llvm backend cannot convert '{op.name}' at module level")
+    for op in functions:
+        declare_function(op, result)
+    for op in functions:
+        if op.body.blocks:
+            define_function(op, result)
+    return result
+
+
+def to_llvm_ir(module: ModuleOp) -> str:
+    return str(convert_module(module))

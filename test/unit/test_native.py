@@ -1,0 +1,194 @@
+"""Native code against the interpreter and NumPy: examples, models, errors, cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recir
+from recir.context import make_context
+from recir.data import load_sst, make_treebank, sst_path
+from recir.diagnostics import RecirError
+from recir.examples.programs import CALLS
+from recir.interpreter import run_function
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+from recir.parsing import parse_module
+from recir.pipeline import compile_module
+
+EXAMPLES = "examples/ir"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("objects")
+
+
+def load_example(name: str):
+    with open(f"{EXAMPLES}/{name}.mlir") as f:
+        return parse_module(make_context(), f.read(), f"{name}.mlir")
+
+
+@pytest.mark.parametrize(("name", "entry", "args"), [
+    ("fib", "fib", [(0,), (1,), (15,), (22,)]),
+    ("ackermann", "ack", [(0, 0), (1, 5), (2, 3), (3, 3)]),
+    ("takeuchi", "tak", [(6, 4, 2), (12, 8, 4), (3, 7, 1)]),
+    ("thesis_primes", "thesis_primes", [(1,), (10,), (60,)]),
+])
+def test_examples_match_interpreter(name, entry, args, cache_dir):
+    module = load_example(name)
+    native = compile_module(module, entry, cache_dir=cache_dir)
+    for a in args:
+        assert native(*a) == run_function(module, entry, list(a))
+
+
+@pytest.mark.parametrize(("entry", "args"), [
+    ("fib", (25,)), ("ack", (2, 6)), ("tak", (18, 12, 6)), ("thesis_primes", (200,))])
+def test_examples_match_plain_python(entry, args, cache_dir):
+    reference, file = CALLS[entry]
+    native = compile_module(load_example(file.removesuffix(".mlir")), entry,
+                            cache_dir=cache_dir)
+    assert native(*args) == (reference(*args),)
+
+
+def dev_trees(count: int):
+    path = sst_path("dev")
+    if path is None:
+        return make_treebank(count, seed=3), 100
+    trees, vocab = load_sst(path)
+    return trees[:count], len(vocab)
+
+
+def relative_error(got, expected) -> float:
+    return float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30))
+
+
+@pytest.mark.parametrize("model", [tree_rnn, rntn, tree_lstm], ids=lambda m: m.__name__)
+def test_tree_models_match_interpreter(model, cache_dir):
+    trees, vocab = dev_trees(40)
+    params = model.init_params(np.random.default_rng(0), vocab=vocab)
+    traced = model.trace_model(params)
+    native = recir.compile(traced, cache_dir=cache_dir)
+    for tree in trees:
+        args = [tree.left, tree.right, tree.word, tree.label, tree.root]
+        h, loss = native(*args)
+        h_ref, loss_ref = traced.run(*args)
+        assert relative_error(h, h_ref) <= 1e-5
+        assert loss == pytest.approx(loss_ref, rel=1e-5)
+
+
+def test_top_down_tree_lstm_matches_interpreter(cache_dir):
+    counts = set()
+    for seed in range(6):
+        params = td_tree_lstm.init_params(np.random.default_rng(seed))
+        traced = td_tree_lstm.trace_model(params)
+        native = recir.compile(traced, cache_dir=cache_dir)
+        x = np.random.default_rng(seed + 10).standard_normal(8).astype(np.float32)
+        count, total = native(x, 6)
+        ref_count, ref_total = traced.run(x, 6)
+        assert count == ref_count
+        assert total == pytest.approx(ref_total, rel=1e-5, abs=1e-5)
+        counts.add(count)
+    assert len(counts) > 1
+
+
+def elementwise_model(op, n: int):
+    with recir.trace(f"ew_{op.__name__}") as t:
+        x = t.input("x", recir.vector(n))
+        t.output(op(x))
+    return t.traced
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "exp"])
+def test_vectorized_math_is_accurate(name, cache_dir):
+    from recir.frontend import ops
+
+    x = np.concatenate([np.linspace(-20, 20, 4001), np.linspace(-1e-3, 1e-3, 999),
+                        [0.0, -87.5, 88.0, 89.0, -100.0, 100.0]]).astype(np.float32)
+    if name == "exp":
+        x = x[np.abs(x) < 80]
+    native = recir.compile(elementwise_model(getattr(ops, name), x.size), cache_dir=cache_dir)
+    reference = {"tanh": np.tanh, "exp": np.exp,
+                 "sigmoid": lambda v: 1 / (1 + np.exp(-v.astype(np.float64)))}[name]
+    (got,) = native(x)
+    want = reference(x).astype(np.float32)
+    assert np.allclose(got, want, rtol=2e-6, atol=1e-30)
+
+
+@pytest.fixture(scope="module")
+def lstm(cache_dir):
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=50)
+    return recir.compile(tree_lstm.trace_model(params), cache_dir=cache_dir)
+
+
+def test_bad_child_index_is_an_error_not_a_crash(lstm):
+    tree = make_treebank(1, seed=4, vocab_size=50)[0]
+    left = tree.left.copy()
+    left[tree.root] = 10**6
+    with pytest.raises(RecirError, match="'tmath.extract' op index out of range"):
+        lstm(left, tree.right, tree.word, tree.label, tree.root)
+    with pytest.raises(RecirError, match="index out of range"):
+        lstm(tree.left, tree.right, tree.word, tree.label, -1)
+
+
+def test_bad_word_id_is_an_error(lstm):
+    tree = make_treebank(1, seed=4, vocab_size=50)[0]
+    word = tree.word.copy()
+    word[word >= 0] = 50
+    with pytest.raises(RecirError, match="'tmath.gather' op index out of range"):
+        lstm(tree.left, tree.right, word, tree.label, tree.root)
+
+
+def test_wrong_argument_shapes_are_errors(lstm):
+    tree = make_treebank(1, seed=4, vocab_size=50)[0]
+    with pytest.raises(RecirError, match="takes 5 inputs"):
+        lstm(tree.left, tree.right)
+    with pytest.raises(RecirError, match="expects integers"):
+        lstm(tree.left.astype(np.float32), tree.right, tree.word, tree.label, tree.root)
+
+
+def linear_tree(depth: int):
+    """Internal nodes 0..depth-1, each with a leaf on the right: maximal depth."""
+    left = np.full(2 * depth + 1, -1, np.int32)
+    right = np.full(2 * depth + 1, -1, np.int32)
+    left[: depth] = np.arange(1, depth + 1)
+    left[depth - 1] = 2 * depth
+    right[: depth] = np.arange(depth, 2 * depth)
+    zeros = np.zeros(2 * depth + 1, np.int32)
+    return left, right, zeros, zeros
+
+
+def test_deep_recursion_runs_on_a_big_stack(lstm):
+    left, right, word, label = linear_tree(50_000)
+    h, loss = lstm(left, right, word, label, 0)
+    assert np.isfinite(h).all() and np.isfinite(loss)
+
+
+def test_recursion_deeper_than_any_stack_is_an_error(cache_dir):
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=50, hidden=256,
+                                   embed=256)
+    native = recir.compile(tree_lstm.trace_model(params), cache_dir=cache_dir)
+    with pytest.raises(RecirError, match="too deep for the native stack"):
+        native(*linear_tree(100_000), 0)
+
+
+def test_division_by_zero_is_an_error(cache_dir):
+    text = """
+    func.func @div(%a: i32, %b: i32) -> i32 {
+      %q = arith.divsi %a, %b : i32
+      func.return %q : i32
+    }"""
+    native = compile_module(parse_module(make_context(), text, "div.mlir"), "div",
+                            cache_dir=cache_dir)
+    assert native(-7, 2) == (-3,)
+    with pytest.raises(RecirError, match="div.mlir:3:7: error: 'arith.divsi' op division"):
+        native(1, 0)
+    with pytest.raises(RecirError, match="overflows"):
+        native(-(2**31), -1)
+
+
+def test_object_cache_hit_gives_the_same_code(tmp_path):
+    module = load_example("fib")
+    cold = compile_module(module, "fib", cache_dir=tmp_path)
+    assert list(tmp_path.glob("*.o"))
+    warm = compile_module(module, "fib", cache_dir=tmp_path)
+    assert cold(20) == warm(20) == (10946,)
