@@ -8,6 +8,7 @@ what it gets wrong or lacks, so no xDSL code is patched:
   emit the GEP on the opaque pointer with an explicit source element type.
 - `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
   and emits a plain access; we emit `load atomic` / `store atomic`.
+- `llvm.alloca` results are made opaque too (llvmlite types them).
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
@@ -33,6 +34,20 @@ Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
 
 ORDERINGS = {1: "unordered", 2: "monotonic", 4: "acquire", 5: "release",
              6: "acq_rel", 7: "seq_cst"}
+
+
+def _opaque(value: ir.Value) -> ir.Value:
+    """llvmlite still types some pointers (allocas); LLVM itself has only `ptr`."""
+    if isinstance(value.type, ir.PointerType) and not value.type.is_opaque:
+        value.type = ir.PointerType()
+    return value
+
+
+def _alloca(op: llvm.AllocaOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    instr = builder.alloca(convert_type(op.elem_type), size=values[op.size])
+    if op.alignment is not None:
+        instr.align = op.alignment.value.data
+    values[op.res] = _opaque(instr)
 
 
 def _gep(op: llvm.GEPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
@@ -73,10 +88,13 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         if op.alignment is not None:
             instr.align = op.alignment.value.data
         return
-    builder.store_atomic(value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type))
+    # IRBuilder.store_atomic reads the pointee type, which opaque pointers lack
+    builder._insert(ir.instructions.StoreAtomicInstr(  # noqa: SLF001
+        builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 
 FIXES: dict[type[Operation], Fix] = {
+    llvm.AllocaOp: _alloca,
     llvm.GEPOp: _gep,
     llvm.LoadOp: _load,
     llvm.StoreOp: _store,
