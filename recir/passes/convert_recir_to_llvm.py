@@ -4,11 +4,15 @@ Runs after convert-tmath-to-loops and convert-scf-to-cf. Every function gets a
 leading `!llvm.ptr` context, `{i64 stack_limit, i32 error, i32 site}`, which
 is how native code reports an error instead of crashing:
 
-- the prologue compares the frame's address with `stack_limit`; a recursion
-  deeper than the stack allows sets `error = 1` and returns;
 - a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
   the index of its message in the module's `recir.error_sites` attribute;
-- after each call, a set `error` returns at once, so the stack unwinds.
+- the prologue compares the frame's address with `stack_limit` (a recursion
+  deeper than the stack allows sets `error = 1`) and returns at once if any
+  error is set, so after an error every frame finishes its straight-line code
+  and the stack unwinds. No check follows a call: that keeps calls in tail
+  position, which LLVM's accumulator tail-recursion elimination needs.
+
+Only the first error is recorded.
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
@@ -110,10 +114,10 @@ class FunctionConversion:
         self.fail = self.failure_block(body)
         for op in list(body.walk()):
             self.convert(op)
+        self.prologue(entry)
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
                 Rewriter.replace_op(op, ops)
-        self.prologue(entry)
         private = self.function.sym_visibility == StringAttr("private")
         linkage = llvm.LinkageAttr("internal" if private else "external")
         return llvm.FuncOp(self.function.sym_name, self.type, linkage, body=body)
@@ -129,12 +133,13 @@ class FunctionConversion:
         return block
 
     def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
-        ops: list[Operation] = []
-        for offset, value in ((ERROR_OFFSET, code), (SITE_OFFSET, site)):
-            where = llvm.GEPOp.from_mixed_indices(self.ctx, [offset], i8)
-            number = constant(value, i32)
-            ops += [where, number, llvm.StoreOp(number, where)]
-        Rewriter.insert_op(ops, at)
+        """Records the first error only: a later one may be its consequence."""
+        b = Emitter(at, at)
+        fields = [b.offset(self.ctx, offset, i8) for offset in (ERROR_OFFSET, SITE_OFFSET)]
+        olds = [b.load(field, 0, i32) for field in fields]
+        first = b.value(arith.CmpiOp(olds[0], b.const(0, i32), "eq"))
+        for field, old, value in zip(fields, olds, (code, site)):
+            b.store(b.value(arith.SelectOp(first, b.const(value, i32), old)), field, 0)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
         """Ends `op`'s block after `op`: continue if `ok`, else go to `failure`."""
@@ -176,15 +181,9 @@ class FunctionConversion:
         b.op(call)
         results = [call.returned] if len(types) == 1 else [
             b.load(slot, 0, t) for slot, t in zip(slots, types)]
-        where = b.offset(self.ctx, ERROR_OFFSET, i8)
-        error = b.load(where, 0, i32)
-        ok = b.value(llvm.ICmpOp(error, b.value(constant(0, i32)),
-                                 IntegerAttr(llvm.ICmpPredicateFlag("eq").to_int(), i64)))
         for old, new in zip(op.res, results):
             old.replace_all_uses_with(new)
-        anchor = ok.owner
         Rewriter.erase_op(op)
-        self.branch_unless(anchor, ok, self.fail)
 
     def convert_return(self, op: func.ReturnOp) -> None:
         if self.returns_one:
@@ -203,18 +202,17 @@ class FunctionConversion:
             for op in (alloca.size.owner, alloca):
                 op.detach()
                 entry.add_op(op)
-        probe = [constant(1), ]
-        probe.append(llvm.AllocaOp(probe[0], i8, alignment=1))
-        probe.append(llvm.PtrToIntOp(probe[1], i64))
-        probe.append(llvm.LoadOp(self.ctx, i64))
-        probe.append(llvm.ICmpOp(probe[2].results[0], probe[3].results[0], IntegerAttr(
-            llvm.ICmpPredicateFlag("uge").to_int(), i64)))
-        entry.add_ops(probe)
-        overflow = Block()
-        self.set_error(InsertPoint.at_end(overflow), ERROR_STACK)
-        overflow.add_op(llvm.BrOp(self.fail))
-        entry.parent.insert_block_before(overflow, self.fail)
-        entry.add_op(llvm.CondBrOp(probe[-1].results[0], body, (), overflow, ()))
+        b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
+        probe = b.value(llvm.AllocaOp(b.i64(1), i8, alignment=1))
+        address = b.value(llvm.PtrToIntOp(probe, i64))
+        room = b.value(arith.CmpiOp(address, b.load(self.ctx, 0, i64), "uge"))
+        error = b.load(b.offset(self.ctx, ERROR_OFFSET, i8), 0, i32)
+        clean = b.value(arith.CmpiOp(error, b.const(0, i32), "eq"))
+        stop = Block()
+        self.set_error(InsertPoint.at_end(stop), ERROR_STACK)
+        stop.add_op(llvm.BrOp(self.fail))
+        entry.parent.insert_block_before(stop, self.fail)
+        b.op(llvm.CondBrOp(b.value(arith.AndIOp(room, clean)), body, (), stop, ()))
 
     @staticmethod
     def function_ops(block: Block) -> list[Operation]:

@@ -1,7 +1,8 @@
 // RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
-// Functions take a context first; the prologue checks the stack; checks and
-// errors after calls branch to one failure return; two results go through
-// out-pointers; division is guarded.
+// Functions take a context first; the prologue checks the stack and a pending
+// error; failed checks record the first error and branch to one failure
+// return; calls stay in tail position; two results go through out-pointers;
+// division is guarded.
 
 func.func private @half(%n: i32, %d: i32) -> (i32, i32) {
   %q = arith.divsi %n, %d : i32
@@ -15,14 +16,20 @@ func.func @main(%n: i32) -> i32 {
   func.return %q : i32
 }
 
-// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:7:3: error: 'arith.divsi' op division by zero", "{{.*}}:7:3: error: 'arith.divsi' op overflows", "quotient too small"]} {
+// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:8:3: error: 'arith.divsi' op division by zero", "{{.*}}:8:3: error: 'arith.divsi' op overflows", "quotient too small"]} {
 // CHECK-LABEL: llvm.func internal @half(%0: !llvm.ptr, %n: i32, %d: i32, %1: !llvm.ptr, %2: !llvm.ptr) {
 // CHECK-NEXT:    %[[ONE:.*]] = llvm.mlir.constant(1) : i64
 // CHECK-NEXT:    %[[PROBE:.*]] = llvm.alloca %[[ONE]] x i8 {alignment = 1 : i64} : (i64) -> !llvm.ptr
 // CHECK-NEXT:    %[[SP:.*]] = llvm.ptrtoint %[[PROBE]] : !llvm.ptr to i64
 // CHECK-NEXT:    %[[LIMIT:.*]] = llvm.load %0 : !llvm.ptr -> i64
 // CHECK-NEXT:    %[[ROOM:.*]] = llvm.icmp "uge" %[[SP]], %[[LIMIT]] : i64
-// CHECK-NEXT:    llvm.cond_br %[[ROOM]], ^[[BODY:.*]], ^[[OVERFLOW:.*]]
+// CHECK-NEXT:    %[[EIGHT:.*]] = llvm.mlir.constant(8) : i64
+// CHECK-NEXT:    %[[EP:.*]] = llvm.getelementptr %0[%[[EIGHT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[ERR:.*]] = llvm.load %[[EP]] : !llvm.ptr -> i32
+// CHECK-NEXT:    %[[Z:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT:    %[[CLEAN:.*]] = llvm.icmp "eq" %[[ERR]], %[[Z]] : i32
+// CHECK-NEXT:    %[[GO:.*]] = llvm.and %[[ROOM]], %[[CLEAN]] : i1
+// CHECK-NEXT:    llvm.cond_br %[[GO]], ^[[BODY:.*]], ^[[STOP:.*]]
 // CHECK-NEXT:  ^[[BODY]]:
 // CHECK-NEXT:    %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[NONZERO:.*]] = llvm.icmp "ne" %d, %[[ZERO]] : i32
@@ -35,19 +42,26 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    llvm.store %d, %2 : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.return
 // CHECK-NEXT:  ^[[DIV0]]:
-// CHECK-NEXT:    %[[E:.*]] = llvm.getelementptr %0[8] : (!llvm.ptr) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[E8:.*]] = llvm.mlir.constant(8) : i64
+// CHECK-NEXT:    %[[E:.*]] = llvm.getelementptr %0[%[[E8]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[S12:.*]] = llvm.mlir.constant(12) : i64
+// CHECK-NEXT:    %[[S:.*]] = llvm.getelementptr %0[%[[S12]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[OLDE:.*]] = llvm.load %[[E]] : !llvm.ptr -> i32
+// CHECK-NEXT:    %[[OLDS:.*]] = llvm.load %[[S]] : !llvm.ptr -> i32
+// CHECK-NEXT:    %[[Z2:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT:    %[[FIRST:.*]] = llvm.icmp "eq" %[[OLDE]], %[[Z2]] : i32
 // CHECK-NEXT:    %[[TWO:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK-NEXT:    llvm.store %[[TWO]], %[[E]] : i32, !llvm.ptr
-// CHECK-NEXT:    %[[S:.*]] = llvm.getelementptr %0[12] : (!llvm.ptr) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[NEWE:.*]] = llvm.select %[[FIRST]], %[[TWO]], %[[OLDE]] : i1, i32
+// CHECK-NEXT:    llvm.store %[[NEWE]], %[[E]] : i32, !llvm.ptr
 // CHECK-NEXT:    %[[SITE:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT:    llvm.store %[[SITE]], %[[S]] : i32, !llvm.ptr
+// CHECK-NEXT:    %[[NEWS:.*]] = llvm.select %[[FIRST]], %[[SITE]], %[[OLDS]] : i1, i32
+// CHECK-NEXT:    llvm.store %[[NEWS]], %[[S]] : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.br ^[[FAIL:.*]]
 // CHECK:       ^[[ASSERT]]:
 // CHECK:         %{{.*}} = llvm.mlir.constant(2 : i32) : i32
 // CHECK:         llvm.br ^[[FAIL]]
-// CHECK-NEXT:  ^[[OVERFLOW]]:
-// CHECK-NEXT:    %{{.*}} = llvm.getelementptr %0[8] : (!llvm.ptr) -> !llvm.ptr, i8
-// CHECK-NEXT:    %{{.*}} = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT:  ^[[STOP]]:
+// CHECK:         %{{.*}} = llvm.mlir.constant(1 : i32) : i32
 // CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[FAIL]]:
 // CHECK-NEXT:    llvm.return
@@ -57,17 +71,15 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    %{{.*}} = llvm.mlir.constant(1) : i64
 // CHECK-NEXT:    %[[Q:.*]] = llvm.alloca %{{.*}} x i32
 // CHECK:         %[[R:.*]] = llvm.alloca %{{.*}} x i32
-// CHECK:         llvm.call @half(%[[CTX:.*]], %n_1, %two, %[[Q]], %[[R]]) : (!llvm.ptr, i32, i32, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK:         llvm.cond_br %{{.*}}, ^[[MAINBODY:.*]], ^[[MAINSTOP:.*]]
+// CHECK-NEXT:  ^[[MAINBODY]]:
+// CHECK-NEXT:    %two = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT:    llvm.call @half(%[[CTX:.*]], %n_1, %two, %[[Q]], %[[R]]) : (!llvm.ptr, i32, i32, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NEXT:    %q_1 = llvm.load %[[Q]] : !llvm.ptr -> i32
 // CHECK-NEXT:    %r = llvm.load %[[R]] : !llvm.ptr -> i32
-// CHECK-NEXT:    %[[EIGHT:.*]] = llvm.mlir.constant(8) : i64
-// CHECK-NEXT:    %[[EP:.*]] = llvm.getelementptr %[[CTX]][%[[EIGHT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-// CHECK-NEXT:    %[[ERR:.*]] = llvm.load %[[EP]] : !llvm.ptr -> i32
-// CHECK-NEXT:    %[[Z:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT:    %[[CLEAN:.*]] = llvm.icmp "eq" %[[ERR]], %[[Z]] : i32
-// CHECK-NEXT:    llvm.cond_br %[[CLEAN]], ^[[OK:.*]], ^[[MAINFAIL:.*]]
-// CHECK-NEXT:  ^[[OK]]:
 // CHECK-NEXT:    llvm.return %q_1 : i32
-// CHECK:       ^[[MAINFAIL]]:
+// CHECK-NEXT:  ^[[MAINSTOP]]:
+// CHECK:         llvm.br ^[[MAINFAIL:.*]]
+// CHECK-NEXT:  ^[[MAINFAIL]]:
 // CHECK-NEXT:    %[[ZR:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    llvm.return %[[ZR]] : i32

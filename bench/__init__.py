@@ -1,0 +1,1 @@
+"""Benchmarks: `python bench/run.py SUBCOMMAND` (see bench/README.md)."""

@@ -1,0 +1,151 @@
+"""Timing, memory and reporting helpers shared by every benchmark subcommand.
+
+Kept free of recir imports so a benchmark can still report *why* a contestant
+was skipped when the compiler (or torch) is missing or broken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+
+class Skipped(Exception):
+    """A contestant that cannot run here; the message is the printed reason."""
+
+
+def attempt(name: str, thunk: Callable[[], Any]) -> tuple[Any, str | None]:
+    """Run `thunk`; on any error return (None, reason) and print the reason.
+
+    Benchmarks must survive a missing or half-written contestant (recir.compile
+    being developed, torch not installed) and still time everything else.
+    """
+    try:
+        return thunk(), None
+    except Exception as e:  # any failure: skip and say why
+        text = str(e) if isinstance(e, Skipped) else f"{type(e).__name__}: {e}"
+        reason = (text.strip().splitlines() or [type(e).__name__])[0][:300]
+        print(f"  [skip] {name}: {reason}", flush=True)
+        if os.environ.get("RECIR_BENCH_TRACEBACK"):
+            traceback.print_exc()
+        return None, reason
+
+
+def repeat_times(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of `repeats` calls of `fn` after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+WARMUP_S = 1.0  # run.py native --quick lowers it
+
+
+def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
+                  warmup_s: float | None = None) -> dict[str, list[float]]:
+    """`repeats` timed calls per contestant, one contestant after the other.
+
+    Each first runs untimed for `warmup_s` seconds (at least once) and is then
+    timed back to back, in its own steady state. Taking turns instead looked
+    fairer but was not: the NumPy reference allocates ~6-11 MB per tree (it
+    casts all parameters to float64) and, interleaved with torch and recir,
+    kept page-faulting: 3-4x slower than on its own.
+    """
+    budget = WARMUP_S if warmup_s is None else warmup_s
+    times: dict[str, list[float]] = {}
+    for name, fn in fns.items():
+        start = time.perf_counter()
+        fn()
+        while time.perf_counter() - start < budget:
+            fn()
+        times[name] = repeat_times(fn, repeats, warmup=0)
+    return times
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either side was skipped."""
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def rss_kb() -> int:
+    """Resident set size of this process (VmRSS), in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def version_of(module: str) -> str | None:
+    try:
+        return str(__import__(module).__version__)
+    except Exception:  # absent or broken: report None
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "nproc": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "versions": {m: version_of(m) for m in ("numpy", "llvmlite", "torch", "xdsl")},
+        "threads_env": {k: os.environ.get(k) for k in
+                        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+    }
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1e5:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """A plain fixed-width table: first column left-aligned, others right."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n{title}")
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2, default=float)
+        f.write("\n")
