@@ -6,13 +6,14 @@ is how native code reports an error instead of crashing:
 
 - a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
   the index of its message in the module's `recir.error_sites` attribute;
-- the prologue compares the frame's address with `stack_limit` (a recursion
-  deeper than the stack allows sets `error = 1`) and returns at once if any
-  error is set, so after an error every frame finishes its straight-line code
-  and the stack unwinds. No check follows a call: that keeps calls in tail
-  position, which LLVM's accumulator tail-recursion elimination needs.
+- the prologue compares the frame address with `stack_limit`: a recursion
+  deeper than the stack allows sets `error = 1`.
 
-Only the first error is recorded.
+Only the first error is recorded, and recording one raises `stack_limit` to
+the top of the address space, so every later prologue fails at once: each
+frame finishes its straight-line code and the stack unwinds. One comparison
+per call and no check after calls (they stay in tail position, which LLVM's
+accumulator tail-recursion elimination needs).
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
@@ -133,13 +134,15 @@ class FunctionConversion:
         return block
 
     def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
-        """Records the first error only: a later one may be its consequence."""
+        """Records the first error only (a later one may be its consequence),
+        and raises `stack_limit` to the top so that every prologue fails."""
         b = Emitter(at, at)
         fields = [b.offset(self.ctx, offset, i8) for offset in (ERROR_OFFSET, SITE_OFFSET)]
         olds = [b.load(field, 0, i32) for field in fields]
         first = b.value(arith.CmpiOp(olds[0], b.const(0, i32), "eq"))
         for field, old, value in zip(fields, olds, (code, site)):
             b.store(b.value(arith.SelectOp(first, b.const(value, i32), old)), field, 0)
+        b.store(b.i64(-1), self.ctx, 0)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
         """Ends `op`'s block after `op`: continue if `ok`, else go to `failure`."""
@@ -203,16 +206,14 @@ class FunctionConversion:
                 op.detach()
                 entry.add_op(op)
         b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
-        probe = b.value(llvm.AllocaOp(b.i64(1), i8, alignment=1))
-        address = b.value(llvm.PtrToIntOp(probe, i64))
+        frame = b.value(llvm.CallIntrinsicOp("llvm.frameaddress.p0", [b.const(0, i32)], [PTR]))
+        address = b.value(llvm.PtrToIntOp(frame, i64))
         room = b.value(arith.CmpiOp(address, b.load(self.ctx, 0, i64), "uge"))
-        error = b.load(b.offset(self.ctx, ERROR_OFFSET, i8), 0, i32)
-        clean = b.value(arith.CmpiOp(error, b.const(0, i32), "eq"))
         stop = Block()
         self.set_error(InsertPoint.at_end(stop), ERROR_STACK)
         stop.add_op(llvm.BrOp(self.fail))
         entry.parent.insert_block_before(stop, self.fail)
-        b.op(llvm.CondBrOp(b.value(arith.AndIOp(room, clean)), body, (), stop, ()))
+        b.op(llvm.CondBrOp(room, body, (), stop, ()))
 
     @staticmethod
     def function_ops(block: Block) -> list[Operation]:

