@@ -2,7 +2,8 @@
 
 Trace a recursive model once (`recir.trace`, `recir.SubGraph`, `recir.cond`),
 get IR in the `invoke` and `tmath` dialects, and run it with the reference
-interpreter or compile it to native code (`recir.compile`).
+interpreter or compile it to native code (`recir.compile`); differentiate its
+loss with `recir.value_and_grad`.
 """
 
 from typing import Any
@@ -11,8 +12,8 @@ from xdsl.dialects.builtin import f32, i1, i32
 
 from recir.frontend import SubGraph, TracedModel, cond, matrix, structure, trace, vector
 
-__all__ = ["SubGraph", "TracedModel", "compile", "cond", "f32", "i1", "i32", "matrix",
-           "structure", "trace", "vector"]
+__all__ = ["SubGraph", "TracedModel", "compile", "cond", "f32", "grad", "i1", "i32",
+           "matrix", "structure", "trace", "value_and_grad", "vector"]
 
 
 def compile(model: Any, entry: str | None = None, **options: Any) -> Any:
@@ -20,3 +21,17 @@ def compile(model: Any, entry: str | None = None, **options: Any) -> Any:
     from recir import pipeline
 
     return pipeline.compile(model, entry, **options)
+
+
+def value_and_grad(model: Any, loss: int = -1, **options: Any) -> Any:
+    """Outputs and d loss / d parameters (see `recir.autodiff.api`)."""
+    from recir.autodiff import api
+
+    return api.value_and_grad(model, loss, **options)
+
+
+def grad(model: Any, loss: int = -1, **options: Any) -> Any:
+    """d loss / d parameters (see `recir.autodiff.api`)."""
+    from recir.autodiff import api
+
+    return api.grad(model, loss, **options)

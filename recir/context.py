@@ -4,6 +4,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, builtin, cf, func, llvm, scf
 
 from recir.dialects.invoke import Invoke
+from recir.dialects.tape import Tape
 from recir.dialects.tmath import TMath
 
 
@@ -13,4 +14,5 @@ def make_context() -> Context:
         ctx.load_dialect(dialect)
     ctx.load_dialect(Invoke)
     ctx.load_dialect(TMath)
+    ctx.load_dialect(Tape)
     return ctx

@@ -22,6 +22,18 @@ def _tmath() -> Dialect:
     return TMath
 
 
+def _tape() -> Dialect:
+    from recir.dialects.tape import Tape
+
+    return Tape
+
+
+def _synthesize_gradients() -> type[ModulePass]:
+    from recir.autodiff.synthesize_gradients import SynthesizeGradientsPass
+
+    return SynthesizeGradientsPass
+
+
 def _capture_outer_refs() -> type[ModulePass]:
     from recir.passes.capture_outer_refs import CaptureOuterRefsPass
 
@@ -43,10 +55,12 @@ def _convert_recir_to_llvm() -> type[ModulePass]:
 RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "invoke": _invoke,
     "tmath": _tmath,
+    "tape": _tape,
 }
 
 RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "capture-outer-refs": _capture_outer_refs,
+    "synthesize-gradients": _synthesize_gradients,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
 }

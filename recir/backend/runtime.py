@@ -1,7 +1,7 @@
 """Calling compiled code: NumPy arrays in, NumPy arrays and scalars out.
 
 The native entry takes `(ctx, inputs..., tensor results..., scalar slots...)`:
-ctx is `{i64 stack_limit, i32 error, i32 site}`; f32 tensors are pointers to
+ctx is `{i64 stack_limit, i32 error, i32 site, tape arena...}`; f32 tensors are pointers to
 contiguous data; a structure array (`tensor<?xi32>`) is a pointer to
 `{i64 length, ptr data}`, so generated code can check every index read from
 it; tensor results are written into arrays allocated here. ctypes releases
@@ -22,13 +22,29 @@ from recir.backend import stack
 from recir.backend.engine import Engine
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
-
-ERROR_STACK, ERROR_CHECK = 1, 2
-
+from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
 
 class Context(ctypes.Structure):
+    """Mirrors recir/passes/native_context.py."""
+
     _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
-                ("site", ctypes.c_int32)]
+                ("site", ctypes.c_int32), ("tape_next", ctypes.c_void_p),
+                ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
+                ("tape_bytes", ctypes.c_uint64)]
+
+
+LIBC = ctypes.CDLL(None)
+LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+def free_tape(ctx: Context) -> None:
+    """Frees the arena's chunks: each starts with a pointer to the previous one."""
+    chunk = ctx.tape_chunks
+    while chunk:
+        previous = ctypes.c_void_p.from_address(chunk).value
+        LIBC.free(chunk)
+        chunk = previous
+    ctx.tape_chunks = ctx.tape_next = ctx.tape_end = None
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -57,6 +73,8 @@ class NativeFunction:
         self.inputs = list(signature.inputs)
         self.outputs = list(signature.outputs)
         self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
+        self.deep_only = False
+        self.last_tape_bytes = 0
         scalars = [t for t in self.outputs if not is_tensor(t)]
         self.returns_one = len(scalars) == 1
         argtypes = [ctypes.c_void_p] * (1 + len(self.inputs) + len(self.outputs)
@@ -85,19 +103,24 @@ class NativeFunction:
                      returned if self.returns_one else r.value for r in results)
 
     def call(self, args: list[Any]) -> Any:
-        """Runs on this thread; retries on a deep stack if the recursion ran out."""
-        ctx = Context(stack.stack_limit(), 0, 0)
-        returned = self.function(ctypes.byref(ctx), *args)
-        if ctx.error == ERROR_STACK:
-            ctx = Context(0, 0, 0)
-
-            def deep() -> Any:
-                ctx.stack_limit = stack.stack_limit()
-                return self.function(ctypes.byref(ctx), *args)
-
-            returned = stack.on_deep_stack(deep)
+        """Runs on this thread, retried on a deep stack if the recursion ran
+        out; with `deep_only`, once on the deep-stack worker."""
+        if self.deep_only:
+            ctx, returned = stack.DEEP_WORKER.run(lambda: self.call_once(args))
+        else:
+            ctx, returned = self.call_once(args)
+            if ctx.error == ERROR_STACK:
+                ctx, returned = stack.on_deep_stack(lambda: self.call_once(args))
+        self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
+
+    def call_once(self, args: list[Any]) -> tuple[Context, Any]:
+        ctx = Context(stack.stack_limit())
+        try:
+            return ctx, self.function(ctypes.byref(ctx), *args)
+        finally:
+            free_tape(ctx)
 
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == ERROR_STACK:
@@ -106,6 +129,9 @@ class NativeFunction:
                 f"({stack.DEEP_STACK_BYTES >> 20} MiB)")
         if ctx.error == ERROR_CHECK:
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+        if ctx.error == ERROR_MEMORY:
+            raise RecirError(f"error: native @{self.name} ran out of memory for its "
+                             f"gradient tape after {ctx.tape_bytes >> 20} MiB")
         if ctx.error != 0:
             raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 

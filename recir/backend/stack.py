@@ -10,6 +10,7 @@ a thread with a `DEEP_STACK_BYTES` stack.
 from __future__ import annotations
 
 import ctypes
+import queue
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -72,3 +73,46 @@ def on_deep_stack(work: Callable[[], T]) -> T:
 
 
 _stack_size_lock = threading.Lock()
+
+
+class DeepStackWorker:
+    """One long-lived thread with a `DEEP_STACK_BYTES` stack that runs calls
+    handed to it: gradient calls run there from the start, because a retry
+    after the backward overflowed would add some gradients twice."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], object], dict[str, object],
+                                           threading.Event]] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def run(self, work: Callable[[], T]) -> T:
+        with self.lock:
+            if self.thread is None:
+                with _stack_size_lock:
+                    previous = threading.stack_size(DEEP_STACK_BYTES)
+                    try:
+                        self.thread = threading.Thread(target=self.serve, daemon=True,
+                                                       name="recir-deep-worker")
+                        self.thread.start()
+                    finally:
+                        threading.stack_size(previous)
+        outcome: dict[str, object] = {}
+        done = threading.Event()
+        self.jobs.put((work, outcome, done))
+        done.wait()
+        if "error" in outcome:
+            raise outcome["error"]  # type: ignore[misc]
+        return outcome["value"]  # type: ignore[return-value]
+
+    def serve(self) -> None:
+        while True:
+            work, outcome, done = self.jobs.get()
+            try:
+                outcome["value"] = work()
+            except BaseException as e:  # re-raised on the caller's thread
+                outcome["error"] = e
+            done.set()
+
+
+DEEP_WORKER = DeepStackWorker()

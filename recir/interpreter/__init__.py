@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import InterpretationError
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.arith import ArithExtraFunctions
 from recir.interpreter.invoke import InvokeFunctions
+from recir.interpreter.tape import TapeFunctions
 from recir.interpreter.tmath import TMathFunctions
 
 STACK_BYTES = 512 * 1024 * 1024
@@ -70,6 +71,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         CfFunctions(),
         InvokeFunctions(),
         TMathFunctions(),
+        TapeFunctions(),
     ):
         interp.register_implementations(functions)
     return interp

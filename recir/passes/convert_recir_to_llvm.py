@@ -44,13 +44,17 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import format_error
-from recir.dialects import invoke
+from recir.dialects import invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.native_context import (
+    ERROR_CHECK,
+    ERROR_STACK,
+    record_error,
+)
+from recir.passes.tape_arena import ALLOC, arena_functions
 
-ERROR_STACK, ERROR_CHECK = 1, 2
-ERROR_OFFSET, SITE_OFFSET = 8, 12
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
@@ -134,15 +138,7 @@ class FunctionConversion:
         return block
 
     def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
-        """Records the first error only (a later one may be its consequence),
-        and raises `stack_limit` to the top so that every prologue fails."""
-        b = Emitter(at, at)
-        fields = [b.offset(self.ctx, offset, i8) for offset in (ERROR_OFFSET, SITE_OFFSET)]
-        olds = [b.load(field, 0, i32) for field in fields]
-        first = b.value(arith.CmpiOp(olds[0], b.const(0, i32), "eq"))
-        for field, old, value in zip(fields, olds, (code, site)):
-            b.store(b.value(arith.SelectOp(first, b.const(value, i32), old)), field, 0)
-        b.store(b.i64(-1), self.ctx, 0)
+        record_error(Emitter(at, at), self.ctx, code, site)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
         """Ends `op`'s block after `op`: continue if `ok`, else go to `failure`."""
@@ -158,6 +154,8 @@ class FunctionConversion:
             self.convert_invoke(op)
         elif isinstance(op, func.ReturnOp):
             self.convert_return(op)
+        elif isinstance(op, tape.NewOp):
+            self.convert_new_frame(op)
         elif isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
@@ -186,6 +184,16 @@ class FunctionConversion:
             b.load(slot, 0, t) for slot, t in zip(slots, types)]
         for old, new in zip(op.res, results):
             old.replace_all_uses_with(new)
+        Rewriter.erase_op(op)
+
+    def convert_new_frame(self, op: tape.NewOp) -> None:
+        """A frame from the arena; out of memory is an error return."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        call = b.op(llvm.CallOp(ALLOC, self.ctx, b.i64(op.bytes.value.data), return_type=PTR))
+        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
+        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
+        op.frame.replace_all_uses_with(call.results[0])
+        self.branch_unless(ok.owner, ok, self.fail)
         Rewriter.erase_op(op)
 
     def convert_return(self, op: func.ReturnOp) -> None:
@@ -232,9 +240,12 @@ class ConvertRecirToLlvmPass(ModulePass):
                 guard_division(inner)
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
+        needs_arena = any(isinstance(inner, tape.NewOp) for inner in op.walk())
         sites: list[str] = []
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 converted = FunctionConversion(function, sites).run()
                 Rewriter.replace_op(function, converted)
+        if needs_arena:
+            op.body.blocks[0].add_ops(arena_functions())
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])

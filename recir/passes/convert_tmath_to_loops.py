@@ -7,6 +7,9 @@ path); a dynamic `tensor<?xi32>` structure array becomes a pointer to a
 Functions take tensor results as trailing out-parameters (destination passing)
 and keep scalar results; `invoke.invoke` sites allocate those buffers, and
 `scf.if` results that are tensors are copied into a buffer by each branch.
+Activation frames (`!tape.frame`) become pointers too; `tape.save`/`tape.load`
+become copies and views at byte offsets, and `tape.new` stays (retyped) for
+convert-recir-to-llvm, which owns the per-call arena.
 Kernels live in `tmath_kernels.py`.
 
 No options.
@@ -18,13 +21,13 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType, i8
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import invoke
+from recir.dialects import invoke, tape
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.tmath_kernels import KERNELS, size
 
@@ -33,10 +36,19 @@ def is_tensor(typ: Attribute) -> bool:
     return isinstance(typ, TensorType)
 
 
+def is_pointer(typ: Attribute) -> bool:
+    """Tensors and frames become `!llvm.ptr`."""
+    return is_tensor(typ) or isinstance(typ, tape.FrameType)
+
+
+def scalar_type(typ: Attribute) -> Attribute:
+    return PTR if isinstance(typ, tape.FrameType) else typ
+
+
 def lowered_signature(typ: FunctionType) -> FunctionType:
-    inputs = [PTR if is_tensor(t) else t for t in typ.inputs]
+    inputs = [PTR if is_pointer(t) else t for t in typ.inputs]
     outs = [PTR for t in typ.outputs if is_tensor(t)]
-    scalars = [t for t in typ.outputs if not is_tensor(t)]
+    scalars = [scalar_type(t) for t in typ.outputs if not is_tensor(t)]
     return FunctionType.from_lists([*inputs, *outs], scalars)
 
 
@@ -64,9 +76,13 @@ class FunctionLowering:
 
     def run(self) -> None:
         signature = self.signature = self.function.function_type
-        old_args = [a for a in self.entry.args if is_tensor(a.type)]
+        old_args = [a for a in self.entry.args if is_pointer(a.type)]
         for arg in old_args:
-            self.buffers[arg] = self.entry.insert_arg(PTR, arg.index)
+            new = self.entry.insert_arg(PTR, arg.index)
+            if is_tensor(arg.type):
+                self.buffers[arg] = new
+            else:
+                arg.replace_all_uses_with(new)
         self.outs = [self.entry.insert_arg(PTR, len(self.entry.args))
                      for t in signature.outputs if is_tensor(t)]
         self.lower_block(self.entry)
@@ -94,6 +110,9 @@ class FunctionLowering:
             self.lower_return(op)
         elif isinstance(op, scf.YieldOp):
             return
+        elif type(op) in TAPE:
+            TAPE[type(op)](self, self.emitter(op), op)
+            self.dead.append(op)
         else:
             self.lower_other(op)
 
@@ -110,7 +129,7 @@ class FunctionLowering:
         outs = {r: b.alloca(size(r)) for r in op.res if is_tensor(r.type)}
         scalars = [r for r in op.res if r not in outs]
         args = [*(self.get(a) for a in op.args), *outs.values()]
-        call = invoke.InvokeOp(op.callee, args, [r.type for r in scalars])
+        call = invoke.InvokeOp(op.callee, args, [scalar_type(r.type) for r in scalars])
         call.concurrent = op.concurrent
         b.op(call)
         for old, new in [*outs.items(), *zip(scalars, call.res)]:
@@ -151,6 +170,31 @@ class FunctionLowering:
             b.copy(out, self.get(value), size(typ))
         kept = [v for v, t in returned if not is_tensor(t)]
         Rewriter.replace_op(op, func.ReturnOp(*kept))
+
+
+def lower_new(lowering: FunctionLowering, b: Emitter, op: tape.NewOp) -> None:
+    new = tape.NewOp.create(properties=dict(op.properties), result_types=[PTR])
+    lowering.replace(op.frame, b.value(new))
+
+
+def lower_save(lowering: FunctionLowering, b: Emitter, op: tape.SaveOp) -> None:
+    """Tensors are copied into the frame: their buffer dies with the call."""
+    where = b.offset(op.frame, op.offset.value.data, i8)
+    value = lowering.get(op.value)
+    if is_tensor(op.value.type):
+        b.copy(where, value, size(op.value))
+    else:
+        b.store(value, where, 0)
+
+
+def lower_load(lowering: FunctionLowering, b: Emitter, op: tape.LoadOp) -> None:
+    """Tensors are read in place: a frame outlives the backward that reads it."""
+    where = b.offset(op.frame, op.offset.value.data, i8)
+    typ = op.result.type
+    lowering.replace(op.result, where if is_tensor(typ) else b.load(where, 0, scalar_type(typ)))
+
+
+TAPE = {tape.NewOp: lower_new, tape.SaveOp: lower_save, tape.LoadOp: lower_load}
 
 
 @dataclass(frozen=True)

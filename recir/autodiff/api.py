@@ -1,0 +1,98 @@
+"""`recir.value_and_grad` and `recir.grad`: gradients of a traced model's loss.
+
+The model's module is closed (`capture-outer-refs`), differentiated
+(`synthesize-gradients`) and run natively or by the interpreter. Gradients
+land in float32 arrays, one per parameter; `into=` accumulates over calls
+(a minibatch) without allocating. Native gradient calls run on a persistent
+thread with a 1 GiB stack: deep trees need no retry, which could otherwise
+add part of a gradient twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recir.autodiff.analysis import is_float_tensor
+from recir.autodiff.synthesize_gradients import SynthesizeGradientsPass
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+
+ENGINES = ("native", "interpret")
+
+
+class GradFunction:
+    """`outputs, grads = f(*inputs, into=None)`: the model's outputs and
+    d loss / d parameter for each parameter (added into `into` if given)."""
+
+    def __init__(self, model: Any, loss: int = -1, engine: str = "native",
+                 cache_dir: Path | str | None = None):
+        if engine not in ENGINES:
+            raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
+        self.params: dict[str, np.ndarray] = model.params
+        self.engine = engine
+        module = model.module.clone()
+        ctx = make_context()
+        CaptureOuterRefsPass().apply(ctx, module)
+        SynthesizeGradientsPass(entry=model.entry, loss=loss).apply(ctx, module)
+        self.module, self.entry = module, f"{model.entry}_grad"
+        entry = next(f for f in module.ops if getattr(f, "sym_name", None) is not None
+                     and f.sym_name.data == model.entry)
+        names = [*model.input_names, *self.params]
+        self.wrt = [(name, tuple(t.get_shape())) for name, t in
+                    zip(names, entry.function_type.inputs) if is_float_tensor(t)]
+        self.native = None
+        if engine == "native":
+            from recir.pipeline import compile_module
+
+            self.native = compile_module(module, self.entry, cache_dir=cache_dir)
+            self.native.deep_only = True
+
+    @property
+    def last_tape_bytes(self) -> int | None:
+        """Bytes of activation frames the last native call allocated."""
+        return None if self.native is None else int(self.native.last_tape_bytes)
+
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
+                 ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+        grads = self.accumulators(into)
+        accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
+                for name, shape in self.wrt]
+        args = [*inputs, *self.params.values(), *accs]
+        if self.native is not None:
+            outputs = self.native(*args)
+        else:
+            from recir.interpreter import run_function
+
+            outputs = run_function(self.module, self.entry, args)
+        return outputs, grads
+
+    def accumulators(self, into: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+        if into is None:
+            return {k: np.zeros_like(v, dtype=np.float32) for k, v in self.params.items()}
+        for name, value in self.params.items():
+            acc = into.get(name)
+            if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
+                    or acc.shape != value.shape or not acc.flags.c_contiguous):
+                raise RecirError(f"error: into['{name}'] must be a C-contiguous float32 "
+                                 f"array of shape {value.shape}")
+        return into
+
+
+def value_and_grad(model: Any, loss: int = -1, **options: Any) -> GradFunction:
+    """The model's outputs and the gradient of output `loss` (an f32 scalar)."""
+    return GradFunction(model, loss, **options)
+
+
+def grad(model: Any, loss: int = -1, **options: Any) -> Any:
+    """Like `value_and_grad`, returning only the gradients."""
+    function = GradFunction(model, loss, **options)
+
+    def gradients(*inputs: Any, into: dict[str, np.ndarray] | None = None):
+        return function(*inputs, into=into)[1]
+
+    gradients.function = function  # type: ignore[attr-defined]
+    return gradients

@@ -1,0 +1,247 @@
+"""VJP_RULES: one vector-Jacobian rule per differentiable op, in a table.
+
+A rule gets an `Emit` (builds ops in the backward), the forward op, the
+cotangent of its result and `primal` (a forward value as seen from the
+backward), and returns `(operand index, contribution)` pairs. A contribution
+is a value, or a lazy product that `synthesize-gradients` either accumulates
+straight into a parameter's gradient (`Outer`, `Row`, `Bilinear`: no
+materialised outer product, no dense embedding gradient per node) or rejects.
+Ops with no float results need no rule; a float op without one is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorType, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.diagnostics import emit_error
+from recir.dialects import adjoint, tmath
+
+
+@dataclass(frozen=True)
+class Outer:
+    """d(matrix) += a ⊗ b."""
+
+    a: SSAValue
+    b: SSAValue
+
+
+@dataclass(frozen=True)
+class Row:
+    """d(table)[index, :] += value."""
+
+    index: SSAValue
+    value: SSAValue
+
+
+@dataclass(frozen=True)
+class Bilinear:
+    """d(V)[k, i, j] += dr[k] x[i] y[j]."""
+
+    dr: SSAValue
+    x: SSAValue
+    y: SSAValue
+
+
+Contribution = SSAValue | Outer | Row | Bilinear
+
+
+class Emit:
+    """Appends ops at an insertion point and returns their first result."""
+
+    def __init__(self, point: InsertPoint):
+        self.point = point
+
+    def op(self, op: Operation) -> Operation:
+        Rewriter.insert_op(op, self.point)
+        return op
+
+    def __call__(self, op: Operation) -> SSAValue:
+        return self.op(op).results[0]
+
+    def zero(self, typ: Attribute) -> SSAValue:
+        if isinstance(typ, TensorType):
+            return self(tmath.ConstantOp(DenseIntOrFPElementsAttr.from_list(typ, [0.0])))
+        return self(arith.ConstantOp(FloatAttr(0.0, f32)))
+
+    def scalar(self, value: float) -> SSAValue:
+        return self(arith.ConstantOp(FloatAttr(value, f32)))
+
+    def fill(self, scalar: SSAValue, like: SSAValue) -> SSAValue:
+        return self(tmath.FillOp(scalar, like.type))
+
+    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self(tmath.AddOp(a, b) if isinstance(a.type, TensorType) else arith.AddfOp(a, b))
+
+    def onehot(self, index: SSAValue, scale: SSAValue, like: SSAValue) -> SSAValue:
+        return self(adjoint.OnehotOp.create(operands=[index, scale], result_types=[like.type]))
+
+
+Primal = Callable[[SSAValue], SSAValue]
+Rule = Callable[[Emit, Operation, SSAValue, Primal], list[tuple[int, Contribution]]]
+
+
+def add(e, op, dy, p):
+    return [(0, dy), (1, dy)]
+
+
+def sub(e, op, dy, p):
+    return [(0, dy), (1, e(tmath.NegOp(dy)))]
+
+
+def mul(e, op, dy, p):
+    return [(0, e(tmath.MulOp(dy, p(op.rhs)))), (1, e(tmath.MulOp(dy, p(op.lhs))))]
+
+
+def div(e, op, dy, p):
+    da = e(tmath.DivOp(dy, p(op.rhs)))
+    return [(0, da), (1, e(tmath.NegOp(e(tmath.MulOp(da, p(op.result))))))]
+
+
+def neg(e, op, dy, p):
+    return [(0, e(tmath.NegOp(dy)))]
+
+
+def sigmoid(e, op, dy, p):
+    y = p(op.result)  # dy * y * (1 - y) = dy * (y - y*y)
+    return [(0, e(tmath.MulOp(dy, e(tmath.SubOp(y, e(tmath.MulOp(y, y)))))))]
+
+
+def tanh(e, op, dy, p):
+    y = p(op.result)  # dy * (1 - y*y) = dy - dy*y*y
+    return [(0, e(tmath.SubOp(dy, e(tmath.MulOp(dy, e(tmath.MulOp(y, y)))))))]
+
+
+def relu(e, op, dy, p):
+    grad = adjoint.ReluGradOp.create(operands=[p(op.result), dy], result_types=[dy.type])
+    return [(0, e(grad))]
+
+
+def exp(e, op, dy, p):
+    return [(0, e(tmath.MulOp(dy, p(op.result))))]
+
+
+def log(e, op, dy, p):
+    return [(0, e(tmath.DivOp(dy, p(op.input))))]
+
+
+def nothing(e, op, dy, p):
+    return []
+
+
+def fill(e, op, dy, p):
+    return [(0, e(tmath.SumOp(dy)))]
+
+
+def matvec(e, op, dy, p):
+    dx = adjoint.VecmatOp.create(operands=[dy, p(op.matrix)], result_types=[op.vector.type])
+    return [(0, Outer(dy, p(op.vector))), (1, e(dx))]
+
+
+def matmul(e, op, dy, p):
+    def transpose(v: SSAValue) -> SSAValue:
+        rows, cols = tmath.shape_of(v)
+        return e(adjoint.TransposeOp.create(operands=[v], result_types=[
+            TensorType(f32, [cols, rows])]))
+
+    return [(0, e(tmath.MatmulOp(dy, transpose(p(op.rhs))))),
+            (1, e(tmath.MatmulOp(transpose(p(op.lhs)), dy)))]
+
+
+def bilinear(e, op, dy, p):
+    v, x, y = p(op.tensor), p(op.lhs), p(op.rhs)
+    dx = adjoint.BilinearLhsOp.create(operands=[v, dy, y], result_types=[x.type])
+    dyy = adjoint.BilinearRhsOp.create(operands=[v, dy, x], result_types=[y.type])
+    return [(0, Bilinear(dy, x, y)), (1, e(dx)), (2, e(dyy))]
+
+
+def concat(e, op, dy, p):
+    parts, offset = [], 0
+    for i, value in enumerate(op.inputs):
+        rows = tmath.shape_of(value)[0]
+        parts.append((i, e(tmath.SliceOp(dy, offset, rows))))
+        offset += rows
+    return parts
+
+
+def slice_(e, op, dy, p):
+    pad = adjoint.PadOp.create(operands=[dy], result_types=[op.input.type],
+                               properties={"offset": op.offset})
+    return [(0, e(pad))]
+
+
+def gather(e, op, dy, p):
+    return [(0, Row(p(op.index), dy))]
+
+
+def extract(e, op, dy, p):
+    return [(0, e.onehot(p(op.index), dy, op.input))]
+
+
+def sum_(e, op, dy, p):
+    return [(0, e.fill(dy, op.input))]
+
+
+def max_(e, op, dy, p):
+    x = p(op.input)
+    if len(tmath.shape_of(x)) != 1:
+        raise emit_error(op, "has a gradient rule for vectors only")
+    return [(0, e.onehot(e(tmath.ArgmaxOp(x)), dy, x))]
+
+
+def softmax(e, op, dy, p):
+    y = p(op.result)  # y * (dy - sum(dy * y))
+    s = e(tmath.SumOp(e(tmath.MulOp(dy, y))))
+    return [(0, e(tmath.MulOp(y, e(tmath.SubOp(dy, e.fill(s, y))))))]
+
+
+def softmax_xent(e, op, dl, p):
+    logits = p(op.logits)  # (softmax(logits) - onehot(label)) * dl
+    probs = e(tmath.MulOp(e(tmath.SoftmaxOp(logits)), e.fill(dl, logits)))
+    return [(0, e(tmath.SubOp(probs, e.onehot(p(op.label), dl, logits))))]
+
+
+def addf(e, op, dy, p):
+    return [(0, dy), (1, dy)]
+
+
+def subf(e, op, dy, p):
+    return [(0, dy), (1, e(arith.NegfOp(dy)))]
+
+
+def mulf(e, op, dy, p):
+    return [(0, e(arith.MulfOp(dy, p(op.rhs)))), (1, e(arith.MulfOp(dy, p(op.lhs))))]
+
+
+def divf(e, op, dy, p):
+    da = e(arith.DivfOp(dy, p(op.rhs)))
+    return [(0, da), (1, e(arith.NegfOp(e(arith.MulfOp(da, p(op.result))))))]
+
+
+def negf(e, op, dy, p):
+    return [(0, e(arith.NegfOp(dy)))]
+
+
+def select(e, op, dy, p):
+    zero = e.zero(dy.type)
+    cond = p(op.cond)
+    return [(1, e(arith.SelectOp(cond, dy, zero))), (2, e(arith.SelectOp(cond, zero, dy)))]
+
+
+VJP_RULES: dict[type[Operation], Rule] = {
+    tmath.AddOp: add, tmath.SubOp: sub, tmath.MulOp: mul, tmath.DivOp: div,
+    tmath.NegOp: neg, tmath.SigmoidOp: sigmoid, tmath.TanhOp: tanh, tmath.ReluOp: relu,
+    tmath.ExpOp: exp, tmath.LogOp: log, tmath.ConstantOp: nothing, tmath.FillOp: fill,
+    tmath.MatvecOp: matvec, tmath.MatmulOp: matmul, tmath.BilinearOp: bilinear,
+    tmath.ConcatOp: concat, tmath.SliceOp: slice_, tmath.GatherOp: gather,
+    tmath.ExtractOp: extract, tmath.SumOp: sum_, tmath.MaxOp: max_,
+    tmath.SoftmaxOp: softmax, tmath.SoftmaxCrossEntropyOp: softmax_xent,
+    arith.AddfOp: addf, arith.SubfOp: subf, arith.MulfOp: mulf, arith.DivfOp: divf,
+    arith.NegfOp: negf, arith.SelectOp: select, arith.ConstantOp: nothing,
+    arith.SIToFPOp: nothing, arith.UIToFPOp: nothing,
+}

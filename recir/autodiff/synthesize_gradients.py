@@ -1,0 +1,342 @@
+"""synthesize-gradients: reverse mode through recursion, with activation frames.
+
+For every function `@f` reachable from the entry it adds
+
+- `@f_fwd(args) -> (results, !tape.frame)`: `@f`'s body, calling the `_fwd`
+  of its callees, saving into a fresh frame what the backward needs and the
+  frames of its children. Each invocation writes only its own frame, and the
+  frames form a tree shaped like the call tree, so a value saved by one of
+  the many runs of an op reaches exactly the backward run that needs it.
+- `@f_bwd(frame, d_results, passthrough args, gradient accumulators)
+  -> d(other float args)`: the reverse sweep of `@f`'s body, one rule per op
+  (`rules.py`), invoking its callees' `_bwd` in reverse order: recursive
+  where `@f` is, mutually recursive where it is. `scf.if` is mirrored on the
+  saved condition.
+
+Parameter gradients are accumulated in place into buffers passed down from
+the entry (`adjoint.accumulate*`), never summed up the call tree; once
+invocations run concurrently, each thread gets its own buffers.
+
+Finally `@<entry>_grad(args, accumulators) -> results` runs the forward, seeds
+the loss result (option `loss`, default the last) with 1, runs the backward,
+and adds d loss / d arg into one accumulator per f32 tensor argument.
+
+Options: `entry` (default: the only public function), `loss`.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+from xdsl.traits import IsTerminator
+from xdsl.transforms.dead_code_elimination import region_dce
+
+from recir.autodiff import analysis
+from recir.autodiff.analysis import is_float, is_float_tensor
+from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row
+from recir.diagnostics import RecirError, emit_error
+from recir.dialects import adjoint, invoke, tape, tmath
+
+
+def value_bytes(value: SSAValue) -> tuple[int, int]:
+    """(size, alignment) of a saved value in a frame."""
+    typ = value.type
+    if isinstance(typ, tape.FrameType):
+        return 8, 8
+    if isinstance(typ, TensorType):
+        shape = typ.get_shape()
+        if any(d < 0 for d in shape):
+            raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
+                             f"cannot save a dynamic tensor {typ} for the backward")
+        count = 1
+        for d in shape:
+            count *= d
+        return 4 * count, 16
+    return 8, 8
+
+
+@dataclass
+class Scope:
+    """Cotangents of one region of the backward, and primal values loaded in it."""
+
+    cot: dict[SSAValue, SSAValue] = field(default_factory=dict)
+    loads: ChainMap[SSAValue, SSAValue] = field(default_factory=ChainMap)
+
+    def inner(self) -> Scope:
+        return Scope({}, self.loads.new_child())
+
+
+class Synthesis:
+    def __init__(self, module: ModuleOp, entry: str, loss: int):
+        self.module = module
+        self.functions = analysis.functions_of(module)
+        self.entry = entry or self.only_public()
+        if self.entry not in self.functions:
+            raise RecirError(f"error: synthesize-gradients: no function @{self.entry}")
+        self.loss = loss
+        self.names = analysis.reachable(self.functions, self.entry)
+        self.passthrough = analysis.passthrough(self.functions, self.names)
+        for name in self.names:
+            for suffix in ("_fwd", "_bwd", "_grad"):
+                if name + suffix in self.functions:
+                    raise RecirError(f"error: synthesize-gradients: @{name}{suffix} exists")
+
+    def only_public(self) -> str:
+        public = [n for n, f in self.functions.items() if f.sym_visibility != StringAttr(
+            "private")]
+        if len(public) != 1:
+            raise RecirError("error: synthesize-gradients: name the entry function "
+                             f"(entry=...), found {len(public)} public functions")
+        return public[0]
+
+    def run(self) -> None:
+        for name in self.names:
+            for function in FunctionGradient(self, self.functions[name]).build():
+                self.module.body.blocks[0].add_op(function)
+        self.module.body.blocks[0].add_op(self.grad_wrapper())
+
+    def bwd_type(self, name: str) -> FunctionType:
+        f = self.functions[name]
+        keep = sorted(self.passthrough[name])
+        inputs = [tape.FRAME, *(t for t in f.function_type.outputs if is_float(t)),
+                  *(f.args[p].type for p in keep),
+                  *(f.args[p].type for p in keep if is_float_tensor(f.args[p].type))]
+        outputs = [a.type for i, a in enumerate(f.args)
+                   if i not in self.passthrough[name] and is_float(a.type)]
+        return FunctionType.from_lists(inputs, outputs)
+
+    def grad_wrapper(self) -> func.FuncOp:
+        f = self.functions[self.entry]
+        outputs = list(f.function_type.outputs)
+        loss = self.loss % len(outputs) if outputs else 0
+        if not outputs or not isinstance(outputs[loss], Float32Type):
+            raise emit_error(f, f"result {self.loss} must be an f32 loss to differentiate")
+        args = list(f.function_type.inputs)
+        block = Block(arg_types=[*args, *(t for t in args if is_float_tensor(t))])
+        e = Emit(InsertPoint.at_end(block))
+        inputs = block.args[:len(args)]
+        fwd = e.op(invoke.InvokeOp(f"{self.entry}_fwd", inputs, [*outputs, tape.FRAME]))
+        seeds = [e.scalar(1.0) if i == loss else e.zero(t)
+                 for i, t in enumerate(outputs) if is_float(t)]
+        e.op(invoke.InvokeOp(f"{self.entry}_bwd", [fwd.results[-1], *seeds, *inputs,
+                                                    *block.args[len(args):]], []))
+        e.op(func.ReturnOp(*fwd.results[:-1]))
+        return func.FuncOp(f"{self.entry}_grad", (block.arg_types, outputs),
+                           Region(block))
+
+
+class FunctionGradient:
+    """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for."""
+
+    def __init__(self, synthesis: Synthesis, function: func.FuncOp):
+        self.s, self.f = synthesis, function
+        self.name = function.sym_name.data
+        self.keep = synthesis.passthrough[self.name]
+        self.varied = analysis.varied(function, self.keep)
+        self.slots: dict[SSAValue | Operation, int] = {}
+        self.size = 0
+
+    def build(self) -> list[func.FuncOp]:
+        bwd = self.backward()
+        return [self.forward(), bwd]
+
+    # the backward
+
+    def backward(self) -> func.FuncOp:
+        typ = self.s.bwd_type(self.name)
+        block = Block(arg_types=typ.inputs)
+        self.frame = block.args[0]
+        args = iter(block.args[1:])
+        d_results = [next(args) for t in self.f.function_type.outputs if is_float(t)]
+        keep = sorted(self.keep)
+        self.given = {self.f.args[p]: next(args) for p in keep}
+        self.accs = {self.f.args[p]: next(args) for p in keep
+                     if is_float_tensor(self.f.args[p].type)}
+        scope, e = Scope(), Emit(InsertPoint.at_end(block))
+        body = self.f.body.blocks[0]
+        returned = [v for v in body.last_op.operands if is_float(v.type)]
+        for value, d in zip(returned, d_results):
+            self.contribute(scope, value, d, e)
+        self.sweep(body, scope, e)
+        outs = [scope.cot.get(a) or e.zero(a.type) for i, a in enumerate(self.f.args)
+                if i not in self.keep and is_float(a.type)]
+        e.op(func.ReturnOp(*outs))
+        region = Region(block)
+        region_dce(region)
+        return func.FuncOp(f"{self.name}_bwd", typ, region, visibility="private")
+
+    def sweep(self, block: Block, scope: Scope, e: Emit) -> None:
+        for op in reversed(list(block.ops)):
+            if op.has_trait(IsTerminator):
+                continue
+            if isinstance(op, invoke.InvokeOp):
+                self.invoke_backward(op, scope, e)
+            elif isinstance(op, scf.IfOp):
+                self.if_backward(op, scope, e)
+            elif any(is_float(r.type) for r in op.results):
+                self.op_backward(op, scope, e)
+
+    def op_backward(self, op: Operation, scope: Scope, e: Emit) -> None:
+        if len(op.results) != 1 or (dy := scope.cot.get(op.results[0])) is None:
+            return
+        rule = VJP_RULES.get(type(op))
+        if rule is None:
+            raise emit_error(op, "has no gradient rule")
+        for index, contribution in rule(e, op, dy, lambda v: self.primal(v, scope, e)):
+            self.contribute(scope, op.operands[index], contribution, e)
+
+    def invoke_backward(self, op: invoke.InvokeOp, scope: Scope, e: Emit) -> None:
+        callee = op.callee.string_value()
+        floats = [r for r in op.res if is_float(r.type)]
+        if all(scope.cot.get(r) is None for r in floats):
+            return
+        g, keep = self.s.functions[callee], sorted(self.s.passthrough[callee])
+        if op not in self.slots:
+            self.slots[op] = self.allocate(8, 8)
+        child = e(tape.LoadOp(self.frame, self.slots[op], tape.FRAME))
+        ds = [scope.cot.get(r) or e.zero(r.type) for r in floats]
+        given = [self.primal(op.args[p], scope, e) for p in keep]
+        accs = [self.accs[op.args[p]] for p in keep if is_float_tensor(g.args[p].type)]
+        typ = self.s.bwd_type(callee)
+        call = e.op(invoke.InvokeOp(f"{callee}_bwd", [child, *ds, *given, *accs],
+                                    typ.outputs.data))
+        others = [p for p, a in enumerate(g.args) if p not in keep and is_float(a.type)]
+        for p, d in zip(others, call.results):
+            self.contribute(scope, op.args[p], d, e)
+
+    def if_backward(self, op: scf.IfOp, scope: Scope, e: Emit) -> None:
+        douts = [scope.cot.get(r) for r in op.results]
+        if all(d is None for d in douts):
+            return
+        targets = self.free_values(op)
+        cond = self.primal(op.cond, scope, e)
+        regions = []
+        for fwd_region in op.regions:
+            fwd_block = fwd_region.blocks[0]
+            block, inner = Block(), scope.inner()
+            ie = Emit(InsertPoint.at_end(block))
+            for value, d in zip(fwd_block.last_op.operands, douts):
+                if d is not None:
+                    self.contribute(inner, value, d, ie)
+            self.sweep(fwd_block, inner, ie)
+            ie.op(scf.YieldOp(*(inner.cot.get(t) or ie.zero(t.type) for t in targets)))
+            regions.append(Region(block))
+        new = e.op(scf.IfOp(cond, [t.type for t in targets], *regions))
+        for t, d in zip(targets, new.results):
+            self.contribute(scope, t, d, e)
+
+    def free_values(self, op: scf.IfOp) -> list[SSAValue]:
+        """Float values from outside `op` that its regions use and that need
+        a cotangent: the backward `scf.if` yields theirs."""
+        seen: dict[SSAValue, None] = {}
+        for inner in op.walk():
+            for v in inner.operands:
+                owner = v.owner if isinstance(v.owner, Operation) else v.owner.parent_op()
+                inside = owner is not None and op.is_ancestor(owner) and owner is not op
+                if (not inside and v in self.varied and v not in self.accs
+                        and is_float(v.type)):
+                    seen[v] = None
+        return list(seen)
+
+    def contribute(self, scope: Scope, value: SSAValue, c: Contribution, e: Emit) -> None:
+        if value in self.accs:
+            e.op(self.accumulate(self.accs[value], c))
+            return
+        if value not in self.varied or not is_float(value.type):
+            return
+        if not isinstance(c, SSAValue):
+            where = value.owner if isinstance(value.owner, Operation) else None
+            raise emit_error(where, "needs a gradient that only parameters "
+                             "(arguments passed down from the entry) can accumulate")
+        old = scope.cot.get(value)
+        scope.cot[value] = c if old is None else e.add(old, c)
+
+    @staticmethod
+    def accumulate(acc: SSAValue, c: Contribution) -> Operation:
+        if isinstance(c, Outer):
+            return adjoint.AccumulateOuterOp.create(operands=[acc, c.a, c.b])
+        if isinstance(c, Row):
+            return adjoint.AccumulateRowOp.create(operands=[acc, c.index, c.value])
+        if isinstance(c, Bilinear):
+            return adjoint.AccumulateBilinearOp.create(operands=[acc, c.dr, c.x, c.y])
+        return adjoint.AccumulateOp.create(operands=[acc, c])
+
+    def primal(self, value: SSAValue, scope: Scope, e: Emit) -> SSAValue:
+        """`value` of the forward, in the backward: given, rebuilt or loaded."""
+        if value in self.given:
+            return self.given[value]
+        if value in scope.loads:
+            return scope.loads[value]
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp | tmath.ConstantOp):
+            loaded = e(owner.clone())
+        else:
+            if value not in self.slots:
+                self.slots[value] = self.allocate(*value_bytes(value))
+            loaded = e(tape.LoadOp(self.frame, self.slots[value], value.type))
+        scope.loads[value] = loaded
+        return loaded
+
+    def allocate(self, size: int, align: int) -> int:
+        offset = -(-self.size // align) * align
+        self.size = offset + size
+        return offset
+
+    # the forward
+
+    def forward(self) -> func.FuncOp:
+        mapping: dict[SSAValue, SSAValue] = {}
+        clone = self.f.clone(value_mapper=mapping)
+        ops = dict(zip(self.f.walk(), clone.walk()))
+        entry = clone.body.blocks[0]
+        frame = tape.NewOp(max(self.size, 8))
+        entry.insert_op_before(frame, entry.first_op)
+        # values first: a save after an invoke follows its result to the `_fwd` call
+        for key, offset in sorted(self.slots.items(), key=lambda s: isinstance(s[0], Operation)):
+            if isinstance(key, Operation):
+                self.call_forward(ops[key], frame.frame, offset)
+                continue
+            value = mapping.get(key, key)
+            point = (InsertPoint.after(frame) if not isinstance(value.owner, Operation)
+                     else InsertPoint.after(value.owner))
+            Emit(point).op(tape.SaveOp(value, frame.frame, offset))
+        ret = entry.last_op
+        ret.operands = [*ret.operands, frame.frame]
+        typ = self.f.function_type
+        clone.function_type = FunctionType.from_lists(typ.inputs.data,
+                                                      [*typ.outputs.data, tape.FRAME])
+        clone.sym_name = StringAttr(f"{self.name}_fwd")
+        clone.sym_visibility = StringAttr("private")
+        return clone
+
+    def call_forward(self, op: Operation, frame: SSAValue, offset: int) -> None:
+        """The clone of an invoke whose frame the backward reads: call `_fwd`."""
+        assert isinstance(op, invoke.InvokeOp)
+        call = invoke.InvokeOp(f"{op.callee.string_value()}_fwd", op.args,
+                               [*(r.type for r in op.res), tape.FRAME])
+        e = Emit(InsertPoint.before(op))
+        e.op(call)
+        for old, new in zip(op.res, call.results):
+            old.replace_all_uses_with(new)
+        op.detach()
+        op.erase()
+        Emit(InsertPoint.after(call)).op(tape.SaveOp(call.results[-1], frame, offset))
+
+
+@dataclass(frozen=True)
+class SynthesizeGradientsPass(ModulePass):
+    name = "synthesize-gradients"
+
+    entry: str = ""
+    loss: int = -1
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        Synthesis(op, self.entry, self.loss).run()
+

@@ -1,0 +1,33 @@
+"""The context every native function takes first, and how errors are recorded.
+
+`{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
+ptr tape_chunks, i64 tape_bytes}`: `recir/backend/runtime.py` mirrors it.
+The tape fields are the per-call arena that activation frames come from.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import i8, i32
+from xdsl.ir import SSAValue
+
+from recir.passes.loop_builder import Emitter
+
+ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
+ERROR_OFFSET, SITE_OFFSET = 8, 12
+TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
+
+
+def field(b: Emitter, ctx: SSAValue, offset: int) -> SSAValue:
+    return b.offset(ctx, offset, i8)
+
+
+def record_error(b: Emitter, ctx: SSAValue, code: int, site: int = 0) -> None:
+    """Records the first error only (a later one may be its consequence),
+    and raises `stack_limit` to the top so that every prologue fails."""
+    fields = [field(b, ctx, offset) for offset in (ERROR_OFFSET, SITE_OFFSET)]
+    olds = [b.load(f, 0, i32) for f in fields]
+    first = b.value(arith.CmpiOp(olds[0], b.const(0, i32), "eq"))
+    for f, old, value in zip(fields, olds, (code, site)):
+        b.store(b.value(arith.SelectOp(first, b.const(value, i32), old)), f, 0)
+    b.store(b.i64(-1), ctx, 0)

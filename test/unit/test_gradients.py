@@ -1,0 +1,264 @@
+"""Gradients through recursion, against finite differences of float64 NumPy.
+
+Every VJP rule is checked on a one-op model; the four models on small trees;
+native gradients against the interpreter's; mutual recursion from IR text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recir
+from recir import frontend as rf
+from recir.context import make_context
+from recir.data import make_tree, make_treebank
+from recir.diagnostics import RecirError
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+from recir.parsing import parse_module
+
+RNG = np.random.default_rng(7)
+
+
+def numeric_grad(f, params: dict[str, np.ndarray], eps: float = 1e-6) -> dict[str, np.ndarray]:
+    """Central differences of the float64 function `f(params)` -> float."""
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    grads = {}
+    for name, value in p64.items():
+        g = np.zeros_like(value)
+        for i in np.ndindex(value.shape):
+            old = value[i]
+            value[i] = old + eps
+            up = f(p64)
+            value[i] = old - eps
+            down = f(p64)
+            value[i] = old
+            g[i] = (up - down) / (2 * eps)
+        grads[name] = g
+    return grads
+
+
+def assert_grads_close(got, want, rtol=2e-3, atol=2e-5) -> None:
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of {name}")
+
+
+def vec(n: int) -> np.ndarray:
+    return (0.5 * RNG.standard_normal(n)).astype(np.float32)
+
+
+# one model per rule: loss = sum(weights * op(inputs)); the NumPy twin in float64
+def one_op(build, numpy_fn, params, out_shape):
+    weights = vec(int(np.prod(out_shape))).reshape(out_shape)
+    with recir.trace("one_op") as m:
+        p = {k: m.param(k, v) for k, v in params.items()}
+        y = build(p)
+        out = rf.sum(y * rf.constant(weights)) if out_shape else y
+        m.output(out)
+
+    def loss(p64):
+        y = numpy_fn(p64)
+        return float((y * weights).sum()) if out_shape else float(y)
+
+    return m.traced, loss
+
+
+def sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+RULES = {
+    "add": (lambda p: p["a"] + p["b"], lambda p: p["a"] + p["b"], (4,)),
+    "sub": (lambda p: p["a"] - p["b"], lambda p: p["a"] - p["b"], (4,)),
+    "mul": (lambda p: p["a"] * p["b"], lambda p: p["a"] * p["b"], (4,)),
+    "div": (lambda p: p["a"] / rf.exp(p["b"]), lambda p: p["a"] / np.exp(p["b"]), (4,)),
+    "neg+relu": (lambda p: rf.relu(-p["a"]) + p["b"], lambda p: np.maximum(-p["a"], 0) + p["b"],
+                 (4,)),
+    "sigmoid+tanh": (lambda p: rf.sigmoid(p["a"]) * rf.tanh(p["b"]),
+                     lambda p: sig(p["a"]) * np.tanh(p["b"]), (4,)),
+    "exp+log": (lambda p: rf.log(rf.exp(p["a"]) + rf.exp(p["b"])),
+                lambda p: np.log(np.exp(p["a"]) + np.exp(p["b"])), (4,)),
+    "matvec": (lambda p: p["w"] @ p["a"], lambda p: p["w"] @ p["a"], (3,)),
+    "matmul": (lambda p: rf.matmul(p["w"], p["m"]), lambda p: p["w"] @ p["m"], (3, 2)),
+    "bilinear": (lambda p: rf.bilinear(p["v"], p["a"], p["b"]),
+                 lambda p: np.einsum("i,kij,j->k", p["a"], p["v"], p["b"]), (3,)),
+    "concat+slice": (lambda p: rf.slice(rf.concat([p["a"], p["b"]]), 2, 5),
+                     lambda p: np.concatenate([p["a"], p["b"]])[2:7], (5,)),
+    "gather": (lambda p: rf.gather(p["w"], 2) * rf.gather(p["w"], 0),
+               lambda p: p["w"][2] * p["w"][0], (4,)),
+    "sum+fill+max": (lambda p: rf.fill(rf.sum(p["a"]) * rf.max(p["b"]), [3]),
+                     lambda p: np.full(3, p["a"].sum() * p["b"].max()), (3,)),
+    "softmax": (lambda p: rf.softmax(p["a"]), lambda p: softmax(p["a"]), (4,)),
+    "softmax_xent": (lambda p: rf.softmax_xent(p["a"], 1),
+                     lambda p: -np.log(softmax(p["a"])[1]), ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_rule_against_finite_differences(name: str) -> None:
+    params = {"a": vec(4), "b": vec(4), "w": vec(12).reshape(3, 4),
+              "m": vec(8).reshape(4, 2), "v": vec(48).reshape(3, 4, 4)}
+    build, numpy_fn, shape = RULES[name]
+    model, loss = one_op(build, numpy_fn, params, shape)
+    _, grads = recir.value_and_grad(model, engine="interpret")(*())
+    assert_grads_close(grads, numeric_grad(loss, params))
+
+
+def small_params(module, **sizes):
+    params = module.init_params(np.random.default_rng(3), **sizes)
+    return {k: (v * 0.6).astype(np.float32) for k, v in params.items()}
+
+
+TREE_MODELS = {
+    "tree_rnn": (tree_rnn, {"hidden": 4, "embed": 3, "vocab": 10, "classes": 3}),
+    "rntn": (rntn, {"hidden": 3, "vocab": 10, "classes": 3}),
+    "tree_lstm": (tree_lstm, {"hidden": 3, "embed": 3, "vocab": 10, "classes": 3}),
+}
+
+
+def tree_inputs(tree):
+    return tree.left, tree.right, tree.word, tree.label, tree.root
+
+
+@pytest.mark.parametrize("name", sorted(TREE_MODELS))
+def test_tree_model_against_finite_differences(name: str) -> None:
+    module, sizes = TREE_MODELS[name]
+    params = small_params(module, **sizes)
+    tree = make_tree("moderate", 4, np.random.default_rng(5), vocab_size=10)
+    tree.label[:] = tree.label % sizes["classes"]
+    model = module.trace_model(params)
+    (h, loss), grads = recir.value_and_grad(model, engine="interpret")(*tree_inputs(tree))
+    want = numeric_grad(lambda p: module.reference(tree, tree.root, p)[1], params)
+    assert loss == pytest.approx(module.reference(tree, tree.root, params)[1], rel=1e-5)
+    assert_grads_close(grads, want)
+
+
+def test_td_tree_lstm_against_finite_differences() -> None:
+    params = small_params(td_tree_lstm, hidden=3, inputs=2)
+    x = np.array([0.3, -0.8], np.float32)
+    model = td_tree_lstm.trace_model(params)
+    (count, total), grads = recir.value_and_grad(model, engine="interpret")(x, 3)
+    ref_count, ref_total = td_tree_lstm.reference(x, 3, params)
+    assert count == ref_count and count > 1
+    want = numeric_grad(lambda p: td_tree_lstm.reference(x, 3, p)[1], params)
+    assert_grads_close(grads, want)
+
+
+@pytest.mark.parametrize("name", sorted(TREE_MODELS))
+def test_native_gradients_equal_interpreter(name: str) -> None:
+    module, sizes = TREE_MODELS[name]
+    params = small_params(module, **{**sizes, "vocab": 100, "classes": 5})
+    model = module.trace_model(params)
+    native = recir.value_and_grad(model)
+    interp = recir.value_and_grad(model, engine="interpret")
+    for tree in make_treebank(5, vocab_size=100, seed=2):
+        (h1, l1), g1 = native(*tree_inputs(tree))
+        (h2, l2), g2 = interp(*tree_inputs(tree))
+        assert l1 == pytest.approx(l2, rel=1e-5)
+        assert_grads_close(g1, g2, rtol=1e-5, atol=1e-6)
+        assert native.last_tape_bytes > 0
+
+
+def test_native_td_tree_lstm_equals_interpreter() -> None:
+    params = small_params(td_tree_lstm, hidden=6, inputs=4)
+    model = td_tree_lstm.trace_model(params)
+    x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
+    (n1, t1), g1 = recir.value_and_grad(model)(x, 6)
+    (n2, t2), g2 = recir.value_and_grad(model, engine="interpret")(x, 6)
+    assert n1 == n2 and t1 == pytest.approx(t2, rel=1e-5)
+    assert_grads_close(g1, g2, rtol=1e-5, atol=1e-6)
+
+
+def test_into_accumulates_over_calls() -> None:
+    params = small_params(tree_rnn, hidden=4, embed=3, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params))
+    trees = make_treebank(3, vocab_size=10, seed=4)
+    total = {k: np.zeros_like(v) for k, v in params.items()}
+    for tree in trees:
+        vg(*tree_inputs(tree), into=total)
+    separate = [vg(*tree_inputs(t))[1] for t in trees]
+    for name in params:
+        np.testing.assert_allclose(total[name], sum(g[name] for g in separate), rtol=1e-5,
+                                   atol=1e-7)
+    with pytest.raises(RecirError, match="into"):
+        vg(*tree_inputs(trees[0]), into={k: v.astype(np.float64) for k, v in total.items()})
+
+
+def test_deep_linear_tree_gradient() -> None:
+    params = small_params(tree_rnn, hidden=4, embed=3, vocab=10, classes=5)
+    tree = make_tree("linear", 3000, np.random.default_rng(0), vocab_size=10)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params))
+    (_, loss), grads = vg(*tree_inputs(tree))
+    assert np.isfinite(loss) and all(np.isfinite(g).all() for g in grads.values())
+
+
+MUTUAL = """
+func.func @chain(%n: i32, %h: tensor<3xf32>, %w: tensor<3x3xf32>, %u: tensor<3x3xf32>) -> f32 {
+  %r = invoke.invoke @even(%n, %h, %w, %u) : (i32, tensor<3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3xf32>
+  %s = tmath.sum %r : tensor<3xf32> -> f32
+  func.return %s : f32
+}
+func.func private @even(%n: i32, %h: tensor<3xf32>, %w: tensor<3x3xf32>, %u: tensor<3x3xf32>) -> tensor<3xf32> {
+  %zero = arith.constant 0 : i32
+  %done = arith.cmpi sle, %n, %zero : i32
+  %r = scf.if %done -> (tensor<3xf32>) {
+    scf.yield %h : tensor<3xf32>
+  } else {
+    %wh = tmath.matvec %w, %h : tensor<3x3xf32>, tensor<3xf32> -> tensor<3xf32>
+    %t = tmath.tanh %wh : tensor<3xf32>
+    %one = arith.constant 1 : i32
+    %m = arith.subi %n, %one : i32
+    %o = invoke.invoke @odd(%m, %t, %w, %u) : (i32, tensor<3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3xf32>
+    scf.yield %o : tensor<3xf32>
+  }
+  func.return %r : tensor<3xf32>
+}
+func.func private @odd(%n: i32, %h: tensor<3xf32>, %w: tensor<3x3xf32>, %u: tensor<3x3xf32>) -> tensor<3xf32> {
+  %uh = tmath.matvec %u, %h : tensor<3x3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %s = tmath.sigmoid %uh : tensor<3xf32>
+  %p = tmath.mul %s, %h : tensor<3xf32>
+  %r = invoke.invoke @even(%n, %p, %w, %u) : (i32, tensor<3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3xf32>
+  func.return %r : tensor<3xf32>
+}
+"""
+
+
+def mutual_reference(n, h, p):
+    while n > 0:
+        h = np.tanh(p["w"] @ h)
+        h = sig(p["u"] @ h) * h
+        n -= 1
+    return float(h.sum())
+
+
+@pytest.mark.parametrize("engine", ["interpret", "native"])
+def test_mutual_recursion_from_ir(engine: str) -> None:
+    module = parse_module(make_context(), MUTUAL, "mutual.mlir")
+    params = {"w": vec(9).reshape(3, 3), "u": vec(9).reshape(3, 3)}
+    h = vec(3)
+    model = recir.TracedModel(module, "chain", ["n", "h"], params)
+    (value,), grads = recir.value_and_grad(model, engine=engine)(4, h)
+    assert value == pytest.approx(mutual_reference(4, h.astype(np.float64), params), rel=1e-5)
+    want = numeric_grad(lambda p: mutual_reference(4, h.astype(np.float64), p), params)
+    assert_grads_close(grads, want)
+
+
+def test_op_without_rule_is_a_located_error() -> None:
+    text = """
+func.func @f(%w: tensor<2xf32>) -> f32 {
+  %s = tmath.sum %w : tensor<2xf32> -> f32
+  %m = arith.maximumf %s, %s : f32
+  func.return %m : f32
+}
+"""
+    model = recir.TracedModel(parse_module(make_context(), text, "norule.mlir"), "f", [],
+                              {"w": vec(2)})
+    with pytest.raises(RecirError, match=r"norule.mlir:4:\d+: error: 'arith.maximumf' op "
+                       "has no gradient rule"):
+        recir.value_and_grad(model, engine="interpret")
