@@ -3,6 +3,7 @@
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, cf, func, llvm, scf
 
+from recir.dialects.adjoint import Adjoint
 from recir.dialects.invoke import Invoke
 from recir.dialects.tape import Tape
 from recir.dialects.tmath import TMath
@@ -15,4 +16,5 @@ def make_context() -> Context:
     ctx.load_dialect(Invoke)
     ctx.load_dialect(TMath)
     ctx.load_dialect(Tape)
+    ctx.load_dialect(Adjoint)
     return ctx

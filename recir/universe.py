@@ -22,6 +22,12 @@ def _tmath() -> Dialect:
     return TMath
 
 
+def _adjoint() -> Dialect:
+    from recir.dialects.adjoint import Adjoint
+
+    return Adjoint
+
+
 def _tape() -> Dialect:
     from recir.dialects.tape import Tape
 
@@ -56,6 +62,7 @@ RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "invoke": _invoke,
     "tmath": _tmath,
     "tape": _tape,
+    "adjoint": _adjoint,
 }
 
 RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {

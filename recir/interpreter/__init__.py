@@ -32,6 +32,7 @@ from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import InterpretationError
 
 from recir.diagnostics import RecirError, format_error
+from recir.interpreter.adjoint import AdjointFunctions
 from recir.interpreter.arith import ArithExtraFunctions
 from recir.interpreter.invoke import InvokeFunctions
 from recir.interpreter.tape import TapeFunctions
@@ -72,6 +73,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         InvokeFunctions(),
         TMathFunctions(),
         TapeFunctions(),
+        AdjointFunctions(),
     ):
         interp.register_implementations(functions)
     return interp

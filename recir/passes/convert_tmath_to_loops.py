@@ -29,7 +29,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import emit_error
 from recir.dialects import invoke, tape
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.tmath_kernels import KERNELS, size
+from recir.passes.adjoint_kernels import ADJOINT_KERNELS
+from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
+from recir.passes.tmath_kernels import size
+
+KERNELS = TMATH_KERNELS | ADJOINT_KERNELS
 
 
 def is_tensor(typ: Attribute) -> bool:
@@ -100,7 +104,9 @@ class FunctionLowering:
     def lower_op(self, op: Operation) -> None:
         if type(op) in KERNELS:
             operands = [self.get(v) for v in op.operands]
-            self.replace(op.results[0], KERNELS[type(op)](self.emitter(op), op, operands))
+            result = KERNELS[type(op)](self.emitter(op), op, operands)
+            if op.results:
+                self.replace(op.results[0], result)
             self.dead.append(op)
         elif isinstance(op, invoke.InvokeOp):
             self.lower_invoke(op)

@@ -73,7 +73,7 @@ def alloc_function() -> llvm.FuncOp:
 
     b = at(oom)
     record_error(b, ctx, ERROR_MEMORY)
-    b.op(llvm.ReturnOp(b.value(llvm.ZeroOp(PTR))))
+    b.op(llvm.ReturnOp(b.value(llvm.ZeroOp.create(result_types=[PTR]))))
 
     region = Region([entry, fast, grow, link, oom])
     for op in list(region.walk()):

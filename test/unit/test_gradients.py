@@ -116,7 +116,7 @@ def small_params(module, **sizes):
 
 
 TREE_MODELS = {
-    "tree_rnn": (tree_rnn, {"hidden": 4, "embed": 3, "vocab": 10, "classes": 3}),
+    "tree_rnn": (tree_rnn, {"hidden": 4, "vocab": 10, "classes": 3}),
     "rntn": (rntn, {"hidden": 3, "vocab": 10, "classes": 3}),
     "tree_lstm": (tree_lstm, {"hidden": 3, "embed": 3, "vocab": 10, "classes": 3}),
 }
@@ -142,6 +142,7 @@ def test_tree_model_against_finite_differences(name: str) -> None:
 def test_td_tree_lstm_against_finite_differences() -> None:
     params = small_params(td_tree_lstm, hidden=3, inputs=2)
     x = np.array([0.3, -0.8], np.float32)
+    params["u_score"] = np.tanh(params["w_in"] @ x)  # the root expands
     model = td_tree_lstm.trace_model(params)
     (count, total), grads = recir.value_and_grad(model, engine="interpret")(x, 3)
     ref_count, ref_total = td_tree_lstm.reference(x, 3, params)
@@ -167,8 +168,9 @@ def test_native_gradients_equal_interpreter(name: str) -> None:
 
 def test_native_td_tree_lstm_equals_interpreter() -> None:
     params = small_params(td_tree_lstm, hidden=6, inputs=4)
-    model = td_tree_lstm.trace_model(params)
     x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
+    params["u_score"] = np.tanh(params["w_in"] @ x)
+    model = td_tree_lstm.trace_model(params)
     (n1, t1), g1 = recir.value_and_grad(model)(x, 6)
     (n2, t2), g2 = recir.value_and_grad(model, engine="interpret")(x, 6)
     assert n1 == n2 and t1 == pytest.approx(t2, rel=1e-5)
@@ -176,7 +178,7 @@ def test_native_td_tree_lstm_equals_interpreter() -> None:
 
 
 def test_into_accumulates_over_calls() -> None:
-    params = small_params(tree_rnn, hidden=4, embed=3, vocab=10, classes=5)
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
     vg = recir.value_and_grad(tree_rnn.trace_model(params))
     trees = make_treebank(3, vocab_size=10, seed=4)
     total = {k: np.zeros_like(v) for k, v in params.items()}
@@ -191,7 +193,7 @@ def test_into_accumulates_over_calls() -> None:
 
 
 def test_deep_linear_tree_gradient() -> None:
-    params = small_params(tree_rnn, hidden=4, embed=3, vocab=10, classes=5)
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
     tree = make_tree("linear", 3000, np.random.default_rng(0), vocab_size=10)
     vg = recir.value_and_grad(tree_rnn.trace_model(params))
     (_, loss), grads = vg(*tree_inputs(tree))

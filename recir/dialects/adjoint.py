@@ -1,0 +1,304 @@
+"""The `adjoint` dialect: the math only gradients need.
+
+`synthesize-gradients` emits these next to `tmath` ops: transposed products,
+the inverses of slicing and indexing, and in-place accumulation into a
+parameter's gradient buffer. Accumulation is the one place recir mutates a
+tensor: its target must be an argument of the enclosing function (a buffer
+the caller owns), and the sum does not depend on the order of the adds, so
+invocations may accumulate concurrently into per-thread buffers.
+
+```mlir
+%dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
+adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3xf32>
+```
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
+from xdsl.ir import BlockArgument, Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from recir.dialects.tmath import (
+    ElementwiseBinaryOp,
+    expect_f32_tensor,
+    expect_rank,
+    expect_shape,
+    fmt_shape,
+)
+
+
+@irdl_op_definition
+class VecmatOp(IRDLOperation):
+    """`wᵀ dy`: the gradient of `tmath.matvec` with respect to its vector.
+
+    ```mlir
+    %dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
+    ```
+    """
+
+    name = "adjoint.vecmat"
+    vector = operand_def(TensorType)
+    matrix = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = ("$vector `,` $matrix attr-dict `:` type($vector) `,` type($matrix) "
+                       "`->` type($result)")
+
+    def verify_(self) -> None:
+        w = expect_f32_tensor(self.matrix, "matrix")
+        expect_rank(w, 2, "matrix")
+        expect_shape(expect_f32_tensor(self.vector, "vector"), (w[0],), "vector")
+        expect_shape(expect_f32_tensor(self.result, "result"), (w[1],), "result")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """```mlir
+    %t = adjoint.transpose %a : tensor<2x3xf32> -> tensor<3x2xf32>
+    ```"""
+
+    name = "adjoint.transpose"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        a = expect_f32_tensor(self.input, "input")
+        expect_rank(a, 2, "input")
+        expect_shape(expect_f32_tensor(self.result, "result"), (a[1], a[0]), "result")
+
+
+@irdl_op_definition
+class PadOp(IRDLOperation):
+    """The inverse of `tmath.slice`: zeros except rows [offset, offset + n).
+
+    ```mlir
+    %x = adjoint.pad %dy[4] : tensor<2xf32> -> tensor<10xf32>
+    ```
+    """
+
+    name = "adjoint.pad"
+    input = operand_def(TensorType)
+    offset = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        x = expect_f32_tensor(self.input, "input")
+        r = expect_f32_tensor(self.result, "result")
+        offset = self.offset.value.data
+        if len(x) == 0 or len(r) != len(x) or r[1:] != x[1:]:
+            raise VerifyException(f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}")
+        if offset < 0 or offset + x[0] > r[0]:
+            raise VerifyException(f"rows [{offset}, {offset + x[0]}) are out of bounds "
+                                  f"for shape {fmt_shape(r)}")
+
+
+@irdl_op_definition
+class OnehotOp(IRDLOperation):
+    """Zeros except `scale` at `index` (checked at run time).
+
+    ```mlir
+    %o = adjoint.onehot %k, %s : i32, f32 -> tensor<5xf32>
+    ```
+    """
+
+    name = "adjoint.onehot"
+    index = operand_def(IntegerType)
+    scale = operand_def(Float32Type)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = ("$index `,` $scale attr-dict `:` type($index) `,` type($scale) "
+                       "`->` type($result)")
+
+    def verify_(self) -> None:
+        expect_rank(expect_f32_tensor(self.result, "result"), 1, "result")
+
+
+@irdl_op_definition
+class ReluGradOp(ElementwiseBinaryOp):
+    """`dy` where `y > 0`, else 0 (`y` is relu's result).
+
+    ```mlir
+    %g = adjoint.relu_grad %y, %dy : tensor<4xf32>
+    ```
+    """
+
+    name = "adjoint.relu_grad"
+
+
+class BilinearGradOp(IRDLOperation):
+    """`%d = adjoint.bilinear_<side> %v, %dr, %other`: the gradient of
+    `tmath.bilinear` (r[k] = xᵀ v[k] y) with respect to one side."""
+
+    tensor = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    other = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = ("$tensor `,` $scale `,` $other attr-dict `:` type($tensor) `,` "
+                       "type($scale) `,` type($other) `->` type($result)")
+    OTHER_AXIS: ClassVar[int] = 2  # the axis of v that `other` contracts with
+
+    def verify_(self) -> None:
+        v = expect_f32_tensor(self.tensor, "tensor")
+        expect_rank(v, 3, "tensor")
+        expect_shape(expect_f32_tensor(self.scale, "scale"), (v[0],), "scale")
+        expect_shape(expect_f32_tensor(self.other, "other"), (v[self.OTHER_AXIS],), "other")
+        expect_shape(expect_f32_tensor(self.result, "result"), (v[3 - self.OTHER_AXIS],),
+                     "result")
+
+
+@irdl_op_definition
+class BilinearLhsOp(BilinearGradOp):
+    """dx[i] = Σ_k dr[k] Σ_j v[k,i,j] y[j].
+
+    ```mlir
+    %dx = adjoint.bilinear_lhs %v, %dr, %y : tensor<2x3x4xf32>, tensor<2xf32>,
+                                             tensor<4xf32> -> tensor<3xf32>
+    ```
+    """
+
+    name = "adjoint.bilinear_lhs"
+
+
+@irdl_op_definition
+class BilinearRhsOp(BilinearGradOp):
+    """dy[j] = Σ_k dr[k] Σ_i v[k,i,j] x[i].
+
+    ```mlir
+    %dy = adjoint.bilinear_rhs %v, %dr, %x : tensor<2x3x4xf32>, tensor<2xf32>,
+                                             tensor<3xf32> -> tensor<4xf32>
+    ```
+    """
+
+    name = "adjoint.bilinear_rhs"
+    OTHER_AXIS: ClassVar[int] = 1
+
+
+class AccumulateBase(IRDLOperation):
+    """Adds into `acc`, an argument of the enclosing function."""
+
+    acc = operand_def(TensorType)
+
+    def verify_(self) -> None:
+        expect_f32_tensor(self.acc, "accumulator")
+        arg = self.acc
+        if not (isinstance(arg, BlockArgument) and isinstance(arg.owner.parent_op(),
+                                                              func.FuncOp)):
+            raise VerifyException("the accumulator must be an argument of the "
+                                  "enclosing func.func (a buffer the caller owns)")
+        self.verify_shapes(tuple(TensorType.get_shape(arg.type)))  # type: ignore[arg-type]
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        raise NotImplementedError
+
+
+class WritesAcc(MemoryEffect):
+    @classmethod
+    def get_effects(cls, op):  # type: ignore[override]
+        return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
+
+
+@irdl_op_definition
+class AccumulateOp(AccumulateBase):
+    """```mlir
+    adjoint.accumulate %db, %dy : tensor<4xf32>, tensor<4xf32>
+    ```"""
+
+    name = "adjoint.accumulate"
+    value = operand_def(TensorType)
+    traits = traits_def(WritesAcc())
+    assembly_format = "$acc `,` $value attr-dict `:` type($acc) `,` type($value)"
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        expect_shape(expect_f32_tensor(self.value, "value"), acc, "value")
+
+
+@irdl_op_definition
+class AccumulateOuterOp(AccumulateBase):
+    """acc[i, j] += a[i] * b[j]: a matvec's matrix gradient, never materialised.
+
+    ```mlir
+    adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3xf32>
+    ```
+    """
+
+    name = "adjoint.accumulate_outer"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    traits = traits_def(WritesAcc())
+    assembly_format = ("$acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,` "
+                       "type($rhs)")
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        expect_rank(acc, 2, "accumulator")
+        expect_shape(expect_f32_tensor(self.lhs, "lhs"), (acc[0],), "lhs")
+        expect_shape(expect_f32_tensor(self.rhs, "rhs"), (acc[1],), "rhs")
+
+
+@irdl_op_definition
+class AccumulateRowOp(AccumulateBase):
+    """acc[index, :] += value (checked at run time): an embedding's gradient.
+
+    ```mlir
+    adjoint.accumulate_row %demb[%w], %dx : tensor<100x8xf32>, i32, tensor<8xf32>
+    ```
+    """
+
+    name = "adjoint.accumulate_row"
+    index = operand_def(IntegerType)
+    value = operand_def(TensorType)
+    traits = traits_def(WritesAcc())
+    assembly_format = ("$acc `[` $index `]` `,` $value attr-dict `:` type($acc) `,` "
+                       "type($index) `,` type($value)")
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        expect_rank(acc, 2, "accumulator")
+        expect_shape(expect_f32_tensor(self.value, "value"), acc[1:], "value")
+
+
+@irdl_op_definition
+class AccumulateBilinearOp(AccumulateBase):
+    """acc[k, i, j] += dr[k] x[i] y[j]: the RNTN tensor's gradient.
+
+    ```mlir
+    adjoint.accumulate_bilinear %dv, %dr, %x, %y : tensor<2x3x4xf32>, tensor<2xf32>,
+                                                   tensor<3xf32>, tensor<4xf32>
+    ```
+    """
+
+    name = "adjoint.accumulate_bilinear"
+    scale = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    traits = traits_def(WritesAcc())
+    assembly_format = ("$acc `,` $scale `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` "
+                       "type($scale) `,` type($lhs) `,` type($rhs)")
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        expect_rank(acc, 3, "accumulator")
+        for value, axis, what in ((self.scale, 0, "scale"), (self.lhs, 1, "lhs"),
+                                  (self.rhs, 2, "rhs")):
+            expect_shape(expect_f32_tensor(value, what), (acc[axis],), what)
+
+
+Adjoint = Dialect("adjoint", [
+    VecmatOp, TransposeOp, PadOp, OnehotOp, ReluGradOp, BilinearLhsOp, BilinearRhsOp,
+    AccumulateOp, AccumulateOuterOp, AccumulateRowOp, AccumulateBilinearOp,
+])

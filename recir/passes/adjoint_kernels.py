@@ -1,0 +1,158 @@
+"""Loop kernels for the `adjoint` ops, merged into convert-tmath-to-loops' table.
+
+Products are written as axpy loops over rows (unit stride innermost), so
+LLVM vectorizes them like the forward kernels; accumulation kernels write
+through the argument's pointer and return nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Operation, SSAValue
+
+from recir.dialects import adjoint, tmath
+from recir.passes.loop_builder import CONTRACT, Emitter
+from recir.passes.tmath_kernels import SCALAR, Kernel, checked, dot, elementwise, fill, size
+
+Body = Sequence[SSAValue]
+
+
+def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
+    """out[:n] += scale * x[:n]."""
+    def body(inner: Emitter, i: SSAValue, _: Body) -> Body:
+        product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
+        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
+        return ()
+
+    b.loop(n, body)
+
+
+def zeros(b: Emitter, op: Operation, n: int) -> SSAValue:
+    out = fill(b, op, [b.const(0.0, f32)])
+    assert size(op.results[0]) == n
+    return out
+
+
+def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    dy, w = args
+    rows, cols = tmath.shape_of(op.operands[1])
+    out = zeros(b, op, cols)
+    b.loop(rows, lambda inner, r, _: (axpy(inner, out, inner.load(dy, r),
+                                           inner.offset(w, inner.mul(r, cols)), cols), ())[1])
+    return out
+
+
+def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    rows, cols = tmath.shape_of(op.operands[0])
+    out = b.alloca(rows * cols)
+
+    def row(bi: Emitter, i: SSAValue, _: Body) -> Body:
+        def col(bj: Emitter, j: SSAValue, __: Body) -> Body:
+            bj.store(bj.load(args[0], bj.add(bj.mul(i, cols), j)), out,
+                     bj.add(bj.mul(j, rows), i))
+            return ()
+
+        bi.loop(cols, col)
+        return ()
+
+    b.loop(rows, row)
+    return out
+
+
+def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    assert isinstance(op, adjoint.PadOp)
+    out = zeros(b, op, size(op.result))
+    start = op.offset.value.data * (size(op.result) // tmath.shape_of(op.result)[0])
+    b.copy(b.offset(out, start), args[0], size(op.input))
+    return out
+
+
+def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    n = size(op.results[0])
+    out = zeros(b, op, n)
+    b.store(args[1], out, checked(b, op, args[0], n))
+    return out
+
+
+def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """Σ_k dr[k] V[k] y (lhs) or Σ_k dr[k] V[k]ᵀ x (rhs), row by row."""
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    v, dr, other = args
+    lhs = isinstance(op, adjoint.BilinearLhsOp)
+    out = zeros(b, op, rows if lhs else cols)
+
+    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
+        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
+            start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
+            if lhs:
+                term = bi.value(arith.MulfOp(bk.load(dr, k), dot(bi, start, other, cols)))
+                bi.store(bi.value(arith.AddfOp(bi.load(out, i), term)), out, i)
+            else:
+                scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
+                axpy(bi, out, scale, start, cols)
+            return ()
+
+        bk.loop(rows, row)
+        return ()
+
+    b.loop(depth, slab)
+    return out
+
+
+def accumulate(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    axpy(b, args[0], b.const(1.0, f32), args[1], size(op.operands[0]))
+
+
+def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    acc, lhs, rhs = args
+    rows, cols = tmath.shape_of(op.operands[0])
+    b.loop(rows, lambda inner, r, _: (axpy(inner, inner.offset(acc, inner.mul(r, cols)),
+                                           inner.load(lhs, r), rhs, cols), ())[1])
+
+
+def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    acc, index, value = args
+    rows, cols = tmath.shape_of(op.operands[0])
+    row = checked(b, op, index, rows)
+    axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
+
+
+def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    acc, dr, x, y = args
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+
+    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
+        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
+            start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
+            axpy(bi, start, bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i))), y, cols)
+            return ()
+
+        bk.loop(rows, row)
+        return ()
+
+    b.loop(depth, slab)
+
+
+def _relu_grad(b: Emitter, v: Sequence[SSAValue]) -> SSAValue:
+    positive = b.value(arith.CmpfOp(v[0], b.const(0.0, f32), "ogt"))
+    return b.value(arith.SelectOp(positive, v[1], b.const(0.0, f32)))
+
+
+SCALAR[adjoint.ReluGradOp] = _relu_grad  # so `elementwise` (and fusion) know it
+
+ADJOINT_KERNELS: dict[type[Operation], Kernel] = {
+    adjoint.ReluGradOp: elementwise,
+    adjoint.VecmatOp: vecmat,
+    adjoint.TransposeOp: transpose,
+    adjoint.PadOp: pad,
+    adjoint.OnehotOp: onehot,
+    adjoint.BilinearLhsOp: bilinear_grad,
+    adjoint.BilinearRhsOp: bilinear_grad,
+    adjoint.AccumulateOp: accumulate,  # type: ignore[dict-item]
+    adjoint.AccumulateOuterOp: accumulate_outer,  # type: ignore[dict-item]
+    adjoint.AccumulateRowOp: accumulate_row,  # type: ignore[dict-item]
+    adjoint.AccumulateBilinearOp: accumulate_bilinear,  # type: ignore[dict-item]
+}
