@@ -192,13 +192,13 @@ class BilinearRhsOp(BilinearGradOp):
 
 
 class AccumulateBase(IRDLOperation):
-    """Adds into `acc`, an argument of the enclosing function."""
-
-    acc = operand_def(TensorType)
+    """Adds into `acc` (each op's first operand), an argument of the enclosing
+    function. Subclasses declare `acc` first: IRDL orders operands by the
+    subclass's own fields."""
 
     def verify_(self) -> None:
-        expect_f32_tensor(self.acc, "accumulator")
-        arg = self.acc
+        arg = self.operands[0]
+        expect_f32_tensor(arg, "accumulator")
         if not (isinstance(arg, BlockArgument) and isinstance(arg.owner.parent_op(),
                                                               func.FuncOp)):
             raise VerifyException("the accumulator must be an argument of the "
@@ -222,6 +222,7 @@ class AccumulateOp(AccumulateBase):
     ```"""
 
     name = "adjoint.accumulate"
+    acc = operand_def(TensorType)
     value = operand_def(TensorType)
     traits = traits_def(WritesAcc())
     assembly_format = "$acc `,` $value attr-dict `:` type($acc) `,` type($value)"
@@ -240,6 +241,7 @@ class AccumulateOuterOp(AccumulateBase):
     """
 
     name = "adjoint.accumulate_outer"
+    acc = operand_def(TensorType)
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     traits = traits_def(WritesAcc())
@@ -262,6 +264,7 @@ class AccumulateRowOp(AccumulateBase):
     """
 
     name = "adjoint.accumulate_row"
+    acc = operand_def(TensorType)
     index = operand_def(IntegerType)
     value = operand_def(TensorType)
     traits = traits_def(WritesAcc())
@@ -284,6 +287,7 @@ class AccumulateBilinearOp(AccumulateBase):
     """
 
     name = "adjoint.accumulate_bilinear"
+    acc = operand_def(TensorType)
     scale = operand_def(TensorType)
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
