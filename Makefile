@@ -17,6 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 demo: install
+	$(BIN)/python -m recir.examples.sentiment --epochs 1 --max-train 3000 --no-progress
 	$(BIN)/python -m recir.examples.demo
 
 test: install test-unit test-lit

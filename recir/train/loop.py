@@ -1,0 +1,104 @@
+"""The training loop: shuffled minibatches, progress, evaluation, checkpoints.
+
+Gradients of a minibatch are accumulated in place (`into=`) over its trees
+and averaged by the optimizer step, so a step allocates nothing per tree.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+import recir
+from recir.train.metrics import evaluate
+from recir.train.optimizers import Optimizer
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 25
+    seed: int = 0
+    engine: str = "native"
+    checkpoint: Path | None = None
+    resume: bool = False
+    metrics: Path | None = None
+    all_nodes: bool = False  # evaluate every node too (slower)
+    progress: bool = True
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def tree_inputs(tree: Any) -> tuple[Any, ...]:
+    return tree.left, tree.right, tree.word, tree.label, tree.root
+
+
+def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
+          dev: Sequence[Any], config: TrainConfig) -> list[dict[str, Any]]:
+    """Trains `model.params` in place; returns one metrics dict per epoch."""
+    start = time.perf_counter()
+    step = recir.value_and_grad(model, engine=config.engine)
+    forward = recir.compile(model) if config.engine == "native" else model.run
+    compile_seconds = time.perf_counter() - start
+    rng = np.random.default_rng(config.seed)
+    first_epoch = 0
+    if config.resume and config.checkpoint and config.checkpoint.exists():
+        first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    for epoch in range(first_epoch, config.epochs):
+        order = rng.permutation(len(trees))
+        began, total_loss, seen = time.perf_counter(), 0.0, 0
+        bar = tqdm(range(0, len(order), config.batch_size), disable=not config.progress,
+                   desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", leave=False)
+        for first in bar:
+            batch = [trees[i] for i in order[first:first + config.batch_size]]
+            for g in grads.values():
+                g.fill(0)
+            for tree in batch:
+                (_, loss), _ = step(*tree_inputs(tree), into=grads)
+                total_loss += float(loss)
+            optimizer.step(grads, 1.0 / len(batch))
+            seen += len(batch)
+            elapsed = time.perf_counter() - began
+            bar.set_postfix(loss=f"{total_loss / seen:.3f}", trees_s=f"{seen / elapsed:.0f}")
+        train_seconds = time.perf_counter() - began
+        record = {"epoch": epoch + 1, "loss": total_loss / max(seen, 1),
+                  "trees_per_s": seen / train_seconds, "train_seconds": train_seconds,
+                  "compile_seconds": compile_seconds,
+                  **evaluate(forward, model.params, dev, config.all_nodes)}
+        config.history.append(record)
+        if config.metrics:
+            with open(config.metrics, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        if config.checkpoint:
+            save_checkpoint(config.checkpoint, model.params, optimizer, epoch + 1, rng)
+    return config.history
+
+
+def save_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimizer,
+                    epoch: int, rng: np.random.Generator) -> None:
+    arrays = {f"param/{k}": v for k, v in params.items()}
+    arrays |= {f"opt/{k}": v for k, v in optimizer.state_dict().items()}
+    arrays["epoch"] = np.array(epoch)
+    arrays["rng"] = np.array(json.dumps(rng.bit_generator.state))
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimizer
+                    ) -> tuple[int, np.random.Generator]:
+    """Restores params (in place), optimizer state and the shuffling rng."""
+    with np.load(path) as data:
+        for name, value in params.items():
+            value[...] = data[f"param/{name}"]
+        optimizer.load_state_dict({k[4:]: data[k] for k in data.files if k.startswith("opt/")})
+        rng = np.random.default_rng()
+        rng.bit_generator.state = json.loads(str(data["rng"]))
+        return int(data["epoch"]), rng

@@ -1,0 +1,97 @@
+"""SGD, Adagrad and Adam over a dict of float32 arrays, updated in place.
+
+Compiled functions read the parameter arrays by reference, so an update must
+never rebind them. Rows of a 2-D parameter whose gradient is zero (the
+embedding rows of words not in the minibatch) are skipped, as sparse
+Adagrad in Tai et al. does: a dense update of a 20,000-word table per
+minibatch would cost more than the minibatch itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Arrays = dict[str, np.ndarray]
+
+
+def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
+    if grad.ndim != 2 or grad.shape[0] < 64:
+        return slice(None)
+    return np.flatnonzero(np.any(grad != 0, axis=1))
+
+
+class Optimizer:
+    def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
+        self.params, self.lr, self.weight_decay = params, lr, weight_decay
+        self.state: dict[str, Arrays] = {}
+        self.steps = 0
+
+    def step(self, grads: Arrays, scale: float = 1.0) -> None:
+        """One update from `grads * scale` (scale = 1 / batch size for means)."""
+        self.steps += 1
+        for name, param in self.params.items():
+            rows = touched_rows(grads[name])
+            g = grads[name][rows] * np.float32(scale)
+            if self.weight_decay:
+                g += np.float32(self.weight_decay) * param[rows]
+            param[rows] -= self.delta(name, rows, g)
+
+    def delta(self, name: str, rows, g: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def slot(self, name: str, kind: str) -> np.ndarray:
+        return self.state.setdefault(kind, {}).setdefault(
+            name, np.zeros_like(self.params[name]))
+
+    def state_dict(self) -> Arrays:
+        flat = {f"{kind}/{name}": v for kind, arrays in self.state.items()
+                for name, v in arrays.items()}
+        flat["steps"] = np.array(self.steps)
+        return flat
+
+    def load_state_dict(self, flat: Arrays) -> None:
+        self.steps = int(flat.get("steps", 0))
+        self.state = {}
+        for key, value in flat.items():
+            if "/" in key:
+                kind, name = key.split("/", 1)
+                self.state.setdefault(kind, {})[name] = np.array(value, np.float32)
+
+
+class SGD(Optimizer):
+    def delta(self, name, rows, g):
+        return np.float32(self.lr) * g
+
+
+class Adagrad(Optimizer):
+    """Tai et al.'s optimizer (lr 0.05, weight decay 1e-4)."""
+
+    def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
+                 eps: float = 1e-8):
+        super().__init__(params, lr, weight_decay)
+        self.eps = eps
+
+    def delta(self, name, rows, g):
+        total = self.slot(name, "sum_sq")
+        total[rows] += g * g
+        return np.float32(self.lr) * g / (np.sqrt(total[rows]) + np.float32(self.eps))
+
+
+class Adam(Optimizer):
+    def __init__(self, params: Arrays, lr: float = 1e-3, weight_decay: float = 0.0,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        super().__init__(params, lr, weight_decay)
+        self.betas, self.eps = betas, eps
+
+    def delta(self, name, rows, g):
+        b1, b2 = self.betas
+        m, v = self.slot(name, "m"), self.slot(name, "v")
+        m[rows] = b1 * m[rows] + (1 - b1) * g
+        v[rows] = b2 * v[rows] + (1 - b2) * g * g
+        m_hat = m[rows] / (1 - b1 ** self.steps)
+        v_hat = v[rows] / (1 - b2 ** self.steps)
+        return (np.float32(self.lr) * m_hat / (np.sqrt(v_hat) + np.float32(self.eps))
+                ).astype(np.float32)
+
+
+OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
