@@ -35,6 +35,15 @@ class TrainConfig:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+def embedding_rows(batch: Sequence[Any], grads: dict[str, np.ndarray]
+                   ) -> dict[str, np.ndarray]:
+    """The rows of `emb` a minibatch can touch: its word ids."""
+    if "emb" not in grads:
+        return {}
+    words = np.concatenate([t.word for t in batch])
+    return {"emb": np.unique(words[words >= 0])}
+
+
 def tree_inputs(tree: Any) -> tuple[Any, ...]:
     return tree.left, tree.right, tree.word, tree.label, tree.root
 
@@ -58,12 +67,10 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
                    desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", leave=False)
         for first in bar:
             batch = [trees[i] for i in order[first:first + config.batch_size]]
-            for g in grads.values():
-                g.fill(0)
             for tree in batch:
                 (_, loss), _ = step(*tree_inputs(tree), into=grads)
                 total_loss += float(loss)
-            optimizer.step(grads, 1.0 / len(batch))
+            optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads), zero=True)
             seen += len(batch)
             elapsed = time.perf_counter() - began
             bar.set_postfix(loss=f"{total_loss / seen:.3f}", trees_s=f"{seen / elapsed:.0f}")

@@ -26,15 +26,24 @@ class Optimizer:
         self.state: dict[str, Arrays] = {}
         self.steps = 0
 
-    def step(self, grads: Arrays, scale: float = 1.0) -> None:
-        """One update from `grads * scale` (scale = 1 / batch size for means)."""
+    def step(self, grads: Arrays, scale: float = 1.0,
+             rows: dict[str, np.ndarray] | None = None, zero: bool = False) -> None:
+        """One update from `grads * scale` (scale = 1 / batch size for means).
+
+        `rows` names the rows of a parameter that can have a gradient (the
+        minibatch's word ids for `emb`), sparing a scan for them; with `zero`
+        the gradient rows used are cleared for the next minibatch.
+        """
         self.steps += 1
         for name, param in self.params.items():
-            rows = touched_rows(grads[name])
-            g = grads[name][rows] * np.float32(scale)
+            used = (rows or {}).get(name)
+            used = touched_rows(grads[name]) if used is None else used
+            g = grads[name][used] * np.float32(scale)
             if self.weight_decay:
-                g += np.float32(self.weight_decay) * param[rows]
-            param[rows] -= self.delta(name, rows, g)
+                g += np.float32(self.weight_decay) * param[used]
+            param[used] -= self.delta(name, used, g)
+            if zero:
+                grads[name][used] = 0
 
     def delta(self, name: str, rows, g: np.ndarray) -> np.ndarray:
         raise NotImplementedError
