@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    Float32Type,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint

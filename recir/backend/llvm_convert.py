@@ -22,7 +22,7 @@ from typing import Any
 
 import llvmlite.binding
 import llvmlite.ir as ir
-from xdsl.backend.llvm.convert import _convert_global, _declare_func  # noqa: PLC2701
+from xdsl.backend.llvm.convert import _convert_global, _declare_func
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
@@ -89,7 +89,7 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
             instr.align = op.alignment.value.data
         return
     # IRBuilder.store_atomic reads the pointee type, which opaque pointers lack
-    builder._insert(ir.instructions.StoreAtomicInstr(  # noqa: SLF001
+    builder._insert(ir.instructions.StoreAtomicInstr(
         builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 

@@ -24,6 +24,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
 
+
 class Context(ctypes.Structure):
     """Mirrors recir/passes/native_context.py."""
 

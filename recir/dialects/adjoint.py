@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import BlockArgument, Dialect, SSAValue
+from xdsl.ir import BlockArgument, Dialect
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,

@@ -15,7 +15,15 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.passes.loop_builder import CONTRACT, Emitter
-from recir.passes.tmath_kernels import SCALAR, Kernel, checked, dot, elementwise, fill, size
+from recir.passes.tmath_kernels import (
+    SCALAR,
+    Kernel,
+    checked,
+    dot,
+    elementwise,
+    fill,
+    size,
+)
 
 Body = Sequence[SSAValue]
 

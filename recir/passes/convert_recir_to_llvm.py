@@ -35,7 +35,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     StringAttr,
-    i8,
     i32,
     i64,
 )

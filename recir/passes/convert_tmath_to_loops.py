@@ -28,8 +28,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import invoke, tape
-from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS
+from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import size
 
