@@ -46,6 +46,12 @@ def _capture_outer_refs() -> type[ModulePass]:
     return CaptureOuterRefsPass
 
 
+def _tmath_fuse_elementwise() -> type[ModulePass]:
+    from recir.passes.tmath_fuse_elementwise import TmathFuseElementwisePass
+
+    return TmathFuseElementwisePass
+
+
 def _convert_tmath_to_loops() -> type[ModulePass]:
     from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
 
@@ -68,6 +74,7 @@ RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
 RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "capture-outer-refs": _capture_outer_refs,
     "synthesize-gradients": _synthesize_gradients,
+    "tmath-fuse-elementwise": _tmath_fuse_elementwise,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
 }

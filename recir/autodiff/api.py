@@ -29,7 +29,7 @@ class GradFunction:
     d loss / d parameter for each parameter (added into `into` if given)."""
 
     def __init__(self, model: Any, loss: int = -1, engine: str = "native",
-                 cache_dir: Path | str | None = None):
+                 cache_dir: Path | str | None = None, fuse: bool = True):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
         self.params: dict[str, np.ndarray] = model.params
@@ -48,7 +48,7 @@ class GradFunction:
         if engine == "native":
             from recir.pipeline import compile_module
 
-            self.native = compile_module(module, self.entry, cache_dir=cache_dir)
+            self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse)
             self.native.deep_only = True
 
     @property

@@ -32,11 +32,13 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    region_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import OpTrait, Pure
+from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 
@@ -704,6 +706,55 @@ class SoftmaxCrossEntropyOp(IRDLOperation):
         expect_rank(expect_f32_tensor(self.logits, "logits"), 1, "logits")
 
 
+@irdl_op_definition
+class FusedOp(IRDLOperation):
+    """A chain of elementwise ops applied in one pass over the elements.
+
+    The body is the original ops on whole tensors (block arguments stand for
+    the inputs), so it means exactly what the unfused ops meant; the native
+    lowering evaluates it one element at a time in a single loop.
+
+    ```mlir
+    %h = tmath.fused(%o, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+    ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+      %t = tmath.tanh %b : tensor<4xf32>
+      %m = tmath.mul %a, %t : tensor<4xf32>
+      tmath.yield %m : tensor<4xf32>
+    }
+    ```
+    """
+
+    name = "tmath.fused"
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+    assembly_format = ("`(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) "
+                       "$body")
+
+    def verify_(self) -> None:
+        block = self.body.blocks[0]
+        if [a.type for a in block.args] != [v.type for v in self.inputs]:
+            raise VerifyException("body arguments must match the inputs' types")
+        shapes = {shape_of(v) for v in (*self.inputs, *self.outputs)}
+        if len(shapes) != 1:
+            raise VerifyException("inputs and outputs must share one shape, got "
+                                  + ", ".join(sorted(fmt_shape(s) for s in shapes)))
+        for op in block.ops:
+            if not isinstance(op, YieldOp) and not op.has_trait(Elementwise):
+                raise VerifyException(f"'{op.name}' in the body is not elementwise")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a `tmath.fused` body with its outputs."""
+
+    name = "tmath.yield"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(FusedOp))
+    assembly_format = "$values attr-dict `:` type($values)"
+
+
 ELEMENTWISE_UNARY = (NegOp, SigmoidOp, TanhOp, ReluOp, ExpOp, LogOp)
 ELEMENTWISE_BINARY = (AddOp, SubOp, MulOp, DivOp)
 
@@ -727,5 +778,7 @@ TMath = Dialect(
         ArgmaxOp,
         SoftmaxOp,
         SoftmaxCrossEntropyOp,
+        FusedOp,
+        YieldOp,
     ],
 )

@@ -11,7 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    ReturnedValues,
+    impl,
+    impl_terminator,
+    register_impls,
+)
 from xdsl.utils.exceptions import InterpretationError
 
 from recir.dialects import tmath
@@ -46,6 +53,15 @@ def checked_index(op: Any, index: int, length: int) -> int:
 
 
 class TMathFunctions(InterpreterFunctions):
+    @impl(tmath.FusedOp)
+    def run_fused(self, interp: Interpreter, op: tmath.FusedOp, args: Any):
+        """The body on whole arrays: exactly what the unfused ops computed."""
+        return interp.run_ssacfg_region(op.body, args, "fused")
+
+    @impl_terminator(tmath.YieldOp)
+    def run_yield(self, interp: Interpreter, op: tmath.YieldOp, args: Any):
+        return ReturnedValues(args), ()
+
     @impl(tmath.ConstantOp)
     def run_constant(self, interp: Interpreter, op: tmath.ConstantOp, args: Any):
         shape = tmath.shape_of(op.result)

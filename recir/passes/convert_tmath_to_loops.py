@@ -17,6 +17,7 @@ No options.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -27,11 +28,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import invoke, tape
+from recir.dialects import invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
-from recir.passes.tmath_kernels import size
+from recir.passes.tmath_kernels import SCALAR, size
 
 KERNELS = TMATH_KERNELS | ADJOINT_KERNELS
 
@@ -108,6 +109,8 @@ class FunctionLowering:
             if op.results:
                 self.replace(op.results[0], result)
             self.dead.append(op)
+        elif isinstance(op, tmath.FusedOp):
+            self.lower_fused(op)
         elif isinstance(op, invoke.InvokeOp):
             self.lower_invoke(op)
         elif isinstance(op, scf.IfOp):
@@ -129,6 +132,30 @@ class FunctionLowering:
         for region in op.regions:
             for block in region.blocks:
                 self.lower_block(block)
+
+    def lower_fused(self, op: tmath.FusedOp) -> None:
+        """One loop; each body op becomes its scalar function on element i."""
+        b = self.emitter(op)
+        n = size(op.outputs[0])
+        outs = [b.alloca(n) for _ in op.outputs]
+        inputs = [self.get(v) for v in op.inputs]
+        body = op.body.blocks[0]
+
+        def element(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            scalars = {arg: inner.load(buf, i) for arg, buf in zip(body.args, inputs)}
+            for inner_op in body.ops:
+                if isinstance(inner_op, tmath.YieldOp):
+                    for value, out in zip(inner_op.values, outs):
+                        inner.store(scalars[value], out, i)
+                else:
+                    scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
+                        inner, [scalars[v] for v in inner_op.operands])
+            return ()
+
+        b.loop(n, element)
+        for result, out in zip(op.outputs, outs):
+            self.replace(result, out)
+        self.dead.append(op)
 
     def lower_invoke(self, op: invoke.InvokeOp) -> None:
         b = self.emitter(op)
