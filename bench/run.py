@@ -1,4 +1,4 @@
-"""Benchmark driver: `python bench/run.py {native,train} --json FILE [--quick]`.
+"""Benchmark driver: `python bench/run.py {native,train,fusion} --json FILE [--quick]`.
 
 Thread counts are pinned before numpy (or torch) is imported, because BLAS
 reads them once at load time: every contestant then runs on one thread.
@@ -16,9 +16,9 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import native, train  # noqa: E402
+from bench import fusion, native, train  # noqa: E402
 
-SUBCOMMANDS = {"native": native, "train": train}
+SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion}
 
 
 def main(argv: list[str] | None = None) -> int:

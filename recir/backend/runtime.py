@@ -76,6 +76,9 @@ class NativeFunction:
         self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
         self.deep_only = False
         self.last_tape_bytes = 0
+        self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
+            t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
+            for t in self.inputs]
         scalars = [t for t in self.outputs if not is_tensor(t)]
         self.returns_one = len(scalars) == 1
         argtypes = [ctypes.c_void_p] * (1 + len(self.inputs) + len(self.outputs)
@@ -137,6 +140,18 @@ class NativeFunction:
             raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
     def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
+        """What the native entry takes for `value`; arrays already in the right
+        dtype, shape and layout pass without the general (slower) checks."""
+        shape = self.shapes[index]
+        if (shape is not None and type(value) is np.ndarray and value.dtype == shape[1]
+                and value.flags.c_contiguous and value.ndim == len(shape[0])
+                and all(d < 0 or d == v for d, v in zip(shape[0], value.shape))):
+            keep.append(value)
+            if not shape[0] or shape[0][0] >= 0:
+                return value.ctypes.data
+            descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
+            keep.append(descriptor)
+            return ctypes.addressof(descriptor)
         value = coerce_argument(index, value, typ)
         if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
                 -(1 << 31) <= value < (1 << 31)):

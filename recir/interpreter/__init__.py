@@ -90,9 +90,20 @@ def find_entry(module: ModuleOp, name: str) -> func.FuncOp:
     return entry
 
 
+class ArgumentName:
+    """`argument 3 (tensor<?xi32>)`, printed only for an error: printing an
+    xDSL type costs more than a native call of a small model."""
+
+    def __init__(self, index: int, typ: Attribute):
+        self.index, self.typ = index, typ
+
+    def __str__(self) -> str:
+        return f"argument {self.index} ({self.typ})"
+
+
 def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
     """A Python/NumPy value checked and converted to the interpreter's form."""
-    where = f"argument {index} ({typ})"
+    where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
         if isinstance(value, bool | int | np.integer):
             return int(value)
@@ -106,7 +117,7 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
     raise RecirError(f"error: {where}: unsupported argument type")
 
 
-def coerce_tensor(where: str, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
+def coerce_tensor(where: object, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise RecirError(f"error: {where} expects an array, got {type(value).__name__}")
     is_int = isinstance(typ.element_type, IntegerType)
