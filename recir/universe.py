@@ -52,6 +52,12 @@ def _tmath_fuse_elementwise() -> type[ModulePass]:
     return TmathFuseElementwisePass
 
 
+def _invoke_mark_concurrent() -> type[ModulePass]:
+    from recir.passes.invoke_mark_concurrent import InvokeMarkConcurrentPass
+
+    return InvokeMarkConcurrentPass
+
+
 def _convert_tmath_to_loops() -> type[ModulePass]:
     from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
 
@@ -75,6 +81,7 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "capture-outer-refs": _capture_outer_refs,
     "synthesize-gradients": _synthesize_gradients,
     "tmath-fuse-elementwise": _tmath_fuse_elementwise,
+    "invoke-mark-concurrent": _invoke_mark_concurrent,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
 }

@@ -1,0 +1,74 @@
+// RUN: recir-opt -p invoke-mark-concurrent %s --split-input-file | filecheck %s
+
+// Independent siblings: the children of a tree node. The first may run as a
+// task while the second runs; the second has no later sibling to overlap.
+func.func private @node(%i: i32, %left: tensor<?xi32>, %right: tensor<?xi32>) -> i32 {
+  %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+  %zero = arith.constant 0 : i32
+  %leaf = arith.cmpi slt, %l, %zero : i32
+  %n = scf.if %leaf -> (i32) {
+    %one = arith.constant 1 : i32
+    scf.yield %one : i32
+  } else {
+    %r = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
+    %a = invoke.invoke @node(%l, %left, %right) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+    %b = invoke.invoke @node(%r, %left, %right) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+    %s = arith.addi %a, %b : i32
+    scf.yield %s : i32
+  }
+  func.return %n : i32
+}
+
+// CHECK-LABEL: func.func private @node
+// CHECK:         %a = invoke.invoke @node(%l, %left, %right) concurrent : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+// CHECK:         %b = invoke.invoke @node(%r, %left, %right) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+
+// -----
+
+
+// Dependent: Ackermann's inner call feeds the outer one, directly and
+// through an op between them; nothing is marked.
+func.func private @ack(%m: i32, %n: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %m1 = arith.subi %m, %one : i32
+  %n1 = arith.subi %n, %one : i32
+  %inner = invoke.invoke @ack(%m, %n1) : (i32, i32) -> i32
+  %arg = arith.addi %inner, %one : i32
+  %outer = invoke.invoke @ack(%m1, %arg) : (i32, i32) -> i32
+  func.return %outer : i32
+}
+
+// CHECK-LABEL: func.func private @ack
+// CHECK:         %inner = invoke.invoke @ack(%m, %n1) : (i32, i32) -> i32
+// CHECK-NOT:     concurrent
+// CHECK:         %outer = invoke.invoke @ack(%m1, %arg) : (i32, i32) -> i32
+
+// -----
+
+
+// Nested: three calls, the third uses the first only; an invoke inside an
+// scf.if branch is marked within its branch, and the scf.if that uses %a
+// depends on it as a whole.
+func.func private @three(%x: i32) -> i32 {
+  %a = invoke.invoke @three(%x) : (i32) -> i32
+  %b = invoke.invoke @three(%x) : (i32) -> i32
+  %c = invoke.invoke @three(%a) : (i32) -> i32
+  %zero = arith.constant 0 : i32
+  %p = arith.cmpi sgt, %b, %zero : i32
+  %d = scf.if %p -> (i32) {
+    %e = invoke.invoke @three(%c) : (i32) -> i32
+    %f = invoke.invoke @three(%x) : (i32) -> i32
+    %g = arith.addi %e, %f : i32
+    scf.yield %g : i32
+  } else {
+    scf.yield %a : i32
+  }
+  func.return %d : i32
+}
+
+// CHECK-LABEL: func.func private @three
+// CHECK:         %a = invoke.invoke @three(%x) concurrent : (i32) -> i32
+// CHECK:         %b = invoke.invoke @three(%x) concurrent : (i32) -> i32
+// CHECK:         %c = invoke.invoke @three(%a) : (i32) -> i32
+// CHECK:         %e = invoke.invoke @three(%c) concurrent : (i32) -> i32
+// CHECK:         %f = invoke.invoke @three(%x) : (i32) -> i32
