@@ -23,23 +23,30 @@ from recir.interpreter import find_entry
 from recir.passes.capture_outer_refs import CaptureOuterRefsPass
 from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
 from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
+from recir.passes.invoke_clone_serial import InvokeCloneSerialPass
+from recir.passes.invoke_mark_concurrent import InvokeMarkConcurrentPass
 from recir.passes.tmath_fuse_elementwise import TmathFuseElementwisePass
 
 STAGES: tuple[ModulePass, ...] = (
     CaptureOuterRefsPass(),
     TmathFuseElementwisePass(),  # skipped with fuse=False
+    InvokeMarkConcurrentPass(),  # these two only with threads > 1
+    InvokeCloneSerialPass(),
     ConvertTmathToLoopsPass(),
     ConvertScfToCf(),
     ConvertRecirToLlvmPass(),
 )
 
 
-def lower(module: ModuleOp, until: str | None = None, fuse: bool = True) -> ModuleOp:
+def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
+          parallel: bool = False) -> ModuleOp:
     """A lowered copy of `module`, stopping after the pass named `until`."""
     lowered = module.clone()
     ctx = make_context()
+    skip = (() if fuse else (TmathFuseElementwisePass,)) + (
+        () if parallel else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
     for stage in STAGES:
-        if fuse or not isinstance(stage, TmathFuseElementwisePass):
+        if not isinstance(stage, skip):
             stage.apply(ctx, lowered)
         if stage.name == until:
             break
@@ -47,42 +54,63 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True) -> Modu
     return lowered
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True) -> tuple[str, list[str]]:
+def llvm_ir(module: ModuleOp, fuse: bool = True, parallel: bool = False
+            ) -> tuple[str, list[str]]:
     """LLVM IR text for `module` and the messages of its run-time checks."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse)
+    lowered = lower(module, fuse=fuse, parallel=parallel)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     return to_llvm_ir(lowered), sites
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
-                   cache_dir: Path | str | None = None, fuse: bool = True) -> NativeFunction:
+                   cache_dir: Path | str | None = None, fuse: bool = True,
+                   threads: int | None = 1) -> NativeFunction:
     """Native code for `@entry` of `module`, from the object cache when possible."""
     from recir.backend.engine import Engine, compile_object
 
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
-    key = cache_key(str(module), f"{entry} fuse={fuse}")
+    threads = resolve_threads(threads)
+    parallel = threads > 1
+    key = cache_key(str(module), f"{entry} fuse={fuse} parallel={parallel}")
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()
-        ir_text, sites = llvm_ir(module, fuse)
+        ir_text, sites = llvm_ir(module, fuse, parallel)
         obj = compile_object(ir_text)
         cache.store(key, obj, {"sites": sites,
                                "seconds": time.perf_counter() - start})
     else:
         obj, sites = hit[0], hit[1]["sites"]
-    return NativeFunction(Engine(obj), entry, signature, sites, params)
+    return NativeFunction(Engine(obj), entry, signature, sites, params, threads)
+
+
+def resolve_threads(threads: int | None) -> int:
+    """An explicit count, else $RECIR_NUM_THREADS, else every core; 1 where
+    libgomp is missing (with a warning)."""
+    import os
+    import warnings
+
+    from recir.backend.engine import load_libgomp
+
+    count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
+    if count > 1 and not load_libgomp():
+        warnings.warn("libgomp.so.1 not found: running serially", stacklevel=3)
+        return 1
+    return count
 
 
 def compile(model: Any, entry: str | None = None, *,
-            cache_dir: Path | str | None = None, fuse: bool = True) -> NativeFunction:
+            cache_dir: Path | str | None = None, fuse: bool = True,
+            threads: int | None = 1) -> NativeFunction:
     """Compile a `TracedModel` (weights bound) or a module's `@entry` to native code;
-    `fuse=False` keeps one loop per elementwise op."""
+    `fuse=False` keeps one loop per elementwise op; `threads` > 1 (None: all
+    cores or $RECIR_NUM_THREADS) runs independent invokes as tasks."""
     if isinstance(model, ModuleOp):
         if entry is None:
             raise RecirError("error: compiling a module needs the entry function's name")
-        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse)
+        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse, threads=threads)
     return compile_module(model.module, model.entry, list(model.params.values()),
-                          cache_dir=cache_dir, fuse=fuse)
+                          cache_dir=cache_dir, fuse=fuse, threads=threads)

@@ -58,6 +58,12 @@ def _invoke_mark_concurrent() -> type[ModulePass]:
     return InvokeMarkConcurrentPass
 
 
+def _invoke_clone_serial() -> type[ModulePass]:
+    from recir.passes.invoke_clone_serial import InvokeCloneSerialPass
+
+    return InvokeCloneSerialPass
+
+
 def _convert_tmath_to_loops() -> type[ModulePass]:
     from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
 
@@ -82,6 +88,7 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "synthesize-gradients": _synthesize_gradients,
     "tmath-fuse-elementwise": _tmath_fuse_elementwise,
     "invoke-mark-concurrent": _invoke_mark_concurrent,
+    "invoke-clone-serial": _invoke_clone_serial,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
 }

@@ -83,3 +83,17 @@ class Engine:
         if not address:
             raise KeyError(f"no native function named {name}")
         return address
+
+
+_libgomp: list[bool] = []
+
+
+def load_libgomp() -> bool:
+    """Makes libgomp's task API visible to generated code; False if missing."""
+    if not _libgomp:
+        try:
+            llvm.load_library_permanently("libgomp.so.1")
+            _libgomp.append(True)
+        except RuntimeError:
+            _libgomp.append(False)
+    return _libgomp[0]

@@ -11,6 +11,7 @@ the GIL for the call.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +32,8 @@ class Context(ctypes.Structure):
     _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
                 ("site", ctypes.c_int32), ("tape_next", ctypes.c_void_p),
                 ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
-                ("tape_bytes", ctypes.c_uint64)]
+                ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
+                ("padding", ctypes.c_uint64)]  # CONTEXT_BYTES = 64
 
 
 LIBC = ctypes.CDLL(None)
@@ -69,12 +71,13 @@ class NativeFunction:
     """A compiled entry point; call it like `TracedModel.run`."""
 
     def __init__(self, engine: Engine, name: str, signature: FunctionType,
-                 sites: Sequence[str], params: Sequence[np.ndarray] = ()):
+                 sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1):
         self.engine, self.name, self.sites = engine, name, list(sites)
         self.inputs = list(signature.inputs)
         self.outputs = list(signature.outputs)
         self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
         self.deep_only = False
+        self.threads = threads
         self.last_tape_bytes = 0
         self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
             t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
@@ -114,12 +117,16 @@ class NativeFunction:
         else:
             ctx, returned = self.call_once(args)
             if ctx.error == ERROR_STACK:
-                ctx, returned = stack.on_deep_stack(lambda: self.call_once(args))
+                ctx, returned = stack.on_deep_stack(lambda: self.call_once(args, 1))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
 
-    def call_once(self, args: list[Any]) -> tuple[Context, Any]:
+    def call_once(self, args: list[Any], threads: int | None = None) -> tuple[Context, Any]:
+        """One call; the context with the first error, if any, comes back."""
+        threads = self.threads if threads is None else threads
+        if threads > 1 or self.threads > 1:
+            return call_in_team(self.function, args, threads)
         ctx = Context(stack.stack_limit())
         try:
             return ctx, self.function(ctypes.byref(ctx), *args)
@@ -164,3 +171,32 @@ class NativeFunction:
         descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
         keep.append(descriptor)
         return ctypes.addressof(descriptor)
+
+
+GOMP = ctypes.CDLL("libgomp.so.1") if ctypes.util.find_library("gomp") else None
+REGION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def call_in_team(function: Any, args: list[Any], threads: int) -> tuple[Context, Any]:
+    """Runs `function` in a libgomp team of `threads`: one thread calls it,
+    the others run the tasks it spawns. Each thread has its own context
+    (stack limit, error, tape arena); the first error found is returned."""
+    assert GOMP is not None
+    contexts = (Context * threads)()
+    for ctx in contexts:
+        ctx.contexts = ctypes.addressof(contexts)
+    outcome: list[Any] = []
+
+    def region(_: Any) -> None:
+        ctx = contexts[GOMP.omp_get_thread_num()]
+        ctx.stack_limit = stack.stack_limit()
+        if GOMP.GOMP_single_start():
+            outcome.append(function(ctypes.byref(ctx), *args))
+
+    try:
+        GOMP.GOMP_parallel(REGION(region), None, ctypes.c_uint(threads), ctypes.c_uint(0))
+    finally:
+        for ctx in contexts:
+            free_tape(ctx)
+    failed = next((c for c in contexts if c.error), contexts[0])
+    return failed, outcome[0] if outcome else None

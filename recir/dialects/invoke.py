@@ -235,4 +235,29 @@ def lookup_callee(op: Operation, name: str) -> SubgraphOp | func.FuncOp | None:
     return None
 
 
-Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp])
+@irdl_op_definition
+class JoinOp(IRDLOperation):
+    """Waits for the `concurrent` invoke whose results it takes, and passes
+    them on: every use after the join reads the joined values.
+
+    ```mlir
+    %a = invoke.invoke @node(%l) concurrent : (i32) -> i32
+    %b = invoke.invoke @node(%r) : (i32) -> i32
+    %a2 = invoke.join %a : (i32) -> i32
+    ```
+    """
+
+    name = "invoke.join"
+    spawned = var_operand_def()
+    joined = var_result_def()
+    assembly_format = "$spawned attr-dict `:` functional-type($spawned, $joined)"
+
+    def __init__(self, spawned: Sequence[SSAValue]):
+        super().__init__(operands=[spawned], result_types=[[v.type for v in spawned]])
+
+    def verify_(self) -> None:
+        if [v.type for v in self.spawned] != [r.type for r in self.joined]:
+            raise VerifyException("results must have the types of the joined values")
+
+
+Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp, JoinOp])

@@ -38,6 +38,10 @@ class InvokeFunctions(InterpreterFunctions):
         assert callee is not None
         return interp.run_ssacfg_region(callee.body, args, name)
 
+    @impl(invoke.JoinOp)
+    def run_join(self, interp: Interpreter, op: invoke.JoinOp, args: Any):
+        return args  # the interpreter runs invokes one after the other
+
     @impl(invoke.SubgraphOp)
     def run_subgraph(self, interp: Interpreter, op: invoke.SubgraphOp, args: Any):
         return ()  # a definition: it runs only when invoked

@@ -53,6 +53,7 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
+from recir.passes.tasks import Spawner, declarations
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
@@ -99,9 +100,9 @@ def expand_math(op: Operation) -> None:
 class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
-    def __init__(self, function: func.FuncOp, sites: list[str]):
+    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp]):
         self.function = function
-        self.sites = sites
+        self.sites, self.tasks = sites, tasks
         signature = function.function_type
         self.results = list(signature.outputs)
         self.returns_one = len(self.results) == 1
@@ -116,6 +117,7 @@ class FunctionConversion:
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
+        self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
         for op in list(body.walk()):
             self.convert(op)
         self.prologue(entry)
@@ -149,6 +151,10 @@ class FunctionConversion:
     def convert(self, op: Operation) -> None:
         if isinstance(op, cf.AssertOp):
             self.convert_assert(op)
+        elif isinstance(op, invoke.InvokeOp) and op.concurrent is not None:
+            self.spawner.spawn(op)
+        elif isinstance(op, invoke.JoinOp):
+            self.spawner.join(op)
         elif isinstance(op, invoke.InvokeOp):
             self.convert_invoke(op)
         elif isinstance(op, func.ReturnOp):
@@ -240,11 +246,15 @@ class ConvertRecirToLlvmPass(ModulePass):
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
         needs_arena = any(isinstance(inner, tape.NewOp) for inner in op.walk())
+        needs_tasks = any(isinstance(inner, invoke.JoinOp) for inner in op.walk())
         sites: list[str] = []
+        tasks: list[llvm.FuncOp] = []
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                converted = FunctionConversion(function, sites).run()
+                converted = FunctionConversion(function, sites, tasks).run()
                 Rewriter.replace_op(function, converted)
+        if needs_tasks:
+            op.body.blocks[0].add_ops([*declarations(), *tasks])
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])

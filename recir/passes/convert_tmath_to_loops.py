@@ -113,6 +113,8 @@ class FunctionLowering:
             self.lower_fused(op)
         elif isinstance(op, invoke.InvokeOp):
             self.lower_invoke(op)
+        elif isinstance(op, invoke.JoinOp):
+            self.lower_join(op)
         elif isinstance(op, scf.IfOp):
             self.lower_if(op)
         elif isinstance(op, func.ReturnOp):
@@ -167,6 +169,17 @@ class FunctionLowering:
         b.op(call)
         for old, new in [*outs.items(), *zip(scalars, call.res)]:
             self.replace(old, new)
+        self.dead.append(op)
+
+    def lower_join(self, op: invoke.JoinOp) -> None:
+        """Tensors were written into the caller's buffers: only scalars join."""
+        scalars = [(old, v) for old, v in zip(op.joined, op.spawned) if not is_tensor(v.type)]
+        for old, value in zip(op.joined, op.spawned):
+            if is_tensor(value.type):
+                self.buffers[old] = self.get(value)
+        join = self.emitter(op).op(invoke.JoinOp([v for _, v in scalars]))
+        for (old, _), new in zip(scalars, join.results):
+            old.replace_all_uses_with(new)
         self.dead.append(op)
 
     def lower_if(self, op: scf.IfOp) -> None:

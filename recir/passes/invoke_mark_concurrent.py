@@ -2,13 +2,16 @@
 
 The seed paper's parallelism: the children of a tree node (and the two calls
 of fib) have no data dependence, so the first may run as a task while the
-second runs inline. An invoke is marked `concurrent` when a later invoke of
-the same block does not depend on its results, directly or through the ops
-between them (ops with regions count as one op, by everything they use).
-The marker is a promise to the backend, which may spawn the invoke as a task
-and wait for it before the first use of its results; the code still means
-the same when the marker is ignored. Invokes nested in `scf.if` branches are
-marked within their own block.
+second runs inline. Invokes are paired in program order: an invoke is marked
+`concurrent` when the next invoke of its block and every op between them do
+not depend on its results (ops with regions count as one op, by everything
+they use). The marker is a promise to the backend: it may spawn the marked
+invoke as a task and wait for it right after the next invoke, which is not
+marked; an `invoke.join` after that invoke waits for the task and passes its
+results on to their later uses. The code means the same when the markers are
+ignored. Invokes nested in `scf.if` branches are paired within their own
+block. Calls that add into gradient buffers are never marked: the buffers
+are shared.
 
 No options.
 """
@@ -18,11 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
+from recir.dialects.adjoint import AccumulateBase
 
 
 def top_level(op: Operation, block: Block) -> Operation | None:
@@ -49,12 +55,45 @@ def dependents(op: Operation, block: Block) -> set[Operation]:
     return seen
 
 
-def mark_block(block: Block) -> None:
-    calls = [op for op in block.ops if isinstance(op, invoke.InvokeOp)]
-    for i, call in enumerate(calls):
-        later = calls[i + 1:]
-        if later and any(other not in dependents(call, block) for other in later):
-            call.concurrent = UnitAttr()
+def accumulating(module: ModuleOp) -> set[str]:
+    """Functions that add into gradient buffers, directly or through calls:
+    their invocations must not overlap while the buffers are shared."""
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
+    found = {name for name, f in functions.items()
+             if any(isinstance(op, AccumulateBase) for op in f.walk())}
+    changed = True
+    while changed:
+        changed = False
+        for name, f in functions.items():
+            if name not in found and any(isinstance(op, invoke.InvokeOp) and
+                                         op.callee.string_value() in found
+                                         for op in f.walk()):
+                found.add(name)
+                changed = True
+    return found
+
+
+def mark_block(block: Block, serial: set[str]) -> None:
+    ops = list(block.ops)
+    calls = [i for i, op in enumerate(ops) if isinstance(op, invoke.InvokeOp)
+             and op.callee.string_value() not in serial]
+    k = 0
+    while k + 1 < len(calls):
+        first, second = ops[calls[k]], ops[calls[k + 1]]
+        if dependents(first, block).isdisjoint(ops[calls[k] + 1:calls[k + 1] + 1]):
+            spawn(first, second)
+            k += 2
+        else:
+            k += 1
+
+
+def spawn(first: invoke.InvokeOp, second: Operation) -> None:
+    """Marks `first` and joins it right after `second`."""
+    first.concurrent = UnitAttr()
+    join = invoke.JoinOp(list(first.results))
+    Rewriter.insert_op(join, InsertPoint.after(second))
+    for old, new in zip(first.results, join.results):
+        old.replace_uses_with_if(new, lambda use: use.operation is not join)
 
 
 @dataclass(frozen=True)
@@ -62,7 +101,7 @@ class InvokeMarkConcurrentPass(ModulePass):
     name = "invoke-mark-concurrent"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for inner in op.walk():
-            for region in inner.regions:
-                for block in region.blocks:
-                    mark_block(block)
+        serial = accumulating(op)
+        blocks = [b for inner in op.walk() for r in inner.regions for b in r.blocks]
+        for block in blocks:
+            mark_block(block, serial)

@@ -22,8 +22,11 @@ func.func private @node(%i: i32, %left: tensor<?xi32>, %right: tensor<?xi32>) ->
 // CHECK-LABEL: func.func private @node
 // CHECK:         %a = invoke.invoke @node(%l, %left, %right) concurrent : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
 // CHECK:         %b = invoke.invoke @node(%r, %left, %right) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+// CHECK:         %a_1 = invoke.join %a : (i32) -> i32
+// CHECK:         %s = arith.addi %a_1, %b : i32
 
 // -----
+
 
 
 // Dependent: Ackermann's inner call feeds the outer one, directly and
@@ -41,14 +44,16 @@ func.func private @ack(%m: i32, %n: i32) -> i32 {
 // CHECK-LABEL: func.func private @ack
 // CHECK:         %inner = invoke.invoke @ack(%m, %n1) : (i32, i32) -> i32
 // CHECK-NOT:     concurrent
+// CHECK:         %arg = arith.addi %inner, %one : i32
 // CHECK:         %outer = invoke.invoke @ack(%m1, %arg) : (i32, i32) -> i32
 
 // -----
 
 
-// Nested: three calls, the third uses the first only; an invoke inside an
-// scf.if branch is marked within its branch, and the scf.if that uses %a
-// depends on it as a whole.
+
+// Pairs: %a runs while %b runs, and %b is where it is awaited, so %b is not
+// marked; %c has no partner. Inside the scf.if branch, %e pairs with %f.
+// Each pair ends with an invoke.join that passes the spawned results on.
 func.func private @three(%x: i32) -> i32 {
   %a = invoke.invoke @three(%x) : (i32) -> i32
   %b = invoke.invoke @three(%x) : (i32) -> i32
@@ -68,7 +73,10 @@ func.func private @three(%x: i32) -> i32 {
 
 // CHECK-LABEL: func.func private @three
 // CHECK:         %a = invoke.invoke @three(%x) concurrent : (i32) -> i32
-// CHECK:         %b = invoke.invoke @three(%x) concurrent : (i32) -> i32
-// CHECK:         %c = invoke.invoke @three(%a) : (i32) -> i32
+// CHECK:         %b = invoke.invoke @three(%x) : (i32) -> i32
+// CHECK:         %a_1 = invoke.join %a : (i32) -> i32
+// CHECK:         %c = invoke.invoke @three(%a_1) : (i32) -> i32
 // CHECK:         %e = invoke.invoke @three(%c) concurrent : (i32) -> i32
 // CHECK:         %f = invoke.invoke @three(%x) : (i32) -> i32
+// CHECK:         %e_1 = invoke.join %e : (i32) -> i32
+// CHECK:         %g = arith.addi %e_1, %f : i32

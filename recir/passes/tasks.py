@@ -1,0 +1,107 @@
+"""`concurrent` invokes as libgomp tasks, `invoke.join` as a taskwait.
+
+A spawn packs the context array, the arguments and pointers to result slots
+into 8-byte fields of a buffer that GOMP_task copies; the outlined task
+function unpacks them, picks its thread's context (`omp_get_thread_num`) and
+calls the callee. Tensor results need no slot: the caller allocated their
+buffers and the task writes through the pointers it was given. The join
+waits (GOMP_taskwait) and loads the scalar results from their slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import i8, i32, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.dialects import invoke
+from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.native_context import CONTEXT_BYTES, CONTEXTS, field
+
+VOID = llvm.LLVMVoidType()
+
+
+def declarations() -> list[Operation]:
+    def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None):
+        return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
+                           llvm.LinkageAttr("external"))
+
+    return [declare("GOMP_task", [PTR, PTR, PTR, i64, i64, i8, i32, PTR, i32, PTR], None),
+            declare("GOMP_taskwait", [], None),
+            declare("omp_get_thread_num", [], i32)]
+
+
+def byte_offset(b: Emitter, ptr: SSAValue, count: SSAValue | int) -> SSAValue:
+    return b.value(llvm.GEPOp.from_mixed_indices(ptr, [b.i64(count)], i8))
+
+
+def task_function(name: str, callee: str, args: Sequence[Attribute],
+                  results: Sequence[Attribute]) -> llvm.FuncOp:
+    block = Block(arg_types=[PTR])
+    data = block.args[0]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
+    contexts = b.load(data, 0, PTR)
+    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
+    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
+    ctx = byte_offset(b, contexts, offset)
+    values = [b.load(byte_offset(b, data, 8 * (k + 1)), 0, t) for k, t in enumerate(args)]
+    slots = [b.load(byte_offset(b, data, 8 * (1 + len(args) + k)), 0, PTR)
+             for k in range(len(results))]
+    if len(results) == 1:
+        result = b.value(llvm.CallOp(callee, ctx, *values, return_type=results[0]))
+        b.store(result, slots[0], 0)
+    else:
+        b.op(llvm.CallOp(callee, ctx, *values, *slots))
+    b.op(llvm.ReturnOp())
+    region = Region(block)
+    for op in list(region.walk()):
+        if (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
+                       llvm.LinkageAttr("internal"), body=region)
+
+
+class Spawner:
+    """Lowers one function's spawns and joins; collects the task functions."""
+
+    def __init__(self, ctx: SSAValue, prefix: str, tasks: list[llvm.FuncOp]):
+        self.ctx, self.prefix, self.tasks = ctx, prefix, tasks
+        self.slots: dict[SSAValue, SSAValue] = {}
+
+    def spawn(self, op: invoke.InvokeOp) -> None:
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        args, types = list(op.args), [r.type for r in op.res]
+        count = 1 + len(args) + len(types)
+        data = b.alloca(count, i64)
+        b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
+        for k, value in enumerate(args):
+            b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
+        slots = [b.alloca(1, t) for t in types]
+        for k, slot in enumerate(slots):
+            b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
+        name = f"{self.prefix}_task{len(self.tasks)}"
+        self.tasks.append(task_function(name, op.callee.root_reference.data,
+                                        [a.type for a in args], types))
+        function = b.value(llvm.AddressOfOp(name, PTR))
+        null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
+        b.op(llvm.CallOp("GOMP_task", function, data, null, b.i64(8 * count), b.i64(8),
+                         b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
+        for result, slot in zip(op.res, slots):
+            placeholder = b.value(llvm.ZeroOp.create(result_types=[result.type]))
+            self.slots[placeholder] = slot
+            result.replace_all_uses_with(placeholder)
+        Rewriter.erase_op(op)
+
+    def join(self, op: invoke.JoinOp) -> None:
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        b.op(llvm.CallOp("GOMP_taskwait"))
+        for old, spawned in zip(op.joined, op.spawned):
+            old.replace_all_uses_with(b.load(self.slots[spawned], 0, old.type))
+        placeholders = [v.owner for v in op.spawned]
+        Rewriter.erase_op(op)
+        for placeholder in placeholders:
+            Rewriter.erase_op(placeholder)

@@ -1,0 +1,75 @@
+// RUN: recir-opt -p 'invoke-clone-serial{budget=3}' %s | filecheck %s
+
+// fib with its calls paired: @fib_rec gets a budget argument and runs its body
+// while budget is left, passing budget - 1 on; at zero it calls the serial
+// clone, which has neither markers nor joins. The entry passes the option.
+func.func @fib(%n: i32) -> i32 {
+  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
+  func.return %r : i32
+}
+func.func private @fib_rec(%k: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %two = arith.constant 2 : i32
+  %base = arith.cmpi sle, %k, %one : i32
+  %r = scf.if %base -> (i32) {
+    scf.yield %one : i32
+  } else {
+    %k1 = arith.subi %k, %one : i32
+    %k2 = arith.subi %k, %two : i32
+    %a = invoke.invoke @fib_rec(%k1) concurrent : (i32) -> i32
+    %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
+    %a2 = invoke.join %a : (i32) -> i32
+    %s = arith.addi %a2, %b : i32
+    scf.yield %s : i32
+  }
+  func.return %r : i32
+}
+
+// CHECK-LABEL: func.func @fib(%n: i32) -> i32 {
+// CHECK-NEXT:    %{{[0-9]+}} = arith.constant 3 : i32
+// CHECK-NEXT:    %r = invoke.invoke @fib_rec(%{{[0-9]+}}, %n) : (i32, i32) -> i32
+// CHECK-NEXT:    func.return %r : i32
+// CHECK-NEXT:  }
+// CHECK-LABEL: func.func private @fib_rec(%{{[0-9]+}}: i32, %k: i32) -> i32 {
+// CHECK-NEXT:    %{{[0-9]+}} = arith.constant 0 : i32
+// CHECK-NEXT:    %{{[0-9]+}} = arith.cmpi sgt, %{{[0-9]+}}, %{{[0-9]+}} : i32
+// CHECK-NEXT:    %{{[0-9]+}} = scf.if %{{[0-9]+}} -> (i32) {
+// CHECK-NEXT:      %{{[0-9]+}} = arith.constant 1 : i32
+// CHECK-NEXT:      %{{[0-9]+}} = arith.subi %{{[0-9]+}}, %{{[0-9]+}} : i32
+// CHECK-NEXT:      %one = arith.constant 1 : i32
+// CHECK-NEXT:      %two = arith.constant 2 : i32
+// CHECK-NEXT:      %base = arith.cmpi sle, %k, %one : i32
+// CHECK-NEXT:      %r = scf.if %base -> (i32) {
+// CHECK-NEXT:        scf.yield %one : i32
+// CHECK-NEXT:      } else {
+// CHECK-NEXT:        %k1 = arith.subi %k, %one : i32
+// CHECK-NEXT:        %k2 = arith.subi %k, %two : i32
+// CHECK-NEXT:        %a = invoke.invoke @fib_rec(%{{[0-9]+}}, %k1) concurrent : (i32, i32) -> i32
+// CHECK-NEXT:        %b = invoke.invoke @fib_rec(%{{[0-9]+}}, %k2) : (i32, i32) -> i32
+// CHECK-NEXT:        %a2 = invoke.join %a : (i32) -> i32
+// CHECK-NEXT:        %s = arith.addi %a2, %b : i32
+// CHECK-NEXT:        scf.yield %s : i32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      scf.yield %r : i32
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %{{[0-9]+}} = invoke.invoke @fib_rec_serial(%k) : (i32) -> i32
+// CHECK-NEXT:      scf.yield %{{[0-9]+}} : i32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %{{[0-9]+}} : i32
+// CHECK-NEXT:  }
+// CHECK-LABEL: func.func private @fib_rec_serial(%k: i32) -> i32 {
+// CHECK-NEXT:    %one = arith.constant 1 : i32
+// CHECK-NEXT:    %two = arith.constant 2 : i32
+// CHECK-NEXT:    %base = arith.cmpi sle, %k, %one : i32
+// CHECK-NEXT:    %r = scf.if %base -> (i32) {
+// CHECK-NEXT:      scf.yield %one : i32
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %k1 = arith.subi %k, %one : i32
+// CHECK-NEXT:      %k2 = arith.subi %k, %two : i32
+// CHECK-NEXT:      %a = invoke.invoke @fib_rec_serial(%k1) : (i32) -> i32
+// CHECK-NEXT:      %b = invoke.invoke @fib_rec_serial(%k2) : (i32) -> i32
+// CHECK-NEXT:      %s = arith.addi %a, %b : i32
+// CHECK-NEXT:      scf.yield %s : i32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %r : i32
+// CHECK-NEXT:  }
