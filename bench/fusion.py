@@ -43,7 +43,7 @@ def contestants(hidden: int, vocab: int) -> dict[str, dict[str, Any]]:
     params = {k: (rng.standard_normal(v.shape) / np.sqrt(v.shape[-1])).astype(np.float32)
               for k, v in params.items()}
     model = tree_lstm.trace_model(params)
-    return {name: {"infer": recir.compile(model, fuse=fuse),
+    return {name: {"infer": recir.compile(model, fuse=fuse, threads=1),
                    "train": recir.value_and_grad(model, fuse=fuse)}
             for name, fuse in (("fused", True), ("unfused", False))}
 

@@ -113,7 +113,7 @@ def tree_lstm_contestants(params: dict[str, np.ndarray]) -> dict[str, Any]:
     def recir_native() -> Any:
         import recir
 
-        fn = recir.compile(tree_lstm.trace_model(params))
+        fn = recir.compile(tree_lstm.trace_model(params), threads=1)
         return lambda t: fn(t.left, t.right, t.word, t.label, t.root)
 
     def torch_eager() -> Any:
@@ -211,7 +211,7 @@ def build_recir_fib() -> Any:
     from recir.parsing import parse_module
 
     module = parse_module(make_context(), FIB_MLIR.read_text(), str(FIB_MLIR))
-    fn = recir.compile(module, entry="fib")
+    fn = recir.compile(module, entry="fib", threads=1)
     return lambda n: int(np.asarray(first(fn(n))))
 
 
@@ -260,7 +260,7 @@ def build_recir_matvec_chain(w: np.ndarray, steps: int) -> Any:
                 k <= 0, lambda: rf.slice(rf.tanh(rf.matvec(wp, x)), 0, cols),
                 lambda: step(k - 1, step(k - 1, x))))
         m.output(step(steps.bit_length() - 1, x0))
-    return recir.compile(m.traced)
+    return recir.compile(m.traced, threads=1)
 
 
 def numpy_matvec_chain(w: np.ndarray, steps: int) -> Any:
@@ -317,9 +317,9 @@ def bench_compile(hidden: int, vocab: int, warm_repeats: int) -> dict[str, Any]:
     model = tree_lstm.trace_model(make_params(hidden, vocab))
     with tempfile.TemporaryDirectory(prefix="recir-bench-cache-") as cache:
         start = time.perf_counter()
-        recir.compile(model, cache_dir=cache)
+        recir.compile(model, cache_dir=cache, threads=1)
         cold = time.perf_counter() - start
-        warm = repeat_times(lambda: recir.compile(model, cache_dir=cache),
+        warm = repeat_times(lambda: recir.compile(model, cache_dir=cache, threads=1),
                             warm_repeats, warmup=0)
     return {"h": hidden, "cold_ms": 1e3 * cold, "warm_ms": [1e3 * t for t in warm],
             "warm_median_ms": 1e3 * median(warm)}
@@ -330,7 +330,7 @@ def bench_rss(tree: Any, vocab: int, hidden: int, calls: int) -> dict[str, Any]:
     import recir
     from recir.models import tree_lstm
 
-    fn = recir.compile(tree_lstm.trace_model(make_params(hidden, vocab)))
+    fn = recir.compile(tree_lstm.trace_model(make_params(hidden, vocab)), threads=1)
     args = (tree.left, tree.right, tree.word, tree.label, tree.root)
     for _ in range(100):  # let allocators and caches settle first
         fn(*args)

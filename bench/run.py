@@ -1,4 +1,4 @@
-"""Benchmark driver: `python bench/run.py {native,train,fusion} --json FILE [--quick]`.
+"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel} --json FILE [--quick]`.
 
 Thread counts are pinned before numpy (or torch) is imported, because BLAS
 reads them once at load time: every contestant then runs on one thread.
@@ -7,7 +7,7 @@ Each subcommand lives in its own module under bench/ and registers here.
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
@@ -16,9 +16,9 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import fusion, native, train  # noqa: E402
+from bench import fusion, native, parallel, train  # noqa: E402
 
-SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion}
+SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel}
 
 
 def main(argv: list[str] | None = None) -> int:

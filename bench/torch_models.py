@@ -91,7 +91,8 @@ class TreeModel:
             total += loss.item()
         with torch.no_grad():
             for value in self.p.values():
-                value.add_(value.grad, alpha=-lr / len(batch))
+                if value.grad is not None:  # None: unused (a one-leaf tree's w)
+                    value.add_(value.grad, alpha=-lr / len(batch))
                 value.grad = None
         return total
 
@@ -99,7 +100,8 @@ class TreeModel:
         """One tree's loss and dense float32 gradients (for the check)."""
         loss = self.loss(tree)
         loss.backward()
-        grads = {k: (v.grad.to_dense() if v.grad.is_sparse else v.grad).numpy().copy()
+        grads = {k: np.zeros(tuple(v.shape), np.float32) if v.grad is None else
+                 (v.grad.to_dense() if v.grad.is_sparse else v.grad).numpy().copy()
                  for k, v in self.p.items()}
         for v in self.p.values():
             v.grad = None

@@ -104,7 +104,7 @@ def resolve_threads(threads: int | None) -> int:
 
 def compile(model: Any, entry: str | None = None, *,
             cache_dir: Path | str | None = None, fuse: bool = True,
-            threads: int | None = 1) -> NativeFunction:
+            threads: int | None = None) -> NativeFunction:
     """Compile a `TracedModel` (weights bound) or a module's `@entry` to native code;
     `fuse=False` keeps one loop per elementwise op; `threads` > 1 (None: all
     cores or $RECIR_NUM_THREADS) runs independent invokes as tasks."""

@@ -1,0 +1,117 @@
+"""`run.py parallel`: speedup of 2 threads over 1 (libgomp tasks for independent invokes).
+
+TreeRNN and TreeLSTM inference (h=150) on balanced, moderate and linear trees
+of 64 leaves, in steps of 1 and 25 trees, each tree's children spawned as
+tasks; fib(35). For each tree shape, the work/span ratio read off the call
+tree (work = nodes, span = nodes on the longest root-to-leaf path) and the
+speedup it predicts on 2 and on 36 cores (the paper's machine) by Brent's
+bound W / (W/P + S). Gradients still run serially (their parameter-gradient
+buffers are shared), so training is not in this table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from bench.common import contest_times, fmt, machine_info, median, print_table, write_json
+
+SHAPES = ("balanced", "moderate", "linear")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="FILE", help="write all results here")
+    parser.add_argument("--quick", action="store_true", help="fewer trees and repeats")
+
+
+def work_span(tree: Any) -> tuple[int, int]:
+    depth = np.zeros(tree.num_nodes, np.int64)
+    for i in range(tree.num_nodes):  # children come before parents
+        if tree.left[i] >= 0:
+            depth[i] = 1 + max(depth[tree.left[i]], depth[tree.right[i]])
+        else:
+            depth[i] = 1
+    return tree.num_nodes, int(depth[tree.root])
+
+
+def predicted(work: float, span: float, cores: int) -> float:
+    return work / (work / cores + span)
+
+
+def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
+    import recir
+    from recir.data import make_tree
+    from recir.models import tree_lstm, tree_rnn
+
+    rows = []
+    for name, module in (("tree_rnn", tree_rnn), ("tree_lstm", tree_lstm)):
+        rng = np.random.default_rng(0)
+        params = module.init_params(rng, hidden=150, vocab=1000)
+        params = {k: (rng.standard_normal(v.shape) / np.sqrt(v.shape[-1])).astype(np.float32)
+                  for k, v in params.items()}
+        model = module.trace_model(params)
+        fns = {t: recir.compile(model, threads=t) for t in (1, 2)}
+        for shape in SHAPES:
+            trees = [make_tree(shape, 64, np.random.default_rng(s), 1000)
+                     for s in range(trees_per_shape)]
+            work, span = (float(np.mean(v)) for v in zip(*map(work_span, trees)))
+            for batch in (1, 25):
+                print(f"  {name} {shape} b={batch}", flush=True)
+
+                def run(f: Any, trees: list = trees, batch: int = batch) -> None:
+                    for start in range(0, len(trees), batch):
+                        for t in trees[start:start + batch]:
+                            f(t.left, t.right, t.word, t.label, t.root)
+
+                times = contest_times({f"{t}": lambda f=f: run(f) for t, f in fns.items()},
+                                      repeats)
+                rows.append({"model": name, "shape": shape, "batch": batch,
+                             "work": work, "span": span,
+                             "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
+                             "speedup": median(times["1"]) / median(times["2"]),
+                             "predicted_2": predicted(work, span, 2),
+                             "predicted_36": predicted(work, span, 36)})
+    return rows
+
+
+def fib_row(repeats: int) -> dict[str, Any]:
+    from pathlib import Path
+
+    import recir
+    from recir.context import make_context
+    from recir.parsing import parse_module
+
+    path = Path(__file__).resolve().parent.parent / "examples/ir/fib.mlir"
+    module = parse_module(make_context(), path.read_text(), str(path))
+    fns = {t: recir.compile(module, entry="fib", threads=t) for t in (1, 2)}
+    times = contest_times({f"{t}": lambda f=f: f(35) for t, f in fns.items()}, repeats)
+    return {"ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
+            "speedup": median(times["1"]) / median(times["2"])}
+
+
+def run(args: argparse.Namespace) -> int:
+    import bench.common as common
+
+    if args.quick:
+        common.WARMUP_S = 0.2
+    repeats = 3 if args.quick else 7
+    trees = 25 if args.quick else 50
+    print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
+    report = {"machine": machine_info(), "trees": tree_rows(trees, repeats),
+              "fib35": fib_row(repeats)}
+    print_table("inference, 2 threads over 1 (work/span from the call tree)",
+                ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
+                 "Brent 2", "Brent 36"],
+                [[f"{r['model']} {r['shape']} b={r['batch']}", fmt(r["ms_1"]),
+                  fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
+                  fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
+                 for r in report["trees"]])
+    fib = report["fib35"]
+    print_table("fib(35)", ["1 thread ms", "2 threads ms", "speedup"],
+                [[fmt(fib["ms_1"]), fmt(fib["ms_2"]), fmt(fib["speedup"], 2)]])
+    if args.json:
+        write_json(args.json, report)
+        print(f"\nwrote {args.json}")
+    return 0
