@@ -10,6 +10,7 @@ add part of a gradient twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,45 @@ class GradFunction:
 
             outputs = run_function(self.module, self.entry, args)
         return outputs, grads
+
+    def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
+              threads: int = 1) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        """Outputs for each input tuple of `batch`, and the summed gradients.
+        With `threads` > 1 the trees run side by side, each thread adding into
+        its own gradient buffers; they are summed into `into` at the end."""
+        grads = self.accumulators(into)
+        if threads <= 1 or self.native is None or len(batch) < 2:
+            return [self(*inputs, into=grads)[0] for inputs in batch], grads
+        pool = self.pool(threads)
+        own = self.thread_grads(threads)
+
+        def one(worker: int, inputs: Any) -> tuple[Any, ...]:
+            target = grads if worker == 0 else own[worker - 1]
+            accs = [target[name] if name in self.params else np.zeros(shape, np.float32)
+                    for name, shape in self.wrt]
+            return self.native.call_here(  # type: ignore[union-attr]
+                *inputs, *self.params.values(), *accs)
+
+        outputs = pool.map(one, list(batch))
+        for name, total in grads.items():
+            for worker in own:
+                total += worker[name]
+                worker[name].fill(0)
+        return outputs, grads
+
+    def pool(self, threads: int) -> Any:
+        from recir.backend.stack import DeepStackPool
+
+        if getattr(self, "_pool", None) is None or len(self._pool.workers) != threads:
+            self._pool = DeepStackPool(threads)
+        return self._pool
+
+    def thread_grads(self, threads: int) -> list[dict[str, np.ndarray]]:
+        """Gradient buffers of workers 1.. (worker 0 adds into the result)."""
+        if len(getattr(self, "_own", [])) != threads - 1:
+            self._own = [{k: np.zeros_like(v) for k, v in self.params.items()}
+                         for _ in range(threads - 1)]
+        return self._own
 
     def accumulators(self, into: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
         if into is None:

@@ -94,6 +94,19 @@ class NativeFunction:
         self.function = prototype(engine.address(name))
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        return self.invoke(inputs, self.call)
+
+    def call_here(self, *inputs: Any) -> tuple[Any, ...]:
+        """One call on this thread, which must have a deep stack (a pool
+        worker), with one thread: the caller runs several at once."""
+        def here(args: list[Any]) -> Any:
+            ctx, returned = self.call_once(args, 1)
+            self.raise_error(ctx)
+            return returned
+
+        return self.invoke(inputs, here)
+
+    def invoke(self, inputs: Sequence[Any], call: Any) -> tuple[Any, ...]:
         values = [*inputs, *self.params]
         if len(values) != len(self.inputs):
             raise RecirError(f"error: @{self.name} takes "
@@ -105,7 +118,7 @@ class NativeFunction:
                    for t in self.outputs]
         outs = [r.ctypes.data if isinstance(r, np.ndarray) else ctypes.addressof(r)
                 for r in results if isinstance(r, np.ndarray) or not self.returns_one]
-        returned = self.call([*args, *outs])
+        returned = call([*args, *outs])
         return tuple(r if isinstance(r, np.ndarray) else
                      returned if self.returns_one else r.value for r in results)
 
@@ -125,7 +138,7 @@ class NativeFunction:
     def call_once(self, args: list[Any], threads: int | None = None) -> tuple[Context, Any]:
         """One call; the context with the first error, if any, comes back."""
         threads = self.threads if threads is None else threads
-        if threads > 1 or self.threads > 1:
+        if self.threads > 1:  # parallel code needs a team, even of one
             return call_in_team(self.function, args, threads)
         ctx = Context(stack.stack_limit())
         try:

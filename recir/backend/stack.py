@@ -87,6 +87,9 @@ class DeepStackWorker:
         self.lock = threading.Lock()
 
     def run(self, work: Callable[[], T]) -> T:
+        return self.wait(self.submit(work))
+
+    def submit(self, work: Callable[[], object]) -> tuple[dict[str, object], threading.Event]:
         with self.lock:
             if self.thread is None:
                 with _stack_size_lock:
@@ -100,6 +103,11 @@ class DeepStackWorker:
         outcome: dict[str, object] = {}
         done = threading.Event()
         self.jobs.put((work, outcome, done))
+        return outcome, done
+
+    @staticmethod
+    def wait(job: tuple[dict[str, object], threading.Event]) -> T:  # type: ignore[type-var]
+        outcome, done = job
         done.wait()
         if "error" in outcome:
             raise outcome["error"]  # type: ignore[misc]
@@ -116,3 +124,22 @@ class DeepStackWorker:
 
 
 DEEP_WORKER = DeepStackWorker()
+
+
+class DeepStackPool:
+    """`threads` long-lived deep-stack threads that map a function over items:
+    the trees of a batch run side by side (ctypes releases the GIL during
+    native calls), each on a stack as deep as a single call would get."""
+
+    def __init__(self, threads: int):
+        self.workers = [DeepStackWorker() for _ in range(threads)]
+
+    def map(self, work: Callable[[int, object], T], items: list[object]) -> list[T]:
+        """work(worker index, item) for every item; worker w takes items w, w+n, ..."""
+        n = len(self.workers)
+        jobs = [worker.submit(lambda w=w: [work(w, item) for item in items[w::n]])
+                for w, worker in enumerate(self.workers)]
+        ordered: list[T] = [None] * len(items)  # type: ignore[list-item]
+        for w, job in enumerate(jobs):
+            ordered[w::n] = DeepStackWorker.wait(job)
+        return ordered

@@ -38,8 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adagrad")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--weight-decay", type=float, default=1e-4)
-    p.add_argument("--threads", type=int, default=1,
-                   help="worker threads (native code is single-threaded today)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads: the trees of a minibatch run side by side "
+                        "(default: all cores)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-train", type=int, help="use only the first N training trees")
     p.add_argument("--checkpoint", type=Path, help="save params and optimizer state here "
@@ -97,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                                            weight_decay=args.weight_decay)
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                          engine=args.engine, checkpoint=args.checkpoint, resume=args.resume,
-                         metrics=args.metrics, all_nodes=args.all_nodes,
+                         metrics=args.metrics, all_nodes=args.all_nodes, threads=args.threads,
                          progress=not args.no_progress)
     print(f"model: {args.model}, hidden {args.hidden}, {args.optimizer} lr {args.lr}, "
-          f"batch {args.batch_size}, engine {args.engine}")
+          f"batch {args.batch_size}, engine {args.engine}, {args.threads} threads")
     start = time.perf_counter()
     for record in train(model, optimizer, train_trees, dev_trees, config):
         extra = "".join(f", {k} {record[k]:.3f}" for k in ("all_fine", "all_binary")

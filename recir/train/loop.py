@@ -31,6 +31,7 @@ class TrainConfig:
     resume: bool = False
     metrics: Path | None = None
     all_nodes: bool = False  # evaluate every node too (slower)
+    threads: int = 1  # trees of a minibatch run side by side
     progress: bool = True
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -53,7 +54,8 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     """Trains `model.params` in place; returns one metrics dict per epoch."""
     start = time.perf_counter()
     step = recir.value_and_grad(model, engine=config.engine)
-    forward = recir.compile(model) if config.engine == "native" else model.run
+    forward = (recir.compile(model, threads=config.threads) if config.engine == "native"
+               else model.run)
     compile_seconds = time.perf_counter() - start
     rng = np.random.default_rng(config.seed)
     first_epoch = 0
@@ -67,9 +69,8 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
                    desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", leave=False)
         for first in bar:
             batch = [trees[i] for i in order[first:first + config.batch_size]]
-            for tree in batch:
-                (_, loss), _ = step(*tree_inputs(tree), into=grads)
-                total_loss += float(loss)
+            outputs, _ = step.batch([tree_inputs(t) for t in batch], grads, config.threads)
+            total_loss += sum(float(out[-1]) for out in outputs)
             optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads), zero=True)
             seen += len(batch)
             elapsed = time.perf_counter() - began

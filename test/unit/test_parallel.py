@@ -79,3 +79,21 @@ def test_stress_random_batches_at_max_threads() -> None:
         h2, l2 = parallel(*inputs(tree))
         np.testing.assert_array_equal(h1, h2)
         assert l1 == l2
+
+
+@pytest.mark.parametrize("module", [tree_rnn, rntn, tree_lstm])
+def test_batch_gradients_with_threads_equal_serial(module) -> None:
+    params = module.init_params(np.random.default_rng(4), hidden=12, vocab=80)
+    model = module.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    vg = recir.value_and_grad(model)
+    rng = np.random.default_rng(6)
+    for _ in range(8):  # random batches at the maximum thread count
+        trees = make_treebank(int(rng.integers(2, 30)), vocab_size=80,
+                              seed=int(rng.integers(1 << 30)))
+        batch = [inputs(t) for t in trees]
+        serial_out, serial = vg.batch(batch, threads=1)
+        parallel_out, parallel = vg.batch(batch, threads=MAX_THREADS)
+        for a, b in zip(serial_out, parallel_out):
+            assert a[-1] == b[-1]
+        for name in serial:
+            np.testing.assert_allclose(parallel[name], serial[name], rtol=1e-5, atol=1e-6)
