@@ -5,8 +5,10 @@ of 64 leaves, in steps of 1 and 25 trees, each tree's children spawned as
 tasks; fib(35). For each tree shape, the work/span ratio read off the call
 tree (work = nodes, span = nodes on the longest root-to-leaf path) and the
 speedup it predicts on 2 and on 36 cores (the paper's machine) by Brent's
-bound W / (W/P + S). Gradients still run serially (their parameter-gradient
-buffers are shared), so training is not in this table.
+bound W / (W/P + S). Training (forward + backward, gradients summed over
+the batch) parallelises across the trees of a batch (`GradFunction.batch`,
+each thread with its own gradient buffers); a single tree's backward still
+runs serially, so training at batch 1 cannot gain.
 """
 
 from __future__ import annotations
@@ -67,12 +69,39 @@ def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
 
                 times = contest_times({f"{t}": lambda f=f: run(f) for t, f in fns.items()},
                                       repeats)
-                rows.append({"model": name, "shape": shape, "batch": batch,
+                rows.append({"model": name, "task": "infer", "shape": shape, "batch": batch,
                              "work": work, "span": span,
                              "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
                              "speedup": median(times["1"]) / median(times["2"]),
                              "predicted_2": predicted(work, span, 2),
                              "predicted_36": predicted(work, span, 36)})
+            rows += train_rows(name, model, shape, trees, work, span, repeats)
+    return rows
+
+
+def train_rows(name: str, model: Any, shape: str, trees: list[Any], work: float,
+               span: float, repeats: int) -> list[dict[str, Any]]:
+    import recir
+
+    vg = recir.value_and_grad(model)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    rows = []
+    for batch in (1, 10, 25):
+        print(f"  {name} {shape} train b={batch}", flush=True)
+        batches = [[(t.left, t.right, t.word, t.label, t.root) for t in trees[i:i + batch]]
+                   for i in range(0, len(trees), batch)]
+
+        def run(threads: int, batches: list = batches) -> None:
+            for b in batches:
+                vg.batch(b, grads, threads)
+
+        times = contest_times({f"{t}": lambda t=t: run(t) for t in (1, 2)}, repeats)
+        rows.append({"model": name, "task": "train", "shape": shape, "batch": batch,
+                     "work": work, "span": span,
+                     "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
+                     "speedup": median(times["1"]) / median(times["2"]),
+                     "predicted_2": min(2.0, float(batch)),
+                     "predicted_36": min(36.0, float(batch))})
     return rows
 
 
@@ -101,10 +130,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
     report = {"machine": machine_info(), "trees": tree_rows(trees, repeats),
               "fib35": fib_row(repeats)}
-    print_table("inference, 2 threads over 1 (work/span from the call tree)",
+    print_table("2 threads over 1 (work/span from the call tree; for training "
+                "across trees the bound is min(P, batch))",
                 ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
                  "Brent 2", "Brent 36"],
-                [[f"{r['model']} {r['shape']} b={r['batch']}", fmt(r["ms_1"]),
+                [[f"{r['task']} {r['model']} {r['shape']} b={r['batch']}", fmt(r["ms_1"]),
                   fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
                   fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
                  for r in report["trees"]])
