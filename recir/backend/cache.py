@@ -7,6 +7,7 @@ file and a rename, so concurrent compilers never read half an entry.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,19 @@ from typing import Any
 
 from recir.backend.engine import host_description
 
-VERSION = "recir-object-cache-1"
+VERSION = "recir-object-cache-2"
+
+
+@functools.cache
+def compiler_digest() -> str:
+    """A hash of the code that turns IR into objects: a changed lowering must
+    not load objects an older one produced (the key hashes the input IR)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for folder in ("passes", "backend", "autodiff", "dialects"):
+        for path in sorted((root / folder).glob("*.py")):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def default_dir() -> Path:
@@ -28,7 +41,7 @@ def default_dir() -> Path:
 
 def cache_key(ir_text: str, entry: str) -> str:
     digest = hashlib.sha256()
-    for part in (VERSION, host_description(), entry, ir_text):
+    for part in (VERSION, compiler_digest(), host_description(), entry, ir_text):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()

@@ -78,6 +78,9 @@ class Engine:
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
 
+    def has(self, name: str) -> bool:
+        return bool(self.engine.get_function_address(name))
+
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)
         if not address:

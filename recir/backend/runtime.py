@@ -92,6 +92,10 @@ class NativeFunction:
         restype = c_scalar(scalars[0]) if self.returns_one else None
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
         self.function = prototype(engine.address(name))
+        self.argtypes, self.restype = argtypes, restype
+        # code with tasks has a team entry; code without (no independent calls) runs as is
+        team = f"{name}__team"
+        self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.invoke(inputs, self.call)
@@ -138,8 +142,8 @@ class NativeFunction:
     def call_once(self, args: list[Any], threads: int | None = None) -> tuple[Context, Any]:
         """One call; the context with the first error, if any, comes back."""
         threads = self.threads if threads is None else threads
-        if self.threads > 1:  # parallel code needs a team, even of one
-            return call_in_team(self.function, args, threads)
+        if self.team:  # code with tasks runs in a team, even of one
+            return call_in_team(self.team, self.argtypes[1:], self.restype, args, threads)
         ctx = Context(stack.stack_limit())
         try:
             return ctx, self.function(ctypes.byref(ctx), *args)
@@ -187,29 +191,44 @@ class NativeFunction:
 
 
 GOMP = ctypes.CDLL("libgomp.so.1") if ctypes.util.find_library("gomp") else None
-REGION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+if GOMP is not None:
+    GOMP.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                   ctypes.c_uint]
 
 
-def call_in_team(function: Any, args: list[Any], threads: int) -> tuple[Context, Any]:
-    """Runs `function` in a libgomp team of `threads`: one thread calls it,
-    the others run the tasks it spawns. Each thread has its own context
-    (stack limit, error, tape arena); the first error found is returned."""
+def pack(value: Any, typ: Any) -> int:
+    """An argument as the 8-byte field `@f__team` loads it from."""
+    if typ is ctypes.c_float:
+        return ctypes.c_uint32.from_buffer(ctypes.c_float(value)).value
+    return (value or 0) & 0xFFFFFFFFFFFFFFFF
+
+
+def unpack(bits: int, typ: Any) -> Any:
+    if typ is None:
+        return None
+    raw = ctypes.c_uint64(bits)
+    return typ.from_buffer(raw).value
+
+
+def call_in_team(team: int, argtypes: Sequence[Any], restype: Any, args: list[Any],
+                 threads: int) -> tuple[Context, Any]:
+    """Runs the entry in a libgomp team of `threads` through its generated
+    `__team` function: every thread sets up its own context (stack limit,
+    error, tape arena), one calls the entry, the others run the tasks it
+    spawns. The first error found is returned with its context."""
     assert GOMP is not None
     contexts = (Context * threads)()
     for ctx in contexts:
         ctx.contexts = ctypes.addressof(contexts)
-    outcome: list[Any] = []
-
-    def region(_: Any) -> None:
-        ctx = contexts[GOMP.omp_get_thread_num()]
-        ctx.stack_limit = stack.stack_limit()
-        if GOMP.GOMP_single_start():
-            outcome.append(function(ctypes.byref(ctx), *args))
-
+    result = ctypes.c_uint64(0)
+    fields = [ctypes.addressof(contexts), stack.stack_limit(),
+              *(pack(a, t) for a, t in zip(args, argtypes)),
+              ctypes.addressof(result)]
+    data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        GOMP.GOMP_parallel(REGION(region), None, ctypes.c_uint(threads), ctypes.c_uint(0))
+        GOMP.GOMP_parallel(team, data, threads, 0)
     finally:
         for ctx in contexts:
             free_tape(ctx)
     failed = next((c for c in contexts if c.error), contexts[0])
-    return failed, outcome[0] if outcome else None
+    return failed, unpack(result.value, restype)

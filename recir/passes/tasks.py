@@ -105,3 +105,68 @@ class Spawner:
         Rewriter.erase_op(op)
         for placeholder in placeholders:
             Rewriter.erase_op(placeholder)
+
+
+TEAM_DECLARATIONS = (("GOMP_single_start", [], i8), ("pthread_self", [], i64),
+                     ("pthread_getattr_np", [i64, PTR], i32),
+                     ("pthread_attr_getstack", [PTR, PTR, PTR], i32),
+                     ("pthread_attr_destroy", [PTR], i32))
+STACK_MARGIN = 2 << 20
+
+
+def team_declarations() -> list[Operation]:
+    return [llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
+                        llvm.LinkageAttr("external"))
+            for name, inputs, output in TEAM_DECLARATIONS]
+
+
+def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
+    """`@f__team(data)`, run by every thread of a libgomp team: sets this
+    thread's context, and one thread calls `@f` with the arguments packed in
+    8-byte fields of `data` ({contexts, stack limit of thread 0, args...,
+    result slot}). Thread 0 is the caller, whose limit Python knows (glibc's
+    pthread_getattr_np reads /proc for the main thread: slow); the others
+    ask pthread_getattr_np. No Python runs inside the team."""
+    typ = function.function_type
+    inputs = list(typ.inputs.data)[1:]
+    output = typ.output if not isinstance(typ.output, llvm.LLVMVoidType) else None
+    entry, call, done = Block(arg_types=[PTR]), Block(), Block()
+    data = entry.args[0]
+    b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
+    contexts = b.load(data, 0, PTR)
+    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
+    ctx = byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES))
+    main, worker, ready = Block(), Block(), Block()
+    first = b.value(arith.CmpiOp(thread, b.const(0, i32), "eq"))
+    b.op(llvm.CondBrOp(first, main, (), worker, ()))
+    b = Emitter(InsertPoint.at_end(main), InsertPoint.at_start(entry))
+    b.store(b.load(byte_offset(b, data, 8), 0, i64), ctx, 0)
+    b.op(llvm.BrOp(ready))
+    b = Emitter(InsertPoint.at_end(worker), InsertPoint.at_start(entry))
+    attr = b.alloca(16, i64)  # pthread_attr_t: 56 bytes on glibc
+    low, size = b.alloca(1, PTR), b.alloca(1, i64)
+    me = b.value(llvm.CallOp("pthread_self", return_type=i64))
+    b.op(llvm.CallOp("pthread_getattr_np", me, attr, return_type=i32))
+    b.op(llvm.CallOp("pthread_attr_getstack", attr, low, size, return_type=i32))
+    b.op(llvm.CallOp("pthread_attr_destroy", attr, return_type=i32))
+    bottom = b.value(llvm.PtrToIntOp(b.load(low, 0, PTR), i64))
+    b.store(b.add(bottom, STACK_MARGIN), ctx, 0)
+    b.op(llvm.BrOp(ready))
+    b = Emitter(InsertPoint.at_end(ready), InsertPoint.at_start(entry))
+    single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
+    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(single, b.const(0, i8), "ne")), call, (), done, ()))
+    b = Emitter(InsertPoint.at_end(call), InsertPoint.at_start(entry))
+    args = [b.load(byte_offset(b, data, 8 * (k + 2)), 0, t) for k, t in enumerate(inputs)]
+    result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
+    b.op(result)
+    if output is not None:
+        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 2)), 0, PTR)
+        b.store(result.results[0], slot, 0)
+    b.op(llvm.BrOp(done))
+    done.add_op(llvm.ReturnOp())
+    region = Region([entry, main, worker, ready, call, done])
+    for op in list(region.walk()):
+        if (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return llvm.FuncOp(f"{function.sym_name.data}__team", llvm.LLVMFunctionType([PTR], None),
+                       llvm.LinkageAttr("external"), body=region)
