@@ -1,0 +1,32 @@
+// RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
+// A concurrent invoke becomes a GOMP_task on an outlined function that finds
+// its thread's context; the join waits and loads the result from its slot;
+// the public entry gets a __team function that libgomp runs on every thread.
+
+func.func private @leaf(%n: i32) -> i32 {
+  func.return %n : i32
+}
+func.func @pair(%n: i32) -> i32 {
+  %a = invoke.invoke @leaf(%n) concurrent : (i32) -> i32
+  %b = invoke.invoke @leaf(%n) : (i32) -> i32
+  %a2 = invoke.join %a : (i32) -> i32
+  %s = arith.addi %a2, %b : i32
+  func.return %s : i32
+}
+
+// CHECK-LABEL: llvm.func @pair(
+// CHECK:         %[[FN:.*]] = llvm.mlir.addressof @pair_task0 : !llvm.ptr
+// CHECK:         llvm.call @GOMP_task(%[[FN]], {{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i8, i32, !llvm.ptr, i32, !llvm.ptr) -> ()
+// CHECK-NEXT:    %b = llvm.call @leaf(%{{.*}}, %n_1) : (!llvm.ptr, i32) -> i32
+// CHECK-NEXT:    llvm.call @GOMP_taskwait() : () -> ()
+// CHECK-NEXT:    %a2 = llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NEXT:    %s = llvm.add %a2, %b : i32
+// CHECK:       llvm.func @GOMP_task(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i8, i32, !llvm.ptr, i32, !llvm.ptr)
+// CHECK:       llvm.func internal @pair_task0(%{{.*}}: !llvm.ptr) {
+// CHECK:         llvm.call @omp_get_thread_num() : () -> i32
+// CHECK:         %[[R:.*]] = llvm.call @leaf(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
+// CHECK-NEXT:    llvm.store %[[R]], %{{.*}} : i32, !llvm.ptr
+// CHECK-LABEL: llvm.func @pair__team(
+// CHECK:         llvm.call @pthread_getattr_np(
+// CHECK:         llvm.call @GOMP_single_start() : () -> i8
+// CHECK:         llvm.call @pair(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
