@@ -17,19 +17,20 @@ from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.backend.stack import MARGIN_BYTES
 from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import CONTEXT_BYTES, CONTEXTS, field
 
-VOID = llvm.LLVMVoidType()
+
+
+def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
+    return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
+                       llvm.LinkageAttr("external"))
 
 
 def declarations() -> list[Operation]:
-    def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None):
-        return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
-                           llvm.LinkageAttr("external"))
-
     return [declare("GOMP_task", [PTR, PTR, PTR, i64, i64, i8, i32, PTR, i32, PTR], None),
             declare("GOMP_taskwait", [], None),
             declare("omp_get_thread_num", [], i32)]
@@ -111,13 +112,10 @@ TEAM_DECLARATIONS = (("GOMP_single_start", [], i8), ("pthread_self", [], i64),
                      ("pthread_getattr_np", [i64, PTR], i32),
                      ("pthread_attr_getstack", [PTR, PTR, PTR], i32),
                      ("pthread_attr_destroy", [PTR], i32))
-STACK_MARGIN = 2 << 20
 
 
 def team_declarations() -> list[Operation]:
-    return [llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
-                        llvm.LinkageAttr("external"))
-            for name, inputs, output in TEAM_DECLARATIONS]
+    return [declare(*entry) for entry in TEAM_DECLARATIONS]
 
 
 def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
@@ -150,7 +148,7 @@ def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
     b.op(llvm.CallOp("pthread_attr_getstack", attr, low, size, return_type=i32))
     b.op(llvm.CallOp("pthread_attr_destroy", attr, return_type=i32))
     bottom = b.value(llvm.PtrToIntOp(b.load(low, 0, PTR), i64))
-    b.store(b.add(bottom, STACK_MARGIN), ctx, 0)
+    b.store(b.add(bottom, MARGIN_BYTES), ctx, 0)
     b.op(llvm.BrOp(ready))
     b = Emitter(InsertPoint.at_end(ready), InsertPoint.at_start(entry))
     single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
