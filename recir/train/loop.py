@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ class TrainConfig:
     all_nodes: bool = False  # evaluate every node too (slower)
     threads: int = 1  # trees of a minibatch run side by side
     progress: bool = True
+    on_epoch: Callable[[dict[str, Any]], None] | None = None  # gets each record
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -54,8 +55,8 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     """Trains `model.params` in place; returns one metrics dict per epoch."""
     start = time.perf_counter()
     step = recir.value_and_grad(model, engine=config.engine)
-    forward = (recir.compile(model, threads=config.threads) if config.engine == "native"
-               else model.run)
+    forward = (recir.compile(model, threads=config.threads)
+               if config.engine == "native" else model.run)
     compile_seconds = time.perf_counter() - start
     rng = np.random.default_rng(config.seed)
     first_epoch = 0
@@ -64,29 +65,42 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     for epoch in range(first_epoch, config.epochs):
         order = rng.permutation(len(trees))
-        began, total_loss, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(range(0, len(order), config.batch_size), disable=not config.progress,
-                   desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", leave=False)
-        for first in bar:
-            batch = [trees[i] for i in order[first:first + config.batch_size]]
-            outputs, _ = step.batch([tree_inputs(t) for t in batch], grads, config.threads)
-            total_loss += sum(float(out[-1]) for out in outputs)
-            optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads), zero=True)
-            seen += len(batch)
-            elapsed = time.perf_counter() - began
-            bar.set_postfix(loss=f"{total_loss / seen:.3f}", trees_s=f"{seen / elapsed:.0f}")
-        train_seconds = time.perf_counter() - began
-        record = {"epoch": epoch + 1, "loss": total_loss / max(seen, 1),
-                  "trees_per_s": seen / train_seconds, "train_seconds": train_seconds,
+        record = {"epoch": epoch + 1,
+                  **run_epoch(step, optimizer, [trees[i] for i in order], grads,
+                              config, f"epoch {epoch + 1}/{config.epochs}"),
                   "compile_seconds": compile_seconds,
                   **evaluate(forward, model.params, dev, config.all_nodes)}
         config.history.append(record)
+        if config.on_epoch is not None:
+            config.on_epoch(record)
         if config.metrics:
             with open(config.metrics, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
         if config.checkpoint:
             save_checkpoint(config.checkpoint, model.params, optimizer, epoch + 1, rng)
     return config.history
+
+
+def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
+              grads: dict[str, np.ndarray], config: TrainConfig, desc: str
+              ) -> dict[str, float]:
+    """One pass in the given order: a step per minibatch on its mean gradient."""
+    began, total_loss, seen = time.perf_counter(), 0.0, 0
+    with tqdm(total=len(trees), disable=not config.progress, desc=desc, unit="tree",
+              leave=False) as bar:
+        for first in range(0, len(trees), config.batch_size):
+            batch = trees[first:first + config.batch_size]
+            outputs, _ = step.batch([tree_inputs(t) for t in batch], grads,
+                                    config.threads)
+            total_loss += sum(float(out[-1]) for out in outputs)
+            optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads),
+                           zero=True)
+            seen += len(batch)
+            bar.update(len(batch))
+            bar.set_postfix(loss=f"{total_loss / seen:.3f}", refresh=False)
+    seconds = time.perf_counter() - began
+    return {"loss": total_loss / max(seen, 1), "trees_per_s": seen / seconds,
+            "train_seconds": seconds}
 
 
 def save_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimizer,
@@ -106,7 +120,8 @@ def load_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimi
     with np.load(path) as data:
         for name, value in params.items():
             value[...] = data[f"param/{name}"]
-        optimizer.load_state_dict({k[4:]: data[k] for k in data.files if k.startswith("opt/")})
+        optimizer.load_state_dict({k[4:]: data[k] for k in data.files
+                                   if k.startswith("opt/")})
         rng = np.random.default_rng()
         rng.bit_generator.state = json.loads(str(data["rng"]))
         return int(data["epoch"]), rng

@@ -3,8 +3,11 @@
 Compiled functions read the parameter arrays by reference, so an update must
 never rebind them. Rows of a 2-D parameter whose gradient is zero (the
 embedding rows of words not in the minibatch) are skipped, as sparse
-Adagrad in Tai et al. does: a dense update of a 20,000-word table per
-minibatch would cost more than the minibatch itself.
+Adagrad in Tai et al. does: a dense update of the 18,000-word SST table
+per minibatch costs a large share of the step, or more (TreeLSTM h=150, 25
+trees, 2 cores: Adagrad 1.2 ms sparse vs 7.8 ms dense, Adam 2.1 vs 29 ms,
+against ~17 ms of gradients). Skipped rows also skip weight decay and,
+for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam).
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ Arrays = dict[str, np.ndarray]
 
 
 def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
+    """Rows of a large matrix with a nonzero gradient; a slice when that is all
+    of them (fancy indexing every row of `u` costs 3x a slice)."""
     if grad.ndim != 2 or grad.shape[0] < 64:
         return slice(None)
-    return np.flatnonzero(np.any(grad != 0, axis=1))
+    rows = np.flatnonzero(np.any(grad != 0, axis=1))
+    return slice(None) if len(rows) == grad.shape[0] else rows
 
 
 class Optimizer:

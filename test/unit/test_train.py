@@ -1,5 +1,10 @@
 """Optimizers against hand-computed updates, SST metrics, the training loop,
-checkpoints and the sentiment example on synthetic trees."""
+checkpoints and the sentiment example on synthetic trees.
+
+The loop is tested twice: against `SoftmaxRegressionDouble`, a NumPy test
+double with `recir.value_and_grad`'s call contract (fast, and independent of
+the compiler), and end to end on a tiny compiled TreeLSTM.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,21 @@ import numpy as np
 import pytest
 
 import recir
-from recir.data import make_treebank
+from recir.data import Tree, make_treebank
 from recir.diagnostics import RecirError
 from recir.models import tree_lstm
-from recir.train import SGD, Adagrad, Adam, TrainConfig, evaluate, train
-from recir.train.metrics import Accuracy
+from recir.train import (
+    SGD,
+    Adagrad,
+    Adam,
+    TrainConfig,
+    evaluate,
+    load_checkpoint,
+    loop,
+    save_checkpoint,
+    train,
+)
+from recir.train.metrics import Accuracy, binary_prediction, class_probabilities
 
 
 def test_sgd_adagrad_adam_two_steps() -> None:
@@ -28,7 +43,8 @@ def test_sgd_adagrad_adam_two_steps() -> None:
     opt.step(g)
     opt.step(g)
     # step 1: 0.1 * g / |g|; step 2: 0.1 * g / sqrt(2 g^2)
-    np.testing.assert_allclose(ada["w"], [1 - 0.1 - 0.1 / np.sqrt(2), 2 + 0.1 + 0.1 / np.sqrt(2)],
+    step2 = 0.1 / np.sqrt(2)
+    np.testing.assert_allclose(ada["w"], [1 - 0.1 - step2, 2 + 0.1 + step2],
                                rtol=1e-6)
 
     adam = {"w": np.array([1.0, 2.0], np.float32)}
@@ -56,6 +72,10 @@ def test_accuracy_fine_and_binary() -> None:
     assert acc.as_dict("root") == {"root_fine": 0.5, "root_binary": 2 / 3}
 
 
+needs_grad = pytest.mark.skipif(not hasattr(recir, "value_and_grad"),
+                                reason="recir.value_and_grad is not built yet")
+
+
 def tiny_model(seed: int = 0):
     params = tree_lstm.init_params(np.random.default_rng(seed), hidden=8, embed=8,
                                    vocab=50, classes=5)
@@ -63,6 +83,7 @@ def tiny_model(seed: int = 0):
     return tree_lstm.trace_model(params)
 
 
+@needs_grad
 def test_training_lowers_the_loss_and_resumes(tmp_path) -> None:
     trees = make_treebank(60, vocab_size=50, seed=1)
     model = tiny_model()
@@ -73,22 +94,24 @@ def test_training_lowers_the_loss_and_resumes(tmp_path) -> None:
     history = train(model, Adagrad(model.params, lr=0.1), trees, trees[:10], config)
     after = sum(vg(t.left, t.right, t.word, t.label, t.root)[0][1] for t in trees)
     assert after < 0.8 * before
-    assert [json.loads(line)["epoch"] for line in open(tmp_path / "m.jsonl")] == [1, 2, 3]
+    lines = (tmp_path / "m.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
     assert history[-1]["loss"] < history[0]["loss"]
 
     # resuming epochs 3..4 from the epoch-3 checkpoint equals training 4 epochs at once
     resumed = tiny_model()
     train(resumed, Adagrad(resumed.params, lr=0.1), trees, trees[:10],
-          TrainConfig(epochs=4, batch_size=10, checkpoint=tmp_path / "c.npz", resume=True,
-                      progress=False))
+          TrainConfig(epochs=4, batch_size=10, checkpoint=tmp_path / "c.npz",
+                      resume=True, progress=False))
     straight = tiny_model()
     train(straight, Adagrad(straight.params, lr=0.1), trees, trees[:10],
           TrainConfig(epochs=4, batch_size=10, progress=False))
     for name in straight.params:
-        np.testing.assert_allclose(resumed.params[name], straight.params[name], rtol=1e-5,
-                                   atol=1e-7)
+        np.testing.assert_allclose(resumed.params[name], straight.params[name],
+                                   rtol=1e-5, atol=1e-7)
 
 
+@needs_grad
 def test_shuffling_is_reproducible() -> None:
     trees = make_treebank(30, vocab_size=50, seed=2)
     results = []
@@ -108,17 +131,225 @@ def test_evaluate_all_nodes_scores_every_node() -> None:
     assert all(0 <= v <= 1 for v in scores.values())
 
 
+@needs_grad
 def test_sentiment_example_runs(tmp_path, capsys) -> None:
     from recir.examples import sentiment
 
     empty = tmp_path / "no-sst"
     empty.mkdir()
-    assert sentiment.main(["--data", str(empty), "--epochs", "1", "--max-train", "100",
-                           "--hidden", "8", "--embed", "8", "--no-progress"]) == 0
+    metrics = tmp_path / "m.jsonl"
+    assert sentiment.main(["--synthetic", "--epochs", "1", "--max-train", "100",
+                           "--hidden", "8", "--embed", "8", "--no-progress",
+                           "--metrics", str(metrics)]) == 0
     out = capsys.readouterr().out
-    assert "synthetic treebank" in out and "dev root binary accuracy" in out
+    assert "synthetic treebank (--synthetic)" in out
+    for text in ("epoch 1/1:", "all nodes fine", "trees/s", "compile"):
+        assert text in out
+    assert set(json.loads(metrics.read_text())) >= {
+        "root_fine", "root_binary", "all_fine", "all_binary", "trees_per_s",
+        "compile_seconds"}
+    for bad in (["--data", str(empty)], ["--resume"]):
+        with pytest.raises(SystemExit):
+            sentiment.parse_args(bad)
 
 
+@needs_grad
 def test_bad_engine_is_an_error() -> None:
     with pytest.raises(RecirError, match="engine"):
         recir.value_and_grad(tiny_model(), engine="gpu")
+
+
+# --- the loop against a test double --------------------------------------------
+
+
+def subtree_words(tree: Tree, root: int) -> np.ndarray:
+    stack, words = [root], []
+    while stack:
+        i = stack.pop()
+        if tree.left[i] < 0:
+            words.append(tree.word[i])
+        else:
+            stack += [tree.left[i], tree.right[i]]
+    return np.array(words)
+
+
+class SoftmaxRegressionDouble:
+    """Test double for a traced model and its `value_and_grad`: h is the mean
+    embedding of the words under `root`, loss the cross-entropy of the root's
+    label. Records every tree it is called on (for the shuffling tests)."""
+
+    def __init__(self, vocab: int = 80, dim: int = 4, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        emb = rng.uniform(-0.05, 0.05, (vocab, dim))
+        w_out = 0.1 * rng.standard_normal((5, dim))
+        self.params = {"emb": emb.astype(np.float32), "w_out": w_out.astype(np.float32),
+                       "b_out": np.zeros(5, np.float32)}
+        self.seen: list[int] = []
+
+    def forward(self, left, right, word, label, root):
+        tree = Tree(left, right, word, label)
+        words = subtree_words(tree, int(root))
+        h = self.params["emb"][words].mean(axis=0)
+        p = class_probabilities(h, self.params)
+        return (h, np.float32(-np.log(p[label[root]]))), (words, p)
+
+    def __call__(self, *inputs, into=None):
+        self.seen.append(id(inputs[2]))
+        outputs, (words, p) = self.forward(*inputs)
+        grads = into if into is not None else {
+            k: np.zeros_like(v) for k, v in self.params.items()}
+        d_logits = p.astype(np.float32)
+        d_logits[inputs[3][inputs[4]]] -= 1
+        grads["w_out"] += np.outer(d_logits, outputs[0])
+        grads["b_out"] += d_logits
+        np.add.at(grads["emb"], words, self.params["w_out"].T @ d_logits / len(words))
+        return outputs, grads
+
+    def batch(self, batch, into=None, threads=1):
+        grads = into
+        outputs = []
+        for inputs in batch:
+            out, grads = self(*inputs, into=grads)
+            outputs.append(out)
+        return outputs, grads
+
+
+@pytest.fixture
+def double(monkeypatch):
+    """`recir.value_and_grad` and `recir.compile`, as the loop sees them,
+    replaced by the double (the loop calls them on the model it is given)."""
+    model = SoftmaxRegressionDouble()
+    monkeypatch.setattr(loop.recir, "value_and_grad", lambda m, **_: m)
+    monkeypatch.setattr(loop.recir, "compile",
+                        lambda m, **_: lambda *inputs: m.forward(*inputs)[0])
+    return model
+
+
+def test_double_gradient_matches_finite_differences(double) -> None:
+    tree = make_treebank(1, vocab_size=80, seed=4)[0]
+    inputs = (tree.left, tree.right, tree.word, tree.label, tree.root)
+    _, grads = double(*inputs)
+    for name, value in double.params.items():
+        index = np.unravel_index(np.argmax(np.abs(grads[name])), value.shape)
+        old = value[index]
+        value[index] = old + 1e-2
+        plus = float(double.forward(*inputs)[0][1])
+        value[index] = old - 1e-2
+        minus = float(double.forward(*inputs)[0][1])
+        value[index] = old
+        assert grads[name][index] == pytest.approx((plus - minus) / 2e-2, rel=2e-2)
+
+
+def test_loop_lowers_the_loss_of_the_double(double, tmp_path) -> None:
+    trees = make_treebank(200, vocab_size=80, seed=5)
+    history = train(double, Adagrad(double.params, lr=0.2), trees, trees[:50],
+                    TrainConfig(epochs=4, batch_size=10, progress=False,
+                                metrics=tmp_path / "m.jsonl"))
+    losses = [r["loss"] for r in history]
+    assert losses[-1] < 0.8 * losses[0]
+    assert history[-1]["root_fine"] > history[0]["root_fine"] - 1e-9
+    assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 4
+
+
+def test_minibatch_gradients_are_averaged(double) -> None:
+    tree = make_treebank(1, vocab_size=80, seed=6)[0]
+    start = {k: v.copy() for k, v in double.params.items()}
+    train(double, SGD(double.params, lr=0.5), [tree, tree], [],
+          TrainConfig(batch_size=2, progress=False))
+    twice = {k: v.copy() for k, v in double.params.items()}
+    for k in double.params:
+        double.params[k][...] = start[k]
+    train(double, SGD(double.params, lr=0.5), [tree], [],
+          TrainConfig(batch_size=1, progress=False))
+    for k in double.params:
+        np.testing.assert_allclose(twice[k], double.params[k], rtol=1e-6, atol=1e-8)
+
+
+def visit_order(double, trees, seed: int, epochs: int = 2) -> list[int]:
+    double.seen.clear()
+    train(double, SGD(double.params, lr=0.0), trees, [],
+          TrainConfig(epochs=epochs, batch_size=3, seed=seed, progress=False))
+    index = {id(t.word): i for i, t in enumerate(trees)}
+    return [index[key] for key in double.seen]
+
+
+def test_shuffling_follows_the_seed(double) -> None:
+    trees = make_treebank(20, vocab_size=80, seed=7)
+    first = visit_order(double, trees, seed=1)
+    assert first == visit_order(double, trees, seed=1)
+    assert first != visit_order(double, trees, seed=2)
+    assert sorted(first[:20]) == sorted(first[20:]) == list(range(20))
+    assert first[:20] != first[20:]  # a new permutation every epoch
+
+
+def test_checkpoint_round_trip(double, tmp_path) -> None:
+    trees = make_treebank(30, vocab_size=80, seed=8)
+    opt = Adam(double.params, lr=0.01)
+    train(double, opt, trees, [], TrainConfig(batch_size=7, progress=False))
+    rng = np.random.default_rng(3)
+    rng.random(5)
+    save_checkpoint(tmp_path / "c.npz", double.params, opt, 1, rng)
+
+    fresh = SoftmaxRegressionDouble(seed=9)
+    fresh_opt = Adam(fresh.params, lr=0.01)
+    params_before = {k: id(v) for k, v in fresh.params.items()}
+    epoch, restored = load_checkpoint(tmp_path / "c.npz", fresh.params, fresh_opt)
+    assert epoch == 1
+    assert fresh_opt.steps == opt.steps == 5
+    assert {k: id(v) for k, v in fresh.params.items()} == params_before  # in place
+    for k in double.params:
+        np.testing.assert_array_equal(fresh.params[k], double.params[k])
+    assert fresh_opt.state_dict().keys() == opt.state_dict().keys()
+    for k, v in opt.state_dict().items():
+        np.testing.assert_array_equal(fresh_opt.state_dict()[k], v)
+    assert restored.random() == rng.random()
+
+
+def test_resume_continues_like_an_uninterrupted_run(double, tmp_path) -> None:
+    trees = make_treebank(30, vocab_size=80, seed=10)
+    start = {k: v.copy() for k, v in double.params.items()}
+
+    def run(epochs: int, **kw) -> dict[str, np.ndarray]:
+        for k in double.params:
+            double.params[k][...] = start[k]
+        train(double, Adagrad(double.params, lr=0.1), trees, [],
+              TrainConfig(epochs=epochs, batch_size=4, seed=3, progress=False, **kw))
+        return {k: v.copy() for k, v in double.params.items()}
+
+    straight = run(3)
+    run(1, checkpoint=tmp_path / "c.npz")
+    history = []
+    for k in double.params:  # resume must restore params, not keep these
+        double.params[k][...] = 0
+    train(double, Adagrad(double.params, lr=0.1), trees, [],
+          TrainConfig(epochs=3, batch_size=4, seed=3, progress=False, history=history,
+                      checkpoint=tmp_path / "c.npz", resume=True))
+    assert [r["epoch"] for r in history] == [2, 3]
+    for k in straight:
+        np.testing.assert_allclose(double.params[k], straight[k], rtol=1e-6, atol=1e-8)
+
+
+# --- metrics on hand-made logits ---------------------------------------------
+
+
+def test_binary_prediction_sums_class_probabilities() -> None:
+    # argmax is class 4 (positive), but negative mass 0.6 beats positive 0.4
+    assert binary_prediction(np.array([0.3, 0.3, 0.0, 0.0, 0.4])) == 0
+    assert binary_prediction(np.array([0.0, 0.45, 0.1, 0.2, 0.25])) == 0
+    assert binary_prediction(np.array([0.0, 0.4, 0.1, 0.2, 0.3])) == 1
+
+
+def test_evaluate_from_logits_root_and_all_nodes() -> None:
+    # one tree: leaves 0, 1 and root 2; w_out = I, so h is the logits
+    tree = Tree([-1, -1, 0], [-1, -1, 1], [0, 1, -1], [4, 2, 1])
+    logits = {0: [0, 0, 0, 1, 5],   # gold 4: fine hit; binary positive, hit
+              1: [0, 0, 1, 9, 0],   # gold 2: fine miss (3); neutral, no binary
+              2: [3, 0, 0, 0, 4]}   # gold 1: fine miss (4); e^3 + 1 < 1 + e^4: miss
+    params = {"w_out": np.eye(5, dtype=np.float32), "b_out": np.zeros(5, np.float32)}
+
+    def forward(left, right, word, label, root):
+        return np.array(logits[int(root)], np.float32), np.float32(0)
+
+    assert evaluate(forward, params, [tree]) == {"root_fine": 0.0, "root_binary": 0.0}
+    assert evaluate(forward, params, [tree], all_nodes=True) == pytest.approx(
+        {"root_fine": 0.0, "root_binary": 0.0, "all_fine": 1 / 3, "all_binary": 1 / 2})
