@@ -15,11 +15,12 @@ adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import ClassVar
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import BlockArgument, Dialect
+from xdsl.ir import BlockArgument, Dialect, Operation
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -54,8 +55,10 @@ class VecmatOp(IRDLOperation):
     matrix = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = ("$vector `,` $matrix attr-dict `:` type($vector) `,` type($matrix) "
-                       "`->` type($result)")
+    assembly_format = (
+        "$vector `,` $matrix attr-dict `:` type($vector) `,` type($matrix) "
+        "`->` type($result)"
+    )
 
     def verify_(self) -> None:
         w = expect_f32_tensor(self.matrix, "matrix")
@@ -96,17 +99,23 @@ class PadOp(IRDLOperation):
     offset = prop_def(IntegerAttr[I64])
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
+    assembly_format = (
+        "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
+    )
 
     def verify_(self) -> None:
         x = expect_f32_tensor(self.input, "input")
         r = expect_f32_tensor(self.result, "result")
         offset = self.offset.value.data
         if len(x) == 0 or len(r) != len(x) or r[1:] != x[1:]:
-            raise VerifyException(f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}")
+            raise VerifyException(
+                f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}"
+            )
         if offset < 0 or offset + x[0] > r[0]:
-            raise VerifyException(f"rows [{offset}, {offset + x[0]}) are out of bounds "
-                                  f"for shape {fmt_shape(r)}")
+            raise VerifyException(
+                f"rows [{offset}, {offset + x[0]}) are out of bounds "
+                f"for shape {fmt_shape(r)}"
+            )
 
 
 @irdl_op_definition
@@ -123,8 +132,10 @@ class OnehotOp(IRDLOperation):
     scale = operand_def(Float32Type)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = ("$index `,` $scale attr-dict `:` type($index) `,` type($scale) "
-                       "`->` type($result)")
+    assembly_format = (
+        "$index `,` $scale attr-dict `:` type($index) `,` type($scale) "
+        "`->` type($result)"
+    )
 
     def verify_(self) -> None:
         expect_rank(expect_f32_tensor(self.result, "result"), 1, "result")
@@ -151,17 +162,20 @@ class BilinearGradOp(IRDLOperation):
     other = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = ("$tensor `,` $scale `,` $other attr-dict `:` type($tensor) `,` "
-                       "type($scale) `,` type($other) `->` type($result)")
+    assembly_format = (
+        "$tensor `,` $scale `,` $other attr-dict `:` type($tensor) `,` "
+        "type($scale) `,` type($other) `->` type($result)"
+    )
     OTHER_AXIS: ClassVar[int] = 2  # the axis of v that `other` contracts with
 
     def verify_(self) -> None:
         v = expect_f32_tensor(self.tensor, "tensor")
         expect_rank(v, 3, "tensor")
         expect_shape(expect_f32_tensor(self.scale, "scale"), (v[0],), "scale")
-        expect_shape(expect_f32_tensor(self.other, "other"), (v[self.OTHER_AXIS],), "other")
-        expect_shape(expect_f32_tensor(self.result, "result"), (v[3 - self.OTHER_AXIS],),
-                     "result")
+        other = expect_f32_tensor(self.other, "other")
+        expect_shape(other, (v[self.OTHER_AXIS],), "other")
+        result = expect_f32_tensor(self.result, "result")
+        expect_shape(result, (v[3 - self.OTHER_AXIS],), "result")
 
 
 @irdl_op_definition
@@ -198,20 +212,25 @@ class AccumulateBase(IRDLOperation):
 
     def verify_(self) -> None:
         arg = self.operands[0]
-        expect_f32_tensor(arg, "accumulator")
-        if not (isinstance(arg, BlockArgument) and isinstance(arg.owner.parent_op(),
-                                                              func.FuncOp)):
-            raise VerifyException("the accumulator must be an argument of the "
-                                  "enclosing func.func (a buffer the caller owns)")
-        self.verify_shapes(tuple(TensorType.get_shape(arg.type)))  # type: ignore[arg-type]
+        shape = expect_f32_tensor(arg, "accumulator")
+        owner = arg.owner if isinstance(arg, BlockArgument) else None
+        parent = owner.parent_op() if owner is not None else None
+        if not (isinstance(parent, func.FuncOp) and owner is parent.body.blocks.first):
+            raise VerifyException(
+                "the accumulator must be an argument of the enclosing func.func "
+                "(a buffer the caller owns)"
+            )
+        self.verify_shapes(shape)
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
         raise NotImplementedError
 
 
 class WritesAcc(MemoryEffect):
+    """Writes `acc`, so dead-code elimination keeps ops without results."""
+
     @classmethod
-    def get_effects(cls, op):  # type: ignore[override]
+    def get_effects(cls, op: Operation) -> Set[EffectInstance]:
         return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
 
 
@@ -245,8 +264,9 @@ class AccumulateOuterOp(AccumulateBase):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     traits = traits_def(WritesAcc())
-    assembly_format = ("$acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,` "
-                       "type($rhs)")
+    assembly_format = (
+        "$acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,` type($rhs)"
+    )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
         expect_rank(acc, 2, "accumulator")
@@ -268,8 +288,10 @@ class AccumulateRowOp(AccumulateBase):
     index = operand_def(IntegerType)
     value = operand_def(TensorType)
     traits = traits_def(WritesAcc())
-    assembly_format = ("$acc `[` $index `]` `,` $value attr-dict `:` type($acc) `,` "
-                       "type($index) `,` type($value)")
+    assembly_format = (
+        "$acc `[` $index `]` `,` $value attr-dict `:` type($acc) `,` "
+        "type($index) `,` type($value)"
+    )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
         expect_rank(acc, 2, "accumulator")
@@ -292,8 +314,10 @@ class AccumulateBilinearOp(AccumulateBase):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     traits = traits_def(WritesAcc())
-    assembly_format = ("$acc `,` $scale `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` "
-                       "type($scale) `,` type($lhs) `,` type($rhs)")
+    assembly_format = (
+        "$acc `,` $scale `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` "
+        "type($scale) `,` type($lhs) `,` type($rhs)"
+    )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
         expect_rank(acc, 3, "accumulator")

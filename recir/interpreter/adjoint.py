@@ -39,11 +39,11 @@ class AdjointFunctions(InterpreterFunctions):
         return (f32(np.where(args[0] > 0, args[1], 0)),)
 
     @impl(adjoint.BilinearLhsOp)
-    def run_bilinear_lhs(self, interp: Interpreter, op: adjoint.BilinearLhsOp, args: Any):
+    def run_bilinear_lhs(self, interp: Interpreter, op: Any, args: Any):
         return (f32(np.einsum("kij,k,j->i", *args)),)
 
     @impl(adjoint.BilinearRhsOp)
-    def run_bilinear_rhs(self, interp: Interpreter, op: adjoint.BilinearRhsOp, args: Any):
+    def run_bilinear_rhs(self, interp: Interpreter, op: Any, args: Any):
         return (f32(np.einsum("kij,k,i->j", *args)),)
 
     @impl(adjoint.AccumulateOp)

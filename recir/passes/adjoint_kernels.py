@@ -7,7 +7,7 @@ through the argument's pointer and return nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import f32
@@ -15,24 +15,18 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.passes.loop_builder import CONTRACT, Emitter
-from recir.passes.tmath_kernels import (
-    SCALAR,
-    Kernel,
-    checked,
-    dot,
-    elementwise,
-    fill,
-    size,
-)
+from recir.passes.tmath_kernels import Kernel, checked, dot, elementwise, fill, size
 
 Body = Sequence[SSAValue]
+Accumulate = Callable[[Emitter, Operation, Sequence[SSAValue]], None]
 
 
 def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
     """out[:n] += scale * x[:n]."""
     def body(inner: Emitter, i: SSAValue, _: Body) -> Body:
         product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
-        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
+        total = inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT))
+        inner.store(total, out, i)
         return ()
 
     b.loop(n, body)
@@ -48,8 +42,12 @@ def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     dy, w = args
     rows, cols = tmath.shape_of(op.operands[1])
     out = zeros(b, op, cols)
-    b.loop(rows, lambda inner, r, _: (axpy(inner, out, inner.load(dy, r),
-                                           inner.offset(w, inner.mul(r, cols)), cols), ())[1])
+
+    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
+        axpy(inner, out, inner.load(dy, r), inner.offset(w, inner.mul(r, cols)), cols)
+        return ()
+
+    b.loop(rows, row)
     return out
 
 
@@ -96,7 +94,8 @@ def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAVal
         def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
             start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
             if lhs:
-                term = bi.value(arith.MulfOp(bk.load(dr, k), dot(bi, start, other, cols)))
+                dotted = dot(bi, start, other, cols)
+                term = bi.value(arith.MulfOp(bi.load(dr, k), dotted))
                 bi.store(bi.value(arith.AddfOp(bi.load(out, i), term)), out, i)
             else:
                 scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
@@ -117,8 +116,13 @@ def accumulate(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     acc, lhs, rhs = args
     rows, cols = tmath.shape_of(op.operands[0])
-    b.loop(rows, lambda inner, r, _: (axpy(inner, inner.offset(acc, inner.mul(r, cols)),
-                                           inner.load(lhs, r), rhs, cols), ())[1])
+
+    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
+        start = inner.offset(acc, inner.mul(r, cols))
+        axpy(inner, start, inner.load(lhs, r), rhs, cols)
+        return ()
+
+    b.loop(rows, row)
 
 
 def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -135,7 +139,8 @@ def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> 
     def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
         def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
             start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            axpy(bi, start, bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i))), y, cols)
+            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i)))
+            axpy(bi, start, scale, y, cols)
             return ()
 
         bk.loop(rows, row)
@@ -144,14 +149,8 @@ def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> 
     b.loop(depth, slab)
 
 
-def _relu_grad(b: Emitter, v: Sequence[SSAValue]) -> SSAValue:
-    positive = b.value(arith.CmpfOp(v[0], b.const(0.0, f32), "ogt"))
-    return b.value(arith.SelectOp(positive, v[1], b.const(0.0, f32)))
-
-
-SCALAR[adjoint.ReluGradOp] = _relu_grad  # so `elementwise` (and fusion) know it
-
-ADJOINT_KERNELS: dict[type[Operation], Kernel] = {
+ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
+    # relu_grad is elementwise: its scalar body is in tmath_kernels.SCALAR
     adjoint.ReluGradOp: elementwise,
     adjoint.VecmatOp: vecmat,
     adjoint.TransposeOp: transpose,
@@ -159,8 +158,8 @@ ADJOINT_KERNELS: dict[type[Operation], Kernel] = {
     adjoint.OnehotOp: onehot,
     adjoint.BilinearLhsOp: bilinear_grad,
     adjoint.BilinearRhsOp: bilinear_grad,
-    adjoint.AccumulateOp: accumulate,  # type: ignore[dict-item]
-    adjoint.AccumulateOuterOp: accumulate_outer,  # type: ignore[dict-item]
-    adjoint.AccumulateRowOp: accumulate_row,  # type: ignore[dict-item]
-    adjoint.AccumulateBilinearOp: accumulate_bilinear,  # type: ignore[dict-item]
+    adjoint.AccumulateOp: accumulate,
+    adjoint.AccumulateOuterOp: accumulate_outer,
+    adjoint.AccumulateRowOp: accumulate_row,
+    adjoint.AccumulateBilinearOp: accumulate_bilinear,
 }

@@ -106,7 +106,8 @@ class FunctionLowering:
         if type(op) in KERNELS:
             operands = [self.get(v) for v in op.operands]
             result = KERNELS[type(op)](self.emitter(op), op, operands)
-            if op.results:
+            if op.results:  # accumulation kernels write through `acc` and return None
+                assert result is not None, op.name
                 self.replace(op.results[0], result)
             self.dead.append(op)
         elif isinstance(op, tmath.FusedOp):

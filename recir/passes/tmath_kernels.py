@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import IntegerType, f32, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.diagnostics import format_error
-from recir.dialects import tmath
+from recir.dialects import adjoint, tmath
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], SSAValue]
@@ -44,6 +44,11 @@ def _relu(b: Emitter, x: SSAValue) -> SSAValue:
     return b.value(arith.SelectOp(positive, x, zero))
 
 
+def _relu_grad(b: Emitter, y: SSAValue, dy: SSAValue) -> SSAValue:
+    zero = b.const(0.0, f32)
+    return b.value(arith.SelectOp(b.value(arith.CmpfOp(y, zero, "ogt")), dy, zero))
+
+
 SCALAR: dict[type[Operation], Scalar] = {
     tmath.AddOp: lambda b, v: b.value(arith.AddfOp(v[0], v[1], CONTRACT)),
     tmath.SubOp: lambda b, v: b.value(arith.SubfOp(v[0], v[1], CONTRACT)),
@@ -55,6 +60,7 @@ SCALAR: dict[type[Operation], Scalar] = {
     tmath.ReluOp: lambda b, v: _relu(b, v[0]),
     tmath.ExpOp: lambda b, v: b.value(math.ExpOp(v[0])),
     tmath.LogOp: lambda b, v: b.value(math.LogOp(v[0])),
+    adjoint.ReluGradOp: lambda b, v: _relu_grad(b, v[0], v[1]),
 }
 
 

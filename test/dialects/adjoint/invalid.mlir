@@ -30,3 +30,67 @@ func.func @f(%dw: tensor<5x3xf32>, %a: tensor<5xf32>, %b: tensor<4xf32>) {
   func.return
 }
 // CHECK: 'adjoint.accumulate_outer' op rhs has shape 4, expected 3
+
+// -----
+
+func.func @f(%w: tensor<7x5xf32>) {
+  %t = adjoint.transpose %w : tensor<7x5xf32> -> tensor<7x5xf32>
+  func.return
+}
+// CHECK: 'adjoint.transpose' op result has shape 7x5, expected 5x7
+
+// -----
+
+func.func @f(%w: tensor<7x5xf32>) {
+  %p = adjoint.pad %w[0] : tensor<7x5xf32> -> tensor<9x4xf32>
+  func.return
+}
+// CHECK: 'adjoint.pad' op input shape 7x5 does not pad to 9x4
+
+// -----
+
+func.func @f(%k: i32, %s: f32) {
+  %o = adjoint.onehot %k, %s : i32, f32 -> tensor<7x5xf32>
+  func.return
+}
+// CHECK: 'adjoint.onehot' op result must have rank 1, got shape 7x5
+
+// -----
+
+func.func @f(%y: tensor<4xf32>, %dy: tensor<7xf32>) {
+  %g = adjoint.relu_grad %y, %dy : tensor<4xf32>, tensor<7xf32>
+  func.return
+}
+// CHECK: 'adjoint.relu_grad' op operand shapes differ: lhs 4, rhs 7; expected equal shapes
+
+// -----
+
+func.func @f(%v: tensor<3x4x6xf32>, %dr: tensor<4xf32>, %y: tensor<6xf32>) {
+  %dx = adjoint.bilinear_lhs %v, %dr, %y : tensor<3x4x6xf32>, tensor<4xf32>, tensor<6xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'adjoint.bilinear_lhs' op scale has shape 4, expected 3
+
+// -----
+
+func.func @f(%v: tensor<3x4x6xf32>, %dr: tensor<3xf32>, %x: tensor<4xf32>) {
+  %dy = adjoint.bilinear_rhs %v, %dr, %x : tensor<3x4x6xf32>, tensor<3xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'adjoint.bilinear_rhs' op result has shape 4, expected 6
+
+// -----
+
+func.func @f(%demb: tensor<7x5xf32>, %k: i32, %dx: tensor<7xf32>) {
+  adjoint.accumulate_row %demb[%k], %dx : tensor<7x5xf32>, i32, tensor<7xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate_row' op value has shape 7, expected 5
+
+// -----
+
+func.func @f(%dv: tensor<3x4x6xf32>, %dr: tensor<3xf32>, %x: tensor<4xf32>) {
+  adjoint.accumulate_bilinear %dv, %dr, %x, %x : tensor<3x4x6xf32>, tensor<3xf32>, tensor<4xf32>, tensor<4xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate_bilinear' op rhs has shape 4, expected 6

@@ -14,13 +14,14 @@ func.func @values(%dy: tensor<5xf32>, %w: tensor<5x3xf32>, %k: i32, %s: f32,
 }
 
 // CHECK-LABEL: func.func @values
-// CHECK:         %dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
+// CHECK-NEXT:    %dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
 // CHECK-NEXT:    %t = adjoint.transpose %w : tensor<5x3xf32> -> tensor<3x5xf32>
 // CHECK-NEXT:    %p = adjoint.pad %x[2] : tensor<3xf32> -> tensor<5xf32>
 // CHECK-NEXT:    %o = adjoint.onehot %k, %s : i32, f32 -> tensor<5xf32>
 // CHECK-NEXT:    %g = adjoint.relu_grad %dy, %o : tensor<5xf32>
 // CHECK-NEXT:    %l = adjoint.bilinear_lhs %v, %dr, %y : tensor<2x3x4xf32>, tensor<2xf32>, tensor<4xf32> -> tensor<3xf32>
 // CHECK-NEXT:    %r = adjoint.bilinear_rhs %v, %dr, %x : tensor<2x3x4xf32>, tensor<2xf32>, tensor<3xf32> -> tensor<4xf32>
+// CHECK-NEXT:    func.return
 
 func.func @accumulate(%db: tensor<5xf32>, %dw: tensor<5x3xf32>, %dv: tensor<2x3x4xf32>,
                       %dy: tensor<5xf32>, %x: tensor<3xf32>, %k: i32, %dr: tensor<2xf32>,
@@ -33,7 +34,8 @@ func.func @accumulate(%db: tensor<5xf32>, %dw: tensor<5x3xf32>, %dv: tensor<2x3x
 }
 
 // CHECK-LABEL: func.func @accumulate
-// CHECK:         adjoint.accumulate %db, %dy : tensor<5xf32>, tensor<5xf32>
+// CHECK-NEXT:    adjoint.accumulate %db, %dy : tensor<5xf32>, tensor<5xf32>
 // CHECK-NEXT:    adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3xf32>
 // CHECK-NEXT:    adjoint.accumulate_row %dw[%k], %x : tensor<5x3xf32>, i32, tensor<3xf32>
 // CHECK-NEXT:    adjoint.accumulate_bilinear %dv, %dr, %x, %y : tensor<2x3x4xf32>, tensor<2xf32>, tensor<3xf32>, tensor<4xf32>
+// CHECK-NEXT:    func.return
