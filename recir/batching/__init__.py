@@ -1,0 +1,9 @@
+"""Frontier batching (TensorFlow Fold / Cavs), derived from the recursive function.
+
+`segments.py` splits the closed recursive function at its invokes,
+`schedule.py` expands the call tree of a batch and groups invocations into
+frontiers (top down by depth, bottom up by height), `execute.py` and
+`kernels.py` run a segment once per frontier on arrays with a leading
+frontier axis, `grad.py` runs the backward over the same frontiers in
+reverse, and `api.py` wraps it as callables.
+"""

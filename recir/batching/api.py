@@ -1,0 +1,112 @@
+"""Frontier-batched callables: `recir.compile(model, batching="frontier")`.
+
+`f(*inputs)` runs one input tuple (batching within the tree), `f.batch(list
+of input tuples)` runs many at once (batching across trees too); outputs are
+the recursive path's, tuple per input. The IR is closed once
+(`capture-outer-refs`) and segmented (`segments.py`); parameters are read by
+reference, so an optimizer that updates them in place is seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+
+from recir.batching.execute import Frame, Runner
+from recir.batching.kernels import PerRoot, dtype_of
+from recir.batching.schedule import Schedule
+from recir.batching.segments import Plan, entry_kinds, make_plan
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+
+
+def closed(model: Any) -> Any:
+    module = model.module.clone()
+    CaptureOuterRefsPass().apply(make_context(), module)
+    return module
+
+
+def plan_for(model: Any, module: Any) -> Plan:
+    from recir.batching.segments import find_recursive
+
+    entry, _ = find_recursive(module, model.entry)
+    return make_plan(module, model.entry, entry_kinds(entry, len(model.input_names)))
+
+
+class BatchedFunction:
+    """A traced model run by the frontier scheduler."""
+
+    def __init__(self, model: Any):
+        self.params: dict[str, np.ndarray] = model.params
+        self.input_names = list(model.input_names)
+        self.module = closed(model)
+        self.plan = plan_for(model, self.module)
+        self.runner = Runner(self.plan)
+        self.last: tuple[Frame, list[Schedule]] | None = None
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        return self.batch([inputs])[0]
+
+    def entry_values(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """Per entry argument: stacked rows (B), ragged per-tree arrays (R) or
+        the parameter (U)."""
+        plan = self.plan
+        args = plan.entry.body.block.args
+        ninputs = len(self.input_names)
+        for k, inputs in enumerate(batch):
+            if len(inputs) != ninputs:
+                raise RecirError(f"error: @{plan.entry.sym_name.data} takes {ninputs} "
+                                 f"inputs, got {len(inputs)} (batch element {k})")
+        values: list[Any] = []
+        for j, arg in enumerate(args):
+            if j >= ninputs:
+                values.append(self.params[list(self.params)[j - ninputs]])
+                continue
+            typ = arg.type
+            dtype = dtype_of(typ.element_type if isinstance(typ, TensorType) else typ)
+            column = [np.asarray(inputs[j], dtype) for inputs in batch]
+            if plan.kinds[arg] == "R":
+                values.append(PerRoot.ragged(column))
+            else:
+                values.append(np.stack(column) if column else np.zeros(0, dtype))
+        return values
+
+    def run(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """The entry's outputs over the batch (rows), keeping the tape in `last`."""
+        plan, runner = self.plan, self.runner
+        values = self.entry_values(batch)
+        frame = Frame(len(batch), np.arange(len(batch)))
+        frame.env.update(zip(plan.entry.body.block.args, values, strict=True))
+        schedules: list[Schedule] = []
+
+        def call(op: Any, fr: Frame, phase: str) -> list[Any]:
+            schedule = Schedule(runner)
+            schedules.append(schedule)
+            return schedule.call(op, fr)
+
+        runner.on_invoke = call
+        outputs = runner.run_block(frame, plan.entry.body.block, "all")
+        self.last = (frame, schedules)
+        return outputs
+
+    def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        if not batch:
+            return []
+        outputs = self.run(batch)
+        kinds = [self.plan.kinds[v] for v in self.plan.entry.body.block.last_op.operands]  # type: ignore[union-attr]
+        return [tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
+                for k in range(len(batch))]
+
+
+def unbox(out: Any, kind: str, k: int) -> Any:
+    """Row k of an output: an array, or a Python scalar as native calls return."""
+    value = out[k] if kind != "U" else out
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        return value.copy()
+    value = np.asarray(value)
+    return float(value) if value.dtype.kind == "f" else (
+        bool(value) if value.dtype == np.bool_ else int(value))
