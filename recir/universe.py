@@ -34,6 +34,12 @@ def _tape() -> Dialect:
     return Tape
 
 
+def _dataflow() -> Dialect:
+    from recir.dialects.dataflow import Dataflow
+
+    return Dataflow
+
+
 def _synthesize_gradients() -> type[ModulePass]:
     from recir.autodiff.synthesize_gradients import SynthesizeGradientsPass
 
@@ -70,6 +76,12 @@ def _convert_tmath_to_loops() -> type[ModulePass]:
     return ConvertTmathToLoopsPass
 
 
+def _lower_invoke_to_call_return() -> type[ModulePass]:
+    from recir.passes.lower_invoke_to_call_return import LowerInvokeToCallReturnPass
+
+    return LowerInvokeToCallReturnPass
+
+
 def _convert_recir_to_llvm() -> type[ModulePass]:
     from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
 
@@ -81,6 +93,7 @@ RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "tmath": _tmath,
     "tape": _tape,
     "adjoint": _adjoint,
+    "dataflow": _dataflow,
 }
 
 RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
@@ -91,6 +104,7 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "invoke-clone-serial": _invoke_clone_serial,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
+    "lower-invoke-to-call-return": _lower_invoke_to_call_return,
 }
 
 RECIR_UNIVERSE = Universe(all_dialects=RECIR_DIALECTS, all_passes=RECIR_PASSES)
