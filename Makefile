@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-lit clean
+.PHONY: install demo test test-unit test-lit bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,21 @@ install: $(STAMP)
 # The thesis programs run with `$(BIN)/python -m recir.examples.demo`.
 demo: install
 	$(BIN)/python -m recir.examples.sentiment --epochs 1 --no-progress
+
+# The evaluation suite (bench/suite.py), short version: a few minutes on 2 cores.
+# Writes bench/results/suite.json, suite.md and PNG plots; torch and matplotlib
+# come from the `bench` extra. `make bench-full` is the run docs/benchmarks.md shows.
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py all --quick
+
+bench-full: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py all
 
 test: install test-unit test-lit
 

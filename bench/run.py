@@ -1,5 +1,7 @@
 """Benchmark driver: `python bench/run.py {native,train,fusion,parallel} --json FILE [--quick]`.
 
+`python bench/run.py all [--quick]` runs the whole suite (bench/suite.py).
+
 Thread counts are pinned before numpy (or torch) is imported, because BLAS
 reads them once at load time: every contestant then runs on one thread.
 Each subcommand lives in its own module under bench/ and registers here.
@@ -16,9 +18,10 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import fusion, native, parallel, train  # noqa: E402
+from bench import fusion, native, parallel, suite, train  # noqa: E402
 
-SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel}
+SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel,
+               "all": suite}
 
 
 def main(argv: list[str] | None = None) -> int:
