@@ -57,20 +57,23 @@ class Activation:
 
     __slots__ = ("children", "parent", "site", "state", "tokens")
 
-    def __init__(self, parent: Activation | None, site: int):
+    def __init__(self, parent: Activation | None, site: int, instance: bool):
         self.parent, self.site = parent, site
         self.children: dict[Any, list[Any]] = {}  # call group -> [child, calls left]
-        self.state: dict[Node, list[Any]] = {}  # dynamic: this instance's matching
+        # dynamic: this instance's own matching state (a fresh copy per call)
+        self.state: dict[Node, list[Any]] | None = {} if instance else None
         self.tokens = 0  # tokens of this activation alive now
 
 
 @dataclass
 class Stats:
-    """What a run cost: node firings, tokens sent, most activations alive at once."""
+    """What a run cost: node firings, tokens sent, activations (calls) made,
+    and the most activations (tags) alive at once."""
 
     engine: str
     firings: int = 0
     tokens: int = 0
+    activations: int = 0
     peak_tags: int = 0
 
 
@@ -97,7 +100,7 @@ def execute(graph: Graph, args: list[Any], dynamic: bool = False
         for target, port in edges:
             stack.append((target, port, act, value))
 
-    root = Activation(None, -1)
+    root = Activation(None, -1, dynamic)
     for edges, value in zip(graph.inputs, args, strict=True):
         for target, port in edges:
             stack.append((target, port, root, value))
@@ -111,7 +114,7 @@ def execute(graph: Graph, args: list[Any], dynamic: bool = False
         node, port, act, value = stack.pop()
         n = node.nports
         if n > 1 and node.kind != MERGE:
-            store = act.state if dynamic else node.store
+            store = act.state if act.state is not None else node.store
             key: Any = node if dynamic else act
             slots = store.get(key)
             if slots is None:
@@ -127,7 +130,7 @@ def execute(graph: Graph, args: list[Any], dynamic: bool = False
         else:
             n, inputs = 1, [value]
         stats.firings += 1
-        fire(node, act, inputs, send, stack, dynamic, results)
+        fire(node, act, inputs, send, stack, stats, results)
         act.tokens -= n
         if act.tokens == 0:
             live[0] -= 1
@@ -138,7 +141,7 @@ def execute(graph: Graph, args: list[Any], dynamic: bool = False
 
 
 def fire(node: Node, act: Activation, inputs: list[Any], send: Any,
-         stack: list[tuple[Node, int, Activation, Any]], dynamic: bool,
+         stack: list[tuple[Node, int, Activation, Any]], stats: Stats,
          results: list[tuple[Any, ...]]) -> None:
     """What one node does with one matched set of inputs."""
     kind = node.kind
@@ -168,7 +171,8 @@ def fire(node: Node, act: Activation, inputs: list[Any], send: Any,
     elif kind == MERGE:
         send(node, 0, act, inputs[0])
     elif kind == CALL:
-        call(node, act, inputs[0], send, stack, dynamic)
+        if call(node, act, inputs[0], send, stack):
+            stats.activations += 1
     elif kind == RETURN:
         value = inputs[0]
         if value is DEAD:
@@ -182,26 +186,28 @@ def fire(node: Node, act: Activation, inputs: list[Any], send: Any,
 
 
 def call(node: Node, act: Activation, value: Any, send: Any,
-         stack: list[tuple[Node, int, Activation, Any]], dynamic: bool) -> None:
-    """Push the site onto the tag (interned: one child per site and activation)."""
+         stack: list[tuple[Node, int, Activation, Any]]) -> bool:
+    """Push the site onto the tag (interned: one child per site and activation);
+    whether this started a new activation."""
     if value is DEAD:
         if node.returns:  # the site's first argument: deadness skips the body
             act.tokens += len(node.returns)
             for ret in node.returns:
                 stack.append((ret, 0, act, DEAD))
-        return
+        return False
     group = node.group
     entry = act.children.get(group)
     if entry is None:
-        child = Activation(act, node.site)
+        child = Activation(act, node.site, act.state is not None)
         if group[2] > 1:
             act.children[group] = [child, group[2] - 1]
-    else:
-        child = entry[0]
-        entry[1] -= 1
-        if entry[1] == 0:
-            del act.children[group]
-    send(node, 0, child, value)
+        send(node, 0, child, value)
+        return True
+    entry[1] -= 1
+    if entry[1] == 0:
+        del act.children[group]
+    send(node, 0, entry[0], value)
+    return False
 
 
 def waiting(graph: Graph) -> str:
