@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+if __name__ == "__main__":  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from bench.common import fmt
 
 CONTESTANTS = ("recir recursive", "recir batched", "iterative (torch)",
@@ -88,9 +91,9 @@ def shapes_md(s: dict[str, Any]) -> str:
                   if (r := rows.get(("tree_rnn", "train", shape, b))) else "-"
                   for b in batches)] for shape in SHAPES]))
     out.append("\n**2 threads over 1, and the work/span prediction** (work = nodes, "
-               "span = nodes on the longest path; Brent's bound W / (W/P + S); "
-               "for training across the trees of a batch the bound is "
-               "min(P, batch)):\n\n")
+               "span = nodes on the longest path; the Brent columns are "
+               "`bench/parallel.py`'s: W / (W/P + S) within a tree, and for training "
+               "at batch > 1, where trees run side by side, the bound it states):\n\n")
     out.append(table(
         ["case", "1 thread ms", "2 threads ms", "speedup", "work/span", "Brent 2",
          "Brent 36"],
@@ -231,7 +234,8 @@ def plot_throughput(s: dict[str, Any], path: Path) -> None:
             kind = "training" if task == "train" else "inference"
             ax.set_title(f"{MODEL_NAMES[model]} {kind}")
             ax.set_ylabel("trees/s")
-    axes[0][0].legend(fontsize=8)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center",
+               ncol=len(present), fontsize=9)
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
