@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 
+from recir.batching import kernels
 from recir.batching.execute import Frame, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.schedule import Schedule
@@ -46,7 +47,7 @@ class BatchedFunction:
         self.module = closed(model)
         self.plan = plan_for(model, self.module)
         self.runner = Runner(self.plan)
-        self.last: tuple[Frame, list[Schedule]] | None = None
+        self.last: tuple[Frame, dict[Any, Schedule]] | None = None
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -78,14 +79,15 @@ class BatchedFunction:
     def run(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """The entry's outputs over the batch (rows), keeping the tape in `last`."""
         plan, runner = self.plan, self.runner
+        kernels.TRANSPOSED.clear()  # parameters may have changed in place
         values = self.entry_values(batch)
         frame = Frame(len(batch), np.arange(len(batch)))
-        frame.env.update(zip(plan.entry.body.block.args, values, strict=True))
-        schedules: list[Schedule] = []
+        frame.env.update(zip((runner.slot[a] for a in plan.entry.body.block.args), values,
+                             strict=True))
+        schedules: dict[Any, Schedule] = {}
 
         def call(op: Any, fr: Frame, phase: str) -> list[Any]:
-            schedule = Schedule(runner)
-            schedules.append(schedule)
+            schedule = schedules[op] = Schedule(runner)
             return schedule.call(op, fr)
 
         runner.on_invoke = call
@@ -110,3 +112,63 @@ def unbox(out: Any, kind: str, k: int) -> Any:
     value = np.asarray(value)
     return float(value) if value.dtype.kind == "f" else (
         bool(value) if value.dtype == np.bool_ else int(value))
+
+
+class BatchedGradFunction(BatchedFunction):
+    """`outputs, grads = f(*inputs, into=None)` like `recir.value_and_grad`,
+    by the frontier scheduler; `f.batch(batch, into=None)` sums the
+    gradients of a whole minibatch in one forward and one backward."""
+
+    def __init__(self, model: Any, loss: int = -1):
+        super().__init__(model)
+        self.loss = loss
+
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None  # type: ignore[override]
+                 ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+        outputs, grads = self.batch([inputs], into)
+        return outputs[0], grads
+
+    def batch(self, batch: Sequence[Sequence[Any]],  # type: ignore[override]
+              into: dict[str, np.ndarray] | None = None, threads: int = 1
+              ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        from recir.batching.grad import Backward
+
+        grads = accumulators(self.params, into)
+        if not batch:
+            return [], grads
+        plan, runner = self.plan, self.runner
+        outputs = self.run(batch)
+        frame, schedules = self.last  # type: ignore[misc]
+        args = plan.entry.body.block.args
+        ninputs = len(self.input_names)
+        targets = {runner.slot[a]: grads[name]
+                   for a, name in zip(args[ninputs:], self.params, strict=True)}
+        rec_args = plan.rec.body.block.args
+        for op in schedules:
+            for v, a, through in zip(op.args, rec_args, plan.passthrough, strict=True):
+                found = targets.get(runner.slot[v])
+                if through and found is not None:
+                    if targets.setdefault(runner.slot[a], found) is not found:
+                        raise RecirError("error: frontier batching: two calls pass different "
+                                         "parameters along the recursion")
+        backward = Backward(runner, targets)
+        backward.schedules = schedules
+        returned = plan.entry.body.block.last_op.operands  # type: ignore[union-attr]
+        backward.add(frame, runner.slot[returned[self.loss]], np.ones(len(batch), np.float32))
+        backward.block(frame, plan.entry.body.block, "all")
+        kinds = [plan.kinds[v] for v in returned]
+        return ([tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
+                 for k in range(len(batch))], grads)
+
+
+def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None
+                 ) -> dict[str, np.ndarray]:
+    if into is None:
+        return {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
+    for name, value in params.items():
+        acc = into.get(name)
+        if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
+                or acc.shape != value.shape):
+            raise RecirError(f"error: into['{name}'] must be a float32 array of shape "
+                             f"{value.shape}")
+    return into

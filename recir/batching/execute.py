@@ -1,12 +1,15 @@
 """Evaluate a block of IR once for a whole frontier.
 
-A `Frame` is one evaluation of a block over `n` invocations: `env` maps SSA
-values to arrays with a leading frontier axis (kind B) or to one shared
-value (U, R). A branch partitions the frontier by its predicate: each region
-runs in a child frame over the rows that took it (`idx`, positions in the
-parent), reading outer values restricted to those rows, and the yields are
-scattered back. Frames are kept: they are the tape the batched backward
-reads (`grad.py`).
+A `Frame` is one evaluation of a block over `n` invocations: `env` maps value
+slots (an int per SSA value, `Runner.slot`) to arrays with a leading frontier
+axis (kind B) or to one shared value (U, R). A branch partitions the frontier
+by its predicate: each region runs in a child frame over the rows that took
+it (`idx`, positions in the parent), reading outer values restricted to those
+rows, and the yields are scattered back. Frames are kept: they are the tape
+the batched backward reads (`grad.py`).
+
+Blocks are compiled once into instruction tuples, so the per-op cost at run
+time is a tuple unpack, dict lookups on ints and the NumPy call.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
 from recir.diagnostics import emit_error
 from recir.dialects import invoke
 
+KERNEL, IF, INVOKE, RETURN = range(4)
+
 
 class Frame:
     """One block evaluated over a frontier of `n` invocations."""
@@ -30,36 +35,21 @@ class Frame:
     __slots__ = ("env", "n", "roots", "parent", "idx", "pos", "subs", "base", "cot")
 
     def __init__(self, n: int, roots: np.ndarray, parent: Frame | None = None,
-                 idx: np.ndarray | None = None, base: Callable[[SSAValue], Any] | None = None):
-        self.env: dict[SSAValue, Any] = {}
+                 idx: np.ndarray | None = None, base: Callable[[int], Any] | None = None):
+        self.env: dict[int, Any] = {}
         self.n, self.roots, self.parent, self.idx, self.base = n, roots, parent, idx, base
-        # absolute rows in the top frame (None: all of them, in order)
-        self.pos = idx if parent is None or parent.pos is None else (
-            None if idx is None else parent.pos[idx])
-        if parent is not None and parent.pos is not None and idx is None:
-            self.pos = parent.pos
-        self.subs: dict[scf.IfOp, list[tuple[np.ndarray | None, Frame]]] = {}
-        self.cot: dict[SSAValue, Any] = {}
+        # rows in the top frame (None: all of them, in order)
+        if parent is None or parent.pos is None:
+            self.pos = idx
+        else:
+            self.pos = parent.pos if idx is None else parent.pos[idx]
+        self.subs: dict[Operation, list[tuple[Any, Any]]] = {}
+        self.cot: dict[int, Any] = {}
 
     def child(self, idx: np.ndarray | None) -> Frame:
-        roots = self.roots if idx is None else self.roots[idx]
-        n = self.n if idx is None else len(idx)
-        return Frame(n, roots, self, idx)
-
-    def get(self, value: SSAValue, kinds: dict[SSAValue, str]) -> Any:
-        env = self.env
-        if value in env:
-            return env[value]
-        if self.parent is not None:
-            found = self.parent.get(value, kinds)
-            if self.idx is not None and kinds[value] == "B":
-                found = found[self.idx]
-        elif self.base is not None:
-            found = self.base(value)
-        else:
-            raise KeyError(value)
-        env[value] = found
-        return found
+        if idx is None:
+            return Frame(self.n, self.roots, self, None)
+        return Frame(len(idx), self.roots[idx], self, idx)
 
 
 class Runner:
@@ -67,67 +57,115 @@ class Runner:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.kinds = plan.kinds
-        self.consts: dict[SSAValue, Any] = {}
+        self.slot: dict[SSAValue, int] = {}
+        self.consts: dict[int, Any] = {}
         for fn in (plan.entry, plan.rec):
             for op in fn.walk():
+                for region in op.regions:
+                    for block in region.blocks:
+                        for arg in block.args:
+                            self.slot_of(arg)
+                for r in op.results:
+                    self.slot_of(r)
                 if isinstance(op, CONSTANTS):
-                    self.consts[op.results[0]] = constant(op)
-        self.flags: dict[Operation, tuple[bool, ...]] = {}
+                    self.consts[self.slot[op.results[0]]] = constant(op)
+        self.batched = [False] * len(self.slot)
+        for v, s in self.slot.items():
+            self.batched[s] = plan.kinds.get(v, "U") != "U"
+        self.programs: dict[tuple[Block, str], list[tuple[Any, ...]]] = {}
         self.on_invoke: Callable[[invoke.InvokeOp, Frame, str], list[Any]] | None = None
 
-    def operand_flags(self, op: Operation) -> tuple[bool, ...]:
-        flags = self.flags.get(op)
-        if flags is None:
-            flags = tuple(self.kinds.get(v) != "U" for v in op.operands)
-            self.flags[op] = flags
-        return flags
+    def slot_of(self, v: SSAValue) -> int:
+        s = self.slot.get(v)
+        if s is None:
+            s = self.slot[v] = len(self.slot)
+        return s
 
-    def value(self, frame: Frame, v: SSAValue, per_root_ok: bool = False) -> Any:
-        if v in self.consts:
-            return self.consts[v]
-        found = frame.get(v, self.kinds)
-        if isinstance(found, PerRoot) and not per_root_ok:
-            if found.array is None:
-                raise emit_error(v.owner if isinstance(v.owner, Operation) else None,
-                                 "a per-tree structure array is used by an op that needs "
-                                 "a fixed shape")
-            return found.array[frame.roots]
+    def program(self, block: Block, phase: str) -> list[tuple[Any, ...]]:
+        """`block`'s ops that `phase` runs as (code, op, kernel, args, results,
+        flags, per-root operand positions), constants left out."""
+        key = (block, phase)
+        found = self.programs.get(key)
+        if found is not None:
+            return found
+        kinds, slot = self.plan.kinds, self.slot
+        prog: list[tuple[Any, ...]] = []
+        for op in self.plan.block_ops(block, phase):
+            if isinstance(op, CONSTANTS):
+                continue
+            args = tuple(slot[v] for v in op.operands)
+            results = tuple(slot[r] for r in op.results)
+            flags = tuple(kinds.get(v) != "U" for v in op.operands)
+            per_root = () if isinstance(op, (*PER_ROOT_OPS, invoke.InvokeOp)) else tuple(
+                k for k, v in enumerate(op.operands) if kinds.get(v) == "R")
+            if isinstance(op, TERMINATORS):
+                prog.append((RETURN, op, None, args, results, flags, per_root))
+            elif isinstance(op, scf.IfOp):
+                prog.append((IF, op, None, args, results, flags, per_root))
+            elif isinstance(op, invoke.InvokeOp):
+                prog.append((INVOKE, op, None, (), results, flags, ()))  # reads its own
+            else:
+                kernel = KERNELS.get(type(op))
+                if kernel is None:
+                    raise emit_error(op, "has no batched kernel (frontier batching)")
+                prog.append((KERNEL, op, kernel, args, results, flags, per_root))
+        self.programs[key] = prog
+        return prog
+
+    def lookup(self, frame: Frame, s: int) -> Any:
+        """A value not computed in `frame`: a constant, the parent's rows, the base."""
+        if s in self.consts:
+            found = self.consts[s]
+        elif frame.parent is not None:
+            found = self.lookup(frame.parent, s) if s not in frame.parent.env \
+                else frame.parent.env[s]
+            if frame.idx is not None and self.batched[s] and not isinstance(found, PerRoot):
+                found = found[frame.idx]
+        elif frame.base is not None:
+            found = frame.base(s)
+        else:
+            raise KeyError(s)
+        frame.env[s] = found
         return found
+
+    def value(self, frame: Frame, v: SSAValue) -> Any:
+        """The rows of `v` (a per-root input read at the frame's roots)."""
+        s = self.slot[v]
+        x = frame.env[s] if s in frame.env else self.lookup(frame, s)
+        return self.rows(frame, x, None) if isinstance(x, PerRoot) else x
+
+    def rows(self, frame: Frame, x: PerRoot, op: Operation | None) -> Any:
+        if x.array is None:
+            raise emit_error(op, "reads a per-tree structure array where it needs a "
+                             "fixed shape")
+        return x.array[frame.roots]
 
     def run_block(self, frame: Frame, block: Block, phase: str) -> list[Any]:
         """Evaluate the ops of `block` that `phase` runs; the terminator's operands."""
         env = frame.env
-        for op in self.plan.block_ops(block, phase):
-            if op in self.consts or isinstance(op, CONSTANTS):
-                continue
-            if isinstance(op, TERMINATORS):
-                return [self.value(frame, v) for v in op.operands]
-            if isinstance(op, scf.IfOp):
-                self.run_if(frame, op, phase)
-                continue
-            if isinstance(op, invoke.InvokeOp):
+        lookup = self.lookup
+        for code, op, kernel, args, results, flags, per_root in self.program(block, phase):
+            vals = [env[s] if s in env else lookup(frame, s) for s in args]
+            for k in per_root:
+                vals[k] = self.rows(frame, vals[k], op)
+            if code == KERNEL:
+                outs = kernel(op, vals, flags, frame)
+            elif code == RETURN:
+                return vals
+            elif code == IF:
+                outs = self.run_if(frame, op, phase, vals[0])
+            else:
                 assert self.on_invoke is not None
-                results = self.on_invoke(op, frame, phase)
-                for r, x in zip(op.results, results, strict=True):
-                    env[r] = x
-                continue
-            kernel = KERNELS.get(type(op))
-            if kernel is None:
-                raise emit_error(op, "has no batched kernel (frontier batching)")
-            ok = isinstance(op, PER_ROOT_OPS)
-            args = [self.value(frame, v, ok) for v in op.operands]
-            for r, x in zip(op.results, kernel(op, args, self.operand_flags(op), frame),
-                            strict=True):
-                env[r] = x
+                outs = self.on_invoke(op, frame, phase)
+            for s, x in zip(results, outs):
+                env[s] = x
         return []
 
-    def run_if(self, frame: Frame, op: scf.IfOp, phase: str) -> None:
+    def run_if(self, frame: Frame, op: scf.IfOp, phase: str, pred: Any) -> list[Any]:
         """Partition the frontier by the predicate; each region on its rows."""
-        if phase == "expand" and op in self.plan.expand:
-            phase = "all"  # a branch an invoke argument needs: run it whole
-        pred = self.value(frame, op.cond)
-        if self.kinds[op.cond] == "U":
+        whole = phase == "expand" and op in self.plan.expand
+        inner = "all" if whole else phase  # a branch an invoke argument needs: run it whole
+        if not self.batched[self.slot[op.cond]]:
             parts = [(None, 0 if pred else 1)]
         else:
             taken = np.flatnonzero(pred)
@@ -138,35 +176,38 @@ class Runner:
             else:
                 parts = [(taken, 0), (np.flatnonzero(~pred), 1)]
         subs = [frame.child(idx) for idx, _ in parts]
-        frame.subs[op] = [(None, None), (None, None)]  # type: ignore[list-item]
+        record: list[tuple[Any, Any]] = [(None, None), (None, None)]
         for (idx, region), sub in zip(parts, subs, strict=True):
-            frame.subs[op][region] = (idx, sub)
-        outs = [self.run_block(sub, op.regions[region].block, phase)
+            record[region] = (idx, sub)
+        frame.subs[op] = record
+        outs = [self.run_block(sub, op.regions[region].block, inner)
                 for (_, region), sub in zip(parts, subs, strict=True)]
-        if phase == "expand" or not op.results:
-            return
-        self.merge(frame, op, parts, outs)
+        if (phase == "expand" and not whole) or not op.results:
+            return [None] * len(op.results)
+        return self.merge(frame, op, parts, outs)
 
-    def merge(self, frame: Frame, op: scf.IfOp, parts: list[Any], outs: list[Any]) -> None:
+    def merge(self, frame: Frame, op: scf.IfOp, parts: list[Any], outs: list[Any]) -> list[Any]:
         """The if's results over the whole frontier from each region's yields."""
+        merged = []
         for k, r in enumerate(op.results):
-            if self.kinds[r] == "U":
-                frame.env[r] = outs[0][k]
+            if not self.batched[self.slot[r]]:
+                merged.append(outs[0][k])
                 continue
+            values = [self.widen(len(idx) if idx is not None else frame.n, op, region, k,
+                                 out[k]) for (idx, region), out in zip(parts, outs, strict=True)]
             if len(parts) == 1:
-                frame.env[r] = self.widen(frame, op, parts[0][1], k, outs[0][k])
+                merged.append(values[0])
                 continue
-            values = [self.widen(sub_n, op, region, k, out[k]) for (idx, region), out, sub_n
-                      in zip(parts, outs, [len(p[0]) for p in parts], strict=True)]
             out = np.empty((frame.n, *values[0].shape[1:]), values[0].dtype)
             for (idx, _), v in zip(parts, values, strict=True):
                 out[idx] = v
-            frame.env[r] = out
+            merged.append(out)
+        return merged
 
-    def widen(self, n: Any, op: scf.IfOp, region: int, k: int, x: Any) -> Any:
+    def widen(self, n: int, op: scf.IfOp, region: int, k: int, x: Any) -> Any:
         """A uniform yield as rows of a B result: broadcast over the rows."""
-        n = n.n if isinstance(n, Frame) else n
-        if self.kinds[op.regions[region].block.last_op.operands[k]] != "U":  # type: ignore[union-attr]
+        yielded = op.regions[region].block.last_op.operands[k]  # type: ignore[union-attr]
+        if self.batched[self.slot[yielded]]:
             return x
         x = np.asarray(x)
         return np.broadcast_to(x, (n, *x.shape)).copy()

@@ -123,10 +123,23 @@ def fill(op, args, flags, frame):
     return (out,)
 
 
+# W^T as a contiguous copy, per uniform matrix, for the current run (cleared by
+# `api.py` before each): OpenBLAS 0.3.31 multiplies a few rows by a transposed
+# view 5-10x slower than by a contiguous matrix (measured, bench/batching.py).
+TRANSPOSED: dict[int, np.ndarray] = {}
+
+
+def transposed(w: np.ndarray) -> np.ndarray:
+    found = TRANSPOSED.get(id(w))
+    if found is None:
+        found = TRANSPOSED[id(w)] = np.ascontiguousarray(w.T)
+    return found
+
+
 def matvec(op, args, flags, frame):
     w, x = args
     if flags == (False, True):
-        return (x @ w.T,)  # one SGEMM for the frontier
+        return (x @ transposed(w),)  # one SGEMM for the frontier
     if flags == (True, True):
         return (np.matmul(w, x[:, :, None])[:, :, 0],)
     return (w @ x,)

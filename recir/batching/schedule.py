@@ -47,9 +47,9 @@ class Schedule:
     def __init__(self, runner: Runner):
         self.runner, self.plan = runner, runner.plan
         block = self.plan.rec.body.block
-        self.args = list(block.args)
+        self.args = [runner.slot[a] for a in block.args]
         self.moving = [a for a, p in zip(self.args, self.plan.passthrough, strict=True) if not p]
-        self.fixed: dict[SSAValue, Any] = {}
+        self.fixed: dict[int, Any] = {}
         self.levels: list[tuple[int, int, Frame]] = []  # (first id, count, frame)
         self.heights: list[tuple[int, int, Frame]] = []
         self.pending: list[tuple[int, np.ndarray, list[Any]]] = []
@@ -59,11 +59,11 @@ class Schedule:
     def expand_invoke(self, op: invoke.InvokeOp, frame: Frame) -> list[Any]:
         runner = self.runner
         values = []
-        for v, a in zip(op.args, self.args, strict=True):
-            if a not in self.moving:
+        for v, through in zip(op.args, self.plan.passthrough, strict=True):
+            if through:
                 continue
             x = runner.value(frame, v)
-            if runner.kinds[v] == "U":
+            if self.plan.kinds[v] == "U":
                 x = np.broadcast_to(x, (frame.n, *np.shape(x))).copy()
             values.append(x)
         pos = frame.pos if frame.pos is not None else np.arange(frame.n)
@@ -116,10 +116,10 @@ class Schedule:
             for if_op, region in self.plan.paths[v]:
                 sub = sub.subs[if_op][region][1] if sub is not None and if_op in sub.subs \
                     else None
-            if sub is None or v not in sub.env:
+            if sub is None or self.runner.slot[v] not in sub.env:
                 chunks.append(rows(v, n))
                 continue
-            x = np.asarray(sub.env[v])
+            x = np.asarray(sub.env[self.runner.slot[v]])
             if sub.pos is None:
                 chunks.append(x if x.ndim and x.shape[0] == n else rows(v, n, x))
                 continue
@@ -145,8 +145,8 @@ class Schedule:
         self.child = [np.where(c >= 0, inv[np.maximum(c, 0)], -1)[perm]
                       for c in self.child_level]
         self.roots = np.concatenate(self.root_chunks)[perm]
-        self.stored = {v: np.concatenate(chunks)[perm] if len(chunks) > 1 else chunks[0][perm]
-                       for v, chunks in self.stored_chunks.items()}
+        self.stored = {self.runner.slot[v]: np.concatenate(chunks)[perm] if len(chunks) > 1
+                       else chunks[0][perm] for v, chunks in self.stored_chunks.items()}
         del self.stored_chunks
         sorted_h = height[perm]
         self.bounds = np.searchsorted(sorted_h, np.arange(int(sorted_h[-1]) + 2))
@@ -175,12 +175,12 @@ class Schedule:
     def lookup(self, lo: int, hi: int) -> Any:
         stored, fixed = self.stored, self.fixed
 
-        def base(v: SSAValue) -> Any:
-            if v in stored:
-                return stored[v][lo:hi]
-            if v in fixed:
-                return fixed[v]
-            raise RecirError(f"error: frontier batching: {v} was not stored (internal)")
+        def base(s: int) -> Any:
+            if s in stored:
+                return stored[s][lo:hi]
+            if s in fixed:
+                return fixed[s]
+            raise RecirError(f"error: frontier batching: value {s} was not stored (internal)")
 
         return base
 
@@ -192,8 +192,9 @@ class Schedule:
         runner = self.runner
         values = []
         for v, through in zip(op.args, self.plan.passthrough, strict=True):
-            x = runner.value(frame, v, per_root_ok=True)
-            kind = runner.kinds[v]
+            slot = runner.slot[v]
+            x = frame.env[slot] if slot in frame.env else runner.lookup(frame, slot)
+            kind = self.plan.kinds[v]
             if through and kind == "B":
                 x = PerRoot(array=x)
             elif not through and kind == "U":
