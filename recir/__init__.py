@@ -16,17 +16,30 @@ __all__ = ["SubGraph", "TracedModel", "compile", "cond", "f32", "grad", "i1", "i
            "matrix", "structure", "trace", "value_and_grad", "vector"]
 
 
-def compile(model: Any, entry: str | None = None, **options: Any) -> Any:
-    """Native code for a traced model (see `recir.pipeline.compile`)."""
+def compile(model: Any, entry: str | None = None, *, batching: str = "recursive",
+            **options: Any) -> Any:
+    """Native code for a traced model (see `recir.pipeline.compile`);
+    `batching="frontier"` runs it by the frontier scheduler instead, `"auto"`
+    picks per call (see `recir.batching.api`)."""
     from recir import pipeline
 
+    if batching != "recursive":
+        from recir.batching.api import compile_batched
+
+        return compile_batched(model, batching, **options)
     return pipeline.compile(model, entry, **options)
 
 
-def value_and_grad(model: Any, loss: int = -1, **options: Any) -> Any:
-    """Outputs and d loss / d parameters (see `recir.autodiff.api`)."""
+def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
+                   **options: Any) -> Any:
+    """Outputs and d loss / d parameters (see `recir.autodiff.api`);
+    `batching="frontier"` by the frontier scheduler (`recir.batching.api`)."""
     from recir.autodiff import api
 
+    if batching != "recursive":
+        from recir.batching.api import value_and_grad_batched
+
+        return value_and_grad_batched(model, loss, batching, **options)
     return api.value_and_grad(model, loss, **options)
 
 

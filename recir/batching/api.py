@@ -172,3 +172,68 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
             raise RecirError(f"error: into['{name}'] must be a float32 array of shape "
                              f"{value.shape}")
     return into
+
+
+# `auto`: run a call through the frontier scheduler when it has at least this
+# many trees, or when one tree's cell is this wide (the largest matvec's input
+# size in @f); below, the recursive native code is faster (per-frontier
+# NumPy overheads dominate small frontiers). From `bench/run.py batching`.
+AUTO_MIN_BATCH = 4
+AUTO_MIN_WIDTH = 512
+
+
+def matvec_width(plan: Plan) -> int:
+    from recir.dialects import tmath
+
+    widths = [tmath.shape_of(op.matrix)[-1] for op in plan.rec.walk()
+              if isinstance(op, tmath.MatvecOp)]
+    return max(widths, default=0)
+
+
+class AutoFunction:
+    """`batching="auto"`: recursive native code or the frontier scheduler, per call."""
+
+    def __init__(self, native: Any, batched: BatchedFunction | None):
+        self.native, self.batched = native, batched
+        self.wide = batched is not None and matvec_width(batched.plan) >= AUTO_MIN_WIDTH
+
+    def choose(self, size: int) -> str:
+        if self.batched is None:
+            return "recursive"
+        return "frontier" if self.wide or size >= AUTO_MIN_BATCH else "recursive"
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        if self.choose(1) == "frontier":
+            return self.batched(*inputs)  # type: ignore[misc]
+        return self.native(*inputs)
+
+    def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        if self.choose(len(batch)) == "frontier":
+            return self.batched.batch(batch)  # type: ignore[union-attr]
+        return [self.native(*inputs) for inputs in batch]
+
+
+MODES = ("recursive", "frontier", "auto")
+
+
+def compile_batched(model: Any, batching: str, **options: Any) -> Any:
+    """`recir.compile(model, batching=...)` for frontier or auto."""
+    from recir import pipeline
+
+    if batching not in MODES:
+        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
+    if batching == "frontier":
+        return BatchedFunction(model)
+    try:
+        batched: BatchedFunction | None = BatchedFunction(model)
+    except RecirError:
+        batched = None  # a shape the segmenter cannot batch: recursive only
+    return AutoFunction(pipeline.compile(model, **options), batched)
+
+
+def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any) -> Any:
+    """`recir.value_and_grad(model, batching="frontier")`."""
+    if batching != "frontier":
+        raise RecirError(f"error: value_and_grad supports batching='frontier' or "
+                         f"'recursive', got '{batching}'")
+    return BatchedGradFunction(model, loss)
