@@ -3,8 +3,8 @@
 Sections (each can fail or be skipped alone; the reason is recorded):
 
 - `throughput`: TreeRNN, RNTN, TreeLSTM inference and training at batch 1,
-  10 and 25, one thread: recir recursive (native), recir batched (when
-  `recir.batching` exists), iterative (a topologically sorted loop, PyTorch
+  10 and 25, one thread: recir recursive (native), recir batched (frontier
+  batching, `recir.batching`), iterative (a topologically sorted loop, PyTorch
   eager, `bench/iterative_models.py`), static unrolling (PyTorch eager, one
   graph per tree, `bench/torch_models.py`) and PyTorch level-batched
   (`bench/torch_level_batched.py`). The paper's Tables 2-3 / Figures 7-8.
@@ -15,8 +15,9 @@ Sections (each can fail or be skipped alone; the reason is recorded):
   leaves (the paper's Figure 11), TreeLSTM inference and training.
 - `td_tree_lstm`: the top-down TreeLSTM, recursive (recir) against an
   iterative work queue, b = 1 and 64.
-- `thesis`: the static-recursion thesis programs, recir's dynamic (invoke)
-  path against the static Call/Return path when `bench/static.py` exists.
+- `thesis`: the static-recursion thesis programs: recir's native invoke
+  path at the thesis's sizes, and `bench/static.py`'s static Call/Return
+  against dynamic call expansion on one token engine (smaller sizes).
 
 Every figure is the median of repeated runs; a contestant whose repeats
 spread more than 3x (max/min) is timed again (`common.contest_times`), and
@@ -124,31 +125,46 @@ def level_batched_module() -> Any:
     raise Skipped("no PyTorch level-batched models (bench/torch_level_batched.py)")
 
 
+def tree_inputs(t: Any) -> tuple[Any, ...]:
+    return (t.left, t.right, t.word, t.label, t.root)
+
+
 def recir_batched_infer(name: str, params: dict[str, np.ndarray]) -> Any:
-    return batching_adapter().infer(name, params)
+    """recir's frontier-batched mode (issue 9, `recir.batching`): one call per
+    batch, the frontiers spanning all its trees."""
+    from recir.batching.api import BatchedFunction
+
+    fn = BatchedFunction(importlib.import_module(f"recir.models.{name}")
+                         .trace_model(params))
+    return lambda trees: fn.batch([tree_inputs(t) for t in trees])
+
+
+class RecirBatchedTrainer:
+    """`recir.batching`'s gradient function over a whole batch (one forward and
+    one backward over its frontiers), then `train.sgd` as for the recursive path."""
+
+    def __init__(self, name: str, params: dict[str, np.ndarray]):
+        from recir.batching.api import BatchedGradFunction
+
+        module = importlib.import_module(f"recir.models.{name}")
+        self.fn = BatchedGradFunction(
+            module.trace_model({k: v.copy() for k, v in params.items()}))
+        self.params: dict[str, np.ndarray] = self.fn.params
+        self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
+
+    def step(self, batch: list[Any], lr: float) -> float:
+        outputs, _ = self.fn.batch([tree_inputs(t) for t in batch], into=self.grads)
+        words = np.unique(np.concatenate([t.word for t in batch]))
+        train.sgd(self.params, self.grads, lr / len(batch), words[words >= 0])
+        return sum(float(o[-1]) for o in outputs)
+
+    def gradients(self, tree: Any) -> tuple[float, dict[str, np.ndarray]]:
+        outputs, grads = self.fn(*tree_inputs(tree))
+        return float(outputs[-1]), grads
 
 
 def recir_batched_train(name: str, params: dict[str, np.ndarray]) -> Any:
-    return batching_adapter().trainer(name, params)
-
-
-def batching_adapter() -> Any:
-    """recir's frontier-batched mode (issue 9) through `bench/batching.py`'s
-    suite hooks, `suite_infer(name, params)` and `suite_trainer(name, params)`."""
-    try:
-        bench_batching = importlib.import_module("bench.batching")
-    except ModuleNotFoundError as e:
-        raise Skipped(f"recir batched mode not available ({e.name} missing)") from e
-    hooks = [h for h in ("suite_infer", "suite_trainer")
-             if not hasattr(bench_batching, h)]
-    if hooks:
-        raise Skipped(f"bench/batching.py has no {' or '.join(hooks)}")
-
-    class Adapter:
-        infer = staticmethod(bench_batching.suite_infer)
-        trainer = staticmethod(bench_batching.suite_trainer)
-
-    return Adapter
+    return RecirBatchedTrainer(name, params)
 
 
 class TorchTrainer(train.TorchTrainer):
@@ -372,19 +388,31 @@ def td_tree_lstm(args: argparse.Namespace) -> dict[str, Any]:
     xs = [rng.standard_normal(TD_HIDDEN).astype(np.float32)
           for _ in range(size(args, "td_inputs"))]
     expected = [td.reference(x, TD_MAX_DEPTH, params) for x in xs]
+
+    def native(threads: int) -> Any:
+        fn = recir.compile(td.trace_model(params), threads=threads)
+        return lambda step: [fn(x, TD_MAX_DEPTH) for x in step]
+
+    def batched() -> Any:
+        from recir.batching.api import BatchedFunction
+
+        fn = BatchedFunction(td.trace_model(params))
+        return lambda step: fn.batch([(x, TD_MAX_DEPTH) for x in step])
+
+    # name -> thunk building `f(inputs) -> [(nodes, sum of h) per input]`
     builders = {
-        "recir recursive": lambda: recir.compile(td.trace_model(params), threads=1),
-        "recir recursive, 2 threads": lambda: recir.compile(td.trace_model(params),
-                                                            threads=2),
-        "iterative (numpy)": lambda: lambda x, d: iterative_models.td_tree_lstm(
-            x, d, params),
+        "recir recursive": lambda: native(1),
+        "recir recursive, 2 threads": lambda: native(2),
+        "recir batched": batched,
+        "iterative (numpy)": lambda: lambda step: [
+            iterative_models.td_tree_lstm(x, TD_MAX_DEPTH, params) for x in step],
     }
     fns, status = {}, {}
     for who, build in builders.items():
         fn, why = attempt(f"td_tree_lstm {who}", build)
         if fn is not None:
-            _, why = attempt(f"td_tree_lstm {who} check", lambda fn=fn: td_check(
-                fn, xs, expected))
+            _, why = attempt(f"td_tree_lstm {who} check",
+                             lambda fn=fn: td_check(fn(xs), expected))
         status[who] = why
         if why is None:
             fns[who] = fn
@@ -392,9 +420,8 @@ def td_tree_lstm(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for batch in (1, 64):
         steps = [xs[k:k + batch] for k in range(0, len(xs) // batch * batch, batch)]
-        timed = contest_times({w: lambda f=f: [f(x, TD_MAX_DEPTH) for s in steps
-                                               for x in s] for w, f in fns.items()},
-                              repeats)
+        timed = contest_times({w: lambda f=f: [f(s) for s in steps]
+                               for w, f in fns.items()}, repeats)
         for who, why in status.items():
             ts = timed.get(who)
             rows.append({"batch": batch, "contestant": who, "skipped": why,
@@ -408,9 +435,9 @@ def td_tree_lstm(args: argparse.Namespace) -> dict[str, Any]:
             "rows": rows}
 
 
-def td_check(fn: Any, xs: list[np.ndarray], expected: list[tuple[int, float]]) -> None:
-    for k, (x, (count, total)) in enumerate(zip(xs, expected, strict=True)):
-        got_count, got_total = fn(x, TD_MAX_DEPTH)
+def td_check(got: list[Any], expected: list[tuple[int, float]]) -> None:
+    for k, ((got_count, got_total), (count, total)) in enumerate(
+            zip(got, expected, strict=True)):
         if int(np.asarray(got_count)) != count or not np.isclose(
                 float(np.asarray(got_total)), total, rtol=1e-3, atol=1e-3):
             raise Skipped(f"input {k}: {got_count} nodes, sum {got_total}; "
@@ -447,23 +474,23 @@ def thesis(args: argparse.Namespace) -> dict[str, Any]:
                                repeats)["dynamic"]
             row.update(dynamic_times_s=ts, dynamic_ms=1e3 * median(ts))
         rows.append(row)
-    static, why = attempt("static Call/Return path", lambda: static_rows(repeats))
+    static, why = attempt("static Call/Return path", lambda: static_rows(args.quick))
     return {"config": {"repeats": repeats, "threads": 1,
                        "dynamic": "recir.compile on examples/ir (invoke, native)"},
             "rows": rows, "static": static, "static_skipped": why}
 
 
-def static_rows(repeats: int) -> Any:
-    """The static Call/Return path (issue 8) through `bench/static.py`'s
-    `suite_rows(calls, repeats)`, when that exists."""
+def static_rows(quick: bool) -> Any:
+    """The static Call/Return path (issue 8): `bench/static.py`'s measurement
+    (static and dynamic on one Python token engine, plus the interpreter and
+    the native path) on its own sizes, which stop below the thesis's."""
     try:
         static = importlib.import_module("bench.static")
     except ModuleNotFoundError as e:
         raise Skipped("static Call/Return path not available "
                       f"({e.name} missing)") from e
-    if not hasattr(static, "suite_rows"):
-        raise Skipped("bench/static.py has no suite_rows(calls, repeats)")
-    return static.suite_rows(THESIS_CALLS, repeats)
+    cases, repeats = (static.QUICK, 1) if quick else (static.FULL, 3)
+    return [static.measure(name, call_args, repeats) for name, call_args in cases]
 
 
 # --- driver ------------------------------------------------------------------------

@@ -136,8 +136,9 @@ def td_md(s: dict[str, Any]) -> str:
     c = s["config"]
     out = [f"h={c['hidden']}, max depth {c['max_depth']}, {c['inputs']} random inputs "
            f"(trees of {c['mean_nodes']:.0f} nodes on average), median of "
-           f"{c['repeats']}; instances/s. Every contestant runs one instance at a "
-           "time, so b=64 differs from b=1 only in grouping.\n\n"]
+           f"{c['repeats']}; instances/s. recir batched runs each step of b inputs "
+           "as one frontier-batched call; the others run one instance at a time, "
+           "so for them b=64 differs from b=1 only in grouping.\n\n"]
     out.append(table(["contestant", "b=1", "b=64"], [
         [who, *(fmt(next((r.get("instances_per_s") for r in s["rows"]
                           if r["contestant"] == who and r["batch"] == b), None))
@@ -164,12 +165,20 @@ def thesis_md(s: dict[str, Any]) -> str:
     if s.get("static_skipped"):
         out.append(f"\nStatic Call/Return path: skipped ({s['static_skipped']}).\n")
     elif s.get("static"):
-        rows = s["static"]
-        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(
-            r[k], (list, dict))))
-        out.append("\nStatic Call/Return path (`bench/static.py`):\n\n")
-        out.append(table(keys, [[fmt(r.get(k), 3) if isinstance(r.get(k), float)
-                                 else str(r.get(k, "-")) for k in keys] for r in rows]))
+        out.append("\n**Static Call/Return against dynamic call expansion** "
+                   "(`bench/static.py`: both on the same Python token engine, "
+                   "seconds; smaller sizes than the thesis's, as Python token "
+                   "passing costs ~100 us per call; the interpreter and the native "
+                   "path for reference):\n\n")
+        out.append(table(
+            ["call", "calls", "static s", "dynamic s", "static/dynamic",
+             "interpreter s", "native ms"],
+            [[f"{r['program']}({', '.join(map(str, r['args']))})",
+              str(r["static"]["activations"]), fmt(r["static"]["seconds"], 3),
+              fmt(r["dynamic"]["seconds"], 3), fmt(r["static_over_dynamic"], 2),
+              fmt(r.get("interpreter_seconds"), 3),
+              fmt(1e3 * r["native_seconds"], 3) if r.get("native_seconds") else "-"]
+             for r in s["static"]]))
     return "".join(out)
 
 
