@@ -1,4 +1,4 @@
-"""`run.py static`: static Call/Return graphs against dynamic call expansion (the thesis's tables).
+"""`run.py static`: static Call/Return against dynamic call expansion (thesis tables).
 
 fib, ack, tak and thesis_primes from `examples/ir/`, each run three ways on
 one thread: the **static** graph (`lower-invoke-to-call-return`, tagged
@@ -32,7 +32,8 @@ QUICK = [("fib", (15,)), ("fib", (20,)), ("ack", (3, 3)), ("tak", (12, 8, 4)),
          ("thesis_primes", (100,)), ("thesis_primes", (1000,))]
 # BENCH_PROGRAMS.md: the thesis's seconds (TensorFlow r1.4), static vs dynamic
 THESIS = {"fib": ("fib(24)", 0.81, 0.99), "ack": ("ack(3,3)", 0.089, 0.118),
-          "tak": ("tak(24,16,8)", 18.9, 16.1), "thesis_primes": ("primes(7500)", 13.50, 13.46)}
+          "tak": ("tak(24,16,8)", 18.9, 16.1),
+          "thesis_primes": ("primes(7500)", 13.50, 13.46)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +66,8 @@ def measure(name: str, args: tuple[int, ...], repeats: int) -> dict[str, Any]:
     from recir.interpreter import run_function
     from recir.parsing import parse_module
 
-    module = parse_module(make_context(), (EXAMPLES / FILES[name]).read_text(), FILES[name])
+    text = (EXAMPLES / FILES[name]).read_text()
+    module = parse_module(make_context(), text, FILES[name])
     expected = (CALLS[name][0](*args),)
     graph = rd.compile(module, name)
     row: dict[str, Any] = {"program": name, "args": list(args), "value": expected[0]}
@@ -89,7 +91,8 @@ def measure(name: str, args: tuple[int, ...], repeats: int) -> dict[str, Any]:
 
 
 def check(results: Any, expected: tuple[int, ...]) -> Any:
-    values = tuple(int(v) for v in (results if isinstance(results, tuple) else (results,)))
+    results_tuple = results if isinstance(results, tuple) else (results,)
+    values = tuple(int(v) for v in results_tuple)
     assert values == expected, (values, expected)
     return results
 
@@ -124,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         thesis_rows.append([program, call, f"{st} / {dyn}", fmt(st / dyn, 2),
                             label(largest) if largest else "-",
                             fmt(largest["static_over_dynamic"], 2) if largest else "-"])
-    print_table("static/dynamic: the thesis (TensorFlow r1.4) beside ours (largest size run)",
+    print_table("static/dynamic: the thesis (TensorFlow r1.4) beside ours "
+                "(largest size run)",
                 ["program", "thesis run", "thesis s st/dyn", "thesis ratio", "our run",
                  "our ratio"], thesis_rows)
     report["thesis"] = {k: {"call": c, "static": s, "dynamic": d}

@@ -46,7 +46,7 @@ def lower(module: ModuleOp) -> ModuleOp:
     return lowered
 
 
-def compile(module: ModuleOp, name: str) -> Graph:  # noqa: A001 - recir.compile's sibling
+def compile(module: ModuleOp, name: str) -> Graph:  # noqa: A001 - like recir.compile
     """The node records of `@name`, lowering `module` first if it has no graphs."""
     if not any(isinstance(op, df.GraphOp) for op in module.ops):
         module = lower(module)
@@ -62,10 +62,12 @@ def run(program: ModuleOp | Graph, name: str, args: Sequence[Any],
         engine: str = "static") -> tuple[tuple[Any, ...], Stats]:
     """Run `@name` by token passing; its results and the counters."""
     if engine not in ENGINES:
-        raise RecirError(f"error: unknown engine {engine!r} (one of {', '.join(ENGINES)})")
+        raise RecirError(f"error: unknown engine {engine!r} "
+                         f"(one of {', '.join(ENGINES)})")
     graph = program if isinstance(program, Graph) else compile(program, name)
     inputs = graph.op.function_type.inputs.data
     if len(args) != len(inputs):
-        raise RecirError(f"error: @{name} takes {len(inputs)} arguments, got {len(args)}")
+        raise RecirError(f"error: @{name} takes {len(inputs)} arguments, "
+                         f"got {len(args)}")
     values = [coerce_argument(i, a, t) for i, (a, t) in enumerate(zip(args, inputs))]
     return execute(graph, values, dynamic=engine == "dynamic")

@@ -100,7 +100,8 @@ def source(value: SSAValue, nodes: dict[Operation, Node]) -> list[Edge]:
     return nodes[owner].outs[value.index]
 
 
-def evaluator(interp: Any, op: Operation) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+def evaluator(interp: Any, op: Operation
+              ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     run_op = interp.run_op
     return lambda args: run_op(op, args)
 

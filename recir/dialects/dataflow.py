@@ -102,7 +102,8 @@ class GraphOp(IRDLOperation):
         name = self.sym_name.data
         if tuple(block.arg_types) != self.function_type.inputs.data:
             raise VerifyException(
-                f"@{name}: block argument types ({', '.join(map(str, block.arg_types))})"
+                f"@{name}: block argument types "
+                f"({', '.join(map(str, block.arg_types))})"
                 f" differ from the declared inputs {self.function_type.inputs}"
             )
         if not isinstance(block.last_op, OutputOp):
@@ -181,7 +182,8 @@ class SiteOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.site.value.data < 0:
-            raise VerifyException(f"site number must be >= 0, got {self.site.value.data}")
+            site = self.site.value.data
+            raise VerifyException(f"site number must be >= 0, got {site}")
 
 
 @irdl_op_definition

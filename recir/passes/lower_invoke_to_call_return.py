@@ -221,8 +221,6 @@ class LowerInvokeToCallReturnPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = [f for f in op.ops if isinstance(f, func.FuncOp)]
         for f in funcs:
-            if isinstance(f, invoke.SubgraphOp):
-                continue
             if f.sym_visibility is not None and f.sym_visibility.data == "private":
                 continue
             if f.is_declaration:
