@@ -55,13 +55,16 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
 
 
 def llvm_ir(module: ModuleOp, fuse: bool = True, parallel: bool = False
-            ) -> tuple[str, list[str]]:
-    """LLVM IR text for `module` and the messages of its run-time checks."""
+            ) -> tuple[str, list[str], list[int]]:
+    """LLVM IR text for `module`, the messages of its run-time checks, and the
+    arguments whose buffers each thread has its own copy of."""
     from recir.backend.llvm_convert import to_llvm_ir
 
     lowered = lower(module, fuse=fuse, parallel=parallel)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
-    return to_llvm_ir(lowered), sites
+    copied = lowered.attributes.pop("recir.thread_copies", None)
+    slots = [k.value.data for k in copied.data] if copied is not None else []
+    return to_llvm_ir(lowered), sites, slots
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
@@ -78,13 +81,13 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()
-        ir_text, sites = llvm_ir(module, fuse, parallel)
+        ir_text, sites, copied = llvm_ir(module, fuse, parallel)
         obj = compile_object(ir_text)
-        cache.store(key, obj, {"sites": sites,
+        cache.store(key, obj, {"sites": sites, "copied": copied,
                                "seconds": time.perf_counter() - start})
     else:
-        obj, sites = hit[0], hit[1]["sites"]
-    return NativeFunction(Engine(obj), entry, signature, sites, params, threads)
+        obj, sites, copied = hit[0], hit[1]["sites"], hit[1].get("copied", [])
+    return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied)
 
 
 def resolve_threads(threads: int | None) -> int:

@@ -5,7 +5,8 @@ The model's module is closed (`capture-outer-refs`), differentiated
 land in float32 arrays, one per parameter; `into=` accumulates over calls
 (a minibatch) without allocating. Native gradient calls run on a persistent
 thread with a 1 GiB stack: deep trees need no retry, which could otherwise
-add part of a gradient twice.
+add part of a gradient twice. `threads` (default: all cores) runs a tree's
+independent calls, forward and backward, as tasks.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class GradFunction:
     d loss / d parameter for each parameter (added into `into` if given)."""
 
     def __init__(self, model: Any, loss: int = -1, engine: str = "native",
-                 cache_dir: Path | str | None = None, fuse: bool = True):
+                 cache_dir: Path | str | None = None, fuse: bool = True,
+                 threads: int | None = None):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
         self.params: dict[str, np.ndarray] = model.params
@@ -49,7 +51,8 @@ class GradFunction:
         if engine == "native":
             from recir.pipeline import compile_module
 
-            self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse)
+            self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse,
+                                         threads=threads)
             self.native.deep_only = True
 
     @property
@@ -74,8 +77,9 @@ class GradFunction:
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
               threads: int = 1) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """Outputs for each input tuple of `batch`, and the summed gradients.
-        With `threads` > 1 the trees run side by side, each thread adding into
-        its own gradient buffers; they are summed into `into` at the end."""
+        With `threads` > 1 the trees run side by side, each on one thread
+        adding into its own gradient buffers, summed into `into` at the end;
+        otherwise one at a time, each on the function's own threads."""
         grads = self.accumulators(into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self(*inputs, into=grads)[0] for inputs in batch], grads

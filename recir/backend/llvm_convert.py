@@ -10,6 +10,8 @@ what it gets wrong or lacks, so no xDSL code is patched:
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results are made opaque too (llvmlite types them).
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
+- `adjoint.atomic_add` (pointer operand, survives to this stage) becomes
+  `atomicrmw fadd`, which xDSL's llvm dialect lacks.
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
 lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
@@ -28,6 +30,8 @@ from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
+
+from recir.dialects import adjoint
 
 ValueMap = dict[SSAValue, ir.Value]
 Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
@@ -93,7 +97,12 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 
+def _atomic_add(op: adjoint.AtomicAddOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    builder.atomic_rmw("fadd", values[op.ptr], values[op.value], "monotonic")
+
+
 FIXES: dict[type[Operation], Fix] = {
+    adjoint.AtomicAddOp: _atomic_add,
     llvm.AllocaOp: _alloca,
     llvm.GEPOp: _gep,
     llvm.LoadOp: _load,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ class Context(ctypes.Structure):
                 ("site", ctypes.c_int32), ("tape_next", ctypes.c_void_p),
                 ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
                 ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
-                ("padding", ctypes.c_uint64)]  # CONTEXT_BYTES = 64
+                ("acc_copies", ctypes.c_void_p)]  # CONTEXT_BYTES = 64
 
 
 LIBC = ctypes.CDLL(None)
@@ -71,7 +72,10 @@ class NativeFunction:
     """A compiled entry point; call it like `TracedModel.run`."""
 
     def __init__(self, engine: Engine, name: str, signature: FunctionType,
-                 sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1):
+                 sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
+                 copied: Sequence[int] = ()):
+        """`copied`: the arguments (gradient buffers) that each thread of a
+        team adds into its own copy of (`adjoint.thread_copy`)."""
         self.engine, self.name, self.sites = engine, name, list(sites)
         self.inputs = list(signature.inputs)
         self.outputs = list(signature.outputs)
@@ -96,6 +100,8 @@ class NativeFunction:
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
+        self.copied = list(copied) if self.team else []
+        self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.invoke(inputs, self.call)
@@ -122,9 +128,33 @@ class NativeFunction:
                    for t in self.outputs]
         outs = [r.ctypes.data if isinstance(r, np.ndarray) else ctypes.addressof(r)
                 for r in results if isinstance(r, np.ndarray) or not self.returns_one]
-        returned = call([*args, *outs])
+        try:
+            returned = call([*args, *outs])
+        finally:
+            self.sum_copies(values)
         return tuple(r if isinstance(r, np.ndarray) else
                      returned if self.returns_one else r.value for r in results)
+
+    def tables(self, args: list[Any], threads: int) -> list[Any]:
+        """Each thread's table of gradient buffers, indexed by argument."""
+        if not self.copied or threads < 2:
+            return []
+        if len(self.copies) != threads - 1:
+            self.copies = [[np.zeros(self.shapes[k][0], np.float32) for k in self.copied]
+                           for _ in range(threads - 1)]
+        tables = [(ctypes.c_void_p * len(self.inputs))() for _ in range(threads)]
+        for j, k in enumerate(self.copied):
+            tables[0][k] = args[k]
+            for table, own in zip(tables[1:], self.copies):
+                table[k] = own[j].ctypes.data
+        return tables
+
+    def sum_copies(self, values: Sequence[Any]) -> None:
+        """Adds the other threads' copies into the arguments, and clears them."""
+        for own in self.copies:
+            for k, copy in zip(self.copied, own):
+                values[k] += copy
+                copy.fill(0)
 
     def call(self, args: list[Any]) -> Any:
         """Runs on this thread, retried on a deep stack if the recursion ran
@@ -143,7 +173,8 @@ class NativeFunction:
         """One call; the context with the first error, if any, comes back."""
         threads = self.threads if threads is None else threads
         if self.team:  # code with tasks runs in a team, even of one
-            return call_in_team(self.team, self.argtypes[1:], self.restype, args, threads)
+            return call_in_team(self.team, self.argtypes[1:], self.restype, args, threads,
+                                self.tables(args, threads))
         ctx = Context(stack.stack_limit())
         try:
             return ctx, self.function(ctypes.byref(ctx), *args)
@@ -190,6 +221,9 @@ class NativeFunction:
         return ctypes.addressof(descriptor)
 
 
+# libgomp's workers run tasks that recurse as deep as the caller's deep-stack
+# thread may; it reads the size when it loads
+os.environ.setdefault("OMP_STACKSIZE", f"{stack.DEEP_STACK_BYTES >> 20}M")
 GOMP = ctypes.CDLL("libgomp.so.1") if ctypes.util.find_library("gomp") else None
 if GOMP is not None:
     GOMP.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
@@ -211,15 +245,18 @@ def unpack(bits: int, typ: Any) -> Any:
 
 
 def call_in_team(team: int, argtypes: Sequence[Any], restype: Any, args: list[Any],
-                 threads: int) -> tuple[Context, Any]:
+                 threads: int, tables: Sequence[Any] = ()) -> tuple[Context, Any]:
     """Runs the entry in a libgomp team of `threads` through its generated
     `__team` function: every thread sets up its own context (stack limit,
-    error, tape arena), one calls the entry, the others run the tasks it
-    spawns. The first error found is returned with its context."""
+    error, tape arena, table of gradient buffers), one calls the entry, the
+    others run the tasks it spawns. The first error found is returned with
+    its context."""
     assert GOMP is not None
     contexts = (Context * threads)()
     for ctx in contexts:
         ctx.contexts = ctypes.addressof(contexts)
+    for ctx, table in zip(contexts, tables):
+        ctx.acc_copies = ctypes.addressof(table)
     result = ctypes.c_uint64(0)
     fields = [ctypes.addressof(contexts), stack.stack_limit(),
               *(pack(a, t) for a, t in zip(args, argtypes)),
@@ -231,4 +268,5 @@ def call_in_team(team: int, argtypes: Sequence[Any], restype: Any, args: list[An
         for ctx in contexts:
             free_tape(ctx)
     failed = next((c for c in contexts if c.error), contexts[0])
+    failed.tape_bytes = sum(c.tape_bytes for c in contexts)  # the team's, for last_tape_bytes
     return failed, unpack(result.value, restype)

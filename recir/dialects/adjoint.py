@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import ClassVar
 
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import BlockArgument, Dialect, Operation
+from xdsl.ir import BlockArgument, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -326,7 +326,59 @@ class AccumulateBilinearOp(AccumulateBase):
             expect_shape(expect_f32_tensor(value, what), (acc[axis],), what)
 
 
+@irdl_op_definition
+class ThreadCopyOp(IRDLOperation):
+    """The running thread's copy of a gradient buffer, in parallel native code.
+
+    Calls that accumulate may run on several threads at once; each thread
+    adds dense gradients into its own copy of the buffer, and the runtime
+    sums the copies after the call. `slot` is the entry function's argument
+    that `buffer` was passed down from: the thread's context holds a table of
+    its copies indexed by it (thread 0's are the caller's buffers). Made by
+    `convert-tmath-to-loops` in code with concurrent invokes, lowered by
+    `convert-recir-to-llvm`.
+
+    ```mlir
+    %mine = adjoint.thread_copy %acc slot 5
+    ```
+    """
+
+    name = "adjoint.thread_copy"
+    buffer = operand_def(llvm.LLVMPointerType())
+    slot = prop_def(IntegerAttr[I64])
+    result = result_def(llvm.LLVMPointerType())
+    traits = traits_def(Pure())
+    assembly_format = "$buffer `slot` $slot attr-dict"
+
+    def __init__(self, buffer: SSAValue, slot: int):
+        super().__init__(operands=[buffer], properties={"slot": IntegerAttr(slot, 64)},
+                         result_types=[llvm.LLVMPointerType()])
+
+
+@irdl_op_definition
+class AtomicAddOp(IRDLOperation):
+    """`*ptr += value` as one atomic read-modify-write, in parallel native code.
+
+    Embedding rows stay shared between threads: a per-thread copy of a whole
+    table would cost more to sum than the few rows one tree touches.
+
+    ```mlir
+    adjoint.atomic_add %ptr, %value
+    ```
+    """
+
+    name = "adjoint.atomic_add"
+    ptr = operand_def(llvm.LLVMPointerType())
+    value = operand_def(Float32Type)
+    traits = traits_def(WritesAcc())
+    assembly_format = "$ptr `,` $value attr-dict"
+
+    def __init__(self, ptr: SSAValue, value: SSAValue):
+        super().__init__(operands=[ptr, value])
+
+
 Adjoint = Dialect("adjoint", [
     VecmatOp, TransposeOp, PadOp, OnehotOp, ReluGradOp, BilinearLhsOp, BilinearRhsOp,
     AccumulateOp, AccumulateOuterOp, AccumulateRowOp, AccumulateBilinearOp,
+    ThreadCopyOp, AtomicAddOp,
 ])

@@ -9,6 +9,9 @@ is how native code reports an error instead of crashing:
 - the prologue compares the frame address with `stack_limit`: a recursion
   deeper than the stack allows sets `error = 1`.
 
+`adjoint.thread_copy` becomes a load from the context's table of this
+thread's gradient buffers (`acc_copies`).
+
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
 frame finishes its straight-line code and the stack unwinds. One comparison
@@ -35,6 +38,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     StringAttr,
+    i8,
     i32,
     i64,
 )
@@ -43,13 +47,15 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import format_error
-from recir.dialects import invoke, tape
+from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
+    ACC_COPIES,
     ERROR_CHECK,
     ERROR_STACK,
+    field,
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
@@ -161,6 +167,8 @@ class FunctionConversion:
             self.convert_return(op)
         elif isinstance(op, tape.NewOp):
             self.convert_new_frame(op)
+        elif isinstance(op, adjoint.ThreadCopyOp):
+            self.convert_thread_copy(op)
         elif isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
@@ -199,6 +207,19 @@ class FunctionConversion:
         ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
         op.frame.replace_all_uses_with(call.results[0])
         self.branch_unless(ok.owner, ok, self.fail)
+        Rewriter.erase_op(op)
+
+    def convert_thread_copy(self, op: adjoint.ThreadCopyOp) -> None:
+        """`copies[slot]` from the context's table, or the buffer itself where
+        the context has no table."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        table = b.load(field(b, self.ctx, ACC_COPIES), 0, PTR)
+        missing = b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(table, i64)), b.i64(0), "eq"))
+        holder = b.alloca(1, PTR)
+        b.store(op.buffer, holder, 0)
+        entry = b.offset(table, 8 * op.slot.value.data, i8)
+        where = b.value(arith.SelectOp(missing, holder, entry))
+        op.result.replace_all_uses_with(b.load(where, 0, PTR))
         Rewriter.erase_op(op)
 
     def convert_return(self, op: func.ReturnOp) -> None:
@@ -246,6 +267,8 @@ class ConvertRecirToLlvmPass(ModulePass):
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
         needs_arena = any(isinstance(inner, tape.NewOp) for inner in op.walk())
+        copied = sorted({inner.slot.value.data for inner in op.walk()
+                         if isinstance(inner, adjoint.ThreadCopyOp)})
         needs_tasks = any(isinstance(inner, invoke.JoinOp) for inner in op.walk())
         sites: list[str] = []
         tasks: list[llvm.FuncOp] = []
@@ -260,3 +283,5 @@ class ConvertRecirToLlvmPass(ModulePass):
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
+        if copied:
+            op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])

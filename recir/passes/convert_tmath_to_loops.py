@@ -12,6 +12,11 @@ become copies and views at byte offsets, and `tape.new` stays (retyped) for
 convert-recir-to-llvm, which owns the per-call arena.
 Kernels live in `tmath_kernels.py`.
 
+In a module with concurrent invokes, accumulating calls may overlap: dense
+gradients go to the running thread's copy of their buffer
+(`adjoint.thread_copy`, indexed by the entry argument the buffer came from)
+and embedding rows are added atomically (`adjoint.atomic_add`).
+
 No options.
 """
 
@@ -22,14 +27,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType, i8
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType, i8
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import invoke, tape, tmath
-from recir.passes.adjoint_kernels import ADJOINT_KERNELS
+from recir.dialects import adjoint, invoke, tape, tmath
+from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_atomic
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import SCALAR, size
@@ -60,8 +65,9 @@ def lowered_signature(typ: FunctionType) -> FunctionType:
 class FunctionLowering:
     """Lowers one function; old ops die together at the end."""
 
-    def __init__(self, function: func.FuncOp):
-        self.function = function
+    def __init__(self, function: func.FuncOp, slots: dict[SSAValue, int] | None = None):
+        """`slots`: in parallel code, the entry argument each argument came from."""
+        self.function, self.slots = function, slots
         self.entry = function.body.blocks[0]
         self.allocas = InsertPoint.at_start(self.entry)
         self.buffers: dict[SSAValue, SSAValue] = {}
@@ -105,7 +111,12 @@ class FunctionLowering:
     def lower_op(self, op: Operation) -> None:
         if type(op) in KERNELS:
             operands = [self.get(v) for v in op.operands]
-            result = KERNELS[type(op)](self.emitter(op), op, operands)
+            kernel = KERNELS[type(op)]
+            if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
+                kernel = accumulate_row_atomic
+            elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
+                operands[0] = self.thread_copy(op, operands[0])
+            result = kernel(self.emitter(op), op, operands)
             if op.results:  # accumulation kernels write through `acc` and return None
                 assert result is not None, op.name
                 self.replace(op.results[0], result)
@@ -127,6 +138,15 @@ class FunctionLowering:
             self.dead.append(op)
         else:
             self.lower_other(op)
+
+    def thread_copy(self, op: Operation, buffer: SSAValue) -> SSAValue:
+        assert self.slots is not None
+        slot = self.slots.get(op.operands[0])
+        if slot is None or slot < 0:
+            raise emit_error(op, "accumulates into a buffer that is not passed down "
+                             "unchanged from one argument of a public function, so "
+                             "concurrent calls cannot each get their own copy")
+        return self.emitter(op).value(adjoint.ThreadCopyOp(buffer, slot))
 
     def lower_other(self, op: Operation) -> None:
         if any(is_tensor(v.type) for v in (*op.operands, *op.results)):
@@ -249,6 +269,34 @@ class ConvertTmathToLoopsPass(ModulePass):
     name = "convert-tmath-to-loops"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        concurrent = any(isinstance(inner, invoke.InvokeOp) and inner.concurrent is not None
+                         for inner in op.walk())
+        slots = entry_slots(op) if concurrent else None
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                FunctionLowering(function).run()
+                FunctionLowering(function, slots).run()
+
+
+def entry_slots(module: ModuleOp) -> dict[SSAValue, int]:
+    """For each function argument, the public function's argument it is passed
+    down from unchanged (-1 where two call sites disagree)."""
+    functions = {f.sym_name.data: f for f in module.ops
+                 if isinstance(f, func.FuncOp) and f.body.blocks}
+    slots: dict[SSAValue, int] = {}
+    todo = [f for f in functions.values() if f.sym_visibility != StringAttr("private")]
+    for f in todo:
+        slots.update((a, i) for i, a in enumerate(f.body.blocks[0].args))
+    while todo:
+        for call in todo.pop().walk():
+            callee = functions.get(call.callee.string_value()) if isinstance(
+                call, invoke.InvokeOp) else None
+            if callee is None:
+                continue
+            for param, value in zip(callee.body.blocks[0].args, call.args):
+                slot = slots.get(value, -1)
+                if slots.get(param, slot) != slot:
+                    slot = -1
+                if slots.get(param) != slot:
+                    slots[param] = slot
+                    todo.append(callee)
+    return slots

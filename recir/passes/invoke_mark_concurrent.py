@@ -10,8 +10,9 @@ invoke as a task and wait for it right after the next invoke, which is not
 marked; an `invoke.join` after that invoke waits for the task and passes its
 results on to their later uses. The code means the same when the markers are
 ignored. Invokes nested in `scf.if` branches are paired within their own
-block. Calls that add into gradient buffers are never marked: the buffers
-are shared.
+block. Calls that add into gradient buffers may be marked too: in code with
+concurrent invokes, convert-tmath-to-loops gives each thread its own copies of
+the dense buffers and adds embedding rows atomically.
 
 No options.
 """
@@ -21,14 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
-from recir.dialects.adjoint import AccumulateBase
 
 
 def top_level(op: Operation, block: Block) -> Operation | None:
@@ -55,28 +54,9 @@ def dependents(op: Operation, block: Block) -> set[Operation]:
     return seen
 
 
-def accumulating(module: ModuleOp) -> set[str]:
-    """Functions that add into gradient buffers, directly or through calls:
-    their invocations must not overlap while the buffers are shared."""
-    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
-    found = {name for name, f in functions.items()
-             if any(isinstance(op, AccumulateBase) for op in f.walk())}
-    changed = True
-    while changed:
-        changed = False
-        for name, f in functions.items():
-            if name not in found and any(isinstance(op, invoke.InvokeOp) and
-                                         op.callee.string_value() in found
-                                         for op in f.walk()):
-                found.add(name)
-                changed = True
-    return found
-
-
-def mark_block(block: Block, serial: set[str]) -> None:
+def mark_block(block: Block) -> None:
     ops = list(block.ops)
-    calls = [i for i, op in enumerate(ops) if isinstance(op, invoke.InvokeOp)
-             and op.callee.string_value() not in serial]
+    calls = [i for i, op in enumerate(ops) if isinstance(op, invoke.InvokeOp)]
     k = 0
     while k + 1 < len(calls):
         first, second = ops[calls[k]], ops[calls[k + 1]]
@@ -101,7 +81,6 @@ class InvokeMarkConcurrentPass(ModulePass):
     name = "invoke-mark-concurrent"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        serial = accumulating(op)
         blocks = [b for inner in op.walk() for r in inner.regions for b in r.blocks]
         for block in blocks:
-            mark_block(block, serial)
+            mark_block(block)

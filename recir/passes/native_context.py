@@ -1,10 +1,12 @@
 """The context every native function takes first, and how errors are recorded.
 
 `{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
-ptr tape_chunks, i64 tape_bytes, ptr contexts}`, CONTEXT_BYTES apart in an
-array with one context per thread (`contexts` points at it, so a task can
-find its thread's): `recir/backend/runtime.py` mirrors it. The tape fields
-are the per-call arena that activation frames come from.
+ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies}`,
+CONTEXT_BYTES apart in an array with one context per thread (`contexts`
+points at it, so a task can find its thread's): `recir/backend/runtime.py`
+mirrors it. The tape fields are the per-call arena that activation frames
+come from; `acc_copies` is this thread's table of gradient buffers, indexed
+by the entry's argument number (`adjoint.thread_copy`), or null.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from recir.passes.loop_builder import Emitter
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
-CONTEXTS, CONTEXT_BYTES = 48, 64
+CONTEXTS, ACC_COPIES, CONTEXT_BYTES = 48, 56, 64
 
 
 def field(b: Emitter, ctx: SSAValue, offset: int) -> SSAValue:

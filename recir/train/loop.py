@@ -54,7 +54,7 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
           dev: Sequence[Any], config: TrainConfig) -> list[dict[str, Any]]:
     """Trains `model.params` in place; returns one metrics dict per epoch."""
     start = time.perf_counter()
-    step = recir.value_and_grad(model, engine=config.engine)
+    step = recir.value_and_grad(model, engine=config.engine, threads=config.threads)
     forward = (recir.compile(model, threads=config.threads)
                if config.engine == "native" else model.run)
     compile_seconds = time.perf_counter() - start

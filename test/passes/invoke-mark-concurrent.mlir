@@ -80,3 +80,20 @@ func.func private @three(%x: i32) -> i32 {
 // CHECK:         %f = invoke.invoke @three(%x) : (i32) -> i32
 // CHECK:         %e_1 = invoke.join %e : (i32) -> i32
 // CHECK:         %g = arith.addi %e_1, %f : i32
+
+// Calls that accumulate gradients are marked too: in code with concurrent
+// invokes each thread adds into its own copy of the buffer.
+func.func private @acc(%dw: tensor<3xf32>, %g: tensor<3xf32>) {
+  adjoint.accumulate %dw, %g : tensor<3xf32>, tensor<3xf32>
+  func.return
+}
+func.func @both(%dw: tensor<3xf32>, %g: tensor<3xf32>) {
+  invoke.invoke @acc(%dw, %g) : (tensor<3xf32>, tensor<3xf32>) -> ()
+  invoke.invoke @acc(%dw, %g) : (tensor<3xf32>, tensor<3xf32>) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func @both
+// CHECK-NEXT:    invoke.invoke @acc(%dw, %g) concurrent : (tensor<3xf32>, tensor<3xf32>) -> ()
+// CHECK-NEXT:    invoke.invoke @acc(%dw, %g) : (tensor<3xf32>, tensor<3xf32>) -> ()
+// CHECK-NEXT:    invoke.join : () -> ()

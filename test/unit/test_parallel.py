@@ -70,7 +70,7 @@ def test_errors_in_tasks_are_reported() -> None:
 def test_stress_random_batches_at_max_threads() -> None:
     params = tree_lstm.init_params(np.random.default_rng(5), hidden=8, embed=8, vocab=60)
     model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
-    serial, parallel = recir.compile(model), recir.compile(model, threads=MAX_THREADS)
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=MAX_THREADS)
     rng = np.random.default_rng(9)
     for seed in range(30):
         shape = ["balanced", "moderate", "linear"][seed % 3]
@@ -81,19 +81,97 @@ def test_stress_random_batches_at_max_threads() -> None:
         assert l1 == l2
 
 
+def assert_grads_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    """Within 1e-5 of each gradient's largest entry: threads add in another order."""
+    for name, value in want.items():
+        scale = float(np.abs(value).max()) or 1.0
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5 * scale,
+                                   err_msg=name)
+
+
+def small_model(module, seed: int):
+    params = module.init_params(np.random.default_rng(seed), hidden=12, vocab=80)
+    return module.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+
+
 @pytest.mark.parametrize("module", [tree_rnn, rntn, tree_lstm])
-def test_batch_gradients_with_threads_equal_serial(module) -> None:
-    params = module.init_params(np.random.default_rng(4), hidden=12, vocab=80)
-    model = module.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
-    vg = recir.value_and_grad(model)
+def test_gradients_within_a_tree_equal_serial(module) -> None:
+    """Each tree's backward runs on MAX_THREADS threads: children's backward
+    calls as tasks, dense gradients in per-thread copies, embedding rows atomic."""
+    model = small_model(module, 4)
+    serial = recir.value_and_grad(model, threads=1)
+    parallel = recir.value_and_grad(model, threads=MAX_THREADS)
+    assert parallel.native.copied, "dense gradient buffers get per-thread copies"
+    rng = np.random.default_rng(7)
+    for seed in range(12):
+        shape = ["balanced", "moderate", "linear"][seed % 3]
+        tree = make_tree(shape, int(rng.integers(1, 90)), np.random.default_rng(seed), 80)
+        (h1, l1), g1 = serial(*inputs(tree))
+        (h2, l2), g2 = parallel(*inputs(tree))
+        np.testing.assert_allclose(h2, h1, rtol=1e-6)
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        assert_grads_close(g2, g1)
+
+
+def test_td_tree_lstm_gradients_with_threads() -> None:
+    """Cotangents returned by concurrent backward calls (the children's states)."""
+    params = td_tree_lstm.init_params(np.random.default_rng(3), hidden=6, inputs=4)
+    x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
+    params["u_score"] = np.tanh(params["w_in"] @ x)
+    model = td_tree_lstm.trace_model(params)
+    (n1, t1), g1 = recir.value_and_grad(model, threads=1)(x, 7)
+    (n2, t2), g2 = recir.value_and_grad(model, threads=MAX_THREADS)(x, 7)
+    assert n1 == n2 and t2 == pytest.approx(t1, rel=1e-5)
+    assert_grads_close(g2, g1)
+
+
+@pytest.mark.parametrize("module", [tree_rnn, rntn, tree_lstm])
+def test_stress_gradient_batches_at_max_threads(module) -> None:
+    """Many random batches, across trees and within them, against one thread."""
+    model = small_model(module, 4)
+    serial = recir.value_and_grad(model, threads=1)
+    parallel = recir.value_and_grad(model, threads=MAX_THREADS)
     rng = np.random.default_rng(6)
-    for _ in range(8):  # random batches at the maximum thread count
-        trees = make_treebank(int(rng.integers(2, 30)), vocab_size=80,
+    for _ in range(8):
+        trees = make_treebank(int(rng.integers(1, 30)), vocab_size=80,
                               seed=int(rng.integers(1 << 30)))
         batch = [inputs(t) for t in trees]
-        serial_out, serial = vg.batch(batch, threads=1)
-        parallel_out, parallel = vg.batch(batch, threads=MAX_THREADS)
-        for a, b in zip(serial_out, parallel_out):
-            assert a[-1] == b[-1]
-        for name in serial:
-            np.testing.assert_allclose(parallel[name], serial[name], rtol=1e-5, atol=1e-6)
+        serial_out, want = serial.batch(batch, threads=1)
+        for threads in (2, MAX_THREADS):
+            parallel_out, got = parallel.batch(batch, threads=threads)
+            for a, b in zip(serial_out, parallel_out):
+                assert b[-1] == pytest.approx(a[-1], rel=1e-5)
+            assert_grads_close(got, want)
+
+
+def test_deep_linear_tree_backward_on_worker_threads() -> None:
+    """A task spawned near the root recurses through the rest of a deep
+    linear tree on a libgomp worker: its stack must be as deep as the caller's."""
+    model = small_model(tree_rnn, 1)
+    tree = make_tree("linear", 20000, np.random.default_rng(0), 80)
+    (_, l1), g1 = recir.value_and_grad(model, threads=1)(*inputs(tree))
+    (_, l2), g2 = recir.value_and_grad(model, threads=MAX_THREADS)(*inputs(tree))
+    assert l2 == pytest.approx(l1, rel=1e-4)
+    assert_grads_close(g2, g1)
+
+
+def test_accumulator_without_one_slot_is_a_located_error() -> None:
+    """Two call sites pass different buffers to the same accumulating
+    parameter: no per-thread copy can be named, so lowering refuses."""
+    from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
+
+    text = """
+func.func private @acc(%dw: tensor<3xf32>, %g: tensor<3xf32>) {
+  adjoint.accumulate %dw, %g : tensor<3xf32>, tensor<3xf32>
+  func.return
+}
+func.func @two(%a: tensor<3xf32>, %b: tensor<3xf32>, %g: tensor<3xf32>) {
+  invoke.invoke @acc(%a, %g) concurrent : (tensor<3xf32>, tensor<3xf32>) -> ()
+  invoke.invoke @acc(%b, %g) : (tensor<3xf32>, tensor<3xf32>) -> ()
+  invoke.join : () -> ()
+  func.return
+}
+"""
+    module = parse_module(make_context(), text, "two.mlir")
+    with pytest.raises(RecirError, match=r"two.mlir:3:3: .*adjoint.accumulate.*own copy"):
+        ConvertTmathToLoopsPass().apply(make_context(), module)

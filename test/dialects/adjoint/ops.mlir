@@ -39,3 +39,15 @@ func.func @accumulate(%db: tensor<5xf32>, %dw: tensor<5x3xf32>, %dv: tensor<2x3x
 // CHECK-NEXT:    adjoint.accumulate_row %dw[%k], %x : tensor<5x3xf32>, i32, tensor<3xf32>
 // CHECK-NEXT:    adjoint.accumulate_bilinear %dv, %dr, %x, %y : tensor<2x3x4xf32>, tensor<2xf32>, tensor<3xf32>, tensor<4xf32>
 // CHECK-NEXT:    func.return
+
+// After convert-tmath-to-loops, in code with concurrent invokes.
+func.func @threads(%acc: !llvm.ptr, %v: f32) {
+  %mine = adjoint.thread_copy %acc slot 3
+  adjoint.atomic_add %mine, %v
+  func.return
+}
+
+// CHECK-LABEL: func.func @threads
+// CHECK-NEXT:    %mine = adjoint.thread_copy %acc slot 3
+// CHECK-NEXT:    adjoint.atomic_add %mine, %v
+// CHECK-NEXT:    func.return

@@ -1,0 +1,44 @@
+// RUN: recir-opt -p convert-tmath-to-loops %s | filecheck %s
+// In a module with concurrent invokes, accumulating calls may overlap: dense
+// gradients go to this thread's copy of the buffer, found by the public
+// function's argument it was passed down from (slot), and embedding rows
+// are added atomically. Both calls of @sweep below may accumulate at once.
+
+func.func private @sweep(%i: i32, %dw: tensor<4x3xf32>, %demb: tensor<10x3xf32>,
+                         %dy: tensor<4xf32>, %x: tensor<3xf32>) {
+  adjoint.accumulate_outer %dw, %dy, %x : tensor<4x3xf32>, tensor<4xf32>, tensor<3xf32>
+  adjoint.accumulate_row %demb[%i], %x : tensor<10x3xf32>, i32, tensor<3xf32>
+  func.return
+}
+func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
+                %dw: tensor<4x3xf32>, %demb: tensor<10x3xf32>) {
+  invoke.invoke @sweep(%i, %dw, %demb, %dy, %x) concurrent
+      : (i32, tensor<4x3xf32>, tensor<10x3xf32>, tensor<4xf32>, tensor<3xf32>) -> ()
+  invoke.invoke @sweep(%i, %dw, %demb, %dy, %x)
+      : (i32, tensor<4x3xf32>, tensor<10x3xf32>, tensor<4xf32>, tensor<3xf32>) -> ()
+  invoke.join : () -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @sweep(
+// CHECK-SAME:      %i: i32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// CHECK:         %[[MINE:.*]] = adjoint.thread_copy %{{.*}} slot 3
+// CHECK:         scf.for
+// CHECK:           llvm.getelementptr %[[MINE]]
+// CHECK:         cf.assert
+// CHECK:         scf.for
+// CHECK:           adjoint.atomic_add %{{.*}}, %{{.*}}
+// CHECK-NOT:     adjoint.thread_copy
+// CHECK-LABEL: func.func @grad(
+
+// RUN: recir-opt -p convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
+// thread_copy loads the thread's table from the context (offset 56) and
+// falls back to the buffer itself where the table is null.
+// LLVM-LABEL: llvm.func internal @sweep(
+// LLVM:         %[[C56:.*]] = llvm.mlir.constant(56) : i64
+// LLVM-NEXT:    %[[FIELD:.*]] = llvm.getelementptr %0[%[[C56]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// LLVM-NEXT:    %[[TABLE:.*]] = llvm.load %[[FIELD]] : !llvm.ptr -> !llvm.ptr
+// LLVM:         %[[C24:.*]] = llvm.mlir.constant(24) : i64
+// LLVM-NEXT:    llvm.getelementptr %[[TABLE]][%[[C24]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// LLVM:         llvm.select
+// LLVM:         adjoint.atomic_add
