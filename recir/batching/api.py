@@ -91,7 +91,8 @@ class BatchedFunction:
             return schedule.call(op, fr)
 
         runner.on_invoke = call
-        outputs = runner.run_block(frame, plan.entry.body.block, "all")
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            outputs = runner.run_block(frame, plan.entry.body.block, "all")
         self.last = (frame, schedules)
         return outputs
 
@@ -155,7 +156,8 @@ class BatchedGradFunction(BatchedFunction):
         backward.schedules = schedules
         returned = plan.entry.body.block.last_op.operands  # type: ignore[union-attr]
         backward.add(frame, runner.slot[returned[self.loss]], np.ones(len(batch), np.float32))
-        backward.block(frame, plan.entry.body.block, "all")
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            backward.block(frame, plan.entry.body.block, "all")
         kinds = [plan.kinds[v] for v in returned]
         return ([tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
                  for k in range(len(batch))], grads)

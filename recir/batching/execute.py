@@ -21,10 +21,14 @@ import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import Block, Operation, SSAValue
 
-from recir.batching.kernels import KERNELS, PER_ROOT_OPS, PerRoot, constant
+from recir.batching.kernels import INTO, KERNELS, PER_ROOT_OPS, PerRoot, constant, into
 from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
 from recir.diagnostics import emit_error
-from recir.dialects import invoke
+from recir.dialects import invoke, tmath
+
+# ops whose result is a fresh array (not a view, not a stored or parent value)
+FRESH = (tmath.MatvecOp, tmath.AddOp, tmath.SubOp, tmath.MulOp, tmath.ConcatOp,
+         tmath.TanhOp, tmath.SigmoidOp)
 
 KERNEL, IF, INVOKE, RETURN = range(4)
 
@@ -108,9 +112,24 @@ class Runner:
                 kernel = KERNELS.get(type(op))
                 if kernel is None:
                     raise emit_error(op, "has no batched kernel (frontier batching)")
+                if self.overwrites(op, flags):
+                    kernel = into
                 prog.append((KERNEL, op, kernel, args, results, flags, per_root))
         self.programs[key] = prog
         return prog
+
+    def overwrites(self, op: Operation, flags: tuple[bool, ...]) -> bool:
+        """Whether `op` may write over its first operand: an array a fresh-result
+        kernel made in the same block, used only here, of the result's shape."""
+        if type(op) not in INTO or not flags[0] or (len(flags) > 1 and not (
+                flags[1] or len(tmath.shape_of(op.operands[1])) <= 1)):
+            return False
+        first = op.operands[0]
+        owner = first.owner
+        return (isinstance(owner, FRESH) and owner.parent_block() is op.parent_block()
+                and len(list(first.uses)) == 1 and first.type == op.results[0].type
+                and owner not in self.plan.expand and op not in self.plan.expand
+                and first not in self.plan.stored)
 
     def lookup(self, frame: Frame, s: int) -> Any:
         """A value not computed in `frame`: a constant, the parent's rows, the base."""

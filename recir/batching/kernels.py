@@ -77,14 +77,15 @@ def dtype_of(typ: Any) -> Any:
     return (np.bool_ if text == "i1" else np.float32 if "f32" in text else np.int32)
 
 
+# Floating-point warnings are silenced once per run (`api.py`), not per op.
+
+
 def unary(op, args, flags, frame):
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        return (UNARY[type(op)](args[0]),)
+    return (UNARY[type(op)](args[0]),)
 
 
 def binary(op, args, flags, frame):
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        out = BINARY[type(op)](args[0], args[1])
+    out = BINARY[type(op)](args[0], args[1])
     if not (flags[0] or flags[1]):
         out = dtype_of(op.result.type)(out)
     return (out,)
@@ -242,6 +243,30 @@ def softmax_xent(op, args, flags, frame):
         return (F32(lse - shifted[label]),)
     label = np.broadcast_to(label, (frame.n,))
     return (lse - shifted[np.arange(frame.n), label],)
+
+
+def tanh_into(x: np.ndarray) -> np.ndarray:
+    return np.tanh(x, out=x)
+
+
+def sigmoid_into(x: np.ndarray) -> np.ndarray:
+    x *= F32(0.5)
+    np.tanh(x, out=x)
+    x *= F32(0.5)
+    x += F32(0.5)
+    return x
+
+
+INTO: dict[type, Callable[..., np.ndarray]] = {
+    tmath.AddOp: lambda a, b: np.add(a, b, out=a), tmath.SubOp: lambda a, b: np.subtract(
+        a, b, out=a), tmath.TanhOp: tanh_into, tmath.SigmoidOp: sigmoid_into,
+}
+
+
+def into(op, args, flags, frame):
+    """The op written over its first operand: a fresh array nothing else reads
+    (found by `Runner.program`); its gradient rule reads no operand values."""
+    return (INTO[type(op)](*args),)
 
 
 KERNELS: dict[type, Kernel] = {

@@ -1,0 +1,369 @@
+"""Frontier batching: recir against PyTorch level-batched, DyNet autobatch and eager.
+
+TreeLSTM, identical weights and trees, side by side in one process: recir's
+frontier scheduler (`recir.compile(batching="frontier")`, training through
+`value_and_grad(batching="frontier")`), recir's recursive native code,
+PyTorch level-batched (nodes grouped by height, one batched cell per level:
+the Fold/DGL method, `bench/torch_level_batched.py`), DyNet 2.1 with
+autobatching (one thread: its CPU build has no thread option) and PyTorch
+eager (one graph per tree). Workloads: SST dev trees (synthetic SST-like
+trees without the data) and complete binary trees of 32 and 256 leaves.
+Each contestant runs `n` trees in minibatches of `batch` and reports
+trees/s (median of the repeats); training computes the gradients of the
+summed loss (no optimizer step). Threads: BLAS threads for recir's frontier
+scheduler, `torch.set_num_threads` for PyTorch, the libgomp team for recir's
+recursive code. The SGEMM roof is a 2048^3 float32 product by NumPy's BLAS
+and by PyTorch at the same thread count; `roof %` is the frontier
+scheduler's inference FLOP rate (the cell's matrix products) over the larger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from bench.common import Skipped, attempt, contest_times, fmt, machine_info, median, \
+    print_table, write_json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--quick", action="store_true",
+                        help="h=150, SST, batch 1 and 25, 3 repeats")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[150, 256])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 25, 100])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--workloads", nargs="+", default=["sst", "complete-32",
+                                                           "complete-256"])
+    parser.add_argument("--modes", nargs="+", default=["infer", "train"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="contestants to leave out (e.g. torch-eager)")
+
+
+# --- workloads ------------------------------------------------------------
+
+def workload(name: str, batch: int) -> tuple[list[Any], int, str]:
+    """Trees (enough for the largest batch), vocabulary size, description."""
+    from recir.data import make_treebank
+    from recir.data.sst import load_sst, sst_path
+
+    count = max(batch, 25)
+    if name == "sst":
+        path = sst_path("dev")
+        if path is not None:
+            trees, vocab = load_sst(path)
+            return trees[:count], len(vocab), "SST dev"
+        return make_treebank(count, seed=0, vocab_size=5000), 5000, "synthetic SST-like"
+    leaves = int(name.split("-")[1])
+    count = max(batch, 4 if leaves >= 128 else 10)
+    return (make_treebank(count, "balanced", num_leaves=leaves, vocab_size=5000, seed=1),
+            5000, f"complete, {leaves} leaves")
+
+
+def make_params(hidden: int, vocab: int) -> dict[str, np.ndarray]:
+    from bench.native import make_params as scaled
+
+    return scaled(hidden, vocab)
+
+
+def cell_flops(trees: list[Any], hidden: int) -> float:
+    """Multiply-adds x 2 of the cell's matrix products (leaf, internal, output)."""
+    leaves = sum(t.num_leaves for t in trees)
+    inner = sum(t.num_nodes for t in trees) - leaves
+    return 2.0 * (leaves * 3 * hidden * hidden + inner * 5 * hidden * 2 * hidden
+                  + (leaves + inner) * 5 * hidden)
+
+
+# --- contestants: each builds run(trees) for one mode ----------------------
+
+def args_of(t: Any) -> tuple:
+    return (t.left, t.right, t.word, t.label, t.root)
+
+
+def recir_frontier(params, mode, threads):
+    import recir
+    from recir.batching import blas
+    from recir.models import tree_lstm
+
+    traced = tree_lstm.trace_model(params)
+    if mode == "infer":
+        fn = recir.compile(traced, batching="frontier")
+        run = lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]  # noqa: E731
+    else:
+        grad = recir.value_and_grad(traced, batching="frontier")
+        into = {k: np.zeros_like(v) for k, v in params.items()}
+        run = lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into)[0]]  # noqa: E731
+
+    def go(trees):
+        blas.set_threads(threads)
+        return run(trees)
+
+    return go
+
+
+def recir_recursive(params, mode, threads):
+    import recir
+    from recir.models import tree_lstm
+
+    traced = tree_lstm.trace_model(params)
+    if mode == "infer":
+        fn = recir.compile(traced, threads=threads)
+        return lambda trees: [fn(*args_of(t))[1] for t in trees]
+    grad = recir.value_and_grad(traced)
+    into = {k: np.zeros_like(v) for k, v in params.items()}
+    return lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into,
+                                                   threads=threads)[0]]
+
+
+def torch_level(params, mode, threads):
+    import torch
+
+    from bench.torch_level_batched import TreeLSTM
+
+    torch.set_num_threads(threads)
+    if mode == "infer":
+        model = TreeLSTM(params)
+        return lambda trees: [o[1] for o in model.infer(trees)]
+    model = TreeLSTM(params, train=True)
+
+    def train(trees):
+        torch.set_num_threads(threads)
+        losses = model.forward(trees)[1]
+        losses.sum().backward()
+        for v in model.p.values():
+            v.grad = None
+        return sums_per_tree(losses.detach().numpy(), trees)
+
+    return train
+
+
+def sums_per_tree(losses: np.ndarray, trees: list[Any]) -> list[float]:
+    bounds = np.cumsum([0] + [t.num_nodes for t in trees])
+    return [float(losses[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def torch_eager(params, mode, threads):
+    import torch
+
+    from bench.torch_models import TreeLSTM
+
+    torch.set_num_threads(threads)
+    if mode == "infer":
+        model = TreeLSTM(params)
+        return lambda trees: [model(t, t.root)[1] for t in trees]
+    model = TreeLSTM(params, train=True)
+
+    def train(trees):
+        losses = [model.loss(t) for t in trees]
+        torch.stack(losses).sum().backward()
+        for v in model.p.values():
+            v.grad = None
+        return [float(x) for x in losses]
+
+    return train
+
+
+def dynet_autobatch(params, mode, threads):
+    if threads != 1:
+        raise Skipped("DyNet's CPU build runs one thread")
+    dy = import_dynet()
+    model = DynetTreeLSTM(dy, params)
+    return lambda trees: model.run(trees, train=mode == "train")
+
+
+def import_dynet() -> Any:
+    try:
+        import dynet_config
+
+        dynet_config.set(autobatch=1, mem=2048, random_seed=1)
+        import dynet as dy
+    except ImportError as e:
+        raise Skipped(f"dynet not importable ({e}); pip install dynet38") from e
+    return dy
+
+
+class DynetTreeLSTM:
+    """The same TreeLSTM in DyNet: one graph per minibatch, autobatched."""
+
+    def __init__(self, dy: Any, params: dict[str, np.ndarray]):
+        self.dy = dy
+        self.pc = dy.ParameterCollection()
+        self.p = {k: self.pc.add_parameters(v.shape, init=dy.NumpyInitializer(v))
+                  for k, v in params.items() if k != "emb"}
+        self.emb = self.pc.lookup_parameters_from_numpy(params["emb"])
+        self.h = params["w_out"].shape[1]
+
+    def node(self, t: Any, i: int, losses: list[Any]) -> tuple[Any, Any]:
+        dy, p, h = self.dy, self.p, self.h
+        if t.left[i] < 0:
+            pre = p["w_leaf"] * dy.lookup(self.emb, int(t.word[i])) + p["b_leaf"]
+            ig, og = dy.logistic(dy.pick_range(pre, 0, h)), dy.logistic(dy.pick_range(pre, h, 2 * h))
+            c = dy.cmult(ig, dy.tanh(dy.pick_range(pre, 2 * h, 3 * h)))
+        else:
+            hl, cl = self.node(t, int(t.left[i]), losses)
+            hr, cr = self.node(t, int(t.right[i]), losses)
+            pre = p["u"] * dy.concatenate([hl, hr]) + p["b"]
+            g = dy.logistic(dy.pick_range(pre, 0, 4 * h))
+            ig, fl, fr, og = (dy.pick_range(g, k * h, (k + 1) * h) for k in range(4))
+            c = (dy.cmult(ig, dy.tanh(dy.pick_range(pre, 4 * h, 5 * h)))
+                 + dy.cmult(fl, cl) + dy.cmult(fr, cr))
+        hv = dy.cmult(og, dy.tanh(c))
+        losses.append(dy.pickneglogsoftmax(p["w_out"] * hv + p["b_out"], int(t.label[i])))
+        return hv, c
+
+    def run(self, trees: list[Any], train: bool) -> list[float]:
+        dy = self.dy
+        dy.renew_cg()
+        per_tree = []
+        for t in trees:
+            losses: list[Any] = []
+            self.node(t, t.root, losses)
+            per_tree.append(dy.esum(losses))
+        total = dy.esum(per_tree)
+        total.forward()
+        if train:
+            total.backward()
+        return [float(x.value()) for x in per_tree]
+
+
+CONTESTANTS = {"recir-frontier": recir_frontier, "recir-recursive": recir_recursive,
+               "torch-level": torch_level, "dynet-auto": dynet_autobatch,
+               "torch-eager": torch_eager}
+
+
+# --- measurement ----------------------------------------------------------
+
+def sgemm_roof(threads: int) -> dict[str, float]:
+    """GFLOP/s of a 2048^3 float32 product: NumPy's BLAS and PyTorch."""
+    from recir.batching import blas
+
+    n = 2048
+    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+    blas.set_threads(threads)
+    out = {"numpy": 2 * n**3 / min(repeat(lambda: a @ a, 3)) / 1e9}
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        t = torch.from_numpy(a)
+        out["torch"] = 2 * n**3 / min(repeat(lambda: t @ t, 3)) / 1e9
+    except ImportError:
+        pass
+    return out
+
+
+def repeat(fn: Any, k: int) -> list[float]:
+    fn()
+    times = []
+    for _ in range(k):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def in_batches(run: Any, trees: list[Any], batch: int) -> Any:
+    def all_trees() -> list[float]:
+        out: list[float] = []
+        for k in range(0, len(trees), batch):
+            out.extend(run(trees[k:k + batch]))
+        return out
+    return all_trees
+
+
+def one_config(params, trees, batch, mode, threads, repeats, skip) -> dict[str, Any]:
+    fns, errors, losses = {}, {}, {}
+    for name, build in CONTESTANTS.items():
+        if name in skip:
+            continue
+        run, reason = attempt(name, lambda b=build: b(params, mode, threads))
+        if run is None:
+            errors[name] = reason
+            continue
+        fn = in_batches(run, trees, batch)
+        out, reason = attempt(name, fn)
+        if out is None:
+            errors[name] = reason
+            continue
+        fns[name], losses[name] = fn, np.asarray(out, np.float64)
+    base = losses.get("recir-frontier")
+    check = {n: float(np.abs(v - base).max() / np.abs(base).max())
+             for n, v in losses.items()} if base is not None else {}
+    times = contest_times(fns, repeats, warmup_s=0.3)
+    rate = {n: len(trees) / median(t) for n, t in times.items()}
+    return {"trees_per_s": rate, "skipped": errors, "max_rel_loss_diff": check}
+
+
+def keep_freed_memory() -> bool:
+    """glibc: serve large arrays from the heap and keep freed memory, for every
+    contestant alike. By default each multi-megabyte array (a frontier's
+    gates) is a fresh mmap whose pages fault in again on every use; measured
+    here, that cost PyTorch and NumPy alike up to a third of their time."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim, m_top_pad, m_mmap = -1, -2, -3
+        return bool(libc.mallopt(m_mmap, 32 << 20) and libc.mallopt(m_trim, 1 << 30)
+                    and libc.mallopt(m_top_pad, 64 << 20))
+    except OSError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    report_malloc = keep_freed_memory()
+    print(f"glibc keeps freed memory (mallopt): {report_malloc}", flush=True)
+    if args.quick:
+        args.hidden, args.workloads, args.batches = [150], ["sst"], [1, 25]
+        args.repeats = 3
+    report: dict[str, Any] = {"machine": machine_info(), "mallopt": report_malloc,
+                              "roof": {}, "rows": []}
+    for threads in args.threads:
+        report["roof"][threads] = sgemm_roof(threads)
+        print(f"SGEMM roof, {threads} thread(s): " + ", ".join(
+            f"{k} {v:.0f} GFLOP/s" for k, v in report["roof"][threads].items()), flush=True)
+    for hidden in args.hidden:
+        for name in args.workloads:
+            for batch in args.batches:
+                trees, vocab, desc = workload(name, batch)
+                params = make_params(hidden, vocab)
+                for threads in args.threads:
+                    for mode in args.modes:
+                        print(f"h={hidden} {desc} batch={batch} threads={threads} {mode}",
+                              flush=True)
+                        row = one_config(params, trees, batch, mode, threads, args.repeats,
+                                         args.skip)
+                        row.update(hidden=hidden, workload=name, batch=batch,
+                                   threads=threads, mode=mode, trees=len(trees))
+                        frontier = row["trees_per_s"].get("recir-frontier")
+                        roof = max(report["roof"][threads].values())
+                        if mode == "infer" and frontier is not None:
+                            gflops = cell_flops(trees, hidden) / len(trees) * frontier / 1e9
+                            row["frontier_gflops"] = gflops
+                            row["roof_fraction"] = gflops / roof
+                        report["rows"].append(row)
+    print_report(report)
+    if args.json:
+        write_json(args.json, report)
+    return 0
+
+
+def print_report(report: dict[str, Any]) -> None:
+    names = list(CONTESTANTS)
+    header = ["h", "trees", "batch", "thr", "mode", *names, "vs level", "vs dynet", "roof %"]
+    rows = []
+    for r in report["rows"]:
+        rate = r["trees_per_s"]
+        mine = rate.get("recir-frontier")
+        level, dyn = rate.get("torch-level"), rate.get("dynet-auto")
+        rows.append([str(r["hidden"]), r["workload"], str(r["batch"]), str(r["threads"]),
+                     r["mode"], *[fmt(rate.get(n)) for n in names],
+                     fmt(mine / level if mine and level else None, 2),
+                     fmt(mine / dyn if mine and dyn else None, 2),
+                     fmt(100 * r["roof_fraction"] if "roof_fraction" in r else None)])
+    print_table("TreeLSTM trees/s (median); ratios are recir-frontier over the peer",
+                header, rows)
