@@ -86,23 +86,18 @@ def args_of(t: Any) -> tuple:
 
 def recir_frontier(params, mode, threads):
     import recir
-    from recir.batching import blas
     from recir.models import tree_lstm
 
     traced = tree_lstm.trace_model(params)
     if mode == "infer":
-        fn = recir.compile(traced, batching="frontier")
+        fn = recir.compile(traced, batching="frontier", threads=threads)
         run = lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]  # noqa: E731
     else:
-        grad = recir.value_and_grad(traced, batching="frontier")
+        grad = recir.value_and_grad(traced, batching="frontier", threads=threads)
         into = {k: np.zeros_like(v) for k, v in params.items()}
         run = lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into)[0]]  # noqa: E731
 
-    def go(trees):
-        blas.set_threads(threads)
-        return run(trees)
-
-    return go
+    return run
 
 
 def recir_recursive(params, mode, threads):

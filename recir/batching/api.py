@@ -9,6 +9,7 @@ reference, so an optimizer that updates them in place is seen.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +42,8 @@ def plan_for(model: Any, module: Any) -> Plan:
 class BatchedFunction:
     """A traced model run by the frontier scheduler."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, threads: int | None = 1):
+        self.threads = threads or (os.cpu_count() or 1)
         self.params: dict[str, np.ndarray] = model.params
         self.input_names = list(model.input_names)
         self.module = closed(model)
@@ -80,6 +82,7 @@ class BatchedFunction:
         """The entry's outputs over the batch (rows), keeping the tape in `last`."""
         plan, runner = self.plan, self.runner
         kernels.TRANSPOSED.clear()  # parameters may have changed in place
+        kernels.THREADS[:] = [self.threads, 0]  # 0: set at the first product
         values = self.entry_values(batch)
         frame = Frame(len(batch), np.arange(len(batch)))
         frame.env.update(zip((runner.slot[a] for a in plan.entry.body.block.args), values,
@@ -120,8 +123,8 @@ class BatchedGradFunction(BatchedFunction):
     by the frontier scheduler; `f.batch(batch, into=None)` sums the
     gradients of a whole minibatch in one forward and one backward."""
 
-    def __init__(self, model: Any, loss: int = -1):
-        super().__init__(model)
+    def __init__(self, model: Any, loss: int = -1, threads: int | None = 1):
+        super().__init__(model, threads)
         self.loss = loss
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None  # type: ignore[override]
@@ -130,15 +133,21 @@ class BatchedGradFunction(BatchedFunction):
         return outputs[0], grads
 
     def batch(self, batch: Sequence[Sequence[Any]],  # type: ignore[override]
-              into: dict[str, np.ndarray] | None = None, threads: int = 1
+              into: dict[str, np.ndarray] | None = None, threads: int | None = None
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        """`threads` (default: the function's) are BLAS threads for large products."""
         from recir.batching.grad import Backward
 
         grads = accumulators(self.params, into)
         if not batch:
             return [], grads
         plan, runner = self.plan, self.runner
-        outputs = self.run(batch)
+        own = self.threads
+        self.threads = threads or own
+        try:
+            outputs = self.run(batch)
+        finally:
+            self.threads = own
         frame, schedules = self.last  # type: ignore[misc]
         args = plan.entry.body.block.args
         ninputs = len(self.input_names)
@@ -224,10 +233,11 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
 
     if batching not in MODES:
         raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
+    threads = options.get("threads")
     if batching == "frontier":
-        return BatchedFunction(model)
+        return BatchedFunction(model, threads)
     try:
-        batched: BatchedFunction | None = BatchedFunction(model)
+        batched: BatchedFunction | None = BatchedFunction(model, threads)
     except RecirError:
         batched = None  # a shape the segmenter cannot batch: recursive only
     return AutoFunction(pipeline.compile(model, **options), batched)
@@ -238,4 +248,4 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     if batching != "frontier":
         raise RecirError(f"error: value_and_grad supports batching='frontier' or "
                          f"'recursive', got '{batching}'")
-    return BatchedGradFunction(model, loss)
+    return BatchedGradFunction(model, loss, options.get("threads", 1))

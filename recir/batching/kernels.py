@@ -137,9 +137,26 @@ def transposed(w: np.ndarray) -> np.ndarray:
     return found
 
 
+# BLAS threads for one product: `THREADS[0]` (the run's count, set by `api.py`)
+# from `PARALLEL_FLOPS` multiply-adds up, one below, where waking a second
+# thread costs more than it saves.
+THREADS = [1, 1]  # [allowed, currently set]
+PARALLEL_FLOPS = 2_000_000
+
+
+def blas_threads_for(work: int) -> None:
+    want = THREADS[0] if work >= PARALLEL_FLOPS else 1
+    if want != THREADS[1]:
+        from recir.batching import blas
+
+        blas.set_threads(want)
+        THREADS[1] = want
+
+
 def matvec(op, args, flags, frame):
     w, x = args
     if flags == (False, True):
+        blas_threads_for(x.shape[0] * w.size)
         return (x @ transposed(w),)  # one SGEMM for the frontier
     if flags == (True, True):
         return (np.matmul(w, x[:, :, None])[:, :, 0],)
