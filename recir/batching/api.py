@@ -185,11 +185,12 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     return into
 
 
-# `auto`: run a call through the frontier scheduler when it has at least this
-# many trees, or when one tree's cell is this wide (the largest matvec's input
-# size in @f); below, the recursive native code is faster (per-frontier
-# NumPy overheads dominate small frontiers). From `bench/run.py batching`.
-AUTO_MIN_BATCH = 4
+# `auto`: run a call through the frontier scheduler when its cell is at least
+# this wide (the largest matvec's input size in @f: 2h for TreeLSTM) and it
+# has at least this many trees; otherwise the recursive native code, which
+# measured faster at h=150 even at batch 25 (`bench/run.py batching`, SST dev:
+# per-frontier NumPy overheads dominate), slower at h=256 with 2 threads.
+AUTO_MIN_BATCH = 2
 AUTO_MIN_WIDTH = 512
 
 
@@ -211,7 +212,7 @@ class AutoFunction:
     def choose(self, size: int) -> str:
         if self.batched is None:
             return "recursive"
-        return "frontier" if self.wide or size >= AUTO_MIN_BATCH else "recursive"
+        return "frontier" if self.wide and size >= AUTO_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         if self.choose(1) == "frontier":

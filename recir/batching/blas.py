@@ -23,8 +23,8 @@ def library() -> tuple[object, object] | None:
     import numpy  # noqa: F401  (loads the BLAS)
 
     with open("/proc/self/maps") as f:
-        paths = {line.split()[-1] for line in f if "openblas" in line.lower()
-                 and line.rstrip().endswith(".so") or ".so." in line and "openblas" in line}
+        paths = {line.split()[-1] for line in f
+                 if "openblas" in line.lower() and ".so" in line.split()[-1]}
     for path in sorted(paths):
         lib = ctypes.CDLL(path)
         setter = next((getattr(lib, n) for n in NAMES if hasattr(lib, n)), None)

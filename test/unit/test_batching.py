@@ -147,8 +147,12 @@ def test_unbatchable_recursion_is_a_located_error_and_auto_falls_back():
         recir.compile(traced, batching="sideways")
 
 
-def test_auto_picks_frontier_for_batches():
-    params = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
+def test_auto_picks_frontier_for_wide_cells_and_batches():
+    narrow = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
+    auto = recir.compile(tree_lstm.trace_model(narrow), batching="auto", threads=1)
+    assert auto.choose(25) == "recursive"
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
+    params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
     trees = make_treebank(8, seed=6)
     assert auto.choose(1) == "recursive" and auto.choose(len(trees)) == "frontier"
