@@ -42,13 +42,16 @@ def plan_for(model: Any, module: Any) -> Plan:
 class BatchedFunction:
     """A traced model run by the frontier scheduler."""
 
-    def __init__(self, model: Any, threads: int | None = 1):
+    def __init__(self, model: Any, threads: int | None = 1, native: bool = True,
+                 gradients: bool = False):
+        """`native`: row-wise ops as compiled row kernels (`native.py`); False
+        runs every op as a NumPy call (the reference the tests compare with)."""
         self.threads = threads or (os.cpu_count() or 1)
         self.params: dict[str, np.ndarray] = model.params
         self.input_names = list(model.input_names)
         self.module = closed(model)
         self.plan = plan_for(model, self.module)
-        self.runner = Runner(self.plan)
+        self.runner = Runner(self.plan, native, gradients)
         self.last: tuple[Frame, dict[Any, Schedule]] | None = None
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
@@ -123,8 +126,9 @@ class BatchedGradFunction(BatchedFunction):
     by the frontier scheduler; `f.batch(batch, into=None)` sums the
     gradients of a whole minibatch in one forward and one backward."""
 
-    def __init__(self, model: Any, loss: int = -1, threads: int | None = 1):
-        super().__init__(model, threads)
+    def __init__(self, model: Any, loss: int = -1, threads: int | None = 1,
+                 native: bool = True):
+        super().__init__(model, threads, native, gradients=True)
         self.loss = loss
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None  # type: ignore[override]

@@ -22,15 +22,16 @@ from xdsl.dialects import scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from recir.batching.kernels import INTO, KERNELS, PER_ROOT_OPS, PerRoot, constant, into
+from recir.batching.native import Kernels, RowGroup, make_groups
 from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
-from recir.diagnostics import emit_error
+from recir.diagnostics import RecirError, emit_error
 from recir.dialects import invoke, tmath
 
 # ops whose result is a fresh array (not a view, not a stored or parent value)
 FRESH = (tmath.MatvecOp, tmath.AddOp, tmath.SubOp, tmath.MulOp, tmath.ConcatOp,
          tmath.TanhOp, tmath.SigmoidOp)
 
-KERNEL, IF, INVOKE, RETURN = range(4)
+KERNEL, IF, INVOKE, RETURN, GROUP = range(5)
 
 
 class Frame:
@@ -59,7 +60,9 @@ class Frame:
 class Runner:
     """Runs blocks of a plan over frames; invokes call back into `on_invoke`."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, native: bool = False, gradients: bool = False):
+        """`native`: run row-wise op groups as compiled row kernels (`native.py`),
+        with their backward kernels too if `gradients`."""
         self.plan = plan
         self.slot: dict[SSAValue, int] = {}
         self.consts: dict[int, Any] = {}
@@ -78,6 +81,29 @@ class Runner:
             self.batched[s] = plan.kinds.get(v, "U") != "U"
         self.programs: dict[tuple[Block, str], list[tuple[Any, ...]]] = {}
         self.on_invoke: Callable[[invoke.InvokeOp, Frame, str], list[Any]] | None = None
+        self.kernels: Kernels | None = None
+        self.groups: dict[tuple[Operation, ...], RowGroup] = {}
+        if native:
+            self.compile_groups(gradients)
+
+    def compile_groups(self, gradients: bool) -> None:
+        """The row groups of every program a run may use, compiled at once."""
+        blocks = [(self.plan.entry.body.block, ("all",))] + [
+            (b, ("expand", "post", "all")) for op in self.plan.rec.walk()
+            for r in op.regions for b in r.blocks]
+        for block, phases in blocks:
+            for phase in phases:
+                try:
+                    prog = self.raw_program(block, phase)
+                except RecirError:
+                    continue  # an op without a kernel: an error if this program runs
+                for group in self.row_groups(prog, block):
+                    self.groups.setdefault(tuple(group.members), group)
+        self.kernels = Kernels(list(self.groups.values()), gradients)
+
+    def row_groups(self, prog: list[tuple[Any, ...]], block: Block) -> list[RowGroup]:
+        ops = [ins[1] for ins in prog if ins[0] == KERNEL]
+        return make_groups(ops, block, self.plan.kinds)
 
     def slot_of(self, v: SSAValue) -> int:
         s = self.slot.get(v)
@@ -87,11 +113,39 @@ class Runner:
 
     def program(self, block: Block, phase: str) -> list[tuple[Any, ...]]:
         """`block`'s ops that `phase` runs as (code, op, kernel, args, results,
-        flags, per-root operand positions), constants left out."""
+        flags, per-root operand positions), constants left out; each compiled
+        row group replaces its members (at its last member's place)."""
         key = (block, phase)
         found = self.programs.get(key)
         if found is not None:
             return found
+        prog = self.raw_program(block, phase)
+        if self.kernels is not None:
+            prog = self.fuse(prog, block)
+        self.programs[key] = prog
+        return prog
+
+    def fuse(self, prog: list[tuple[Any, ...]], block: Block) -> list[tuple[Any, ...]]:
+        slot = self.slot
+        last: dict[Operation, RowGroup] = {}
+        members: set[Operation] = set()
+        for group in self.row_groups(prog, block):
+            known = self.groups.get(tuple(group.members))
+            if known is None:
+                continue
+            last[known.members[-1]] = known
+            members.update(known.members)
+        fused = []
+        for ins in prog:
+            group = last.get(ins[1])
+            if group is not None:
+                fused.append((GROUP, group, None, tuple(slot[v] for v in group.inputs),
+                              tuple(slot[v] for v in group.outputs), tuple(group.batched), ()))
+            elif ins[1] not in members:
+                fused.append(ins)
+        return fused
+
+    def raw_program(self, block: Block, phase: str) -> list[tuple[Any, ...]]:
         kinds, slot = self.plan.kinds, self.slot
         prog: list[tuple[Any, ...]] = []
         for op in self.plan.block_ops(block, phase):
@@ -115,7 +169,6 @@ class Runner:
                 if self.overwrites(op, flags):
                     kernel = into
                 prog.append((KERNEL, op, kernel, args, results, flags, per_root))
-        self.programs[key] = prog
         return prog
 
     def overwrites(self, op: Operation, flags: tuple[bool, ...]) -> bool:
@@ -169,6 +222,8 @@ class Runner:
                 vals[k] = self.rows(frame, vals[k], op)
             if code == KERNEL:
                 outs = kernel(op, vals, flags, frame)
+            elif code == GROUP:
+                outs = self.kernels.forward(op, vals, frame.n)  # type: ignore[union-attr]
             elif code == RETURN:
                 return vals
             elif code == IF:

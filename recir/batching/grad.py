@@ -22,7 +22,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
-from recir.batching.execute import IF, INVOKE, KERNEL, RETURN, Frame, Runner
+from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
 from recir.batching.rules import NO_GRAD, VJP, Rows, Slice
 from recir.batching.schedule import Schedule, rows
 from recir.diagnostics import emit_error
@@ -110,10 +110,15 @@ class Backward:
                 continue
             if all(d is None for d in dys) or isinstance(op, NO_GRAD):
                 continue
+            vals = [env[s] if s in env else runner.lookup(frame, s) for s in args]
+            if code == GROUP:
+                grads = runner.kernels.backward(op, vals, dys, frame.n)  # type: ignore[union-attr]
+                for s, g in zip(args, grads, strict=True):
+                    self.add(frame, s, g)
+                continue
             rule = VJP.get(type(op))
             if rule is None:
                 raise emit_error(op, "has no batched gradient rule")
-            vals = [env[s] if s in env else runner.lookup(frame, s) for s in args]
             for k in per_root:
                 vals[k] = runner.rows(frame, vals[k], op)
             dys = [d if d is not None else np.zeros_like(np.asarray(env[s]))

@@ -1,0 +1,483 @@
+"""Native row kernels: a segment's row-wise ops as one loop over a frontier.
+
+Per frontier, the NumPy path makes one call (and one pass over memory) per
+op; a TreeLSTM height was about 35. Here the row-wise ops of each compiled
+block program (elementwise ops on f32, `tmath.slice`, `tmath.concat`) are
+grouped the way `tmath-fuse-elementwise` groups them (union-find in program
+order; every use outside a group comes after its last op), and each group
+becomes one native function `f(ctx, rows, inputs..., outputs...)` looping
+over rows x elements, built with `loop_builder.Emitter` and the scalar
+bodies of `tmath_kernels.SCALAR`, lowered by `convert-recir-to-llvm` and
+compiled once per model (`backend.engine`, on-disk object cache).
+
+Slices and concats cost nothing inside a group: a value is evaluated at a
+column offset, so `slice(x, k)` reads `x` at `j + k` and a concat output is
+written part by part. An input is read with a row stride (its row size for
+a batched value, 0 for a uniform one: a bias). Groups whose outputs differ
+in length get one element loop per length inside the row loop.
+
+The backward kernel of a group recomputes its forward from the inputs (no
+intermediate is stored) and runs reverse mode over each element's scalar
+graph, adding into one cotangent buffer per input (a uniform input's is
+summed over the rows: a bias gradient). Matrix products stay NumPy's BLAS
+(one SGEMM per frontier), gathers and reductions stay NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, TensorType, f32, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
+
+from recir.dialects import tmath
+from recir.passes.loop_builder import CONTRACT, PTR, Emitter
+from recir.passes.tmath_kernels import SCALAR
+
+# arith float ops on scalars map to the tmath op with the same scalar body
+FLOAT_OPS: dict[type, type] = {
+    arith.AddfOp: tmath.AddOp, arith.SubfOp: tmath.SubOp, arith.MulfOp: tmath.MulOp,
+    arith.DivfOp: tmath.DivOp, arith.NegfOp: tmath.NegOp,
+}
+COMPUTE = {tmath.AddOp, tmath.SubOp, tmath.MulOp, tmath.DivOp, tmath.NegOp, tmath.SigmoidOp,
+           tmath.TanhOp, tmath.ReluOp, tmath.ExpOp, tmath.LogOp}
+
+
+class Unfusable(Exception):
+    """A candidate group the row loops cannot express (a straddled concat)."""
+
+
+def is_f32(v: SSAValue) -> bool:
+    typ = v.type
+    return isinstance(typ.element_type if isinstance(typ, TensorType) else typ, Float32Type)
+
+
+def length(v: SSAValue) -> int:
+    count = 1
+    for d in (tmath.shape_of(v) if isinstance(v.type, TensorType) else ()):
+        count *= d
+    return count
+
+
+def kind_of(op: Operation) -> type:
+    return FLOAT_OPS.get(type(op), type(op))
+
+
+def static(v: SSAValue) -> bool:
+    return not isinstance(v.type, TensorType) or all(d >= 0 for d in v.type.get_shape())
+
+
+def fusible(op: Operation) -> bool:
+    if len(op.results) != 1 or not is_f32(op.results[0]):
+        return False
+    if not all(static(v) for v in (*op.operands, *op.results)):
+        return False
+    if isinstance(op, (tmath.SliceOp, tmath.ConcatOp)):
+        return all(is_f32(v) for v in op.operands)
+    return kind_of(op) in COMPUTE
+
+
+# --- grouping -------------------------------------------------------------
+
+def ancestor_in(op: Operation, block: Block) -> Operation | None:
+    while op is not None and op.parent_block() is not block:
+        op = op.parent_op()  # type: ignore[assignment]
+    return op
+
+
+def valid(members: list[Operation], index: dict[Operation, int], block: Block) -> bool:
+    """Every use outside `members` comes after the last member."""
+    inside, last = set(members), index[members[-1]]
+    for member in members:
+        for use in member.results[0].uses:
+            if use.operation in inside:
+                continue
+            owner = ancestor_in(use.operation, block)
+            if owner is not None and index[owner] <= last:
+                return False
+    return True
+
+
+def find_groups(ops: Sequence[Operation], block: Block) -> list[list[Operation]]:
+    """Maximal valid groups of fusible ops among `ops` (one program, in order)."""
+    index = {op: i for i, op in enumerate(block.ops)}
+    group: dict[Operation, list[Operation]] = {}
+    for op in ops:
+        if not fusible(op):
+            continue
+        joined = [op]
+        for value in op.operands:
+            owner = value.owner
+            if isinstance(owner, Operation) and owner in group and group[owner] is not joined:
+                candidate = sorted({*joined, *group[owner]}, key=index.__getitem__)
+                if valid(candidate, index, block):
+                    joined = candidate
+        for member in joined:
+            group[member] = joined
+    unique = {id(g): g for g in group.values()}
+    return [g for g in unique.values()
+            if len(g) > 1 and any(kind_of(op) in COMPUTE for op in g)]
+
+
+class RowGroup:
+    """A group's inputs, outputs and element loops; `resolve` maps a value at a
+    column offset to an input read or a computing member."""
+
+    def __init__(self, members: list[Operation], kinds: dict[SSAValue, str]):
+        self.members = members
+        self.results = {op.results[0]: op for op in members}
+        inside = set(members)
+        inputs: dict[SSAValue, None] = {}
+        for op in members:
+            for v in op.operands:
+                if v not in self.results:
+                    inputs[v] = None
+        self.inputs = list(inputs)
+        if any(kinds.get(v) == "R" for v in self.inputs):
+            raise Unfusable("a per-tree input")
+        self.batched = [kinds.get(v, "U") != "U" for v in self.inputs]
+        self.position = {v: k for k, v in enumerate(self.inputs)}
+        self.outputs = [op.results[0] for op in members
+                        if any(u.operation not in inside for u in op.results[0].uses)]
+        if not self.outputs or any(kinds.get(v) != "B" for v in self.outputs):
+            raise Unfusable("uniform results")
+        loops: dict[int, list[tuple[int, int, SSAValue, int]]] = {}
+        for k, out in enumerate(self.outputs):
+            for out_off, n, v, v_off in self.pieces(out, 0, 0, length(out)):
+                loops.setdefault(n, []).append((k, out_off, v, v_off))
+        self.loops = loops
+        for n, pieces in loops.items():
+            for _, _, v, v_off in pieces:
+                self.check(v, v_off, n)
+
+    def pieces(self, v: SSAValue, out_off: int, v_off: int, n: int
+               ) -> list[tuple[int, int, SSAValue, int]]:
+        """(output offset, length, value, value offset): a concat part by part."""
+        owner = self.results.get(v)
+        if not isinstance(owner, tmath.ConcatOp):
+            return [(out_off, n, v, v_off)]
+        found, start = [], 0
+        for part in owner.operands:
+            size = length(part)
+            lo, hi = max(start, v_off), min(start + size, v_off + n)
+            if lo < hi:
+                found += self.pieces(part, out_off + lo - v_off, lo - start, hi - lo)
+            start += size
+        return found
+
+    def resolve(self, v: SSAValue, off: int, n: int) -> tuple[str, Any, int]:
+        owner = self.results.get(v)
+        if owner is None:
+            return ("in", self.position[v], off)
+        if isinstance(owner, tmath.SliceOp):
+            return self.resolve(owner.operands[0], off + owner.offset.value.data, n)
+        if isinstance(owner, tmath.ConcatOp):
+            start = 0
+            for part in owner.operands:
+                size = length(part)
+                if start <= off and off + n <= start + size:
+                    return self.resolve(part, off - start, n)
+                start += size
+            raise Unfusable("a concat read across its parts")
+        return ("op", owner, off)
+
+    def check(self, v: SSAValue, off: int, n: int) -> None:
+        kind, x, o = self.resolve(v, off, n)
+        if kind == "op":
+            for a in x.operands:
+                self.check(a, o, n)
+
+
+def make_groups(ops: Sequence[Operation], block: Block, kinds: dict[SSAValue, str]
+                ) -> list[RowGroup]:
+    groups = []
+    for members in find_groups(ops, block):
+        try:
+            groups.append(RowGroup(members, kinds))
+        except Unfusable:
+            continue
+    return groups
+
+
+# --- code generation -------------------------------------------------------
+
+def scalar(b: Emitter, op: Operation, args: list[SSAValue]) -> SSAValue:
+    return SCALAR[kind_of(op)](b, args)
+
+
+def scalar_vjp(b: Emitter, op: Operation, xs: list[SSAValue], y: SSAValue, d: SSAValue
+               ) -> list[SSAValue]:
+    """Cotangents of a scalar op's operands (`autodiff/rules.py`, per element)."""
+    def mul(p: SSAValue, q: SSAValue) -> SSAValue:
+        return b.value(arith.MulfOp(p, q, CONTRACT))
+
+    def neg(p: SSAValue) -> SSAValue:
+        return b.value(arith.NegfOp(p))
+
+    one = b.const(1.0, f32)
+    kind = kind_of(op)
+    if kind is tmath.AddOp:
+        return [d, d]
+    if kind is tmath.SubOp:
+        return [d, neg(d)]
+    if kind is tmath.MulOp:
+        return [mul(d, xs[1]), mul(d, xs[0])]
+    if kind is tmath.DivOp:
+        da = b.value(arith.DivfOp(d, xs[1], CONTRACT))
+        return [da, neg(mul(da, y))]
+    if kind is tmath.NegOp:
+        return [neg(d)]
+    if kind is tmath.SigmoidOp:
+        return [mul(mul(d, y), b.value(arith.SubfOp(one, y, CONTRACT)))]
+    if kind is tmath.TanhOp:
+        return [mul(d, b.value(arith.SubfOp(one, mul(y, y), CONTRACT)))]
+    if kind is tmath.ExpOp:
+        return [mul(d, y)]
+    if kind is tmath.LogOp:
+        return [b.value(arith.DivfOp(d, xs[0], CONTRACT))]
+    zero = b.const(0.0, f32)  # relu
+    return [b.value(arith.SelectOp(b.value(arith.CmpfOp(xs[0], zero, "ogt")), d, zero))]
+
+
+class Element:
+    """One element of one loop: forward values by (kind, member/input, offset)."""
+
+    def __init__(self, group: RowGroup, b: Emitter, j: SSAValue, n: int,
+                 bases: list[SSAValue]):
+        self.group, self.b, self.j, self.n, self.bases = group, b, j, n, bases
+        self.memo: dict[tuple[str, Any, int], SSAValue] = {}
+        self.order: list[tuple[str, Any, int]] = []
+        self.operands: dict[tuple[str, Any, int], list[tuple[str, Any, int]]] = {}
+
+    def key(self, v: SSAValue, off: int) -> tuple[str, Any, int]:
+        return self.group.resolve(v, off, self.n)
+
+    def value(self, key: tuple[str, Any, int]) -> SSAValue:
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        kind, x, off = key
+        b = self.b
+        if kind == "in":
+            found = b.load(self.bases[x], b.add(self.j, off))
+        else:
+            keys = [self.key(a, off) for a in x.operands]
+            found = scalar(b, x, [self.value(k) for k in keys])
+            self.operands[key] = keys
+        self.memo[key] = found
+        self.order.append(key)
+        return found
+
+
+def row_bases(b: Emitter, r: SSAValue, pointers: Sequence[SSAValue],
+              sizes: Sequence[int]) -> list[SSAValue]:
+    start = [b.mul(r, s) for s in sizes]
+    return [b.offset(p, s) if size else p for p, s, size in zip(pointers, start, sizes)]
+
+
+def forward_function(group: RowGroup, name: str) -> func.FuncOp:
+    """`name(rows, inputs..., outputs...)`: every output's rows."""
+    nin, nout = len(group.inputs), len(group.outputs)
+    block = Block(arg_types=[i64, *[PTR] * (nin + nout)])
+    rows, ins, outs = block.args[0], block.args[1:1 + nin], block.args[1 + nin:]
+    in_sizes = [length(v) if bat else 0 for v, bat in zip(group.inputs, group.batched)]
+    out_sizes = [length(v) for v in group.outputs]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+
+    def row(rb: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        bases = row_bases(rb, r, ins, in_sizes)
+        out_bases = row_bases(rb, r, outs, out_sizes)
+        for n, pieces in group.loops.items():
+            def element(eb: Emitter, j: SSAValue, _: Sequence[SSAValue],
+                        n: int = n, pieces: Any = pieces) -> Sequence[SSAValue]:
+                el = Element(group, eb, j, n, bases)
+                for k, out_off, v, v_off in pieces:
+                    eb.store(el.value(el.key(v, v_off)), out_bases[k], eb.add(j, out_off))
+                return ()
+
+            rb.loop(n, element)
+        return ()
+
+    b.loop(rows, row)
+    block.add_op(func.ReturnOp())
+    signature = FunctionType.from_lists(list(block.arg_types), [])
+    return func.FuncOp(name, signature, Region(block))
+
+
+def backward_function(group: RowGroup, name: str) -> func.FuncOp:
+    """`name(rows, inputs..., output cotangents..., input cotangents...)`:
+    adds each input's cotangent into its buffer (a uniform one summed)."""
+    nin, nout = len(group.inputs), len(group.outputs)
+    block = Block(arg_types=[i64, *[PTR] * (2 * nin + nout)])
+    rows = block.args[0]
+    ins = block.args[1:1 + nin]
+    douts = block.args[1 + nin:1 + nin + nout]
+    dins = block.args[1 + nin + nout:]
+    in_sizes = [length(v) if bat else 0 for v, bat in zip(group.inputs, group.batched)]
+    out_sizes = [length(v) for v in group.outputs]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+
+    def row(rb: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        bases = row_bases(rb, r, ins, in_sizes)
+        dout_bases = row_bases(rb, r, douts, out_sizes)
+        din_bases = row_bases(rb, r, dins, in_sizes)
+        for n, pieces in group.loops.items():
+            def element(eb: Emitter, j: SSAValue, _: Sequence[SSAValue],
+                        n: int = n, pieces: Any = pieces) -> Sequence[SSAValue]:
+                el = Element(group, eb, j, n, bases)
+                adj: dict[tuple[str, Any, int], SSAValue] = {}
+
+                def add(key: tuple[str, Any, int], d: SSAValue) -> None:
+                    cur = adj.get(key)
+                    adj[key] = d if cur is None else eb.value(arith.AddfOp(cur, d, CONTRACT))
+
+                for k, out_off, v, v_off in pieces:
+                    key = el.key(v, v_off)
+                    el.value(key)
+                    add(key, eb.load(dout_bases[k], eb.add(j, out_off)))
+                for key in reversed(el.order):
+                    d = adj.get(key)
+                    if d is None:
+                        continue
+                    kind, x, off = key
+                    if kind == "in":
+                        where = eb.add(j, off)
+                        total = eb.value(arith.AddfOp(eb.load(din_bases[x], where), d,
+                                                      CONTRACT))
+                        eb.store(total, din_bases[x], where)
+                        continue
+                    keys = el.operands[key]
+                    grads = scalar_vjp(eb, x, [el.memo[k] for k in keys], el.memo[key], d)
+                    for k, g in zip(keys, grads):
+                        add(k, g)
+                return ()
+
+            rb.loop(n, element)
+        return ()
+
+    b.loop(rows, row)
+    block.add_op(func.ReturnOp())
+    signature = FunctionType.from_lists(list(block.arg_types), [])
+    return func.FuncOp(name, signature, Region(block))
+
+
+# --- compilation and calls --------------------------------------------------
+
+class Context(ctypes.Structure):
+    """The generated code's context (`native_context.py`); only the stack probe
+    reads it: a limit of 0 never fails."""
+
+    _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
+                ("site", ctypes.c_int32), ("rest", ctypes.c_uint64 * 6)]
+
+
+CONTEXT = Context()
+
+
+def digest() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[Any, Any]]:
+    """One object for all groups of a model: id(group) -> (forward, backward)."""
+    from recir.backend.cache import ObjectCache, cache_key
+    from recir.backend.engine import Engine, compile_object
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.context import make_context
+    from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
+
+    if not groups:
+        return {}
+    functions: list[func.FuncOp] = []
+    for k, group in enumerate(groups):
+        functions.append(forward_function(group, f"rows_fwd_{k}"))
+        if gradients:
+            functions.append(backward_function(group, f"rows_bwd_{k}"))
+    module = ModuleOp(functions)
+    text = str(module)
+    cache = ObjectCache()
+    key = cache_key(text, f"batching-rows {digest()}")
+    hit = cache.load(key)
+    if hit is None:
+        ctx = make_context()
+        ConvertScfToCf().apply(ctx, module)
+        ConvertRecirToLlvmPass().apply(ctx, module)
+        module.attributes.pop("recir.error_sites", None)
+        obj = compile_object(to_llvm_ir(module))
+        cache.store(key, obj, {})
+    else:
+        obj = hit[0]
+    engine = Engine(obj)
+    found: dict[int, tuple[Any, Any]] = {}
+    for k, group in enumerate(groups):
+        fwd = NativeRows(engine, f"rows_fwd_{k}", len(group.inputs) + len(group.outputs))
+        bwd = (NativeRows(engine, f"rows_bwd_{k}", 2 * len(group.inputs) + len(group.outputs))
+               if gradients else None)
+        found[id(group)] = (fwd, bwd)
+    return found
+
+
+class NativeRows:
+    """A compiled row kernel called with NumPy arrays (C-contiguous float32)."""
+
+    def __init__(self, engine: Any, name: str, npointers: int):
+        self.engine = engine  # keeps the code alive
+        prototype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64,
+                                     *[ctypes.c_void_p] * npointers)
+        self.fn: Callable[..., None] = prototype(engine.address(name))
+
+    def __call__(self, rows: int, arrays: Sequence[np.ndarray]) -> None:
+        self.fn(ctypes.addressof(CONTEXT), rows,
+                *[a.__array_interface__["data"][0] for a in arrays])
+
+
+def as_rows(x: Any, n: int, batched: bool, size: int) -> np.ndarray:
+    """An input as the kernel reads it: n contiguous f32 rows, or one row."""
+    a = np.asarray(x)
+    if a.dtype != np.float32:
+        a = a.astype(np.float32)
+    if batched and a.size != n * size:
+        a = np.broadcast_to(a.reshape(-1)[:size] if a.size == size else a, (n, size))
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+class Kernels:
+    """The compiled row kernels of one runner, with NumPy-facing calls."""
+
+    def __init__(self, groups: list[RowGroup], gradients: bool):
+        self.groups = groups
+        self.compiled = compile_groups(groups, gradients)
+        self.shapes = {id(g): ([length(v) for v in g.inputs],
+                               [(tuple(tmath.shape_of(v)) if isinstance(v.type, TensorType)
+                                 else ()) for v in g.outputs],
+                               [(tuple(tmath.shape_of(v)) if isinstance(v.type, TensorType)
+                                 else ()) for v in g.inputs]) for g in groups}
+
+    def forward(self, group: RowGroup, vals: list[Any], n: int) -> list[np.ndarray]:
+        sizes, out_shapes, _ = self.shapes[id(group)]
+        ins = [as_rows(x, n, bat, s) for x, bat, s in zip(vals, group.batched, sizes)]
+        outs = [np.empty((n, *shape), np.float32) for shape in out_shapes]
+        self.compiled[id(group)][0](n, [*ins, *outs])
+        return outs
+
+    def backward(self, group: RowGroup, vals: list[Any], dys: list[Any], n: int
+                 ) -> list[np.ndarray]:
+        sizes, out_shapes, in_shapes = self.shapes[id(group)]
+        ins = [as_rows(x, n, bat, s) for x, bat, s in zip(vals, group.batched, sizes)]
+        douts = [np.zeros((n, *shape), np.float32) if d is None else
+                 as_rows(d, n, True, int(np.prod(shape, dtype=np.int64)))
+                 for d, shape in zip(dys, out_shapes)]
+        dins = [np.zeros((n, *shape) if bat else shape, np.float32)
+                for bat, shape in zip(group.batched, in_shapes)]
+        self.compiled[id(group)][1](n, [*ins, *douts, *dins])
+        return dins
