@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, TensorType, f32, i64
+from xdsl.dialects import arith, func, math
+from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, TensorType, f32, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
+from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
 from recir.passes.loop_builder import CONTRACT, PTR, Emitter
 from recir.passes.tmath_kernels import SCALAR
@@ -49,6 +50,13 @@ FLOAT_OPS: dict[type, type] = {
 }
 COMPUTE = {tmath.AddOp, tmath.SubOp, tmath.MulOp, tmath.DivOp, tmath.NegOp, tmath.SigmoidOp,
            tmath.TanhOp, tmath.ReluOp, tmath.ExpOp, tmath.LogOp}
+
+
+XENT = tmath.SoftmaxCrossEntropyOp  # a row reduction: loops over the classes
+
+
+def computes(op: Operation) -> bool:
+    return kind_of(op) in COMPUTE or isinstance(op, XENT)
 
 
 class Unfusable(Exception):
@@ -82,6 +90,8 @@ def fusible(op: Operation) -> bool:
         return False
     if isinstance(op, (tmath.SliceOp, tmath.ConcatOp)):
         return all(is_f32(v) for v in op.operands)
+    if isinstance(op, XENT):
+        return is_f32(op.operands[0]) and not isinstance(op.operands[1].type, TensorType)
     return kind_of(op) in COMPUTE
 
 
@@ -124,7 +134,7 @@ def find_groups(ops: Sequence[Operation], block: Block) -> list[list[Operation]]
             group[member] = joined
     unique = {id(g): g for g in group.values()}
     return [g for g in unique.values()
-            if len(g) > 1 and any(kind_of(op) in COMPUTE for op in g)]
+            if len(g) > 1 and any(computes(op) for op in g)]
 
 
 class RowGroup:
@@ -144,6 +154,7 @@ class RowGroup:
         if any(kinds.get(v) == "R" for v in self.inputs):
             raise Unfusable("a per-tree input")
         self.batched = [kinds.get(v, "U") != "U" for v in self.inputs]
+        self.ints = [not is_f32(v) for v in self.inputs]
         self.position = {v: k for k, v in enumerate(self.inputs)}
         self.outputs = [op.results[0] for op in members
                         if any(u.operation not in inside for u in op.results[0].uses)]
@@ -191,7 +202,11 @@ class RowGroup:
 
     def check(self, v: SSAValue, off: int, n: int) -> None:
         kind, x, o = self.resolve(v, off, n)
-        if kind == "op":
+        if kind == "op" and isinstance(x, XENT):
+            self.check(x.operands[0], 0, length(x.operands[0]))
+            if self.resolve(x.operands[1], 0, 1)[0] != "in":
+                raise Unfusable("a computed label")
+        elif kind == "op":
             for a in x.operands:
                 self.check(a, o, n)
 
@@ -256,6 +271,7 @@ class Element:
         self.memo: dict[tuple[str, Any, int], SSAValue] = {}
         self.order: list[tuple[str, Any, int]] = []
         self.operands: dict[tuple[str, Any, int], list[tuple[str, Any, int]]] = {}
+        self.extra: dict[tuple[str, Any, int], tuple[SSAValue, ...]] = {}
 
     def key(self, v: SSAValue, off: int) -> tuple[str, Any, int]:
         return self.group.resolve(v, off, self.n)
@@ -267,7 +283,10 @@ class Element:
         kind, x, off = key
         b = self.b
         if kind == "in":
-            found = b.load(self.bases[x], b.add(self.j, off))
+            found = b.load(self.bases[x], b.add(self.j, off),
+                           i32 if self.group.ints[x] else f32)
+        elif isinstance(x, XENT):
+            found = self.xent(key, x)
         else:
             keys = [self.key(a, off) for a in x.operands]
             found = scalar(b, x, [self.value(k) for k in keys])
@@ -275,6 +294,91 @@ class Element:
         self.memo[key] = found
         self.order.append(key)
         return found
+
+
+    def at(self, b: Emitter, j: SSAValue, n: int, v: SSAValue) -> tuple[Element, SSAValue]:
+        """`v` (all of it, n long) at element `j`, in a fresh element."""
+        inner = Element(self.group, b, j, n, self.bases)
+        return inner, inner.value(inner.key(v, 0))
+
+    def xent(self, key: tuple[str, Any, int], op: Operation) -> SSAValue:
+        """log(sum exp(x - m)) - (x[label] - m) over the logits' expression."""
+        b, logits = self.b, op.operands[0]
+        classes = length(logits)
+        label = self.value(self.key(op.operands[1], key[2]))
+        self.operands[key] = []
+        wide = b.to_i64(label)
+        ok = b.value(arith.CmpiOp(wide, b.i64(classes), "ult"))
+        b.check(ok, format_error(op, "index out of range"))
+
+        def bigger(lb: Emitter, c: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            x = self.at(lb, c, classes, logits)[1]
+            more = lb.value(arith.CmpfOp(x, acc[0], "ogt"))
+            return (lb.value(arith.SelectOp(more, x, acc[0])),)
+
+        m = b.loop(classes, bigger, [b.const(-3.0e38, f32)])[0]
+
+        def total(lb: Emitter, c: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            x = self.at(lb, c, classes, logits)[1]
+            e = lb.value(math.ExpOp(lb.value(arith.SubfOp(x, m))))
+            return (lb.value(arith.AddfOp(acc[0], e)),)
+
+        s = b.loop(classes, total, [b.const(0.0, f32)])[0]
+        picked = self.at(b, wide, 1, logits)[1]
+        self.extra[key] = (m, s, wide)
+        log_total = b.value(math.LogOp(s))
+        return b.value(arith.SubfOp(log_total, b.value(arith.SubfOp(picked, m))))
+
+
+def reverse(el: Element, seeds: Sequence[tuple[tuple[str, Any, int], SSAValue]],
+            din_bases: Sequence[SSAValue]) -> None:
+    """Reverse mode over `el`'s scalar graph: input cotangents added into
+    their buffers (`din_bases`, at this element)."""
+    b = el.b
+    adj: dict[tuple[str, Any, int], SSAValue] = {}
+
+    def add(key: tuple[str, Any, int], d: SSAValue) -> None:
+        cur = adj.get(key)
+        adj[key] = d if cur is None else b.value(arith.AddfOp(cur, d, CONTRACT))
+
+    for key, d in seeds:
+        add(key, d)
+    for key in reversed(el.order):
+        d = adj.get(key)
+        if d is None:
+            continue
+        kind, x, off = key
+        if kind == "in":
+            if not el.group.ints[x]:
+                where = b.add(el.j, off)
+                total = b.value(arith.AddfOp(b.load(din_bases[x], where), d, CONTRACT))
+                b.store(total, din_bases[x], where)
+        elif isinstance(x, XENT):
+            xent_vjp(el, key, x, d, din_bases)
+        else:
+            keys = el.operands[key]
+            grads = scalar_vjp(b, x, [el.memo[k] for k in keys], el.memo[key], d)
+            for k, g in zip(keys, grads):
+                add(k, g)
+
+
+def xent_vjp(el: Element, key: tuple[str, Any, int], op: Operation, d: SSAValue,
+             din_bases: Sequence[SSAValue]) -> None:
+    """d logits[c] = d * (softmax[c] - [c == label]), through the logits' graph."""
+    m, s, label = el.extra[key]
+    logits = op.operands[0]
+    classes = length(logits)
+
+    def body(lb: Emitter, c: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        inner, x = el.at(lb, c, classes, logits)
+        p = lb.value(arith.DivfOp(lb.value(math.ExpOp(lb.value(arith.SubfOp(x, m)))), s))
+        hit = lb.value(arith.CmpiOp(c, label, "eq"))
+        p = lb.value(arith.SubfOp(p, lb.value(arith.SelectOp(
+            hit, lb.const(1.0, f32), lb.const(0.0, f32)))))
+        reverse(inner, [(inner.key(logits, 0), lb.value(arith.MulfOp(d, p)))], din_bases)
+        return ()
+
+    el.b.loop(classes, body)
 
 
 def row_bases(b: Emitter, r: SSAValue, pointers: Sequence[SSAValue],
@@ -333,31 +437,12 @@ def backward_function(group: RowGroup, name: str) -> func.FuncOp:
             def element(eb: Emitter, j: SSAValue, _: Sequence[SSAValue],
                         n: int = n, pieces: Any = pieces) -> Sequence[SSAValue]:
                 el = Element(group, eb, j, n, bases)
-                adj: dict[tuple[str, Any, int], SSAValue] = {}
-
-                def add(key: tuple[str, Any, int], d: SSAValue) -> None:
-                    cur = adj.get(key)
-                    adj[key] = d if cur is None else eb.value(arith.AddfOp(cur, d, CONTRACT))
-
+                seeds = []
                 for k, out_off, v, v_off in pieces:
                     key = el.key(v, v_off)
                     el.value(key)
-                    add(key, eb.load(dout_bases[k], eb.add(j, out_off)))
-                for key in reversed(el.order):
-                    d = adj.get(key)
-                    if d is None:
-                        continue
-                    kind, x, off = key
-                    if kind == "in":
-                        where = eb.add(j, off)
-                        total = eb.value(arith.AddfOp(eb.load(din_bases[x], where), d,
-                                                      CONTRACT))
-                        eb.store(total, din_bases[x], where)
-                        continue
-                    keys = el.operands[key]
-                    grads = scalar_vjp(eb, x, [el.memo[k] for k in keys], el.memo[key], d)
-                    for k, g in zip(keys, grads):
-                        add(k, g)
+                    seeds.append((key, eb.load(dout_bases[k], eb.add(j, out_off))))
+                reverse(el, seeds, din_bases)
                 return ()
 
             rb.loop(n, element)
@@ -372,14 +457,11 @@ def backward_function(group: RowGroup, name: str) -> func.FuncOp:
 # --- compilation and calls --------------------------------------------------
 
 class Context(ctypes.Structure):
-    """The generated code's context (`native_context.py`); only the stack probe
-    reads it: a limit of 0 never fails."""
+    """The generated code's context (`native_context.py`): the stack probe
+    reads `stack_limit` (0 never fails), a failed check sets `error`/`site`."""
 
     _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
                 ("site", ctypes.c_int32), ("rest", ctypes.c_uint64 * 6)]
-
-
-CONTEXT = Context()
 
 
 def digest() -> str:
@@ -402,53 +484,62 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
         if gradients:
             functions.append(backward_function(group, f"rows_bwd_{k}"))
     module = ModuleOp(functions)
-    text = str(module)
     cache = ObjectCache()
-    key = cache_key(text, f"batching-rows {digest()}")
+    key = cache_key(str(module), f"batching-rows {digest()}")
     hit = cache.load(key)
     if hit is None:
         ctx = make_context()
         ConvertScfToCf().apply(ctx, module)
         ConvertRecirToLlvmPass().apply(ctx, module)
-        module.attributes.pop("recir.error_sites", None)
+        sites = [a.data for a in module.attributes.pop("recir.error_sites").data]  # type: ignore[attr-defined]
         obj = compile_object(to_llvm_ir(module))
-        cache.store(key, obj, {})
+        cache.store(key, obj, {"sites": sites})
     else:
-        obj = hit[0]
+        obj, sites = hit[0], hit[1]["sites"]
     engine = Engine(obj)
     found: dict[int, tuple[Any, Any]] = {}
     for k, group in enumerate(groups):
-        fwd = NativeRows(engine, f"rows_fwd_{k}", len(group.inputs) + len(group.outputs))
-        bwd = (NativeRows(engine, f"rows_bwd_{k}", 2 * len(group.inputs) + len(group.outputs))
-               if gradients else None)
+        nin, nout = len(group.inputs), len(group.outputs)
+        fwd = NativeRows(engine, f"rows_fwd_{k}", nin + nout, sites)
+        bwd = NativeRows(engine, f"rows_bwd_{k}", 2 * nin + nout, sites) if gradients else None
         found[id(group)] = (fwd, bwd)
     return found
 
 
 class NativeRows:
-    """A compiled row kernel called with NumPy arrays (C-contiguous float32)."""
+    """A compiled row kernel called with NumPy arrays (C-contiguous)."""
 
-    def __init__(self, engine: Any, name: str, npointers: int):
-        self.engine = engine  # keeps the code alive
+    def __init__(self, engine: Any, name: str, npointers: int, sites: list[str]):
+        self.engine, self.sites = engine, sites  # the engine keeps the code alive
         prototype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64,
                                      *[ctypes.c_void_p] * npointers)
         self.fn: Callable[..., None] = prototype(engine.address(name))
+        self.ctx = Context()
+        self.ctx_address = ctypes.addressof(self.ctx)
 
-    def __call__(self, rows: int, arrays: Sequence[np.ndarray]) -> None:
-        self.fn(ctypes.addressof(CONTEXT), rows,
-                *[a.__array_interface__["data"][0] for a in arrays])
+    def __call__(self, rows: int, arrays: Sequence[np.ndarray | None]) -> None:
+        self.fn(self.ctx_address, rows, *[0 if a is None else a.__array_interface__["data"][0]
+                                          for a in arrays])
+        if self.ctx.error:
+            site = self.ctx.site
+            self.ctx.error, self.ctx.stack_limit = 0, 0
+            raise RecirError(f"{self.sites[site]} (at run time, in a frontier row kernel)")
 
 
-def as_rows(x: Any, n: int, batched: bool, size: int) -> np.ndarray:
-    """An input as the kernel reads it: n contiguous f32 rows, or one row."""
+def as_rows(x: Any, n: int, batched: bool, size: int, dtype: Any) -> np.ndarray:
+    """An input as the kernel reads it: n contiguous rows, or one row."""
     a = np.asarray(x)
-    if a.dtype != np.float32:
-        a = a.astype(np.float32)
+    if a.dtype != dtype:
+        a = a.astype(dtype)
     if batched and a.size != n * size:
         a = np.broadcast_to(a.reshape(-1)[:size] if a.size == size else a, (n, size))
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
+
+
+def shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(tmath.shape_of(v)) if isinstance(v.type, TensorType) else ()
 
 
 class Kernels:
@@ -457,27 +548,28 @@ class Kernels:
     def __init__(self, groups: list[RowGroup], gradients: bool):
         self.groups = groups
         self.compiled = compile_groups(groups, gradients)
-        self.shapes = {id(g): ([length(v) for v in g.inputs],
-                               [(tuple(tmath.shape_of(v)) if isinstance(v.type, TensorType)
-                                 else ()) for v in g.outputs],
-                               [(tuple(tmath.shape_of(v)) if isinstance(v.type, TensorType)
-                                 else ()) for v in g.inputs]) for g in groups}
+        self.layout = {id(g): (
+            [(bat, length(v), np.int32 if i else np.float32)
+             for v, bat, i in zip(g.inputs, g.batched, g.ints)],
+            [shape(v) for v in g.outputs],
+            [None if i else (n, shape(v)) for v, i, n in zip(g.inputs, g.ints, g.batched)])
+            for g in groups}
 
     def forward(self, group: RowGroup, vals: list[Any], n: int) -> list[np.ndarray]:
-        sizes, out_shapes, _ = self.shapes[id(group)]
-        ins = [as_rows(x, n, bat, s) for x, bat, s in zip(vals, group.batched, sizes)]
-        outs = [np.empty((n, *shape), np.float32) for shape in out_shapes]
+        ins_layout, out_shapes, _ = self.layout[id(group)]
+        ins = [as_rows(x, n, *lay) for x, lay in zip(vals, ins_layout)]
+        outs = [np.empty((n, *sh), np.float32) for sh in out_shapes]
         self.compiled[id(group)][0](n, [*ins, *outs])
         return outs
 
     def backward(self, group: RowGroup, vals: list[Any], dys: list[Any], n: int
-                 ) -> list[np.ndarray]:
-        sizes, out_shapes, in_shapes = self.shapes[id(group)]
-        ins = [as_rows(x, n, bat, s) for x, bat, s in zip(vals, group.batched, sizes)]
-        douts = [np.zeros((n, *shape), np.float32) if d is None else
-                 as_rows(d, n, True, int(np.prod(shape, dtype=np.int64)))
-                 for d, shape in zip(dys, out_shapes)]
-        dins = [np.zeros((n, *shape) if bat else shape, np.float32)
-                for bat, shape in zip(group.batched, in_shapes)]
+                 ) -> list[np.ndarray | None]:
+        ins_layout, out_shapes, din_layout = self.layout[id(group)]
+        ins = [as_rows(x, n, *lay) for x, lay in zip(vals, ins_layout)]
+        douts = [np.zeros((n, *sh), np.float32) if d is None else
+                 as_rows(d, n, True, int(np.prod(sh, dtype=np.int64)), np.float32)
+                 for d, sh in zip(dys, out_shapes)]
+        dins = [None if lay is None else np.zeros((n, *lay[1]) if lay[0] else lay[1],
+                                                  np.float32) for lay in din_layout]
         self.compiled[id(group)][1](n, [*ins, *douts, *dins])
         return dins
