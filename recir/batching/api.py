@@ -191,11 +191,13 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 
 # `auto`: run a call through the frontier scheduler when its cell is at least
 # this wide (the largest matvec's input size in @f: 2h for TreeLSTM) and it
-# has at least this many trees; otherwise the recursive native code, which
-# measured faster at h=150 even at batch 25 (`bench/run.py batching`, SST dev:
-# per-frontier NumPy overheads dominate), slower at h=256 with 2 threads.
-AUTO_MIN_BATCH = 2
-AUTO_MIN_WIDTH = 512
+# has at least this many trees; otherwise the recursive native code.
+# Measured with the row kernels (`bench/run.py batching`, SST dev, TreeLSTM,
+# inference, 1 thread): the recursive code wins at batch 1 (7x at h=150), 5
+# and 10 (1.7x at h=150, 1.5x at h=256); the scheduler at batch 25 (1.1x at
+# h=150, 1.3x at h=256; 1.5x and 2x with 2 threads).
+AUTO_MIN_BATCH = 20
+AUTO_MIN_WIDTH = 300
 
 
 def matvec_width(plan: Plan) -> int:

@@ -154,8 +154,9 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
-    trees = make_treebank(8, seed=6)
-    assert auto.choose(1) == "recursive" and auto.choose(len(trees)) == "frontier"
+    trees = make_treebank(20, seed=6)
+    assert auto.choose(1) == "recursive" and auto.choose(10) == "recursive"
+    assert auto.choose(len(trees)) == "frontier"
     outs = auto.batch([tree_args(t) for t in trees])
     for tree, (h, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
