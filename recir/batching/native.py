@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, func, math
-from xdsl.dialects.builtin import Float32Type, FunctionType, ModuleOp, TensorType, f32, i32, i64
+from xdsl.dialects.builtin import (
+    Float32Type,
+    FunctionType,
+    ModuleOp,
+    TensorType,
+    f32,
+    i32,
+    i64,
+)
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
@@ -523,7 +531,8 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
         ctx = make_context()
         ConvertScfToCf().apply(ctx, module)
         ConvertRecirToLlvmPass().apply(ctx, module)
-        sites = [a.data for a in module.attributes.pop("recir.error_sites").data]  # type: ignore[attr-defined]
+        found_sites: Any = module.attributes.pop("recir.error_sites")
+        sites = [a.data for a in found_sites.data]
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites})
     else:
@@ -533,7 +542,8 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
     for k, group in enumerate(groups):
         nin, nout = len(group.inputs), len(group.outputs)
         fwd = NativeRows(engine, f"rows_fwd_{k}", nin + nout, sites)
-        bwd = NativeRows(engine, f"rows_bwd_{k}", 2 * nin + nout, sites) if gradients else None
+        bwd = (NativeRows(engine, f"rows_bwd_{k}", 2 * nin + nout, sites)
+               if gradients else None)
         found[id(group)] = (fwd, bwd)
     return found
 
