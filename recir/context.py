@@ -4,6 +4,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, builtin, cf, func, llvm, scf
 
 from recir.dialects.adjoint import Adjoint
+from recir.dialects.dataflow import Dataflow
 from recir.dialects.invoke import Invoke
 from recir.dialects.tape import Tape
 from recir.dialects.tmath import TMath
@@ -17,4 +18,5 @@ def make_context() -> Context:
     ctx.load_dialect(TMath)
     ctx.load_dialect(Tape)
     ctx.load_dialect(Adjoint)
+    ctx.load_dialect(Dataflow)
     return ctx

@@ -38,7 +38,6 @@ def lower(module: ModuleOp) -> ModuleOp:
     """A copy of `module` with every public function as a `dataflow.graph`."""
     lowered = module.clone()
     ctx = make_context()
-    ctx.load_dialect(df.Dataflow)
     if any(isinstance(op, invoke.SubgraphOp) for op in lowered.walk()):
         CaptureOuterRefsPass().apply(ctx, lowered)
     LowerInvokeToCallReturnPass().apply(ctx, lowered)
