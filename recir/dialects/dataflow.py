@@ -62,6 +62,8 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
+from recir.dialects.invoke import verify_named_body
+
 
 def site_key(op: CallOp | ReturnOp) -> tuple[str, int]:
     return op.callee.root_reference.data, op.site.value.data
@@ -100,14 +102,7 @@ class GraphOp(IRDLOperation):
     def verify_(self) -> None:
         block = self.body.block
         name = self.sym_name.data
-        if tuple(block.arg_types) != self.function_type.inputs.data:
-            raise VerifyException(
-                f"@{name}: block argument types "
-                f"({', '.join(map(str, block.arg_types))})"
-                f" differ from the declared inputs {self.function_type.inputs}"
-            )
-        if not isinstance(block.last_op, OutputOp):
-            raise VerifyException(f"@{name}: body must end with 'dataflow.output'")
+        verify_named_body(name, block, self.function_type, OutputOp)
         calls = {site_key(op) for op in block.ops if isinstance(op, CallOp)}
         for op in block.ops:
             if isinstance(op, ReturnOp) and site_key(op) not in calls:

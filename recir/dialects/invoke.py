@@ -51,6 +51,18 @@ from xdsl.traits import HasParent, IsTerminator, ReturnLike, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 
+def verify_named_body(name: str, block: Block, function_type: FunctionType,
+                      terminator: type[Operation]) -> None:
+    """A named region's block takes the declared inputs and ends with `terminator`."""
+    if tuple(block.arg_types) != function_type.inputs.data:
+        raise VerifyException(
+            f"@{name}: block argument types ({', '.join(map(str, block.arg_types))}) "
+            f"differ from the declared inputs {function_type.inputs}"
+        )
+    if not isinstance(block.last_op, terminator):
+        raise VerifyException(f"@{name}: body must end with '{terminator.name}'")
+
+
 @irdl_op_definition
 class SubgraphOp(IRDLOperation):
     """A named, possibly recursive region that may use outer SSA values.
@@ -84,17 +96,8 @@ class SubgraphOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        block = self.body.block
-        if tuple(block.arg_types) != self.function_type.inputs.data:
-            raise VerifyException(
-                f"@{self.sym_name.data}: block argument types "
-                f"({', '.join(map(str, block.arg_types))}) differ from the declared "
-                f"inputs {self.function_type.inputs}"
-            )
-        if not isinstance(block.last_op, ReturnOp):
-            raise VerifyException(
-                f"@{self.sym_name.data}: body must end with 'invoke.return'"
-            )
+        verify_named_body(self.sym_name.data, self.body.block, self.function_type,
+                          ReturnOp)
         duplicates = [
             op for op in callables(self) if op.sym_name == self.sym_name
         ]
