@@ -114,9 +114,10 @@ class NativeFunction:
             self.raise_error(ctx)
             return returned
 
-        return self.invoke(inputs, here)
+        return self.invoke(inputs, here, shared=False)
 
-    def invoke(self, inputs: Sequence[Any], call: Any) -> tuple[Any, ...]:
+    def invoke(self, inputs: Sequence[Any], call: Any, shared: bool = True) -> tuple[Any, ...]:
+        """`shared`: the call may run on a team with per-thread gradient copies."""
         values = [*inputs, *self.params]
         if len(values) != len(self.inputs):
             raise RecirError(f"error: @{self.name} takes "
@@ -131,7 +132,8 @@ class NativeFunction:
         try:
             returned = call([*args, *outs])
         finally:
-            self.sum_copies(values)
+            if shared:
+                self.sum_copies(values)
         return tuple(r if isinstance(r, np.ndarray) else
                      returned if self.returns_one else r.value for r in results)
 
