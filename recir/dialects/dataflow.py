@@ -62,7 +62,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from recir.dialects.invoke import verify_named_body
+from recir.dialects.invoke import verify_named_body, verify_results
 
 
 def site_key(op: CallOp | ReturnOp) -> tuple[str, int]:
@@ -149,13 +149,8 @@ class OutputOp(IRDLOperation):
     def verify_(self) -> None:
         graph = self.parent_op()
         assert isinstance(graph, GraphOp)
-        expected = graph.function_type.outputs.data
-        got = tuple(self.values.types)
-        if got != expected:
-            raise VerifyException(
-                f"outputs ({', '.join(map(str, got))}) but @{graph.sym_name.data} "
-                f"declares results ({', '.join(map(str, expected))})"
-            )
+        verify_results("outputs", self.values.types, graph.sym_name.data,
+                       graph.function_type)
 
 
 class SiteOp(IRDLOperation):

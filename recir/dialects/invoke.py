@@ -63,6 +63,17 @@ def verify_named_body(name: str, block: Block, function_type: FunctionType,
         raise VerifyException(f"@{name}: body must end with '{terminator.name}'")
 
 
+def verify_results(verb: str, types: Sequence[Attribute], name: str,
+                   declared: FunctionType) -> None:
+    """A terminator's value types are the enclosing named region's results."""
+    expected, got = declared.outputs.data, tuple(types)
+    if got != expected:
+        raise VerifyException(
+            f"{verb} ({', '.join(map(str, got))}) but @{name} "
+            f"declares results ({', '.join(map(str, expected))})"
+        )
+
+
 @irdl_op_definition
 class SubgraphOp(IRDLOperation):
     """A named, possibly recursive region that may use outer SSA values.
@@ -145,13 +156,8 @@ class ReturnOp(IRDLOperation):
     def verify_(self) -> None:
         sub = self.parent_op()
         assert isinstance(sub, SubgraphOp)
-        expected = sub.function_type.outputs.data
-        got = tuple(self.arguments.types)
-        if got != expected:
-            raise VerifyException(
-                f"returns ({', '.join(map(str, got))}) but @{sub.sym_name.data} "
-                f"declares results ({', '.join(map(str, expected))})"
-            )
+        verify_results("returns", self.arguments.types, sub.sym_name.data,
+                       sub.function_type)
 
 
 @irdl_op_definition
