@@ -106,9 +106,9 @@ def recir_recursive(params, mode, threads):
 
     traced = tree_lstm.trace_model(params)
     if mode == "infer":
-        fn = recir.compile(traced, threads=threads)
-        return lambda trees: [fn(*args_of(t))[1] for t in trees]
-    grad = recir.value_and_grad(traced)
+        fn = recir.compile(traced, threads=threads)  # the trees as tasks of one team
+        return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
+    grad = recir.value_and_grad(traced, threads=threads)
     into = {k: np.zeros_like(v) for k, v in params.items()}
     return lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into,
                                                    threads=threads)[0]]

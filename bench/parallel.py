@@ -1,15 +1,15 @@
 """`run.py parallel`: speedup of 2 threads over 1 (libgomp tasks for independent invokes).
 
 TreeRNN and TreeLSTM inference (h=150) on balanced, moderate and linear trees
-of 64 leaves, in steps of 1 and 25 trees, each tree's children spawned as
-tasks; fib(35). For each tree shape, the work/span ratio read off the call
+of 64 leaves, one tree per call (the children of its nodes spawned as
+tasks) and 25 trees per call (`NativeFunction.batch`: each tree a task of one
+team, its subtrees tasks too); fib(35). For each tree shape, the work/span ratio read off the call
 tree (work = nodes, span = nodes on the longest root-to-leaf path) and the
 speedup it predicts on 2 and on 36 cores (the paper's machine) by Brent's
 bound W / (W/P + S). Training (forward + backward, gradients summed over
 the batch): at batch 1 within the tree (the children's forward and backward
 calls as tasks, dense gradients in per-thread copies), at batch 10 and 25
-across the trees of the batch (`GradFunction.batch`, each thread one tree
-at a time with its own gradient buffers).
+across the trees of the batch too (`GradFunction.batch`: each tree a task).
 """
 
 from __future__ import annotations
@@ -63,10 +63,14 @@ def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
             for batch in (1, 25):
                 print(f"  {name} {shape} b={batch}", flush=True)
 
-                def run(f: Any, trees: list = trees, batch: int = batch) -> None:
-                    for start in range(0, len(trees), batch):
-                        for t in trees[start:start + batch]:
-                            f(t.left, t.right, t.word, t.label, t.root)
+                items = [(t.left, t.right, t.word, t.label, t.root) for t in trees]
+
+                def run(f: Any, items: list = items, batch: int = batch) -> None:
+                    for start in range(0, len(items), batch):
+                        if batch == 1:
+                            f(*items[start])
+                        else:  # the trees of a batch as tasks of one team
+                            f.batch(items[start:start + batch])
 
                 times = contest_times({f"{t}": lambda f=f: run(f) for t, f in fns.items()},
                                       repeats)

@@ -39,13 +39,16 @@ STAGES: tuple[ModulePass, ...] = (
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
-          parallel: bool = False) -> ModuleOp:
-    """A lowered copy of `module`, stopping after the pass named `until`."""
+          threads: int = 1) -> ModuleOp:
+    """A lowered copy of `module` for `threads` threads, stopping after the
+    pass named `until`."""
     lowered = module.clone()
     ctx = make_context()
     skip = (() if fuse else (TmathFuseElementwisePass,)) + (
-        () if parallel else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
+        () if threads > 1 else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
     for stage in STAGES:
+        if isinstance(stage, InvokeCloneSerialPass):
+            stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
         if not isinstance(stage, skip):
             stage.apply(ctx, lowered)
         if stage.name == until:
@@ -54,13 +57,21 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
     return lowered
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, parallel: bool = False
+def spawn_budget(threads: int) -> int:
+    """Levels of the call tree that spawn tasks: 2^budget tasks per tree of
+    a binary recursion, 8 per thread. Deeper spawning costs more in hand-over
+    than it gains in balance (bench/run.py parallel: on 2 threads, TreeRNN
+    64-leaf trees 1.2x at 12 levels, 1.4x at 2-4)."""
+    return 3 + max(0, threads - 1).bit_length()
+
+
+def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
             ) -> tuple[str, list[str], list[int]]:
     """LLVM IR text for `module`, the messages of its run-time checks, and the
     arguments whose buffers each thread has its own copy of."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse, parallel=parallel)
+    lowered = lower(module, fuse=fuse, threads=threads)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
     slots = [k.value.data for k in copied.data] if copied is not None else []
@@ -76,12 +87,12 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
-    parallel = threads > 1
-    key = cache_key(str(module), f"{entry} fuse={fuse} parallel={parallel}")
+    budget = spawn_budget(threads) if threads > 1 else 0
+    key = cache_key(str(module), f"{entry} fuse={fuse} spawn_budget={budget}")
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()
-        ir_text, sites, copied = llvm_ir(module, fuse, parallel)
+        ir_text, sites, copied = llvm_ir(module, fuse, threads)
         obj = compile_object(ir_text)
         cache.store(key, obj, {"sites": sites, "copied": copied,
                                "seconds": time.perf_counter() - start})

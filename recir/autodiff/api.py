@@ -77,12 +77,19 @@ class GradFunction:
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
               threads: int = 1) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """Outputs for each input tuple of `batch`, and the summed gradients.
-        With `threads` > 1 the trees run side by side, each on one thread
-        adding into its own gradient buffers, summed into `into` at the end;
-        otherwise one at a time, each on the function's own threads."""
+        With `threads` > 1 the trees run side by side: as tasks of one team of
+        the function's threads where it was compiled for several (trees and
+        their subtrees balanced by the task scheduler), else each on a pool
+        thread adding into its own gradient buffers, summed into `into` at
+        the end. With one thread, one at a time."""
         grads = self.accumulators(into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self(*inputs, into=grads)[0] for inputs in batch], grads
+        if self.native.batch_team:
+            accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
+                    for name, shape in self.wrt]
+            shared = [*self.params.values(), *accs]
+            return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
         pool = self.pool(threads)
         own = self.thread_grads(threads)
 

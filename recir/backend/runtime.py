@@ -64,6 +64,15 @@ def c_scalar(typ: Attribute) -> type:
     raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
 
 
+def data_address(array: np.ndarray) -> int:
+    """Where a C-contiguous array's data is: ctypes' from_buffer takes a
+    third of the time `array.ctypes.data` does (it works for writable,
+    non-empty arrays only)."""
+    if array.flags.writeable and array.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    return array.ctypes.data
+
+
 def is_tensor(typ: Attribute) -> bool:
     return isinstance(typ, TensorType)
 
@@ -100,6 +109,11 @@ class NativeFunction:
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
+        self.batch_team = engine.address(f"{name}__batch") if self.team else 0
+        public = len(self.inputs) - len(self.params)
+        self.param_keep: list[Any] = []
+        self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
+                           for j, p in enumerate(self.params)]
         self.copied = list(copied) if self.team else []
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
 
@@ -118,24 +132,66 @@ class NativeFunction:
 
     def invoke(self, inputs: Sequence[Any], call: Any, shared: bool = True) -> tuple[Any, ...]:
         """`shared`: the call may run on a team with per-thread gradient copies."""
-        values = [*inputs, *self.params]
-        if len(values) != len(self.inputs):
-            raise RecirError(f"error: @{self.name} takes "
-                             f"{len(self.inputs) - len(self.params)} inputs, got {len(inputs)}")
         keep: list[Any] = []
-        args = [self.argument(i, v, t, keep) for i, (v, t) in
-                enumerate(zip(values, self.inputs))]
-        results = [np.empty(t.get_shape(), np.float32) if is_tensor(t) else c_scalar(t)()
-                   for t in self.outputs]
-        outs = [r.ctypes.data if isinstance(r, np.ndarray) else ctypes.addressof(r)
-                for r in results if isinstance(r, np.ndarray) or not self.returns_one]
+        args, results = self.prepare(inputs, keep)
         try:
-            returned = call([*args, *outs])
+            returned = call(args)
         finally:
             if shared:
-                self.sum_copies(values)
+                self.sum_copies(args)
+        return self.outputs_of(results, returned)
+
+    def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The native entry's arguments for `inputs` (bound parameters and
+        result buffers added), and the results they will be written to."""
+        public = len(self.inputs) - len(self.params)
+        if len(inputs) != public:
+            raise RecirError(f"error: @{self.name} takes {public} inputs, got {len(inputs)}")
+        args = [self.argument(i, v, t, keep) for i, (v, t) in
+                enumerate(zip(inputs, self.inputs))]
+        results = [np.empty(t.get_shape(), np.float32) if is_tensor(t) else c_scalar(t)()
+                   for t in self.outputs]
+        outs = [data_address(r) if isinstance(r, np.ndarray) else ctypes.addressof(r)
+                for r in results if isinstance(r, np.ndarray) or not self.returns_one]
+        return [*args, *self.param_args, *outs], results
+
+    def outputs_of(self, results: list[Any], returned: Any) -> tuple[Any, ...]:
         return tuple(r if isinstance(r, np.ndarray) else
                      returned if self.returns_one else r.value for r in results)
+
+    def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """The outputs of each input tuple of `items`: on a team, each call is
+        a task of one team (load-balanced with the tasks the calls spawn);
+        otherwise one at a time. Calls that add into gradient buffers must
+        all be given the same buffers."""
+        if not self.batch_team or len(items) < 2:
+            return [self(*inputs) for inputs in items]
+        keep: list[Any] = []
+        prepared = [self.prepare(inputs, keep) for inputs in items]
+        first = prepared[0][0]
+        for args, _ in prepared:
+            if any(args[k] != first[k] for k in self.copied):
+                raise RecirError(f"error: the calls of a batch of @{self.name} must add "
+                                 f"into the same gradient buffers")
+        slots = [ctypes.c_uint64(0) for _ in items] if self.restype is not None else []
+
+        def run(entry_args: list[Any], threads: int) -> tuple[Context, Any]:
+            tables = self.tables(entry_args, threads)  # alive until the team is done
+            contexts = team_contexts(threads, tables)
+            where = ctypes.addressof(contexts)
+            payload = [len(items)]
+            for k, (args, _) in enumerate(prepared):
+                payload += [where, *(pack(a, t) for a, t in zip(args, self.argtypes[1:]))]
+                if slots:
+                    payload.append(ctypes.addressof(slots[k]))
+            return run_team(self.batch_team, contexts, payload), None
+
+        try:
+            self.call(first, run)
+        finally:
+            self.sum_copies(first)
+        return [self.outputs_of(results, unpack(slots[k].value, self.restype) if slots else None)
+                for k, (_, results) in enumerate(prepared)]
 
     def tables(self, args: list[Any], threads: int) -> list[Any]:
         """Each thread's table of gradient buffers, indexed by argument."""
@@ -151,32 +207,38 @@ class NativeFunction:
                 table[k] = own[j].ctypes.data
         return tables
 
-    def sum_copies(self, values: Sequence[Any]) -> None:
-        """Adds the other threads' copies into the arguments, and clears them."""
+    def sum_copies(self, args: Sequence[Any]) -> None:
+        """Adds the other threads' copies into the argument buffers, and clears them."""
         for own in self.copies:
             for k, copy in zip(self.copied, own):
-                values[k] += copy
+                total = np.ctypeslib.as_array((ctypes.c_float * copy.size).from_address(args[k]))
+                total += copy.reshape(-1)
                 copy.fill(0)
 
-    def call(self, args: list[Any]) -> Any:
-        """Runs on this thread, retried on a deep stack if the recursion ran
-        out; with `deep_only`, once on the deep-stack worker."""
+    def call(self, args: list[Any], once: Any = None) -> Any:
+        """Runs `once(args, threads)` (default: one call) on this thread,
+        retried on a deep stack with one thread if the recursion ran out;
+        with `deep_only`, once on the deep-stack worker."""
+        once = once or self.call_once
         if self.deep_only:
-            ctx, returned = stack.DEEP_WORKER.run(lambda: self.call_once(args))
+            ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, self.threads))
         else:
-            ctx, returned = self.call_once(args)
+            ctx, returned = once(args, self.threads)
             if ctx.error == ERROR_STACK:
-                ctx, returned = stack.on_deep_stack(lambda: self.call_once(args, 1))
+                ctx, returned = stack.on_deep_stack(lambda: once(args, 1))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
 
-    def call_once(self, args: list[Any], threads: int | None = None) -> tuple[Context, Any]:
+    def call_once(self, args: list[Any], threads: int) -> tuple[Context, Any]:
         """One call; the context with the first error, if any, comes back."""
-        threads = self.threads if threads is None else threads
         if self.team:  # code with tasks runs in a team, even of one
-            return call_in_team(self.team, self.argtypes[1:], self.restype, args, threads,
-                                self.tables(args, threads))
+            tables = self.tables(args, threads)  # alive until the team is done
+            contexts = team_contexts(threads, tables)
+            result = ctypes.c_uint64(0)
+            fields = [*(pack(a, t) for a, t in zip(args, self.argtypes[1:])),
+                      ctypes.addressof(result)]
+            return run_team(self.team, contexts, fields), unpack(result.value, self.restype)
         ctx = Context(stack.stack_limit())
         try:
             return ctx, self.function(ctypes.byref(ctx), *args)
@@ -201,12 +263,13 @@ class NativeFunction:
         dtype, shape and layout pass without the general (slower) checks."""
         shape = self.shapes[index]
         if (shape is not None and type(value) is np.ndarray and value.dtype == shape[1]
-                and value.flags.c_contiguous and value.ndim == len(shape[0])
-                and all(d < 0 or d == v for d, v in zip(shape[0], value.shape))):
+                and value.flags.c_contiguous and (value.shape == shape[0] or (
+                    value.ndim == len(shape[0])
+                    and all(d < 0 or d == v for d, v in zip(shape[0], value.shape))))):
             keep.append(value)
             if not shape[0] or shape[0][0] >= 0:
-                return value.ctypes.data
-            descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
+                return data_address(value)
+            descriptor = ArrayDescriptor(value.shape[0], data_address(value))
             keep.append(descriptor)
             return ctypes.addressof(descriptor)
         value = coerce_argument(index, value, typ)
@@ -246,29 +309,30 @@ def unpack(bits: int, typ: Any) -> Any:
     return typ.from_buffer(raw).value
 
 
-def call_in_team(team: int, argtypes: Sequence[Any], restype: Any, args: list[Any],
-                 threads: int, tables: Sequence[Any] = ()) -> tuple[Context, Any]:
-    """Runs the entry in a libgomp team of `threads` through its generated
-    `__team` function: every thread sets up its own context (stack limit,
-    error, tape arena, table of gradient buffers), one calls the entry, the
-    others run the tasks it spawns. The first error found is returned with
-    its context."""
-    assert GOMP is not None
+def team_contexts(threads: int, tables: Sequence[Any] = ()) -> Any:
+    """A context per thread of a team, each pointing to them all and to
+    its table of gradient buffers."""
     contexts = (Context * threads)()
     for ctx in contexts:
         ctx.contexts = ctypes.addressof(contexts)
     for ctx, table in zip(contexts, tables):
         ctx.acc_copies = ctypes.addressof(table)
-    result = ctypes.c_uint64(0)
-    fields = [ctypes.addressof(contexts), stack.stack_limit(),
-              *(pack(a, t) for a, t in zip(args, argtypes)),
-              ctypes.addressof(result)]
+    return contexts
+
+
+def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
+    """Runs a generated team function (`@f__team`, `@f__batch`) on a libgomp
+    team, one thread per context: each sets up its own (stack limit, error,
+    tape arena), one runs the call(s) packed in `payload`, the others run the
+    tasks it spawns. The first error found is returned with its context."""
+    assert GOMP is not None
+    fields = [ctypes.addressof(contexts), stack.stack_limit(), *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        GOMP.GOMP_parallel(team, data, threads, 0)
+        GOMP.GOMP_parallel(entry, data, len(contexts), 0)
     finally:
         for ctx in contexts:
             free_tape(ctx)
     failed = next((c for c in contexts if c.error), contexts[0])
     failed.tape_bytes = sum(c.tape_bytes for c in contexts)  # the team's, for last_tape_bytes
-    return failed, unpack(result.value, restype)
+    return failed

@@ -59,7 +59,8 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.tasks import Spawner, declarations, team_declarations, team_entry
+from recir.passes.tasks import (Spawner, batch_entry, declarations, team_declarations,
+                                team_entry)
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
@@ -277,9 +278,12 @@ class ConvertRecirToLlvmPass(ModulePass):
                 converted = FunctionConversion(function, sites, tasks).run()
                 Rewriter.replace_op(function, converted)
         if needs_tasks:
-            teams = [team_entry(f) for f in op.ops if isinstance(f, llvm.FuncOp)
-                     and f.linkage.linkage.data == "external" and f.body.blocks]
-            op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams])
+            public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
+                      and f.linkage.linkage.data == "external" and f.body.blocks]
+            teams = [team_entry(f) for f in public]
+            batches = [g for f in public for g in batch_entry(f)]
+            op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams,
+                                       *batches])
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])

@@ -7,7 +7,8 @@ node about 10 µs. So a function with `concurrent` invokes gets a clone
 on; at zero it calls `@f_serial`. Spawning thus stops `budget` levels down
 the call tree (2^budget tasks for a binary recursion), below which calls cost
 what they cost without threads. Callers outside the spawning functions pass
-the option `budget` (default 12, measured with bench/run.py parallel).
+the option `budget` (default 12; the pipeline passes `spawn_budget(threads)`,
+4 on 2 threads, measured with bench/run.py parallel).
 
 Options: `budget`.
 """

@@ -10,7 +10,7 @@ waits (GOMP_taskwait) and loads the scalar results from their slots.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i8, i32, i64
@@ -118,16 +118,72 @@ def team_declarations() -> list[Operation]:
     return [declare(*entry) for entry in TEAM_DECLARATIONS]
 
 
+Build = Callable[[Emitter, SSAValue, SSAValue, Block], list[Block]]
+
+
 def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__team(data)`, run by every thread of a libgomp team: sets this
-    thread's context, and one thread calls `@f` with the arguments packed in
-    8-byte fields of `data` ({contexts, stack limit of thread 0, args...,
-    result slot}). Thread 0 is the caller, whose limit Python knows (glibc's
+    """`@f__team(data)`: one thread of the team calls `@f` with the arguments
+    packed in 8-byte fields of `data` ({contexts, stack limit of thread 0,
+    args..., result slot}); the others run the tasks it spawns."""
+    inputs, output = signature(function)
+
+    def call(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
+        args = [b.load(byte_offset(b, data, 8 * (k + 2)), 0, t) for k, t in enumerate(inputs)]
+        result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
+        b.op(result)
+        if output is not None:
+            slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 2)), 0, PTR)
+            b.store(result.results[0], slot, 0)
+        b.op(llvm.BrOp(done))
+        return []
+
+    return team_function(f"{function.sym_name.data}__team", call)
+
+
+def batch_entry(function: llvm.FuncOp) -> tuple[llvm.FuncOp, llvm.FuncOp]:
+    """`@f__batch(data)`: like `@f__team`, but one thread spawns a task per
+    item, so the calls of a batch (the trees of a training step) share the
+    team's threads with the tasks they spawn themselves. `data` is {contexts,
+    stack limit of thread 0, count, records...}; a record is the item task's
+    data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
+    by the caller. Returns the entry and the item's task function."""
+    inputs, output = signature(function)
+    name = function.sym_name.data
+    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
+    stride = 8 * (1 + len(inputs) + (1 if output else 0))
+
+    def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
+        count = b.load(byte_offset(b, data, 16), 0, i64)
+        head, body = Block(arg_types=[i64]), Block()
+        b.op(llvm.BrOp(head, b.i64(0)))
+        index = head.args[0]
+        h = b.at(InsertPoint.at_end(head))
+        h.op(llvm.CondBrOp(h.value(arith.CmpiOp(index, count, "slt")), body, (), done, ()))
+        w = b.at(InsertPoint.at_end(body))
+        record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
+        task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
+        null = w.value(llvm.ZeroOp.create(result_types=[PTR]))
+        w.op(llvm.CallOp("GOMP_task", task, record, null, w.i64(stride), w.i64(8),
+                         w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
+        w.op(llvm.BrOp(head, w.add(index, 1)))
+        return [head, body]
+
+    return team_function(f"{name}__batch", spawn_all), item
+
+
+def signature(function: llvm.FuncOp) -> tuple[list[Attribute], Attribute | None]:
+    """The inputs after the context, and the scalar result (None if void)."""
+    typ = function.function_type
+    output = typ.output if not isinstance(typ.output, llvm.LLVMVoidType) else None
+    return list(typ.inputs.data)[1:], output
+
+
+def team_function(name: str, build: Build) -> llvm.FuncOp:
+    """`@name(data)`, run by every thread of a libgomp team: sets this
+    thread's context, and the thread that wins `single` runs `build`'s code.
+    Thread 0 is the caller, whose stack limit Python knows (glibc's
     pthread_getattr_np reads /proc for the main thread: slow); the others
     ask pthread_getattr_np. No Python runs inside the team."""
-    typ = function.function_type
-    inputs = list(typ.inputs.data)[1:]
-    output = typ.output if not isinstance(typ.output, llvm.LLVMVoidType) else None
     entry, call, done = Block(arg_types=[PTR]), Block(), Block()
     data = entry.args[0]
     b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
@@ -153,18 +209,11 @@ def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
     b = Emitter(InsertPoint.at_end(ready), InsertPoint.at_start(entry))
     single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
     b.op(llvm.CondBrOp(b.value(arith.CmpiOp(single, b.const(0, i8), "ne")), call, (), done, ()))
-    b = Emitter(InsertPoint.at_end(call), InsertPoint.at_start(entry))
-    args = [b.load(byte_offset(b, data, 8 * (k + 2)), 0, t) for k, t in enumerate(inputs)]
-    result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
-    b.op(result)
-    if output is not None:
-        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 2)), 0, PTR)
-        b.store(result.results[0], slot, 0)
-    b.op(llvm.BrOp(done))
+    extra = build(Emitter(InsertPoint.at_end(call), InsertPoint.at_start(entry)), data, ctx, done)
     done.add_op(llvm.ReturnOp())
-    region = Region([entry, main, worker, ready, call, done])
+    region = Region([entry, main, worker, ready, call, *extra, done])
     for op in list(region.walk()):
         if (ops := convert_arith(op)) is not None:
             Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(f"{function.sym_name.data}__team", llvm.LLVMFunctionType([PTR], None),
+    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
                        llvm.LinkageAttr("external"), body=region)

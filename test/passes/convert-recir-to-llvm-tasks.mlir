@@ -1,7 +1,8 @@
 // RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
 // A concurrent invoke becomes a GOMP_task on an outlined function that finds
 // its thread's context; the join waits and loads the result from its slot;
-// the public entry gets a __team function that libgomp runs on every thread.
+// the public entry gets a __team function that libgomp runs on every thread,
+// and a __batch function whose single thread spawns one task per call.
 
 func.func private @leaf(%n: i32) -> i32 {
   func.return %n : i32
@@ -29,4 +30,13 @@ func.func @pair(%n: i32) -> i32 {
 // CHECK-LABEL: llvm.func @pair__team(
 // CHECK:         llvm.call @pthread_getattr_np(
 // CHECK:         llvm.call @GOMP_single_start() : () -> i8
+// CHECK:         llvm.call @pair(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
+// CHECK-LABEL: llvm.func @pair__batch(
+// CHECK:         llvm.call @GOMP_single_start() : () -> i8
+// CHECK:       ^[[HEAD:.*]](%[[K:.*]]: i64):
+// CHECK-NEXT:    %{{.*}} = llvm.icmp "slt" %[[K]], %{{.*}} : i64
+// CHECK:         %[[ITEM:.*]] = llvm.mlir.addressof @pair__item : !llvm.ptr
+// CHECK:         llvm.call @GOMP_task(%[[ITEM]], {{.*}})
+// CHECK:         llvm.br ^[[HEAD]](%{{.*}} : i64)
+// CHECK-LABEL: llvm.func internal @pair__item(
 // CHECK:         llvm.call @pair(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32

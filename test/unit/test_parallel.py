@@ -49,6 +49,35 @@ def test_tree_models_identical_for_1_2_n_threads(module) -> None:
             assert loss == l1
 
 
+@pytest.mark.parametrize("module", [tree_rnn, rntn, tree_lstm])
+def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
+    """`NativeFunction.batch`: every tree a task of one team."""
+    params = module.init_params(np.random.default_rng(0), hidden=16, vocab=100)
+    model = module.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=MAX_THREADS)
+    batch = [inputs(t) for t in make_treebank(23, vocab_size=100, seed=8)]
+    for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], parallel.batch(batch)):
+        np.testing.assert_array_equal(h, h1)
+        assert loss == l1
+
+
+def test_batch_of_scalar_calls() -> None:
+    reference, filename = CALLS["fib"]
+    module = parse_module(make_context(), (EXAMPLES / filename).read_text(), filename)
+    f = recir.compile(module, entry="fib", threads=MAX_THREADS)
+    assert f.batch([(n,) for n in range(20)]) == [(reference(n),) for n in range(20)]
+
+
+def test_batch_needs_one_set_of_gradient_buffers() -> None:
+    model = small_model(tree_rnn, 2)
+    g = recir.value_and_grad(model, threads=MAX_THREADS)
+    trees = make_treebank(2, vocab_size=80, seed=3)
+    own = [[np.zeros_like(v) for v in model.params.values()] for _ in trees]
+    batch = [(*inputs(t), *model.params.values(), *acc) for t, acc in zip(trees, own)]
+    with pytest.raises(RecirError, match="same gradient buffers"):
+        g.native.batch(batch)
+
+
 def test_td_tree_lstm_with_threads() -> None:
     params = td_tree_lstm.init_params(np.random.default_rng(3), hidden=6, inputs=4)
     x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
