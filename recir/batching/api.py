@@ -195,7 +195,11 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # Measured with the row kernels (`bench/run.py batching`, SST dev, TreeLSTM,
 # inference, 1 thread): the recursive code wins at batch 1 (7x at h=150), 5
 # and 10 (1.7x at h=150, 1.5x at h=256); the scheduler at batch 25 (1.1x at
-# h=150, 1.3x at h=256; 1.5x and 2x with 2 threads).
+# h=150, 1.3x at h=256; 1.5x and 2x with 2 threads). Native code compiled
+# for several threads runs a batch's trees as tasks of one team instead, which
+# beat the scheduler on 2 threads at batch 25 (h=150: inference 2,872 vs 1,708
+# trees/s, training 833 vs 750; h=256: 1,157 vs 779 and 280 vs 261), so auto
+# keeps the recursive code there.
 AUTO_MIN_BATCH = 20
 AUTO_MIN_WIDTH = 300
 
@@ -216,7 +220,7 @@ class AutoFunction:
         self.wide = batched is not None and matvec_width(batched.plan) >= AUTO_MIN_WIDTH
 
     def choose(self, size: int) -> str:
-        if self.batched is None:
+        if self.batched is None or self.native.batch_team:
             return "recursive"
         return "frontier" if self.wide and size >= AUTO_MIN_BATCH else "recursive"
 
@@ -228,7 +232,7 @@ class AutoFunction:
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if self.choose(len(batch)) == "frontier":
             return self.batched.batch(batch)  # type: ignore[union-attr]
-        return [self.native(*inputs) for inputs in batch]
+        return self.native.batch(batch)
 
 
 MODES = ("recursive", "frontier", "auto")

@@ -160,6 +160,10 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     outs = auto.batch([tree_args(t) for t in trees])
     for tree, (h, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
+    team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
+    assert team.choose(len(trees)) == "recursive"  # the trees as tasks of one team
+    for (h, loss), (h2, loss2) in zip(outs, team.batch([tree_args(t) for t in trees])):
+        assert loss2 == pytest.approx(loss, rel=1e-5)
 
 
 # --- native row kernels (recir/batching/native.py) ---------------------------
