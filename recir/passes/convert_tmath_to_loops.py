@@ -212,7 +212,7 @@ class FunctionLowering:
                 self.lower_yield(block, buffers)
         scalars = [r for r, buf in zip(op.results, buffers) if buf is None]
         regions = [op.detach_region(r) for r in list(op.regions)]
-        new = scf.IfOp(op.cond, [r.type for r in scalars], *regions)
+        new = scf.IfOp(op.cond, [scalar_type(r.type) for r in scalars], *regions)
         b.op(new)
         new_scalars = iter(new.results)
         for result, buf in zip(op.results, buffers):

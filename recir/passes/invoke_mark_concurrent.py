@@ -5,7 +5,10 @@ of fib) have no data dependence, so the first may run as a task while the
 second runs inline. Invokes are paired in program order: an invoke is marked
 `concurrent` when the next invoke of its block and every op between them do
 not depend on its results (ops with regions count as one op, by everything
-they use). The marker is a promise to the backend: it may spawn the marked
+they use), or those that do can move after the next invoke: pure ops, and
+`tape.save`s into a frame the next invoke is not given (a gradient
+function's forward saves a child's results right after calling it); they
+move. The marker is a promise to the backend: it may spawn the marked
 invoke as a task and wait for it right after the next invoke, which is not
 marked; an `invoke.join` after that invoke waits for the task and passes its
 results on to their later uses. The code means the same when the markers are
@@ -26,8 +29,9 @@ from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import is_side_effect_free
 
-from recir.dialects import invoke
+from recir.dialects import invoke, tape
 
 
 def top_level(op: Operation, block: Block) -> Operation | None:
@@ -54,13 +58,31 @@ def dependents(op: Operation, block: Block) -> set[Operation]:
     return seen
 
 
+def movable(op: Operation, second: Operation) -> bool:
+    """Whether `op` may move past `second` unseen: pure, or a `tape.save`
+    into a frame that `second` is not given (a gradient function's forward
+    saves each child's results in its node's frame right after the call)."""
+    if isinstance(op, tape.SaveOp):
+        return op.frame not in second.operands
+    return not op.regions and is_side_effect_free(op)
+
+
 def mark_block(block: Block) -> None:
-    ops = list(block.ops)
-    calls = [i for i, op in enumerate(ops) if isinstance(op, invoke.InvokeOp)]
+    calls = [op for op in block.ops if isinstance(op, invoke.InvokeOp)]
     k = 0
     while k + 1 < len(calls):
-        first, second = ops[calls[k]], ops[calls[k + 1]]
-        if dependents(first, block).isdisjoint(ops[calls[k] + 1:calls[k + 1] + 1]):
+        first, second = calls[k], calls[k + 1]
+        between = []
+        op = first.next_op
+        while op is not second:
+            between.append(op)
+            op = op.next_op
+        later = dependents(first, block)
+        moving = [op for op in between if op in later]
+        if second not in later and all(movable(op, second) for op in moving):
+            for op in reversed(moving):  # after `second`, in their order
+                op.detach()
+                Rewriter.insert_op(op, InsertPoint.after(second))
             spawn(first, second)
             k += 2
         else:
