@@ -107,11 +107,12 @@ def resolve_threads(threads: int | None) -> int:
     import os
     import warnings
 
-    from recir.backend.engine import load_libgomp
+    from recir.backend.engine import openmp
 
     count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
-    if count > 1 and not load_libgomp():
-        warnings.warn("libgomp.so.1 not found: running serially", stacklevel=3)
+    if count > 1 and openmp() is None:
+        warnings.warn("no OpenMP runtime (libgomp.so.1, or $RECIR_OPENMP) found: running "
+                      "serially", stacklevel=3)
         return 1
     return count
 

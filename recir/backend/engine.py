@@ -8,10 +8,14 @@ gets its own TargetMachine: llvmlite crashes if one outlives its engine.
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from recir.backend.stack import DEEP_STACK_BYTES
 
 
 @functools.cache
@@ -88,15 +92,33 @@ class Engine:
         return address
 
 
-_libgomp: list[bool] = []
+# The OpenMP runtime's workers run tasks that recurse as deep as the caller's
+# deep-stack thread may (a task spawned near the root recurses through the
+# rest of a deep tree); libgomp reads the size when it loads, which an
+# imported library may make happen before recir compiles anything.
+os.environ.setdefault("OMP_STACKSIZE", f"{DEEP_STACK_BYTES >> 20}M")
+
+# What generated code calls in the OpenMP runtime (the GOMP ABI).
+OPENMP_SYMBOLS = ("GOMP_parallel", "GOMP_single_start", "GOMP_task", "GOMP_taskwait",
+                  "omp_get_thread_num")
+_openmp: list[ctypes.CDLL | None] = []
 
 
-def load_libgomp() -> bool:
-    """Makes libgomp's task API visible to generated code; False if missing."""
-    if not _libgomp:
+def openmp() -> ctypes.CDLL | None:
+    """The OpenMP runtime (libgomp; `$RECIR_OPENMP` names another library with
+    the GOMP ABI, e.g. LLVM's libomp.so.5), loaded once, None if missing. Its
+    task API is bound into generated code by address: an imported library may
+    have brought another OpenMP runtime into the process first, and a task
+    must ask the runtime that formed its team for its thread number."""
+    if not _openmp:
         try:
-            llvm.load_library_permanently("libgomp.so.1")
-            _libgomp.append(True)
-        except RuntimeError:
-            _libgomp.append(False)
-    return _libgomp[0]
+            library = ctypes.CDLL(os.environ.get("RECIR_OPENMP") or "libgomp.so.1",
+                                  mode=ctypes.RTLD_GLOBAL)
+            for name in OPENMP_SYMBOLS:
+                llvm.add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
+            library.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                              ctypes.c_uint]
+        except (OSError, AttributeError):
+            library = None
+        _openmp.append(library)
+    return _openmp[0]

@@ -11,8 +11,6 @@ the GIL for the call.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +19,7 @@ from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, Tensor
 from xdsl.ir import Attribute
 
 from recir.backend import stack
-from recir.backend.engine import Engine
+from recir.backend.engine import Engine, openmp
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
@@ -286,15 +284,6 @@ class NativeFunction:
         return ctypes.addressof(descriptor)
 
 
-# libgomp's workers run tasks that recurse as deep as the caller's deep-stack
-# thread may; it reads the size when it loads
-os.environ.setdefault("OMP_STACKSIZE", f"{stack.DEEP_STACK_BYTES >> 20}M")
-GOMP = ctypes.CDLL("libgomp.so.1") if ctypes.util.find_library("gomp") else None
-if GOMP is not None:
-    GOMP.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                   ctypes.c_uint]
-
-
 def pack(value: Any, typ: Any) -> int:
     """An argument as the 8-byte field `@f__team` loads it from."""
     if typ is ctypes.c_float:
@@ -325,11 +314,12 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
     team, one thread per context: each sets up its own (stack limit, error,
     tape arena), one runs the call(s) packed in `payload`, the others run the
     tasks it spawns. The first error found is returned with its context."""
-    assert GOMP is not None
+    library = openmp()
+    assert library is not None
     fields = [ctypes.addressof(contexts), stack.stack_limit(), *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        GOMP.GOMP_parallel(entry, data, len(contexts), 0)
+        library.GOMP_parallel(entry, data, len(contexts), 0)
     finally:
         for ctx in contexts:
             free_tape(ctx)
