@@ -108,6 +108,9 @@ class NativeFunction:
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
         self.batch_team = engine.address(f"{name}__batch") if self.team else 0
+        # per argument: the last array passed by the fast path, its shape and address
+        self.last: list[tuple[np.ndarray, tuple[int, ...], int] | None] = [None] * len(
+            self.inputs)
         public = len(self.inputs) - len(self.params)
         self.param_keep: list[Any] = []
         self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
@@ -136,7 +139,7 @@ class NativeFunction:
             returned = call(args)
         finally:
             if shared:
-                self.sum_copies(args)
+                self.sum_copies([*inputs, *self.params])
         return self.outputs_of(results, returned)
 
     def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -187,30 +190,32 @@ class NativeFunction:
         try:
             self.call(first, run)
         finally:
-            self.sum_copies(first)
+            self.sum_copies([*items[0], *self.params])
         return [self.outputs_of(results, unpack(slots[k].value, self.restype) if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 
     def tables(self, args: list[Any], threads: int) -> list[Any]:
-        """Each thread's table of gradient buffers, indexed by argument."""
+        """Each thread's table of gradient buffers, indexed by argument (made
+        once per thread count; thread 0's entries are this call's buffers)."""
         if not self.copied or threads < 2:
             return []
         if len(self.copies) != threads - 1:
             self.copies = [[np.zeros(self.shapes[k][0], np.float32) for k in self.copied]
                            for _ in range(threads - 1)]
-        tables = [(ctypes.c_void_p * len(self.inputs))() for _ in range(threads)]
-        for j, k in enumerate(self.copied):
-            tables[0][k] = args[k]
-            for table, own in zip(tables[1:], self.copies):
-                table[k] = own[j].ctypes.data
-        return tables
+            self.copy_tables = [(ctypes.c_void_p * len(self.inputs))() for _ in range(threads)]
+            for table, own in zip(self.copy_tables[1:], self.copies):
+                for j, k in enumerate(self.copied):
+                    table[k] = own[j].ctypes.data
+        for k in self.copied:
+            self.copy_tables[0][k] = args[k]
+        return self.copy_tables
 
-    def sum_copies(self, args: Sequence[Any]) -> None:
-        """Adds the other threads' copies into the argument buffers, and clears them."""
+    def sum_copies(self, values: Sequence[Any]) -> None:
+        """Adds the other threads' copies into the gradient buffers given, and
+        clears them."""
         for own in self.copies:
             for k, copy in zip(self.copied, own):
-                total = np.ctypeslib.as_array((ctypes.c_float * copy.size).from_address(args[k]))
-                total += copy.reshape(-1)
+                values[k] += copy
                 copy.fill(0)
 
     def call(self, args: list[Any], once: Any = None) -> Any:
@@ -260,13 +265,20 @@ class NativeFunction:
         """What the native entry takes for `value`; arrays already in the right
         dtype, shape and layout pass without the general (slower) checks."""
         shape = self.shapes[index]
+        last = self.last[index]
+        if last is not None and last[0] is value and value.shape == last[1] and (
+                value.dtype == shape[1]):  # the same array as last call (weights, gradients)
+            keep.append(value)
+            return last[2]
         if (shape is not None and type(value) is np.ndarray and value.dtype == shape[1]
                 and value.flags.c_contiguous and (value.shape == shape[0] or (
                     value.ndim == len(shape[0])
                     and all(d < 0 or d == v for d, v in zip(shape[0], value.shape))))):
             keep.append(value)
             if not shape[0] or shape[0][0] >= 0:
-                return data_address(value)
+                address = data_address(value)
+                self.last[index] = (value, value.shape, address)
+                return address
             descriptor = ArrayDescriptor(value.shape[0], data_address(value))
             keep.append(descriptor)
             return ctypes.addressof(descriptor)

@@ -186,6 +186,27 @@ def test_division_by_zero_is_an_error(cache_dir):
         native(-(2**31), -1)
 
 
+def test_an_array_passed_again_is_read_again(cache_dir):
+    """The runtime remembers each argument's last array (weights, gradient
+    buffers): in-place updates are seen, and a new or reshaped array is checked."""
+    text = """
+    func.func @dot(%a: tensor<3xf32>, %b: tensor<3xf32>) -> f32 {
+      %p = tmath.mul %a, %b : tensor<3xf32>
+      %d = tmath.sum %p : tensor<3xf32> -> f32
+      func.return %d : f32
+    }"""
+    native = compile_module(parse_module(make_context(), text, "dot.mlir"), "dot",
+                            cache_dir=cache_dir)
+    a, b = np.array([1, 2, 3], np.float32), np.ones(3, np.float32)
+    assert native(a, b) == (6.0,)
+    a *= 2
+    assert native(a, b) == (12.0,)
+    assert native(np.full(3, 0.5, np.float32), b) == (1.5,)
+    a.shape = (1, 3)
+    with pytest.raises(RecirError, match="shape"):
+        native(a, b)
+
+
 def test_object_cache_hit_gives_the_same_code(tmp_path):
     module = load_example("fib")
     cold = compile_module(module, "fib", cache_dir=tmp_path)
