@@ -3,7 +3,9 @@
 TreeRNN and TreeLSTM inference (h=150) on balanced, moderate and linear trees
 of 64 leaves, one tree per call (the children of its nodes spawned as
 tasks) and 25 trees per call (`NativeFunction.batch`: each tree a task of one
-team, its subtrees tasks too); fib(35). For each tree shape, the work/span ratio read off the call
+team, its subtrees tasks too); fib(35), on libgomp and, where installed, on
+LLVM's libomp (`$RECIR_OPENMP`, in a second process), whose taskwait runs any
+queued task. For each tree shape, the work/span ratio read off the call
 tree (work = nodes, span = nodes on the longest root-to-leaf path) and the
 speedup it predicts on 2 and on 36 cores (the paper's machine) by Brent's
 bound W / (W/P + S). Training (forward + backward, gradients summed over
@@ -126,6 +128,34 @@ def fib_row(repeats: int) -> dict[str, Any]:
             "speedup": median(times["1"]) / median(times["2"])}
 
 
+OTHER_RUNTIME = "libomp.so.5"  # LLVM's OpenMP runtime: Debian's libomp5 package
+
+
+def fib_row_with(runtime: str, repeats: int) -> dict[str, Any] | None:
+    """fib_row in a fresh process whose tasks run on another OpenMP runtime
+    (`$RECIR_OPENMP`; one per process); None where it is not installed."""
+    import ctypes
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    try:
+        ctypes.CDLL(runtime)
+    except OSError:
+        return None
+    root = Path(__file__).resolve().parent.parent
+    code = (f"import json, sys; sys.path.insert(0, {str(root)!r}); "
+            f"from bench.parallel import fib_row; print(json.dumps(fib_row({repeats})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "RECIR_OPENMP": runtime}, timeout=600)
+    if done.returncode != 0:
+        print(f"  fib(35) on {runtime} failed: {done.stderr.strip()[-300:]}", flush=True)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run(args: argparse.Namespace) -> int:
     import bench.common as common
 
@@ -135,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     trees = 25 if args.quick else 50
     print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
     report = {"machine": machine_info(), "trees": tree_rows(trees, repeats),
-              "fib35": fib_row(repeats)}
+              "fib35": fib_row(repeats), "fib35_other_runtime": {
+                  "runtime": OTHER_RUNTIME, **(fib_row_with(OTHER_RUNTIME, repeats) or {})}}
     print_table("2 threads over 1 (work/span from the call tree; training at batch "
                 "b > 1 runs b trees side by side)",
                 ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
@@ -144,9 +175,12 @@ def run(args: argparse.Namespace) -> int:
                   fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
                   fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
                  for r in report["trees"]])
-    fib = report["fib35"]
-    print_table("fib(35)", ["1 thread ms", "2 threads ms", "speedup"],
-                [[fmt(fib["ms_1"]), fmt(fib["ms_2"]), fmt(fib["speedup"], 2)]])
+    fibs = [("libgomp (default)", report["fib35"])]
+    if "speedup" in report["fib35_other_runtime"]:
+        fibs.append((f"{OTHER_RUNTIME} ($RECIR_OPENMP)", report["fib35_other_runtime"]))
+    print_table("fib(35)", ["runtime", "1 thread ms", "2 threads ms", "speedup"],
+                [[name, fmt(fib["ms_1"]), fmt(fib["ms_2"]), fmt(fib["speedup"], 2)]
+                 for name, fib in fibs])
     if args.json:
         write_json(args.json, report)
         print(f"\nwrote {args.json}")

@@ -111,6 +111,11 @@ def openmp() -> ctypes.CDLL | None:
     have brought another OpenMP runtime into the process first, and a task
     must ask the runtime that formed its team for its thread number."""
     if not _openmp:
+        if os.environ.get("RECIR_OPENMP"):
+            # libomp's workers spin 200 ms after a team by default, taking a core
+            # from Python between calls (bench/run.py parallel: TreeRNN rows
+            # 0.7-1.1x of one thread, fib(35) 1.64x; with 1 ms, 0.8-1.8x and 2.03x)
+            os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
             library = ctypes.CDLL(os.environ.get("RECIR_OPENMP") or "libgomp.so.1",
                                   mode=ctypes.RTLD_GLOBAL)

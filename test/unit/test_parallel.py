@@ -204,3 +204,41 @@ func.func @two(%a: tensor<3xf32>, %b: tensor<3xf32>, %g: tensor<3xf32>) {
     module = parse_module(make_context(), text, "two.mlir")
     with pytest.raises(RecirError, match=r"two.mlir:3:3: .*adjoint.accumulate.*own copy"):
         ConvertTmathToLoopsPass().apply(make_context(), module)
+
+
+MIXED_RUNTIMES = """
+import ctypes, sys
+ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)  # another runtime first, as torch brings
+sys.path.insert(0, {root!r})
+import numpy as np, recir
+from recir.data import make_tree
+from recir.models import tree_rnn
+params = tree_rnn.init_params(np.random.default_rng(0), hidden=8, vocab=50)
+model = tree_rnn.trace_model(params)
+tree = make_tree("balanced", 64, np.random.default_rng(1), 50)
+args = (tree.left, tree.right, tree.word, tree.label, tree.root)
+(_, l1), g1 = recir.value_and_grad(model, threads=1)(*args)
+(_, l2), g2 = recir.value_and_grad(model, threads=2)(*args)
+assert abs(l1 - l2) <= 1e-5 * abs(l1), (l1, l2)
+for k in g1:
+    assert np.abs(g1[k] - g2[k]).max() <= 1e-5 * max(1.0, np.abs(g1[k]).max()), k
+"""
+
+
+def test_tasks_ask_the_runtime_that_formed_their_team(tmp_path) -> None:
+    """With libgomp already in the process and $RECIR_OPENMP naming LLVM's
+    libomp, generated code must bind to libomp (by name it found libgomp's
+    omp_get_thread_num: every thread was 0, and shared one context)."""
+    import ctypes
+    import subprocess
+    import sys
+
+    try:
+        ctypes.CDLL("libomp.so.5")
+    except OSError:
+        pytest.skip("LLVM's libomp (Debian package libomp5) is not installed")
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "RECIR_OPENMP": "libomp.so.5", "RECIR_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", MIXED_RUNTIMES.format(root=root)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
