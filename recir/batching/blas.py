@@ -4,7 +4,10 @@ Frontier batching does its matrix-matrix work through NumPy's BLAS
 (OpenBLAS in NumPy's wheels). Its thread count is read from the environment
 at load time (`bench/run.py` pins it to 1); `set_threads` changes it through
 OpenBLAS's own entry point, found among the loaded libraries. Without
-OpenBLAS it does nothing and says so (`available()` is False).
+OpenBLAS it does nothing and says so (`available()` is False). `add_outer`
+adds a frontier's weight gradient into the accumulator with one SGEMM
+(beta = 1): NumPy's `acc += dy.T @ x` writes a temporary as big as the
+weight matrix and reads it back.
 """
 
 from __future__ import annotations
@@ -12,21 +15,31 @@ from __future__ import annotations
 import ctypes
 from functools import cache
 
+import numpy as np
+
 NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
          "openblas_set_num_threads64_", "openblas_set_num_threads")
 GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
            "openblas_get_num_threads64_", "openblas_get_num_threads")
 
 
-@cache
-def library() -> tuple[object, object] | None:
+SGEMMS = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
+          ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int))
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+
+def openblas_libraries() -> list[ctypes.CDLL]:
     import numpy  # noqa: F401  (loads the BLAS)
 
     with open("/proc/self/maps") as f:
         paths = {line.split()[-1] for line in f
                  if "openblas" in line.lower() and ".so" in line.split()[-1]}
-    for path in sorted(paths):
-        lib = ctypes.CDLL(path)
+    return [ctypes.CDLL(path) for path in sorted(paths)]
+
+
+@cache
+def library() -> tuple[object, object] | None:
+    for lib in openblas_libraries():
         setter = next((getattr(lib, n) for n in NAMES if hasattr(lib, n)), None)
         getter = next((getattr(lib, n) for n in GETTERS if hasattr(lib, n)), None)
         if setter is not None and getter is not None:
@@ -48,3 +61,34 @@ def set_threads(count: int) -> None:
     found = library()
     if found is not None:
         found[0](max(1, int(count)))  # type: ignore[operator]
+
+
+@cache
+def sgemm() -> object | None:
+    """CBLAS sgemm of the loaded OpenBLAS (64-bit integers in NumPy's wheels)."""
+    for lib in openblas_libraries():
+        for name, integer in SGEMMS:
+            if hasattr(lib, name):
+                fn = getattr(lib, name)
+                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer,
+                               integer, ctypes.c_float, ctypes.c_void_p, integer,
+                               ctypes.c_void_p, integer, ctypes.c_float, ctypes.c_void_p,
+                               integer]
+                fn.restype = None
+                return fn
+    return None
+
+
+def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray) -> None:
+    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k)."""
+    fn = sgemm()
+    n, m = dy.shape
+    k = x.shape[1]
+    if (fn is None or acc.dtype != np.float32 or not acc.flags.c_contiguous
+            or acc.shape != (m, k) or x.shape[0] != n):
+        acc += dy.T @ x
+        return
+    dy = np.ascontiguousarray(dy, np.float32)
+    x = np.ascontiguousarray(x, np.float32)
+    fn(ROW_MAJOR, TRANS, NO_TRANS, m, k, n, 1.0, dy.ctypes.data, m, x.ctypes.data, k,  # type: ignore[operator]
+       1.0, acc.ctypes.data, k)

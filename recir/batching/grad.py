@@ -23,7 +23,8 @@ from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
-from recir.batching.rules import NO_GRAD, VJP, Rows, Slice
+from recir.batching import blas
+from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows
 from recir.diagnostics import emit_error
 from recir.dialects import invoke
@@ -84,6 +85,9 @@ class Backward:
             return  # a uniform value not derived from parameters (inputs): dropped
         if isinstance(g, Rows):
             np.add.at(target, g.index, g.dy)
+            return
+        if isinstance(g, Outer):
+            blas.add_outer(target, g.dy, g.x)
             return
         if isinstance(g, Slice):
             dy = g.dy.sum(axis=0) if g.dy.ndim > len(g.shape) else g.dy

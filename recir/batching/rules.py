@@ -6,8 +6,9 @@ same rows; a uniform operand's (a parameter) is the sum over the rows, taken
 inside the rule where a product does it cheaper (`dW = dY^T X`, one SGEMM per
 frontier: Cavs' lazy batching of parameter gradients) and by the caller
 otherwise. Embedding rows come back as `Rows` (indices and row cotangents,
-added with `np.add.at`), slices as `Slice` (added into one buffer), so no
-table- or vector-sized zeros are made per use. The math is
+added with `np.add.at`), slices as `Slice` (added into one buffer), a
+frontier's weight gradient as `Outer` (added by one SGEMM with beta = 1), so
+no table-, matrix- or vector-sized temporaries are made per use. The math is
 `recir/autodiff/rules.py`'s, row by row.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching.kernels import sigmoid, transposed
+from recir.batching.kernels import blas_threads_for, sigmoid, transposed
 from recir.dialects import tmath
 
 Rule = Callable[[Any, list[Any], list[Any], list[Any], tuple[bool, ...]], list[Any]]
@@ -31,6 +32,16 @@ class Rows:
 
     def __init__(self, index: np.ndarray, dy: np.ndarray):
         self.index, self.dy = index, dy
+
+
+class Outer:
+    """Cotangent `dy.T @ x` of a uniform matrix, summed over a frontier's rows."""
+
+    def __init__(self, dy: np.ndarray, x: np.ndarray):
+        self.dy, self.x = dy, x
+
+    def dense(self) -> np.ndarray:
+        return self.dy.T @ self.x
 
 
 class Slice:
@@ -95,7 +106,8 @@ def fill(op, vals, outs, dys, flags):
 def matvec(op, vals, outs, dys, flags):
     (w, x), dy = vals, dys[0]
     if flags == (False, True):
-        return [dy.T @ x, dy @ w]
+        blas_threads_for(dy.size * w.shape[1])
+        return [Outer(dy, x), dy @ w]
     if flags == (True, True):
         return [dy[:, :, None] * x[:, None, :], np.matmul(dy[:, None, :], w)[:, 0, :]]
     if flags == (True, False):
@@ -198,4 +210,4 @@ VJP: dict[type, Rule] = {
 NO_GRAD = (tmath.ExtractOp, tmath.SizeOp, tmath.ArgmaxOp, arith.SIToFPOp, arith.UIToFPOp,
            arith.FPToSIOp)
 
-__all__ = ["NO_GRAD", "VJP", "Rows", "Slice", "sigmoid", "transposed"]
+__all__ = ["NO_GRAD", "VJP", "Outer", "Rows", "Slice", "sigmoid", "transposed"]
