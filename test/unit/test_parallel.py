@@ -61,6 +61,19 @@ def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
         assert loss == l1
 
 
+def test_errors_in_a_batch_are_reported() -> None:
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)
+    f = recir.compile(tree_rnn.trace_model(params), threads=MAX_THREADS)
+    trees = make_treebank(6, vocab_size=10, seed=4)
+    batch = [inputs(t) for t in trees]
+    word = trees[3].word.copy()
+    word[word >= 0] = 99  # this tree's leaves read past the embedding table
+    batch[3] = (trees[3].left, trees[3].right, word, trees[3].label, trees[3].root)
+    with pytest.raises(RecirError, match="index out of range"):
+        f.batch(batch)
+    assert len(f.batch(batch[:3])) == 3  # the team is fine afterwards
+
+
 def test_batch_of_scalar_calls() -> None:
     reference, filename = CALLS["fib"]
     module = parse_module(make_context(), (EXAMPLES / filename).read_text(), filename)
