@@ -93,6 +93,27 @@ def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
     return times
 
 
+def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
+                 warmup_s: float | None = None) -> dict[str, list[float]]:
+    """Like `contest_times`, but in rounds: each round times every contestant
+    once, so a slow spell of this shared host falls on all of them alike.
+    For contestants that are the same code on different thread counts
+    (`bench/parallel.py`), whose ratio is the figure."""
+    budget = WARMUP_S if warmup_s is None else warmup_s
+    for fn in fns.values():
+        start = time.perf_counter()
+        fn()
+        while time.perf_counter() - start < budget:
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -12,6 +12,8 @@ bound W / (W/P + S). Training (forward + backward, gradients summed over
 the batch): at batch 1 within the tree (the children's forward and backward
 calls as tasks, dense gradients in per-thread copies), at batch 10 and 25
 across the trees of the batch too (`GradFunction.batch`: each tree a task).
+One thread and two are timed in alternating rounds (`rounds_times`), so a
+slow spell of this shared host weighs on both sides of a ratio.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import contest_times, fmt, machine_info, median, print_table, write_json
+from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 SHAPES = ("balanced", "moderate", "linear")
 
@@ -74,7 +76,7 @@ def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
                         else:  # the trees of a batch as tasks of one team
                             f.batch(items[start:start + batch])
 
-                times = contest_times({f"{t}": lambda f=f: run(f) for t, f in fns.items()},
+                times = rounds_times({f"{t}": lambda f=f: run(f) for t, f in fns.items()},
                                       repeats)
                 rows.append({"model": name, "task": "infer", "shape": shape, "batch": batch,
                              "work": work, "span": span,
@@ -102,7 +104,7 @@ def train_rows(name: str, model: Any, shape: str, trees: list[Any], work: float,
             for b in batches:  # batch 1: one tree on `threads` threads
                 vgs[threads].batch(b, grads, threads)
 
-        times = contest_times({f"{t}": lambda t=t: run(t) for t in (1, 2)}, repeats)
+        times = rounds_times({f"{t}": lambda t=t: run(t) for t in (1, 2)}, repeats)
         rows.append({"model": name, "task": "train", "shape": shape, "batch": batch,
                      "work": work, "span": span,
                      "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
@@ -123,7 +125,7 @@ def fib_row(repeats: int) -> dict[str, Any]:
     path = Path(__file__).resolve().parent.parent / "examples/ir/fib.mlir"
     module = parse_module(make_context(), path.read_text(), str(path))
     fns = {t: recir.compile(module, entry="fib", threads=t) for t in (1, 2)}
-    times = contest_times({f"{t}": lambda f=f: f(35) for t, f in fns.items()}, repeats)
+    times = rounds_times({f"{t}": lambda f=f: f(35) for t, f in fns.items()}, repeats)
     return {"ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
             "speedup": median(times["1"]) / median(times["2"])}
 
