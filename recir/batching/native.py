@@ -426,18 +426,31 @@ def row_bases(b: Emitter, r: SSAValue, pointers: Sequence[SSAValue],
     return [b.offset(p, s) if size else p for p, s, size in zip(pointers, start, sizes)]
 
 
+def row_function(group: RowGroup, name: str, pointers: int, body: Any) -> func.FuncOp:
+    """`name(rows, pointers...)`: `body(rb, r, pointers, in_sizes, out_sizes)`
+    emits row r's code (a size is a row's length, 0 for a uniform input)."""
+    block = Block(arg_types=[i64, *[PTR] * pointers])
+    in_sizes = [length(v) if bat else 0 for v, bat in zip(group.inputs, group.batched)]
+    out_sizes = [length(v) for v in group.outputs]
+
+    def row(rb: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        body(rb, r, block.args[1:], in_sizes, out_sizes)
+        return ()
+
+    Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block)).loop(block.args[0], row)
+    block.add_op(func.ReturnOp())
+    signature = FunctionType.from_lists(list(block.arg_types), [])
+    return func.FuncOp(name, signature, Region(block))
+
+
 def forward_function(group: RowGroup, name: str) -> func.FuncOp:
     """`name(rows, inputs..., outputs...)`: every output's rows."""
     nin, nout = len(group.inputs), len(group.outputs)
-    block = Block(arg_types=[i64, *[PTR] * (nin + nout)])
-    rows, ins, outs = block.args[0], block.args[1:1 + nin], block.args[1 + nin:]
-    in_sizes = [length(v) if bat else 0 for v, bat in zip(group.inputs, group.batched)]
-    out_sizes = [length(v) for v in group.outputs]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
 
-    def row(rb: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        bases = row_bases(rb, r, ins, in_sizes)
-        out_bases = row_bases(rb, r, outs, out_sizes)
+    def body(rb: Emitter, r: SSAValue, ptrs: Sequence[SSAValue], in_sizes: list[int],
+             out_sizes: list[int]) -> None:
+        bases = row_bases(rb, r, ptrs[:nin], in_sizes)
+        out_bases = row_bases(rb, r, ptrs[nin:nin + nout], out_sizes)
         for n, pieces in group.loops.items():
             def element(eb: Emitter, j: SSAValue, _: SSAValue | None, n: int = n,
                         pieces: Any = pieces) -> None:
@@ -446,31 +459,20 @@ def forward_function(group: RowGroup, name: str) -> func.FuncOp:
                     eb.store(el.value(el.key(v, v_off)), out_bases[k], eb.add(j, out_off))
 
             chunked(rb, n, element)
-        return ()
 
-    b.loop(rows, row)
-    block.add_op(func.ReturnOp())
-    signature = FunctionType.from_lists(list(block.arg_types), [])
-    return func.FuncOp(name, signature, Region(block))
+    return row_function(group, name, nin + nout, body)
 
 
 def backward_function(group: RowGroup, name: str) -> func.FuncOp:
     """`name(rows, inputs..., output cotangents..., input cotangents...)`:
     adds each input's cotangent into its buffer (a uniform one summed)."""
     nin, nout = len(group.inputs), len(group.outputs)
-    block = Block(arg_types=[i64, *[PTR] * (2 * nin + nout)])
-    rows = block.args[0]
-    ins = block.args[1:1 + nin]
-    douts = block.args[1 + nin:1 + nin + nout]
-    dins = block.args[1 + nin + nout:]
-    in_sizes = [length(v) if bat else 0 for v, bat in zip(group.inputs, group.batched)]
-    out_sizes = [length(v) for v in group.outputs]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
 
-    def row(rb: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        bases = row_bases(rb, r, ins, in_sizes)
-        dout_bases = row_bases(rb, r, douts, out_sizes)
-        din_bases = row_bases(rb, r, dins, in_sizes)
+    def body(rb: Emitter, r: SSAValue, ptrs: Sequence[SSAValue], in_sizes: list[int],
+             out_sizes: list[int]) -> None:
+        bases = row_bases(rb, r, ptrs[:nin], in_sizes)
+        dout_bases = row_bases(rb, r, ptrs[nin:nin + nout], out_sizes)
+        din_bases = row_bases(rb, r, ptrs[nin + nout:], in_sizes)
         for n, pieces in group.loops.items():
             def element(eb: Emitter, j: SSAValue, fresh: SSAValue | None, n: int = n,
                         pieces: Any = pieces) -> None:
@@ -486,12 +488,8 @@ def backward_function(group: RowGroup, name: str) -> func.FuncOp:
                 reverse(el, seeds, din_bases)
 
             chunked(rb, n, element)
-        return ()
 
-    b.loop(rows, row)
-    block.add_op(func.ReturnOp())
-    signature = FunctionType.from_lists(list(block.arg_types), [])
-    return func.FuncOp(name, signature, Region(block))
+    return row_function(group, name, 2 * nin + nout, body)
 
 
 # --- compilation and calls --------------------------------------------------
