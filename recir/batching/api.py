@@ -84,7 +84,6 @@ class BatchedFunction:
     def run(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """The entry's outputs over the batch (rows), keeping the tape in `last`."""
         plan, runner = self.plan, self.runner
-        kernels.TRANSPOSED.clear()  # parameters may have changed in place
         kernels.THREADS[:] = [self.threads, 0]  # 0: set at the first product
         values = self.entry_values(batch)
         frame = Frame(len(batch), np.arange(len(batch)))

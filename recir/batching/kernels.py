@@ -124,19 +124,6 @@ def fill(op, args, flags, frame):
     return (out,)
 
 
-# W^T as a contiguous copy, per uniform matrix, for the current run (cleared by
-# `api.py` before each): OpenBLAS 0.3.31 multiplies a few rows by a transposed
-# view 5-10x slower than by a contiguous matrix (measured, bench/batching.py).
-TRANSPOSED: dict[int, np.ndarray] = {}
-
-
-def transposed(w: np.ndarray) -> np.ndarray:
-    found = TRANSPOSED.get(id(w))
-    if found is None:
-        found = TRANSPOSED[id(w)] = np.ascontiguousarray(w.T)
-    return found
-
-
 # BLAS threads for one product: `THREADS[0]` (the run's count, set by `api.py`)
 # from `PARALLEL_FLOPS` multiply-adds up, one below, where waking a second
 # thread costs more than it saves.
@@ -157,7 +144,7 @@ def matvec(op, args, flags, frame):
     w, x = args
     if flags == (False, True):
         blas_threads_for(x.shape[0] * w.size)
-        return (x @ transposed(w),)  # one SGEMM for the frontier
+        return (x @ w.T,)  # one SGEMM for the frontier
     if flags == (True, True):
         return (np.matmul(w, x[:, :, None])[:, :, 0],)
     return (w @ x,)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching.kernels import blas_threads_for, sigmoid, transposed
+from recir.batching.kernels import blas_threads_for, sigmoid
 from recir.dialects import tmath
 
 Rule = Callable[[Any, list[Any], list[Any], list[Any], tuple[bool, ...]], list[Any]]
@@ -210,4 +210,4 @@ VJP: dict[type, Rule] = {
 NO_GRAD = (tmath.ExtractOp, tmath.SizeOp, tmath.ArgmaxOp, arith.SIToFPOp, arith.UIToFPOp,
            arith.FPToSIOp)
 
-__all__ = ["NO_GRAD", "VJP", "Outer", "Rows", "Slice", "sigmoid", "transposed"]
+__all__ = ["NO_GRAD", "VJP", "Outer", "Rows", "Slice", "sigmoid"]
