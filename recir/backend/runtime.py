@@ -220,14 +220,14 @@ class NativeFunction:
 
     def call(self, args: list[Any], once: Any = None) -> Any:
         """Runs `once(args, threads)` (default: one call) on this thread,
-        retried on a deep stack with one thread if the recursion ran out;
-        with `deep_only` or a team, once on the deep-stack worker. Every team
-        is formed from that one thread: libgomp keeps a pool of workers per
-        thread that forms teams, and with more pooled threads than cores it
-        spins only ~100 times before sleeping (fib(32) on 2 threads: 1.55x
-        with one pool, 0.84x once a gradient's team had made a second)."""
+        retried on a deep stack with one thread if the recursion ran out.
+        A team call runs on this thread's switched deep stack (`run_team`);
+        other `deep_only` calls (gradients: a retry would add some gradients
+        twice) on the deep-stack worker."""
         once = once or self.call_once
-        if self.deep_only or self.team:
+        if self.team:
+            ctx, returned = once(args, self.threads)
+        elif self.deep_only:
             ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, self.threads))
         else:
             ctx, returned = once(args, self.threads)
@@ -332,10 +332,12 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
     tasks it spawns. The first error found is returned with its context."""
     library = openmp()
     assert library is not None
-    fields = [ctypes.addressof(contexts), stack.stack_limit(), *payload]
+    deep = stack.switched_stack()
+    fields = [ctypes.addressof(contexts), deep.limit, *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        library.GOMP_parallel(entry, data, len(contexts), 0)
+        deep.call(ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value, entry,
+                  ctypes.addressof(data), len(contexts), 0)
     finally:
         for ctx in contexts:
             free_tape(ctx)

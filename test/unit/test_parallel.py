@@ -255,3 +255,28 @@ def test_tasks_ask_the_runtime_that_formed_their_team(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", MIXED_RUNTIMES.format(root=root)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_team_inference_runs_deep_trees_and_reports_too_deep() -> None:
+    """A team call runs on the caller's switched deep stack: a tree too deep
+    for the caller's own 8 MiB (~10 KiB a level here) fits, one deeper than
+    the switched stack is an error, not a crash."""
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=50, hidden=256, embed=256)
+    model = tree_lstm.trace_model(params)
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    tree = make_tree("linear", 5_000, np.random.default_rng(0), 50)
+    np.testing.assert_array_equal(parallel(*inputs(tree))[0], serial(*inputs(tree))[0])
+    with pytest.raises(RecirError, match="too deep for the native stack"):
+        parallel(*inputs(make_tree("linear", 100_000, np.random.default_rng(0), 50)))
+
+
+def test_switched_stack_calls_a_native_function() -> None:
+    """`SwitchedStack.call` runs libc's memset on the deep stack, then returns."""
+    import ctypes
+
+    from recir.backend.stack import switched_stack
+
+    buffer = ctypes.create_string_buffer(64)
+    memset = ctypes.cast(ctypes.CDLL(None).memset, ctypes.c_void_p).value
+    switched_stack().call(memset, ctypes.addressof(buffer), 7, 48)
+    assert buffer.raw == b"\x07" * 48 + b"\x00" * 16
