@@ -127,3 +127,12 @@ def openmp() -> ctypes.CDLL | None:
             library = None
         _openmp.append(library)
     return _openmp[0]
+
+
+@functools.cache
+def openmp_entry() -> int:
+    """The address of the runtime's GOMP_parallel (teams are started with it
+    from a switched stack, `stack.SwitchedStack.call`)."""
+    library = openmp()
+    assert library is not None
+    return ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value

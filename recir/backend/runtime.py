@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, Tensor
 from xdsl.ir import Attribute
 
 from recir.backend import stack
-from recir.backend.engine import Engine, openmp
+from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
@@ -42,6 +42,8 @@ LIBC.free.argtypes = [ctypes.c_void_p]
 def free_tape(ctx: Context) -> None:
     """Frees the arena's chunks: each starts with a pointer to the previous one."""
     chunk = ctx.tape_chunks
+    if not chunk:
+        return
     while chunk:
         previous = ctypes.c_void_p.from_address(chunk).value
         LIBC.free(chunk)
@@ -330,14 +332,11 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
     team, one thread per context: each sets up its own (stack limit, error,
     tape arena), one runs the call(s) packed in `payload`, the others run the
     tasks it spawns. The first error found is returned with its context."""
-    library = openmp()
-    assert library is not None
     deep = stack.switched_stack()
     fields = [ctypes.addressof(contexts), deep.limit, *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        deep.call(ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value, entry,
-                  ctypes.addressof(data), len(contexts), 0)
+        deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
     finally:
         for ctx in contexts:
             free_tape(ctx)

@@ -104,6 +104,12 @@ class SwitchedStack:
         self.buffer = ctypes.create_string_buffer(2 * UCONTEXT_BYTES + 64)
         base = (ctypes.addressof(self.buffer) + 63) & ~63
         self.caller, self.callee = base, base + UCONTEXT_BYTES
+        # the fields makecontext reads, set again after each getcontext
+        self.fields = ((ctypes.c_void_p.from_address(self.callee + UC_LINK), self.caller),
+                       (ctypes.c_void_p.from_address(self.callee + SS_SP), low),
+                       (ctypes.c_int.from_address(self.callee + SS_FLAGS), 0),
+                       (ctypes.c_size_t.from_address(self.callee + SS_SIZE), DEEP_STACK_BYTES))
+        self.callee_pointer = ctypes.c_void_p(self.callee)
 
     @property
     def limit(self) -> int:
@@ -113,12 +119,10 @@ class SwitchedStack:
         """function(*args) (integer or pointer arguments, at most 6) on this stack."""
         if _libc.getcontext(self.callee) != 0:
             raise OSError(ctypes.get_errno(), "getcontext failed")
-        ctypes.c_void_p.from_address(self.callee + UC_LINK).value = self.caller
-        ctypes.c_void_p.from_address(self.callee + SS_SP).value = self.low
-        ctypes.c_int.from_address(self.callee + SS_FLAGS).value = 0
-        ctypes.c_size_t.from_address(self.callee + SS_SIZE).value = DEEP_STACK_BYTES
-        _libc.makecontext(ctypes.c_void_p(self.callee), ctypes.c_void_p(function),
-                          ctypes.c_int(len(args)), *(ctypes.c_uint64(a) for a in args))
+        for field, value in self.fields:
+            field.value = value
+        _libc.makecontext(self.callee_pointer, ctypes.c_void_p(function),
+                          ctypes.c_int(len(args)), *map(ctypes.c_uint64, args))
         if _libc.swapcontext(self.caller, self.callee) != 0:
             raise OSError(ctypes.get_errno(), "swapcontext failed")
 
