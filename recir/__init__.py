@@ -33,7 +33,8 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
 def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
                    **options: Any) -> Any:
     """Outputs and d loss / d parameters (see `recir.autodiff.api`);
-    `batching="frontier"` by the frontier scheduler (`recir.batching.api`)."""
+    `batching="frontier"` by the frontier scheduler (`recir.batching.api`),
+    `"auto"` by either, per batch."""
     from recir.autodiff import api
 
     if batching != "recursive":

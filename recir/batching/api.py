@@ -234,6 +234,44 @@ class AutoFunction:
         return self.native.batch(batch)
 
 
+# `auto` for training: the same rule, except that with a team the scheduler
+# is taken only from a wider cell, where its batched weight-gradient products
+# beat the team (`bench/run.py batching`, SST dev, batch 25, 2 threads,
+# frontier against recursive trees/s: h=256 557 vs 400, 319 vs 287, 435 vs
+# 288; h=150 510 vs 1,188, 538 vs 975). One thread: the scheduler at h=150
+# (837 vs 539, 458 vs 443) and h=256 (342 vs 195, 254 vs 144).
+AUTO_TEAM_TRAIN_WIDTH = 512
+
+
+class AutoGradFunction:
+    """`value_and_grad(batching="auto")`: the recursive gradient code or the
+    frontier scheduler's batched backward, per batch."""
+
+    def __init__(self, recursive: Any, batched: BatchedGradFunction | None):
+        self.recursive, self.batched = recursive, batched
+        self.width = 0 if batched is None else matvec_width(batched.plan)
+        self.params = recursive.params
+
+    def choose(self, size: int, threads: int) -> str:
+        native = self.recursive.native
+        team = threads > 1 and native is not None and bool(native.batch_team)
+        least = AUTO_TEAM_TRAIN_WIDTH if team else AUTO_MIN_WIDTH
+        wide = self.batched is not None and self.width >= least
+        return "frontier" if wide and size >= AUTO_MIN_BATCH else "recursive"
+
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
+        return self.recursive(*inputs, into=into)
+
+    def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
+              threads: int | None = None) -> Any:
+        """`threads` (default: the function's) for whichever code runs."""
+        native = self.recursive.native
+        threads = threads or (native.threads if native is not None else 1)
+        if self.choose(len(batch), threads) == "frontier":
+            return self.batched.batch(batch, into, threads)  # type: ignore[union-attr]
+        return self.recursive.batch(batch, into, threads)
+
+
 MODES = ("recursive", "frontier", "auto")
 
 
@@ -254,8 +292,16 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
 
 
 def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any) -> Any:
-    """`recir.value_and_grad(model, batching="frontier")`."""
-    if batching != "frontier":
-        raise RecirError(f"error: value_and_grad supports batching='frontier' or "
-                         f"'recursive', got '{batching}'")
-    return BatchedGradFunction(model, loss, options.get("threads", 1))
+    """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
+    if batching not in MODES:
+        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
+    if batching == "frontier":
+        return BatchedGradFunction(model, loss, options.get("threads", 1))
+    from recir.autodiff import api
+
+    try:
+        batched: BatchedGradFunction | None = BatchedGradFunction(
+            model, loss, options.get("threads"))
+    except RecirError:
+        batched = None  # a shape the segmenter cannot batch: recursive only
+    return AutoGradFunction(api.value_and_grad(model, loss, **options), batched)

@@ -166,6 +166,29 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
         assert loss2 == pytest.approx(loss, rel=1e-5)
 
 
+def test_auto_training_picks_by_width_batch_and_team():
+    """`value_and_grad(batching="auto")`: the scheduler for wide cells and big
+    batches (with a team only from a wider cell), gradients as the recursive
+    code's either way."""
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=160, vocab=100)
+    params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}
+    traced = tree_lstm.trace_model(params)
+    auto = recir.value_and_grad(traced, batching="auto", threads=2)
+    assert auto.choose(25, 1) == "frontier" and auto.choose(5, 1) == "recursive"
+    assert auto.choose(25, 2) == "recursive"  # 2h = 320: the team's trees win
+    trees = make_treebank(20, seed=6)
+    batch = [tree_args(t) for t in trees]
+    want_out, want = recir.value_and_grad(traced).batch(batch)
+    for threads in (1, 2):
+        outs, grads = auto.batch(batch, threads=threads)
+        for (_, loss), (_, loss2) in zip(want_out, outs, strict=True):
+            assert loss2 == pytest.approx(loss, rel=1e-5)
+        for name, g in want.items():
+            np.testing.assert_allclose(grads[name], g, rtol=1e-4, atol=1e-6)
+    with pytest.raises(RecirError, match="unknown batching"):
+        recir.value_and_grad(traced, batching="sideways")
+
+
 # --- native row kernels (recir/batching/native.py) ---------------------------
 
 ALL_MODELS = [tree_rnn, rntn, tree_lstm, td_tree_lstm]
