@@ -223,13 +223,14 @@ class NativeFunction:
     def call(self, args: list[Any], once: Any = None) -> Any:
         """Runs `once(args, threads)` (default: one call) on this thread,
         retried on a deep stack with one thread if the recursion ran out.
-        A team call runs on this thread's switched deep stack (`run_team`);
-        other `deep_only` calls (gradients: a retry would add some gradients
-        twice) on the deep-stack worker."""
+        A team call runs on this thread's switched deep stack (`run_team`;
+        without glibc's ucontext, on the deep-stack worker); other
+        `deep_only` calls (gradients: a retry would add some gradients twice)
+        on the deep-stack worker."""
         once = once or self.call_once
-        if self.team:
+        if self.team and stack.SWITCHING:
             ctx, returned = once(args, self.threads)
-        elif self.deep_only:
+        elif self.deep_only or self.team:
             ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, self.threads))
         else:
             ctx, returned = once(args, self.threads)
@@ -332,11 +333,14 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
     team, one thread per context: each sets up its own (stack limit, error,
     tape arena), one runs the call(s) packed in `payload`, the others run the
     tasks it spawns. The first error found is returned with its context."""
-    deep = stack.switched_stack()
-    fields = [ctypes.addressof(contexts), deep.limit, *payload]
+    deep = stack.switched_stack() if stack.SWITCHING else None
+    fields = [ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
-        deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
+        if deep is not None:
+            deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
+        else:  # on the deep-stack worker (`NativeFunction.call`)
+            openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
     finally:
         for ctx in contexts:
             free_tape(ctx)

@@ -28,8 +28,12 @@ _libc.pthread_attr_getstack.argtypes = [
     ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
 _libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
 _bounds: dict[int, tuple[int, int]] = {}
-_libc.getcontext.argtypes = [ctypes.c_void_p]
-_libc.swapcontext.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+# glibc's ucontext functions (musl has none: team calls then hand over to
+# the deep-stack worker instead)
+SWITCHING = all(hasattr(_libc, name) for name in ("getcontext", "makecontext", "swapcontext"))
+if SWITCHING:
+    _libc.getcontext.argtypes = [ctypes.c_void_p]
+    _libc.swapcontext.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                        ctypes.c_int, ctypes.c_long]

@@ -280,3 +280,20 @@ def test_switched_stack_calls_a_native_function() -> None:
     memset = ctypes.cast(ctypes.CDLL(None).memset, ctypes.c_void_p).value
     switched_stack().call(memset, ctypes.addressof(buffer), 7, 48)
     assert buffer.raw == b"\x07" * 48 + b"\x00" * 16
+
+
+def test_team_calls_without_ucontext_hand_over_to_the_deep_worker(monkeypatch) -> None:
+    """Where libc has no makecontext (musl), team calls run on the deep-stack
+    worker thread instead: same results."""
+    from recir.backend import stack
+
+    model = small_model(tree_rnn, 2)
+    serial, grad1 = recir.compile(model, threads=1), recir.value_and_grad(model, threads=1)
+    parallel, grad2 = recir.compile(model, threads=2), recir.value_and_grad(model, threads=2)
+    monkeypatch.setattr(stack, "SWITCHING", False)
+    for tree in make_treebank(5, vocab_size=80, seed=3):
+        np.testing.assert_array_equal(parallel(*inputs(tree))[0], serial(*inputs(tree))[0])
+        (_, l1), g1 = grad1(*inputs(tree))
+        (_, l2), g2 = grad2(*inputs(tree))
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        assert_grads_close(g2, g1)
