@@ -42,7 +42,7 @@ LIBC.free.argtypes = [ctypes.c_void_p]
 def free_tape(ctx: Context) -> None:
     """Frees the arena's chunks: each starts with a pointer to the previous one."""
     chunk = ctx.tape_chunks
-    if not chunk:
+    if not chunk:  # inference: no tape
         return
     while chunk:
         previous = ctypes.c_void_p.from_address(chunk).value

@@ -12,6 +12,7 @@ no hand-over to another thread, and every team is formed by the caller.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import queue
 import threading
 from collections.abc import Callable
@@ -89,7 +90,8 @@ _stack_size_lock = threading.Lock()
 # ucontext_t is 968 bytes on x86-64 and 4560 on AArch64 glibc; both begin with
 # uc_flags, uc_link, then uc_stack {ss_sp, ss_flags, ss_size}.
 UCONTEXT_BYTES, UC_LINK, SS_SP, SS_FLAGS, SS_SIZE = 8192, 8, 16, 24, 32
-PROT_READ_WRITE, MAP_PRIVATE_ANONYMOUS_NORESERVE = 0x3, 0x2 | 0x20 | 0x4000
+PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+MAP_RESERVE_ONLY = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
 
 
 class SwitchedStack:
@@ -100,8 +102,7 @@ class SwitchedStack:
     ctypes releases the GIL during the switch, as during any native call."""
 
     def __init__(self) -> None:
-        low = _libc.mmap(None, DEEP_STACK_BYTES, PROT_READ_WRITE,
-                         MAP_PRIVATE_ANONYMOUS_NORESERVE, -1, 0)
+        low = _libc.mmap(None, DEEP_STACK_BYTES, PROT_READ_WRITE, MAP_RESERVE_ONLY, -1, 0)
         if low in (None, ctypes.c_void_p(-1).value):
             raise OSError(ctypes.get_errno(), "mmap of a deep stack failed")
         self.low = low
