@@ -91,7 +91,8 @@ _stack_size_lock = threading.Lock()
 # uc_flags, uc_link, then uc_stack {ss_sp, ss_flags, ss_size}.
 UCONTEXT_BYTES, UC_LINK, SS_SP, SS_FLAGS, SS_SIZE = 8192, 8, 16, 24, 32
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
-MAP_RESERVE_ONLY = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+# MAP_NORESERVE: Linux x86-64 and AArch64 value where Python (< 3.13) lacks the name
+MAP_RESERVE_ONLY = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000)
 
 
 class SwitchedStack:
