@@ -95,6 +95,14 @@ class NativeFunction:
         self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
             t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
             for t in self.inputs]
+        # per argument: its rank and fixed dimensions (a tensor), or whether it
+        # is an i32 scalar; per output: its shape (a tensor) or its ctype
+        self.ranks = [len(sh[0]) if sh else -1 for sh in self.shapes]
+        self.fixed_dims = [tuple((k, d) for k, d in enumerate(sh[0]) if d >= 0) if sh else ()
+                           for sh in self.shapes]
+        self.i32 = [isinstance(t, IntegerType) and t.width.data == 32 for t in self.inputs]
+        self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
+                          for t in self.outputs]
         scalars = [t for t in self.outputs if not is_tensor(t)]
         self.returns_one = len(scalars) == 1
         argtypes = [ctypes.c_void_p] * (1 + len(self.inputs) + len(self.outputs)
@@ -152,8 +160,8 @@ class NativeFunction:
             raise RecirError(f"error: @{self.name} takes {public} inputs, got {len(inputs)}")
         args = [self.argument(i, v, t, keep) for i, (v, t) in
                 enumerate(zip(inputs, self.inputs))]
-        results = [np.empty(t.get_shape(), np.float32) if is_tensor(t) else c_scalar(t)()
-                   for t in self.outputs]
+        results = [np.empty(k, np.float32) if type(k) is tuple else k()
+                   for k in self.out_kinds]
         outs = [data_address(r) if isinstance(r, np.ndarray) else ctypes.addressof(r)
                 for r in results if isinstance(r, np.ndarray) or not self.returns_one]
         return [*args, *self.param_args, *outs], results
@@ -277,10 +285,12 @@ class NativeFunction:
                 value.dtype == shape[1]):  # the same array as last call (weights, gradients)
             keep.append(value)
             return last[2]
-        if (shape is not None and type(value) is np.ndarray and value.dtype == shape[1]
-                and value.flags.c_contiguous and (value.shape == shape[0] or (
-                    value.ndim == len(shape[0])
-                    and all(d < 0 or d == v for d, v in zip(shape[0], value.shape))))):
+        if shape is None:
+            if type(value) is int and self.i32[index] and -(1 << 31) <= value < (1 << 31):
+                return value
+        elif (type(value) is np.ndarray and value.dtype == shape[1]
+                and value.flags.c_contiguous and value.ndim == self.ranks[index]
+                and all(value.shape[k] == d for k, d in self.fixed_dims[index])):
             keep.append(value)
             if not shape[0] or shape[0][0] >= 0:
                 address = data_address(value)

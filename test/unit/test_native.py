@@ -146,6 +146,19 @@ def test_wrong_argument_shapes_are_errors(lstm):
         lstm(tree.left.astype(np.float32), tree.right, tree.word, tree.label, tree.root)
 
 
+def test_scalar_arguments_are_checked_and_converted(lstm):
+    """An i32 argument: Python and NumPy integers pass, one beyond 32 bits
+    or of another kind is an error."""
+    tree = make_treebank(1, seed=4, vocab_size=50)[0]
+    args = (tree.left, tree.right, tree.word, tree.label)
+    want = lstm(*args, tree.root)[1]
+    assert lstm(*args, np.int64(tree.root))[1] == want
+    with pytest.raises(RecirError, match="does not fit"):
+        lstm(*args, 1 << 31)
+    with pytest.raises(RecirError, match="expects an integer"):
+        lstm(*args, 0.5)
+
+
 def linear_tree(depth: int):
     """Internal nodes 0..depth-1, each with a leaf on the right: maximal depth."""
     left = np.full(2 * depth + 1, -1, np.int32)
