@@ -7,11 +7,12 @@ to a callable backed by the object cache.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import ModulePass
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
@@ -19,6 +20,7 @@ from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
+from recir.dialects import tmath
 from recir.interpreter import find_entry
 from recir.passes.capture_outer_refs import CaptureOuterRefsPass
 from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
@@ -65,6 +67,26 @@ def spawn_budget(threads: int) -> int:
     return 3 + max(0, threads - 1).bit_length()
 
 
+MATRIX_OPS = ("tmath.matvec", "adjoint.vecmat", "adjoint.accumulate_outer")
+
+
+def call_work(module: ModuleOp) -> int:
+    """A rough count of the multiply-adds of one call of each function of
+    `module`, summed (both branches of an `scf.if` counted): its matrix
+    products by matrix size, every other tensor op by result size, one per
+    scalar op. Times the input's size it tells a team call from one too small
+    to gain from a second thread (`runtime.SERIAL_BELOW`)."""
+    work = 0
+    for op in module.walk():
+        if op.name in MATRIX_OPS:
+            work += max(math.prod(tmath.shape_of(v)) for v in op.operands
+                        if isinstance(v.type, TensorType))
+        elif op.results:
+            work += sum(math.prod(tmath.shape_of(r)) if isinstance(r.type, TensorType) else 1
+                        for r in op.results)
+    return work
+
+
 def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
             ) -> tuple[str, list[str], list[int]]:
     """LLVM IR text for `module`, the messages of its run-time checks, and the
@@ -98,7 +120,8 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                                "seconds": time.perf_counter() - start})
     else:
         obj, sites, copied = hit[0], hit[1]["sites"], hit[1].get("copied", [])
-    return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied)
+    return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
+                          call_work(module))
 
 
 def resolve_threads(threads: int | None) -> int:

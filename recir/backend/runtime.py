@@ -77,14 +77,27 @@ def is_tensor(typ: Attribute) -> bool:
     return isinstance(typ, TensorType)
 
 
+# A team call whose estimated work (the function's `call_work` times the
+# length of its longest variably sized input: a tree's node count) is below
+# this runs on a team of one, which wakes no other thread. Measured on this
+# 2-core host (h=150, balanced trees, 2 threads against 1): teams lost below
+# ~3M (TreeRNN inference at 63 nodes 0.95x, its gradient at 15 nodes 0.93x,
+# TreeLSTM inference at 15 nodes 0.91x) and won from ~6M (TreeRNN inference
+# at 127 nodes 1.07-1.28x, its gradient at 31 nodes 1.06x, TreeLSTM at 31
+# nodes 1.12x); TreeLSTM gradients of 7 nodes (6.7M) still lose (0.79x).
+SERIAL_BELOW = 5_000_000
+
+
 class NativeFunction:
     """A compiled entry point; call it like `TracedModel.run`."""
 
     def __init__(self, engine: Engine, name: str, signature: FunctionType,
                  sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
-                 copied: Sequence[int] = ()):
+                 copied: Sequence[int] = (), call_work: int = 0):
         """`copied`: the arguments (gradient buffers) that each thread of a
-        team adds into its own copy of (`adjoint.thread_copy`)."""
+        team adds into its own copy of (`adjoint.thread_copy`); `call_work`:
+        the estimated work of one recursive call (`pipeline.call_work`), 0
+        where unknown."""
         self.engine, self.name, self.sites = engine, name, list(sites)
         self.inputs = list(signature.inputs)
         self.outputs = list(signature.outputs)
@@ -101,6 +114,8 @@ class NativeFunction:
         self.fixed_dims = [tuple((k, d) for k, d in enumerate(sh[0]) if d >= 0) if sh else ()
                            for sh in self.shapes]
         self.i32 = [isinstance(t, IntegerType) and t.width.data == 32 for t in self.inputs]
+        self.call_work = call_work
+        self.sized = [i for i, sh in enumerate(self.shapes) if sh and sh[0] and sh[0][0] < 0]
         self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
                           for t in self.outputs]
         scalars = [t for t in self.outputs if not is_tensor(t)]
@@ -125,11 +140,24 @@ class NativeFunction:
         self.param_keep: list[Any] = []
         self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
                            for j, p in enumerate(self.params)]
+        self.param_fields: list[int] | None = None  # made at the first team call
         self.copied = list(copied) if self.team else []
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
-        return self.invoke(inputs, self.call)
+        threads = self.team_size([inputs])
+        return self.invoke(inputs, lambda args: self.call(args, threads=threads),
+                           shared=threads > 1)
+
+    def team_size(self, items: Sequence[Sequence[Any]]) -> int:
+        """This function's thread count, or 1 for calls whose estimated work
+        is below `SERIAL_BELOW` (none where it cannot be estimated)."""
+        if not self.team or not self.call_work or not self.sized:
+            return self.threads
+        size = sum(max((len(inputs[i]) for i in self.sized if i < len(inputs)
+                        and isinstance(inputs[i], np.ndarray) and inputs[i].ndim), default=0)
+                   for inputs in items)
+        return self.threads if size * self.call_work >= SERIAL_BELOW else 1
 
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
@@ -192,17 +220,31 @@ class NativeFunction:
             where = ctypes.addressof(contexts)
             payload = [len(items)]
             for k, (args, _) in enumerate(prepared):
-                payload += [where, *(pack(a, t) for a, t in zip(args, self.argtypes[1:]))]
+                payload += [where, *self.fields(args)]
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
             return run_team(self.batch_team, contexts, payload), None
 
+        threads = self.team_size(items)
         try:
-            self.call(first, run)
+            self.call(first, run, threads)
         finally:
-            self.sum_copies([*items[0], *self.params])
+            if threads > 1:
+                self.sum_copies([*items[0], *self.params])
         return [self.outputs_of(results, unpack(slots[k].value, self.restype) if slots else None)
                 for k, (_, results) in enumerate(prepared)]
+
+    def fields(self, args: list[Any]) -> list[int]:
+        """The entry's arguments as `@f__team` loads them (`pack`): the bound
+        parameters' fields made once, result buffers' addresses as they are."""
+        public = len(self.inputs) - len(self.params)
+        if self.param_fields is None:
+            self.param_fields = [pack(a, t) for a, t in zip(
+                self.param_args, self.argtypes[1 + public:1 + len(self.inputs)])]
+        fields = [pack(a, t) for a, t in zip(args[:public], self.argtypes[1:])]
+        fields += self.param_fields
+        fields += args[len(self.inputs):]
+        return fields
 
     def tables(self, args: list[Any], threads: int) -> list[Any]:
         """Each thread's table of gradient buffers, indexed by argument (made
@@ -228,36 +270,45 @@ class NativeFunction:
                 values[k] += copy
                 copy.fill(0)
 
-    def call(self, args: list[Any], once: Any = None) -> Any:
+    def call(self, args: list[Any], once: Any = None, threads: int | None = None) -> Any:
         """Runs `once(args, threads)` (default: one call) on this thread,
         retried on a deep stack with one thread if the recursion ran out.
         A team call runs on this thread's switched deep stack (`run_team`;
         without glibc's ucontext, on the deep-stack worker); other
         `deep_only` calls (gradients: a retry would add some gradients twice)
         on the deep-stack worker."""
-        once = once or self.call_once
-        if self.team and stack.SWITCHING:
-            ctx, returned = once(args, self.threads)
-        elif self.deep_only or self.team:
-            ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, self.threads))
+        once, threads = once or self.call_once, threads or self.threads
+        team = self.in_team(threads)
+        if team and stack.SWITCHING:
+            ctx, returned = once(args, threads)
+        elif self.deep_only or team:
+            ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, threads))
         else:
-            ctx, returned = once(args, self.threads)
+            ctx, returned = once(args, threads)
             if ctx.error == ERROR_STACK:
                 ctx, returned = stack.on_deep_stack(lambda: once(args, 1))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
 
+    def in_team(self, threads: int) -> bool:
+        """Whether a call runs on a team: code with tasks does, except on one
+        thread where a retry is harmless (not `deep_only`): there the plain
+        entry runs, its tasks inline (libgomp runs a task met outside a team
+        at once), ~25 us less than a team of one behind a stack switch."""
+        return bool(self.team) and (threads > 1 or self.deep_only)
+
     def call_once(self, args: list[Any], threads: int) -> tuple[Context, Any]:
         """One call; the context with the first error, if any, comes back."""
-        if self.team:  # code with tasks runs in a team, even of one
+        if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables)
             result = ctypes.c_uint64(0)
-            fields = [*(pack(a, t) for a, t in zip(args, self.argtypes[1:])),
-                      ctypes.addressof(result)]
+            fields = self.fields(args)
+            fields.append(ctypes.addressof(result))
             return run_team(self.team, contexts, fields), unpack(result.value, self.restype)
         ctx = Context(stack.stack_limit())
+        ctx.contexts = ctypes.addressof(ctx)  # a task reads its thread's (0) from here
         try:
             return ctx, self.function(ctypes.byref(ctx), *args)
         finally:
@@ -354,6 +405,8 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
     finally:
         for ctx in contexts:
             free_tape(ctx)
+    if len(contexts) == 1:
+        return contexts[0]
     failed = next((c for c in contexts if c.error), contexts[0])
     failed.tape_bytes = sum(c.tape_bytes for c in contexts)  # the team's, for last_tape_bytes
     return failed

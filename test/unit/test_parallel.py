@@ -25,6 +25,15 @@ def inputs(tree):
     return tree.left, tree.right, tree.word, tree.label, tree.root
 
 
+@pytest.fixture(autouse=True)
+def every_call_on_a_team(monkeypatch):
+    """These tests' models are small: without this, most of their calls would
+    fall below `SERIAL_BELOW` and run without a team."""
+    from recir.backend import runtime
+
+    monkeypatch.setattr(runtime, "SERIAL_BELOW", 0)
+
+
 @pytest.mark.parametrize(("name", "args"), [("fib", (24,)), ("ack", (2, 9)),
                                             ("tak", (14, 9, 4)), ("thesis_primes", (300,))])
 def test_programs_with_threads(name: str, args: tuple[int, ...]) -> None:
@@ -297,3 +306,29 @@ def test_team_calls_without_ucontext_hand_over_to_the_deep_worker(monkeypatch) -
         (_, l2), g2 = grad2(*inputs(tree))
         assert l2 == pytest.approx(l1, rel=1e-5)
         assert_grads_close(g2, g1)
+
+
+def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
+    """A call's estimated work (work per call x the tree's node count) picks a
+    team or one thread; fib's scalar input gives no estimate: always a team.
+    Results and gradients are the same either way."""
+    from recir.backend import runtime
+
+    monkeypatch.setattr(runtime, "SERIAL_BELOW", 5_000_000)
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=150, vocab=100)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    small, big = (make_tree("balanced", n, np.random.default_rng(1), 100) for n in (8, 64))
+    assert parallel.call_work * (2 * 8 - 1) < runtime.SERIAL_BELOW  # ~48k a node
+    assert parallel.team_size([inputs(small)]) == 1
+    assert parallel.team_size([inputs(big)]) == 2
+    assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up
+    for tree in (small, big):
+        np.testing.assert_array_equal(parallel(*inputs(tree))[0], serial(*inputs(tree))[0])
+        (_, l1), g1 = recir.value_and_grad(model, threads=1)(*inputs(tree))
+        (_, l2), g2 = recir.value_and_grad(model, threads=2)(*inputs(tree))
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        assert_grads_close(g2, g1)
+    module = parse_module(make_context(), (EXAMPLES / "fib.mlir").read_text(), "fib.mlir")
+    fib = recir.compile(module, entry="fib", threads=2)
+    assert fib.team_size([(20,)]) == 2 and fib(20) == (10946,)
