@@ -387,14 +387,14 @@ def print_report(report: dict[str, Any]) -> None:
     rows = []
     for r in report["rows"]:
         rate = r["trees_per_s"]
-        best = r.get("auto")
-        mine = rate.get(f"recir-{best}")
+        picked = r.get("auto")
+        mine = rate.get(f"recir-{picked}")
         level = rate.get("torch-level")
         dyn = rate.get("dynet-auto") or dynet.get((r["hidden"], r["workload"], r["batch"],
                                                    r["mode"]))
         rows.append([str(r["hidden"]), r["workload"], str(r["batch"]), str(r["threads"]),
                      r["mode"], *[fmt(rate.get(n)) for n in names],
-                     best or "-",
+                     picked or "-",
                      fmt(mine / level if mine and level else None, 2),
                      fmt(mine / dyn if mine and dyn else None, 2),
                      fmt(100 * r["roof_fraction"] if "roof_fraction" in r else None)])
