@@ -198,9 +198,12 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # for several threads runs a batch's trees as tasks of one team instead, which
 # beat the scheduler on 2 threads at batch 25 (h=150: inference 2,872 vs 1,708
 # trees/s, training 833 vs 750; h=256: 1,157 vs 779 and 280 vs 261), so auto
-# keeps the recursive code there.
+# keeps the recursive code there. Later runs (100 SST trees per timing, the
+# scheduler's W^T copy dropped) had the recursive code ahead at h=150, batch
+# 25, 1 thread in three of three (1,609 vs 1,228, 1,882 vs 1,728, 1,423 vs
+# 1,232 trees/s) and the scheduler at h=256 (1,032 vs 681), hence 400.
 AUTO_MIN_BATCH = 20
-AUTO_MIN_WIDTH = 300
+AUTO_MIN_WIDTH = 400
 
 
 def matvec_width(plan: Plan) -> int:
@@ -234,13 +237,13 @@ class AutoFunction:
         return self.native.batch(batch)
 
 
-# `auto` for training: the same rule, except that with a team the scheduler
-# is taken only from a wider cell, where its batched weight-gradient products
+# `auto` for training: the same rule from a 300-wide cell, except that with a
+# team the scheduler is taken only from a wider one, where its batched weight-gradient products
 # beat the team (`bench/run.py batching`, SST dev, batch 25, 2 threads,
 # frontier against recursive trees/s: h=256 557 vs 400, 319 vs 287, 435 vs
 # 288; h=150 510 vs 1,188, 538 vs 975). One thread: the scheduler at h=150
-# (837 vs 539, 458 vs 443) and h=256 (342 vs 195, 254 vs 144).
-AUTO_TEAM_TRAIN_WIDTH = 512
+# (837 vs 539, 458 vs 443, 520 vs 473) and h=256 (342 vs 195, 254 vs 144).
+AUTO_TRAIN_WIDTH, AUTO_TEAM_TRAIN_WIDTH = 300, 512
 
 
 class AutoGradFunction:
@@ -255,7 +258,7 @@ class AutoGradFunction:
     def choose(self, size: int, threads: int) -> str:
         native = self.recursive.native
         team = threads > 1 and native is not None and bool(native.batch_team)
-        least = AUTO_TEAM_TRAIN_WIDTH if team else AUTO_MIN_WIDTH
+        least = AUTO_TEAM_TRAIN_WIDTH if team else AUTO_TRAIN_WIDTH
         wide = self.batched is not None and self.width >= least
         return "frontier" if wide and size >= AUTO_MIN_BATCH else "recursive"
 
