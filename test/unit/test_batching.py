@@ -151,6 +151,9 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     narrow = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
     auto = recir.compile(tree_lstm.trace_model(narrow), batching="auto", threads=1)
     assert auto.choose(25) == "recursive"
+    h150 = tree_lstm.init_params(np.random.default_rng(0), hidden=150, vocab=100)
+    auto = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=1)
+    assert auto.choose(25) == "recursive"  # 2h = 300: the recursive code won there
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
