@@ -1,20 +1,23 @@
 """`run.py parallel`: speedup of 2 threads over 1 (libgomp tasks for independent invokes).
 
 TreeRNN and TreeLSTM inference (h=150) on balanced, moderate and linear trees
-of 64 leaves, one tree per call (the children of its nodes spawned as
-tasks) and 25 trees per call (`NativeFunction.batch`: each tree a task of one
-team, its subtrees tasks too); fib(35), on libgomp and, where installed, on
-LLVM's libomp (`$RECIR_OPENMP`, in a second process), whose taskwait runs any
+of 64 leaves and on trees of SST's sentence lengths (moderate shape, 2-52
+leaves, mean 19: many below the work cutoff that runs a call on one
+thread), one tree per call (the children of its nodes spawned as tasks) and
+25 trees per call (`NativeFunction.batch`: each tree a task of one team, its
+subtrees tasks too); fib(35), on libgomp and, where installed, on LLVM's
+libomp (`$RECIR_OPENMP`, in a second process), whose taskwait runs any
 queued task; beside it, the host's own ceiling for two threads (two
-independent calls side by side, no tasks). For each tree shape, the work/span ratio read off the call
-tree (work = nodes, span = nodes on the longest root-to-leaf path) and the
-speedup it predicts on 2 and on 36 cores (the paper's machine) by Brent's
-bound W / (W/P + S). Training (forward + backward, gradients summed over
-the batch): at batch 1 within the tree (the children's forward and backward
-calls as tasks, dense gradients in per-thread copies), at batch 10 and 25
-across the trees of the batch too (`GradFunction.batch`: each tree a task).
-One thread and two are timed in alternating rounds (`rounds_times`), so a
-slow spell of this shared host weighs on both sides of a ratio.
+independent calls side by side, no tasks). For each tree shape, the
+work/span ratio read off the call tree (work = nodes, span = nodes on the
+longest root-to-leaf path) and the speedup it predicts on 2 and on 36 cores
+(the paper's machine) by Brent's bound W / (W/P + S). Training (forward +
+backward, gradients summed over the batch): at batch 1 within the tree (the
+children's forward and backward calls as tasks, dense gradients in
+per-thread copies), at batch 10 and 25 across the trees of the batch too
+(`GradFunction.batch`: each tree a task). One thread and two are timed in
+alternating rounds (`rounds_times`), so a slow spell of this shared host
+weighs on both sides of a ratio.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
-SHAPES = ("balanced", "moderate", "linear")
+SHAPES = ("balanced", "moderate", "linear", "sst-like")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +53,7 @@ def predicted(work: float, span: float, cores: int) -> float:
 
 def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
     import recir
-    from recir.data import make_tree
+    from recir.data import make_tree, make_treebank
     from recir.models import tree_lstm, tree_rnn
 
     rows = []
@@ -62,8 +65,9 @@ def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
         model = module.trace_model(params)
         fns = {t: recir.compile(model, threads=t) for t in (1, 2)}
         for shape in SHAPES:
-            trees = [make_tree(shape, 64, np.random.default_rng(s), 1000)
-                     for s in range(trees_per_shape)]
+            trees = make_treebank(trees_per_shape, seed=0, vocab_size=1000) \
+                if shape == "sst-like" else [make_tree(shape, 64, np.random.default_rng(s), 1000)
+                                            for s in range(trees_per_shape)]
             work, span = (float(np.mean(v)) for v in zip(*map(work_span, trees)))
             for batch in (1, 25):
                 print(f"  {name} {shape} b={batch}", flush=True)

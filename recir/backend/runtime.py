@@ -22,6 +22,7 @@ from recir.backend import stack
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
+from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
 
 
@@ -115,7 +116,10 @@ class NativeFunction:
                            for sh in self.shapes]
         self.i32 = [isinstance(t, IntegerType) and t.width.data == 32 for t in self.inputs]
         self.call_work = call_work
-        self.sized = [i for i, sh in enumerate(self.shapes) if sh and sh[0] and sh[0][0] < 0]
+        # the public inputs whose length sizes a call (for `team_size`)
+        public = len(self.inputs) - len(params)
+        self.sized = [i for i, sh in enumerate(self.shapes[:public])
+                      if sh and sh[0] and sh[0][0] < 0] if call_work and threads > 1 else []
         self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
                           for t in self.outputs]
         scalars = [t for t in self.outputs if not is_tensor(t)]
@@ -128,6 +132,9 @@ class NativeFunction:
         restype = c_scalar(scalars[0]) if self.returns_one else None
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
         self.function = prototype(engine.address(name))
+        serial = f"{name}{SERIAL_ENTRY}"  # the same call without tasks, for small inputs
+        self.serial_entry = prototype(engine.address(serial)) if threads > 1 and engine.has(
+            serial) else self.function
         self.argtypes, self.restype = argtypes, restype
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}__team"
@@ -152,11 +159,18 @@ class NativeFunction:
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
         is below `SERIAL_BELOW` (none where it cannot be estimated)."""
-        if not self.team or not self.call_work or not self.sized:
+        if not self.team or not self.sized:
             return self.threads
-        size = sum(max((len(inputs[i]) for i in self.sized if i < len(inputs)
-                        and isinstance(inputs[i], np.ndarray) and inputs[i].ndim), default=0)
-                   for inputs in items)
+        size = 0
+        for inputs in items:
+            if len(inputs) <= self.sized[-1]:
+                return self.threads  # the wrong count: `prepare` says so
+            longest = 0
+            for i in self.sized:
+                x = inputs[i]
+                if type(x) is np.ndarray and x.ndim and x.shape[0] > longest:
+                    longest = x.shape[0]
+            size += longest
         return self.threads if size * self.call_work >= SERIAL_BELOW else 1
 
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
@@ -293,9 +307,9 @@ class NativeFunction:
 
     def in_team(self, threads: int) -> bool:
         """Whether a call runs on a team: code with tasks does, except on one
-        thread where a retry is harmless (not `deep_only`): there the plain
-        entry runs, its tasks inline (libgomp runs a task met outside a team
-        at once), ~25 us less than a team of one behind a stack switch."""
+        thread where a retry is harmless (not `deep_only`): there the serial
+        entry (`@f__serial`, no tasks) runs, ~25 us less than a team of one
+        behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
     def call_once(self, args: list[Any], threads: int) -> tuple[Context, Any]:
@@ -310,7 +324,7 @@ class NativeFunction:
         ctx = Context(stack.stack_limit())
         ctx.contexts = ctypes.addressof(ctx)  # a task reads its thread's (0) from here
         try:
-            return ctx, self.function(ctypes.byref(ctx), *args)
+            return ctx, self.serial_entry(ctypes.byref(ctx), *args)
         finally:
             free_tape(ctx)
 

@@ -59,6 +59,7 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
+from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.tasks import (Spawner, batch_entry, declarations, team_declarations,
                                 team_entry)
 
@@ -279,7 +280,8 @@ class ConvertRecirToLlvmPass(ModulePass):
                 Rewriter.replace_op(function, converted)
         if needs_tasks:
             public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
-                      and f.linkage.linkage.data == "external" and f.body.blocks]
+                      and f.linkage.linkage.data == "external" and f.body.blocks
+                      and not f.sym_name.data.endswith(SERIAL_ENTRY)]
             teams = [team_entry(f) for f in public]
             batches = [g for f in public for g in batch_entry(f)]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams,

@@ -8,7 +8,10 @@ on; at zero it calls `@f_serial`. Spawning thus stops `budget` levels down
 the call tree (2^budget tasks for a binary recursion), below which calls cost
 what they cost without threads. Callers outside the spawning functions pass
 the option `budget` (default 12; the pipeline passes `spawn_budget(threads)`,
-4 on 2 threads, measured with bench/run.py parallel).
+4 on 2 threads, measured with bench/run.py parallel). Each public function
+that calls a spawning one also gets a public clone `@f__serial` calling the
+serial clones: the runtime calls it for inputs too small for a team, where
+even tasks run inline would cost (~10 µs a 20-leaf tree).
 
 Options: `budget`.
 """
@@ -25,6 +28,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
+
+
+SERIAL_ENTRY = "__serial"  # suffix of a public function's serial entry
 
 
 def spawning(module: ModuleOp) -> dict[str, func.FuncOp]:
@@ -89,6 +95,14 @@ class InvokeCloneSerialPass(ModulePass):
         outside = [f for f in op.ops if isinstance(f, func.FuncOp)
                    and f.sym_name.data not in names]
         clones = [serial_clone(f, names) for f in names.values()]
+        for f in outside:
+            if f.sym_visibility is None and any(
+                    isinstance(call, invoke.InvokeOp) and call.callee.string_value() in names
+                    for call in f.walk()):
+                entry = serial_clone(f, names)
+                entry.sym_name = StringAttr(f"{f.sym_name.data}{SERIAL_ENTRY}")
+                entry.sym_visibility = None
+                clones.append(entry)
         for f in names.values():
             add_budget(f, names)
         for f in outside:

@@ -2,7 +2,8 @@
 
 // fib with its calls paired: @fib_rec gets a budget argument and runs its body
 // while budget is left, passing budget - 1 on; at zero it calls the serial
-// clone, which has neither markers nor joins. The entry passes the option.
+// clone, which has neither markers nor joins. The entry passes the option,
+// and gets a public serial entry calling the serial clone.
 func.func @fib(%n: i32) -> i32 {
   %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
   func.return %r : i32
@@ -71,5 +72,9 @@ func.func private @fib_rec(%k: i32) -> i32 {
 // CHECK-NEXT:      %s = arith.addi %a, %b : i32
 // CHECK-NEXT:      scf.yield %s : i32
 // CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %r : i32
+// CHECK-NEXT:  }
+// CHECK-LABEL: func.func @fib__serial(%n: i32) -> i32 {
+// CHECK-NEXT:    %r = invoke.invoke @fib_rec_serial(%n) : (i32) -> i32
 // CHECK-NEXT:    func.return %r : i32
 // CHECK-NEXT:  }

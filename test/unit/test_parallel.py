@@ -323,6 +323,7 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     assert parallel.team_size([inputs(small)]) == 1
     assert parallel.team_size([inputs(big)]) == 2
     assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up
+    assert parallel.serial_entry is not parallel.function  # @f__serial: no tasks at all
     for tree in (small, big):
         np.testing.assert_array_equal(parallel(*inputs(tree))[0], serial(*inputs(tree))[0])
         (_, l1), g1 = recir.value_and_grad(model, threads=1)(*inputs(tree))
