@@ -80,7 +80,7 @@ def is_tensor(typ: Attribute) -> bool:
 
 # A team call whose estimated work (the function's `call_work` times the
 # length of its longest variably sized input: a tree's node count) is below
-# this runs on a team of one, which wakes no other thread. Measured on this
+# this runs on one thread (`NativeFunction.in_team`). Measured on this
 # 2-core host (h=150, balanced trees, 2 threads against 1): teams lost below
 # ~3M (TreeRNN inference at 63 nodes 0.95x, its gradient at 15 nodes 0.93x,
 # TreeLSTM inference at 15 nodes 0.91x) and won from ~6M (TreeRNN inference
@@ -117,7 +117,7 @@ class NativeFunction:
         self.i32 = [isinstance(t, IntegerType) and t.width.data == 32 for t in self.inputs]
         self.call_work = call_work
         # the public inputs whose length sizes a call (for `team_size`)
-        public = len(self.inputs) - len(params)
+        public = self.public = len(self.inputs) - len(self.params)
         self.sized = [i for i, sh in enumerate(self.shapes[:public])
                       if sh and sh[0] and sh[0][0] < 0] if call_work and threads > 1 else []
         self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
@@ -143,11 +143,10 @@ class NativeFunction:
         # per argument: the last array passed by the fast path, its shape and address
         self.last: list[tuple[np.ndarray, tuple[int, ...], int] | None] = [None] * len(
             self.inputs)
-        public = len(self.inputs) - len(self.params)
         self.param_keep: list[Any] = []
         self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
                            for j, p in enumerate(self.params)]
-        self.param_fields: list[int] | None = None  # made at the first team call
+        self.param_fields = [pack(a, t) for a, t in zip(self.param_args, argtypes[1 + public:])]
         self.copied = list(copied) if self.team else []
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
 
@@ -197,7 +196,7 @@ class NativeFunction:
     def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
         """The native entry's arguments for `inputs` (bound parameters and
         result buffers added), and the results they will be written to."""
-        public = len(self.inputs) - len(self.params)
+        public = self.public
         if len(inputs) != public:
             raise RecirError(f"error: @{self.name} takes {public} inputs, got {len(inputs)}")
         args = [self.argument(i, v, t, keep) for i, (v, t) in
@@ -251,11 +250,7 @@ class NativeFunction:
     def fields(self, args: list[Any]) -> list[int]:
         """The entry's arguments as `@f__team` loads them (`pack`): the bound
         parameters' fields made once, result buffers' addresses as they are."""
-        public = len(self.inputs) - len(self.params)
-        if self.param_fields is None:
-            self.param_fields = [pack(a, t) for a, t in zip(
-                self.param_args, self.argtypes[1 + public:1 + len(self.inputs)])]
-        fields = [pack(a, t) for a, t in zip(args[:public], self.argtypes[1:])]
+        fields = [pack(a, t) for a, t in zip(args[:self.public], self.argtypes[1:])]
         fields += self.param_fields
         fields += args[len(self.inputs):]
         return fields
