@@ -76,14 +76,16 @@ def call_work(module: ModuleOp) -> int:
     products by matrix size, every other tensor op by result size, one per
     scalar op. Times the input's size it tells a team call from one too small
     to gain from a second thread (`runtime.SERIAL_BELOW`)."""
+    def elements(v: Any) -> int:  # a dynamic dimension counts as 1
+        return math.prod(max(d, 1) for d in tmath.shape_of(v)) if isinstance(
+            v.type, TensorType) else 1
+
     work = 0
     for op in module.walk():
         if op.name in MATRIX_OPS:
-            work += max(math.prod(tmath.shape_of(v)) for v in op.operands
-                        if isinstance(v.type, TensorType))
+            work += max(elements(v) for v in op.operands)
         elif op.results:
-            work += sum(math.prod(tmath.shape_of(r)) if isinstance(r.type, TensorType) else 1
-                        for r in op.results)
+            work += sum(elements(r) for r in op.results)
     return work
 
 

@@ -50,6 +50,7 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
@@ -59,7 +60,6 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.tasks import (Spawner, batch_entry, declarations, team_declarations,
                                 team_entry)
 
