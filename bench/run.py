@@ -18,10 +18,11 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import batching, fusion, native, parallel, static, suite, train  # noqa: E402
+from bench import batching, fusion, native, parallel, smallgemm, static, suite, train  # noqa: E402
 
 SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel,
-               "static": static, "all": suite, "batching": batching}
+               "static": static, "all": suite, "batching": batching,
+               "smallgemm": smallgemm}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
+from recir.batching import smallgemm
 from recir.diagnostics import emit_error
 from recir.dialects import tmath
 
@@ -140,9 +141,17 @@ def blas_threads_for(work: int) -> None:
         THREADS[1] = want
 
 
+# Frontiers of 2 to SMALL_ROWS[threads] rows: `smallgemm.nt` (streams the
+# weight once) beat OpenBLAS's SGEMM there (`python bench/run.py smallgemm`;
+# on two threads OpenBLAS splits the work, the kernel does not).
+SMALL_ROWS = {1: 64, 2: 12}
+
+
 def matvec(op, args, flags, frame):
     w, x = args
     if flags == (False, True):
+        if 2 <= x.shape[0] <= SMALL_ROWS.get(THREADS[0], 8) and smallgemm.fits(x, w):
+            return (smallgemm.nt(x, w),)
         blas_threads_for(x.shape[0] * w.size)
         return (x @ w.T,)  # one SGEMM for the frontier
     if flags == (True, True):

@@ -1,0 +1,204 @@
+"""The product of a few frontier rows with a weight matrix, natively.
+
+A frontier high in a batch's trees has few rows (at h=256, batch 25, most of
+an SST batch's 17 heights have 1-30). OpenBLAS packs the whole weight for
+every SGEMM and runs such products at 10-40 GFLOP/s on one core of this
+host; streaming the weight once reaches 40-60 (`python bench/run.py
+smallgemm`; cython's BLIS was slower than OpenBLAS). `nt(x, w)` is the
+forward product `x @ w.T` (x: m rows of k, w: n rows of k, row-major f32)
+as dot products: a tile of 4 rows of x by 3 rows of w keeps 12 vector
+accumulators over k and reduces each once. The loops run weight rows
+outside, so a tile of w stays in L1 while all of x passes. The k tail is
+read with masked loads: nothing outside the arrays is touched. The kernel is
+LLVM IR text (vector types and masked intrinsics, which tmath's lowering
+does not model), compiled once and kept in the on-disk object cache.
+
+The two backward products (`dy @ w`, `G += dy.T @ x`) stay OpenBLAS's: a
+broadcast-and-accumulate kernel for them beat it only below 4 rows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LANES = 8  # f32 lanes of an AVX2 register
+NT_ROWS, NT_COLS = 4, 3  # nt's tile: X rows x W rows
+
+VEC = f"<{LANES} x float>"
+MASK = f"<{LANES} x i1>"
+IOTA = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
+DECLARATIONS = f"""
+declare {VEC} @llvm.fma.v8f32({VEC}, {VEC}, {VEC})
+declare {VEC} @llvm.masked.load.v8f32.p0(ptr, i32, {MASK}, {VEC})
+declare float @llvm.vector.reduce.fadd.v8f32(float, {VEC})
+"""
+
+
+def lane_mask(count: str, name: str = "mask") -> list[str]:
+    """`%name`: lanes below `count` (an i64 value) on."""
+    return [f"%{name}.n = trunc i64 {count} to i32",
+            f"%{name}.s = insertelement <{LANES} x i32> poison, i32 %{name}.n, i64 0",
+            f"%{name}.v = shufflevector <{LANES} x i32> %{name}.s, <{LANES} x i32> poison, "
+            f"<{LANES} x i32> zeroinitializer",
+            f"%{name} = icmp ult <{LANES} x i32> {IOTA}, %{name}.v"]
+
+
+def row_pointers(prefix: str, base: str, stride: str, count: int) -> list[str]:
+    """`%{prefix}{i}` = base + i * stride floats, for i < count."""
+    lines = []
+    for i in range(count):
+        lines += [f"%{prefix}o{i} = mul i64 {stride}, {i}",
+                  f"%{prefix}{i} = getelementptr float, ptr {base}, i64 %{prefix}o{i}"]
+    return lines
+
+
+def function(signature: str, blocks: list[tuple[str, list[str]]]) -> str:
+    body = [f"define {signature} {{"]
+    for label, lines in blocks:
+        body.append(f"{label}:")
+        body += [f"  {line}" for line in lines]
+    return "\n".join(body + ["}"])
+
+
+# --- nt: dot products -------------------------------------------------------
+
+def nt_tile(rows: int, cols: int) -> str:
+    """Y[i, j] = sum_p X[i, p] W[j, p] for a rows x cols tile."""
+    pairs = [(i, j) for i in range(rows) for j in range(cols)]
+    entry = ["%k8 = and i64 %k, -8", *row_pointers("x", "%X", "%ldx", rows),
+             *row_pointers("w", "%W", "%ldw", cols),
+             "%some = icmp sgt i64 %k8, 0", "br i1 %some, label %loop, label %tail"]
+    loop = ["%p = phi i64 [0, %entry], [%p.next, %loop]"]
+    loop += [f"%a{i}_{j} = phi {VEC} [zeroinitializer, %entry], [%b{i}_{j}, %loop]"
+             for i, j in pairs]
+    for name, count in (("x", rows), ("w", cols)):
+        for i in range(count):
+            loop += [f"%{name}p{i} = getelementptr float, ptr %{name}{i}, i64 %p",
+                     f"%{name}v{i} = load {VEC}, ptr %{name}p{i}, align 4"]
+    loop += [f"%b{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xv{i}, {VEC} %wv{j}, {VEC} %a{i}_{j})"
+             for i, j in pairs]
+    loop += [f"%p.next = add i64 %p, {LANES}", "%more = icmp slt i64 %p.next, %k8",
+             "br i1 %more, label %loop, label %tail"]
+    tail = [f"%c{i}_{j} = phi {VEC} [zeroinitializer, %entry], [%b{i}_{j}, %loop]"
+            for i, j in pairs]
+    tail += ["%rest = sub i64 %k, %k8", *lane_mask("%rest")]
+    for name, count in (("x", rows), ("w", cols)):
+        for i in range(count):
+            tail += [f"%{name}q{i} = getelementptr float, ptr %{name}{i}, i64 %k8",
+                     f"%{name}t{i} = call {VEC} @llvm.masked.load.v8f32.p0(ptr %{name}q{i}, "
+                     f"i32 4, {MASK} %mask, {VEC} zeroinitializer)"]
+    for i, j in pairs:
+        tail += [f"%d{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xt{i}, {VEC} %wt{j}, {VEC} %c{i}_{j})",
+                 f"%s{i}_{j} = call reassoc float @llvm.vector.reduce.fadd.v8f32(float -0.0, "
+                 f"{VEC} %d{i}_{j})",
+                 f"%yo{i}_{j} = mul i64 %ldy, {i}", f"%yi{i}_{j} = add i64 %yo{i}_{j}, {j}",
+                 f"%yp{i}_{j} = getelementptr float, ptr %Y, i64 %yi{i}_{j}",
+                 f"store float %s{i}_{j}, ptr %yp{i}_{j}, align 4"]
+    tail.append("ret void")
+    return function(f"internal void @nt_{rows}_{cols}(ptr %X, i64 %ldx, ptr %W, i64 %ldw, "
+                    "ptr %Y, i64 %ldy, i64 %k)",
+                    [("entry", entry), ("loop", loop), ("tail", tail)])
+
+
+def tiled(name: str, params: str, outer: tuple[str, int], inner: tuple[str, int],
+          setup: list[str], call: str) -> str:
+    """Loops over tiles: `outer` and `inner` are (extent, tile size); the
+    tile function (`call`, formatted with r and c) is picked by a switch on
+    its actual size (r = inner rows left, c = outer left, both capped)."""
+    (n_outer, t_outer), (n_inner, t_inner) = outer, inner
+    tiles = [(r, c) for r in range(1, t_inner + 1) for c in range(1, t_outer + 1)]
+    cases = " ".join(f"i64 {r * 16 + c}, label %t{r}_{c}" for r, c in tiles)
+    blocks = [
+        ("entry", [f"%e1 = icmp sgt i64 {n_outer}, 0", f"%e2 = icmp sgt i64 {n_inner}, 0",
+                   "%go = and i1 %e1, %e2", "br i1 %go, label %outer, label %done"]),
+        ("outer", ["%o = phi i64 [0, %entry], [%o.next, %outer.next]",
+                   f"%o.left = sub i64 {n_outer}, %o", f"%o.few = icmp slt i64 %o.left, {t_outer}",
+                   f"%c = select i1 %o.few, i64 %o.left, i64 {t_outer}", "br label %inner"]),
+        ("inner", ["%i = phi i64 [0, %outer], [%i.next, %inner.next]",
+                   f"%i.left = sub i64 {n_inner}, %i", f"%i.few = icmp slt i64 %i.left, {t_inner}",
+                   f"%r = select i1 %i.few, i64 %i.left, i64 {t_inner}", *setup,
+                   "%r16 = mul i64 %r, 16", "%code = add i64 %r16, %c",
+                   f"switch i64 %code, label %inner.next [ {cases} ]"]),
+    ]
+    for r, c in tiles:
+        blocks.append((f"t{r}_{c}", [call.format(r=r, c=c), "br label %inner.next"]))
+    blocks += [
+        ("inner.next", [f"%i.next = add i64 %i, {t_inner}",
+                        f"%i.more = icmp slt i64 %i.next, {n_inner}",
+                        "br i1 %i.more, label %inner, label %outer.next"]),
+        ("outer.next", [f"%o.next = add i64 %o, {t_outer}",
+                        f"%o.more = icmp slt i64 %o.next, {n_outer}",
+                        "br i1 %o.more, label %outer, label %done"]),
+        ("done", ["ret void"]),
+    ]
+    return function(f"void @{name}({params})", blocks)
+
+
+def nt_driver() -> str:
+    """Weight rows outside (a tile of W stays in L1 while all of X passes)."""
+    setup = ["%wo = mul i64 %o, %ldw", "%wp = getelementptr float, ptr %W, i64 %wo",
+             "%xo = mul i64 %i, %ldx", "%xp = getelementptr float, ptr %X, i64 %xo",
+             "%yo = mul i64 %i, %ldy", "%yo2 = add i64 %yo, %o",
+             "%yp = getelementptr float, ptr %Y, i64 %yo2"]
+    return tiled("recir_sgemm_nt", "i64 %m, i64 %n, i64 %k, ptr %X, i64 %ldx, ptr %W, "
+                 "i64 %ldw, ptr %Y, i64 %ldy", ("%n", NT_COLS), ("%m", NT_ROWS), setup,
+                 "call void @nt_{r}_{c}(ptr %xp, i64 %ldx, ptr %wp, i64 %ldw, ptr %yp, "
+                 "i64 %ldy, i64 %k)")
+
+
+def module_text() -> str:
+    parts = [DECLARATIONS]
+    parts += [nt_tile(r, c) for r in range(1, NT_ROWS + 1) for c in range(1, NT_COLS + 1)]
+    parts.append(nt_driver())
+    return "\n\n".join(parts) + "\n"
+
+
+# --- loading and calling ---------------------------------------------------------
+
+I64, PTR = ctypes.c_int64, ctypes.c_void_p
+
+
+@cache
+def kernel() -> Any:
+    """`recir_sgemm_nt` as a ctypes function; compiled on first use."""
+    from recir.backend.cache import ObjectCache, cache_key
+    from recir.backend.engine import Engine, compile_object
+
+    text = module_text()
+    objects = ObjectCache()
+    key = cache_key(text, "smallgemm " + hashlib.sha256(Path(__file__).read_bytes())
+                    .hexdigest()[:16])
+    hit = objects.load(key)
+    if hit is None:
+        obj = compile_object(text)
+        objects.store(key, obj, {})
+    else:
+        obj = hit[0]
+    engine = Engine(obj)
+    fn = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64)(
+        engine.address("recir_sgemm_nt"))
+    fn.engine = engine  # the engine owns the code
+    return fn
+
+
+def fits(x: np.ndarray, w: np.ndarray) -> bool:
+    """Whether `nt` takes these: f32 matrices with contiguous rows."""
+    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 2 and w.ndim == 2
+            and x.strides[1] == 4 and w.strides[1] == 4 and x.shape[1] == w.shape[1]
+            and x.strides[0] % 4 == 0 and w.strides[0] % 4 == 0)
+
+
+def nt(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w.T for x (m, k), w (n, k) that `fits`."""
+    m, k = x.shape
+    n = w.shape[0]
+    y = np.empty((m, n), np.float32)
+    kernel()(m, n, k, x.ctypes.data, x.strides[0] // 4, w.ctypes.data,
+             w.strides[0] // 4, y.ctypes.data, n)
+    return y

@@ -1,0 +1,93 @@
+"""The few-row product kernel (`recir/batching/smallgemm.py`) against NumPy."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from recir.batching import kernels, smallgemm
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 9, 17])
+@pytest.mark.parametrize("n,k", [(1, 1), (3, 7), (5, 8), (7, 13), (750, 300), (1280, 512)])
+def test_nt_matches_numpy(m, n, k):
+    """Every tile size (4 x 3 and its edges) and k tail (masked loads)."""
+    rng = np.random.default_rng(m * 1000 + n + k)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    want = x.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(smallgemm.nt(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_nt_reads_rows_of_views():
+    """x and w with row strides longer than their rows (column slices)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 40), dtype=np.float32)[:, 3:30]
+    w = rng.standard_normal((10, 33), dtype=np.float32)[:, 1:28]
+    assert smallgemm.fits(x, w)
+    np.testing.assert_allclose(smallgemm.nt(x, w), x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def test_fits_refuses_what_nt_cannot_read():
+    x = np.ones((3, 8), np.float32)
+    assert not smallgemm.fits(x.astype(np.float64), np.ones((2, 8)))
+    assert not smallgemm.fits(x[:, ::2], np.ones((2, 4), np.float32))
+    assert not smallgemm.fits(x, np.ones((2, 7), np.float32))
+
+
+def test_nt_stays_inside_its_arrays():
+    """x, w and y each end at a page followed by an inaccessible one: a read
+    or write past any of them would kill the child process."""
+    code = textwrap.dedent("""
+        import ctypes, mmap
+        import numpy as np
+        from recir.batching import smallgemm
+
+        PAGE = mmap.PAGESIZE
+        libc = ctypes.CDLL(None)
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        keep = []
+
+        def at_page_end(shape):
+            size = int(np.prod(shape)) * 4
+            pages = -(-size // PAGE)
+            buf = mmap.mmap(-1, (pages + 1) * PAGE)
+            base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+            assert libc.mprotect(base + pages * PAGE, PAGE, 0) == 0
+            keep.append(buf)
+            a = np.frombuffer(buf, np.float32, int(np.prod(shape)), pages * PAGE - size)
+            return a.reshape(shape)
+
+        rng = np.random.default_rng(0)
+        for m, n, k in [(5, 7, 13), (3, 4, 1), (4, 3, 8), (2, 1280, 512), (9, 750, 300)]:
+            x, w = at_page_end((m, k)), at_page_end((n, k))
+            x[...] = rng.standard_normal((m, k))
+            w[...] = rng.standard_normal((n, k))
+            y = at_page_end((m, n))
+            smallgemm.kernel()(m, n, k, x.ctypes.data, k, w.ctypes.data, k, y.ctypes.data, n)
+            np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-3)
+        print("inside")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "inside" in done.stdout
+
+
+def test_frontier_product_uses_kernel_in_its_row_range(monkeypatch):
+    """`kernels.matvec` takes the kernel for 2..SMALL_ROWS rows, BLAS otherwise;
+    the results agree either way."""
+    calls = []
+    real = smallgemm.nt
+    monkeypatch.setattr(smallgemm, "nt", lambda x, w: calls.append(len(x)) or real(x, w))
+    monkeypatch.setattr(kernels, "THREADS", [1, 1])
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((30, 20), dtype=np.float32)
+    limit = kernels.SMALL_ROWS[1]
+    for rows in (1, 2, limit, limit + 1):
+        x = rng.standard_normal((rows, 20), dtype=np.float32)
+        (y,) = kernels.matvec(None, [w, x], (False, True), None)
+        np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-4)
+    assert calls == [2, limit]
