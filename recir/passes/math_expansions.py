@@ -3,7 +3,8 @@
 LLVM turns `llvm.exp` on a vector into one libm call per lane, which costs
 more than the matrix-vector product of a TreeLSTM node. These expansions use
 only arithmetic, selects, floor and bit casts, so the loop vectorizer keeps
-whole gate loops in SIMD registers. Accuracy (checked against NumPy in the
+whole gate loops in SIMD registers; their products and sums may contract into
+FMAs (half the instructions of a polynomial, and no less accurate). Accuracy (checked against NumPy in the
 tests): about 2 ulp for exp, a relative 4e-7 for tanh.
 """
 
@@ -13,7 +14,7 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 
-from recir.passes.loop_builder import Emitter
+from recir.passes.loop_builder import CONTRACT, Emitter
 
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
@@ -31,11 +32,15 @@ def _f(b: Emitter, value: float) -> SSAValue:
 
 
 def _mul(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.value(arith.MulfOp(x, y))
+    return b.value(arith.MulfOp(x, y, CONTRACT))
 
 
 def _add(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.value(arith.AddfOp(x, y))
+    return b.value(arith.AddfOp(x, y, CONTRACT))
+
+
+def _sub(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.value(arith.SubfOp(x, y, CONTRACT))
 
 
 def _select(b: Emitter, x: SSAValue, pred: str, bound: float, then: SSAValue,
@@ -56,8 +61,8 @@ def exp(b: Emitter, x: SSAValue) -> SSAValue:
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
     n = b.value(llvm.FFloorOp(_add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, 0.5))))
-    r = b.value(arith.SubfOp(clamped, _mul(b, n, _f(b, LN2_HI))))
-    r = b.value(arith.SubfOp(r, _mul(b, n, _f(b, LN2_LO))))
+    r = _sub(b, clamped, _mul(b, n, _f(b, LN2_HI)))
+    r = _sub(b, r, _mul(b, n, _f(b, LN2_LO)))
     poly = _mul(b, _mul(b, horner(b, r, EXP_POLY), r), r)
     y = _add(b, _add(b, poly, r), _f(b, 1.0))
     # 2^(n-1) from the bits of n + 1.5 * 2^23 (exact for |n| < 2^22); times 2
@@ -76,7 +81,6 @@ def tanh(b: Emitter, x: SSAValue) -> SSAValue:
     small = _add(b, x, _mul(b, _mul(b, x, z), horner(b, z, TANH_POLY)))
     magnitude = b.value(llvm.FAbsOp(x, f32))
     e = exp(b, _mul(b, magnitude, _f(b, 2.0)))
-    large = b.value(arith.SubfOp(_f(b, 1.0), b.value(
-        arith.DivfOp(_f(b, 2.0), _add(b, e, _f(b, 1.0))))))
+    large = _sub(b, _f(b, 1.0), b.value(arith.DivfOp(_f(b, 2.0), _add(b, e, _f(b, 1.0)))))
     signed = b.value(llvm.FCopySignOp(large, x))
     return _select(b, magnitude, "olt", TANH_SMALL, small, signed)
