@@ -170,6 +170,7 @@ class BatchedGradFunction(BatchedFunction):
         backward.add(frame, runner.slot[returned[self.loss]], np.ones(len(batch), np.float32))
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             backward.block(frame, plan.entry.body.block, "all")
+            backward.finish()
         kinds = [plan.kinds[v] for v in returned]
         return ([tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
                  for k in range(len(batch))], grads)

@@ -10,7 +10,10 @@ left at the top of a level is the cotangent of that level's arguments. The
 roots' argument cotangents go back to the entry's invoke.
 
 Parameter gradients are added straight into the caller's gradient arrays,
-once per frontier (`dW += dY^T X`), embedding rows with `np.add.at`.
+embedding rows with `np.add.at`. A matrix's gradient `dW += dY^T X` is
+added once per backward: each frontier's rows of dY and X are kept and
+stacked at the end (`finish`), one SGEMM instead of one per height, most of
+which have too few rows for OpenBLAS's full rate.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Backward:
         self.runner, self.plan = runner, runner.plan
         self.targets = targets  # slot of a parameter (entry or @f argument) -> grad array
         self.schedules: dict[invoke.InvokeOp, Schedule] = {}
+        self.outers: dict[int, tuple[np.ndarray, list[Outer]]] = {}  # id(target) ->
 
     # -- accumulation ---------------------------------------------------
     def add(self, frame: Frame, s: int, g: Any) -> None:
@@ -77,6 +81,16 @@ class Backward:
         else:
             cot[s] = Acc(cur + g)
 
+    def finish(self) -> None:
+        """Add each matrix's kept frontier products: dW += [dY...]^T [X...]."""
+        for target, parts in self.outers.values():
+            if len(parts) == 1:
+                blas.add_outer(target, parts[0].dy, parts[0].x)
+            else:
+                blas.add_outer(target, np.concatenate([p.dy for p in parts]),
+                               np.concatenate([p.x for p in parts]))
+        self.outers.clear()
+
     def add_uniform(self, s: int, g: Any) -> None:
         target = self.targets.get(s)
         if target is None:
@@ -87,7 +101,7 @@ class Backward:
             np.add.at(target, g.index, g.dy)
             return
         if isinstance(g, Outer):
-            blas.add_outer(target, g.dy, g.x)
+            self.outers.setdefault(id(target), (target, []))[1].append(g)
             return
         if isinstance(g, Slice):
             dy = g.dy.sum(axis=0) if g.dy.ndim > len(g.shape) else g.dy

@@ -187,7 +187,7 @@ def test_auto_training_picks_by_width_batch_and_team():
         for (_, loss), (_, loss2) in zip(want_out, outs, strict=True):
             assert loss2 == pytest.approx(loss, rel=1e-5)
         for name, g in want.items():
-            np.testing.assert_allclose(grads[name], g, rtol=1e-4, atol=1e-6)
+            assert rel(grads[name], g) <= 1e-5, name  # relative to the array's scale
     with pytest.raises(RecirError, match="unknown batching"):
         recir.value_and_grad(traced, batching="sideways")
 
