@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-LANES = 8  # f32 lanes of an AVX2 register
+LANES = 8  # f32 lanes of an AVX2 register (LLVM splits or widens them elsewhere)
 NT_ROWS, NT_COLS = 4, 3  # nt's tile: X rows x W rows
 
 VEC = f"<{LANES} x float>"
@@ -40,13 +40,13 @@ declare float @llvm.vector.reduce.fadd.v8f32(float, {VEC})
 """
 
 
-def lane_mask(count: str, name: str = "mask") -> list[str]:
-    """`%name`: lanes below `count` (an i64 value) on."""
-    return [f"%{name}.n = trunc i64 {count} to i32",
-            f"%{name}.s = insertelement <{LANES} x i32> poison, i32 %{name}.n, i64 0",
-            f"%{name}.v = shufflevector <{LANES} x i32> %{name}.s, <{LANES} x i32> poison, "
+def lane_mask(count: str) -> list[str]:
+    """`%mask`: the lanes below `count` (an i64 value) on."""
+    return [f"%mask.n = trunc i64 {count} to i32",
+            f"%mask.s = insertelement <{LANES} x i32> poison, i32 %mask.n, i64 0",
+            f"%mask.v = shufflevector <{LANES} x i32> %mask.s, <{LANES} x i32> poison, "
             f"<{LANES} x i32> zeroinitializer",
-            f"%{name} = icmp ult <{LANES} x i32> {IOTA}, %{name}.v"]
+            f"%mask = icmp ult <{LANES} x i32> {IOTA}, %mask.v"]
 
 
 def row_pointers(prefix: str, base: str, stride: str, count: int) -> list[str]:
@@ -106,50 +106,43 @@ def nt_tile(rows: int, cols: int) -> str:
                     [("entry", entry), ("loop", loop), ("tail", tail)])
 
 
-def tiled(name: str, params: str, outer: tuple[str, int], inner: tuple[str, int],
-          setup: list[str], call: str) -> str:
-    """Loops over tiles: `outer` and `inner` are (extent, tile size); the
-    tile function (`call`, formatted with r and c) is picked by a switch on
-    its actual size (r = inner rows left, c = outer left, both capped)."""
-    (n_outer, t_outer), (n_inner, t_inner) = outer, inner
-    tiles = [(r, c) for r in range(1, t_inner + 1) for c in range(1, t_outer + 1)]
+def nt_driver() -> str:
+    """`recir_sgemm_nt(m, n, k, X, ldx, W, ldw, Y, ldy)`: tiles of W rows
+    outside (a tile stays in L1 while all of X passes), X rows inside; each
+    tile's function is picked by a switch on its actual size (r rows of X,
+    c rows of W, fewer at the edges)."""
+    tiles = [(r, c) for r in range(1, NT_ROWS + 1) for c in range(1, NT_COLS + 1)]
     cases = " ".join(f"i64 {r * 16 + c}, label %t{r}_{c}" for r, c in tiles)
     blocks = [
-        ("entry", [f"%e1 = icmp sgt i64 {n_outer}, 0", f"%e2 = icmp sgt i64 {n_inner}, 0",
+        ("entry", ["%e1 = icmp sgt i64 %n, 0", "%e2 = icmp sgt i64 %m, 0",
                    "%go = and i1 %e1, %e2", "br i1 %go, label %outer, label %done"]),
         ("outer", ["%o = phi i64 [0, %entry], [%o.next, %outer.next]",
-                   f"%o.left = sub i64 {n_outer}, %o", f"%o.few = icmp slt i64 %o.left, {t_outer}",
-                   f"%c = select i1 %o.few, i64 %o.left, i64 {t_outer}", "br label %inner"]),
+                   "%o.left = sub i64 %n, %o", f"%o.few = icmp slt i64 %o.left, {NT_COLS}",
+                   f"%c = select i1 %o.few, i64 %o.left, i64 {NT_COLS}",
+                   "%wo = mul i64 %o, %ldw", "%wp = getelementptr float, ptr %W, i64 %wo",
+                   "br label %inner"]),
         ("inner", ["%i = phi i64 [0, %outer], [%i.next, %inner.next]",
-                   f"%i.left = sub i64 {n_inner}, %i", f"%i.few = icmp slt i64 %i.left, {t_inner}",
-                   f"%r = select i1 %i.few, i64 %i.left, i64 {t_inner}", *setup,
+                   "%i.left = sub i64 %m, %i", f"%i.few = icmp slt i64 %i.left, {NT_ROWS}",
+                   f"%r = select i1 %i.few, i64 %i.left, i64 {NT_ROWS}",
+                   "%xo = mul i64 %i, %ldx", "%xp = getelementptr float, ptr %X, i64 %xo",
+                   "%yo = mul i64 %i, %ldy", "%yo2 = add i64 %yo, %o",
+                   "%yp = getelementptr float, ptr %Y, i64 %yo2",
                    "%r16 = mul i64 %r, 16", "%code = add i64 %r16, %c",
                    f"switch i64 %code, label %inner.next [ {cases} ]"]),
     ]
     for r, c in tiles:
-        blocks.append((f"t{r}_{c}", [call.format(r=r, c=c), "br label %inner.next"]))
+        blocks.append((f"t{r}_{c}", [f"call void @nt_{r}_{c}(ptr %xp, i64 %ldx, ptr %wp, "
+                                     "i64 %ldw, ptr %yp, i64 %ldy, i64 %k)",
+                                     "br label %inner.next"]))
     blocks += [
-        ("inner.next", [f"%i.next = add i64 %i, {t_inner}",
-                        f"%i.more = icmp slt i64 %i.next, {n_inner}",
+        ("inner.next", [f"%i.next = add i64 %i, {NT_ROWS}", "%i.more = icmp slt i64 %i.next, %m",
                         "br i1 %i.more, label %inner, label %outer.next"]),
-        ("outer.next", [f"%o.next = add i64 %o, {t_outer}",
-                        f"%o.more = icmp slt i64 %o.next, {n_outer}",
+        ("outer.next", [f"%o.next = add i64 %o, {NT_COLS}", "%o.more = icmp slt i64 %o.next, %n",
                         "br i1 %o.more, label %outer, label %done"]),
         ("done", ["ret void"]),
     ]
-    return function(f"void @{name}({params})", blocks)
-
-
-def nt_driver() -> str:
-    """Weight rows outside (a tile of W stays in L1 while all of X passes)."""
-    setup = ["%wo = mul i64 %o, %ldw", "%wp = getelementptr float, ptr %W, i64 %wo",
-             "%xo = mul i64 %i, %ldx", "%xp = getelementptr float, ptr %X, i64 %xo",
-             "%yo = mul i64 %i, %ldy", "%yo2 = add i64 %yo, %o",
-             "%yp = getelementptr float, ptr %Y, i64 %yo2"]
-    return tiled("recir_sgemm_nt", "i64 %m, i64 %n, i64 %k, ptr %X, i64 %ldx, ptr %W, "
-                 "i64 %ldw, ptr %Y, i64 %ldy", ("%n", NT_COLS), ("%m", NT_ROWS), setup,
-                 "call void @nt_{r}_{c}(ptr %xp, i64 %ldx, ptr %wp, i64 %ldw, ptr %yp, "
-                 "i64 %ldy, i64 %k)")
+    return function("void @recir_sgemm_nt(i64 %m, i64 %n, i64 %k, ptr %X, i64 %ldx, "
+                    "ptr %W, i64 %ldw, ptr %Y, i64 %ldy)", blocks)
 
 
 def module_text() -> str:
