@@ -130,6 +130,7 @@ def openmp() -> ctypes.CDLL | None:
 
 
 @functools.cache
+@functools.cache
 def openmp_entry() -> int:
     """The address of the runtime's GOMP_parallel (teams are started with it
     from a switched stack, `stack.SwitchedStack.call`)."""

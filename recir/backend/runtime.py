@@ -227,7 +227,7 @@ class NativeFunction:
                                  f"into the same gradient buffers")
         slots = [ctypes.c_uint64(0) for _ in items] if self.restype is not None else []
 
-        def run(entry_args: list[Any], threads: int) -> tuple[Context, Any]:
+        def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables)
             where = ctypes.addressof(contexts)
@@ -236,7 +236,7 @@ class NativeFunction:
                 payload += [where, *self.fields(args)]
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
-            return run_team(self.batch_team, contexts, payload), None
+            return run_team(self.batch_team, contexts, payload, switch), None
 
         threads = self.team_size(items)
         try:
@@ -280,22 +280,24 @@ class NativeFunction:
                 copy.fill(0)
 
     def call(self, args: list[Any], once: Any = None, threads: int | None = None) -> Any:
-        """Runs `once(args, threads)` (default: one call) on this thread,
-        retried on a deep stack with one thread if the recursion ran out.
-        A team call runs on this thread's switched deep stack (`run_team`;
-        without glibc's ucontext, on the deep-stack worker); other
-        `deep_only` calls (gradients: a retry would add some gradients twice)
-        on the deep-stack worker."""
+        """Runs `once(args, threads, switch)` (default: one call). A call that
+        may be retried (not `deep_only`: inference) runs on this thread's
+        own stack, and again on a deep one if the recursion ran out there (a
+        team on this thread's switched stack, one thread otherwise). Calls
+        that may not (gradients: a retry would add some gradients twice) run
+        on a deep stack from the start: a team call on this thread's
+        switched stack (`run_team`), others on the deep-stack worker."""
         once, threads = once or self.call_once, threads or self.threads
         team = self.in_team(threads)
-        if team and stack.SWITCHING:
-            ctx, returned = once(args, threads)
-        elif self.deep_only or team:
-            ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, threads))
+        if self.deep_only and team and stack.SWITCHING:
+            ctx, returned = once(args, threads, True)
+        elif self.deep_only:
+            ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, threads, False))
         else:
-            ctx, returned = once(args, threads)
+            ctx, returned = once(args, threads, False)
             if ctx.error == ERROR_STACK:
-                ctx, returned = stack.on_deep_stack(lambda: once(args, 1))
+                ctx, returned = (once(args, threads, True) if team and stack.SWITCHING else
+                                 stack.on_deep_stack(lambda: once(args, 1, False)))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
@@ -307,15 +309,18 @@ class NativeFunction:
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
-    def call_once(self, args: list[Any], threads: int) -> tuple[Context, Any]:
-        """One call; the context with the first error, if any, comes back."""
+    def call_once(self, args: list[Any], threads: int, switch: bool = False
+                  ) -> tuple[Context, Any]:
+        """One call (a team's on this thread's deep stack if `switch`); the
+        context with the first error, if any, comes back."""
         if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables)
             result = ctypes.c_uint64(0)
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
-            return run_team(self.team, contexts, fields), unpack(result.value, self.restype)
+            return (run_team(self.team, contexts, fields, switch),
+                    unpack(result.value, self.restype))
         ctx = Context(stack.stack_limit())
         ctx.contexts = ctypes.addressof(ctx)  # a task reads its thread's (0) from here
         try:
@@ -398,18 +403,20 @@ def team_contexts(threads: int, tables: Sequence[Any] = ()) -> Any:
     return contexts
 
 
-def run_team(entry: int, contexts: Any, payload: Sequence[int]) -> Context:
+def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) -> Context:
     """Runs a generated team function (`@f__team`, `@f__batch`) on a libgomp
     team, one thread per context: each sets up its own (stack limit, error,
     tape arena), one runs the call(s) packed in `payload`, the others run the
-    tasks it spawns. The first error found is returned with its context."""
-    deep = stack.switched_stack() if stack.SWITCHING else None
+    tasks it spawns. Thread 0 is this thread, on its switched deep stack if
+    `switch` (and glibc has ucontext), else on the stack it is on. The first
+    error found is returned with its context."""
+    deep = stack.switched_stack() if switch and stack.SWITCHING else None
     fields = [ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload]
     data = (ctypes.c_uint64 * len(fields))(*fields)
     try:
         if deep is not None:
             deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
-        else:  # on the deep-stack worker (`NativeFunction.call`)
+        else:
             openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
     finally:
         for ctx in contexts:
