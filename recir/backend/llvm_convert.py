@@ -10,8 +10,9 @@ what it gets wrong or lacks, so no xDSL code is patched:
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results are made opaque too (llvmlite types them).
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
-- `adjoint.atomic_add` (pointer operand, survives to this stage) becomes
-  `atomicrmw fadd`, which xDSL's llvm dialect lacks.
+- `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
+  spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
+  release), which xDSL's llvm dialect cannot express.
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
 lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
@@ -97,12 +98,64 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 
-def _atomic_add(op: adjoint.AtomicAddOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    builder.atomic_rmw("fadd", values[op.ptr], values[op.value], "monotonic")
+# Row locks: striped by row index, each on its own 64-byte line.
+ROW_LOCKS = 256
+LOCK_STRIDE = 16  # i32s per lock (a cache line)
+I32, I64 = ir.IntType(32), ir.IntType(64)
+
+
+def _row_lock(row: ir.Value, builder: ir.IRBuilder) -> ir.Value:
+    """The lock word of `row` in the module's table (made at first use)."""
+    module = builder.module
+    table = module.globals.get("recir_row_locks")
+    if table is None:
+        typ = ir.ArrayType(I32, ROW_LOCKS * LOCK_STRIDE)
+        table = ir.GlobalVariable(module, typ, "recir_row_locks")
+        table.linkage = "internal"
+        table.initializer = ir.Constant(typ, None)
+        table.align = 64
+    slot = builder.and_(row, ir.Constant(I64, ROW_LOCKS - 1))
+    word = builder.mul(slot, ir.Constant(I64, LOCK_STRIDE))
+    return builder.gep(table, [word], inbounds=True, source_etype=I32)
+
+
+def _acquire_function(module: ir.Module) -> ir.Function:
+    """`recir_acquire(lock)`: exchange 1 in until 0 comes out, reading (not
+    writing) the word while another thread holds it."""
+    found = module.globals.get("recir_acquire")
+    if found is not None:
+        return found
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()]),
+                           "recir_acquire")
+    function.linkage = "internal"
+    lock = function.args[0]
+    entry, take, wait, done = (function.append_basic_block(n)
+                               for n in ("entry", "take", "wait", "done"))
+    ir.IRBuilder(entry).branch(take)
+    b = ir.IRBuilder(take)
+    old = b.atomic_rmw("xchg", lock, ir.Constant(I32, 1), "acquire")
+    b.cbranch(b.icmp_unsigned("==", old, ir.Constant(I32, 0)), done, wait)
+    b = ir.IRBuilder(wait)
+    held = b.load_atomic(lock, "monotonic", 4, typ=I32)
+    b.cbranch(b.icmp_unsigned("==", held, ir.Constant(I32, 0)), take, wait)
+    ir.IRBuilder(done).ret_void()
+    return function
+
+
+def _lock_row(op: adjoint.LockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    lock = _row_lock(values[op.row], builder)
+    builder.call(_acquire_function(builder.module), [lock])
+
+
+def _unlock_row(op: adjoint.UnlockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    lock = _row_lock(values[op.row], builder)
+    builder._insert(ir.instructions.StoreAtomicInstr(
+        builder.block, ir.Constant(I32, 0), lock, "release", 4))
 
 
 FIXES: dict[type[Operation], Fix] = {
-    adjoint.AtomicAddOp: _atomic_add,
+    adjoint.LockRowOp: _lock_row,
+    adjoint.UnlockRowOp: _unlock_row,
     llvm.AllocaOp: _alloca,
     llvm.GEPOp: _gep,
     llvm.LoadOp: _load,

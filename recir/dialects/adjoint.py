@@ -355,30 +355,58 @@ class ThreadCopyOp(IRDLOperation):
                          result_types=[llvm.LLVMPointerType()])
 
 
-@irdl_op_definition
-class AtomicAddOp(IRDLOperation):
-    """`*ptr += value` as one atomic read-modify-write, in parallel native code.
+class RowLockEffect(MemoryEffect):
+    """Orders memory around it (a lock), so no pass removes or moves it."""
 
-    Embedding rows stay shared between threads: a per-thread copy of a whole
-    table would cost more to sum than the few rows one tree touches.
+    @classmethod
+    def get_effects(cls, op: Operation) -> Set[EffectInstance]:
+        return {EffectInstance(MemoryEffectKind.WRITE)}
+
+
+@irdl_op_definition
+class LockRowOp(IRDLOperation):
+    """Takes the lock of a table row, in parallel native code (acquire).
+
+    Embedding rows stay shared between threads (a per-thread copy of a whole
+    table would cost more to sum than the few rows one tree touches), so a
+    row is added between `lock_row` and `unlock_row`, with plain vector
+    arithmetic: one lock per row instead of an atomic add per element (on
+    x86 a compare-and-swap loop each). Locks are striped by row index.
 
     ```mlir
-    adjoint.atomic_add %ptr, %value
+    adjoint.lock_row %row
     ```
     """
 
-    name = "adjoint.atomic_add"
-    ptr = operand_def(llvm.LLVMPointerType())
-    value = operand_def(Float32Type)
-    traits = traits_def(WritesAcc())
-    assembly_format = "$ptr `,` $value attr-dict"
+    name = "adjoint.lock_row"
+    row = operand_def(I64)
+    traits = traits_def(RowLockEffect())
+    assembly_format = "$row attr-dict"
 
-    def __init__(self, ptr: SSAValue, value: SSAValue):
-        super().__init__(operands=[ptr, value])
+    def __init__(self, row: SSAValue):
+        super().__init__(operands=[row])
+
+
+@irdl_op_definition
+class UnlockRowOp(IRDLOperation):
+    """Releases the lock `lock_row` took for this row (release).
+
+    ```mlir
+    adjoint.unlock_row %row
+    ```
+    """
+
+    name = "adjoint.unlock_row"
+    row = operand_def(I64)
+    traits = traits_def(RowLockEffect())
+    assembly_format = "$row attr-dict"
+
+    def __init__(self, row: SSAValue):
+        super().__init__(operands=[row])
 
 
 Adjoint = Dialect("adjoint", [
     VecmatOp, TransposeOp, PadOp, OnehotOp, ReluGradOp, BilinearLhsOp, BilinearRhsOp,
     AccumulateOp, AccumulateOuterOp, AccumulateRowOp, AccumulateBilinearOp,
-    ThreadCopyOp, AtomicAddOp,
+    ThreadCopyOp, LockRowOp, UnlockRowOp,
 ])

@@ -132,17 +132,15 @@ def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
 
 
-def accumulate_row_atomic(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """`accumulate_row` in parallel code: the threads share the table."""
+def accumulate_row_locked(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    """`accumulate_row` in parallel code, where the threads share the table:
+    the row is added under its lock."""
     acc, index, value = args
     rows, cols = tmath.shape_of(op.operands[0])
-    start = b.offset(acc, b.mul(checked(b, op, index, rows), cols))
-
-    def element(inner: Emitter, i: SSAValue, _: Body) -> Body:
-        inner.op(adjoint.AtomicAddOp(inner.offset(start, i), inner.load(value, i)))
-        return ()
-
-    b.loop(cols, element)
+    row = checked(b, op, index, rows)
+    b.op(adjoint.LockRowOp(row))
+    axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
+    b.op(adjoint.UnlockRowOp(row))
 
 
 def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:

@@ -15,7 +15,7 @@ Kernels live in `tmath_kernels.py`.
 In a module with concurrent invokes, accumulating calls may overlap: dense
 gradients go to the running thread's copy of their buffer
 (`adjoint.thread_copy`, indexed by the entry argument the buffer came from)
-and embedding rows are added atomically (`adjoint.atomic_add`).
+and embedding rows are added under a row lock (`adjoint.lock_row`).
 
 No options.
 """
@@ -34,7 +34,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
-from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_atomic
+from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import SCALAR, size
@@ -113,7 +113,7 @@ class FunctionLowering:
             operands = [self.get(v) for v in op.operands]
             kernel = KERNELS[type(op)]
             if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
-                kernel = accumulate_row_atomic
+                kernel = accumulate_row_locked
             elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
                 operands[0] = self.thread_copy(op, operands[0])
             result = kernel(self.emitter(op), op, operands)

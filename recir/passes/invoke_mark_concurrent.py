@@ -15,7 +15,7 @@ results on to their later uses. The code means the same when the markers are
 ignored. Invokes nested in `scf.if` branches are paired within their own
 block. Calls that add into gradient buffers may be marked too: in code with
 concurrent invokes, convert-tmath-to-loops gives each thread its own copies of
-the dense buffers and adds embedding rows atomically.
+the dense buffers and adds embedding rows under a row lock.
 
 No options.
 """

@@ -2,7 +2,7 @@
 // In a module with concurrent invokes, accumulating calls may overlap: dense
 // gradients go to this thread's copy of the buffer, found by the public
 // function's argument it was passed down from (slot), and embedding rows
-// are added atomically. Both calls of @sweep below may accumulate at once.
+// are added under a row lock. Both calls of @sweep below may accumulate at once.
 
 func.func private @sweep(%i: i32, %dw: tensor<4x3xf32>, %demb: tensor<10x3xf32>,
                          %dy: tensor<4xf32>, %x: tensor<3xf32>) {
@@ -26,8 +26,9 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // CHECK:         scf.for
 // CHECK:           llvm.getelementptr %[[MINE]]
 // CHECK:         cf.assert
+// CHECK:         adjoint.lock_row %[[ROW:.*]]
 // CHECK:         scf.for
-// CHECK:           adjoint.atomic_add %{{.*}}, %{{.*}}
+// CHECK:         adjoint.unlock_row %[[ROW]]
 // CHECK-NOT:     adjoint.thread_copy
 // CHECK-LABEL: func.func @grad(
 
@@ -41,4 +42,5 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // LLVM:         %[[C24:.*]] = llvm.mlir.constant(24) : i64
 // LLVM-NEXT:    llvm.getelementptr %[[TABLE]][%[[C24]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // LLVM:         llvm.select
-// LLVM:         adjoint.atomic_add
+// LLVM:         adjoint.lock_row
+// LLVM:         adjoint.unlock_row

@@ -148,7 +148,7 @@ def small_model(module, seed: int):
 @pytest.mark.parametrize("module", [tree_rnn, rntn, tree_lstm])
 def test_gradients_within_a_tree_equal_serial(module) -> None:
     """Each tree's backward runs on MAX_THREADS threads: children's backward
-    calls as tasks, dense gradients in per-thread copies, embedding rows atomic."""
+    calls as tasks, dense gradients in per-thread copies, embedding rows under row locks."""
     model = small_model(module, 4)
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=MAX_THREADS)
@@ -162,6 +162,20 @@ def test_gradients_within_a_tree_equal_serial(module) -> None:
         np.testing.assert_allclose(h2, h1, rtol=1e-6)
         assert l2 == pytest.approx(l1, rel=1e-5)
         assert_grads_close(g2, g1)
+
+
+def test_shared_embedding_rows_under_contention() -> None:
+    """Every leaf of a batch of big trees reads one of two words: the
+    threads add into the same two embedding rows at once (row locks)."""
+    params = tree_rnn.init_params(np.random.default_rng(2), hidden=40, vocab=2)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    trees = [make_tree(shape, 200, np.random.default_rng(s), 2)
+             for s, shape in enumerate(["balanced", "moderate", "balanced", "linear"] * 3)]
+    batch = [inputs(t) for t in trees]
+    _, want = recir.value_and_grad(model, threads=1).batch(batch, threads=1)
+    _, got = recir.value_and_grad(model, threads=MAX_THREADS).batch(batch)
+    assert np.abs(want["emb"]).min() > 0
+    assert_grads_close(got, want)
 
 
 def test_td_tree_lstm_gradients_with_threads() -> None:

@@ -41,13 +41,15 @@ func.func @accumulate(%db: tensor<5xf32>, %dw: tensor<5x3xf32>, %dv: tensor<2x3x
 // CHECK-NEXT:    func.return
 
 // After convert-tmath-to-loops, in code with concurrent invokes.
-func.func @threads(%acc: !llvm.ptr, %v: f32) {
+func.func @threads(%acc: !llvm.ptr, %row: i64) {
   %mine = adjoint.thread_copy %acc slot 3
-  adjoint.atomic_add %mine, %v
+  adjoint.lock_row %row
+  adjoint.unlock_row %row
   func.return
 }
 
 // CHECK-LABEL: func.func @threads
 // CHECK-NEXT:    %mine = adjoint.thread_copy %acc slot 3
-// CHECK-NEXT:    adjoint.atomic_add %mine, %v
+// CHECK-NEXT:    adjoint.lock_row %row
+// CHECK-NEXT:    adjoint.unlock_row %row
 // CHECK-NEXT:    func.return
