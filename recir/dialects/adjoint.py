@@ -363,8 +363,19 @@ class RowLockEffect(MemoryEffect):
         return {EffectInstance(MemoryEffectKind.WRITE)}
 
 
+class RowLockBase(IRDLOperation):
+    """A row lock op: the row index (i64) it locks or unlocks."""
+
+    row = operand_def(I64)
+    traits = traits_def(RowLockEffect())
+    assembly_format = "$row attr-dict"
+
+    def __init__(self, row: SSAValue):
+        super().__init__(operands=[row])
+
+
 @irdl_op_definition
-class LockRowOp(IRDLOperation):
+class LockRowOp(RowLockBase):
     """Takes the lock of a table row, in parallel native code (acquire).
 
     Embedding rows stay shared between threads (a per-thread copy of a whole
@@ -379,16 +390,10 @@ class LockRowOp(IRDLOperation):
     """
 
     name = "adjoint.lock_row"
-    row = operand_def(I64)
-    traits = traits_def(RowLockEffect())
-    assembly_format = "$row attr-dict"
-
-    def __init__(self, row: SSAValue):
-        super().__init__(operands=[row])
 
 
 @irdl_op_definition
-class UnlockRowOp(IRDLOperation):
+class UnlockRowOp(RowLockBase):
     """Releases the lock `lock_row` took for this row (release).
 
     ```mlir
@@ -397,12 +402,6 @@ class UnlockRowOp(IRDLOperation):
     """
 
     name = "adjoint.unlock_row"
-    row = operand_def(I64)
-    traits = traits_def(RowLockEffect())
-    assembly_format = "$row attr-dict"
-
-    def __init__(self, row: SSAValue):
-        super().__init__(operands=[row])
 
 
 Adjoint = Dialect("adjoint", [

@@ -174,8 +174,11 @@ def test_shared_embedding_rows_under_contention() -> None:
     batch = [inputs(t) for t in trees]
     _, want = recir.value_and_grad(model, threads=1).batch(batch, threads=1)
     _, got = recir.value_and_grad(model, threads=MAX_THREADS).batch(batch)
+    scale = float(np.abs(want["emb"]).max())
     assert np.abs(want["emb"]).min() > 0
-    assert_grads_close(got, want)
+    # ~2,400 leaves add into each row: float32 sums in another order differ by
+    # ~2e-5 of the largest entry; a lost update costs ~4e-4
+    np.testing.assert_allclose(got["emb"], want["emb"], rtol=0, atol=1e-4 * scale)
 
 
 def test_td_tree_lstm_gradients_with_threads() -> None:
