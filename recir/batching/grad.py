@@ -58,7 +58,8 @@ class Backward:
         self.runner, self.plan = runner, runner.plan
         self.targets = targets  # slot of a parameter (entry or @f argument) -> grad array
         self.schedules: dict[invoke.InvokeOp, Schedule] = {}
-        self.outers: dict[int, tuple[np.ndarray, list[Outer]]] = {}  # id(target) ->
+        # id(target) -> (target, the products of its frontiers), added by `finish`
+        self.outers: dict[int, tuple[np.ndarray, list[Outer]]] = {}
 
     # -- accumulation ---------------------------------------------------
     def add(self, frame: Frame, s: int, g: Any) -> None:

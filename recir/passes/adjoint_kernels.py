@@ -125,22 +125,22 @@ def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> Non
     b.loop(rows, row)
 
 
-def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
+                   locked: bool = False) -> None:
     acc, index, value = args
     rows, cols = tmath.shape_of(op.operands[0])
     row = checked(b, op, index, rows)
+    if locked:
+        b.op(adjoint.LockRowOp(row))
     axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
+    if locked:
+        b.op(adjoint.UnlockRowOp(row))
 
 
 def accumulate_row_locked(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     """`accumulate_row` in parallel code, where the threads share the table:
     the row is added under its lock."""
-    acc, index, value = args
-    rows, cols = tmath.shape_of(op.operands[0])
-    row = checked(b, op, index, rows)
-    b.op(adjoint.LockRowOp(row))
-    axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
-    b.op(adjoint.UnlockRowOp(row))
+    accumulate_row(b, op, args, locked=True)
 
 
 def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
