@@ -94,7 +94,8 @@ def nt_tile(rows: int, cols: int) -> str:
                      f"%{name}t{i} = call {VEC} @llvm.masked.load.v8f32.p0(ptr %{name}q{i}, "
                      f"i32 4, {MASK} %mask, {VEC} zeroinitializer)"]
     for i, j in pairs:
-        tail += [f"%d{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xt{i}, {VEC} %wt{j}, {VEC} %c{i}_{j})",
+        tail += [f"%d{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xt{i}, {VEC} %wt{j}, "
+                 f"{VEC} %c{i}_{j})",
                  f"%s{i}_{j} = call reassoc float @llvm.vector.reduce.fadd.v8f32(float -0.0, "
                  f"{VEC} %d{i}_{j})",
                  f"%yo{i}_{j} = mul i64 %ldy, {i}", f"%yi{i}_{j} = add i64 %yo{i}_{j}, {j}",
