@@ -24,6 +24,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
+from recir.passes.tasks import PACKED_ENTRY
 
 
 class Context(ctypes.Structure):
@@ -140,6 +141,10 @@ class NativeFunction:
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
         self.batch_team = engine.address(f"{name}__batch") if self.team else 0
+        # one-thread gradient code: an entry taking packed arguments, to start
+        # on a switched stack
+        packed = f"{name}{PACKED_ENTRY}"
+        self.packed = engine.address(packed) if not self.team and engine.has(packed) else 0
         # per argument: the last array passed by the fast path, its shape and address
         self.last: list[tuple[np.ndarray, tuple[int, ...], int] | None] = [None] * len(
             self.inputs)
@@ -285,12 +290,16 @@ class NativeFunction:
         own stack, and again on a deep one if the recursion ran out there (a
         team on this thread's switched stack, one thread otherwise). Calls
         that may not (gradients: a retry would add some gradients twice) run
-        on a deep stack from the start: a team call on this thread's
-        switched stack (`run_team`), others on the deep-stack worker."""
+        on a deep stack from the start: a team call, or a one-thread call
+        with a packed entry, on this thread's switched stack (`run_team`,
+        `call_packed`), others on the deep-stack worker."""
+        packed = self.packed and once is None and stack.SWITCHING
         once, threads = once or self.call_once, threads or self.threads
         team = self.in_team(threads)
         if self.deep_only and team and stack.SWITCHING:
             ctx, returned = once(args, threads, True)
+        elif self.deep_only and packed:
+            ctx, returned = self.call_packed(args)
         elif self.deep_only:
             ctx, returned = stack.DEEP_WORKER.run(lambda: once(args, threads, False))
         else:
@@ -327,6 +336,20 @@ class NativeFunction:
             return ctx, self.serial_entry(ctypes.byref(ctx), *args)
         finally:
             free_tape(ctx)
+
+    def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
+        """One call of `@f__packed` on this thread's switched deep stack."""
+        deep = stack.switched_stack()
+        ctx = Context(deep.limit)
+        ctx.contexts = ctypes.addressof(ctx)
+        result = ctypes.c_uint64(0)
+        fields = [ctypes.addressof(ctx), *self.fields(args), ctypes.addressof(result)]
+        data = (ctypes.c_uint64 * len(fields))(*fields)
+        try:
+            deep.call(self.packed, ctypes.addressof(data))
+        finally:
+            free_tape(ctx)
+        return ctx, unpack(result.value, self.restype)
 
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == ERROR_STACK:

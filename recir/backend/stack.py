@@ -149,9 +149,10 @@ def switched_stack() -> SwitchedStack:
 
 class DeepStackWorker:
     """One long-lived thread with a `DEEP_STACK_BYTES` stack that runs calls
-    handed to it: one-thread gradient calls (and, without ucontext, team
-    calls) run there from the start, because a retry after the backward
-    overflowed would add some gradients twice. A job's
+    handed to it: without glibc's ucontext, gradient calls run there from the
+    start, because a retry after the backward overflowed would add some
+    gradients twice (with it, they start on the caller's switched stack).
+    A job's
     end is signalled by releasing a lock the caller waits on (~8 us less per
     hand-over than a threading.Event here)."""
 

@@ -60,8 +60,8 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.tasks import (Spawner, batch_entry, declarations, team_declarations,
-                                team_entry)
+from recir.passes.tasks import (Spawner, batch_entry, declarations, packed_entry,
+                                team_declarations, team_entry)
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
@@ -278,10 +278,12 @@ class ConvertRecirToLlvmPass(ModulePass):
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 converted = FunctionConversion(function, sites, tasks).run()
                 Rewriter.replace_op(function, converted)
+        public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
+                  and f.linkage.linkage.data == "external" and f.body.blocks
+                  and not f.sym_name.data.endswith(SERIAL_ENTRY)]
+        if needs_arena and not needs_tasks:  # one-thread gradients
+            op.body.blocks[0].add_ops([packed_entry(f) for f in public])
         if needs_tasks:
-            public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
-                      and f.linkage.linkage.data == "external" and f.body.blocks
-                      and not f.sym_name.data.endswith(SERIAL_ENTRY)]
             teams = [team_entry(f) for f in public]
             batches = [g for f in public for g in batch_entry(f)]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams,

@@ -25,6 +25,9 @@ from recir.passes.native_context import CONTEXT_BYTES, CONTEXTS, field
 
 
 
+PACKED_ENTRY = "__packed"
+
+
 def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
     return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
                        llvm.LinkageAttr("external"))
@@ -121,23 +124,48 @@ def team_declarations() -> list[Operation]:
 Build = Callable[[Emitter, SSAValue, SSAValue, Block], list[Block]]
 
 
+def call_unpacked(b: Emitter, function: llvm.FuncOp, data: SSAValue, ctx: SSAValue,
+                  first: int) -> None:
+    """Calls `function(ctx, args...)` with its arguments in 8-byte fields of
+    `data` from field `first` on, storing a scalar result through the
+    pointer in the field after them."""
+    inputs, output = signature(function)
+    args = [b.load(byte_offset(b, data, 8 * (k + first)), 0, t) for k, t in enumerate(inputs)]
+    result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
+    b.op(result)
+    if output is not None:
+        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + first)), 0, PTR)
+        b.store(result.results[0], slot, 0)
+
+
 def team_entry(function: llvm.FuncOp) -> llvm.FuncOp:
     """`@f__team(data)`: one thread of the team calls `@f` with the arguments
     packed in 8-byte fields of `data` ({contexts, stack limit of thread 0,
     args..., result slot}); the others run the tasks it spawns."""
-    inputs, output = signature(function)
 
     def call(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
-        args = [b.load(byte_offset(b, data, 8 * (k + 2)), 0, t) for k, t in enumerate(inputs)]
-        result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
-        b.op(result)
-        if output is not None:
-            slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 2)), 0, PTR)
-            b.store(result.results[0], slot, 0)
+        call_unpacked(b, function, data, ctx, 2)
         b.op(llvm.BrOp(done))
         return []
 
     return team_function(f"{function.sym_name.data}__team", call)
+
+
+def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
+    """`@f__packed(data)`: `@f` with its context and arguments packed in
+    8-byte fields of `data` ({context, args..., result slot}), so that a call
+    with any number of arguments can start on a switched stack (`makecontext`
+    passes a few integers): one-thread gradient calls."""
+    block = Block(arg_types=[PTR])
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
+    b.op(llvm.ReturnOp())
+    for op in list(block.ops):
+        if (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return llvm.FuncOp(f"{function.sym_name.data}{PACKED_ENTRY}",
+                       llvm.LLVMFunctionType([PTR], None), llvm.LinkageAttr("external"),
+                       body=Region(block))
 
 
 def batch_entry(function: llvm.FuncOp) -> tuple[llvm.FuncOp, llvm.FuncOp]:

@@ -200,6 +200,24 @@ def test_deep_linear_tree_gradient() -> None:
     assert np.isfinite(loss) and all(np.isfinite(g).all() for g in grads.values())
 
 
+def test_one_thread_gradient_on_switched_stack_equals_deep_worker(monkeypatch) -> None:
+    """A one-thread gradient call starts its packed entry on the caller's
+    switched deep stack (no hand-over to the deep-stack worker); a tree too
+    deep for the caller's own stack works, as on the worker."""
+    from recir.backend import stack
+
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    tree = make_tree("linear", 60_000, np.random.default_rng(1), vocab_size=10)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    assert vg.native.packed, "one-thread gradient code has a packed entry"
+    (_, loss), grads = vg(*tree_inputs(tree))
+    monkeypatch.setattr(stack, "SWITCHING", False)  # as without glibc's ucontext
+    (_, loss_worker), grads_worker = vg(*tree_inputs(tree))
+    assert loss == loss_worker
+    for name, g in grads.items():
+        np.testing.assert_array_equal(g, grads_worker[name], err_msg=name)
+
+
 MUTUAL = """
 func.func @chain(%n: i32, %h: tensor<3xf32>, %w: tensor<3x3xf32>, %u: tensor<3x3xf32>) -> f32 {
   %r = invoke.invoke @even(%n, %h, %w, %u) : (i32, tensor<3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3xf32>
