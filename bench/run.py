@@ -1,4 +1,4 @@
-"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel} --json FILE [--quick]`.
+"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel,static,batching,smallgemm} --json FILE`.
 
 `python bench/run.py all [--quick]` runs the whole suite (bench/suite.py).
 
