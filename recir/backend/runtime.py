@@ -330,8 +330,7 @@ class NativeFunction:
             fields.append(ctypes.addressof(result))
             return (run_team(self.team, contexts, fields, switch),
                     unpack(result.value, self.restype))
-        ctx = Context(stack.stack_limit())
-        ctx.contexts = ctypes.addressof(ctx)  # a task reads its thread's (0) from here
+        ctx = lone_context(stack.stack_limit())
         try:
             return ctx, self.serial_entry(ctypes.byref(ctx), *args)
         finally:
@@ -340,8 +339,7 @@ class NativeFunction:
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
         deep = stack.switched_stack()
-        ctx = Context(deep.limit)
-        ctx.contexts = ctypes.addressof(ctx)
+        ctx = lone_context(deep.limit)
         result = ctypes.c_uint64(0)
         fields = [ctypes.addressof(ctx), *self.fields(args), ctypes.addressof(result)]
         data = (ctypes.c_uint64 * len(fields))(*fields)
@@ -413,6 +411,14 @@ def unpack(bits: int, typ: Any) -> Any:
         return None
     raw = ctypes.c_uint64(bits)
     return typ.from_buffer(raw).value
+
+
+def lone_context(stack_limit: int) -> Context:
+    """The context of a call without a team (a task reads its thread's, 0's,
+    through `contexts`)."""
+    ctx = Context(stack_limit)
+    ctx.contexts = ctypes.addressof(ctx)
+    return ctx
 
 
 def team_contexts(threads: int, tables: Sequence[Any] = ()) -> Any:
