@@ -79,8 +79,9 @@ def sgemm() -> object | None:
     return None
 
 
-def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray) -> None:
-    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k)."""
+def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
+    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k); on
+    `threads` > 1, cut by acc's rows (`split.py`)."""
     fn = sgemm()
     n, m = dy.shape
     k = x.shape[1]
@@ -90,5 +91,11 @@ def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray) -> None:
         return
     dy = np.ascontiguousarray(dy, np.float32)
     x = np.ascontiguousarray(x, np.float32)
+    if threads > 1:
+        from recir.batching import split
+
+        split.sgemm(TRANS, NO_TRANS, m, k, n, dy.ctypes.data, m, x.ctypes.data, k, 1.0,
+                    acc.ctypes.data, k, threads, by_rows=True)
+        return
     fn(ROW_MAJOR, TRANS, NO_TRANS, m, k, n, 1.0, dy.ctypes.data, m, x.ctypes.data, k,  # type: ignore[operator]
        1.0, acc.ctypes.data, k)

@@ -27,6 +27,7 @@ from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
 from recir.batching import blas
+from recir.batching.kernels import blas_threads_for, split_threads
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows
 from recir.diagnostics import emit_error
@@ -84,12 +85,15 @@ class Backward:
 
     def finish(self) -> None:
         """Add each matrix's kept frontier products: dW += [dY...]^T [X...]."""
+        threads = split_threads()
+        if threads > 1:
+            blas_threads_for(0)  # one OpenBLAS thread inside each part
         for target, parts in self.outers.values():
             if len(parts) == 1:
-                blas.add_outer(target, parts[0].dy, parts[0].x)
+                blas.add_outer(target, parts[0].dy, parts[0].x, threads)
             else:
                 blas.add_outer(target, np.concatenate([p.dy for p in parts]),
-                               np.concatenate([p.x for p in parts]))
+                               np.concatenate([p.x for p in parts]), threads)
         self.outers.clear()
 
     def add_uniform(self, s: int, g: Any) -> None:

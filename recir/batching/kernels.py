@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching import smallgemm
+from recir.batching import smallgemm, split
 from recir.diagnostics import emit_error
 from recir.dialects import tmath
 
@@ -127,13 +127,19 @@ def fill(op, args, flags, frame):
 
 # BLAS threads for one product: `THREADS[0]` (the run's count, set by `api.py`)
 # from `PARALLEL_FLOPS` multiply-adds up, one below, where waking a second
-# thread costs more than it saves.
+# thread costs more than it saves. Where `split` runs (libgomp and CBLAS
+# found) OpenBLAS stays on one thread and products are split by `split`.
 THREADS = [1, 1]  # [allowed, currently set]
 PARALLEL_FLOPS = 2_000_000
 
 
+def split_threads() -> int:
+    """The threads `split` cuts a product or row kernel for (1: none)."""
+    return THREADS[0] if THREADS[0] > 1 and split.available() else 1
+
+
 def blas_threads_for(work: int) -> None:
-    want = THREADS[0] if work >= PARALLEL_FLOPS else 1
+    want = THREADS[0] if work >= PARALLEL_FLOPS and split_threads() == 1 else 1
     if want != THREADS[1]:
         from recir.batching import blas
 
@@ -141,19 +147,54 @@ def blas_threads_for(work: int) -> None:
         THREADS[1] = want
 
 
-# Frontiers of 2 to SMALL_ROWS[threads] rows: `smallgemm.nt` (streams the
-# weight once) beat OpenBLAS's SGEMM there (`python bench/run.py smallgemm`;
-# on two threads OpenBLAS splits the work, the kernel does not).
-SMALL_ROWS = {1: 64, 2: 12}
+# Frontiers of up to SMALL_ROWS[threads] rows, and weights of fewer than
+# NARROW rows (a classifier), go to `smallgemm.nt` (streams the weight once;
+# `python bench/run.py smallgemm`); on OpenBLAS's two threads it splits the
+# work and the kernel does not. Split products (SPLIT_FLOPS multiply-adds up)
+# cut the weight's rows across threads.
+SMALL_ROWS = {1: 64, 2: 12}  # more OpenBLAS threads: as two
+NARROW = 16
+SPLIT_FLOPS = 131_072
+
+
+def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w.T: a frontier's rows times a weight."""
+    m, n = x.shape[0], w.shape[0]
+    if not smallgemm.fits(x, w):
+        blas_threads_for(m * w.size)
+        return x @ w.T
+    threads = split_threads()
+    if threads > 1 and n >= NARROW and m * w.size >= SPLIT_FLOPS:
+        blas_threads_for(0)  # one OpenBLAS thread inside each part
+        return split.product_nt(x, w, threads, small=m <= SMALL_ROWS[1])
+    if n < NARROW or m <= SMALL_ROWS.get(1 if threads > 1 else THREADS[0], SMALL_ROWS[2]):
+        return smallgemm.nt(x, w)
+    blas_threads_for(m * w.size)
+    return x @ w.T  # one SGEMM for the frontier
+
+
+def product_nn(dy: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """dy @ w: a frontier's output gradients back through a weight; split by
+    w's columns."""
+    threads = split_threads()
+    m, (n, k) = dy.shape[0], w.shape
+    if (threads > 1 and dy.size * k >= SPLIT_FLOPS and dy.dtype == w.dtype == np.float32
+            and dy.ndim == 2 and dy.strides[1] == 4 and dy.strides[0] % 4 == 0
+            and w.flags.c_contiguous):
+        blas_threads_for(0)
+        out = np.empty((m, k), np.float32)
+        split.sgemm(split.NO_TRANS, split.NO_TRANS, m, k, n, dy.ctypes.data,
+                    dy.strides[0] // 4, w.ctypes.data, k, 0.0, out.ctypes.data, k, threads,
+                    by_rows=False)
+        return out
+    blas_threads_for(dy.size * k)
+    return dy @ w
 
 
 def matvec(op, args, flags, frame):
     w, x = args
     if flags == (False, True):
-        if 2 <= x.shape[0] <= SMALL_ROWS.get(THREADS[0], 8) and smallgemm.fits(x, w):
-            return (smallgemm.nt(x, w),)
-        blas_threads_for(x.shape[0] * w.size)
-        return (x @ w.T,)  # one SGEMM for the frontier
+        return (product(x, w),)
     if flags == (True, True):
         return (np.matmul(w, x[:, :, None])[:, :, 0],)
     return (w @ x,)

@@ -46,6 +46,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
+from recir.batching import split
+from recir.batching.kernels import split_threads
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
 from recir.passes.loop_builder import CONTRACT, PTR, Emitter
@@ -551,18 +553,44 @@ class NativeRows:
 
     def __init__(self, engine: Any, name: str, npointers: int, sites: list[str]):
         self.engine, self.sites = engine, sites  # the engine keeps the code alive
+        self.address = engine.address(name)
         prototype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64,
                                      *[ctypes.c_void_p] * npointers)
-        self.fn: Callable[..., None] = prototype(engine.address(name))
-        self.ctx = Context()
-        self.ctx_address = ctypes.addressof(self.ctx)
+        self.fn: Callable[..., None] = prototype(self.address)
+        self.contexts = (Context * 1)()  # one per part of a split call
 
-    def __call__(self, rows: int, arrays: Sequence[np.ndarray | None]) -> None:
-        self.fn(self.ctx_address, rows, *[0 if a is None else pointer(a) for a in arrays])
-        if self.ctx.error:
-            site = self.ctx.site
-            self.ctx.error, self.ctx.stack_limit = 0, 0
-            raise RecirError(f"{self.sites[site]} (at run time, in a frontier row kernel)")
+    def __call__(self, rows: int, arrays: Sequence[np.ndarray | None],
+                 row_bytes: Sequence[int] = (), threads: int = 1, sums: Sequence[int] = ()
+                 ) -> None:
+        """Run over `rows`; with `row_bytes` (each array's, 0 for one shared
+        row) and `threads` > 1, as one part per thread (`split.py`). Arrays at
+        `sums` are shared rows the kernel adds into (a bias gradient): parts
+        after the first add into zeroed copies, summed in afterwards."""
+        pointers = [0 if a is None else pointer(a) for a in arrays]
+        if threads > 1 and row_bytes and len(pointers) <= split.MAX_POINTERS:
+            if len(self.contexts) < threads:
+                self.contexts = (Context * threads)()
+            cuts = split.ranges(rows, threads)
+            copies = [[np.zeros_like(arrays[k]) for k in sums] for _ in cuts[1:]]
+            parts = []
+            for t, (lo, hi) in enumerate(cuts):
+                mine = [p + lo * b if p else 0 for p, b in zip(pointers, row_bytes)]
+                for k, copy in zip(sums, copies[t - 1] if t else ()):
+                    mine[k] = copy.ctypes.data
+                parts.append([split.ROWS + len(mine), self.address,
+                              ctypes.addressof(self.contexts[t]), hi - lo, *mine])
+            split.run(parts, threads)
+            for part in copies:
+                for k, copy in zip(sums, part):
+                    arrays[k] += copy  # type: ignore[operator]
+        else:
+            self.fn(ctypes.addressof(self.contexts[0]), rows, *pointers)
+        for ctx in self.contexts:
+            if ctx.error:
+                site = ctx.site
+                for c in self.contexts:
+                    c.error, c.stack_limit = 0, 0
+                raise RecirError(f"{self.sites[site]} (at run time, in a frontier row kernel)")
 
 
 def pointer(a: np.ndarray) -> int:
@@ -590,7 +618,11 @@ def shape(v: SSAValue) -> tuple[int, ...]:
 
 
 class Kernels:
-    """The compiled row kernels of one runner, with NumPy-facing calls."""
+    """The compiled row kernels of one runner, with NumPy-facing calls. A
+    frontier of at least SPLIT_ELEMENTS output elements is split across the
+    run's threads (`kernels.split_threads`)."""
+
+    SPLIT_ELEMENTS = 8192
 
     def __init__(self, groups: list[RowGroup], gradients: bool):
         self.groups = groups
@@ -601,12 +633,25 @@ class Kernels:
             [shape(v) for v in g.outputs],
             [None if i else (n, shape(v)) for v, i, n in zip(g.inputs, g.ints, g.batched)])
             for g in groups}
+        # bytes a row of each input (0: shared) and of each output
+        self.row_bytes = {id(g): (
+            [4 * length(v) if bat else 0 for v, bat in zip(g.inputs, g.batched)],
+            [4 * length(v) for v in g.outputs]) for g in groups}
+
+    def threads(self, group: RowGroup, n: int) -> int:
+        threads = split_threads()
+        if threads > 1 and n >= threads and n * sum(self.row_bytes[id(group)][1]) >= \
+                4 * self.SPLIT_ELEMENTS:
+            return threads
+        return 1
 
     def forward(self, group: RowGroup, vals: list[Any], n: int) -> list[np.ndarray]:
         ins_layout, out_shapes, _ = self.layout[id(group)]
         ins = [as_rows(x, n, *lay) for x, lay in zip(vals, ins_layout)]
         outs = [np.empty((n, *sh), np.float32) for sh in out_shapes]
-        self.compiled[id(group)][0](n, [*ins, *outs])
+        in_bytes, out_bytes = self.row_bytes[id(group)]
+        self.compiled[id(group)][0](n, [*ins, *outs], [*in_bytes, *out_bytes],
+                                    self.threads(group, n))
         return outs
 
     def backward(self, group: RowGroup, vals: list[Any], dys: list[Any], n: int
@@ -618,5 +663,9 @@ class Kernels:
                  for d, sh in zip(dys, out_shapes)]
         dins = [None if lay is None else np.zeros((n, *lay[1]) if lay[0] else lay[1],
                                                   np.float32) for lay in din_layout]
-        self.compiled[id(group)][1](n, [*ins, *douts, *dins])
+        in_bytes, out_bytes = self.row_bytes[id(group)]
+        first = len(ins) + len(douts)
+        sums = [first + k for k, lay in enumerate(din_layout) if lay is not None and not lay[0]]
+        self.compiled[id(group)][1](n, [*ins, *douts, *dins], [*in_bytes, *out_bytes, *in_bytes],
+                                    self.threads(group, n), sums)
         return dins

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching.kernels import blas_threads_for, sigmoid
+from recir.batching.kernels import product_nn, sigmoid
 from recir.dialects import tmath
 
 Rule = Callable[[Any, list[Any], list[Any], list[Any], tuple[bool, ...]], list[Any]]
@@ -106,8 +106,7 @@ def fill(op, vals, outs, dys, flags):
 def matvec(op, vals, outs, dys, flags):
     (w, x), dy = vals, dys[0]
     if flags == (False, True):
-        blas_threads_for(dy.size * w.shape[1])
-        return [Outer(dy, x), dy @ w]
+        return [Outer(dy, x), product_nn(dy, w)]
     if flags == (True, True):
         return [dy[:, :, None] * x[:, None, :], np.matmul(dy[:, None, :], w)[:, 0, :]]
     if flags == (True, False):

@@ -77,8 +77,9 @@ def test_nt_stays_inside_its_arrays():
 
 
 def test_frontier_product_uses_kernel_in_its_row_range(monkeypatch):
-    """`kernels.matvec` takes the kernel for 2..SMALL_ROWS rows, BLAS otherwise;
-    the results agree either way."""
+    """On one thread `kernels.matvec` takes the kernel up to SMALL_ROWS rows,
+    and for a weight of fewer than NARROW rows at any frontier size, BLAS
+    otherwise; the results agree either way."""
     calls = []
     real = smallgemm.nt
     monkeypatch.setattr(smallgemm, "nt", lambda x, w: calls.append(len(x)) or real(x, w))
@@ -86,8 +87,9 @@ def test_frontier_product_uses_kernel_in_its_row_range(monkeypatch):
     rng = np.random.default_rng(2)
     w = rng.standard_normal((30, 20), dtype=np.float32)
     limit = kernels.SMALL_ROWS[1]
-    for rows in (1, 2, limit, limit + 1):
+    narrow = rng.standard_normal((kernels.NARROW - 1, 20), dtype=np.float32)
+    for rows, weight in ((1, w), (2, w), (limit, w), (limit + 1, w), (limit + 1, narrow)):
         x = rng.standard_normal((rows, 20), dtype=np.float32)
-        (y,) = kernels.matvec(None, [w, x], (False, True), None)
-        np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-4)
-    assert calls == [2, limit]
+        (y,) = kernels.matvec(None, [weight, x], (False, True), None)
+        np.testing.assert_allclose(y, x @ weight.T, rtol=1e-4, atol=1e-4)
+    assert calls == [1, 2, limit, limit + 1]

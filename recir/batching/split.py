@@ -1,0 +1,239 @@
+"""A frontier's products and row kernels split across the team's threads.
+
+On two threads, OpenBLAS's own threading split each big product but left
+the rest of a frontier (small products, row kernels) on one core, and its
+worker spun on the other core between products, so the frontier scheduler
+gained ~1.1x from a second thread. Here each split call is a list of
+*parts* (one call of a native function on a slice of the work) run by one
+OpenMP team (libgomp, `GOMP_parallel`, as the recursive code's tasks):
+threads claim parts with an atomic counter until none is left, so a team
+smaller than asked for still runs every part. OpenBLAS stays on one thread.
+
+A part is a record of 64-bit words `[kind, function, arguments...]`:
+`SGEMM` calls CBLAS sgemm (enums and sizes, floats as their bits), `NT` the
+small-product kernel `smallgemm.recir_sgemm_nt`, and `ROWS + n` a row
+kernel `f(ctx, rows, p1..pn)` of `native.py`. The dispatcher is LLVM IR
+text (calls through a loaded pointer with a signature per kind), compiled
+once into the object cache.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import struct
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SGEMM, NT, ROWS = 0, 1, 2
+MAX_POINTERS = 32  # row kernels with more pointers run unsplit
+WORDS = 4 + MAX_POINTERS  # a record: kind, function, ctx, rows, pointers
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+
+def bits(value: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def loads(count: int, prefix: str) -> list[str]:
+    """`%{prefix}w{i}` = word i of the record `%r`, for 2 <= i < 2 + count."""
+    lines = []
+    for i in range(2, 2 + count):
+        lines += [f"%{prefix}a{i} = getelementptr i64, ptr %r, i64 {i}",
+                  f"%{prefix}w{i} = load i64, ptr %{prefix}a{i}"]
+    return lines
+
+
+def sgemm_block(integer: str) -> list[str]:
+    """Call CBLAS sgemm with words 2..15: order, transa, transb, m, n, k, alpha,
+    a, lda, b, ldb, beta, c, ldc."""
+    lines = loads(14, "s")
+    args = []
+    for i, kind in zip(range(2, 16), ("e", "e", "e", "n", "n", "n", "f", "p", "n", "p", "n",
+                                      "f", "p", "n"), strict=True):
+        if kind == "e":
+            lines.append(f"%sv{i} = trunc i64 %sw{i} to i32")
+            args.append(f"i32 %sv{i}")
+        elif kind == "f":
+            lines += [f"%si{i} = trunc i64 %sw{i} to i32", f"%sv{i} = bitcast i32 %si{i} to float"]
+            args.append(f"float %sv{i}")
+        elif kind == "p":
+            lines.append(f"%sv{i} = inttoptr i64 %sw{i} to ptr")
+            args.append(f"ptr %sv{i}")
+        elif integer == "i64":
+            args.append(f"i64 %sw{i}")
+        else:
+            lines.append(f"%sv{i} = trunc i64 %sw{i} to i32")
+            args.append(f"i32 %sv{i}")
+    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+
+
+def nt_block() -> list[str]:
+    """recir_sgemm_nt(m, n, k, X, ldx, W, ldw, Y, ldy) from words 2..10."""
+    kinds = "nnnpnpnpn"
+    lines = loads(9, "t")
+    args = []
+    for i, kind in zip(range(2, 11), kinds, strict=True):
+        if kind == "p":
+            lines.append(f"%tq{i} = inttoptr i64 %tw{i} to ptr")
+            args.append(f"ptr %tq{i}")
+        else:
+            args.append(f"i64 %tw{i}")
+    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+
+
+def rows_block(count: int) -> list[str]:
+    """f(ctx, rows, p1..p{count}) from words 2, 3, 4...: one block per arity."""
+    lines = [f"%r{count}.ctx = getelementptr i64, ptr %r, i64 2",
+             f"%r{count}.c = load ptr, ptr %r{count}.ctx",
+             f"%r{count}.rp = getelementptr i64, ptr %r, i64 3",
+             f"%r{count}.n = load i64, ptr %r{count}.rp"]
+    args = [f"ptr %r{count}.c", f"i64 %r{count}.n"]
+    for i in range(count):
+        lines += [f"%r{count}.a{i} = getelementptr i64, ptr %r, i64 {4 + i}",
+                  f"%r{count}.p{i} = load ptr, ptr %r{count}.a{i}"]
+        args.append(f"ptr %r{count}.p{i}")
+    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+
+
+def module_text(integer: str) -> str:
+    """`recir_split_run(records, count, threads)` and its helpers."""
+    cases = " ".join([f"i64 {SGEMM}, label %sgemm", f"i64 {NT}, label %nt"] + [
+        f"i64 {ROWS + n}, label %rows{n}" for n in range(1, MAX_POINTERS + 1)])
+    part = ["define internal void @run_part(ptr %r) {", "entry:",
+            "  %kind = load i64, ptr %r", "  %fa = getelementptr i64, ptr %r, i64 1",
+            "  %fn = load ptr, ptr %fa", f"  switch i64 %kind, label %done [ {cases} ]"]
+    blocks = [("sgemm", sgemm_block(integer)), ("nt", nt_block())] + [
+        (f"rows{n}", rows_block(n)) for n in range(1, MAX_POINTERS + 1)]
+    for label, lines in blocks:
+        part += [f"{label}:"] + [f"  {line}" for line in lines]
+    part += ["done:", "  ret void", "}"]
+    return "\n".join([
+        "declare void @GOMP_parallel(ptr, ptr, i32, i32)",
+        "\n".join(part),
+        # data: {records, count, next}; each thread claims parts until none is left
+        """define internal void @team_body(ptr %data) {
+entry:
+  %records = load ptr, ptr %data
+  %cp = getelementptr i64, ptr %data, i64 1
+  %count = load i64, ptr %cp
+  %np = getelementptr i64, ptr %data, i64 2
+  br label %claim
+claim:
+  %i = atomicrmw add ptr %np, i64 1 monotonic
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %run, label %done
+run:
+  %off = mul i64 %i, """ + str(WORDS) + """
+  %r = getelementptr i64, ptr %records, i64 %off
+  call void @run_part(ptr %r)
+  br label %claim
+done:
+  ret void
+}""",
+        """define void @recir_split_run(ptr %records, i64 %count, i32 %threads) {
+entry:
+  %data = alloca [3 x i64], align 8
+  store ptr %records, ptr %data
+  %cp = getelementptr i64, ptr %data, i64 1
+  store i64 %count, ptr %cp
+  %np = getelementptr i64, ptr %data, i64 2
+  store i64 0, ptr %np
+  call void @GOMP_parallel(ptr @team_body, ptr %data, i32 %threads, i32 0)
+  ret void
+}""",
+    ]) + "\n"
+
+
+@cache
+def runner() -> Any:
+    """`recir_split_run` as a ctypes function, or None without libgomp or
+    CBLAS (then frontiers use OpenBLAS's own threads)."""
+    from recir.backend.cache import ObjectCache, cache_key
+    from recir.backend.engine import Engine, compile_object, openmp
+    from recir.batching import blas
+
+    if openmp() is None or blas.sgemm() is None:
+        return None
+    integer = "i64" if blas.sgemm().argtypes[3] is ctypes.c_int64 else "i32"  # type: ignore[attr-defined]
+    text = module_text(integer)
+    objects = ObjectCache()
+    key = cache_key(text, "split " + hashlib.sha256(Path(__file__).read_bytes())
+                    .hexdigest()[:16])
+    hit = objects.load(key)
+    if hit is None:
+        obj = compile_object(text)
+        objects.store(key, obj, {})
+    else:
+        obj = hit[0]
+    engine = Engine(obj)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
+        engine.address("recir_split_run"))
+    fn.engine = engine  # the engine owns the code
+    return fn
+
+
+def available() -> bool:
+    return runner() is not None
+
+
+def run(parts: list[list[int]], threads: int) -> None:
+    """Run the records on a team of `threads`."""
+    records = (ctypes.c_uint64 * (WORDS * len(parts)))()
+    for i, part in enumerate(parts):
+        records[i * WORDS:i * WORDS + len(part)] = part
+    runner()(ctypes.addressof(records), len(parts), threads)
+
+
+def ranges(total: int, parts: int, step: int = 1) -> list[tuple[int, int]]:
+    """`parts` contiguous ranges covering [0, total), cut at multiples of `step`."""
+    cuts = [min(total, (total * i // parts + step - 1) // step * step) for i in range(parts + 1)]
+    cuts[-1] = total
+    return [(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) if hi > lo]
+
+
+def address(function: Any) -> int:
+    return ctypes.cast(function, ctypes.c_void_p).value or 0
+
+
+def sgemm(trans_a: int, trans_b: int, m: int, n: int, k: int, a: int, lda: int, b: int,
+          ldb: int, beta: float, c: int, ldc: int, threads: int, by_rows: bool) -> None:
+    """C = op(A) op(B) + beta C (row-major f32 at addresses), cut into parts
+    along C's rows (`by_rows`) or columns, each part one-threaded OpenBLAS."""
+    from recir.batching import blas
+
+    fn = address(blas.sgemm())
+    parts = []
+    for lo, hi in ranges(m if by_rows else n, threads, 16):
+        pa, pb, pc, pm, pn = a, b, c + 4 * lo, m, hi - lo
+        if by_rows:
+            pa = a + 4 * (lo if trans_a == TRANS else lo * lda)
+            pb, pc, pm, pn = b, c + 4 * lo * ldc, hi - lo, n
+        else:
+            pb = b + 4 * (lo * ldb if trans_b == TRANS else lo)
+        parts.append([SGEMM, fn, ROW_MAJOR, trans_a, trans_b, pm, pn, k, bits(1.0), pa, lda,
+                      pb, ldb, bits(beta), pc, ldc])
+    run(parts, threads)
+
+
+def product_nt(x: np.ndarray, w: np.ndarray, threads: int, small: bool) -> np.ndarray:
+    """x @ w.T (both `smallgemm.fits`) split by weight rows, so each thread
+    streams its share of w: `smallgemm`'s kernel if `small`, else OpenBLAS."""
+    from recir.batching import smallgemm
+
+    m, k = x.shape
+    n = w.shape[0]
+    y = np.empty((m, n), np.float32)
+    ldx, ldw = x.strides[0] // 4, w.strides[0] // 4
+    if not small:
+        sgemm(NO_TRANS, TRANS, m, n, k, x.ctypes.data, ldx, w.ctypes.data, ldw, 0.0,
+              y.ctypes.data, n, threads, by_rows=False)
+        return y
+    fn = address(smallgemm.kernel())
+    run([[NT, fn, m, hi - lo, k, x.ctypes.data, ldx, w.ctypes.data + 4 * lo * ldw, ldw,
+          y.ctypes.data + 4 * lo, n] for lo, hi in ranges(n, threads, smallgemm.NT_COLS)],
+        threads)
+    return y
