@@ -83,6 +83,7 @@ class Runner:
         self.on_invoke: Callable[[invoke.InvokeOp, Frame, str], list[Any]] | None = None
         self.kernels: Kernels | None = None
         self.groups: dict[tuple[Operation, ...], RowGroup] = {}
+        self.branches: dict[scf.IfOp, Any] = {}
         if native:
             self.compile_groups(gradients)
 
@@ -227,7 +228,7 @@ class Runner:
             elif code == RETURN:
                 return vals
             elif code == IF:
-                outs = self.run_if(frame, op, phase, vals[0])
+                outs = self.run_if(frame, op, phase, vals[0], self.batched[args[0]])
             else:
                 assert self.on_invoke is not None
                 outs = self.on_invoke(op, frame, phase)
@@ -235,11 +236,24 @@ class Runner:
                 env[s] = x
         return []
 
-    def run_if(self, frame: Frame, op: scf.IfOp, phase: str, pred: Any) -> list[Any]:
-        """Partition the frontier by the predicate; each region on its rows."""
+    def branch(self, op: scf.IfOp) -> tuple[list[Block], list[bool], list[list[bool]]]:
+        """An if's region blocks, whether each result is batched and whether
+        each region's yields are (read off the IR once)."""
+        found = self.branches.get(op)
+        if found is None:
+            blocks = [r.block for r in op.regions]
+            found = self.branches[op] = (
+                blocks, [self.batched[self.slot[r]] for r in op.results],
+                [[self.batched[self.slot[v]] for v in b.last_op.operands]  # type: ignore[union-attr]
+                 for b in blocks])
+        return found
+
+    def run_if(self, frame: Frame, op: scf.IfOp, phase: str, pred: Any, batched: bool
+               ) -> list[Any]:
+        """Partition the frontier by the (`batched`) predicate; each region on its rows."""
         whole = phase == "expand" and op in self.plan.expand
         inner = "all" if whole else phase  # a branch an invoke argument needs: run it whole
-        if not self.batched[self.slot[op.cond]]:
+        if not batched:
             parts = [(None, 0 if pred else 1)]
         else:
             taken = np.flatnonzero(pred)
@@ -254,21 +268,24 @@ class Runner:
         for (idx, region), sub in zip(parts, subs, strict=True):
             record[region] = (idx, sub)
         frame.subs[op] = record
-        outs = [self.run_block(sub, op.regions[region].block, inner)
+        blocks, results, _ = self.branch(op)
+        outs = [self.run_block(sub, blocks[region], inner)
                 for (_, region), sub in zip(parts, subs, strict=True)]
-        if (phase == "expand" and not whole) or not op.results:
-            return [None] * len(op.results)
+        if (phase == "expand" and not whole) or not results:
+            return [None] * len(results)
         return self.merge(frame, op, parts, outs)
 
     def merge(self, frame: Frame, op: scf.IfOp, parts: list[Any], outs: list[Any]) -> list[Any]:
         """The if's results over the whole frontier from each region's yields."""
+        _, batched, yields = self.branch(op)
         merged = []
-        for k, r in enumerate(op.results):
-            if not self.batched[self.slot[r]]:
+        for k, wide in enumerate(batched):
+            if not wide:
                 merged.append(outs[0][k])
                 continue
-            values = [self.widen(len(idx) if idx is not None else frame.n, op, region, k,
-                                 out[k]) for (idx, region), out in zip(parts, outs, strict=True)]
+            values = [out[k] if yields[region][k] else self.widen(
+                len(idx) if idx is not None else frame.n, out[k])
+                for (idx, region), out in zip(parts, outs, strict=True)]
             if len(parts) == 1:
                 merged.append(values[0])
                 continue
@@ -278,10 +295,8 @@ class Runner:
             merged.append(out)
         return merged
 
-    def widen(self, n: int, op: scf.IfOp, region: int, k: int, x: Any) -> Any:
+    @staticmethod
+    def widen(n: int, x: Any) -> Any:
         """A uniform yield as rows of a B result: broadcast over the rows."""
-        yielded = op.regions[region].block.last_op.operands[k]  # type: ignore[union-attr]
-        if self.batched[self.slot[yielded]]:
-            return x
         x = np.asarray(x)
         return np.broadcast_to(x, (n, *x.shape)).copy()

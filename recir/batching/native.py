@@ -47,6 +47,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.batching import split
+from recir.batching.smallgemm import pointer
 from recir.batching.kernels import split_threads
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
@@ -558,6 +559,8 @@ class NativeRows:
                                      *[ctypes.c_void_p] * npointers)
         self.fn: Callable[..., None] = prototype(self.address)
         self.contexts = (Context * 1)()  # one per part of a split call
+        self.first = self.contexts[0]
+        self.first_address = ctypes.addressof(self.first)
 
     def __call__(self, rows: int, arrays: Sequence[np.ndarray | None],
                  row_bytes: Sequence[int] = (), threads: int = 1, sums: Sequence[int] = ()
@@ -570,6 +573,8 @@ class NativeRows:
         if threads > 1 and row_bytes and len(pointers) <= split.MAX_POINTERS:
             if len(self.contexts) < threads:
                 self.contexts = (Context * threads)()
+                self.first = self.contexts[0]
+                self.first_address = ctypes.addressof(self.first)
             cuts = split.ranges(rows, threads)
             copies = [[np.zeros_like(arrays[k]) for k in sums] for _ in cuts[1:]]
             parts = []
@@ -583,22 +588,19 @@ class NativeRows:
             for part in copies:
                 for k, copy in zip(sums, part):
                     arrays[k] += copy  # type: ignore[operator]
+            for ctx in self.contexts:
+                if ctx.error:
+                    self.fail(ctx)
         else:
-            self.fn(ctypes.addressof(self.contexts[0]), rows, *pointers)
-        for ctx in self.contexts:
-            if ctx.error:
-                site = ctx.site
-                for c in self.contexts:
-                    c.error, c.stack_limit = 0, 0
-                raise RecirError(f"{self.sites[site]} (at run time, in a frontier row kernel)")
+            self.fn(self.first_address, rows, *pointers)
+            if self.first.error:
+                self.fail(self.first)
 
-
-def pointer(a: np.ndarray) -> int:
-    """The data address (from_buffer: a third of `__array_interface__`'s cost)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError):  # read-only or empty
-        return a.__array_interface__["data"][0]
+    def fail(self, ctx: Context) -> None:
+        site = ctx.site
+        for c in self.contexts:
+            c.error, c.stack_limit = 0, 0
+        raise RecirError(f"{self.sites[site]} (at run time, in a frontier row kernel)")
 
 
 def as_rows(x: Any, n: int, batched: bool, size: int, dtype: Any) -> np.ndarray:

@@ -156,7 +156,7 @@ class Schedule:
         lo = self.lo
         children = self.child[self.plan.sites[op]]
         ids = children[lo:lo + frame.n] if frame.pos is None else children[lo + frame.pos]
-        return [r[ids] for r in self.results]
+        return [r.take(ids, axis=0) for r in self.results]
 
     def post(self) -> None:
         plan, runner = self.plan, self.runner

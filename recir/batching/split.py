@@ -228,12 +228,11 @@ def product_nt(x: np.ndarray, w: np.ndarray, threads: int, small: bool) -> np.nd
     n = w.shape[0]
     y = np.empty((m, n), np.float32)
     ldx, ldw = x.strides[0] // 4, w.strides[0] // 4
+    xp, wp, yp = smallgemm.pointer(x), smallgemm.pointer(w), smallgemm.pointer(y)
     if not small:
-        sgemm(NO_TRANS, TRANS, m, n, k, x.ctypes.data, ldx, w.ctypes.data, ldw, 0.0,
-              y.ctypes.data, n, threads, by_rows=False)
+        sgemm(NO_TRANS, TRANS, m, n, k, xp, ldx, wp, ldw, 0.0, yp, n, threads, by_rows=False)
         return y
     fn = address(smallgemm.kernel())
-    run([[NT, fn, m, hi - lo, k, x.ctypes.data, ldx, w.ctypes.data + 4 * lo * ldw, ldw,
-          y.ctypes.data + 4 * lo, n] for lo, hi in ranges(n, threads, smallgemm.NT_COLS)],
-        threads)
+    run([[NT, fn, m, hi - lo, k, xp, ldx, wp + 4 * lo * ldw, ldw, yp + 4 * lo, n]
+         for lo, hi in ranges(n, threads, smallgemm.NT_COLS)], threads)
     return y
