@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -90,6 +91,26 @@ class Engine:
         if not address:
             raise KeyError(f"no native function named {name}")
         return address
+
+
+def text_function(ir_text: str, name: str, prototype: Any) -> Any:
+    """`name` from hand-written LLVM IR text (the frontier's `smallgemm`,
+    `split` and `scatter` kernels) as a ctypes function of `prototype`,
+    compiled once into the on-disk object cache; it keeps its engine."""
+    from recir.backend.cache import ObjectCache, cache_key
+
+    objects = ObjectCache()
+    key = cache_key(ir_text, name)
+    hit = objects.load(key)
+    if hit is None:
+        obj = compile_object(ir_text)
+        objects.store(key, obj, {})
+    else:
+        obj = hit[0]
+    engine = Engine(obj)
+    fn = prototype(engine.address(name))
+    fn.engine = engine  # the engine owns the code
+    return fn
 
 
 # The OpenMP runtime's workers run tasks that recurse as deep as the caller's

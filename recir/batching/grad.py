@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
-from recir.batching import blas
+from recir.batching import blas, scatter
 from recir.batching.kernels import blas_threads_for, split_threads
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows
@@ -103,7 +103,7 @@ class Backward:
                 return
             return  # a uniform value not derived from parameters (inputs): dropped
         if isinstance(g, Rows):
-            np.add.at(target, g.index, g.dy)
+            scatter.add_rows(target, g.index, g.dy)
             return
         if isinstance(g, Outer):
             self.outers.setdefault(id(target), (target, []))[1].append(g)

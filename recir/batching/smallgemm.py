@@ -20,9 +20,7 @@ broadcast-and-accumulate kernel for them beat it only below 4 rows.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -161,24 +159,10 @@ I64, PTR = ctypes.c_int64, ctypes.c_void_p
 @cache
 def kernel() -> Any:
     """`recir_sgemm_nt` as a ctypes function; compiled on first use."""
-    from recir.backend.cache import ObjectCache, cache_key
-    from recir.backend.engine import Engine, compile_object
+    from recir.backend.engine import text_function
 
-    text = module_text()
-    objects = ObjectCache()
-    key = cache_key(text, "smallgemm " + hashlib.sha256(Path(__file__).read_bytes())
-                    .hexdigest()[:16])
-    hit = objects.load(key)
-    if hit is None:
-        obj = compile_object(text)
-        objects.store(key, obj, {})
-    else:
-        obj = hit[0]
-    engine = Engine(obj)
-    fn = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64)(
-        engine.address("recir_sgemm_nt"))
-    fn.engine = engine  # the engine owns the code
-    return fn
+    return text_function(module_text(), "recir_sgemm_nt", ctypes.CFUNCTYPE(
+        None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64))
 
 
 def pointer(a: np.ndarray) -> int:

@@ -20,10 +20,8 @@ once into the object cache.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import struct
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -152,28 +150,14 @@ entry:
 def runner() -> Any:
     """`recir_split_run` as a ctypes function, or None without libgomp or
     CBLAS (then frontiers use OpenBLAS's own threads)."""
-    from recir.backend.cache import ObjectCache, cache_key
-    from recir.backend.engine import Engine, compile_object, openmp
+    from recir.backend.engine import openmp, text_function
     from recir.batching import blas
 
     if openmp() is None or blas.sgemm() is None:
         return None
     integer = "i64" if blas.sgemm().argtypes[3] is ctypes.c_int64 else "i32"  # type: ignore[attr-defined]
-    text = module_text(integer)
-    objects = ObjectCache()
-    key = cache_key(text, "split " + hashlib.sha256(Path(__file__).read_bytes())
-                    .hexdigest()[:16])
-    hit = objects.load(key)
-    if hit is None:
-        obj = compile_object(text)
-        objects.store(key, obj, {})
-    else:
-        obj = hit[0]
-    engine = Engine(obj)
-    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)(
-        engine.address("recir_split_run"))
-    fn.engine = engine  # the engine owns the code
-    return fn
+    return text_function(module_text(integer), "recir_split_run", ctypes.CFUNCTYPE(
+        None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32))
 
 
 def available() -> bool:

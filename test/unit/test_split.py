@@ -103,3 +103,4 @@ def test_split_frontiers_match_one_thread(model, split_everything):
         assert rel(h3, h1) <= 1e-5 and loss3 == pytest.approx(loss1, rel=1e-5)
     for name in params:
         assert rel(grads3[name], grads1[name]) <= 1e-5, name
+
