@@ -27,7 +27,7 @@ from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
 from recir.batching import blas, scatter
-from recir.batching.kernels import blas_threads_for, split_threads
+from recir.batching.kernels import split_for
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows
 from recir.diagnostics import emit_error
@@ -85,15 +85,10 @@ class Backward:
 
     def finish(self) -> None:
         """Add each matrix's kept frontier products: dW += [dY...]^T [X...]."""
-        threads = split_threads()
-        if threads > 1:
-            blas_threads_for(0)  # one OpenBLAS thread inside each part
         for target, parts in self.outers.values():
-            if len(parts) == 1:
-                blas.add_outer(target, parts[0].dy, parts[0].x, threads)
-            else:
-                blas.add_outer(target, np.concatenate([p.dy for p in parts]),
-                               np.concatenate([p.x for p in parts]), threads)
+            dy = parts[0].dy if len(parts) == 1 else np.concatenate([p.dy for p in parts])
+            x = parts[0].x if len(parts) == 1 else np.concatenate([p.x for p in parts])
+            blas.add_outer(target, dy, x, split_for(len(dy) * target.size))
         self.outers.clear()
 
     def add_uniform(self, s: int, g: Any) -> None:

@@ -138,6 +138,16 @@ def split_threads() -> int:
     return THREADS[0] if THREADS[0] > 1 and split.available() else 1
 
 
+def split_for(work: int) -> int:
+    """The threads to split `work` multiply-adds over (1: none); OpenBLAS is
+    put on one thread for the parts."""
+    threads = split_threads()
+    if threads > 1 and work >= SPLIT_FLOPS:
+        blas_threads_for(0)
+        return threads
+    return 1
+
+
 def blas_threads_for(work: int) -> None:
     want = THREADS[0] if work >= PARALLEL_FLOPS and split_threads() == 1 else 1
     if want != THREADS[1]:
@@ -152,7 +162,7 @@ def blas_threads_for(work: int) -> None:
 # `python bench/run.py smallgemm`); on OpenBLAS's two threads it splits the
 # work and the kernel does not. Split products (SPLIT_FLOPS multiply-adds up)
 # cut the weight's rows across threads.
-SMALL_ROWS = {1: 64, 2: 12}  # more OpenBLAS threads: as two
+SMALL_ROWS = {1: 64, 2: 12}  # by OpenBLAS's threads: one, more
 NARROW = 16
 SPLIT_FLOPS = 131_072
 
@@ -163,11 +173,11 @@ def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if not smallgemm.fits(x, w):
         blas_threads_for(m * w.size)
         return x @ w.T
-    threads = split_threads()
-    if threads > 1 and n >= NARROW and m * w.size >= SPLIT_FLOPS:
-        blas_threads_for(0)  # one OpenBLAS thread inside each part
+    threads = split_for(m * w.size) if n >= NARROW else 1
+    if threads > 1:
         return split.product_nt(x, w, threads, small=m <= SMALL_ROWS[1])
-    if n < NARROW or m <= SMALL_ROWS.get(1 if threads > 1 else THREADS[0], SMALL_ROWS[2]):
+    one = split_threads() > 1 or THREADS[0] == 1  # OpenBLAS on one thread
+    if n < NARROW or m <= (SMALL_ROWS[1] if one else SMALL_ROWS[2]):
         return smallgemm.nt(x, w)
     blas_threads_for(m * w.size)
     return x @ w.T  # one SGEMM for the frontier
@@ -176,12 +186,13 @@ def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 def product_nn(dy: np.ndarray, w: np.ndarray) -> np.ndarray:
     """dy @ w: a frontier's output gradients back through a weight; split by
     w's columns."""
-    threads = split_threads()
     m, (n, k) = dy.shape[0], w.shape
-    if (threads > 1 and dy.size * k >= SPLIT_FLOPS and dy.dtype == w.dtype == np.float32
-            and dy.ndim == 2 and dy.strides[1] == 4 and dy.strides[0] % 4 == 0
-            and w.flags.c_contiguous):
-        blas_threads_for(0)
+    if (dy.dtype == w.dtype == np.float32 and dy.ndim == 2 and dy.strides[1] == 4
+            and dy.strides[0] % 4 == 0 and w.flags.c_contiguous):
+        threads = split_for(dy.size * k)
+    else:
+        threads = 1
+    if threads > 1:
         out = np.empty((m, k), np.float32)
         split.sgemm(split.NO_TRANS, split.NO_TRANS, m, k, n, dy.ctypes.data,
                     dy.strides[0] // 4, w.ctypes.data, k, 0.0, out.ctypes.data, k, threads,
