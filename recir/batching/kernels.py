@@ -243,7 +243,10 @@ def slice_(op, args, flags, frame):
 
 def check_bounds(op, index, length) -> None:
     index = np.asarray(index)
-    if index.size and (index.min() < 0 or np.any(index >= length)):
+    # one comparison: a negative index read as unsigned is past any length
+    unsigned = (index.view(np.uint32) if index.dtype == np.int32 else
+                index.astype(np.int64).view(np.uint64))
+    if (unsigned >= length).any():
         bad = int(index[(index < 0) | (index >= length)].flat[0])
         raise emit_error(op, f"index {bad} out of range for length "
                          f"{int(np.max(length)) if np.ndim(length) == 0 else 'of its tree'}")
