@@ -242,10 +242,10 @@ class Runner:
         found = self.branches.get(op)
         if found is None:
             blocks = [r.block for r in op.regions]
+            yields = [b.last_op.operands for b in blocks]  # type: ignore[union-attr]
             found = self.branches[op] = (
                 blocks, [self.batched[self.slot[r]] for r in op.results],
-                [[self.batched[self.slot[v]] for v in b.last_op.operands]  # type: ignore[union-attr]
-                 for b in blocks])
+                [[self.batched[self.slot[v]] for v in values] for values in yields])
         return found
 
     def run_if(self, frame: Frame, op: scf.IfOp, phase: str, pred: Any, batched: bool

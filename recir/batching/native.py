@@ -47,8 +47,8 @@ from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.batching import split
-from recir.batching.smallgemm import pointer
 from recir.batching.kernels import split_threads
+from recir.batching.smallgemm import pointer
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
 from recir.passes.loop_builder import CONTRACT, PTR, Emitter
@@ -581,7 +581,7 @@ class NativeRows:
             for t, (lo, hi) in enumerate(cuts):
                 mine = [p + lo * b if p else 0 for p, b in zip(pointers, row_bytes)]
                 for k, copy in zip(sums, copies[t - 1] if t else ()):
-                    mine[k] = copy.ctypes.data
+                    mine[k] = pointer(copy)
                 parts.append([split.ROWS + len(mine), self.address,
                               ctypes.addressof(self.contexts[t]), hi - lo, *mine])
             split.run(parts, threads)

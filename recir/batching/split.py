@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
+
 SGEMM, NT, ROWS = 0, 1, 2
 MAX_POINTERS = 32  # row kernels with more pointers run unsplit
 WORDS = 4 + MAX_POINTERS  # a record: kind, function, ctx, rows, pointers
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 
 def bits(value: float) -> int:
@@ -153,9 +154,10 @@ def runner() -> Any:
     from recir.backend.engine import openmp, text_function
     from recir.batching import blas
 
-    if openmp() is None or blas.sgemm() is None:
+    cblas = blas.sgemm()
+    if openmp() is None or cblas is None:
         return None
-    integer = "i64" if blas.sgemm().argtypes[3] is ctypes.c_int64 else "i32"  # type: ignore[attr-defined]
+    integer = "i64" if cblas.argtypes[3] is ctypes.c_int64 else "i32"  # type: ignore[attr-defined]
     return text_function(module_text(integer), "recir_split_run", ctypes.CFUNCTYPE(
         None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32))
 
