@@ -3,14 +3,19 @@
 The forward product `x @ W.T` of a frontier of 1 to 128 rows with a
 TreeLSTM's internal-node weight (5h x 2h), h = 150 and 256, both in the same
 rounds (median over the rounds, each the mean of a few calls); OpenBLAS at
-the given thread count, recir's kernel on one. The weight stays in cache
-between calls here, unlike in a frontier run: the in-run gain is smaller.
-The rows where the kernel wins are what `kernels.SMALL_ROWS` uses.
+the given thread count, recir's kernel on one, and on more than one thread
+the product as the frontier scheduler splits it (`recir/batching/split.py`:
+the weight's rows cut across a libgomp team, each part the kernel up to
+`kernels.SMALL_ROWS[1]` rows, one-threaded OpenBLAS above). The weight
+stays in cache between calls here, unlike in a frontier run: the in-run
+gain is smaller. The rows where the kernel wins are what
+`kernels.SMALL_ROWS` uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import numpy as np
@@ -28,14 +33,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=7)
 
 
-def product(m: int, h: int, rng: np.random.Generator) -> tuple[Any, Any]:
-    """(OpenBLAS thunk, recir thunk) for one frontier, results checked equal."""
-    from recir.batching import smallgemm
+def product(m: int, h: int, threads: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Thunks for one frontier's product (OpenBLAS on `threads`, recir's
+    kernel, recir split on `threads`), results checked equal."""
+    from recir.batching import kernels, smallgemm, split
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
-    np.testing.assert_allclose(smallgemm.nt(x, w), x @ w.T, rtol=1e-3, atol=1e-3)
-    return (lambda: x @ w.T), (lambda: smallgemm.nt(x, w))
+    small = m <= kernels.SMALL_ROWS[1]
+    thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
+    if threads > 1 and split.available():
+        thunks["split"] = lambda: split.product_nt(x, w, threads, small)
+    for thunk in thunks.values():
+        np.testing.assert_allclose(thunk(), x @ w.T, rtol=1e-3, atol=1e-3)
+    return thunks
+
+
+def timed(thunks: dict[str, Any], calls: int, threads: int, repeats: int
+          ) -> dict[str, list[float]]:
+    """OpenBLAS and the kernel in the same rounds; the split product in rounds
+    of its own with OpenBLAS on one thread and its workers asleep (a spinning
+    OpenBLAS worker holds the second core, which the scheduler never meets:
+    it keeps OpenBLAS on one thread while it splits)."""
+    from recir.batching import blas
+
+    def many(f: Any) -> Any:
+        return lambda: [f() for _ in range(calls)]
+
+    blas.set_threads(threads)
+    times = rounds_times({k: many(f) for k, f in thunks.items() if k != "split"}, repeats)
+    if "split" in thunks:
+        blas.set_threads(1)
+        time.sleep(0.3)  # past OpenBLAS's spin timeout
+        times.update(rounds_times({"split": many(thunks["split"])}, repeats))
+    return times
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,25 +75,26 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(0)
     results = []
     for threads in args.threads:
-        blas.set_threads(threads)
         for h in args.hidden:
             rows = []
             for m in args.rows:
-                theirs, ours = product(m, h, rng)
+                thunks = product(m, h, threads, rng)
                 calls = max(1, 20 // max(1, m // 8))
-                times = rounds_times({
-                    "openblas": lambda f=theirs: [f() for _ in range(calls)],
-                    "recir": lambda f=ours: [f() for _ in range(calls)]}, args.repeats)
+                times = timed(thunks, calls, threads, args.repeats)
                 t = {k: median(v) / calls for k, v in times.items()}
                 gflops = 2.0 * m * 10 * h * h / 1e9
                 results.append({"threads": threads, "hidden": h, "rows": m,
-                                "openblas_us": t["openblas"] * 1e6, "recir_us": t["recir"] * 1e6})
-                rows.append([str(m), fmt(t["openblas"] * 1e6, 0), fmt(gflops / t["openblas"]),
-                             fmt(t["recir"] * 1e6, 0), fmt(gflops / t["recir"]),
-                             fmt(t["openblas"] / t["recir"], 2)])
+                                **{f"{k}_us": v * 1e6 for k, v in t.items()}})
+                row = [str(m)]
+                for k in thunks:
+                    row += [fmt(t[k] * 1e6, 0), fmt(gflops / t[k])]
+                rows.append(row + [fmt(t["openblas"] / t[k], 2) for k in thunks
+                                   if k != "openblas"])
+            names = [k for k in thunks if k != "openblas"]
             print_table(f"x @ W.T, W {5 * h}x{2 * h}: OpenBLAS on {threads} thread(s), "
-                        "recir on 1", ["rows", "OpenBLAS us", "GF/s", "recir us", "GF/s",
-                                       "recir speedup"], rows)
+                        f"recir on 1{', split on ' + str(threads) if 'split' in names else ''}",
+                        ["rows"] + [c for k in thunks for c in (f"{k} us", "GF/s")]
+                        + [f"{k} speedup" for k in names], rows)
     blas.set_threads(1)
     if args.json:
         write_json(args.json, {"machine": machine_info(), "results": results})

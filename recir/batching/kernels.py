@@ -157,7 +157,7 @@ def blas_threads_for(work: int) -> None:
         THREADS[1] = want
 
 
-# Frontiers of up to SMALL_ROWS[threads] rows, and weights of fewer than
+# Frontiers of 2 to SMALL_ROWS[threads] rows, and weights of fewer than
 # NARROW rows (a classifier), go to `smallgemm.nt` (streams the weight once;
 # `python bench/run.py smallgemm`); on OpenBLAS's two threads it splits the
 # work and the kernel does not. Split products (SPLIT_FLOPS multiply-adds up)
@@ -170,7 +170,7 @@ SPLIT_FLOPS = 131_072
 def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x @ w.T: a frontier's rows times a weight."""
     m, n = x.shape[0], w.shape[0]
-    if not smallgemm.fits(x, w):
+    if m == 1 or not smallgemm.fits(x, w):  # one row: BLAS's gemv beat both kernels
         blas_threads_for(m * w.size)
         return x @ w.T
     threads = split_for(m * w.size) if n >= NARROW else 1
