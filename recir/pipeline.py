@@ -34,10 +34,24 @@ STAGES: tuple[ModulePass, ...] = (
     TmathFuseElementwisePass(),  # skipped with fuse=False
     InvokeMarkConcurrentPass(),  # these two only with threads > 1
     InvokeCloneSerialPass(),
-    ConvertTmathToLoopsPass(),
+    ConvertTmathToLoopsPass(),  # with DEFER_OUTER_BYTES
     ConvertScfToCf(),
     ConvertRecirToLlvmPass(),
 )
+
+
+# Modules whose largest weight gradient fed by outer products is at least
+# this size log every outer product and add them by one SGEMM after the call
+# (`convert-tmath-to-loops`, defer-outer-bytes): about this host's L2 per
+# core. TreeLSTM training, 100 SST trees in batches of 25, processes
+# alternated (/tmp/exp5/lz4.py): at h=256 (U's gradient 2.6 MB) 336-348 ->
+# 425-481 trees/s on two threads, 182-195 -> 183-272 on one (deferring U's
+# products alone: 406-441 and 170-200). Each call pays its SGEMMs (~30 us a
+# call at h=256: a 1-leaf tree 107-120 -> 133-154 us, a 16-leaf one
+# 2,970-3,860 -> 2,500 us), and at h=150 (900 KB) deferring gained in
+# batches (two threads 841-919 -> 1,059-1,135) but lost on single small
+# trees (a 16-leaf TreeLSTM 1,054 -> 1,413 us), so it starts at this size.
+DEFER_OUTER_BYTES = 1 << 20
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
@@ -51,6 +65,8 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
     for stage in STAGES:
         if isinstance(stage, InvokeCloneSerialPass):
             stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
+        elif isinstance(stage, ConvertTmathToLoopsPass):
+            stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
         if not isinstance(stage, skip):
             stage.apply(ctx, lowered)
         if stage.name == until:
@@ -90,16 +106,19 @@ def call_work(module: ModuleOp) -> int:
 
 
 def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
-            ) -> tuple[str, list[str], list[int]]:
-    """LLVM IR text for `module`, the messages of its run-time checks, and the
-    arguments whose buffers each thread has its own copy of."""
+            ) -> tuple[str, list[str], list[int], list[int]]:
+    """LLVM IR text for `module`, the messages of its run-time checks, the
+    arguments whose buffers each thread has its own copy of, and those whose
+    outer products are logged (`adjoint.log_reserve`)."""
     from recir.backend.llvm_convert import to_llvm_ir
 
     lowered = lower(module, fuse=fuse, threads=threads)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
     slots = [k.value.data for k in copied.data] if copied is not None else []
-    return to_llvm_ir(lowered), sites, slots
+    logged = lowered.attributes.pop("recir.outer_logs", None)
+    logs = [k.value.data for k in logged.data] if logged is not None else []
+    return to_llvm_ir(lowered), sites, slots, logs
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
@@ -112,18 +131,20 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     budget = spawn_budget(threads) if threads > 1 else 0
-    key = cache_key(str(module), f"{entry} fuse={fuse} spawn_budget={budget}")
+    key = cache_key(str(module), f"{entry} fuse={fuse} spawn_budget={budget} "
+                                 f"defer_outer={DEFER_OUTER_BYTES}")
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()
-        ir_text, sites, copied = llvm_ir(module, fuse, threads)
+        ir_text, sites, copied, logged = llvm_ir(module, fuse, threads)
         obj = compile_object(ir_text)
-        cache.store(key, obj, {"sites": sites, "copied": copied,
+        cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
                                "seconds": time.perf_counter() - start})
     else:
-        obj, sites, copied = hit[0], hit[1]["sites"], hit[1].get("copied", [])
+        obj, sites = hit[0], hit[1]["sites"]
+        copied, logged = hit[1].get("copied", []), hit[1].get("logged", [])
     return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
-                          call_work(module))
+                          call_work(module), logged)
 
 
 def resolve_threads(threads: int | None) -> int:

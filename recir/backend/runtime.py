@@ -34,7 +34,8 @@ class Context(ctypes.Structure):
                 ("site", ctypes.c_int32), ("tape_next", ctypes.c_void_p),
                 ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
                 ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
-                ("acc_copies", ctypes.c_void_p)]  # CONTEXT_BYTES = 64
+                ("acc_copies", ctypes.c_void_p),
+                ("outer_logs", ctypes.c_void_p)]  # CONTEXT_BYTES = 72
 
 
 LIBC = ctypes.CDLL(None)
@@ -95,11 +96,13 @@ class NativeFunction:
 
     def __init__(self, engine: Engine, name: str, signature: FunctionType,
                  sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
-                 copied: Sequence[int] = (), call_work: int = 0):
+                 copied: Sequence[int] = (), call_work: int = 0,
+                 logged: Sequence[int] = ()):
         """`copied`: the arguments (gradient buffers) that each thread of a
         team adds into its own copy of (`adjoint.thread_copy`); `call_work`:
         the estimated work of one recursive call (`pipeline.call_work`), 0
-        where unknown."""
+        where unknown; `logged`: the gradient buffers whose outer products
+        each thread logs, added after the call (`adjoint.log_reserve`)."""
         self.engine, self.name, self.sites = engine, name, list(sites)
         self.inputs = list(signature.inputs)
         self.outputs = list(signature.outputs)
@@ -154,6 +157,7 @@ class NativeFunction:
         self.param_fields = [pack(a, t) for a, t in zip(self.param_args, argtypes[1 + public:])]
         self.copied = list(copied) if self.team else []
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
+        self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         threads = self.team_size([inputs])
@@ -235,13 +239,17 @@ class NativeFunction:
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables)
+            logs = self.outer_logs(contexts)
             where = ctypes.addressof(contexts)
             payload = [len(items)]
             for k, (args, _) in enumerate(prepared):
                 payload += [where, *self.fields(args)]
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
-            return run_team(self.batch_team, contexts, payload, switch), None
+            try:
+                return run_team(self.batch_team, contexts, payload, switch), None
+            finally:
+                logs.add_into(entry_args)
 
         threads = self.team_size(items)
         try:
@@ -311,6 +319,10 @@ class NativeFunction:
         self.raise_error(ctx)
         return returned
 
+    def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
+        """The logs of a call's deferred outer products, one set per context."""
+        return OuterLogs(contexts, len(self.inputs), self.logged) if self.logged else NO_LOGS
+
     def in_team(self, threads: int) -> bool:
         """Whether a call runs on a team: code with tasks does, except on one
         thread where a retry is harmless (not `deep_only`): there the serial
@@ -325,21 +337,28 @@ class NativeFunction:
         if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables)
+            logs = self.outer_logs(contexts)
             result = ctypes.c_uint64(0)
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
-            return (run_team(self.team, contexts, fields, switch),
-                    unpack(result.value, self.restype))
+            try:
+                return (run_team(self.team, contexts, fields, switch),
+                        unpack(result.value, self.restype))
+            finally:
+                logs.add_into(args)
         ctx = lone_context(stack.stack_limit())
+        logs = self.outer_logs([ctx])
         try:
             return ctx, self.serial_entry(ctypes.byref(ctx), *args)
         finally:
             free_tape(ctx)
+            logs.add_into(args)
 
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
         deep = stack.switched_stack()
         ctx = lone_context(deep.limit)
+        logs = self.outer_logs([ctx])
         result = ctypes.c_uint64(0)
         fields = [ctypes.addressof(ctx), *self.fields(args), ctypes.addressof(result)]
         data = (ctypes.c_uint64 * len(fields))(*fields)
@@ -347,6 +366,7 @@ class NativeFunction:
             deep.call(self.packed, ctypes.addressof(data))
         finally:
             free_tape(ctx)
+            logs.add_into(args)
         return ctx, unpack(result.value, self.restype)
 
     def raise_error(self, ctx: Context) -> None:
@@ -411,6 +431,64 @@ def unpack(bits: int, typ: Any) -> Any:
         return None
     raw = ctypes.c_uint64(bits)
     return typ.from_buffer(raw).value
+
+
+class LogDescriptor(ctypes.Structure):
+    """One thread's log for one argument (`recir/passes/outer_log.py`)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("used", ctypes.c_uint64),
+                ("capacity", ctypes.c_uint64), ("unused", ctypes.c_uint64)]
+
+
+class OuterLogs:
+    """The logs of deferred outer products of one call: a table of
+    descriptors per context (one per argument), each log `count` records of
+    `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
+    SGEMM per thread and buffer, through the address the call was given) and
+    frees the logs."""
+
+    def __init__(self, contexts: Sequence[Context], arguments: int,
+                 logged: Sequence[tuple[int, int, int]]):
+        self.logged, self.arguments = logged, arguments
+        self.table = (LogDescriptor * (len(contexts) * arguments))() if logged else None
+        if self.table is not None:
+            base = ctypes.addressof(self.table)
+            for i, ctx in enumerate(contexts):
+                ctx.outer_logs = base + i * arguments * ctypes.sizeof(LogDescriptor)
+
+    def add_into(self, args: Sequence[Any]) -> None:
+        if self.table is None:
+            return
+        for start in range(0, len(self.table), self.arguments):
+            for k, rows, cols in self.logged:
+                log = self.table[start + k]
+                if not log.data:
+                    continue
+                count = log.used // (4 * (rows + cols))
+                if count:
+                    add_outer_log(args[k], log.data, count, rows, cols)
+                LIBC.free(log.data)
+                log.data, log.used, log.capacity = None, 0, 0
+
+
+NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
+
+
+def add_outer_log(target: int, data: int, count: int, rows: int, cols: int) -> None:
+    """target (rows x cols, at an address) += DY^T X, the log's records being
+    rows of [DY | X] (splitting it across threads measured no faster)."""
+    from recir.batching import blas
+
+    stride = rows + cols
+    sgemm = blas.sgemm()
+    if sgemm is not None:
+        sgemm(blas.ROW_MAJOR, blas.TRANS, blas.NO_TRANS, rows, cols, count, 1.0, data,
+              stride, data + 4 * rows, stride, 1.0, target, cols)
+        return
+    records = np.ctypeslib.as_array((ctypes.c_float * (count * stride)).from_address(data))
+    records = records.reshape(count, stride)
+    acc = np.ctypeslib.as_array((ctypes.c_float * (rows * cols)).from_address(target))
+    acc.reshape(rows, cols)[...] += records[:, :rows].T @ records[:, rows:]
 
 
 def lone_context(stack_limit: int) -> Context:

@@ -355,8 +355,8 @@ class ThreadCopyOp(IRDLOperation):
                          result_types=[llvm.LLVMPointerType()])
 
 
-class RowLockEffect(MemoryEffect):
-    """Orders memory around it (a lock), so no pass removes or moves it."""
+class WritesMemory(MemoryEffect):
+    """Writes or orders memory (a lock, a log), so no pass removes or moves it."""
 
     @classmethod
     def get_effects(cls, op: Operation) -> Set[EffectInstance]:
@@ -367,7 +367,7 @@ class RowLockBase(IRDLOperation):
     """A row lock op: the row index (i64) it locks or unlocks."""
 
     row = operand_def(I64)
-    traits = traits_def(RowLockEffect())
+    traits = traits_def(WritesMemory())
     assembly_format = "$row attr-dict"
 
     def __init__(self, row: SSAValue):
@@ -404,8 +404,44 @@ class UnlockRowOp(RowLockBase):
     name = "adjoint.unlock_row"
 
 
+@irdl_op_definition
+class LogReserveOp(IRDLOperation):
+    """Room for one deferred outer product in the running thread's log.
+
+    Native gradient code defers `adjoint.accumulate_outer` into a gradient
+    buffer passed down from the entry: each thread appends `dy` and `x` to
+    its log for that buffer (`slot`: the entry's argument), and the runtime
+    adds `DY^T X` with one SGEMM after the call instead of a pass over the
+    whole buffer per invocation. `bytes` is one record's size. Made by
+    `convert-tmath-to-loops` (option `defer-outer`), lowered by
+    `convert-recir-to-llvm` to a call of `recir_log_reserve`.
+
+    ```mlir
+    %room = adjoint.log_reserve slot 5 bytes 4200
+    ```
+    """
+
+    name = "adjoint.log_reserve"
+    slot = prop_def(IntegerAttr[I64])
+    bytes = prop_def(IntegerAttr[I64])
+    result = result_def(llvm.LLVMPointerType())
+    traits = traits_def(WritesMemory())
+    assembly_format = "`slot` $slot `bytes` $bytes attr-dict"
+
+    def __init__(self, slot: int, size: int):
+        super().__init__(properties={"slot": IntegerAttr(slot, 64),
+                                     "bytes": IntegerAttr(size, 64)},
+                         result_types=[llvm.LLVMPointerType()])
+
+    def verify_(self) -> None:
+        if self.slot.value.data < 0 or self.bytes.value.data <= 0:
+            raise VerifyException(f"'{self.name}' op needs a slot >= 0 and a record size "
+                                  f"> 0, got slot {self.slot.value.data} and "
+                                  f"{self.bytes.value.data} bytes")
+
+
 Adjoint = Dialect("adjoint", [
     VecmatOp, TransposeOp, PadOp, OnehotOp, ReluGradOp, BilinearLhsOp, BilinearRhsOp,
     AccumulateOp, AccumulateOuterOp, AccumulateRowOp, AccumulateBilinearOp,
-    ThreadCopyOp, LockRowOp, UnlockRowOp,
+    ThreadCopyOp, LockRowOp, UnlockRowOp, LogReserveOp,
 ])

@@ -10,7 +10,9 @@ is how native code reports an error instead of crashing:
   deeper than the stack allows sets `error = 1`.
 
 `adjoint.thread_copy` becomes a load from the context's table of this
-thread's gradient buffers (`acc_copies`).
+thread's gradient buffers (`acc_copies`); `adjoint.log_reserve` a call of
+`recir_log_reserve` (`outer_log.py`), null an error return, and the module
+lists the logged arguments in `recir.outer_logs`.
 
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
@@ -59,6 +61,7 @@ from recir.passes.native_context import (
     field,
     record_error,
 )
+from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.tasks import (Spawner, batch_entry, declarations, packed_entry,
                                 team_declarations, team_entry)
@@ -171,6 +174,8 @@ class FunctionConversion:
             self.convert_new_frame(op)
         elif isinstance(op, adjoint.ThreadCopyOp):
             self.convert_thread_copy(op)
+        elif isinstance(op, adjoint.LogReserveOp):
+            self.convert_log_reserve(op)
         elif isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
@@ -208,6 +213,17 @@ class FunctionConversion:
         address = b.value(llvm.PtrToIntOp(call.results[0], i64))
         ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
         op.frame.replace_all_uses_with(call.results[0])
+        self.branch_unless(ok.owner, ok, self.fail)
+        Rewriter.erase_op(op)
+
+    def convert_log_reserve(self, op: adjoint.LogReserveOp) -> None:
+        """Room in this thread's log; out of memory is an error return."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        call = b.op(llvm.CallOp(RESERVE, self.ctx, b.i64(op.slot.value.data),
+                                b.i64(op.bytes.value.data), return_type=PTR))
+        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
+        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
+        op.result.replace_all_uses_with(call.results[0])
         self.branch_unless(ok.owner, ok, self.fail)
         Rewriter.erase_op(op)
 
@@ -271,6 +287,8 @@ class ConvertRecirToLlvmPass(ModulePass):
         needs_arena = any(isinstance(inner, tape.NewOp) for inner in op.walk())
         copied = sorted({inner.slot.value.data for inner in op.walk()
                          if isinstance(inner, adjoint.ThreadCopyOp)})
+        logged = sorted({inner.slot.value.data for inner in op.walk()
+                         if isinstance(inner, adjoint.LogReserveOp)})
         needs_tasks = any(isinstance(inner, invoke.JoinOp) for inner in op.walk())
         sites: list[str] = []
         tasks: list[llvm.FuncOp] = []
@@ -290,6 +308,9 @@ class ConvertRecirToLlvmPass(ModulePass):
                                        *batches])
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
+        if logged:
+            op.body.blocks[0].add_ops(log_functions())
+            op.attributes["recir.outer_logs"] = ArrayAttr([IntegerAttr(k, 64) for k in logged])
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
         if copied:
             op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])

@@ -17,7 +17,16 @@ gradients go to the running thread's copy of their buffer
 (`adjoint.thread_copy`, indexed by the entry argument the buffer came from)
 and embedding rows are added under a row lock (`adjoint.lock_row`).
 
-No options.
+Option `defer-outer-bytes=N` (default -1: never): in a module whose largest
+outer-product target is at least N bytes, each `adjoint.accumulate_outer`
+into a buffer passed down from a public function's argument becomes a
+record in the running thread's log for that argument (`adjoint.log_reserve`,
+then `dy` and `x` copied in), which the runtime adds with one SGEMM after
+the call. Adding each invocation's outer product at once reads and writes
+the whole buffer: from L2 where the weights fit (TreeLSTM h=150, U's
+gradient 900 KB: deferring was slower), from memory where the largest
+does not (h=256, 2.6 MB: deferring every weight's products was faster,
+the smaller ones included).
 """
 
 from __future__ import annotations
@@ -65,9 +74,11 @@ def lowered_signature(typ: FunctionType) -> FunctionType:
 class FunctionLowering:
     """Lowers one function; old ops die together at the end."""
 
-    def __init__(self, function: func.FuncOp, slots: dict[SSAValue, int] | None = None):
-        """`slots`: in parallel code, the entry argument each argument came from."""
-        self.function, self.slots = function, slots
+    def __init__(self, function: func.FuncOp, slots: dict[SSAValue, int] | None = None,
+                 logged: dict[SSAValue, int] | None = None):
+        """`slots`: in parallel code, the entry argument each argument came
+        from; `logged`: the same where outer products are deferred."""
+        self.function, self.slots, self.logged = function, slots, logged
         self.entry = function.body.blocks[0]
         self.allocas = InsertPoint.at_start(self.entry)
         self.buffers: dict[SSAValue, SSAValue] = {}
@@ -109,7 +120,10 @@ class FunctionLowering:
             self.lower_op(op)
 
     def lower_op(self, op: Operation) -> None:
-        if type(op) in KERNELS:
+        if isinstance(op, adjoint.AccumulateOuterOp) and self.logged is not None and \
+                self.logged.get(op.operands[0], -1) >= 0:
+            self.log_outer(op, self.logged[op.operands[0]])
+        elif type(op) in KERNELS:
             operands = [self.get(v) for v in op.operands]
             kernel = KERNELS[type(op)]
             if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
@@ -138,6 +152,15 @@ class FunctionLowering:
             self.dead.append(op)
         else:
             self.lower_other(op)
+
+    def log_outer(self, op: adjoint.AccumulateOuterOp, slot: int) -> None:
+        """A record `dy ++ x` in this thread's log for `slot`."""
+        rows, cols = tmath.shape_of(op.operands[0])
+        b = self.emitter(op)
+        room = b.value(adjoint.LogReserveOp(slot, 4 * (rows + cols)))
+        b.copy(room, self.get(op.operands[1]), rows)
+        b.copy(b.offset(room, rows), self.get(op.operands[2]), cols)
+        self.dead.append(op)
 
     def thread_copy(self, op: Operation, buffer: SSAValue) -> SSAValue:
         assert self.slots is not None
@@ -267,14 +290,20 @@ TAPE = {tape.NewOp: lower_new, tape.SaveOp: lower_save, tape.LoadOp: lower_load}
 @dataclass(frozen=True)
 class ConvertTmathToLoopsPass(ModulePass):
     name = "convert-tmath-to-loops"
+    defer_outer_bytes: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         concurrent = any(isinstance(inner, invoke.InvokeOp) and inner.concurrent is not None
                          for inner in op.walk())
-        slots = entry_slots(op) if concurrent else None
+        largest = max((4 * size(inner.operands[0]) for inner in op.walk()
+                       if isinstance(inner, adjoint.AccumulateOuterOp)), default=-1)
+        outer = 0 <= self.defer_outer_bytes <= largest
+        found = entry_slots(op) if concurrent or outer else None
+        slots = found if concurrent else None
+        logged = found if outer else None
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                FunctionLowering(function, slots).run()
+                FunctionLowering(function, slots, logged).run()
 
 
 def entry_slots(module: ModuleOp) -> dict[SSAValue, int]:

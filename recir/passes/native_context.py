@@ -1,12 +1,16 @@
 """The context every native function takes first, and how errors are recorded.
 
 `{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
-ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies}`,
+ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies,
+ptr outer_logs}`,
 CONTEXT_BYTES apart in an array with one context per thread (`contexts`
 points at it, so a task can find its thread's): `recir/backend/runtime.py`
 mirrors it. The tape fields are the per-call arena that activation frames
 come from; `acc_copies` is this thread's table of gradient buffers, indexed
-by the entry's argument number (`adjoint.thread_copy`), or null.
+by the entry's argument number (`adjoint.thread_copy`), or null;
+`outer_logs` this thread's logs of deferred outer products, one
+`{ptr data, i64 used, i64 capacity, i64 unused}` per entry argument
+(`adjoint.log_reserve`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from recir.passes.loop_builder import Emitter
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
-CONTEXTS, ACC_COPIES, CONTEXT_BYTES = 48, 56, 64
+CONTEXTS, ACC_COPIES, OUTER_LOGS, CONTEXT_BYTES = 48, 56, 64, 72
+LOG_BYTES = 32  # one log descriptor
 
 
 def field(b: Emitter, ctx: SSAValue, offset: int) -> SSAValue:

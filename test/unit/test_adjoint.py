@@ -259,11 +259,12 @@ def test_accumulator_from_another_block_is_rejected():
 
 
 def test_traits():
-    """Value ops are pure; accumulation writes its target and row locks order
-    memory, so DCE keeps them."""
+    """Value ops are pure; accumulation writes its target, row locks order
+    memory and a log reservation writes the log, so DCE keeps them."""
     assert adjoint.ReluGradOp.has_trait(tmath.Elementwise)
     for op in adjoint.Adjoint.operations:
-        writes = issubclass(op, adjoint.AccumulateBase | adjoint.LockRowOp | adjoint.UnlockRowOp)
+        writes = issubclass(op, adjoint.AccumulateBase | adjoint.LockRowOp | adjoint.UnlockRowOp
+                            | adjoint.LogReserveOp)
         assert op.has_trait(Pure) != writes, op.name
     mod = module(ACC_CASES["accumulate_outer"][0], ACC_CASES["accumulate_outer"][1])
     acc_op = next(op for op in mod.walk() if isinstance(op, adjoint.AccumulateOuterOp))
