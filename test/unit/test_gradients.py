@@ -195,6 +195,23 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
     assert_grads_close(total, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("cblas", [True, False])
+def test_outer_log_is_added_with_and_without_cblas(cblas: bool, monkeypatch) -> None:
+    """A log of records [dy | x] adds DY^T X into its buffer, by CBLAS or by
+    NumPy where no CBLAS was found."""
+    from recir.backend.runtime import add_outer_log
+    from recir.batching import blas
+
+    if not cblas:
+        monkeypatch.setattr(blas, "sgemm", lambda: None)
+    rng = np.random.default_rng(9)
+    records = rng.standard_normal((7, 5 + 3), dtype=np.float32)
+    acc = rng.standard_normal((5, 3), dtype=np.float32)
+    want = acc.astype(np.float64) + records[:, :5].T.astype(np.float64) @ records[:, 5:]
+    add_outer_log(acc.ctypes.data, records.ctypes.data, 7, 5, 3)
+    np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-6)
+
+
 def test_native_td_tree_lstm_equals_interpreter() -> None:
     params = small_params(td_tree_lstm, hidden=6, inputs=4)
     x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
