@@ -52,7 +52,6 @@ class BatchedFunction:
         self.module = closed(model)
         self.plan = plan_for(model, self.module)
         self.runner = Runner(self.plan, native, gradients)
-        self.last: tuple[Frame, dict[Any, Schedule]] | None = None
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -81,8 +80,11 @@ class BatchedFunction:
                 values.append(np.stack(column) if column else np.zeros(0, dtype))
         return values
 
-    def run(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
-        """The entry's outputs over the batch (rows), keeping the tape in `last`."""
+    def run(self, batch: Sequence[Sequence[Any]]
+            ) -> tuple[list[Any], Frame, dict[Any, Schedule]]:
+        """The entry's outputs over the batch (rows), its frame and schedules (the
+        tape the backward reads; dropped after an inference call, so a batch's
+        arrays are freed before the next one allocates)."""
         plan, runner = self.plan, self.runner
         kernels.THREADS[:] = [self.threads, 0]  # 0: set at the first product
         values = self.entry_values(batch)
@@ -98,13 +100,13 @@ class BatchedFunction:
         runner.on_invoke = call
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             outputs = runner.run_block(frame, plan.entry.body.block, "all")
-        self.last = (frame, schedules)
-        return outputs
+        runner.on_invoke = None
+        return outputs, frame, schedules
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if not batch:
             return []
-        outputs = self.run(batch)
+        outputs, _, _ = self.run(batch)
         kinds = [self.plan.kinds[v] for v in self.plan.entry.body.block.last_op.operands]  # type: ignore[union-attr]
         return [tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
                 for k in range(len(batch))]
@@ -148,10 +150,9 @@ class BatchedGradFunction(BatchedFunction):
         own = self.threads
         self.threads = threads or own
         try:
-            outputs = self.run(batch)
+            outputs, frame, schedules = self.run(batch)
         finally:
             self.threads = own
-        frame, schedules = self.last  # type: ignore[misc]
         args = plan.entry.body.block.args
         ninputs = len(self.input_names)
         targets = {runner.slot[a]: grads[name]

@@ -14,6 +14,7 @@ time is a tuple unpack, dict lookups on ints and the NumPy call.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,12 +38,17 @@ KERNEL, IF, INVOKE, RETURN, GROUP = range(5)
 class Frame:
     """One block evaluated over a frontier of `n` invocations."""
 
-    __slots__ = ("env", "n", "roots", "parent", "idx", "pos", "subs", "base", "cot")
+    __slots__ = ("__weakref__", "env", "n", "roots", "up", "idx", "pos", "subs", "base",
+                 "cot")
 
     def __init__(self, n: int, roots: np.ndarray, parent: Frame | None = None,
                  idx: np.ndarray | None = None, base: Callable[[int], Any] | None = None):
         self.env: dict[int, Any] = {}
-        self.n, self.roots, self.parent, self.idx, self.base = n, roots, parent, idx, base
+        self.n, self.roots, self.idx, self.base = n, roots, idx, base
+        # weak: a parent holds its children (`subs`), and a cycle would keep a
+        # batch's arrays alive until Python's cyclic collector ran (measured: the
+        # heap grew by ~10 MB a batch, each new page a fault, at h=256)
+        self.up = weakref.ref(parent) if parent is not None else None
         # rows in the top frame (None: all of them, in order)
         if parent is None or parent.pos is None:
             self.pos = idx
@@ -50,6 +56,10 @@ class Frame:
             self.pos = parent.pos if idx is None else parent.pos[idx]
         self.subs: dict[Operation, list[tuple[Any, Any]]] = {}
         self.cot: dict[int, Any] = {}
+
+    @property
+    def parent(self) -> Frame | None:
+        return self.up() if self.up is not None else None
 
     def child(self, idx: np.ndarray | None) -> Frame:
         if idx is None:
@@ -189,9 +199,10 @@ class Runner:
         """A value not computed in `frame`: a constant, the parent's rows, the base."""
         if s in self.consts:
             found = self.consts[s]
-        elif frame.parent is not None:
-            found = self.lookup(frame.parent, s) if s not in frame.parent.env \
-                else frame.parent.env[s]
+        elif frame.up is not None:
+            parent = frame.up()
+            assert parent is not None, "a frame outlived its parent"
+            found = self.lookup(parent, s) if s not in parent.env else parent.env[s]
             if frame.idx is not None and self.batched[s] and not isinstance(found, PerRoot):
                 found = found[frame.idx]
         elif frame.base is not None:

@@ -274,3 +274,28 @@ def test_weight_gradient_added_by_one_sgemm():
         blas.add_outer(acc, dy, x[:, :])
         blas.add_outer(acc, dy[:, :], x)
         np.testing.assert_allclose(acc, start + 2 * dy.T @ x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("gradients", [False, True], ids=["infer", "train"])
+def test_a_batch_leaves_no_reference_cycles(gradients):
+    """A batch's frames hold its arrays: in a cycle they would live until the
+    cyclic collector runs, and each batch would fault in fresh heap pages."""
+    import gc
+
+    params = tree_lstm.init_params(np.random.default_rng(5), vocab=100)
+    traced = tree_lstm.trace_model(params)
+    fn = (recir.value_and_grad(traced, batching="frontier") if gradients
+          else recir.compile(traced, batching="frontier"))
+    inputs = [tree_args(t) for t in mixed_trees()]
+    fn.batch(inputs)
+    gc.collect()
+    was = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        fn.batch(inputs)
+        gc.collect()
+        cyclic = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(was)
+        gc.garbage.clear()
+    assert cyclic == []
