@@ -20,6 +20,7 @@ from xdsl.ir import Attribute
 
 from recir.backend import stack
 from recir.backend.engine import Engine, openmp, openmp_entry
+from recir.backend.tape_pool import LOGS, TAPES
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
@@ -36,22 +37,6 @@ class Context(ctypes.Structure):
                 ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
                 ("acc_copies", ctypes.c_void_p),
                 ("outer_logs", ctypes.c_void_p)]  # CONTEXT_BYTES = 72
-
-
-LIBC = ctypes.CDLL(None)
-LIBC.free.argtypes = [ctypes.c_void_p]
-
-
-def free_tape(ctx: Context) -> None:
-    """Frees the arena's chunks: each starts with a pointer to the previous one."""
-    chunk = ctx.tape_chunks
-    if not chunk:  # inference: no tape
-        return
-    while chunk:
-        previous = ctypes.c_void_p.from_address(chunk).value
-        LIBC.free(chunk)
-        chunk = previous
-    ctx.tape_chunks = ctx.tape_next = ctx.tape_end = None
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -238,7 +223,7 @@ class NativeFunction:
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
-            contexts = team_contexts(threads, tables)
+            contexts = team_contexts(threads, tables, self.deep_only)
             logs = self.outer_logs(contexts)
             where = ctypes.addressof(contexts)
             payload = [len(items)]
@@ -336,7 +321,7 @@ class NativeFunction:
         context with the first error, if any, comes back."""
         if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
-            contexts = team_contexts(threads, tables)
+            contexts = team_contexts(threads, tables, self.deep_only)
             logs = self.outer_logs(contexts)
             result = ctypes.c_uint64(0)
             fields = self.fields(args)
@@ -346,18 +331,18 @@ class NativeFunction:
                         unpack(result.value, self.restype))
             finally:
                 logs.add_into(args)
-        ctx = lone_context(stack.stack_limit())
+        ctx = lone_context(stack.stack_limit(), self.deep_only)
         logs = self.outer_logs([ctx])
         try:
             return ctx, self.serial_entry(ctypes.byref(ctx), *args)
         finally:
-            free_tape(ctx)
+            TAPES.release(ctx)
             logs.add_into(args)
 
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
         deep = stack.switched_stack()
-        ctx = lone_context(deep.limit)
+        ctx = lone_context(deep.limit, self.deep_only)
         logs = self.outer_logs([ctx])
         result = ctypes.c_uint64(0)
         fields = [ctypes.addressof(ctx), *self.fields(args), ctypes.addressof(result)]
@@ -365,7 +350,7 @@ class NativeFunction:
         try:
             deep.call(self.packed, ctypes.addressof(data))
         finally:
-            free_tape(ctx)
+            TAPES.release(ctx)
             logs.add_into(args)
         return ctx, unpack(result.value, self.restype)
 
@@ -444,17 +429,25 @@ class OuterLogs:
     """The logs of deferred outer products of one call: a table of
     descriptors per context (one per argument), each log `count` records of
     `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
-    SGEMM per thread and buffer, through the address the call was given) and
-    frees the logs."""
+    SGEMM per thread and buffer, through the address the call was given, cut
+    across the team's threads); the logs' buffers come from and go back to
+    `LOGS`, the largest to the largest weights."""
 
     def __init__(self, contexts: Sequence[Context], arguments: int,
                  logged: Sequence[tuple[int, int, int]]):
-        self.logged, self.arguments = logged, arguments
+        self.logged, self.arguments, self.threads = logged, arguments, len(contexts)
         self.table = (LogDescriptor * (len(contexts) * arguments))() if logged else None
-        if self.table is not None:
-            base = ctypes.addressof(self.table)
-            for i, ctx in enumerate(contexts):
-                ctx.outer_logs = base + i * arguments * ctypes.sizeof(LogDescriptor)
+        if self.table is None:
+            return
+        base = ctypes.addressof(self.table)
+        for i, ctx in enumerate(contexts):
+            ctx.outer_logs = base + i * arguments * ctypes.sizeof(LogDescriptor)
+        for k, _, _ in sorted(logged, key=lambda kept: -kept[1] * kept[2]):
+            for i in range(len(contexts)):
+                chunk = LOGS.take()
+                if chunk is not None:
+                    log = self.table[i * arguments + k]
+                    log.data, log.capacity = chunk
 
     def add_into(self, args: Sequence[Any]) -> None:
         if self.table is None:
@@ -466,21 +459,26 @@ class OuterLogs:
                     continue
                 count = log.used // (4 * (rows + cols))
                 if count:
-                    add_outer_log(args[k], log.data, count, rows, cols)
-                LIBC.free(log.data)
+                    add_outer_log(args[k], log.data, count, rows, cols, self.threads)
+                LOGS.keep(log.data, log.capacity)
                 log.data, log.used, log.capacity = None, 0, 0
 
 
 NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
 
 
-def add_outer_log(target: int, data: int, count: int, rows: int, cols: int) -> None:
+def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
+                  threads: int = 1) -> None:
     """target (rows x cols, at an address) += DY^T X, the log's records being
-    rows of [DY | X] (splitting it across threads measured no faster)."""
-    from recir.batching import blas
+    rows of [DY | X]; on `threads` > 1 cut by the target's rows (`split.py`)."""
+    from recir.batching import blas, split
 
     stride = rows + cols
     sgemm = blas.sgemm()
+    if sgemm is not None and threads > 1 and split.available():
+        split.sgemm(blas.TRANS, blas.NO_TRANS, rows, cols, count, data, stride,
+                    data + 4 * rows, stride, 1.0, target, cols, threads, by_rows=True)
+        return
     if sgemm is not None:
         sgemm(blas.ROW_MAJOR, blas.TRANS, blas.NO_TRANS, rows, cols, count, 1.0, data,
               stride, data + 4 * rows, stride, 1.0, target, cols)
@@ -491,20 +489,24 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int) -> N
     acc.reshape(rows, cols)[...] += records[:, :rows].T @ records[:, rows:]
 
 
-def lone_context(stack_limit: int) -> Context:
+def lone_context(stack_limit: int, tape: bool = False) -> Context:
     """The context of a call without a team (a task reads its thread's, 0's,
-    through `contexts`)."""
+    through `contexts`); with a `tape`, its arena starts in a kept chunk."""
     ctx = Context(stack_limit)
     ctx.contexts = ctypes.addressof(ctx)
+    if tape:
+        TAPES.seed(ctx)
     return ctx
 
 
-def team_contexts(threads: int, tables: Sequence[Any] = ()) -> Any:
+def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) -> Any:
     """A context per thread of a team, each pointing to them all and to
-    its table of gradient buffers."""
+    its table of gradient buffers (and with a `tape`, a kept arena chunk)."""
     contexts = (Context * threads)()
     for ctx in contexts:
         ctx.contexts = ctypes.addressof(contexts)
+        if tape:
+            TAPES.seed(ctx)
     for ctx, table in zip(contexts, tables):
         ctx.acc_copies = ctypes.addressof(table)
     return contexts
@@ -527,7 +529,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
             openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
     finally:
         for ctx in contexts:
-            free_tape(ctx)
+            TAPES.release(ctx)
     if len(contexts) == 1:
         return contexts[0]
     failed = next((c for c in contexts if c.error), contexts[0])

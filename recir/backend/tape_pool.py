@@ -1,0 +1,101 @@
+"""Memory kept from one gradient call to the next: tape chunks and logs.
+
+The native arena (`passes/tape_arena.py`) mallocs a chunk whenever the
+current one is full, and the deferred outer products (`passes/outer_log.py`)
+grow their logs with realloc; the runtime freed both after each call. Freed
+megabytes go back to the kernel (an mmap, or a worker thread's arena
+trimmed), so the next call faulted every page in again: ~2,300 faults and a
+quarter of the time of a 25-tree TreeRNN gradient batch on 2 threads. Here
+a context starts with a chunk from `TAPES` (the arena's first chunk: its
+link word is null) and each log with a buffer from `LOGS`; after the call
+they go back, a tape chunk grown to what the call used if the call outgrew
+it, so the next call of that size allocates nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+from recir.passes.tape_arena import CHUNK_BYTES, HEADER_BYTES
+
+LIBC = ctypes.CDLL(None)
+LIBC.malloc.restype = ctypes.c_void_p
+LIBC.malloc.argtypes = [ctypes.c_size_t]
+LIBC.free.argtypes = [ctypes.c_void_p]
+
+KEEP_CHUNKS = 64  # at most this many chunks wait in a pool
+KEEP_BYTES = 1 << 30  # and at most this many bytes
+
+
+class ChunkPool:
+    """malloc'd chunks (address, size) waiting for a call; thread-safe."""
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = []  # by size, the largest last
+        self.lock = threading.Lock()
+
+    def take(self) -> tuple[int, int] | None:
+        """The largest waiting chunk, if any."""
+        with self.lock:
+            return self.free.pop() if self.free else None
+
+    def keep(self, address: int, size: int) -> None:
+        with self.lock:
+            self.free.append((address, size))
+            self.free.sort(key=lambda chunk: chunk[1])
+            while len(self.free) > KEEP_CHUNKS or sum(s for _, s in self.free) > KEEP_BYTES:
+                LIBC.free(self.free.pop(0)[0])
+
+
+class TapePool(ChunkPool):
+    """Arena chunks: a context's first chunk comes from here and returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owned: dict[int, int] = {}  # address -> size, chunks out on loan
+
+    def seed(self, ctx: Any) -> None:
+        """Starts `ctx`'s arena in the largest waiting chunk, if any."""
+        chunk = self.take()
+        if chunk is None:
+            return
+        address, size = chunk
+        with self.lock:
+            self.owned[address] = size
+        ctypes.c_void_p.from_address(address).value = None  # no previous chunk
+        ctx.tape_chunks = address
+        ctx.tape_next = address + HEADER_BYTES
+        ctx.tape_end = address + size
+
+    def release(self, ctx: Any) -> None:
+        """Frees the chunks the call malloc'd and keeps the pool's (grown to the
+        call's whole tape if the call needed more)."""
+        chunk, pooled = ctx.tape_chunks, None
+        while chunk:
+            previous = ctypes.c_void_p.from_address(chunk).value
+            with self.lock:
+                size = self.owned.pop(chunk, None)
+            if size is None:
+                LIBC.free(chunk)
+            else:
+                pooled = (chunk, size)
+            chunk = previous
+        ctx.tape_chunks = ctx.tape_next = ctx.tape_end = None
+        need = ctx.tape_bytes + HEADER_BYTES
+        if pooled is not None and pooled[1] >= need:
+            self.keep(*pooled)
+            return
+        if pooled is not None:
+            LIBC.free(pooled[0])
+        if ctx.tape_bytes == 0:
+            return
+        size = max(CHUNK_BYTES, need + need // 4)  # a little room for a larger call
+        address = LIBC.malloc(size)
+        if address:
+            self.keep(address, size)
+
+
+TAPES = TapePool()
+LOGS = ChunkPool()  # outer-product logs: realloc'd by the call as they grow

@@ -1,0 +1,54 @@
+"""The tape chunks kept between gradient calls (`backend/tape_pool.py`): a
+call of a size seen before allocates nothing, a larger one grows the kept
+chunk, and gradients equal those of calls that start with an empty pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recir
+from recir.backend.tape_pool import LIBC, TAPES, TapePool
+from recir.data import make_tree
+from recir.models import tree_rnn
+
+
+def inputs(tree):
+    return (tree.left, tree.right, tree.word, tree.label, tree.root)
+
+
+def grads_with_empty_pool(vg, tree, monkeypatch):
+    monkeypatch.setattr(TAPES, "seed", lambda ctx: None)
+    try:
+        return vg(*inputs(tree))[1]
+    finally:
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kept_chunk_is_reused_and_grown(threads, monkeypatch):
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=32, vocab=50)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=threads)
+    monkeypatch.setattr(TAPES, "free", [])
+    small = make_tree("balanced", 8, np.random.default_rng(1), 50)
+    vg(*inputs(small))
+    kept = list(TAPES.free)
+    assert kept and not TAPES.owned
+    vg(*inputs(small))
+    assert set(kept) <= set(TAPES.free)  # the same chunks went out and came back
+
+    big = make_tree("linear", 4000, np.random.default_rng(2), 50)
+    got = vg(*inputs(big))[1]
+    assert vg.last_tape_bytes > max(size for _, size in kept)
+    assert max(size for _, size in TAPES.free) >= vg.last_tape_bytes
+    want = grads_with_empty_pool(vg, big, monkeypatch)
+    for name in params:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7)
+
+
+def test_pool_keeps_a_bounded_number_of_chunks(monkeypatch):
+    pool = TapePool()
+    monkeypatch.setattr("recir.backend.tape_pool.KEEP_CHUNKS", 3)
+    for size in (4096, 1024, 2048, 8192, 512):
+        pool.keep(LIBC.malloc(size), size)
+    assert [size for _, size in pool.free] == [2048, 4096, 8192]  # the largest kept
