@@ -191,21 +191,19 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 
 
 # `auto`: run a call through the frontier scheduler when its cell is at least
-# this wide (the largest matvec's input size in @f: 2h for TreeLSTM) and it
-# has at least this many trees; otherwise the recursive native code.
-# Measured with the row kernels (`bench/run.py batching`, SST dev, TreeLSTM,
-# inference, 1 thread): the recursive code wins at batch 1 (7x at h=150), 5
-# and 10 (1.7x at h=150, 1.5x at h=256); the scheduler at batch 25 (1.1x at
-# h=150, 1.3x at h=256; 1.5x and 2x with 2 threads). Native code compiled
-# for several threads runs a batch's trees as tasks of one team instead, which
-# beat the scheduler on 2 threads at batch 25 (h=150: inference 2,872 vs 1,708
-# trees/s, training 833 vs 750; h=256: 1,157 vs 779 and 280 vs 261), so auto
-# keeps the recursive code there. Later runs (100 SST trees per timing, the
-# scheduler's W^T copy dropped) had the recursive code ahead at h=150, batch
-# 25, 1 thread in three of three (1,609 vs 1,228, 1,882 vs 1,728, 1,423 vs
-# 1,232 trees/s) and the scheduler at h=256 (1,032 vs 681), hence 400.
+# this wide (the largest product's input in @f: 2h for TreeLSTM, (2d)^2 for
+# RNTN's bilinear tensor) and it has at least this many trees; otherwise the
+# recursive native code. With a team (threads > 1) the recursive code runs a
+# batch's trees as tasks of one team, and the scheduler is taken only from a
+# wider cell. Measured (2026-11-24, after frames stopped holding a batch's
+# arrays in reference cycles; 100 SST dev trees in batches of 25, trees/s,
+# frontier against recursive): TreeLSTM h=256 2,284 vs 1,552 on 1 thread and
+# 3,445 vs 2,731 on 2; h=150 4,765 vs 4,735 and 5,855 vs 8,690; RNTN d=25
+# 7,703 vs 3,415 and 7,294 vs 3,325; TreeRNN h=150 9,261 vs 22,362, h=300
+# 6,083 vs 7,545 (1 thread). Batch 1 and 10: the recursive code (7x at
+# h=150, batch 1).
 AUTO_MIN_BATCH = 20
-AUTO_MIN_WIDTH = 400
+AUTO_MIN_WIDTH, AUTO_TEAM_WIDTH = 400, 512
 
 
 def matvec_width(plan: Plan) -> int:
@@ -213,6 +211,8 @@ def matvec_width(plan: Plan) -> int:
 
     widths = [tmath.shape_of(op.matrix)[-1] for op in plan.rec.walk()
               if isinstance(op, tmath.MatvecOp)]
+    widths += [int(np.prod(tmath.shape_of(op.tensor)[1:])) for op in plan.rec.walk()
+               if isinstance(op, tmath.BilinearOp)]
     return max(widths, default=0)
 
 
@@ -221,12 +221,12 @@ class AutoFunction:
 
     def __init__(self, native: Any, batched: BatchedFunction | None):
         self.native, self.batched = native, batched
-        self.wide = batched is not None and matvec_width(batched.plan) >= AUTO_MIN_WIDTH
+        self.width = 0 if batched is None else matvec_width(batched.plan)
 
     def choose(self, size: int) -> str:
-        if self.batched is None or self.native.batch_team:
-            return "recursive"
-        return "frontier" if self.wide and size >= AUTO_MIN_BATCH else "recursive"
+        least = AUTO_TEAM_WIDTH if self.native.batch_team else AUTO_MIN_WIDTH
+        wide = self.batched is not None and self.width >= least
+        return "frontier" if wide and size >= AUTO_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         if self.choose(1) == "frontier":

@@ -164,9 +164,14 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     for tree, (h, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    assert team.choose(len(trees)) == "recursive"  # the trees as tasks of one team
+    assert team.choose(len(trees)) == "frontier"  # 2h = 512: wide enough on a team too
     for (h, loss), (h2, loss2) in zip(outs, team.batch([tree_args(t) for t in trees])):
         assert loss2 == pytest.approx(loss, rel=1e-5)
+    h150_team = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=2)
+    assert h150_team.choose(len(trees)) == "recursive"  # the trees as tasks of one team
+    d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
+    auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
+    assert auto.choose(25) == "frontier"  # the bilinear tensor's (2d)^2 = 2,500
 
 
 def test_auto_training_picks_by_width_batch_and_team():
