@@ -25,8 +25,8 @@ LIBC.malloc.restype = ctypes.c_void_p
 LIBC.malloc.argtypes = [ctypes.c_size_t]
 LIBC.free.argtypes = [ctypes.c_void_p]
 
-KEEP_CHUNKS = 64  # at most this many chunks wait in a pool
-KEEP_BYTES = 1 << 30  # and at most this many bytes
+KEEP_CHUNKS = 64  # at most this many chunks wait in a pool (the smallest go)
+KEEP_BYTES = 256 << 20  # and at most this many bytes (the largest go)
 
 
 class ChunkPool:
@@ -45,8 +45,10 @@ class ChunkPool:
         with self.lock:
             self.free.append((address, size))
             self.free.sort(key=lambda chunk: chunk[1])
-            while len(self.free) > KEEP_CHUNKS or sum(s for _, s in self.free) > KEEP_BYTES:
+            while len(self.free) > KEEP_CHUNKS:
                 LIBC.free(self.free.pop(0)[0])
+            while sum(s for _, s in self.free) > KEEP_BYTES:
+                LIBC.free(self.free.pop()[0])
 
 
 class TapePool(ChunkPool):

@@ -46,9 +46,12 @@ def test_kept_chunk_is_reused_and_grown(threads, monkeypatch):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7)
 
 
-def test_pool_keeps_a_bounded_number_of_chunks(monkeypatch):
+def test_pool_keeps_a_bounded_number_of_chunks_and_bytes(monkeypatch):
     pool = TapePool()
     monkeypatch.setattr("recir.backend.tape_pool.KEEP_CHUNKS", 3)
     for size in (4096, 1024, 2048, 8192, 512):
         pool.keep(LIBC.malloc(size), size)
     assert [size for _, size in pool.free] == [2048, 4096, 8192]  # the largest kept
+    monkeypatch.setattr("recir.backend.tape_pool.KEEP_BYTES", 10_000)
+    pool.keep(LIBC.malloc(3000), 3000)
+    assert [size for _, size in pool.free] == [3000, 4096]  # a huge one is not kept
