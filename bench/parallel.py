@@ -1,13 +1,14 @@
-"""`run.py parallel`: speedup of 2 threads over 1 (libgomp tasks for independent invokes).
+"""`run.py parallel`: speedup of 2 threads over 1 (OpenMP tasks for independent invokes).
 
 TreeRNN and TreeLSTM inference (h=150) on balanced, moderate and linear trees
 of 64 leaves and on trees of SST's sentence lengths (moderate shape, 2-52
 leaves, mean 19: many below the work cutoff that runs a call on one
 thread), one tree per call (the children of its nodes spawned as tasks) and
 25 trees per call (`NativeFunction.batch`: each tree a task of one team, its
-subtrees tasks too); fib(35), on libgomp and, where installed, on LLVM's
-libomp (`$RECIR_OPENMP`, in a second process), whose taskwait runs any
-queued task; beside it, the host's own ceiling for two threads (two
+subtrees tasks too); fib(35), on the default OpenMP runtime (LLVM's libomp
+where installed, else libgomp) and on the other one (`$RECIR_OPENMP`, in a
+second process; libomp's taskwait runs any queued task, libgomp's only the
+waiting task's children); beside it, the host's own ceiling for two threads (two
 independent calls side by side, no tasks). For each tree shape, the
 work/span ratio read off the call tree (work = nodes, span = nodes on the
 longest root-to-leaf path) and the speedup it predicts on 2 and on 36 cores
@@ -150,7 +151,14 @@ def fib_row(repeats: int) -> dict[str, Any]:
             "ceiling": median(times["pair 1"]) / median(times["pair 2"])}
 
 
-OTHER_RUNTIME = "libomp.so.5"  # LLVM's OpenMP runtime: Debian's libomp5 package
+def runtimes() -> tuple[str, str]:
+    """The OpenMP runtime recir loaded by default, and the other one (LLVM's
+    libomp.so.5, Debian's libomp5 package, or libgomp.so.1)."""
+    from recir.backend.engine import openmp
+
+    library = openmp()
+    default = getattr(library, "_name", "none")
+    return default, "libgomp.so.1" if "libgomp" not in default else "libomp.so.5"
 
 
 def fib_row_with(runtime: str, repeats: int) -> dict[str, Any] | None:
@@ -186,9 +194,10 @@ def run(args: argparse.Namespace) -> int:
     repeats = 3 if args.quick else 7
     trees = 25 if args.quick else 50
     print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
-    report = {"machine": machine_info(), "trees": tree_rows(trees, repeats),
+    default, other = runtimes()
+    report = {"machine": machine_info(), "runtime": default, "trees": tree_rows(trees, repeats),
               "fib35": fib_row(repeats), "fib35_other_runtime": {
-                  "runtime": OTHER_RUNTIME, **(fib_row_with(OTHER_RUNTIME, repeats) or {})}}
+                  "runtime": other, **(fib_row_with(other, repeats) or {})}}
     print_table("2 threads over 1 (work/span from the call tree; training at batch "
                 "b > 1 runs b trees side by side)",
                 ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
@@ -197,9 +206,9 @@ def run(args: argparse.Namespace) -> int:
                   fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
                   fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
                  for r in report["trees"]])
-    fibs = [("libgomp (default)", report["fib35"])]
+    fibs = [(f"{default} (default)", report["fib35"])]
     if "speedup" in report["fib35_other_runtime"]:
-        fibs.append((f"{OTHER_RUNTIME} ($RECIR_OPENMP)", report["fib35_other_runtime"]))
+        fibs.append((f"{other} ($RECIR_OPENMP)", report["fib35_other_runtime"]))
     print_table("fib(35); ceiling: two independent fib(34) on two threads over one "
                 "after the other, in the same rounds",
                 ["runtime", "1 thread ms", "2 threads ms", "speedup", "ceiling"],

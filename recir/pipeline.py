@@ -149,7 +149,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
 
 def resolve_threads(threads: int | None) -> int:
     """An explicit count, else $RECIR_NUM_THREADS, else every core; 1 where
-    libgomp is missing (with a warning)."""
+    no OpenMP runtime is found (with a warning)."""
     import os
     import warnings
 
@@ -157,8 +157,8 @@ def resolve_threads(threads: int | None) -> int:
 
     count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
-        warnings.warn("no OpenMP runtime (libgomp.so.1, or $RECIR_OPENMP) found: running "
-                      "serially", stacklevel=3)
+        warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
+                      "found: running serially", stacklevel=3)
         return 1
     return count
 

@@ -124,33 +124,49 @@ OPENMP_SYMBOLS = ("GOMP_parallel", "GOMP_single_start", "GOMP_task", "GOMP_taskw
                   "omp_get_thread_num")
 _openmp: list[ctypes.CDLL | None] = []
 
+# Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its
+# taskwait runs any queued task where libgomp's runs only the waiting task's
+# children (`bench/run.py parallel`, 2026-11-24, 2 threads over 1: fib(35)
+# 1.75-1.98x in five runs against 1.59-1.73x in four; one-tree calls of
+# moderate and SST-like trees 0.05-0.2 ahead, across trees within 0.1 either
+# way). libgomp, on every Linux machine, where libomp is not installed.
+OPENMP_LIBRARIES = ("libomp.so.5", "libgomp.so.1")
+
 
 def openmp() -> ctypes.CDLL | None:
-    """The OpenMP runtime (libgomp; `$RECIR_OPENMP` names another library with
-    the GOMP ABI, e.g. LLVM's libomp.so.5), loaded once, None if missing. Its
-    task API is bound into generated code by address: an imported library may
-    have brought another OpenMP runtime into the process first, and a task
-    must ask the runtime that formed its team for its thread number."""
+    """The OpenMP runtime (the first of OPENMP_LIBRARIES found, or the library
+    with the GOMP ABI that `$RECIR_OPENMP` names), loaded once, None if
+    missing. Its task API is bound into generated code by address: an
+    imported library may have brought another OpenMP runtime into the process
+    first, and a task must ask the runtime that formed its team for its
+    thread number."""
     if not _openmp:
-        if os.environ.get("RECIR_OPENMP"):
+        _openmp.append(load_openmp())
+    return _openmp[0]
+
+
+def load_openmp() -> ctypes.CDLL | None:
+    names = [os.environ["RECIR_OPENMP"]] if os.environ.get("RECIR_OPENMP") else \
+        OPENMP_LIBRARIES
+    for name in names:
+        if "libgomp" not in name:
             # libomp's workers spin 200 ms after a team by default, taking a core
             # from Python between calls (bench/run.py parallel: TreeRNN rows
             # 0.7-1.1x of one thread, fib(35) 1.64x; with 1 ms, 0.8-1.8x and 2.03x)
             os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
-            library = ctypes.CDLL(os.environ.get("RECIR_OPENMP") or "libgomp.so.1",
-                                  mode=ctypes.RTLD_GLOBAL)
-            for name in OPENMP_SYMBOLS:
-                llvm.add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
-            library.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                              ctypes.c_uint]
+            library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            for symbol in OPENMP_SYMBOLS:
+                llvm.add_symbol(symbol, ctypes.cast(getattr(library, symbol),
+                                                    ctypes.c_void_p).value)
         except (OSError, AttributeError):
-            library = None
-        _openmp.append(library)
-    return _openmp[0]
+            continue
+        library.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                          ctypes.c_uint]
+        return library
+    return None
 
 
-@functools.cache
 @functools.cache
 def openmp_entry() -> int:
     """The address of the runtime's GOMP_parallel (teams are started with it

@@ -247,7 +247,7 @@ func.func @two(%a: tensor<3xf32>, %b: tensor<3xf32>, %g: tensor<3xf32>) {
 
 MIXED_RUNTIMES = """
 import ctypes, sys
-ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)  # another runtime first, as torch brings
+ctypes.CDLL({first!r}, mode=ctypes.RTLD_GLOBAL)  # another runtime first, as torch brings
 sys.path.insert(0, {root!r})
 import numpy as np, recir
 from recir.data import make_tree
@@ -264,10 +264,14 @@ for k in g1:
 """
 
 
-def test_tasks_ask_the_runtime_that_formed_their_team(tmp_path) -> None:
-    """With libgomp already in the process and $RECIR_OPENMP naming LLVM's
-    libomp, generated code must bind to libomp (by name it found libgomp's
-    omp_get_thread_num: every thread was 0, and shared one context)."""
+@pytest.mark.parametrize(("first", "chosen"), [("libgomp.so.1", "libomp.so.5"),
+                                               ("libomp.so.5", "libgomp.so.1")])
+def test_tasks_ask_the_runtime_that_formed_their_team(tmp_path, first, chosen) -> None:
+    """With one OpenMP runtime already in the process and $RECIR_OPENMP naming
+    the other, generated code must bind to the one named (by name it found
+    the first's omp_get_thread_num: every thread was 0, and shared one
+    context). Both directions: libomp is the default where installed,
+    libgomp elsewhere."""
     import ctypes
     import subprocess
     import sys
@@ -277,8 +281,8 @@ def test_tasks_ask_the_runtime_that_formed_their_team(tmp_path) -> None:
     except OSError:
         pytest.skip("LLVM's libomp (Debian package libomp5) is not installed")
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "RECIR_OPENMP": "libomp.so.5", "RECIR_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", MIXED_RUNTIMES.format(root=root)],
+    env = {**os.environ, "RECIR_OPENMP": chosen, "RECIR_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", MIXED_RUNTIMES.format(root=root, first=first)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -350,3 +354,23 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     module = parse_module(make_context(), (EXAMPLES / "fib.mlir").read_text(), "fib.mlir")
     fib = recir.compile(module, entry="fib", threads=2)
     assert fib.team_size([(20,)]) == 2 and fib(20) == (10946,)
+
+
+def test_default_runtime_is_libomp_where_installed() -> None:
+    """Without $RECIR_OPENMP the first of OPENMP_LIBRARIES that loads is used."""
+    import ctypes
+
+    from recir.backend.engine import OPENMP_LIBRARIES, openmp
+
+    if os.environ.get("RECIR_OPENMP"):
+        pytest.skip("$RECIR_OPENMP chooses the runtime")
+    available = []
+    for name in OPENMP_LIBRARIES:
+        try:
+            ctypes.CDLL(name)
+            available.append(name)
+        except OSError:
+            continue
+    library = openmp()
+    assert (library._name if library is not None else None) == (
+        available[0] if available else None)
