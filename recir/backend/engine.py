@@ -127,7 +127,7 @@ _openmp: list[ctypes.CDLL | None] = []
 # Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its
 # taskwait runs any queued task where libgomp's runs only the waiting task's
 # children (`bench/run.py parallel`, 2026-11-24, 2 threads over 1: fib(35)
-# 1.75-1.98x in five runs against 1.59-1.73x in four; one-tree calls of
+# 1.75-1.98x in six measurements against 1.56-1.73x in five; one-tree calls of
 # moderate and SST-like trees 0.05-0.2 ahead, across trees within 0.1 either
 # way). libgomp, on every Linux machine, where libomp is not installed.
 OPENMP_LIBRARIES = ("libomp.so.5", "libgomp.so.1")

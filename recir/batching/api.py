@@ -98,9 +98,11 @@ class BatchedFunction:
             return schedule.call(op, fr)
 
         runner.on_invoke = call
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            outputs = runner.run_block(frame, plan.entry.body.block, "all")
-        runner.on_invoke = None
+        try:
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                outputs = runner.run_block(frame, plan.entry.body.block, "all")
+        finally:
+            runner.on_invoke = None  # holds this call's schedules
         return outputs, frame, schedules
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
