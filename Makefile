@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# One TreeLSTM epoch over SST train (synthetic trees without SST): ~15 s on 2 cores.
+# One TreeLSTM epoch over SST train (synthetic trees without SST): ~8-15 s on 2 cores.
 # The thesis programs run with `$(BIN)/python -m recir.examples.demo`.
 demo: install
 	$(BIN)/python -m recir.examples.sentiment --epochs 1 --no-progress
