@@ -75,6 +75,8 @@ class TapePool(ChunkPool):
         """Frees the chunks the call malloc'd and keeps the pool's (grown to the
         call's whole tape if the call needed more)."""
         chunk, pooled = ctx.tape_chunks, None
+        if not chunk:  # no tape (inference): nothing to free or keep
+            return
         while chunk:
             previous = ctypes.c_void_p.from_address(chunk).value
             with self.lock:
@@ -91,8 +93,6 @@ class TapePool(ChunkPool):
             return
         if pooled is not None:
             LIBC.free(pooled[0])
-        if ctx.tape_bytes == 0:
-            return
         size = max(CHUNK_BYTES, need + need // 4)  # a little room for a larger call
         address = LIBC.malloc(size)
         if address:
