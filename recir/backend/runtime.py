@@ -98,12 +98,11 @@ class NativeFunction:
         self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
             t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
             for t in self.inputs]
-        # per argument: its rank and fixed dimensions (a tensor), or whether it
-        # is an i32 scalar; per output: its shape (a tensor) or its ctype
-        self.ranks = [len(sh[0]) if sh else -1 for sh in self.shapes]
-        self.fixed_dims = [tuple((k, d) for k, d in enumerate(sh[0]) if d >= 0) if sh else ()
-                           for sh in self.shapes]
-        self.i32 = [isinstance(t, IntegerType) and t.width.data == 32 for t in self.inputs]
+        # per argument: whether it is an i32 scalar, and how `prepare` passes
+        # it; per output: its shape (a tensor) or its ctype
+        self.passing = [passing(sh, isinstance(t, IntegerType) and t.width.data == 32)
+                        for sh, t in zip(self.shapes, self.inputs)]
+        self.sized_count = sum(kind == SIZED for kind, _, _ in self.passing)
         self.call_work = call_work
         # the public inputs whose length sizes a call (for `team_size`)
         public = self.public = len(self.inputs) - len(self.params)
@@ -118,6 +117,9 @@ class NativeFunction:
         for i, typ in enumerate(self.inputs):
             if not is_tensor(typ):
                 argtypes[1 + i] = c_scalar(typ)
+        # the public inputs `fields` packs (scalars); pointers pass as they are
+        self.scalar_inputs = [i for i, typ in enumerate(self.inputs[:public])
+                              if not is_tensor(typ)]
         restype = c_scalar(scalars[0]) if self.returns_one else None
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
         self.function = prototype(engine.address(name))
@@ -183,23 +185,62 @@ class NativeFunction:
         try:
             returned = call(args)
         finally:
-            if shared:
+            if shared and self.copies:
                 self.sum_copies([*inputs, *self.params])
         return self.outputs_of(results, returned)
 
     def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
         """The native entry's arguments for `inputs` (bound parameters and
-        result buffers added), and the results they will be written to."""
+        result buffers added), and the results they will be written to.
+        Arrays already in the right dtype, shape and layout pass by address
+        (a call's Python cost is most of a small tree's: a 64-leaf TreeRNN
+        call is ~100 us native); others go through `argument`'s checks.
+        `inputs` must stay alive until the call returns."""
         public = self.public
         if len(inputs) != public:
             raise RecirError(f"error: @{self.name} takes {public} inputs, got {len(inputs)}")
-        args = [self.argument(i, v, t, keep) for i, (v, t) in
-                enumerate(zip(inputs, self.inputs))]
-        results = [np.empty(k, np.float32) if type(k) is tuple else k()
-                   for k in self.out_kinds]
-        outs = [data_address(r) if isinstance(r, np.ndarray) else ctypes.addressof(r)
-                for r in results if isinstance(r, np.ndarray) or not self.returns_one]
-        return [*args, *self.param_args, *outs], results
+        args: list[Any] = []
+        descriptors = None
+        used = 0
+        last = self.last
+        for i, value in enumerate(inputs):
+            kind, dtype, dims = self.passing[i]
+            if type(value) is np.ndarray and value.dtype == dtype and (
+                    value.flags.c_contiguous):
+                seen = last[i]
+                if kind == FIXED and value.shape == dims:
+                    if seen is not None and seen[0] is value:  # weights, gradients
+                        args.append(seen[2])
+                        continue
+                    address = data_address(value)
+                    last[i] = (value, dims, address)
+                    args.append(address)
+                    continue
+                if kind == SIZED and value.shape[1:] == dims:
+                    if descriptors is None:
+                        descriptors = (ctypes.c_int64 * (2 * self.sized_count))()
+                        keep.append(descriptors)
+                    descriptors[used] = value.shape[0]
+                    descriptors[used + 1] = data_address(value)
+                    args.append(ctypes.addressof(descriptors) + 8 * used)
+                    used += 2
+                    continue
+            elif kind == SCALAR and type(value) is int and -(1 << 31) <= value < (1 << 31):
+                args.append(value)
+                continue
+            args.append(self.argument(i, value, self.inputs[i], keep))
+        args += self.param_args
+        results = []
+        for kind in self.out_kinds:
+            if type(kind) is tuple:
+                out = np.empty(kind, np.float32)
+                args.append(data_address(out))
+            else:
+                out = kind()
+                if not self.returns_one:
+                    args.append(ctypes.addressof(out))
+            results.append(out)
+        return args, results
 
     def outputs_of(self, results: list[Any], returned: Any) -> tuple[Any, ...]:
         return tuple(r if isinstance(r, np.ndarray) else
@@ -219,7 +260,7 @@ class NativeFunction:
             if any(args[k] != first[k] for k in self.copied):
                 raise RecirError(f"error: the calls of a batch of @{self.name} must add "
                                  f"into the same gradient buffers")
-        slots = [ctypes.c_uint64(0) for _ in items] if self.restype is not None else []
+        slots = [self.restype() for _ in items] if self.restype is not None else []
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
@@ -240,15 +281,17 @@ class NativeFunction:
         try:
             self.call(first, run, threads)
         finally:
-            if threads > 1:
+            if threads > 1 and self.copies:
                 self.sum_copies([*items[0], *self.params])
-        return [self.outputs_of(results, unpack(slots[k].value, self.restype) if slots else None)
+        return [self.outputs_of(results, slots[k].value if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 
     def fields(self, args: list[Any]) -> list[int]:
         """The entry's arguments as `@f__team` loads them (`pack`): the bound
         parameters' fields made once, result buffers' addresses as they are."""
-        fields = [pack(a, t) for a, t in zip(args[:self.public], self.argtypes[1:])]
+        fields = args[:self.public]
+        for k in self.scalar_inputs:
+            fields[k] = pack(fields[k], self.argtypes[1 + k])
         fields += self.param_fields
         fields += args[len(self.inputs):]
         return fields
@@ -323,12 +366,11 @@ class NativeFunction:
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables, self.deep_only)
             logs = self.outer_logs(contexts)
-            result = ctypes.c_uint64(0)
+            result = self.result_slot()
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
             try:
-                return (run_team(self.team, contexts, fields, switch),
-                        unpack(result.value, self.restype))
+                return run_team(self.team, contexts, fields, switch), result.value
             finally:
                 logs.add_into(args)
         ctx = lone_context(stack.stack_limit(), self.deep_only)
@@ -344,7 +386,7 @@ class NativeFunction:
         deep = stack.switched_stack()
         ctx = lone_context(deep.limit, self.deep_only)
         logs = self.outer_logs([ctx])
-        result = ctypes.c_uint64(0)
+        result = self.result_slot()
         fields = [ctypes.addressof(ctx), *self.fields(args), ctypes.addressof(result)]
         data = (ctypes.c_uint64 * len(fields))(*fields)
         try:
@@ -352,7 +394,12 @@ class NativeFunction:
         finally:
             TAPES.release(ctx)
             logs.add_into(args)
-        return ctx, unpack(result.value, self.restype)
+        return ctx, result.value
+
+    def result_slot(self) -> Any:
+        """Where `@f__team` and `@f__packed` store the scalar result (in its
+        own type; the `.value` of an unused slot is None)."""
+        return self.restype() if self.restype is not None else NoResult()
 
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == ERROR_STACK:
@@ -368,28 +415,8 @@ class NativeFunction:
             raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
     def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
-        """What the native entry takes for `value`; arrays already in the right
-        dtype, shape and layout pass without the general (slower) checks."""
-        shape = self.shapes[index]
-        last = self.last[index]
-        if last is not None and last[0] is value and value.shape == last[1] and (
-                value.dtype == shape[1]):  # the same array as last call (weights, gradients)
-            keep.append(value)
-            return last[2]
-        if shape is None:
-            if type(value) is int and self.i32[index] and -(1 << 31) <= value < (1 << 31):
-                return value
-        elif (type(value) is np.ndarray and value.dtype == shape[1]
-                and value.flags.c_contiguous and value.ndim == self.ranks[index]
-                and all(value.shape[k] == d for k, d in self.fixed_dims[index])):
-            keep.append(value)
-            if not shape[0] or shape[0][0] >= 0:
-                address = data_address(value)
-                self.last[index] = (value, value.shape, address)
-                return address
-            descriptor = ArrayDescriptor(value.shape[0], data_address(value))
-            keep.append(descriptor)
-            return ctypes.addressof(descriptor)
+        """What the native entry takes for `value`, converted and checked
+        (`prepare` passes arrays already in the right form without this)."""
         value = coerce_argument(index, value, typ)
         if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
                 -(1 << 31) <= value < (1 << 31)):
@@ -404,6 +431,26 @@ class NativeFunction:
         return ctypes.addressof(descriptor)
 
 
+# how `prepare` passes an input: an i32 scalar as it is, an array of fixed
+# shape by its data address, one with a leading dynamic dimension (a
+# structure array) by a descriptor's address; anything else is checked
+SCALAR, FIXED, SIZED, OTHER = range(4)
+
+
+def passing(shape: tuple[tuple[int, ...], np.dtype] | None, i32: bool
+            ) -> tuple[int, np.dtype | None, tuple[int, ...]]:
+    """(kind, dtype, the dimensions `prepare` compares: all of a fixed
+    shape's, a sized array's after the first)."""
+    if shape is None:
+        return (SCALAR if i32 else OTHER), None, ()
+    dims, dtype = shape
+    if all(d >= 0 for d in dims):
+        return FIXED, dtype, dims
+    if dims[0] < 0 and all(d >= 0 for d in dims[1:]):
+        return SIZED, dtype, dims[1:]
+    return OTHER, dtype, dims
+
+
 def pack(value: Any, typ: Any) -> int:
     """An argument as the 8-byte field `@f__team` loads it from."""
     if typ is ctypes.c_float:
@@ -411,11 +458,11 @@ def pack(value: Any, typ: Any) -> int:
     return (value or 0) & 0xFFFFFFFFFFFFFFFF
 
 
-def unpack(bits: int, typ: Any) -> Any:
-    if typ is None:
-        return None
-    raw = ctypes.c_uint64(bits)
-    return typ.from_buffer(raw).value
+class NoResult(ctypes.Structure):
+    """The slot of a call without a scalar result (never written)."""
+
+    _fields_ = [("unused", ctypes.c_uint64)]
+    value = None
 
 
 class LogDescriptor(ctypes.Structure):
@@ -520,8 +567,8 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     `switch` (and glibc has ucontext), else on the stack it is on. The first
     error found is returned with its context."""
     deep = stack.switched_stack() if switch and stack.SWITCHING else None
-    fields = [ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload]
-    data = (ctypes.c_uint64 * len(fields))(*fields)
+    data = (ctypes.c_uint64 * (2 + len(payload)))(
+        ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload)
     try:
         if deep is not None:
             deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
@@ -532,6 +579,10 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
             TAPES.release(ctx)
     if len(contexts) == 1:
         return contexts[0]
-    failed = next((c for c in contexts if c.error), contexts[0])
-    failed.tape_bytes = sum(c.tape_bytes for c in contexts)  # the team's, for last_tape_bytes
+    failed, tape_bytes = contexts[0], 0
+    for ctx in contexts:
+        tape_bytes += ctx.tape_bytes
+        if ctx.error and not failed.error:
+            failed = ctx
+    failed.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
     return failed
