@@ -131,8 +131,9 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     budget = spawn_budget(threads) if threads > 1 else 0
-    key = cache_key(str(module), f"{entry} fuse={fuse} spawn_budget={budget} "
-                                 f"defer_outer={DEFER_OUTER_BYTES}")
+    # the lowering depends on whether there are tasks and, if so, on the budget
+    key = cache_key(str(module), f"{entry} fuse={fuse} tasks={threads > 1} "
+                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()

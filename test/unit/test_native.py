@@ -13,6 +13,7 @@ from recir.examples.programs import CALLS
 from recir.interpreter import run_function
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 from recir.parsing import parse_module
+from recir import pipeline
 from recir.pipeline import compile_module
 
 EXAMPLES = "examples/ir"
@@ -159,6 +160,28 @@ def test_scalar_arguments_are_checked_and_converted(lstm):
         lstm(*args, 0.5)
 
 
+def test_structure_arrays_in_any_form_give_the_same_results(lstm):
+    """Structure arrays pass by descriptor as they are when int32 and
+    contiguous (read-only ones too), converted otherwise (int64, strided
+    views), mixed in one call: the results do not depend on the form."""
+    tree = make_treebank(1, seed=7, vocab_size=50)[0]
+    args = [tree.left, tree.right, tree.word, tree.label]
+    want_h, want_loss = lstm(*args, tree.root)
+
+    def read_only(a):
+        a = a.copy()
+        a.flags.writeable = False
+        return a
+
+    forms = [lambda a: a.astype(np.int64), lambda a: np.repeat(a, 2)[::2], read_only,
+             lambda a: a]
+    for shift in range(len(forms)):
+        mixed = [forms[(k + shift) % len(forms)](a) for k, a in enumerate(args)]
+        h, loss = lstm(*mixed, tree.root)
+        assert np.array_equal(h, want_h)
+        assert loss == want_loss
+
+
 def linear_tree(depth: int):
     """Internal nodes 0..depth-1, each with a leaf on the right: maximal depth."""
     left = np.full(2 * depth + 1, -1, np.int32)
@@ -218,6 +241,17 @@ def test_an_array_passed_again_is_read_again(cache_dir):
     a.shape = (1, 3)
     with pytest.raises(RecirError, match="shape"):
         native(a, b)
+
+
+def test_object_cache_keeps_task_code_apart_from_serial_code(tmp_path, monkeypatch):
+    """Code for a team differs from one thread's even with a spawn budget of
+    0; the cache once keyed them alike and gave one thread a team's object."""
+    monkeypatch.setattr(pipeline, "spawn_budget", lambda threads: 0)
+    module = load_example("fib")
+    team = compile_module(module, "fib", cache_dir=tmp_path, threads=2)
+    serial = compile_module(module, "fib", cache_dir=tmp_path, threads=1)
+    assert len(list(tmp_path.glob("*.o"))) == 2
+    assert team(20) == serial(20) == (10946,)
 
 
 def test_object_cache_hit_gives_the_same_code(tmp_path):
