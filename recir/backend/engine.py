@@ -121,7 +121,7 @@ os.environ.setdefault("OMP_STACKSIZE", f"{DEEP_STACK_BYTES >> 20}M")
 
 # What generated code calls in the OpenMP runtime (the GOMP ABI).
 OPENMP_SYMBOLS = ("GOMP_parallel", "GOMP_single_start", "GOMP_task", "GOMP_taskwait",
-                  "omp_get_thread_num")
+                  "GOMP_barrier", "omp_get_thread_num", "omp_get_num_threads")
 _openmp: list[ctypes.CDLL | None] = []
 
 # Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its

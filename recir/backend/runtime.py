@@ -148,8 +148,7 @@ class NativeFunction:
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         threads = self.team_size([inputs])
-        return self.invoke(inputs, lambda args: self.call(args, threads=threads),
-                           shared=threads > 1)
+        return self.invoke(inputs, lambda args: self.call(args, threads=threads))
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
@@ -176,18 +175,12 @@ class NativeFunction:
             self.raise_error(ctx)
             return returned
 
-        return self.invoke(inputs, here, shared=False)
+        return self.invoke(inputs, here)
 
-    def invoke(self, inputs: Sequence[Any], call: Any, shared: bool = True) -> tuple[Any, ...]:
-        """`shared`: the call may run on a team with per-thread gradient copies."""
+    def invoke(self, inputs: Sequence[Any], call: Any) -> tuple[Any, ...]:
         keep: list[Any] = []
         args, results = self.prepare(inputs, keep)
-        try:
-            returned = call(args)
-        finally:
-            if shared and self.copies:
-                self.sum_copies([*inputs, *self.params])
-        return self.outputs_of(results, returned)
+        return self.outputs_of(results, call(args))
 
     def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
         """The native entry's arguments for `inputs` (bound parameters and
@@ -277,12 +270,7 @@ class NativeFunction:
             finally:
                 logs.add_into(entry_args)
 
-        threads = self.team_size(items)
-        try:
-            self.call(first, run, threads)
-        finally:
-            if threads > 1 and self.copies:
-                self.sum_copies([*items[0], *self.params])
+        self.call(first, run, self.team_size(items))
         return [self.outputs_of(results, slots[k].value if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 
@@ -298,7 +286,9 @@ class NativeFunction:
 
     def tables(self, args: list[Any], threads: int) -> list[Any]:
         """Each thread's table of gradient buffers, indexed by argument (made
-        once per thread count; thread 0's entries are this call's buffers)."""
+        once per thread count; thread 0's entries are this call's buffers).
+        The team adds the other threads' copies into thread 0's at its end and
+        zeroes them (`passes/tasks.add_copies`)."""
         if not self.copied or threads < 2:
             return []
         if len(self.copies) != threads - 1:
@@ -311,14 +301,6 @@ class NativeFunction:
         for k in self.copied:
             self.copy_tables[0][k] = args[k]
         return self.copy_tables
-
-    def sum_copies(self, values: Sequence[Any]) -> None:
-        """Adds the other threads' copies into the gradient buffers given, and
-        clears them."""
-        for own in self.copies:
-            for k, copy in zip(self.copied, own):
-                values[k] += copy
-                copy.fill(0)
 
     def call(self, args: list[Any], once: Any = None, threads: int | None = None) -> Any:
         """Runs `once(args, threads, switch)` (default: one call). A call that

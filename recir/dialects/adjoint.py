@@ -331,27 +331,29 @@ class ThreadCopyOp(IRDLOperation):
     """The running thread's copy of a gradient buffer, in parallel native code.
 
     Calls that accumulate may run on several threads at once; each thread
-    adds dense gradients into its own copy of the buffer, and the runtime
-    sums the copies after the call. `slot` is the entry function's argument
-    that `buffer` was passed down from: the thread's context holds a table of
-    its copies indexed by it (thread 0's are the caller's buffers). Made by
-    `convert-tmath-to-loops` in code with concurrent invokes, lowered by
-    `convert-recir-to-llvm`.
+    adds dense gradients into its own copy of the buffer (`elements` f32s),
+    and the team sums the copies at its end. `slot` is the entry function's
+    argument that `buffer` was passed down from: the thread's context holds a
+    table of its copies indexed by it (thread 0's are the caller's buffers).
+    Made by `convert-tmath-to-loops` in code with concurrent invokes, lowered
+    by `convert-recir-to-llvm`.
 
     ```mlir
-    %mine = adjoint.thread_copy %acc slot 5
+    %mine = adjoint.thread_copy %acc slot 5 elements 1200
     ```
     """
 
     name = "adjoint.thread_copy"
     buffer = operand_def(llvm.LLVMPointerType())
     slot = prop_def(IntegerAttr[I64])
+    elements = prop_def(IntegerAttr[I64])
     result = result_def(llvm.LLVMPointerType())
     traits = traits_def(Pure())
-    assembly_format = "$buffer `slot` $slot attr-dict"
+    assembly_format = "$buffer `slot` $slot `elements` $elements attr-dict"
 
-    def __init__(self, buffer: SSAValue, slot: int):
-        super().__init__(operands=[buffer], properties={"slot": IntegerAttr(slot, 64)},
+    def __init__(self, buffer: SSAValue, slot: int, elements: int):
+        super().__init__(operands=[buffer], properties={"slot": IntegerAttr(slot, 64),
+                                                        "elements": IntegerAttr(elements, 64)},
                          result_types=[llvm.LLVMPointerType()])
 
 

@@ -64,7 +64,7 @@ from recir.passes.native_context import (
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.tasks import (Spawner, batch_entry, declarations, packed_entry,
-                                team_declarations, team_entry)
+                                signature, team_declarations, team_entry)
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
@@ -292,6 +292,8 @@ class ConvertRecirToLlvmPass(ModulePass):
         needs_tasks = any(isinstance(inner, invoke.JoinOp) for inner in op.walk())
         sites: list[str] = []
         tasks: list[llvm.FuncOp] = []
+        elements = {inner.slot.value.data: inner.elements.value.data for inner in op.walk()
+                    if isinstance(inner, adjoint.ThreadCopyOp)}
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 converted = FunctionConversion(function, sites, tasks).run()
@@ -302,8 +304,10 @@ class ConvertRecirToLlvmPass(ModulePass):
         if needs_arena and not needs_tasks:  # one-thread gradients
             op.body.blocks[0].add_ops([packed_entry(f) for f in public])
         if needs_tasks:
-            teams = [team_entry(f) for f in public]
-            batches = [g for f in public for g in batch_entry(f)]
+            copies = {f.sym_name.data: [(k, elements[k]) for k in copied
+                                        if k < len(signature(f)[0])] for f in public}
+            teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
+            batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams,
                                        *batches])
         if needs_arena:

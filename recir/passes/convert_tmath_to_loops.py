@@ -31,6 +31,7 @@ the smaller ones included).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -169,7 +170,8 @@ class FunctionLowering:
             raise emit_error(op, "accumulates into a buffer that is not passed down "
                              "unchanged from one argument of a public function, so "
                              "concurrent calls cannot each get their own copy")
-        return self.emitter(op).value(adjoint.ThreadCopyOp(buffer, slot))
+        elements = math.prod(tmath.shape_of(op.operands[0]))
+        return self.emitter(op).value(adjoint.ThreadCopyOp(buffer, slot, elements))
 
     def lower_other(self, op: Operation) -> None:
         if any(is_tensor(v.type) for v in (*op.operands, *op.results)):

@@ -22,7 +22,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 
 // CHECK-LABEL: func.func private @sweep(
 // CHECK-SAME:      %i: i32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// CHECK:         %[[MINE:.*]] = adjoint.thread_copy %{{.*}} slot 3
+// CHECK:         %[[MINE:.*]] = adjoint.thread_copy %{{.*}} slot 3 elements 12
 // CHECK:         scf.for
 // CHECK:           llvm.getelementptr %[[MINE]]
 // CHECK:         cf.assert
@@ -44,3 +44,15 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // LLVM:         llvm.select
 // LLVM:         adjoint.lock_row
 // LLVM:         adjoint.unlock_row
+
+// The team entry of @grad adds the other threads' copies of slot 3 (12
+// elements) into the caller's buffer after a barrier, each thread its share.
+// LLVM-LABEL: llvm.func @grad__team(
+// LLVM:         llvm.call @GOMP_single_start()
+// LLVM:         llvm.call @grad(
+// LLVM:         llvm.call @GOMP_barrier()
+// LLVM:         llvm.call @omp_get_num_threads()
+// LLVM:         llvm.mlir.constant(12) : i64
+// LLVM:         llvm.sdiv
+// LLVM:         llvm.fadd
+// LLVM:         llvm.mlir.constant(0.000000e+00 : f32) : f32

@@ -42,14 +42,14 @@ func.func @accumulate(%db: tensor<5xf32>, %dw: tensor<5x3xf32>, %dv: tensor<2x3x
 
 // After convert-tmath-to-loops, in code with concurrent invokes.
 func.func @threads(%acc: !llvm.ptr, %row: i64) {
-  %mine = adjoint.thread_copy %acc slot 3
+  %mine = adjoint.thread_copy %acc slot 3 elements 12
   adjoint.lock_row %row
   adjoint.unlock_row %row
   func.return
 }
 
 // CHECK-LABEL: func.func @threads
-// CHECK-NEXT:    %mine = adjoint.thread_copy %acc slot 3
+// CHECK-NEXT:    %mine = adjoint.thread_copy %acc slot 3 elements 12
 // CHECK-NEXT:    adjoint.lock_row %row
 // CHECK-NEXT:    adjoint.unlock_row %row
 // CHECK-NEXT:    func.return
