@@ -62,7 +62,11 @@ class GradFunction:
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
-        grads = self.accumulators(into)
+        return self.call(inputs, self.accumulators(into))
+
+    def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
+             ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+        """`__call__` with `grads` already checked (`accumulators`)."""
         accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
                 for name, shape in self.wrt]
         args = [*inputs, *self.params.values(), *accs]
@@ -84,7 +88,7 @@ class GradFunction:
         the end. With one thread, one at a time."""
         grads = self.accumulators(into)
         if threads <= 1 or self.native is None or len(batch) < 2:
-            return [self(*inputs, into=grads)[0] for inputs in batch], grads
+            return [self.call(inputs, grads)[0] for inputs in batch], grads
         if self.native.batch_team:
             accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
                     for name, shape in self.wrt]

@@ -136,7 +136,7 @@ class NativeFunction:
         packed = f"{name}{PACKED_ENTRY}"
         self.packed = engine.address(packed) if not self.team and engine.has(packed) else 0
         # per argument: the last array passed by the fast path, its shape and address
-        self.last: list[tuple[np.ndarray, tuple[int, ...], int] | None] = [None] * len(
+        self.last: list[tuple[np.ndarray, tuple[int, ...], int, np.dtype] | None] = [None] * len(
             self.inputs)
         self.param_keep: list[Any] = []
         self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
@@ -197,16 +197,17 @@ class NativeFunction:
         used = 0
         last = self.last
         for i, value in enumerate(inputs):
+            seen = last[i]
+            if seen is not None and seen[0] is value and value.shape == seen[1] and (
+                    value.dtype is seen[3]):  # the array of the last call: weights, gradients
+                args.append(seen[2])
+                continue
             kind, dtype, dims = self.passing[i]
             if type(value) is np.ndarray and value.dtype == dtype and (
                     value.flags.c_contiguous):
-                seen = last[i]
                 if kind == FIXED and value.shape == dims:
-                    if seen is not None and seen[0] is value:  # weights, gradients
-                        args.append(seen[2])
-                        continue
                     address = data_address(value)
-                    last[i] = (value, dims, address)
+                    last[i] = (value, dims, address, value.dtype)
                     args.append(address)
                     continue
                 if kind == SIZED and value.shape[1:] == dims:
