@@ -25,7 +25,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
-from recir.passes.tasks import PACKED_ENTRY
+from recir.passes.tasks import BATCH_SERIAL, PACKED_ENTRY
 
 
 class Context(ctypes.Structure):
@@ -131,6 +131,9 @@ class NativeFunction:
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
         self.batch_team = engine.address(f"{name}__batch") if self.team else 0
+        serial_batch = f"{name}{BATCH_SERIAL}"  # items that spawn nothing
+        self.batch_serial = engine.address(serial_batch) if self.team and engine.has(
+            serial_batch) else 0
         # one-thread gradient code: an entry taking packed arguments, to start
         # on a switched stack
         packed = f"{name}{PACKED_ENTRY}"
@@ -153,19 +156,36 @@ class NativeFunction:
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
         is below `SERIAL_BELOW` (none where it cannot be estimated)."""
-        if not self.team or not self.sized:
+        sizes = self.sizes(items)
+        if sizes is None:
             return self.threads
-        size = 0
+        return self.threads if sum(sizes) * self.call_work >= SERIAL_BELOW else 1
+
+    def sizes(self, items: Sequence[Sequence[Any]]) -> list[int] | None:
+        """Each call's size, the length of its longest variably sized input (a
+        tree's node count); None where that cannot be told."""
+        if not self.team or not self.sized:
+            return None
+        sizes = []
         for inputs in items:
             if len(inputs) <= self.sized[-1]:
-                return self.threads  # the wrong count: `prepare` says so
+                return None  # the wrong count: `prepare` says so
             longest = 0
             for i in self.sized:
                 x = inputs[i]
                 if type(x) is np.ndarray and x.ndim and x.shape[0] > longest:
                     longest = x.shape[0]
-            size += longest
-        return self.threads if size * self.call_work >= SERIAL_BELOW else 1
+            sizes.append(longest)
+        return sizes
+
+    def batch_entry(self, items: Sequence[Sequence[Any]]) -> int:
+        """`@f__batch_serial` (calls that spawn nothing) where the largest
+        call is at most half a thread's share of the batch, so the calls
+        balance the team by themselves; else `@f__batch`."""
+        sizes = self.sizes(items) if self.batch_serial else None
+        if sizes and 2 * self.threads * max(sizes) <= sum(sizes):
+            return self.batch_serial
+        return self.batch_team
 
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
@@ -242,11 +262,12 @@ class NativeFunction:
 
     def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The outputs of each input tuple of `items`: on a team, each call is
-        a task of one team (load-balanced with the tasks the calls spawn);
-        otherwise one at a time. Calls that add into gradient buffers must
-        all be given the same buffers."""
+        a task of one team (load-balanced with the tasks the calls spawn, or
+        spawning nothing: `batch_entry`); otherwise one at a time. Calls that
+        add into gradient buffers must all be given the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
+        entry = self.batch_entry(items)
         keep: list[Any] = []
         prepared = [self.prepare(inputs, keep) for inputs in items]
         first = prepared[0][0]
@@ -267,7 +288,7 @@ class NativeFunction:
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
             try:
-                return run_team(self.batch_team, contexts, payload, switch), None
+                return run_team(entry, contexts, payload, switch), None
             finally:
                 logs.add_into(entry_args)
 

@@ -308,6 +308,9 @@ class ConvertRecirToLlvmPass(ModulePass):
                                         if k < len(signature(f)[0])] for f in public}
             teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
             batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
+            names = {f.sym_name.data for f in op.ops if isinstance(f, llvm.FuncOp)}
+            batches += [g for f in public if f"{f.sym_name.data}{SERIAL_ENTRY}" in names
+                        for g in batch_entry(f, copies[f.sym_name.data], serial=True)]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *teams,
                                        *batches])
         if needs_arena:

@@ -20,12 +20,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.backend.stack import MARGIN_BYTES
 from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, CONTEXTS, field
 
 
 
 PACKED_ENTRY = "__packed"
+BATCH_SERIAL = "__batch_serial"  # a batch entry whose items spawn nothing
 
 
 def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
@@ -170,16 +172,22 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
                        body=Region(block))
 
 
-def batch_entry(function: llvm.FuncOp, copies: Copies = ()) -> tuple[llvm.FuncOp, llvm.FuncOp]:
+def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
+                ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
     """`@f__batch(data)`: like `@f__team`, but one thread spawns a task per
     item, so the calls of a batch (the trees of a training step) share the
     team's threads with the tasks they spawn themselves. `data` is {contexts,
     stack limit of thread 0, count, records...}; a record is the item task's
     data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
-    by the caller. Returns the entry and the item's task function."""
+    by the caller. With `serial`, `@f__batch_serial`, whose items call
+    `@f__serial` and spawn nothing: for batches with items enough to balance
+    the team by themselves. Returns the entry and the item's task function."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
+    suffix = BATCH_SERIAL if serial else "__batch"
+    item = task_function(f"{name}{suffix}_item" if serial else f"{name}__item",
+                         f"{name}{SERIAL_ENTRY}" if serial else name, inputs,
+                         [output] if output else [])
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
@@ -198,7 +206,7 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = ()) -> tuple[llvm.FuncOp
         w.op(llvm.BrOp(head, w.add(index, 1)))
         return [head, body]
 
-    return team_function(f"{name}__batch", spawn_all, copies), item
+    return team_function(f"{name}{suffix}", spawn_all, copies), item
 
 
 def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies

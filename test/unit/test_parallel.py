@@ -70,6 +70,27 @@ def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
         assert loss == l1
 
 
+def test_batch_of_like_sized_trees_spawns_nothing_a_dominant_tree_does() -> None:
+    """Trees of like size balance a team by themselves (`@f__batch_serial`);
+    a batch whose largest tree is over half a thread's share spawns within
+    trees (`@f__batch`). Both give the one-thread results."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
+    dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
+    assert parallel.batch_serial and parallel.batch_entry(alike) == parallel.batch_serial
+    assert parallel.batch_entry(dominant) == parallel.batch_team
+    for batch in (alike, dominant):
+        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], parallel.batch(batch)):
+            np.testing.assert_array_equal(h, h1)
+            assert loss == l1
+    left, right, word, label, root = alike[2]
+    alike[2] = (left, right, np.where(word >= 0, 999, word).astype(np.int32), label, root)
+    with pytest.raises(RecirError, match="gather.*index out of range"):
+        parallel.batch(alike)
+
+
 def test_errors_in_a_batch_are_reported() -> None:
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)
     f = recir.compile(tree_rnn.trace_model(params), threads=MAX_THREADS)
