@@ -9,9 +9,12 @@ the call tree (2^budget tasks for a binary recursion), below which calls cost
 what they cost without threads. Callers outside the spawning functions pass
 the option `budget` (default 12; the pipeline passes `spawn_budget(threads)`,
 4 on 2 threads, measured with bench/run.py parallel). Each public function
-that calls a spawning one also gets a public clone `@f__serial` calling the
-serial clones: the runtime calls it for inputs too small for a team, where
-even tasks run inline would cost (~10 µs a 20-leaf tree).
+that calls a spawning one, directly or through other functions (a gradient's
+entry through its `_fwd` and `_bwd`), also gets a public clone `@f__serial`
+calling the serial clones, and each function between them a private
+`@g__serial`: the runtime calls it for inputs too small for a team, where
+even tasks run inline would cost (~10 µs a 20-leaf tree), and in batches of
+like-sized calls (`@f__batch_serial`).
 
 Options: `budget`.
 """
@@ -39,10 +42,31 @@ def spawning(module: ModuleOp) -> dict[str, func.FuncOp]:
                     for op in f.walk())}
 
 
-def serial_clone(function: func.FuncOp, names: dict[str, func.FuncOp]) -> func.FuncOp:
+def reaching(module: ModuleOp, names: dict[str, func.FuncOp]) -> dict[str, func.FuncOp]:
+    """The functions, not spawning themselves, that call a spawning one
+    directly or through others of them (a gradient's entry reaches the
+    spawning `_fwd`/`_bwd` functions through its own)."""
+    outside = [f for f in module.ops if isinstance(f, func.FuncOp)
+               and f.sym_name.data not in names]
+    found: dict[str, func.FuncOp] = {}
+    grew = True
+    while grew:
+        grew = False
+        for f in outside:
+            if f.sym_name.data not in found and any(
+                    isinstance(call, invoke.InvokeOp) and (
+                        call.callee.string_value() in names or call.callee.string_value() in found)
+                    for call in f.walk()):
+                found[f.sym_name.data] = f
+                grew = True
+    return found
+
+
+def serial_clone(function: func.FuncOp, serial: dict[str, str], name: str) -> func.FuncOp:
+    """`function` as `name` without markers or joins, calling the serial
+    version (`serial`: name to name) of every function it calls that has one."""
     clone = function.clone()
-    clone.sym_name = StringAttr(f"{function.sym_name.data}_serial")
-    clone.sym_visibility = StringAttr("private")
+    clone.sym_name = StringAttr(name)
     for op in list(clone.walk()):
         if isinstance(op, invoke.JoinOp):
             for old, new in zip(op.joined, op.spawned):
@@ -50,8 +74,9 @@ def serial_clone(function: func.FuncOp, names: dict[str, func.FuncOp]) -> func.F
             Rewriter.erase_op(op)
         elif isinstance(op, invoke.InvokeOp):
             op.concurrent = None
-            if op.callee.string_value() in names:
-                op.callee = invoke.SymbolRefAttr(f"{op.callee.string_value()}_serial")
+            callee = op.callee.string_value()
+            if callee in serial:
+                op.callee = invoke.SymbolRefAttr(serial[callee])
     return clone
 
 
@@ -94,15 +119,13 @@ class InvokeCloneSerialPass(ModulePass):
         names = spawning(op)
         outside = [f for f in op.ops if isinstance(f, func.FuncOp)
                    and f.sym_name.data not in names]
-        clones = [serial_clone(f, names) for f in names.values()]
-        for f in outside:
-            if f.sym_visibility is None and any(
-                    isinstance(call, invoke.InvokeOp) and call.callee.string_value() in names
-                    for call in f.walk()):
-                entry = serial_clone(f, names)
-                entry.sym_name = StringAttr(f"{f.sym_name.data}{SERIAL_ENTRY}")
-                entry.sym_visibility = None
-                clones.append(entry)
+        callers = reaching(op, names)
+        serial = {name: f"{name}_serial" for name in names}
+        serial.update({name: f"{name}{SERIAL_ENTRY}" for name in callers})
+        clones = [serial_clone(f, serial, serial[name])
+                  for name, f in [*names.items(), *callers.items()]]
+        for clone in clones[:len(names)]:
+            clone.sym_visibility = StringAttr("private")
         for f in names.values():
             add_budget(f, names)
         for f in outside:

@@ -78,3 +78,26 @@ func.func private @fib_rec(%k: i32) -> i32 {
 // CHECK-NEXT:    %r = invoke.invoke @fib_rec_serial(%n) : (i32) -> i32
 // CHECK-NEXT:    func.return %r : i32
 // CHECK-NEXT:  }
+
+// RUN: recir-opt -p 'invoke-clone-serial{budget=3}' %s | filecheck %s --check-prefix=REACH
+// A public function that reaches a spawning one through a private function
+// (a gradient's entry through its _fwd) gets a serial entry too, calling a
+// serial clone of the function between.
+func.func @grad(%n: i32) -> i32 {
+  %r = invoke.invoke @grad_fwd(%n) : (i32) -> i32
+  func.return %r : i32
+}
+func.func private @grad_fwd(%n: i32) -> i32 {
+  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
+  func.return %r : i32
+}
+
+// REACH-LABEL: func.func @grad(%n: i32) -> i32 {
+// REACH-NEXT:    %r = invoke.invoke @grad_fwd(%n) : (i32) -> i32
+// REACH-LABEL: func.func private @grad_fwd(%n: i32) -> i32 {
+// REACH-NEXT:    %{{[0-9]+}} = arith.constant 3 : i32
+// REACH-NEXT:    %r = invoke.invoke @fib_rec(%{{[0-9]+}}, %n) : (i32, i32) -> i32
+// REACH-LABEL: func.func private @grad_fwd__serial(%n: i32) -> i32 {
+// REACH-NEXT:    %r = invoke.invoke @fib_rec_serial(%n) : (i32) -> i32
+// REACH-LABEL: func.func @grad__serial(%n: i32) -> i32 {
+// REACH-NEXT:    %r = invoke.invoke @grad_fwd__serial(%n) : (i32) -> i32

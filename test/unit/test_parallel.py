@@ -185,6 +185,26 @@ def test_gradients_within_a_tree_equal_serial(module) -> None:
         assert_grads_close(g2, g1)
 
 
+@pytest.mark.parametrize("module", [tree_rnn, tree_lstm], ids=lambda m: m.__name__)
+def test_gradient_batch_of_like_sized_trees_spawns_nothing(module) -> None:
+    """A gradient's entry reaches the spawning functions through its
+    `_fwd`/`_bwd`, and has a serial entry all the same: a batch of like-sized
+    trees runs them as tasks that spawn nothing, adding into per-thread copies."""
+    model = small_model(module, 5)
+    serial = recir.value_and_grad(model, threads=1)
+    parallel = recir.value_and_grad(model, threads=2)
+    alike = [inputs(make_tree("balanced", 24, np.random.default_rng(s), 80)) for s in range(6)]
+    buffers = [np.zeros_like(v) for v in model.params.values()]
+    calls = [(*tree, *model.params.values(), *buffers) for tree in alike]
+    assert parallel.native.batch_entry(calls) == parallel.native.batch_serial != 0
+    outputs1, g1 = serial.batch(alike)
+    outputs2, g2 = parallel.batch(alike, threads=2)
+    for (h1, l1), (h2, l2) in zip(outputs1, outputs2):
+        np.testing.assert_allclose(h2, h1, rtol=1e-6)
+        assert l2 == pytest.approx(l1, rel=1e-5)
+    assert_grads_close(g2, g1)
+
+
 def test_shared_embedding_rows_under_contention() -> None:
     """Every leaf of a batch of big trees reads one of two words: the
     threads add into the same two embedding rows at once (row locks)."""
