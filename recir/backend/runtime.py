@@ -138,7 +138,7 @@ class NativeFunction:
         # on a switched stack
         packed = f"{name}{PACKED_ENTRY}"
         self.packed = engine.address(packed) if not self.team and engine.has(packed) else 0
-        # per argument: the last array passed by the fast path, its shape and address
+        # per argument: the last array of fixed shape passed, its shape, address and dtype
         self.last: list[tuple[np.ndarray, tuple[int, ...], int, np.dtype] | None] = [None] * len(
             self.inputs)
         self.param_keep: list[Any] = []

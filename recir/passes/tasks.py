@@ -180,14 +180,15 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
     stack limit of thread 0, count, records...}; a record is the item task's
     data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
     by the caller. With `serial`, `@f__batch_serial`, whose items call
-    `@f__serial` and spawn nothing: for batches with items enough to balance
-    the team by themselves. Returns the entry and the item's task function."""
+    `@f__serial` and spawn nothing: for batches of like-sized calls, which
+    balance the team by themselves. Returns the entry and the item's task
+    function."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    suffix = BATCH_SERIAL if serial else "__batch"
-    item = task_function(f"{name}{suffix}_item" if serial else f"{name}__item",
-                         f"{name}{SERIAL_ENTRY}" if serial else name, inputs,
-                         [output] if output else [])
+    entry, item_name, callee = (f"{name}{BATCH_SERIAL}", f"{name}{BATCH_SERIAL}_item",
+                                f"{name}{SERIAL_ENTRY}") if serial else (
+                                    f"{name}__batch", f"{name}__item", name)
+    item = task_function(item_name, callee, inputs, [output] if output else [])
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
@@ -206,7 +207,7 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
         w.op(llvm.BrOp(head, w.add(index, 1)))
         return [head, body]
 
-    return team_function(f"{name}{suffix}", spawn_all, copies), item
+    return team_function(entry, spawn_all, copies), item
 
 
 def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies
