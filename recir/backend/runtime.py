@@ -101,7 +101,7 @@ class NativeFunction:
         # per argument: whether it is an i32 scalar, and how `prepare` passes
         # it; per output: its shape (a tensor) or its ctype
         self.passing = [passing(sh, isinstance(t, IntegerType) and t.width.data == 32)
-                        for sh, t in zip(self.shapes, self.inputs)]
+                        for sh, t in zip(self.shapes, self.inputs, strict=True)]
         self.sized_count = sum(kind == SIZED for kind, _, _ in self.passing)
         self.call_work = call_work
         # the public inputs whose length sizes a call (for `team_size`)

@@ -82,7 +82,7 @@ def test_batch_of_like_sized_trees_spawns_nothing_a_dominant_tree_does() -> None
     assert parallel.batch_serial and parallel.batch_entry(alike) == parallel.batch_serial
     assert parallel.batch_entry(dominant) == parallel.batch_team
     for batch in (alike, dominant):
-        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], parallel.batch(batch)):
+        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], parallel.batch(batch), strict=True):
             np.testing.assert_array_equal(h, h1)
             assert loss == l1
     left, right, word, label, root = alike[2]
@@ -199,7 +199,7 @@ def test_gradient_batch_of_like_sized_trees_spawns_nothing(module) -> None:
     assert parallel.native.batch_entry(calls) == parallel.native.batch_serial != 0
     outputs1, g1 = serial.batch(alike)
     outputs2, g2 = parallel.batch(alike, threads=2)
-    for (h1, l1), (h2, l2) in zip(outputs1, outputs2):
+    for (h1, l1), (h2, l2) in zip(outputs1, outputs2, strict=True):
         np.testing.assert_allclose(h2, h1, rtol=1e-6)
         assert l2 == pytest.approx(l1, rel=1e-5)
     assert_grads_close(g2, g1)
