@@ -82,7 +82,8 @@ def test_batch_of_like_sized_trees_spawns_nothing_a_dominant_tree_does() -> None
     assert parallel.batch_serial and parallel.batch_entry(alike) == parallel.batch_serial
     assert parallel.batch_entry(dominant) == parallel.batch_team
     for batch in (alike, dominant):
-        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], parallel.batch(batch), strict=True):
+        got = parallel.batch(batch)
+        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], got, strict=True):
             np.testing.assert_array_equal(h, h1)
             assert loss == l1
     left, right, word, label, root = alike[2]
