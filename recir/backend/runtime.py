@@ -156,7 +156,9 @@ class NativeFunction:
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
         is below `SERIAL_BELOW` (none where it cannot be estimated)."""
-        sizes = self.sizes(items)
+        return self.threads_for(self.sizes(items))
+
+    def threads_for(self, sizes: list[int] | None) -> int:
         if sizes is None:
             return self.threads
         return self.threads if sum(sizes) * self.call_work >= SERIAL_BELOW else 1
@@ -179,11 +181,13 @@ class NativeFunction:
         return sizes
 
     def batch_entry(self, items: Sequence[Sequence[Any]]) -> int:
+        return self.entry_for(self.sizes(items))
+
+    def entry_for(self, sizes: list[int] | None) -> int:
         """`@f__batch_serial` (calls that spawn nothing) where the largest
         call is at most half a thread's share of the batch, so the calls
         balance the team by themselves; else `@f__batch`."""
-        sizes = self.sizes(items) if self.batch_serial else None
-        if sizes and 2 * self.threads * max(sizes) <= sum(sizes):
+        if self.batch_serial and sizes and 2 * self.threads * max(sizes) <= sum(sizes):
             return self.batch_serial
         return self.batch_team
 
@@ -267,7 +271,8 @@ class NativeFunction:
         add into gradient buffers must all be given the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
-        entry = self.batch_entry(items)
+        sizes = self.sizes(items)
+        entry = self.entry_for(sizes)
         keep: list[Any] = []
         prepared = [self.prepare(inputs, keep) for inputs in items]
         first = prepared[0][0]
@@ -292,7 +297,7 @@ class NativeFunction:
             finally:
                 logs.add_into(entry_args)
 
-        self.call(first, run, self.team_size(items))
+        self.call(first, run, self.threads_for(sizes))
         return [self.outputs_of(results, slots[k].value if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 

@@ -192,20 +192,18 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
+        def spawn(w: Emitter, index: SSAValue) -> Emitter:
+            record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
+            task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
+            null = w.value(llvm.ZeroOp.create(result_types=[PTR]))
+            w.op(llvm.CallOp("GOMP_task", task, record, null, w.i64(stride), w.i64(8),
+                             w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
+            return w
+
+        blocks: list[Block] = []
         count = b.load(byte_offset(b, data, 16), 0, i64)
-        head, body = Block(arg_types=[i64]), Block()
-        b.op(llvm.BrOp(head, b.i64(0)))
-        index = head.args[0]
-        h = b.at(InsertPoint.at_end(head))
-        h.op(llvm.CondBrOp(h.value(arith.CmpiOp(index, count, "slt")), body, (), done, ()))
-        w = b.at(InsertPoint.at_end(body))
-        record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
-        task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
-        null = w.value(llvm.ZeroOp.create(result_types=[PTR]))
-        w.op(llvm.CallOp("GOMP_task", task, record, null, w.i64(stride), w.i64(8),
-                         w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
-        w.op(llvm.BrOp(head, w.add(index, 1)))
-        return [head, body]
+        counted_loop(b, b.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
+        return blocks
 
     return team_function(entry, spawn_all, copies), item
 
