@@ -94,6 +94,8 @@ class Runner:
         self.kernels: Kernels | None = None
         self.groups: dict[tuple[Operation, ...], RowGroup] = {}
         self.branches: dict[scf.IfOp, Any] = {}
+        self.tape = gradients
+        self.fast_post: Any = None
         if native:
             self.compile_groups(gradients)
 
@@ -111,6 +113,17 @@ class Runner:
                 for group in self.row_groups(prog, block):
                     self.groups.setdefault(tuple(group.members), group)
         self.kernels = Kernels(list(self.groups.values()), gradients)
+
+    def native_post(self) -> Any:
+        """The post segment as one native run (`native_post.py`), for inference
+        with row kernels; None where it does not apply."""
+        if self.kernels is None or self.tape:
+            return None
+        if self.fast_post is None:
+            from recir.batching.native_post import NativePost
+
+            self.fast_post = NativePost(self)
+        return self.fast_post if self.fast_post.ok else None
 
     def row_groups(self, prog: list[tuple[Any, ...]], block: Block) -> list[RowGroup]:
         ops = [ins[1] for ins in prog if ins[0] == KERNEL]

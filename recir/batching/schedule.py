@@ -163,6 +163,9 @@ class Schedule:
         block = plan.rec.body.block
         outs = block.last_op.operands  # type: ignore[union-attr]
         self.results = [rows(v, self.total) for v in outs]
+        fast = runner.native_post()
+        if fast is not None and fast.run(self):
+            return
         for lo, hi in zip(self.bounds[:-1], self.bounds[1:], strict=True):
             lo, hi = int(lo), int(hi)
             self.lo = lo
