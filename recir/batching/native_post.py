@@ -98,6 +98,19 @@ class Region:
         else:
             raise Unsupported("no yield")
         # a yielded value made here is written into its result rows directly
+        # a child's result read only by a concat is copied into its columns
+        uses: dict[int, int] = {}
+        for used in [*(s for o in self.ops for s in o.ins), *self.yields]:
+            uses[used] = uses.get(used, 0) + 1
+        invoked = {s for o in self.ops if o.kind == "invoke" for s in o.outs}
+        self.alias: dict[int, tuple[int, int]] = {}  # slot -> (concat's slot, byte column)
+        for o in self.ops:
+            if o.kind == "concat":
+                column = 0
+                for s, width in zip(o.ins, o.extra, strict=True):
+                    if s in invoked and uses[s] == 1:
+                        self.alias[s] = (o.outs[0], column)
+                    column += 4 * width
         self.direct: dict[int, int] = {}
         self.copies: list[tuple[int, int]] = []  # (result position, slot)
         for position, s in zip(results, self.yields, strict=True):
@@ -245,6 +258,8 @@ class Plan:
         results = self.schedule.results
         for s, (shape, dtype) in region.layouts.items():
             position = region.direct.get(s)
+            if s in region.alias:
+                continue
             if position is not None:
                 out = results[position]
                 if out.dtype != dtype or out.shape[1:] != shape:
@@ -253,6 +268,9 @@ class Plan:
             else:
                 buf = self.post.buffer(s, shape, dtype, self.capacity)
                 self.places[s] = (address(buf), buf.strides[0], False)
+        for s, (concat, column) in region.alias.items():
+            base, row, moves = self.places[concat]
+            self.places[s] = (base + column, row, moves)
         self.placed.add(id(region))
 
     def at(self, slot: int, lo: int, dtype: Any, width: int) -> tuple[int, int]:
@@ -311,18 +329,20 @@ class Plan:
         if found is None:
             children = self.schedule.child[op.extra]
             found = self.shared[("children", op.extra)] = (address(children), len(children), [
-                (self.places[s][:2], address(result), result.strides[0])
-                for s, result in zip(op.outs, self.schedule.results, strict=True)])
-        children, total, copies = found
+                (address(result), result.strides[0]) for result in self.schedule.results])
+        children, total, sources = found
         index = children + 8 * lo
-        for (dst, dst_row), src, row in copies:
-            self.add([split.COPY, 0, dst, dst_row, src, row, row, index, 8, total, n,
-                      self.err])
+        for s, (src, row) in zip(op.outs, sources, strict=True):
+            dst, dst_row = self.at(s, lo, None, 0)
+            self.add([split.COPY, 0, dst, dst_row, src, row, row, index, 8, total, n, self.err])
 
     def concat(self, op: Op, region: Region, lo: int, n: int) -> None:
         dst, dst_row = self.at(op.outs[0], lo, np.float32, 0)
         column = 0
         for s, width in zip(op.ins, op.extra, strict=True):
+            if s in region.alias:  # the child's rows were copied here
+                column += 4 * width
+                continue
             src, src_row = self.at(s, lo, np.float32, width)
             self.add([split.COPY, 0, dst + column, dst_row, src, src_row, 4 * width, 0, 0, 0,
                       n, self.err])
@@ -354,12 +374,16 @@ class Plan:
         x, x_row = self.at(op.ins[1], lo, np.float32, k)
         y, y_row = self.at(op.outs[0], lo, np.float32, 0)
         ldx, ldy = x_row // 4, y_row // 4
-        split_it = self.threads > 1 and n * rows * k >= kernels.SPLIT_FLOPS and \
-            rows >= kernels.NARROW
-        small = n <= kernels.SMALL_ROWS[1] or rows < kernels.NARROW
-        cuts = split.ranges(rows, self.threads if split_it else 1,
-                            smallgemm.NT_COLS if small else 16)
-        for a, b in cuts:
+        if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
+            parts = self.threads if self.threads > 1 and n * rows * k >= kernels.SPLIT_FLOPS \
+                else 1
+            for a, b in split.ranges(n, parts, 4):
+                self.add([split.NT, self.nt, b - a, rows, k, x + a * x_row, ldx, wp, ldw,
+                          y + a * y_row, ldy])
+            return
+        parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
+        small = n <= kernels.SMALL_ROWS[1]
+        for a, b in split.ranges(rows, parts, smallgemm.NT_COLS if small else 16):
             if small:
                 self.add([split.NT, self.nt, n, b - a, k, x, ldx, wp + 4 * a * ldw, ldw,
                           y + 4 * a, ldy])
