@@ -1,0 +1,133 @@
+"""An inference call's post segment as one native run (`native_post.py`):
+outputs against every op as a NumPy call on 1, 2 and 3 threads with and
+without split work, the record kinds it adds to `split`'s dispatcher against
+NumPy, bad indices as the Python loop's located errors, and the models and
+calls it leaves to the Python loop."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from recir.batching import kernels, native, native_post, split
+from recir.batching.api import BatchedFunction, BatchedGradFunction
+from recir.data import make_treebank
+from recir.data.trees import Tree
+from recir.diagnostics import RecirError
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+
+pytestmark = pytest.mark.skipif(not split.available(), reason="needs libgomp and CBLAS")
+
+
+def tree_args(tree: Tree) -> tuple:
+    return (tree.left, tree.right, tree.word, tree.label, tree.root)
+
+
+def mixed_trees() -> list[tuple]:
+    leaf = Tree(left=[-1], right=[-1], word=[7], label=[3])
+    trees = [leaf, *make_treebank(3, "linear", num_leaves=9, seed=2),
+             *make_treebank(8, seed=3), *make_treebank(2, "balanced", num_leaves=32, seed=4)]
+    return [tree_args(t) for t in trees]
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """Whether each post segment ran natively (True) or fell back (False)."""
+    found = []
+    real = native_post.NativePost.run
+    monkeypatch.setattr(native_post.NativePost, "run",
+                        lambda self, schedule: found.append(real(self, schedule)) or found[-1])
+    return found
+
+
+def run_steps(records: list[list[int]], threads: int) -> None:
+    words = np.array([w for r in records for w in r], np.int64)
+    offsets = np.cumsum([0] + [len(r) for r in records[:-1]]).astype(np.int64)
+    starts = np.arange(len(records) + 1, dtype=np.int64)  # one record a step
+    counters = np.zeros(len(records), np.int64)
+    split.steps_runner()(words.ctypes.data, offsets.ctypes.data, starts.ctypes.data,
+                         len(records), counters.ctypes.data, threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_copy_and_pick_records_match_numpy_and_flag_bad_indices(threads):
+    rng = np.random.default_rng(0)
+    src = rng.standard_normal((10, 4), dtype=np.float32)
+    dst = np.zeros((4, 6), np.float32)
+    index = np.array([2, 9, 10, -1], np.int32)  # the last two out of bounds
+    flat = np.arange(20, dtype=np.int32)
+    offsets, lengths = np.array([0, 5], np.int64), np.array([5, 15], np.int64)
+    roots, at = np.array([0, 1, 1, 0], np.int64), np.array([4, 14, 15, -1], np.int32)
+    picked = np.full(4, -7, np.int32)
+    error = np.zeros(2, np.int64)
+    run_steps([
+        [split.COPY, 0, dst.ctypes.data + 8, 24, src.ctypes.data, 16, 16, index.ctypes.data,
+         4, 10, 4, error.ctypes.data],
+        [split.PICK, 0, picked.ctypes.data, flat.ctypes.data, offsets.ctypes.data,
+         lengths.ctypes.data, roots.ctypes.data, at.ctypes.data, 4, error.ctypes.data + 8],
+    ], threads)
+    expected = np.zeros((4, 6), np.float32)
+    expected[:2, 2:] = src[[2, 9]]
+    assert np.array_equal(dst, expected) and error[0] == 1  # bad rows left unwritten
+    assert picked.tolist() == [4, 19, -7, -7] and error[1] == 1
+
+
+@pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
+@pytest.mark.parametrize("threads,split_all", [(1, False), (2, False), (2, True), (3, True)])
+def test_native_post_matches_numpy_path(model, threads, split_all, runs, monkeypatch):
+    if split_all:  # every product and row kernel cut into parts
+        monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
+        monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
+    params = model.init_params(np.random.default_rng(5), hidden=20, vocab=100)
+    traced = model.trace_model(params)
+    batched, reference = BatchedFunction(traced, threads=threads), BatchedFunction(
+        traced, native=False)
+    inputs = mixed_trees()
+    for batch in (inputs, inputs[3:6], inputs[::-1]):  # the scratch reused by other shapes
+        for a, b in zip(batched.batch(batch), reference.batch(batch), strict=True):
+            for x, y in zip(a, b, strict=True):
+                x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+                assert np.abs(x - y).max() <= 1e-5 * max(np.abs(y).max(), 1.0)
+    assert runs == [True] * 3
+
+
+@pytest.mark.parametrize("field", ["word", "label"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bad_index_is_the_python_loops_located_error(field, threads, runs):
+    params = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
+    batched = BatchedFunction(tree_lstm.trace_model(params), threads=threads)
+    good = make_treebank(2, seed=5)
+    bad = dict(left=good[1].left, right=good[1].right, word=good[1].word,
+               label=good[1].label)
+    bad[field] = np.full_like(bad[field], 100 if field == "word" else 9)
+    with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: .*out of range"):
+        batched.batch([tree_args(good[0]), tree_args(Tree(**bad))])
+    assert runs == [False]  # the native run flagged it, the Python loop raised
+    h, loss = batched(*tree_args(good[0]))
+    assert runs == [False, True]
+    assert loss == pytest.approx(tree_lstm.reference(good[0], good[0].root, params)[1],
+                                 rel=1e-5)
+
+
+def test_left_to_the_python_loop(runs):
+    """RNTN's bilinear product and TD-TreeLSTM's top-down cell have no native
+    post records; a gradient call keeps its frames for the backward."""
+    params = rntn.init_params(np.random.default_rng(1), vocab=100)
+    batched = BatchedFunction(rntn.trace_model(params), threads=2)
+    batched.batch(mixed_trees()[:4])
+    assert runs == [] and batched.runner.native_post() is None
+    params = td_tree_lstm.init_params(np.random.default_rng(3))
+    assert BatchedFunction(td_tree_lstm.trace_model(params)).runner.native_post() is None
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=100)
+    grad = BatchedGradFunction(tree_lstm.trace_model(params), threads=2)
+    assert grad.runner.native_post() is None
+
+
+def test_context_errors_are_read_from_every_part():
+    post_contexts = (native.Context * 3)()
+    post_contexts[2].error = 1
+    errors = np.frombuffer(post_contexts, np.int32).reshape(3, -1)[:, 2]
+    assert errors.tolist() == [0, 0, 1] and native.Context.error.offset == 8
+    assert ctypes.sizeof(native.Context) % 4 == 0
