@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,9 @@ from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.native import Context, length
 from recir.dialects import tmath
+
+
+Emit = Callable[[int, int], None]  # a height's records from its (first row, rows)
 
 
 class Unsupported(Exception):
@@ -174,34 +178,32 @@ class NativePost:
         """Fill `schedule.results`; False where this batch needs the Python loop."""
         bounds = [int(b) for b in schedule.bounds]
         heights = list(zip(bounds[:-1], bounds[1:], strict=True))
-        taken = self.branches(schedule, heights)
+        taken = self.branches(schedule, bounds)
         if taken is None:
             return False
+        plan = Plan(self, schedule, max(hi - lo for lo, hi in heights))
         try:
-            plan = Plan(self, schedule, max(hi - lo for lo, hi in heights))
             for (lo, hi), region in zip(heights, taken, strict=True):
                 plan.height(self.regions[region], lo, hi)
         except Unsupported:
             self.ok = False  # a layout or value kind that does not change between calls
             return False
+        finally:
+            plan.emitters.clear()  # they refer to the plan: a cycle would keep the batch
         return plan.run()
 
-    def branches(self, schedule: Any, heights: list[tuple[int, int]]) -> list[int] | None:
+    def branches(self, schedule: Any, bounds: list[int]) -> list[int] | None:
+        """The region each height takes (0: then, 1: else); None if one mixes them."""
         if self.pred is None:
-            return [0] * len(heights)
+            return [0] * (len(bounds) - 1)
         pred = schedule.stored.get(self.pred)
         if pred is None:
             return None
-        taken = []
-        for lo, hi in heights:
-            rows = pred[lo:hi]
-            if rows.all():
-                taken.append(0)
-            elif not rows.any():
-                taken.append(1)
-            else:
-                return None
-        return taken
+        taken = np.add.reduceat(pred.astype(np.int64), bounds[:-1])
+        sizes = np.diff(bounds)
+        if ((taken != 0) & (taken != sizes)).any():
+            return None
+        return (taken == 0).astype(np.int64).tolist()
 
     def buffer(self, slot: int, shape: tuple[int, ...], dtype: Any, rows: int) -> np.ndarray:
         found = self.scratch.get(slot)
@@ -241,8 +243,7 @@ class Plan:
         self.keep: list[Any] = [self.roots]
         # slot -> (address of row 0, row bytes, whether the rows are the batch's)
         self.places: dict[int, tuple[int, int, bool]] = {}
-        self.shared: dict[int, Any] = {}
-        self.placed: set[int] = set()
+        self.emitters: dict[int, list[list[Emit]]] = {}  # per region: per step
 
     def add(self, record: list[int]) -> None:
         words = self.words
@@ -271,10 +272,10 @@ class Plan:
         for s, (concat, column) in region.alias.items():
             base, row, moves = self.places[concat]
             self.places[s] = (base + column, row, moves)
-        self.placed.add(id(region))
 
-    def at(self, slot: int, lo: int, dtype: Any, width: int) -> tuple[int, int]:
-        """(address of this height's first row of `slot`, row stride in bytes)."""
+    def at(self, slot: int, dtype: Any, width: int) -> tuple[int, int, bool]:
+        """(address of row 0 of `slot`, row stride in bytes, whether a height's
+        rows start at its first row's offset: the batch's rows, not scratch)."""
         found = self.places.get(slot)
         if found is None:
             stored = self.schedule.stored.get(slot)
@@ -282,8 +283,7 @@ class Plan:
                     stored.size != stored.shape[0] * width:
                 raise Unsupported(slot)
             found = self.places[slot] = (address(stored), stored.itemsize * width, True)
-        base, row, moves = found
-        return (base + lo * row if moves else base), row
+        return found
 
     def fixed(self, slot: int) -> Any:
         """A value the same for every row (a weight) or a per-tree array."""
@@ -294,127 +294,147 @@ class Plan:
         return x
 
     def shared_row(self, slot: int, width: int, dtype: Any) -> int:
-        found = self.shared.get(slot)
-        if found is None:
-            x = kernels_row(self.fixed(slot), width, dtype)
-            self.keep.append(x)
-            found = self.shared[slot] = address(x)
-        return found
+        x = kernels_row(self.fixed(slot), width, dtype)
+        self.keep.append(x)
+        return address(x)
 
     def weight(self, slot: int) -> tuple[int, int, int, int]:
         """(address, rows, columns, row stride in floats) of a weight matrix."""
-        found = self.shared.get(slot)
-        if found is None:
-            w = self.fixed(slot)
-            if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2 or \
-                    w.strides[1] != 4:
-                raise Unsupported(slot)
-            found = self.shared[slot] = (address(w), *w.shape, w.strides[0] // 4)
-        return found
+        w = self.fixed(slot)
+        if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2 or \
+                w.strides[1] != 4:
+            raise Unsupported(slot)
+        return (address(w), *w.shape, w.strides[0] // 4)
 
     def height(self, region: Region, lo: int, hi: int) -> None:
-        if id(region) not in self.placed:
+        steps = self.emitters.get(id(region))
+        if steps is None:
             self.place(region)
+            steps = self.emitters[id(region)] = [
+                [getattr(self, op.kind)(op, region) for op in step.ops] +
+                [self.copy_out(position, s, width) for position, s, width in step.copies]
+                for step in region.by_step]
         n = hi - lo
-        for step in region.by_step:
-            for op in step.ops:
-                getattr(self, op.kind)(op, region, lo, n)
-            for position, s, width in step.copies:
-                self.copy_out(position, s, width, lo, n)
+        for emitters in steps:
+            for emit in emitters:
+                emit(lo, n)
             self.end_step()
 
-    # -- records of each kind of op ----------------------------------------
-    def invoke(self, op: Op, region: Region, lo: int, n: int) -> None:
-        found = self.shared.get(("children", op.extra))
-        if found is None:
-            children = self.schedule.child[op.extra]
-            found = self.shared[("children", op.extra)] = (address(children), len(children), [
-                (address(result), result.strides[0]) for result in self.schedule.results])
-        children, total, sources = found
-        index = children + 8 * lo
-        for s, (src, row) in zip(op.outs, sources, strict=True):
-            dst, dst_row = self.at(s, lo, None, 0)
-            self.add([split.COPY, 0, dst, dst_row, src, row, row, index, 8, total, n, self.err])
+    # -- each kind of op: its records at a height (lo, n) -------------------
+    def invoke(self, op: Op, region: Region) -> Emit:
+        children = self.schedule.child[op.extra]
+        base, total, add, err = address(children), len(children), self.add, self.err
+        copies = [(*self.at(s, None, 0), address(result), result.strides[0])
+                  for s, result in zip(op.outs, self.schedule.results, strict=True)]
 
-    def concat(self, op: Op, region: Region, lo: int, n: int) -> None:
-        dst, dst_row = self.at(op.outs[0], lo, np.float32, 0)
-        column = 0
+        def emit(lo: int, n: int) -> None:
+            index = base + 8 * lo
+            for dst, dst_row, moves, src, row in copies:
+                add([split.COPY, 0, dst + lo * dst_row if moves else dst, dst_row, src, row,
+                     row, index, 8, total, n, err])
+        return emit
+
+    def concat(self, op: Op, region: Region) -> Emit:
+        dst, dst_row, dst_moves = self.at(op.outs[0], np.float32, 0)
+        copies, column = [], 0
         for s, width in zip(op.ins, op.extra, strict=True):
-            if s in region.alias:  # the child's rows were copied here
-                column += 4 * width
-                continue
-            src, src_row = self.at(s, lo, np.float32, width)
-            self.add([split.COPY, 0, dst + column, dst_row, src, src_row, 4 * width, 0, 0, 0,
-                      n, self.err])
+            if s not in region.alias:  # else the child's rows were copied here
+                copies.append((column, *self.at(s, np.float32, width), 4 * width))
             column += 4 * width
+        add, err = self.add, self.err
 
-    def gather(self, op: Op, region: Region, lo: int, n: int) -> None:
+        def emit(lo: int, n: int) -> None:
+            to = dst + lo * dst_row if dst_moves else dst
+            for col, src, src_row, moves, size in copies:
+                add([split.COPY, 0, to + col, dst_row, src + lo * src_row if moves else src,
+                     src_row, size, 0, 0, 0, n, err])
+        return emit
+
+    def gather(self, op: Op, region: Region) -> Emit:
         table, rows, _, ld = self.weight(op.ins[0])
-        index, _ = self.at(op.ins[1], lo, np.int32, 1)
-        dst, dst_row = self.at(op.outs[0], lo, np.float32, 0)
-        self.add([split.COPY, 0, dst, dst_row, table, 4 * ld, 4 * ld, index, 4, rows, n,
-                  self.err])
+        index, _, index_moves = self.at(op.ins[1], np.int32, 1)
+        dst, dst_row, moves = self.at(op.outs[0], np.float32, 0)
+        add, err = self.add, self.err
 
-    def pick(self, op: Op, region: Region, lo: int, n: int) -> None:
-        found = self.shared.get(op.ins[0])
-        if found is None:
-            tree = self.fixed(op.ins[0])
-            if not isinstance(tree, PerRoot) or tree.flat is None or tree.flat.itemsize != 4:
-                raise Unsupported(op)
-            flat = np.ascontiguousarray(tree.flat)
-            self.keep.append(flat)
-            found = self.shared[op.ins[0]] = (address(flat), address(tree.offsets),
-                                              address(tree.lengths))
-        index, _ = self.at(op.ins[1], lo, np.int32, 1)
-        dst, _ = self.at(op.outs[0], lo, np.int32, 0)
-        self.add([split.PICK, 0, dst, *found, address(self.roots) + 8 * lo, index, n, self.err])
+        def emit(lo: int, n: int) -> None:
+            add([split.COPY, 0, dst + lo * dst_row if moves else dst, dst_row, table, 4 * ld,
+                 4 * ld, index + 4 * lo if index_moves else index, 4, rows, n, err])
+        return emit
 
-    def product(self, op: Op, region: Region, lo: int, n: int) -> None:
+    def pick(self, op: Op, region: Region) -> Emit:
+        tree = self.fixed(op.ins[0])
+        if not isinstance(tree, PerRoot) or tree.flat is None or tree.flat.itemsize != 4:
+            raise Unsupported(op)
+        flat = np.ascontiguousarray(tree.flat)
+        self.keep.append(flat)
+        arrays = (address(flat), address(tree.offsets), address(tree.lengths))
+        index, _, index_moves = self.at(op.ins[1], np.int32, 1)
+        dst, dst_row, moves = self.at(op.outs[0], np.int32, 0)
+        roots, add, err = address(self.roots), self.add, self.err
+
+        def emit(lo: int, n: int) -> None:
+            add([split.PICK, 0, dst + lo * dst_row if moves else dst, *arrays, roots + 8 * lo,
+                 index + 4 * lo if index_moves else index, n, err])
+        return emit
+
+    def product(self, op: Op, region: Region) -> Emit:
         wp, rows, k, ldw = self.weight(op.ins[0])
-        x, x_row = self.at(op.ins[1], lo, np.float32, k)
-        y, y_row = self.at(op.outs[0], lo, np.float32, 0)
+        x, x_row, x_moves = self.at(op.ins[1], np.float32, k)
+        y, y_row, y_moves = self.at(op.outs[0], np.float32, 0)
         ldx, ldy = x_row // 4, y_row // 4
-        if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
-            parts = self.threads if self.threads > 1 and n * rows * k >= kernels.SPLIT_FLOPS \
-                else 1
-            for a, b in split.ranges(n, parts, 4):
-                self.add([split.NT, self.nt, b - a, rows, k, x + a * x_row, ldx, wp, ldw,
-                          y + a * y_row, ldy])
-            return
-        parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
-        small = n <= kernels.SMALL_ROWS[1]
-        for a, b in split.ranges(rows, parts, smallgemm.NT_COLS if small else 16):
-            if small:
-                self.add([split.NT, self.nt, n, b - a, k, x, ldx, wp + 4 * a * ldw, ldw,
-                          y + 4 * a, ldy])
+        add, threads, nt, sgemm = self.add, self.threads, self.nt, self.sgemm
+
+        def emit(lo: int, n: int) -> None:
+            xp = x + lo * x_row if x_moves else x
+            yp = y + lo * y_row if y_moves else y
+            parts = threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
+            if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
+                for a, b in split.ranges(n, parts, 4):
+                    add([split.NT, nt, b - a, rows, k, xp + a * x_row, ldx, wp, ldw,
+                         yp + a * y_row, ldy])
+            elif n <= kernels.SMALL_ROWS[1]:
+                for a, b in split.ranges(rows, parts, smallgemm.NT_COLS):
+                    add([split.NT, nt, n, b - a, k, xp, ldx, wp + 4 * a * ldw, ldw, yp + 4 * a,
+                         ldy])
             else:
-                self.add([split.SGEMM, self.sgemm, ROW_MAJOR, NO_TRANS, TRANS, n, b - a, k,
-                          ONE, x, ldx, wp + 4 * a * ldw, ldw, 0, y + 4 * a, ldy])
+                for a, b in split.ranges(rows, parts, 16):
+                    add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, TRANS, n, b - a, k, ONE, xp,
+                         ldx, wp + 4 * a * ldw, ldw, 0, yp + 4 * a, ldy])
+        return emit
 
-    def rows(self, op: Op, region: Region, lo: int, n: int) -> None:
+    def rows(self, op: Op, region: Region) -> Emit:
         group, ins_layout = op.extra
-        pointers: list[tuple[int, int]] = []
-        for s, (batched, width, dtype) in zip(op.ins, ins_layout, strict=True):
-            pointers.append(self.at(s, lo, dtype, width) if batched else
-                            (self.shared_row(s, width, dtype), 0))
-        pointers += [self.at(s, lo, np.float32, 0) for s in op.outs]
+        places = [self.at(s, dtype, width) if batched else
+                  (self.shared_row(s, width, dtype), 0, False)
+                  for s, (batched, width, dtype) in zip(op.ins, ins_layout, strict=True)]
+        places += [self.at(s, np.float32, 0) for s in op.outs]
+        if len(places) > split.MAX_POINTERS:
+            raise Unsupported(op)
         compiled = self.runner.kernels
-        fn = compiled.compiled[id(group)][0]
-        for a, b in split.ranges(n, compiled.threads(group, n)):
-            self.row_kernels.append(len(self.offsets))
-            self.add([split.ROWS + len(pointers), fn.address, self.contexts, b - a,
-                      *[p + a * row for p, row in pointers]])
-            self.contexts += 1
+        fn = compiled.compiled[id(group)][0].address
+        kind, add, threads = split.ROWS + len(places), self.add, compiled.threads
 
-    def copy_out(self, position: int, s: int, width: int, lo: int, n: int) -> None:
+        def emit(lo: int, n: int) -> None:
+            pointers = [(p + lo * row if moves else p, row) for p, row, moves in places]
+            for a, b in split.ranges(n, threads(group, n)):
+                self.row_kernels.append(len(self.offsets))
+                add([kind, fn, self.contexts, b - a, *[p + a * row for p, row in pointers]])
+                self.contexts += 1
+        return emit
+
+    def copy_out(self, position: int, s: int, width: int) -> Emit:
         out = self.schedule.results[position]
-        row = out.strides[0]
+        row, dst = out.strides[0], address(out)
         if s in self.places or s in self.schedule.stored:
-            src, src_row = self.at(s, lo, out.dtype, width)
+            src, src_row, moves = self.at(s, out.dtype, width)
         else:
-            src, src_row = self.shared_row(s, width, out.dtype), 0
-        self.add([split.COPY, 0, address(out) + lo * row, row, src, src_row, row, 0, 0, 0, n,
-                  self.err])
+            src, src_row, moves = self.shared_row(s, width, out.dtype), 0, False
+        add, err = self.add, self.err
+
+        def emit(lo: int, n: int) -> None:
+            add([split.COPY, 0, dst + lo * row, row, src + lo * src_row if moves else src,
+                 src_row, row, 0, 0, 0, n, err])
+        return emit
 
     # -- the run -----------------------------------------------------------
     def run(self) -> bool:

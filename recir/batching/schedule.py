@@ -25,6 +25,7 @@ import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
+from recir.batching import heights
 from recir.batching.execute import Frame, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.diagnostics import RecirError, emit_error
@@ -59,11 +60,9 @@ class Schedule:
     def expand_invoke(self, op: invoke.InvokeOp, frame: Frame) -> list[Any]:
         runner = self.runner
         values = []
-        for v, through in zip(op.args, self.plan.passthrough, strict=True):
-            if through:
-                continue
+        for v, uniform in self.plan.moving_args(op):
             x = runner.value(frame, v)
-            if self.plan.kinds[v] == "U":
+            if uniform:
                 x = np.broadcast_to(x, (frame.n, *np.shape(x))).copy()
             values.append(x)
         pos = frame.pos if frame.pos is not None else np.arange(frame.n)
@@ -129,27 +128,13 @@ class Schedule:
 
     # -- heights --------------------------------------------------------
     def order_by_height(self) -> None:
-        total = self.total
         self.child_level = [np.concatenate(c) for c in self.child_chunks]
-        height = np.zeros(total, np.int64)
-        for lo, n, _ in reversed(self.levels):
-            h = height[lo:lo + n]
-            for children in self.child_level:
-                c = children[lo:lo + n]
-                has = c >= 0
-                np.maximum(h, np.where(has, height[np.where(has, c, 0)] + 1, 0), out=h)
-        perm = np.argsort(height, kind="stable")
-        inv = np.empty(total, np.int64)
-        inv[perm] = np.arange(total)
+        perm, inv, self.child, self.bounds = heights.order(self.child_level)
         self.perm, self.inv = perm, inv
-        self.child = [np.where(c >= 0, inv[np.maximum(c, 0)], -1)[perm]
-                      for c in self.child_level]
         self.roots = np.concatenate(self.root_chunks)[perm]
         self.stored = {self.runner.slot[v]: np.concatenate(chunks)[perm] if len(chunks) > 1
                        else chunks[0][perm] for v, chunks in self.stored_chunks.items()}
         del self.stored_chunks
-        sorted_h = height[perm]
-        self.bounds = np.searchsorted(sorted_h, np.arange(int(sorted_h[-1]) + 2))
 
     # -- post -----------------------------------------------------------
     def post_invoke(self, op: invoke.InvokeOp, frame: Frame) -> list[Any]:

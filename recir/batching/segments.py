@@ -49,6 +49,17 @@ class Plan:
     stored: list[SSAValue]  # B values of the expansion (and args) read after it
     paths: dict[SSAValue, tuple[tuple[scf.IfOp, int], ...]]  # where a stored value lives
     ops: dict[tuple[Block, str], list[Operation]] = field(default_factory=dict)
+    moving: dict[invoke.InvokeOp, list[tuple[SSAValue, bool]]] = field(default_factory=dict)
+
+    def moving_args(self, op: invoke.InvokeOp) -> list[tuple[SSAValue, bool]]:
+        """The arguments a recursive invoke does not pass along, each with
+        whether it is uniform (cached: reading `op.args` is not free)."""
+        found = self.moving.get(op)
+        if found is None:
+            found = self.moving[op] = [
+                (v, self.kinds[v] == "U")
+                for v, through in zip(op.args, self.passthrough, strict=True) if not through]
+        return found
 
     def block_ops(self, block: Block, phase: str) -> list[Operation]:
         """The ops of `block` one phase runs (cached): expand, post or all."""

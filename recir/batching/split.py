@@ -385,6 +385,8 @@ def run(parts: list[list[int]], threads: int) -> None:
 
 def ranges(total: int, parts: int, step: int = 1) -> list[tuple[int, int]]:
     """`parts` contiguous ranges covering [0, total), cut at multiples of `step`."""
+    if parts == 1:
+        return [(0, total)] if total else []
     cuts = [min(total, (total * i // parts + step - 1) // step * step) for i in range(parts + 1)]
     cuts[-1] = total
     return [(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) if hi > lo]

@@ -131,3 +131,33 @@ def test_context_errors_are_read_from_every_part():
     errors = np.frombuffer(post_contexts, np.int32).reshape(3, -1)[:, 2]
     assert errors.tolist() == [0, 0, 1] and native.Context.error.offset == 8
     assert ctypes.sizeof(native.Context) % 4 == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_height_order_matches_plain_python(seed):
+    """Random call trees laid out level by level, as expansion makes them."""
+    from recir.batching import heights
+
+    rng = np.random.default_rng(seed)
+    sites, children, level, total = 3, [[] for _ in range(3)], [0], 1
+    while level and total < 300:
+        below = []
+        for _ in level:
+            for site in range(sites):
+                if rng.random() < 0.45:
+                    children[site].append(total + len(below))
+                    below.append(0)
+                else:
+                    children[site].append(-1)
+        level, total = below, total + len(below)
+    for site in range(sites):
+        children[site] += [-1] * (total - len(children[site]))
+    height = [0] * total
+    for i in reversed(range(total)):
+        height[i] = max([height[c[i]] + 1 for c in children if c[i] >= 0], default=0)
+    expected = sorted(range(total), key=lambda i: (height[i], i))
+    perm, inv, renumbered, bounds = heights.order([np.array(c) for c in children])
+    assert perm.tolist() == expected and inv[perm].tolist() == list(range(total))
+    assert bounds.tolist() == [sum(h < k for h in height) for k in range(max(height) + 2)]
+    for c, r in zip(children, renumbered, strict=True):
+        assert r.tolist() == [inv[c[i]] if c[i] >= 0 else -1 for i in perm]
