@@ -192,30 +192,35 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     return into
 
 
-# `auto`: run a call through the frontier scheduler when its cell is at least
-# this wide (the largest product's input in @f: 2h for TreeLSTM, (2d)^2 for
-# RNTN's bilinear tensor) and it has at least this many trees; otherwise the
-# recursive native code. With a team (threads > 1) the recursive code runs a
-# batch's trees as tasks of one team, and the scheduler is taken only from a
-# wider cell. Measured (2026-11-24, after frames stopped holding a batch's
-# arrays in reference cycles; 100 SST dev trees in batches of 25, trees/s,
-# frontier against recursive): TreeLSTM h=256 2,284 vs 1,552 on 1 thread and
-# 3,445 vs 2,731 on 2; h=150 4,765 vs 4,735 and 5,855 vs 8,690; RNTN d=25
-# 7,703 vs 3,415 and 7,294 vs 3,325; TreeRNN h=150 9,261 vs 22,362, h=300
-# 6,083 vs 7,545 (1 thread). Batch 1 and 10: the recursive code (7x at
-# h=150, batch 1).
-AUTO_MIN_BATCH = 20
-AUTO_MIN_WIDTH, AUTO_TEAM_WIDTH = 400, 512
+# `auto`: run a call through the frontier scheduler when it has at least
+# AUTO_MIN_BATCH trees and batch x cell work reaches AUTO_WORK (one thread)
+# or AUTO_TEAM_WORK (a team, which runs the recursive code's trees as its
+# tasks); otherwise the recursive native code. A cell's work is its largest
+# product's multiply-adds per invocation (750 x 300 for TreeLSTM h=150),
+# RNTN's bilinear tensor counted 5x: the recursive code runs it at about a
+# fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s, RNTN d=25
+# and TreeRNN h=150). Measured after the native post segment (2026-11-24,
+# `python bench/run.py auto`'s rows, 100 SST dev trees, median of 5 in
+# rounds, frontier over recursive trees/s at batch 5 / 10 / 25), one thread: TreeLSTM h=100
+# 0.38 / 0.59 / 0.93, h=150 0.77 / 1.07 / 1.41, h=256 1.31 / 1.61 / 1.89;
+# TreeRNN h=150 0.19 / 0.32 / 0.60, h=300 0.50 / 0.75 / 1.10; RNTN d=25
+# 0.83 / 1.41 / 2.68. Two threads: TreeLSTM h=100 0.24 / 0.37 / 0.64, h=150
+# 0.50 / 0.74 / 1.09, h=256 1.03 / 1.32 / 1.64; TreeRNN h=150 0.13 / 0.21 /
+# 0.39, h=300 0.32 / 0.48 / 0.77; RNTN 0.81 / 1.38 / 2.53.
+AUTO_MIN_BATCH = 5
+AUTO_WORK, AUTO_TEAM_WORK = 3_000_000, 5_000_000
+BILINEAR_COST = 5
 
 
-def matvec_width(plan: Plan) -> int:
+def cell_work(plan: Plan) -> int:
+    """Multiply-adds per invocation of @f's largest product (bilinear weighted)."""
     from recir.dialects import tmath
 
-    widths = [tmath.shape_of(op.matrix)[-1] for op in plan.rec.walk()
-              if isinstance(op, tmath.MatvecOp)]
-    widths += [int(np.prod(tmath.shape_of(op.tensor)[1:])) for op in plan.rec.walk()
-               if isinstance(op, tmath.BilinearOp)]
-    return max(widths, default=0)
+    work = [int(np.prod(tmath.shape_of(op.matrix))) for op in plan.rec.walk()
+            if isinstance(op, tmath.MatvecOp)]
+    work += [BILINEAR_COST * int(np.prod(tmath.shape_of(op.tensor)))
+             for op in plan.rec.walk() if isinstance(op, tmath.BilinearOp)]
+    return max(work, default=0)
 
 
 class AutoFunction:
@@ -223,12 +228,12 @@ class AutoFunction:
 
     def __init__(self, native: Any, batched: BatchedFunction | None):
         self.native, self.batched = native, batched
-        self.width = 0 if batched is None else matvec_width(batched.plan)
+        self.work = 0 if batched is None else cell_work(batched.plan)
 
     def choose(self, size: int) -> str:
-        least = AUTO_TEAM_WIDTH if self.native.batch_team else AUTO_MIN_WIDTH
-        wide = self.batched is not None and self.width >= least
-        return "frontier" if wide and size >= AUTO_MIN_BATCH else "recursive"
+        least = AUTO_TEAM_WORK if self.native.batch_team else AUTO_WORK
+        big = self.batched is not None and size * self.work >= least
+        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         if self.choose(1) == "frontier":
@@ -241,13 +246,26 @@ class AutoFunction:
         return self.native.batch(batch)
 
 
-# `auto` for training: the same rule from a 300-wide cell, except that with a
-# team the scheduler is taken only from a wider one, where its batched weight-gradient products
-# beat the team (`bench/run.py batching`, SST dev, batch 25, 2 threads,
+# `auto` for training (no native post segment: the backward reads the frames):
+# the scheduler from AUTO_TRAIN_MIN_BATCH trees with a cell at least
+# AUTO_TRAIN_WIDTH wide, with a team only from a wider one, where its batched
+# weight-gradient products beat the team (`bench/run.py batching`, SST dev, batch 25, 2 threads,
 # frontier against recursive trees/s: h=256 557 vs 400, 319 vs 287, 435 vs
 # 288; h=150 510 vs 1,188, 538 vs 975). One thread: the scheduler at h=150
 # (837 vs 539, 458 vs 443, 520 vs 473) and h=256 (342 vs 195, 254 vs 144).
+# The width is the largest product's input (2h for TreeLSTM, (2d)^2 for RNTN).
 AUTO_TRAIN_WIDTH, AUTO_TEAM_TRAIN_WIDTH = 300, 512
+AUTO_TRAIN_MIN_BATCH = 20
+
+
+def matvec_width(plan: Plan) -> int:
+    from recir.dialects import tmath
+
+    widths = [tmath.shape_of(op.matrix)[-1] for op in plan.rec.walk()
+              if isinstance(op, tmath.MatvecOp)]
+    widths += [int(np.prod(tmath.shape_of(op.tensor)[1:])) for op in plan.rec.walk()
+               if isinstance(op, tmath.BilinearOp)]
+    return max(widths, default=0)
 
 
 class AutoGradFunction:
@@ -264,7 +282,7 @@ class AutoGradFunction:
         team = threads > 1 and native is not None and bool(native.batch_team)
         least = AUTO_TEAM_TRAIN_WIDTH if team else AUTO_TRAIN_WIDTH
         wide = self.batched is not None and self.width >= least
-        return "frontier" if wide and size >= AUTO_MIN_BATCH else "recursive"
+        return "frontier" if wide and size >= AUTO_TRAIN_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
