@@ -200,13 +200,15 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # RNTN's bilinear tensor counted 5x: the recursive code runs it at about a
 # fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s, RNTN d=25
 # and TreeRNN h=150). Measured after the native post segment (2026-11-24,
-# `python bench/run.py auto`'s rows, 100 SST dev trees, median of 5 in
-# rounds, frontier over recursive trees/s at batch 5 / 10 / 25), one thread: TreeLSTM h=100
-# 0.38 / 0.59 / 0.93, h=150 0.77 / 1.07 / 1.41, h=256 1.31 / 1.61 / 1.89;
-# TreeRNN h=150 0.19 / 0.32 / 0.60, h=300 0.50 / 0.75 / 1.10; RNTN d=25
-# 0.83 / 1.41 / 2.68. Two threads: TreeLSTM h=100 0.24 / 0.37 / 0.64, h=150
-# 0.50 / 0.74 / 1.09, h=256 1.03 / 1.32 / 1.64; TreeRNN h=150 0.13 / 0.21 /
-# 0.39, h=300 0.32 / 0.48 / 0.77; RNTN 0.81 / 1.38 / 2.53.
+# `python bench/run.py auto`: 100 SST dev trees, median of 5 in rounds,
+# frontier over recursive trees/s at batch 5 / 10 / 25), one thread:
+# TreeLSTM h=100 0.39 / 0.60 / 0.93, h=150 0.78 / 1.09 / 1.40, h=256 1.33 /
+# 1.57 / 1.82; TreeRNN h=150 0.20 / 0.33 / 0.59, h=300 0.50 / 0.72 / 1.10;
+# RNTN d=25 0.81 / 1.33 / 2.48. Two threads: TreeLSTM h=100 0.24 / 0.38 /
+# 0.53, h=150 0.46 / 0.77 / 1.09, h=256 0.97 / 1.27 / 1.53; TreeRNN h=150
+# 0.14 / 0.21 / 0.35, h=300 0.30 / 0.49 / 0.76; RNTN 0.81 / 1.35 / 2.37.
+# The rule misses two near ties (h=150 at 10 on one thread, RNTN at 10 on
+# two).
 AUTO_MIN_BATCH = 5
 AUTO_WORK, AUTO_TEAM_WORK = 3_000_000, 5_000_000
 BILINEAR_COST = 5
