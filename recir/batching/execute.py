@@ -115,9 +115,9 @@ class Runner:
         self.kernels = Kernels(list(self.groups.values()), gradients)
 
     def native_post(self) -> Any:
-        """The post segment as one native run (`native_post.py`), for inference
-        with row kernels; None where it does not apply."""
-        if self.kernels is None or self.tape:
+        """The post segment as one native run (`native_post.py`), with row
+        kernels; None where it does not apply."""
+        if self.kernels is None:
             return None
         if self.fast_post is None:
             from recir.batching.native_post import NativePost

@@ -1,4 +1,4 @@
-"""An inference call's post segment, all heights, as one native run.
+"""A call's post segment, all heights, as one native run.
 
 The Python post loop cost ~40 us per height whatever the hidden size (~1
 ms of a 25-tree TreeLSTM batch, on one core while the team's other thread
@@ -8,16 +8,17 @@ dispatcher before anything runs: each op of a height's branch is one step
 column slices, products as SGEMM or few-row kernel parts split by weight
 rows, row kernels split by rows, per-tree arrays read at each row's root),
 independent ops share a step, and one team runs all steps with a barrier
-between them. Values live in scratch buffers of the largest height's rows,
-reused by every height; an op whose result the function returns writes
-straight into the batch's result rows.
+between them. In inference, values live in scratch buffers of the largest
+height's rows, reused by every height; a gradient call keeps every row
+(buffers of the batch's rows, kept between calls) and leaves the frames
+the backward reads as views of them. An op whose result the function
+returns writes straight into the batch's result rows.
 
-It takes the post programs inference produces for structure-driven models
-(a leaf/internal branch whose regions hold only those ops; every height
-takes one region). Anything else, and an inference call with gradients,
-runs the Python loop (`schedule.py`). A failed index check or row kernel
-check stops nothing native: the batch is run again by the Python loop,
-which raises the located error.
+It takes the post programs of structure-driven models (a leaf/internal
+branch whose regions hold only those ops; every height takes one region).
+Anything else runs the Python loop (`schedule.py`). A failed index check
+or row kernel check stops nothing native: the batch is run again by the
+Python loop, which raises the located error.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from xdsl.dialects.builtin import TensorType
 
 from recir.batching import blas, kernels, smallgemm, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
-from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
+from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.native import Context, length
 from recir.dialects import tmath
@@ -156,10 +157,11 @@ class NativePost:
         self.scratch: dict[int, np.ndarray] = {}
         self.contexts = (Context * 0)()
         self.pred: int | None = None
+        self.tape = runner.tape
         try:
             if len(top) == 2 and top[0][0] == IF and top[1][0] == RETURN:
                 code, op, _, args, outs, _, _ = top[0]
-                self.pred = args[0]
+                self.pred, self.branch = args[0], op
                 positions = [[p for p, s in enumerate(top[1][3]) if s == r] for r in outs]
                 if any(len(p) != 1 for p in positions):
                     raise Unsupported(op)
@@ -181,7 +183,9 @@ class NativePost:
         taken = self.branches(schedule, bounds)
         if taken is None:
             return False
-        plan = Plan(self, schedule, max(hi - lo for lo, hi in heights))
+        # a gradient call keeps every height's values for the backward
+        rows = schedule.total if self.tape else max(hi - lo for lo, hi in heights)
+        plan = Plan(self, schedule, rows)
         try:
             for (lo, hi), region in zip(heights, taken, strict=True):
                 plan.height(self.regions[region], lo, hi)
@@ -190,7 +194,42 @@ class NativePost:
             return False
         finally:
             plan.emitters.clear()  # they refer to the plan: a cycle would keep the batch
-        return plan.run()
+        if not plan.run():
+            return False
+        if self.tape:
+            self.frames(schedule, heights, taken, plan)
+        return True
+
+    def frames(self, schedule: Any, heights: list[tuple[int, int]], taken: list[int],
+               plan: Plan) -> None:
+        """The frames the Python loop would have left (`Schedule.heights`): each
+        height's values as views of the whole-batch buffers."""
+        views = {s: self.view(plan, s) for region in self.regions for s in region.layouts}
+        for (lo, hi), k in zip(heights, taken, strict=True):
+            frame = Frame(hi - lo, schedule.roots[lo:hi], base=schedule.lookup(lo, hi))
+            sub = frame
+            if self.pred is not None:
+                sub = frame.child(None)
+                record: list[tuple[Any, Any]] = [(None, None), (None, None)]
+                record[k] = (None, sub)
+                frame.subs[self.branch] = record
+            sub.env.update((s, views[s][lo:hi]) for s in self.regions[k].layouts)
+            schedule.heights.append((lo, hi, frame))
+
+    def view(self, plan: Plan, slot: int) -> np.ndarray | None:
+        """A value's rows over the whole batch (None for one no height made)."""
+        found = plan.places.get(slot)
+        if found is None:
+            return None
+        base, row, _ = found
+        shape, dtype = next(r.layouts[slot] for r in self.regions if slot in r.layouts)
+        size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+        owner = plan.owners[slot]
+        offset = base - address(owner)
+        flat = owner.reshape(-1).view(np.uint8)
+        return np.lib.stride_tricks.as_strided(
+            flat[offset:], (plan.schedule.total, size), (row, 1)).view(dtype).reshape(
+            plan.schedule.total, *shape)
 
     def branches(self, schedule: Any, bounds: list[int]) -> list[int] | None:
         """The region each height takes (0: then, 1: else); None if one mixes them."""
@@ -244,6 +283,7 @@ class Plan:
         # slot -> (address of row 0, row bytes, whether the rows are the batch's)
         self.places: dict[int, tuple[int, int, bool]] = {}
         self.emitters: dict[int, list[list[Emit]]] = {}  # per region: per step
+        self.owners: dict[int, np.ndarray] = {}  # slot -> the array its place is in
 
     def add(self, record: list[int]) -> None:
         words = self.words
@@ -273,13 +313,15 @@ class Plan:
                 out = results[position]
                 if out.dtype != dtype or out.shape[1:] != shape:
                     raise Unsupported(s)
-                self.places[s] = (address(out), out.strides[0], True)
+                self.places[s], self.owners[s] = (address(out), out.strides[0], True), out
             else:
                 buf = self.post.buffer(s, shape, dtype, self.capacity)
-                self.places[s] = (address(buf), buf.strides[0], False)
+                # a tape's buffers hold every height's rows; scratch only one's
+                self.places[s] = (address(buf), buf.strides[0], self.post.tape)
+                self.owners[s] = buf
         for s, (concat, column) in region.alias.items():
             base, row, moves = self.places[concat]
-            self.places[s] = (base + column, row, moves)
+            self.places[s], self.owners[s] = (base + column, row, moves), self.owners[concat]
 
     def at(self, slot: int, dtype: Any, width: int) -> tuple[int, int, bool]:
         """(address of row 0 of `slot`, row stride in bytes, whether a height's

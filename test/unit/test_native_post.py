@@ -113,16 +113,41 @@ def test_bad_index_is_the_python_loops_located_error(field, threads, runs):
 
 def test_left_to_the_python_loop(runs):
     """RNTN's bilinear product and TD-TreeLSTM's top-down cell have no native
-    post records; a gradient call keeps its frames for the backward."""
+    post records."""
     params = rntn.init_params(np.random.default_rng(1), vocab=100)
     batched = BatchedFunction(rntn.trace_model(params), threads=2)
     batched.batch(mixed_trees()[:4])
     assert runs == [] and batched.runner.native_post() is None
     params = td_tree_lstm.init_params(np.random.default_rng(3))
     assert BatchedFunction(td_tree_lstm.trace_model(params)).runner.native_post() is None
-    params = tree_lstm.init_params(np.random.default_rng(1), vocab=100)
-    grad = BatchedGradFunction(tree_lstm.trace_model(params), threads=2)
-    assert grad.runner.native_post() is None
+
+
+@pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
+@pytest.mark.parametrize("threads,split_all", [(1, False), (2, True)])
+def test_gradients_from_the_native_forward_match_the_python_loop(model, threads, split_all,
+                                                                 runs, monkeypatch):
+    """A gradient call's forward runs natively and leaves the frames the
+    backward reads; outputs and gradients as with the Python loop's frames."""
+    if split_all:
+        monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
+        monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
+    params = model.init_params(np.random.default_rng(6), hidden=20, vocab=100)
+    params = {k: v / 4 if v.ndim == 2 else v for k, v in params.items()}
+    traced = model.trace_model(params)
+    inputs = mixed_trees()
+    fast = BatchedGradFunction(traced, threads=threads)
+    slow = BatchedGradFunction(traced, threads=threads)
+    slow.runner.fast_post = native_post.NativePost(slow.runner)
+    slow.runner.fast_post.ok = False
+    for batch in (inputs, inputs[2:7]):  # the tape's buffers reused
+        (outs, grads), (outs2, grads2) = fast.batch(batch), slow.batch(batch)
+        for (h, loss), (h2, loss2) in zip(outs, outs2, strict=True):
+            assert np.allclose(h, h2, rtol=1e-5, atol=1e-6)
+            assert loss == pytest.approx(loss2, rel=1e-5)
+        for name in params:
+            scale = max(np.abs(grads2[name]).max(), 1e-30)
+            assert np.abs(grads[name] - grads2[name]).max() <= 1e-5 * scale, name
+    assert runs == [True, True]
 
 
 def test_context_errors_are_read_from_every_part():
