@@ -1,11 +1,12 @@
 """The frontier scheduler against the recursive native code, by model, cell, batch and threads.
 
-What `batching="auto"` is set from (`recir/batching/api.py`: AUTO_WORK,
-AUTO_TEAM_WORK, AUTO_MIN_BATCH): 100 SST dev trees (synthetic SST-like
-trees without the data) in batches of 5, 10 and 25, inference, both codes
-in the same rounds (median of `--repeats`), with the cell's work (its
-largest product's multiply-adds per invocation, bilinear weighted) and
-the mode `auto` picks beside the faster one.
+What `batching="auto"` is set from (`recir/batching/api.py`): 100 SST dev
+trees (synthetic SST-like trees without the data) in batches of 5, 10 and
+25, inference (`recir.compile`) and training (`recir.value_and_grad`,
+gradients summed into buffers), both codes in the same rounds (median of
+`--repeats`), with the cell's work (its largest product's multiply-adds
+per invocation, bilinear weighted) and the mode `auto` picks beside the
+faster one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cells", nargs="+", default=CELLS, help="model:hidden")
     parser.add_argument("--batches", type=int, nargs="+", default=[5, 10, 25])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--modes", nargs="+", default=["infer", "train"])
     parser.add_argument("--repeats", type=int, default=5)
 
 
@@ -41,7 +43,6 @@ def model_of(cell: str, vocab: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    import recir
     from bench.batching import args_of, keep_freed_memory, workload
 
     keep_freed_memory()
@@ -50,28 +51,47 @@ def run(args: argparse.Namespace) -> int:
     rows, table = [], []
     for cell in args.cells:
         model = model_of(cell, vocab)
-        for threads in args.threads:
-            auto = recir.compile(model, batching="auto", threads=threads)
-            codes = {"frontier": recir.compile(model, batching="frontier", threads=threads),
-                     "recursive": recir.compile(model, threads=threads)}
-            for batch in args.batches:
-                chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
-                times = rounds_times({name: (lambda f=f: [f.batch(c) for c in chunks])
-                                      for name, f in codes.items()}, args.repeats)
-                rate = {name: len(items) / median(t) for name, t in times.items()}
-                best = max(rate, key=rate.__getitem__)
-                picks = auto.choose(batch)
-                rows.append({"cell": cell, "threads": threads, "batch": batch,
-                             "work": auto.work, "trees_per_s": rate, "auto": picks,
-                             "best": best})
-                table.append([cell, str(threads), str(batch), f"{auto.work:,}",
-                              f"{rate['frontier']:.0f}", f"{rate['recursive']:.0f}",
-                              f"{rate['frontier'] / rate['recursive']:.2f}", picks,
-                              "" if picks == best else "<- not the faster"])
-                print(" ".join(table[-1]), flush=True)
-    print_table(f"frontier against recursive, {described} trees, inference, trees/s (median)",
-                ["cell", "thr", "batch", "work", "frontier", "recursive", "ratio", "auto", ""],
+        for mode in args.modes:
+            for threads in args.threads:
+                for batch in args.batches:
+                    row = compare(model, mode, threads, batch, items, args.repeats)
+                    rows.append({"cell": cell, **row})
+                    rate = row["trees_per_s"]
+                    table.append([cell, mode, str(threads), str(batch), f"{row['work']:,}",
+                                  f"{rate['frontier']:.0f}", f"{rate['recursive']:.0f}",
+                                  f"{rate['frontier'] / rate['recursive']:.2f}", row["auto"],
+                                  "" if row["auto"] == row["best"] else "<- not the faster"])
+                    print(" ".join(table[-1]), flush=True)
+    print_table(f"frontier against recursive, {described} trees, trees/s (median)",
+                ["cell", "mode", "thr", "batch", "work", "frontier", "recursive", "ratio", "auto",
+                 ""],
                 table)
     if args.json:
         write_json(args.json, {"machine": machine_info(), "rows": rows})
     return 0
+
+
+def compare(model: Any, mode: str, threads: int, batch: int, items: list[Any], repeats: int
+            ) -> dict[str, Any]:
+    """Both codes on the items in batches, in the same rounds."""
+    import recir
+
+    chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
+    if mode == "infer":
+        auto = recir.compile(model, batching="auto", threads=threads)
+        codes = {"frontier": recir.compile(model, batching="frontier", threads=threads),
+                 "recursive": recir.compile(model, threads=threads)}
+        picks = auto.choose(batch)
+        fns = {name: (lambda f=f: [f.batch(c) for c in chunks]) for name, f in codes.items()}
+    else:
+        auto = recir.value_and_grad(model, batching="auto", threads=threads)
+        codes = {"frontier": recir.value_and_grad(model, batching="frontier", threads=threads),
+                 "recursive": recir.value_and_grad(model, threads=threads)}
+        picks = auto.choose(batch, threads)
+        into = {k: np.zeros_like(v) for k, v in model.params.items()}
+        fns = {name: (lambda f=f: [f.batch(c, into) for c in chunks])
+               for name, f in codes.items()}
+    times = rounds_times(fns, repeats)
+    rate = {name: len(items) / median(t) for name, t in times.items()}
+    return {"mode": mode, "threads": threads, "batch": batch, "work": auto.work,
+            "trees_per_s": rate, "auto": picks, "best": max(rate, key=rate.__getitem__)}

@@ -79,13 +79,16 @@ class GradFunction:
         return outputs, grads
 
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
-              threads: int = 1) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+              threads: int | None = None) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """Outputs for each input tuple of `batch`, and the summed gradients.
-        With `threads` > 1 the trees run side by side: as tasks of one team of
-        the function's threads where it was compiled for several (trees and
-        their subtrees balanced by the task scheduler), else each on a pool
-        thread adding into its own gradient buffers, summed into `into` at
-        the end. With one thread, one at a time."""
+        With `threads` > 1 (default: the function's) the trees run side by
+        side: as tasks of one team of the function's threads where it was
+        compiled for several (trees and their subtrees balanced by the task
+        scheduler), else each on a pool thread adding into its own gradient
+        buffers, summed into `into` at the end. With one thread, one at a
+        time."""
+        if threads is None:
+            threads = self.native.threads if self.native is not None else 1
         grads = self.accumulators(into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads

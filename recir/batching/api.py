@@ -277,6 +277,7 @@ class AutoGradFunction:
     def __init__(self, recursive: Any, batched: BatchedGradFunction | None):
         self.recursive, self.batched = recursive, batched
         self.width = 0 if batched is None else matvec_width(batched.plan)
+        self.work = 0 if batched is None else cell_work(batched.plan)
         self.params = recursive.params
 
     def choose(self, size: int, threads: int) -> str:
