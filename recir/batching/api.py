@@ -248,26 +248,16 @@ class AutoFunction:
         return self.native.batch(batch)
 
 
-# `auto` for training (no native post segment: the backward reads the frames):
-# the scheduler from AUTO_TRAIN_MIN_BATCH trees with a cell at least
-# AUTO_TRAIN_WIDTH wide, with a team only from a wider one, where its batched
-# weight-gradient products beat the team (`bench/run.py batching`, SST dev, batch 25, 2 threads,
-# frontier against recursive trees/s: h=256 557 vs 400, 319 vs 287, 435 vs
-# 288; h=150 510 vs 1,188, 538 vs 975). One thread: the scheduler at h=150
-# (837 vs 539, 458 vs 443, 520 vs 473) and h=256 (342 vs 195, 254 vs 144).
-# The width is the largest product's input (2h for TreeLSTM, (2d)^2 for RNTN).
-AUTO_TRAIN_WIDTH, AUTO_TEAM_TRAIN_WIDTH = 300, 512
-AUTO_TRAIN_MIN_BATCH = 20
-
-
-def matvec_width(plan: Plan) -> int:
-    from recir.dialects import tmath
-
-    widths = [tmath.shape_of(op.matrix)[-1] for op in plan.rec.walk()
-              if isinstance(op, tmath.MatvecOp)]
-    widths += [int(np.prod(tmath.shape_of(op.tensor)[1:])) for op in plan.rec.walk()
-               if isinstance(op, tmath.BilinearOp)]
-    return max(widths, default=0)
+# `auto` for training: the same rule with its own thresholds (`python
+# bench/run.py auto --modes train`, 2026-11-24, after the native forward;
+# frontier over recursive at batch 5 / 10 / 25), one thread: TreeLSTM
+# h=100 0.38 / 0.59 / 0.97, h=150 0.77 / 1.08 / 1.47, h=256 1.00 / 1.28 /
+# 1.54; TreeRNN h=150 0.22 / 0.36 / 0.65, h=300 0.62 / 0.92 / 1.37; RNTN
+# 0.79 / 1.25 / 2.15. Two threads (the recursive code's trees as tasks of
+# one team): TreeLSTM h=100 0.23 / 0.34 / 0.61, h=150 0.49 / 0.70 / 1.04,
+# h=256 0.68 / 0.93 / 1.14; TreeRNN h=150 0.13 / 0.19 / 0.35, h=300 0.35 /
+# 0.53 / 0.82; RNTN 0.77 / 1.22 / 1.08.
+AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 3_000_000, 7_000_000
 
 
 class AutoGradFunction:
@@ -276,16 +266,15 @@ class AutoGradFunction:
 
     def __init__(self, recursive: Any, batched: BatchedGradFunction | None):
         self.recursive, self.batched = recursive, batched
-        self.width = 0 if batched is None else matvec_width(batched.plan)
         self.work = 0 if batched is None else cell_work(batched.plan)
         self.params = recursive.params
 
     def choose(self, size: int, threads: int) -> str:
         native = self.recursive.native
         team = threads > 1 and native is not None and bool(native.batch_team)
-        least = AUTO_TEAM_TRAIN_WIDTH if team else AUTO_TRAIN_WIDTH
-        wide = self.batched is not None and self.width >= least
-        return "frontier" if wide and size >= AUTO_TRAIN_MIN_BATCH else "recursive"
+        least = AUTO_TEAM_TRAIN_WORK if team else AUTO_TRAIN_WORK
+        big = self.batched is not None and size * self.work >= least
+        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
         return self.recursive(*inputs, into=into)

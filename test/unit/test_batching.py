@@ -178,16 +178,18 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     assert auto.choose(10) == "recursive"
 
 
-def test_auto_training_picks_by_width_batch_and_team():
-    """`value_and_grad(batching="auto")`: the scheduler for wide cells and big
-    batches (with a team only from a wider cell), gradients as the recursive
+def test_auto_training_picks_by_work_batch_and_team():
+    """`value_and_grad(batching="auto")`: the scheduler for big cells and big
+    batches (with a team only from more work), gradients as the recursive
     code's either way."""
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=160, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}
     traced = tree_lstm.trace_model(params)
     auto = recir.value_and_grad(traced, batching="auto", threads=2)
+    assert auto.work == 800 * 320
     assert auto.choose(25, 1) == "frontier" and auto.choose(5, 1) == "recursive"
-    assert auto.choose(25, 2) == "recursive"  # 2h = 320: the team's trees win
+    assert auto.choose(25, 2) == "recursive"  # 25 x 256,000: the team's trees win
+    assert auto.choose(30, 2) == "frontier"
     trees = make_treebank(20, seed=6)
     batch = [tree_args(t) for t in trees]
     want_out, want = recir.value_and_grad(traced).batch(batch)
