@@ -256,8 +256,12 @@ class AutoFunction:
 # 0.79 / 1.25 / 2.15. Two threads (the recursive code's trees as tasks of
 # one team): TreeLSTM h=100 0.23 / 0.34 / 0.61, h=150 0.49 / 0.70 / 1.04,
 # h=256 0.68 / 0.93 / 1.14; TreeRNN h=150 0.13 / 0.19 / 0.35, h=300 0.35 /
-# 0.53 / 0.82; RNTN 0.77 / 1.22 / 1.08.
-AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 3_000_000, 7_000_000
+# 0.53 / 0.82; RNTN 0.77 / 1.22 / 1.08. On a team the scheduler needs a
+# batch of AUTO_TEAM_TRAIN_MIN_BATCH too: TreeLSTM h=256 lost at 10 (0.93)
+# with more work than h=150 at 25, which won (1.04 here, 2,773 against
+# 2,557 trees/s = 1.08 in a `bench/run.py batching` run).
+AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 3_000_000, 5_000_000
+AUTO_TEAM_TRAIN_MIN_BATCH = 20
 
 
 class AutoGradFunction:
@@ -274,7 +278,8 @@ class AutoGradFunction:
         team = threads > 1 and native is not None and bool(native.batch_team)
         least = AUTO_TEAM_TRAIN_WORK if team else AUTO_TRAIN_WORK
         big = self.batched is not None and size * self.work >= least
-        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
+        fewest = AUTO_TEAM_TRAIN_MIN_BATCH if team else AUTO_MIN_BATCH
+        return "frontier" if big and size >= fewest else "recursive"
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
