@@ -442,7 +442,7 @@ class Plan:
                 for a, b in split.ranges(n, parts, 4):
                     add([split.NT, nt, b - a, rows, k, xp + a * x_row, ldx, wp, ldw,
                          yp + a * y_row, ldy])
-            elif n <= kernels.SMALL_ROWS[1]:
+            elif n <= (SPLIT_NT_ROWS if parts > 1 else kernels.SMALL_ROWS[1]):
                 for a, b in split.ranges(rows, parts, smallgemm.NT_COLS):
                     add([split.NT, nt, n, b - a, k, xp, ldx, wp + 4 * a * ldw, ldw, yp + 4 * a,
                          ldy])
@@ -506,6 +506,11 @@ class Plan:
 
 
 ONE = split.bits(1.0)
+# Split across the team, the few-row kernel beat OpenBLAS parts up to here (a
+# 25-tree SST batch at h=256 on 2 threads, alternated: 5.85 ms with 64, 5.73
+# with 128, 5.63 with 200, 5.66 with 600; again 5.79 with 64, 5.71 with 192;
+# h=150 2.81 and 2.77). On one thread 64 stays (9.36 against 9.27-9.29).
+SPLIT_NT_ROWS = 192
 
 
 def kernels_row(x: Any, width: int, dtype: Any) -> np.ndarray:
