@@ -203,11 +203,26 @@ class Backward:
         block = plan.rec.body.block
         outs = block.last_op.operands  # type: ignore[union-attr]
         total, roots = schedule.total, schedule.inv[:schedule.levels[0][1]]
-        self.dres = [rows(v, total) if is_float(v) else None for v in outs]
-        for d, g in zip(self.dres, droot, strict=True):
-            if d is not None and g is not None:
-                d[roots] = g
+
+        def seeded() -> list[Any]:
+            dres = [rows(v, total) if is_float(v) else None for v in outs]
+            for d, g in zip(dres, droot, strict=True):
+                if d is not None and g is not None:
+                    d[roots] = g
+            return dres
+
+        self.dres = seeded()
         stored_float = {runner.slot[v]: v for v in plan.stored if is_float(v)}
+        if schedule.native is not None:  # a native forward: its backward, or its frames
+            from recir.batching import native_grad
+
+            found = not stored_float and native_grad.backward(schedule.native, self, schedule,
+                                                              self.dres)
+            if found:
+                return self.expansion(schedule, {}, {})
+            if found is None:  # it ran and a check failed: start again
+                self.dres = seeded()
+            schedule.native.frames(schedule)
         dstored = {s: rows(v, total) for s, v in stored_float.items()}
         out_slots = [runner.slot[v] for v in outs]
         for lo, hi, frame in reversed(schedule.heights):

@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import TensorType
 
 from recir.batching import blas, kernels, smallgemm, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
-from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
+from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.native import Context, length
 from recir.dialects import tmath
@@ -196,40 +196,11 @@ class NativePost:
             plan.emitters.clear()  # they refer to the plan: a cycle would keep the batch
         if not plan.run():
             return False
-        if self.tape:
-            self.frames(schedule, heights, taken, plan)
+        if self.tape:  # what the backward reads (`native_grad.py`)
+            from recir.batching.native_grad import Tape
+
+            schedule.native = Tape(self, plan, heights, taken)
         return True
-
-    def frames(self, schedule: Any, heights: list[tuple[int, int]], taken: list[int],
-               plan: Plan) -> None:
-        """The frames the Python loop would have left (`Schedule.heights`): each
-        height's values as views of the whole-batch buffers."""
-        views = {s: self.view(plan, s) for region in self.regions for s in region.layouts}
-        for (lo, hi), k in zip(heights, taken, strict=True):
-            frame = Frame(hi - lo, schedule.roots[lo:hi], base=schedule.lookup(lo, hi))
-            sub = frame
-            if self.pred is not None:
-                sub = frame.child(None)
-                record: list[tuple[Any, Any]] = [(None, None), (None, None)]
-                record[k] = (None, sub)
-                frame.subs[self.branch] = record
-            sub.env.update((s, views[s][lo:hi]) for s in self.regions[k].layouts)
-            schedule.heights.append((lo, hi, frame))
-
-    def view(self, plan: Plan, slot: int) -> np.ndarray | None:
-        """A value's rows over the whole batch (None for one no height made)."""
-        found = plan.places.get(slot)
-        if found is None:
-            return None
-        base, row, _ = found
-        shape, dtype = next(r.layouts[slot] for r in self.regions if slot in r.layouts)
-        size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
-        owner = plan.owners[slot]
-        offset = base - address(owner)
-        flat = owner.reshape(-1).view(np.uint8)
-        return np.lib.stride_tricks.as_strided(
-            flat[offset:], (plan.schedule.total, size), (row, 1)).view(dtype).reshape(
-            plan.schedule.total, *shape)
 
     def branches(self, schedule: Any, bounds: list[int]) -> list[int] | None:
         """The region each height takes (0: then, 1: else); None if one mixes them."""
@@ -284,6 +255,8 @@ class Plan:
         self.places: dict[int, tuple[int, int, bool]] = {}
         self.emitters: dict[int, list[list[Emit]]] = {}  # per region: per step
         self.owners: dict[int, np.ndarray] = {}  # slot -> the array its place is in
+        self.shared_rows: dict[int, np.ndarray] = {}  # a shared input as a row kernel reads it
+        self.weights: dict[int, tuple[int, int, int, int]] = {}
 
     def add(self, record: list[int]) -> None:
         words = self.words
@@ -344,8 +317,7 @@ class Plan:
         return x
 
     def shared_row(self, slot: int, width: int, dtype: Any) -> int:
-        x = kernels_row(self.fixed(slot), width, dtype)
-        self.keep.append(x)
+        x = self.shared_rows[slot] = kernels_row(self.fixed(slot), width, dtype)
         return address(x)
 
     def weight(self, slot: int) -> tuple[int, int, int, int]:
@@ -354,7 +326,8 @@ class Plan:
         if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2 or \
                 w.strides[1] != 4:
             raise Unsupported(slot)
-        return (address(w), *w.shape, w.strides[0] // 4)
+        found = self.weights[slot] = (address(w), *w.shape, w.strides[0] // 4)
+        return found
 
     def height(self, region: Region, lo: int, hi: int) -> None:
         steps = self.emitters.get(id(region))

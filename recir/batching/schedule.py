@@ -57,6 +57,7 @@ class Schedule:
         self.heights: list[tuple[int, int, Frame]] = []
         self.pending: list[tuple[int, np.ndarray, list[Any]]] = []
         self.lo = 0
+        self.native: Any = None  # a native post segment's tape (`native_grad.Tape`)
 
     # -- expansion ------------------------------------------------------
     def expand_invoke(self, op: invoke.InvokeOp, frame: Frame) -> list[Any]:

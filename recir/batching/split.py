@@ -31,7 +31,7 @@ from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
 SGEMM, NT, ROWS = 0, 1, 2
 MAX_POINTERS = 32  # row kernels with more pointers run unsplit
 WORDS = 4 + MAX_POINTERS  # a record: kind, function, ctx, rows, pointers
-COPY, PICK = ROWS + MAX_POINTERS + 1, ROWS + MAX_POINTERS + 2  # `native_post.py`'s records
+COPY, PICK, ADD = range(ROWS + MAX_POINTERS + 1, ROWS + MAX_POINTERS + 4)  # `native_post.py`
 
 
 def bits(value: float) -> int:
@@ -102,14 +102,16 @@ def rows_block(count: int) -> list[str]:
 def module_text(integer: str) -> str:
     """`recir_split_run(records, count, threads)` and its helpers."""
     cases = " ".join([f"i64 {SGEMM}, label %sgemm", f"i64 {NT}, label %nt",
-                      f"i64 {COPY}, label %copy", f"i64 {PICK}, label %pick"] + [
+                      f"i64 {COPY}, label %copy", f"i64 {PICK}, label %pick",
+                      f"i64 {ADD}, label %add"] + [
         f"i64 {ROWS + n}, label %rows{n}" for n in range(1, MAX_POINTERS + 1)])
     part = ["define internal void @run_part(ptr %r) {", "entry:",
             "  %kind = load i64, ptr %r", "  %fa = getelementptr i64, ptr %r, i64 1",
             "  %fn = load ptr, ptr %fa", f"  switch i64 %kind, label %done [ {cases} ]"]
     blocks = [("sgemm", sgemm_block(integer)), ("nt", nt_block()),
               ("copy", ["call void @copy_rows(ptr %r)", "br label %done"]),
-              ("pick", ["call void @pick_rows(ptr %r)", "br label %done"])] + [
+              ("pick", ["call void @pick_rows(ptr %r)", "br label %done"]),
+              ("add", ["call void @add_rows(ptr %r)", "br label %done"])] + [
         (f"rows{n}", rows_block(n)) for n in range(1, MAX_POINTERS + 1)]
     for label, lines in blocks:
         part += [f"{label}:"] + [f"  {line}" for line in lines]
@@ -117,7 +119,7 @@ def module_text(integer: str) -> str:
     return "\n".join([
         "declare void @GOMP_parallel(ptr, ptr, i32, i32)",
         "declare void @GOMP_barrier()",
-        COPY_ROWS, PICK_ROWS, STEPS,
+        COPY_ROWS, PICK_ROWS, ADD_ROWS, STEPS,
         "\n".join(part),
         # data: {records, count, next}; each thread claims parts until none is left
         """define internal void @team_body(ptr %data) {
@@ -254,6 +256,53 @@ read:
 bad:
   store i64 1, ptr %err
   br label %next
+next:
+  %i1 = add i64 %i, 1
+  br label %head
+exit:
+  ret void
+}"""
+
+# f32 rows added: words 2..8: dst, dst row stride, src, src row stride, floats
+# a row, index (0: src row i into dst row i; else into dst row index[i], i64),
+# rows. A backward's cotangents (`native_grad.py`); no two rows of one record
+# meet in dst (a call's children are distinct).
+ADD_ROWS = """define internal void @add_rows(ptr %r) {
+entry:
+""" + "\n".join(f"  {line}" for line in loads(7, "d")) + """
+  %dst = inttoptr i64 %dw2 to ptr
+  %src = inttoptr i64 %dw4 to ptr
+  %idx = inttoptr i64 %dw7 to ptr
+  %indexed = icmp ne i64 %dw7, 0
+  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
+  %more = icmp slt i64 %i, %dw8
+  br i1 %more, label %row, label %exit
+row:
+  br i1 %indexed, label %index, label %add
+index:
+  %ip = getelementptr i64, ptr %idx, i64 %i
+  %j = load i64, ptr %ip
+  br label %add
+add:
+  %to = phi i64 [ %j, %index ], [ %i, %row ]
+  %do = mul i64 %to, %dw3
+  %dp = getelementptr i8, ptr %dst, i64 %do
+  %so = mul i64 %i, %dw5
+  %sp = getelementptr i8, ptr %src, i64 %so
+  br label %word
+word:
+  %w = phi i64 [ 0, %add ], [ %w1, %word ]
+  %sw = getelementptr float, ptr %sp, i64 %w
+  %v = load float, ptr %sw
+  %dwp = getelementptr float, ptr %dp, i64 %w
+  %old = load float, ptr %dwp
+  %sum = fadd float %old, %v
+  store float %sum, ptr %dwp
+  %w1 = add i64 %w, 1
+  %wmore = icmp slt i64 %w1, %dw6
+  br i1 %wmore, label %word, label %next
 next:
   %i1 = add i64 %i, 1
   br label %head

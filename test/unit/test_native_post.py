@@ -11,7 +11,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from recir.batching import kernels, native, native_post, split
+from recir.batching import kernels, native, native_grad, native_post, split
 from recir.batching.api import BatchedFunction, BatchedGradFunction
 from recir.data import make_treebank
 from recir.data.trees import Tree
@@ -124,10 +124,18 @@ def test_left_to_the_python_loop(runs):
 
 @pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
 @pytest.mark.parametrize("threads,split_all", [(1, False), (2, True)])
+@pytest.mark.parametrize("backward", ["native", "python", "failed"])
 def test_gradients_from_the_native_forward_match_the_python_loop(model, threads, split_all,
-                                                                 runs, monkeypatch):
-    """A gradient call's forward runs natively and leaves the frames the
-    backward reads; outputs and gradients as with the Python loop's frames."""
+                                                                 backward, runs, monkeypatch):
+    """A gradient call's forward runs natively, and its backward (`native_grad`),
+    or the Python backward on the frames it leaves (where the native one does
+    not apply, or a check failed after it had added rows): outputs and
+    gradients as with the Python loop's forward and backward."""
+    if backward == "python":
+        monkeypatch.setattr(native_grad, "backward", lambda *args: False)
+    if backward == "failed":
+        real = native_grad.Sweep.run
+        monkeypatch.setattr(native_grad.Sweep, "run", lambda self: real(self) and False)
     if split_all:
         monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
         monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)

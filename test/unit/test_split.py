@@ -88,7 +88,12 @@ def tree_args(tree):
 
 
 @pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
-def test_split_frontiers_match_one_thread(model, split_everything):
+def test_split_frontiers_match_one_thread(model, split_everything, monkeypatch):
+    """The Python loop's split calls (the native post segment's records are
+    `test_native_post.py`'s)."""
+    from recir.batching.execute import Runner
+
+    monkeypatch.setattr(Runner, "native_post", lambda self: None)
     params = model.init_params(np.random.default_rng(4), vocab=100)
     traced = model.trace_model(params)
     trees = [tree_args(t) for t in make_treebank(9, seed=6)]

@@ -1,0 +1,288 @@
+"""The backward of a native post segment (`native_post.py`), as one native run.
+
+The Python backward cost ~90 us a height (1.5 ms of a 25-tree batch),
+again on one core. After a gradient call's native forward every value's
+rows are still in the tape's buffers, so the backward is laid out the same
+way: the heights from the tallest down, each op of a height's region in
+reverse as one step (one op a step: two ops of one forward step may add
+into one cotangent), a barrier between steps. Records: a row kernel's
+backward (it adds into its inputs' cotangents; a shared input's, a bias,
+into a row per part), `dX += dY W` as SGEMM parts split by X's columns,
+children's cotangent rows added into their rows of the results' cotangents
+(`dres`), a concatenation's columns added back to its operands (children's
+results read by a concat share its columns). Cotangents are buffers of the
+batch's rows; a value the function returns has its result's rows. What
+parameters get is handed to `grad.Backward` after the run: the products'
+`Outer`s over each run of heights (one SGEMM each at its `finish`), the
+embedding's `Rows`, the bias rows summed. Anything it does not take
+returns None and the Python backward runs on the frames.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from array import array
+from typing import Any
+
+import numpy as np
+
+from recir.batching import blas, kernels, split
+from recir.batching.blas import NO_TRANS, ROW_MAJOR
+from recir.batching.execute import Frame
+from recir.batching.native import Context
+from recir.batching.native_post import ONE, Region, Unsupported, address
+from recir.batching.rules import Outer, Rows
+
+
+class Tape:
+    """What a native forward leaves for its backward."""
+
+    def __init__(self, post: Any, plan: Any, heights: list[tuple[int, int]], taken: list[int]):
+        self.post, self.places, self.owners = post, plan.places, plan.owners
+        self.shared_rows, self.weights = plan.shared_rows, plan.weights
+        self.heights, self.taken = heights, taken
+
+    def frames(self, schedule: Any) -> None:
+        """The frames the Python loop would have left (`Schedule.heights`),
+        each height's values as views of the tape's buffers: for the Python
+        backward where this one does not apply."""
+        post, total = self.post, schedule.total
+        views = {s: view(self.owners, self.places, s, total, *layout)
+                 for region in post.regions for s, layout in region.layouts.items()
+                 if s in self.places}
+        for (lo, hi), k in zip(self.heights, self.taken, strict=True):
+            frame = Frame(hi - lo, schedule.roots[lo:hi], base=schedule.lookup(lo, hi))
+            sub = frame
+            if post.pred is not None:
+                sub = frame.child(None)
+                record: list[tuple[Any, Any]] = [(None, None), (None, None)]
+                record[k] = (None, sub)
+                frame.subs[post.branch] = record
+            sub.env.update((s, views[s][lo:hi]) for s in post.regions[k].layouts if s in views)
+            schedule.heights.append((lo, hi, frame))
+
+
+def view(owners: dict[int, np.ndarray], places: dict[int, tuple[int, int, bool]], slot: int,
+         total: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A place's rows over the whole batch as an array."""
+    base, row, _ = places[slot]
+    owner = owners[slot]
+    size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+    flat = owner.reshape(-1).view(np.uint8)[base - address(owner):]
+    return np.lib.stride_tricks.as_strided(flat, (total, size), (row, 1)).view(dtype).reshape(
+        total, *shape)
+
+
+class Sweep:
+    """The records of one backward, then the run and the parameters' parts."""
+
+    def __init__(self, tape: Tape, schedule: Any, backward: Any, dres: list[Any]):
+        self.tape, self.schedule, self.backward = tape, schedule, backward
+        self.runner = tape.post.runner
+        self.total = schedule.total
+        self.threads = kernels.split_threads()
+        self.words, self.offsets, self.starts = array("q"), array("q"), array("q", [0])
+        self.row_kernels: list[int] = []
+        self.contexts = 0
+        self.sgemm = split.address(blas.sgemm())
+        self.dres = dres
+        self.cot: dict[int, tuple[int, int, bool]] = {}
+        self.cot_owner: dict[int, np.ndarray] = {}
+        self.bias: list[tuple[int, np.ndarray]] = []  # (slot, a part's row)
+        self.keep: list[Any] = []
+
+    def add(self, record: list[int]) -> None:
+        self.offsets.append(len(self.words))
+        self.words.extend(record)
+
+    def end_step(self) -> None:
+        if len(self.offsets) > self.starts[-1]:
+            self.starts.append(len(self.offsets))
+
+    # -- cotangent buffers ----------------------------------------------------
+    def place(self, region: Region) -> None:
+        for s, (shape, dtype) in region.layouts.items():
+            if s in region.alias or np.dtype(dtype) != np.float32:
+                continue
+            position = region.direct.get(s)
+            if position is not None:
+                out = self.dres[position]
+                if out is None:
+                    raise Unsupported(s)
+                self.cot[s], self.cot_owner[s] = (address(out), out.strides[0], True), out
+            elif s not in self.cot:
+                buf = np.zeros((self.total, *shape), np.float32)
+                self.cot[s], self.cot_owner[s] = (address(buf), buf.strides[0], True), buf
+        for s, (concat, column) in region.alias.items():
+            if s in self.cot or concat not in self.cot:
+                continue
+            base, row, moves = self.cot[concat]
+            self.cot[s], self.cot_owner[s] = (base + column, row, moves), self.cot_owner[concat]
+
+    def at(self, places: dict[int, tuple[int, int, bool]], slot: int, lo: int) -> tuple[int, int]:
+        base, row, moves = places[slot]
+        return (base + lo * row if moves else base), row
+
+    def value(self, slot: int, lo: int, dtype: Any, width: int) -> tuple[int, int]:
+        """A forward value's rows at this height (the tape's or the batch's)."""
+        if slot not in self.tape.places:
+            stored = self.schedule.stored.get(slot)
+            if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous:
+                raise Unsupported(slot)
+            self.tape.places[slot] = (address(stored), stored.itemsize * width, True)
+            self.tape.owners[slot] = stored
+        return self.at(self.tape.places, slot, lo)
+
+    # -- each op in reverse -----------------------------------------------------
+    def rows(self, op: Any, region: Region, lo: int, n: int) -> None:
+        group, ins_layout = op.extra
+        compiled = self.runner.kernels
+        bwd = compiled.compiled[id(group)][1]
+        ins, dins, shared = [], [], []
+        for s, (batched, width, dtype) in zip(op.ins, ins_layout, strict=True):
+            if batched:
+                ins.append(self.value(s, lo, dtype, width))
+                if np.dtype(dtype) != np.float32:
+                    dins.append((0, 0))
+                elif s in self.cot:
+                    dins.append(self.at(self.cot, s, lo))
+                else:
+                    raise Unsupported(s)  # a float value this sweep keeps no cotangent of
+            else:
+                x = self.tape.shared_rows.get(s)
+                if x is None:
+                    raise Unsupported(s)
+                ins.append((address(x), 0))
+                dins.append(None if np.dtype(dtype) == np.float32 else (0, 0))
+                shared.append((len(dins) - 1, s, width))
+        douts = [self.at(self.cot, s, lo) for s in op.outs]
+        if 2 * len(ins) + len(douts) > split.MAX_POINTERS:
+            raise Unsupported(op)
+        for a, b in split.ranges(n, compiled.threads(group, n)):
+            pointers = [p + a * row for p, row in [*ins, *douts]]
+            for k, d in enumerate(dins):
+                if d is None:  # a shared input: this part's own row
+                    _, slot, width = next(x for x in shared if x[0] == k)
+                    part = np.zeros(width, np.float32)
+                    self.bias.append((slot, part))
+                    pointers.append(address(part))
+                else:
+                    pointers.append(d[0] + a * d[1] if d[0] else 0)
+            self.row_kernels.append(len(self.offsets))
+            self.add([split.ROWS + len(pointers), bwd.address, self.contexts, b - a, *pointers])
+            self.contexts += 1
+
+    def product(self, op: Any, region: Region, lo: int, n: int) -> None:
+        w = self.tape.weights.get(op.ins[0])
+        if w is None or op.outs[0] not in self.cot or op.ins[1] not in self.cot:
+            raise Unsupported(op)
+        wp, rows, k, ldw = w
+        dy, dy_row = self.at(self.cot, op.outs[0], lo)
+        dx, dx_row = self.at(self.cot, op.ins[1], lo)
+        parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
+        for a, b in split.ranges(k, parts, 16):
+            self.add([split.SGEMM, self.sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, n, b - a, rows,
+                      ONE, dy, dy_row // 4, wp + 4 * a, ldw, ONE, dx + 4 * a, dx_row // 4])
+
+    def concat(self, op: Any, region: Region, lo: int, n: int) -> None:
+        src, src_row = self.at(self.cot, op.outs[0], lo)
+        column = 0
+        for s, width in zip(op.ins, op.extra, strict=True):
+            if s not in region.alias:
+                if s not in self.cot:
+                    raise Unsupported(s)
+                dst, dst_row = self.at(self.cot, s, lo)
+                self.add([split.ADD, 0, dst, dst_row, src + column, src_row, width, 0, n])
+            column += 4 * width
+
+    def invoke(self, op: Any, region: Region, lo: int, n: int) -> None:
+        children = self.schedule.child[op.extra]
+        for s, d in zip(op.outs, self.dres, strict=True):
+            if d is None or s not in self.cot:
+                continue
+            src, src_row = self.at(self.cot, s, lo)
+            self.add([split.ADD, 0, address(d), d.strides[0], src, src_row,
+                      d.strides[0] // 4, address(children) + 8 * lo, n])
+
+    def gather(self, op: Any, region: Region, lo: int, n: int) -> None:
+        pass  # the embedding's rows, after the run (`parameters`)
+
+    def pick(self, op: Any, region: Region, lo: int, n: int) -> None:
+        pass  # integers
+
+    # -- the run ----------------------------------------------------------------
+    def run(self) -> bool:
+        base = self.tape.post.context_block(self.contexts)
+        size = ctypes.sizeof(Context)
+        words = np.frombuffer(self.words, np.int64)
+        at = np.frombuffer(self.offsets, np.int64)[self.row_kernels] + 2
+        words[at] = base + size * words[at]
+        steps = len(self.starts) - 1
+        counters = np.zeros(max(steps, 1), np.int64)
+        kernels.blas_threads_for(0)
+        split.steps_runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
+                             address(np.frombuffer(self.starts, np.int64)), steps,
+                             address(counters), self.threads)
+        contexts = self.tape.post.contexts
+        errors = np.frombuffer(contexts, np.int32).reshape(len(contexts), -1)
+        return not errors[:self.contexts, 2].any()
+
+    def parameters(self) -> None:
+        """What the parameters get, handed to the Python backward's `add_uniform`."""
+        backward, tape, total = self.backward, self.tape, self.total
+        runs: list[tuple[int, int, int]] = []  # (region, first row, end row)
+        for (lo, hi), k in zip(tape.heights, tape.taken, strict=True):
+            if runs and runs[-1][0] == k and runs[-1][2] == lo:
+                runs[-1] = (k, runs[-1][1], hi)
+            else:
+                runs.append((k, lo, hi))
+        for k, lo, hi in runs:
+            region = tape.post.regions[k]
+            for op in region.ops:
+                if op.kind == "product" and op.ins[1] in tape.places:
+                    shape, dtype = layout_of(tape.post, op.ins[1])
+                    x = view(tape.owners, tape.places, op.ins[1], total, shape, dtype)
+                    dy = self.cot_view(region, op.outs[0])
+                    backward.add_uniform(op.ins[0], Outer(dy[lo:hi], x[lo:hi]))
+                elif op.kind == "gather":
+                    index = self.schedule.stored.get(op.ins[1])
+                    if index is None:
+                        index = view(tape.owners, tape.places, op.ins[1], total, (), np.int32)
+                    backward.add_uniform(op.ins[0], Rows(index[lo:hi],
+                                                         self.cot_view(region, op.outs[0])[lo:hi]))
+        for slot, part in self.bias:
+            backward.add_uniform(slot, part)
+
+    def cot_view(self, region: Region, slot: int) -> np.ndarray:
+        shape, _ = region.layouts[slot]
+        return view(self.cot_owner, self.cot, slot, self.total, shape, np.float32)
+
+
+def layout_of(post: Any, slot: int) -> tuple[tuple[int, ...], Any]:
+    for region in post.regions:
+        if slot in region.layouts:
+            return region.layouts[slot]
+    raise Unsupported(slot)
+
+
+def backward(tape: Tape, backward: Any, schedule: Any, dres: list[Any]) -> bool | None:
+    """Add the cotangents of a native forward's call into `dres` and the
+    parameters' gradients into `backward`. False (nothing added) where it
+    does not apply; None if a kernel's check failed (`dres` half added)."""
+    sweep = Sweep(tape, schedule, backward, dres)
+    try:
+        for region in tape.post.regions:
+            if region.copies:
+                raise Unsupported(region)
+            sweep.place(region)
+        for (lo, hi), k in reversed(list(zip(tape.heights, tape.taken, strict=True))):
+            region = tape.post.regions[k]
+            for op in reversed(region.ops):  # program order is a topological one
+                getattr(sweep, op.kind)(op, region, lo, hi - lo)
+                sweep.end_step()
+    except Unsupported:
+        return False
+    if not sweep.run():
+        return None  # a kernel's check failed after some rows were added
+    sweep.parameters()
+    return True
