@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,25 @@ from recir.batching.execute import Frame
 from recir.batching.native import Context
 from recir.batching.native_post import ONE, Region, Unsupported, address
 from recir.batching.rules import Outer, Rows
+
+
+Emit = Callable[[int, int], None]
+
+
+def nothing(lo: int, n: int) -> None:
+    pass
+
+
+class BiasRows:
+    """Zeroed rows handed out one per row-kernel part, summed after the run."""
+
+    def __init__(self, width: int, count: int):
+        self.rows = np.zeros((count, width), np.float32)
+        self.base, self.step, self.used = address(self.rows), 4 * width, 0
+
+    def next(self) -> int:
+        self.used += 1
+        return self.base + (self.used - 1) * self.step
 
 
 class Tape:
@@ -88,7 +108,7 @@ class Sweep:
         self.dres = dres
         self.cot: dict[int, tuple[int, int, bool]] = {}
         self.cot_owner: dict[int, np.ndarray] = {}
-        self.bias: list[tuple[int, np.ndarray]] = []  # (slot, a part's row)
+        self.bias: dict[int, BiasRows] = {}  # a shared input's rows, one per part
         self.keep: list[Any] = []
 
     def add(self, record: list[int]) -> None:
@@ -119,96 +139,118 @@ class Sweep:
             base, row, moves = self.cot[concat]
             self.cot[s], self.cot_owner[s] = (base + column, row, moves), self.cot_owner[concat]
 
-    def at(self, places: dict[int, tuple[int, int, bool]], slot: int, lo: int) -> tuple[int, int]:
-        base, row, moves = places[slot]
-        return (base + lo * row if moves else base), row
-
-    def value(self, slot: int, lo: int, dtype: Any, width: int) -> tuple[int, int]:
-        """A forward value's rows at this height (the tape's or the batch's)."""
+    def value(self, slot: int, dtype: Any, width: int) -> None:
+        """Make sure a forward value's place is known (a stored one's is added)."""
         if slot not in self.tape.places:
             stored = self.schedule.stored.get(slot)
             if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous:
                 raise Unsupported(slot)
             self.tape.places[slot] = (address(stored), stored.itemsize * width, True)
             self.tape.owners[slot] = stored
-        return self.at(self.tape.places, slot, lo)
 
-    # -- each op in reverse -----------------------------------------------------
-    def rows(self, op: Any, region: Region, lo: int, n: int) -> None:
+    # -- each op in reverse: prepared once a call, records per height ---------
+    def place_of(self, places: dict[int, tuple[int, int, bool]], slot: int) -> tuple[int, int,
+                                                                                  bool]:
+        if slot not in places:
+            raise Unsupported(slot)  # a float value this sweep keeps no cotangent of
+        return places[slot]
+
+    def rows(self, op: Any, region: Region) -> Emit:
         group, ins_layout = op.extra
         compiled = self.runner.kernels
-        bwd = compiled.compiled[id(group)][1]
-        ins, dins, shared = [], [], []
+        fn, threads = compiled.compiled[id(group)][1].address, compiled.threads
+        ins, dins = [], []  # (address, row bytes, moves); a din of None: a bias row
         for s, (batched, width, dtype) in zip(op.ins, ins_layout, strict=True):
+            floats = np.dtype(dtype) == np.float32
             if batched:
-                ins.append(self.value(s, lo, dtype, width))
-                if np.dtype(dtype) != np.float32:
-                    dins.append((0, 0))
-                elif s in self.cot:
-                    dins.append(self.at(self.cot, s, lo))
-                else:
-                    raise Unsupported(s)  # a float value this sweep keeps no cotangent of
+                self.value(s, dtype, width)
+                ins.append(self.tape.places[s])
+                dins.append(self.place_of(self.cot, s) if floats else (0, 0, False))
             else:
                 x = self.tape.shared_rows.get(s)
                 if x is None:
                     raise Unsupported(s)
-                ins.append((address(x), 0))
-                dins.append(None if np.dtype(dtype) == np.float32 else (0, 0))
-                shared.append((len(dins) - 1, s, width))
-        douts = [self.at(self.cot, s, lo) for s in op.outs]
+                ins.append((address(x), 0, False))
+                dins.append(self.bias_rows(s, width) if floats else (0, 0, False))
+        douts = [self.place_of(self.cot, s) for s in op.outs]
         if 2 * len(ins) + len(douts) > split.MAX_POINTERS:
             raise Unsupported(op)
-        for a, b in split.ranges(n, compiled.threads(group, n)):
-            pointers = [p + a * row for p, row in [*ins, *douts]]
-            for k, d in enumerate(dins):
-                if d is None:  # a shared input: this part's own row
-                    _, slot, width = next(x for x in shared if x[0] == k)
-                    part = np.zeros(width, np.float32)
-                    self.bias.append((slot, part))
-                    pointers.append(address(part))
-                else:
-                    pointers.append(d[0] + a * d[1] if d[0] else 0)
-            self.row_kernels.append(len(self.offsets))
-            self.add([split.ROWS + len(pointers), bwd.address, self.contexts, b - a, *pointers])
-            self.contexts += 1
+        places, values = [*ins, *douts, *dins], len(ins) + len(douts)
 
-    def product(self, op: Any, region: Region, lo: int, n: int) -> None:
+        def emit(lo: int, n: int) -> None:
+            at = [(p + lo * row if moves else p, row) for p, row, moves in places[:values]]
+            for a, b in split.ranges(n, threads(group, n)):
+                pointers = [p + a * row for p, row in at]
+                for d in dins:
+                    if isinstance(d, BiasRows):
+                        pointers.append(d.next())
+                    else:
+                        pointers.append(d[0] + (lo + a) * d[1] if d[0] else 0)
+                self.row_kernels.append(len(self.offsets))
+                self.add([split.ROWS + len(pointers), fn, self.contexts, b - a, *pointers])
+                self.contexts += 1
+        return emit
+
+    def bias_rows(self, slot: int, width: int) -> BiasRows:
+        """Rows a shared input's cotangent is added into, one per part."""
+        found = self.bias.get(slot)
+        if found is None:  # at most a row per thread, height and op reading it
+            uses = sum(slot in op.ins for region in self.tape.post.regions
+                       for op in region.ops if op.kind == "rows")
+            found = self.bias[slot] = BiasRows(width, self.threads * len(self.tape.heights) * uses)
+        return found
+
+    def product(self, op: Any, region: Region) -> Emit:
         w = self.tape.weights.get(op.ins[0])
-        if w is None or op.outs[0] not in self.cot or op.ins[1] not in self.cot:
+        if w is None:
             raise Unsupported(op)
         wp, rows, k, ldw = w
-        dy, dy_row = self.at(self.cot, op.outs[0], lo)
-        dx, dx_row = self.at(self.cot, op.ins[1], lo)
-        parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
-        for a, b in split.ranges(k, parts, 16):
-            self.add([split.SGEMM, self.sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, n, b - a, rows,
-                      ONE, dy, dy_row // 4, wp + 4 * a, ldw, ONE, dx + 4 * a, dx_row // 4])
+        dy, dy_row, _ = self.place_of(self.cot, op.outs[0])
+        dx, dx_row, _ = self.place_of(self.cot, op.ins[1])
+        add, threads, sgemm = self.add, self.threads, self.sgemm
 
-    def concat(self, op: Any, region: Region, lo: int, n: int) -> None:
-        src, src_row = self.at(self.cot, op.outs[0], lo)
-        column = 0
+        def emit(lo: int, n: int) -> None:
+            parts = threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
+            for a, b in split.ranges(k, parts, 16):
+                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, n, b - a, rows, ONE,
+                     dy + lo * dy_row, dy_row // 4, wp + 4 * a, ldw, ONE, dx + lo * dx_row + 4 * a,
+                     dx_row // 4])
+        return emit
+
+    def concat(self, op: Any, region: Region) -> Emit:
+        src, src_row, _ = self.place_of(self.cot, op.outs[0])
+        adds, column = [], 0
         for s, width in zip(op.ins, op.extra, strict=True):
-            if s not in region.alias:
-                if s not in self.cot:
-                    raise Unsupported(s)
-                dst, dst_row = self.at(self.cot, s, lo)
-                self.add([split.ADD, 0, dst, dst_row, src + column, src_row, width, 0, n])
+            if s not in region.alias:  # else its cotangent is these columns
+                dst, dst_row, _ = self.place_of(self.cot, s)
+                adds.append((dst, dst_row, src + column, width))
             column += 4 * width
+        add = self.add
 
-    def invoke(self, op: Any, region: Region, lo: int, n: int) -> None:
-        children = self.schedule.child[op.extra]
-        for s, d in zip(op.outs, self.dres, strict=True):
-            if d is None or s not in self.cot:
-                continue
-            src, src_row = self.at(self.cot, s, lo)
-            self.add([split.ADD, 0, address(d), d.strides[0], src, src_row,
-                      d.strides[0] // 4, address(children) + 8 * lo, n])
+        def emit(lo: int, n: int) -> None:
+            for dst, dst_row, at, width in adds:
+                add([split.ADD, 0, dst + lo * dst_row, dst_row, at + lo * src_row, src_row, width,
+                     0, n])
+        return emit
 
-    def gather(self, op: Any, region: Region, lo: int, n: int) -> None:
-        pass  # the embedding's rows, after the run (`parameters`)
+    def invoke(self, op: Any, region: Region) -> Emit:
+        children = address(self.schedule.child[op.extra])
+        adds = [(address(d), d.strides[0], *self.place_of(self.cot, s)[:2])
+                for s, d in zip(op.outs, self.dres, strict=True)
+                if d is not None and s in self.cot]
+        add = self.add
 
-    def pick(self, op: Any, region: Region, lo: int, n: int) -> None:
-        pass  # integers
+        def emit(lo: int, n: int) -> None:
+            for dst, row, src, src_row in adds:
+                add([split.ADD, 0, dst, row, src + lo * src_row, src_row, row // 4,
+                     children + 8 * lo, n])
+        return emit
+
+    def gather(self, op: Any, region: Region) -> Emit:
+        return nothing  # the embedding's rows, after the run (`parameters`)
+
+    def pick(self, op: Any, region: Region) -> Emit:
+        return nothing  # integers
 
     # -- the run ----------------------------------------------------------------
     def run(self) -> bool:
@@ -250,8 +292,8 @@ class Sweep:
                         index = view(tape.owners, tape.places, op.ins[1], total, (), np.int32)
                     backward.add_uniform(op.ins[0], Rows(index[lo:hi],
                                                          self.cot_view(region, op.outs[0])[lo:hi]))
-        for slot, part in self.bias:
-            backward.add_uniform(slot, part)
+        for slot, rows in self.bias.items():
+            backward.add_uniform(slot, rows.rows[:rows.used].sum(axis=0))
 
     def cot_view(self, region: Region, slot: int) -> np.ndarray:
         shape, _ = region.layouts[slot]
@@ -275,10 +317,11 @@ def backward(tape: Tape, backward: Any, schedule: Any, dres: list[Any]) -> bool 
             if region.copies:
                 raise Unsupported(region)
             sweep.place(region)
+        emitters = [[getattr(sweep, op.kind)(op, region) for op in reversed(region.ops)]
+                    for region in tape.post.regions]  # program order is a topological one
         for (lo, hi), k in reversed(list(zip(tape.heights, tape.taken, strict=True))):
-            region = tape.post.regions[k]
-            for op in reversed(region.ops):  # program order is a topological one
-                getattr(sweep, op.kind)(op, region, lo, hi - lo)
+            for emit in emitters[k]:
+                emit(lo, hi - lo)
                 sweep.end_step()
     except Unsupported:
         return False
