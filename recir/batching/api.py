@@ -249,19 +249,18 @@ class AutoFunction:
 
 
 # `auto` for training: the same rule with its own thresholds (`python
-# bench/run.py auto --modes train`, 2026-11-24, after the native forward;
-# frontier over recursive at batch 5 / 10 / 25), one thread: TreeLSTM
-# h=100 0.38 / 0.59 / 0.97, h=150 0.77 / 1.08 / 1.47, h=256 1.00 / 1.28 /
-# 1.54; TreeRNN h=150 0.22 / 0.36 / 0.65, h=300 0.62 / 0.92 / 1.37; RNTN
-# 0.79 / 1.25 / 2.15. Two threads (the recursive code's trees as tasks of
-# one team): TreeLSTM h=100 0.23 / 0.34 / 0.61, h=150 0.49 / 0.70 / 1.04,
-# h=256 0.68 / 0.93 / 1.14; TreeRNN h=150 0.13 / 0.19 / 0.35, h=300 0.35 /
-# 0.53 / 0.82; RNTN 0.77 / 1.22 / 1.08. On a team the scheduler needs a
-# batch of AUTO_TEAM_TRAIN_MIN_BATCH too: TreeLSTM h=256 lost at 10 (0.93)
-# with more work than h=150 at 25, which won (1.04 here, 2,773 against
-# 2,557 trees/s = 1.08 in a `bench/run.py batching` run).
-AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 3_000_000, 5_000_000
-AUTO_TEAM_TRAIN_MIN_BATCH = 20
+# bench/run.py auto --modes train`, 2026-11-24, after the native forward and
+# backward; frontier over recursive at batch 5 / 10 / 25), one thread:
+# TreeLSTM h=100 0.55 / 0.83 / 1.19, h=150 0.98 / 1.33 / 1.64, h=256 1.02 /
+# 1.26 / 1.44; TreeRNN h=150 0.32 / 0.51 / 0.81, h=300 0.79 / 1.10 / 1.46;
+# RNTN 0.79 / 1.31 / 2.27. Two threads (the recursive code's trees as tasks
+# of one team): TreeLSTM h=100 0.37 / 0.54 / 0.82, h=150 0.69 / 0.97 / 1.30,
+# h=256 0.85 / 1.10 / 1.31; TreeRNN h=150 0.21 / 0.31 / 0.50, h=300 0.51 /
+# 0.74 / 1.06; RNTN 0.79 / 1.25 / 1.11. On a team the scheduler also needs
+# AUTO_TEAM_TRAIN_MIN_BATCH trees: TreeLSTM h=256 lost at 5 (0.85) with more
+# work than RNTN at 10, which won.
+AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 1_700_000, 3_000_000
+AUTO_TEAM_TRAIN_MIN_BATCH = 10
 
 
 class AutoGradFunction:
