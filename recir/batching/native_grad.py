@@ -262,7 +262,7 @@ class Sweep:
         steps = len(self.starts) - 1
         counters = np.zeros(max(steps, 1), np.int64)
         kernels.blas_threads_for(0)
-        split.steps_runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
+        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
                              address(np.frombuffer(self.starts, np.int64)), steps,
                              address(counters), self.threads)
         contexts = self.tape.post.contexts

@@ -148,7 +148,7 @@ class Region:
 
 
 class NativePost:
-    """The post loop of `Schedule` for inference, as one `split.steps_runner` run."""
+    """The post loop of `Schedule`, as one `split.runner` run."""
 
     def __init__(self, runner: Runner):
         self.runner = runner
@@ -171,7 +171,7 @@ class NativePost:
                                 for b in blocks]
             else:
                 self.regions = [Region(runner, top, list(range(len(top[-1][3]))))]
-            self.ok = runner.kernels is not None and split.steps_runner() is not None
+            self.ok = runner.kernels is not None and split.runner() is not None
         except Unsupported:
             self.ok = False
 
@@ -469,7 +469,7 @@ class Plan:
         steps = len(self.starts) - 1
         counters = np.zeros(max(steps, 1), np.int64)
         kernels.blas_threads_for(0)  # OpenBLAS on one thread inside the parts
-        split.steps_runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
+        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
                              address(np.frombuffer(self.starts, np.int64)), steps,
                              address(counters), self.threads)
         if self.error[0]:

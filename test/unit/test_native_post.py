@@ -47,7 +47,7 @@ def run_steps(records: list[list[int]], threads: int) -> None:
     offsets = np.cumsum([0] + [len(r) for r in records[:-1]]).astype(np.int64)
     starts = np.arange(len(records) + 1, dtype=np.int64)  # one record a step
     counters = np.zeros(len(records), np.int64)
-    split.steps_runner()(words.ctypes.data, offsets.ctypes.data, starts.ctypes.data,
+    split.runner()(words.ctypes.data, offsets.ctypes.data, starts.ctypes.data,
                          len(records), counters.ctypes.data, threads)
 
 
