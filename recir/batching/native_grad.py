@@ -20,18 +20,15 @@ returns None and the Python backward runs on the frames.
 
 from __future__ import annotations
 
-import ctypes
-from array import array
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from recir.batching import blas, kernels, split
+from recir.batching import kernels, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR
 from recir.batching.execute import Frame
-from recir.batching.native import Context
-from recir.batching.native_post import ONE, Region, Unsupported, address
+from recir.batching.native_post import ONE, Records, Region, Unsupported, address
 from recir.batching.rules import Outer, Rows
 
 
@@ -93,31 +90,17 @@ def view(owners: dict[int, np.ndarray], places: dict[int, tuple[int, int, bool]]
         total, *shape)
 
 
-class Sweep:
+class Sweep(Records):
     """The records of one backward, then the run and the parameters' parts."""
 
     def __init__(self, tape: Tape, schedule: Any, backward: Any, dres: list[Any]):
+        super().__init__(tape.post)
         self.tape, self.schedule, self.backward = tape, schedule, backward
-        self.runner = tape.post.runner
         self.total = schedule.total
-        self.threads = kernels.split_threads()
-        self.words, self.offsets, self.starts = array("q"), array("q"), array("q", [0])
-        self.row_kernels: list[int] = []
-        self.contexts = 0
-        self.sgemm = split.address(blas.sgemm())
         self.dres = dres
         self.cot: dict[int, tuple[int, int, bool]] = {}
         self.cot_owner: dict[int, np.ndarray] = {}
         self.bias: dict[int, BiasRows] = {}  # a shared input's rows, one per part
-        self.keep: list[Any] = []
-
-    def add(self, record: list[int]) -> None:
-        self.offsets.append(len(self.words))
-        self.words.extend(record)
-
-    def end_step(self) -> None:
-        if len(self.offsets) > self.starts[-1]:
-            self.starts.append(len(self.offsets))
 
     # -- cotangent buffers ----------------------------------------------------
     def place(self, region: Region) -> None:
@@ -253,22 +236,6 @@ class Sweep:
         return nothing  # integers
 
     # -- the run ----------------------------------------------------------------
-    def run(self) -> bool:
-        base = self.tape.post.context_block(self.contexts)
-        size = ctypes.sizeof(Context)
-        words = np.frombuffer(self.words, np.int64)
-        at = np.frombuffer(self.offsets, np.int64)[self.row_kernels] + 2
-        words[at] = base + size * words[at]
-        steps = len(self.starts) - 1
-        counters = np.zeros(max(steps, 1), np.int64)
-        kernels.blas_threads_for(0)
-        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
-                             address(np.frombuffer(self.starts, np.int64)), steps,
-                             address(counters), self.threads)
-        contexts = self.tape.post.contexts
-        errors = np.frombuffer(contexts, np.int32).reshape(len(contexts), -1)
-        return not errors[:self.contexts, 2].any()
-
     def parameters(self) -> None:
         """What the parameters get, handed to the Python backward's `add_uniform`."""
         backward, tape, total = self.backward, self.tape, self.total
@@ -325,7 +292,7 @@ def backward(tape: Tape, backward: Any, schedule: Any, dres: list[Any]) -> bool 
                 sweep.end_step()
     except Unsupported:
         return False
-    if not sweep.run():
+    if not sweep.execute():
         return None  # a kernel's check failed after some rows were added
     sweep.parameters()
     return True

@@ -102,7 +102,6 @@ class Region:
             self.ops.append(new)
         else:
             raise Unsupported("no yield")
-        # a yielded value made here is written into its result rows directly
         # a child's result read only by a concat is copied into its columns
         uses: dict[int, int] = {}
         for used in [*(s for o in self.ops for s in o.ins), *self.yields]:
@@ -116,6 +115,7 @@ class Region:
                     if s in invoked and uses[s] == 1:
                         self.alias[s] = (o.outs[0], column)
                     column += 4 * width
+        # a yielded value made here is written into its result rows directly
         self.direct: dict[int, int] = {}
         self.copies: list[tuple[int, int]] = []  # (result position, slot)
         for position, s in zip(results, self.yields, strict=True):
@@ -232,22 +232,53 @@ def address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class Plan:
+class Records:
+    """Records in steps for `split.runner`, and their run on the team."""
+
+    def __init__(self, post: NativePost):
+        self.post, self.runner = post, post.runner
+        self.threads = kernels.split_threads()
+        self.words, self.offsets, self.starts = array("q"), array("q"), array("q", [0])
+        self.contexts = 0  # row kernel parts so far: each has a context of its own
+        self.row_kernels: list[int] = []  # record index of each row kernel part
+        self.sgemm = split.address(blas.sgemm())
+
+    def add(self, record: list[int]) -> None:
+        words = self.words
+        self.offsets.append(len(words))
+        words.extend(record)
+
+    def end_step(self) -> None:
+        if len(self.offsets) > self.starts[-1]:
+            self.starts.append(len(self.offsets))
+
+    def execute(self) -> bool:
+        """Run every step; False if a row kernel's check failed."""
+        base = self.post.context_block(self.contexts)
+        size = ctypes.sizeof(Context)
+        words = np.frombuffer(self.words, np.int64)
+        at = np.frombuffer(self.offsets, np.int64)[self.row_kernels] + 2
+        words[at] = base + size * words[at]  # context indices -> addresses
+        steps = len(self.starts) - 1
+        counters = np.zeros(max(steps, 1), np.int64)
+        kernels.blas_threads_for(0)  # OpenBLAS on one thread inside the parts
+        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
+                       address(np.frombuffer(self.starts, np.int64)), steps,
+                       address(counters), self.threads)
+        contexts = self.post.contexts
+        errors = np.frombuffer(contexts, np.int32).reshape(len(contexts), -1)
+        return not errors[:self.contexts, 2].any()  # Context.error
+
+
+class Plan(Records):
     """The records of one call, height by height. Addresses are looked up
     once per call; a height only adds its first row's offset."""
 
     def __init__(self, post: NativePost, schedule: Any, rows: int):
-        self.post, self.schedule, self.capacity = post, schedule, rows
-        self.runner = post.runner
-        self.threads = kernels.split_threads()
-        self.words = array("q")
-        self.offsets = array("q")
-        self.starts = array("q", [0])
+        super().__init__(post)
+        self.schedule, self.capacity = schedule, rows
         self.error = np.zeros(1, np.int64)
         self.err = address(self.error)
-        self.contexts = 0
-        self.row_kernels: list[int] = []  # record index of each row kernel part
-        self.sgemm = split.address(blas.sgemm())
         self.nt = split.address(smallgemm.kernel())
         self.roots = np.ascontiguousarray(schedule.roots, np.int64)
         self.keep: list[Any] = [self.roots]
@@ -258,11 +289,6 @@ class Plan:
         self.shared_rows: dict[int, np.ndarray] = {}  # a shared input as a row kernel reads it
         self.weights: dict[int, tuple[int, int, int, int]] = {}
 
-    def add(self, record: list[int]) -> None:
-        words = self.words
-        self.offsets.append(len(words))
-        words.extend(record)
-
     def copy(self, dst: int, dst_row: int, src: int, src_row: int, size: int, index: int,
              index_bytes: int, bound: int, n: int) -> None:
         """Rows `size` bytes long (row `index[i]` of src if `index`, else row i).
@@ -270,10 +296,6 @@ class Plan:
         faster (5.35 against 5.33 ms a batch at h=256)."""
         self.add([split.COPY, 0, dst, dst_row, src, src_row, size, index, index_bytes, bound, n,
                   self.err])
-
-    def end_step(self) -> None:
-        if len(self.offsets) > self.starts[-1]:
-            self.starts.append(len(self.offsets))
 
     def place(self, region: Region) -> None:
         """Where the region's values live: the result rows or a scratch buffer."""
@@ -461,21 +483,7 @@ class Plan:
 
     # -- the run -----------------------------------------------------------
     def run(self) -> bool:
-        base = self.post.context_block(self.contexts)
-        size = ctypes.sizeof(Context)
-        words = np.frombuffer(self.words, np.int64)
-        at = np.frombuffer(self.offsets, np.int64)[self.row_kernels] + 2
-        words[at] = base + size * words[at]  # context indices -> addresses
-        steps = len(self.starts) - 1
-        counters = np.zeros(max(steps, 1), np.int64)
-        kernels.blas_threads_for(0)  # OpenBLAS on one thread inside the parts
-        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
-                             address(np.frombuffer(self.starts, np.int64)), steps,
-                             address(counters), self.threads)
-        if self.error[0]:
-            return False
-        errors = np.frombuffer(self.post.contexts, np.int32).reshape(len(self.post.contexts), -1)
-        return not errors[:self.contexts, 2].any()  # Context.error
+        return self.execute() and not self.error[0]
 
 
 ONE = split.bits(1.0)

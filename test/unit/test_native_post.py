@@ -134,8 +134,8 @@ def test_gradients_from_the_native_forward_match_the_python_loop(model, threads,
     if backward == "python":
         monkeypatch.setattr(native_grad, "backward", lambda *args: False)
     if backward == "failed":
-        real = native_grad.Sweep.run
-        monkeypatch.setattr(native_grad.Sweep, "run", lambda self: real(self) and False)
+        real = native_grad.Sweep.execute
+        monkeypatch.setattr(native_grad.Sweep, "execute", lambda self: real(self) and False)
     if split_all:
         monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
         monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
