@@ -1,8 +1,9 @@
-"""An inference call's post segment as one native run (`native_post.py`):
-outputs against every op as a NumPy call on 1, 2 and 3 threads with and
-without split work, the record kinds it adds to `split`'s dispatcher against
-NumPy, bad indices as the Python loop's located errors, and the models and
-calls it leaves to the Python loop."""
+"""A call's post segment as one native run (`native_post.py`) and its backward
+(`native_grad.py`): outputs and gradients against the NumPy path and the
+Python loop on 1, 2 and 3 threads with and without split work, the record
+kinds they add to `split`'s dispatcher against NumPy, the height order
+against plain Python, bad indices as the Python loop's located errors, and
+the models and calls left to the Python loop."""
 
 from __future__ import annotations
 
