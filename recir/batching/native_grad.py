@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from recir.batching import kernels, split
+from recir.batching import kernels, scatter, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR
 from recir.batching.execute import Frame
 from recir.batching.native_post import ONE, Records, Region, Unsupported, address
@@ -101,6 +101,8 @@ class Sweep(Records):
         self.cot: dict[int, tuple[int, int, bool]] = {}
         self.cot_owner: dict[int, np.ndarray] = {}
         self.bias: dict[int, BiasRows] = {}  # a shared input's rows, one per part
+        self.scatter = split.address(scatter.kernel())  # dst[index[i]] += src[i]
+        self.arange: np.ndarray | None = None
 
     # -- cotangent buffers ----------------------------------------------------
     def place(self, region: Region) -> None:
@@ -208,12 +210,12 @@ class Sweep(Records):
                 dst, dst_row, _ = self.place_of(self.cot, s)
                 adds.append((dst, dst_row, src + column, width))
             column += 4 * width
-        add = self.add
+        add, rows, fn = self.add, self.identity(), self.scatter
 
-        def emit(lo: int, n: int) -> None:
+        def emit(lo: int, n: int) -> None:  # dst row lo + i += src row i
             for dst, dst_row, at, width in adds:
-                add([split.ADD, 0, dst + lo * dst_row, dst_row, at + lo * src_row, src_row, width,
-                     0, n])
+                add([split.ADD, fn, n, width, rows + 8 * lo, at + lo * src_row,
+                     src_row // 4, dst, dst_row // 4])
         return emit
 
     def invoke(self, op: Any, region: Region) -> Emit:
@@ -221,13 +223,19 @@ class Sweep(Records):
         adds = [(address(d), d.strides[0], *self.place_of(self.cot, s)[:2])
                 for s, d in zip(op.outs, self.dres, strict=True)
                 if d is not None and s in self.cot]
-        add = self.add
+        add, fn = self.add, self.scatter
 
-        def emit(lo: int, n: int) -> None:
+        def emit(lo: int, n: int) -> None:  # dres row child[i] += the child's row i
             for dst, row, src, src_row in adds:
-                add([split.ADD, 0, dst, row, src + lo * src_row, src_row, row // 4,
-                     children + 8 * lo, n])
+                add([split.ADD, fn, n, row // 4, children + 8 * lo, src + lo * src_row,
+                     src_row // 4, dst, row // 4])
         return emit
+
+    def identity(self) -> int:
+        """The address of 0, 1, ..., total - 1 (int64): rows added in place."""
+        if self.arange is None:
+            self.arange = np.arange(self.total, dtype=np.int64)
+        return address(self.arange)
 
     def gather(self, op: Any, region: Region) -> Emit:
         return nothing  # the embedding's rows, after the run (`parameters`)

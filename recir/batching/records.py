@@ -1,5 +1,5 @@
-"""The records `native_post.py` and `native_grad.py` add to `split`'s dispatcher,
-and the stepped team runner that runs them, as LLVM IR text.
+"""The row-loop records `native_post.py` adds to `split`'s dispatcher, and the
+stepped team runner that runs every record list, as LLVM IR text.
 
 A record is 64-bit words `[kind, unused, ...]` (`split.py`); these kernels
 loop over a height's rows. Index checks flag an error cell and skip the row
@@ -114,37 +114,6 @@ read:
 bad:
   store i64 1, ptr %err
   br label %next""")
-
-# f32 rows added: words 2..8: dst, dst row stride, src, src row stride, floats
-# a row, index (0: src row i into dst row i; else into dst row index[i], i64),
-# rows. A backward's cotangents (`native_grad.py`); no two rows of one record
-# meet in dst (a call's children are distinct).
-ADD_ROWS = row_function("add_rows", 7, "d", 8, [
-    "%dst = inttoptr i64 %dw2 to ptr", "%src = inttoptr i64 %dw4 to ptr",
-    "%idx = inttoptr i64 %dw7 to ptr", "%indexed = icmp ne i64 %dw7, 0"],
-    """  br i1 %indexed, label %index, label %add
-index:
-  %ip = getelementptr i64, ptr %idx, i64 %i
-  %j = load i64, ptr %ip
-  br label %add
-add:
-  %to = phi i64 [ %j, %index ], [ %i, %row ]
-  %do = mul i64 %to, %dw3
-  %dp = getelementptr i8, ptr %dst, i64 %do
-  %so = mul i64 %i, %dw5
-  %sp = getelementptr i8, ptr %src, i64 %so
-  br label %word
-word:
-  %w = phi i64 [ 0, %add ], [ %w1, %word ]
-  %sw = getelementptr float, ptr %sp, i64 %w
-  %v = load float, ptr %sw
-  %dwp = getelementptr float, ptr %dp, i64 %w
-  %old = load float, ptr %dwp
-  %sum = fadd float %old, %v
-  store float %sum, ptr %dwp
-  %w1 = add i64 %w, 1
-  %wmore = icmp slt i64 %w1, %dw6
-  br i1 %wmore, label %word, label %next""")
 
 # `recir_steps_run(words, offsets, starts, steps, counters, threads)`: record
 # k starts at words[offsets[k]]; step s is the records starts[s] ..

@@ -12,8 +12,9 @@ smaller than asked for still runs every part. OpenBLAS stays on one thread.
 A part is a record of 64-bit words `[kind, function, arguments...]`:
 `SGEMM` calls CBLAS sgemm (enums and sizes, floats as their bits), `NT` the
 small-product kernel `smallgemm.recir_sgemm_nt`, `ROWS + n` a row kernel
-`f(ctx, rows, p1..pn)` of `native.py`, and `COPY`, `PICK`, `ADD` the row
-loops of `records.py` (the native post segment's and its backward's). The
+`f(ctx, rows, p1..pn)` of `native.py`, `COPY` and `PICK` the row loops of
+`records.py` (the native post segment's), and `ADD` `scatter.py`'s
+`recir_scatter_add` (its backward's: rows added at indices). The
 dispatcher is LLVM IR text (calls through a loaded pointer with a
 signature per kind), compiled once into the object cache; `run` is one
 step of `records.STEPS`' runner, which runs whole lists of steps.
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
-from recir.batching.records import ADD_ROWS, COPY_ROWS, PICK_ROWS, STEPS, loads
+from recir.batching.records import COPY_ROWS, PICK_ROWS, STEPS, loads
 
 SGEMM, NT, ROWS = 0, 1, 2
 MAX_POINTERS = 32  # row kernels with more pointers run unsplit
@@ -78,6 +79,20 @@ def nt_block() -> list[str]:
     return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
 
 
+def add_block() -> list[str]:
+    """recir_scatter_add(n, k, index, src, lds, dst, ldd) from words 2..8."""
+    kinds = "nnppnpn"
+    lines = loads(7, "g")
+    args = []
+    for i, kind in zip(range(2, 9), kinds, strict=True):
+        if kind == "p":
+            lines.append(f"%gq{i} = inttoptr i64 %gw{i} to ptr")
+            args.append(f"ptr %gq{i}")
+        else:
+            args.append(f"i64 %gw{i}")
+    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+
+
 def rows_block(count: int) -> list[str]:
     """f(ctx, rows, p1..p{count}) from words 2, 3, 4...: one block per arity."""
     lines = [f"%r{count}.ctx = getelementptr i64, ptr %r, i64 2",
@@ -104,7 +119,7 @@ def module_text(integer: str) -> str:
     blocks = [("sgemm", sgemm_block(integer)), ("nt", nt_block()),
               ("copy", ["call void @copy_rows(ptr %r)", "br label %done"]),
               ("pick", ["call void @pick_rows(ptr %r)", "br label %done"]),
-              ("add", ["call void @add_rows(ptr %r)", "br label %done"])] + [
+              ("add", add_block())] + [
         (f"rows{n}", rows_block(n)) for n in range(1, MAX_POINTERS + 1)]
     for label, lines in blocks:
         part += [f"{label}:"] + [f"  {line}" for line in lines]
@@ -112,7 +127,7 @@ def module_text(integer: str) -> str:
     return "\n".join([
         "declare void @GOMP_parallel(ptr, ptr, i32, i32)",
         "declare void @GOMP_barrier()",
-        COPY_ROWS, PICK_ROWS, ADD_ROWS, STEPS,
+        COPY_ROWS, PICK_ROWS, STEPS,
         "\n".join(part),
     ]) + "\n"
 
