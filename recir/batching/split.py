@@ -65,32 +65,28 @@ def sgemm_block(integer: str) -> list[str]:
     return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
 
 
+def call_block(kinds: str, prefix: str) -> list[str]:
+    """Call `%fn` with words 2, 3, ... as its arguments: `kinds` says which
+    are pointers (p) and which i64 (n)."""
+    lines = loads(len(kinds), prefix)
+    args = []
+    for i, kind in enumerate(kinds, start=2):
+        if kind == "p":
+            lines.append(f"%{prefix}q{i} = inttoptr i64 %{prefix}w{i} to ptr")
+            args.append(f"ptr %{prefix}q{i}")
+        else:
+            args.append(f"i64 %{prefix}w{i}")
+    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+
+
 def nt_block() -> list[str]:
     """recir_sgemm_nt(m, n, k, X, ldx, W, ldw, Y, ldy) from words 2..10."""
-    kinds = "nnnpnpnpn"
-    lines = loads(9, "t")
-    args = []
-    for i, kind in zip(range(2, 11), kinds, strict=True):
-        if kind == "p":
-            lines.append(f"%tq{i} = inttoptr i64 %tw{i} to ptr")
-            args.append(f"ptr %tq{i}")
-        else:
-            args.append(f"i64 %tw{i}")
-    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+    return call_block("nnnpnpnpn", "t")
 
 
 def add_block() -> list[str]:
     """recir_scatter_add(n, k, index, src, lds, dst, ldd) from words 2..8."""
-    kinds = "nnppnpn"
-    lines = loads(7, "g")
-    args = []
-    for i, kind in zip(range(2, 9), kinds, strict=True):
-        if kind == "p":
-            lines.append(f"%gq{i} = inttoptr i64 %gw{i} to ptr")
-            args.append(f"ptr %gq{i}")
-        else:
-            args.append(f"i64 %gw{i}")
-    return lines + [f"call void %fn({', '.join(args)})", "br label %done"]
+    return call_block("nnppnpn", "g")
 
 
 def rows_block(count: int) -> list[str]:
