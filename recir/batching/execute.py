@@ -96,6 +96,7 @@ class Runner:
         self.branches: dict[scf.IfOp, Any] = {}
         self.tape = gradients
         self.fast_post: Any = None
+        self.fast_expand: Any = None
         if native:
             self.compile_groups(gradients)
 
@@ -124,6 +125,17 @@ class Runner:
 
             self.fast_post = NativePost(self)
         return self.fast_post if self.fast_post.ok else None
+
+    def native_expand(self) -> Any:
+        """The expand segment as one native loop (`native_expand.py`) where it
+        is integer work only; None where it is not (or not native)."""
+        if self.kernels is None:
+            return None
+        if self.fast_expand is None:
+            from recir.batching.native_expand import NativeExpand
+
+            self.fast_expand = NativeExpand(self.plan)
+        return self.fast_expand if self.fast_expand.ok else None
 
     def row_groups(self, prog: list[tuple[Any, ...]], block: Block) -> list[RowGroup]:
         ops = [ins[1] for ins in prog if ins[0] == KERNEL]

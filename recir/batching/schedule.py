@@ -78,6 +78,9 @@ class Schedule:
         moving = [x for x, p in zip(root_values, plan.passthrough, strict=True) if not p]
         self.fixed = {a: x for a, x, p in zip(self.args, root_values, plan.passthrough,
                                               strict=True) if p}
+        fast = runner.native_expand()
+        if fast is not None and fast.run(self, moving, roots):
+            return
         nsites = len(plan.sites)
         self.child_chunks: list[list[np.ndarray]] = [[] for _ in range(nsites)]
         self.stored_chunks: dict[SSAValue, list[np.ndarray]] = {v: [] for v in plan.stored}
