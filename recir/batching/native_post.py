@@ -155,6 +155,7 @@ class NativePost:
         block = runner.plan.rec.body.block
         top = runner.program(block, "post")
         self.scratch: dict[int, np.ndarray] = {}
+        self.cotangents: dict[int, np.ndarray] = {}  # the backward's (`native_grad.py`)
         self.contexts = (Context * 0)()
         self.pred: int | None = None
         self.tape = runner.tape
@@ -215,10 +216,14 @@ class NativePost:
             return None
         return (taken == 0).astype(np.int64).tolist()
 
-    def buffer(self, slot: int, shape: tuple[int, ...], dtype: Any, rows: int) -> np.ndarray:
-        found = self.scratch.get(slot)
+    def buffer(self, slot: int, shape: tuple[int, ...], dtype: Any, rows: int,
+               kept: dict[int, np.ndarray] | None = None) -> np.ndarray:
+        """`slot`'s buffer of at least `rows` rows in `kept` (the scratch
+        buffers by default), kept between calls."""
+        kept = self.scratch if kept is None else kept
+        found = kept.get(slot)
         if found is None or found.shape[0] < rows:
-            found = self.scratch[slot] = np.empty((rows, *shape), dtype)
+            found = kept[slot] = np.empty((rows, *shape), dtype)
         return found
 
     def context_block(self, count: int) -> int:
