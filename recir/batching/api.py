@@ -87,6 +87,7 @@ class BatchedFunction:
         arrays are freed before the next one allocates)."""
         plan, runner = self.plan, self.runner
         kernels.THREADS[:] = [self.threads, 0]  # 0: set at the first product
+        runner.start_call()
         values = self.entry_values(batch)
         frame = Frame(len(batch), np.arange(len(batch)))
         frame.env.update(zip((runner.slot[a] for a in plan.entry.body.block.args), values,

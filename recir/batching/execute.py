@@ -126,6 +126,11 @@ class Runner:
             self.fast_post = NativePost(self)
         return self.fast_post if self.fast_post.ok else None
 
+    def start_call(self) -> None:
+        """A call of the function starts: its native forwards' lanes from the first."""
+        if self.fast_post is not None:
+            self.fast_post.next_lane = 0
+
     def native_expand(self) -> Any:
         """The expand segment as one native loop (`native_expand.py`) where it
         is integer work only; None where it is not (or not native)."""

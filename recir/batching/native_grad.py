@@ -40,23 +40,25 @@ def nothing(lo: int, n: int) -> None:
 
 
 class BiasRows:
-    """Zeroed rows handed out one per row-kernel part, summed after the run."""
+    """Zeroed rows a row kernel's parts add a shared input's cotangent into,
+    summed after the run: part k of every step adds into row k (parts of one
+    step run at once; steps one after the other)."""
 
-    def __init__(self, width: int, count: int):
+    def __init__(self, width: int, count: int, tag: Any):
         self.rows = np.zeros((count, width), np.float32)
-        self.base, self.step, self.used = address(self.rows), 4 * width, 0
+        self.base, self.step = tag(address(self.rows)), 4 * width
 
-    def next(self) -> int:
-        self.used += 1
-        return self.base + (self.used - 1) * self.step
+    def row(self, part: int) -> int:
+        return self.base + part * self.step
 
 
 class Tape:
     """What a native forward leaves for its backward."""
 
     def __init__(self, post: Any, plan: Any, heights: list[tuple[int, int]], taken: list[int]):
-        self.post, self.places, self.owners = post, plan.places, plan.owners
-        self.shared_rows, self.weights = plan.shared_rows, plan.weights
+        self.post, self.owners, self.shared_rows = post, plan.owners, plan.shared_rows
+        self.places, self.weights = plan.places, plan.weights  # tagged (`Symbols`)
+        self.lane, self.resolve = plan.lane, plan.sym.resolve
         self.heights, self.taken = heights, taken
 
     def frames(self, schedule: Any) -> None:
@@ -64,7 +66,7 @@ class Tape:
         each height's values as views of the tape's buffers: for the Python
         backward where this one does not apply."""
         post, total = self.post, schedule.total
-        views = {s: view(self.owners, self.places, s, total, *layout)
+        views = {s: view(self.owners, self.places, self.resolve, s, total, *layout)
                  for region in post.regions for s, layout in region.layouts.items()
                  if s in self.places}
         for (lo, hi), k in zip(self.heights, self.taken, strict=True):
@@ -79,11 +81,12 @@ class Tape:
             schedule.heights.append((lo, hi, frame))
 
 
-def view(owners: dict[int, np.ndarray], places: dict[int, tuple[int, int, bool]], slot: int,
-         total: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A place's rows over the whole batch as an array."""
-    base, row, _ = places[slot]
-    owner = owners[slot]
+def view(owners: dict[int, np.ndarray], places: dict[int, tuple[int, int, bool]],
+         resolve: Callable[[int], int], slot: int, total: int, shape: tuple[int, ...],
+         dtype: Any) -> np.ndarray:
+    """A (tagged) place's rows over the whole batch as an array."""
+    tagged, row, _ = places[slot]
+    base, owner = resolve(tagged), owners[slot]
     size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
     flat = owner.reshape(-1).view(np.uint8)[base - address(owner):]
     return np.lib.stride_tricks.as_strided(flat, (total, size), (row, 1)).view(dtype).reshape(
@@ -94,7 +97,7 @@ class Sweep(Records):
     """The records of one backward, then the run and the parameters' parts."""
 
     def __init__(self, tape: Tape, schedule: Any, backward: Any, dres: list[Any]):
-        super().__init__(tape.post)
+        super().__init__(tape.post, tape.lane.symbols)
         self.tape, self.schedule, self.backward = tape, schedule, backward
         self.total = schedule.total
         self.dres = dres
@@ -116,11 +119,13 @@ class Sweep(Records):
                 out = self.dres[position]
                 if out is None:
                     raise Unsupported(s)
-                self.cot[s], self.cot_owner[s] = (address(out), out.strides[0], True), out
+                self.cot[s], self.cot_owner[s] = (self.dres_at(position), out.strides[0],
+                                                  True), out
             elif s not in self.cot:
                 buf = self.tape.post.buffer(s, shape, np.float32, self.total,
-                                            self.tape.post.cotangents)
-                self.cot[s], self.cot_owner[s] = (address(buf), buf.strides[0], True), buf
+                                            self.tape.lane.cotangents)
+                self.cot[s] = (self.sym(("cotangent", s), address(buf)), buf.strides[0], True)
+                self.cot_owner[s] = buf
                 self.zeroed.append((s, self.tape.post.regions.index(region)))
         for s, (concat, column) in region.alias.items():
             if s in self.cot or concat not in self.cot:
@@ -134,8 +139,12 @@ class Sweep(Records):
             stored = self.schedule.stored.get(slot)
             if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous:
                 raise Unsupported(slot)
-            self.tape.places[slot] = (address(stored), stored.itemsize * width, True)
+            self.tape.places[slot] = (self.sym(("stored", slot), address(stored)),
+                                      stored.itemsize * width, True)
             self.tape.owners[slot] = stored
+
+    def dres_at(self, position: int) -> int:
+        return self.sym(("dres", position), address(self.dres[position]))
 
     def zero(self) -> None:
         """The first step: clear the kept cotangent buffers' rows of the heights
@@ -144,7 +153,7 @@ class Sweep(Records):
         runs = height_runs(self.tape)
         width = max((self.cot_owner[s][0].size for s, _ in self.zeroed), default=0)
         zeros = self.keep_zeros = np.zeros(width, np.float32)
-        for s, k in self.zeroed:
+        for s, k in self.zeroed:  # (direct records: real addresses)
             buf = self.cot_owner[s]
             row = buf.strides[0]
             for region, lo, hi in runs:
@@ -178,7 +187,7 @@ class Sweep(Records):
                 x = self.tape.shared_rows.get(s)
                 if x is None:
                     raise Unsupported(s)
-                ins.append((address(x), 0, False))
+                ins.append((self.sym(("shared", s), address(x)), 0, False))
                 dins.append(self.bias_rows(s, width) if floats else (0, 0, False))
         douts = [self.place_of(self.cot, s) for s in op.outs]
         if 2 * len(ins) + len(douts) > split.MAX_POINTERS:
@@ -187,11 +196,11 @@ class Sweep(Records):
 
         def emit(lo: int, n: int) -> None:
             at = [(p + lo * row if moves else p, row) for p, row, moves in places[:values]]
-            for a, b in split.ranges(n, threads(group, n)):
+            for part, (a, b) in enumerate(split.ranges(n, threads(group, n))):
                 pointers = [p + a * row for p, row in at]
                 for d in dins:
                     if isinstance(d, BiasRows):
-                        pointers.append(d.next())
+                        pointers.append(d.row(part))
                     else:
                         pointers.append(d[0] + (lo + a) * d[1] if d[0] else 0)
                 self.row_kernels.append(len(self.offsets))
@@ -202,10 +211,9 @@ class Sweep(Records):
     def bias_rows(self, slot: int, width: int) -> BiasRows:
         """Rows a shared input's cotangent is added into, one per part."""
         found = self.bias.get(slot)
-        if found is None:  # at most a row per thread, height and op reading it
-            uses = sum(slot in op.ins for region in self.tape.post.regions
-                       for op in region.ops if op.kind == "rows")
-            found = self.bias[slot] = BiasRows(width, self.threads * len(self.tape.heights) * uses)
+        if found is None:
+            found = self.bias[slot] = BiasRows(width, self.threads,
+                                               lambda at: self.sym(("bias", slot), at))
         return found
 
     def product(self, op: Any, region: Region) -> Emit:
@@ -242,9 +250,9 @@ class Sweep(Records):
         return emit
 
     def invoke(self, op: Any, region: Region) -> Emit:
-        children = address(self.schedule.child[op.extra])
-        adds = [(address(d), d.strides[0], *self.place_of(self.cot, s)[:2])
-                for s, d in zip(op.outs, self.dres, strict=True)
+        children = self.sym(("children", op.extra), address(self.schedule.child[op.extra]))
+        adds = [(self.dres_at(k), d.strides[0], *self.place_of(self.cot, s)[:2])
+                for k, (s, d) in enumerate(zip(op.outs, self.dres, strict=True))
                 if d is not None and s in self.cot]
         add, fn = self.add, self.scatter
 
@@ -258,7 +266,7 @@ class Sweep(Records):
         """The address of 0, 1, ..., total - 1 (int64): rows added in place."""
         if self.arange is None:
             self.arange = np.arange(self.total, dtype=np.int64)
-        return address(self.arange)
+        return self.sym("identity", address(self.arange))
 
     def gather(self, op: Any, region: Region) -> Emit:
         return nothing  # the embedding's rows, after the run (`parameters`)
@@ -275,21 +283,24 @@ class Sweep(Records):
             for op in region.ops:
                 if op.kind == "product" and op.ins[1] in tape.places:
                     shape, dtype = layout_of(tape.post, op.ins[1])
-                    x = view(tape.owners, tape.places, op.ins[1], total, shape, dtype)
+                    x = view(tape.owners, tape.places, tape.resolve, op.ins[1], total, shape,
+                             dtype)
                     dy = self.cot_view(region, op.outs[0])
                     backward.add_uniform(op.ins[0], Outer(dy[lo:hi], x[lo:hi]))
                 elif op.kind == "gather":
                     index = self.schedule.stored.get(op.ins[1])
                     if index is None:
-                        index = view(tape.owners, tape.places, op.ins[1], total, (), np.int32)
+                        index = view(tape.owners, tape.places, tape.resolve, op.ins[1], total,
+                                     (), np.int32)
                     backward.add_uniform(op.ins[0], Rows(index[lo:hi],
                                                          self.cot_view(region, op.outs[0])[lo:hi]))
         for slot, rows in self.bias.items():
-            backward.add_uniform(slot, rows.rows[:rows.used].sum(axis=0))
+            backward.add_uniform(slot, rows.rows.sum(axis=0))
 
     def cot_view(self, region: Region, slot: int) -> np.ndarray:
         shape, _ = region.layouts[slot]
-        return view(self.cot_owner, self.cot, slot, self.total, shape, np.float32)
+        return view(self.cot_owner, self.cot, self.sym.resolve, slot, self.total, shape,
+                    np.float32)
 
 
 def height_runs(tape: Tape) -> list[tuple[int, int, int]]:
@@ -321,12 +332,10 @@ def backward(tape: Tape, backward: Any, schedule: Any, dres: list[Any]) -> bool 
                 raise Unsupported(region)
             sweep.place(region)
         sweep.zero()
-        emitters = [[getattr(sweep, op.kind)(op, region) for op in reversed(region.ops)]
-                    for region in tape.post.regions]  # program order is a topological one
+        steps = [[[getattr(sweep, op.kind)(op, region)] for op in reversed(region.ops)]
+                 for region in tape.post.regions]  # program order is a topological one
         for (lo, hi), k in reversed(list(zip(tape.heights, tape.taken, strict=True))):
-            for emit in emitters[k]:
-                emit(lo, hi - lo)
-                sweep.end_step()
+            sweep.planned(("grad", k), steps[k], lo, hi - lo)
     except Unsupported:
         return False
     if not sweep.execute():

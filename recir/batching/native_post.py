@@ -154,8 +154,10 @@ class NativePost:
         self.runner = runner
         block = runner.plan.rec.body.block
         top = runner.program(block, "post")
-        self.scratch: dict[int, np.ndarray] = {}
-        self.cotangents: dict[int, np.ndarray] = {}  # the backward's (`native_grad.py`)
+        self.tags: dict[Any, int] = {}  # `Symbols`' tags, the same in every lane and call
+        self.lanes: list[Lane] = []
+        self.next_lane = 0  # a gradient call's next forward takes this lane
+        self.templates: dict[tuple[int, int, int], Template] = {}  # (region, rows, threads)
         self.contexts = (Context * 0)()
         self.pred: int | None = None
         self.tape = runner.tape
@@ -186,7 +188,7 @@ class NativePost:
             return False
         # a gradient call keeps every height's values for the backward
         rows = schedule.total if self.tape else max(hi - lo for lo, hi in heights)
-        plan = Plan(self, schedule, rows)
+        plan = Plan(self, self.lane(), schedule, rows)
         try:
             for (lo, hi), region in zip(heights, taken, strict=True):
                 plan.height(self.regions[region], lo, hi)
@@ -216,11 +218,20 @@ class NativePost:
             return None
         return (taken == 0).astype(np.int64).tolist()
 
-    def buffer(self, slot: int, shape: tuple[int, ...], dtype: Any, rows: int,
-               kept: dict[int, np.ndarray] | None = None) -> np.ndarray:
-        """`slot`'s buffer of at least `rows` rows in `kept` (the scratch
-        buffers by default), kept between calls."""
-        kept = self.scratch if kept is None else kept
+    def lane(self) -> Lane:
+        """Inference reuses one lane (its results are copied out before the
+        next forward); a gradient call's forwards each keep their own until
+        the backward (`Runner.start_call` starts again at the first)."""
+        k = self.next_lane if self.tape else 0
+        self.next_lane += self.tape
+        while len(self.lanes) <= k:
+            self.lanes.append(Lane(self.tags))
+        return self.lanes[k]
+
+    @staticmethod
+    def buffer(slot: int, shape: tuple[int, ...], dtype: Any, rows: int,
+               kept: dict[int, np.ndarray]) -> np.ndarray:
+        """`slot`'s buffer of at least `rows` rows in `kept`, kept between calls."""
         found = kept.get(slot)
         if found is None or found.shape[0] < rows:
             found = kept[slot] = np.empty((rows, *shape), dtype)
@@ -237,16 +248,104 @@ def address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class Records:
-    """Records in steps for `split.runner`, and their run on the team."""
+TAG_SHIFT = 48  # user-space addresses are below 2^47: bits 48-62 are free for a tag
+TAG_MASK = (1 << TAG_SHIFT) - 1
 
-    def __init__(self, post: NativePost):
+
+class Lane:
+    """One forward's buffers and the values of its tags: a gradient call
+    whose entry invokes @f twice keeps both tapes until its backward."""
+
+    def __init__(self, tags: dict[Any, int]):
+        self.scratch: dict[int, np.ndarray] = {}  # values (a gradient call's: every row)
+        self.cotangents: dict[int, np.ndarray] = {}  # the backward's (`native_grad.py`)
+        self.symbols = Symbols(tags)
+
+
+class Symbols:
+    """A call's own values in records (the addresses of its arrays, its
+    invocation count) as tags: `tag << 48` plus any offset. A height's
+    records are then the same in every call with its row count, so they are
+    planned once and kept (`Template`); each call resolves the tags once,
+    with one vectorized pass over all its words."""
+
+    def __init__(self, tags: dict[Any, int]) -> None:
+        self.tags = tags  # a value's key -> its tag, the same in every call
+        self.values = np.zeros(64, np.int64)  # tag -> this call's value
+
+    def __call__(self, key: Any, value: int) -> int:
+        tag = self.tags.get(key)
+        if tag is None:
+            tag = self.tags[key] = len(self.tags) + 1
+            if tag >= 1 << 14:
+                raise Unsupported(key)
+            if tag >= len(self.values):
+                self.values = np.concatenate([self.values, np.zeros_like(self.values)])
+        self.values[tag] = value
+        return tag << TAG_SHIFT
+
+    def resolve(self, word: int) -> int:
+        return int(self.values[word >> TAG_SHIFT]) + (word & TAG_MASK)
+
+    def relocate(self, words: np.ndarray) -> None:
+        tags = words >> TAG_SHIFT
+        words += self.values[tags] - (tags << TAG_SHIFT)
+
+
+class Template:
+    """A region's records at one row count, from its first row `lo`: the
+    words are `base + lo * per_row` (pointers move by a row's bytes)."""
+
+    __slots__ = ("base", "per_row", "offsets", "starts", "row_kernels")
+
+    def __init__(self, first: Records, second: Records):
+        self.base = np.frombuffer(first.words, np.int64).copy()
+        self.per_row = np.frombuffer(second.words, np.int64) - self.base
+        self.offsets = np.frombuffer(first.offsets, np.int64).copy()
+        self.starts = np.frombuffer(first.starts, np.int64)[1:].copy()  # each step's end
+        self.row_kernels = np.array(first.row_kernels, np.int64)
+        if (self.base < 0).any():
+            raise Unsupported("a negative word")  # its high bits would read as a tag
+
+
+class Records:
+    """Records in steps for `split.runner`, and their run on the team: those
+    added directly, then each height's from its kept `Template`."""
+
+    def __init__(self, post: NativePost, symbols: Symbols):
         self.post, self.runner = post, post.runner
         self.threads = kernels.split_threads()
         self.words, self.offsets, self.starts = array("q"), array("q"), array("q", [0])
         self.contexts = 0  # row kernel parts so far: each has a context of its own
         self.row_kernels: list[int] = []  # record index of each row kernel part
         self.sgemm = split.address(blas.sgemm())
+        self.sym = symbols
+        self.blocks: list[tuple[Template, int]] = []  # each height's records, first row
+
+    def planned(self, key: Any, steps: list[list[Emit]], lo: int, n: int) -> None:
+        """A height's records: `steps`' emitters at (lo, n), a step each list,
+        from the template kept for (`key`, n)."""
+        key = (key, n, self.threads)
+        template = self.post.templates.get(key)
+        if template is None:
+            template = self.post.templates[key] = self.template(steps, n)
+        self.blocks.append((template, lo))
+
+    def template(self, steps: list[list[Emit]], n: int) -> Template:
+        """A height's records at rows 0 and 1 (the step between is per row)."""
+        direct = self.words, self.offsets, self.starts, self.row_kernels, self.contexts
+        runs = []
+        for lo in (0, 1):
+            run = Records(self.post, self.sym)
+            self.words, self.offsets, self.starts = run.words, run.offsets, run.starts
+            self.row_kernels, self.contexts = run.row_kernels, 0
+            for emitters in steps:
+                for emit in emitters:
+                    emit(lo, n)
+                self.end_step()
+            runs.append(run)
+        self.words, self.offsets, self.starts, self.row_kernels, self.contexts = direct
+        return Template(*runs)
 
     def add(self, record: list[int]) -> None:
         words = self.words
@@ -257,33 +356,51 @@ class Records:
         if len(self.offsets) > self.starts[-1]:
             self.starts.append(len(self.offsets))
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(words, offsets, starts, each row kernel part's record index), the
+        tags resolved."""
+        direct = np.frombuffer(self.words, np.int64)
+        parts = [(direct, np.frombuffer(self.offsets, np.int64),
+                  np.frombuffer(self.starts, np.int64)[1:], np.array(self.row_kernels, np.int64))]
+        parts += [(t.base + lo * t.per_row, t.offsets, t.starts, t.row_kernels)
+                  for t, lo in self.blocks]
+        word_at = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+        record_at = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+        words = np.concatenate([p[0] for p in parts])
+        self.sym.relocate(words)
+        offsets = np.concatenate([p[1] + w for p, w in zip(parts, word_at, strict=True)])
+        starts = np.concatenate([np.zeros(1, np.int64)] + [
+            p[2] + r for p, r in zip(parts, record_at, strict=True)])
+        row_kernels = np.concatenate([p[3] + r for p, r in zip(parts, record_at, strict=True)])
+        return words, offsets, starts, row_kernels
+
     def execute(self) -> bool:
         """Run every step; False if a row kernel's check failed."""
-        base = self.post.context_block(self.contexts)
-        size = ctypes.sizeof(Context)
-        words = np.frombuffer(self.words, np.int64)
-        at = np.frombuffer(self.offsets, np.int64)[self.row_kernels] + 2
-        words[at] = base + size * words[at]  # context indices -> addresses
-        steps = len(self.starts) - 1
+        words, offsets, starts, row_kernels = self.arrays()
+        count = len(row_kernels)
+        base = self.post.context_block(count)
+        at = offsets[row_kernels] + 2
+        words[at] = base + ctypes.sizeof(Context) * np.arange(count)  # a context each
+        steps = len(starts) - 1
         counters = np.zeros(max(steps, 1), np.int64)
         kernels.blas_threads_for(0)  # OpenBLAS on one thread inside the parts
-        split.runner()(address(words), address(np.frombuffer(self.offsets, np.int64)),
-                       address(np.frombuffer(self.starts, np.int64)), steps,
+        split.runner()(address(words), address(offsets), address(starts), steps,
                        address(counters), self.threads)
         contexts = self.post.contexts
         errors = np.frombuffer(contexts, np.int32).reshape(len(contexts), -1)
-        return not errors[:self.contexts, 2].any()  # Context.error
+        return not errors[:count, 2].any()  # Context.error
 
 
 class Plan(Records):
-    """The records of one call, height by height. Addresses are looked up
-    once per call; a height only adds its first row's offset."""
+    """The records of one call, height by height: each height's from the
+    template kept for its region and row count, this call's arrays named by
+    tags (`Symbols`), resolved once before the run."""
 
-    def __init__(self, post: NativePost, schedule: Any, rows: int):
-        super().__init__(post)
-        self.schedule, self.capacity = schedule, rows
+    def __init__(self, post: NativePost, lane: Lane, schedule: Any, rows: int):
+        super().__init__(post, lane.symbols)
+        self.lane, self.schedule, self.capacity = lane, schedule, rows
         self.error = np.zeros(1, np.int64)
-        self.err = address(self.error)
+        self.err = self.sym("error", address(self.error))
         self.nt = split.address(smallgemm.kernel())
         self.roots = np.ascontiguousarray(schedule.roots, np.int64)
         self.keep: list[Any] = [self.roots]
@@ -313,11 +430,13 @@ class Plan(Records):
                 out = results[position]
                 if out.dtype != dtype or out.shape[1:] != shape:
                     raise Unsupported(s)
-                self.places[s], self.owners[s] = (address(out), out.strides[0], True), out
+                self.places[s], self.owners[s] = (self.result(position), out.strides[0],
+                                                  True), out
             else:
-                buf = self.post.buffer(s, shape, dtype, self.capacity)
+                buf = self.post.buffer(s, shape, dtype, self.capacity, self.lane.scratch)
                 # a tape's buffers hold every height's rows; scratch only one's
-                self.places[s] = (address(buf), buf.strides[0], self.post.tape)
+                self.places[s] = (self.sym(("buffer", s), address(buf)), buf.strides[0],
+                                  self.post.tape)
                 self.owners[s] = buf
         for s, (concat, column) in region.alias.items():
             base, row, moves = self.places[concat]
@@ -332,8 +451,12 @@ class Plan(Records):
             if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous or \
                     stored.size != stored.shape[0] * width:
                 raise Unsupported(slot)
-            found = self.places[slot] = (address(stored), stored.itemsize * width, True)
+            found = self.places[slot] = (self.sym(("stored", slot), address(stored)),
+                                         stored.itemsize * width, True)
         return found
+
+    def result(self, position: int) -> int:
+        return self.sym(("result", position), address(self.schedule.results[position]))
 
     def fixed(self, slot: int) -> Any:
         """A value the same for every row (a weight) or a per-tree array."""
@@ -345,7 +468,7 @@ class Plan(Records):
 
     def shared_row(self, slot: int, width: int, dtype: Any) -> int:
         x = self.shared_rows[slot] = kernels_row(self.fixed(slot), width, dtype)
-        return address(x)
+        return self.sym(("shared", slot), address(x))
 
     def weight(self, slot: int) -> tuple[int, int, int, int]:
         """(address, rows, columns, row stride in floats) of a weight matrix."""
@@ -353,7 +476,8 @@ class Plan(Records):
         if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2 or \
                 w.strides[1] != 4:
             raise Unsupported(slot)
-        found = self.weights[slot] = (address(w), *w.shape, w.strides[0] // 4)
+        found = self.weights[slot] = (self.sym(("weight", slot), address(w)), *w.shape,
+                                      w.strides[0] // 4)
         return found
 
     def height(self, region: Region, lo: int, hi: int) -> None:
@@ -364,18 +488,16 @@ class Plan(Records):
                 [getattr(self, op.kind)(op, region) for op in step.ops] +
                 [self.copy_out(position, s, width) for position, s, width in step.copies]
                 for step in region.by_step]
-        n = hi - lo
-        for emitters in steps:
-            for emit in emitters:
-                emit(lo, n)
-            self.end_step()
+        self.planned(("post", id(region)), steps, lo, hi - lo)
 
     # -- each kind of op: its records at a height (lo, n) -------------------
     def invoke(self, op: Op, region: Region) -> Emit:
         children = self.schedule.child[op.extra]
-        base, total, copy = address(children), len(children), self.copy
-        copies = [(*self.at(s, None, 0), address(result), result.strides[0])
-                  for s, result in zip(op.outs, self.schedule.results, strict=True)]
+        base = self.sym(("children", op.extra), address(children))
+        total, copy = self.sym("total", len(children)), self.copy
+        copies = [(*self.at(s, None, 0), self.result(k), result.strides[0])
+                  for k, (s, result) in enumerate(zip(op.outs, self.schedule.results,
+                                                      strict=True))]
 
         def emit(lo: int, n: int) -> None:
             index = base + 8 * lo
@@ -417,10 +539,11 @@ class Plan(Records):
             raise Unsupported(op)
         flat = np.ascontiguousarray(tree.flat)
         self.keep.append(flat)
-        arrays = (address(flat), address(tree.offsets), address(tree.lengths))
+        arrays = tuple(self.sym(("tree", op.ins[0], k), address(a))
+                       for k, a in enumerate((flat, tree.offsets, tree.lengths)))
         index, _, index_moves = self.at(op.ins[1], np.int32, 1)
         dst, dst_row, moves = self.at(op.outs[0], np.int32, 0)
-        roots, add, err = address(self.roots), self.add, self.err
+        roots, add, err = self.sym("roots", address(self.roots)), self.add, self.err
 
         def emit(lo: int, n: int) -> None:
             add([split.PICK, 0, dst + lo * dst_row if moves else dst, *arrays, roots + 8 * lo,
@@ -474,7 +597,7 @@ class Plan(Records):
 
     def copy_out(self, position: int, s: int, width: int) -> Emit:
         out = self.schedule.results[position]
-        row, dst = out.strides[0], address(out)
+        row, dst = out.strides[0], self.result(position)
         if s in self.places or s in self.schedule.stored:
             src, src_row, moves = self.at(s, out.dtype, width)
         else:

@@ -12,6 +12,8 @@ import ctypes
 import numpy as np
 import pytest
 
+import recir
+from recir import frontend as rf
 from recir.batching import kernels, native, native_grad, native_post, split
 from recir.batching.api import BatchedFunction, BatchedGradFunction
 from recir.data import make_treebank
@@ -195,3 +197,51 @@ def test_height_order_matches_plain_python(seed):
     assert bounds.tolist() == [sum(h < k for h in height) for k in range(max(height) + 2)]
     for c, r in zip(children, renumbered, strict=True):
         assert r.tolist() == [inv[c[i]] if c[i] >= 0 else -1 for i in perm]
+
+
+def two_calls_model(params):
+    """TreeRNN whose entry invokes @node twice (the root and its left child):
+    a gradient call keeps both forwards' tapes until its backward."""
+    leaf, combine = tree_rnn.make_cells(rf.tanh, rf.concat)
+    vec = recir.vector(params["b"].shape[0])
+    with recir.trace("two_calls") as m:
+        left, right, word, label = (m.input(n, recir.structure())
+                                    for n in ("left", "right", "word", "label"))
+        root, other = m.input("root", recir.i32), m.input("other", recir.i32)
+        p = {k: m.param(k, v) for k, v in params.items()}
+        with recir.SubGraph("node", [recir.i32], [vec, recir.f32]) as node:
+            (i,) = node.inputs
+
+            def inner():
+                (ls, loss_l), (rs, loss_r) = node(left[i]), node(right[i])
+                return (*combine(p, (ls,), (rs,)), loss_l + loss_r)
+
+            def with_loss(state, below):
+                return state, rf.softmax_xent(p["w_out"] @ state + p["b_out"], label[i]) + below
+
+            node.output(*recir.cond(left[i] < 0, lambda: with_loss(
+                leaf(p, rf.gather(p["emb"], word[i]))[0], 0.0), lambda: with_loss(*inner())))
+        (h, loss), (_, loss2) = node(root), node(other)
+        m.output(h, loss * 2.0 + loss2)
+    return m.traced
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_calls_of_the_recursive_function_keep_their_own_tapes(threads, runs):
+    params = tree_rnn.init_params(np.random.default_rng(8), hidden=16, vocab=100)
+    traced = two_calls_model(params)
+    trees = make_treebank(6, seed=3)
+    batch = [(*tree_args(t), t.left[t.root] if t.left[t.root] >= 0 else t.root)
+             for t in trees]
+    serial = recir.value_and_grad(traced, threads=1)
+    expected = {k: np.zeros_like(v) for k, v in params.items()}
+    for args in batch:
+        for k, g in serial(*args)[1].items():
+            expected[k] += g
+    fast = BatchedGradFunction(traced, threads=threads)
+    for _ in range(2):  # the second call reuses the lanes
+        grads = fast.batch(batch)[1]
+        for name in params:
+            scale = max(np.abs(expected[name]).max(), 1e-30)
+            assert np.abs(grads[name] - expected[name]).max() <= 1e-5 * scale, name
+    assert runs == [True] * 4
