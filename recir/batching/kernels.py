@@ -73,9 +73,16 @@ CMPF = {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_
         12: np.less_equal, 13: np.not_equal}
 
 
+DTYPES: dict[Any, Any] = {}  # printing a type costs ~15 us: once per type
+
+
 def dtype_of(typ: Any) -> Any:
-    text = str(typ)
-    return (np.bool_ if text == "i1" else np.float32 if "f32" in text else np.int32)
+    found = DTYPES.get(typ)
+    if found is None:
+        text = str(typ)
+        found = DTYPES[typ] = (np.bool_ if text == "i1" else np.float32 if "f32" in text
+                               else np.int32)
+    return found
 
 
 # Floating-point warnings are silenced once per run (`api.py`), not per op.

@@ -153,16 +153,16 @@ class Sweep(Records):
         runs = height_runs(self.tape)
         width = max((self.cot_owner[s][0].size for s, _ in self.zeroed), default=0)
         zeros = self.keep_zeros = np.zeros(width, np.float32)
+        src, err = address(zeros), address(self.no_error)
         for s, k in self.zeroed:  # (direct records: real addresses)
             buf = self.cot_owner[s]
-            row = buf.strides[0]
+            dst, row, size = address(buf), buf.strides[0], 4 * buf[0].size
             for region, lo, hi in runs:
                 if region != k:
                     continue
                 for a, b in split.ranges(hi - lo, self.threads):
-                    self.add([split.COPY, 0, address(buf) + (lo + a) * row, row,
-                              address(zeros), 0, 4 * buf[0].size, 0, 0, 0, b - a,
-                              address(self.no_error)])
+                    self.add([split.COPY, 0, dst + (lo + a) * row, row, src, 0, size, 0, 0, 0,
+                              b - a, err])
         self.end_step()
 
     # -- each op in reverse: prepared once a call, records per height ---------

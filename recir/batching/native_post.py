@@ -274,6 +274,7 @@ class Symbols:
         self.values = np.zeros(64, np.int64)  # tag -> this call's value
 
     def __call__(self, key: Any, value: int) -> int:
+        """`key`'s tag, its value this call `value`."""
         tag = self.tags.get(key)
         if tag is None:
             tag = self.tags[key] = len(self.tags) + 1
