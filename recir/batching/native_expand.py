@@ -35,7 +35,6 @@ from recir.dialects import invoke, tmath
 MAX_NATIVE = 1 << 22  # invocations; beyond, the interpreter (and its limit) takes over
 BINARY = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul", arith.AndIOp: "and",
           arith.OrIOp: "or", arith.XOrIOp: "xor"}
-MINMAX = {arith.MaxSIOp: "sgt", arith.MinSIOp: "slt"}
 CMPI = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
 GROW, FAILED = -1, -2  # the function's results other than the invocation count
 
@@ -134,16 +133,6 @@ class Emitter:
             a, b = op.operands
             self.emit(f"{name} = {BINARY[type(op)]} {scalar(a)} {self.value(a)}, "
                       f"{self.value(b)}")
-        elif type(op) in MINMAX:
-            a, b = (self.value(x) for x in op.operands)
-            t = scalar(op.results[0])
-            self.emit(f"{name}.c = icmp {MINMAX[type(op)]} {t} {a}, {b}")
-            self.emit(f"{name} = select i1 {name}.c, {t} {a}, {t} {b}")
-        elif isinstance(op, arith.SelectOp):
-            c, a, b = op.operands
-            t = scalar(op.results[0])
-            self.emit(f"{name} = select i1 {self.value(c)}, {t} {self.value(a)}, "
-                      f"{t} {self.value(b)}")
         elif isinstance(op, scf.IfOp):
             self.branch(op, phase, name)
             return

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import recir
+from recir import frontend as rf
 from recir.batching import native_expand
 from recir.batching.api import BatchedFunction
 from recir.batching.schedule import Schedule
@@ -151,3 +152,25 @@ def test_integer_recursion_with_a_branch_argument_matches_plain_python():
     assert batched.runner.native_expand() is not None
     ns = [0, 1, 3, 6, 9, 12]
     assert [int(out[0]) for out in batched.batch([(n,) for n in ns])] == [plain_g(n) for n in ns]
+
+
+def chain_model():
+    """c(i) = i + 1 < size(a) ? c(i + 1) + a[i] : a[i]: the predicate reads
+    a per-tree array's size."""
+    with recir.trace("chain") as m:
+        a = m.input("a", recir.structure())
+        start = m.input("start", recir.i32)
+        with recir.SubGraph("c", [recir.i32], [recir.i32]) as c:
+            (i,) = c.inputs
+            c.output(recir.cond(i + 1 < rf.size(a), lambda: c(i + 1) + a[i], lambda: a[i]))
+        m.output(c(start))
+    return m.traced
+
+
+def test_a_structure_arrays_size_in_the_expand_segment_matches_plain_python():
+    batched = BatchedFunction(chain_model())
+    assert batched.runner.native_expand() is not None
+    rng = np.random.default_rng(6)
+    arrays = [rng.integers(-9, 9, size=n).astype(np.int32) for n in (1, 2, 7, 40)]
+    batch = [(a, s) for a in arrays for s in (0, len(a) - 1)]
+    assert [int(out[0]) for out in batched.batch(batch)] == [int(a[s:].sum()) for a, s in batch]
