@@ -200,18 +200,17 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # product's multiply-adds per invocation (750 x 300 for TreeLSTM h=150),
 # RNTN's bilinear tensor counted 5x: the recursive code runs it at about a
 # fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s, RNTN d=25
-# and TreeRNN h=150). Measured after the native post segment (2026-11-24,
-# `python bench/run.py auto`: 100 SST dev trees, median of 5 in rounds,
-# frontier over recursive trees/s at batch 5 / 10 / 25), one thread:
-# TreeLSTM h=100 0.39 / 0.60 / 0.93, h=150 0.78 / 1.09 / 1.40, h=256 1.33 /
-# 1.57 / 1.82; TreeRNN h=150 0.20 / 0.33 / 0.59, h=300 0.50 / 0.72 / 1.10;
-# RNTN d=25 0.81 / 1.33 / 2.48. Two threads: TreeLSTM h=100 0.24 / 0.38 /
-# 0.53, h=150 0.46 / 0.77 / 1.09, h=256 0.97 / 1.27 / 1.53; TreeRNN h=150
-# 0.14 / 0.21 / 0.35, h=300 0.30 / 0.49 / 0.76; RNTN 0.81 / 1.35 / 2.37.
-# The rule misses two near ties (h=150 at 10 on one thread, RNTN at 10 on
-# two).
+# and TreeRNN h=150). Measured after the native expansion and record
+# templates (2026-11-24, `python bench/run.py auto`: 100 SST dev trees,
+# median of 5 in rounds, frontier over recursive trees/s at batch 5 / 10 /
+# 25), one thread: TreeLSTM h=100 0.70 / 0.96 / 1.17, h=150 1.19 / 1.47 /
+# 1.63, h=256 1.50 / 1.69 / 1.78; TreeRNN h=150 0.45 / 0.70 / 1.03, h=300
+# 0.91 / 1.17 / 1.42; RNTN d=25 1.12 / 1.81 / 3.22. Two threads: TreeLSTM
+# h=100 0.52 / 0.75 / 1.01, h=150 0.96 / 1.25 / 1.46, h=256 1.37 / 1.55 /
+# 1.71; TreeRNN h=150 0.35 / 0.51 / 0.82, h=300 0.70 / 0.98 / 1.28; RNTN
+# 1.14 / 1.85 / 3.16. The rule misses RNTN at 5 on two threads (1.14).
 AUTO_MIN_BATCH = 5
-AUTO_WORK, AUTO_TEAM_WORK = 3_000_000, 5_000_000
+AUTO_WORK, AUTO_TEAM_WORK = 1_100_000, 2_000_000
 BILINEAR_COST = 5
 
 
@@ -249,19 +248,17 @@ class AutoFunction:
         return self.native.batch(batch)
 
 
-# `auto` for training: the same rule with its own thresholds (`python
-# bench/run.py auto --modes train`, 2026-11-24, after the native forward and
-# backward; frontier over recursive at batch 5 / 10 / 25), one thread:
-# TreeLSTM h=100 0.55 / 0.83 / 1.19, h=150 0.98 / 1.33 / 1.64, h=256 1.02 /
-# 1.26 / 1.44; TreeRNN h=150 0.32 / 0.51 / 0.81, h=300 0.79 / 1.10 / 1.46;
-# RNTN 0.79 / 1.31 / 2.27. Two threads (the recursive code's trees as tasks
-# of one team): TreeLSTM h=100 0.37 / 0.54 / 0.82, h=150 0.69 / 0.97 / 1.30,
-# h=256 0.85 / 1.10 / 1.31; TreeRNN h=150 0.21 / 0.31 / 0.50, h=300 0.51 /
-# 0.74 / 1.06; RNTN 0.79 / 1.25 / 1.11. On a team the scheduler also needs
-# AUTO_TEAM_TRAIN_MIN_BATCH trees: TreeLSTM h=256 lost at 5 (0.85) with more
-# work than RNTN at 10, which won.
-AUTO_TRAIN_WORK, AUTO_TEAM_TRAIN_WORK = 1_700_000, 3_000_000
-AUTO_TEAM_TRAIN_MIN_BATCH = 10
+# `auto` for training: the same rule and thresholds (`python
+# bench/run.py auto`, 2026-11-24, after the native expansion and record
+# templates; frontier over recursive at batch 5 / 10 / 25), one thread:
+# TreeLSTM h=100 0.73 / 1.00 / 1.22, h=150 1.21 / 1.46 / 1.69, h=256 1.20 /
+# 1.41 / 1.65; TreeRNN h=150 0.49 / 0.71 / 1.00, h=300 1.03 / 1.34 / 1.66;
+# RNTN 0.92 / 1.46 / 2.39. Two threads (the recursive code's trees as tasks
+# of one team): TreeLSTM h=100 0.54 / 0.72 / 0.95, h=150 0.95 / 1.23 / 1.48,
+# h=256 1.15 / 1.34 / 1.52; TreeRNN h=150 0.34 / 0.50 / 0.72, h=300 0.80 /
+# 1.05 / 1.35; RNTN 0.89 / 1.42 / 1.23. The rule misses RNTN at 5 on one
+# thread (0.92) and two near ties on a team (TreeLSTM h=100 at 25, 0.95;
+# TreeRNN h=300 at 10, 1.05).
 
 
 class AutoGradFunction:
@@ -276,10 +273,9 @@ class AutoGradFunction:
     def choose(self, size: int, threads: int) -> str:
         native = self.recursive.native
         team = threads > 1 and native is not None and bool(native.batch_team)
-        least = AUTO_TEAM_TRAIN_WORK if team else AUTO_TRAIN_WORK
+        least = AUTO_TEAM_WORK if team else AUTO_WORK
         big = self.batched is not None and size * self.work >= least
-        fewest = AUTO_TEAM_TRAIN_MIN_BATCH if team else AUTO_MIN_BATCH
-        return "frontier" if big and size >= fewest else "recursive"
+        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
         return self.recursive(*inputs, into=into)

@@ -153,8 +153,8 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     assert auto.choose(25) == "recursive"
     h150 = tree_lstm.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     auto = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=1)
-    assert auto.choose(10) == "recursive"  # 10 x 750 x 300 multiply-adds: too few
-    assert auto.choose(25) == "frontier"
+    assert auto.choose(4) == "recursive"  # too few trees
+    assert auto.choose(5) == "frontier"  # 5 x 750 x 300 multiply-adds
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
@@ -166,16 +166,16 @@ def test_auto_picks_frontier_for_wide_cells_and_batches():
     for tree, (h, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    assert team.choose(len(trees)) == "frontier" and team.choose(5) == "recursive"
+    assert team.choose(len(trees)) == "frontier" and team.choose(4) == "recursive"
     for (h, loss), (h2, loss2) in zip(outs, team.batch([tree_args(t) for t in trees])):
         assert loss2 == pytest.approx(loss, rel=1e-5)
     h150_team = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=2)
-    assert h150_team.choose(20) == "recursive"  # the trees as tasks of one team
-    assert h150_team.choose(25) == "frontier"
+    assert h150_team.choose(8) == "recursive"  # the trees as tasks of one team
+    assert h150_team.choose(9) == "frontier"
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
-    assert auto.choose(25) == "frontier"  # the bilinear tensor's 25 x 50 x 50, weighted
-    assert auto.choose(10) == "recursive"
+    assert auto.choose(10) == "frontier"  # the bilinear tensor's 25 x 50 x 50, weighted
+    assert auto.choose(6) == "recursive"
 
 
 def test_auto_training_picks_by_work_batch_and_team():
@@ -187,9 +187,9 @@ def test_auto_training_picks_by_work_batch_and_team():
     traced = tree_lstm.trace_model(params)
     auto = recir.value_and_grad(traced, batching="auto", threads=2)
     assert auto.work == 800 * 320
-    assert auto.choose(25, 1) == "frontier" and auto.choose(5, 1) == "recursive"
-    assert auto.choose(9, 2) == "recursive" and auto.choose(11, 2) == "recursive"
-    assert auto.choose(12, 2) == "frontier"  # 12 x 800 x 320 multiply-adds
+    assert auto.choose(5, 1) == "frontier" and auto.choose(4, 1) == "recursive"
+    assert auto.choose(7, 2) == "recursive"
+    assert auto.choose(8, 2) == "frontier"  # 8 x 800 x 320 multiply-adds
     trees = make_treebank(20, seed=6)
     batch = [tree_args(t) for t in trees]
     want_out, want = recir.value_and_grad(traced).batch(batch)
