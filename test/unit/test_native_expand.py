@@ -14,9 +14,9 @@ from recir.batching import native_expand
 from recir.batching.api import BatchedFunction
 from recir.batching.schedule import Schedule
 from recir.data import make_treebank
-from recir.data.trees import Tree
 from recir.diagnostics import RecirError
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+from test_native_post import mixed_trees, tree_args  # the same trees
 
 TREE_MODELS = [tree_rnn, rntn, tree_lstm]
 
@@ -25,17 +25,6 @@ class Interpreter:
     """Stands in for a NativeExpand that does not apply."""
 
     ok = False
-
-
-def tree_args(tree: Tree) -> tuple:
-    return (tree.left, tree.right, tree.word, tree.label, tree.root)
-
-
-def mixed_trees() -> list[tuple]:
-    leaf = Tree(left=[-1], right=[-1], word=[7], label=[3])
-    trees = [leaf, *make_treebank(3, "linear", num_leaves=9, seed=2),
-             *make_treebank(8, seed=3), *make_treebank(2, "balanced", num_leaves=32, seed=4)]
-    return [tree_args(t) for t in trees]
 
 
 @pytest.fixture
