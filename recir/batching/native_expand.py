@@ -13,9 +13,10 @@ root, its children per call site (-1: none) and the stored values the post
 segment reads.
 
 Segments with anything else (TD-TreeLSTM's LSTM step computes floats) keep
-the interpreter, and so does a batch whose run fails a check: an index out
-of a structure array's bounds, or more invocations than `MAX_NATIVE`; the
-interpreter then raises its located error or expands the batch itself.
+the interpreter, and so does a batch with an index out of a structure
+array's bounds: the interpreter then raises its located error. More
+invocations than `schedule.MAX_INVOCATIONS` (a cycle in a tree) is that
+error here.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from recir.batching import schedule as limits
 from recir.batching.kernels import PerRoot
 from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
 from recir.dialects import invoke, tmath
 
-MAX_NATIVE = 1 << 22  # invocations; beyond, the interpreter (and its limit) takes over
 BINARY = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul", arith.AndIOp: "and",
           arith.OrIOp: "or", arith.XOrIOp: "xor"}
 CMPI = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+FIRST_CAPACITY = 4096  # invocations; the tables double until a batch fits
 GROW, FAILED = -1, -2  # the function's results other than the invocation count
 
 
@@ -282,7 +284,7 @@ class NativeExpand:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.capacity = 4096
+        self.capacity = FIRST_CAPACITY
         self.function: Any = None
         try:
             self.layout = Emitter(plan)
@@ -299,7 +301,7 @@ class NativeExpand:
 
     def run(self, schedule: Any, moving: list[Any], roots: np.ndarray) -> bool:
         """Expand into `schedule`'s tables; False: the interpreter must (a
-        failed check, too many invocations, inputs of other dtypes)."""
+        failed check, inputs of other dtypes)."""
         layout, runner = self.layout, schedule.runner
         arrays = []
         for a in layout.arrays:
@@ -307,9 +309,11 @@ class NativeExpand:
             if not isinstance(x, PerRoot) or not is_int_array(x.flat):
                 return False
             arrays += [x.flat, x.offsets, x.lengths]
-        n0 = len(roots)
+        n0, most = len(roots), limits.MAX_INVOCATIONS
+        cap = min(max(self.capacity, n0), most)
         while True:
-            cap = max(self.capacity, n0)
+            if n0 > cap:
+                raise limits.too_big(self.plan, f"{most} invocations")
             tables = self.tables(cap, moving, roots)
             err = np.zeros(1, np.int64)
             words = [tables[0], err, *tables[1:]] + arrays
@@ -317,9 +321,10 @@ class NativeExpand:
             total = self.function(tab.ctypes.data, n0, cap)
             if total != GROW:
                 break
-            if cap >= MAX_NATIVE:
-                return False
-            self.capacity = 2 * cap
+            if cap == most:
+                raise limits.too_big(self.plan, f"{most} invocations")
+            cap = min(2 * cap, most)
+        self.capacity = max(FIRST_CAPACITY, 2 * total)  # room for a batch like this one
         if total == FAILED:
             return False
         self.fill(schedule, tables, total, n0)

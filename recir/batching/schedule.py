@@ -31,7 +31,17 @@ from recir.batching.kernels import PerRoot, dtype_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import invoke
 
-MAX_INVOCATIONS = 50_000_000
+# A call tree past these is an error: more invocations than a batch's rows
+# could hold in memory (4M rows of TreeLSTM h=256 values are ~20 GB), or more
+# depth levels than a real tree has (the interpreter takes ~25 us a level): a
+# cycle in a tree's structure arrays expands forever.
+MAX_INVOCATIONS = 1 << 22
+MAX_DEPTH = 1 << 17
+
+
+def too_big(plan: Any, what: str) -> RecirError:
+    return emit_error(plan.rec, f"frontier batching expanded more than {what} (a cycle in "
+                      "a tree's structure arrays?)")
 
 
 def rows(value: SSAValue, n: int, fill: Any = 0) -> np.ndarray:
@@ -88,8 +98,9 @@ class Schedule:
         lo, n = 0, len(roots)
         while n:
             if lo + n > MAX_INVOCATIONS:
-                raise emit_error(plan.rec, f"frontier batching expanded more than "
-                                 f"{MAX_INVOCATIONS} invocations")
+                raise too_big(plan, f"{MAX_INVOCATIONS} invocations")
+            if len(self.levels) == MAX_DEPTH:
+                raise too_big(plan, f"{MAX_DEPTH} levels")
             frame = Frame(n, roots)
             frame.env.update(self.fixed)
             frame.env.update(zip(self.moving, moving, strict=True))

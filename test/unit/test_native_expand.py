@@ -1,7 +1,8 @@
 """The expand segment as one native loop (`native_expand.py`): its call trees,
 children and stored values against the interpreter's, results against plain
-Python, growth past its first capacity, bad structure indices as the
-interpreter's located errors, and the segments left to the interpreter."""
+Python, growth past its first capacity, a cycle in a tree as an error on
+both paths, bad structure indices as the interpreter's located errors, and
+the segments left to the interpreter."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 import recir
 from recir import frontend as rf
-from recir.batching import native_expand
+from recir.batching import schedule
 from recir.batching.api import BatchedFunction
 from recir.batching.schedule import Schedule
 from recir.data import make_treebank
@@ -77,21 +78,32 @@ def test_capacity_grows_and_results_stay(expansions):
     fast = batched.runner.native_expand()
     fast.capacity = 2
     again = batched.batch(batch)
-    assert fast.capacity >= len(expansions[-1]) and expansions[-1] == expansions[0]
+    assert fast.capacity >= 2 * len(expansions[-1]) and expansions[-1] == expansions[0]
     for (h, loss), (h2, loss2) in zip(expected, again, strict=True):
         np.testing.assert_array_equal(h, h2)
         assert loss == loss2
 
 
-def test_more_than_the_native_limit_is_left_to_the_interpreter(monkeypatch, expansions):
-    monkeypatch.setattr(native_expand, "MAX_NATIVE", 16)
+@pytest.mark.parametrize("native", [True, False], ids=["native", "interpreter"])
+def test_a_cycle_in_a_tree_is_an_error_not_a_hang(native, monkeypatch):
+    """Node 2's left child is itself: the call tree never ends. Natively the
+    tables stop growing at `MAX_INVOCATIONS`; the interpreter stops after
+    `MAX_DEPTH` levels (made small here: a level costs it ~25 us)."""
+    monkeypatch.setattr(schedule, "MAX_DEPTH", 50)
     params = tree_rnn.init_params(np.random.default_rng(2), vocab=100)
     batched = BatchedFunction(tree_rnn.trace_model(params))
-    batched.runner.native_expand().capacity = 4
-    tree = make_treebank(1, "balanced", num_leaves=32, seed=4)[0]
-    h, loss = batched(*tree_args(tree))
-    assert len(expansions[0]) == tree.num_nodes
+    if not native:
+        batched.runner.fast_expand = Interpreter()
+    cyclic = (np.array([-1, -1, 2]), np.array([-1, -1, 1]), np.array([1, 2, 0]),
+              np.array([0, 0, 0]), 2)
+    limit = "4194304 invocations" if native else "50 levels"
+    with pytest.raises(RecirError, match=f"expanded more than {limit} .*cycle"):
+        batched(*cyclic)
+    tree = make_treebank(1, seed=4)[0]
+    h, loss = batched(*tree_args(tree))  # and the next call is fine
     assert loss == pytest.approx(tree_rnn.reference(tree, tree.root, params)[1], rel=1e-5)
+    if native:
+        assert batched.runner.native_expand().capacity < 4 * tree.num_nodes + 4096
 
 
 @pytest.mark.parametrize("child", [99, -7])
