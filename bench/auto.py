@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import machine_info, median, print_table, rounds_times, write_json
+from bench.common import machine_info, majority, median, print_table, rounds_times, \
+    write_json
 
 CELLS = ["tree_lstm:100", "tree_lstm:150", "tree_lstm:256", "tree_rnn:150", "tree_rnn:300",
          "rntn:25"]
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                     table.append([cell, mode, str(threads), str(batch), f"{row['work']:,}",
                                   f"{rate['frontier']:.0f}", f"{rate['recursive']:.0f}",
                                   f"{rate['frontier'] / rate['recursive']:.2f}", row["auto"],
-                                  "" if row["auto"] == row["best"] else "<- not the faster"])
+                                  "" if row["auto"].rstrip("*") == row["best"] else "<- not the faster"])
                     print(" ".join(table[-1]), flush=True)
     print_table(f"frontier against recursive, {described} trees, trees/s (median)",
                 ["cell", "mode", "thr", "batch", "work", "frontier", "recursive", "ratio", "auto",
@@ -81,17 +82,17 @@ def compare(model: Any, mode: str, threads: int, batch: int, items: list[Any], r
         auto = recir.compile(model, batching="auto", threads=threads)
         codes = {"frontier": recir.compile(model, batching="frontier", threads=threads),
                  "recursive": recir.compile(model, threads=threads)}
-        picks = auto.choose(batch)
+        picks = majority([auto.choose(c) for c in chunks])
         fns = {name: (lambda f=f: [f.batch(c) for c in chunks]) for name, f in codes.items()}
     else:
         auto = recir.value_and_grad(model, batching="auto", threads=threads)
         codes = {"frontier": recir.value_and_grad(model, batching="frontier", threads=threads),
                  "recursive": recir.value_and_grad(model, threads=threads)}
-        picks = auto.choose(batch, threads)
+        picks = majority([auto.choose(c, threads) for c in chunks])
         into = {k: np.zeros_like(v) for k, v in model.params.items()}
         fns = {name: (lambda f=f: [f.batch(c, into) for c in chunks])
                for name, f in codes.items()}
     times = rounds_times(fns, repeats)
     rate = {name: len(items) / median(t) for name, t in times.items()}
-    return {"mode": mode, "threads": threads, "batch": batch, "work": auto.work,
+    return {"mode": mode, "threads": threads, "batch": batch, "work": auto.work.cell,
             "trees_per_s": rate, "auto": picks, "best": max(rate, key=rate.__getitem__)}

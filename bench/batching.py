@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Skipped, attempt, contest_times, fmt, machine_info, median, \
-    print_table, write_json
+from bench.common import Skipped, attempt, contest_times, fmt, machine_info, majority, \
+    median, print_table, write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -252,16 +252,18 @@ def sgemm_roof(threads: int) -> dict[str, float]:
     return out
 
 
-def auto_choice(params: dict[str, np.ndarray], mode: str, threads: int, batch: int) -> str:
-    """Which mode `batching="auto"` runs a batch of this size in."""
+def auto_choice(params: dict[str, np.ndarray], mode: str, threads: int,
+                chunks: list[list[tuple]]) -> str:
+    """The mode `batching="auto"` runs these minibatches in (`majority`)."""
     import recir
     from recir.models import tree_lstm
 
     traced = tree_lstm.trace_model(params)
     if mode == "infer":
-        return recir.compile(traced, batching="auto", threads=threads).choose(batch)
-    auto = recir.value_and_grad(traced, batching="auto", threads=threads)
-    return auto.choose(batch, threads)
+        auto = recir.compile(traced, batching="auto", threads=threads)
+        return majority([auto.choose(c) for c in chunks])
+    grad = recir.value_and_grad(traced, batching="auto", threads=threads)
+    return majority([grad.choose(c, threads) for c in chunks])
 
 
 def raise_roof(roof: dict[str, float], measured: dict[str, float]) -> None:
@@ -354,7 +356,9 @@ def run(args: argparse.Namespace) -> int:
                                          args.skip)
                         row.update(hidden=hidden, workload=name, batch=batch,
                                    threads=threads, mode=mode, trees=len(trees),
-                                   auto=auto_choice(params, mode, threads, batch))
+                                   auto=auto_choice(params, mode, threads, [
+                                       [args_of(t) for t in trees[i:i + batch]]
+                                       for i in range(0, len(trees), batch)]))
                         frontier = row["trees_per_s"].get("recir-frontier")
                         if mode == "infer" and frontier is not None:
                             gflops = cell_flops(trees, hidden) / len(trees) * frontier / 1e9
@@ -388,7 +392,7 @@ def print_report(report: dict[str, Any]) -> None:
     for r in report["rows"]:
         rate = r["trees_per_s"]
         picked = r.get("auto")
-        mine = rate.get(f"recir-{picked}")
+        mine = rate.get(f"recir-{picked.rstrip('*')}") if picked else None
         level = rate.get("torch-level")
         dyn = rate.get("dynet-auto") or dynet.get((r["hidden"], r["workload"], r["batch"],
                                                    r["mode"]))

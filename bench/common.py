@@ -114,6 +114,13 @@ def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
     return times
 
 
+def majority(picks: list[str]) -> str:
+    """The mode `batching="auto"` took most often over a run's minibatches,
+    marked `*` where it did not take it for all of them."""
+    best = max(sorted(set(picks)), key=picks.count)
+    return best if len(set(picks)) == 1 else best + "*"
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -193,24 +193,29 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     return into
 
 
-# `auto`: run a call through the frontier scheduler when it has at least
-# AUTO_MIN_BATCH trees and batch x cell work reaches AUTO_WORK (one thread)
-# or AUTO_TEAM_WORK (a team, which runs the recursive code's trees as its
-# tasks); otherwise the recursive native code. A cell's work is its largest
-# product's multiply-adds per invocation (750 x 300 for TreeLSTM h=150),
-# RNTN's bilinear tensor counted 5x: the recursive code runs it at about a
-# fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s, RNTN d=25
-# and TreeRNN h=150). Measured after the native expansion and record
-# templates (2026-11-24, `python bench/run.py auto`: 100 SST dev trees,
-# median of 5 in rounds, frontier over recursive trees/s at batch 5 / 10 /
-# 25), one thread: TreeLSTM h=100 0.70 / 0.96 / 1.17, h=150 1.19 / 1.47 /
-# 1.63, h=256 1.50 / 1.69 / 1.78; TreeRNN h=150 0.45 / 0.70 / 1.03, h=300
-# 0.91 / 1.17 / 1.42; RNTN d=25 1.12 / 1.81 / 3.22. Two threads: TreeLSTM
-# h=100 0.52 / 0.75 / 1.01, h=150 0.96 / 1.25 / 1.46, h=256 1.37 / 1.55 /
-# 1.71; TreeRNN h=150 0.35 / 0.51 / 0.82, h=300 0.70 / 0.98 / 1.28; RNTN
-# 1.14 / 1.85 / 3.16. The rule misses RNTN at 5 on two threads (1.14).
-AUTO_MIN_BATCH = 5
-AUTO_WORK, AUTO_TEAM_WORK = 1_100_000, 2_000_000
+# `auto`: run a call through the frontier scheduler when its work, the
+# multiply-adds of the cell's largest product over the batch's invocations,
+# reaches AUTO_WORK (one thread) or AUTO_TEAM_WORK (a team, which runs the
+# recursive code's trees as its tasks); otherwise the recursive native code.
+# A tree's invocations are its nodes, read off its longest structure array
+# (1 per input tuple without one); a cell's work is 750 x 300 for TreeLSTM
+# h=150, RNTN's bilinear tensor counted 5x: the recursive code runs it at
+# about a fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s,
+# RNTN d=25 and TreeRNN h=150). Measured after the native expansion and
+# record templates (2026-11-24, `python bench/run.py auto`: 100 SST dev
+# trees, 40.6 nodes each, median of 5 in rounds, frontier over recursive
+# trees/s at batch 5 / 10 / 25), one thread: TreeLSTM h=100 0.70 / 0.96 /
+# 1.17, h=150 1.19 / 1.47 / 1.63, h=256 1.50 / 1.69 / 1.78; TreeRNN h=150
+# 0.45 / 0.70 / 1.03, h=300 0.91 / 1.17 / 1.42; RNTN d=25 1.12 / 1.81 /
+# 3.22. Two threads: TreeLSTM h=100 0.52 / 0.75 / 1.01, h=150 0.96 / 1.25 /
+# 1.46, h=256 1.37 / 1.55 / 1.71; TreeRNN h=150 0.35 / 0.51 / 0.82, h=300
+# 0.70 / 0.98 / 1.28; RNTN 1.14 / 1.85 / 3.16. One tree of many nodes is
+# the scheduler's too (`python bench/run.py batching`, batch 1): a complete
+# 256-leaf tree (511 nodes) ran 1.62x the recursive code at h=150 and 1.80x
+# at h=256 on one thread, a 32-leaf one (63 nodes) 0.88x and 1.13x, an SST
+# tree 0.50x and 0.78x. Counting trees, not nodes, `auto` had run the
+# 256-leaf tree recursively.
+AUTO_WORK, AUTO_TEAM_WORK = 40_000_000, 80_000_000
 BILINEAR_COST = 5
 
 
@@ -225,57 +230,73 @@ def cell_work(plan: Plan) -> int:
     return max(work, default=0)
 
 
+class Work:
+    """A batch's work for `auto`: invocations x the cell's largest product."""
+
+    def __init__(self, batched: BatchedFunction | None):
+        self.batched = batched
+        if batched is None:
+            self.cell, self.structures = 0, []
+            return
+        plan = batched.plan
+        self.cell = cell_work(plan)
+        args = plan.entry.body.block.args[:len(batched.input_names)]
+        self.structures = [j for j, a in enumerate(args) if plan.kinds[a] == "R"]
+
+    def of(self, batch: Sequence[Sequence[Any]]) -> int:
+        structures = self.structures
+        return self.cell * sum(max((len(inputs[j]) for j in structures), default=1)
+                               for inputs in batch)
+
+    def mode(self, batch: Sequence[Sequence[Any]], team: bool) -> str:
+        least = AUTO_TEAM_WORK if team else AUTO_WORK
+        return "frontier" if self.batched is not None and self.of(batch) >= least else \
+            "recursive"
+
+
 class AutoFunction:
     """`batching="auto"`: recursive native code or the frontier scheduler, per call."""
 
     def __init__(self, native: Any, batched: BatchedFunction | None):
         self.native, self.batched = native, batched
-        self.work = 0 if batched is None else cell_work(batched.plan)
+        self.work = Work(batched)
 
-    def choose(self, size: int) -> str:
-        least = AUTO_TEAM_WORK if self.native.batch_team else AUTO_WORK
-        big = self.batched is not None and size * self.work >= least
-        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
+    def choose(self, batch: Sequence[Sequence[Any]]) -> str:
+        return self.work.mode(batch, bool(self.native.batch_team))
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
-        if self.choose(1) == "frontier":
+        if self.choose([inputs]) == "frontier":
             return self.batched(*inputs)  # type: ignore[misc]
         return self.native(*inputs)
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        if self.choose(len(batch)) == "frontier":
+        if self.choose(batch) == "frontier":
             return self.batched.batch(batch)  # type: ignore[union-attr]
         return self.native.batch(batch)
 
 
-# `auto` for training: the same rule and thresholds (`python
-# bench/run.py auto`, 2026-11-24, after the native expansion and record
-# templates; frontier over recursive at batch 5 / 10 / 25), one thread:
-# TreeLSTM h=100 0.73 / 1.00 / 1.22, h=150 1.21 / 1.46 / 1.69, h=256 1.20 /
-# 1.41 / 1.65; TreeRNN h=150 0.49 / 0.71 / 1.00, h=300 1.03 / 1.34 / 1.66;
-# RNTN 0.92 / 1.46 / 2.39. Two threads (the recursive code's trees as tasks
-# of one team): TreeLSTM h=100 0.54 / 0.72 / 0.95, h=150 0.95 / 1.23 / 1.48,
-# h=256 1.15 / 1.34 / 1.52; TreeRNN h=150 0.34 / 0.50 / 0.72, h=300 0.80 /
-# 1.05 / 1.35; RNTN 0.89 / 1.42 / 1.23. The rule misses RNTN at 5 on one
-# thread (0.92) and two near ties on a team (TreeLSTM h=100 at 25, 0.95;
-# TreeRNN h=300 at 10, 1.05).
-
-
+# `auto` for training: the same rule and thresholds (`python bench/run.py
+# auto`, 2026-11-24, after the native expansion and record templates;
+# frontier over recursive at batch 5 / 10 / 25), one thread: TreeLSTM h=100
+# 0.73 / 1.00 / 1.22, h=150 1.21 / 1.46 / 1.69, h=256 1.20 / 1.41 / 1.65;
+# TreeRNN h=150 0.49 / 0.71 / 1.00, h=300 1.03 / 1.34 / 1.66; RNTN 0.92 /
+# 1.46 / 2.39. Two threads (the recursive code's trees as tasks of one
+# team): TreeLSTM h=100 0.54 / 0.72 / 0.95, h=150 0.95 / 1.23 / 1.48, h=256
+# 1.15 / 1.34 / 1.52; TreeRNN h=150 0.34 / 0.50 / 0.72, h=300 0.80 / 1.05 /
+# 1.35; RNTN 0.89 / 1.42 / 1.23.
 class AutoGradFunction:
     """`value_and_grad(batching="auto")`: the recursive gradient code or the
     frontier scheduler's batched backward, per batch."""
 
     def __init__(self, recursive: Any, batched: BatchedGradFunction | None):
         self.recursive, self.batched = recursive, batched
-        self.work = 0 if batched is None else cell_work(batched.plan)
+        self.work = Work(batched)
         self.params = recursive.params
 
-    def choose(self, size: int, threads: int) -> str:
+    def choose(self, batch: Sequence[Sequence[Any]], threads: int) -> str:
         native = self.recursive.native
-        team = threads > 1 and native is not None and bool(native.batch_team)
-        least = AUTO_TEAM_WORK if team else AUTO_WORK
-        big = self.batched is not None and size * self.work >= least
-        return "frontier" if big and size >= AUTO_MIN_BATCH else "recursive"
+        return self.work.mode(batch, threads > 1 and native is not None and
+                              bool(native.batch_team))
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
@@ -285,7 +306,7 @@ class AutoGradFunction:
         """`threads` (default: the function's) for whichever code runs."""
         native = self.recursive.native
         threads = threads or (native.threads if native is not None else 1)
-        if self.choose(len(batch), threads) == "frontier":
+        if self.choose(batch, threads) == "frontier":
             return self.batched.batch(batch, into, threads)  # type: ignore[union-attr]
         return self.recursive.batch(batch, into, threads)
 

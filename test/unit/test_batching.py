@@ -147,38 +147,48 @@ def test_unbatchable_recursion_is_a_located_error_and_auto_falls_back():
         recir.compile(traced, batching="sideways")
 
 
-def test_auto_picks_frontier_for_wide_cells_and_batches():
+def chain(nodes: int) -> tuple:
+    """A linear tree's inputs: `nodes` invocations for `auto` to count."""
+    tree = make_treebank(1, "linear", num_leaves=(nodes + 1) // 2, seed=1)[0]
+    assert tree.num_nodes == nodes
+    return tree_args(tree)
+
+
+def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
+    """`auto`: the scheduler where invocations (tree nodes) x the cell's largest
+    product reach AUTO_WORK (one thread) or AUTO_TEAM_WORK (a team)."""
     narrow = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
     auto = recir.compile(tree_lstm.trace_model(narrow), batching="auto", threads=1)
-    assert auto.choose(25) == "recursive"
+    assert auto.choose([chain(201)] * 25) == "recursive"  # 40 x 16 multiply-adds a node
     h150 = tree_lstm.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     auto = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=1)
-    assert auto.choose(4) == "recursive"  # too few trees
-    assert auto.choose(5) == "frontier"  # 5 x 750 x 300 multiply-adds
+    assert auto.work.cell == 750 * 300
+    assert auto.choose([chain(177)]) == "recursive"  # 177 x 750 x 300 < 40M
+    assert auto.choose([chain(179)]) == "frontier"
+    assert auto.choose([chain(61)] * 3) == "frontier"  # nodes, not trees, count
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
     trees = make_treebank(20, seed=6)
-    assert auto.choose(1) == "recursive" and auto.choose(4) == "recursive"
-    assert auto.choose(5) == "frontier"  # 5 x 1280 x 512 multiply-adds
-    assert auto.choose(len(trees)) == "frontier"
+    assert auto.choose([chain(61)]) == "recursive" and auto.choose([chain(63)]) == "frontier"
+    assert auto.choose([tree_args(t) for t in trees]) == "frontier"
     outs = auto.batch([tree_args(t) for t in trees])
     for tree, (h, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
+    h1, loss1 = auto(*chain(201))  # one call, by the scheduler
+    assert loss1 == pytest.approx(recir.compile(tree_lstm.trace_model(params), threads=1)(
+        *chain(201))[1], rel=1e-5)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    assert team.choose(len(trees)) == "frontier" and team.choose(4) == "recursive"
+    assert team.choose([chain(121)]) == "recursive" and team.choose([chain(123)]) == "frontier"
     for (h, loss), (h2, loss2) in zip(outs, team.batch([tree_args(t) for t in trees])):
         assert loss2 == pytest.approx(loss, rel=1e-5)
-    h150_team = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=2)
-    assert h150_team.choose(8) == "recursive"  # the trees as tasks of one team
-    assert h150_team.choose(9) == "frontier"
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
-    assert auto.choose(10) == "frontier"  # the bilinear tensor's 25 x 50 x 50, weighted
-    assert auto.choose(6) == "recursive"
+    assert auto.work.cell == 5 * 25 * 50 * 50  # the bilinear tensor, weighted
+    assert auto.choose([chain(255)]) == "recursive" and auto.choose([chain(257)]) == "frontier"
 
 
-def test_auto_training_picks_by_work_batch_and_team():
+def test_auto_training_picks_by_the_same_rule():
     """`value_and_grad(batching="auto")`: the scheduler for big cells and big
     batches (with a team only from more work), gradients as the recursive
     code's either way."""
@@ -186,10 +196,11 @@ def test_auto_training_picks_by_work_batch_and_team():
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}
     traced = tree_lstm.trace_model(params)
     auto = recir.value_and_grad(traced, batching="auto", threads=2)
-    assert auto.work == 800 * 320
-    assert auto.choose(5, 1) == "frontier" and auto.choose(4, 1) == "recursive"
-    assert auto.choose(7, 2) == "recursive"
-    assert auto.choose(8, 2) == "frontier"  # 8 x 800 x 320 multiply-adds
+    assert auto.work.cell == 800 * 320
+    assert auto.choose([chain(155)], 1) == "recursive"  # 155 x 800 x 320 < 40M
+    assert auto.choose([chain(157)], 1) == "frontier"
+    assert auto.choose([chain(311)], 2) == "recursive" and auto.choose([chain(313)], 2) == \
+        "frontier"
     trees = make_treebank(20, seed=6)
     batch = [tree_args(t) for t in trees]
     want_out, want = recir.value_and_grad(traced).batch(batch)
