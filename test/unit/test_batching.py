@@ -173,14 +173,15 @@ def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
     assert auto.choose([chain(61)]) == "recursive" and auto.choose([chain(63)]) == "frontier"
     assert auto.choose([tree_args(t) for t in trees]) == "frontier"
     outs = auto.batch([tree_args(t) for t in trees])
-    for tree, (h, loss) in zip(trees, outs, strict=True):
+    for tree, (_, loss) in zip(trees, outs, strict=True):
         assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
-    h1, loss1 = auto(*chain(201))  # one call, by the scheduler
+    _, loss1 = auto(*chain(201))  # one call, by the scheduler
     assert loss1 == pytest.approx(recir.compile(tree_lstm.trace_model(params), threads=1)(
         *chain(201))[1], rel=1e-5)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
     assert team.choose([chain(121)]) == "recursive" and team.choose([chain(123)]) == "frontier"
-    for (h, loss), (h2, loss2) in zip(outs, team.batch([tree_args(t) for t in trees])):
+    for (_, loss), (_, loss2) in zip(outs, team.batch([tree_args(t) for t in trees]),
+                                     strict=True):
         assert loss2 == pytest.approx(loss, rel=1e-5)
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
