@@ -25,18 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from recir.batching import kernels, scatter, split
+from recir.batching import distinct, kernels, scatter, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR
 from recir.batching.execute import Frame
-from recir.batching.native_post import ONE, Records, Region, Unsupported, address
+from recir.batching.native_post import ONE, Records, Region, Unsupported, address, nothing
 from recir.batching.rules import Outer, Rows
 
 
 Emit = Callable[[int, int], None]
-
-
-def nothing(lo: int, n: int) -> None:
-    pass
 
 
 class BiasRows:
@@ -60,6 +56,7 @@ class Tape:
         self.places, self.weights = plan.places, plan.weights  # tagged (`Symbols`)
         self.lane, self.resolve = plan.lane, plan.sym.resolve
         self.heights, self.taken = heights, taken
+        self.distinct = plan.distinct  # heights whose pair's product ran on distinct rows
 
     def frames(self, schedule: Any) -> None:
         """The frames the Python loop would have left (`Schedule.heights`),
@@ -233,6 +230,30 @@ class Sweep(Records):
                      dx_row // 4])
         return emit
 
+    def distinct_product(self, found: distinct.Distinct) -> Emit:
+        """The pair's `dX = dY W` on the height's distinct rows: each row's dY
+        added into its distinct row first (parts by columns: no two add into
+        one element), then the product; what the parameters get from them is
+        added in `parameters`."""
+        wp, rows, k, ldw = self.tape.weights[found.pair.product.ins[0]]
+        dy, dy_row, _ = self.place_of(self.cot, found.pair.product.outs[0])
+        count = len(found.values)
+        found.dy = np.zeros((count, rows), np.float32)
+        found.dx = np.empty((count, k), np.float32)
+        dy_at, dx_at, inverse = address(found.dy), address(found.dx), address(found.inverse)
+        add, threads, sgemm, fn = self.add, self.threads, self.sgemm, self.scatter
+
+        def emit(lo: int, n: int) -> None:
+            for a, b in split.ranges(rows, threads, 16):
+                add([split.ADD, fn, n, b - a, inverse, dy + lo * dy_row + 4 * a, dy_row // 4,
+                     dy_at + 4 * a, rows])
+            self.end_step()
+            parts = threads if count * rows * k >= kernels.SPLIT_FLOPS else 1
+            for a, b in split.ranges(k, parts, 16):
+                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, count, b - a, rows, ONE,
+                     dy_at, rows, wp + 4 * a, ldw, 0, dx_at + 4 * a, k])
+        return emit
+
     def concat(self, op: Any, region: Region) -> Emit:
         src, src_row, _ = self.place_of(self.cot, op.outs[0])
         adds, column = [], 0
@@ -278,24 +299,35 @@ class Sweep(Records):
     def parameters(self) -> None:
         """What the parameters get, handed to the Python backward's `add_uniform`."""
         backward, tape, total = self.backward, self.tape, self.total
-        for k, lo, hi in height_runs(tape):
-            region = tape.post.regions[k]
+        runs = height_runs(tape)
+        apart = distinct.without(runs, tape.distinct)  # the pairs' rows, but for distinct heights
+        for k, region in enumerate(tape.post.regions):
             for op in region.ops:
-                if op.kind == "product" and op.ins[1] in tape.places:
-                    shape, dtype = layout_of(tape.post, op.ins[1])
-                    x = view(tape.owners, tape.places, tape.resolve, op.ins[1], total, shape,
-                             dtype)
-                    dy = self.cot_view(region, op.outs[0])
-                    backward.add_uniform(op.ins[0], Outer(dy[lo:hi], x[lo:hi]))
-                elif op.kind == "gather":
-                    index = self.schedule.stored.get(op.ins[1])
-                    if index is None:
-                        index = view(tape.owners, tape.places, tape.resolve, op.ins[1], total,
-                                     (), np.int32)
-                    backward.add_uniform(op.ins[0], Rows(index[lo:hi],
-                                                         self.cot_view(region, op.outs[0])[lo:hi]))
+                paired = region.pair is not None and op in (region.pair.gather,
+                                                            region.pair.product)
+                for _, lo, hi in (r for r in (apart if paired else runs) if r[0] == k):
+                    self.parameter(op, region, lo, hi)
+        for found in tape.distinct.values():
+            backward.add_uniform(found.pair.product.ins[0], Outer(found.dy, found.x))
+            backward.add_uniform(found.pair.gather.ins[0], Rows(found.values, found.dx))
         for slot, rows in self.bias.items():
             backward.add_uniform(slot, rows.rows.sum(axis=0))
+
+    def parameter(self, op: Any, region: Region, lo: int, hi: int) -> None:
+        """A product's or a gather's part for rows lo..hi."""
+        backward, tape, total = self.backward, self.tape, self.total
+        if op.kind == "product" and op.ins[1] in tape.places:
+            shape, dtype = layout_of(tape.post, op.ins[1])
+            x = view(tape.owners, tape.places, tape.resolve, op.ins[1], total, shape, dtype)
+            dy = self.cot_view(region, op.outs[0])
+            backward.add_uniform(op.ins[0], Outer(dy[lo:hi], x[lo:hi]))
+        elif op.kind == "gather":
+            index = self.schedule.stored.get(op.ins[1])
+            if index is None:
+                index = view(tape.owners, tape.places, tape.resolve, op.ins[1], total, (),
+                             np.int32)
+            backward.add_uniform(op.ins[0], Rows(index[lo:hi],
+                                                 self.cot_view(region, op.outs[0])[lo:hi]))
 
     def cot_view(self, region: Region, slot: int) -> np.ndarray:
         shape, _ = region.layouts[slot]
@@ -335,7 +367,14 @@ def backward(tape: Tape, backward: Any, schedule: Any, dres: list[Any]) -> bool 
         steps = [[[getattr(sweep, op.kind)(op, region)] for op in reversed(region.ops)]
                  for region in tape.post.regions]  # program order is a topological one
         for (lo, hi), k in reversed(list(zip(tape.heights, tape.taken, strict=True))):
-            sweep.planned(("grad", k), steps[k], lo, hi - lo)
+            found = tape.distinct.get(lo)
+            if found is None:
+                sweep.planned(("grad", k), steps[k], lo, hi - lo)
+                continue
+            ops = tape.post.regions[k].ops
+            at = len(ops) - 1 - ops.index(found.pair.product)
+            sweep.once([*steps[k][:at], [sweep.distinct_product(found)], *steps[k][at + 1:]],
+                       lo, hi - lo)
     except Unsupported:
         return False
     if not sweep.execute():

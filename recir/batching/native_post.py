@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 
-from recir.batching import blas, kernels, smallgemm, split
+from recir.batching import blas, distinct, kernels, smallgemm, split
 from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
@@ -40,6 +40,10 @@ from recir.dialects import tmath
 
 
 Emit = Callable[[int, int], None]  # a height's records from its (first row, rows)
+
+
+def nothing(lo: int, n: int) -> None:
+    pass
 
 
 class Unsupported(Exception):
@@ -131,6 +135,7 @@ class Region:
         for position, s in self.copies:
             width = length(runner.plan.rec.body.block.last_op.operands[position])  # type: ignore[union-attr]
             self.by_step[made.get(s, -1) + 1].copies.append((position, s, width))
+        self.pair = distinct.find(self.ops, self.yields, self.alias)
 
     @staticmethod
     def kernel_kind(runner: Runner, op: Any, flags: tuple[bool, ...]) -> str:
@@ -334,19 +339,27 @@ class Records:
 
     def template(self, steps: list[list[Emit]], n: int) -> Template:
         """A height's records at rows 0 and 1 (the step between is per row)."""
+        return Template(self.record(steps, 0, n), self.record(steps, 1, n))
+
+    def once(self, steps: list[list[Emit]], lo: int, n: int) -> None:
+        """A height's records for this call only (not kept)."""
+        run = self.record(steps, lo, n)
+        self.blocks.append((Template(run, run), 0))
+
+    def record(self, steps: list[list[Emit]], lo: int, n: int) -> Records:
+        """`steps`' records at (lo, n), into records of their own."""
         direct = self.words, self.offsets, self.starts, self.row_kernels, self.contexts
-        runs = []
-        for lo in (0, 1):
-            run = Records(self.post, self.sym)
-            self.words, self.offsets, self.starts = run.words, run.offsets, run.starts
-            self.row_kernels, self.contexts = run.row_kernels, 0
+        run = Records(self.post, self.sym)
+        self.words, self.offsets, self.starts = run.words, run.offsets, run.starts
+        self.row_kernels, self.contexts = run.row_kernels, 0
+        try:
             for emitters in steps:
                 for emit in emitters:
                     emit(lo, n)
                 self.end_step()
-            runs.append(run)
-        self.words, self.offsets, self.starts, self.row_kernels, self.contexts = direct
-        return Template(*runs)
+        finally:
+            self.words, self.offsets, self.starts, self.row_kernels, self.contexts = direct
+        return run
 
     def add(self, record: list[int]) -> None:
         words = self.words
@@ -411,6 +424,7 @@ class Plan(Records):
         self.owners: dict[int, np.ndarray] = {}  # slot -> the array its place is in
         self.shared_rows: dict[int, np.ndarray] = {}  # a shared input as a row kernel reads it
         self.weights: dict[int, tuple[int, int, int, int]] = {}
+        self.distinct: dict[int, distinct.Distinct] = {}  # by first row: heights on distinct rows
 
     def copy(self, dst: int, dst_row: int, src: int, src_row: int, size: int, index: int,
              index_bytes: int, bound: int, n: int) -> None:
@@ -489,7 +503,33 @@ class Plan(Records):
                 [getattr(self, op.kind)(op, region) for op in step.ops] +
                 [self.copy_out(position, s, width) for position, s, width in step.copies]
                 for step in region.by_step]
-        self.planned(("post", id(region)), steps, lo, hi - lo)
+        found = self.distinct_rows(region, lo, hi)
+        if found is None:
+            self.planned(("post", id(region)), steps, lo, hi - lo)
+            return
+        steps = [list(emitters) for emitters in steps]
+        product, gather = found.pair.product, found.pair.gather
+        steps[product.step][region.by_step[product.step].ops.index(product)] = \
+            self.distinct_product(found)
+        if not self.post.tape:  # no backward reads the gathered rows
+            steps[gather.step][region.by_step[gather.step].ops.index(gather)] = nothing
+        self.once(steps, lo, hi - lo)
+
+    def distinct_rows(self, region: Region, lo: int, hi: int) -> distinct.Distinct | None:
+        """This height's distinct gathered rows, where its product runs on them."""
+        pair = region.pair
+        if pair is None:
+            return None
+        rows, k = self.weight(pair.product.ins[0])[1:3]
+        table = self.weight(pair.gather.ins[0])
+        if table[2] != k:
+            return None
+        tree = self.fixed(pair.pick.ins[0]) if pair.pick is not None else None
+        index = distinct.indices(pair, self.schedule.stored, tree, self.roots, lo, hi)
+        found = distinct.plan(pair, index, lo, table[1], rows * k)
+        if found is not None:
+            self.distinct[lo] = found
+        return found
 
     # -- each kind of op: its records at a height (lo, n) -------------------
     def invoke(self, op: Op, region: Region) -> Emit:
@@ -552,28 +592,58 @@ class Plan(Records):
         return emit
 
     def product(self, op: Op, region: Region) -> Emit:
-        wp, rows, k, ldw = self.weight(op.ins[0])
-        x, x_row, x_moves = self.at(op.ins[1], np.float32, k)
+        weight = self.weight(op.ins[0])
+        x, x_row, x_moves = self.at(op.ins[1], np.float32, weight[2])
         y, y_row, y_moves = self.at(op.outs[0], np.float32, 0)
-        ldx, ldy = x_row // 4, y_row // 4
-        add, threads, nt, sgemm = self.add, self.threads, self.nt, self.sgemm
+        parts = self.product_parts
 
         def emit(lo: int, n: int) -> None:
-            xp = x + lo * x_row if x_moves else x
-            yp = y + lo * y_row if y_moves else y
-            parts = threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
-            if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
-                for a, b in split.ranges(n, parts, 4):
-                    add([split.NT, nt, b - a, rows, k, xp + a * x_row, ldx, wp, ldw,
-                         yp + a * y_row, ldy])
-            elif n <= (SPLIT_NT_ROWS if parts > 1 else kernels.SMALL_ROWS[1]):
-                for a, b in split.ranges(rows, parts, smallgemm.NT_COLS):
-                    add([split.NT, nt, n, b - a, k, xp, ldx, wp + 4 * a * ldw, ldw, yp + 4 * a,
-                         ldy])
-            else:
-                for a, b in split.ranges(rows, parts, 16):
-                    add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, TRANS, n, b - a, k, ONE, xp,
-                         ldx, wp + 4 * a * ldw, ldw, 0, yp + 4 * a, ldy])
+            parts(weight, x + lo * x_row if x_moves else x, x_row // 4,
+                  y + lo * y_row if y_moves else y, y_row // 4, n)
+        return emit
+
+    def product_parts(self, weight: tuple[int, int, int, int], xp: int, ldx: int, yp: int,
+                      ldy: int, n: int) -> None:
+        """Records of y = x W^T for n rows of x (strides in floats)."""
+        wp, rows, k, ldw = weight
+        add, nt, sgemm = self.add, self.nt, self.sgemm
+        parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
+        if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
+            for a, b in split.ranges(n, parts, 4):
+                add([split.NT, nt, b - a, rows, k, xp + 4 * a * ldx, ldx, wp, ldw,
+                     yp + 4 * a * ldy, ldy])
+        elif n <= (SPLIT_NT_ROWS if parts > 1 else kernels.SMALL_ROWS[1]):
+            for a, b in split.ranges(rows, parts, smallgemm.NT_COLS):
+                add([split.NT, nt, n, b - a, k, xp, ldx, wp + 4 * a * ldw, ldw, yp + 4 * a,
+                     ldy])
+        else:
+            for a, b in split.ranges(rows, parts, 16):
+                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, TRANS, n, b - a, k, ONE, xp,
+                     ldx, wp + 4 * a * ldw, ldw, 0, yp + 4 * a, ldy])
+
+    def distinct_product(self, found: distinct.Distinct) -> Emit:
+        """The pair's product on the height's distinct rows: gather them, the
+        product, then each row's result copied from its distinct row."""
+        pair = found.pair
+        weight = self.weight(pair.product.ins[0])
+        rows, k = weight[1:3]
+        table, table_rows, _, ld = self.weight(pair.gather.ins[0])
+        y, y_row, y_moves = self.at(pair.product.outs[0], np.float32, 0)
+        count = len(found.values)
+        found.x = np.empty((count, k), np.float32)
+        found.y = np.empty((count, rows), np.float32)
+        x_at, y_at = address(found.x), address(found.y)
+        self.keep.append(found)
+
+        def emit(lo: int, n: int) -> None:
+            self.copy(x_at, 4 * k, table, 4 * ld, 4 * k, address(found.values), 4, table_rows,
+                      count)
+            self.end_step()
+            self.product_parts(weight, x_at, k, y_at, rows, count)
+            self.end_step()
+            for a, b in split.ranges(n, self.threads):
+                self.copy((y + lo * y_row if y_moves else y) + a * y_row, y_row, y_at, 4 * rows,
+                          4 * rows, address(found.inverse) + 8 * a, 8, count, b - a)
         return emit
 
     def rows(self, op: Op, region: Region) -> Emit:

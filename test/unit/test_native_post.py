@@ -14,7 +14,7 @@ import pytest
 
 import recir
 from recir import frontend as rf
-from recir.batching import kernels, native, native_grad, native_post, split
+from recir.batching import distinct, kernels, native, native_grad, native_post, split
 from recir.batching.api import BatchedFunction, BatchedGradFunction
 from recir.data import make_treebank
 from recir.data.trees import Tree
@@ -42,6 +42,21 @@ def runs(monkeypatch):
     real = native_post.NativePost.run
     monkeypatch.setattr(native_post.NativePost, "run",
                         lambda self, schedule: found.append(real(self, schedule)) or found[-1])
+    return found
+
+
+@pytest.fixture
+def distinct_heights(monkeypatch):
+    """Lets every height with a gather-product pair run it on distinct rows;
+    the distinct row counts of the heights that did."""
+    monkeypatch.setattr(distinct, "MIN_SAVED", 0)
+    found = []
+    real = distinct.Distinct.__init__
+
+    def init(self, *args):
+        real(self, *args)
+        found.append(len(self.values))
+    monkeypatch.setattr(distinct.Distinct, "__init__", init)
     return found
 
 
@@ -79,7 +94,10 @@ def test_copy_and_pick_records_match_numpy_and_flag_bad_indices(threads):
 
 @pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
 @pytest.mark.parametrize("threads,split_all", [(1, False), (2, False), (2, True), (3, True)])
-def test_native_post_matches_numpy_path(model, threads, split_all, runs, monkeypatch):
+@pytest.mark.parametrize("rows", ["all", "distinct"])
+def test_native_post_matches_numpy_path(model, threads, split_all, rows, runs, monkeypatch,
+                                        request):
+    found = request.getfixturevalue("distinct_heights") if rows == "distinct" else None
     if split_all:  # every product and row kernel cut into parts
         monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
         monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
@@ -94,6 +112,9 @@ def test_native_post_matches_numpy_path(model, threads, split_all, runs, monkeyp
                 x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
                 assert np.abs(x - y).max() <= 1e-5 * max(np.abs(y).max(), 1.0)
     assert runs == [True] * 3
+    if found is not None:  # TreeLSTM's leaf product on distinct words (TreeRNN has none)
+        assert len(found) == (3 if model is tree_lstm else 0)
+        assert all(0 < count < 100 for count in found)
 
 
 @pytest.mark.parametrize("field", ["word", "label"])
@@ -128,12 +149,16 @@ def test_left_to_the_python_loop(runs):
 @pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
 @pytest.mark.parametrize("threads,split_all", [(1, False), (2, True)])
 @pytest.mark.parametrize("backward", ["native", "python", "failed"])
+@pytest.mark.parametrize("rows", ["all", "distinct"])
 def test_gradients_from_the_native_forward_match_the_python_loop(model, threads, split_all,
-                                                                 backward, runs, monkeypatch):
+                                                                 backward, rows, runs,
+                                                                 monkeypatch, request):
     """A gradient call's forward runs natively, and its backward (`native_grad`),
     or the Python backward on the frames it leaves (where the native one does
     not apply, or a check failed after it had added rows): outputs and
-    gradients as with the Python loop's forward and backward."""
+    gradients as with the Python loop's forward and backward; the leaves'
+    product on all their rows or on their distinct words."""
+    found = request.getfixturevalue("distinct_heights") if rows == "distinct" else None
     if backward == "python":
         monkeypatch.setattr(native_grad, "backward", lambda *args: False)
     if backward == "failed":
@@ -159,6 +184,7 @@ def test_gradients_from_the_native_forward_match_the_python_loop(model, threads,
             scale = max(np.abs(grads2[name]).max(), 1e-30)
             assert np.abs(grads[name] - grads2[name]).max() <= 1e-5 * scale, name
     assert runs == [True, True]
+    assert found is None or len(found) == (2 if model is tree_lstm else 0)
 
 
 def test_context_errors_are_read_from_every_part():
