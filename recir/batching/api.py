@@ -111,8 +111,20 @@ class BatchedFunction:
             return []
         outputs, _, _ = self.run(batch)
         kinds = [self.plan.kinds[v] for v in self.plan.entry.body.block.last_op.operands]  # type: ignore[union-attr]
-        return [tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
-                for k in range(len(batch))]
+        return unboxed(outputs, kinds, len(batch))
+
+
+def unboxed(outputs: list[Any], kinds: list[str], n: int) -> list[tuple[Any, ...]]:
+    """Each of the n batch elements' outputs, as native calls return them."""
+    columns = []
+    for out, kind in zip(outputs, kinds, strict=True):
+        if kind != "U" and isinstance(out, np.ndarray) and out.ndim == 1:
+            columns.append(out.tolist())  # Python scalars
+        elif kind != "U" and isinstance(out, np.ndarray):
+            columns.append(list(out.copy()))  # rows of one copy
+        else:
+            columns.append([unbox(out, kind, k) for k in range(n)])
+    return list(zip(*columns, strict=True))
 
 
 def unbox(out: Any, kind: str, k: int) -> Any:
@@ -175,9 +187,7 @@ class BatchedGradFunction(BatchedFunction):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             backward.block(frame, plan.entry.body.block, "all")
             backward.finish()
-        kinds = [plan.kinds[v] for v in returned]
-        return ([tuple(unbox(out, kind, k) for out, kind in zip(outputs, kinds, strict=True))
-                 for k in range(len(batch))], grads)
+        return unboxed(outputs, [plan.kinds[v] for v in returned], len(batch)), grads
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None

@@ -52,6 +52,31 @@ def plain(g: Any) -> Any:
     return g.a if isinstance(g, Acc) else g
 
 
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts' rows as one array: a view where each part's rows follow the
+    last's in one buffer (a yielded value's rows, written over the heights
+    of two regions: 1 MB at h=256), else a concatenation."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    end = first.__array_interface__["data"][0] + len(first) * first.strides[0]
+    for p in parts[1:]:
+        if owner(p) is not owner(first) or p.strides != first.strides or \
+                p.shape[1:] != first.shape[1:] or p.__array_interface__["data"][0] != end:
+            return np.concatenate(parts)
+        end += len(p) * p.strides[0]
+    rows = sum(len(p) for p in parts)
+    return np.lib.stride_tricks.as_strided(first, (rows, *first.shape[1:]), first.strides,
+                                           writeable=False)
+
+
+def owner(a: Any) -> Any:
+    """The object that owns an array's memory (the end of its `base` chain)."""
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
 class Backward:
     """Reverse sweep over the tape of `BatchedFunction.run`."""
 
@@ -86,8 +111,7 @@ class Backward:
     def finish(self) -> None:
         """Add each matrix's kept frontier products: dW += [dY...]^T [X...]."""
         for target, parts in self.outers.values():
-            dy = parts[0].dy if len(parts) == 1 else np.concatenate([p.dy for p in parts])
-            x = parts[0].x if len(parts) == 1 else np.concatenate([p.x for p in parts])
+            dy, x = joined([p.dy for p in parts]), joined([p.x for p in parts])
             blas.add_outer(target, dy, x, split_for(len(dy) * target.size))
         self.outers.clear()
 

@@ -51,6 +51,8 @@ def rows(value: SSAValue, n: int, fill: Any = 0) -> np.ndarray:
     dtype = dtype_of(typ.element_type if isinstance(typ, TensorType) else typ)
     if fill is None:
         return np.empty((n, *shape), dtype)
+    if fill == 0:
+        return np.zeros((n, *shape), dtype)
     return np.full((n, *shape), fill, dtype)
 
 

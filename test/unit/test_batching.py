@@ -322,3 +322,17 @@ def test_a_batch_leaves_no_reference_cycles(gradients):
         gc.set_debug(was)
         gc.garbage.clear()
     assert cyclic == []
+
+
+def test_joined_views_adjacent_rows_of_one_buffer_and_copies_others():
+    from recir.batching.grad import joined
+
+    buf = np.arange(60, dtype=np.float32).reshape(12, 5)
+    parts = [buf[2:5], buf[5:9], buf[9:10]]
+    view = joined(parts)
+    assert np.shares_memory(view, buf) and np.array_equal(view, buf[2:10])
+    apart = joined([buf[2:5], buf[6:9]])  # a row between them
+    assert not np.shares_memory(apart, buf) and np.array_equal(apart, buf[[2, 3, 4, 6, 7, 8]])
+    other = joined([buf[2:5], buf.copy()[5:9]])  # adjacent rows of another buffer
+    assert not np.shares_memory(other, buf) and np.array_equal(other, buf[2:9])
+    assert joined([buf[1:3]]) is not None and np.array_equal(joined([buf[1:3]]), buf[1:3])
