@@ -25,7 +25,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
-from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Frame, Runner
+from recir.batching.execute import GROUP, IF, INVOKE, RETURN, Frame, Runner
 from recir.batching import blas, scatter
 from recir.batching.kernels import split_for
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
@@ -139,7 +139,7 @@ class Backward:
     # -- blocks ---------------------------------------------------------
     def block(self, frame: Frame, block: Block, phase: str) -> None:
         runner, env, cot = self.runner, frame.env, frame.cot
-        for code, op, kernel, args, results, flags, per_root in reversed(
+        for code, op, _kernel, args, results, flags, per_root in reversed(
                 runner.program(block, phase)):
             if code == RETURN:
                 continue

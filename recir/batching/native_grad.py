@@ -298,9 +298,9 @@ class Sweep(Records):
     # -- the run ----------------------------------------------------------------
     def parameters(self) -> None:
         """What the parameters get, handed to the Python backward's `add_uniform`."""
-        backward, tape, total = self.backward, self.tape, self.total
+        backward, tape = self.backward, self.tape
         runs = height_runs(tape)
-        apart = distinct.without(runs, tape.distinct)  # the pairs' rows, but for distinct heights
+        apart = distinct.without(runs, tape.distinct)  # a pair's rows but distinct heights
         for k, region in enumerate(tape.post.regions):
             for op in region.ops:
                 paired = region.pair is not None and op in (region.pair.gather,
