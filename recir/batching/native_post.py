@@ -372,20 +372,25 @@ class Records:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(words, offsets, starts, each row kernel part's record index), the
-        tags resolved."""
-        direct = np.frombuffer(self.words, np.int64)
-        parts = [(direct, np.frombuffer(self.offsets, np.int64),
+        tags resolved: the direct records, then each height's template at its
+        first row, joined with a few whole-array operations (one set per
+        height cost ~0.1 ms a call)."""
+        parts = [(np.frombuffer(self.words, np.int64), np.frombuffer(self.offsets, np.int64),
                   np.frombuffer(self.starts, np.int64)[1:], np.array(self.row_kernels, np.int64))]
-        parts += [(t.base + lo * t.per_row, t.offsets, t.starts, t.row_kernels)
-                  for t, lo in self.blocks]
-        word_at = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
-        record_at = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+        parts += [(t.base, t.offsets, t.starts, t.row_kernels) for t, _ in self.blocks]
+        counts = np.array([[len(a) for a in p] for p in parts], np.int64).T  # per array kind
         words = np.concatenate([p[0] for p in parts])
+        if self.blocks:
+            first = np.array([lo for _, lo in self.blocks], np.int64)
+            words[counts[0, 0]:] += np.concatenate([t.per_row for t, _ in self.blocks]) * \
+                np.repeat(first, counts[0, 1:])
         self.sym.relocate(words)
-        offsets = np.concatenate([p[1] + w for p, w in zip(parts, word_at, strict=True)])
-        starts = np.concatenate([np.zeros(1, np.int64)] + [
-            p[2] + r for p, r in zip(parts, record_at, strict=True)])
-        row_kernels = np.concatenate([p[3] + r for p, r in zip(parts, record_at, strict=True)])
+        word_at = np.cumsum(counts[0]) - counts[0]
+        record_at = np.cumsum(counts[1]) - counts[1]
+        offsets = np.concatenate([p[1] for p in parts]) + np.repeat(word_at, counts[1])
+        starts = np.concatenate([np.zeros(1, np.int64), *(p[2] for p in parts)])
+        starts[1:] += np.repeat(record_at, counts[2])
+        row_kernels = np.concatenate([p[3] for p in parts]) + np.repeat(record_at, counts[3])
         return words, offsets, starts, row_kernels
 
     def execute(self) -> bool:
