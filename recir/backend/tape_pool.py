@@ -14,6 +14,7 @@ it, so the next call of that size allocates nothing.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import threading
 from typing import Any
@@ -34,21 +35,35 @@ class ChunkPool:
 
     def __init__(self) -> None:
         self.free: list[tuple[int, int]] = []  # by size, the largest last
+        self.bytes = 0  # their sizes added up
         self.lock = threading.Lock()
 
     def take(self) -> tuple[int, int] | None:
         """The largest waiting chunk, if any."""
         with self.lock:
-            return self.free.pop() if self.free else None
+            if not self.free:
+                return None
+            chunk = self.free.pop()
+            self.bytes -= chunk[1]
+            return chunk
 
     def keep(self, address: int, size: int) -> None:
         with self.lock:
-            self.free.append((address, size))
-            self.free.sort(key=lambda chunk: chunk[1])
+            bisect.insort(self.free, (address, size), key=chunk_size)
+            self.bytes += size
             while len(self.free) > KEEP_CHUNKS:
-                LIBC.free(self.free.pop(0)[0])
-            while sum(s for _, s in self.free) > KEEP_BYTES:
-                LIBC.free(self.free.pop()[0])
+                self.drop(0)
+            while self.bytes > KEEP_BYTES:
+                self.drop(-1)
+
+    def drop(self, at: int) -> None:
+        address, size = self.free.pop(at)
+        self.bytes -= size
+        LIBC.free(address)
+
+
+def chunk_size(chunk: tuple[int, int]) -> int:
+    return chunk[1]
 
 
 class TapePool(ChunkPool):
@@ -64,8 +79,7 @@ class TapePool(ChunkPool):
         if chunk is None:
             return
         address, size = chunk
-        with self.lock:
-            self.owned[address] = size
+        self.owned[address] = size  # one dict operation: atomic under the GIL
         ctypes.c_void_p.from_address(address).value = None  # no previous chunk
         ctx.tape_chunks = address
         ctx.tape_next = address + HEADER_BYTES
@@ -77,15 +91,15 @@ class TapePool(ChunkPool):
         chunk, pooled = ctx.tape_chunks, None
         if not chunk:  # no tape (inference): nothing to free or keep
             return
-        while chunk:
-            previous = ctypes.c_void_p.from_address(chunk).value
-            with self.lock:
+        with self.lock:
+            while chunk:
+                previous = ctypes.c_void_p.from_address(chunk).value
                 size = self.owned.pop(chunk, None)
-            if size is None:
-                LIBC.free(chunk)
-            else:
-                pooled = (chunk, size)
-            chunk = previous
+                if size is None:
+                    LIBC.free(chunk)
+                else:
+                    pooled = (chunk, size)
+                chunk = previous
         ctx.tape_chunks = ctx.tape_next = ctx.tape_end = None
         need = ctx.tape_bytes + HEADER_BYTES
         if pooled is not None and pooled[1] >= need:

@@ -25,12 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from recir.batching import distinct, kernels, scatter, split
-from recir.batching.blas import NO_TRANS, ROW_MAJOR
+from recir.batching import distinct, gemm, kernels, scatter, split
 from recir.batching.execute import Frame
-from recir.batching.native_post import ONE, Records, Region, Unsupported, address, nothing
+from recir.batching.native_post import Records, Region, Unsupported, address, nothing
 from recir.batching.rules import Outer, Rows
-
 
 Emit = Callable[[int, int], None]
 
@@ -102,6 +100,7 @@ class Sweep(Records):
         self.cot_owner: dict[int, np.ndarray] = {}
         self.bias: dict[int, BiasRows] = {}  # a shared input's rows, one per part
         self.scatter = split.address(scatter.kernel())  # dst[index[i]] += src[i]
+        self.nn = split.address(gemm.kernel("nn"))  # C (+)= A B
         self.arange: np.ndarray | None = None
         self.zeroed: list[tuple[int, int]] = []  # kept cotangent buffers, by region
         self.no_error = np.zeros(1, np.int64)  # (zeroing copies no index)
@@ -220,14 +219,13 @@ class Sweep(Records):
         wp, rows, k, ldw = w
         dy, dy_row, _ = self.place_of(self.cot, op.outs[0])
         dx, dx_row, _ = self.place_of(self.cot, op.ins[1])
-        add, threads, sgemm = self.add, self.threads, self.sgemm
+        add, threads, nn = self.add, self.threads, self.nn
 
         def emit(lo: int, n: int) -> None:
             parts = threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
             for a, b in split.ranges(k, parts, 16):
-                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, n, b - a, rows, ONE,
-                     dy + lo * dy_row, dy_row // 4, wp + 4 * a, ldw, ONE, dx + lo * dx_row + 4 * a,
-                     dx_row // 4])
+                add([split.NN, nn, n, b - a, rows, dy + lo * dy_row, dy_row // 4, wp + 4 * a, ldw,
+                     dx + lo * dx_row + 4 * a, dx_row // 4, 1])
         return emit
 
     def distinct_product(self, found: distinct.Distinct) -> Emit:
@@ -241,7 +239,7 @@ class Sweep(Records):
         found.dy = np.zeros((count, rows), np.float32)
         found.dx = np.empty((count, k), np.float32)
         dy_at, dx_at, inverse = address(found.dy), address(found.dx), address(found.inverse)
-        add, threads, sgemm, fn = self.add, self.threads, self.sgemm, self.scatter
+        add, threads, nn, fn = self.add, self.threads, self.nn, self.scatter
 
         def emit(lo: int, n: int) -> None:
             for a, b in split.ranges(rows, threads, 16):
@@ -250,8 +248,8 @@ class Sweep(Records):
             self.end_step()
             parts = threads if count * rows * k >= kernels.SPLIT_FLOPS else 1
             for a, b in split.ranges(k, parts, 16):
-                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, NO_TRANS, count, b - a, rows, ONE,
-                     dy_at, rows, wp + 4 * a, ldw, 0, dx_at + 4 * a, k])
+                add([split.NN, nn, count, b - a, rows, dy_at, rows, wp + 4 * a, ldw,
+                     dx_at + 4 * a, k, 0])
         return emit
 
     def concat(self, op: Any, region: Region) -> Emit:

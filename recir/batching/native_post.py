@@ -695,7 +695,7 @@ ONE = split.bits(1.0)
 # 25-tree SST batch at h=256 on 2 threads, alternated: 5.85 ms with 64, 5.73
 # with 128, 5.63 with 200, 5.66 with 600; again 5.79 with 64, 5.71 with 192;
 # h=150 2.81 and 2.77). On one thread 64 stays (9.36 against 9.27-9.29).
-SPLIT_NT_ROWS = 192
+SPLIT_NT_ROWS = 1 << 40
 
 
 def kernels_row(x: Any, width: int, dtype: Any) -> np.ndarray:

@@ -25,16 +25,16 @@ from typing import Any
 
 import numpy as np
 
-LANES = 8  # f32 lanes of an AVX2 register (LLVM splits or widens them elsewhere)
-NT_ROWS, NT_COLS = 4, 3  # nt's tile: X rows x W rows
+LANES = 16
+NT_ROWS, NT_COLS = 4, 6  # nt's tile: X rows x W rows (24 of 32 AVX-512 registers)
 
 VEC = f"<{LANES} x float>"
 MASK = f"<{LANES} x i1>"
 IOTA = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
 DECLARATIONS = f"""
-declare {VEC} @llvm.fma.v8f32({VEC}, {VEC}, {VEC})
-declare {VEC} @llvm.masked.load.v8f32.p0(ptr, i32, {MASK}, {VEC})
-declare float @llvm.vector.reduce.fadd.v8f32(float, {VEC})
+declare {VEC} @llvm.fma.v{LANES}f32({VEC}, {VEC}, {VEC})
+declare {VEC} @llvm.masked.load.v{LANES}f32.p0(ptr, i32, {MASK}, {VEC})
+declare float @llvm.vector.reduce.fadd.v{LANES}f32(float, {VEC})
 """
 
 
@@ -69,7 +69,7 @@ def function(signature: str, blocks: list[tuple[str, list[str]]]) -> str:
 def nt_tile(rows: int, cols: int) -> str:
     """Y[i, j] = sum_p X[i, p] W[j, p] for a rows x cols tile."""
     pairs = [(i, j) for i in range(rows) for j in range(cols)]
-    entry = ["%k8 = and i64 %k, -8", *row_pointers("x", "%X", "%ldx", rows),
+    entry = [f"%k8 = and i64 %k, -{LANES}", *row_pointers("x", "%X", "%ldx", rows),
              *row_pointers("w", "%W", "%ldw", cols),
              "%some = icmp sgt i64 %k8, 0", "br i1 %some, label %loop, label %tail"]
     loop = ["%p = phi i64 [0, %entry], [%p.next, %loop]"]
@@ -79,7 +79,7 @@ def nt_tile(rows: int, cols: int) -> str:
         for i in range(count):
             loop += [f"%{name}p{i} = getelementptr float, ptr %{name}{i}, i64 %p",
                      f"%{name}v{i} = load {VEC}, ptr %{name}p{i}, align 4"]
-    loop += [f"%b{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xv{i}, {VEC} %wv{j}, {VEC} %a{i}_{j})"
+    loop += [f"%b{i}_{j} = call {VEC} @llvm.fma.v{LANES}f32({VEC} %xv{i}, {VEC} %wv{j}, {VEC} %a{i}_{j})"
              for i, j in pairs]
     loop += [f"%p.next = add i64 %p, {LANES}", "%more = icmp slt i64 %p.next, %k8",
              "br i1 %more, label %loop, label %tail"]
@@ -89,12 +89,12 @@ def nt_tile(rows: int, cols: int) -> str:
     for name, count in (("x", rows), ("w", cols)):
         for i in range(count):
             tail += [f"%{name}q{i} = getelementptr float, ptr %{name}{i}, i64 %k8",
-                     f"%{name}t{i} = call {VEC} @llvm.masked.load.v8f32.p0(ptr %{name}q{i}, "
+                     f"%{name}t{i} = call {VEC} @llvm.masked.load.v{LANES}f32.p0(ptr %{name}q{i}, "
                      f"i32 4, {MASK} %mask, {VEC} zeroinitializer)"]
     for i, j in pairs:
-        tail += [f"%d{i}_{j} = call {VEC} @llvm.fma.v8f32({VEC} %xt{i}, {VEC} %wt{j}, "
+        tail += [f"%d{i}_{j} = call {VEC} @llvm.fma.v{LANES}f32({VEC} %xt{i}, {VEC} %wt{j}, "
                  f"{VEC} %c{i}_{j})",
-                 f"%s{i}_{j} = call reassoc float @llvm.vector.reduce.fadd.v8f32(float -0.0, "
+                 f"%s{i}_{j} = call reassoc float @llvm.vector.reduce.fadd.v{LANES}f32(float -0.0, "
                  f"{VEC} %d{i}_{j})",
                  f"%yo{i}_{j} = mul i64 %ldy, {i}", f"%yi{i}_{j} = add i64 %yo{i}_{j}, {j}",
                  f"%yp{i}_{j} = getelementptr float, ptr %Y, i64 %yi{i}_{j}",

@@ -13,8 +13,9 @@ A part is a record of 64-bit words `[kind, function, arguments...]`:
 `SGEMM` calls CBLAS sgemm (enums and sizes, floats as their bits), `NT` the
 small-product kernel `smallgemm.recir_sgemm_nt`, `ROWS + n` a row kernel
 `f(ctx, rows, p1..pn)` of `native.py`, `COPY` and `PICK` the row loops of
-`records.py` (the native post segment's), and `ADD` `scatter.py`'s
-`recir_scatter_add` (its backward's: rows added at indices). The
+`records.py` (the native post segment's), `ADD` `scatter.py`'s
+`recir_scatter_add` (its backward's: rows added at indices), and `NN`
+`gemm.recir_gemm_nn`/`_tn` (its backward's `dX (+)= dY W` and weight gradients). The
 dispatcher is LLVM IR text (calls through a loaded pointer with a
 signature per kind), compiled once into the object cache; `run` is one
 step of `records.STEPS`' runner, which runs whole lists of steps.
@@ -34,7 +35,7 @@ from recir.batching.records import COPY_ROWS, PICK_ROWS, STEPS, loads
 
 SGEMM, NT, ROWS = 0, 1, 2
 MAX_POINTERS = 32  # row kernels with more pointers run unsplit
-COPY, PICK, ADD = range(ROWS + MAX_POINTERS + 1, ROWS + MAX_POINTERS + 4)  # `native_post.py`
+COPY, PICK, ADD, NN = range(ROWS + MAX_POINTERS + 1, ROWS + MAX_POINTERS + 5)  # `native_post.py`
 
 
 def bits(value: float) -> int:
@@ -84,6 +85,11 @@ def nt_block() -> list[str]:
     return call_block("nnnpnpnpn", "t")
 
 
+def gemm_block() -> list[str]:
+    """recir_gemm_nn or _tn(m, n, k, A, lda, B, ldb, C, ldc, accumulate) from words 2..11."""
+    return call_block("nnnpnpnpnn", "u")
+
+
 def add_block() -> list[str]:
     """recir_scatter_add(n, k, index, src, lds, dst, ldd) from words 2..8."""
     return call_block("nnppnpn", "g")
@@ -107,7 +113,7 @@ def module_text(integer: str) -> str:
     """`recir_steps_run` (`records.py`) and the part dispatcher it calls."""
     cases = " ".join([f"i64 {SGEMM}, label %sgemm", f"i64 {NT}, label %nt",
                       f"i64 {COPY}, label %copy", f"i64 {PICK}, label %pick",
-                      f"i64 {ADD}, label %add"] + [
+                      f"i64 {ADD}, label %add", f"i64 {NN}, label %nn"] + [
         f"i64 {ROWS + n}, label %rows{n}" for n in range(1, MAX_POINTERS + 1)])
     part = ["define internal void @run_part(ptr %r) {", "entry:",
             "  %kind = load i64, ptr %r", "  %fa = getelementptr i64, ptr %r, i64 1",
@@ -115,7 +121,7 @@ def module_text(integer: str) -> str:
     blocks = [("sgemm", sgemm_block(integer)), ("nt", nt_block()),
               ("copy", ["call void @copy_rows(ptr %r)", "br label %done"]),
               ("pick", ["call void @pick_rows(ptr %r)", "br label %done"]),
-              ("add", add_block())] + [
+              ("add", add_block()), ("nn", gemm_block())] + [
         (f"rows{n}", rows_block(n)) for n in range(1, MAX_POINTERS + 1)]
     for label, lines in blocks:
         part += [f"{label}:"] + [f"  {line}" for line in lines]
