@@ -26,7 +26,7 @@ GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads"
 SGEMMS = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
           ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int))
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-FEW_ROWS = 16  # gradients of fewer rows go to `gemm.py`'s kernel on one thread
+FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
 
 
 def openblas_libraries() -> list[ctypes.CDLL]:
@@ -81,27 +81,26 @@ def sgemm() -> object | None:
 
 
 def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
-    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k); on
-    `threads` > 1, cut by acc's rows (`split.py`)."""
-    fn = sgemm()
+    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), by
+    `gemm.py`'s kernel reading dy as a transpose (150-215 GFLOP/s a core
+    where OpenBLAS's AVX2 SGEMM gave 130); on `threads` > 1 cut by acc's
+    rows across a team (`split.py`)."""
+    from recir.batching import gemm, split
+
     n, m = dy.shape
     k = x.shape[1]
-    if (fn is None or acc.dtype != np.float32 or not acc.flags.c_contiguous
-            or acc.shape != (m, k) or x.shape[0] != n):
+    if acc.dtype != np.float32 or not acc.flags.c_contiguous or acc.shape != (m, k) or (
+            x.shape[0] != n):
         acc += dy.T @ x
+        return
+    if n == 0:
         return
     dy = np.ascontiguousarray(dy, np.float32)
     x = np.ascontiguousarray(x, np.float32)
-    if m < FEW_ROWS:  # a classifier's: OpenBLAS took 67 us for 5 x 256 over 994 rows, this 33
-        from recir.batching import gemm
-
-        gemm.gemm(dy.T, x, acc)
+    if threads > 1 and m >= FEW_ROWS and split.available():
+        fn = split.address(gemm.kernel("tn"))
+        split.run([[split.NN, fn, hi - lo, k, n, dy.ctypes.data + 4 * lo, m, x.ctypes.data, k,
+                    acc.ctypes.data + 4 * lo * k, k, 1] for lo, hi in split.ranges(m, threads, 16)],
+                  threads)
         return
-    if threads > 1:
-        from recir.batching import split
-
-        split.sgemm(TRANS, NO_TRANS, m, k, n, dy.ctypes.data, m, x.ctypes.data, k, 1.0,
-                    acc.ctypes.data, k, threads, by_rows=True)
-        return
-    fn(ROW_MAJOR, TRANS, NO_TRANS, m, k, n, 1.0, dy.ctypes.data, m, x.ctypes.data, k,  # type: ignore[operator]
-       1.0, acc.ctypes.data, k)
+    gemm.gemm(dy.T, x, acc)

@@ -31,13 +31,11 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 
-from recir.batching import blas, distinct, kernels, smallgemm, split
-from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
+from recir.batching import distinct, kernels, smallgemm, split
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.native import Context, length
 from recir.dialects import tmath
-
 
 Emit = Callable[[int, int], None]  # a height's records from its (first row, rows)
 
@@ -324,7 +322,6 @@ class Records:
         self.words, self.offsets, self.starts = array("q"), array("q"), array("q", [0])
         self.contexts = 0  # row kernel parts so far: each has a context of its own
         self.row_kernels: list[int] = []  # record index of each row kernel part
-        self.sgemm = split.address(blas.sgemm())
         self.sym = symbols
         self.blocks: list[tuple[Template, int]] = []  # each height's records, first row
 
@@ -609,22 +606,22 @@ class Plan(Records):
 
     def product_parts(self, weight: tuple[int, int, int, int], xp: int, ldx: int, yp: int,
                       ldy: int, n: int) -> None:
-        """Records of y = x W^T for n rows of x (strides in floats)."""
+        """Records of y = x W^T for n rows of x (strides in floats): the
+        few-row kernel, on shares of W's rows in blocks of NT_BLOCK rows of x
+        (each block's x stays in L2 while W streams past)."""
         wp, rows, k, ldw = weight
-        add, nt, sgemm = self.add, self.nt, self.sgemm
+        add, nt = self.add, self.nt
         parts = self.threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
         if rows < kernels.NARROW:  # a classifier: the few-row kernel on shares of x's rows
             for a, b in split.ranges(n, parts, 4):
                 add([split.NT, nt, b - a, rows, k, xp + 4 * a * ldx, ldx, wp, ldw,
                      yp + 4 * a * ldy, ldy])
-        elif n <= (SPLIT_NT_ROWS if parts > 1 else kernels.SMALL_ROWS[1]):
+            return
+        for lo in range(0, n, NT_BLOCK):
+            m = min(NT_BLOCK, n - lo)
             for a, b in split.ranges(rows, parts, smallgemm.NT_COLS):
-                add([split.NT, nt, n, b - a, k, xp, ldx, wp + 4 * a * ldw, ldw, yp + 4 * a,
-                     ldy])
-        else:
-            for a, b in split.ranges(rows, parts, 16):
-                add([split.SGEMM, sgemm, ROW_MAJOR, NO_TRANS, TRANS, n, b - a, k, ONE, xp,
-                     ldx, wp + 4 * a * ldw, ldw, 0, yp + 4 * a, ldy])
+                add([split.NT, nt, m, b - a, k, xp + 4 * lo * ldx, ldx, wp + 4 * a * ldw, ldw,
+                     yp + 4 * (lo * ldy + a), ldy])
 
     def distinct_product(self, found: distinct.Distinct) -> Emit:
         """The pair's product on the height's distinct rows: gather them, the
@@ -691,11 +688,11 @@ class Plan(Records):
 
 
 ONE = split.bits(1.0)
-# Split across the team, the few-row kernel beat OpenBLAS parts up to here (a
-# 25-tree SST batch at h=256 on 2 threads, alternated: 5.85 ms with 64, 5.73
-# with 128, 5.63 with 200, 5.66 with 600; again 5.79 with 64, 5.71 with 192;
-# h=150 2.81 and 2.77). On one thread 64 stays (9.36 against 9.27-9.29).
-SPLIT_NT_ROWS = 1 << 40
+# In 16-lane vectors the few-row kernel beat OpenBLAS's (AVX2) SGEMM at every
+# row count from 2 (1.5-2.6x on one core up to 600 rows: `python bench/run.py
+# smallgemm`); x's rows go in blocks of this many (x @ W^T, W 1280 x 512:
+# 192-223 GFLOP/s on one core up to 192 rows, 194-207 at 300-600).
+NT_BLOCK = 256
 
 
 def kernels_row(x: Any, width: int, dtype: Any) -> np.ndarray:

@@ -3,18 +3,20 @@
 A frontier high in a batch's trees has few rows (at h=256, batch 25, most of
 an SST batch's 17 heights have 1-30). OpenBLAS packs the whole weight for
 every SGEMM and runs such products at 10-40 GFLOP/s on one core of this
-host; streaming the weight once reaches 40-60 (`python bench/run.py
-smallgemm`; cython's BLIS was slower than OpenBLAS). `nt(x, w)` is the
-forward product `x @ w.T` (x: m rows of k, w: n rows of k, row-major f32)
-as dot products: a tile of 4 rows of x by 3 rows of w keeps 12 vector
-accumulators over k and reduces each once. The loops run weight rows
-outside, so a tile of w stays in L1 while all of x passes. The k tail is
-read with masked loads: nothing outside the arrays is touched. The kernel is
-LLVM IR text (vector types and masked intrinsics, which tmath's lowering
-does not model), compiled once and kept in the on-disk object cache.
+host. `nt(x, w)` is the forward product `x @ w.T` (x: m rows of k, w: n rows
+of k, row-major f32) as dot products: a tile of 4 rows of x by 6 rows of w
+keeps 24 vector accumulators over k and reduces each once. The loops run
+weight rows outside, so a tile of w stays in L1 while all of x passes. The k
+tail is read with masked loads: nothing outside the arrays is touched. The
+kernel is LLVM IR text (vector types and masked intrinsics, which tmath's
+lowering does not model), compiled once and kept in the on-disk object cache.
 
-The two backward products (`dy @ w`, `G += dy.T @ x`) stay OpenBLAS's: a
-broadcast-and-accumulate kernel for them beat it only below 4 rows.
+Vectors are 16 lanes (AVX-512; LLVM splits them where the host has only
+AVX2). OpenBLAS runs its AVX2 kernels here (this environment sets
+`OPENBLAS_CORETYPE=Haswell`), so on this Zen 5 core the kernel beat it at
+every row count from 2: 190-220 GFLOP/s against 103-131 from 28 rows up, on
+one thread (`python bench/run.py smallgemm`); with 8 lanes and a 4 x 3 tile
+it had reached 117-128. The backward products are `gemm.py`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-LANES = 16
+LANES = 16  # f32 lanes of an AVX-512 register
 NT_ROWS, NT_COLS = 4, 6  # nt's tile: X rows x W rows (24 of 32 AVX-512 registers)
 
 VEC = f"<{LANES} x float>"
@@ -79,8 +81,8 @@ def nt_tile(rows: int, cols: int) -> str:
         for i in range(count):
             loop += [f"%{name}p{i} = getelementptr float, ptr %{name}{i}, i64 %p",
                      f"%{name}v{i} = load {VEC}, ptr %{name}p{i}, align 4"]
-    loop += [f"%b{i}_{j} = call {VEC} @llvm.fma.v{LANES}f32({VEC} %xv{i}, {VEC} %wv{j}, {VEC} %a{i}_{j})"
-             for i, j in pairs]
+    loop += [f"%b{i}_{j} = call {VEC} @llvm.fma.v{LANES}f32({VEC} %xv{i}, {VEC} %wv{j}, "
+             f"{VEC} %a{i}_{j})" for i, j in pairs]
     loop += [f"%p.next = add i64 %p, {LANES}", "%more = icmp slt i64 %p.next, %k8",
              "br i1 %more, label %loop, label %tail"]
     tail = [f"%c{i}_{j} = phi {VEC} [zeroinitializer, %entry], [%b{i}_{j}, %loop]"
