@@ -211,21 +211,20 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # (1 per input tuple without one); a cell's work is 750 x 300 for TreeLSTM
 # h=150, RNTN's bilinear tensor counted 5x: the recursive code runs it at
 # about a fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s,
-# RNTN d=25 and TreeRNN h=150). Measured after the native expansion and
-# record templates (2026-11-24, `python bench/run.py auto`: 100 SST dev
-# trees, 40.6 nodes each, median of 5 in rounds, frontier over recursive
-# trees/s at batch 5 / 10 / 25), one thread: TreeLSTM h=100 0.70 / 0.96 /
-# 1.17, h=150 1.19 / 1.47 / 1.63, h=256 1.50 / 1.69 / 1.78; TreeRNN h=150
-# 0.45 / 0.70 / 1.03, h=300 0.91 / 1.17 / 1.42; RNTN d=25 1.12 / 1.81 /
-# 3.22. Two threads: TreeLSTM h=100 0.52 / 0.75 / 1.01, h=150 0.96 / 1.25 /
-# 1.46, h=256 1.37 / 1.55 / 1.71; TreeRNN h=150 0.35 / 0.51 / 0.82, h=300
-# 0.70 / 0.98 / 1.28; RNTN 1.14 / 1.85 / 3.16. One tree of many nodes is
-# the scheduler's too (`python bench/run.py batching`, batch 1): a complete
-# 256-leaf tree (511 nodes) ran 1.62x the recursive code at h=150 and 1.80x
-# at h=256 on one thread, a 32-leaf one (63 nodes) 0.88x and 1.13x, an SST
-# tree 0.50x and 0.78x. Counting trees, not nodes, `auto` had run the
-# 256-leaf tree recursively.
-AUTO_WORK, AUTO_TEAM_WORK = 40_000_000, 80_000_000
+# RNTN d=25 and TreeRNN h=150). Measured after the frontier products moved
+# to recir's AVX-512 kernels (2026-11-24, `python bench/run.py auto`, 100
+# SST dev trees of 40.6 nodes, frontier over recursive trees/s, inference /
+# training), one thread: TreeLSTM h=100 batch 5 (20M) 0.83 / 0.99, batch 10
+# (41M) 1.15 / 1.32; TreeRNN h=150 batch 10 (18M) 0.80 / 0.90, batch 25
+# (46M) 1.37 / 1.39; TreeRNN h=300 batch 5 (37M) 1.14 / 1.56; RNTN batch 5
+# (63M) 1.12 / 0.90. Two threads: TreeLSTM h=100 batch 10 (41M) 0.83 /
+# 0.80, batch 25 (101M) 1.17 / 1.17; h=150 batch 5 (46M) 0.99 / 1.22, batch
+# 10 (91M) 1.37 / 1.51; TreeRNN h=150 batch 25 (46M) 0.90 / 0.94; h=300 batch 5
+# (37M) 0.83 / 1.05, batch 10 (73M) 1.10 / 1.41; RNTN batch 5 (63M) 1.13 /
+# 0.86. (Before the kernels, 40M and 80M.) One tree of many nodes is the
+# scheduler's too: counting trees, not nodes, `auto` had run a complete
+# 256-leaf tree recursively, 1.6-1.8x slower.
+AUTO_WORK, AUTO_TEAM_WORK = 30_000_000, 50_000_000
 BILINEAR_COST = 5
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import recir
-from recir.batching.api import AutoFunction, BatchedFunction, BatchedGradFunction
+from recir.batching.api import (AUTO_TEAM_WORK, AUTO_WORK, AutoFunction, BatchedFunction,
+                               BatchedGradFunction)
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
@@ -154,6 +155,14 @@ def chain(nodes: int) -> tuple:
     return tree_args(tree)
 
 
+def around(limit: int, cell: int) -> tuple[int, int]:
+    """The chains (odd node counts) just below and just at `limit` multiply-adds."""
+    below = (limit - 1) // cell
+    below -= 1 - below % 2
+    assert below * cell < limit <= (below + 2) * cell
+    return below, below + 2
+
+
 def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
     """`auto`: the scheduler where invocations (tree nodes) x the cell's largest
     product reach AUTO_WORK (one thread) or AUTO_TEAM_WORK (a team)."""
@@ -163,14 +172,16 @@ def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
     h150 = tree_lstm.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     auto = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=1)
     assert auto.work.cell == 750 * 300
-    assert auto.choose([chain(177)]) == "recursive"  # 177 x 750 x 300 < 40M
-    assert auto.choose([chain(179)]) == "frontier"
+    below, at = around(AUTO_WORK, 750 * 300)
+    assert auto.choose([chain(below)]) == "recursive"
+    assert auto.choose([chain(at)]) == "frontier"
     assert auto.choose([chain(61)] * 3) == "frontier"  # nodes, not trees, count
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
     trees = make_treebank(20, seed=6)
-    assert auto.choose([chain(61)]) == "recursive" and auto.choose([chain(63)]) == "frontier"
+    below, at = around(AUTO_WORK, auto.work.cell)
+    assert auto.choose([chain(below)]) == "recursive" and auto.choose([chain(at)]) == "frontier"
     assert auto.choose([tree_args(t) for t in trees]) == "frontier"
     outs = auto.batch([tree_args(t) for t in trees])
     for tree, (_, loss) in zip(trees, outs, strict=True):
@@ -179,14 +190,16 @@ def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
     assert loss1 == pytest.approx(recir.compile(tree_lstm.trace_model(params), threads=1)(
         *chain(201))[1], rel=1e-5)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    assert team.choose([chain(121)]) == "recursive" and team.choose([chain(123)]) == "frontier"
+    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
+    assert team.choose([chain(below)]) == "recursive" and team.choose([chain(at)]) == "frontier"
     for (_, loss), (_, loss2) in zip(outs, team.batch([tree_args(t) for t in trees]),
                                      strict=True):
         assert loss2 == pytest.approx(loss, rel=1e-5)
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
     assert auto.work.cell == 5 * 25 * 50 * 50  # the bilinear tensor, weighted
-    assert auto.choose([chain(255)]) == "recursive" and auto.choose([chain(257)]) == "frontier"
+    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
+    assert auto.choose([chain(below)]) == "recursive" and auto.choose([chain(at)]) == "frontier"
 
 
 def test_auto_training_picks_by_the_same_rule():
@@ -198,10 +211,12 @@ def test_auto_training_picks_by_the_same_rule():
     traced = tree_lstm.trace_model(params)
     auto = recir.value_and_grad(traced, batching="auto", threads=2)
     assert auto.work.cell == 800 * 320
-    assert auto.choose([chain(155)], 1) == "recursive"  # 155 x 800 x 320 < 40M
-    assert auto.choose([chain(157)], 1) == "frontier"
-    assert auto.choose([chain(311)], 2) == "recursive" and auto.choose([chain(313)], 2) == \
-        "frontier"
+    below, at = around(AUTO_WORK, auto.work.cell)
+    assert auto.choose([chain(below)], 1) == "recursive"
+    assert auto.choose([chain(at)], 1) == "frontier"
+    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
+    assert auto.choose([chain(below)], 2) == "recursive"
+    assert auto.choose([chain(at)], 2) == "frontier"
     trees = make_treebank(20, seed=6)
     batch = [tree_args(t) for t in trees]
     want_out, want = recir.value_and_grad(traced).batch(batch)
