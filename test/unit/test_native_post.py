@@ -98,9 +98,10 @@ def test_copy_and_pick_records_match_numpy_and_flag_bad_indices(threads):
 def test_native_post_matches_numpy_path(model, threads, split_all, rows, runs, monkeypatch,
                                         request):
     found = request.getfixturevalue("distinct_heights") if rows == "distinct" else None
-    if split_all:  # every product and row kernel cut into parts
+    if split_all:  # every product and row kernel cut into parts, x's rows in blocks of 3
         monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
         monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
+        monkeypatch.setattr(native_post, "NT_BLOCK", 3)
     params = model.init_params(np.random.default_rng(5), hidden=20, vocab=100)
     traced = model.trace_model(params)
     batched, reference = BatchedFunction(traced, threads=threads), BatchedFunction(
@@ -167,6 +168,7 @@ def test_gradients_from_the_native_forward_match_the_python_loop(model, threads,
     if split_all:
         monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
         monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
+        monkeypatch.setattr(native_post, "NT_BLOCK", 3)
     params = model.init_params(np.random.default_rng(6), hidden=20, vocab=100)
     params = {k: v / 4 if v.ndim == 2 else v for k, v in params.items()}
     traced = model.trace_model(params)
