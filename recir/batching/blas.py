@@ -1,13 +1,13 @@
 """The thread count of NumPy's BLAS, set at run time.
 
-Frontier batching does its matrix-matrix work through NumPy's BLAS
-(OpenBLAS in NumPy's wheels). Its thread count is read from the environment
-at load time (`bench/run.py` pins it to 1); `set_threads` changes it through
-OpenBLAS's own entry point, found among the loaded libraries. Without
-OpenBLAS it does nothing and says so (`available()` is False). `add_outer`
-adds a frontier's weight gradient into the accumulator with one SGEMM
-(beta = 1): NumPy's `acc += dy.T @ x` writes a temporary as big as the
-weight matrix and reads it back.
+The frontier scheduler's NumPy path does its matrix-matrix work through
+NumPy's BLAS (OpenBLAS in NumPy's wheels). Its thread count is read from the
+environment at load time (`bench/run.py` pins it to 1); `set_threads`
+changes it through OpenBLAS's own entry point, found among the loaded
+libraries. Without OpenBLAS it does nothing and says so (`available()` is
+False). `add_outer` adds a frontier's weight gradient into the accumulator
+in place with `gemm.py`'s kernel: NumPy's `acc += dy.T @ x` writes a
+temporary as big as the weight matrix and reads it back.
 """
 
 from __future__ import annotations

@@ -687,7 +687,6 @@ class Plan(Records):
         return self.execute() and not self.error[0]
 
 
-ONE = split.bits(1.0)
 # In 16-lane vectors the few-row kernel beat OpenBLAS's (AVX2) SGEMM at every
 # row count from 2 (1.5-2.6x on one core up to 600 rows: `python bench/run.py
 # smallgemm`); x's rows go in blocks of this many (x @ W^T, W 1280 x 512:

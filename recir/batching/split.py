@@ -15,10 +15,11 @@ small-product kernel `smallgemm.recir_sgemm_nt`, `ROWS + n` a row kernel
 `f(ctx, rows, p1..pn)` of `native.py`, `COPY` and `PICK` the row loops of
 `records.py` (the native post segment's), `ADD` `scatter.py`'s
 `recir_scatter_add` (its backward's: rows added at indices), and `NN`
-`gemm.recir_gemm_nn`/`_tn` (its backward's `dX (+)= dY W` and weight gradients). The
-dispatcher is LLVM IR text (calls through a loaded pointer with a
-signature per kind), compiled once into the object cache; `run` is one
-step of `records.STEPS`' runner, which runs whole lists of steps.
+`gemm.py`'s `recir_gemm_nn` or `recir_gemm_tn` (its backward's `dX (+)=
+dY W`, weight gradients). The dispatcher is LLVM IR text (calls through a
+loaded pointer with a signature per kind), compiled once into the object
+cache; `run` is one step of `records.STEPS`' runner, which runs whole lists
+of steps.
 """
 
 from __future__ import annotations
