@@ -1,15 +1,17 @@
-"""Few-row products: recir's kernel (`recir/batching/smallgemm.py`) against OpenBLAS.
+"""Frontier products: recir's kernels (`smallgemm.py`, `gemm.py`) against OpenBLAS.
 
-The forward product `x @ W.T` of a frontier of 1 to 128 rows with a
-TreeLSTM's internal-node weight (5h x 2h), h = 150 and 256, both in the same
-rounds (median over the rounds, each the mean of a few calls); OpenBLAS at
-the given thread count, recir's kernel on one, and on more than one thread
-the product as the frontier scheduler splits it (`recir/batching/split.py`:
-the weight's rows cut across a libgomp team, each part the kernel up to
+A TreeLSTM's internal-node weight W (5h x 2h), h = 150 and 256, against a
+frontier of 1 to 128 rows: the forward `x @ W.T` (`nt`), the backward
+`dY @ W` (`nn`) and the weight gradient `dY.T @ X` over the rows (`tn`,
+added into a kept buffer; OpenBLAS writes one with beta 0). OpenBLAS (its
+AVX2 kernels in this environment) at the given thread count and recir's
+kernel on one, in the same rounds (median over the rounds, each the mean
+of a few calls); for `nt` on more than one thread also the product as the
+frontier scheduler splits it (`recir/batching/split.py`: the weight's rows
+cut across a libgomp team, each part the kernel up to
 `kernels.SMALL_ROWS[1]` rows, one-threaded OpenBLAS above). The weight
 stays in cache between calls here, unlike in a frontier run: the in-run
-gain is smaller. The rows where the kernel wins are what
-`kernels.SMALL_ROWS` uses.
+gain is smaller.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 ROWS = [1, 2, 3, 5, 8, 13, 19, 28, 45, 64, 128]
+PRODUCTS = {"nt": "x @ W.T", "nn": "dY @ W", "tn": "dY.T @ X"}  # forward, backward, gradient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,21 +34,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rows", type=int, nargs="+", default=ROWS)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--products", nargs="+", default=list(PRODUCTS), choices=list(PRODUCTS))
 
 
-def product(m: int, h: int, threads: int, rng: np.random.Generator) -> dict[str, Any]:
+def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
+            ) -> dict[str, Any]:
     """Thunks for one frontier's product (OpenBLAS on `threads`, recir's
-    kernel, recir split on `threads`), results checked equal."""
-    from recir.batching import kernels, smallgemm, split
+    kernel, for `nt` also recir split on `threads`), results checked equal:
+    `nt` the forward x @ W.T, `nn` the backward dY @ W, `tn` the weight
+    gradient dY.T @ X over m rows (`gemm.py`)."""
+    from recir.batching import gemm, kernels, smallgemm, split
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
-    small = m <= kernels.SMALL_ROWS[1]
-    thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
-    if threads > 1 and split.available():
-        thunks["split"] = lambda: split.product_nt(x, w, threads, small)
+    dy = rng.standard_normal((m, 5 * h), dtype=np.float32)
+    if kind == "nt":
+        thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
+        if threads > 1 and split.available():
+            small = m <= kernels.SMALL_ROWS[1]
+            thunks["split"] = lambda: split.product_nt(x, w, threads, small)
+    elif kind == "nn":
+        thunks = {"openblas": lambda: dy @ w, "recir": lambda: gemm.gemm(dy, w)}
+    else:  # into kept buffers: a fresh 2.6 MB result faults its pages in at every call
+        g, out = np.zeros((5 * h, 2 * h), np.float32), np.empty((5 * h, 2 * h), np.float32)
+        np.testing.assert_allclose(gemm.gemm(dy.T, x, g), dy.T @ x, rtol=1e-3, atol=1e-3)
+        return {"openblas": lambda: np.matmul(dy.T, x, out=out),
+                "recir": lambda: gemm.gemm(dy.T, x, g)}
+    want = thunks["openblas"]()
     for thunk in thunks.values():
-        np.testing.assert_allclose(thunk(), x @ w.T, rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(thunk(), want, rtol=1e-3, atol=1e-3)
     return thunks
 
 
@@ -74,27 +91,27 @@ def run(args: argparse.Namespace) -> int:
 
     rng = np.random.default_rng(0)
     results = []
-    for threads in args.threads:
-        for h in args.hidden:
-            rows = []
-            for m in args.rows:
-                thunks = product(m, h, threads, rng)
-                calls = max(1, 20 // max(1, m // 8))
-                times = timed(thunks, calls, threads, args.repeats)
-                t = {k: median(v) / calls for k, v in times.items()}
-                gflops = 2.0 * m * 10 * h * h / 1e9
-                results.append({"threads": threads, "hidden": h, "rows": m,
-                                **{f"{k}_us": v * 1e6 for k, v in t.items()}})
-                row = [str(m)]
-                for k in thunks:
-                    row += [fmt(t[k] * 1e6, 0), fmt(gflops / t[k])]
-                rows.append(row + [fmt(t["openblas"] / t[k], 2) for k in thunks
-                                   if k != "openblas"])
-            names = [k for k in thunks if k != "openblas"]
-            print_table(f"x @ W.T, W {5 * h}x{2 * h}: OpenBLAS on {threads} thread(s), "
-                        f"recir on 1{', split on ' + str(threads) if 'split' in names else ''}",
-                        ["rows"] + [c for k in thunks for c in (f"{k} us", "GF/s")]
-                        + [f"{k} speedup" for k in names], rows)
+    for kind, threads, h in ((k, t, h) for k in args.products for t in args.threads
+                             for h in args.hidden):
+        rows = []
+        for m in args.rows:
+            thunks = product(kind, m, h, threads, rng)
+            calls = max(1, 20 // max(1, m // 8))
+            times = timed(thunks, calls, threads, args.repeats)
+            t = {k: median(v) / calls for k, v in times.items()}
+            gflops = 2.0 * m * 10 * h * h / 1e9
+            results.append({"product": kind, "threads": threads, "hidden": h, "rows": m,
+                            **{f"{k}_us": v * 1e6 for k, v in t.items()}})
+            row = [str(m)]
+            for k in thunks:
+                row += [fmt(t[k] * 1e6, 0), fmt(gflops / t[k])]
+            rows.append(row + [fmt(t["openblas"] / t[k], 2) for k in thunks
+                               if k != "openblas"])
+        names = [k for k in thunks if k != "openblas"]
+        print_table(f"{PRODUCTS[kind]}, W {5 * h}x{2 * h}: OpenBLAS on {threads} thread(s), "
+                    f"recir on 1{', split on ' + str(threads) if 'split' in names else ''}",
+                    ["rows"] + [c for k in thunks for c in (f"{k} us", "GF/s")]
+                    + [f"{k} speedup" for k in names], rows)
     blas.set_threads(1)
     if args.json:
         write_json(args.json, {"machine": machine_info(), "results": results})

@@ -688,7 +688,7 @@ class Plan(Records):
 
 
 # In 16-lane vectors the few-row kernel beat OpenBLAS's (AVX2) SGEMM at every
-# row count from 2 (1.5-2.6x on one core up to 600 rows: `python bench/run.py
+# row count from 2 (1.5-4x on one core up to 600 rows: `python bench/run.py
 # smallgemm`); x's rows go in blocks of this many (x @ W^T, W 1280 x 512:
 # 192-223 GFLOP/s on one core up to 192 rows, 194-207 at 300-600).
 NT_BLOCK = 256

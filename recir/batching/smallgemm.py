@@ -14,9 +14,10 @@ lowering does not model), compiled once and kept in the on-disk object cache.
 Vectors are 16 lanes (AVX-512; LLVM splits them where the host has only
 AVX2). OpenBLAS runs its AVX2 kernels here (this environment sets
 `OPENBLAS_CORETYPE=Haswell`), so on this Zen 5 core the kernel beat it at
-every row count from 2: 190-220 GFLOP/s against 103-131 from 28 rows up, on
-one thread (`python bench/run.py smallgemm`); with 8 lanes and a 4 x 3 tile
-it had reached 117-128. The backward products are `gemm.py`'s.
+every row count from 2: 183-212 GFLOP/s against 100-122 from 28 rows up, on
+one thread, 2.4-4.3x at 2-8 rows (`python bench/run.py smallgemm`,
+`docs/bench/smallgemm.json`); with 8 lanes and a 4 x 3 tile it had reached
+117-128. The backward products are `gemm.py`'s.
 """
 
 from __future__ import annotations
