@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 import recir
-from recir.batching.api import (AUTO_TEAM_WORK, AUTO_WORK, AutoFunction, BatchedFunction,
-                               BatchedGradFunction)
+from recir.batching.api import (
+    AUTO_TEAM_WORK,
+    AUTO_WORK,
+    AutoFunction,
+    BatchedFunction,
+    BatchedGradFunction,
+)
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
