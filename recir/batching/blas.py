@@ -26,7 +26,6 @@ GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads"
 SGEMMS = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
           ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int))
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
 
 
 def openblas_libraries() -> list[ctypes.CDLL]:
@@ -85,7 +84,7 @@ def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) 
     `gemm.py`'s kernel reading dy as a transpose (139-207 GFLOP/s a core
     from 8 rows up, 1.3-1.8x OpenBLAS's AVX2 SGEMM); on `threads` > 1 cut by acc's
     rows across a team (`split.py`)."""
-    from recir.batching import gemm, split
+    from recir.batching import gemm
 
     n, m = dy.shape
     k = x.shape[1]
@@ -93,14 +92,6 @@ def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) 
             x.shape[0] != n):
         acc += dy.T @ x
         return
-    if n == 0:
-        return
     dy = np.ascontiguousarray(dy, np.float32)
     x = np.ascontiguousarray(x, np.float32)
-    if threads > 1 and m >= FEW_ROWS and split.available():
-        fn = split.address(gemm.kernel("tn"))
-        split.run([[split.NN, fn, hi - lo, k, n, dy.ctypes.data + 4 * lo, m, x.ctypes.data, k,
-                    acc.ctypes.data + 4 * lo * k, k, 1] for lo, hi in split.ranges(m, threads, 16)],
-                  threads)
-        return
-    gemm.gemm(dy.T, x, acc)
+    gemm.add_outer_at(acc.ctypes.data, m, k, dy.ctypes.data, m, x.ctypes.data, k, n, threads)

@@ -30,6 +30,7 @@ import numpy as np
 from recir.batching.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
 
 NN_ROWS, NN_VECTORS = 4, 6  # a tile: A rows x B vectors of LANES columns
+FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
 # B's rows a block holds: nn 128 (64 was 2-5% slower), tn 64 (32-256: 1-10% slower)
 DEPTH = {"nn": 128, "tn": 64}
 STORE = f"declare void @llvm.masked.store.v{LANES}f32.p0({VEC}, ptr, i32, {MASK})"
@@ -247,3 +248,20 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarra
                    b.__array_interface__["data"][0], b.strides[0] // 4,
                    out.__array_interface__["data"][0], out.strides[0] // 4, int(c is not None))
     return out
+
+
+def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k: int,
+                 threads: int = 1) -> None:
+    """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
+    `ldy` apart) and of X (n floats, `ldx` apart), all f32 at addresses: the
+    tn kernel, on a team of `threads` cut by G's rows (`split.py`)."""
+    from recir.batching import split
+
+    if k <= 0:
+        return
+    if threads > 1 and m >= FEW_ROWS and split.available():
+        fn = split.address(kernel("tn"))
+        split.run([[split.NN, fn, hi - lo, n, k, dy + 4 * lo, ldy, x, ldx, g + 4 * lo * n, n, 1]
+                   for lo, hi in split.ranges(m, threads, 16)], threads)
+        return
+    kernel("tn")(m, n, k, dy, ldy, x, ldx, g, n, 1)
