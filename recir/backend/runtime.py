@@ -485,9 +485,9 @@ class OuterLogs:
     """The logs of deferred outer products of one call: a table of
     descriptors per context (one per argument), each log `count` records of
     `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
-    SGEMM per thread and buffer, through the address the call was given, cut
-    across the team's threads); the logs' buffers come from and go back to
-    `LOGS`, the largest to the largest weights."""
+    product per thread and buffer, `gemm.add_outer_at`, through the address
+    the call was given, cut across the team's threads); the logs' buffers
+    come from and go back to `LOGS`, the largest to the largest weights."""
 
     def __init__(self, contexts: Sequence[Context], arguments: int,
                  logged: Sequence[tuple[int, int, int]]):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching import smallgemm, split
+from recir.batching import gemm, smallgemm, split
 from recir.diagnostics import emit_error
 from recir.dialects import tmath
 
@@ -193,22 +193,24 @@ def product(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def product_nn(dy: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """dy @ w: a frontier's output gradients back through a weight; split by
-    w's columns."""
+    """dy @ w: a frontier's output gradients back through a weight, by
+    `gemm.py`'s nn kernel (split by w's columns); one row, or arrays it does
+    not take, by NumPy."""
     m, (n, k) = dy.shape[0], w.shape
-    if (dy.dtype == w.dtype == np.float32 and dy.ndim == 2 and dy.strides[1] == 4
-            and dy.strides[0] % 4 == 0 and w.flags.c_contiguous):
-        threads = split_for(dy.size * k)
-    else:
-        threads = 1
-    if threads > 1:
-        out = np.empty((m, k), np.float32)
-        split.sgemm(split.NO_TRANS, split.NO_TRANS, m, k, n, dy.ctypes.data,
-                    dy.strides[0] // 4, w.ctypes.data, k, 0.0, out.ctypes.data, k, threads,
-                    by_rows=False)
-        return out
-    blas_threads_for(dy.size * k)
-    return dy @ w
+    if m == 1 or not (dy.dtype == w.dtype == np.float32 and dy.ndim == 2
+                      and dy.strides[1] == 4 and dy.strides[0] % 4 == 0
+                      and w.flags.c_contiguous):
+        blas_threads_for(dy.size * k)
+        return dy @ w
+    threads = split_for(dy.size * k)
+    if threads == 1:
+        return gemm.gemm(dy, w)
+    out = np.empty((m, k), np.float32)
+    fn = split.address(gemm.kernel("nn"))
+    split.run([[split.NN, fn, m, hi - lo, n, dy.ctypes.data, dy.strides[0] // 4,
+                w.ctypes.data + 4 * lo, k, out.ctypes.data + 4 * lo, k, 0]
+               for lo, hi in split.ranges(k, threads, 16)], threads)
+    return out
 
 
 def matvec(op, args, flags, frame):

@@ -413,8 +413,8 @@ class LogReserveOp(IRDLOperation):
     Native gradient code defers `adjoint.accumulate_outer` into a gradient
     buffer passed down from the entry: each thread appends `dy` and `x` to
     its log for that buffer (`slot`: the entry's argument), and the runtime
-    adds `DY^T X` with one SGEMM after the call instead of a pass over the
-    whole buffer per invocation. `bytes` is one record's size. Made by
+    adds `DY^T X` with one matrix product after the call instead of a pass
+    over the whole buffer per invocation. `bytes` is one record's size. Made by
     `convert-tmath-to-loops` (option `defer-outer`), lowered by
     `convert-recir-to-llvm` to a call of `recir_log_reserve`.
 

@@ -21,7 +21,7 @@ Option `defer-outer-bytes=N` (default -1: never): in a module whose largest
 outer-product target is at least N bytes, each `adjoint.accumulate_outer`
 into a buffer passed down from a public function's argument becomes a
 record in the running thread's log for that argument (`adjoint.log_reserve`,
-then `dy` and `x` copied in), which the runtime adds with one SGEMM after
+then `dy` and `x` copied in), which the runtime adds with one product after
 the call. Adding each invocation's outer product at once reads and writes
 the whole buffer: from L2 where the weights fit (TreeLSTM h=150, U's
 gradient 900 KB: deferring was slower), from memory where the largest

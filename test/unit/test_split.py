@@ -103,7 +103,7 @@ def test_split_frontiers_match_one_thread(model, split_everything, monkeypatch):
     three = recir.value_and_grad(traced, batching="frontier", threads=3)
     outs3, grads3 = three.batch(trees)
     kinds = set(split_everything)
-    assert split.SGEMM in kinds and any(k > split.ROWS for k in kinds)  # products, rows
+    assert split.NN in kinds and any(k > split.ROWS for k in kinds)  # products, rows
     for (h1, loss1), (h3, loss3) in zip(outs1, outs3, strict=True):
         assert rel(h3, h1) <= 1e-5 and loss3 == pytest.approx(loss1, rel=1e-5)
     for name in params:
