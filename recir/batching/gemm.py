@@ -265,3 +265,14 @@ def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k:
                    for lo, hi in split.ranges(m, threads, 16)], threads)
         return
     kernel("tn")(m, n, k, dy, ldy, x, ldx, g, n, 1)
+
+
+def nn_parts(m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
+             accumulate: int, parts: int) -> list[list[int]]:
+    """`split.py` records of `recir_gemm_nn` for C (+)= A B (f32 at addresses),
+    cut by C's columns into `parts` shares (multiples of 16)."""
+    from recir.batching import split
+
+    fn = split.address(kernel("nn"))
+    return [[split.NN, fn, m, hi - lo, k, a, lda, b + 4 * lo, ldb, c + 4 * lo, ldc, accumulate]
+            for lo, hi in split.ranges(n, parts, 16)]

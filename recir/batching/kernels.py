@@ -206,10 +206,8 @@ def product_nn(dy: np.ndarray, w: np.ndarray) -> np.ndarray:
     if threads == 1:
         return gemm.gemm(dy, w)
     out = np.empty((m, k), np.float32)
-    fn = split.address(gemm.kernel("nn"))
-    split.run([[split.NN, fn, m, hi - lo, n, dy.ctypes.data, dy.strides[0] // 4,
-                w.ctypes.data + 4 * lo, k, out.ctypes.data + 4 * lo, k, 0]
-               for lo, hi in split.ranges(k, threads, 16)], threads)
+    split.run(gemm.nn_parts(m, k, n, dy.ctypes.data, dy.strides[0] // 4, w.ctypes.data, k,
+                            out.ctypes.data, k, 0, threads), threads)
     return out
 
 

@@ -100,7 +100,6 @@ class Sweep(Records):
         self.cot_owner: dict[int, np.ndarray] = {}
         self.bias: dict[int, BiasRows] = {}  # a shared input's rows, one per part
         self.scatter = split.address(scatter.kernel())  # dst[index[i]] += src[i]
-        self.nn = split.address(gemm.kernel("nn"))  # C (+)= A B
         self.arange: np.ndarray | None = None
         self.zeroed: list[tuple[int, int]] = []  # kept cotangent buffers, by region
         self.no_error = np.zeros(1, np.int64)  # (zeroing copies no index)
@@ -219,13 +218,13 @@ class Sweep(Records):
         wp, rows, k, ldw = w
         dy, dy_row, _ = self.place_of(self.cot, op.outs[0])
         dx, dx_row, _ = self.place_of(self.cot, op.ins[1])
-        add, threads, nn = self.add, self.threads, self.nn
+        add, threads = self.add, self.threads
 
         def emit(lo: int, n: int) -> None:
             parts = threads if n * rows * k >= kernels.SPLIT_FLOPS else 1
-            for a, b in split.ranges(k, parts, 16):
-                add([split.NN, nn, n, b - a, rows, dy + lo * dy_row, dy_row // 4, wp + 4 * a, ldw,
-                     dx + lo * dx_row + 4 * a, dx_row // 4, 1])
+            for part in gemm.nn_parts(n, k, rows, dy + lo * dy_row, dy_row // 4, wp, ldw,
+                                      dx + lo * dx_row, dx_row // 4, 1, parts):
+                add(part)
         return emit
 
     def distinct_product(self, found: distinct.Distinct) -> Emit:
@@ -239,7 +238,7 @@ class Sweep(Records):
         found.dy = np.zeros((count, rows), np.float32)
         found.dx = np.empty((count, k), np.float32)
         dy_at, dx_at, inverse = address(found.dy), address(found.dx), address(found.inverse)
-        add, threads, nn, fn = self.add, self.threads, self.nn, self.scatter
+        add, threads, fn = self.add, self.threads, self.scatter
 
         def emit(lo: int, n: int) -> None:
             for a, b in split.ranges(rows, threads, 16):
@@ -247,9 +246,8 @@ class Sweep(Records):
                      dy_at + 4 * a, rows])
             self.end_step()
             parts = threads if count * rows * k >= kernels.SPLIT_FLOPS else 1
-            for a, b in split.ranges(k, parts, 16):
-                add([split.NN, nn, count, b - a, rows, dy_at, rows, wp + 4 * a, ldw,
-                     dx_at + 4 * a, k, 0])
+            for part in gemm.nn_parts(count, k, rows, dy_at, rows, wp, ldw, dx_at, k, 0, parts):
+                add(part)
         return emit
 
     def concat(self, op: Any, region: Region) -> Emit:
