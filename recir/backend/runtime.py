@@ -11,6 +11,7 @@ the GIL for the call.
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import stack
+from recir.backend import spawn_tuner, stack
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.tape_pool import LOGS, TAPES
 from recir.diagnostics import RecirError
@@ -36,7 +37,8 @@ class Context(ctypes.Structure):
                 ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
                 ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
                 ("acc_copies", ctypes.c_void_p),
-                ("outer_logs", ctypes.c_void_p)]  # CONTEXT_BYTES = 72
+                ("outer_logs", ctypes.c_void_p),
+                ("spawn_budget", ctypes.c_int64)]  # CONTEXT_BYTES = 80
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -148,10 +150,13 @@ class NativeFunction:
         self.copied = list(copied) if self.team else []
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
         self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
+        # the spawn budgets of single calls and of batches, learnt apart
+        self.call_tuner, self.batch_tuner = spawn_tuner.tuner(), spawn_tuner.tuner()
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
-        threads = self.team_size([inputs])
-        return self.invoke(inputs, lambda args: self.call(args, threads=threads))
+        sizes = self.sizes([inputs])
+        threads, units = self.threads_for(sizes), sizes[0] if sizes else 1
+        return self.invoke(inputs, lambda args: self.call(args, threads=threads, units=units))
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
@@ -293,7 +298,9 @@ class NativeFunction:
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
             try:
-                return run_team(entry, contexts, payload, switch), None
+                tuner = self.batch_tuner if entry == self.batch_team else None
+                return self.tuned(tuner, entry, contexts, payload, switch,
+                                  sum(sizes) if sizes else len(items)), None
             finally:
                 logs.add_into(entry_args)
 
@@ -329,7 +336,8 @@ class NativeFunction:
             self.copy_tables[0][k] = args[k]
         return self.copy_tables
 
-    def call(self, args: list[Any], once: Any = None, threads: int | None = None) -> Any:
+    def call(self, args: list[Any], once: Any = None, threads: int | None = None,
+             units: int = 1) -> Any:
         """Runs `once(args, threads, switch)` (default: one call). A call that
         may be retried (not `deep_only`: inference) runs on this thread's
         own stack, and again on a deep one if the recursion ran out there (a
@@ -337,9 +345,11 @@ class NativeFunction:
         that may not (gradients: a retry would add some gradients twice) run
         on a deep stack from the start: a team call, or a one-thread call
         with a packed entry, on this thread's switched stack (`run_team`,
-        `call_packed`), others on the deep-stack worker."""
+        `call_packed`), others on the deep-stack worker. `units`: the call's
+        size, for the spawn tuner."""
         packed = self.packed and once is None and stack.SWITCHING
-        once, threads = once or self.call_once, threads or self.threads
+        threads = threads or self.threads
+        once = once or (lambda args, threads, switch: self.call_once(args, threads, switch, units))
         team = self.in_team(threads)
         if self.deep_only and team and stack.SWITCHING:
             ctx, returned = once(args, threads, True)
@@ -356,6 +366,22 @@ class NativeFunction:
         self.raise_error(ctx)
         return returned
 
+    @staticmethod
+    def tuned(tuner: spawn_tuner.SpawnTuner | None, entry: int, contexts: Any,
+              payload: Sequence[int], switch: bool, units: int) -> Context:
+        """`run_team` with the spawn budget `tuner` picks, timed for it (none
+        for calls that spawn nothing)."""
+        if tuner is None:
+            return run_team(entry, contexts, payload, switch)
+        pick = tuner.choose()
+        budget = tuner.budget(pick)
+        for ctx in contexts:
+            ctx.spawn_budget = budget
+        start = time.perf_counter()
+        failed = run_team(entry, contexts, payload, switch)
+        tuner.record(pick, time.perf_counter() - start, units)
+        return failed
+
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
         """The logs of a call's deferred outer products, one set per context."""
         return OuterLogs(contexts, len(self.inputs), self.logged) if self.logged else NO_LOGS
@@ -367,7 +393,7 @@ class NativeFunction:
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
-    def call_once(self, args: list[Any], threads: int, switch: bool = False
+    def call_once(self, args: list[Any], threads: int, switch: bool = False, units: int = 1
                   ) -> tuple[Context, Any]:
         """One call (a team's on this thread's deep stack if `switch`); the
         context with the first error, if any, comes back."""
@@ -379,7 +405,8 @@ class NativeFunction:
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
             try:
-                return run_team(self.team, contexts, fields, switch), result.value
+                return self.tuned(self.call_tuner, self.team, contexts, fields, switch,
+                                  units), result.value
             finally:
                 logs.add_into(args)
         ctx = lone_context(stack.stack_limit(), self.deep_only)

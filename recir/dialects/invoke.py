@@ -26,12 +26,15 @@ from collections.abc import Sequence
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     FlatSymbolRefAttrConstr,
+    I32,
     FunctionType,
+    IntegerAttr,
     ModuleOp,
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
     UnitAttr,
+    i32,
 )
 from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -41,6 +44,7 @@ from xdsl.irdl import (
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
     var_operand_def,
     var_result_def,
@@ -269,4 +273,32 @@ class JoinOp(IRDLOperation):
             raise VerifyException("results must have the types of the joined values")
 
 
-Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp, JoinOp])
+@irdl_op_definition
+class SpawnBudgetOp(IRDLOperation):
+    """The spawn budget a call from outside the spawning functions starts
+    with (`invoke-clone-serial`): the one the runtime chose for this call,
+    read from the native context, or `default` where it chose none. The
+    best budget depends on the shape of the recursion (a balanced tree
+    wants one level of tasks on 2 threads, an unbalanced one more), which
+    only the calls themselves tell (`backend/spawn_tuner.py`).
+
+    ```mlir
+    %budget = invoke.spawn_budget 4
+    ```
+    """
+
+    name = "invoke.spawn_budget"
+    default = prop_def(IntegerAttr[I32])
+    budget = result_def(i32)
+    assembly_format = "$default attr-dict"
+
+    def __init__(self, default: int):
+        super().__init__(properties={"default": IntegerAttr(default, i32)}, result_types=[i32])
+
+    def verify_(self) -> None:
+        if self.default.value.data < 0:
+            raise VerifyException(f"spawn budget must be at least 0, got "
+                                  f"{self.default.value.data}")
+
+
+Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp, JoinOp, SpawnBudgetOp])

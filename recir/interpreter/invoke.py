@@ -42,6 +42,10 @@ class InvokeFunctions(InterpreterFunctions):
     def run_join(self, interp: Interpreter, op: invoke.JoinOp, args: Any):
         return args  # the interpreter runs invokes one after the other
 
+    @impl(invoke.SpawnBudgetOp)
+    def run_spawn_budget(self, interp: Interpreter, op: invoke.SpawnBudgetOp, args: Any):
+        return (op.default.value.data,)  # no runtime to choose one: the default
+
     @impl(invoke.SubgraphOp)
     def run_subgraph(self, interp: Interpreter, op: invoke.SubgraphOp, args: Any):
         return ()  # a definition: it runs only when invoked

@@ -12,7 +12,8 @@ is how native code reports an error instead of crashing:
 `adjoint.thread_copy` becomes a load from the context's table of this
 thread's gradient buffers (`acc_copies`); `adjoint.log_reserve` a call of
 `recir_log_reserve` (`outer_log.py`), null an error return, and the module
-lists the logged arguments in `recir.outer_logs`.
+lists the logged arguments in `recir.outer_logs`. `invoke.spawn_budget`
+reads the context's `spawn_budget`, its default where that is 0.
 
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
@@ -58,6 +59,7 @@ from recir.passes.native_context import (
     ACC_COPIES,
     ERROR_CHECK,
     ERROR_STACK,
+    SPAWN_BUDGET,
     field,
     record_error,
 )
@@ -176,6 +178,8 @@ class FunctionConversion:
             self.convert_thread_copy(op)
         elif isinstance(op, adjoint.LogReserveOp):
             self.convert_log_reserve(op)
+        elif isinstance(op, invoke.SpawnBudgetOp):
+            self.convert_spawn_budget(op)
         elif isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
@@ -238,6 +242,15 @@ class FunctionConversion:
         entry = b.offset(table, 8 * op.slot.value.data, i8)
         where = b.value(arith.SelectOp(missing, holder, entry))
         op.result.replace_all_uses_with(b.load(where, 0, PTR))
+        Rewriter.erase_op(op)
+
+    def convert_spawn_budget(self, op: invoke.SpawnBudgetOp) -> None:
+        """The context's budget, or the compiled default where it is 0."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        chosen = b.value(arith.TruncIOp(b.load(field(b, self.ctx, SPAWN_BUDGET), 0, i64), i32))
+        unset = b.value(arith.CmpiOp(chosen, b.const(0, i32), "eq"))
+        budget = b.value(arith.SelectOp(unset, b.const(op.default.value.data, i32), chosen))
+        op.budget.replace_all_uses_with(budget)
         Rewriter.erase_op(op)
 
     def convert_return(self, op: func.ReturnOp) -> None:

@@ -7,8 +7,9 @@ node about 10 µs. So a function with `concurrent` invokes gets a clone
 on; at zero it calls `@f_serial`. Spawning thus stops `budget` levels down
 the call tree (2^budget tasks for a binary recursion), below which calls cost
 what they cost without threads. Callers outside the spawning functions pass
-the option `budget` (default 12; the pipeline passes `spawn_budget(threads)`,
-4 on 2 threads, measured with bench/run.py parallel). Each public function
+`invoke.spawn_budget`: the budget the runtime chose for the call
+(`backend/spawn_tuner.py`), else the option `budget` (default 12; the
+pipeline passes `spawn_budget(threads)`, 4 on 2 threads). Each public function
 that calls a spawning one, directly or through other functions (a gradient's
 entry through its `_fwd` and `_bwd`), also gets a public clone `@f__serial`
 calling the serial clones, and each function between them a private
@@ -131,7 +132,7 @@ class InvokeCloneSerialPass(ModulePass):
         for f in outside:
             for call in f.walk():
                 if isinstance(call, invoke.InvokeOp) and call.callee.string_value() in names:
-                    start = arith.ConstantOp(IntegerAttr(self.budget, i32))
+                    start = invoke.SpawnBudgetOp(self.budget)
                     Rewriter.insert_op(start, InsertPoint.before(call))
-                    call.operands = [start.result, *call.operands]
+                    call.operands = [start.budget, *call.operands]
         op.body.blocks[0].add_ops(clones)

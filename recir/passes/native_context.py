@@ -2,7 +2,7 @@
 
 `{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
 ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies,
-ptr outer_logs}`,
+ptr outer_logs, i64 spawn_budget}`,
 CONTEXT_BYTES apart in an array with one context per thread (`contexts`
 points at it, so a task can find its thread's): `recir/backend/runtime.py`
 mirrors it. The tape fields are the per-call arena that activation frames
@@ -10,7 +10,8 @@ come from; `acc_copies` is this thread's table of gradient buffers, indexed
 by the entry's argument number (`adjoint.thread_copy`), or null;
 `outer_logs` this thread's logs of deferred outer products, one
 `{ptr data, i64 used, i64 capacity, i64 unused}` per entry argument
-(`adjoint.log_reserve`).
+(`adjoint.log_reserve`); `spawn_budget` the budget a call starts spawning
+with (`invoke.spawn_budget`), 0 for the compiled default.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from recir.passes.loop_builder import Emitter
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
-CONTEXTS, ACC_COPIES, OUTER_LOGS, CONTEXT_BYTES = 48, 56, 64, 72
+CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, CONTEXT_BYTES = 48, 56, 64, 72, 80
 LOG_BYTES = 32  # one log descriptor
 
 

@@ -2,8 +2,9 @@
 
 // fib with its calls paired: @fib_rec gets a budget argument and runs its body
 // while budget is left, passing budget - 1 on; at zero it calls the serial
-// clone, which has neither markers nor joins. The entry passes the option,
-// and gets a public serial entry calling the serial clone.
+// clone, which has neither markers nor joins. The entry passes
+// `invoke.spawn_budget` (the option, unless the runtime chose a budget for the
+// call), and gets a public serial entry calling the serial clone.
 func.func @fib(%n: i32) -> i32 {
   %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
   func.return %r : i32
@@ -27,7 +28,7 @@ func.func private @fib_rec(%k: i32) -> i32 {
 }
 
 // CHECK-LABEL: func.func @fib(%n: i32) -> i32 {
-// CHECK-NEXT:    %{{[0-9]+}} = arith.constant 3 : i32
+// CHECK-NEXT:    %{{[0-9]+}} = invoke.spawn_budget 3
 // CHECK-NEXT:    %r = invoke.invoke @fib_rec(%{{[0-9]+}}, %n) : (i32, i32) -> i32
 // CHECK-NEXT:    func.return %r : i32
 // CHECK-NEXT:  }
@@ -95,7 +96,7 @@ func.func private @grad_fwd(%n: i32) -> i32 {
 // REACH-LABEL: func.func @grad(%n: i32) -> i32 {
 // REACH-NEXT:    %r = invoke.invoke @grad_fwd(%n) : (i32) -> i32
 // REACH-LABEL: func.func private @grad_fwd(%n: i32) -> i32 {
-// REACH-NEXT:    %{{[0-9]+}} = arith.constant 3 : i32
+// REACH-NEXT:    %{{[0-9]+}} = invoke.spawn_budget 3
 // REACH-NEXT:    %r = invoke.invoke @fib_rec(%{{[0-9]+}}, %n) : (i32, i32) -> i32
 // REACH-LABEL: func.func private @grad_fwd__serial(%n: i32) -> i32 {
 // REACH-NEXT:    %r = invoke.invoke @fib_rec_serial(%n) : (i32) -> i32

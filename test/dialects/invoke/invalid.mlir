@@ -97,3 +97,11 @@ func.func @f(%x: i32) {
   func.return
 }
 // CHECK: invalid.mlir:[[# @LINE - 5]]:{{[0-9]+}}: error:
+
+// -----
+
+func.func @f() -> i32 {
+  %b = invoke.spawn_budget -1
+  func.return %b : i32
+}
+// CHECK: 'invoke.spawn_budget' op spawn budget must be at least 0, got -1

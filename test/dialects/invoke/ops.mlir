@@ -106,3 +106,15 @@ func.func @caller(%x: f32) -> f32 {
 // CHECK-NEXT:    %{{.*}}, %{{.*}} = invoke.invoke @pair(%x) : (f32) -> (f32, f32)
 // CHECK-NEXT:    invoke.invoke @nothing() : () -> ()
 // CHECK-NEXT:    func.return %{{.*}} : f32
+
+// -----
+
+// The spawn budget a call starts with (invoke-clone-serial's).
+func.func @start() -> i32 {
+  %b = invoke.spawn_budget 4
+  func.return %b : i32
+}
+
+// CHECK-LABEL: func.func @start() -> i32 {
+// CHECK-NEXT:    %b = invoke.spawn_budget 4
+// CHECK-NEXT:    func.return %b : i32

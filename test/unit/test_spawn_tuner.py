@@ -1,0 +1,78 @@
+"""The spawn tuner against made-up call times, and a fixed budget's results."""
+
+from pathlib import Path
+
+import pytest
+
+import recir
+from recir.backend import spawn_tuner
+from recir.backend.spawn_tuner import BUDGETS, SpawnTuner
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.parsing import parse_module
+
+FIB = Path(__file__).resolve().parents[2] / "examples/ir/fib.mlir"
+
+
+def run(tuner: SpawnTuner, seconds_per_unit, calls: int, units: int = 10) -> list[int]:
+    """The budgets `tuner` picked over `calls` calls timed by `seconds_per_unit(budget)`."""
+    picked = []
+    for _ in range(calls):
+        index = tuner.choose()
+        budget = tuner.budget(index)
+        picked.append(budget)
+        tuner.record(index, seconds_per_unit(budget) * units, units)
+    return picked
+
+
+def test_keeps_the_fastest_budget_and_still_tries_the_others():
+    tuner = SpawnTuner()
+    picked = run(tuner, lambda b: 1.0 + abs(b - 3) * 0.1, 400)
+    later = picked[100:]
+    assert BUDGETS[tuner.best] == 3
+    assert later.count(3) > 0.9 * len(later)
+    assert set(later) == set(BUDGETS)  # every budget measured again now and then
+
+
+def test_follows_a_change_of_inputs():
+    tuner = SpawnTuner()
+    run(tuner, lambda b: 1.0 + b * 0.1, 200)  # balanced trees: one level best
+    assert BUDGETS[tuner.best] == 1
+    picked = run(tuner, lambda b: 2.0 - b * 0.1, 1500)  # unbalanced: the deepest
+    assert picked[-50:].count(8) > 40
+
+
+def test_one_slow_call_does_not_move_the_choice():
+    tuner = SpawnTuner()
+    run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
+    index = BUDGETS.index(2)
+    tuner.record(index, 1000.0, 1)  # a call that woke a sleeping team, say
+    assert BUDGETS[tuner.best] == 2
+
+
+def test_the_first_round_is_not_counted():
+    tuner = SpawnTuner()
+    first = run(tuner, lambda b: 100.0 if b == 1 else 1.0, len(BUDGETS))
+    assert first == list(BUDGETS) and not any(tuner.measured)
+
+
+def test_fixed_budget_from_the_environment(monkeypatch):
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "2")
+    tuner = spawn_tuner.tuner()
+    assert set(run(tuner, lambda b: 1.0, 50)) == {2}
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "many")
+    with pytest.raises(RecirError, match="RECIR_SPAWN_BUDGET must be a number"):
+        spawn_tuner.tuner()
+
+
+@pytest.mark.parametrize("budget", ["0", "1", "8", "30"])
+def test_every_budget_gives_the_serial_results(monkeypatch, budget):
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", budget)
+    module = parse_module(make_context(), FIB.read_text(), str(FIB))
+    fib = recir.compile(module, entry="fib", threads=2)
+    expected = [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597, 2584]
+    assert [fib(n)[0] for n in range(len(expected))] == expected
+    assert fib(25)[0] == 121393
+    batch = fib.batch([(n,) for n in range(20, 26)])
+    assert [r[0] for r in batch] == [10946, 17711, 28657, 46368, 75025, 121393]
+    assert fib.call_tuner.fixed == int(budget)
