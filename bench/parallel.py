@@ -31,11 +31,16 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 SHAPES = ("balanced", "moderate", "linear", "sst-like")
+MODELS = ("tree_rnn", "tree_lstm", "fib")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write all results here")
     parser.add_argument("--quick", action="store_true", help="fewer trees and repeats")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                        help="which rows to run (default: all)")
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES),
+                        help="the tree shapes of the TreeRNN and TreeLSTM rows (default: all)")
 
 
 def work_span(tree: Any) -> tuple[int, int]:
@@ -52,20 +57,23 @@ def predicted(work: float, span: float, cores: int) -> float:
     return work / (work / cores + span)
 
 
-def tree_rows(trees_per_shape: int, repeats: int) -> list[dict[str, Any]]:
+def tree_rows(trees_per_shape: int, repeats: int, models: Any = MODELS,
+              shapes: Any = SHAPES) -> list[dict[str, Any]]:
     import recir
     from recir.data import make_tree, make_treebank
     from recir.models import tree_lstm, tree_rnn
 
     rows = []
     for name, module in (("tree_rnn", tree_rnn), ("tree_lstm", tree_lstm)):
+        if name not in models:
+            continue
         rng = np.random.default_rng(0)
         params = module.init_params(rng, hidden=150, vocab=1000)
         params = {k: (rng.standard_normal(v.shape) / np.sqrt(v.shape[-1])).astype(np.float32)
                   for k, v in params.items()}
         model = module.trace_model(params)
         fns = {t: recir.compile(model, threads=t) for t in (1, 2)}
-        for shape in SHAPES:
+        for shape in shapes:
             trees = make_treebank(trees_per_shape, seed=0, vocab_size=1000) \
                 if shape == "sst-like" else [make_tree(shape, 64, np.random.default_rng(s), 1000)
                                             for s in range(trees_per_shape)]
@@ -195,9 +203,12 @@ def run(args: argparse.Namespace) -> int:
     trees = 25 if args.quick else 50
     print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
     default, other = runtimes()
-    report = {"machine": machine_info(), "runtime": default, "trees": tree_rows(trees, repeats),
-              "fib35": fib_row(repeats), "fib35_other_runtime": {
-                  "runtime": other, **(fib_row_with(other, repeats) or {})}}
+    report: dict[str, Any] = {"machine": machine_info(), "runtime": default,
+                              "trees": tree_rows(trees, repeats, args.models, args.shapes)}
+    if "fib" in args.models:
+        report["fib35"] = fib_row(repeats)
+        report["fib35_other_runtime"] = {"runtime": other,
+                                         **(fib_row_with(other, repeats) or {})}
     print_table("2 threads over 1 (work/span from the call tree; training at batch "
                 "b > 1 runs b trees side by side)",
                 ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
@@ -206,14 +217,15 @@ def run(args: argparse.Namespace) -> int:
                   fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
                   fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
                  for r in report["trees"]])
-    fibs = [(f"{default} (default)", report["fib35"])]
-    if "speedup" in report["fib35_other_runtime"]:
+    fibs = [(f"{default} (default)", report["fib35"])] if "fib35" in report else []
+    if "speedup" in report.get("fib35_other_runtime", {}):
         fibs.append((f"{other} ($RECIR_OPENMP)", report["fib35_other_runtime"]))
-    print_table("fib(35); ceiling: two independent fib(34) on two threads over one "
-                "after the other, in the same rounds",
-                ["runtime", "1 thread ms", "2 threads ms", "speedup", "ceiling"],
-                [[name, fmt(fib["ms_1"]), fmt(fib["ms_2"]), fmt(fib["speedup"], 2),
-                  fmt(fib["ceiling"], 2)] for name, fib in fibs])
+    if fibs:
+        print_table("fib(35); ceiling: two independent fib(34) on two threads over one "
+                    "after the other, in the same rounds",
+                    ["runtime", "1 thread ms", "2 threads ms", "speedup", "ceiling"],
+                    [[name, fmt(fib["ms_1"]), fmt(fib["ms_2"]), fmt(fib["speedup"], 2),
+                      fmt(fib["ceiling"], 2)] for name, fib in fibs])
     if args.json:
         write_json(args.json, report)
         print(f"\nwrote {args.json}")

@@ -26,7 +26,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
-from recir.passes.tasks import BATCH_SERIAL, PACKED_ENTRY
+from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
 
 
 class Context(ctypes.Structure):
@@ -133,6 +133,11 @@ class NativeFunction:
         team = f"{name}__team"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
         self.batch_team = engine.address(f"{name}__batch") if self.team else 0
+        # the same team call taking its arguments as the entry does (`@f__launch`),
+        # on contexts kept for the next call
+        self.launch = ctypes.CFUNCTYPE(restype, ctypes.c_void_p, ctypes.c_int32, *argtypes[1:])(
+            engine.address(f"{name}{LAUNCH_ENTRY}")) if self.team else None
+        self.kept_contexts: list[Any] = []
         serial_batch = f"{name}{BATCH_SERIAL}"  # items that spawn nothing
         self.batch_serial = engine.address(serial_batch) if self.team and engine.has(
             serial_batch) else 0
@@ -374,12 +379,10 @@ class NativeFunction:
         if tuner is None:
             return run_team(entry, contexts, payload, switch)
         pick = tuner.choose()
-        budget = tuner.budget(pick)
-        for ctx in contexts:
-            ctx.spawn_budget = budget
+        contexts[0].spawn_budget = tuner.budget(pick)  # the team entry passes it on
         start = time.perf_counter()
         failed = run_team(entry, contexts, payload, switch)
-        tuner.record(pick, time.perf_counter() - start, units)
+        tuner.record(pick, start, time.perf_counter(), units)
         return failed
 
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
@@ -397,6 +400,8 @@ class NativeFunction:
                   ) -> tuple[Context, Any]:
         """One call (a team's on this thread's deep stack if `switch`); the
         context with the first error, if any, comes back."""
+        if self.in_team(threads) and not (switch or self.deep_only):
+            return self.launched(args, threads, units)
         if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables, self.deep_only)
@@ -416,6 +421,28 @@ class NativeFunction:
         finally:
             TAPES.release(ctx)
             logs.add_into(args)
+
+    def launched(self, args: list[Any], threads: int, units: int) -> tuple[Context, Any]:
+        """An inference call on a team started by `@f__launch`, on contexts
+        kept from an earlier call (the team entry clears their errors)."""
+        kept = self.kept_contexts
+        contexts = kept.pop() if kept else team_contexts(threads)
+        try:
+            if len(contexts) != threads:
+                contexts = team_contexts(threads)
+            contexts[0].stack_limit = stack.stack_limit()
+            tuner = self.call_tuner
+            pick = tuner.choose()
+            contexts[0].spawn_budget = tuner.budget(pick)  # the team entry passes it on
+            start = time.perf_counter()
+            returned = self.launch(ctypes.addressof(contexts), threads, *args)
+            tuner.record(pick, start, time.perf_counter(), units)
+            for ctx in contexts:
+                if ctx.error:  # a copy: the contexts go on to the next call
+                    return Context.from_buffer_copy(ctx), returned
+            return NO_ERROR, returned
+        finally:
+            kept.append(contexts)
 
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
@@ -582,6 +609,9 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
     for ctx, table in zip(contexts, tables):
         ctx.acc_copies = ctypes.addressof(table)
     return contexts
+
+
+NO_ERROR = Context()  # what a call without errors returns (never written)
 
 
 def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) -> Context:

@@ -25,6 +25,7 @@ BUDGETS = (1, 2, 3, 4, 6, 8)
 EXPLORE_EVERY = 16  # every 16th call tries the next budget round the list
 WEIGHT = 0.1  # of a new time in a budget's running estimate
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
+IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
 
 
 class SpawnTuner:
@@ -38,6 +39,7 @@ class SpawnTuner:
         self.best = 0
         self.calls = 0
         self.next = -1  # the budget the last exploring call tried
+        self.last_end = -math.inf  # when the last call ended (perf_counter)
 
     def choose(self) -> int:
         """The index into `budgets` of this call's budget (-1: `fixed`)."""
@@ -52,18 +54,24 @@ class SpawnTuner:
     def budget(self, index: int) -> int:
         return self.fixed if index < 0 else self.budgets[index]  # type: ignore[return-value]
 
-    def record(self, index: int, seconds: float, units: int) -> None:
-        if index < 0:
-            return
-        cost = seconds / max(units, 1)
-        if self.calls <= len(self.budgets):  # the first round warms caches up: not counted
-            return
+    def record(self, index: int, start: float, end: float, units: int) -> None:
+        """Learns from a call at `budgets[index]` that ran from `start` to
+        `end` (seconds) over `units` of work. A call that started more than
+        `IDLE_S` after the last one ended is not counted: its team had gone
+        to sleep, and waking it costs what no budget changes."""
+        idle, self.last_end = start - self.last_end, end
+        if index < 0 or self.calls <= len(self.budgets) or idle > IDLE_S:
+            return  # the first round warms caches up: not counted either
+        cost = (end - start) / max(units, 1)
         old = self.cost[index]
-        if self.measured[index]:  # a call that woke a sleeping team counts as one slow call
+        if self.measured[index]:  # a slow spell of the host counts as one slow call
             cost = old + WEIGHT * (min(cost, OUTLIER * old) - old)
         self.cost[index] = cost
         self.measured[index] = True
-        self.best = min(range(len(self.cost)), key=self.cost.__getitem__)
+        if index == self.best and cost > old:  # the best got slower: look again
+            self.best = min(range(len(self.cost)), key=self.cost.__getitem__)
+        elif cost < self.cost[self.best]:
+            self.best = index
 
 
 def tuner() -> SpawnTuner:

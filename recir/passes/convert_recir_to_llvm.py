@@ -65,8 +65,8 @@ from recir.passes.native_context import (
 )
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.tasks import (Spawner, batch_entry, declarations, packed_entry,
-                                signature, team_declarations, team_entry)
+from recir.passes.tasks import (Spawner, batch_entry, declarations, launch_entry,
+                                packed_entry, signature, team_declarations, team_entry)
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
@@ -320,6 +320,7 @@ class ConvertRecirToLlvmPass(ModulePass):
             copies = {f.sym_name.data: [(k, elements[k]) for k in copied
                                         if k < len(signature(f)[0])] for f in public}
             teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
+            teams += [launch_entry(f) for f in public]
             batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
             names = {f.sym_name.data for f in op.ops if isinstance(f, llvm.FuncOp)}
             batches += [g for f in public if f"{f.sym_name.data}{SERIAL_ENTRY}" in names

@@ -22,11 +22,13 @@ from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, CONTEXTS, field
+from recir.passes.native_context import (ACC_COPIES, CONTEXT_BYTES, CONTEXTS, ERROR_OFFSET,
+                                         SPAWN_BUDGET, field)
 
 
 
 PACKED_ENTRY = "__packed"
+LAUNCH_ENTRY = "__launch"  # a team call taking its arguments as the entry does
 BATCH_SERIAL = "__batch_serial"  # a batch entry whose items spawn nothing
 
 
@@ -113,7 +115,8 @@ class Spawner:
             Rewriter.erase_op(placeholder)
 
 
-TEAM_DECLARATIONS = (("GOMP_single_start", [], i8), ("GOMP_barrier", [], None),
+TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
+                     ("GOMP_single_start", [], i8), ("GOMP_barrier", [], None),
                      ("omp_get_num_threads", [], i32), ("pthread_self", [], i64),
                      ("pthread_getattr_np", [i64, PTR], i32),
                      ("pthread_attr_getstack", [PTR, PTR, PTR], i32),
@@ -153,6 +156,35 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()) -> llvm.FuncOp:
         return []
 
     return team_function(f"{function.sym_name.data}__team", call, copies)
+
+
+def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
+    """`@f__launch(contexts, threads, args...)`: `@f`'s call on a team of
+    `threads`, taking its arguments as `@f` does (after the context): it
+    packs them as `@f__team` loads them, with thread 0's stack limit from
+    its context, starts the team (GOMP_parallel) and returns the result. A
+    team call then costs Python one foreign call, as a serial one does,
+    where building the fields and the team's data there cost ~4 us."""
+    inputs, output = signature(function)
+    block = Block(arg_types=[PTR, i32, *inputs])
+    contexts, threads, args = block.args[0], block.args[1], block.args[2:]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    data = b.alloca(3 + len(inputs), i64)
+    b.store(contexts, data, 0)
+    b.store(b.load(contexts, 0, i64), byte_offset(b, data, 8), 0)
+    for k, value in enumerate(args):
+        b.store(value, byte_offset(b, data, 8 * (2 + k)), 0)
+    slot = b.alloca(1, output) if output is not None else b.alloca(1, i64)
+    b.store(slot, byte_offset(b, data, 8 * (2 + len(inputs))), 0)
+    team = b.value(llvm.AddressOfOp(f"{function.sym_name.data}__team", PTR))
+    b.op(llvm.CallOp("GOMP_parallel", team, data, threads, b.const(0, i32)))
+    b.op(llvm.ReturnOp(b.load(slot, 0, output)) if output is not None else llvm.ReturnOp())
+    for op in list(block.ops):
+        if (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return llvm.FuncOp(f"{function.sym_name.data}{LAUNCH_ENTRY}",
+                       llvm.LLVMFunctionType([PTR, i32, *inputs], output),
+                       llvm.LinkageAttr("external"), body=Region(block))
 
 
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
@@ -288,6 +320,9 @@ def team_function(name: str, build: Build, copies: Copies = ()) -> llvm.FuncOp:
     contexts = b.load(data, 0, PTR)
     thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
     ctx = byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES))
+    b.store(b.i64(0), field(b, ctx, ERROR_OFFSET), 0)  # error and site: contexts are reused
+    # the call's spawn budget, which Python sets in thread 0's context only
+    b.store(b.load(field(b, contexts, SPAWN_BUDGET), 0, i64), field(b, ctx, SPAWN_BUDGET), 0)
     main, worker, ready = Block(), Block(), Block()
     first = b.value(arith.CmpiOp(thread, b.const(0, i32), "eq"))
     b.op(llvm.CondBrOp(first, main, (), worker, ()))

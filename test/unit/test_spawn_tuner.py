@@ -15,13 +15,15 @@ FIB = Path(__file__).resolve().parents[2] / "examples/ir/fib.mlir"
 
 
 def run(tuner: SpawnTuner, seconds_per_unit, calls: int, units: int = 10) -> list[int]:
-    """The budgets `tuner` picked over `calls` calls timed by `seconds_per_unit(budget)`."""
+    """The budgets `tuner` picked over `calls` back-to-back calls timed by
+    `seconds_per_unit(budget)` (on a made-up clock)."""
     picked = []
     for _ in range(calls):
         index = tuner.choose()
         budget = tuner.budget(index)
         picked.append(budget)
-        tuner.record(index, seconds_per_unit(budget) * units, units)
+        start = tuner.last_end if tuner.last_end > 0 else 1.0
+        tuner.record(index, start, start + seconds_per_unit(budget) * units, units)
     return picked
 
 
@@ -46,8 +48,17 @@ def test_one_slow_call_does_not_move_the_choice():
     tuner = SpawnTuner()
     run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
     index = BUDGETS.index(2)
-    tuner.record(index, 1000.0, 1)  # a call that woke a sleeping team, say
+    tuner.record(index, tuner.last_end, tuner.last_end + 1000.0, 1)  # a slow spell
     assert BUDGETS[tuner.best] == 2
+
+
+def test_a_call_after_a_pause_is_not_counted():
+    tuner = SpawnTuner()
+    run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
+    before = list(tuner.cost)
+    index = BUDGETS.index(2)
+    tuner.record(index, tuner.last_end + 0.1, tuner.last_end + 50.0, 10)  # woke the team
+    assert tuner.cost == before
 
 
 def test_the_first_round_is_not_counted():
