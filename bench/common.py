@@ -94,15 +94,18 @@ def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
 
 
 def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
-                 warmup_s: float | None = None) -> dict[str, list[float]]:
+                 warmup_s: float | None = None, warmup_calls: int = 1
+                 ) -> dict[str, list[float]]:
     """Like `contest_times`, but in rounds: each round times every contestant
     once, so a slow spell of this shared host falls on all of them alike.
     For contestants that are the same code on different thread counts
-    (`bench/parallel.py`), whose ratio is the figure."""
+    (`bench/parallel.py`), whose ratio is the figure. Each is first run for
+    `warmup_s` and at least `warmup_calls` times."""
     budget = WARMUP_S if warmup_s is None else warmup_s
     for fn in fns.values():
         start = time.perf_counter()
-        fn()
+        for _ in range(warmup_calls):
+            fn()
         while time.perf_counter() - start < budget:
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}

@@ -31,6 +31,9 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 SHAPES = ("balanced", "moderate", "linear", "sst-like")
+# warm-up calls enough for the runtime's spawn tuner to have timed every
+# budget twice (`backend/spawn_tuner.py`: every 2nd call while it learns)
+TUNER_CALLS = 32
 MODELS = ("tree_rnn", "tree_lstm", "fib")
 
 
@@ -153,7 +156,7 @@ def fib_row(repeats: int) -> dict[str, Any]:
 
     times = rounds_times({"1": lambda: fns[1](35), "2": lambda: fns[2](35),
                           "pair 1": lambda: (serial(34), serial(34)),
-                          "pair 2": side_by_side}, repeats)
+                          "pair 2": side_by_side}, repeats, warmup_calls=TUNER_CALLS)
     return {"ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
             "speedup": median(times["1"]) / median(times["2"]),
             "ceiling": median(times["pair 1"]) / median(times["pair 2"])}

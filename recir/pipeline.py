@@ -18,6 +18,7 @@ from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.runtime import NativeFunction
+from recir.backend.spawn_tuner import spawn_budget
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.dialects import tmath
@@ -73,14 +74,6 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
             break
     lowered.verify()
     return lowered
-
-
-def spawn_budget(threads: int) -> int:
-    """Levels of the call tree that spawn tasks: 2^budget tasks per tree of
-    a binary recursion, 8 per thread. Deeper spawning costs more in hand-over
-    than it gains in balance (bench/run.py parallel: on 2 threads, TreeRNN
-    64-leaf trees 1.2x at 12 levels, 1.4x at 2-4)."""
-    return 3 + max(0, threads - 1).bit_length()
 
 
 MATRIX_OPS = ("tmath.matvec", "adjoint.vecmat", "adjoint.accumulate_outer")

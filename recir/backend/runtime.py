@@ -156,12 +156,22 @@ class NativeFunction:
         self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
         self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
         # the spawn budgets of single calls and of batches, learnt apart
-        self.call_tuner, self.batch_tuner = spawn_tuner.tuner(), spawn_tuner.tuner()
+        self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
+        self.batch_tuner = spawn_tuner.tuner(threads)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         sizes = self.sizes([inputs])
-        threads, units = self.threads_for(sizes), sizes[0] if sizes else 1
-        return self.invoke(inputs, lambda args: self.call(args, threads=threads, units=units))
+        threads = self.threads_for(sizes)
+        if threads == 1:
+            return self.invoke(inputs, lambda args: self.call(args, threads=1))
+        tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
+        pick = tuner.choose()
+        budget = tuner.budget(pick)
+        start = time.perf_counter()
+        outputs = self.invoke(inputs, lambda args: self.call(
+            args, threads=threads if budget else 1, budget=budget))
+        tuner.record(pick, start, time.perf_counter(), sizes[0] if sizes else 1)
+        return outputs
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
@@ -291,6 +301,9 @@ class NativeFunction:
                 raise RecirError(f"error: the calls of a batch of @{self.name} must add "
                                  f"into the same gradient buffers")
         slots = [self.restype() for _ in items] if self.restype is not None else []
+        tuner = self.batch_tuner
+        pick = tuner.choose() if entry == self.batch_team else -1
+        budget = tuner.budget(pick) if pick >= 0 else 0
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
@@ -302,14 +315,16 @@ class NativeFunction:
                 payload += [where, *self.fields(args)]
                 if slots:
                     payload.append(ctypes.addressof(slots[k]))
+            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
-                tuner = self.batch_tuner if entry == self.batch_team else None
-                return self.tuned(tuner, entry, contexts, payload, switch,
-                                  sum(sizes) if sizes else len(items)), None
+                return run_team(entry, contexts, payload, switch), None
             finally:
                 logs.add_into(entry_args)
 
+        start = time.perf_counter()
         self.call(first, run, self.threads_for(sizes))
+        if pick >= 0:
+            tuner.record(pick, start, time.perf_counter(), sum(sizes) if sizes else len(items))
         return [self.outputs_of(results, slots[k].value if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 
@@ -342,7 +357,7 @@ class NativeFunction:
         return self.copy_tables
 
     def call(self, args: list[Any], once: Any = None, threads: int | None = None,
-             units: int = 1) -> Any:
+             budget: int = 0) -> Any:
         """Runs `once(args, threads, switch)` (default: one call). A call that
         may be retried (not `deep_only`: inference) runs on this thread's
         own stack, and again on a deep one if the recursion ran out there (a
@@ -350,11 +365,12 @@ class NativeFunction:
         that may not (gradients: a retry would add some gradients twice) run
         on a deep stack from the start: a team call, or a one-thread call
         with a packed entry, on this thread's switched stack (`run_team`,
-        `call_packed`), others on the deep-stack worker. `units`: the call's
-        size, for the spawn tuner."""
+        `call_packed`), others on the deep-stack worker. `budget`: the
+        levels of the call tree that spawn tasks (0: none)."""
         packed = self.packed and once is None and stack.SWITCHING
         threads = threads or self.threads
-        once = once or (lambda args, threads, switch: self.call_once(args, threads, switch, units))
+        once = once or (lambda args, threads, switch: self.call_once(args, threads, switch,
+                                                                     budget))
         team = self.in_team(threads)
         if self.deep_only and team and stack.SWITCHING:
             ctx, returned = once(args, threads, True)
@@ -371,20 +387,6 @@ class NativeFunction:
         self.raise_error(ctx)
         return returned
 
-    @staticmethod
-    def tuned(tuner: spawn_tuner.SpawnTuner | None, entry: int, contexts: Any,
-              payload: Sequence[int], switch: bool, units: int) -> Context:
-        """`run_team` with the spawn budget `tuner` picks, timed for it (none
-        for calls that spawn nothing)."""
-        if tuner is None:
-            return run_team(entry, contexts, payload, switch)
-        pick = tuner.choose()
-        contexts[0].spawn_budget = tuner.budget(pick)  # the team entry passes it on
-        start = time.perf_counter()
-        failed = run_team(entry, contexts, payload, switch)
-        tuner.record(pick, start, time.perf_counter(), units)
-        return failed
-
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
         """The logs of a call's deferred outer products, one set per context."""
         return OuterLogs(contexts, len(self.inputs), self.logged) if self.logged else NO_LOGS
@@ -396,12 +398,13 @@ class NativeFunction:
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
-    def call_once(self, args: list[Any], threads: int, switch: bool = False, units: int = 1
+    def call_once(self, args: list[Any], threads: int, switch: bool = False, budget: int = 0
                   ) -> tuple[Context, Any]:
-        """One call (a team's on this thread's deep stack if `switch`); the
-        context with the first error, if any, comes back."""
+        """One call (a team's on this thread's deep stack if `switch`,
+        spawning `budget` levels down); the context with the first error, if
+        any, comes back."""
         if self.in_team(threads) and not (switch or self.deep_only):
-            return self.launched(args, threads, units)
+            return self.launched(args, threads, budget)
         if self.in_team(threads):
             tables = self.tables(args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables, self.deep_only)
@@ -409,9 +412,9 @@ class NativeFunction:
             result = self.result_slot()
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
+            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
-                return self.tuned(self.call_tuner, self.team, contexts, fields, switch,
-                                  units), result.value
+                return run_team(self.team, contexts, fields, switch), result.value
             finally:
                 logs.add_into(args)
         ctx = lone_context(stack.stack_limit(), self.deep_only)
@@ -422,7 +425,7 @@ class NativeFunction:
             TAPES.release(ctx)
             logs.add_into(args)
 
-    def launched(self, args: list[Any], threads: int, units: int) -> tuple[Context, Any]:
+    def launched(self, args: list[Any], threads: int, budget: int) -> tuple[Context, Any]:
         """An inference call on a team started by `@f__launch`, on contexts
         kept from an earlier call (the team entry clears their errors)."""
         kept = self.kept_contexts
@@ -431,12 +434,8 @@ class NativeFunction:
             if len(contexts) != threads:
                 contexts = team_contexts(threads)
             contexts[0].stack_limit = stack.stack_limit()
-            tuner = self.call_tuner
-            pick = tuner.choose()
-            contexts[0].spawn_budget = tuner.budget(pick)  # the team entry passes it on
-            start = time.perf_counter()
+            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             returned = self.launch(ctypes.addressof(contexts), threads, *args)
-            tuner.record(pick, start, time.perf_counter(), units)
             for ctx in contexts:
                 if ctx.error:  # a copy: the contexts go on to the next call
                     return Context.from_buffer_copy(ctx), returned
@@ -612,6 +611,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
 
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
+NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
 
 
 def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) -> Context:

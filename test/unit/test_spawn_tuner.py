@@ -61,19 +61,34 @@ def test_a_call_after_a_pause_is_not_counted():
     assert tuner.cost == before
 
 
-def test_the_first_round_is_not_counted():
+def test_starts_from_the_default_and_learns_every_budget_first():
+    tuner = SpawnTuner(default=4)
+    first = run(tuner, lambda b: 1.0, 2 * len(BUDGETS) + 2)
+    assert first[:3] == [4, 4, 4]  # the first call warms up and is not counted
+    assert first[1:12:2] == [4, 6, 8, 1, 2, 3] and all(tuner.measured)
+
+
+def test_calls_that_all_follow_a_pause_still_count():
+    """A function called every now and then (fib(35) between other work):
+    every call wakes the team, and the tuner still learns."""
     tuner = SpawnTuner()
-    first = run(tuner, lambda b: 100.0 if b == 1 else 1.0, len(BUDGETS))
-    assert first == list(BUDGETS) and not any(tuner.measured)
+    clock = 1.0
+    for _ in range(300):
+        index = tuner.choose()
+        clock += 0.01  # 10 ms of other work
+        seconds = 1.0 if tuner.budget(index) == 6 else 1.5
+        tuner.record(index, clock, clock + seconds, 1)
+        clock += seconds
+    assert BUDGETS[tuner.best] == 6
 
 
 def test_fixed_budget_from_the_environment(monkeypatch):
     monkeypatch.setenv("RECIR_SPAWN_BUDGET", "2")
-    tuner = spawn_tuner.tuner()
+    tuner = spawn_tuner.tuner(2)
     assert set(run(tuner, lambda b: 1.0, 50)) == {2}
     monkeypatch.setenv("RECIR_SPAWN_BUDGET", "many")
     with pytest.raises(RecirError, match="RECIR_SPAWN_BUDGET must be a number"):
-        spawn_tuner.tuner()
+        spawn_tuner.tuner(2)
 
 
 @pytest.mark.parametrize("budget", ["0", "1", "8", "30"])
