@@ -38,7 +38,8 @@ class Context(ctypes.Structure):
                 ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
                 ("acc_copies", ctypes.c_void_p),
                 ("outer_logs", ctypes.c_void_p),
-                ("spawn_budget", ctypes.c_int64)]  # CONTEXT_BYTES = 80
+                ("spawn_budget", ctypes.c_int64),
+                ("stack_owner", ctypes.c_uint64)]  # CONTEXT_BYTES = 88
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -165,12 +166,11 @@ class NativeFunction:
         if threads == 1:
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
-        pick = tuner.choose()
-        budget = tuner.budget(pick)
+        budget = tuner.choose()
         start = time.perf_counter()
         outputs = self.invoke(inputs, lambda args: self.call(
             args, threads=threads if budget else 1, budget=budget))
-        tuner.record(pick, start, time.perf_counter(), sizes[0] if sizes else 1)
+        tuner.record(start, time.perf_counter(), sizes[0] if sizes else 1)
         return outputs
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
@@ -301,9 +301,8 @@ class NativeFunction:
                 raise RecirError(f"error: the calls of a batch of @{self.name} must add "
                                  f"into the same gradient buffers")
         slots = [self.restype() for _ in items] if self.restype is not None else []
-        tuner = self.batch_tuner
-        pick = tuner.choose() if entry == self.batch_team else -1
-        budget = tuner.budget(pick) if pick >= 0 else 0
+        tuned = entry == self.batch_team  # else its calls spawn nothing
+        budget = self.batch_tuner.choose() if tuned else 0
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             tables = self.tables(entry_args, threads)  # alive until the team is done
@@ -323,8 +322,9 @@ class NativeFunction:
 
         start = time.perf_counter()
         self.call(first, run, self.threads_for(sizes))
-        if pick >= 0:
-            tuner.record(pick, start, time.perf_counter(), sum(sizes) if sizes else len(items))
+        if tuned:
+            self.batch_tuner.record(start, time.perf_counter(),
+                                    sum(sizes) if sizes else len(items))
         return [self.outputs_of(results, slots[k].value if slots else None)
                 for k, (_, results) in enumerate(prepared)]
 

@@ -26,63 +26,72 @@ from recir.diagnostics import RecirError
 BUDGETS = (1, 2, 3, 4, 6, 8)
 LEARN_EVERY = 2  # until every budget is measured, every 2nd call tries one
 EXPLORE_EVERY = 32  # then every 32nd call tries the next budget round the list
-WEIGHT = 0.1  # of a new time in the best budget's running estimate (timed at every call)
-EXPLORED_WEIGHT = 0.5  # in another's (timed every 32 * len(budgets) calls)
+WEIGHT = 0.1  # of a new time in a budget's running estimate
+EXPLORED_WEIGHT = 0.5  # of a faster one of a budget not the best (timed 1 call in 200)
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
 IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
 
 
 class SpawnTuner:
     """Picks a budget per call (`choose`) and learns from its time (`record`),
-    starting from `default` (the compiled one, `pipeline.spawn_budget`)."""
+    starting from `default` (the compiled one, `spawn_budget`). Calls from
+    several threads at once may mix up which time was whose: they only
+    weigh on the estimates."""
 
     def __init__(self, budgets: Sequence[int] = BUDGETS, fixed: int | None = None,
                  default: int = 4):
         self.budgets = tuple(budgets)
         self.fixed = fixed
         self.cost: list[float] = [math.inf] * len(self.budgets)  # seconds per unit
-        self.measured = [False] * len(self.budgets)
+        self.unmeasured = len(self.budgets)
         self.best = self.budgets.index(default) if default in self.budgets else 0
+        self.pick = self.best  # this call's
         self.next = self.best - 1  # the budget the last exploring call tried
+        self.every = LEARN_EVERY  # how often a call tries another budget
+        self.second = math.inf  # the lowest cost of a budget other than the best
         self.calls = 0
         self.last_end = -math.inf  # when the last call ended (perf_counter)
         self.idle = False  # whether the last call started after an idle spell
 
     def choose(self) -> int:
-        """The index into `budgets` of this call's budget (-1: `fixed`)."""
+        """This call's budget."""
         if self.fixed is not None:
-            return -1
+            return self.fixed
         self.calls += 1
-        if self.calls % (EXPLORE_EVERY if all(self.measured) else LEARN_EVERY):
-            return self.best
-        self.next = (self.next + 1) % len(self.budgets)
-        return self.next
+        if self.calls % self.every:
+            self.pick = self.best
+        else:
+            self.pick = self.next = (self.next + 1) % len(self.budgets)
+        return self.budgets[self.pick]
 
-    def budget(self, index: int) -> int:
-        return self.fixed if index < 0 else self.budgets[index]  # type: ignore[return-value]
-
-    def record(self, index: int, start: float, end: float, units: int) -> None:
-        """Learns from a call at `budgets[index]` that ran from `start` to
-        `end` (seconds) over `units` of work. A call that started more than
+    def record(self, start: float, end: float, units: int) -> None:
+        """Learns from the chosen call, which ran from `start` to `end`
+        (seconds) over `units` of work. A call that started more than
         `IDLE_S` after the last one ended is not counted unless that one did
         too: its team had gone to sleep, and waking it costs what no budget
         changes, unless every call pays it."""
         idle = start - self.last_end > IDLE_S
         counted = not idle or self.idle
         self.last_end, self.idle = end, idle
-        if index < 0 or self.calls <= 1 or not counted:
+        if self.fixed is not None or self.calls <= 1 or not counted:
             return  # nor the first call, which warms caches up
-        cost = (end - start) / max(units, 1)
-        old = self.cost[index]
-        if self.measured[index]:  # a slow spell of the host counts as one slow call
-            weight = WEIGHT if index == self.best else EXPLORED_WEIGHT
-            cost = old + weight * (min(cost, OUTLIER * old) - old)
-        self.cost[index] = cost
-        self.measured[index] = True
-        if index == self.best and cost > old:  # the best got slower: look again
-            self.best = min(range(len(self.cost)), key=self.cost.__getitem__)
-        elif cost < self.cost[self.best]:
-            self.best = index
+        pick, cost = self.pick, (end - start) / max(units, 1)
+        old = self.cost[pick]
+        if old == math.inf:
+            self.unmeasured -= 1
+            if not self.unmeasured:
+                self.every = EXPLORE_EVERY
+        else:  # a slow spell of the host counts as one slow call
+            faster = pick != self.best and cost < old  # another budget may have become best
+            cost = old + (EXPLORED_WEIGHT if faster else WEIGHT) * (min(cost, OUTLIER * old) - old)
+        self.cost[pick] = cost
+        if pick != self.best or cost > self.second:  # the best may have changed
+            self.rank()
+
+    def rank(self) -> None:
+        """The best budget, and the cost the others start from."""
+        order = sorted(range(len(self.cost)), key=self.cost.__getitem__)
+        self.best, self.second = order[0], self.cost[order[1]] if len(order) > 1 else math.inf
 
 
 def spawn_budget(threads: int) -> int:

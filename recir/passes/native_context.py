@@ -2,7 +2,7 @@
 
 `{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
 ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies,
-ptr outer_logs, i64 spawn_budget}`,
+ptr outer_logs, i64 spawn_budget, i64 stack_owner}`,
 CONTEXT_BYTES apart in an array with one context per thread (`contexts`
 points at it, so a task can find its thread's): `recir/backend/runtime.py`
 mirrors it. The tape fields are the per-call arena that activation frames
@@ -11,7 +11,9 @@ by the entry's argument number (`adjoint.thread_copy`), or null;
 `outer_logs` this thread's logs of deferred outer products, one
 `{ptr data, i64 used, i64 capacity, i64 unused}` per entry argument
 (`adjoint.log_reserve`); `spawn_budget` the budget a call starts spawning
-with (`invoke.spawn_budget`), 0 for the compiled default.
+with (`invoke.spawn_budget`), 0 for the compiled default; `stack_owner` the
+thread whose stack `stack_limit` was read off (a team's worker keeps it
+from one call to the next).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from recir.passes.loop_builder import Emitter
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
-CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, CONTEXT_BYTES = 48, 56, 64, 72, 80
+CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, STACK_OWNER = 48, 56, 64, 72, 80
+CONTEXT_BYTES = 88
 LOG_BYTES = 32  # one log descriptor
 
 

@@ -23,7 +23,7 @@ from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (ACC_COPIES, CONTEXT_BYTES, CONTEXTS, ERROR_OFFSET,
-                                         SPAWN_BUDGET, field)
+                                         SPAWN_BUDGET, STACK_OWNER, field)
 
 
 
@@ -330,14 +330,22 @@ def team_function(name: str, build: Build, copies: Copies = ()) -> llvm.FuncOp:
     b.store(b.load(byte_offset(b, data, 8), 0, i64), ctx, 0)
     b.op(llvm.BrOp(ready))
     b = Emitter(InsertPoint.at_end(worker), InsertPoint.at_start(entry))
+    # a kept context remembers its thread's limit (pthread_getattr_np costs
+    # a malloc and a system call on the worker's way to its first task)
+    me = b.value(llvm.CallOp("pthread_self", return_type=i64))
+    owner = b.value(arith.CmpiOp(b.load(field(b, ctx, STACK_OWNER), 0, i64), me, "eq"))
+    intact = b.value(arith.CmpiOp(b.load(ctx, 0, i64), b.i64(-1), "ne"))  # no error raised it
+    lookup = Block()
+    b.op(llvm.CondBrOp(b.value(arith.AndIOp(owner, intact)), ready, (), lookup, ()))
+    b = Emitter(InsertPoint.at_end(lookup), InsertPoint.at_start(entry))
     attr = b.alloca(16, i64)  # pthread_attr_t: 56 bytes on glibc
     low, size = b.alloca(1, PTR), b.alloca(1, i64)
-    me = b.value(llvm.CallOp("pthread_self", return_type=i64))
     b.op(llvm.CallOp("pthread_getattr_np", me, attr, return_type=i32))
     b.op(llvm.CallOp("pthread_attr_getstack", attr, low, size, return_type=i32))
     b.op(llvm.CallOp("pthread_attr_destroy", attr, return_type=i32))
     bottom = b.value(llvm.PtrToIntOp(b.load(low, 0, PTR), i64))
     b.store(b.add(bottom, MARGIN_BYTES), ctx, 0)
+    b.store(me, field(b, ctx, STACK_OWNER), 0)
     b.op(llvm.BrOp(ready))
     b = Emitter(InsertPoint.at_end(ready), InsertPoint.at_start(entry))
     single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
@@ -349,7 +357,7 @@ def team_function(name: str, build: Build, copies: Copies = ()) -> llvm.FuncOp:
         summing = add_copies(b, contexts, thread, copies)
     else:
         done.add_op(llvm.ReturnOp())
-    region = Region([entry, main, worker, ready, call, *extra, done, *summing])
+    region = Region([entry, main, worker, lookup, ready, call, *extra, done, *summing])
     for op in list(region.walk()):
         if (ops := convert_arith(op)) is not None:
             Rewriter.replace_op(op, ops)

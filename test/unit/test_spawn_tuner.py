@@ -19,11 +19,10 @@ def run(tuner: SpawnTuner, seconds_per_unit, calls: int, units: int = 10) -> lis
     `seconds_per_unit(budget)` (on a made-up clock)."""
     picked = []
     for _ in range(calls):
-        index = tuner.choose()
-        budget = tuner.budget(index)
+        budget = tuner.choose()
         picked.append(budget)
         start = tuner.last_end if tuner.last_end > 0 else 1.0
-        tuner.record(index, start, start + seconds_per_unit(budget) * units, units)
+        tuner.record(start, start + seconds_per_unit(budget) * units, units)
     return picked
 
 
@@ -47,8 +46,9 @@ def test_follows_a_change_of_inputs():
 def test_one_slow_call_does_not_move_the_choice():
     tuner = SpawnTuner()
     run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
-    index = BUDGETS.index(2)
-    tuner.record(index, tuner.last_end, tuner.last_end + 1000.0, 1)  # a slow spell
+    tuner.choose()
+    tuner.pick = BUDGETS.index(2)
+    tuner.record(tuner.last_end, tuner.last_end + 1000.0, 1)  # a slow spell
     assert BUDGETS[tuner.best] == 2
 
 
@@ -56,8 +56,9 @@ def test_a_call_after_a_pause_is_not_counted():
     tuner = SpawnTuner()
     run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
     before = list(tuner.cost)
-    index = BUDGETS.index(2)
-    tuner.record(index, tuner.last_end + 0.1, tuner.last_end + 50.0, 10)  # woke the team
+    tuner.choose()
+    tuner.pick = BUDGETS.index(2)
+    tuner.record(tuner.last_end + 0.1, tuner.last_end + 50.0, 10)  # woke the team
     assert tuner.cost == before
 
 
@@ -65,7 +66,7 @@ def test_starts_from_the_default_and_learns_every_budget_first():
     tuner = SpawnTuner(default=4)
     first = run(tuner, lambda b: 1.0, 2 * len(BUDGETS) + 2)
     assert first[:3] == [4, 4, 4]  # the first call warms up and is not counted
-    assert first[1:12:2] == [4, 6, 8, 1, 2, 3] and all(tuner.measured)
+    assert first[1:12:2] == [4, 6, 8, 1, 2, 3] and tuner.unmeasured == 0
 
 
 def test_calls_that_all_follow_a_pause_still_count():
@@ -74,10 +75,10 @@ def test_calls_that_all_follow_a_pause_still_count():
     tuner = SpawnTuner()
     clock = 1.0
     for _ in range(300):
-        index = tuner.choose()
+        budget = tuner.choose()
         clock += 0.01  # 10 ms of other work
-        seconds = 1.0 if tuner.budget(index) == 6 else 1.5
-        tuner.record(index, clock, clock + seconds, 1)
+        seconds = 1.0 if budget == 6 else 1.5
+        tuner.record(clock, clock + seconds, 1)
         clock += seconds
     assert BUDGETS[tuner.best] == 6
 
