@@ -226,7 +226,8 @@ class NativeFunction:
         args, results = self.prepare(inputs, keep)
         return self.outputs_of(results, call(args))
 
-    def prepare(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], list[Any]]:
+    def prepare(self, inputs: Sequence[Any], keep: list[Any], outputs: bool = True
+                ) -> tuple[list[Any], list[Any]]:
         """The native entry's arguments for `inputs` (bound parameters and
         result buffers added), and the results they will be written to.
         Arrays already in the right dtype, shape and layout pass by address
@@ -268,7 +269,9 @@ class NativeFunction:
                 continue
             args.append(self.argument(i, value, self.inputs[i], keep))
         args += self.param_args
-        results = []
+        results: list[Any] = []
+        if not outputs:  # the caller adds them (`batch`)
+            return args, results
         for kind in self.out_kinds:
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
@@ -294,13 +297,16 @@ class NativeFunction:
         sizes = self.sizes(items)
         entry = self.entry_for(sizes)
         keep: list[Any] = []
-        prepared = [self.prepare(inputs, keep) for inputs in items]
-        first = prepared[0][0]
-        for args, _ in prepared:
-            if any(args[k] != first[k] for k in self.copied):
-                raise RecirError(f"error: the calls of a batch of @{self.name} must add "
-                                 f"into the same gradient buffers")
-        slots = [self.restype() for _ in items] if self.restype is not None else []
+        prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
+        first = prepared[0]
+        if self.copied and any(args[k] != first[k] for args in prepared for k in self.copied):
+            raise RecirError(f"error: the calls of a batch of @{self.name} must add "
+                             f"into the same gradient buffers")
+        count = len(items)
+        # every call's results in one buffer per result (a call's are rows of it)
+        results = [np.empty((count, *kind), np.float32) if type(kind) is tuple else
+                   (kind * count)() for kind in self.out_kinds]
+        slots = (self.restype * count)() if self.restype is not None else None
         tuned = entry == self.batch_team  # else its calls spawn nothing
         budget = self.batch_tuner.choose() if tuned else 0
 
@@ -308,12 +314,20 @@ class NativeFunction:
             tables = self.tables(entry_args, threads)  # alive until the team is done
             contexts = team_contexts(threads, tables, self.deep_only)
             logs = self.outer_logs(contexts)
-            where = ctypes.addressof(contexts)
-            payload = [len(items)]
-            for k, (args, _) in enumerate(prepared):
-                payload += [where, *self.fields(args)]
-                if slots:
-                    payload.append(ctypes.addressof(slots[k]))
+            payload = [count]
+            record = [ctypes.addressof(contexts), *range(self.public), *self.param_fields]
+            outputs = [(data_address(r), r.itemsize * r[0].size) if type(r) is np.ndarray else
+                       (ctypes.addressof(r), ctypes.sizeof(r) // count) for r in results
+                       if type(r) is np.ndarray or not self.returns_one]
+            if slots is not None:
+                outputs.append((ctypes.addressof(slots), ctypes.sizeof(slots) // count))
+            public, scalars, argtypes = self.public, self.scalar_inputs, self.argtypes
+            for k, args in enumerate(prepared):
+                record[1:1 + public] = args[:public]
+                for i in scalars:
+                    record[1 + i] = pack(args[i], argtypes[1 + i])
+                payload += record
+                payload += [base + k * stride for base, stride in outputs]
             contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
                 return run_team(entry, contexts, payload, switch), None
@@ -325,8 +339,11 @@ class NativeFunction:
         if tuned:
             self.batch_tuner.record(start, time.perf_counter(),
                                     sum(sizes) if sizes else len(items))
-        return [self.outputs_of(results, slots[k].value if slots else None)
-                for k, (_, results) in enumerate(prepared)]
+        columns = [list(r) if type(r) is np.ndarray else [v for v in r] for r in results]
+        if self.returns_one:
+            columns = [c if type(r) is np.ndarray else list(slots)  # type: ignore[arg-type]
+                       for c, r in zip(columns, results, strict=True)]
+        return list(zip(*columns, strict=True))
 
     def fields(self, args: list[Any]) -> list[int]:
         """The entry's arguments as `@f__team` loads them (`pack`): the bound
