@@ -15,7 +15,8 @@ entry through its `_fwd` and `_bwd`), also gets a public clone `@f__serial`
 calling the serial clones, and each function between them a private
 `@g__serial`: the runtime calls it for inputs too small for a team, where
 even tasks run inline would cost (~10 µs a 20-leaf tree), and in batches of
-like-sized calls (`@f__batch_serial`).
+like-sized calls (`@f__batch_serial`). A public function that spawns keeps
+its signature: its body becomes a private `@f_spawning` that `@f` calls.
 
 Options: `budget`.
 """
@@ -110,6 +111,26 @@ def add_budget(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
     function.function_type = FunctionType.from_lists([i32, *typ.inputs.data], typ.outputs.data)
 
 
+def outline_public(module: ModuleOp) -> None:
+    """A public function that spawns keeps its signature, which its callers
+    (the runtime among them) call without a budget: its body moves to a
+    private `@f_spawning`, which every call of `@f` in the module now
+    invokes, and `@f` calls it (and so starts with the budget)."""
+    for f in list(spawning(module).values()):
+        if f.sym_visibility == StringAttr("private"):
+            continue
+        name, inner = f.sym_name.data, f"{f.sym_name.data}_spawning"
+        for call in module.walk():
+            if isinstance(call, invoke.InvokeOp) and call.callee.string_value() == name:
+                call.callee = invoke.SymbolRefAttr(inner)
+        f.sym_name, f.sym_visibility = StringAttr(inner), StringAttr("private")
+        typ = f.function_type
+        block = Block(arg_types=typ.inputs.data)
+        call = invoke.InvokeOp(inner, block.args, typ.outputs.data)
+        block.add_ops([call, func.ReturnOp(*call.results)])
+        module.body.blocks[0].insert_op_before(func.FuncOp(name, typ, Region(block)), f)
+
+
 @dataclass(frozen=True)
 class InvokeCloneSerialPass(ModulePass):
     name = "invoke-clone-serial"
@@ -117,6 +138,7 @@ class InvokeCloneSerialPass(ModulePass):
     budget: int = 12
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        outline_public(op)
         names = spawning(op)
         outside = [f for f in op.ops if isinstance(f, func.FuncOp)
                    and f.sym_name.data not in names]

@@ -102,3 +102,27 @@ func.func private @grad_fwd(%n: i32) -> i32 {
 // REACH-NEXT:    %r = invoke.invoke @fib_rec_serial(%n) : (i32) -> i32
 // REACH-LABEL: func.func @grad__serial(%n: i32) -> i32 {
 // REACH-NEXT:    %r = invoke.invoke @grad_fwd__serial(%n) : (i32) -> i32
+
+// RUN: recir-opt -p 'invoke-clone-serial{budget=3}' %s | filecheck %s --check-prefix=PUBLIC
+// A public function that spawns keeps its signature (the runtime calls it
+// without a budget): its body moves to a private @pair_spawning, which its
+// own recursive calls now invoke, and @pair starts it with the budget.
+func.func @pair(%n: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %m = arith.subi %n, %one : i32
+  %a = invoke.invoke @pair(%m) concurrent : (i32) -> i32
+  %b = invoke.invoke @pair(%m) : (i32) -> i32
+  %a2 = invoke.join %a : (i32) -> i32
+  %s = arith.addi %a2, %b : i32
+  func.return %s : i32
+}
+
+// PUBLIC-LABEL: func.func @pair(%{{[0-9]+}}: i32) -> i32 {
+// PUBLIC-NEXT:    %[[B:[0-9]+]] = invoke.spawn_budget 3
+// PUBLIC-NEXT:    %[[R:[0-9]+]] = invoke.invoke @pair_spawning(%[[B]], %{{[0-9]+}}) : (i32, i32) -> i32
+// PUBLIC-NEXT:    func.return %[[R]] : i32
+// PUBLIC-LABEL: func.func private @pair_spawning(%{{[0-9]+}}: i32, %n: i32) -> i32 {
+// PUBLIC:         %a = invoke.invoke @pair_spawning(%{{[0-9]+}}, %m) concurrent : (i32, i32) -> i32
+// PUBLIC:         invoke.invoke @pair_spawning_serial(%n) : (i32) -> i32
+// PUBLIC-LABEL: func.func @pair__serial(%{{[0-9]+}}: i32) -> i32 {
+// PUBLIC-NEXT:    invoke.invoke @pair_spawning_serial(%{{[0-9]+}}) : (i32) -> i32

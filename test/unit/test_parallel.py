@@ -92,6 +92,45 @@ def test_batch_of_like_sized_trees_spawns_nothing_a_dominant_tree_does() -> None
         parallel.batch(alike)
 
 
+FIB_PAIR = """
+func.func @fib_pair(%n: i32) -> (i32, i32) {
+  invoke.subgraph @fib(%k: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %two = arith.constant 2 : i32
+    %base = arith.cmpi sle, %k, %one : i32
+    %r = scf.if %base -> (i32) {
+      scf.yield %one : i32
+    } else {
+      %k1 = arith.subi %k, %one : i32
+      %k2 = arith.subi %k, %two : i32
+      %a = invoke.invoke @fib(%k1) : (i32) -> i32
+      %b = invoke.invoke @fib(%k2) : (i32) -> i32
+      %s = arith.addi %a, %b : i32
+      scf.yield %s : i32
+    }
+    invoke.return %r : i32
+  }
+  %one = arith.constant 1 : i32
+  %m = arith.subi %n, %one : i32
+  %x = invoke.invoke @fib(%n) : (i32) -> i32
+  %y = invoke.invoke @fib(%m) : (i32) -> i32
+  func.return %x, %y : i32, i32
+}
+"""
+
+
+def test_batch_of_calls_with_several_scalar_results() -> None:
+    """Each call's scalar results come back through slots of its own."""
+    module = parse_module(make_context(), FIB_PAIR, "fib_pair.mlir")
+    serial = recir.compile(module, entry="fib_pair", threads=1)
+    parallel = recir.compile(module, entry="fib_pair", threads=2)
+    ns = [(n,) for n in (2, 9, 17, 5, 21, 12, 1)]
+    expected = [serial(*n) for n in ns]
+    assert expected[1] == (55, 34)
+    assert parallel.batch(ns) == expected
+    assert [parallel(*n) for n in ns] == expected
+
+
 def test_errors_in_a_batch_are_reported() -> None:
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)
     f = recir.compile(tree_rnn.trace_model(params), threads=MAX_THREADS)
