@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -138,7 +139,8 @@ class NativeFunction:
         # on contexts kept for the next call
         self.launch = ctypes.CFUNCTYPE(restype, ctypes.c_void_p, ctypes.c_int32, *argtypes[1:])(
             engine.address(f"{name}{LAUNCH_ENTRY}")) if self.team else None
-        self.kept_contexts: list[Any] = []
+        self.kept_contexts: list[Any] = []  # team contexts free for the next call
+        weakref.finalize(self, release_kept, self.kept_contexts)
         serial_batch = f"{name}{BATCH_SERIAL}"  # items that spawn nothing
         self.batch_serial = engine.address(serial_batch) if self.team and engine.has(
             serial_batch) else 0
@@ -311,8 +313,7 @@ class NativeFunction:
         budget = self.batch_tuner.choose() if tuned else 0
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
-            tables = self.tables(entry_args, threads)  # alive until the team is done
-            contexts = team_contexts(threads, tables, self.deep_only)
+            contexts = self.take_contexts(threads, self.tables(entry_args, threads))
             logs = self.outer_logs(contexts)
             payload = [count]
             record = [ctypes.addressof(contexts), *range(self.public), *self.param_fields]
@@ -333,6 +334,7 @@ class NativeFunction:
                 return run_team(entry, contexts, payload, switch), None
             finally:
                 logs.add_into(entry_args)
+                self.give_back(contexts)
 
         start = time.perf_counter()
         self.call(first, run, self.threads_for(sizes))
@@ -423,8 +425,7 @@ class NativeFunction:
         if self.in_team(threads) and not (switch or self.deep_only):
             return self.launched(args, threads, budget)
         if self.in_team(threads):
-            tables = self.tables(args, threads)  # alive until the team is done
-            contexts = team_contexts(threads, tables, self.deep_only)
+            contexts = self.take_contexts(threads, self.tables(args, threads))
             logs = self.outer_logs(contexts)
             result = self.result_slot()
             fields = self.fields(args)
@@ -434,6 +435,7 @@ class NativeFunction:
                 return run_team(self.team, contexts, fields, switch), result.value
             finally:
                 logs.add_into(args)
+                self.give_back(contexts)
         ctx = lone_context(stack.stack_limit(), self.deep_only)
         logs = self.outer_logs([ctx])
         try:
@@ -445,11 +447,8 @@ class NativeFunction:
     def launched(self, args: list[Any], threads: int, budget: int) -> tuple[Context, Any]:
         """An inference call on a team started by `@f__launch`, on contexts
         kept from an earlier call (the team entry clears their errors)."""
-        kept = self.kept_contexts
-        contexts = kept.pop() if kept else team_contexts(threads)
+        contexts = self.take_contexts(threads)
         try:
-            if len(contexts) != threads:
-                contexts = team_contexts(threads)
             contexts[0].stack_limit = stack.stack_limit()
             contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             returned = self.launch(ctypes.addressof(contexts), threads, *args)
@@ -458,7 +457,30 @@ class NativeFunction:
                     return Context.from_buffer_copy(ctx), returned
             return NO_ERROR, returned
         finally:
-            kept.append(contexts)
+            self.give_back(contexts)
+
+    def take_contexts(self, threads: int, tables: Sequence[Any] = ()) -> Any:
+        """A team's contexts, kept from an earlier call where one is free
+        (their tape arenas ready: `give_back`), pointing at `tables` (each
+        thread's table of gradient copies). Taking a pool chunk for each
+        thread's tape and giving it back cost ~2 us a context a call."""
+        kept = self.kept_contexts
+        while kept:
+            contexts = kept.pop()
+            if len(contexts) == threads:
+                for ctx, table in zip(contexts, tables):
+                    ctx.acc_copies = ctypes.addressof(table)
+                return contexts
+            release_contexts(contexts)  # another team size
+        return team_contexts(threads, tables, self.deep_only)
+
+    def give_back(self, contexts: Any) -> None:
+        """Keeps a team's contexts for the next call: each tape arena starts
+        again in its first chunk (`TapePool.rearm`)."""
+        if self.deep_only:
+            for ctx in contexts:
+                TAPES.rearm(ctx)
+        self.kept_contexts.append(contexts)
 
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
@@ -604,6 +626,13 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
     gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
 
 
+def release_kept(kept: list[Any]) -> None:
+    """A function's kept team contexts, when it goes."""
+    for contexts in kept:
+        release_contexts(contexts)
+    kept.clear()
+
+
 def lone_context(stack_limit: int, tape: bool = False) -> Context:
     """The context of a call without a team (a task reads its thread's, 0's,
     through `contexts`); with a `tape`, its arena starts in a kept chunk."""
@@ -641,20 +670,21 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     deep = stack.switched_stack() if switch and stack.SWITCHING else None
     data = (ctypes.c_uint64 * (2 + len(payload)))(
         ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload)
-    try:
-        if deep is not None:
-            deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
-        else:
-            openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
-    finally:
-        for ctx in contexts:
-            TAPES.release(ctx)
-    if len(contexts) == 1:
-        return contexts[0]
+    if deep is not None:
+        deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
+    else:
+        openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
     failed, tape_bytes = contexts[0], 0
     for ctx in contexts:
         tape_bytes += ctx.tape_bytes
         if ctx.error and not failed.error:
             failed = ctx
+    failed = Context.from_buffer_copy(failed)  # the contexts go on to the next call
     failed.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
     return failed
+
+
+def release_contexts(contexts: Any) -> None:
+    """Gives kept contexts' tape chunks back to the pool (or frees them)."""
+    for ctx in contexts:
+        TAPES.release(ctx)

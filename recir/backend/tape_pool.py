@@ -85,6 +85,18 @@ class TapePool(ChunkPool):
         ctx.tape_next = address + HEADER_BYTES
         ctx.tape_end = address + size
 
+    def rearm(self, ctx: Any) -> None:
+        """Readies a kept context's arena for its next call: it starts again
+        in its first chunk where the call stayed in it, else in a chunk from
+        the pool grown to the call's whole tape (`release`, `seed`)."""
+        chunk = ctx.tape_chunks
+        if chunk and ctypes.c_void_p.from_address(chunk).value is None:
+            ctx.tape_next, ctx.tape_bytes = chunk + HEADER_BYTES, 0
+            return
+        self.release(ctx)
+        ctx.tape_bytes = 0
+        self.seed(ctx)
+
     def release(self, ctx: Any) -> None:
         """Frees the chunks the call malloc'd and keeps the pool's (grown to the
         call's whole tape if the call needed more)."""
