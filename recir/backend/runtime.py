@@ -139,7 +139,8 @@ class NativeFunction:
         # on contexts kept for the next call
         self.launch = ctypes.CFUNCTYPE(restype, ctypes.c_void_p, ctypes.c_int32, *argtypes[1:])(
             engine.address(f"{name}{LAUNCH_ENTRY}")) if self.team else None
-        self.kept_contexts: list[Any] = []  # team contexts free for the next call
+        # team contexts free for the next call, by team size
+        self.kept_contexts: dict[int, list[Any]] = {}
         weakref.finalize(self, release_kept, self.kept_contexts)
         serial_batch = f"{name}{BATCH_SERIAL}"  # items that spawn nothing
         self.batch_serial = engine.address(serial_batch) if self.team and engine.has(
@@ -160,7 +161,7 @@ class NativeFunction:
         self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
         # the spawn budgets of single calls and of batches, learnt apart
         self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
-        self.batch_tuner = spawn_tuner.tuner(threads)
+        self.batch_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         sizes = self.sizes([inputs])
@@ -201,17 +202,6 @@ class NativeFunction:
                     longest = x.shape[0]
             sizes.append(longest)
         return sizes
-
-    def batch_entry(self, items: Sequence[Sequence[Any]]) -> int:
-        return self.entry_for(self.sizes(items))
-
-    def entry_for(self, sizes: list[int] | None) -> int:
-        """`@f__batch_serial` (calls that spawn nothing) where the largest
-        call is at most half a thread's share of the batch, so the calls
-        balance the team by themselves; else `@f__batch`."""
-        if self.batch_serial and sizes and 2 * self.threads * max(sizes) <= sum(sizes):
-            return self.batch_serial
-        return self.batch_team
 
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
@@ -291,13 +281,16 @@ class NativeFunction:
 
     def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The outputs of each input tuple of `items`: on a team, each call is
-        a task of one team (load-balanced with the tasks the calls spawn, or
-        spawning nothing: `batch_entry`); otherwise one at a time. Calls that
-        add into gradient buffers must all be given the same buffers."""
+        a task of one team, load-balanced with the tasks the calls spawn
+        (`batch_tuner` picks how deep; at 0, `@f__batch_serial`'s calls spawn
+        nothing: calls of like size balance a team by themselves); otherwise
+        one at a time. Calls that add into gradient buffers must all be given
+        the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
         sizes = self.sizes(items)
-        entry = self.entry_for(sizes)
+        budget = self.batch_tuner.choose()
+        entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
         keep: list[Any] = []
         prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]
@@ -309,9 +302,6 @@ class NativeFunction:
         results = [np.empty((count, *kind), np.float32) if type(kind) is tuple else
                    (kind * count)() for kind in self.out_kinds]
         slots = (self.restype * count)() if self.restype is not None else None
-        tuned = entry == self.batch_team  # else its calls spawn nothing
-        budget = self.batch_tuner.choose() if tuned else 0
-
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             contexts = self.take_contexts(threads, self.tables(entry_args, threads))
             logs = self.outer_logs(contexts)
@@ -338,9 +328,7 @@ class NativeFunction:
 
         start = time.perf_counter()
         self.call(first, run, self.threads_for(sizes))
-        if tuned:
-            self.batch_tuner.record(start, time.perf_counter(),
-                                    sum(sizes) if sizes else len(items))
+        self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items))
         columns = [list(r) if type(r) is np.ndarray else [v for v in r] for r in results]
         if self.returns_one:
             columns = [c if type(r) is np.ndarray else list(slots)  # type: ignore[arg-type]
@@ -464,15 +452,13 @@ class NativeFunction:
         (their tape arenas ready: `give_back`), pointing at `tables` (each
         thread's table of gradient copies). Taking a pool chunk for each
         thread's tape and giving it back cost ~2 us a context a call."""
-        kept = self.kept_contexts
-        while kept:
-            contexts = kept.pop()
-            if len(contexts) == threads:
-                for ctx, table in zip(contexts, tables):
-                    ctx.acc_copies = ctypes.addressof(table)
-                return contexts
-            release_contexts(contexts)  # another team size
-        return team_contexts(threads, tables, self.deep_only)
+        kept = self.kept_contexts.get(threads)  # by team size: budget 0's team of one
+        contexts = kept.pop() if kept else None  # (atomic: calls from several threads)
+        if contexts is None:
+            return team_contexts(threads, tables, self.deep_only)
+        for ctx, table in zip(contexts, tables):
+            ctx.acc_copies = ctypes.addressof(table)
+        return contexts
 
     def give_back(self, contexts: Any) -> None:
         """Keeps a team's contexts for the next call: each tape arena starts
@@ -480,7 +466,7 @@ class NativeFunction:
         if self.deep_only:
             for ctx in contexts:
                 TAPES.rearm(ctx)
-        self.kept_contexts.append(contexts)
+        self.kept_contexts.setdefault(len(contexts), []).append(contexts)
 
     def call_packed(self, args: list[Any]) -> tuple[Context, Any]:
         """One call of `@f__packed` on this thread's switched deep stack."""
@@ -626,10 +612,11 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
     gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
 
 
-def release_kept(kept: list[Any]) -> None:
+def release_kept(kept: dict[int, list[Any]]) -> None:
     """A function's kept team contexts, when it goes."""
-    for contexts in kept:
-        release_contexts(contexts)
+    for same_size in kept.values():
+        for contexts in same_size:
+            release_contexts(contexts)
     kept.clear()
 
 

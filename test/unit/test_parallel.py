@@ -13,6 +13,7 @@ import recir
 from recir.context import make_context
 from recir.data import make_tree, make_treebank
 from recir.diagnostics import RecirError
+from recir.backend.spawn_tuner import spawn_budget
 from recir.examples.programs import CALLS
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 from recir.parsing import parse_module
@@ -28,10 +29,14 @@ def inputs(tree):
 @pytest.fixture(autouse=True)
 def every_call_on_a_team(monkeypatch):
     """These tests' models are small: without this, most of their calls would
-    fall below `SERIAL_BELOW` and run without a team."""
+    fall below `SERIAL_BELOW` and run without a team. And every call spawns
+    tasks as deep as the compiled budget, where the spawn tuner would try
+    other budgets (one thread among them) in a function's first calls: its
+    own stress test lets it."""
     from recir.backend import runtime
 
     monkeypatch.setattr(runtime, "SERIAL_BELOW", 0)
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", str(spawn_budget(MAX_THREADS)))
 
 
 @pytest.mark.parametrize(("name", "args"), [("fib", (24,)), ("ack", (2, 9)),
@@ -70,17 +75,18 @@ def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
         assert loss == l1
 
 
-def test_batch_of_like_sized_trees_spawns_nothing_a_dominant_tree_does() -> None:
-    """Trees of like size balance a team by themselves (`@f__batch_serial`);
-    a batch whose largest tree is over half a thread's share spawns within
-    trees (`@f__batch`). Both give the one-thread results."""
+@pytest.mark.parametrize("budget", [0, 1, 4])
+def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
+    """A batch's calls spawn nothing at budget 0 (`@f__batch_serial`: calls
+    of like size balance a team by themselves), else within themselves as
+    deep as the budget. Each gives the one-thread results."""
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", str(budget))
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    assert parallel.batch_serial and parallel.batch_tuner.choose() == budget
     alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
-    assert parallel.batch_serial and parallel.batch_entry(alike) == parallel.batch_serial
-    assert parallel.batch_entry(dominant) == parallel.batch_team
     for batch in (alike, dominant):
         got = parallel.batch(batch)
         for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], got, strict=True):
@@ -193,6 +199,34 @@ def test_stress_random_batches_at_max_threads() -> None:
         assert l1 == l2
 
 
+def test_stress_with_the_spawn_tuner_choosing(monkeypatch) -> None:
+    """Calls and batches at whatever budget the tuner tries (each of them, in
+    a function's first calls): the one-thread results every time."""
+    monkeypatch.delenv("RECIR_SPAWN_BUDGET")
+    params = tree_lstm.init_params(np.random.default_rng(6), hidden=8, embed=8, vocab=60)
+    model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=MAX_THREADS)
+    rng = np.random.default_rng(10)
+
+    def random_tree(seed: int):
+        shape = ["balanced", "moderate", "linear"][seed % 3]
+        return inputs(make_tree(shape, int(rng.integers(2, 60)), np.random.default_rng(seed), 60))
+
+    for seed in range(40):
+        tree = random_tree(seed)
+        h2, l2 = parallel(*tree)
+        h1, l1 = serial(*tree)
+        np.testing.assert_array_equal(h1, h2)
+        assert l1 == l2
+    for seed in range(40):
+        batch = [random_tree(100 * seed + k) for k in range(int(rng.integers(2, 7)))]
+        for (h1, l1), (h2, l2) in zip([serial(*t) for t in batch], parallel.batch(batch),
+                                      strict=True):
+            np.testing.assert_array_equal(h1, h2)
+            assert l1 == l2
+    assert parallel.call_tuner.unmeasured == 0 == parallel.batch_tuner.unmeasured
+
+
 def assert_grads_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
     """Within 1e-5 of each gradient's largest entry: threads add in another order."""
     for name, value in want.items():
@@ -226,17 +260,16 @@ def test_gradients_within_a_tree_equal_serial(module) -> None:
 
 
 @pytest.mark.parametrize("module", [tree_rnn, tree_lstm], ids=lambda m: m.__name__)
-def test_gradient_batch_of_like_sized_trees_spawns_nothing(module) -> None:
+def test_gradient_batch_of_calls_that_spawn_nothing(module, monkeypatch) -> None:
     """A gradient's entry reaches the spawning functions through its
-    `_fwd`/`_bwd`, and has a serial entry all the same: a batch of like-sized
-    trees runs them as tasks that spawn nothing, adding into per-thread copies."""
+    `_fwd`/`_bwd`, and has a serial entry all the same: at budget 0 a batch
+    runs its trees as tasks that spawn nothing, adding into per-thread copies."""
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "0")
     model = small_model(module, 5)
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=2)
     alike = [inputs(make_tree("balanced", 24, np.random.default_rng(s), 80)) for s in range(6)]
-    buffers = [np.zeros_like(v) for v in model.params.values()]
-    calls = [(*tree, *model.params.values(), *buffers) for tree in alike]
-    assert parallel.native.batch_entry(calls) == parallel.native.batch_serial != 0
+    assert parallel.native.batch_serial != 0 and parallel.native.batch_tuner.choose() == 0
     outputs1, g1 = serial.batch(alike)
     outputs2, g2 = parallel.batch(alike, threads=2)
     for (h1, l1), (h2, l2) in zip(outputs1, outputs2, strict=True):

@@ -29,7 +29,8 @@ def kept_chunks(vg) -> list[tuple[int, int]]:
     """(address, size) of the chunks the next call starts its arenas in: the
     pool's, and those of a team's contexts kept by the function."""
     held = [(ctx.tape_chunks, ctx.tape_end - ctx.tape_chunks)
-            for contexts in vg.native.kept_contexts for ctx in contexts if ctx.tape_chunks]
+            for kept in vg.native.kept_contexts.values() for contexts in kept
+            for ctx in contexts if ctx.tape_chunks]
     return held + list(TAPES.free)
 
 
