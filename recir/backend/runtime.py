@@ -166,13 +166,23 @@ class NativeFunction:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         sizes = self.sizes([inputs])
         threads = self.threads_for(sizes)
-        if threads == 1:
+        if threads == 1 or not self.team:  # (code without tasks runs as it is)
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
         budget = tuner.choose()
         start = time.perf_counter()
-        outputs = self.invoke(inputs, lambda args: self.call(
-            args, threads=threads if budget else 1, budget=budget))
+        if budget and not self.deep_only:  # inference on a team, the shortest way
+            keep: list[Any] = []
+            args, results = self.prepare(inputs, keep)
+            ctx, returned = self.launched(args, threads, budget)
+            if ctx.error == ERROR_STACK:
+                ctx, returned = deeper(lambda a, t, switch: self.call_once(a, t, switch, budget),
+                                       args, threads, True)
+            self.raise_error(ctx)
+            outputs = self.outputs_of(results, returned)
+        else:
+            outputs = self.invoke(inputs, lambda args: self.call(
+                args, threads=threads if budget else 1, budget=budget))
         tuner.record(start, time.perf_counter(), sizes[0] if sizes else 1)
         return outputs
 
@@ -388,8 +398,7 @@ class NativeFunction:
         else:
             ctx, returned = once(args, threads, False)
             if ctx.error == ERROR_STACK:
-                ctx, returned = (once(args, threads, True) if team and stack.SWITCHING else
-                                 stack.on_deep_stack(lambda: once(args, 1, False)))
+                ctx, returned = deeper(once, args, threads, team)
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
@@ -610,6 +619,15 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
 
     stride = rows + cols
     gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
+
+
+def deeper(once: Any, args: list[Any], threads: int, team: bool) -> tuple[Context, Any]:
+    """`once` again for a call whose recursion ran out of this thread's
+    stack: a team on this thread's switched deep stack, else one thread on a
+    deep-stack thread."""
+    if team and stack.SWITCHING:
+        return once(args, threads, True)
+    return stack.on_deep_stack(lambda: once(args, 1, False))
 
 
 def release_kept(kept: dict[int, list[Any]]) -> None:
