@@ -29,6 +29,7 @@ EXPLORE_EVERY = 32  # then every 32nd call tries the next budget round the list
 WEIGHT = 0.1  # of a new time in a budget's running estimate
 EXPLORED_WEIGHT = 0.5  # of a faster one of a budget not the best (timed 1 call in 200)
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
+FAR, FAR_EVERY = 1.3, 4  # a budget this much slower than the best is tried 1 time in 4
 IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
 
 
@@ -60,8 +61,11 @@ class SpawnTuner:
         self.calls += 1
         if self.calls % self.every:
             self.pick = self.best
-        else:
-            self.pick = self.next = (self.next + 1) % len(self.budgets)
+        else:  # the next budget; one far slower than the best only every 4th time round
+            self.next = (self.next + 1) % len(self.budgets)
+            far = not self.unmeasured and self.cost[self.next] > FAR * self.cost[self.best]
+            lap = self.calls // (self.every * len(self.budgets))
+            self.pick = self.best if far and lap % FAR_EVERY else self.next
         return self.budgets[self.pick]
 
     def record(self, start: float, end: float, units: int) -> None:
