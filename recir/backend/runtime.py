@@ -250,7 +250,7 @@ class NativeFunction:
                 args.append(seen[2])
                 continue
             kind, dtype, dims = self.passing[i]
-            if type(value) is np.ndarray and value.dtype == dtype and (
+            if type(value) is np.ndarray and (value.dtype is dtype or value.dtype == dtype) and (
                     value.flags.c_contiguous):
                 if kind == FIXED and value.shape == dims:
                     address = data_address(value)
@@ -261,9 +261,10 @@ class NativeFunction:
                     if descriptors is None:
                         descriptors = (ctypes.c_int64 * (2 * self.sized_count))()
                         keep.append(descriptors)
+                        base = ctypes.addressof(descriptors)
                     descriptors[used] = value.shape[0]
                     descriptors[used + 1] = data_address(value)
-                    args.append(ctypes.addressof(descriptors) + 8 * used)
+                    args.append(base + 8 * used)
                     used += 2
                     continue
             elif kind == SCALAR and type(value) is int and -(1 << 31) <= value < (1 << 31):
