@@ -309,27 +309,27 @@ class NativeFunction:
             raise RecirError(f"error: the calls of a batch of @{self.name} must add "
                              f"into the same gradient buffers")
         count = len(items)
-        # every call's results in one buffer per result (a call's are rows of it)
+        # every call's results in one buffer per result, a call's at its row;
+        # a scalar the entry returns goes to `slots`, the others through pointers
+        slots = (self.restype * count)() if self.returns_one else None
         results = [np.empty((count, *kind), np.float32) if type(kind) is tuple else
-                   (kind * count)() for kind in self.out_kinds]
-        slots = (self.restype * count)() if self.restype is not None else None
+                   slots if slots is not None else (kind * count)() for kind in self.out_kinds]
+        rows = [rows_of(r, count) for r in results if r is not slots]
+        if slots is not None:
+            rows.append(rows_of(slots, count))
+
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
             contexts = self.take_contexts(threads, self.tables(entry_args, threads))
             logs = self.outer_logs(contexts)
             payload = [count]
             record = [ctypes.addressof(contexts), *range(self.public), *self.param_fields]
-            outputs = [(data_address(r), r.itemsize * r[0].size) if type(r) is np.ndarray else
-                       (ctypes.addressof(r), ctypes.sizeof(r) // count) for r in results
-                       if type(r) is np.ndarray or not self.returns_one]
-            if slots is not None:
-                outputs.append((ctypes.addressof(slots), ctypes.sizeof(slots) // count))
             public, scalars, argtypes = self.public, self.scalar_inputs, self.argtypes
             for k, args in enumerate(prepared):
                 record[1:1 + public] = args[:public]
                 for i in scalars:
                     record[1 + i] = pack(args[i], argtypes[1 + i])
                 payload += record
-                payload += [base + k * stride for base, stride in outputs]
+                payload += [base + k * stride for base, stride in rows]
             contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
                 return run_team(entry, contexts, payload, switch), None
@@ -340,11 +340,7 @@ class NativeFunction:
         start = time.perf_counter()
         self.call(first, run, self.threads_for(sizes))
         self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items))
-        columns = [list(r) if type(r) is np.ndarray else [v for v in r] for r in results]
-        if self.returns_one:
-            columns = [c if type(r) is np.ndarray else list(slots)  # type: ignore[arg-type]
-                       for c, r in zip(columns, results, strict=True)]
-        return list(zip(*columns, strict=True))
+        return list(zip(*map(list, results), strict=True))
 
     def fields(self, args: list[Any]) -> list[int]:
         """The entry's arguments as `@f__team` loads them (`pack`): the bound
@@ -620,6 +616,14 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
 
     stride = rows + cols
     gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
+
+
+def rows_of(buffer: Any, count: int) -> tuple[int, int]:
+    """(address, bytes from one call's row to the next) of a batch's buffer
+    of `count` results: a NumPy array's rows, a ctypes array's items."""
+    if type(buffer) is np.ndarray:
+        return data_address(buffer), buffer.nbytes // count
+    return ctypes.addressof(buffer), ctypes.sizeof(buffer) // count
 
 
 def deeper(once: Any, args: list[Any], threads: int, team: bool) -> tuple[Context, Any]:
