@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    FlatSymbolRefAttrConstr,
     I32,
+    FlatSymbolRefAttrConstr,
     FunctionType,
     IntegerAttr,
     ModuleOp,

@@ -65,8 +65,16 @@ from recir.passes.native_context import (
 )
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.tasks import (Spawner, batch_entry, declarations, launch_entry,
-                                packed_entry, signature, team_declarations, team_entry)
+from recir.passes.tasks import (
+    Spawner,
+    batch_entry,
+    declarations,
+    launch_entry,
+    packed_entry,
+    signature,
+    team_declarations,
+    team_entry,
+)
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)

@@ -34,7 +34,6 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
 
-
 SERIAL_ENTRY = "__serial"  # suffix of a public function's serial entry
 
 

@@ -22,10 +22,15 @@ from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.native_context import (ACC_COPIES, CONTEXT_BYTES, CONTEXTS, ERROR_OFFSET,
-                                         SPAWN_BUDGET, STACK_OWNER, field)
-
-
+from recir.passes.native_context import (
+    ACC_COPIES,
+    CONTEXT_BYTES,
+    CONTEXTS,
+    ERROR_OFFSET,
+    SPAWN_BUDGET,
+    STACK_OWNER,
+    field,
+)
 
 PACKED_ENTRY = "__packed"
 LAUNCH_ENTRY = "__launch"  # a team call taking its arguments as the entry does

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import recir
+from recir.backend.spawn_tuner import spawn_budget
 from recir.context import make_context
 from recir.data import make_tree, make_treebank
 from recir.diagnostics import RecirError
-from recir.backend.spawn_tuner import spawn_budget
 from recir.examples.programs import CALLS
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 from recir.parsing import parse_module
@@ -84,7 +84,8 @@ def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
-    assert parallel.batch_serial and parallel.batch_tuner.choose() == budget
+    assert parallel.batch_serial
+    assert parallel.batch_tuner.choose() == budget
     alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
     for batch in (alike, dominant):

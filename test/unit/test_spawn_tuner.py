@@ -68,7 +68,8 @@ def test_starts_from_the_default_and_learns_every_budget_first():
     tuner = SpawnTuner(default=4)
     first = run(tuner, lambda b: 1.0, 2 * len(BUDGETS) + 2)
     assert first[:3] == [4, 4, 4]  # the first call warms up and is not counted
-    assert first[1:12:2] == [4, 6, 8, 1, 2, 3] and tuner.unmeasured == 0
+    assert first[1:12:2] == [4, 6, 8, 1, 2, 3]
+    assert tuner.unmeasured == 0
 
 
 def test_calls_that_all_follow_a_pause_still_count():
