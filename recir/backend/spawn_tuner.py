@@ -25,9 +25,10 @@ from recir.diagnostics import RecirError
 
 BUDGETS = (1, 2, 3, 4, 6, 8)
 LEARN_EVERY = 2  # until every budget is measured, every 2nd call tries one
-EXPLORE_EVERY = 32  # then every 32nd call tries the next budget round the list
-WEIGHT = 0.1  # of a new time in a budget's running estimate
-EXPLORED_WEIGHT = 0.5  # of a faster one of a budget not the best (timed 1 call in 200)
+EXPLORE_EVERY = 32  # then every 32nd call tries the next budget round the list, or
+# (every other time) the runner-up, whose estimate decides the close calls
+WEIGHT = 0.1  # of a new time in the best budget's running estimate (timed at every call)
+EXPLORED_WEIGHT = 0.3  # in another's (timed 1 call in 64 to 1 in 900)
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
 FAR, FAR_EVERY = 1.3, 4  # a budget this much slower than the best is tried 1 time in 4
 IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
@@ -49,7 +50,8 @@ class SpawnTuner:
         self.pick = self.best  # this call's
         self.next = self.best - 1  # the budget the last exploring call tried
         self.every = LEARN_EVERY  # how often a call tries another budget
-        self.second = math.inf  # the lowest cost of a budget other than the best
+        self.runner_up = self.best  # the budget with the lowest cost after the best's
+        self.second = math.inf  # its cost
         self.calls = 0
         self.last_end = -math.inf  # when the last call ended (perf_counter)
         self.idle = False  # whether the last call started after an idle spell
@@ -61,6 +63,8 @@ class SpawnTuner:
         self.calls += 1
         if self.calls % self.every:
             self.pick = self.best
+        elif not self.unmeasured and self.calls % (2 * self.every) == 0:
+            self.pick = self.runner_up  # the close contest, timed most often
         else:  # the next budget; one far slower than the best only every 4th time round
             self.next = (self.next + 1) % len(self.budgets)
             far = not self.unmeasured and self.cost[self.next] > FAR * self.cost[self.best]
@@ -86,16 +90,18 @@ class SpawnTuner:
             if not self.unmeasured:
                 self.every = EXPLORE_EVERY
         else:  # a slow spell of the host counts as one slow call
-            faster = pick != self.best and cost < old  # another budget may have become best
-            cost = old + (EXPLORED_WEIGHT if faster else WEIGHT) * (min(cost, OUTLIER * old) - old)
+            weight = WEIGHT if pick == self.best else EXPLORED_WEIGHT
+            cost = old + weight * (min(cost, OUTLIER * old) - old)
         self.cost[pick] = cost
         if pick != self.best or cost > self.second:  # the best may have changed
             self.rank()
 
     def rank(self) -> None:
-        """The best budget, and the cost the others start from."""
+        """The best budget and the one after it, and its cost."""
         order = sorted(range(len(self.cost)), key=self.cost.__getitem__)
-        self.best, self.second = order[0], self.cost[order[1]] if len(order) > 1 else math.inf
+        self.best = order[0]
+        self.runner_up = order[1] if len(order) > 1 else order[0]
+        self.second = self.cost[self.runner_up] if len(order) > 1 else math.inf
 
 
 def spawn_budget(threads: int) -> int:
