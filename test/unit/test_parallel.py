@@ -186,6 +186,29 @@ def test_errors_in_tasks_are_reported() -> None:
         f(tree.left, tree.right, word, tree.label, tree.root)
 
 
+def test_calls_after_an_error_start_clean() -> None:
+    """Team contexts are kept from one call to the next: after a call whose
+    tasks failed (a stack limit raised, an error and a tape left behind),
+    the next calls give the one-thread results, gradients too."""
+    model = small_model(tree_rnn, 3)
+    tree = make_tree("balanced", 16, np.random.default_rng(0), 80)
+    bad = (tree.left, tree.right, np.where(tree.word >= 0, 999, tree.word).astype(np.int32),
+           tree.label, tree.root)
+    f1, f2 = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    g1, g2 = recir.value_and_grad(model, threads=1), recir.value_and_grad(model, threads=2)
+    for _ in range(2):
+        with pytest.raises(RecirError, match="index out of range"):
+            f2(*bad)
+        with pytest.raises(RecirError, match="index out of range"):
+            g2(*bad)
+        (h2, l2), grads2 = g2(*inputs(tree))
+        (h1, l1), grads1 = g1(*inputs(tree))
+        np.testing.assert_array_equal(f2(*inputs(tree))[0], f1(*inputs(tree))[0])
+        np.testing.assert_allclose(h2, h1, rtol=1e-6)
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        assert_grads_close(grads2, grads1)
+
+
 def test_stress_random_batches_at_max_threads() -> None:
     params = tree_lstm.init_params(np.random.default_rng(5), hidden=8, embed=8, vocab=60)
     model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
