@@ -178,7 +178,8 @@ class NativeFunction:
             if ctx.error == ERROR_STACK:
                 ctx, returned = deeper(lambda a, t, switch: self.call_once(a, t, switch, budget),
                                        args, threads, True)
-            self.raise_error(ctx)
+            if ctx.error:
+                self.raise_error(ctx)
             outputs = self.outputs_of(results, returned)
         else:
             outputs = self.invoke(inputs, lambda args: self.call(
@@ -279,16 +280,18 @@ class NativeFunction:
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
                 args.append(data_address(out))
+            elif self.returns_one:
+                out = None  # the entry returns it
             else:
                 out = kind()
-                if not self.returns_one:
-                    args.append(ctypes.addressof(out))
+                args.append(ctypes.addressof(out))
             results.append(out)
         return args, results
 
-    def outputs_of(self, results: list[Any], returned: Any) -> tuple[Any, ...]:
-        return tuple(r if isinstance(r, np.ndarray) else
-                     returned if self.returns_one else r.value for r in results)
+    @staticmethod
+    def outputs_of(results: list[Any], returned: Any) -> tuple[Any, ...]:
+        return tuple(returned if r is None else r if type(r) is np.ndarray else r.value
+                     for r in results)
 
     def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The outputs of each input tuple of `items`: on a team, each call is
