@@ -31,30 +31,40 @@ WEIGHT = 0.1  # of a new time in the best budget's running estimate (timed at ev
 EXPLORED_WEIGHT = 0.3  # in another's (timed 1 call in 64 to 1 in 900)
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
 FAR, FAR_EVERY = 1.3, 4  # a budget this much slower than the best is tried 1 time in 4
+CHANGE = 1.25  # the best's time moved this much since all were measured: measure them again
 IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
 
 
 class SpawnTuner:
     """Picks a budget per call (`choose`) and learns from its time (`record`),
-    starting from `default` (the compiled one, `spawn_budget`). Calls from
-    several threads at once may mix up which time was whose: they only
-    weigh on the estimates."""
+    starting from `default` (the compiled one, `spawn_budget`). The best
+    budget's time is a running estimate; every other budget's is kept
+    relative to it, each time over the best's estimate when it was taken, so
+    that a slow or fast spell of the host weighs on both sides of the
+    comparison. Calls from several threads at once may mix up which time was
+    whose: they only weigh on the estimates."""
 
     def __init__(self, budgets: Sequence[int] = BUDGETS, fixed: int | None = None,
                  default: int = 4):
         self.budgets = tuple(budgets)
         self.fixed = fixed
-        self.cost: list[float] = [math.inf] * len(self.budgets)  # seconds per unit
+        self.base = math.inf  # the best budget's seconds per unit
+        self.rel = [math.inf] * len(self.budgets)  # each budget's over the best's
         self.unmeasured = len(self.budgets)
         self.best = self.budgets.index(default) if default in self.budgets else 0
         self.pick = self.best  # this call's
         self.next = self.best - 1  # the budget the last exploring call tried
         self.every = LEARN_EVERY  # how often a call tries another budget
-        self.runner_up = self.best  # the budget with the lowest cost after the best's
-        self.second = math.inf  # its cost
+        self.runner_up = self.best  # the budget with the lowest time after the best's
         self.calls = 0
         self.last_end = -math.inf  # when the last call ended (perf_counter)
         self.idle = False  # whether the last call started after an idle spell
+        self.anchor = math.inf  # the best's time when every budget was last measured
+
+    @property
+    def cost(self) -> list[float]:
+        """Each budget's estimated seconds per unit."""
+        return [r * self.base for r in self.rel]
 
     def choose(self) -> int:
         """This call's budget."""
@@ -67,7 +77,7 @@ class SpawnTuner:
             self.pick = self.runner_up  # the close contest, timed most often
         else:  # the next budget; one far slower than the best only every 4th time round
             self.next = (self.next + 1) % len(self.budgets)
-            far = not self.unmeasured and self.cost[self.next] > FAR * self.cost[self.best]
+            far = not self.unmeasured and self.rel[self.next] > FAR
             lap = self.calls // (self.every * len(self.budgets))
             self.pick = self.best if far and lap % FAR_EVERY else self.next
         return self.budgets[self.pick]
@@ -84,24 +94,33 @@ class SpawnTuner:
         if self.fixed is not None or self.calls <= 1 or not counted:
             return  # nor the first call, which warms caches up
         pick, cost = self.pick, (end - start) / max(units, 1)
-        old = self.cost[pick]
-        if old == math.inf:
+        if self.rel[pick] == math.inf:
             self.unmeasured -= 1
             if not self.unmeasured:
-                self.every = EXPLORE_EVERY
-        else:  # a slow spell of the host counts as one slow call
-            weight = WEIGHT if pick == self.best else EXPLORED_WEIGHT
-            cost = old + weight * (min(cost, OUTLIER * old) - old)
-        self.cost[pick] = cost
-        if pick != self.best or cost > self.second:  # the best may have changed
-            self.rank()
+                self.every, self.anchor = EXPLORE_EVERY, self.base
+        if self.base == math.inf:  # the first time counted
+            self.best, self.base, self.rel[pick] = pick, cost, 1.0
+        elif pick == self.best:  # a slow spell of the host counts as one slow call
+            self.base += WEIGHT * (min(cost, OUTLIER * self.base) - self.base)
+            if not self.unmeasured and not 1 / CHANGE < self.base / self.anchor < CHANGE:
+                self.relearn()  # other inputs: the others' times relative to the best
+                                # may have changed as much
+        else:
+            ratio, old = cost / self.base, self.rel[pick]
+            self.rel[pick] = ratio if old == math.inf else old + EXPLORED_WEIGHT * (
+                min(ratio, OUTLIER * old) - old)
+            if self.rel[pick] < 1.0:  # faster than the best: the new best
+                faster = self.rel[pick]
+                self.base *= faster
+                self.rel = [r / faster for r in self.rel]
+                self.best = pick
+        others = [i for i in range(len(self.rel)) if i != self.best]
+        self.runner_up = min(others, key=self.rel.__getitem__) if others else self.best
 
-    def rank(self) -> None:
-        """The best budget and the one after it, and its cost."""
-        order = sorted(range(len(self.cost)), key=self.cost.__getitem__)
-        self.best = order[0]
-        self.runner_up = order[1] if len(order) > 1 else order[0]
-        self.second = self.cost[self.runner_up] if len(order) > 1 else math.inf
+    def relearn(self) -> None:
+        """Times every other budget again, as at the start."""
+        self.rel = [1.0 if i == self.best else math.inf for i in range(len(self.rel))]
+        self.unmeasured, self.every = len(self.rel) - 1, LEARN_EVERY
 
 
 def spawn_budget(threads: int) -> int:
