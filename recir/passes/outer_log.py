@@ -5,7 +5,7 @@ end of this thread's log for `slot` (descriptor `slot` of the context's
 `outer_logs` table: `{data, used, capacity}`), growing it with realloc
 (doubling, at least GROW_BYTES) when full. Out of memory, or a context
 without a table, records an error and returns null. The runtime adds each
-log with one matrix product after the call and frees it (`runtime.OuterLogs`).
+log with one matrix product after the call and frees it (`backend/outer_logs.py`).
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
 def test_outer_log_is_added_into_its_buffer(threads: int, rows: int, cols: int) -> None:
     """A log of records [dy | x] adds DY^T X into its buffer (`gemm.py`'s tn
     kernel; 16 rows up cut across a team of `threads`)."""
-    from recir.backend.runtime import add_outer_log
+    from recir.backend.outer_logs import add_outer_log
 
     rng = np.random.default_rng(9)
     records = rng.standard_normal((7, rows + cols), dtype=np.float32)

@@ -1,0 +1,76 @@
+"""The logs of a call's deferred outer products, added after the call.
+
+With `defer-outer-bytes` (`passes/outer_log.py`), each thread of a call
+appends a record `dy ++ x` to its log for a big weight gradient where it
+would have added the outer product into the buffer (which a node at a
+time would read and write whole, from memory); after the call each log is
+added with one matrix product.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+from recir.backend.tape_pool import LOGS
+
+
+class LogDescriptor(ctypes.Structure):
+    """One thread's log for one argument (`recir/passes/outer_log.py`)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("used", ctypes.c_uint64),
+                ("capacity", ctypes.c_uint64), ("unused", ctypes.c_uint64)]
+
+
+class OuterLogs:
+    """The logs of deferred outer products of one call: a table of
+    descriptors per context (one per argument), each log `count` records of
+    `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
+    product per thread and buffer, `gemm.add_outer_at`, through the address
+    the call was given, cut across the team's threads); the logs' buffers
+    come from and go back to `LOGS`, the largest to the largest weights."""
+
+    def __init__(self, contexts: Sequence[Any], arguments: int,
+                 logged: Sequence[tuple[int, int, int]]):
+        self.logged, self.arguments, self.threads = logged, arguments, len(contexts)
+        self.table = (LogDescriptor * (len(contexts) * arguments))() if logged else None
+        if self.table is None:
+            return
+        base = ctypes.addressof(self.table)
+        for i, ctx in enumerate(contexts):
+            ctx.outer_logs = base + i * arguments * ctypes.sizeof(LogDescriptor)
+        for k, _, _ in sorted(logged, key=lambda kept: -kept[1] * kept[2]):
+            for i in range(len(contexts)):
+                chunk = LOGS.take()
+                if chunk is not None:
+                    log = self.table[i * arguments + k]
+                    log.data, log.capacity = chunk
+
+    def add_into(self, args: Sequence[Any]) -> None:
+        if self.table is None:
+            return
+        for start in range(0, len(self.table), self.arguments):
+            for k, rows, cols in self.logged:
+                log = self.table[start + k]
+                if not log.data:
+                    continue
+                count = log.used // (4 * (rows + cols))
+                if count:
+                    add_outer_log(args[k], log.data, count, rows, cols, self.threads)
+                LOGS.keep(log.data, log.capacity)
+                log.data, log.used, log.capacity = None, 0, 0
+
+
+NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
+
+
+def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
+                  threads: int = 1) -> None:
+    """target (rows x cols, at an address) += DY^T X, the log's records being
+    rows of [DY | X]: `gemm.py`'s tn kernel (1.3-1.8x OpenBLAS's AVX2 SGEMM
+    here), on `threads` > 1 cut by the target's rows (`split.py`)."""
+    from recir.batching import gemm
+
+    stride = rows + cols
+    gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
