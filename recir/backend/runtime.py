@@ -323,7 +323,7 @@ class NativeFunction:
             rows.append(rows_of(slots, count))
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
-            contexts = self.take_contexts(threads, self.tables(entry_args, threads))
+            contexts = self.take_contexts(threads, budget, self.tables(entry_args, threads))
             logs = self.outer_logs(contexts)
             payload = [count]
             record = [ctypes.addressof(contexts), *range(self.public), *self.param_fields]
@@ -334,7 +334,6 @@ class NativeFunction:
                     record[1 + i] = pack(args[i], argtypes[1 + i])
                 payload += record
                 payload += [base + k * stride for base, stride in rows]
-            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
                 return run_team(entry, contexts, payload, switch), None
             finally:
@@ -423,12 +422,11 @@ class NativeFunction:
         if self.in_team(threads) and not (switch or self.deep_only):
             return self.launched(args, threads, budget)
         if self.in_team(threads):
-            contexts = self.take_contexts(threads, self.tables(args, threads))
+            contexts = self.take_contexts(threads, budget, self.tables(args, threads))
             logs = self.outer_logs(contexts)
             result = self.result_slot()
             fields = self.fields(args)
             fields.append(ctypes.addressof(result))
-            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             try:
                 return run_team(self.team, contexts, fields, switch), result.value
             finally:
@@ -445,10 +443,9 @@ class NativeFunction:
     def launched(self, args: list[Any], threads: int, budget: int) -> tuple[Context, Any]:
         """An inference call on a team started by `@f__launch`, on contexts
         kept from an earlier call (the team entry clears their errors)."""
-        contexts = self.take_contexts(threads)
+        contexts = self.take_contexts(threads, budget)
         try:
             contexts[0].stack_limit = stack.stack_limit()
-            contexts[0].spawn_budget = budget or NO_TASKS  # the team entry passes it on
             returned = self.launch(ctypes.addressof(contexts), threads, *args)
             for ctx in contexts:
                 if ctx.error:  # a copy: the contexts go on to the next call
@@ -457,17 +454,20 @@ class NativeFunction:
         finally:
             self.give_back(contexts)
 
-    def take_contexts(self, threads: int, tables: Sequence[Any] = ()) -> Any:
+    def take_contexts(self, threads: int, budget: int, tables: Sequence[Any] = ()) -> Any:
         """A team's contexts, kept from an earlier call where one is free
         (their tape arenas ready: `give_back`), pointing at `tables` (each
-        thread's table of gradient copies). Taking a pool chunk for each
-        thread's tape and giving it back cost ~2 us a context a call."""
+        thread's table of gradient copies), set to spawn `budget` levels
+        down (the team entry passes thread 0's on). Taking a pool chunk for
+        each thread's tape and giving it back cost ~2 us a context a call."""
         kept = self.kept_contexts.get(threads)  # by team size: budget 0's team of one
         contexts = kept.pop() if kept else None  # (atomic: calls from several threads)
         if contexts is None:
-            return team_contexts(threads, tables, self.deep_only)
-        for ctx, table in zip(contexts, tables):
-            ctx.acc_copies = ctypes.addressof(table)
+            contexts = team_contexts(threads, tables, self.deep_only)
+        else:
+            for ctx, table in zip(contexts, tables):
+                ctx.acc_copies = ctypes.addressof(table)
+        contexts[0].spawn_budget = budget or NO_TASKS
         return contexts
 
     def give_back(self, contexts: Any) -> None:
