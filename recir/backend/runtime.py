@@ -138,7 +138,8 @@ class NativeFunction:
         self.batch_team = engine.address(f"{name}__batch") if self.team else 0
         # the same team call taking its arguments as the entry does (`@f__launch`),
         # on contexts kept for the next call
-        self.launch = ctypes.CFUNCTYPE(restype, ctypes.c_void_p, ctypes.c_int32, *argtypes[1:])(
+        self.launch = ctypes.CFUNCTYPE(restype, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
+                                       *argtypes[1:])(
             engine.address(f"{name}{LAUNCH_ENTRY}")) if self.team else None
         # team contexts free for the next call, by team size
         self.kept_contexts: dict[int, list[Any]] = {}
@@ -165,10 +166,11 @@ class NativeFunction:
         self.batch_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
-        sizes = self.sizes([inputs])
-        threads = self.threads_for(sizes)
-        if threads == 1 or not self.team:  # (code without tasks runs as it is)
+        size = self.size(inputs) if self.team else None
+        # code without tasks runs as it is; a call too small to pay for a team, on one thread
+        if not self.team or size is not None and size * self.call_work < SERIAL_BELOW:
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
+        threads = self.threads
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
         budget = tuner.choose()
         start = time.perf_counter()
@@ -185,7 +187,7 @@ class NativeFunction:
         else:
             outputs = self.invoke(inputs, lambda args: self.call(
                 args, threads=threads if budget else 1, budget=budget))
-        tuner.record(start, time.perf_counter(), sizes[0] if sizes else 1)
+        tuner.record(start, time.perf_counter(), size or 1)
         return outputs
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
@@ -199,21 +201,24 @@ class NativeFunction:
         return self.threads if sum(sizes) * self.call_work >= SERIAL_BELOW else 1
 
     def sizes(self, items: Sequence[Sequence[Any]]) -> list[int] | None:
-        """Each call's size, the length of its longest variably sized input (a
-        tree's node count); None where that cannot be told."""
-        if not self.team or not self.sized:
+        """Each call's `size`; None where one cannot be told."""
+        if not self.team:
             return None
-        sizes = []
-        for inputs in items:
-            if len(inputs) <= self.sized[-1]:
-                return None  # the wrong count: `prepare` says so
-            longest = 0
-            for i in self.sized:
-                x = inputs[i]
-                if type(x) is np.ndarray and x.ndim and x.shape[0] > longest:
-                    longest = x.shape[0]
-            sizes.append(longest)
-        return sizes
+        sizes = [self.size(inputs) for inputs in items]
+        return None if None in sizes else sizes  # type: ignore[return-value]
+
+    def size(self, inputs: Sequence[Any]) -> int | None:
+        """A call's size, the length of its longest variably sized input (a
+        tree's node count); None where that cannot be told."""
+        sized = self.sized
+        if not sized or len(inputs) <= sized[-1]:
+            return None  # (the wrong count: `prepare` says so)
+        longest = 0
+        for i in sized:
+            x = inputs[i]
+            if type(x) is np.ndarray and x.ndim and x.shape[0] > longest:
+                longest = x.shape[0]
+        return longest
 
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
@@ -445,9 +450,8 @@ class NativeFunction:
         kept from an earlier call (the team entry clears their errors)."""
         contexts = self.take_contexts(threads, budget)
         try:
-            contexts[0].stack_limit = stack.stack_limit()
-            returned = self.launch(ctypes.addressof(contexts), threads, *args)
-            for ctx in contexts:
+            returned = self.launch(contexts.address, stack.stack_limit(), threads, *args)
+            for ctx in contexts.views:
                 if ctx.error:  # a copy: the contexts go on to the next call
                     return Context.from_buffer_copy(ctx), returned
             return NO_ERROR, returned
@@ -467,7 +471,7 @@ class NativeFunction:
         else:
             for ctx, table in zip(contexts, tables):
                 ctx.acc_copies = ctypes.addressof(table)
-        contexts[0].spawn_budget = budget or NO_TASKS
+        contexts.views[0].spawn_budget = budget or NO_TASKS
         return contexts
 
     def give_back(self, contexts: Any) -> None:
@@ -599,8 +603,12 @@ def lone_context(stack_limit: int, tape: bool = False) -> Context:
 
 def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) -> Any:
     """A context per thread of a team, each pointing to them all and to
-    its table of gradient buffers (and with a `tape`, a kept arena chunk)."""
+    its table of gradient buffers (and with a `tape`, a kept arena chunk).
+    Their `address` and `views` (one `Context` each) are made once: every
+    team call reads them, and a view of an array's item costs ~0.1 us."""
     contexts = (Context * threads)()
+    contexts.address = ctypes.addressof(contexts)
+    contexts.views = tuple(contexts)
     for ctx in contexts:
         ctx.contexts = ctypes.addressof(contexts)
         if tape:

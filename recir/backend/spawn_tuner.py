@@ -114,8 +114,10 @@ class SpawnTuner:
                 self.base *= faster
                 self.rel = [r / faster for r in self.rel]
                 self.best = pick
-        others = [i for i in range(len(self.rel)) if i != self.best]
-        self.runner_up = min(others, key=self.rel.__getitem__) if others else self.best
+            # (only here do the others' estimates change: the best's own
+            # calls, most calls, skip this)
+            others = [i for i in range(len(self.rel)) if i != self.best]
+            self.runner_up = min(others, key=self.rel.__getitem__) if others else self.best
 
     def relearn(self) -> None:
         """Times every other budget again, as at the start."""

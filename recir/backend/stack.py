@@ -28,7 +28,7 @@ _libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
 _libc.pthread_attr_getstack.argtypes = [
     ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
 _libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
-_bounds: dict[int, tuple[int, int]] = {}
+_this_thread = threading.local()  # its stack's bounds and limit, once looked up
 # glibc's ucontext functions (musl has none: team calls then hand over to
 # the deep-stack worker instead)
 SWITCHING = all(hasattr(_libc, name) for name in ("getcontext", "makecontext", "swapcontext"))
@@ -43,21 +43,26 @@ _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 def stack_bounds() -> tuple[int, int]:
     """(lowest address, size) of the calling thread's stack."""
-    ident = threading.get_ident()
-    if ident not in _bounds:
+    bounds = getattr(_this_thread, "bounds", None)
+    if bounds is None:
         attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
         if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
             raise OSError("pthread_getattr_np failed")
         low, size = ctypes.c_void_p(), ctypes.c_size_t()
         _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
         _libc.pthread_attr_destroy(attr)
-        _bounds[ident] = (low.value or 0, size.value)
-    return _bounds[ident]
+        bounds = _this_thread.bounds = (low.value or 0, size.value)
+    return bounds
 
 
 def stack_limit() -> int:
-    low, _ = stack_bounds()
-    return low + MARGIN_BYTES
+    """The lowest address native code on this thread may use (every call
+    asks: a thread-local attribute is the quickest answer)."""
+    try:
+        return _this_thread.limit
+    except AttributeError:
+        _this_thread.limit = stack_bounds()[0] + MARGIN_BYTES
+        return _this_thread.limit
 
 
 def on_deep_stack(work: Callable[[], T]) -> T:
@@ -69,8 +74,6 @@ def on_deep_stack(work: Callable[[], T]) -> T:
             outcome["value"] = work()
         except BaseException as e:  # re-raised on the caller's thread
             outcome["error"] = e
-        finally:
-            _bounds.pop(threading.get_ident(), None)
 
     with _stack_size_lock:
         previous = threading.stack_size(DEEP_STACK_BYTES)

@@ -164,19 +164,19 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()) -> llvm.FuncOp:
 
 
 def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__launch(contexts, threads, args...)`: `@f`'s call on a team of
-    `threads`, taking its arguments as `@f` does (after the context): it
-    packs them as `@f__team` loads them, with thread 0's stack limit from
-    its context, starts the team (GOMP_parallel) and returns the result. A
-    team call then costs Python one foreign call, as a serial one does,
+    """`@f__launch(contexts, limit, threads, args...)`: `@f`'s call on a
+    team of `threads`, taking its arguments as `@f` does (after the
+    context): it packs them as `@f__team` loads them, with `limit` as thread
+    0's stack limit, starts the team (GOMP_parallel) and returns the result.
+    A team call then costs Python one foreign call, as a serial one does,
     where building the fields and the team's data there cost ~4 us."""
     inputs, output = signature(function)
-    block = Block(arg_types=[PTR, i32, *inputs])
-    contexts, threads, args = block.args[0], block.args[1], block.args[2:]
+    block = Block(arg_types=[PTR, i64, i32, *inputs])
+    contexts, limit, threads, args = block.args[0], block.args[1], block.args[2], block.args[3:]
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     data = b.alloca(3 + len(inputs), i64)
     b.store(contexts, data, 0)
-    b.store(b.load(contexts, 0, i64), byte_offset(b, data, 8), 0)
+    b.store(limit, byte_offset(b, data, 8), 0)
     for k, value in enumerate(args):
         b.store(value, byte_offset(b, data, 8 * (2 + k)), 0)
     slot = b.alloca(1, output) if output is not None else b.alloca(1, i64)
@@ -188,7 +188,7 @@ def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
         if (ops := convert_arith(op)) is not None:
             Rewriter.replace_op(op, ops)
     return llvm.FuncOp(f"{function.sym_name.data}{LAUNCH_ENTRY}",
-                       llvm.LLVMFunctionType([PTR, i32, *inputs], output),
+                       llvm.LLVMFunctionType([PTR, i64, i32, *inputs], output),
                        llvm.LinkageAttr("external"), body=Region(block))
 
 
