@@ -11,6 +11,7 @@ the GIL for the call.
 from __future__ import annotations
 
 import ctypes
+import sys
 import time
 import weakref
 from collections.abc import Sequence
@@ -58,12 +59,24 @@ def c_scalar(typ: Attribute) -> type:
 
 
 def data_address(array: np.ndarray) -> int:
-    """Where a C-contiguous array's data is: ctypes' from_buffer takes a
-    third of the time `array.ctypes.data` does (it works for writable,
-    non-empty arrays only)."""
-    if array.flags.writeable and array.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    """Where an array's data is, read from the array object's `data` field
+    (0.11 us; `array.ctypes.data` takes 0.8 us, a writable array's ctypes
+    `from_buffer` 0.25 us, and every call passes several arrays)."""
+    if DATA_FIELD:
+        return ctypes.c_void_p.from_address(id(array) + DATA_FIELD).value or 0
     return array.ctypes.data
+
+
+def data_field() -> int:
+    """The offset of NumPy's `data` pointer in an array object (right after
+    CPython's object header), 0 where an array here does not have it there."""
+    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return 0  # (`id` is an address on CPython only)
+    probe = np.zeros(2, np.float32)
+    return 16 if ctypes.c_void_p.from_address(id(probe) + 16).value == probe.ctypes.data else 0
+
+
+DATA_FIELD = data_field()
 
 
 def is_tensor(typ: Attribute) -> bool:
