@@ -202,7 +202,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.quick:
         common.WARMUP_S = 0.2
-    repeats = 3 if args.quick else 7
+    # rounds of a row are short (5-150 ms): 21 spread a row over ~0.2-6 s, so
+    # that a slow spell of the shared host falls on a minority of them
+    repeats = 3 if args.quick else 21
     trees = 25 if args.quick else 50
     print(f"{trees} trees of 64 leaves per shape, {repeats} repeats", flush=True)
     default, other = runtimes()

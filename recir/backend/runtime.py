@@ -10,6 +10,7 @@ the GIL for the call.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import sys
 import time
@@ -643,12 +644,14 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     `switch` (and glibc has ucontext), else on the stack it is on. The first
     error found is returned with its context."""
     deep = stack.switched_stack() if switch and stack.SWITCHING else None
-    data = (ctypes.c_uint64 * (2 + len(payload)))(
-        ctypes.addressof(contexts), deep.limit if deep else stack.stack_limit(), *payload)
+    # (an array.array converts a 25-call batch's ~350 fields in 5 us, a ctypes array in 22)
+    data = array.array("Q", [ctypes.addressof(contexts),
+                             deep.limit if deep else stack.stack_limit(), *payload])
+    address = data.buffer_info()[0]
     if deep is not None:
-        deep.call(openmp_entry(), entry, ctypes.addressof(data), len(contexts), 0)
+        deep.call(openmp_entry(), entry, address, len(contexts), 0)
     else:
-        openmp().GOMP_parallel(entry, data, len(contexts), 0)  # type: ignore[union-attr]
+        openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
     failed, tape_bytes = contexts[0], 0
     for ctx in contexts:
         tape_bytes += ctx.tape_bytes
