@@ -22,10 +22,11 @@ import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import spawn_tuner, stack
+from recir.backend import spawn_tuner, stack, team_wake
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
+from recir.backend.team_wake import team_ended
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
@@ -323,10 +324,12 @@ class NativeFunction:
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
         sizes = self.sizes(items)
+        threads = self.threads_for(sizes)
         budget = self.batch_tuner.choose()
         entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
         keep: list[Any] = []
-        prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
+        with team_wake.waking(threads):  # (a sleeping team wakes while this runs)
+            prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]
         if self.copied and any(args[k] != first[k] for args in prepared for k in self.copied):
             raise RecirError(f"error: the calls of a batch of @{self.name} must add "
@@ -360,7 +363,7 @@ class NativeFunction:
                 self.give_back(contexts)
 
         start = time.perf_counter()
-        self.call(first, run, self.threads_for(sizes))
+        self.call(first, run, threads)
         self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items))
         return list(zip(*map(list, results), strict=True))
 
@@ -465,6 +468,7 @@ class NativeFunction:
         contexts = self.take_contexts(threads, budget)
         try:
             returned = self.launch(contexts.address, stack.stack_limit(), threads, *args)
+            team_ended()
             for ctx in contexts.views:
                 if ctx.error:  # a copy: the contexts go on to the next call
                     return Context.from_buffer_copy(ctx), returned
@@ -652,6 +656,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
         deep.call(openmp_entry(), entry, address, len(contexts), 0)
     else:
         openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
+    team_ended()
     failed, tape_bytes = contexts[0], 0
     for ctx in contexts:
         tape_bytes += ctx.tape_bytes
