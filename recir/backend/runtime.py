@@ -183,7 +183,7 @@ class NativeFunction:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         size = self.size(inputs) if self.team else None
         # code without tasks runs as it is; a call too small to pay for a team, on one thread
-        if not self.team or size is not None and size * self.call_work < SERIAL_BELOW:
+        if not self.team or (size is not None and size * self.call_work < SERIAL_BELOW):
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
         threads = self.threads
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
