@@ -10,8 +10,14 @@ or more, and a linear one fastest on one thread, without a team at all
 cost ~5%). So a function times its calls at a few budgets and keeps the
 fastest per unit of work (the calls' sizes: a tree's node count), and every
 few calls tries another, so that it follows the inputs when they change.
-The budget changes only the schedule: results are the same (gradients
-within rounding, whose order of addition varies on any team).
+One thread wins a close contest: its times count 5% less, since a team
+takes a second core and, where it finds no parallelism, costs a little
+(linear TreeLSTM trees' gradients on 2 threads, one process per fixed
+budget, `/tmp/w13/b0.py`: 1818 us a tree at 0, 2052 at 1, 1929 at 4), and
+single times spread as much (budget 8 was kept over 0 in one such run of
+`/tmp/w13/ab.py`, 0.91x of the one-thread function). The budget changes only the
+schedule: results are the same (gradients within rounding, whose order of
+addition varies on any team).
 `$RECIR_SPAWN_BUDGET` fixes it instead.
 """
 
@@ -32,6 +38,7 @@ EXPLORED_WEIGHT = 0.3  # in another's (timed 1 call in 64 to 1 in 900)
 OUTLIER = 2.0  # a time counts as at most this many times the estimate
 FAR, FAR_EVERY = 1.3, 4  # a budget this much slower than the best is tried 1 time in 4
 CHANGE = 1.25  # the best's time moved this much since all were measured: measure them again
+ALONE_HANDICAP = 1.05  # one thread (budget 0) counts this much faster: a team must win by 5%
 IDLE_S = 0.5e-3  # a team idle this long may have gone to sleep (libomp's KMP_BLOCKTIME, 1 ms)
 
 
@@ -94,6 +101,8 @@ class SpawnTuner:
         if self.fixed is not None or self.calls <= 1 or not counted:
             return  # nor the first call, which warms caches up
         pick, cost = self.pick, (end - start) / max(units, 1)
+        if self.budgets[pick] == 0:  # (a tie goes to one thread: linear trees)
+            cost /= ALONE_HANDICAP
         if self.rel[pick] == math.inf:
             self.unmeasured -= 1
             if not self.unmeasured:

@@ -106,3 +106,14 @@ def test_every_budget_gives_the_serial_results(monkeypatch, budget):
     batch = fib.batch([(n,) for n in range(20, 26)])
     assert [r[0] for r in batch] == [10946, 17711, 28657, 46368, 75025, 121393]
     assert fib.call_tuner.fixed == int(budget)
+
+
+def test_one_thread_wins_a_close_contest():
+    """A team must beat one thread (budget 0) by `ALONE_HANDICAP`."""
+    budgets = (0, *BUDGETS)
+    tuner = SpawnTuner(budgets)
+    run(tuner, lambda b: 1.0 if b == 0 else 0.98, 600)  # a team 2% faster
+    assert budgets[tuner.best] == 0
+    tuner = SpawnTuner(budgets)
+    run(tuner, lambda b: 1.0 if b == 0 else 0.9, 600)  # 10% faster
+    assert budgets[tuner.best] != 0
