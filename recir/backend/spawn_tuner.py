@@ -64,6 +64,7 @@ class SpawnTuner:
         self.every = LEARN_EVERY  # how often a call tries another budget
         self.runner_up = self.best  # the budget with the lowest time after the best's
         self.calls = 0
+        self.warm = [False] * len(self.budgets)  # whether a budget has run once
         self.last_end = -math.inf  # when the last call ended (perf_counter)
         self.idle = False  # whether the last call started after an idle spell
         self.anchor = math.inf  # the best's time when every budget was last measured
@@ -98,9 +99,12 @@ class SpawnTuner:
         idle = start - self.last_end > IDLE_S
         counted = not idle or self.idle
         self.last_end, self.idle = end, idle
-        if self.fixed is not None or self.calls <= 1 or not counted:
-            return  # nor the first call, which warms caches up
+        if self.fixed is not None or not counted:
+            return
         pick, cost = self.pick, (end - start) / max(units, 1)
+        if not self.warm[pick]:  # nor a budget's first call, which warms caches and
+            self.warm[pick] = True  # its team's contexts up (a gradient's tape: page
+            return  # faults, ~1.5x the time of the next call)
         if self.budgets[pick] == 0:  # (a tie goes to one thread: linear trees)
             cost /= ALONE_HANDICAP
         if self.rel[pick] == math.inf:
