@@ -31,8 +31,9 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 SHAPES = ("balanced", "moderate", "linear", "sst-like")
-# warm-up calls enough for the runtime's spawn tuner to have timed every
-# budget twice (`backend/spawn_tuner.py`: every 2nd call while it learns)
+# warm-up calls enough for the runtime's spawn tuner to have run every budget
+# twice (`backend/spawn_tuner.py`: every 2nd call while it learns; a budget's
+# first call is not counted)
 TUNER_CALLS = 32
 MODELS = ("tree_rnn", "tree_lstm", "fib")
 
@@ -58,6 +59,13 @@ def work_span(tree: Any) -> tuple[int, int]:
 
 def predicted(work: float, span: float, cores: int) -> float:
     return work / (work / cores + span)
+
+
+def chosen_budget(function: Any, batch: int) -> int:
+    """The spawn budget the 2-thread function's tuner holds best at the end
+    of a row (0: one thread, or a batch's calls spawning nothing)."""
+    tuner = function.call_tuner if batch == 1 else function.batch_tuner
+    return tuner.fixed if tuner.fixed is not None else tuner.budgets[tuner.best]
 
 
 def tree_rows(trees_per_shape: int, repeats: int, models: Any = MODELS,
@@ -99,6 +107,7 @@ def tree_rows(trees_per_shape: int, repeats: int, models: Any = MODELS,
                              "work": work, "span": span,
                              "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
                              "speedup": median(times["1"]) / median(times["2"]),
+                             "budget": chosen_budget(fns[2], batch),
                              "predicted_2": predicted(work, span, 2),
                              "predicted_36": predicted(work, span, 36)})
             rows += train_rows(name, model, shape, trees, work, span, repeats)
@@ -126,6 +135,7 @@ def train_rows(name: str, model: Any, shape: str, trees: list[Any], work: float,
                      "work": work, "span": span,
                      "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
                      "speedup": median(times["1"]) / median(times["2"]),
+                     "budget": chosen_budget(vgs[2].native, batch),
                      "predicted_2": predicted(work, span, 2) if batch == 1 else 2.0,
                      "predicted_36": predicted(work, span, 36) if batch == 1 else
                      min(36.0, float(batch))})
@@ -214,12 +224,14 @@ def run(args: argparse.Namespace) -> int:
         report["fib35"] = fib_row(repeats)
         report["fib35_other_runtime"] = {"runtime": other,
                                          **(fib_row_with(other, repeats) or {})}
-    print_table("2 threads over 1 (work/span from the call tree; training at batch "
+    print_table("2 threads over 1 (budget: the spawn tuner's pick at the end of the row; "
+                "work/span from the call tree; training at batch "
                 "b > 1 runs b trees side by side)",
-                ["case", "1 thread ms", "2 threads ms", "speedup", "work/span",
+                ["case", "1 thread ms", "2 threads ms", "speedup", "budget", "work/span",
                  "Brent 2", "Brent 36"],
                 [[f"{r['task']} {r['model']} {r['shape']} b={r['batch']}", fmt(r["ms_1"]),
-                  fmt(r["ms_2"]), fmt(r["speedup"], 2), fmt(r["work"] / r["span"], 1),
+                  fmt(r["ms_2"]), fmt(r["speedup"], 2), str(r["budget"]),
+                  fmt(r["work"] / r["span"], 1),
                   fmt(r["predicted_2"], 2), fmt(r["predicted_36"], 1)]
                  for r in report["trees"]])
     fibs = [(f"{default} (default)", report["fib35"])] if "fib35" in report else []

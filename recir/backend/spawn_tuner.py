@@ -14,10 +14,9 @@ One thread wins a close contest: its times count 5% less, since a team
 takes a second core and, where it finds no parallelism, costs a little
 (linear TreeLSTM trees' gradients on 2 threads, one process per fixed
 budget, `/tmp/w13/b0.py`: 1818 us a tree at 0, 2052 at 1, 1929 at 4), and
-single times spread as much (budget 8 was kept over 0 in one such run of
-`/tmp/w13/ab.py`, 0.91x of the one-thread function). The budget changes only the
-schedule: results are the same (gradients within rounding, whose order of
-addition varies on any team).
+single times spread as much. The budget changes only the schedule: results
+are the same (gradients within rounding, whose order of addition varies on
+any team).
 `$RECIR_SPAWN_BUDGET` fixes it instead.
 """
 
@@ -102,9 +101,11 @@ class SpawnTuner:
         if self.fixed is not None or not counted:
             return
         pick, cost = self.pick, (end - start) / max(units, 1)
-        if not self.warm[pick]:  # nor a budget's first call, which warms caches and
-            self.warm[pick] = True  # its team's contexts up (a gradient's tape: page
-            return  # faults, ~1.5x the time of the next call)
+        # nor a budget's first call, which warms caches and its team's contexts
+        # up (a gradient's tape arena page-faults: ~1.5x the next call's time)
+        if not self.warm[pick]:
+            self.warm[pick] = True
+            return
         if self.budgets[pick] == 0:  # (a tie goes to one thread: linear trees)
             cost /= ALONE_HANDICAP
         if self.rel[pick] == math.inf:
