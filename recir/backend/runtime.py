@@ -26,7 +26,7 @@ from recir.backend import spawn_tuner, stack, team_wake
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
-from recir.backend.team_wake import team_ended
+from recir.backend.team_wake import last_team_end, team_ended
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
@@ -188,6 +188,7 @@ class NativeFunction:
         threads = self.threads
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
         budget = tuner.choose()
+        team_end = last_team_end()  # (the tuner's: a team idle since may have slept)
         start = time.perf_counter()
         if budget and not self.deep_only:  # inference on a team, the shortest way
             keep: list[Any] = []
@@ -202,7 +203,7 @@ class NativeFunction:
         else:
             outputs = self.invoke(inputs, lambda args: self.call(
                 args, threads=threads if budget else 1, budget=budget))
-        tuner.record(start, time.perf_counter(), size or 1)
+        tuner.record(start, time.perf_counter(), size or 1, team_end)
         return outputs
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
@@ -362,9 +363,11 @@ class NativeFunction:
                 logs.add_into(entry_args)
                 self.give_back(contexts)
 
+        team_end = last_team_end()
         start = time.perf_counter()
         self.call(first, run, threads)
-        self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items))
+        self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items),
+                                team_end)
         return list(zip(*map(list, results), strict=True))
 
     def fields(self, args: list[Any]) -> list[int]:

@@ -64,8 +64,9 @@ class SpawnTuner:
         self.runner_up = self.best  # the budget with the lowest time after the best's
         self.calls = 0
         self.warm = [False] * len(self.budgets)  # whether a budget has run once
-        self.last_end = -math.inf  # when the last call ended (perf_counter)
-        self.idle = False  # whether the last call started after an idle spell
+        self.team_end = -math.inf  # when its last call on a team ended (perf_counter)
+        self.idle = False  # whether the last call's team had been idle
+        self.again = False  # whether the next call runs the last one's budget again
         self.anchor = math.inf  # the best's time when every budget was last measured
 
     @property
@@ -78,7 +79,9 @@ class SpawnTuner:
         if self.fixed is not None:
             return self.fixed
         self.calls += 1
-        if self.calls % self.every:
+        if self.again:  # the last call woke its team: time this budget awake
+            self.again = False
+        elif self.calls % self.every:
             self.pick = self.best
         elif not self.unmeasured and self.calls % (2 * self.every) == 0:
             self.pick = self.runner_up  # the close contest, timed most often
@@ -89,18 +92,31 @@ class SpawnTuner:
             self.pick = self.best if far and lap % FAR_EVERY else self.next
         return self.budgets[self.pick]
 
-    def record(self, start: float, end: float, units: int) -> None:
+    def record(self, start: float, end: float, units: int,
+               team_ended: float | None = None) -> None:
         """Learns from the chosen call, which ran from `start` to `end`
-        (seconds) over `units` of work. A call that started more than
-        `IDLE_S` after the last one ended is not counted unless that one did
-        too: its team had gone to sleep, and waking it costs what no budget
-        changes, unless every call pays it."""
-        idle = start - self.last_end > IDLE_S
-        counted = not idle or self.idle
-        self.last_end, self.idle = end, idle
-        if self.fixed is not None or not counted:
+        (seconds) over `units` of work. A team call that started more than
+        `IDLE_S` after the last team call ended (`team_ended`: the process's
+        last, default this tuner's) is not counted, unless the call before
+        it found its team idle too: its team had gone to sleep, and waking it
+        costs what no budget changes, unless every call pays it. The next
+        call runs the same budget again, on a team awake: else, while one
+        thread (budget 0) was best, every team budget was timed waking a
+        team that had slept through the one-thread call before it (25-45
+        us)."""
+        if self.fixed is not None:
             return
-        pick, cost = self.pick, (end - start) / max(units, 1)
+        pick = self.pick
+        on_team = self.budgets[pick] != 0
+        idle = on_team and start - (self.team_end if team_ended is None else team_ended) > IDLE_S
+        counted = not idle or self.idle
+        self.idle = idle
+        if on_team:
+            self.team_end = end
+        if not counted:
+            self.again = True
+            return
+        cost = (end - start) / max(units, 1)
         # nor a budget's first call, which warms caches and its team's contexts
         # up (a gradient's tape arena page-faults: ~1.5x the next call's time)
         if not self.warm[pick]:

@@ -30,6 +30,11 @@ def team_ended() -> None:
     _ended[0] = time.perf_counter()
 
 
+def last_team_end() -> float:
+    """When this process's last team call returned (perf_counter seconds)."""
+    return _ended[0]
+
+
 @contextmanager
 def waking(threads: int) -> Iterator[None]:
     """Wakes a team of `threads` while the body runs, where one may have

@@ -21,7 +21,7 @@ def run(tuner: SpawnTuner, seconds_per_unit, calls: int, units: int = 10) -> lis
     for _ in range(calls):
         budget = tuner.choose()
         picked.append(budget)
-        start = tuner.last_end if tuner.last_end > 0 else 1.0
+        start = max(tuner.team_end, 1.0)  # back to back after the last team call
         tuner.record(start, start + seconds_per_unit(budget) * units, units)
     return picked
 
@@ -50,7 +50,7 @@ def test_one_slow_call_does_not_move_the_choice():
     run(tuner, lambda b: 1.0 if b == 2 else 1.2, 200)
     tuner.choose()
     tuner.pick = BUDGETS.index(2)
-    tuner.record(tuner.last_end, tuner.last_end + 1000.0, 1)  # a slow spell
+    tuner.record(tuner.team_end, tuner.team_end + 1000.0, 1)  # a slow spell
     assert BUDGETS[tuner.best] == 2
 
 
@@ -60,17 +60,18 @@ def test_a_call_after_a_pause_is_not_counted():
     before = list(tuner.cost)
     tuner.choose()
     tuner.pick = BUDGETS.index(2)
-    tuner.record(tuner.last_end + 0.1, tuner.last_end + 50.0, 10)  # woke the team
+    tuner.record(tuner.team_end + 0.1, tuner.team_end + 50.0, 10)  # woke the team
     assert tuner.cost == before
 
 
 def test_starts_from_the_default_and_learns_every_budget_first():
     tuner = SpawnTuner(default=4)
     first = run(tuner, lambda b: 1.0, 2 * len(BUDGETS) + 2)
-    assert first[:3] == [4, 4, 4]
-    assert first[1:12:2] == [4, 6, 8, 1, 2, 3]
-    # each budget's first call warms it up and is not counted: the default's
-    # second is, the others' on the next lap
+    # the first call wakes the team, the second warms the default up (neither
+    # is counted); from then on every 2nd call tries the next budget
+    assert first[:5] == [4, 4, 4, 4, 4]
+    assert first[5:14:2] == [6, 8, 1, 2, 3]
+    # each budget's first call warms it up: the others' count on the next lap
     assert tuner.unmeasured == len(BUDGETS) - 1
     assert set(run(tuner, lambda b: 1.0, 2 * len(BUDGETS))) == set(BUDGETS)
     assert tuner.unmeasured == 0
@@ -137,3 +138,19 @@ def test_a_budgets_first_call_is_not_counted():
     run(tuner, seconds, 200)
     assert BUDGETS[tuner.best] == 2
     assert max(tuner.cost) < 1.2
+
+
+def test_a_team_that_slept_through_a_one_thread_call_is_not_timed():
+    """While one thread is best, a team budget's call that follows a
+    one-thread call wakes the team: it is timed on the call after."""
+    budgets = (0, *BUDGETS)
+    tuner = SpawnTuner(budgets)
+    clock, previous = 1.0, 0
+    for _ in range(1500):
+        budget = tuner.choose()
+        seconds = 10.0 if budget == 0 else 8.0 if budget == 2 else 11.0
+        if budget and not previous:
+            seconds += 5.0  # the team slept through the last call
+        tuner.record(clock, clock + seconds, 10)
+        clock, previous = clock + seconds, budget
+    assert budgets[tuner.best] == 2
