@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import array
 import ctypes
-import sys
 import time
 import weakref
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, Tensor
 from xdsl.ir import Attribute
 
 from recir.backend import spawn_tuner, stack, team_wake
+from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
@@ -58,27 +58,6 @@ def c_scalar(typ: Attribute) -> type:
         return {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32,
                 64: ctypes.c_int64}[typ.width.data]
     raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
-
-
-def data_address(array: np.ndarray) -> int:
-    """Where an array's data is, read from the array object's `data` field
-    (0.11 us; `array.ctypes.data` takes 0.8 us, a writable array's ctypes
-    `from_buffer` 0.25 us, and every call passes several arrays)."""
-    if DATA_FIELD:
-        return ctypes.c_void_p.from_address(id(array) + DATA_FIELD).value or 0
-    return array.ctypes.data
-
-
-def data_field() -> int:
-    """The offset of NumPy's `data` pointer in an array object (right after
-    CPython's object header), 0 where an array here does not have it there."""
-    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
-        return 0  # (`id` is an address on CPython only)
-    probe = np.zeros(2, np.float32)
-    return 16 if ctypes.c_void_p.from_address(id(probe) + 16).value == probe.ctypes.data else 0
-
-
-DATA_FIELD = data_field()
 
 
 def is_tensor(typ: Attribute) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.array_address import data_address
 from recir.batching.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
 
 NN_ROWS, NN_VECTORS = 4, 6  # a tile: A rows x B vectors of LANES columns
@@ -244,9 +245,8 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarra
     n = b.shape[1]
     out = np.empty((m, n), np.float32) if c is None else c
     layout, lda = ("nn", a.strides[0] // 4) if a.strides[1] == 4 else ("tn", a.strides[1] // 4)
-    kernel(layout)(m, n, k, a.__array_interface__["data"][0], lda,
-                   b.__array_interface__["data"][0], b.strides[0] // 4,
-                   out.__array_interface__["data"][0], out.strides[0] // 4, int(c is not None))
+    kernel(layout)(m, n, k, data_address(a), lda, data_address(b), b.strides[0] // 4,
+                   data_address(out), out.strides[0] // 4, int(c is not None))
     return out
 
 

@@ -46,9 +46,9 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
+from recir.backend.array_address import data_address
 from recir.batching import split
 from recir.batching.kernels import split_threads
-from recir.batching.smallgemm import pointer
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
 from recir.passes.loop_builder import CONTRACT, PTR, Emitter
@@ -569,7 +569,7 @@ class NativeRows:
         row) and `threads` > 1, as one part per thread (`split.py`). Arrays at
         `sums` are shared rows the kernel adds into (a bias gradient): parts
         after the first add into zeroed copies, summed in afterwards."""
-        pointers = [0 if a is None else pointer(a) for a in arrays]
+        pointers = [0 if a is None else data_address(a) for a in arrays]
         if threads > 1 and row_bytes and len(pointers) <= split.MAX_POINTERS:
             if len(self.contexts) < threads:
                 self.contexts = (Context * threads)()
@@ -581,7 +581,7 @@ class NativeRows:
             for t, (lo, hi) in enumerate(cuts):
                 mine = [p + lo * b if p else 0 for p, b in zip(pointers, row_bytes)]
                 for k, copy in zip(sums, copies[t - 1] if t else ()):
-                    mine[k] = pointer(copy)
+                    mine[k] = data_address(copy)
                 parts.append([split.ROWS + len(mine), self.address,
                               ctypes.addressof(self.contexts[t]), hi - lo, *mine])
             split.run(parts, threads)

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.array_address import data_address
 from recir.batching import distinct, gemm, kernels, scatter, split
 from recir.batching.execute import Frame
-from recir.batching.native_post import Records, Region, Unsupported, address, nothing
+from recir.batching.native_post import Records, Region, Unsupported, nothing
 from recir.batching.rules import Outer, Rows
 
 Emit = Callable[[int, int], None]
@@ -40,7 +41,7 @@ class BiasRows:
 
     def __init__(self, width: int, count: int, tag: Any):
         self.rows = np.zeros((count, width), np.float32)
-        self.base, self.step = tag(address(self.rows)), 4 * width
+        self.base, self.step = tag(data_address(self.rows)), 4 * width
 
     def row(self, part: int) -> int:
         return self.base + part * self.step
@@ -83,7 +84,7 @@ def view(owners: dict[int, np.ndarray], places: dict[int, tuple[int, int, bool]]
     tagged, row, _ = places[slot]
     base, owner = resolve(tagged), owners[slot]
     size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
-    flat = owner.reshape(-1).view(np.uint8)[base - address(owner):]
+    flat = owner.reshape(-1).view(np.uint8)[base - data_address(owner):]
     return np.lib.stride_tricks.as_strided(flat, (total, size), (row, 1)).view(dtype).reshape(
         total, *shape)
 
@@ -119,7 +120,7 @@ class Sweep(Records):
             elif s not in self.cot:
                 buf = self.tape.post.buffer(s, shape, np.float32, self.total,
                                             self.tape.lane.cotangents)
-                self.cot[s] = (self.sym(("cotangent", s), address(buf)), buf.strides[0], True)
+                self.cot[s] = (self.sym(("cotangent", s), data_address(buf)), buf.strides[0], True)
                 self.cot_owner[s] = buf
                 self.zeroed.append((s, self.tape.post.regions.index(region)))
         for s, (concat, column) in region.alias.items():
@@ -134,12 +135,12 @@ class Sweep(Records):
             stored = self.schedule.stored.get(slot)
             if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous:
                 raise Unsupported(slot)
-            self.tape.places[slot] = (self.sym(("stored", slot), address(stored)),
+            self.tape.places[slot] = (self.sym(("stored", slot), data_address(stored)),
                                       stored.itemsize * width, True)
             self.tape.owners[slot] = stored
 
     def dres_at(self, position: int) -> int:
-        return self.sym(("dres", position), address(self.dres[position]))
+        return self.sym(("dres", position), data_address(self.dres[position]))
 
     def zero(self) -> None:
         """The first step: clear the kept cotangent buffers' rows of the heights
@@ -148,10 +149,10 @@ class Sweep(Records):
         runs = height_runs(self.tape)
         width = max((self.cot_owner[s][0].size for s, _ in self.zeroed), default=0)
         zeros = self.keep_zeros = np.zeros(width, np.float32)
-        src, err = address(zeros), address(self.no_error)
+        src, err = data_address(zeros), data_address(self.no_error)
         for s, k in self.zeroed:  # (direct records: real addresses)
             buf = self.cot_owner[s]
-            dst, row, size = address(buf), buf.strides[0], 4 * buf[0].size
+            dst, row, size = data_address(buf), buf.strides[0], 4 * buf[0].size
             for region, lo, hi in runs:
                 if region != k:
                     continue
@@ -182,7 +183,7 @@ class Sweep(Records):
                 x = self.tape.shared_rows.get(s)
                 if x is None:
                     raise Unsupported(s)
-                ins.append((self.sym(("shared", s), address(x)), 0, False))
+                ins.append((self.sym(("shared", s), data_address(x)), 0, False))
                 dins.append(self.bias_rows(s, width) if floats else (0, 0, False))
         douts = [self.place_of(self.cot, s) for s in op.outs]
         if 2 * len(ins) + len(douts) > split.MAX_POINTERS:
@@ -237,7 +238,7 @@ class Sweep(Records):
         count = len(found.values)
         found.dy = np.zeros((count, rows), np.float32)
         found.dx = np.empty((count, k), np.float32)
-        dy_at, dx_at, inverse = address(found.dy), address(found.dx), address(found.inverse)
+        dy_at, dx_at, inverse = data_address(found.dy), data_address(found.dx), data_address(found.inverse)
         add, threads, fn = self.add, self.threads, self.scatter
 
         def emit(lo: int, n: int) -> None:
@@ -267,7 +268,7 @@ class Sweep(Records):
         return emit
 
     def invoke(self, op: Any, region: Region) -> Emit:
-        children = self.sym(("children", op.extra), address(self.schedule.child[op.extra]))
+        children = self.sym(("children", op.extra), data_address(self.schedule.child[op.extra]))
         adds = [(self.dres_at(k), d.strides[0], *self.place_of(self.cot, s)[:2])
                 for k, (s, d) in enumerate(zip(op.outs, self.dres, strict=True))
                 if d is not None and s in self.cot]
@@ -283,7 +284,7 @@ class Sweep(Records):
         """The address of 0, 1, ..., total - 1 (int64): rows added in place."""
         if self.arange is None:
             self.arange = np.arange(self.total, dtype=np.int64)
-        return self.sym("identity", address(self.arange))
+        return self.sym("identity", data_address(self.arange))
 
     def gather(self, op: Any, region: Region) -> Emit:
         return nothing  # the embedding's rows, after the run (`parameters`)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 
+from recir.backend.array_address import data_address
 from recir.batching import distinct, kernels, smallgemm, split
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
@@ -247,10 +248,6 @@ class NativePost:
         return ctypes.addressof(self.contexts)
 
 
-def address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
 TAG_SHIFT = 48  # user-space addresses are below 2^47: bits 48-62 are free for a tag
 TAG_MASK = (1 << TAG_SHIFT) - 1
 
@@ -400,8 +397,8 @@ class Records:
         steps = len(starts) - 1
         counters = np.zeros(max(steps, 1), np.int64)
         kernels.blas_threads_for(0)  # OpenBLAS on one thread inside the parts
-        split.runner()(address(words), address(offsets), address(starts), steps,
-                       address(counters), self.threads)
+        split.runner()(data_address(words), data_address(offsets), data_address(starts), steps,
+                       data_address(counters), self.threads)
         contexts = self.post.contexts
         errors = np.frombuffer(contexts, np.int32).reshape(len(contexts), -1)
         return not errors[:count, 2].any()  # Context.error
@@ -416,7 +413,7 @@ class Plan(Records):
         super().__init__(post, lane.symbols)
         self.lane, self.schedule, self.capacity = lane, schedule, rows
         self.error = np.zeros(1, np.int64)
-        self.err = self.sym("error", address(self.error))
+        self.err = self.sym("error", data_address(self.error))
         self.nt = split.address(smallgemm.kernel())
         self.roots = np.ascontiguousarray(schedule.roots, np.int64)
         self.keep: list[Any] = [self.roots]
@@ -452,7 +449,7 @@ class Plan(Records):
             else:
                 buf = self.post.buffer(s, shape, dtype, self.capacity, self.lane.scratch)
                 # a tape's buffers hold every height's rows; scratch only one's
-                self.places[s] = (self.sym(("buffer", s), address(buf)), buf.strides[0],
+                self.places[s] = (self.sym(("buffer", s), data_address(buf)), buf.strides[0],
                                   self.post.tape)
                 self.owners[s] = buf
         for s, (concat, column) in region.alias.items():
@@ -468,12 +465,12 @@ class Plan(Records):
             if stored is None or stored.dtype != dtype or not stored.flags.c_contiguous or \
                     stored.size != stored.shape[0] * width:
                 raise Unsupported(slot)
-            found = self.places[slot] = (self.sym(("stored", slot), address(stored)),
+            found = self.places[slot] = (self.sym(("stored", slot), data_address(stored)),
                                          stored.itemsize * width, True)
         return found
 
     def result(self, position: int) -> int:
-        return self.sym(("result", position), address(self.schedule.results[position]))
+        return self.sym(("result", position), data_address(self.schedule.results[position]))
 
     def fixed(self, slot: int) -> Any:
         """A value the same for every row (a weight) or a per-tree array."""
@@ -485,7 +482,7 @@ class Plan(Records):
 
     def shared_row(self, slot: int, width: int, dtype: Any) -> int:
         x = self.shared_rows[slot] = kernels_row(self.fixed(slot), width, dtype)
-        return self.sym(("shared", slot), address(x))
+        return self.sym(("shared", slot), data_address(x))
 
     def weight(self, slot: int) -> tuple[int, int, int, int]:
         """(address, rows, columns, row stride in floats) of a weight matrix."""
@@ -493,7 +490,7 @@ class Plan(Records):
         if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2 or \
                 w.strides[1] != 4:
             raise Unsupported(slot)
-        found = self.weights[slot] = (self.sym(("weight", slot), address(w)), *w.shape,
+        found = self.weights[slot] = (self.sym(("weight", slot), data_address(w)), *w.shape,
                                       w.strides[0] // 4)
         return found
 
@@ -536,7 +533,7 @@ class Plan(Records):
     # -- each kind of op: its records at a height (lo, n) -------------------
     def invoke(self, op: Op, region: Region) -> Emit:
         children = self.schedule.child[op.extra]
-        base = self.sym(("children", op.extra), address(children))
+        base = self.sym(("children", op.extra), data_address(children))
         total, copy = self.sym("total", len(children)), self.copy
         copies = [(*self.at(s, None, 0), self.result(k), result.strides[0])
                   for k, (s, result) in enumerate(zip(op.outs, self.schedule.results,
@@ -582,11 +579,11 @@ class Plan(Records):
             raise Unsupported(op)
         flat = np.ascontiguousarray(tree.flat)
         self.keep.append(flat)
-        arrays = tuple(self.sym(("tree", op.ins[0], k), address(a))
+        arrays = tuple(self.sym(("tree", op.ins[0], k), data_address(a))
                        for k, a in enumerate((flat, tree.offsets, tree.lengths)))
         index, _, index_moves = self.at(op.ins[1], np.int32, 1)
         dst, dst_row, moves = self.at(op.outs[0], np.int32, 0)
-        roots, add, err = self.sym("roots", address(self.roots)), self.add, self.err
+        roots, add, err = self.sym("roots", data_address(self.roots)), self.add, self.err
 
         def emit(lo: int, n: int) -> None:
             add([split.PICK, 0, dst + lo * dst_row if moves else dst, *arrays, roots + 8 * lo,
@@ -634,18 +631,18 @@ class Plan(Records):
         count = len(found.values)
         found.x = np.empty((count, k), np.float32)
         found.y = np.empty((count, rows), np.float32)
-        x_at, y_at = address(found.x), address(found.y)
+        x_at, y_at = data_address(found.x), data_address(found.y)
         self.keep.append(found)
 
         def emit(lo: int, n: int) -> None:
-            self.copy(x_at, 4 * k, table, 4 * ld, 4 * k, address(found.values), 4, table_rows,
+            self.copy(x_at, 4 * k, table, 4 * ld, 4 * k, data_address(found.values), 4, table_rows,
                       count)
             self.end_step()
             self.product_parts(weight, x_at, k, y_at, rows, count)
             self.end_step()
             for a, b in split.ranges(n, self.threads):
                 self.copy((y + lo * y_row if y_moves else y) + a * y_row, y_row, y_at, 4 * rows,
-                          4 * rows, address(found.inverse) + 8 * a, 8, count, b - a)
+                          4 * rows, data_address(found.inverse) + 8 * a, 8, count, b - a)
         return emit
 
     def rows(self, op: Op, region: Region) -> Emit:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from recir.batching.smallgemm import pointer
+from recir.backend.array_address import data_address
 
 TEXT = """
 define void @recir_scatter_add(i64 %n, i64 %k, ptr noalias %index, ptr noalias %src,
@@ -75,5 +75,5 @@ def add_rows(table: np.ndarray, index: Any, rows: np.ndarray) -> None:
     if len(index) and (index.min() < 0 or index.max() >= table.shape[0]):
         raise IndexError(f"row index out of range for a table of {table.shape[0]} rows")
     rows = np.ascontiguousarray(rows, np.float32)
-    kernel()(len(index), table.shape[1], pointer(index), pointer(rows), table.shape[1],
-             pointer(table), table.shape[1])
+    kernel()(len(index), table.shape[1], data_address(index), data_address(rows), table.shape[1],
+             data_address(table), table.shape[1])

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.array_address import data_address
+
 LANES = 16  # f32 lanes of an AVX-512 register
 NT_ROWS, NT_COLS = 4, 6  # nt's tile: X rows x W rows (24 of 32 AVX-512 registers)
 
@@ -168,14 +170,6 @@ def kernel() -> Any:
         None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64))
 
 
-def pointer(a: np.ndarray) -> int:
-    """The data address (from_buffer: a third of `__array_interface__`'s cost)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError):  # read-only or empty
-        return a.__array_interface__["data"][0]
-
-
 def fits(x: np.ndarray, w: np.ndarray) -> bool:
     """Whether `nt` takes these: f32 matrices with contiguous rows."""
     return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 2 and w.ndim == 2
@@ -188,6 +182,6 @@ def nt(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     m, k = x.shape
     n = w.shape[0]
     y = np.empty((m, n), np.float32)
-    kernel()(m, n, k, pointer(x), x.strides[0] // 4, pointer(w), w.strides[0] // 4,
-             pointer(y), n)
+    kernel()(m, n, k, data_address(x), x.strides[0] // 4, data_address(w), w.strides[0] // 4,
+             data_address(y), n)
     return y

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.array_address import data_address
 from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
 from recir.batching.records import COPY_ROWS, PICK_ROWS, STEPS, loads
 
@@ -207,7 +208,7 @@ def product_nt(x: np.ndarray, w: np.ndarray, threads: int, small: bool) -> np.nd
     n = w.shape[0]
     y = np.empty((m, n), np.float32)
     ldx, ldw = x.strides[0] // 4, w.strides[0] // 4
-    xp, wp, yp = smallgemm.pointer(x), smallgemm.pointer(w), smallgemm.pointer(y)
+    xp, wp, yp = data_address(x), data_address(w), data_address(y)
     if not small:
         sgemm(NO_TRANS, TRANS, m, n, k, xp, ldx, wp, ldw, 0.0, yp, n, threads, by_rows=False)
         return y

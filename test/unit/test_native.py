@@ -260,19 +260,3 @@ def test_object_cache_hit_gives_the_same_code(tmp_path):
     assert list(tmp_path.glob("*.o"))
     warm = compile_module(module, "fib", cache_dir=tmp_path)
     assert cold(20) == warm(20) == (10946,)
-
-
-@pytest.mark.parametrize("read_field", [True, False])
-def test_data_address_is_numpys(monkeypatch, read_field):
-    """`data_address` reads the array object's field where the layout was
-    confirmed at import, ctypes otherwise: both give NumPy's own address."""
-    from recir.backend import runtime
-
-    if not read_field:
-        monkeypatch.setattr(runtime, "DATA_FIELD", 0)
-    base = np.arange(24, dtype=np.float32).reshape(4, 6)
-    frozen = base.copy()
-    frozen.flags.writeable = False
-    for array in (base, base[1:], base[:, 2:], frozen, np.empty(0, np.int32),
-                  np.zeros((), np.float32)):
-        assert runtime.data_address(array) == array.ctypes.data
