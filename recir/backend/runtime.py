@@ -468,9 +468,10 @@ class NativeFunction:
         contexts = kept.pop() if kept else None  # (atomic: calls from several threads)
         if contexts is None:
             contexts = team_contexts(threads, tables, self.deep_only)
-        else:
-            for ctx, table in zip(contexts, tables):
+        elif contexts.tables is not tables:  # (the same tables call after call)
+            for ctx, table in zip(contexts.views, tables):
                 ctx.acc_copies = ctypes.addressof(table)
+            contexts.tables = tables
         contexts.views[0].spawn_budget = budget or NO_TASKS
         return contexts
 
@@ -478,7 +479,7 @@ class NativeFunction:
         """Keeps a team's contexts for the next call: each tape arena starts
         again in its first chunk (`TapePool.rearm`)."""
         if self.deep_only:
-            for ctx in contexts:
+            for ctx in contexts.views:
                 TAPES.rearm(ctx)
         self.kept_contexts.setdefault(len(contexts), []).append(contexts)
 
@@ -615,6 +616,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
             TAPES.seed(ctx)
     for ctx, table in zip(contexts, tables):
         ctx.acc_copies = ctypes.addressof(table)
+    contexts.tables = tables
     return contexts
 
 
@@ -639,8 +641,8 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     else:
         openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
     team_ended()
-    failed, tape_bytes = contexts[0], 0
-    for ctx in contexts:
+    failed, tape_bytes = contexts.views[0], 0
+    for ctx in contexts.views:
         tape_bytes += ctx.tape_bytes
         if ctx.error and not failed.error:
             failed = ctx
