@@ -21,12 +21,12 @@ import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import spawn_tuner, stack, team_wake
+from recir.backend import spawn_tuner, stack
 from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
-from recir.backend.team_wake import last_team_end, team_ended
+from recir.backend.team_wake import last_team_end, team_ended, waking
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
@@ -308,7 +308,7 @@ class NativeFunction:
         budget = self.batch_tuner.choose()
         entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
         keep: list[Any] = []
-        with team_wake.waking(threads):  # (a sleeping team wakes while this runs)
+        with waking(threads):  # (a sleeping team wakes while this runs)
             prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]
         if self.copied and any(args[k] != first[k] for args in prepared for k in self.copied):
