@@ -116,13 +116,13 @@ class SpawnTuner:
         if not counted:
             self.again = True
             return
-        cost = (end - start) / max(units, 1)
         # nor a budget's first call, which warms caches and its team's contexts
         # up (a gradient's tape arena page-faults: ~1.5x the next call's time)
         if not self.warm[pick]:
             self.warm[pick] = True
             return
-        if self.budgets[pick] == 0:  # (a tie goes to one thread: linear trees)
+        cost = (end - start) / max(units, 1)
+        if not on_team:  # (a tie goes to one thread: linear trees)
             cost /= ALONE_HANDICAP
         if self.rel[pick] == math.inf:
             self.unmeasured -= 1
