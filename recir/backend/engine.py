@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 from typing import Any
 
 import llvmlite
@@ -96,21 +97,33 @@ class Engine:
 def text_function(ir_text: str, name: str, prototype: Any) -> Any:
     """`name` from hand-written LLVM IR text (the frontier's `smallgemm`,
     `split` and `scatter` kernels) as a ctypes function of `prototype`,
-    compiled once into the on-disk object cache; it keeps its engine."""
+    compiled once into the on-disk object cache; it keeps its engine. One
+    function per text and name for the process, made under a lock: callers
+    keep its address in records reused call after call, so a second engine
+    made by a Python thread racing another's first use (and then dropped)
+    would leave them pointing into freed code."""
     from recir.backend.cache import ObjectCache, cache_key
 
-    objects = ObjectCache()
     key = cache_key(ir_text, name)
-    hit = objects.load(key)
-    if hit is None:
-        obj = compile_object(ir_text)
-        objects.store(key, obj, {})
-    else:
-        obj = hit[0]
-    engine = Engine(obj)
-    fn = prototype(engine.address(name))
-    fn.engine = engine  # the engine owns the code
-    return fn
+    with _text_lock:
+        fn = _text_functions.get(key)
+        if fn is not None:
+            return fn
+        objects = ObjectCache()
+        hit = objects.load(key)
+        if hit is None:
+            obj = compile_object(ir_text)
+            objects.store(key, obj, {})
+        else:
+            obj = hit[0]
+        engine = Engine(obj)
+        fn = _text_functions[key] = prototype(engine.address(name))
+        fn.engine = engine  # the engine owns the code
+        return fn
+
+
+_text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
+_text_lock = threading.Lock()
 
 
 # The OpenMP runtime's workers run tasks that recurse as deep as the caller's

@@ -18,12 +18,19 @@ single times spread as much. The budget changes only the schedule: results
 are the same (gradients within rounding, whose order of addition varies on
 any team).
 `$RECIR_SPAWN_BUDGET` fixes it instead.
+
+Calls from several Python threads at once share a function's tuner: one
+call at a time is timed (`claim` takes the tuner's lock without waiting,
+`release` gives it back), the others run the best budget untimed. Their
+times would mix in the contention for cores, and a shared `pick` could say
+another call's budget.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Sequence
 
 from recir.diagnostics import RecirError
@@ -47,8 +54,7 @@ class SpawnTuner:
     budget's time is a running estimate; every other budget's is kept
     relative to it, each time over the best's estimate when it was taken, so
     that a slow or fast spell of the host weighs on both sides of the
-    comparison. Calls from several threads at once may mix up which time was
-    whose: they only weigh on the estimates."""
+    comparison. Only the call that `claim`ed it is timed."""
 
     def __init__(self, budgets: Sequence[int] = BUDGETS, fixed: int | None = None,
                  default: int = 4):
@@ -68,6 +74,22 @@ class SpawnTuner:
         self.idle = False  # whether the last call's team had been idle
         self.again = False  # whether the next call runs the last one's budget again
         self.anchor = math.inf  # the best's time when every budget was last measured
+        self.timing = threading.Lock()  # held by the call being timed (`claim`)
+
+    def claim(self) -> tuple[int, bool]:
+        """This call's budget, and whether the call is timed: then it holds
+        the tuner until `release` (after its `record`, if it ran). A call
+        that finds another being timed runs the best budget, untimed."""
+        if self.fixed is not None:
+            return self.fixed, False
+        if not self.timing.acquire(blocking=False):
+            return self.budgets[self.best], False
+        return self.choose(), True
+
+    def release(self, timed: bool) -> None:
+        """Ends a `claim`ed call (after its `record`, or without one if it failed)."""
+        if timed:
+            self.timing.release()
 
     @property
     def cost(self) -> list[float]:

@@ -5,11 +5,20 @@ of input tuples)` runs many at once (batching across trees too); outputs are
 the recursive path's, tuple per input. The IR is closed once
 (`capture-outer-refs`) and segmented (`segments.py`); parameters are read by
 reference, so an optimizer that updates them in place is seen.
+
+Calls of one function from several Python threads take turns (`calls`, a
+lock): its `Runner` keeps its scratch from one call to the next (the native
+post segment's lanes and record templates, the native expansion's tables,
+the forward's frames and schedules that the backward reads), so sharing is
+inherent; each call is already spread over the function's threads. Calls of
+different functions run at once: the per-run thread count is per Python
+thread (`kernels.THREADS`).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +61,7 @@ class BatchedFunction:
         self.module = closed(model)
         self.plan = plan_for(model, self.module)
         self.runner = Runner(self.plan, native, gradients)
+        self.calls = threading.Lock()  # held by the call running on `runner`
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -109,9 +119,10 @@ class BatchedFunction:
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if not batch:
             return []
-        outputs, _, _ = self.run(batch)
         kinds = [self.plan.kinds[v] for v in self.plan.entry.body.block.last_op.operands]  # type: ignore[union-attr]
-        return unboxed(outputs, kinds, len(batch))
+        with self.calls:  # (the outputs may be the runner's buffers until copied out)
+            outputs, _, _ = self.run(batch)
+            return unboxed(outputs, kinds, len(batch))
 
 
 def unboxed(outputs: list[Any], kinds: list[str], n: int) -> list[tuple[Any, ...]]:
@@ -156,11 +167,17 @@ class BatchedGradFunction(BatchedFunction):
               into: dict[str, np.ndarray] | None = None, threads: int | None = None
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """`threads` (default: the function's) are BLAS threads for large products."""
-        from recir.batching.grad import Backward
-
         grads = accumulators(self.params, into)
         if not batch:
             return [], grads
+        with self.calls:  # the backward reads the forward's lanes: one call at a time
+            return self.forward_backward(batch, grads, threads), grads
+
+    def forward_backward(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray],
+                         threads: int | None) -> list[tuple[Any, ...]]:
+        """`batch`'s outputs, its gradients added into `grads` (holding `calls`)."""
+        from recir.batching.grad import Backward
+
         plan, runner = self.plan, self.runner
         own = self.threads
         self.threads = threads or own
@@ -187,7 +204,7 @@ class BatchedGradFunction(BatchedFunction):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             backward.block(frame, plan.entry.body.block, "all")
             backward.finish()
-        return unboxed(outputs, [plan.kinds[v] for v in returned], len(batch)), grads
+        return unboxed(outputs, [plan.kinds[v] for v in returned], len(batch))
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None

@@ -12,6 +12,7 @@ fancy indexing. The semantics are `recir/interpreter/tmath.py`'s, row by row.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -136,7 +137,24 @@ def fill(op, args, flags, frame):
 # from `PARALLEL_FLOPS` multiply-adds up, one below, where waking a second
 # thread costs more than it saves. Where `split` runs (libgomp and CBLAS
 # found) OpenBLAS stays on one thread and products are split by `split`.
-THREADS = [1, 1]  # [allowed, currently set]
+class RunThreads(threading.local):
+    """`[allowed, currently set]`, per Python thread: frontier calls of
+    different functions may run at once from several (`api.py`). The count
+    set is OpenBLAS's, which is the process's: a call on another thread may
+    have changed it, which changes its products' speed, not their results
+    (`api.py` sets it again at a run's first product)."""
+
+    def __init__(self) -> None:
+        self.values = [1, 1]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.values[index] = value
+
+
+THREADS = RunThreads()
 PARALLEL_FLOPS = 2_000_000
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import recir
-from recir.data import make_tree, make_treebank
+from recir.data import make_tree
 from recir.models import tree_lstm
 
 PYTHON_THREADS = 4
@@ -41,20 +41,14 @@ def model():
 
 @pytest.fixture(scope="module")
 def work():
-    """Per Python thread, per call: a batch of 2-3 trees of 16-48 leaves
-    (the single-call modes use its first tree)."""
+    """Per Python thread, per call: a batch of 2-3 trees of 16-48 leaves,
+    balanced (a frontier call's team steps grow with the height), each call's
+    of other sizes and words (the single-call modes use its first tree)."""
     rng = np.random.default_rng(7)
-    out = []
-    for t in range(PYTHON_THREADS):
-        calls = []
-        for c in range(CALLS_PER_THREAD):
-            seed = 100 * t + c
-            trees = [make_tree("balanced", 32 if c % 2 else 16, rng, VOCAB),
-                     *make_treebank(1 + c % 2, num_leaves=int(rng.integers(16, 49)),
-                                    vocab_size=VOCAB, seed=seed)]
-            calls.append([tree_args(tree) for tree in trees])
-        out.append(calls)
-    return out
+    return [[[tree_args(make_tree("balanced", int(rng.integers(16, 49)), rng, VOCAB))
+              for _ in range(2 + (t + c) % 2)]
+             for c in range(CALLS_PER_THREAD)]
+            for t in range(PYTHON_THREADS)]
 
 
 @pytest.fixture(scope="module")
