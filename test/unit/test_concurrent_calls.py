@@ -68,14 +68,16 @@ def fresh(params) -> dict[str, np.ndarray]:
     return {k: np.zeros_like(v) for k, v in params.items()}
 
 
-def run_at_once(call, work) -> list[list]:
-    """call(batch) for every thread's batches, PYTHON_THREADS threads at once
-    (released together); the results by thread and call."""
-    results = [[None] * len(calls) for calls in work]
+def run_at_once(calls, work) -> list[list]:
+    """Thread t makes call(batch) for each of `work[t]`'s batches, all threads
+    at once (released together), `call` being `calls` or `calls[t]`; the
+    results by thread and call."""
+    results = [[None] * len(batches) for batches in work]
     errors: list[BaseException] = []
     start = threading.Barrier(len(work))
 
     def worker(t: int) -> None:
+        call = calls[t] if isinstance(calls, list) else calls
         try:
             start.wait()
             for c, batch in enumerate(work[t]):
@@ -98,14 +100,15 @@ def one_at_a_time(call, work) -> list[list]:
 
 
 def assert_outputs(got, expected, rtol: float) -> None:
-    """Outputs of one call (a tuple of arrays and scalars) or of a batch (a list of them)."""
+    """Outputs of one call (a tuple of arrays and scalars) or of a batch (a
+    list of them); rtol 0: identical."""
     if isinstance(expected, list):
         assert len(got) == len(expected)
         for g, e in zip(got, expected, strict=True):
             assert_outputs(g, e, rtol)
         return
     for g, e in zip(got, expected, strict=True):
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=1e-6)
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=1e-6 if rtol else 0)
 
 
 def assert_grads(got: dict, expected: dict, rtol: float) -> None:
@@ -164,39 +167,30 @@ def test_gradient_batches(functions, work, model, threads, batch_threads):
 def test_frontier_inference(functions, work, threads):
     f = functions["frontier", threads]
     check(f.batch, work, lambda g, e: assert_outputs(g, e, TEAM_RTOL))
-    check(lambda batch: f(*batch[0]), work[:2], lambda g, e: assert_outputs(g, e, TEAM_RTOL))
+    one_call = [calls[:1] for calls in work]  # (f(x) is f.batch([x]): several calls above)
+    check(lambda batch: f(*batch[0]), one_call, lambda g, e: assert_outputs(g, e, TEAM_RTOL))
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_frontier_gradients(functions, work, model, threads):
     f = functions["frontier-gradient", threads]
     check(lambda batch: f.batch(batch, into=fresh(model.params)), work, compare_grad_calls)
-    check(lambda batch: f(*batch[0], into=fresh(model.params)), work[:2], compare_grad_calls)
+    one_call = [calls[:1] for calls in work]
+    check(lambda batch: f(*batch[0], into=fresh(model.params)), one_call, compare_grad_calls)
 
 
 def test_different_functions_at_once(functions, work, model):
-    """Every function, each from its own Python thread, all at once: the
-    state they share (libgomp teams, BLAS threads, tape and log pools)."""
+    """Functions of five kinds, each from its own Python thread, all at once:
+    what they share (OpenMP teams, BLAS threads, tape and log pools, two
+    frontier functions' thread counts)."""
     calls = [lambda b, f=functions["recursive", 2]: f.batch(b),
              lambda b, f=functions["gradient", 2]: f.batch(b, into=fresh(model.params)),
              lambda b, f=functions["frontier", 1]: f.batch(b),
              lambda b, f=functions["frontier-gradient", 2]: f.batch(b, into=fresh(model.params)),
              lambda b, f=functions["gradient", 1]: f(*b[0], into=fresh(model.params))]
-    expected = [[call(batch) for batch in work[k % len(work)]] for k, call in enumerate(calls)]
-    results: list = [None] * len(calls)
-    start = threading.Barrier(len(calls))
-
-    def worker(k: int) -> None:
-        start.wait()
-        results[k] = [calls[k](batch) for batch in work[k % len(work)]]
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for k, (got, want) in enumerate(zip(results, expected, strict=True)):
-        assert got is not None, f"call {k} raised"
+    mine = [work[k % len(work)] for k in range(len(calls))]
+    expected = [one_at_a_time(call, [batches])[0] for call, batches in zip(calls, mine)]
+    for got, want in zip(run_at_once(calls, mine), expected, strict=True):
         for g, e in zip(got, want, strict=True):
             if isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], dict):
                 compare_grad_calls(g, e)
