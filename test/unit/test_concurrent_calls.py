@@ -112,10 +112,12 @@ def assert_outputs(got, expected, rtol: float) -> None:
 
 
 def assert_grads(got: dict, expected: dict, rtol: float) -> None:
+    """Within `rtol` of each gradient's largest entry (a sum's small entries
+    move most with its order)."""
     assert got.keys() == expected.keys()
-    for name in expected:
-        np.testing.assert_allclose(got[name], expected[name], rtol=rtol, atol=1e-6,
-                                   err_msg=name)
+    for name, want in expected.items():
+        scale = float(np.abs(want).max()) or 1.0
+        np.testing.assert_allclose(got[name], want, rtol=0, atol=rtol * scale, err_msg=name)
 
 
 def check(call, work, compare) -> None:
@@ -126,10 +128,10 @@ def check(call, work, compare) -> None:
             compare(g, e)
 
 
-# Inference on a team is exact whatever the schedule; gradients on a team add
-# the threads' copies in an order that varies, and the frontier's products
-# are split differently by thread count: within float32 rounding.
-TEAM_RTOL = 1e-4
+# Recursive inference is exact whatever the schedule (or spawn budget);
+# gradients on a team add the threads' copies in an order that varies: within
+# float32 rounding (and the frontier's results are held to that too).
+TEAM_RTOL = 1e-5
 
 
 @pytest.mark.parametrize("threads", [1, 2])
