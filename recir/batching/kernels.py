@@ -140,9 +140,10 @@ def fill(op, args, flags, frame):
 class RunThreads(threading.local):
     """`[allowed, currently set]`, per Python thread: frontier calls of
     different functions may run at once from several (`api.py`). The count
-    set is OpenBLAS's, which is the process's: a call on another thread may
-    have changed it, which changes its products' speed, not their results
-    (`api.py` sets it again at a run's first product)."""
+    set is OpenBLAS's, which is the process's: `[1]` is this thread's last
+    setting, which a call on another thread may have changed since (then
+    a product runs on that call's count; `api.py` sets it again at each
+    run's first product)."""
 
     def __init__(self) -> None:
         self.values = [1, 1]
