@@ -132,11 +132,11 @@ def distributed_setup(distributed: bool) -> int:
     from recir.train.distributed import quiet_unless_root, world
 
     try:
-        rank, ranks, here = world()
+        rank, ranks, here, where = world()
     except RuntimeError as error:
         raise SystemExit(f"error: --distributed: {error}") from None
     quiet_unless_root(rank)
-    print(f"distributed: {ranks} ranks, {here} on this host")
+    print(f"distributed: {ranks} ranks ({', '.join(where)}), {here} on this host")
     return max(1, cores // here)
 
 

@@ -252,12 +252,14 @@ def make_reducer(distributed: bool, rows_of: RowsOf,
     return MPIReducer(rows_of, timeout) if distributed else LocalReducer()
 
 
-def world() -> tuple[int, int, int]:
-    """(rank, ranks, ranks on this host) of the MPI job."""
+def world() -> tuple[int, int, int, list[str]]:
+    """(rank, ranks, ranks on this host, each rank's host:pid) of the MPI
+    job: the launcher names a rank that dies by its process id."""
     mpi = import_mpi()
     comm = mpi.COMM_WORLD
     local = comm.Split_type(mpi.COMM_TYPE_SHARED)
-    return comm.Get_rank(), comm.Get_size(), local.Get_size()
+    where = comm.allgather(f"{mpi.Get_processor_name()}:{os.getpid()}")
+    return comm.Get_rank(), comm.Get_size(), local.Get_size(), where
 
 
 def quiet_unless_root(rank: int) -> None:
