@@ -55,8 +55,12 @@ class Optimizer:
         raise NotImplementedError
 
     def slot(self, name: str, kind: str) -> np.ndarray:
-        return self.state.setdefault(kind, {}).setdefault(
-            name, np.zeros_like(self.params[name]))
+        # not setdefault(name, zeros_like(...)): that zeroes a whole new
+        # table (11 MB for SST's embeddings) on every step, then drops it
+        slots = self.state.setdefault(kind, {})
+        if name not in slots:
+            slots[name] = np.zeros_like(self.params[name])
+        return slots[name]
 
     def state_dict(self) -> Arrays:
         flat = {f"{kind}/{name}": v for kind, arrays in self.state.items()
