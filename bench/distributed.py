@@ -86,13 +86,19 @@ def train_row(ranks: int, args: argparse.Namespace, mode: str) -> dict[str, Any]
                time.perf_counter() - began, "data": "SST" if folder else "synthetic"}
     record["trees"] = round(record["trees_per_s"] * record["train_seconds"])
     record["steps"] = -(-record["trees"] // (BATCH * (ranks if mode == "per_rank" else 1)))
+    per_step = {k: 1e3 * record[f"{k}_seconds"] / record["steps"]
+                for k in ("compute", "allreduce", "optimizer")}
     print(f"  {mode}: {ranks} rank(s) x {args.threads} thread(s): "
-          f"{record['trees_per_s']:.0f} trees/s", flush=True)
+          f"{record['trees_per_s']:.0f} trees/s, ms/step " +
+          " ".join(f"{k} {v:.2f}" for k, v in per_step.items()) +
+          f", dev root fine {record['root_fine']:.4f} binary {record['root_binary']:.4f}",
+          flush=True)
     return record
 
 
 def probe(out: str) -> int:
-    """Inside mpiexec: median seconds of an in-place Allreduce per size."""
+    """Inside mpiexec: seconds of an in-place Allreduce per size (the
+    slowest rank's fastest repeat)."""
     import numpy as np
     from mpi4py import MPI
 
@@ -106,7 +112,9 @@ def probe(out: str) -> int:
             began = time.perf_counter()
             comm.Allreduce(MPI.IN_PLACE, buffer)
             times.append(time.perf_counter() - began)
-        slowest = comm.reduce(sorted(times)[len(times) // 2], op=MPI.MAX, root=0)
+        # the fastest of the repeats: the collective's own cost, not the
+        # moments a rank waited for the scheduler on a shared host
+        slowest = comm.reduce(min(times), op=MPI.MAX, root=0)
         rows.append({"ranks": comm.Get_size(), "bytes": 4 * floats, "seconds": slowest})
     if comm.Get_rank() == 0:
         Path(out).write_text(json.dumps(rows))
@@ -137,7 +145,9 @@ def dense_floats() -> int:
 
 def batch_stats(count: int) -> dict[int, dict[str, float]]:
     """Per batch of the epoch's order, split 1, 2, 4, 8 ways: the largest
-    share's nodes over the mean, and the shares' embedding rows summed."""
+    share's nodes over the mean (`imbalance`) and the shares' embedding rows
+    summed (`rows`); per `ways` batches together (one per machine), the rows
+    they touch (`union_rows`) and one optimizer step on them (`optimizer_s`)."""
     import numpy as np
 
     from recir.data import load_sst, make_treebank
@@ -146,21 +156,51 @@ def batch_stats(count: int) -> dict[int, dict[str, float]]:
     folder = sst_folder()
     trees = (load_sst(folder / "train.txt")[0] if folder
              else make_treebank(3000, vocab_size=1000, seed=0))[:count]
+    vocab = 1 + max(int(t.word.max()) for t in trees)
     order = np.random.default_rng(0).permutation(len(trees))
     batches = [[trees[i] for i in order[f:f + BATCH]] for f in range(0, len(trees), BATCH)]
+
+    def words(group: list[Any]) -> Any:
+        ids = np.concatenate([t.word for t in group])
+        return np.unique(ids[ids >= 0])
+
     stats = {}
     for ways in (1, 2, 4, 8):
-        imbalance, rows = [], []
+        imbalance, rows, union = [], [], []
         for batch in batches:
             shares = [[batch[i] for i in s] for s in
                       split_by_nodes([t.num_nodes for t in batch], ways)]
             loads = [sum(t.num_nodes for t in share) for share in shares]
             imbalance.append(max(loads) * ways / sum(loads))
-            rows.append(sum(len(np.unique(np.concatenate([t.word for t in share])))
-                            - int((np.concatenate([t.word for t in share]) < 0).any())
-                            for share in shares if share))
-        stats[ways] = {"imbalance": float(np.mean(imbalance)), "rows": float(np.mean(rows))}
+            rows.append(sum(len(words(share)) for share in shares if share))
+        for first in range(0, len(batches) - ways + 1, ways):
+            union.append(len(words([t for b in batches[first:first + ways] for t in b])))
+        stats[ways] = {"imbalance": float(np.mean(imbalance)), "rows": float(np.mean(rows)),
+                       "union_rows": float(np.mean(union)),
+                       "optimizer_s": optimizer_seconds(vocab, int(np.mean(union)))}
     return stats
+
+
+def optimizer_seconds(vocab: int, rows: int, repeats: int = 20) -> float:
+    """Fastest Adagrad step of TreeLSTM h=150 touching `rows` embedding rows
+    (only the ratio between row counts is used)."""
+    import numpy as np
+
+    from recir.models import tree_lstm
+    from recir.train import Adagrad
+
+    rng = np.random.default_rng(0)
+    params = tree_lstm.init_params(rng, hidden=HIDDEN, embed=HIDDEN, vocab=vocab)
+    grads = {k: np.zeros_like(v) for k, v in params.items()}
+    optimizer, times = Adagrad(params, lr=0.05, weight_decay=1e-4), []
+    for _ in range(repeats + 2):
+        touched = {"emb": np.sort(rng.choice(vocab, rows, replace=False))}
+        for name, grad in grads.items():
+            grad[touched["emb"] if name == "emb" else slice(None)] = 1e-3
+        began = time.perf_counter()
+        optimizer.step(grads, 1 / BATCH, touched, zero=True)
+        times.append(time.perf_counter() - began)
+    return min(times[2:])
 
 
 def rank_counts(text: str | None) -> list[int]:

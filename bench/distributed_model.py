@@ -5,7 +5,8 @@ A step on N ranks costs compute + allreduce + allgather + optimizer:
   reduce-scatter + allgather for volume): a * 2ceil(log2 N) + b * 2(N-1)/N * B;
 - allgather of the embedding rows, R bytes from all ranks together:
   a * ceil(log2 N) + b * (N-1)/N * R;
-- the optimizer step, the same on every rank, does not shrink with N.
+- the optimizer step, the same on every rank, does not shrink with N; with a
+  batch per machine it touches the union of their embedding rows (timed).
 `a` and `b` are fitted to bare Allreduce timings here (shared memory). Over
 Ethernet a round also pays the wire's latency and a byte its transfer time:
 a + LATENCY_S, b + 1 / (line rate * PAYLOAD). Two cases, from the measured
@@ -64,21 +65,23 @@ def predictions(model: dict[str, float], one_rank: dict[str, Any],
                 width: int) -> list[dict[str, Any]]:
     """Speedups on 2, 4 and 8 machines of one rank each, at 10 and 25 Gb/s.
     `stats[N]`: per step, `imbalance` (largest share's nodes over the mean)
-    and `rows` (the shares' embedding rows, summed) for a batch split N ways;
-    `stats[1]["rows"]` is one batch's."""
+    and `rows` (the shares' embedding rows, summed) for a batch split N ways,
+    `optimizer_s` for a step over N batches' rows; `stats[1]` is one batch's."""
     compute = one_rank["compute_seconds"] / one_rank["steps"]
     optimizer = one_rank["optimizer_seconds"] / one_rank["steps"]
     dense = FLOAT * (dense_floats + 1)
     alone = compute + optimizer
     out = []
     for machines in (2, 4, 8):
+        # N batches touch more embedding rows than one: the step grows
+        grown = optimizer * stats[machines]["optimizer_s"] / stats[1]["optimizer_s"]
         own_rows = FLOAT * width * machines * stats[1]["rows"]
         split_rows = FLOAT * width * stats[machines]["rows"]
         split_compute = compute * stats[machines]["imbalance"] / machines
         cases = {
             "own batch of 25 per machine (the paper's)":
-                lambda g, n=machines, r=own_rows: n * alone / (
-                    alone + network_seconds(model, n, dense, r, g)),
+                lambda g, n=machines, r=own_rows, o=grown: n * alone / (
+                    compute + o + network_seconds(model, n, dense, r, g)),
             "one batch of 25 split (--distributed)":
                 lambda g, n=machines, r=split_rows, c=split_compute: alone / (
                     c + optimizer + network_seconds(model, n, dense, r, g)),
