@@ -45,9 +45,13 @@ class Optimizer:
             used = (rows or {}).get(name)
             used = touched_rows(grads[name]) if used is None else used
             g = grads[name][used] * np.float32(scale)
+            # a row list gathers copies: read and write each row set once
+            values = param[used]
             if self.weight_decay:
-                g += np.float32(self.weight_decay) * param[used]
-            param[used] -= self.delta(name, used, g)
+                g += np.float32(self.weight_decay) * values
+            values -= self.delta(name, used, g)
+            if not isinstance(used, slice):
+                param[used] = values
             if zero:
                 grads[name][used] = 0
 
@@ -92,8 +96,15 @@ class Adagrad(Optimizer):
 
     def delta(self, name, rows, g):
         total = self.slot(name, "sum_sq")
-        total[rows] += g * g
-        return np.float32(self.lr) * g / (np.sqrt(total[rows]) + np.float32(self.eps))
+        summed = total[rows]
+        summed += g * g
+        if not isinstance(rows, slice):
+            total[rows] = summed
+        root = np.sqrt(summed)
+        root += np.float32(self.eps)
+        g *= np.float32(self.lr)
+        g /= root
+        return g
 
 
 class Adam(Optimizer):
