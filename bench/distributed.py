@@ -254,8 +254,10 @@ def show(report: dict[str, Any]) -> None:
     print(f"\nallreduce model (shared memory here): {1e6 * m['latency_s']:.1f} us per "
           f"round, {m['bytes_per_s'] / 1e9:.2f} GB/s per byte moved "
           f"(fit over {m['points']} points, max error {100 * m['max_rel_error']:.0f}%)")
-    print_table("predicted speedup over one machine (Ethernet)",
+    print_table("predicted speedup over one machine (Ethernet; transfer and local "
+                "sums serial / overlapped)",
                 ["case", "machines", "10 Gb/s", "25 Gb/s", "paper"],
-                [[p["case"], str(p["machines"]), fmt(p["speedup_10gbps"], 2),
-                  fmt(p["speedup_25gbps"], 2), fmt(p["paper"], 2)]
+                [[p["case"], str(p["machines"]),
+                  *(f"{p[f'speedup_{g}gbps']:.2f} / {p[f'speedup_{g}gbps_overlapped']:.2f}"
+                    for g in (10, 25)), fmt(p["paper"], 2)]
                  for p in report["predictions"]])
