@@ -85,13 +85,15 @@ def train_row(ranks: int, args: argparse.Namespace, mode: str) -> dict[str, Any]
     record |= {"ranks": ranks, "mode": mode, "threads": args.threads, "wall_seconds":
                time.perf_counter() - began, "data": "SST" if folder else "synthetic"}
     record["trees"] = round(record["trees_per_s"] * record["train_seconds"])
-    record["steps"] = -(-record["trees"] // (BATCH * (ranks if mode == "per_rank" else 1)))
+    batch = BATCH * (ranks if mode == "per_rank" else 1)
+    record["steps"] = -(-record["trees"] // batch)
     per_step = {k: 1e3 * record[f"{k}_seconds"] / record["steps"]
                 for k in ("compute", "allreduce", "optimizer")}
     print(f"  {mode}: {ranks} rank(s) x {args.threads} thread(s): "
           f"{record['trees_per_s']:.0f} trees/s, ms/step " +
           " ".join(f"{k} {v:.2f}" for k, v in per_step.items()) +
-          f", dev root fine {record['root_fine']:.4f} binary {record['root_binary']:.4f}",
+          f", dev root fine {record['root_fine']:.4f} "
+          f"binary {record['root_binary']:.4f}",
           flush=True)
     return record
 
@@ -158,7 +160,8 @@ def batch_stats(count: int) -> dict[int, dict[str, float]]:
              else make_treebank(3000, vocab_size=1000, seed=0))[:count]
     vocab = 1 + max(int(t.word.max()) for t in trees)
     order = np.random.default_rng(0).permutation(len(trees))
-    batches = [[trees[i] for i in order[f:f + BATCH]] for f in range(0, len(trees), BATCH)]
+    batches = [[trees[i] for i in order[f:f + BATCH]]
+               for f in range(0, len(trees), BATCH)]
 
     def words(group: list[Any]) -> Any:
         ids = np.concatenate([t.word for t in group])
@@ -174,8 +177,10 @@ def batch_stats(count: int) -> dict[int, dict[str, float]]:
             imbalance.append(max(loads) * ways / sum(loads))
             rows.append(sum(len(words(share)) for share in shares if share))
         for first in range(0, len(batches) - ways + 1, ways):
-            union.append(len(words([t for b in batches[first:first + ways] for t in b])))
-        stats[ways] = {"imbalance": float(np.mean(imbalance)), "rows": float(np.mean(rows)),
+            group = [t for batch in batches[first:first + ways] for t in batch]
+            union.append(len(words(group)))
+        stats[ways] = {"imbalance": float(np.mean(imbalance)),
+                       "rows": float(np.mean(rows)),
                        "union_rows": float(np.mean(union)),
                        "optimizer_s": optimizer_seconds(vocab, int(np.mean(union)))}
     return stats
@@ -240,14 +245,15 @@ def run(args: argparse.Namespace) -> int:
 
 def show(report: dict[str, Any]) -> None:
     rows = report["rows"]
-    print_table("one epoch, per rank (rank 0's split; allreduce includes waiting for the "
-                "slowest rank)",
+    print_table("one epoch, per rank (rank 0's split; allreduce includes waiting for "
+                "the slowest rank)",
                 ["mode", "ranks x threads", "trees/s", "speedup", "compute ms/step",
                  "allreduce ms/step", "optimizer ms/step", "KB reduced/step",
                  "dev root fine", "dev root binary"],
                 [[r["mode"], f"{r['ranks']} x {r['threads']}", fmt(r["trees_per_s"]),
                   fmt(r["speedup"], 2), fmt(r["compute_ms_per_step"], 2),
-                  fmt(r["allreduce_ms_per_step"], 2), fmt(r["optimizer_ms_per_step"], 2),
+                  fmt(r["allreduce_ms_per_step"], 2),
+                  fmt(r["optimizer_ms_per_step"], 2),
                   fmt(r["bytes_reduced_per_step"] / 1e3), fmt(r["root_fine"], 4),
                   fmt(r["root_binary"], 4)] for r in rows])
     m = report["allreduce_model"]
@@ -258,6 +264,7 @@ def show(report: dict[str, Any]) -> None:
                 "sums serial / overlapped)",
                 ["case", "machines", "10 Gb/s", "25 Gb/s", "paper"],
                 [[p["case"], str(p["machines"]),
-                  *(f"{p[f'speedup_{g}gbps']:.2f} / {p[f'speedup_{g}gbps_overlapped']:.2f}"
-                    for g in (10, 25)), fmt(p["paper"], 2)]
+                  *(f"{p[f'speedup_{g}gbps']:.2f} / "
+                    f"{p[f'speedup_{g}gbps_overlapped']:.2f}" for g in (10, 25)),
+                  fmt(p["paper"], 2)]
                  for p in report["predictions"]])

@@ -42,8 +42,8 @@ def rounds(ranks: int) -> int:
 def fit(probes: Sequence[dict[str, Any]]) -> dict[str, float]:
     """a (s per round) and b (s per byte) of the allreduce model, least
     squares on relative error (the times span three decades)."""
-    x = np.array([[2 * rounds(p["ranks"]), 2 * (p["ranks"] - 1) / p["ranks"] * p["bytes"]]
-                  for p in probes])
+    x = np.array([[2 * rounds(p["ranks"]),
+                   2 * (p["ranks"] - 1) / p["ranks"] * p["bytes"]] for p in probes])
     t = np.array([p["seconds"] for p in probes])
     (a, b), *_ = np.linalg.lstsq(x / t[:, None], np.ones_like(t), rcond=None)
     a, b = max(float(a), 0.0), max(float(b), 1e-13)

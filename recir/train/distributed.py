@@ -136,9 +136,9 @@ class Watchdog:
                 if left > 0:
                     self.wake.wait(left)
                     continue
-                sys.stderr.write(f"recir: {self.who}: no answer from the other ranks in "
-                                 f"{what} for {self.seconds:g} s (a rank is stuck or "
-                                 "gone); ending the job\n")
+                sys.stderr.write(f"recir: {self.who}: no answer from the other ranks "
+                                 f"in {what} for {self.seconds:g} s (a rank is stuck "
+                                 "or gone); ending the job\n")
                 sys.stderr.flush()
                 os._exit(1)
 
@@ -213,7 +213,7 @@ class MPIReducer(LocalReducer):
         table[ids[self.rank]] = 0
         at = 0
         for share_ids, count in zip(ids, counts, strict=True):
-            table[share_ids] += recv[at:at + count].reshape(len(share_ids), *table.shape[1:])
+            table[share_ids] += recv[at:at + count].reshape(-1, *table.shape[1:])
             at += count
         return 4 * sum(counts)
 
@@ -265,4 +265,4 @@ def world() -> tuple[int, int, int, list[str]]:
 def quiet_unless_root(rank: int) -> None:
     """Only rank 0 prints to stdout; errors still reach stderr everywhere."""
     if rank != 0:
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")

@@ -58,7 +58,8 @@ def tree_inputs(tree: Any) -> tuple[Any, ...]:
 def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
           dev: Sequence[Any], config: TrainConfig) -> list[dict[str, Any]]:
     """Trains `model.params` in place; returns one metrics dict per epoch."""
-    reducer = make_reducer(config.distributed, embedding_rows, config.collective_timeout)
+    reducer = make_reducer(config.distributed, embedding_rows,
+                           config.collective_timeout)
     with reducer.fail_fast():
         return train_ranks(model, optimizer, trees, dev, config, reducer)
 
@@ -76,7 +77,8 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
     if config.resume and config.checkpoint and config.checkpoint.exists():
         first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer)
     reducer.check_same("the training trees", len(trees))
-    reducer.check_same("the parameters", sum(float(v.sum()) for v in model.params.values()))
+    reducer.check_same("the parameters",
+                       sum(float(v.sum()) for v in model.params.values()))
     grads = reducer.gradient_buffers(model.params)
     for epoch in range(first_epoch, config.epochs):
         order = rng.permutation(len(trees))

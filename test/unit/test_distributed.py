@@ -5,6 +5,7 @@ raises or stops takes the job down instead of hanging it."""
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from recir.train.distributed import split_by_nodes
 
 pytest.importorskip("mpi4py")
 sys.path.insert(0, str(Path(__file__).parent))
-import distributed_worker as worker  # noqa: E402
+import distributed_worker as worker
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -104,3 +105,20 @@ def test_stopped_rank_times_out_instead_of_hanging(tmp_path: Path):
                      "--timeout", "1")
     assert result.returncode != 0
     assert "recir: rank 0 of 2: no answer from the other ranks" in result.stderr
+
+
+def test_sentiment_cli_trains_on_two_ranks_and_only_rank_0_prints(tmp_path: Path):
+    metrics = tmp_path / "metrics.jsonl"
+    if not MPIEXEC.exists():
+        pytest.skip("no mpiexec beside this Python (pip install 'recir[distributed]')")
+    command = [str(MPIEXEC), "-n", "2", sys.executable, "-m",
+               "recir.examples.sentiment", "--synthetic", "--hidden", "8",
+               "--embed", "8", "--epochs", "1",
+               "--max-train", "50", "--no-all-nodes", "--no-progress", "--threads", "1",
+               "--metrics", str(metrics), "--distributed"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("epoch 1/1:") == 1
+    assert "distributed: 2 ranks" in result.stdout
+    record = json.loads(metrics.read_text())
+    assert record["bytes_reduced_per_step"] > 0
