@@ -57,8 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="learning rate (default: adagrad 0.05, adam 0.01, sgd 0.1)")
     add("--weight-decay", type=float, default=1e-4, metavar="L2",
         help="L2 penalty on the parameters a step touches (default %(default)s)")
-    add("--threads", type=int, default=os.cpu_count() or 1, metavar="N",
-        help="the trees of a minibatch run side by side (default: all cores)")
+    add("--threads", type=int, metavar="N",
+        help="the trees of a minibatch run side by side (default: all cores; with "
+        "--distributed, per rank: the cores over the ranks on this host)")
+    add("--distributed", action="store_true",
+        help="data-parallel over MPI ranks: mpiexec -n N python -m "
+        "recir.examples.sentiment --distributed (see docs/distributed.md)")
     add("--seed", type=int, default=0,
         help="initialisation and shuffling (default %(default)s)")
     add("--max-train", type=int, metavar="N",
@@ -119,6 +123,23 @@ def init_params(module, args: argparse.Namespace, vocab: int) -> dict[str, np.nd
     return params
 
 
+def distributed_setup(distributed: bool) -> int:
+    """Threads per rank (the host's cores shared by its ranks); with
+    --distributed, only rank 0 prints."""
+    cores = os.cpu_count() or 1
+    if not distributed:
+        return cores
+    from recir.train.distributed import quiet_unless_root, world
+
+    try:
+        rank, ranks, here, where = world()
+    except RuntimeError as error:
+        raise SystemExit(f"error: --distributed: {error}") from None
+    quiet_unless_root(rank)
+    print(f"distributed: {ranks} ranks ({', '.join(where)}), {here} on this host")
+    return max(1, cores // here)
+
+
 def accuracies(record: dict) -> str:
     text = f"root fine {record['root_fine']:.3f} binary {record['root_binary']:.3f}"
     if "all_fine" in record:
@@ -135,6 +156,8 @@ def epoch_line(record: dict, epochs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    cores = distributed_setup(args.distributed)
+    args.threads = args.threads or cores
     train_trees, dev_trees, vocab, source = load_data(args.data, args.synthetic,
                                                       args.seed)
     if args.max_train:
@@ -151,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                          seed=args.seed, engine=args.engine, checkpoint=args.checkpoint,
                          resume=args.resume, metrics=args.metrics,
                          all_nodes=args.all_nodes, threads=args.threads,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, distributed=args.distributed)
     print(f"model: {args.model}, hidden {args.hidden}, {args.optimizer} lr {lr}, "
           f"batch {args.batch_size}, engine {args.engine}, {args.threads} threads")
     start = time.perf_counter()

@@ -45,9 +45,13 @@ class Optimizer:
             used = (rows or {}).get(name)
             used = touched_rows(grads[name]) if used is None else used
             g = grads[name][used] * np.float32(scale)
+            # a row list gathers copies: read and write each row set once
+            values = param[used]
             if self.weight_decay:
-                g += np.float32(self.weight_decay) * param[used]
-            param[used] -= self.delta(name, used, g)
+                g += np.float32(self.weight_decay) * values
+            values -= self.delta(name, used, g)
+            if not isinstance(used, slice):
+                param[used] = values
             if zero:
                 grads[name][used] = 0
 
@@ -55,8 +59,12 @@ class Optimizer:
         raise NotImplementedError
 
     def slot(self, name: str, kind: str) -> np.ndarray:
-        return self.state.setdefault(kind, {}).setdefault(
-            name, np.zeros_like(self.params[name]))
+        # not setdefault(name, zeros_like(...)): that zeroes a whole new
+        # table (11 MB for SST's embeddings) on every step, then drops it
+        slots = self.state.setdefault(kind, {})
+        if name not in slots:
+            slots[name] = np.zeros_like(self.params[name])
+        return slots[name]
 
     def state_dict(self) -> Arrays:
         flat = {f"{kind}/{name}": v for kind, arrays in self.state.items()
@@ -88,8 +96,15 @@ class Adagrad(Optimizer):
 
     def delta(self, name, rows, g):
         total = self.slot(name, "sum_sq")
-        total[rows] += g * g
-        return np.float32(self.lr) * g / (np.sqrt(total[rows]) + np.float32(self.eps))
+        summed = total[rows]
+        summed += g * g
+        if not isinstance(rows, slice):
+            total[rows] = summed
+        root = np.sqrt(summed)
+        root += np.float32(self.eps)
+        g *= np.float32(self.lr)
+        g /= root
+        return g
 
 
 class Adam(Optimizer):
