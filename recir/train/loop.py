@@ -46,6 +46,7 @@ class TrainConfig:
     on_epoch: Callable[[dict[str, Any]], None] | None = None  # gets each record
     history: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] | None = None  # what the model is: kind, sizes, vocabulary
+    best: Best = field(default_factory=Best)  # the best-dev epoch (kept by `train`)
     test_scores: dict[str, Any] | None = None  # set by `train` given a test split
 
 
@@ -101,7 +102,7 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     With `test`, `config.test_scores` gets the best-dev epoch's test scores."""
     check_config(config, optimizer)
     rng = np.random.default_rng(config.seed)
-    first_epoch, best = 0, Best()
+    first_epoch, best = 0, config.best
     if config.resume and config.checkpoint and config.checkpoint.exists():
         first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer,
                                            best, (config.info or {}).get("kind"))

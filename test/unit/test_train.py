@@ -150,7 +150,7 @@ def test_sentiment_example_runs(tmp_path, capsys) -> None:
         "root_fine", "root_binary", "all_fine", "all_binary", "trees_per_s",
         "compile_seconds"}
     for bad in (["--data", str(empty)], ["--resume"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(sentiment.UsageError):
             sentiment.parse_args(bad)
 
 
