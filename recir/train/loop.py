@@ -110,6 +110,7 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     step = recir.value_and_grad(model, engine=config.engine, threads=config.threads)
     scorer = NodeScorer(model, config.threads, config.engine,
                         roots_only=not config.all_nodes)
+    scorer.prepare(dev, test)
     compile_seconds = time.perf_counter() - start
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     for epoch in range(first_epoch, config.epochs):

@@ -99,6 +99,18 @@ class NodeScorer:
                 self.compiled[capacity] = recir.compile(model, threads=self.threads)
         return self.compiled[capacity]
 
+    def capacity(self, trees: Sequence[Any]) -> int:
+        """The table's node capacity for a batch: a power of two, so that a
+        treebank compiles few variants."""
+        largest = max((t.num_nodes for t in trees), default=1)
+        return max(MIN_CAPACITY, 1 << (largest - 1).bit_length()) if self.table else 0
+
+    def prepare(self, *splits: Sequence[Any]) -> None:
+        """Compile ahead what scoring these splits will need."""
+        for trees in splits:
+            for first in range(0, len(trees), SCORE_BATCH):
+                self.function(self.capacity(trees[first:first + SCORE_BATCH]))
+
     def __call__(self, trees: Sequence[Any]) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for first in range(0, len(trees), SCORE_BATCH):
@@ -107,8 +119,7 @@ class NodeScorer:
         return out
 
     def tables(self, trees: Sequence[Any]) -> list[np.ndarray]:
-        largest = max((t.num_nodes for t in trees), default=1)
-        capacity = max(MIN_CAPACITY, 1 << (largest - 1).bit_length())
+        capacity = self.capacity(trees)
         fn = self.function(capacity)
         inputs = [tree_inputs(t) for t in trees]
         outputs = (fn.batch(inputs) if self.engine == "native"
