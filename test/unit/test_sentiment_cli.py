@@ -216,3 +216,23 @@ def test_pretrained_frozen_embeddings(sst_dir, tmp_path, capsys) -> None:
         if word in model.vocabulary:
             np.testing.assert_array_equal(emb[model.vocabulary[word]], vector)
     assert not np.array_equal(emb[model.vocabulary["w4"]], vectors["W4"])
+
+
+def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> None:
+    from recir.data.download import DownloadError
+
+    monkeypatch.setenv("RECIR_SST_DIR", str(tmp_path))  # no SST there
+
+    def refused(**_):
+        raise DownloadError("cannot download http://127.0.0.1:1/x.zip: refused")
+
+    monkeypatch.setattr(sentiment, "download", refused)
+    assert sentiment.main([*TINY, "--embed", "8", "--max-train", "20", "--fetch"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("SST not downloaded (cannot download http://127.0.0.1:1/x.zip: "
+                      "refused); get it with `python -m recir.data.sst fetch`; training "
+                      "on the synthetic treebank")
+    assert "synthetic treebank (SST not found)" in out[1]
+    monkeypatch.setattr(sentiment, "download", lambda **_: sst_dir)
+    assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
+    assert f"data: SST ({sst_dir}): 60 train" in capsys.readouterr().out
