@@ -227,7 +227,8 @@ def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> No
         raise DownloadError("cannot download http://127.0.0.1:1/x.zip: refused")
 
     monkeypatch.setattr(sentiment, "download", refused)
-    assert sentiment.main([*TINY, "--embed", "8", "--max-train", "20", "--fetch"]) == 0
+    monkeypatch.setattr(sentiment, "SYNTHETIC_SPLITS", (20, 10, 10))
+    assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == ("SST not downloaded (cannot download http://127.0.0.1:1/x.zip: "
                       "refused); get it with `python -m recir.data.sst fetch`; training "
