@@ -1,7 +1,7 @@
 """Scoring SST trees at every node: one forward per tree (the node score
 table) against one forward per node, the evaluation it replaces.
 
-    python bench/sst_eval_time.py [--trees N] [--per-node N]
+    python bench/sst_eval_time.py [--trees N] [--per-node N] [--batching MODE...]
 
 Uses the SST train split as a stand-in when the test split is absent (same
 sentence-length distribution); times are for untrained TreeLSTM h=150
@@ -43,6 +43,9 @@ def main() -> int:
     parser.add_argument("--per-node", type=int, default=100,
                         help="trees scored the old way (slow), scaled up")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batching", nargs="+", default=["recursive"],
+                        choices=["recursive", "frontier", "auto"],
+                        help="how the one-pass scorer runs its batches")
     args = parser.parse_args()
     folder = sst_folder("train", "dev")
     if folder is None:
@@ -54,11 +57,14 @@ def main() -> int:
              if split == "test" else train)[:args.trees]
     model = tree_lstm.trace_model(init_params(tree_lstm, parse_args(["--synthetic"]),
                                               len(vocab)))
-    one = timed(NodeScorer(model, args.threads), trees)
-    old = timed(NodeScorer(PerNode(model), args.threads), trees[:args.per_node])
-    print(f"{len(trees)} SST {split} trees, all nodes, {args.threads} threads: "
-          f"one pass {one:.2f} s; per-node forwards {old:.2f} s for "
-          f"{args.per_node} trees, ~{old * len(trees) / args.per_node:.0f} s scaled")
+    for mode in args.batching:
+        one = timed(NodeScorer(model, args.threads, batching=mode), trees)
+        print(f"{len(trees)} SST {split} trees, all nodes, {args.threads} threads: "
+              f"one pass ({mode}) {one:.2f} s")
+    if args.per_node:
+        old = timed(NodeScorer(PerNode(model), args.threads), trees[:args.per_node])
+        print(f"per-node forwards: {old:.2f} s for {args.per_node} trees, "
+              f"~{old * len(trees) / args.per_node:.0f} s for {len(trees)}")
     return 0
 
 
