@@ -150,7 +150,7 @@ def find_sst(args: argparse.Namespace) -> Path | None:
         return args.data or found
     if args.fetch:
         try:
-            return download(progress=not args.no_progress, timeout=15)
+            return download(timeout=15)  # its own bar: a download is worth watching
         except DownloadError as e:
             print(f"SST not downloaded ({e}); get it with `python -m recir.data.sst "
                   f"fetch`; training on the synthetic treebank")
