@@ -11,6 +11,7 @@ import recir
 from recir.data import make_treebank
 from recir.models import rntn, tree_lstm, tree_rnn
 from recir.train import NodeScorer, evaluate
+from recir.train.metrics import MIN_CAPACITY
 
 MODELS = {"tree_lstm": tree_lstm, "tree_rnn": tree_rnn, "rntn": rntn}
 
@@ -28,8 +29,9 @@ def inputs(t):
 def test_node_table_equals_per_root_forwards(name: str) -> None:
     module = MODELS[name]
     params = small_params(module)
-    trees = make_treebank(4, vocab_size=40, seed=11)
-    capacity = max(t.num_nodes for t in trees) + 3  # rows past a tree stay zero
+    trees = make_treebank(4, vocab_size=40, seed=11, num_leaves=9)
+    trees += make_treebank(1, vocab_size=40, seed=11, num_leaves=1)  # a lone leaf
+    capacity = MIN_CAPACITY  # rows past a tree stay zero; the scorer's size (cached)
     scored = recir.compile(module.trace_model(params, node_scores=capacity))
     plain = recir.compile(module.trace_model(params))
     for t in trees:
