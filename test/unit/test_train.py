@@ -23,6 +23,7 @@ from recir.train import (
     Adam,
     NodeScorer,
     TrainConfig,
+    TrainConfigError,
     evaluate,
     load_checkpoint,
     loop,
@@ -354,3 +355,25 @@ def test_evaluate_from_logits_root_and_all_nodes() -> None:
     assert evaluate(scorer, [tree]) == {"root_fine": 0.0, "root_binary": 0.0}
     assert evaluate(scorer, [tree], all_nodes=True) == pytest.approx(
         {"root_fine": 0.0, "root_binary": 0.0, "all_fine": 1 / 3, "all_binary": 1 / 2})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"batch_size": 0}, "batch size must be at least 1, got 0"),
+    ({"epochs": -2}, "epochs must be at least 1"),
+    ({"threads": 0}, "threads must be at least 1"),
+    ({"metrics": "missing/m.jsonl"}, "does not exist"),
+    ({"checkpoint": "."}, "is a folder"),
+])
+def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_path,
+                                                    options, message) -> None:
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before the options were checked")
+
+    monkeypatch.setattr(loop.recir, "value_and_grad", no_compile)
+    options = {k: tmp_path / v if isinstance(v, str) else v for k, v in options.items()}
+    with pytest.raises(TrainConfigError, match=message):
+        train(double, SGD(double.params, lr=0.1), make_treebank(3, vocab_size=80), [],
+              TrainConfig(progress=False, **options))
+    with pytest.raises(TrainConfigError, match="learning rate must be 0 or more, got nan"):
+        train(double, SGD(double.params, lr=float("nan")), [], [],
+              TrainConfig(progress=False))
