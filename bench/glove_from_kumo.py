@@ -20,8 +20,8 @@ import numpy as np
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="the text file to write (.gz: gzipped)")
     args = parser.parse_args()
     try:
@@ -35,7 +35,8 @@ def main() -> int:
     words = pq.read_table(data / "glove_6B_index.parquet").column(0).to_pylist()
     vectors = np.load(data / "glove_6B_50d_emb.npy", mmap_mode="r")
     if len(words) != vectors.shape[0]:
-        print(f"error: {len(words)} words for {vectors.shape[0]} vectors", file=sys.stderr)
+        print(f"error: {len(words)} words for {vectors.shape[0]} vectors",
+              file=sys.stderr)
         return 1
     opener = gzip.open if args.out.suffix == ".gz" else open
     with opener(args.out, "wt", encoding="utf-8") as f:

@@ -37,8 +37,8 @@ def timed(scorer: NodeScorer, trees) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", type=int, default=2210, help="trees to score")
     parser.add_argument("--per-node", type=int, default=100,
                         help="trees scored the old way (slow), scaled up")

@@ -114,7 +114,8 @@ def fetch(url: str, target: Path, progress: bool, timeout: float) -> None:
         raise DownloadError(f"download of {url} was cut short after "
                             f"{len(e.partial)} more bytes") from None
     except urllib.error.HTTPError as e:
-        raise DownloadError(f"cannot download {url}: HTTP {e.code} {e.reason}") from None
+        raise DownloadError(f"cannot download {url}: HTTP {e.code} "
+                            f"{e.reason}") from None
     except urllib.error.URLError as e:
         raise DownloadError(f"cannot download {url}: {e.reason}") from None
     except (OSError, http.client.HTTPException) as e:

@@ -30,7 +30,13 @@ from recir.data.download import DownloadError, download
 from recir.data.embeddings import EmbeddingError, read_embeddings
 from recir.data.sst import TreeParseError, Vocabulary
 from recir.models import rntn, tree_lstm, tree_rnn
-from recir.train import OPTIMIZERS, CheckpointError, TrainConfig, TrainConfigError, train
+from recir.train import (
+    OPTIMIZERS,
+    CheckpointError,
+    TrainConfig,
+    TrainConfigError,
+    train,
+)
 from recir.train.loop import check_writable
 from recir.train.model_file import describe, save_model
 
@@ -115,7 +121,8 @@ def check_args(args: argparse.Namespace) -> None:
     for name in ("epochs", "batch_size", "hidden", "embed", "max_train", "threads"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, "
+                             f"got {value}")
     for name in ("lr", "weight_decay"):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -170,7 +177,8 @@ def load_data(folder: Path | None, synthetic: bool, seed: int, test: bool = Fals
                 raise UsageError(f"{folder / (name + '.txt')}: no trees in the file")
         return train_trees, dev_trees, test_trees, vocab, len(vocab), f"SST ({folder})"
     n_train, n_dev, n_test = SYNTHETIC_SPLITS
-    trees = make_treebank(n_train + n_dev + n_test, vocab_size=SYNTHETIC_VOCAB, seed=seed)
+    trees = make_treebank(n_train + n_dev + n_test, vocab_size=SYNTHETIC_VOCAB,
+                          seed=seed)
     why = "--synthetic" if synthetic else "SST not found"
     return (trees[:n_train], trees[n_train:n_train + n_dev],
             trees[n_train + n_dev:] if test else [], None, SYNTHETIC_VOCAB,

@@ -73,7 +73,8 @@ def label_lines(model: LoadedModel, lines: Iterable[str], out: IO[str], err: IO[
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.threads < 1:
-        print(f"error: --threads must be at least 1, got {args.threads}", file=sys.stderr)
+        print(f"error: --threads must be at least 1, got {args.threads}",
+              file=sys.stderr)
         return 2
     try:
         model = load(args.model_file)

@@ -8,5 +8,5 @@ from recir.train.model_file import LoadedModel, load, save_model
 from recir.train.optimizers import OPTIMIZERS, SGD, Adagrad, Adam
 
 __all__ = ["OPTIMIZERS", "SGD", "Adagrad", "Adam", "CheckpointError", "LoadedModel",
-           "NodeScorer", "TrainConfig", "TrainConfigError", "evaluate", "load", "load_checkpoint",
-           "save_checkpoint", "save_model", "train"]
+           "NodeScorer", "TrainConfig", "TrainConfigError", "evaluate", "load",
+           "load_checkpoint", "save_checkpoint", "save_model", "train"]

@@ -94,7 +94,8 @@ def model_info(data: Arrays, path: Path) -> dict[str, Any] | None:
     try:
         info = json.loads(str(scalar(data, "model", path)))
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: the model description is not JSON: {e}") from None
+        raise CheckpointError(f"{path}: the model description is not JSON: "
+                              f"{e}") from None
     if not isinstance(info, dict) or "kind" not in info:
         raise CheckpointError(f"{path}: the model description has no 'kind'")
     return info
@@ -115,8 +116,9 @@ def check_arrays(data: Arrays, prefix: str, params: Arrays, path: Path,
                                   f"checkpoint?)")
         got = data[key]
         if got.shape != value.shape:
-            raise CheckpointError(f"{path}: {what} '{name}' has shape {got.shape}, this "
-                                  f"model's is {value.shape} (other sizes or vocabulary?)")
+            raise CheckpointError(f"{path}: {what} '{name}' has shape {got.shape}, "
+                                  f"this model's is {value.shape} (other sizes or "
+                                  f"vocabulary?)")
         if not np.issubdtype(got.dtype, np.floating) or not np.isfinite(got).all():
             raise CheckpointError(f"{path}: {what} '{name}' holds NaN, infinite or "
                                   f"non-numeric values")
@@ -174,7 +176,8 @@ def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
     data = read_checkpoint(path, params, optimizer, kind)
     for name, value in params.items():
         value[...] = data[f"param/{name}"]
-    optimizer.load_state_dict({k[4:]: v for k, v in data.items() if k.startswith("opt/")})
+    optimizer.load_state_dict({k[4:]: v for k, v in data.items()
+                               if k.startswith("opt/")})
     rng = np.random.default_rng()
     rng.bit_generator.state = json.loads(str(data["rng"]))
     if best is not None:

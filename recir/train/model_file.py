@@ -89,7 +89,8 @@ def load(path: str | Path) -> LoadedModel:
     try:
         shapes = module.init_params(np.random.default_rng(0), **sizes)
     except TypeError:
-        raise CheckpointError(f"{path}: sizes {sizes} do not describe a {kind}") from None
+        raise CheckpointError(f"{path}: sizes {sizes} do not describe a "
+                              f"{kind}") from None
     best = "best_epoch" in data and int(scalar(data, "best_epoch", path)) > 0
     prefix = "best" if best else "param"
     check_arrays(data, prefix, shapes, path, "parameter")

@@ -33,7 +33,8 @@ class Optimizer:
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
         self.state: dict[str, Arrays] = {}
         self.steps = 0
-        self.frozen: frozenset[str] = frozenset()  # kept fixed (their gradients cleared)
+        # kept fixed; their gradient rows are still cleared
+        self.frozen: frozenset[str] = frozenset()
 
     def step(self, grads: Arrays, scale: float = 1.0,
              rows: dict[str, np.ndarray] | None = None, zero: bool = False) -> None:

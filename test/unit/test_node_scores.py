@@ -43,8 +43,8 @@ def test_node_table_equals_per_root_forwards(name: str) -> None:
         assert loss == pytest.approx(root_loss, rel=1e-6)
         for i in range(t.num_nodes):
             h_i = plain(t.left, t.right, t.word, t.label, i)[0]
-            np.testing.assert_allclose(table[i], params["w_out"] @ h_i + params["b_out"],
-                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                table[i], params["w_out"] @ h_i + params["b_out"], rtol=1e-5, atol=1e-6)
             reference_h = module.reference(t, i, params)[0]
             np.testing.assert_allclose(table[i], params["w_out"] @ reference_h
                                        + params["b_out"], rtol=1e-4, atol=1e-5)

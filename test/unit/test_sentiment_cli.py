@@ -232,8 +232,8 @@ def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> No
     assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == ("SST not downloaded (cannot download http://127.0.0.1:1/x.zip: "
-                      "refused); get it with `python -m recir.data.sst fetch`; training "
-                      "on the synthetic treebank")
+                      "refused); get it with `python -m recir.data.sst fetch`; "
+                      "training on the synthetic treebank")
     assert "synthetic treebank (SST not found)" in out[1]
     monkeypatch.setattr(sentiment, "download", lambda **_: sst_dir)
     assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0

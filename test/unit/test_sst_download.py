@@ -105,7 +105,8 @@ def test_refused_connection(tmp_path) -> None:
     assert leftovers(tmp_path) == []
 
 
-def test_fetch_cli_and_sst_path_find_the_download(tmp_path, monkeypatch, capsys) -> None:
+def test_fetch_cli_and_sst_path_find_the_download(tmp_path, monkeypatch,
+                                                  capsys) -> None:
     monkeypatch.delenv("RECIR_SST_DIR", raising=False)
     monkeypatch.setenv("RECIR_DATA_DIR", str(tmp_path))
     with Server(archive()) as server:

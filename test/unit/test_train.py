@@ -374,6 +374,6 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     with pytest.raises(TrainConfigError, match=message):
         train(double, SGD(double.params, lr=0.1), make_treebank(3, vocab_size=80), [],
               TrainConfig(progress=False, **options))
-    with pytest.raises(TrainConfigError, match="learning rate must be 0 or more, got nan"):
+    with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
         train(double, SGD(double.params, lr=float("nan")), [], [],
               TrainConfig(progress=False))
