@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import recir
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
-from recir.train.metrics import NodeScorer, evaluate, tree_inputs
+from recir.train.metrics import NodeScorer, evaluate
 from recir.train.optimizers import Optimizer
 
 __all__ = ["TrainConfig", "TrainConfigError", "load_checkpoint", "save_checkpoint",
@@ -93,6 +93,10 @@ def embedding_rows(batch: Sequence[Any], grads: dict[str, np.ndarray]
         return {}
     words = np.concatenate([t.word for t in batch])
     return {"emb": np.unique(words[words >= 0])}
+
+
+def tree_inputs(tree: Any) -> tuple[Any, ...]:
+    return tree.left, tree.right, tree.word, tree.label, tree.root
 
 
 def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],

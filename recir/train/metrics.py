@@ -68,9 +68,9 @@ class Accuracy:
                 f"{prefix}_binary": self.binary / max(self.binary_total, 1)}
 
 
-def tree_inputs(tree: Any) -> tuple[Any, ...]:
-    """A tree as the models' inputs; unknown labels (-1) read as 0, since the
-    loss output is not used for scoring and a label indexes the logits."""
+def scoring_inputs(tree: Any) -> tuple[Any, ...]:
+    """A tree as the models' inputs for scoring; unknown labels (-1) read as
+    0, since the loss output is not used and a label indexes the logits."""
     return tree.left, tree.right, tree.word, np.maximum(tree.label, 0), tree.root
 
 
@@ -128,7 +128,7 @@ class NodeScorer:
     def tables(self, trees: Sequence[Any]) -> list[np.ndarray]:
         capacity = self.capacity(trees)
         fn = self.function(capacity)
-        inputs = [tree_inputs(t) for t in trees]
+        inputs = [scoring_inputs(t) for t in trees]
         outputs = (fn.batch(inputs) if self.engine == "native"
                    else [fn.run(*x) for x in inputs])
         classes = self.model.params["b_out"].shape[0]
@@ -141,7 +141,7 @@ class NodeScorer:
         p = self.model.params
         out = []
         for t in trees:
-            left, right, word, label, root = tree_inputs(t)
+            left, right, word, label, root = scoring_inputs(t)
             nodes = [root] if self.roots_only else range(t.num_nodes)
             h = np.stack([np.asarray(call(left, right, word, label, i)[0])
                           for i in nodes])
