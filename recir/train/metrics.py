@@ -107,16 +107,18 @@ class NodeScorer:
         return self.compiled[capacity]
 
     def capacity(self, trees: Sequence[Any]) -> int:
-        """The table's node capacity for a batch: a power of two, so that a
-        treebank compiles few variants."""
+        """The table's node capacity for these trees: the smallest one compiled
+        already that fits, else a power of two (few variants per treebank)."""
+        if not self.table:
+            return 0
         largest = max((t.num_nodes for t in trees), default=1)
-        return max(MIN_CAPACITY, 1 << (largest - 1).bit_length()) if self.table else 0
+        fits = [c for c in self.compiled if c >= largest]
+        return min(fits) if fits else max(MIN_CAPACITY, 1 << (largest - 1).bit_length())
 
     def prepare(self, *splits: Sequence[Any]) -> None:
-        """Compile ahead what scoring these splits will need."""
-        for trees in splits:
-            for first in range(0, len(trees), SCORE_BATCH):
-                self.function(self.capacity(trees[first:first + SCORE_BATCH]))
+        """Compile ahead what scoring these splits will need: one capacity
+        for all their trees."""
+        self.function(self.capacity([t for trees in splits for t in trees]))
 
     def __call__(self, trees: Sequence[Any]) -> list[np.ndarray]:
         out: list[np.ndarray] = []

@@ -57,9 +57,11 @@ def test_scorer_batches_retrace_and_frontier_agree() -> None:
     trees += make_treebank(1, vocab_size=40, seed=13, num_leaves=40)  # 79 nodes: > 64
     plain = recir.compile(model)
     scorer = NodeScorer(model, threads=2)
-    tables = scorer(trees)
-    assert sorted(scorer.compiled) == [128]  # one batch, capacity for its largest
     assert [len(t) for t in scorer(trees[:6])] == [t.num_nodes for t in trees[:6]]
+    assert sorted(scorer.compiled) == [64]
+    tables = scorer(trees)
+    assert sorted(scorer.compiled) == [64, 128]  # traced again for the 79-node tree
+    scorer(trees[:6])
     assert sorted(scorer.compiled) == [64, 128]
     for t, table in zip(trees, tables, strict=True):
         assert table.shape == (t.num_nodes, 5)
