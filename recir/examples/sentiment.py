@@ -177,11 +177,12 @@ def load_data(folder: Path | None, synthetic: bool, seed: int, test: bool = Fals
                 raise UsageError(f"{folder / (name + '.txt')}: no trees in the file")
         return train_trees, dev_trees, test_trees, vocab, len(vocab), f"SST ({folder})"
     n_train, n_dev, n_test = SYNTHETIC_SPLITS
-    trees = make_treebank(n_train + n_dev + n_test, vocab_size=SYNTHETIC_VOCAB,
-                          seed=seed)
+    trees = make_treebank(n_train + n_dev, vocab_size=SYNTHETIC_VOCAB, seed=seed)
+    # drawn apart, so that train and dev are the same trees with or without --test
+    test_trees = (make_treebank(n_test, vocab_size=SYNTHETIC_VOCAB, seed=seed + 1)
+                  if test else [])
     why = "--synthetic" if synthetic else "SST not found"
-    return (trees[:n_train], trees[n_train:n_train + n_dev],
-            trees[n_train + n_dev:] if test else [], None, SYNTHETIC_VOCAB,
+    return (trees[:n_train], trees[n_train:], test_trees, None, SYNTHETIC_VOCAB,
             f"synthetic treebank ({why})")
 
 
