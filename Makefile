@@ -16,10 +16,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# One TreeLSTM epoch over SST train (synthetic trees without SST): ~8-15 s on 2 cores.
+# One TreeLSTM epoch over SST train, downloading SST first when it is missing
+# (without network: one line says how to get it, and synthetic trees are used).
 # The thesis programs run with `$(BIN)/python -m recir.examples.demo`.
 demo: install
-	$(BIN)/python -m recir.examples.sentiment --epochs 1 --no-progress
+	$(BIN)/python -m recir.examples.sentiment --epochs 1 --no-progress --fetch
 
 # The evaluation suite (bench/suite.py), short version: a few minutes on 2 cores.
 # Writes bench/results/suite.json, suite.md and PNG plots; torch and matplotlib

@@ -27,10 +27,14 @@ def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
 
 
 class Optimizer:
+    SLOTS: tuple[str, ...] = ()  # per-parameter state every step creates
+
     def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
         self.state: dict[str, Arrays] = {}
         self.steps = 0
+        # kept fixed; their gradient rows are still cleared
+        self.frozen: frozenset[str] = frozenset()
 
     def step(self, grads: Arrays, scale: float = 1.0,
              rows: dict[str, np.ndarray] | None = None, zero: bool = False) -> None:
@@ -44,6 +48,10 @@ class Optimizer:
         for name, param in self.params.items():
             used = (rows or {}).get(name)
             used = touched_rows(grads[name]) if used is None else used
+            if name in self.frozen:
+                if zero:
+                    grads[name][used] = 0
+                continue
             g = grads[name][used] * np.float32(scale)
             # a row list gathers copies: read and write each row set once
             values = param[used]
@@ -89,6 +97,8 @@ class SGD(Optimizer):
 class Adagrad(Optimizer):
     """Tai et al.'s optimizer (lr 0.05, weight decay 1e-4)."""
 
+    SLOTS = ("sum_sq",)
+
     def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
                  eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)
@@ -108,6 +118,8 @@ class Adagrad(Optimizer):
 
 
 class Adam(Optimizer):
+    SLOTS = ("m", "v")
+
     def __init__(self, params: Arrays, lr: float = 1e-3, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)
