@@ -39,7 +39,7 @@ bench-full: $(BENCH_STAMP)
 test: install test-unit test-lit
 
 test-unit: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 test-lit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test
