@@ -200,7 +200,8 @@ def test_deep_recursion_runs_on_a_big_stack(lstm):
 def test_recursion_deeper_than_any_stack_is_an_error(cache_dir):
     params = tree_lstm.init_params(np.random.default_rng(1), vocab=50, hidden=256,
                                    embed=256)
-    native = recir.compile(tree_lstm.trace_model(params), cache_dir=cache_dir)
+    # one thread: the serial retry (test_parallel has the team's), sharing its objects
+    native = recir.compile(tree_lstm.trace_model(params), cache_dir=cache_dir, threads=1)
     with pytest.raises(RecirError, match="too deep for the native stack"):
         native(*linear_tree(100_000), 0)
 
