@@ -9,7 +9,8 @@ import pytest
 from recir.tools.recir_run import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ir"
-CASES = [  # (file, entry, arguments, result, the native run's flag: --jit or the default)
+# (file, entry, arguments, result, the native run's flag: --jit or the default)
+CASES = [
     ("fib.mlir", "fib", ["20"], "10946", ["--jit"]),
     ("ackermann.mlir", "ack", ["2", "3"], "9", []),
     ("takeuchi.mlir", "tak", ["12", "8", "4"], "5", []),
@@ -22,6 +23,7 @@ CASES = [  # (file, entry, arguments, result, the native run's flag: --jit or th
                          ids=[c[1] for c in CASES])
 def test_recir_run_prints_the_published_value(file, entry, args, expected, native,
                                               interpret, capsys):
-    argv = [f"{EXAMPLES}/{file}", "--entry", entry, *(a for v in args for a in ("--arg", v))]
+    argv = [str(EXAMPLES / file), "--entry", entry,
+            *(a for v in args for a in ("--arg", v))]
     assert main(argv + (["--interpret"] if interpret else native)) == 0
     assert capsys.readouterr().out.splitlines() == [expected]

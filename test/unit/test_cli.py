@@ -61,7 +61,8 @@ def tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
             code = main(list(args))
         except SystemExit as e:  # argparse's usage errors
             code = e.code if isinstance(e.code, int) else 1
-    return subprocess.CompletedProcess([name, *args], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([name, *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -79,7 +80,8 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], pattern: str
 
 
 def test_recir_run_fib(tmp_path: Path):
-    result = process_tool("recir_run", write(tmp_path, "fib.mlir", FIB), "--entry", "fib",
+    path = write(tmp_path, "fib.mlir", FIB)
+    result = process_tool("recir_run", path, "--entry", "fib",
                   "--arg", "15", "--interpret")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "987\n"

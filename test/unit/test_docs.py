@@ -39,4 +39,5 @@ def test_readme_example_runs():
     assert abs(scope["loss"] - scope["loss_ref"]) <= 1e-4 * abs(scope["loss_ref"])
     assert scope["grads"]["w"].shape == (16, 32)
     history = scope["history"]
-    assert len(history) == 2 and history[1]["loss"] < history[0]["loss"]
+    assert len(history) == 2
+    assert history[1]["loss"] < history[0]["loss"]

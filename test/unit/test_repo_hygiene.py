@@ -29,14 +29,16 @@ def sources(folder: Path) -> list[Path]:
 
 def test_no_session_word_in_package_or_architecture():
     hits = [f"{p.relative_to(ROOT)}:{n}" for p in [*sources(PACKAGE), ARCHITECTURE]
-            for n, line in enumerate(p.read_text().splitlines(), 1) if SESSION.search(line)]
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if SESSION.search(line)]
     assert not hits, f"'session' (a work log word) in: {hits}"
 
 
 def test_no_temp_paths_in_package_tests_or_architecture():
     hits = [f"{p.relative_to(ROOT)}:{n}"
             for p in [*sources(PACKAGE), *sources(ROOT / "test"), ARCHITECTURE]
-            for n, line in enumerate(p.read_text().splitlines(), 1) if TEMP_PATH in line]
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if TEMP_PATH in line]
     assert not hits, f"scratch paths in: {hits}"
 
 
@@ -59,7 +61,7 @@ def module_names() -> list[str]:
 
 @pytest.mark.parametrize("name", module_names())
 def test_architecture_names_every_module(name: str):
-    assert f"`{name}`" in ARCHITECTURE.read_text(), f"docs/architecture.md lacks `{name}`"
+    assert f"`{name}`" in ARCHITECTURE.read_text(), f"architecture.md lacks `{name}`"
 
 
 def test_readme_is_short():
