@@ -121,7 +121,8 @@ def small_trees(seed: int, count: int) -> list:
     rng = np.random.default_rng(seed)
     shapes = [("moderate", 1), ("balanced", 2), ("linear", 4), ("moderate", 6),
               ("balanced", 8), ("moderate", 12)]
-    return [make_tree(shape, leaves, rng, vocab_size=100) for shape, leaves in shapes[:count]]
+    return [make_tree(shape, leaves, rng, vocab_size=100)
+            for shape, leaves in shapes[:count]]
 
 
 TREE_MODELS = {
