@@ -37,10 +37,11 @@ bench: $(BENCH_STAMP)
 bench-full: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py all
 
+# Two pytest workers (pytest-xdist) share one temporary object cache (test/conftest.py).
 test: install test-unit test-lit
 
 test-unit: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --durations=10
 
 test-lit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test

@@ -3,9 +3,9 @@
 The model's module is closed (`capture-outer-refs`), differentiated
 (`synthesize-gradients`) and run natively or by the interpreter. Gradients
 land in float32 arrays, one per parameter; `into=` accumulates over calls
-(a minibatch) without allocating. Native gradient calls run on a persistent
-thread with a 1 GiB stack: deep trees need no retry, which could otherwise
-add part of a gradient twice. `threads` (default: all cores) runs a tree's
+(a minibatch) without allocating. Native gradient calls run on a deep stack
+from the start (`recir.backend.stack`): a retry after running out of stack
+could add part of a gradient twice. `threads` (default: all cores) runs a tree's
 independent calls, forward and backward, as tasks.
 
 Several Python threads may call one function at once (see

@@ -139,10 +139,9 @@ _openmp: list[ctypes.CDLL | None] = []
 
 # Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its
 # taskwait runs any queued task where libgomp's runs only the waiting task's
-# children (`bench/run.py parallel`, 2026-11-24, 2 threads over 1: fib(35)
-# 1.75-1.98x in six measurements against 1.56-1.73x in five; one-tree calls of
-# moderate and SST-like trees 0.05-0.2 ahead, across trees within 0.1 either
-# way). libgomp, on every Linux machine, where libomp is not installed.
+# children, so fib(35) on 2 threads gains more over 1 (`python bench/run.py
+# parallel`, docs/benchmarks.md). libgomp, on every Linux machine, where libomp
+# is not installed.
 OPENMP_LIBRARIES = ("libomp.so.5", "libgomp.so.1")
 
 
@@ -164,8 +163,8 @@ def load_openmp() -> ctypes.CDLL | None:
     for name in names:
         if "libgomp" not in name:
             # libomp's workers spin 200 ms after a team by default, taking a core
-            # from Python between calls (bench/run.py parallel: TreeRNN rows
-            # 0.7-1.1x of one thread, fib(35) 1.64x; with 1 ms, 0.8-1.8x and 2.03x)
+            # from Python between calls; 1 ms keeps team calls ahead of one
+            # thread (`python bench/run.py parallel`)
             os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
             library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)

@@ -76,12 +76,9 @@ def is_tensor(typ: Attribute) -> bool:
 
 # A team call whose estimated work (the function's `call_work` times the
 # length of its longest variably sized input: a tree's node count) is below
-# this runs on one thread (`NativeFunction.in_team`). Measured on this
-# 2-core host (h=150, balanced trees, 2 threads against 1): teams lost below
-# ~3M (TreeRNN inference at 63 nodes 0.95x, its gradient at 15 nodes 0.93x,
-# TreeLSTM inference at 15 nodes 0.91x) and won from ~6M (TreeRNN inference
-# at 127 nodes 1.07-1.28x, its gradient at 31 nodes 1.06x, TreeLSTM at 31
-# nodes 1.12x); TreeLSTM gradients of 7 nodes (6.7M) still lose (0.79x).
+# this runs on one thread (`NativeFunction.in_team`). On 2 cores (h=150,
+# balanced trees, 2 threads against 1) teams lost below ~3M units of work and
+# won from ~6M (`python bench/run.py parallel`).
 SERIAL_BELOW = 5_000_000
 
 
@@ -249,8 +246,8 @@ class NativeFunction:
         """The native entry's arguments for `inputs` (bound parameters and
         result buffers added), and the results they will be written to.
         Arrays already in the right dtype, shape and layout pass by address
-        (a call's Python cost is most of a small tree's: a 64-leaf TreeRNN
-        call is ~100 us native); others go through `argument`'s checks.
+        (a call's Python cost is most of a small tree's native time); others
+        go through `argument`'s checks.
         `inputs` must stay alive until the call returns."""
         public = self.public
         if len(inputs) != public:
@@ -436,7 +433,7 @@ class NativeFunction:
     def in_team(self, threads: int) -> bool:
         """Whether a call runs on a team: code with tasks does, except on one
         thread where a retry is harmless (not `deep_only`): there the serial
-        entry (`@f__serial`, no tasks) runs, ~25 us less than a team of one
+        entry (`@f__serial`, no tasks) runs, cheaper than a team of one
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
@@ -486,7 +483,7 @@ class NativeFunction:
         gradient copies, thread 0's table pointing at the buffers in `args`;
         set to spawn `budget` levels down (the team entry passes thread 0's
         on). Taking a pool chunk for each thread's tape and giving it back
-        cost ~2 us a context a call."""
+        is then not paid every call."""
         try:  # by team size (budget 0's team of one); pop is atomic: calls from several threads
             contexts = self.kept_contexts[threads].pop()
         except (KeyError, IndexError):
@@ -629,7 +626,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
     """A context per thread of a team, each pointing to them all and to
     its table of gradient buffers (and with a `tape`, a kept arena chunk).
     Their `address` and `views` (one `Context` each) are made once: every
-    team call reads them, and a view of an array's item costs ~0.1 us."""
+    team call reads them, and making a view of an array's item is not free."""
     contexts = (Context * threads)()
     contexts.address = ctypes.addressof(contexts)
     contexts.views = tuple(contexts)
@@ -655,7 +652,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     `switch` (and glibc has ucontext), else on the stack it is on. The first
     error found is returned with its context."""
     deep = stack.switched_stack() if switch and stack.SWITCHING else None
-    # (an array.array converts a 25-call batch's ~350 fields in 5 us, a ctypes array in 22)
+    # (an array.array converts a batch's fields several times faster than a ctypes array)
     data = array.array("Q", [ctypes.addressof(contexts),
                              deep.limit if deep else stack.stack_limit(), *payload])
     address = data.buffer_info()[0]

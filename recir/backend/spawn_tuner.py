@@ -2,19 +2,17 @@
 
 How many levels of a recursion should spawn tasks depends on the shape of
 its call tree, which the compiler cannot see: on 2 threads a balanced
-64-leaf TreeRNN tree ran fastest with one level of tasks (h=150, the team's
-time 54 us against 62 at four levels: each task costs ~0.5 us and a stolen
-one more), a moderately unbalanced one with six to eight, fib(35) with four
+64-leaf TreeRNN tree ran fastest with one level of tasks (each task and
+each steal has a cost), a moderately unbalanced one with six to eight, fib(35) with four
 or more, and a linear one fastest on one thread, without a team at all
 (budget 0: no parallelism to find, and a team's start and its idle worker
-cost ~5%). So a function times its calls at a few budgets and keeps the
+cost a few percent). So a function times its calls at a few budgets and keeps the
 fastest per unit of work (the calls' sizes: a tree's node count), and every
 few calls tries another, so that it follows the inputs when they change.
 One thread wins a close contest: its times count 5% less, since a team
 takes a second core and, where it finds no parallelism, costs a little
-(linear TreeLSTM trees' gradients on 2 threads, one process per fixed
-budget, `/tmp/w13/b0.py`: 1818 us a tree at 0, 2052 at 1, 1929 at 4), and
-single times spread as much. The budget changes only the schedule: results
+(linear TreeLSTM trees' gradients on 2 threads), and single times spread
+as much. The budget changes only the schedule: results
 are the same (gradients within rounding, whose order of addition varies on
 any team).
 `$RECIR_SPAWN_BUDGET` fixes it instead.
@@ -139,7 +137,7 @@ class SpawnTuner:
             self.again = True
             return
         # nor a budget's first call, which warms caches and its team's contexts
-        # up (a gradient's tape arena page-faults: ~1.5x the next call's time)
+        # up (a gradient's tape arena page-faults: slower than the next call)
         if not self.warm[pick]:
             self.warm[pick] = True
             return
@@ -179,9 +177,8 @@ class SpawnTuner:
 
 def spawn_budget(threads: int) -> int:
     """The compiled budget (what calls start from): 2^budget tasks per tree of
-    a binary recursion, 8 per thread. On 2 threads TreeRNN 64-leaf trees ran
-    1.2x faster than one thread at 12 levels, 1.4x at 2-4 (bench/run.py
-    parallel)."""
+    a binary recursion, 8 per thread. On 2 threads TreeRNN 64-leaf trees gain
+    more from 2-4 levels than from 12 (`python bench/run.py parallel`)."""
     return 3 + max(0, threads - 1).bit_length()
 
 

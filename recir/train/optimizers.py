@@ -4,9 +4,8 @@ Compiled functions read the parameter arrays by reference, so an update must
 never rebind them. Rows of a 2-D parameter whose gradient is zero (the
 embedding rows of words not in the minibatch) are skipped, as sparse
 Adagrad in Tai et al. does: a dense update of the 18,000-word SST table
-per minibatch costs a large share of the step, or more (TreeLSTM h=150, 25
-trees, 2 cores: Adagrad 1.2 ms sparse vs 7.8 ms dense, Adam 2.1 vs 29 ms,
-against ~17 ms of gradients). Skipped rows also skip weight decay and,
+per minibatch costs a large share of the step, or more: for Adam, more than
+the minibatch's gradients (TreeLSTM h=150, 25 trees). Skipped rows also skip weight decay and,
 for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam).
 """
 
