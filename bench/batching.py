@@ -159,8 +159,6 @@ def sums_per_tree(losses: np.ndarray, trees: list[Any]) -> list[float]:
 
 def torch_level_one(params, mode, threads):
     """PyTorch level-batched on one thread, beside its N-thread row."""
-    if threads == 1:
-        raise Skipped("the one-thread row is torch-level itself")
     return torch_level(params, mode, 1)
 
 
@@ -304,7 +302,7 @@ def in_batches(run: Any, trees: list[Any], batch: int) -> Any:
 def one_config(params, trees, batch, mode, threads, repeats, skip) -> dict[str, Any]:
     fns, errors, losses = {}, {}, {}
     for name, build in CONTESTANTS.items():
-        if name in skip:
+        if name in skip or (name == "torch-level-1t" and threads == 1):
             continue
         run, reason = attempt(name, lambda b=build: b(params, mode, threads))
         if run is None:
@@ -323,7 +321,6 @@ def one_config(params, trees, batch, mode, threads, repeats, skip) -> dict[str, 
     rate = {n: len(trees) / median(t) for n, t in times.items()}
     level = {thr: rate.pop(n) for n, thr in (("torch-level", threads), ("torch-level-1t", 1))
              if n in rate}
-    errors.pop("torch-level-1t", None)
     level_threads = max(level, key=level.get) if level else None
     if level_threads is not None:  # the peer at its strongest: the faster thread count
         rate["torch-level"] = level[level_threads]

@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fib", type=int, default=35)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--skip-tree", action="store_true", help="fib only")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds a runtime's child process may take")
 
 
 def fib_times(threads: list[int], n: int, repeats: int) -> dict[str, list[float]]:
@@ -106,11 +108,14 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def in_child(runtime: str, args: dict[str, Any]) -> dict[str, Any]:
+def in_child(runtime: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
     code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); "
             f"from bench.openmp import measure; print(json.dumps(measure({args!r})))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "RECIR_OPENMP": runtime}, timeout=1800)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "RECIR_OPENMP": runtime}, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"over {timeout:.0f} s"}
     if done.returncode != 0:
         return {"skipped": done.stderr.strip().splitlines()[-1] if done.stderr.strip()
                 else f"exit {done.returncode}"}
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
           f"threads {args.threads}", flush=True)
     for runtime in args.runtimes:
         print(f"  {runtime} ...", flush=True)
-        report["runtimes"][runtime] = result = in_child(runtime, settings)
+        report["runtimes"][runtime] = result = in_child(runtime, settings, args.timeout)
         if "skipped" in result:
             print(f"  {runtime}: skipped ({result['skipped']})", flush=True)
         if args.json:
