@@ -99,7 +99,8 @@ def torch_product(layout: str, a: np.ndarray, b: np.ndarray) -> Callable[[], Any
 
 
 def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Callable[[], Any]:
-    """recir's kernel for the layout, on a team of `threads` where it splits."""
+    """recir's kernel for the layout, on a team of `threads` where it splits;
+    the function returns the product (`tn`: the sum of its calls' products)."""
     from recir.batching import gemm, smallgemm, split
 
     team = threads > 1 and split.available()
@@ -114,13 +115,18 @@ def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Ca
         if team:
             parts = gemm.nn_parts(m, n, k, a.ctypes.data, k, b.ctypes.data, n, c.ctypes.data,
                                   n, 0, threads)
-            return lambda c=c: split.run(parts, threads)  # c: alive while parts point at it
-        return lambda: gemm.gemm(a, b, c)
+            return lambda: (split.run(parts, threads), c)[1]  # c lives while parts point at it
+        return lambda: gemm.gemm(a, b)  # a new array, as NumPy's
     rows, m = a.shape
     n = b.shape[1]
     acc = np.zeros((m, n), np.float32)  # accumulates: the values grow, the work does not
-    return lambda: gemm.add_outer_at(acc.ctypes.data, m, n, a.ctypes.data, m, b.ctypes.data, n,
-                                     rows, threads)
+
+    def add() -> np.ndarray:
+        gemm.add_outer_at(acc.ctypes.data, m, n, a.ctypes.data, m, b.ctypes.data, n, rows,
+                          threads)
+        return acc
+
+    return add
 
 
 def set_threads(threads: int) -> None:
