@@ -149,7 +149,13 @@ def resolve_threads(threads: int | None) -> int:
 
     from recir.backend.engine import openmp
 
-    count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+    configured = os.environ.get("RECIR_NUM_THREADS", "").strip()
+    if configured and not (configured.isdecimal() and int(configured) >= 1):
+        raise RecirError("error: RECIR_NUM_THREADS must be a positive integer, got "
+                         f"'{configured}'")
+    count = threads or int(configured or 0) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
         warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
                       "found: running serially", stacklevel=3)

@@ -23,6 +23,7 @@ from recir.batching.schedule import Schedule
 from recir.batching.segments import Plan, entry_kinds, make_plan
 from recir.context import make_context
 from recir.diagnostics import RecirError
+from recir.interpreter import coerce_argument
 from recir.passes.capture_outer_refs import CaptureOuterRefsPass
 
 
@@ -73,7 +74,8 @@ class BatchedFunction:
                 continue
             typ = arg.type
             dtype = dtype_of(typ.element_type if isinstance(typ, TensorType) else typ)
-            column = [np.asarray(inputs[j], dtype) for inputs in batch]
+            column = [np.asarray(coerce_argument(j, inputs[j], typ), dtype)
+                      for inputs in batch]
             if plan.kinds[arg] == "R":
                 values.append(PerRoot.ragged(column))
             else:

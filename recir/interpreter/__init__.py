@@ -101,25 +101,51 @@ class ArgumentName:
         return f"argument {self.index} ({self.typ})"
 
 
+def integer_range(typ: IntegerType | IndexType) -> tuple[int, int]:
+    """The values an integer argument may take: signed, as the native code
+    reads them (i1: 0 and 1; index: 64 bits)."""
+    width = 64 if isinstance(typ, IndexType) else typ.width.data
+    if width == 1:
+        return 0, 1
+    return -(1 << (width - 1)), (1 << (width - 1)) - 1
+
+
 def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
-    """A Python/NumPy value checked and converted to the interpreter's form."""
+    """A Python/NumPy value checked and converted to the interpreter's form:
+    every path (interpreter, native, `.batch`, frontier) converts its
+    arguments here, so none narrows or reinterprets a value silently."""
     where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
-        if isinstance(value, bool | int | np.integer):
-            return int(value)
-        raise RecirError(f"error: {where} expects an integer, got {value!r}")
+        if not isinstance(value, bool | int | np.integer):
+            raise RecirError(f"error: {where} expects an integer, got {value!r}")
+        low, high = integer_range(typ)
+        if not low <= int(value) <= high:
+            raise RecirError(f"error: {where} must be in [{low}, {high}], got {value}")
+        return int(value)
     if isinstance(typ, Float32Type | Float64Type):
-        if isinstance(value, int | float | np.floating | np.integer):
+        if not isinstance(value, int | float | np.floating | np.integer):
+            raise RecirError(f"error: {where} expects a number, got {value!r}")
+        try:
             return float(np.float32(value)) if isinstance(typ, Float32Type) else float(value)
-        raise RecirError(f"error: {where} expects a number, got {value!r}")
+        except OverflowError:
+            raise RecirError(f"error: {where} is too large for {typ}: {value}") from None
     if isinstance(typ, TensorType):
         return coerce_tensor(where, value, typ)
     raise RecirError(f"error: {where}: unsupported argument type")
 
 
+INT32 = np.iinfo(np.int32)
+
+
 def coerce_tensor(where: object, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
+    """An int32 or float32 array; integers of another width are range-checked
+    before they are narrowed (a word id 2**32 + w must not become w), floats
+    never become integers, and only numeric (bool, integer, float) arrays
+    are accepted."""
     if not isinstance(value, np.ndarray):
         raise RecirError(f"error: {where} expects an array, got {type(value).__name__}")
+    if value.dtype.kind not in "biuf":
+        raise RecirError(f"error: {where} expects a numeric array, got dtype {value.dtype}")
     is_int = isinstance(typ.element_type, IntegerType)
     if is_int and value.dtype.kind not in "iu":
         raise RecirError(f"error: {where} expects integers, got dtype {value.dtype}")
@@ -128,6 +154,10 @@ def coerce_tensor(where: object, value: Any, typ: TensorType[Attribute]) -> np.n
         d >= 0 and d != v for d, v in zip(shape, value.shape, strict=True)
     ):
         raise RecirError(f"error: {where} got an array of shape {value.shape}")
+    if is_int and value.dtype != np.int32 and value.size and (
+            value.min() < INT32.min or value.max() > INT32.max):
+        bad = value[(value < INT32.min) | (value > INT32.max)][0]
+        raise RecirError(f"error: {where} holds {bad}, which does not fit in int32")
     return np.ascontiguousarray(value, dtype=np.int32 if is_int else np.float32)
 
 
