@@ -72,9 +72,9 @@ def load_npy(index: int, path: str) -> np.ndarray:
         raise RecirError(f"error: --arg {index + 1}: cannot read '{path}': {e.strerror}") from None
     except (ValueError, EOFError, SyntaxError, TypeError) as e:
         reason = " ".join(str(e).split(".")[0].split())
-        raise RecirError(f"error: {where} is not a valid .npy file ({reason})") from None
+        raise RecirError(f"error: {where} is not a .npy file ({reason})") from None
     if any(not isinstance(d, int) or d < 0 for d in shape):
-        raise RecirError(f"error: {where} is not a valid .npy file (shape {shape})")
+        raise RecirError(f"error: {where} is not a .npy file (shape {shape})")
     if dtype.kind not in "biuf":
         raise RecirError(f"error: {where} holds {dtype} values; arguments are numeric "
                          "(bool, integer or float) arrays")
