@@ -116,7 +116,7 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
     arguments here, so none narrows or reinterprets a value silently."""
     where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
-        if not isinstance(value, bool | int | np.integer):
+        if not isinstance(value, bool | int | np.integer | np.bool_):
             raise RecirError(f"error: {where} expects an integer, got {value!r}")
         low, high = integer_range(typ)
         if not low <= int(value) <= high:
