@@ -9,6 +9,11 @@ deeper than Python's recursion limit) is reported the same way.
 
 from __future__ import annotations
 
+import functools
+import math
+import os
+from typing import Any
+
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
@@ -19,6 +24,22 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 
 from recir.diagnostics import RecirError, format_error, location_prefix
+
+
+# xDSL expands a dense literal, a splat too, to one Python object per element:
+# about 24 bytes each to parse and 64 to print (tracemalloc's peaks for 10**6
+# f32 elements). A literal is refused where that would take more than a
+# quarter of the machine's memory, rather than exhaust it.
+DENSE_BYTES_PER_ELEMENT = 24 + 64
+
+
+@functools.cache
+def dense_element_limit() -> int:
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
+        memory = 8 << 30
+    return memory // 4 // DENSE_BYTES_PER_ELEMENT
 
 
 class LocatingParser(Parser):
@@ -46,6 +67,15 @@ class LocatingParser(Parser):
                 StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col)
             )
         return op
+
+    def _parse_dense_literal_type(self) -> Any:
+        start = self._current_token.span
+        typ = super()._parse_dense_literal_type()
+        count = math.prod(max(d, 0) for d in typ.get_shape())
+        if count > dense_element_limit():
+            raise ParseError(start, f"a dense literal of {count} elements is too large "
+                             f"(at most {dense_element_limit()} on this machine)")
+        return typ
 
     def resolve_operand(self, operand: UnresolvedOperand, type: Attribute) -> SSAValue:
         if operand.operand_name not in self.ssa_values:

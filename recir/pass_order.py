@@ -2,10 +2,11 @@
 
 `recir.pipeline` always runs the passes in order; `recir-opt -p` lets a user
 run them in any order, and a pass given IR an earlier pass should have
-rewritten fails deep inside (xDSL's llvm dialect rejecting a tensor type, a
-symbol lookup finding nothing). Checking the one fact each pass relies on
-turns that into an error at the first op that is not ready, naming the pass
-to run first.
+rewritten (or a later one already has) fails deep inside: xDSL's llvm
+dialect rejecting a tensor type, a symbol lookup finding nothing, a rewriter
+deleting a value still in use. Checking the one fact each pass relies on
+turns that into an error at the first op that is not ready, saying which
+pass to run first.
 """
 
 from __future__ import annotations
@@ -27,13 +28,19 @@ def has_tensor(op: Operation) -> bool:
         isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
 
 
-# pass -> (an op the pass cannot handle, the pass that rewrites such ops)
+def is_branch(op: Operation) -> bool:
+    return op.name in ("cf.br", "cf.cond_br")
+
+
+CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
+
+# pass -> (an op the pass cannot handle, what to do about it)
 PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
-    "convert-scf-to-cf": [(is_subgraph, "capture-outer-refs")],
-    "convert-tmath-to-loops": [(is_subgraph, "capture-outer-refs")],
-    "tmath-fuse-elementwise": [],
-    "convert-recir-to-llvm": [(is_subgraph, "capture-outer-refs"),
-                              (has_tensor, "convert-tmath-to-loops")],
+    "convert-scf-to-cf": [CLOSE_FIRST],
+    "convert-tmath-to-loops": [CLOSE_FIRST, (is_branch, "run {pass_} before "
+                                             "convert-scf-to-cf (it lowers scf.if itself)")],
+    "convert-recir-to-llvm": [CLOSE_FIRST, (has_tensor, "run convert-tmath-to-loops "
+                                            "before {pass_}")],
 }
 
 
@@ -47,8 +54,11 @@ def located(op: Operation) -> Operation:
 
 
 def check_prerequisites(pass_name: str, module: ModuleOp) -> None:
-    for unready, earlier in PREREQUISITES.get(pass_name, []):
+    for unready, advice in PREREQUISITES.get(pass_name, []):
         for op in module.walk():
-            if unready(op):
-                raise RecirError(format_error(
-                    located(op), f"must be rewritten by {earlier} before {pass_name}"))
+            if not unready(op):
+                continue
+            at = located(op)
+            what = "is" if at is op else f"holds '{op.name}', which is"
+            raise RecirError(format_error(at, f"{what} not handled by {pass_name}: "
+                                          + advice.format(pass_=pass_name)))

@@ -51,24 +51,34 @@ class RecirOptMain(xDSLOptMain):
         for i, stage in enumerate(passes):
             if i == 0 and callback is not None:
                 callback(None, prog, stage)
-            check_prerequisites(stage.name, prog)
             try:
+                check_prerequisites(stage.name, prog)
                 stage.apply(self.ctx, prog)
-            except RecirError:
-                raise
+                if not self.args.disable_verify:
+                    verify_located(prog)
+            except RecirError as e:
+                raise self.in_file(str(e)) from None
             except (DiagnosticException, ValueError, KeyError, TypeError,
                     AssertionError, NotImplementedError) as e:
-                raise RecirError(f"{self.get_input_name()}: error: pass '{stage.name}' "
-                                 f"failed: {one_line(e)}") from None
-            if not self.args.disable_verify:
-                verify_located(prog)
+                raise self.in_file(f"error: pass '{stage.name}' failed: "
+                                   f"{one_line(e)}") from None
             if callback is not None:
                 callback(stage, prog, passes[i + 1] if i + 1 < len(passes) else None)
 
+    def in_file(self, message: str) -> RecirError:
+        """The error located at the input file where no op location is known
+        (ops a pass made may have none)."""
+        if message.startswith("error:"):
+            message = f"{self.get_input_name()}: {message}"
+        return RecirError(message)
 
-def one_line(e: BaseException) -> str:
-    text = str(e.args[0]) if len(e.args) == 1 else str(e)
-    return " ".join(text.split()) or type(e).__name__
+
+def one_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, cut short (xDSL's may hold the
+    repr of a whole block)."""
+    text = " ".join((str(e.args[0]) if len(e.args) == 1 else str(e)).split())
+    text = text or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> int:
