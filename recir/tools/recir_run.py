@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,10 @@ def load_npy(index: int, path: str) -> np.ndarray:
             start, end = f.tell(), f.seek(0, 2)
     except OSError as e:
         raise RecirError(f"error: --arg {index + 1}: cannot read '{path}': {e.strerror}") from None
-    except (ValueError, EOFError, SyntaxError, TypeError) as e:
-        reason = " ".join(str(e).split(".")[0].split())
+    except (ValueError, EOFError, SyntaxError, TypeError, KeyError, MemoryError,
+            RecursionError, tokenize.TokenError) as e:  # what numpy's header parsing raises
+        message = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
+        reason = " ".join(message.split(".")[0].split()) or type(e).__name__
         raise RecirError(f"error: {where} is not a .npy file ({reason})") from None
     if any(not isinstance(d, int) or d < 0 for d in shape):
         raise RecirError(f"error: {where} is not a .npy file (shape {shape})")
