@@ -114,6 +114,8 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
     """A Python/NumPy value checked and converted to the interpreter's form:
     every path (interpreter, native, `.batch`, frontier) converts its
     arguments here, so none narrows or reinterprets a value silently."""
+    if isinstance(typ, TensorType):
+        return coerce_tensor(index, value, typ)
     where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
         if not isinstance(value, bool | int | np.integer | np.bool_):
@@ -129,36 +131,54 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
             return float(np.float32(value)) if isinstance(typ, Float32Type) else float(value)
         except OverflowError:
             raise RecirError(f"error: {where} is too large for {typ}: {value}") from None
-    if isinstance(typ, TensorType):
-        return coerce_tensor(where, value, typ)
     raise RecirError(f"error: {where}: unsupported argument type")
 
 
 INT32 = np.iinfo(np.int32)
 
 
-def coerce_tensor(where: object, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
+TensorFacts = tuple[np.dtype[Any], int, tuple[tuple[int, int], ...]]
+
+
+def tensor_facts(typ: TensorType[Attribute]) -> TensorFacts:
+    """The array dtype a tensor type converts to, its rank and its fixed
+    dimensions (axis, size): the frontier works them out once per batch and
+    column, not once per tree."""
+    is_int = isinstance(typ.element_type, IntegerType)
+    shape = tuple(typ.get_shape())
+    fixed = tuple((axis, d) for axis, d in enumerate(shape) if d >= 0)
+    return np.dtype(np.int32 if is_int else np.float32), len(shape), fixed
+
+
+def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
+                  facts: TensorFacts | None = None) -> np.ndarray:
     """An int32 or float32 array; integers of another width are range-checked
     before they are narrowed (a word id 2**32 + w must not become w), floats
     never become integers, and only numeric (bool, integer, float) arrays
     are accepted."""
+    dtype, rank, fixed = tensor_facts(typ) if facts is None else facts
     if not isinstance(value, np.ndarray):
-        raise RecirError(f"error: {where} expects an array, got {type(value).__name__}")
+        raise RecirError(f"error: {ArgumentName(index, typ)} expects an array, "
+                         f"got {type(value).__name__}")
+    if value.dtype is not dtype and value.dtype != dtype:
+        check_dtype(ArgumentName(index, typ), value, dtype)
+    if value.ndim != rank or any(value.shape[axis] != d for axis, d in fixed):
+        raise RecirError(f"error: {ArgumentName(index, typ)} got an array of shape "
+                         f"{value.shape}")
+    return np.ascontiguousarray(value, dtype=dtype)
+
+
+def check_dtype(where: ArgumentName, value: np.ndarray, dtype: np.dtype[Any]) -> None:
+    """`value` converts to `dtype` (int32 or float32) without losing meaning."""
     if value.dtype.kind not in "biuf":
         raise RecirError(f"error: {where} expects a numeric array, got dtype {value.dtype}")
-    is_int = isinstance(typ.element_type, IntegerType)
-    if is_int and value.dtype.kind not in "iu":
+    if dtype.kind == "f":
+        return
+    if value.dtype.kind not in "iu":
         raise RecirError(f"error: {where} expects integers, got dtype {value.dtype}")
-    shape = tuple(typ.get_shape())
-    if value.ndim != len(shape) or any(
-        d >= 0 and d != v for d, v in zip(shape, value.shape, strict=True)
-    ):
-        raise RecirError(f"error: {where} got an array of shape {value.shape}")
-    if is_int and value.dtype != np.int32 and value.size and (
-            value.min() < INT32.min or value.max() > INT32.max):
+    if value.size and (value.min() < INT32.min or value.max() > INT32.max):
         bad = value[(value < INT32.min) | (value > INT32.max)][0]
         raise RecirError(f"error: {where} holds {bad}, which does not fit in int32")
-    return np.ascontiguousarray(value, dtype=np.int32 if is_int else np.float32)
 
 
 def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
