@@ -122,7 +122,8 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
             raise RecirError(f"error: {where} expects an integer, got {value!r}")
         low, high = integer_range(typ)
         if not low <= int(value) <= high:
-            raise RecirError(f"error: {where} must be in [{low}, {high}], got {value}")
+            raise RecirError(f"error: {where} does not fit: {value} is outside "
+                             f"[{low}, {high}]")
         return int(value)
     if isinstance(typ, Float32Type | Float64Type):
         if not isinstance(value, int | float | np.floating | np.integer):
