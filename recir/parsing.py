@@ -12,16 +12,18 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import Parser, ParserState, UnresolvedOperand
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import ParseError, VerifyException
-from xdsl.utils.lexer import Span
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer
 
 from recir.diagnostics import RecirError, format_error, location_prefix
 
@@ -42,11 +44,22 @@ def dense_element_limit() -> int:
     return memory // 4 // DENSE_BYTES_PER_ELEMENT
 
 
+class LinearStringLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal pattern that cannot backtrack
+    exponentially: xDSL's nests `+` inside `*`, so a quote left open before
+    a long line took exponential time (a stray `"` hung recir-opt). The
+    same language, one character per repetition."""
+
+    _unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+
 class LocatingParser(Parser):
     """A parser that gives each op without a `loc(...)` its source position."""
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
-        super().__init__(ctx, text, name)
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(LinearStringLexer(Input(text, name)))
         self.line_offset = line_offset
         self.first_uses: dict[str, Span] = {}  # forward references, for errors
 

@@ -52,6 +52,8 @@ BAD_IR: dict[str, tuple[bytes, str]] = {
               r"^bad.mlir:2:36: error: a dense literal of 100000000000 elements is too "
               r"large"),
     "splat overflowing": (SPLAT.format(n=10**30).encode(), r"^bad.mlir:2:36: error: a dense"),
+    "unclosed string": (b'func.func @f() {\n  %x = "' + b"x y " * 40 + b"\n}\n",
+                        r"^bad.mlir:2:8: error: End of file reached before closing string"),
     "duplicate symbol": (b"func.func @f() {\n  func.return\n}\n"
                          b"func.func @f() {\n  func.return\n}\n",
                          r"^bad.mlir:4:1: error: 'func.func' op redefines symbol @f \(first "
