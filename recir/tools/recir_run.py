@@ -15,6 +15,7 @@ import argparse
 import math
 import sys
 import tokenize
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def load_npy(index: int, path: str) -> np.ndarray:
     or hostile header must not allocate or read past the data)."""
     where = f"--arg {index + 1}: '{path}'"
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy's note on Python 2 headers
             version = np.lib.format.read_magic(f)
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                            else np.lib.format.read_array_header_2_0)
@@ -86,7 +88,9 @@ def load_npy(index: int, path: str) -> np.ndarray:
                          f"{math.prod(shape) * dtype.itemsize} bytes, the file has "
                          f"{end - start}")
     try:
-        return np.load(path, allow_pickle=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise RecirError(f"error: {where}: {' '.join(str(e).split())}") from None
 

@@ -2,18 +2,21 @@
 inserted, tokens spliced in) exits 0, or 1 with exactly one `error:` line
 first and no traceback; the SST loader on a mutated tree file loads or
 raises one `file:line: error:` naming a line of the file, and a bad UTF-8
-byte names its own line. `make fuzz` runs more examples."""
+byte names its own line; a mutated `.npy` argument loads as a numeric array
+or is one error line. `make fuzz` runs more examples."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from recir.data import sst
-from recir.tools import recir_opt
+from recir.diagnostics import RecirError
+from recir.tools import recir_opt, recir_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p.read_bytes() for p in sorted((ROOT / "examples/ir").glob("*.mlir"))]
@@ -84,3 +87,22 @@ def is_utf8(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+NPY = b"".join([b"\x93NUMPY\x01\x00v\x00",
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".ljust(117),
+                b"\n", np.arange(6, dtype=np.float32).tobytes()])
+
+
+@given(edits=st.lists(edit, min_size=1, max_size=3))
+def test_npy_arguments_load_or_give_one_error(tmp_path_factory, edits):
+    """A mutated .npy header or body: a numeric array, or one error line
+    (never another exception, never an allocation the file cannot back)."""
+    path = tmp_path_factory.mktemp("npy") / "x.npy"
+    path.write_bytes(mutate(NPY, edits))
+    try:
+        value = recir_run.load_npy(0, str(path))
+    except RecirError as e:
+        assert str(e).startswith(f"error: --arg 1: '{path}'") and "\n" not in str(e)
+    else:
+        assert value.dtype.kind in "biuf" and value.nbytes <= path.stat().st_size
