@@ -21,16 +21,24 @@ import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import spawn_tuner, stack
+from recir.backend import interrupts, spawn_tuner, stack
 from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
 from recir.backend.team_wake import last_team_end, team_ended, waking
+from recir.backend.watchdog import call_within
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
-from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
+from recir.passes.native_context import (
+    ERROR_CHECK,
+    ERROR_DEPTH,
+    ERROR_HEAP,
+    ERROR_INTERRUPT,
+    ERROR_MEMORY,
+    ERROR_STACK,
+)
 from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
 
 
@@ -44,7 +52,8 @@ class Context(ctypes.Structure):
                 ("acc_copies", ctypes.c_void_p),
                 ("outer_logs", ctypes.c_void_p),
                 ("spawn_budget", ctypes.c_int64),
-                ("stack_owner", ctypes.c_uint64)]  # CONTEXT_BYTES = 88
+                ("stack_owner", ctypes.c_uint64),
+                ("depth", ctypes.c_uint64)]  # CONTEXT_BYTES = 96
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -158,8 +167,16 @@ class NativeFunction:
         # the spawn budgets of single calls and of batches, learnt apart
         self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
         self.batch_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
+        self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
+        interrupts.install()  # Ctrl-C stops native calls
 
-    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+    def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
+        """The outputs for `inputs`; with a `timeout` (seconds), on one thread
+        and stopped with a RecirError once that has passed."""
+        if INTERRUPTED.value:  # a stale Ctrl-C (`interrupts.clear_stale`)
+            INTERRUPTED.value = 0
+        if timeout is not None:
+            return call_within(self, inputs, timeout)
         size = self.size(inputs) if self.team else None
         # code without tasks runs as it is; a call too small to pay for a team, on one thread
         if not self.team or (size is not None and size * self.call_work < SERIAL_BELOW):
@@ -218,6 +235,8 @@ class NativeFunction:
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
         worker), with one thread: the caller runs several at once."""
+        if INTERRUPTED.value:  # a stale Ctrl-C
+            INTERRUPTED.value = 0
         def here(args: list[Any]) -> Any:
             ctx, returned = self.call_once(args, 1)
             self.raise_error(ctx)
@@ -303,6 +322,8 @@ class NativeFunction:
         the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
+        if INTERRUPTED.value:  # a stale Ctrl-C
+            INTERRUPTED.value = 0
         sizes = self.sizes(items)
         threads = self.threads_for(sizes)
         budget = self.batch_tuner.choose()
@@ -513,6 +534,15 @@ class NativeFunction:
         if ctx.error == ERROR_MEMORY:
             raise RecirError(f"error: native @{self.name} ran out of memory for its "
                              f"gradient tape after {ctx.tape_bytes >> 20} MiB")
+        if ctx.error == ERROR_INTERRUPT:
+            interrupts.clear()
+            raise KeyboardInterrupt(f"native @{self.name} was interrupted")
+        if ctx.error == ERROR_DEPTH:
+            raise RecirError(f"error: recursion in @{self.name} is deeper than "
+                             f"max_depth={self.max_depth}")
+        if ctx.error == ERROR_HEAP:
+            raise RecirError(f"error: native @{self.name} ran out of memory for a "
+                             f"temporary buffer")
         if ctx.error != 0:
             raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
@@ -621,6 +651,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
 
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
+INTERRUPTED = interrupts.FLAG
 NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
 
 

@@ -55,9 +55,14 @@ from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.frame_buffers import declare_heap, heap_buffers, move_to_heap, stack_bytes
 from recir.passes.native_context import (
     ACC_COPIES,
+    DEPTH,
     ERROR_CHECK,
+    ERROR_DEPTH,
+    ERROR_HEAP,
+    ERROR_INTERRUPT,
     ERROR_STACK,
     SPAWN_BUDGET,
     field,
@@ -77,6 +82,8 @@ from recir.passes.tasks import (
 )
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
+INTERRUPT_FLAG = "recir_interrupt"  # an i32 the runtime defines (`backend/interrupts.py`)
+MONOTONIC = 2  # llvm.load's ordering
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
@@ -121,8 +128,11 @@ def expand_math(op: Operation) -> None:
 class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
-    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp]):
+    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp],
+                 interruptible: bool = True, max_depth: int = 0):
         self.function = function
+        self.interruptible, self.max_depth = interruptible, max_depth
+        self.uses_heap = False
         self.sites, self.tasks = sites, tasks
         signature = function.function_type
         self.results = list(signature.outputs)
@@ -159,7 +169,7 @@ class FunctionConversion:
         body.add_block(block)
         return block
 
-    def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
+    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int = 0) -> None:
         record_error(Emitter(at, at), self.ctx, code, site)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
@@ -269,8 +279,12 @@ class FunctionConversion:
         Rewriter.replace_op(op, [*stores, llvm.ReturnOp()])
 
     def prologue(self, entry: Block) -> None:
-        """Hoists the static buffers into a new entry block that checks the stack."""
+        """Hoists the static buffers into a new entry block (the largest onto
+        the heap: `frame_buffers`) that checks, in this order, the interrupt
+        flag, the stack below this frame, the heap buffers' mallocs and the
+        depth (with max-depth); a failure records the first that failed."""
         allocas = [op for op in self.function_ops(entry) if isinstance(op, llvm.AllocaOp)]
+        returns = [op for op in self.function_ops(entry) if isinstance(op, llvm.ReturnOp)]
         first = entry.first_op
         assert first is not None
         body = entry.split_before(first)
@@ -278,15 +292,52 @@ class FunctionConversion:
             for op in (alloca.size.owner, alloca):
                 op.detach()
                 entry.add_op(op)
+        heap = heap_buffers(allocas)
+        self.uses_heap = bool(heap)
         b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
+        checks: list[tuple[SSAValue, int]] = []
+        if self.interruptible:
+            flag = b.value(llvm.AddressOfOp(INTERRUPT_FLAG, PTR))
+            raised = b.value(llvm.LoadOp(flag, i32, ordering=MONOTONIC))
+            checks.append((b.value(arith.CmpiOp(raised, b.const(0, i32), "eq")),
+                           ERROR_INTERRUPT))
         frame = b.value(llvm.CallIntrinsicOp("llvm.frameaddress.p0", [b.const(0, i32)], [PTR]))
         address = b.value(llvm.PtrToIntOp(frame, i64))
-        room = b.value(arith.CmpiOp(address, b.load(self.ctx, 0, i64), "uge"))
+        below = stack_bytes([a for a in allocas if a not in heap])
+        if below:  # the frame's bottom, roughly: its buffers lie under the frame address
+            address = b.value(arith.SubiOp(address, b.i64(below)))
+        # (atomic: a watchdog may raise the limit while a loop LLVM made of a
+        # tail call runs, and a plain load could be hoisted out of it)
+        limit = b.value(llvm.LoadOp(self.ctx, i64, ordering=MONOTONIC))
+        checks.append((b.value(arith.CmpiOp(address, limit, "uge")), ERROR_STACK))
+        if (mallocs_ok := move_to_heap(b, heap, returns)) is not None:
+            checks.append((mallocs_ok, ERROR_HEAP))
+        if self.max_depth:
+            checks.append(self.count_depth(b, body, returns))
         stop = Block()
-        self.set_error(InsertPoint.at_end(stop), ERROR_STACK)
+        at_stop = Emitter(InsertPoint.at_end(stop), InsertPoint.at_end(stop))
+        code = at_stop.const(checks[-1][1], i32)
+        for ok, error in reversed(checks[:-1]):
+            code = at_stop.value(arith.SelectOp(ok, code, at_stop.const(error, i32)))
+        self.set_error(InsertPoint.at_end(stop), code)
         stop.add_op(llvm.BrOp(self.fail))
         entry.parent.insert_block_before(stop, self.fail)
-        b.op(llvm.CondBrOp(room, body, (), stop, ()))
+        go = checks[0][0]
+        for ok, _ in checks[1:]:
+            go = b.value(arith.AndIOp(go, ok))
+        b.op(llvm.CondBrOp(go, body, (), stop, ()))
+
+    def count_depth(self, b: Emitter, body: Block, returns: list[Operation]
+                    ) -> tuple[SSAValue, int]:
+        """The context's depth, one more in the body, restored at each return."""
+        depth_field = field(b, self.ctx, DEPTH)
+        depth = b.load(depth_field, 0, i64)
+        under = b.value(arith.CmpiOp(depth, b.i64(self.max_depth), "ult"))
+        at_body = Emitter(InsertPoint.at_start(body), InsertPoint.at_start(body))
+        at_body.store(at_body.add(depth, 1), depth_field, 0)
+        for ret in returns:
+            Rewriter.insert_op(llvm.StoreOp(depth, depth_field), InsertPoint.before(ret))
+        return under, ERROR_DEPTH
 
     @staticmethod
     def function_ops(block: Block) -> list[Operation]:
@@ -298,6 +349,8 @@ class FunctionConversion:
 @dataclass(frozen=True)
 class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
+    interruptible: bool = True  # prologues read the interrupt flag (recursive code)
+    max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):
@@ -315,10 +368,13 @@ class ConvertRecirToLlvmPass(ModulePass):
         tasks: list[llvm.FuncOp] = []
         elements = {inner.slot.value.data: inner.elements.value.data for inner in op.walk()
                     if isinstance(inner, adjoint.ThreadCopyOp)}
+        uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                converted = FunctionConversion(function, sites, tasks).run()
-                Rewriter.replace_op(function, converted)
+                conversion = FunctionConversion(function, sites, tasks, self.interruptible,
+                                                self.max_depth)
+                Rewriter.replace_op(function, conversion.run())
+                uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
                   and f.linkage.linkage.data == "external" and f.body.blocks
                   and not f.sym_name.data.endswith(SERIAL_ENTRY)]
@@ -340,6 +396,10 @@ class ConvertRecirToLlvmPass(ModulePass):
         if logged:
             op.body.blocks[0].add_ops(log_functions())
             op.attributes["recir.outer_logs"] = ArrayAttr([IntegerAttr(k, 64) for k in logged])
+        if uses_heap:
+            declare_heap(op)
+        if self.interruptible:
+            op.body.blocks[0].add_op(llvm.GlobalOp(i32, INTERRUPT_FLAG, "external"))
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
         if copied:
             op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])
