@@ -179,9 +179,10 @@ def compile(model: Any, entry: str | None = None, *,
     """Compile a `TracedModel` (weights bound) or a module's `@entry` to native code;
     `fuse=False` keeps one loop per elementwise op; `threads` > 1 (None: all
     cores or $RECIR_NUM_THREADS) runs independent invokes as tasks;
-    `max_depth` makes calls nested deeper than that (on one thread) a
-    RecirError, at the cost of a counter per call and of the loops LLVM
-    makes of tail calls. Each call takes `timeout=` seconds."""
+    `max_depth` makes calls nested deeper than that on one thread a
+    RecirError (in a team, a thread waiting for tasks runs others on top of
+    its stack, and they count), at the cost of a counter per call and of the
+    loops LLVM makes of tail calls. Each call takes `timeout=` seconds."""
     if isinstance(model, ModuleOp):
         if entry is None:
             raise RecirError("error: compiling a module needs the entry function's name")

@@ -16,7 +16,6 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
-from recir.backend import interrupts  # noqa: F401 (defines the flag generated code reads)
 from recir.backend.stack import DEEP_STACK_BYTES
 
 

@@ -1,35 +1,46 @@
-"""Ctrl-C for native calls: a flag that every generated prologue reads.
+"""Ctrl-C for native calls, at no cost to the generated code.
 
 While a thread is inside a ctypes call, CPython's SIGINT handler only notes
 the signal; its Python-level handler runs once the call returns, which a
 non-terminating recursion never does. So a C-ABI handler, compiled here with
-llvmlite, sets `recir_interrupt` (an i32 that generated code reads at each
-function entry: `convert-recir-to-llvm`) and then calls the handler it
-replaced, CPython's, which goes on as before (KeyboardInterrupt in the main
-thread). A call that sees the flag returns an error, and the runtime clears
-the flag and raises KeyboardInterrupt in the thread that made the call,
-whichever it is; any other call running then stops too.
+llvmlite, writes a byte to a pipe and then calls the handler it replaced,
+CPython's, which goes on as before (KeyboardInterrupt in the main thread). A
+watcher thread reading the pipe stops every running call as a recorded error
+stops it: it sets the call's context's `error` to ERROR_INTERRUPT and raises
+its `stack_limit` to the top, so the next prologue of every frame fails (the
+limit is loaded atomically there, also in the loops LLVM makes of tail
+calls: `passes/prologue.py`). The runtime then raises KeyboardInterrupt in
+the thread that made the call, whichever it is. The watcher needs the GIL,
+which the native call has released.
+
+A call's contexts are registered per thread when they are made
+(`running`): a dictionary store, no work in native code. A team's contexts
+are set up again by the team entry when it starts; a Ctrl-C in the few
+microseconds between is lost, as one is before a call starts.
 
 The handler is installed only over CPython's own, while the Python-level
 handler is `signal.default_int_handler`: with a handler of the user's,
-Ctrl-C leaves native calls alone, as before. It is put back at exit. A flag
-set while no call was running is cleared when the next call starts.
+Ctrl-C leaves native calls alone, as before. It is put back at exit.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import os
 import signal
 import threading
+from typing import Any
 
-import llvmlite.binding as llvm
+from recir.passes.native_context import ERROR_INTERRUPT
 
-SYMBOL = "recir_interrupt"
-FLAG = ctypes.c_int32(0)  # for the life of the process: generated code holds its address
-llvm.add_symbol(SYMBOL, ctypes.addressof(FLAG))
-
+STOPPED = (1 << 64) - 1  # a stack limit no frame is above
 SIG_IGN, SA_SIGINFO = 1, 4  # Linux values (SIG_DFL is 0)
+
+# per thread (by `threading.get_ident`), the context or team contexts of its
+# latest call; a stopped finished call's are never read again, or are reset
+# by the team entry
+RUNNING: dict[int, Any] = {}
 
 
 class SigAction(ctypes.Structure):
@@ -42,31 +53,46 @@ class SigAction(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 _lock = threading.Lock()
-_installed: dict[str, object] = {}  # "engine", "address", "previous"
+_installed: dict[str, Any] = {"engines": []}
 
+# write(2) is async-signal-safe; errno is kept for the interrupted code
 HANDLER_IR = """
-@recir_interrupt = external global i32
+declare ptr @__errno_location()
+declare i64 @write(i32, ptr, i64)
+@byte = internal constant i8 1
 define void @recir_on_interrupt(i32 %sig, ptr %info, ptr %context) {{
-  store atomic volatile i32 1, ptr @recir_interrupt monotonic, align 4
+  %errno = call ptr @__errno_location()
+  %saved = load i32, ptr %errno
+  %written = call i64 @write(i32 {fd}, ptr @byte, i64 1)
+  store i32 %saved, ptr %errno
   call void inttoptr (i64 {previous} to ptr)(i32 %sig, ptr %info, ptr %context)
   ret void
 }}
 """
 
 
-def pending() -> bool:
-    return bool(FLAG.value)
+def stop(held: Any, error: int) -> None:
+    """Stops the call running on `held` (a context, or a team's contexts)
+    with `error`, unless it has recorded one already."""
+    for ctx in getattr(held, "views", (held,)):
+        if not ctx.error:
+            ctx.error = error
+        ctx.stack_limit = STOPPED
 
 
-def clear() -> None:
-    FLAG.value = 0
+def stop_running() -> None:
+    for held in list(RUNNING.values()):
+        stop(held, ERROR_INTERRUPT)
 
 
-def clear_stale() -> None:
-    """Clears a flag left by a Ctrl-C that came while no call ran (or after
-    the interrupted call's caller had already raised)."""
-    if FLAG.value:
-        FLAG.value = 0
+def watch(fd: int) -> None:
+    while True:
+        try:
+            if not os.read(fd, 64):
+                return
+        except OSError:
+            return
+        stop_running()
 
 
 def current() -> SigAction:
@@ -77,27 +103,33 @@ def current() -> SigAction:
 
 
 def install() -> bool:
-    """Chains the flag-setting handler in front of CPython's SIGINT handler
-    (once; again if Python has since put its own back); whether it is in."""
+    """Chains the handler in front of CPython's SIGINT handler (once; again
+    if Python has put its own back since); whether it is in."""
     from recir.backend.engine import Engine, compile_object
 
     with _lock:
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return False
         now = current()
-        if now.handler == _installed.get("address"):
+        if "address" in _installed and now.handler == _installed["address"]:
             return True
         if now.handler in (None, SIG_IGN):  # default action or ignored: nothing to chain
             return False
-        engine = Engine(compile_object(HANDLER_IR.format(previous=now.handler)))
+        if "pipe" not in _installed:
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)  # a full pipe drops the byte
+            _installed["pipe"] = (read_end, write_end)
+            threading.Thread(target=watch, args=(read_end,), daemon=True,
+                             name="recir-interrupts").start()
+        text = HANDLER_IR.format(fd=_installed["pipe"][1], previous=now.handler)
+        engine = Engine(compile_object(text))
         ours = SigAction()
         ours.handler = engine.address("recir_on_interrupt")
         ctypes.memmove(ours.mask, now.mask, ctypes.sizeof(ours.mask))
         ours.flags = now.flags | SA_SIGINFO
         if _libc.sigaction(signal.SIGINT, ctypes.byref(ours), None) != 0:
             return False
-        # the engines of earlier installs stay: a signal may be running one
-        _installed.setdefault("engines", []).append(engine)  # type: ignore[union-attr]
+        _installed["engines"].append(engine)  # kept: a signal may be running one
         _installed.update(address=ours.handler, previous=now)
         return True
 

@@ -14,6 +14,7 @@ import array
 import ctypes
 import time
 import weakref
+from threading import get_ident
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from xdsl.ir import Attribute
 from recir.backend import interrupts, spawn_tuner, stack
 from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
+from recir.backend.interrupts import RUNNING
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
 from recir.backend.team_wake import last_team_end, team_ended, waking
@@ -38,6 +40,7 @@ from recir.passes.native_context import (
     ERROR_INTERRUPT,
     ERROR_MEMORY,
     ERROR_STACK,
+    ERROR_TIMEOUT,
 )
 from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
 
@@ -173,8 +176,6 @@ class NativeFunction:
     def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
         """The outputs for `inputs`; with a `timeout` (seconds), on one thread
         and stopped with a RecirError once that has passed."""
-        if INTERRUPTED.value:  # a stale Ctrl-C (`interrupts.clear_stale`)
-            INTERRUPTED.value = 0
         if timeout is not None:
             return call_within(self, inputs, timeout)
         size = self.size(inputs) if self.team else None
@@ -235,8 +236,6 @@ class NativeFunction:
     def call_here(self, *inputs: Any) -> tuple[Any, ...]:
         """One call on this thread, which must have a deep stack (a pool
         worker), with one thread: the caller runs several at once."""
-        if INTERRUPTED.value:  # a stale Ctrl-C
-            INTERRUPTED.value = 0
         def here(args: list[Any]) -> Any:
             ctx, returned = self.call_once(args, 1)
             self.raise_error(ctx)
@@ -322,8 +321,6 @@ class NativeFunction:
         the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
-        if INTERRUPTED.value:  # a stale Ctrl-C
-            INTERRUPTED.value = 0
         sizes = self.sizes(items)
         threads = self.threads_for(sizes)
         budget = self.batch_tuner.choose()
@@ -494,6 +491,7 @@ class NativeFunction:
                 ctx.acc_copies = ctypes.addressof(table)
             contexts.tables = tables
         contexts.views[0].spawn_budget = budget or NO_TASKS
+        RUNNING[get_ident()] = contexts  # what Ctrl-C stops
         return contexts
 
     def give_back(self, contexts: Any) -> None:
@@ -535,8 +533,9 @@ class NativeFunction:
             raise RecirError(f"error: native @{self.name} ran out of memory for its "
                              f"gradient tape after {ctx.tape_bytes >> 20} MiB")
         if ctx.error == ERROR_INTERRUPT:
-            interrupts.clear()
             raise KeyboardInterrupt(f"native @{self.name} was interrupted")
+        if ctx.error == ERROR_TIMEOUT:  # (`call_within` names the timeout)
+            raise RecirError(f"error: native @{self.name} ran past its timeout")
         if ctx.error == ERROR_DEPTH:
             raise RecirError(f"error: recursion in @{self.name} is deeper than "
                              f"max_depth={self.max_depth}")
@@ -627,6 +626,7 @@ def lone_context(stack_limit: int, tape: bool = False) -> Context:
     through `contexts`); with a `tape`, its arena starts in a kept chunk."""
     ctx = Context(stack_limit)
     ctx.contexts = ctypes.addressof(ctx)
+    RUNNING[get_ident()] = ctx  # what Ctrl-C stops
     if tape:
         TAPES.seed(ctx)
     return ctx
@@ -651,7 +651,6 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
 
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
-INTERRUPTED = interrupts.FLAG
 NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
 
 

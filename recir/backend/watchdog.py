@@ -1,10 +1,11 @@
 """`timeout=` for native calls: one thread that stops calls past their deadline.
 
-A call is stopped as a recorded error stops it (`native_context.record_error`):
-its context's `stack_limit` goes to the top of the address space, so the
-next prologue of every frame fails and the stack unwinds. Prologues read the
-limit atomically, so a loop LLVM made of a tail call sees it too. One thread
-serves every watched call (a timer thread per call would cost ~100 us).
+A call is stopped as Ctrl-C stops one (`interrupts.stop`): its context's
+`error` becomes ERROR_TIMEOUT and its `stack_limit` goes to the top of the
+address space, so the next prologue of every frame fails and the stack
+unwinds (prologues load the limit atomically: a loop LLVM made of a tail
+call sees it too). One thread serves every watched call (a timer thread per
+call would cost ~100 us).
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from recir.backend import stack
+from recir.backend.interrupts import stop
 from recir.backend.tape_pool import TAPES
 from recir.diagnostics import RecirError
-from recir.passes.native_context import ERROR_STACK
-
-STOPPED = (1 << 64) - 1  # the limit no frame is above
+from recir.passes.native_context import ERROR_TIMEOUT
 
 
 class Watch:
@@ -57,7 +57,7 @@ class Watchdog:
         with self.cond:
             watch.contexts.append(ctx)
             if watch.fired:
-                ctx.stack_limit = STOPPED
+                stop(ctx, ERROR_TIMEOUT)
 
     def remove(self, watch: Watch, ctx: Any) -> None:
         with self.cond:
@@ -76,7 +76,7 @@ class Watchdog:
                     if not watch.finished:
                         watch.fired = True
                         for ctx in watch.contexts:
-                            ctx.stack_limit = STOPPED
+                            stop(ctx, ERROR_TIMEOUT)
                 self.cond.wait(self.due[0][0] - now if self.due else None)
 
 
@@ -104,7 +104,7 @@ def call_within(native: Any, inputs: Sequence[Any], seconds: float) -> tuple[Any
             WATCHDOG.remove(watch, ctx)
             TAPES.release(ctx)
             logs.add_into(args)
-        if watch.fired and ctx.error == ERROR_STACK:
+        if ctx.error == ERROR_TIMEOUT:
             raise RecirError(f"error: native @{native.name} did not finish within "
                              f"{seconds} s (timeout)")
         return ctx, returned

@@ -531,7 +531,7 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
     if hit is None:
         ctx = make_context()
         ConvertScfToCf().apply(ctx, module)
-        ConvertRecirToLlvmPass(interruptible=False).apply(ctx, module)  # no recursion
+        ConvertRecirToLlvmPass().apply(ctx, module)
         found_sites: Any = module.attributes.pop("recir.error_sites")
         sites = [a.data for a in found_sites.data]
         obj = compile_object(to_llvm_ir(module))

@@ -6,8 +6,10 @@ is how native code reports an error instead of crashing:
 
 - a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
   the index of its message in the module's `recir.error_sites` attribute;
-- the prologue compares the frame address with `stack_limit`: a recursion
-  deeper than the stack allows sets `error = 1`.
+- the prologue (`prologue.py`) compares the frame address, less the bytes
+  of the buffers the frame keeps, with `stack_limit`: a recursion deeper
+  than the stack allows sets `error = 1`. The runtime stops a running call
+  (Ctrl-C, timeout) by setting its `error` and raising its `stack_limit`.
 
 `adjoint.thread_copy` becomes a load from the context's table of this
 thread's gradient buffers (`acc_copies`); `adjoint.log_reserve` a call of
@@ -17,14 +19,16 @@ reads the context's `spawn_budget`, its default where that is 0.
 
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
-frame finishes its straight-line code and the stack unwinds. One comparison
-per call and no check after calls (they stay in tail position, which LLVM's
-accumulator tail-recursion elimination needs).
+frame finishes its straight-line code and the stack unwinds. One compare per
+call and no check after calls (they stay in tail position, which LLVM's
+accumulator tail-recursion elimination needs; only max_depth's restore and
+heap buffers' frees come after them).
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
 
-No options.
+Option `max_depth` (default 0: none): prologues count the calls a thread is
+nested in and fail beyond it (`error = 5`).
 """
 
 from __future__ import annotations
@@ -55,20 +59,16 @@ from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.frame_buffers import declare_heap, heap_buffers, move_to_heap, stack_bytes
+from recir.passes.frame_buffers import declare_heap
 from recir.passes.native_context import (
     ACC_COPIES,
-    DEPTH,
     ERROR_CHECK,
-    ERROR_DEPTH,
-    ERROR_HEAP,
-    ERROR_INTERRUPT,
-    ERROR_STACK,
     SPAWN_BUDGET,
     field,
     record_error,
 )
 from recir.passes.outer_log import RESERVE, log_functions
+from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.tasks import (
     Spawner,
@@ -82,8 +82,6 @@ from recir.passes.tasks import (
 )
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
-INTERRUPT_FLAG = "recir_interrupt"  # an i32 the runtime defines (`backend/interrupts.py`)
-MONOTONIC = 2  # llvm.load's ordering
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
@@ -129,9 +127,8 @@ class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
     def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp],
-                 interruptible: bool = True, max_depth: int = 0):
-        self.function = function
-        self.interruptible, self.max_depth = interruptible, max_depth
+                 max_depth: int = 0):
+        self.function, self.max_depth = function, max_depth
         self.uses_heap = False
         self.sites, self.tasks = sites, tasks
         signature = function.function_type
@@ -151,7 +148,8 @@ class FunctionConversion:
         self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
         for op in list(body.walk()):
             self.convert(op)
-        self.prologue(entry)
+        self.uses_heap = emit_prologue(entry, self.ctx, self.fail, self.set_error,
+                                       self.max_depth)
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
                 Rewriter.replace_op(op, ops)
@@ -278,78 +276,11 @@ class FunctionConversion:
         stores = [llvm.StoreOp(v, p) for v, p in zip(op.arguments, self.out_params)]
         Rewriter.replace_op(op, [*stores, llvm.ReturnOp()])
 
-    def prologue(self, entry: Block) -> None:
-        """Hoists the static buffers into a new entry block (the largest onto
-        the heap: `frame_buffers`) that checks, in this order, the interrupt
-        flag, the stack below this frame, the heap buffers' mallocs and the
-        depth (with max-depth); a failure records the first that failed."""
-        allocas = [op for op in self.function_ops(entry) if isinstance(op, llvm.AllocaOp)]
-        returns = [op for op in self.function_ops(entry) if isinstance(op, llvm.ReturnOp)]
-        first = entry.first_op
-        assert first is not None
-        body = entry.split_before(first)
-        for alloca in allocas:
-            for op in (alloca.size.owner, alloca):
-                op.detach()
-                entry.add_op(op)
-        heap = heap_buffers(allocas)
-        self.uses_heap = bool(heap)
-        b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
-        checks: list[tuple[SSAValue, int]] = []
-        if self.interruptible:
-            flag = b.value(llvm.AddressOfOp(INTERRUPT_FLAG, PTR))
-            raised = b.value(llvm.LoadOp(flag, i32, ordering=MONOTONIC))
-            checks.append((b.value(arith.CmpiOp(raised, b.const(0, i32), "eq")),
-                           ERROR_INTERRUPT))
-        frame = b.value(llvm.CallIntrinsicOp("llvm.frameaddress.p0", [b.const(0, i32)], [PTR]))
-        address = b.value(llvm.PtrToIntOp(frame, i64))
-        below = stack_bytes([a for a in allocas if a not in heap])
-        if below:  # the frame's bottom, roughly: its buffers lie under the frame address
-            address = b.value(arith.SubiOp(address, b.i64(below)))
-        # (atomic: a watchdog may raise the limit while a loop LLVM made of a
-        # tail call runs, and a plain load could be hoisted out of it)
-        limit = b.value(llvm.LoadOp(self.ctx, i64, ordering=MONOTONIC))
-        checks.append((b.value(arith.CmpiOp(address, limit, "uge")), ERROR_STACK))
-        if (mallocs_ok := move_to_heap(b, heap, returns)) is not None:
-            checks.append((mallocs_ok, ERROR_HEAP))
-        if self.max_depth:
-            checks.append(self.count_depth(b, body, returns))
-        stop = Block()
-        at_stop = Emitter(InsertPoint.at_end(stop), InsertPoint.at_end(stop))
-        code = at_stop.const(checks[-1][1], i32)
-        for ok, error in reversed(checks[:-1]):
-            code = at_stop.value(arith.SelectOp(ok, code, at_stop.const(error, i32)))
-        self.set_error(InsertPoint.at_end(stop), code)
-        stop.add_op(llvm.BrOp(self.fail))
-        entry.parent.insert_block_before(stop, self.fail)
-        go = checks[0][0]
-        for ok, _ in checks[1:]:
-            go = b.value(arith.AndIOp(go, ok))
-        b.op(llvm.CondBrOp(go, body, (), stop, ()))
-
-    def count_depth(self, b: Emitter, body: Block, returns: list[Operation]
-                    ) -> tuple[SSAValue, int]:
-        """The context's depth, one more in the body, restored at each return."""
-        depth_field = field(b, self.ctx, DEPTH)
-        depth = b.load(depth_field, 0, i64)
-        under = b.value(arith.CmpiOp(depth, b.i64(self.max_depth), "ult"))
-        at_body = Emitter(InsertPoint.at_start(body), InsertPoint.at_start(body))
-        at_body.store(at_body.add(depth, 1), depth_field, 0)
-        for ret in returns:
-            Rewriter.insert_op(llvm.StoreOp(depth, depth_field), InsertPoint.before(ret))
-        return under, ERROR_DEPTH
-
-    @staticmethod
-    def function_ops(block: Block) -> list[Operation]:
-        region = block.parent
-        assert region is not None
-        return [op for b in region.blocks for op in b.ops]
 
 
 @dataclass(frozen=True)
 class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
-    interruptible: bool = True  # prologues read the interrupt flag (recursive code)
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -371,8 +302,7 @@ class ConvertRecirToLlvmPass(ModulePass):
         uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                conversion = FunctionConversion(function, sites, tasks, self.interruptible,
-                                                self.max_depth)
+                conversion = FunctionConversion(function, sites, tasks, self.max_depth)
                 Rewriter.replace_op(function, conversion.run())
                 uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
@@ -398,8 +328,6 @@ class ConvertRecirToLlvmPass(ModulePass):
             op.attributes["recir.outer_logs"] = ArrayAttr([IntegerAttr(k, 64) for k in logged])
         if uses_heap:
             declare_heap(op)
-        if self.interruptible:
-            op.body.blocks[0].add_op(llvm.GlobalOp(i32, INTERRUPT_FLAG, "external"))
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
         if copied:
             op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])

@@ -26,9 +26,9 @@ from xdsl.ir import SSAValue
 from recir.passes.loop_builder import Emitter
 
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
-# the prologue's (`convert-recir-to-llvm`): Ctrl-C seen (`backend/interrupts.py`),
-# deeper than the compiled max-depth, a heap buffer's malloc failed
-ERROR_INTERRUPT, ERROR_DEPTH, ERROR_HEAP = 4, 5, 6
+# set by the runtime as it stops a call (Ctrl-C: `backend/interrupts.py`;
+# `backend/watchdog.py`), and by prologues (`passes/prologue.py`)
+ERROR_INTERRUPT, ERROR_TIMEOUT, ERROR_DEPTH, ERROR_HEAP = 4, 7, 5, 6
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
 CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, STACK_OWNER = 48, 56, 64, 72, 80

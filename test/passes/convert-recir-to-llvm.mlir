@@ -1,7 +1,7 @@
 // RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
-// Functions take a context first; the prologue checks the interrupt flag and
-// the stack (a recorded error moves the limit to the top; both loads are
-// atomic, so loops made of tail calls read them); failed checks record the first error,
+// Functions take a context first; the prologue checks the stack (a recorded
+// error, Ctrl-C or a timeout moves the limit to the top; the load is atomic,
+// so loops made of tail calls read it again); failed checks record the first error,
 // raise the limit and branch to one failure
 // return; calls stay in tail position; two results go through out-pointers;
 // division is guarded.
@@ -20,17 +20,12 @@ func.func @main(%n: i32) -> i32 {
 
 // CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op division by zero", "{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op overflows", "quotient too small"]} {
 // CHECK-LABEL: llvm.func internal @half(%0: !llvm.ptr, %n: i32, %d: i32, %1: !llvm.ptr, %2: !llvm.ptr) {
-// CHECK-NEXT:    %[[FLAGP:.*]] = llvm.mlir.addressof @recir_interrupt : !llvm.ptr
-// CHECK-NEXT:    %[[FLAG:.*]] = llvm.load %[[FLAGP]] atomic monotonic : !llvm.ptr -> i32
-// CHECK-NEXT:    %[[NOFLAG:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT:    %[[CALM:.*]] = llvm.icmp "eq" %[[FLAG]], %[[NOFLAG]] : i32
 // CHECK-NEXT:    %[[ZERO0:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[FRAME:.*]] = llvm.call_intrinsic "llvm.frameaddress.p0"(%[[ZERO0]]) : (i32) -> !llvm.ptr
 // CHECK-NEXT:    %[[SP:.*]] = llvm.ptrtoint %[[FRAME]] : !llvm.ptr to i64
 // CHECK-NEXT:    %[[LIMIT:.*]] = llvm.load %0 atomic monotonic : !llvm.ptr -> i64
 // CHECK-NEXT:    %[[ROOM:.*]] = llvm.icmp "uge" %[[SP]], %[[LIMIT]] : i64
-// CHECK-NEXT:    %[[GO:.*]] = llvm.and %[[CALM]], %[[ROOM]] : i1
-// CHECK-NEXT:    llvm.cond_br %[[GO]], ^[[BODY:.*]], ^[[STOP:.*]]
+// CHECK-NEXT:    llvm.cond_br %[[ROOM]], ^[[BODY:.*]], ^[[STOP:.*]]
 // CHECK-NEXT:  ^[[BODY]]:
 // CHECK-NEXT:    %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[NONZERO:.*]] = llvm.icmp "ne" %d, %[[ZERO]] : i32
@@ -65,9 +60,7 @@ func.func @main(%n: i32) -> i32 {
 // CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[STOP]]:
 // CHECK-NEXT:    %[[STACK:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT:    %[[INTERRUPT:.*]] = llvm.mlir.constant(4 : i32) : i32
-// CHECK-NEXT:    %[[CODE:.*]] = llvm.select %[[CALM]], %[[STACK]], %[[INTERRUPT]] : i1, i32
-// CHECK:         llvm.select %{{.*}}, %[[CODE]], %{{.*}} : i1, i32
+// CHECK:         llvm.select %{{.*}}, %[[STACK]], %{{.*}} : i1, i32
 // CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[FAIL]]:
 // CHECK-NEXT:    llvm.return

@@ -1,0 +1,225 @@
+"""Native calls neither crash the process nor run forever: temporaries too big
+for a stack frame, recursion deeper than the stack, Ctrl-C, `timeout=`,
+`max_depth=`, and cycles in tree inputs (interpreter and native alike).
+Cases that would crash or hang if broken run in a subprocess with a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import recir
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.models import tree_rnn
+from recir.parsing import parse_module
+
+N = 3_000_000  # 12 MB per temporary: more than a thread's whole default stack
+LARGE = f"""
+func.func @large(%x: tensor<{N}xf32>, %s: f32) -> (tensor<{N}xf32>, f32) {{
+  %f = tmath.fill %s : f32 -> tensor<{N}xf32>
+  %a = tmath.add %x, %f : tensor<{N}xf32>
+  %b = tmath.mul %a, %x : tensor<{N}xf32>
+  %c = tmath.tanh %b : tensor<{N}xf32>
+  %t = tmath.sum %c : tensor<{N}xf32> -> f32
+  func.return %c, %t : tensor<{N}xf32>, f32
+}}
+"""
+
+# no base case: @down's is a tail call, @count's adds after it, @ping and
+# @pong call each other; @deep keeps three 16 KB buffers a frame
+ENDLESS = """
+func.func @count(%k: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %r = invoke.invoke @count(%km) : (i32) -> i32
+  %s = arith.addi %r, %one : i32
+  func.return %s : i32
+}
+func.func @down(%k: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %r = invoke.invoke @down(%km) : (i32) -> i32
+  func.return %r : i32
+}
+func.func private @pong(%k: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %kp = arith.addi %k, %one : i32
+  %r = invoke.invoke @ping(%kp) : (i32) -> i32
+  func.return %r : i32
+}
+func.func @ping(%k: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %r = invoke.invoke @pong(%km) : (i32) -> i32
+  func.return %r : i32
+}
+func.func @deep(%k: i32, %x: tensor<4000xf32>) -> tensor<4000xf32> {
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %y = tmath.add %x, %x : tensor<4000xf32>
+  %r = invoke.invoke @deep(%km, %y) : (i32, tensor<4000xf32>) -> tensor<4000xf32>
+  %s = tmath.add %r, %y : tensor<4000xf32>
+  func.return %s : tensor<4000xf32>
+}
+"""
+
+# Runs in a subprocess; prints one JSON object of outcomes.
+SCRIPT = """
+import json, os, signal, sys, threading, time
+import numpy as np
+import recir
+from recir.context import make_context
+from recir.parsing import parse_module
+
+module = parse_module(make_context(), sys.stdin.read())
+found = {}
+
+def outcome(call):
+    start = time.monotonic()
+    try:
+        value = call()
+        return ["value", repr(value), time.monotonic() - start]
+    except BaseException as e:
+        return [type(e).__name__, str(e), time.monotonic() - start]
+
+def interrupt_soon():
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+for name in ("count", "down", "ping"):
+    f = recir.compile(module, name, threads=1)
+    interrupt_soon()
+    found[name + " sigint"] = outcome(lambda: f(5))
+    found[name + " timeout"] = outcome(lambda: f(5, timeout=0.2))
+found["after"] = outcome(lambda: f(5, timeout=0.05))  # a stale flag would interrupt
+f = recir.compile(module, "count", threads=1, max_depth=1000)
+found["max_depth"] = outcome(lambda: f(5))
+f = recir.compile(module, "deep", threads=1)
+found["deep"] = outcome(lambda: f(3, np.ones(4000, np.float32)))
+
+# a call on another thread stops too; the main thread gets its own
+# KeyboardInterrupt while it waits (CPython's handler is still called)
+f = recir.compile(module, "count", threads=1)
+other = {}
+worker = threading.Thread(target=lambda: other.update(worker=outcome(lambda: f(5))))
+worker.start()
+time.sleep(0.2)
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    worker.join()
+except KeyboardInterrupt:
+    other["main"] = "KeyboardInterrupt"
+    worker.join(5)
+found["thread"] = other
+found["handler"] = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("objects")
+
+
+@pytest.fixture(scope="module")
+def endless(cache_dir):
+    env = dict(os.environ, RECIR_CACHE_DIR=str(cache_dir))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], input=ENDLESS,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_large_temporaries_run_natively(fuse, cache_dir):
+    module = parse_module(make_context(), LARGE)
+    x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    native = recir.compile(module, "large", cache_dir=cache_dir, fuse=fuse, threads=1)
+    values, total = native(x, 0.5)
+    expected = np.tanh((x + np.float32(0.5)) * x)
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+    assert total == pytest.approx(float(expected.sum(dtype=np.float64)), rel=1e-4)
+    interpreted, _ = run_function(module, "large", [x, 0.5])
+    np.testing.assert_allclose(values, interpreted, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["count", "down", "ping"])
+def test_ctrl_c_stops_endless_recursion(endless, name):
+    kind, _, seconds = endless[f"{name} sigint"]
+    assert kind == "KeyboardInterrupt"
+    assert seconds < 0.2 + 1.0
+
+
+@pytest.mark.parametrize("name", ["count", "down", "ping"])
+def test_timeout_stops_endless_recursion(endless, name):
+    kind, message, seconds = endless[f"{name} timeout"]
+    assert kind == "RecirError", message
+    assert message == f"error: native @{name} did not finish within 0.2 s (timeout)"
+    assert 0.2 <= seconds < 0.2 + 1.0
+
+
+def test_flag_cleared_after_interrupt(endless):
+    kind, message, _ = endless["after"]
+    assert kind == "RecirError" and "within 0.05 s" in message
+
+
+def test_ctrl_c_stops_call_on_another_thread(endless):
+    assert endless["thread"]["main"] == "KeyboardInterrupt"
+    kind, _, seconds = endless["thread"]["worker"]
+    assert kind == "KeyboardInterrupt" and seconds < 0.2 + 1.0
+    assert endless["handler"]  # the Python-level handler is untouched
+
+
+def test_max_depth(endless):
+    kind, message, _ = endless["max_depth"]
+    assert kind == "RecirError"
+    assert message == "error: recursion in @count is deeper than max_depth=1000"
+
+
+def test_deep_frames_report_stack_overflow(endless):
+    kind, message, _ = endless["deep"]
+    assert kind == "RecirError"
+    assert message.startswith("error: recursion in @deep is too deep for the native stack")
+
+
+def fib(n: int) -> int:
+    return 1 if n <= 1 else fib(n - 1) + fib(n - 2)
+
+
+def test_max_depth_allows_shallower_calls(cache_dir):
+    with open("examples/ir/fib.mlir") as f:
+        module = parse_module(make_context(), f.read())
+    bounded = recir.compile(module, "fib", cache_dir=cache_dir, threads=1, max_depth=25)
+    for n in (1, 10, 20, 20):  # the depth counter is back at 0 after each call
+        assert bounded(n) == (fib(n),)
+    shallow = recir.compile(module, "fib", cache_dir=cache_dir, threads=1, max_depth=10)
+    with pytest.raises(RecirError, match="deeper than max_depth=10"):
+        shallow(20)
+    assert shallow(5) == run_function(module, "fib", [5])
+    assert bounded(15, timeout=30.0) == (fib(15),)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(RecirError, match="max_depth must be a positive integer"):
+            recir.compile(module, "fib", cache_dir=cache_dir, max_depth=bad)
+    for bad in (0, -1.0, "1", True):
+        with pytest.raises(RecirError, match="timeout must be a positive number"):
+            bounded(5, timeout=bad)
+
+
+def test_cycle_in_tree_is_an_error_in_both_engines(cache_dir):
+    model = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), hidden=64))
+    # node 2's right child is 1, whose left child is 2 again
+    left, right = np.array([-1, 2, 0], np.int32), np.array([-1, 0, 1], np.int32)
+    word, label = np.array([1, 2, 3], np.int32), np.zeros(3, np.int32)
+    with pytest.raises(RecirError, match=r"recursion in @node never ends: it is invoked "
+                                         r"again with the same arguments \(2\)"):
+        model.run(left, right, word, label, 2)
+    native = recir.compile(model, cache_dir=cache_dir, threads=1)
+    with pytest.raises(RecirError, match="recursion in @tree_rnn is too deep"):
+        native(left, right, word, label, 2)
