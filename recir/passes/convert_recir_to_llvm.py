@@ -146,8 +146,12 @@ class FunctionConversion:
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
         self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
+        spawned = len(self.tasks)
         for op in list(body.walk()):
             self.convert(op)
+        if len(self.tasks) > spawned:  # a failed check may come between spawn and join:
+            # the tasks must not outlive the buffers and slots they write
+            Rewriter.insert_op(llvm.CallOp("GOMP_taskwait"), InsertPoint.at_start(self.fail))
         self.uses_heap = emit_prologue(entry, self.ctx, self.fail, self.set_error,
                                        self.max_depth)
         for op in list(body.walk()):

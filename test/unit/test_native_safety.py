@@ -34,7 +34,8 @@ func.func @large(%x: tensor<{N}xf32>, %s: f32) -> (tensor<{N}xf32>, f32) {{
 """
 
 # no base case: @down's is a tail call, @count's adds after it, @ping and
-# @pong call each other; @deep keeps three 16 KB buffers a frame
+# @pong call each other, @pair runs two @spin as tasks (with 2 threads);
+# @deep keeps three 16 KB buffers a frame
 ENDLESS = """
 func.func @count(%k: i32) -> i32 {
   %one = arith.constant 1 : i32
@@ -60,6 +61,18 @@ func.func @ping(%k: i32) -> i32 {
   %km = arith.subi %k, %one : i32
   %r = invoke.invoke @pong(%km) : (i32) -> i32
   func.return %r : i32
+}
+func.func @pair(%k: i32) -> i32 {
+  invoke.subgraph @spin(%j: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %jm = arith.subi %j, %one : i32
+    %r = invoke.invoke @spin(%jm) : (i32) -> i32
+    invoke.return %r : i32
+  }
+  %a = invoke.invoke @spin(%k) : (i32) -> i32
+  %b = invoke.invoke @spin(%k) : (i32) -> i32
+  %s = arith.addi %a, %b : i32
+  func.return %s : i32
 }
 func.func @deep(%k: i32, %x: tensor<4000xf32>) -> tensor<4000xf32> {
   %one = arith.constant 1 : i32
@@ -93,8 +106,9 @@ def outcome(call):
 def interrupt_soon():
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 
-for name in ("count", "down", "ping"):
-    f = recir.compile(module, name, threads=1)
+compiled = {}
+for name in ("count", "down", "ping", "pair"):
+    f = compiled[name] = recir.compile(module, name, threads=2 if name == "pair" else 1)
     interrupt_soon()
     found[name + " sigint"] = outcome(lambda: f(5))
     found[name + " timeout"] = outcome(lambda: f(5, timeout=0.2))
@@ -106,7 +120,7 @@ found["deep"] = outcome(lambda: f(3, np.ones(4000, np.float32)))
 
 # a call on another thread stops too; the main thread gets its own
 # KeyboardInterrupt while it waits (CPython's handler is still called)
-f = recir.compile(module, "count", threads=1)
+f = compiled["count"]
 other = {}
 worker = threading.Thread(target=lambda: other.update(worker=outcome(lambda: f(5))))
 worker.start()
@@ -150,14 +164,14 @@ def test_large_temporaries_run_natively(fuse, cache_dir):
     np.testing.assert_allclose(values, interpreted, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["count", "down", "ping"])
+@pytest.mark.parametrize("name", ["count", "down", "ping", "pair"])
 def test_ctrl_c_stops_endless_recursion(endless, name):
     kind, _, seconds = endless[f"{name} sigint"]
     assert kind == "KeyboardInterrupt"
     assert seconds < 0.2 + 1.0
 
 
-@pytest.mark.parametrize("name", ["count", "down", "ping"])
+@pytest.mark.parametrize("name", ["count", "down", "ping", "pair"])
 def test_timeout_stops_endless_recursion(endless, name):
     kind, message, seconds = endless[f"{name} timeout"]
     assert kind == "RecirError", message
@@ -165,7 +179,7 @@ def test_timeout_stops_endless_recursion(endless, name):
     assert 0.2 <= seconds < 0.2 + 1.0
 
 
-def test_flag_cleared_after_interrupt(endless):
+def test_no_stale_interrupt_after_ctrl_c(endless):
     kind, message, _ = endless["after"]
     assert kind == "RecirError" and "within 0.05 s" in message
 
