@@ -14,8 +14,8 @@ import array
 import ctypes
 import time
 import weakref
-from threading import get_ident
 from collections.abc import Sequence
+from threading import get_ident
 from typing import Any
 
 import numpy as np

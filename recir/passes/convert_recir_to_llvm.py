@@ -22,7 +22,8 @@ the top of the address space, so every later prologue fails at once: each
 frame finishes its straight-line code and the stack unwinds. One compare per
 call and no check after calls (they stay in tail position, which LLVM's
 accumulator tail-recursion elimination needs; only max_depth's restore and
-heap buffers' frees come after them).
+heap buffers' frees come after them). The error return of a function that
+spawns tasks waits for them first: they write into its frame.
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
@@ -57,9 +58,9 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.frame_buffers import declare_heap
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.frame_buffers import declare_heap
 from recir.passes.native_context import (
     ACC_COPIES,
     ERROR_CHECK,

@@ -28,7 +28,7 @@ from recir.passes.loop_builder import Emitter
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 # set by the runtime as it stops a call (Ctrl-C: `backend/interrupts.py`;
 # `backend/watchdog.py`), and by prologues (`passes/prologue.py`)
-ERROR_INTERRUPT, ERROR_TIMEOUT, ERROR_DEPTH, ERROR_HEAP = 4, 7, 5, 6
+ERROR_INTERRUPT, ERROR_DEPTH, ERROR_HEAP, ERROR_TIMEOUT = 4, 5, 6, 7
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
 CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, STACK_OWNER = 48, 56, 64, 72, 80
