@@ -142,3 +142,17 @@ def uninstall() -> None:
         if isinstance(previous, SigAction) and current().handler == _installed["address"]:
             _libc.sigaction(signal.SIGINT, ctypes.byref(previous), None)
         _installed.pop("address", None)
+
+
+def forked() -> None:
+    """In a forked child: the pipe is the parent's and has no watcher here,
+    so CPython's handler goes back until the child's next `install`."""
+    global _lock
+    _lock = threading.Lock()  # (another thread may have held it at the fork)
+    uninstall()
+    for fd in _installed.pop("pipe", ()):
+        os.close(fd)
+    RUNNING.clear()
+
+
+os.register_at_fork(after_in_child=forked)
