@@ -2,14 +2,15 @@
 
 Buffers are static `llvm.alloca`s in the entry block (`loop_builder`). A
 frame keeps at most FRAME_STACK_BYTES of them; the largest go to the heap
-(malloc at entry, free before every return, error returns included) until
-the rest fit. The bound: 1 GiB of deep stack (`stack.DEEP_STACK_BYTES`)
-then holds 16,384 frames, more than the deepest tree `validate_structure`
-lets through (10,000 levels), and a frame is 1/32 of the 2 MiB margin the
-stack check leaves below its limit. A heap buffer costs a malloc and a free
-(~0.1 us; glibc maps those over 128 KiB, a few us), small next to writing
-64 KiB once (~3 us at ~20 GB/s). The stack check compares the frame address
-minus `stack_bytes` (what stays on the frame) with the limit.
+(`aligned_alloc` at entry, `free` before every return, error returns
+included) until the rest fit. The bound: 1 GiB of deep stack
+(`stack.DEEP_STACK_BYTES`) then holds 16,384 frames, more than the deepest
+tree `validate_structure` lets through (10,000 levels), and a frame is 1/32
+of the 2 MiB margin the stack check leaves below its limit. A heap buffer
+costs an allocation and a free (~0.1 us; glibc maps those over 128 KiB, a
+few us), small next to writing 64 KiB once (~3 us at ~20 GB/s). The stack
+check compares the frame address minus `stack_bytes` (what stays on the
+frame) with the limit.
 """
 
 from __future__ import annotations
@@ -23,22 +24,27 @@ from recir.backend.stack import DEEP_STACK_BYTES, MARGIN_BYTES
 from recir.passes.loop_builder import PTR, Emitter
 
 FRAME_STACK_BYTES = min(DEEP_STACK_BYTES // 16384, MARGIN_BYTES // 32)  # 64 KiB
-MALLOC, FREE = "malloc", "free"
+ALLOC, FREE = "aligned_alloc", "free"  # (aligned as the alloca was: loops vectorize alike)
 
 
 def element_bytes(typ: Attribute) -> int:
     if isinstance(typ, IntegerType):
         return max(1, typ.width.data // 8)
-    return 8 if isinstance(typ, llvm.LLVMPointerType) else 4  # f32 and ptr are all we make
+    return 8 if isinstance(typ, llvm.LLVMPointerType) else 4  # f32
+
+
+def alignment(alloca: llvm.AllocaOp) -> int:
+    return alloca.alignment.value.data if alloca.alignment is not None else 8
 
 
 def buffer_bytes(alloca: llvm.AllocaOp) -> int:
-    """The bytes an alloca of a constant count takes (aligned as it asks)."""
+    """The bytes an alloca of a constant count takes, rounded up to its
+    alignment (as `aligned_alloc` needs)."""
     size = alloca.size.owner
-    assert isinstance(size, arith.ConstantOp) and isinstance(size.value, IntegerAttr)
-    align = alloca.alignment.value.data if alloca.alignment is not None else 1
+    assert isinstance(size, arith.ConstantOp | llvm.ConstantOp), "a static buffer"
+    assert isinstance(size.value, IntegerAttr)
     raw = size.value.value.data * element_bytes(alloca.elem_type)
-    return -(-raw // align) * align
+    return -(-raw // alignment(alloca)) * alignment(alloca)
 
 
 def heap_buffers(allocas: list[llvm.AllocaOp]) -> list[llvm.AllocaOp]:
@@ -60,14 +66,15 @@ def stack_bytes(allocas: list[llvm.AllocaOp]) -> int:
 
 def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operation]
                  ) -> SSAValue | None:
-    """Replaces each alloca with a malloc where `b` is (the entry, before the
-    stack check) and frees them all before each of `returns`; returns
-    whether all mallocs succeeded (None where there are none)."""
+    """Replaces each alloca with an allocation where `b` is (the entry) and
+    frees them all before each of `returns`; returns whether all
+    allocations succeeded (None where there are none)."""
     if not buffers:
         return None
     pointers, ok = [], None
     for alloca in buffers:
-        call = b.op(llvm.CallOp(MALLOC, b.i64(buffer_bytes(alloca)), return_type=PTR))
+        call = b.op(llvm.CallOp(ALLOC, b.i64(alignment(alloca)), b.i64(buffer_bytes(alloca)),
+                                return_type=PTR))
         pointer = call.results[0]
         alloca.res.replace_all_uses_with(pointer)
         size = alloca.size.owner
@@ -83,11 +90,11 @@ def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operati
 
 
 def declare_heap(module: ModuleOp) -> None:
-    """malloc and free, unless the module declares them already."""
+    """aligned_alloc and free, unless the module declares them already."""
     names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     block = module.body.blocks[0]
-    if MALLOC not in names:
-        block.add_op(llvm.FuncOp(MALLOC, llvm.LLVMFunctionType([i64], PTR),
+    if ALLOC not in names:
+        block.add_op(llvm.FuncOp(ALLOC, llvm.LLVMFunctionType([i64, i64], PTR),
                                  llvm.LinkageAttr("external")))
     if FREE not in names:
         block.add_op(llvm.FuncOp(FREE, llvm.LLVMFunctionType([PTR], None),
