@@ -40,6 +40,7 @@ class Watchdog:
         self.due: list[tuple[float, int, Watch]] = []
         self.order = itertools.count()
         self.thread: threading.Thread | None = None
+        self.finished = 0  # finished entries still in `due` (about)
 
     def watch(self, seconds: float) -> Watch:
         watch = Watch(time.monotonic() + seconds)
@@ -64,8 +65,15 @@ class Watchdog:
             watch.contexts.remove(ctx)
 
     def finish(self, watch: Watch) -> None:
+        """The call is over; its entry goes when it comes up, or when
+        finished entries are most of the heap (long timeouts, quick calls)."""
         with self.cond:
             watch.finished = True
+            self.finished += 1
+            if self.finished * 2 > len(self.due) > 64:
+                self.due = [entry for entry in self.due if not entry[2].finished]
+                heapq.heapify(self.due)
+                self.finished = 0
 
     def serve(self) -> None:
         with self.cond:
