@@ -35,7 +35,9 @@ func.func @large(%x: tensor<{N}xf32>, %s: f32) -> (tensor<{N}xf32>, f32) {{
 
 # no base case: @down's is a tail call, @count's adds after it, @ping and
 # @pong call each other, @pair runs two @spin as tasks (with 2 threads);
-# @deep keeps three 16 KB buffers a frame
+# @deep keeps two 32 KB buffers a frame (in a branch never taken, so the
+# 1 GiB stack it runs through stays mostly untouched), @hog two 80 KB ones
+# on the heap
 ENDLESS = """
 func.func @count(%k: i32) -> i32 {
   %one = arith.constant 1 : i32
@@ -74,13 +76,28 @@ func.func @pair(%k: i32) -> i32 {
   %s = arith.addi %a, %b : i32
   func.return %s : i32
 }
-func.func @deep(%k: i32, %x: tensor<4000xf32>) -> tensor<4000xf32> {
+func.func @deep(%k: i32, %x: tensor<8000xf32>) -> f32 {
   %one = arith.constant 1 : i32
   %km = arith.subi %k, %one : i32
-  %y = tmath.add %x, %x : tensor<4000xf32>
-  %r = invoke.invoke @deep(%km, %y) : (i32, tensor<4000xf32>) -> tensor<4000xf32>
-  %s = tmath.add %r, %y : tensor<4000xf32>
-  func.return %s : tensor<4000xf32>
+  %r = invoke.invoke @deep(%km, %x) : (i32, tensor<8000xf32>) -> f32
+  %big = arith.constant 2000000000 : i32
+  %never = arith.cmpi sgt, %k, %big : i32
+  %v = scf.if %never -> (f32) {
+    %t = tmath.add %x, %x : tensor<8000xf32>
+    %u = tmath.mul %t, %x : tensor<8000xf32>
+    %w = tmath.sum %u : tensor<8000xf32> -> f32
+    scf.yield %w : f32
+  } else {
+    scf.yield %r : f32
+  }
+  func.return %v : f32
+}
+func.func @hog(%k: i32, %x: tensor<20000xf32>) -> tensor<20000xf32> {
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %r = invoke.invoke @hog(%km, %x) : (i32, tensor<20000xf32>) -> tensor<20000xf32>
+  %s = tmath.add %r, %x : tensor<20000xf32>
+  func.return %s : tensor<20000xf32>
 }
 """
 
@@ -116,7 +133,9 @@ found["after"] = outcome(lambda: f(5, timeout=0.05))  # a stale flag would inter
 f = recir.compile(module, "count", threads=1, max_depth=1000)
 found["max_depth"] = outcome(lambda: f(5))
 f = recir.compile(module, "deep", threads=1)
-found["deep"] = outcome(lambda: f(3, np.ones(4000, np.float32)))
+found["deep"] = outcome(lambda: f(3, np.ones(8000, np.float32)))
+f = recir.compile(module, "hog", threads=1)
+found["hog"] = outcome(lambda: f(3, np.ones(20000, np.float32)))
 
 # a call on another thread stops too; the main thread gets its own
 # KeyboardInterrupt while it waits (CPython's handler is still called)
@@ -197,10 +216,13 @@ def test_max_depth(endless):
     assert message == "error: recursion in @count is deeper than max_depth=1000"
 
 
-def test_deep_frames_report_stack_overflow(endless):
-    kind, message, _ = endless["deep"]
+@pytest.mark.parametrize("name", ["deep", "hog"])
+def test_deep_frames_report_stack_overflow(endless, name):
+    """Heap buffers count against the stack too: a runaway recursion that
+    holds them ends as one that holds stack buffers does."""
+    kind, message, _ = endless[name]
     assert kind == "RecirError"
-    assert message.startswith("error: recursion in @deep is too deep for the native stack")
+    assert message.startswith(f"error: recursion in @{name} is too deep for the native stack")
 
 
 def fib(n: int) -> int:
