@@ -1,4 +1,7 @@
-"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel,static,batching,smallgemm,auto} --json FILE`.
+"""Benchmark driver: `python bench/run.py SECTION --json FILE`.
+
+Sections: native, train, fusion, parallel, static, batching, smallgemm, auto,
+roof, openmp, distributed.
 
 `python bench/run.py all [--quick]` runs the whole suite (bench/suite.py).
 
@@ -18,11 +21,13 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import auto, batching, fusion, native, parallel, smallgemm, static, suite, train  # noqa: E402
+from bench import (auto, batching, distributed, fusion, native, openmp,  # noqa: E402
+                   parallel, roof, smallgemm, static, suite, train)
 
 SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel,
                "static": static, "all": suite, "batching": batching,
-               "smallgemm": smallgemm, "auto": auto}
+               "smallgemm": smallgemm, "auto": auto, "roof": roof,
+               "openmp": openmp, "distributed": distributed}
 
 
 def main(argv: list[str] | None = None) -> int:

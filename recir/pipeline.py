@@ -43,15 +43,11 @@ STAGES: tuple[ModulePass, ...] = (
 
 # Modules whose largest weight gradient fed by outer products is at least
 # this size log every outer product and add them by one SGEMM after the call
-# (`convert-tmath-to-loops`, defer-outer-bytes): about this host's L2 per
-# core. TreeLSTM training, 100 SST trees in batches of 25, processes
-# alternated (/tmp/exp5/lz4.py): at h=256 (U's gradient 2.6 MB) 336-348 ->
-# 425-481 trees/s on two threads, 182-195 -> 183-272 on one (deferring U's
-# products alone: 406-441 and 170-200). Each call pays its SGEMMs (~30 us a
-# call at h=256: a 1-leaf tree 107-120 -> 133-154 us, a 16-leaf one
-# 2,970-3,860 -> 2,500 us), and at h=150 (900 KB) deferring gained in
-# batches (two threads 841-919 -> 1,059-1,135) but lost on single small
-# trees (a 16-leaf TreeLSTM 1,054 -> 1,413 us), so it starts at this size.
+# (`convert-tmath-to-loops`, defer-outer-bytes): about a typical L2 per
+# core. In TreeLSTM training on SST batches of 25, deferring raised trees/s at
+# h=256 (U's gradient 2.6 MB); at h=150 (900 KB) it gained in batches but lost
+# on single small trees, since each call pays its SGEMMs' fixed cost, so it
+# starts at this size.
 DEFER_OUTER_BYTES = 1 << 20
 
 
