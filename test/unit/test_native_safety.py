@@ -35,9 +35,8 @@ func.func @large(%x: tensor<{N}xf32>, %s: f32) -> (tensor<{N}xf32>, f32) {{
 
 # no base case: @down's is a tail call, @count's adds after it, @ping and
 # @pong call each other, @pair runs two @spin as tasks (with 2 threads);
-# @deep keeps two 32 KB buffers a frame (in a branch never taken, so the
-# 1 GiB stack it runs through stays mostly untouched), @hog two 80 KB ones
-# on the heap
+# @deep keeps 32 KB buffers on its frame, @hog an 80 KB one on the heap (in
+# a branch never taken, so the memory they run through stays untouched)
 ENDLESS = {  # one module each: a compile is of the whole module
     "count": """
 func.func @count(%k: i32) -> i32 {
@@ -103,12 +102,21 @@ func.func @deep(%k: i32, %x: tensor<8000xf32>) -> f32 {
 }
 """,
     "hog": """
-func.func @hog(%k: i32, %x: tensor<20000xf32>) -> tensor<20000xf32> {
+func.func @hog(%k: i32, %x: tensor<20000xf32>) -> f32 {
   %one = arith.constant 1 : i32
   %km = arith.subi %k, %one : i32
-  %r = invoke.invoke @hog(%km, %x) : (i32, tensor<20000xf32>) -> tensor<20000xf32>
-  %s = tmath.add %r, %x : tensor<20000xf32>
-  func.return %s : tensor<20000xf32>
+  %r = invoke.invoke @hog(%km, %x) : (i32, tensor<20000xf32>) -> f32
+  %big = arith.constant 2000000000 : i32
+  %never = arith.cmpi sgt, %k, %big : i32
+  %v = scf.if %never -> (f32) {
+    %t = tmath.add %x, %x : tensor<20000xf32>
+    %u = tmath.mul %t, %x : tensor<20000xf32>
+    %w = tmath.sum %u : tensor<20000xf32> -> f32
+    scf.yield %w : f32
+  } else {
+    scf.yield %r : f32
+  }
+  func.return %v : f32
 }
 """,
 }
