@@ -273,14 +273,57 @@ def test_max_depth_allows_shallower_calls(cache_dir):
             bounded(5, timeout=bad)
 
 
+# the size of the subtree under node %i, recursing through structure
+# arrays; its frame keeps a 60 KB buffer (in a branch never taken), so
+# native code exhausts its stack in fewer levels than a tree model does
+SUBTREE = """
+func.func @subtree(%left: tensor<?xi32>, %right: tensor<?xi32>, %i: i32,
+                   %x: tensor<15000xf32>) -> f32 {
+  %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+  %zero = arith.constant 0 : i32
+  %leaf = arith.cmpi slt, %l, %zero : i32
+  %n = scf.if %leaf -> (f32) {
+    %one = arith.constant 1.0 : f32
+    scf.yield %one : f32
+  } else {
+    %r = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
+    %a = invoke.invoke @subtree(%left, %right, %l, %x)
+        : (tensor<?xi32>, tensor<?xi32>, i32, tensor<15000xf32>) -> f32
+    %b = invoke.invoke @subtree(%left, %right, %r, %x)
+        : (tensor<?xi32>, tensor<?xi32>, i32, tensor<15000xf32>) -> f32
+    %big = arith.constant 2000000000 : i32
+    %never = arith.cmpi sgt, %i, %big : i32
+    %c = scf.if %never -> (f32) {
+      %t = tmath.mul %x, %x : tensor<15000xf32>
+      %w = tmath.sum %t : tensor<15000xf32> -> f32
+      scf.yield %w : f32
+    } else {
+      %s = arith.addf %a, %b : f32
+      %one = arith.constant 1.0 : f32
+      %s1 = arith.addf %s, %one : f32
+      scf.yield %s1 : f32
+    }
+    scf.yield %c : f32
+  }
+  func.return %n : f32
+}
+"""
+
+
 def test_cycle_in_tree_is_an_error_in_both_engines(cache_dir):
-    model = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), hidden=64))
     # node 2's right child is 1, whose left child is 2 again
     left, right = np.array([-1, 2, 0], np.int32), np.array([-1, 0, 1], np.int32)
     word, label = np.array([1, 2, 3], np.int32), np.zeros(3, np.int32)
+    model = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0)))
     with pytest.raises(RecirError, match=r"recursion in @node never ends: it is invoked "
                                          r"again with the same arguments \(2\)"):
         model.run(left, right, word, label, 2)
-    native = recir.compile(model, cache_dir=cache_dir, threads=1)
-    with pytest.raises(RecirError, match="recursion in @tree_rnn is too deep"):
-        native(left, right, word, label, 2)
+    module = parse_module(make_context(), SUBTREE)
+    x = np.zeros(15000, np.float32)
+    with pytest.raises(RecirError, match=r"recursion in @subtree never ends"):
+        run_function(module, "subtree", [left, right, 2, x])
+    native = recir.compile(module, "subtree", cache_dir=cache_dir, threads=1)
+    with pytest.raises(RecirError, match="recursion in @subtree is too deep"):
+        native(left, right, 2, x)
+    fine = np.array([-1, -1, 0], np.int32), np.array([-1, -1, 1], np.int32)
+    assert native(*fine, 2, x) == run_function(module, "subtree", [*fine, 2, x]) == (3.0,)
