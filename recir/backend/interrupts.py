@@ -29,6 +29,7 @@ import atexit
 import ctypes
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -104,7 +105,17 @@ def current() -> SigAction:
 
 def install() -> bool:
     """Chains the handler in front of CPython's SIGINT handler (once; again
-    if Python has put its own back since); whether it is in."""
+    if Python has put its own back since); whether it is in. Where that
+    fails, Ctrl-C waits for native calls as before: compiling goes on."""
+    if not sys.platform.startswith("linux"):  # (glibc's sigaction and errno)
+        return False
+    try:
+        return chain()
+    except (OSError, RuntimeError, KeyError):
+        return False
+
+
+def chain() -> bool:
     from recir.backend.engine import Engine, compile_object
 
     with _lock:
