@@ -150,7 +150,8 @@ def uninstall() -> None:
     """Puts CPython's handler back where ours is still the one in place."""
     with _lock:
         previous = _installed.get("previous")
-        if isinstance(previous, SigAction) and current().handler == _installed["address"]:
+        ours = _installed.get("address")
+        if isinstance(previous, SigAction) and ours and current().handler == ours:
             _libc.sigaction(signal.SIGINT, ctypes.byref(previous), None)
         _installed.pop("address", None)
 
