@@ -52,9 +52,9 @@ DEFER_OUTER_BYTES = 1 << 20
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
-          threads: int = 1) -> ModuleOp:
+          threads: int = 1, max_depth: int = 0) -> ModuleOp:
     """A lowered copy of `module` for `threads` threads, stopping after the
-    pass named `until`."""
+    pass named `until`; `max_depth` > 0 bounds the recursion's depth."""
     lowered = module.clone()
     ctx = make_context()
     skip = (() if fuse else (TmathFuseElementwisePass,)) + (
@@ -64,6 +64,8 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
             stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
         elif isinstance(stage, ConvertTmathToLoopsPass):
             stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
+        elif isinstance(stage, ConvertRecirToLlvmPass) and max_depth:
+            stage = ConvertRecirToLlvmPass(max_depth=max_depth)
         if not isinstance(stage, skip):
             stage.apply(ctx, lowered)
         if stage.name == until:
@@ -94,14 +96,14 @@ def call_work(module: ModuleOp) -> int:
     return work
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
+def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0
             ) -> tuple[str, list[str], list[int], list[int]]:
     """LLVM IR text for `module`, the messages of its run-time checks, the
     arguments whose buffers each thread has its own copy of, and those whose
     outer products are logged (`adjoint.log_reserve`)."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse, threads=threads)
+    lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
     slots = [k.value.data for k in copied.data] if copied is not None else []
@@ -112,29 +114,43 @@ def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    cache_dir: Path | str | None = None, fuse: bool = True,
-                   threads: int | None = 1) -> NativeFunction:
+                   threads: int | None = 1, max_depth: int | None = None) -> NativeFunction:
     """Native code for `@entry` of `module`, from the object cache when possible."""
     from recir.backend.engine import Engine, compile_object
 
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
+    depth = checked_max_depth(max_depth)
     budget = spawn_budget(threads) if threads > 1 else 0
     # the lowering depends on whether there are tasks and, if so, on the budget
     key = cache_key(located_text(module), f"{entry} fuse={fuse} tasks={threads > 1} "
-                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
+                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}"
+                                 f"{f' max_depth={depth}' if depth else ''}")
     hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
     if hit is None:
         start = time.perf_counter()
-        ir_text, sites, copied, logged = llvm_ir(module, fuse, threads)
+        ir_text, sites, copied, logged = llvm_ir(module, fuse, threads, depth)
         obj = compile_object(ir_text)
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
                                "seconds": time.perf_counter() - start})
     else:
         obj, sites = hit[0], hit[1]["sites"]
         copied, logged = hit[1]["copied"], hit[1]["logged"]
-    return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
-                          call_work(module), logged)
+    native = NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
+                            call_work(module), logged)
+    native.max_depth = depth
+    return native
+
+
+def checked_max_depth(max_depth: int | None) -> int:
+    """0 for none; the code counts depth per thread in an unsigned 64-bit word."""
+    if max_depth is None:
+        return 0
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not (
+            0 < max_depth < 1 << 63):
+        raise RecirError(f"error: max_depth must be a positive integer, got {max_depth!r}")
+    return max_depth
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -161,13 +177,19 @@ def resolve_threads(threads: int | None) -> int:
 
 def compile(model: Any, entry: str | None = None, *,
             cache_dir: Path | str | None = None, fuse: bool = True,
-            threads: int | None = None) -> NativeFunction:
+            threads: int | None = None, max_depth: int | None = None) -> NativeFunction:
     """Compile a `TracedModel` (weights bound) or a module's `@entry` to native code;
     `fuse=False` keeps one loop per elementwise op; `threads` > 1 (None: all
-    cores or $RECIR_NUM_THREADS) runs independent invokes as tasks."""
+    cores or $RECIR_NUM_THREADS) runs independent invokes as tasks;
+    `max_depth` makes calls nested deeper than that on one thread a
+    RecirError (in a team, a thread waiting for tasks runs others on top of
+    its stack, and they count), at the cost of a counter per call and of the
+    loops LLVM makes of tail calls. Each call takes `timeout=` seconds."""
     if isinstance(model, ModuleOp):
         if entry is None:
             raise RecirError("error: compiling a module needs the entry function's name")
-        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse, threads=threads)
+        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse, threads=threads,
+                              max_depth=max_depth)
     return compile_module(model.module, model.entry, list(model.params.values()),
-                          cache_dir=cache_dir, fuse=fuse, threads=threads)
+                          cache_dir=cache_dir, fuse=fuse, threads=threads,
+                          max_depth=max_depth)
