@@ -15,9 +15,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from recir.backend.engine import host_description
+import llvmlite
+import llvmlite.binding as llvm
 
 VERSION = "recir-object-cache-2"
+
+
+@functools.cache
+def host_description() -> str:
+    """What a cached object depends on besides the IR: CPU and library versions."""
+    llvm.initialize_native_target()
+    return "|".join((llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
 @functools.cache

@@ -14,9 +14,9 @@ import os
 import threading
 from typing import Any
 
-import llvmlite
 import llvmlite.binding as llvm
 
+from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.stack import DEEP_STACK_BYTES
 
 
@@ -36,14 +36,6 @@ def target_machine() -> llvm.TargetMachine:
         reloc="pic",
         codemodel="jitdefault",
     )
-
-
-@functools.cache
-def host_description() -> str:
-    """What a cached object depends on besides the IR: CPU and library versions."""
-    _initialize()
-    return "|".join((llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
 def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
@@ -102,8 +94,6 @@ def text_function(ir_text: str, name: str, prototype: Any) -> Any:
     keep its address in records reused call after call, so a second engine
     made by a Python thread racing another's first use (and then dropped)
     would leave them pointing into freed code."""
-    from recir.backend.cache import ObjectCache, cache_key
-
     key = cache_key(ir_text, name)
     with _text_lock:
         fn = _text_functions.get(key)

@@ -18,8 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from recir.passes.native_context import MARGIN_BYTES
+
 T = TypeVar("T")
-MARGIN_BYTES = 2 << 20
 DEEP_STACK_BYTES = 1 << 30
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -26,7 +26,8 @@ from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, RETURN, Frame, Runner
-from recir.batching import blas, scatter
+from recir.backend.kernels import blas
+from recir.batching import scatter
 from recir.batching.kernels import split_for
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows

@@ -47,7 +47,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.backend.array_address import data_address
-from recir.batching import split
+from recir.backend.kernels import split
 from recir.batching.kernels import split_threads
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath

@@ -24,6 +24,10 @@ from xdsl.ir import SSAValue
 
 from recir.passes.loop_builder import Emitter
 
+# `stack_limit` is a thread's stack bottom plus this margin for the deepest
+# frame: the runtime (`backend/stack.py`) and the task prologue (`tasks.py`)
+# both set it.
+MARGIN_BYTES = 2 << 20
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 ERROR_OFFSET, SITE_OFFSET = 8, 12
 TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40

@@ -307,7 +307,7 @@ def test_row_kernel_label_out_of_range_is_a_located_error():
 
 def test_weight_gradient_added_by_one_sgemm():
     """blas.add_outer: acc += dy.T @ x (SGEMM with beta = 1, NumPy where it cannot)."""
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     rng = np.random.default_rng(3)
     dy = rng.standard_normal((7, 5)).astype(np.float32)

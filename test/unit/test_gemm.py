@@ -1,9 +1,9 @@
-"""The broadcast-and-accumulate kernels (`recir/batching/gemm.py`) against NumPy."""
+"""The broadcast-and-accumulate kernels (`recir/backend/kernels/gemm.py`) against NumPy."""
 
 import numpy as np
 import pytest
 
-from recir.batching import blas, gemm
+from recir.backend.kernels import blas, gemm
 
 SHAPES = [(1, 1, 1), (3, 17, 9), (4, 96, 128), (5, 97, 129), (7, 300, 750), (33, 256, 1280)]
 

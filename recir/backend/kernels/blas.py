@@ -84,7 +84,7 @@ def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) 
     `gemm.py`'s kernel reading dy as a transpose (`python bench/run.py
     smallgemm` compares it with OpenBLAS); on `threads` > 1 cut by acc's
     rows across a team (`split.py`)."""
-    from recir.batching import gemm
+    from recir.backend.kernels import gemm
 
     n, m = dy.shape
     k = x.shape[1]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from recir.backend.array_address import data_address
-from recir.batching.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
+from recir.backend.kernels.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
 
 NN_ROWS, NN_VECTORS = 4, 6  # a tile: A rows x B vectors of LANES columns
 FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
@@ -251,7 +251,7 @@ def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k:
     """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
     `ldy` apart) and of X (n floats, `ldx` apart), all f32 at addresses: the
     tn kernel, on a team of `threads` cut by G's rows (`split.py`)."""
-    from recir.batching import split
+    from recir.backend.kernels import split
 
     if k <= 0:
         return
@@ -267,7 +267,7 @@ def nn_parts(m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
              accumulate: int, parts: int) -> list[list[int]]:
     """`split.py` records of `recir_gemm_nn` for C (+)= A B (f32 at addresses),
     cut by C's columns into `parts` shares (multiples of 16)."""
-    from recir.batching import split
+    from recir.backend.kernels import split
 
     fn = split.address(kernel("nn"))
     return [[split.NN, fn, m, hi - lo, k, a, lda, b + 4 * lo, ldb, c + 4 * lo, ldc, accumulate]
