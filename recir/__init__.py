@@ -32,10 +32,10 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
 
 def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
                    **options: Any) -> Any:
-    """Outputs and d loss / d parameters (see `recir.autodiff.api`);
+    """Outputs and d loss / d parameters (see `recir.gradients`);
     `batching="frontier"` by the frontier scheduler (`recir.batching.api`),
     `"auto"` by either, per batch."""
-    from recir.autodiff import api
+    from recir import gradients as api
 
     if batching != "recursive":
         from recir.batching.api import value_and_grad_batched
@@ -45,7 +45,7 @@ def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
 
 
 def grad(model: Any, loss: int = -1, **options: Any) -> Any:
-    """d loss / d parameters (see `recir.autodiff.api`)."""
-    from recir.autodiff import api
+    """d loss / d parameters (see `recir.gradients`)."""
+    from recir import gradients as api
 
     return api.grad(model, loss, **options)
