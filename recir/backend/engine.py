@@ -17,7 +17,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from recir.backend.cache import ObjectCache, cache_key
-from recir.backend.stack import DEEP_STACK_BYTES
+from recir.backend.settings import openmp_environment
 
 
 @functools.cache
@@ -116,12 +116,6 @@ _text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
 _text_lock = threading.Lock()
 
 
-# The OpenMP runtime's workers run tasks that recurse as deep as the caller's
-# deep-stack thread may (a task spawned near the root recurses through the
-# rest of a deep tree); libgomp reads the size when it loads, which an
-# imported library may make happen before recir compiles anything.
-os.environ.setdefault("OMP_STACKSIZE", f"{DEEP_STACK_BYTES >> 20}M")
-
 # What generated code calls in the OpenMP runtime (the GOMP ABI).
 OPENMP_SYMBOLS = ("GOMP_parallel", "GOMP_single_start", "GOMP_task", "GOMP_taskwait",
                   "GOMP_barrier", "omp_get_thread_num", "omp_get_num_threads")
@@ -151,13 +145,10 @@ def load_openmp() -> ctypes.CDLL | None:
     names = [os.environ["RECIR_OPENMP"]] if os.environ.get("RECIR_OPENMP") else \
         OPENMP_LIBRARIES
     for name in names:
-        if "libgomp" not in name:
-            # libomp's workers spin 200 ms after a team by default, taking a core
-            # from Python between calls; 1 ms keeps team calls ahead of one
-            # thread (`python bench/run.py parallel`)
-            os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
-            library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            with openmp_environment():  # `recir.configure_runtime`'s settings
+                library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+                library.omp_get_max_threads()  # libomp reads its settings now
             for symbol in OPENMP_SYMBOLS:
                 llvm.add_symbol(symbol, ctypes.cast(getattr(library, symbol),
                                                     ctypes.c_void_p).value)
