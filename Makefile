@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-lit bench bench-full clean
+.PHONY: install demo test test-unit test-lit fuzz bench bench-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ test-unit: install
 
 test-lit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test
+
+# The property-style fuzz tests (test/unit/test_fuzz_*.py: corrupted cache
+# entries, argument conversion, mutated IR and SST files) with FUZZ_EXAMPLES
+# examples each, new ones every run; `make test` runs 25 each, the same every time.
+FUZZ_EXAMPLES ?= 1000
+
+fuzz: install
+	RECIR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q test/unit/test_fuzz_*.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

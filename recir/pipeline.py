@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from recir.backend.cache import ObjectCache, cache_key
+from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.runtime import NativeFunction
 from recir.backend.spawn_tuner import spawn_budget
 from recir.context import make_context
@@ -132,8 +132,8 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     # the lowering is the pass list with its options
-    key = cache_key(str(module), f"{entry} {passes_for(fuse, threads)}")
-    hit = cache.load(key)
+    key = cache_key(located_text(module), f"{entry} {passes_for(fuse, threads)}")
+    hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
     if hit is None:
         start = time.perf_counter()
         ir_text, sites, copied, logged = llvm_ir(module, fuse, threads)
@@ -142,7 +142,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                                "seconds": time.perf_counter() - start})
     else:
         obj, sites = hit[0], hit[1]["sites"]
-        copied, logged = hit[1].get("copied", []), hit[1].get("logged", [])
+        copied, logged = hit[1]["copied"], hit[1]["logged"]
     return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
                           call_work(module), logged)
 
@@ -155,7 +155,13 @@ def resolve_threads(threads: int | None) -> int:
 
     from recir.backend.engine import openmp
 
-    count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+    configured = os.environ.get("RECIR_NUM_THREADS", "").strip()
+    if configured and not (configured.isdecimal() and int(configured) >= 1):
+        raise RecirError("error: RECIR_NUM_THREADS must be a positive integer, got "
+                         f"'{configured}'")
+    count = threads or int(configured or 0) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
         warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
                       "found: running serially", stacklevel=3)

@@ -31,6 +31,7 @@ from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.schedule import Schedule
 from recir.batching.segments import Plan, entry_kinds, make_plan
 from recir.diagnostics import RecirError
+from recir.interpreter import coerce_argument, coerce_tensor, tensor_facts
 from recir.pipeline import CLOSE, run_passes
 
 
@@ -82,7 +83,14 @@ class BatchedFunction:
                 continue
             typ = arg.type
             dtype = dtype_of(typ.element_type if isinstance(typ, TensorType) else typ)
-            column = [np.asarray(inputs[j], dtype) for inputs in batch]
+            if isinstance(typ, TensorType):  # checked as every path checks
+                facts = tensor_facts(typ)
+                column = [coerce_tensor(j, inputs[j], typ, facts) for inputs in batch]
+                if facts[0] != dtype:
+                    column = [np.asarray(c, dtype) for c in column]
+            else:
+                column = [np.asarray(coerce_argument(j, inputs[j], typ), dtype)
+                          for inputs in batch]
             if plan.kinds[arg] == "R":
                 values.append(PerRoot.ragged(column))
             else:

@@ -510,7 +510,7 @@ def digest() -> str:
 
 def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[Any, Any]]:
     """One object for all groups of a model: id(group) -> (forward, backward)."""
-    from recir.backend.cache import ObjectCache, cache_key
+    from recir.backend.cache import ObjectCache, cache_key, located_text
     from recir.backend.engine import Engine, compile_object
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.pipeline import ROW_LOOPS, run_passes
@@ -524,8 +524,8 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
             functions.append(backward_function(group, f"rows_bwd_{k}"))
     module = ModuleOp(functions)
     cache = ObjectCache()
-    key = cache_key(str(module), f"batching-rows {digest()}")
-    hit = cache.load(key)
+    key = cache_key(located_text(module), f"batching-rows {digest()}")
+    hit = cache.load(key, {"sites": list[str]})
     if hit is None:
         run_passes(module, ROW_LOOPS)
         found_sites: Any = module.attributes.pop("recir.error_sites")

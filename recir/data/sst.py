@@ -173,16 +173,17 @@ def load_sst(
     """
     vocab = Vocabulary() if vocab is None else vocab
     trees: list[Tree] = []
-    number = 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for number, text in enumerate(f, start=1):
-                if text.strip():
-                    trees.append(parse_tree(text, vocab, file=path, line=number,
-                                            grow=grow_vocab))
-    except UnicodeDecodeError:
-        where = f"{os.fspath(path)}:{number + 1}"
-        raise TreeParseError(f"{where}: error: not utf-8 text") from None
+    with open(path, "rb") as f:  # decoded line by line: an error names its line
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                where = f"{os.fspath(path)}:{number}:{e.start + 1}"
+                raise TreeParseError(f"{where}: error: byte 0x{raw[e.start]:02x} is not "
+                                     "valid UTF-8 (tree files are UTF-8 text)") from None
+            if text.strip():
+                trees.append(parse_tree(text, vocab, file=path, line=number,
+                                        grow=grow_vocab))
     return trees, vocab
 
 
