@@ -40,7 +40,7 @@ def openblas_cores() -> list[str]:
     """OpenBLAS's kernel name from the libraries in this process, without threadpoolctl."""
     import ctypes
 
-    from recir.batching.blas import openblas_libraries
+    from recir.backend.kernels.blas import openblas_libraries
 
     names = []
     for lib in openblas_libraries():

@@ -7,7 +7,7 @@ backward `dY @ W` and the weight gradient `dY^T X`. This section times each
 at the row counts a batch of 25 complete 128-leaf trees gives (3,200 leaves;
 1,600 down to 25 internal nodes a height), plus a 2048^3 product (the
 libraries' best case), by NumPy (its BLAS, `numpy.show_config()`), PyTorch
-(MKL in its wheels) and recir's own kernels (`recir.batching.smallgemm.nt`
+(MKL in its wheels) and recir's own kernels (`recir.backend.kernels.smallgemm.nt`
 forward, `gemm.gemm` backward; on more than one thread split across an
 OpenMP team by `split.py`). The roof of a thread count is the best rate of
 any library at any shape: what a core (or N) gives to SGEMM here. Each rate
@@ -101,7 +101,7 @@ def torch_product(layout: str, a: np.ndarray, b: np.ndarray) -> Callable[[], Any
 def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Callable[[], Any]:
     """recir's kernel for the layout, on a team of `threads` where it splits;
     the function returns the product (`tn`: the sum of its calls' products)."""
-    from recir.batching import gemm, smallgemm, split
+    from recir.backend.kernels import gemm, smallgemm, split
 
     team = threads > 1 and split.available()
     if layout == "nt":
@@ -130,7 +130,7 @@ def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Ca
 
 
 def set_threads(threads: int) -> None:
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     blas.set_threads(threads)
     try:

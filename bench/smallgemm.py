@@ -7,7 +7,7 @@ added into a kept buffer; OpenBLAS writes one with beta 0). OpenBLAS (its
 AVX2 kernels in this environment) at the given thread count and recir's
 kernel on one, in the same rounds (median over the rounds, each the mean
 of a few calls); for `nt` on more than one thread also the product as the
-frontier scheduler splits it (`recir/batching/split.py`: the weight's rows
+frontier scheduler splits it (`recir/backend/kernels/split.py`: the weight's rows
 cut across a libgomp team, each part the kernel up to
 `kernels.SMALL_ROWS[1]` rows, one-threaded OpenBLAS above). The weight
 stays in cache between calls here, unlike in a frontier run: the in-run
@@ -43,7 +43,8 @@ def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
     kernel, for `nt` also recir split on `threads`), results checked equal:
     `nt` the forward x @ W.T, `nn` the backward dY @ W, `tn` the weight
     gradient dY.T @ X over m rows (`gemm.py`)."""
-    from recir.batching import gemm, kernels, smallgemm, split
+    from recir.backend.kernels import gemm, smallgemm, split
+    from recir.batching import kernels
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
@@ -72,7 +73,7 @@ def timed(thunks: dict[str, Any], calls: int, threads: int, repeats: int
     of its own with OpenBLAS on one thread and its workers asleep (a spinning
     OpenBLAS worker holds the second core, which the scheduler never meets:
     it keeps OpenBLAS on one thread while it splits)."""
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     def many(f: Any) -> Any:
         return lambda: [f() for _ in range(calls)]
@@ -87,7 +88,7 @@ def timed(thunks: dict[str, Any], calls: int, threads: int, repeats: int
 
 
 def run(args: argparse.Namespace) -> int:
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     rng = np.random.default_rng(0)
     results = []

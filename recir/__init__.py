@@ -12,8 +12,8 @@ from xdsl.dialects.builtin import f32, i1, i32
 
 from recir.frontend import SubGraph, TracedModel, cond, matrix, structure, trace, vector
 
-__all__ = ["SubGraph", "TracedModel", "compile", "cond", "f32", "grad", "i1", "i32",
-           "matrix", "structure", "trace", "value_and_grad", "vector"]
+__all__ = ["SubGraph", "TracedModel", "compile", "cond", "configure_runtime", "f32", "grad",
+           "i1", "i32", "matrix", "structure", "trace", "value_and_grad", "vector"]
 
 
 def compile(model: Any, entry: str | None = None, *, batching: str = "recursive",
@@ -32,10 +32,10 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
 
 def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
                    **options: Any) -> Any:
-    """Outputs and d loss / d parameters (see `recir.autodiff.api`);
+    """Outputs and d loss / d parameters (see `recir.gradients`);
     `batching="frontier"` by the frontier scheduler (`recir.batching.api`),
     `"auto"` by either, per batch."""
-    from recir.autodiff import api
+    from recir import gradients as api
 
     if batching != "recursive":
         from recir.batching.api import value_and_grad_batched
@@ -45,7 +45,16 @@ def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
 
 
 def grad(model: Any, loss: int = -1, **options: Any) -> Any:
-    """d loss / d parameters (see `recir.autodiff.api`)."""
-    from recir.autodiff import api
+    """d loss / d parameters (see `recir.gradients`)."""
+    from recir import gradients as api
 
     return api.grad(model, loss, **options)
+
+
+def configure_runtime(**settings: int) -> Any:
+    """Process-wide settings of the native runtime, given to the OpenMP library
+    when recir loads it (before the first threaded compile): `worker_stack_bytes`
+    (default 1 GiB), `block_time_ms` (default 1). See `recir.backend.settings`."""
+    from recir.backend import settings as runtime
+
+    return runtime.configure(**settings)

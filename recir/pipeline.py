@@ -1,8 +1,10 @@
-"""The lowering pipeline from traced IR to native code, in one readable list.
+"""The pass lists from traced IR to native code, as `recir-opt -p` strings.
 
-Each stage is a pass usable as `recir-opt -p <name>`; `lower` stops after a
-named stage (as the Toy tutorial's compiler does), `compile` goes all the way
-to a callable backed by the object cache.
+INFERENCE lowers a model; GRADIENT differentiates it (INFERENCE then lowers
+the result); `passes_for` adds what a call's options change (fusion off, the
+task passes and their spawn budget). Every entry point runs these strings
+(`run_passes`): `lower` stops after a named pass, as the Toy tutorial's
+compiler does, and `compile` goes on to a callable backed by the object cache.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.passes import ModulePass
-from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.runtime import NativeFunction
@@ -23,23 +25,7 @@ from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.dialects import tmath
 from recir.interpreter import find_entry
-from recir.passes.capture_outer_refs import CaptureOuterRefsPass
-from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
-from recir.passes.convert_tmath_to_loops import ConvertTmathToLoopsPass
-from recir.passes.invoke_clone_serial import InvokeCloneSerialPass
-from recir.passes.invoke_mark_concurrent import InvokeMarkConcurrentPass
-from recir.passes.tmath_fuse_elementwise import TmathFuseElementwisePass
-
-STAGES: tuple[ModulePass, ...] = (
-    CaptureOuterRefsPass(),
-    TmathFuseElementwisePass(),  # skipped with fuse=False
-    InvokeMarkConcurrentPass(),  # these two only with threads > 1
-    InvokeCloneSerialPass(),
-    ConvertTmathToLoopsPass(),  # with DEFER_OUTER_BYTES
-    ConvertScfToCf(),
-    ConvertRecirToLlvmPass(),
-)
-
+from recir.universe import RECIR_PASSES
 
 # Modules whose largest weight gradient fed by outer products is at least
 # this size log every outer product and add them by one SGEMM after the call
@@ -50,26 +36,53 @@ STAGES: tuple[ModulePass, ...] = (
 # starts at this size.
 DEFER_OUTER_BYTES = 1 << 20
 
+CLOSE = "capture-outer-refs"
+FUSE = "tmath-fuse-elementwise"
+TASKS = "invoke-mark-concurrent,invoke-clone-serial"  # threads > 1: {budget=N} added
+INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_OUTER_BYTES}}},"
+             "convert-scf-to-cf,convert-recir-to-llvm")
+GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
+# What `batching/native.py` runs on the row loops it builds (already loops).
+ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm"
+# `recir.dataflow`'s token-machine form.
+DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
+
+
+def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
+    """INFERENCE for a call's options: without fusion, with the task passes
+    (and the spawn budget for `threads`) after it, with a depth bound."""
+    passes = INFERENCE if fuse else INFERENCE.replace(f"{FUSE},", "")
+    if max_depth:
+        passes = passes.replace("convert-recir-to-llvm",
+                                f"convert-recir-to-llvm{{max-depth={max_depth}}}")
+    if threads > 1:
+        tasks = f"{TASKS}{{budget={spawn_budget(threads)}}}"
+        passes = passes.replace("convert-tmath-to-loops", f"{tasks},convert-tmath-to-loops")
+    return passes
+
+
+def gradient_passes(entry: str, loss: int = -1) -> str:
+    """GRADIENT for `@entry`'s output number `loss`."""
+    return f'{GRADIENT}{{entry="{entry}" loss={loss}}}'
+
+
+def run_passes(module: ModuleOp, passes: str, until: str | None = None) -> None:
+    """Apply the `recir-opt -p` list `passes` to `module` in place, stopping
+    after the pass named `until`."""
+    pipeline = PassPipeline.parse_spec({**get_all_passes(), **RECIR_PASSES}, passes)
+    ctx = make_context()
+    for stage in pipeline.passes:
+        stage.apply(ctx, module)
+        if stage.name == until:
+            return
+
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
           threads: int = 1, max_depth: int = 0) -> ModuleOp:
     """A lowered copy of `module` for `threads` threads, stopping after the
     pass named `until`; `max_depth` > 0 bounds the recursion's depth."""
     lowered = module.clone()
-    ctx = make_context()
-    skip = (() if fuse else (TmathFuseElementwisePass,)) + (
-        () if threads > 1 else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
-    for stage in STAGES:
-        if isinstance(stage, InvokeCloneSerialPass):
-            stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
-        elif isinstance(stage, ConvertTmathToLoopsPass):
-            stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
-        elif isinstance(stage, ConvertRecirToLlvmPass) and max_depth:
-            stage = ConvertRecirToLlvmPass(max_depth=max_depth)
-        if not isinstance(stage, skip):
-            stage.apply(ctx, lowered)
-        if stage.name == until:
-            break
+    run_passes(lowered, passes_for(fuse, threads, max_depth), until)
     lowered.verify()
     return lowered
 
@@ -122,11 +135,8 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     depth = checked_max_depth(max_depth)
-    budget = spawn_budget(threads) if threads > 1 else 0
-    # the lowering depends on whether there are tasks and, if so, on the budget
-    key = cache_key(located_text(module), f"{entry} fuse={fuse} tasks={threads > 1} "
-                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}"
-                                 f"{f' max_depth={depth}' if depth else ''}")
+    # the lowering is the pass list with its options
+    key = cache_key(located_text(module), f"{entry} {passes_for(fuse, threads, depth)}")
     hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
     if hit is None:
         start = time.perf_counter()

@@ -23,12 +23,20 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import llvmlite
+import llvmlite.binding as llvm
 from xdsl.ir import Operation
 from xdsl.printer import Printer
 
-from recir.backend.engine import host_description
-
 VERSION = "recir-object-cache-3"
+
+
+@functools.cache
+def host_description() -> str:
+    """What a cached object depends on besides the IR: CPU and library versions."""
+    llvm.initialize_native_target()
+    return "|".join((llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
 @functools.cache

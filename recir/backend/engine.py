@@ -14,10 +14,10 @@ import os
 import threading
 from typing import Any
 
-import llvmlite
 import llvmlite.binding as llvm
 
-from recir.backend.stack import DEEP_STACK_BYTES
+from recir.backend.cache import ObjectCache, cache_key
+from recir.backend.settings import openmp_environment
 
 
 @functools.cache
@@ -36,14 +36,6 @@ def target_machine() -> llvm.TargetMachine:
         reloc="pic",
         codemodel="jitdefault",
     )
-
-
-@functools.cache
-def host_description() -> str:
-    """What a cached object depends on besides the IR: CPU and library versions."""
-    _initialize()
-    return "|".join((llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
 def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
@@ -102,8 +94,6 @@ def text_function(ir_text: str, name: str, prototype: Any) -> Any:
     keep its address in records reused call after call, so a second engine
     made by a Python thread racing another's first use (and then dropped)
     would leave them pointing into freed code."""
-    from recir.backend.cache import ObjectCache, cache_key
-
     key = cache_key(ir_text, name)
     with _text_lock:
         fn = _text_functions.get(key)
@@ -125,12 +115,6 @@ def text_function(ir_text: str, name: str, prototype: Any) -> Any:
 _text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
 _text_lock = threading.Lock()
 
-
-# The OpenMP runtime's workers run tasks that recurse as deep as the caller's
-# deep-stack thread may (a task spawned near the root recurses through the
-# rest of a deep tree); libgomp reads the size when it loads, which an
-# imported library may make happen before recir compiles anything.
-os.environ.setdefault("OMP_STACKSIZE", f"{DEEP_STACK_BYTES >> 20}M")
 
 # What generated code calls in the OpenMP runtime (the GOMP ABI).
 OPENMP_SYMBOLS = ("GOMP_parallel", "GOMP_single_start", "GOMP_task", "GOMP_taskwait",
@@ -161,13 +145,10 @@ def load_openmp() -> ctypes.CDLL | None:
     names = [os.environ["RECIR_OPENMP"]] if os.environ.get("RECIR_OPENMP") else \
         OPENMP_LIBRARIES
     for name in names:
-        if "libgomp" not in name:
-            # libomp's workers spin 200 ms after a team by default, taking a core
-            # from Python between calls; 1 ms keeps team calls ahead of one
-            # thread (`python bench/run.py parallel`)
-            os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
-            library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            with openmp_environment():  # `recir.configure_runtime`'s settings
+                library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+                library.omp_get_max_threads()  # libomp reads its settings now
             for symbol in OPENMP_SYMBOLS:
                 llvm.add_symbol(symbol, ctypes.cast(getattr(library, symbol),
                                                     ctypes.c_void_p).value)

@@ -70,7 +70,7 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
     """target (rows x cols, at an address) += DY^T X, the log's records being
     rows of [DY | X]: `gemm.py`'s tn kernel (faster than OpenBLAS's SGEMM on
     these shapes: `python bench/run.py smallgemm`), on `threads` > 1 cut by the target's rows (`split.py`)."""
-    from recir.batching import gemm
+    from recir.backend.kernels import gemm
 
     stride = rows + cols
     gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)

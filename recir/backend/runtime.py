@@ -183,7 +183,7 @@ class NativeFunction:
         """The outputs for `inputs`; with a `timeout` (seconds), on one thread
         and stopped with a RecirError once that has passed."""
         if timeout is not None:
-            return call_within(self, inputs, timeout)
+            return call_within(self, inputs, timeout, lone_context)
         size = self.size(inputs) if self.team else None
         # code without tasks runs as it is; a call too small to pay for a team, on one thread
         if not self.team or (size is not None and size * self.call_work < SERIAL_BELOW):

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from recir.passes.native_context import DEEP_STACK_BYTES, MARGIN_BYTES
+
 T = TypeVar("T")
-MARGIN_BYTES = 2 << 20
-DEEP_STACK_BYTES = 1 << 30
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.pthread_self.restype = ctypes.c_ulong

@@ -91,12 +91,12 @@ class Watchdog:
 WATCHDOG = Watchdog()
 
 
-def call_within(native: Any, inputs: Sequence[Any], seconds: float) -> tuple[Any, ...]:
+def call_within(native: Any, inputs: Sequence[Any], seconds: float,
+                lone_context: Any) -> tuple[Any, ...]:
     """A `NativeFunction` call on one thread, stopped after `seconds`:
     gradients on the deep-stack worker, others retried there if their
-    recursion ran out of this thread's stack, as `NativeFunction.call` does."""
-    from recir.backend.runtime import lone_context
-
+    recursion ran out of this thread's stack, as `NativeFunction.call` does.
+    `lone_context(stack_limit, tape)` makes its context (the runtime's)."""
     if isinstance(seconds, bool) or not (isinstance(seconds, int | float) and seconds > 0):
         raise RecirError(f"error: timeout must be a positive number of seconds, "
                          f"got {seconds!r}")

@@ -30,15 +30,14 @@ from recir.batching.execute import Frame, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.schedule import Schedule
 from recir.batching.segments import Plan, entry_kinds, make_plan
-from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument, coerce_tensor, tensor_facts
-from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+from recir.pipeline import CLOSE, run_passes
 
 
 def closed(model: Any) -> Any:
     module = model.module.clone()
-    CaptureOuterRefsPass().apply(make_context(), module)
+    run_passes(module, CLOSE)
     return module
 
 
@@ -354,7 +353,7 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
         raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
     if batching == "frontier":
         return BatchedGradFunction(model, loss, options.get("threads", 1))
-    from recir.autodiff import api
+    from recir import gradients as api
 
     try:
         batched: BatchedGradFunction | None = BatchedGradFunction(

@@ -26,7 +26,8 @@ from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, SSAValue
 
 from recir.batching.execute import GROUP, IF, INVOKE, RETURN, Frame, Runner
-from recir.batching import blas, scatter
+from recir.backend.kernels import gemm
+from recir.batching import scatter
 from recir.batching.kernels import split_for
 from recir.batching.rules import NO_GRAD, VJP, Outer, Rows, Slice
 from recir.batching.schedule import Schedule, rows
@@ -112,7 +113,7 @@ class Backward:
         """Add each matrix's kept frontier products: dW += [dY...]^T [X...]."""
         for target, parts in self.outers.values():
             dy, x = joined([p.dy for p in parts]), joined([p.x for p in parts])
-            blas.add_outer(target, dy, x, split_for(len(dy) * target.size))
+            gemm.add_outer(target, dy, x, split_for(len(dy) * target.size))
         self.outers.clear()
 
     def add_uniform(self, s: int, g: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 
-from recir.batching import gemm, smallgemm, split
+from recir.backend.kernels import gemm, smallgemm, split
 from recir.diagnostics import emit_error
 from recir.dialects import tmath
 
@@ -177,7 +177,7 @@ def split_for(work: int) -> int:
 def blas_threads_for(work: int) -> None:
     want = THREADS[0] if work >= PARALLEL_FLOPS and split_threads() == 1 else 1
     if want != THREADS[1]:
-        from recir.batching import blas
+        from recir.backend.kernels import blas
 
         blas.set_threads(want)
         THREADS[1] = want

@@ -44,10 +44,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
-from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.backend.array_address import data_address
-from recir.batching import split
+from recir.backend.kernels import split
 from recir.batching.kernels import split_threads
 from recir.diagnostics import RecirError, format_error
 from recir.dialects import tmath
@@ -514,8 +513,7 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
     from recir.backend.cache import ObjectCache, cache_key, located_text
     from recir.backend.engine import Engine, compile_object
     from recir.backend.llvm_convert import to_llvm_ir
-    from recir.context import make_context
-    from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
+    from recir.pipeline import ROW_LOOPS, run_passes
 
     if not groups:
         return {}
@@ -529,9 +527,7 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
     key = cache_key(located_text(module), f"batching-rows {digest()}")
     hit = cache.load(key, {"sites": list[str]})
     if hit is None:
-        ctx = make_context()
-        ConvertScfToCf().apply(ctx, module)
-        ConvertRecirToLlvmPass().apply(ctx, module)
+        run_passes(module, ROW_LOOPS)
         found_sites: Any = module.attributes.pop("recir.error_sites")
         sites = [a.data for a in found_sites.data]
         obj = compile_object(to_llvm_ir(module))

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from recir.backend.array_address import data_address
-from recir.batching import distinct, gemm, kernels, scatter, split
+from recir.backend.kernels import gemm, split
+from recir.batching import distinct, kernels, scatter
 from recir.batching.execute import Frame
 from recir.batching.native_post import Records, Region, Unsupported, nothing
 from recir.batching.rules import Outer, Rows

@@ -31,7 +31,8 @@ import numpy as np
 from xdsl.dialects.builtin import TensorType
 
 from recir.backend.array_address import data_address
-from recir.batching import distinct, kernels, smallgemm, split
+from recir.backend.kernels import smallgemm, split
+from recir.batching import distinct, kernels
 from recir.batching.execute import GROUP, IF, INVOKE, KERNEL, RETURN, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.native import Context, length

@@ -19,15 +19,12 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.traits import SymbolTable
 
-from recir.context import make_context
 from recir.dataflow.engine import DEAD, Stats, execute
 from recir.dataflow.graph import Graph, compile_graph
 from recir.diagnostics import RecirError
 from recir.dialects import dataflow as df
-from recir.dialects import invoke
 from recir.interpreter import coerce_argument
-from recir.passes.capture_outer_refs import CaptureOuterRefsPass
-from recir.passes.lower_invoke_to_call_return import LowerInvokeToCallReturnPass
+from recir.pipeline import DATAFLOW, run_passes
 
 __all__ = ["DEAD", "Graph", "Stats", "compile", "lower", "run"]
 
@@ -37,10 +34,7 @@ ENGINES = ("static", "dynamic")
 def lower(module: ModuleOp) -> ModuleOp:
     """A copy of `module` with every public function as a `dataflow.graph`."""
     lowered = module.clone()
-    ctx = make_context()
-    if any(isinstance(op, invoke.SubgraphOp) for op in lowered.walk()):
-        CaptureOuterRefsPass().apply(ctx, lowered)
-    LowerInvokeToCallReturnPass().apply(ctx, lowered)
+    run_passes(lowered, DATAFLOW)
     lowered.verify()
     return lowered
 

@@ -20,8 +20,8 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.backend.stack import DEEP_STACK_BYTES, MARGIN_BYTES
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.native_context import DEEP_STACK_BYTES, MARGIN_BYTES
 
 FRAME_STACK_BYTES = min(DEEP_STACK_BYTES // 16384, MARGIN_BYTES // 32)  # 64 KiB
 ALLOC, FREE = "aligned_alloc", "free"  # (aligned as the alloca was: loops vectorize alike)

@@ -25,6 +25,12 @@ from xdsl.ir import SSAValue
 
 from recir.passes.loop_builder import Emitter
 
+# `stack_limit` is a thread's stack bottom plus this margin for the deepest
+# frame: the runtime (`backend/stack.py`) and the task prologue (`tasks.py`)
+# both set it.
+MARGIN_BYTES = 2 << 20
+# The stack deep recursions run on (`backend/stack.py`): reserved, not committed.
+DEEP_STACK_BYTES = 1 << 30
 ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 # set by the runtime as it stops a call (Ctrl-C: `backend/interrupts.py`;
 # `backend/watchdog.py`), and by prologues (`passes/prologue.py`)

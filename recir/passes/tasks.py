@@ -17,7 +17,6 @@ from xdsl.dialects.builtin import f32, i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.backend.stack import MARGIN_BYTES
 from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
@@ -27,6 +26,7 @@ from recir.passes.native_context import (
     CONTEXT_BYTES,
     CONTEXTS,
     ERROR_OFFSET,
+    MARGIN_BYTES,
     SPAWN_BUDGET,
     STACK_OWNER,
     field,

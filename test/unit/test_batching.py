@@ -306,16 +306,16 @@ def test_row_kernel_label_out_of_range_is_a_located_error():
 
 
 def test_weight_gradient_added_by_one_sgemm():
-    """blas.add_outer: acc += dy.T @ x (SGEMM with beta = 1, NumPy where it cannot)."""
-    from recir.batching import blas
+    """gemm.add_outer: acc += dy.T @ x (SGEMM with beta = 1, NumPy where it cannot)."""
+    from recir.backend.kernels import gemm
 
     rng = np.random.default_rng(3)
     dy = rng.standard_normal((7, 5)).astype(np.float32)
     x = rng.standard_normal((7, 4)).astype(np.float32)
     start = rng.standard_normal((5, 4)).astype(np.float32)
     for acc in (start.copy(), np.asfortranarray(start)):
-        blas.add_outer(acc, dy, x[:, :])
-        blas.add_outer(acc, dy[:, :], x)
+        gemm.add_outer(acc, dy, x[:, :])
+        gemm.add_outer(acc, dy[:, :], x)
         np.testing.assert_allclose(acc, start + 2 * dy.T @ x, rtol=1e-5, atol=1e-5)
 
 

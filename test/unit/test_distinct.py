@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recir.batching import distinct, split
+from recir.backend.kernels import split
+from recir.batching import distinct
 from recir.batching.api import BatchedFunction
 from recir.batching.kernels import PerRoot
 from recir.data import make_treebank

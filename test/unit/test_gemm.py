@@ -1,9 +1,9 @@
-"""The broadcast-and-accumulate kernels (`recir/batching/gemm.py`) against NumPy."""
+"""The broadcast-and-accumulate kernels (`recir/backend/kernels/gemm.py`) against NumPy."""
 
 import numpy as np
 import pytest
 
-from recir.batching import blas, gemm
+from recir.backend.kernels import gemm
 
 SHAPES = [(1, 1, 1), (3, 17, 9), (4, 96, 128), (5, 97, 129), (7, 300, 750), (33, 256, 1280)]
 
@@ -49,5 +49,5 @@ def test_a_classifier_gradient_goes_through_the_tn_kernel():
     x = rng.standard_normal((994, 256)).astype(np.float32)
     acc = rng.standard_normal((5, 256)).astype(np.float32)
     want = acc + dy.T.astype(np.float64) @ x
-    blas.add_outer(acc, dy, x, threads=2)
+    gemm.add_outer(acc, dy, x, threads=2)
     np.testing.assert_allclose(acc, want, rtol=1e-4, atol=1e-3)

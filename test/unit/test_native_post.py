@@ -14,7 +14,8 @@ import pytest
 
 import recir
 from recir import frontend as rf
-from recir.batching import distinct, kernels, native, native_grad, native_post, split
+from recir.backend.kernels import split
+from recir.batching import distinct, kernels, native, native_grad, native_post
 from recir.batching.api import BatchedFunction, BatchedGradFunction
 from recir.data import make_treebank
 from recir.data.trees import Tree

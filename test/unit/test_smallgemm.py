@@ -1,4 +1,4 @@
-"""The few-row product kernel (`recir/batching/smallgemm.py`) against NumPy."""
+"""The few-row product kernel (`recir/backend/kernels/smallgemm.py`) against NumPy."""
 
 import subprocess
 import sys
@@ -7,7 +7,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from recir.batching import kernels, smallgemm
+from recir.backend.kernels import smallgemm
+from recir.batching import kernels
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 9, 17])
@@ -43,7 +44,7 @@ def test_nt_stays_inside_its_arrays():
     code = textwrap.dedent("""
         import ctypes, mmap
         import numpy as np
-        from recir.batching import smallgemm
+        from recir.backend.kernels import smallgemm
 
         PAGE = mmap.PAGESIZE
         libc = ctypes.CDLL(None)

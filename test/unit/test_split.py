@@ -1,4 +1,4 @@
-"""Frontier work split across threads (`recir/batching/split.py`): the cuts,
+"""Frontier work split across threads (`recir/backend/kernels/split.py`): the cuts,
 each kind of part against float64 NumPy, and whole frontier runs whose every
 product and row kernel is split, against one thread."""
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import recir
-from recir.batching import kernels, native, split
+from recir.backend.kernels import split
+from recir.batching import kernels, native
 from recir.data import make_treebank
 from recir.models import tree_lstm, tree_rnn
 
@@ -64,7 +65,7 @@ def test_every_part_runs_whatever_the_team_size():
     x = rng.standard_normal((9, 16), dtype=np.float32)
     w = rng.standard_normal((30, 16), dtype=np.float32)
     y = np.full((9, 30), np.nan, np.float32)
-    fn = split.address(__import__("recir.batching.smallgemm", fromlist=["kernel"]).kernel())
+    fn = split.address(__import__("recir.backend.kernels.smallgemm", fromlist=["kernel"]).kernel())
     parts = [[split.NT, fn, 9, hi - lo, 16, x.ctypes.data, 16, w.ctypes.data + 4 * lo * 16,
               16, y.ctypes.data + 4 * lo, 30] for lo, hi in split.ranges(30, 10)]
     split.run(parts, 2)

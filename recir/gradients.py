@@ -24,10 +24,8 @@ from typing import Any
 import numpy as np
 
 from recir.autodiff.analysis import is_float_tensor
-from recir.autodiff.synthesize_gradients import SynthesizeGradientsPass
-from recir.context import make_context
 from recir.diagnostics import RecirError
-from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+from recir.pipeline import compile_module, gradient_passes, run_passes
 
 ENGINES = ("native", "interpret")
 
@@ -44,9 +42,7 @@ class GradFunction:
         self.params: dict[str, np.ndarray] = model.params
         self.engine = engine
         module = model.module.clone()
-        ctx = make_context()
-        CaptureOuterRefsPass().apply(ctx, module)
-        SynthesizeGradientsPass(entry=model.entry, loss=loss).apply(ctx, module)
+        run_passes(module, gradient_passes(model.entry, loss))
         self.module, self.entry = module, f"{model.entry}_grad"
         entry = next(f for f in module.ops if getattr(f, "sym_name", None) is not None
                      and f.sym_name.data == model.entry)
@@ -55,8 +51,6 @@ class GradFunction:
                     zip(names, entry.function_type.inputs) if is_float_tensor(t)]
         self.native = None
         if engine == "native":
-            from recir.pipeline import compile_module
-
             self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse,
                                          threads=threads)
             self.native.deep_only = True

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from recir.backend.array_address import data_address
-from recir.batching.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
+from recir.backend.kernels.smallgemm import DECLARATIONS, LANES, MASK, VEC, function, lane_mask
 
 NN_ROWS, NN_VECTORS = 4, 6  # a tile: A rows x B vectors of LANES columns
 FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
@@ -251,7 +251,7 @@ def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k:
     """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
     `ldy` apart) and of X (n floats, `ldx` apart), all f32 at addresses: the
     tn kernel, on a team of `threads` cut by G's rows (`split.py`)."""
-    from recir.batching import split
+    from recir.backend.kernels import split
 
     if k <= 0:
         return
@@ -263,11 +263,28 @@ def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k:
     kernel("tn")(m, n, k, dy, ldy, x, ldx, g, n, 1)
 
 
+def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
+    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), in
+    place (NumPy's `acc += dy.T @ x` writes a temporary as big as the weight
+    matrix and reads it back), by the tn kernel reading dy as a transpose
+    (`python bench/run.py smallgemm` compares it with OpenBLAS); on
+    `threads` > 1 cut by acc's rows across a team (`split.py`)."""
+    n, m = dy.shape
+    k = x.shape[1]
+    if acc.dtype != np.float32 or not acc.flags.c_contiguous or acc.shape != (m, k) or (
+            x.shape[0] != n):
+        acc += dy.T @ x
+        return
+    dy = np.ascontiguousarray(dy, np.float32)
+    x = np.ascontiguousarray(x, np.float32)
+    add_outer_at(acc.ctypes.data, m, k, dy.ctypes.data, m, x.ctypes.data, k, n, threads)
+
+
 def nn_parts(m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
              accumulate: int, parts: int) -> list[list[int]]:
     """`split.py` records of `recir_gemm_nn` for C (+)= A B (f32 at addresses),
     cut by C's columns into `parts` shares (multiples of 16)."""
-    from recir.batching import split
+    from recir.backend.kernels import split
 
     fn = split.address(kernel("nn"))
     return [[split.NN, fn, m, hi - lo, k, a, lda, b + 4 * lo, ldb, c + 4 * lo, ldc, accumulate]

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from recir.backend.array_address import data_address
-from recir.batching.blas import NO_TRANS, ROW_MAJOR, TRANS
-from recir.batching.records import COPY_ROWS, PICK_ROWS, STEPS, loads
+from recir.backend.kernels.blas import NO_TRANS, ROW_MAJOR, TRANS
+from recir.backend.kernels.records import COPY_ROWS, PICK_ROWS, STEPS, loads
 
 SGEMM, NT, ROWS = 0, 1, 2
 MAX_POINTERS = 32  # row kernels with more pointers run unsplit
@@ -142,7 +142,7 @@ def runner() -> Any:
     ctypes function, or None without an OpenMP runtime or CBLAS (then
     frontiers use OpenBLAS's own threads)."""
     from recir.backend.engine import openmp, text_function
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     cblas = blas.sgemm()
     if openmp() is None or cblas is None:
@@ -183,7 +183,7 @@ def sgemm(trans_a: int, trans_b: int, m: int, n: int, k: int, a: int, lda: int, 
           ldb: int, beta: float, c: int, ldc: int, threads: int, by_rows: bool) -> None:
     """C = op(A) op(B) + beta C (row-major f32 at addresses), cut into parts
     along C's rows (`by_rows`) or columns, each part one-threaded OpenBLAS."""
-    from recir.batching import blas
+    from recir.backend.kernels import blas
 
     fn = address(blas.sgemm())
     parts = []
@@ -202,7 +202,7 @@ def sgemm(trans_a: int, trans_b: int, m: int, n: int, k: int, a: int, lda: int, 
 def product_nt(x: np.ndarray, w: np.ndarray, threads: int, small: bool) -> np.ndarray:
     """x @ w.T (both `smallgemm.fits`) split by weight rows, so each thread
     streams its share of w: `smallgemm`'s kernel if `small`, else OpenBLAS."""
-    from recir.batching import smallgemm
+    from recir.backend.kernels import smallgemm
 
     m, k = x.shape
     n = w.shape[0]

@@ -5,17 +5,13 @@ NumPy's BLAS (OpenBLAS in NumPy's wheels). Its thread count is read from the
 environment at load time (`bench/run.py` pins it to 1); `set_threads`
 changes it through OpenBLAS's own entry point, found among the loaded
 libraries. Without OpenBLAS it does nothing and says so (`available()` is
-False). `add_outer` adds a frontier's weight gradient into the accumulator
-in place with `gemm.py`'s kernel: NumPy's `acc += dy.T @ x` writes a
-temporary as big as the weight matrix and reads it back.
+False).
 """
 
 from __future__ import annotations
 
 import ctypes
 from functools import cache
-
-import numpy as np
 
 NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
          "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -78,20 +74,3 @@ def sgemm() -> object | None:
                 return fn
     return None
 
-
-def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
-    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), by
-    `gemm.py`'s kernel reading dy as a transpose (`python bench/run.py
-    smallgemm` compares it with OpenBLAS); on `threads` > 1 cut by acc's
-    rows across a team (`split.py`)."""
-    from recir.batching import gemm
-
-    n, m = dy.shape
-    k = x.shape[1]
-    if acc.dtype != np.float32 or not acc.flags.c_contiguous or acc.shape != (m, k) or (
-            x.shape[0] != n):
-        acc += dy.T @ x
-        return
-    dy = np.ascontiguousarray(dy, np.float32)
-    x = np.ascontiguousarray(x, np.float32)
-    gemm.add_outer_at(acc.ctypes.data, m, k, dy.ctypes.data, m, x.ctypes.data, k, n, threads)

@@ -1,0 +1,77 @@
+"""The native runtime's process-wide settings: `recir.configure_runtime`.
+
+They reach the OpenMP library while recir loads it (its first team) and
+nowhere else: importing recir leaves the process environment alone. libgomp
+and libomp read them only from the environment, libgomp as it loads and
+libomp on its first call, so `openmp_environment` sets them for that moment
+and puts the environment back. A variable the user has set (`OMP_STACKSIZE`,
+`KMP_BLOCKTIME`) wins over the setting, as OpenMP's own variables always do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from recir.backend.stack import DEEP_STACK_BYTES
+from recir.diagnostics import RecirError
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSettings:
+    # OpenMP workers run tasks that recurse as deep as the caller's deep-stack
+    # thread may (a task spawned near the root recurses through the rest of a
+    # deep tree): the same size, reserved, not committed.
+    worker_stack_bytes: int = DEEP_STACK_BYTES
+    # libomp's workers spin 200 ms after a team by default, taking a core
+    # from Python between calls; 1 ms keeps team calls ahead of one thread
+    # (`python bench/run.py parallel`). libgomp has no such setting.
+    block_time_ms: int = 1
+
+
+_settings = [RuntimeSettings()]
+_applied: list[RuntimeSettings] = []  # the settings the loaded library got
+
+
+def current() -> RuntimeSettings:
+    return _settings[0]
+
+
+def configure(**changes: int) -> RuntimeSettings:
+    """Change the settings (`worker_stack_bytes`, `block_time_ms`) before the
+    OpenMP library loads; the library cannot take them afterwards."""
+    fields = {f.name for f in dataclasses.fields(RuntimeSettings)}
+    for name, value in changes.items():
+        if name not in fields:
+            raise RecirError(f"error: unknown runtime setting '{name}' "
+                             f"(choose from {sorted(fields)})")
+        if not isinstance(value, int) or value < 0:
+            raise RecirError(f"error: runtime setting {name} must be a non-negative "
+                             f"integer, got {value!r}")
+    wanted = dataclasses.replace(current(), **changes)
+    if _applied and wanted != _applied[0]:
+        raise RecirError("error: the OpenMP runtime is already loaded with "
+                         f"{_applied[0]}; call recir.configure_runtime before the "
+                         "first threaded compile")
+    _settings[0] = wanted
+    return wanted
+
+
+@contextmanager
+def openmp_environment() -> Iterator[None]:
+    """The settings as OpenMP variables while the library loads and reads
+    them, then the environment as it was."""
+    settings = current()
+    values = {"OMP_STACKSIZE": f"{max(settings.worker_stack_bytes >> 10, 1)}K",
+              "KMP_BLOCKTIME": str(settings.block_time_ms)}
+    added = [name for name in values if name not in os.environ]
+    for name in added:
+        os.environ[name] = values[name]
+    try:
+        yield
+        _applied[:] = [settings]
+    finally:
+        for name in added:
+            del os.environ[name]
