@@ -1,4 +1,4 @@
-"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel,static,batching,smallgemm,auto} --json FILE`.
+"""Benchmark driver: `python bench/run.py {native,train,fusion,parallel,static,batching,smallgemm,auto,compile} --json FILE`.
 
 `python bench/run.py all [--quick]` runs the whole suite (bench/suite.py).
 
@@ -18,11 +18,22 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
-from bench import auto, batching, fusion, native, parallel, smallgemm, static, suite, train  # noqa: E402
+from bench import (  # noqa: E402
+    auto,
+    batching,
+    compile_time,
+    fusion,
+    native,
+    parallel,
+    smallgemm,
+    static,
+    suite,
+    train,
+)
 
 SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel,
                "static": static, "all": suite, "batching": batching,
-               "smallgemm": smallgemm, "auto": auto}
+               "smallgemm": smallgemm, "auto": auto, "compile": compile_time}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, SymbolRefAttr, TensorType
+from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
@@ -56,10 +59,17 @@ DEFER_OUTER_BYTES = 1 << 20
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
-          threads: int = 1) -> ModuleOp:
+          threads: int = 1, entry: str | None = None, verify: bool = True,
+          timings: dict[str, float] | None = None) -> ModuleOp:
     """A lowered copy of `module` for `threads` threads, stopping after the
-    pass named `until`."""
+    pass named `until`. With `entry`, only the functions it reaches are
+    lowered (a gradient's module still holds the model's own entry).
+    `verify=False` skips xDSL's verifier at the end (compiling, LLVM's
+    verifier checks the result); `timings` gets each stage's seconds."""
+    clock = time.process_time
     lowered = module.clone()
+    if entry is not None:
+        prune_unreachable(lowered, entry)
     ctx = make_context()
     skip = (() if fuse else (TmathFuseElementwisePass,)) + (
         () if threads > 1 else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
@@ -69,11 +79,48 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
         elif isinstance(stage, ConvertTmathToLoopsPass):
             stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
         if not isinstance(stage, skip):
+            start = clock()
             stage.apply(ctx, lowered)
+            if timings is not None:
+                timings[stage.name] = clock() - start
         if stage.name == until:
             break
-    lowered.verify()
+    if verify:
+        start = clock()
+        lowered.verify()
+        if timings is not None:
+            timings["xdsl-verify"] = clock() - start
     return lowered
+
+
+def symbol_names(attribute: Attribute) -> Iterator[str]:
+    if isinstance(attribute, SymbolRefAttr):
+        yield attribute.root_reference.data
+    elif isinstance(attribute, ArrayAttr):
+        for inner in attribute.data:
+            yield from symbol_names(inner)
+    elif isinstance(attribute, DictionaryAttr):
+        for inner in attribute.data.values():
+            yield from symbol_names(inner)
+
+
+def prune_unreachable(module: ModuleOp, entry: str) -> None:
+    """Erases the functions that `@entry` does not reach through symbol
+    references: lowering, cloning and optimising them is wasted work."""
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
+    if entry not in functions:
+        return
+    reached, todo = {entry}, [functions[entry]]
+    while todo:
+        for op in todo.pop().walk():
+            for attribute in (*op.properties.values(), *op.attributes.values()):
+                for name in symbol_names(attribute):
+                    if name in functions and name not in reached:
+                        reached.add(name)
+                        todo.append(functions[name])
+    for name, function in functions.items():
+        if name not in reached:
+            module.body.blocks[0].erase_op(function)
 
 
 MATRIX_OPS = ("tmath.matvec", "adjoint.vecmat", "adjoint.accumulate_outer")
@@ -98,28 +145,46 @@ def call_work(module: ModuleOp) -> int:
     return work
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1
+def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, entry: str | None = None,
+            verify: bool = True, timings: dict[str, float] | None = None
             ) -> tuple[str, list[str], list[int], list[int]]:
-    """LLVM IR text for `module`, the messages of its run-time checks, the
-    arguments whose buffers each thread has its own copy of, and those whose
-    outer products are logged (`adjoint.log_reserve`)."""
+    """LLVM IR text for `module` (the functions `entry` reaches, where
+    given; options as `lower`'s), the messages of its run-time checks, the arguments whose buffers
+    each thread has its own copy of, and those whose outer products are
+    logged (`adjoint.log_reserve`)."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse, threads=threads)
+    lowered = lower(module, fuse=fuse, threads=threads, entry=entry,
+                    verify=verify, timings=timings)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
     slots = [k.value.data for k in copied.data] if copied is not None else []
     logged = lowered.attributes.pop("recir.outer_logs", None)
     logs = [k.value.data for k in logged.data] if logged is not None else []
-    return to_llvm_ir(lowered), sites, slots, logs
+    start = time.process_time()
+    text = to_llvm_ir(lowered)
+    if timings is not None:
+        timings["llvm-convert"] = time.process_time() - start
+    return text, sites, slots, logs
+
+
+def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
+              timings: dict[str, float] | None = None
+              ) -> tuple[str, list[str], list[int], list[int]]:
+    """`llvm_ir` as compiling `@entry` produces it."""
+    return llvm_ir(module, fuse, threads, timings=timings)
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    cache_dir: Path | str | None = None, fuse: bool = True,
-                   threads: int | None = 1) -> NativeFunction:
-    """Native code for `@entry` of `module`, from the object cache when possible."""
+                   threads: int | None = 1, timings: dict[str, float] | None = None
+                   ) -> NativeFunction:
+    """Native code for `@entry` of `module`, from the object cache when
+    possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_object
 
+    clock, times = time.process_time, {}
+    start = clock()
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
@@ -127,18 +192,29 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     # the lowering depends on whether there are tasks and, if so, on the budget
     key = cache_key(str(module), f"{entry} fuse={fuse} tasks={threads > 1} "
                                  f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
+    times["cache-key"], start = clock() - start, clock()
     hit = cache.load(key)
+    times["cache-load"] = clock() - start
     if hit is None:
-        start = time.perf_counter()
-        ir_text, sites, copied, logged = llvm_ir(module, fuse, threads)
-        obj = compile_object(ir_text)
+        wall = time.perf_counter()
+        ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times)
+        obj = compile_object(ir_text, times)
+        start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
-                               "seconds": time.perf_counter() - start})
+                               "seconds": time.perf_counter() - wall})
+        times["cache-store"] = clock() - start
     else:
         obj, sites = hit[0], hit[1]["sites"]
         copied, logged = hit[1].get("copied", []), hit[1].get("logged", [])
-    return NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
-                          call_work(module), logged)
+    start = clock()
+    engine = Engine(obj)
+    times["load-object"], start = clock() - start, clock()
+    function = NativeFunction(engine, entry, signature, sites, params, threads, copied,
+                              call_work(module), logged)
+    times["native-function"] = clock() - start
+    if timings is not None:
+        timings.update(times)
+    return function
 
 
 def resolve_threads(threads: int | None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import time
 from typing import Any
 
 import llvmlite
@@ -45,8 +46,8 @@ def host_description() -> str:
                      llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
-def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
-    options = llvm.create_pipeline_tuning_options(speed_level=3)
+def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3) -> None:
+    options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
     options.slp_vectorization = True
     options.loop_unrolling = True
@@ -54,14 +55,26 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
-def compile_object(ir_text: str) -> bytes:
+def compile_object(ir_text: str, timings: dict[str, float] | None = None,
+                   level: int = 3) -> bytes:
+    """An object file of `ir_text` optimised at `level`; `timings` gets the
+    seconds of each step (parse, verify, optimize, codegen)."""
+    clock, times = time.process_time, {}
+    start = clock()
     machine = target_machine()
     module = llvm.parse_assembly(ir_text)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
+    times["llvm-parse"], start = clock() - start, clock()
     module.verify()
-    optimize(module, machine)
-    return machine.emit_object(module)
+    times["llvm-verify"], start = clock() - start, clock()
+    optimize(module, machine, level)
+    times["llvm-optimize"], start = clock() - start, clock()
+    obj = machine.emit_object(module)
+    times["llvm-codegen"] = clock() - start
+    if timings is not None:
+        timings.update(times)
+    return obj
 
 
 def optimized_ir(ir_text: str) -> str:
