@@ -7,6 +7,8 @@ to a callable backed by the object cache.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from collections.abc import Iterator
@@ -171,8 +173,24 @@ def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, entry: str | 
 def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
               timings: dict[str, float] | None = None
               ) -> tuple[str, list[str], list[int], list[int]]:
-    """`llvm_ir` as compiling `@entry` produces it."""
-    return llvm_ir(module, fuse, threads, timings=timings)
+    """`llvm_ir` as compiling `@entry` produces it: only what `@entry`
+    reaches, and verified by LLVM's verifier alone (`compile_object`), which
+    checks the same IR again. Python's cycle collector pauses meanwhile: the
+    passes make and drop hundreds of thousands of linked objects, and each of
+    its full collections walks every live one (`bench/run.py compile`)."""
+    with gc_paused():
+        return llvm_ir(module, fuse, threads, entry, verify=False, timings=timings)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
