@@ -96,6 +96,38 @@ def llvm_levels(traced: Any, threads: int, levels: list[int], passes: int
         if passes:
             print(f"\nLLVM passes, {name}, {threads} thread(s), O{levels[0]}:")
             print(pass_report(text, levels[0], passes))
+            costs = per_function(text, levels[0])
+            print(f"LLVM optimize + codegen of each function alone, CPU ms "
+                  f"(sum {1e3 * sum(costs.values()):.0f}):")
+            for function, seconds in sorted(costs.items(), key=lambda kv: -kv[1])[:passes]:
+                print(f"  {1e3 * seconds:8.1f}  {function}")
+    return out
+
+
+DEFINE = re.compile(r'^define (?:internal )?(.*?@"([^"]+)"\(.*?\))[^\n]*\n\{\n.*?^\}\n',
+                    re.S | re.M)
+
+
+def per_function(text: str, level: int) -> dict[str, float]:
+    """CPU seconds of LLVM's optimisation and code generation of each
+    function alone: the module with only that function's body, external,
+    the others declared (so nothing is inlined across them)."""
+    from recir.backend.engine import compile_object
+
+    bodies = {m.group(2): m for m in DEFINE.finditer(text)}
+    out = {}
+    for name, own in bodies.items():
+        parts, at = [], 0
+        for other in bodies.values():
+            parts.append(text[at:other.start()])
+            # kept external, so that nothing removes it for want of callers
+            parts.append(other.group(0).replace("define internal ", "define ", 1)
+                         if other is own else f"declare {other.group(1)}\n")
+            at = other.end()
+        parts.append(text[at:])
+        times: dict[str, float] = {}
+        compile_object("".join(parts), times, level)
+        out[name] = times["llvm-optimize"] + times["llvm-codegen"]
     return out
 
 

@@ -46,6 +46,11 @@ def host_description() -> str:
                      llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
 
 
+# LLVM's optimisation pipeline for generated code (`bench/run.py compile`
+# times the levels on the same IR).
+OPT_LEVEL = 3
+
+
 def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3) -> None:
     options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
@@ -56,9 +61,10 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3
 
 
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,
-                   level: int = 3) -> bytes:
-    """An object file of `ir_text` optimised at `level`; `timings` gets the
-    seconds of each step (parse, verify, optimize, codegen)."""
+                   level: int | None = None) -> bytes:
+    """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
+    `timings` gets the CPU seconds of each step (parse, verify, optimize,
+    codegen)."""
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
@@ -68,7 +74,7 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     times["llvm-parse"], start = clock() - start, clock()
     module.verify()
     times["llvm-verify"], start = clock() - start, clock()
-    optimize(module, machine, level)
+    optimize(module, machine, OPT_LEVEL if level is None else level)
     times["llvm-optimize"], start = clock() - start, clock()
     obj = machine.emit_object(module)
     times["llvm-codegen"] = clock() - start
