@@ -199,7 +199,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    ) -> NativeFunction:
     """Native code for `@entry` of `module`, from the object cache when
     possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
-    from recir.backend.engine import Engine, compile_object
+    from recir.backend.engine import Engine, compile_objects
 
     clock, times = time.process_time, {}
     start = clock()
@@ -216,7 +216,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     if hit is None:
         wall = time.perf_counter()
         ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times)
-        obj = compile_object(ir_text, times)
+        obj = compile_objects(ir_text, times)
         start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
                                "seconds": time.perf_counter() - wall})

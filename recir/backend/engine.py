@@ -83,6 +83,23 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     return obj
 
 
+def compile_objects(ir_text: str, timings: dict[str, float] | None = None) -> bytes:
+    """`compile_object`, on two cores where the module is worth cutting
+    (`parallel_codegen`): the objects packed into one byte string for the
+    cache and `Engine`; `timings` also gets the step's wall seconds and
+    parts (its CPU seconds are then the parent's part's)."""
+    from recir.backend import parallel_codegen
+
+    wall = time.perf_counter()
+    parts, exported = parallel_codegen.split(ir_text)
+    objects = parallel_codegen.compile_parts(
+        parts, lambda text: compile_object(text, timings if text is parts[-1] else None))
+    if timings is not None:
+        timings["llvm-wall"] = time.perf_counter() - wall
+        timings["llvm-parts"] = len(parts)
+    return parallel_codegen.pack(objects, exported)
+
+
 def optimized_ir(ir_text: str) -> str:
     """The O3 LLVM IR, for inspection (`recir-run --print-llvm`)."""
     machine = target_machine()
@@ -94,19 +111,38 @@ def optimized_ir(ir_text: str) -> str:
 
 
 class Engine:
-    """An MCJIT engine holding one object file's functions."""
+    """MCJIT engines holding one object file's functions, or one module's
+    parts (`compile_objects`): one engine each, the first part's exported
+    names bound before the next part is loaded."""
 
     def __init__(self, obj: bytes):
-        self.machine = target_machine()
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.machine)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        self.engine.finalize_object()
+        from recir.backend.parallel_codegen import unpack
+
+        self.machines, self.engines = [], []
+        objects, exported = unpack(obj)
+        for part in objects:
+            self.machines.append(target_machine())  # one each (see the module's doc)
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.machines[-1])
+            engine.add_object_file(llvm.ObjectFileRef.from_data(part))
+            engine.finalize_object()
+            self.engines.append(engine)
+            for name in exported:
+                llvm.add_symbol(name, engine.get_function_address(name)
+                                or engine.get_global_value_address(name))
+            exported = []
+
+    def lookup(self, name: str) -> int:
+        for engine in self.engines:
+            address = engine.get_function_address(name)
+            if address:
+                return address
+        return 0
 
     def has(self, name: str) -> bool:
-        return bool(self.engine.get_function_address(name))
+        return bool(self.lookup(name))
 
     def address(self, name: str) -> int:
-        address = self.engine.get_function_address(name)
+        address = self.lookup(name)
         if not address:
             raise KeyError(f"no native function named {name}")
         return address

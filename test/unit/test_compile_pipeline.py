@@ -77,3 +77,28 @@ def test_the_gradient_module_is_lowered_without_the_models_entry():
     kept = {f.sym_name.data for f in lowered.ops}
     assert model.entry not in kept and f"{model.entry}__serial" not in kept
     assert {grad.entry, f"{grad.entry}__serial", "node_fwd", "node_bwd_serial"} <= kept
+
+
+def test_a_module_cut_in_two_parts_computes_the_same(module, tmp_path, monkeypatch):
+    from recir.backend import parallel_codegen
+
+    monkeypatch.setattr(parallel_codegen, "MIN_PART_LINES", 5)
+    monkeypatch.setattr(parallel_codegen, "available_cores", lambda: 2)
+    threads = 2
+    parts, exported = parallel_codegen.split(native_ir(module, "fib", threads=threads)[0])
+    assert len(parts) == 2 and exported  # the serial recursion apart from its callers
+    declared = [line for line in parts[1].splitlines() if line.startswith("declare")]
+    assert all(any(f'@"{name}"(' in line for line in declared) for name in exported)
+    native = compile_module(module, "fib", cache_dir=tmp_path, threads=threads)
+    assert [native(n) for n in (0, 1, 15, 20)] == [(fib(n),) for n in (0, 1, 15, 20)]
+    again = compile_module(module, "fib", cache_dir=tmp_path, threads=threads)  # from the cache
+    assert again(22) == (fib(22),)
+
+
+def test_a_module_with_initialised_globals_stays_whole():
+    from recir.backend import parallel_codegen
+
+    text = '@"table" = internal global [2 x i32] [i32 1, i32 2]\n' + \
+        "".join(f'define internal i32 @"f{k}"()\n{{\n' + "  ret i32 0\n" * 1 + "}\n"
+                for k in range(4000))
+    assert parallel_codegen.split(text) == ([text], [])
