@@ -4,7 +4,8 @@ llvmlite runs every LLVM call behind one process-wide lock, so threads
 cannot share the work; a forked child can. `split` cuts the module's text in
 two: a set of internal functions closed under what they reference (a
 recursion's serial clones, say) and the rest, about half the lines each.
-The closed part is compiled by a child, the rest by the parent meanwhile.
+The closed part is compiled by a child, the rest by the parent meanwhile,
+where a core is idle (on a busy machine the two would take turns).
 MCJIT mislinks the GOT-relative constant loads of a second object in one
 engine, so each part gets its own engine: the closed part's functions and
 globals are renamed apart (the module's hash in their names), made external
@@ -19,7 +20,10 @@ import hashlib
 import json
 import os
 import re
+import select
+import signal
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +34,8 @@ from llvmlite.binding import ffi
 # time per line of IR (`bench/run.py compile`), parts of this many lines.
 MIN_PART_LINES = 1500
 PACKED = b"recir-parts\0"
+CHILD_PATIENCE, CHILD_GRACE_S = 10, 10.0  # a child later than this many times the
+# parent's part, plus the grace, counts as stuck: killed, its part compiled here
 
 DEFINE = re.compile(r'^define (internal )?(.*?@"([^"]+)"[^\n]*)\n\{\n.*?^\}\n', re.S | re.M)
 GLOBAL = re.compile(r'^@"([^"]+)" = internal global (.*) zeroinitializer(, align \d+)?$', re.M)
@@ -43,13 +49,23 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def idle_cores() -> float:
+    """Cores that no runnable process wants (this one counts among the
+    load): a second part only pays where one is free, and on a busy
+    machine it takes turns with the first."""
+    try:
+        return available_cores() - os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
 def split(text: str) -> tuple[list[str], list[str]]:
     """([closed part, rest], the closed part's exported names), or
     ([text], []) where no closed set of about half the lines exists or the
     module has globals other than zeroed internal ones."""
     functions = {m.group(3): m for m in DEFINE.finditer(text)}
     globals_ = {m.group(1) for m in GLOBAL.finditer(text)}
-    if available_cores() < 2 or len(globals_) != sum(
+    if idle_cores() < 1 or len(globals_) != sum(
             1 for line in text.splitlines() if line.startswith("@")):
         return [text], []
     lines = {name: m.group(0).count("\n") for name, m in functions.items()}
@@ -113,9 +129,16 @@ def compile_parts(texts: list[str], compile_one: Callable[[str], bytes]) -> list
         finally:
             os._exit(status)
     os.close(write)
+    start = time.perf_counter()
     rest = [compile_one(text) for text in texts[1:]]
+    # the child's part is about as large: one that takes far longer is stuck
+    patience = CHILD_PATIENCE * (time.perf_counter() - start) + CHILD_GRACE_S
+    first = b""
     with os.fdopen(read, "rb") as pipe:
-        first = pipe.read()
+        if select.select([pipe], [], [], patience)[0]:
+            first = pipe.read()
+        else:
+            os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     return [first if status == 0 and first else compile_one(texts[0]), *rest]
 

@@ -83,7 +83,7 @@ def test_a_module_cut_in_two_parts_computes_the_same(module, tmp_path, monkeypat
     from recir.backend import parallel_codegen
 
     monkeypatch.setattr(parallel_codegen, "MIN_PART_LINES", 5)
-    monkeypatch.setattr(parallel_codegen, "available_cores", lambda: 2)
+    monkeypatch.setattr(parallel_codegen, "idle_cores", lambda: 1.5)
     threads = 2
     parts, exported = parallel_codegen.split(native_ir(module, "fib", threads=threads)[0])
     assert len(parts) == 2 and exported  # the serial recursion apart from its callers
@@ -102,3 +102,23 @@ def test_a_module_with_initialised_globals_stays_whole():
         "".join(f'define internal i32 @"f{k}"()\n{{\n' + "  ret i32 0\n" * 1 + "}\n"
                 for k in range(4000))
     assert parallel_codegen.split(text) == ([text], [])
+
+
+def test_a_stuck_child_is_killed_and_its_part_compiled_here(monkeypatch):
+    import os
+    import time
+
+    from recir.backend import parallel_codegen
+
+    monkeypatch.setattr(parallel_codegen, "CHILD_GRACE_S", 0.3)
+    parent = os.getpid()
+
+    def compile_one(text: str) -> bytes:
+        if os.getpid() != parent:
+            time.sleep(60)  # the child never answers
+        return text.encode()
+
+    start = time.perf_counter()
+    assert parallel_codegen.compile_parts(["first", "second"], compile_one) == [
+        b"first", b"second"]
+    assert time.perf_counter() - start < 10
