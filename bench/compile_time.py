@@ -8,7 +8,8 @@ the warm path (an object-cache hit). Stages are CPU seconds of this process
 (`time.process_time`), the minimum over `--repeats` runs, so that other
 jobs on a shared machine weigh less; the end-to-end rows are wall seconds,
 also minima. With `--levels 3 2` the LLVM rows are repeated at O2 on the
-same IR, and `--llvm-passes N` prints LLVM's N costliest passes.
+same IR, and `--llvm-passes N` prints LLVM's N costliest passes; `--speed`
+instead times the code each level gives.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="LLVM optimisation levels to time on the same IR")
     parser.add_argument("--llvm-passes", type=int, default=0, metavar="N",
                         help="print the N costliest LLVM passes of each module")
+    parser.add_argument("--speed", type=int, nargs="*", metavar="H",
+                        help="instead: time the code each of --levels gives, at these hidden "
+                             "sizes (default 150 256), one thread, 40 trees, alternating")
 
 
 def model(hidden: int) -> tuple[Any, Any]:
@@ -158,8 +162,64 @@ def minima(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: min(r.get(k, float("inf")) for r in runs) for k in runs[0]}
 
 
+def level_speed(hidden: int, levels: list[int], rounds: int = 7) -> dict[int, dict[str, float]]:
+    """Seconds for 40 synthetic trees, inference and gradient, of the code
+    each LLVM level gives (one thread; levels alternate, minimum of the
+    rounds), results checked equal across levels."""
+    import recir
+    from bench.native import make_params
+    from recir.backend import engine
+    from recir.data import make_treebank
+    from recir.models import tree_lstm
+
+    model = tree_lstm.trace_model(make_params(hidden, 1000))
+    trees = [(t.left, t.right, t.word, t.label, t.root)
+             for t in make_treebank(40, seed=0, vocab_size=1000)]
+    compiled = {}
+    default = engine.OPT_LEVEL
+    try:
+        for level in levels:
+            engine.OPT_LEVEL = level
+            cache = tempfile.mkdtemp(prefix="recir-level-")
+            compiled[level] = (recir.compile(model, cache_dir=cache, threads=1),
+                               recir.value_and_grad(model, cache_dir=cache, threads=1))
+    finally:
+        engine.OPT_LEVEL = default
+    first = compiled[levels[0]][0](*trees[0])[0]
+    for inference, _ in compiled.values():
+        np.testing.assert_allclose(inference(*trees[0])[0], first, rtol=1e-4, atol=1e-5)
+    best = {level: {"inference": float("inf"), "gradient": float("inf")} for level in levels}
+    for _ in range(rounds):
+        for level, (inference, gradient) in compiled.items():
+            for name, fn in (("inference", inference), ("gradient", gradient)):
+                start = time.perf_counter()
+                for tree in trees:
+                    fn(*tree)
+                best[level][name] = min(best[level][name], time.perf_counter() - start)
+    return best
+
+
+def run_speed(args: argparse.Namespace) -> int:
+    results = {}
+    for hidden in args.speed or [150, 256]:
+        best = level_speed(hidden, args.levels)
+        results[hidden] = best
+        base = best[args.levels[0]]
+        print_table(f"TreeLSTM h={hidden}, 40 trees, one thread, ms (minimum of 7 rounds)",
+                    ["level", "inference", "gradient", "inference / first", "gradient / first"],
+                    [[f"O{level}", fmt(1e3 * b["inference"]), fmt(1e3 * b["gradient"]),
+                      fmt(b["inference"] / base["inference"], 2),
+                      fmt(b["gradient"] / base["gradient"], 2)] for level, b in best.items()])
+    if args.json:
+        write_json(args.json, {"machine": machine_info(), "speed": results})
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from recir.pipeline import compile_module
+
+    if args.speed is not None:
+        return run_speed(args)
 
     threads_list = args.threads or sorted({1, os.cpu_count() or 1})
     report: dict[str, Any] = {"machine": machine_info(), "hidden": args.hidden,
