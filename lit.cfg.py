@@ -9,7 +9,8 @@ import lit.formats
 config.name = "recir"  # noqa: F821
 config.test_format = lit.formats.ShTest()  # noqa: F821
 config.suffixes = [".mlir", ".py"]  # noqa: F821
-config.excludes = ["recir", "unit", "__pycache__", "Inputs", "lit.cfg.py"]  # noqa: F821
+config.excludes = ["recir", "unit", "integration", "__pycache__", "Inputs", "lit.cfg.py",
+                   "conftest.py"]  # noqa: F821
 config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 
 bin_dir = os.path.dirname(sys.executable)

@@ -12,11 +12,17 @@ Each contestant runs `n` trees in minibatches of `batch` and reports
 trees/s (median of the repeats); training computes the gradients of the
 summed loss (no optimizer step). Threads: BLAS threads for recir's frontier
 scheduler, `torch.set_num_threads` for PyTorch, the libgomp team for recir's
-recursive code. The SGEMM roof is the best of a 2048^3 float32 product by NumPy's
-BLAS and by PyTorch and recir's own few-row kernel at its best shape, at the
-same thread count; `roof %` is the frontier
-scheduler's inference FLOP rate (the cell's matrix products) over the larger,
-the best seen over the run (measured again after every row).
+recursive code. PyTorch level-batched runs at its strongest: on rows of N > 1
+threads it is timed on 1 and on N threads (intra-op threads can lose to one
+thread on few cores) and the faster counts (`torch-level` is the best,
+`level thr` says which). The SGEMM roof (`bench/roof.py`) is the best rate of
+NumPy's BLAS, PyTorch and recir's own kernels at a 2048^3 product and at the
+TreeLSTM's widest frontier products, at the same thread count, measured before
+and after the rows; `roof %` is a recir mode's FLOP rate (the cell's matrix
+products; training three times inference's: forward, dX and dW) over it.
+Every cell prints the mode `batching="auto"` picks and its rate over the best
+recir mode's (`auto/best`). The run records the CPU model and the BLAS each
+peer runs on (`bench/peers.py`).
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Skipped, attempt, contest_times, fmt, machine_info, majority, \
-    median, print_table, write_json
+from bench.batching_report import print_report
+from bench.common import Skipped, attempt, contest_times, machine_info, majority, median, \
+    write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip", nargs="*", default=[],
                         help="contestants to leave out (e.g. torch-eager)")
+    parser.add_argument("--roof-repeats", type=int, default=3,
+                        help="timings per product of the SGEMM roof")
 
 
 # --- workloads ------------------------------------------------------------
@@ -124,7 +133,12 @@ def torch_level(params, mode, threads):
     torch.set_num_threads(threads)
     if mode == "infer":
         model = TreeLSTM(params)
-        return lambda trees: [o[1] for o in model.infer(trees)]
+
+        def infer(trees):
+            torch.set_num_threads(threads)  # the other thread count's contestant shares torch
+            return [o[1] for o in model.infer(trees)]
+
+        return infer
     model = TreeLSTM(params, train=True)
 
     def train(trees):
@@ -143,6 +157,11 @@ def sums_per_tree(losses: np.ndarray, trees: list[Any]) -> list[float]:
     return [float(losses[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def torch_level_one(params, mode, threads):
+    """PyTorch level-batched on one thread, beside its N-thread row."""
+    return torch_level(params, mode, 1)
+
+
 def torch_eager(params, mode, threads):
     import torch
 
@@ -151,10 +170,16 @@ def torch_eager(params, mode, threads):
     torch.set_num_threads(threads)
     if mode == "infer":
         model = TreeLSTM(params)
-        return lambda trees: [model(t, t.root)[1] for t in trees]
+
+        def infer(trees):
+            torch.set_num_threads(threads)
+            return [model(t, t.root)[1] for t in trees]
+
+        return infer
     model = TreeLSTM(params, train=True)
 
     def train(trees):
+        torch.set_num_threads(threads)
         losses = [model.loss(t) for t in trees]
         torch.stack(losses).sum().backward()
         for v in model.p.values():
@@ -228,37 +253,11 @@ class DynetTreeLSTM:
 
 
 CONTESTANTS = {"recir-frontier": recir_frontier, "recir-recursive": recir_recursive,
-               "torch-level": torch_level, "dynet-auto": dynet_autobatch,
-               "torch-eager": torch_eager}
+               "torch-level": torch_level, "torch-level-1t": torch_level_one,
+               "dynet-auto": dynet_autobatch, "torch-eager": torch_eager}
 
 
 # --- measurement ----------------------------------------------------------
-
-def sgemm_roof(threads: int) -> dict[str, float]:
-    """GFLOP/s of a 2048^3 float32 product by NumPy's BLAS and PyTorch, and
-    of recir's own forward kernel on the shape it streams best (256 rows of
-    512 against 4096 weight rows: x stays in L2), split across the team."""
-    from recir.batching import blas, smallgemm, split
-
-    n = 2048
-    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
-    x, w = a[:256, :512].copy(), np.resize(a, (4096, 512))
-    product = (lambda: split.product_nt(x, w, threads, small=True)) if threads > 1 and (
-        split.available()) else (lambda: smallgemm.nt(x, w))
-    blas.set_threads(1)  # first: OpenBLAS's threads spin a while after a product
-    out = {"recir": 2 * x.size * len(w) / min(repeat(product, 5)) / 1e9}
-    blas.set_threads(threads)
-    out["numpy"] = 2 * n**3 / min(repeat(lambda: a @ a, 3)) / 1e9
-    try:
-        import torch
-
-        torch.set_num_threads(threads)
-        t = torch.from_numpy(a)
-        out["torch"] = 2 * n**3 / min(repeat(lambda: t @ t, 3)) / 1e9
-    except ImportError:
-        pass
-    return out
-
 
 def auto_choice(params: dict[str, np.ndarray], mode: str, threads: int,
                 chunks: list[list[tuple]]) -> str:
@@ -275,8 +274,8 @@ def auto_choice(params: dict[str, np.ndarray], mode: str, threads: int,
 
 
 def raise_roof(roof: dict[str, float], measured: dict[str, float]) -> None:
-    """A roof is the best rate seen: measured again after every row, so a slow
-    spell of this shared host at the start does not lower it."""
+    """A roof is the best rate seen: measured before and after the rows, so a
+    slow spell of a shared host at the start does not lower it."""
     for k, v in measured.items():
         roof[k] = max(roof.get(k, 0.0), v)
 
@@ -303,7 +302,7 @@ def in_batches(run: Any, trees: list[Any], batch: int) -> Any:
 def one_config(params, trees, batch, mode, threads, repeats, skip) -> dict[str, Any]:
     fns, errors, losses = {}, {}, {}
     for name, build in CONTESTANTS.items():
-        if name in skip:
+        if name in skip or (name == "torch-level-1t" and threads == 1):
             continue
         run, reason = attempt(name, lambda b=build: b(params, mode, threads))
         if run is None:
@@ -320,7 +319,13 @@ def one_config(params, trees, batch, mode, threads, repeats, skip) -> dict[str, 
              for n, v in losses.items()} if base is not None else {}
     times = contest_times(fns, repeats, warmup_s=0.3)
     rate = {n: len(trees) / median(t) for n, t in times.items()}
-    return {"trees_per_s": rate, "skipped": errors, "max_rel_loss_diff": check}
+    level = {thr: rate.pop(n) for n, thr in (("torch-level", threads), ("torch-level-1t", 1))
+             if n in rate}
+    level_threads = max(level, key=level.get) if level else None
+    if level_threads is not None:  # the peer at its strongest: the faster thread count
+        rate["torch-level"] = level[level_threads]
+    return {"trees_per_s": rate, "skipped": errors, "max_rel_loss_diff": check,
+            "torch_level_by_threads": level, "torch_level_threads": level_threads}
 
 
 def keep_freed_memory() -> bool:
@@ -345,12 +350,22 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         args.hidden, args.workloads, args.batches = [150], ["sst"], [1, 25]
         args.repeats = 3
-    report: dict[str, Any] = {"machine": machine_info(), "mallopt": report_malloc,
-                              "roof": {}, "rows": []}
-    for threads in args.threads:
-        report["roof"][threads] = sgemm_roof(threads)
-        print(f"SGEMM roof, {threads} thread(s): " + ", ".join(
-            f"{k} {v:.0f} GFLOP/s" for k, v in report["roof"][threads].items()), flush=True)
+    from bench.peers import blas_report, summary
+    from bench.roof import quick_roof
+
+    report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
+                              "mallopt": report_malloc, "roof": {}, "rows": []}
+    print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
+    print(summary(report["blas"]), flush=True)
+
+    def measure_roof() -> None:
+        for threads in args.threads:
+            raise_roof(report["roof"].setdefault(threads, {}),
+                       quick_roof(threads, max(args.hidden), args.roof_repeats))
+            print(f"SGEMM roof, {threads} thread(s): " + ", ".join(
+                f"{k} {v:.0f} GFLOP/s" for k, v in report["roof"][threads].items()), flush=True)
+
+    measure_roof()
     for hidden in args.hidden:
         for name in args.workloads:
             for batch in args.batches:
@@ -367,48 +382,22 @@ def run(args: argparse.Namespace) -> int:
                                    auto=auto_choice(params, mode, threads, [
                                        [args_of(t) for t in trees[i:i + batch]]
                                        for i in range(0, len(trees), batch)]))
-                        frontier = row["trees_per_s"].get("recir-frontier")
-                        if mode == "infer" and frontier is not None:
-                            gflops = cell_flops(trees, hidden) / len(trees) * frontier / 1e9
-                            row["frontier_gflops"] = gflops
+                        per_tree = cell_flops(trees, hidden) / len(trees) * (
+                            1 if mode == "infer" else 3)  # training: forward, dX, dW
+                        row["gflops"] = {n: per_tree * r / 1e9 for n, r in
+                                         row["trees_per_s"].items() if n.startswith("recir")}
                         report["rows"].append(row)
-                        raise_roof(report["roof"][threads], sgemm_roof(threads))
+                        print("  trees/s: " + ", ".join(
+                            f"{n} {v:.1f}" for n, v in row["trees_per_s"].items())
+                            + f"; torch-level threads {row['torch_level_threads']}"
+                            + f"; auto picks {row['auto']}", flush=True)
+                        if args.json:  # what is done so far survives a cut-off run
+                            write_json(args.json, report)
+    measure_roof()
     for row in report["rows"]:  # against the best roof seen over the whole run
-        if "frontier_gflops" in row:
-            row["roof_fraction"] = row["frontier_gflops"] / max(
-                report["roof"][row["threads"]].values())
-    for threads, roof in report["roof"].items():
-        print(f"SGEMM roof over the run, {threads} thread(s): " + ", ".join(
-            f"{k} {v:.0f} GFLOP/s" for k, v in roof.items()), flush=True)
+        roof = report["roof"][row["threads"]]["roof"]
+        row["roof_fraction"] = {n: g / roof for n, g in row["gflops"].items()}
     print_report(report)
     if args.json:
         write_json(args.json, report)
     return 0
-
-
-def print_report(report: dict[str, Any]) -> None:
-    """Ratios: the mode `batching="auto"` picks over the peer (what a user
-    gets; where its rule picks the slower mode, the ratio says so); DyNet
-    runs one thread, so rows with more threads compare with its one-thread
-    figure."""
-    names = list(CONTESTANTS)
-    header = ["h", "trees", "batch", "thr", "mode", *names, "auto picks", "vs level",
-              "vs dynet", "roof %"]
-    dynet = {(r["hidden"], r["workload"], r["batch"], r["mode"]):
-             r["trees_per_s"].get("dynet-auto") for r in report["rows"] if r["threads"] == 1}
-    rows = []
-    for r in report["rows"]:
-        rate = r["trees_per_s"]
-        picked = r.get("auto")
-        mine = rate.get(f"recir-{picked.rstrip('*')}") if picked else None
-        level = rate.get("torch-level")
-        dyn = rate.get("dynet-auto") or dynet.get((r["hidden"], r["workload"], r["batch"],
-                                                   r["mode"]))
-        rows.append([str(r["hidden"]), r["workload"], str(r["batch"]), str(r["threads"]),
-                     r["mode"], *[fmt(rate.get(n)) for n in names],
-                     picked or "-",
-                     fmt(mine / level if mine and level else None, 2),
-                     fmt(mine / dyn if mine and dyn else None, 2),
-                     fmt(100 * r["roof_fraction"] if "roof_fraction" in r else None)])
-    print_table("TreeLSTM trees/s (median); ratios: the mode recir's batching=\"auto\" "
-                "picks over the peer (DyNet: its one-thread figure)", header, rows)

@@ -2,27 +2,66 @@
 
 xDSL's verifier reports a failing op without its position in the text; recir
 records each op's position while parsing and verifies op by op, so every error
-is one `file:line:col: error: 'op' op message` line.
+is one `file:line:col: error: 'op' op message` line. Input xDSL would turn into
+a traceback (bytes that are not UTF-8, a constant too large for memory, nesting
+deeper than Python's recursion limit) is reported the same way.
 """
 
 from __future__ import annotations
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
-from xdsl.parser import Parser
-from xdsl.utils.exceptions import ParseError, VerifyException
-from xdsl.utils.lexer import Span
+import functools
+import math
+import os
+import re
+from typing import Any
 
-from recir.diagnostics import RecirError, format_error
+from xdsl.context import Context
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.parser import Parser, ParserState, UnresolvedOperand
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer
+
+from recir.diagnostics import RecirError, format_error, location_prefix
+
+
+# xDSL expands a dense literal, a splat too, to one Python object per element:
+# about 24 bytes each to parse and 64 to print (tracemalloc's peaks for 10**6
+# f32 elements). A literal is refused where that would take more than a
+# quarter of the machine's memory, rather than exhaust it.
+DENSE_BYTES_PER_ELEMENT = 24 + 64
+
+
+@functools.cache
+def dense_element_limit() -> int:
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
+        memory = 8 << 30
+    return memory // 4 // DENSE_BYTES_PER_ELEMENT
+
+
+class LinearStringLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal pattern that cannot backtrack
+    exponentially: xDSL's nests `+` inside `*`, so a quote left open before
+    a long line took exponential time (a stray `"` hung recir-opt). The
+    same language, one character per repetition."""
+
+    _unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 
 
 class LocatingParser(Parser):
     """A parser that gives each op without a `loc(...)` its source position."""
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
-        super().__init__(ctx, text, name)
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(LinearStringLexer(Input(text, name)))
         self.line_offset = line_offset
+        self.first_uses: dict[str, Span] = {}  # forward references, for errors
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
@@ -31,6 +70,9 @@ class LocatingParser(Parser):
         except VerifyException as e:  # a type constraint failed while parsing
             end = self._current_token.span
             raise ParseError(Span(start.start, end.start, start.input), str(e)) from None
+        except (MemoryError, OverflowError):  # e.g. a dense splat of 10**11 elements
+            raise ParseError(start, "a value of this op is too large to hold in "
+                             "memory") from None
         if not isinstance(op.location, FileLineColLoc):
             where = Span(start.start, start.end, start.input, self.line_offset)
             loc = where.get_location()
@@ -38,6 +80,33 @@ class LocatingParser(Parser):
                 StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col)
             )
         return op
+
+    def _parse_dense_literal_type(self) -> Any:
+        start = self._current_token.span
+        typ = super()._parse_dense_literal_type()
+        count = math.prod(max(d, 0) for d in typ.get_shape())
+        if count > dense_element_limit():
+            raise ParseError(start, f"a dense literal of {count} elements is too large "
+                             f"(at most {dense_element_limit()} on this machine)")
+        return typ
+
+    def resolve_operand(self, operand: UnresolvedOperand, type: Attribute) -> SSAValue:
+        if operand.operand_name not in self.ssa_values:
+            self.first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """xDSL reports values never defined at the end of the input; this
+        points at the first use of the first of them instead."""
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as e:
+            undefined = [n for n in self.forward_ssa_references if n in self.first_uses]
+            if not undefined or not e.msg.startswith("values used but not defined"):
+                raise
+            names = ", ".join(f"%{n}" for n in undefined)
+            raise ParseError(self.first_uses[undefined[0]],
+                             f"use of undefined value {names}") from None
 
 
 def format_parse_error(e: ParseError, line_offset: int = 0) -> str:
@@ -47,11 +116,63 @@ def format_parse_error(e: ParseError, line_offset: int = 0) -> str:
     return f"{span.get_location()}: error: {e.msg}\n{context}"
 
 
+def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
+    """The UTF-8 text of an IR file; a bad byte is a located error."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1 + line_offset
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise RecirError(f"{name}:{line}:{col}: error: byte 0x{data[e.start]:02x} is "
+                         "not valid UTF-8 (IR files are UTF-8 text)") from None
+
+
+def verify_if_yields(op: scf.IfOp) -> None:
+    """Each region of an `scf.if` with results yields values of those types
+    (xDSL checks this for `scf.for` only; a missing `scf.yield` reaches
+    LLVM as a malformed phi)."""
+    types = list(op.output.types)
+    if types and not op.false_region.blocks:
+        raise VerifyException(f"has {len(types)} results but no else region")
+    for side, region in (("then", op.true_region), ("else", op.false_region)):
+        for block in region.blocks:
+            last = block.last_op
+            if not isinstance(last, scf.YieldOp):
+                continue
+            yielded = [v.type for v in last.arguments]
+            if yielded != types:
+                raise VerifyException(
+                    f"{side} region yields ({', '.join(map(str, yielded))}) but the op "
+                    f"has results ({', '.join(map(str, types))})")
+
+
+def verify_unique_symbols(table: Operation) -> None:
+    """A second definition of a symbol is an error at that definition (xDSL
+    reports it at the enclosing module, without a position)."""
+    first: dict[str, Operation] = {}
+    for region in table.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                name = op.get_attr_or_prop("sym_name")
+                if not isinstance(name, StringAttr):
+                    continue
+                if name.data in first:
+                    where = location_prefix(first[name.data]).removesuffix(": ")
+                    raise RecirError(format_error(
+                        op, f"redefines symbol @{name.data}"
+                        + (f" (first defined at {where})" if where else "")))
+                first[name.data] = op
+
+
 def verify_located(module: Operation) -> None:
     """Verify op by op; the first failure becomes a located `RecirError`."""
     for op in module.walk():
+        if op.has_trait(SymbolTable):
+            verify_unique_symbols(op)
         try:
             op.verify(verify_nested_ops=False)
+            if isinstance(op, scf.IfOp):
+                verify_if_yields(op)
         except VerifyException as e:
             raise RecirError(format_error(op, str(e.args[0]))) from None
 
@@ -64,5 +185,8 @@ def parse_module(
         module = LocatingParser(ctx, text, name, line_offset).parse_module()
     except ParseError as e:
         raise RecirError(format_parse_error(e, line_offset)) from None
+    except RecursionError:
+        raise RecirError(f"{name}: error: the IR nests too deeply to parse (more "
+                         "levels than Python's recursion limit allows)") from None
     verify_located(module)
     return module

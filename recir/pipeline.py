@@ -21,7 +21,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
-from recir.backend.cache import ObjectCache, cache_key
+from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.runtime import NativeFunction
 from recir.backend.spawn_tuner import spawn_budget
 from recir.context import make_context
@@ -48,15 +48,11 @@ STAGES: tuple[ModulePass, ...] = (
 
 # Modules whose largest weight gradient fed by outer products is at least
 # this size log every outer product and add them by one SGEMM after the call
-# (`convert-tmath-to-loops`, defer-outer-bytes): about this host's L2 per
-# core. TreeLSTM training, 100 SST trees in batches of 25, processes
-# alternated (/tmp/exp5/lz4.py): at h=256 (U's gradient 2.6 MB) 336-348 ->
-# 425-481 trees/s on two threads, 182-195 -> 183-272 on one (deferring U's
-# products alone: 406-441 and 170-200). Each call pays its SGEMMs (~30 us a
-# call at h=256: a 1-leaf tree 107-120 -> 133-154 us, a 16-leaf one
-# 2,970-3,860 -> 2,500 us), and at h=150 (900 KB) deferring gained in
-# batches (two threads 841-919 -> 1,059-1,135) but lost on single small
-# trees (a 16-leaf TreeLSTM 1,054 -> 1,413 us), so it starts at this size.
+# (`convert-tmath-to-loops`, defer-outer-bytes): about a typical L2 per
+# core. In TreeLSTM training on SST batches of 25, deferring raised trees/s at
+# h=256 (U's gradient 2.6 MB); at h=150 (900 KB) it gained in batches but lost
+# on single small trees, since each call pays its SGEMMs' fixed cost, so it
+# starts at this size.
 DEFER_OUTER_BYTES = 1 << 20
 
 
@@ -208,10 +204,10 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     threads = resolve_threads(threads)
     budget = spawn_budget(threads) if threads > 1 else 0
     # the lowering depends on whether there are tasks and, if so, on the budget
-    key = cache_key(str(module), f"{entry} fuse={fuse} tasks={threads > 1} "
+    key = cache_key(located_text(module), f"{entry} fuse={fuse} tasks={threads > 1} "
                                  f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
     times["cache-key"], start = clock() - start, clock()
-    hit = cache.load(key)
+    hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
     times["cache-load"] = clock() - start
     if hit is None:
         wall = time.perf_counter()
@@ -223,7 +219,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
         times["cache-store"] = clock() - start
     else:
         obj, sites = hit[0], hit[1]["sites"]
-        copied, logged = hit[1].get("copied", []), hit[1].get("logged", [])
+        copied, logged = hit[1]["copied"], hit[1]["logged"]
     start = clock()
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
@@ -243,7 +239,13 @@ def resolve_threads(threads: int | None) -> int:
 
     from recir.backend.engine import openmp
 
-    count = threads or int(os.environ.get("RECIR_NUM_THREADS", 0)) or os.cpu_count() or 1
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+    configured = os.environ.get("RECIR_NUM_THREADS", "").strip()
+    if configured and not (configured.isdecimal() and int(configured) >= 1):
+        raise RecirError("error: RECIR_NUM_THREADS must be a positive integer, got "
+                         f"'{configured}'")
+    count = threads or int(configured or 0) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
         warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
                       "found: running serially", stacklevel=3)

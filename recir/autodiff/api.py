@@ -3,14 +3,20 @@
 The model's module is closed (`capture-outer-refs`), differentiated
 (`synthesize-gradients`) and run natively or by the interpreter. Gradients
 land in float32 arrays, one per parameter; `into=` accumulates over calls
-(a minibatch) without allocating. Native gradient calls run on a persistent
-thread with a 1 GiB stack: deep trees need no retry, which could otherwise
-add part of a gradient twice. `threads` (default: all cores) runs a tree's
+(a minibatch) without allocating. Native gradient calls run on a deep stack
+from the start (`recir.backend.stack`): a retry after running out of stack
+could add part of a gradient twice. `threads` (default: all cores) runs a tree's
 independent calls, forward and backward, as tasks.
+
+Several Python threads may call one function at once (see
+`backend/runtime.py`); a batch's pool workers add into gradient buffers
+of that batch's own (`thread_grads`, taken from a list of spare sets and
+given back zeroed).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +60,9 @@ class GradFunction:
             self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse,
                                          threads=threads)
             self.native.deep_only = True
+        self._pool: Any = None
+        self._pool_lock = threading.Lock()
+        self._spare_grads: list[list[dict[str, np.ndarray]]] = []  # `thread_grads`' sets
 
     @property
     def last_tape_bytes(self) -> int | None:
@@ -99,6 +108,16 @@ class GradFunction:
             return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
         pool = self.pool(threads)
         own = self.thread_grads(threads)
+        try:
+            return self.batch_on_pool(pool, own, batch, grads), grads
+        finally:
+            self._spare_grads.append(own)  # (zeroed: `batch_on_pool`)
+
+    def batch_on_pool(self, pool: Any, own: list[dict[str, np.ndarray]],
+                      batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray]
+                      ) -> list[tuple[Any, ...]]:
+        """`batch`'s trees on `pool`'s threads, worker w > 0 adding into
+        `own[w - 1]`, then into `grads`."""
 
         def one(worker: int, inputs: Any) -> tuple[Any, ...]:
             target = grads if worker == 0 else own[worker - 1]
@@ -107,26 +126,40 @@ class GradFunction:
             return self.native.call_here(  # type: ignore[union-attr]
                 *inputs, *self.params.values(), *accs)
 
-        outputs = pool.map(one, list(batch))
-        for name, total in grads.items():
+        try:
+            outputs = pool.map(one, list(batch))
+            for name, total in grads.items():
+                for worker in own:
+                    total += worker[name]
+        finally:
             for worker in own:
-                total += worker[name]
-                worker[name].fill(0)
-        return outputs, grads
+                for value in worker.values():
+                    value.fill(0)
+        return outputs
 
     def pool(self, threads: int) -> Any:
+        """The deep-stack threads of `batch`, made once per thread count
+        (batches from several Python threads queue on its workers)."""
         from recir.backend.stack import DeepStackPool
 
-        if getattr(self, "_pool", None) is None or len(self._pool.workers) != threads:
-            self._pool = DeepStackPool(threads)
-        return self._pool
+        with self._pool_lock:
+            if self._pool is None or len(self._pool.workers) != threads:
+                self._pool = DeepStackPool(threads)
+            return self._pool
 
     def thread_grads(self, threads: int) -> list[dict[str, np.ndarray]]:
-        """Gradient buffers of workers 1.. (worker 0 adds into the result)."""
-        if len(getattr(self, "_own", [])) != threads - 1:
-            self._own = [{k: np.zeros_like(v) for k, v in self.params.items()}
-                         for _ in range(threads - 1)]
-        return self._own
+        """Zeroed gradient buffers of workers 1.. (worker 0 adds into the
+        result) for one batch: a spare set of that many, else new ones."""
+        spare = self._spare_grads
+        for _ in range(len(spare)):
+            try:
+                own = spare.pop()  # (atomic: batches from several Python threads)
+            except IndexError:
+                break
+            if len(own) == threads - 1:
+                return own
+        return [{k: np.zeros_like(v) for k, v in self.params.items()}
+                for _ in range(threads - 1)]
 
     def accumulators(self, into: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
         if into is None:

@@ -1,9 +1,9 @@
 """Where a NumPy array's data is, as fast as Python can tell.
 
 Every native call passes several arrays by address. NumPy's own answers
-cost 0.8 us (`array.ctypes.data`, `__array_interface__`); ctypes'
-`from_buffer` 0.25 us and only for writable, non-empty arrays. Reading the
-array object's `data` field takes 0.11 us: on CPython `id` is the object's
+(`array.ctypes.data`, `__array_interface__`) build Python objects; ctypes'
+`from_buffer` works only for writable, non-empty arrays. Reading the array
+object's `data` field is several times faster than either: on CPython `id` is the object's
 address, and NumPy's array struct has the pointer right after the object
 header, which `data_field` checks against NumPy at import (elsewhere the
 NumPy answer is used).

@@ -1,23 +1,34 @@
 """The on-disk object cache: compiled code keyed by IR, CPU and versions.
 
 An entry is `<key>.o` (the object file) and `<key>.json` (what the runtime
-needs besides code: the error-site messages). Writes go through a temporary
-file and a rename, so concurrent compilers never read half an entry.
+needs besides code, such as the error-site messages, and a SHA-256 of the
+object and that metadata together). Writes go through a temporary file and a
+rename, so concurrent compilers never read half an entry; a load checks the
+digest and the metadata's fields, so an entry that is truncated, overwritten
+or garbled (a full disk, a crash mid-copy, another tool) is rebuilt rather
+than handed to LLVM, which trusts object files and crashes on bad ones. The
+key hashes the IR with its source locations: error sites name the lines of
+the program that was compiled, not of another with the same ops.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import tempfile
+import typing
 from pathlib import Path
 from typing import Any
 
+from xdsl.ir import Operation
+from xdsl.printer import Printer
+
 from recir.backend.engine import host_description
 
-VERSION = "recir-object-cache-2"
+VERSION = "recir-object-cache-3"
 
 
 @functools.cache
@@ -39,6 +50,14 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recir"
 
 
+def located_text(module: Operation) -> str:
+    """`module` printed with its ops' source locations, for `cache_key`: the
+    run-time error messages compiled into an object quote them."""
+    text = io.StringIO()
+    Printer(stream=text, print_debuginfo=True).print_op(module)
+    return text.getvalue()
+
+
 def cache_key(ir_text: str, entry: str) -> str:
     digest = hashlib.sha256()
     for part in (VERSION, compiler_digest(), host_description(), entry, ir_text):
@@ -47,28 +66,62 @@ def cache_key(ir_text: str, entry: str) -> str:
     return digest.hexdigest()
 
 
+def entry_digest(obj: bytes, meta: dict[str, Any]) -> str:
+    digest = hashlib.sha256(obj)
+    digest.update(json.dumps(meta, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def conforms(value: Any, shape: Any) -> bool:
+    """`value` (parsed JSON) has the type `shape`: int, float, str or list[...]."""
+    if typing.get_origin(shape) is list:
+        (item,) = typing.get_args(shape)
+        return isinstance(value, list) and all(conforms(v, item) for v in value)
+    if isinstance(value, bool):
+        return shape is bool
+    if shape is float:
+        return isinstance(value, int | float)
+    return isinstance(value, shape)
+
+
 class ObjectCache:
     def __init__(self, directory: Path | str | None = None):
         self.directory = Path(directory) if directory is not None else default_dir()
 
-    def load(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+    def load(self, key: str, fields: dict[str, Any] | None = None
+             ) -> tuple[bytes, dict[str, Any]] | None:
+        """The entry's object and metadata if it verifies and its metadata has
+        `fields` (name -> type), else None: the caller compiles again and
+        `store` replaces the entry."""
         try:
             obj = (self.directory / f"{key}.o").read_bytes()
-            meta = json.loads((self.directory / f"{key}.json").read_text())
-        except (OSError, ValueError):
+            record = json.loads((self.directory / f"{key}.json").read_bytes())
+        except (OSError, ValueError):  # missing, unreadable, not JSON or not UTF-8
+            return None
+        if not (isinstance(record, dict) and isinstance(record.get("meta"), dict)
+                and record.get("sha256") == entry_digest(obj, record["meta"])):
+            return None
+        meta: dict[str, Any] = record["meta"]
+        if not all(name in meta and conforms(meta[name], shape)
+                   for name, shape in (fields or {}).items()):
             return None
         return obj, meta
 
     def store(self, key: str, obj: bytes, meta: dict[str, Any]) -> None:
+        record = {"sha256": entry_digest(obj, meta), "meta": meta}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write(f"{key}.o", obj)
-            self._write(f"{key}.json", json.dumps(meta).encode())
+            self._write(f"{key}.json", json.dumps(record).encode())
         except OSError:
             return  # a read-only cache costs speed, not correctness
 
     def _write(self, name: str, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, self.directory / name)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self.directory / name)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            raise

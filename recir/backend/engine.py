@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 import time
 from typing import Any
 
@@ -151,21 +152,33 @@ class Engine:
 def text_function(ir_text: str, name: str, prototype: Any) -> Any:
     """`name` from hand-written LLVM IR text (the frontier's `smallgemm`,
     `split` and `scatter` kernels) as a ctypes function of `prototype`,
-    compiled once into the on-disk object cache; it keeps its engine."""
+    compiled once into the on-disk object cache; it keeps its engine. One
+    function per text and name for the process, made under a lock: callers
+    keep its address in records reused call after call, so a second engine
+    made by a Python thread racing another's first use (and then dropped)
+    would leave them pointing into freed code."""
     from recir.backend.cache import ObjectCache, cache_key
 
-    objects = ObjectCache()
     key = cache_key(ir_text, name)
-    hit = objects.load(key)
-    if hit is None:
-        obj = compile_object(ir_text)
-        objects.store(key, obj, {})
-    else:
-        obj = hit[0]
-    engine = Engine(obj)
-    fn = prototype(engine.address(name))
-    fn.engine = engine  # the engine owns the code
-    return fn
+    with _text_lock:
+        fn = _text_functions.get(key)
+        if fn is not None:
+            return fn
+        objects = ObjectCache()
+        hit = objects.load(key)
+        if hit is None:
+            obj = compile_object(ir_text)
+            objects.store(key, obj, {})
+        else:
+            obj = hit[0]
+        engine = Engine(obj)
+        fn = _text_functions[key] = prototype(engine.address(name))
+        fn.engine = engine  # the engine owns the code
+        return fn
+
+
+_text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
+_text_lock = threading.Lock()
 
 
 # The OpenMP runtime's workers run tasks that recurse as deep as the caller's
@@ -181,10 +194,9 @@ _openmp: list[ctypes.CDLL | None] = []
 
 # Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its
 # taskwait runs any queued task where libgomp's runs only the waiting task's
-# children (`bench/run.py parallel`, 2026-11-24, 2 threads over 1: fib(35)
-# 1.75-1.98x in six measurements against 1.56-1.73x in five; one-tree calls of
-# moderate and SST-like trees 0.05-0.2 ahead, across trees within 0.1 either
-# way). libgomp, on every Linux machine, where libomp is not installed.
+# children, so fib(35) on 2 threads gains more over 1 (`python bench/run.py
+# parallel`, docs/benchmarks.md). libgomp, on every Linux machine, where libomp
+# is not installed.
 OPENMP_LIBRARIES = ("libomp.so.5", "libgomp.so.1")
 
 
@@ -206,8 +218,8 @@ def load_openmp() -> ctypes.CDLL | None:
     for name in names:
         if "libgomp" not in name:
             # libomp's workers spin 200 ms after a team by default, taking a core
-            # from Python between calls (bench/run.py parallel: TreeRNN rows
-            # 0.7-1.1x of one thread, fib(35) 1.64x; with 1 ms, 0.8-1.8x and 2.03x)
+            # from Python between calls; 1 ms keeps team calls ahead of one
+            # thread (`python bench/run.py parallel`)
             os.environ.setdefault("KMP_BLOCKTIME", "1")
         try:
             library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)

@@ -32,6 +32,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
+from recir.diagnostics import emit_error
 from recir.dialects import adjoint
 
 ValueMap = dict[SSAValue, ir.Value]
@@ -171,8 +172,8 @@ def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,
         return
     try:
         xdsl_convert_op(op, builder, values, blocks)
-    except NotImplementedError:
-        raise NotImplementedError(f"llvm backend cannot convert '{op.name}'") from None
+    except NotImplementedError:  # an op no pass lowers (arith.floordivsi): a user error
+        raise emit_error(op, "is not supported by the native backend") from None
 
 
 def declare_function(op: llvm.FuncOp, module: ir.Module) -> None:
@@ -215,7 +216,7 @@ def convert_module(module: ModuleOp) -> ir.Module:
         elif isinstance(op, llvm.FuncOp):
             functions.append(op)
         else:
-            raise NotImplementedError(f"llvm backend cannot convert '{op.name}' at module level")
+            raise emit_error(op, "is not supported by the native backend at module level")
     for op in functions:
         declare_function(op, result)
     for op in functions:

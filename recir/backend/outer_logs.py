@@ -68,8 +68,8 @@ NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
 def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
                   threads: int = 1) -> None:
     """target (rows x cols, at an address) += DY^T X, the log's records being
-    rows of [DY | X]: `gemm.py`'s tn kernel (1.3-1.8x OpenBLAS's AVX2 SGEMM
-    here), on `threads` > 1 cut by the target's rows (`split.py`)."""
+    rows of [DY | X]: `gemm.py`'s tn kernel (faster than OpenBLAS's SGEMM on
+    these shapes: `python bench/run.py smallgemm`), on `threads` > 1 cut by the target's rows (`split.py`)."""
     from recir.batching import gemm
 
     stride = rows + cols

@@ -6,6 +6,16 @@ contiguous data; a structure array (`tensor<?xi32>`) is a pointer to
 `{i64 length, ptr data}`, so generated code can check every index read from
 it; tensor results are written into arrays allocated here. ctypes releases
 the GIL for the call.
+
+Several Python threads may call one function at once, so what a call
+writes is its own: its arguments, results and contexts (a team's are kept
+for a later call, but each set serves one call at a time: taken from
+`kept_contexts` and given back, a list's pop and append being atomic), and
+with them each team thread's gradient copies and tables (`tables`), tape
+arena and outer-product logs (from the locked pools of `tape_pool.py`). What
+calls share is read-only after `__init__` (entries, bound parameters,
+shapes) or a cache whose entries are immutable (`last`); the spawn tuners
+time one call at a time (`SpawnTuner.claim`).
 """
 
 from __future__ import annotations
@@ -66,12 +76,9 @@ def is_tensor(typ: Attribute) -> bool:
 
 # A team call whose estimated work (the function's `call_work` times the
 # length of its longest variably sized input: a tree's node count) is below
-# this runs on one thread (`NativeFunction.in_team`). Measured on this
-# 2-core host (h=150, balanced trees, 2 threads against 1): teams lost below
-# ~3M (TreeRNN inference at 63 nodes 0.95x, its gradient at 15 nodes 0.93x,
-# TreeLSTM inference at 15 nodes 0.91x) and won from ~6M (TreeRNN inference
-# at 127 nodes 1.07-1.28x, its gradient at 31 nodes 1.06x, TreeLSTM at 31
-# nodes 1.12x); TreeLSTM gradients of 7 nodes (6.7M) still lose (0.79x).
+# this runs on one thread (`NativeFunction.in_team`). On 2 cores (h=150,
+# balanced trees, 2 threads against 1) teams lost below ~3M units of work and
+# won from ~6M (`python bench/run.py parallel`).
 SERIAL_BELOW = 5_000_000
 
 
@@ -153,7 +160,6 @@ class NativeFunction:
                            for j, p in enumerate(self.params)]
         self.param_fields = [pack(a, t) for a, t in zip(self.param_args, argtypes[1 + public:])]
         self.copied = list(copied) if self.team else []
-        self.copies: list[list[np.ndarray]] = []  # threads 1.. (thread 0 adds into the argument)
         self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
         # the spawn budgets of single calls and of batches, learnt apart
         self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
@@ -166,23 +172,28 @@ class NativeFunction:
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
         threads = self.threads
         tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
-        budget = tuner.choose()
-        team_end = last_team_end()  # (the tuner's: a team idle since may have slept)
-        start = time.perf_counter()
-        if budget and not self.deep_only:  # inference on a team, the shortest way
-            keep: list[Any] = []
-            args, results = self.prepare(inputs, keep)
-            ctx, returned = self.launched(args, threads, budget)
-            if ctx.error == ERROR_STACK:
-                ctx, returned = deeper(lambda a, t, switch: self.call_once(a, t, switch, budget),
-                                       args, threads, True)
-            if ctx.error:
-                self.raise_error(ctx)
-            outputs = self.outputs_of(results, returned)
-        else:
-            outputs = self.invoke(inputs, lambda args: self.call(
-                args, threads=threads if budget else 1, budget=budget))
-        tuner.record(start, time.perf_counter(), size or 1, team_end)
+        budget, timed = tuner.claim()
+        try:
+            team_end = last_team_end()  # (the tuner's: a team idle since may have slept)
+            start = time.perf_counter()
+            if budget and not self.deep_only:  # inference on a team, the shortest way
+                keep: list[Any] = []
+                args, results = self.prepare(inputs, keep)
+                ctx, returned = self.launched(args, threads, budget)
+                if ctx.error == ERROR_STACK:
+                    ctx, returned = deeper(
+                        lambda a, t, switch: self.call_once(a, t, switch, budget),
+                        args, threads, True)
+                if ctx.error:
+                    self.raise_error(ctx)
+                outputs = self.outputs_of(results, returned)
+            else:
+                outputs = self.invoke(inputs, lambda args: self.call(
+                    args, threads=threads if budget else 1, budget=budget))
+            if timed:
+                tuner.record(start, time.perf_counter(), size or 1, team_end)
+        finally:
+            tuner.release(timed)
         return outputs
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
@@ -235,8 +246,8 @@ class NativeFunction:
         """The native entry's arguments for `inputs` (bound parameters and
         result buffers added), and the results they will be written to.
         Arrays already in the right dtype, shape and layout pass by address
-        (a call's Python cost is most of a small tree's: a 64-leaf TreeRNN
-        call is ~100 us native); others go through `argument`'s checks.
+        (a call's Python cost is most of a small tree's native time); others
+        go through `argument`'s checks.
         `inputs` must stay alive until the call returns."""
         public = self.public
         if len(inputs) != public:
@@ -303,9 +314,19 @@ class NativeFunction:
         the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
+        tuner = self.batch_tuner
+        budget, timed = tuner.claim()
+        try:
+            return self.batch_on_team(items, budget, tuner if timed else None)
+        finally:
+            tuner.release(timed)
+
+    def batch_on_team(self, items: Sequence[Sequence[Any]], budget: int, tuner: Any
+                      ) -> list[tuple[Any, ...]]:
+        """`batch`'s calls as tasks of one team, spawning `budget` levels
+        down; timed for `tuner` unless it is None."""
         sizes = self.sizes(items)
         threads = self.threads_for(sizes)
-        budget = self.batch_tuner.choose()
         entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
         keep: list[Any] = []
         with waking(threads):  # (a sleeping team wakes while this runs)
@@ -325,7 +346,7 @@ class NativeFunction:
             rows.append(rows_of(slots, count))
 
         def run(entry_args: list[Any], threads: int, switch: bool) -> tuple[Context, Any]:
-            contexts = self.take_contexts(threads, budget, self.tables(entry_args, threads))
+            contexts = self.take_contexts(threads, budget, entry_args)
             logs = self.outer_logs(contexts)
             payload = [count]
             record = [ctypes.addressof(contexts), *range(self.public), *self.param_fields]
@@ -345,8 +366,9 @@ class NativeFunction:
         team_end = last_team_end()
         start = time.perf_counter()
         self.call(first, run, threads)
-        self.batch_tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items),
-                                team_end)
+        if tuner is not None:
+            tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items),
+                         team_end)
         return list(zip(*map(list, results), strict=True))
 
     def fields(self, args: list[Any]) -> list[int]:
@@ -359,23 +381,20 @@ class NativeFunction:
         fields += args[len(self.inputs):]
         return fields
 
-    def tables(self, args: list[Any], threads: int) -> list[Any]:
-        """Each thread's table of gradient buffers, indexed by argument (made
-        once per thread count; thread 0's entries are this call's buffers).
-        The team adds the other threads' copies into thread 0's at its end and
-        zeroes them (`passes/tasks.add_copies`)."""
+    def tables(self, threads: int) -> list[Any]:
+        """Each thread's table of gradient buffers, indexed by argument, for a
+        new set of team contexts (whose calls alone use them): threads 1..
+        add into zeroed copies of their own, which the team adds into thread
+        0's at its end and zeroes again (`passes/tasks.add_copies`); thread
+        0's entries are each call's buffers (`take_contexts`)."""
         if not self.copied or threads < 2:
             return []
-        if len(self.copies) != threads - 1:
-            self.copies = [[np.zeros(self.shapes[k][0], np.float32) for k in self.copied]
-                           for _ in range(threads - 1)]
-            self.copy_tables = [(ctypes.c_void_p * len(self.inputs))() for _ in range(threads)]
-            for table, own in zip(self.copy_tables[1:], self.copies):
-                for j, k in enumerate(self.copied):
-                    table[k] = own[j].ctypes.data
-        for k in self.copied:
-            self.copy_tables[0][k] = args[k]
-        return self.copy_tables
+        tables = [(ctypes.c_void_p * len(self.inputs))() for _ in range(threads)]
+        for table in tables[1:]:
+            table.own = [np.zeros(self.shapes[k][0], np.float32) for k in self.copied]
+            for j, k in enumerate(self.copied):
+                table[k] = table.own[j].ctypes.data
+        return tables
 
     def call(self, args: list[Any], once: Any = None, threads: int | None = None,
              budget: int = 0) -> Any:
@@ -414,7 +433,7 @@ class NativeFunction:
     def in_team(self, threads: int) -> bool:
         """Whether a call runs on a team: code with tasks does, except on one
         thread where a retry is harmless (not `deep_only`): there the serial
-        entry (`@f__serial`, no tasks) runs, ~25 us less than a team of one
+        entry (`@f__serial`, no tasks) runs, cheaper than a team of one
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
@@ -426,7 +445,7 @@ class NativeFunction:
         if self.in_team(threads) and not (switch or self.deep_only):
             return self.launched(args, threads, budget)
         if self.in_team(threads):
-            contexts = self.take_contexts(threads, budget, self.tables(args, threads))
+            contexts = self.take_contexts(threads, budget, args)
             logs = self.outer_logs(contexts)
             result = self.result_slot()
             fields = self.fields(args)
@@ -458,20 +477,21 @@ class NativeFunction:
         finally:
             self.give_back(contexts)
 
-    def take_contexts(self, threads: int, budget: int, tables: Sequence[Any] = ()) -> Any:
-        """A team's contexts, kept from an earlier call where one is free
-        (their tape arenas ready: `give_back`), pointing at `tables` (each
-        thread's table of gradient copies), set to spawn `budget` levels
-        down (the team entry passes thread 0's on). Taking a pool chunk for
-        each thread's tape and giving it back cost ~2 us a context a call."""
-        kept = self.kept_contexts.get(threads)  # by team size: budget 0's team of one
-        contexts = kept.pop() if kept else None  # (atomic: calls from several threads)
-        if contexts is None:
-            contexts = team_contexts(threads, tables, self.deep_only)
-        elif contexts.tables is not tables:  # (the same tables call after call)
-            for ctx, table in zip(contexts.views, tables):
-                ctx.acc_copies = ctypes.addressof(table)
-            contexts.tables = tables
+    def take_contexts(self, threads: int, budget: int, args: Sequence[Any] = ()) -> Any:
+        """A team's contexts for one call, kept from an earlier call where one
+        is free (their tape arenas ready: `give_back`), else new ones; with
+        gradient copies, thread 0's table pointing at the buffers in `args`;
+        set to spawn `budget` levels down (the team entry passes thread 0's
+        on). Taking a pool chunk for each thread's tape and giving it back
+        is then not paid every call."""
+        try:  # by team size (budget 0's team of one); pop is atomic: calls from several threads
+            contexts = self.kept_contexts[threads].pop()
+        except (KeyError, IndexError):
+            contexts = team_contexts(threads, self.tables(threads), self.deep_only)
+        if contexts.tables:
+            first = contexts.tables[0]
+            for k in self.copied:
+                first[k] = args[k]
         contexts.views[0].spawn_budget = budget or NO_TASKS
         return contexts
 
@@ -606,7 +626,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
     """A context per thread of a team, each pointing to them all and to
     its table of gradient buffers (and with a `tape`, a kept arena chunk).
     Their `address` and `views` (one `Context` each) are made once: every
-    team call reads them, and a view of an array's item costs ~0.1 us."""
+    team call reads them, and making a view of an array's item is not free."""
     contexts = (Context * threads)()
     contexts.address = ctypes.addressof(contexts)
     contexts.views = tuple(contexts)
@@ -632,7 +652,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     `switch` (and glibc has ucontext), else on the stack it is on. The first
     error found is returned with its context."""
     deep = stack.switched_stack() if switch and stack.SWITCHING else None
-    # (an array.array converts a 25-call batch's ~350 fields in 5 us, a ctypes array in 22)
+    # (an array.array converts a batch's fields several times faster than a ctypes array)
     data = array.array("Q", [ctypes.addressof(contexts),
                              deep.limit if deep else stack.stack_limit(), *payload])
     address = data.buffer_info()[0]

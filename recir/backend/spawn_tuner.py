@@ -2,28 +2,33 @@
 
 How many levels of a recursion should spawn tasks depends on the shape of
 its call tree, which the compiler cannot see: on 2 threads a balanced
-64-leaf TreeRNN tree ran fastest with one level of tasks (h=150, the team's
-time 54 us against 62 at four levels: each task costs ~0.5 us and a stolen
-one more), a moderately unbalanced one with six to eight, fib(35) with four
+64-leaf TreeRNN tree ran fastest with one level of tasks (each task and
+each steal has a cost), a moderately unbalanced one with six to eight, fib(35) with four
 or more, and a linear one fastest on one thread, without a team at all
 (budget 0: no parallelism to find, and a team's start and its idle worker
-cost ~5%). So a function times its calls at a few budgets and keeps the
+cost a few percent). So a function times its calls at a few budgets and keeps the
 fastest per unit of work (the calls' sizes: a tree's node count), and every
 few calls tries another, so that it follows the inputs when they change.
 One thread wins a close contest: its times count 5% less, since a team
 takes a second core and, where it finds no parallelism, costs a little
-(linear TreeLSTM trees' gradients on 2 threads, one process per fixed
-budget, `/tmp/w13/b0.py`: 1818 us a tree at 0, 2052 at 1, 1929 at 4), and
-single times spread as much. The budget changes only the schedule: results
+(linear TreeLSTM trees' gradients on 2 threads), and single times spread
+as much. The budget changes only the schedule: results
 are the same (gradients within rounding, whose order of addition varies on
 any team).
 `$RECIR_SPAWN_BUDGET` fixes it instead.
+
+Calls from several Python threads at once share a function's tuner: one
+call at a time is timed (`claim` takes the tuner's lock without waiting,
+`release` gives it back), the others run the best budget untimed. Their
+times would mix in the contention for cores, and a shared `pick` could say
+another call's budget.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Sequence
 
 from recir.diagnostics import RecirError
@@ -47,8 +52,7 @@ class SpawnTuner:
     budget's time is a running estimate; every other budget's is kept
     relative to it, each time over the best's estimate when it was taken, so
     that a slow or fast spell of the host weighs on both sides of the
-    comparison. Calls from several threads at once may mix up which time was
-    whose: they only weigh on the estimates."""
+    comparison. Only the call that `claim`ed it is timed."""
 
     def __init__(self, budgets: Sequence[int] = BUDGETS, fixed: int | None = None,
                  default: int = 4):
@@ -68,6 +72,22 @@ class SpawnTuner:
         self.idle = False  # whether the last call's team had been idle
         self.again = False  # whether the next call runs the last one's budget again
         self.anchor = math.inf  # the best's time when every budget was last measured
+        self.timing = threading.Lock()  # held by the call being timed (`claim`)
+
+    def claim(self) -> tuple[int, bool]:
+        """This call's budget, and whether the call is timed: then it holds
+        the tuner until `release` (after its `record`, if it ran). A call
+        that finds another being timed runs the best budget, untimed."""
+        if self.fixed is not None:
+            return self.fixed, False
+        if not self.timing.acquire(blocking=False):
+            return self.budgets[self.best], False
+        return self.choose(), True
+
+    def release(self, timed: bool) -> None:
+        """Ends a `claim`ed call (after its `record`, or without one if it failed)."""
+        if timed:
+            self.timing.release()
 
     @property
     def cost(self) -> list[float]:
@@ -117,7 +137,7 @@ class SpawnTuner:
             self.again = True
             return
         # nor a budget's first call, which warms caches and its team's contexts
-        # up (a gradient's tape arena page-faults: ~1.5x the next call's time)
+        # up (a gradient's tape arena page-faults: slower than the next call)
         if not self.warm[pick]:
             self.warm[pick] = True
             return
@@ -157,9 +177,8 @@ class SpawnTuner:
 
 def spawn_budget(threads: int) -> int:
     """The compiled budget (what calls start from): 2^budget tasks per tree of
-    a binary recursion, 8 per thread. On 2 threads TreeRNN 64-leaf trees ran
-    1.2x faster than one thread at 12 levels, 1.4x at 2-4 (bench/run.py
-    parallel)."""
+    a binary recursion, 8 per thread. On 2 threads TreeRNN 64-leaf trees gain
+    more from 2-4 levels than from 12 (`python bench/run.py parallel`)."""
     return 3 + max(0, threads - 1).bit_length()
 
 

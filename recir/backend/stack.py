@@ -101,8 +101,8 @@ MAP_RESERVE_ONLY = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NO
 class SwitchedStack:
     """A `DEEP_STACK_BYTES` stack (reserved, not committed) that this thread's
     native calls run on: `makecontext` + `swapcontext` cost a few
-    microseconds, where handing a call to the deep-stack worker and back took
-    ~30 us here, and the team a call forms is this thread's libgomp pool.
+    microseconds, less than handing a call to the deep-stack worker and
+    back, and the team a call forms is this thread's libgomp pool.
     ctypes releases the GIL during the switch, as during any native call."""
 
     def __init__(self) -> None:
@@ -156,8 +156,8 @@ class DeepStackWorker:
     start, because a retry after the backward overflowed would add some
     gradients twice (with it, they start on the caller's switched stack).
     A job's
-    end is signalled by releasing a lock the caller waits on (~8 us less per
-    hand-over than a threading.Event here)."""
+    end is signalled by releasing a lock the caller waits on (cheaper per
+    hand-over than a threading.Event)."""
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[tuple[Callable[[], object], dict[str, object],

@@ -1,10 +1,9 @@
 """Waking a team's sleeping threads while Python prepares a batch.
 
 A millisecond after its last team (`KMP_BLOCKTIME`), libomp's workers go
-to sleep, and the next team call waits 25-45 us for the kernel to wake
-them (fib(3) on 2 threads, `/tmp/w13/wake.py`: 4 us back to back, 28 us
-after 2 ms idle, 48 us after 5 ms). A batch of 25 TreeRNN trees spends
-~110 us in Python before its team starts. So where the workers may be
+to sleep, and the next team call waits for the kernel to wake them, several
+times as long as a call right after another; a batch of TreeRNN trees spends
+about as long in Python before its team starts. So where the workers may be
 asleep, the batch opens a parallel region first (`GOMP_parallel_start`,
 which returns once the workers are signalled; they run free(NULL), a
 no-op), prepares its calls, and closes it (`GOMP_parallel_end`): the

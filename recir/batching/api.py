@@ -5,11 +5,20 @@ of input tuples)` runs many at once (batching across trees too); outputs are
 the recursive path's, tuple per input. The IR is closed once
 (`capture-outer-refs`) and segmented (`segments.py`); parameters are read by
 reference, so an optimizer that updates them in place is seen.
+
+Calls of one function from several Python threads take turns (`calls`, a
+lock): its `Runner` keeps its scratch from one call to the next (the native
+post segment's lanes and record templates, the native expansion's tables,
+the forward's frames and schedules that the backward reads), so sharing is
+inherent; each call is already spread over the function's threads. Calls of
+different functions run at once: the per-run thread count is per Python
+thread (`kernels.THREADS`).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +32,7 @@ from recir.batching.schedule import Schedule
 from recir.batching.segments import Plan, entry_kinds, make_plan
 from recir.context import make_context
 from recir.diagnostics import RecirError
+from recir.interpreter import coerce_argument, coerce_tensor, tensor_facts
 from recir.passes.capture_outer_refs import CaptureOuterRefsPass
 
 
@@ -52,6 +62,7 @@ class BatchedFunction:
         self.module = closed(model)
         self.plan = plan_for(model, self.module)
         self.runner = Runner(self.plan, native, gradients)
+        self.calls = threading.Lock()  # held by the call running on `runner`
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -73,7 +84,14 @@ class BatchedFunction:
                 continue
             typ = arg.type
             dtype = dtype_of(typ.element_type if isinstance(typ, TensorType) else typ)
-            column = [np.asarray(inputs[j], dtype) for inputs in batch]
+            if isinstance(typ, TensorType):  # checked as every path checks
+                facts = tensor_facts(typ)
+                column = [coerce_tensor(j, inputs[j], typ, facts) for inputs in batch]
+                if facts[0] != dtype:
+                    column = [np.asarray(c, dtype) for c in column]
+            else:
+                column = [np.asarray(coerce_argument(j, inputs[j], typ), dtype)
+                          for inputs in batch]
             if plan.kinds[arg] == "R":
                 values.append(PerRoot.ragged(column))
             else:
@@ -109,9 +127,10 @@ class BatchedFunction:
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if not batch:
             return []
-        outputs, _, _ = self.run(batch)
         kinds = [self.plan.kinds[v] for v in self.plan.entry.body.block.last_op.operands]  # type: ignore[union-attr]
-        return unboxed(outputs, kinds, len(batch))
+        with self.calls:  # (the outputs may be the runner's buffers until copied out)
+            outputs, _, _ = self.run(batch)
+            return unboxed(outputs, kinds, len(batch))
 
 
 def unboxed(outputs: list[Any], kinds: list[str], n: int) -> list[tuple[Any, ...]]:
@@ -156,11 +175,17 @@ class BatchedGradFunction(BatchedFunction):
               into: dict[str, np.ndarray] | None = None, threads: int | None = None
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """`threads` (default: the function's) are BLAS threads for large products."""
-        from recir.batching.grad import Backward
-
         grads = accumulators(self.params, into)
         if not batch:
             return [], grads
+        with self.calls:  # the backward reads the forward's lanes: one call at a time
+            return self.forward_backward(batch, grads, threads), grads
+
+    def forward_backward(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray],
+                         threads: int | None) -> list[tuple[Any, ...]]:
+        """`batch`'s outputs, its gradients added into `grads` (holding `calls`)."""
+        from recir.batching.grad import Backward
+
         plan, runner = self.plan, self.runner
         own = self.threads
         self.threads = threads or own
@@ -187,7 +212,7 @@ class BatchedGradFunction(BatchedFunction):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             backward.block(frame, plan.entry.body.block, "all")
             backward.finish()
-        return unboxed(outputs, [plan.kinds[v] for v in returned], len(batch)), grads
+        return unboxed(outputs, [plan.kinds[v] for v in returned], len(batch))
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None
@@ -210,20 +235,11 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
 # A tree's invocations are its nodes, read off its longest structure array
 # (1 per input tuple without one); a cell's work is 750 x 300 for TreeLSTM
 # h=150, RNTN's bilinear tensor counted 5x: the recursive code runs it at
-# about a fifth of a matrix-vector product's rate (8.8 against 47 GMAC/s,
-# RNTN d=25 and TreeRNN h=150). Measured after the frontier products moved
-# to recir's AVX-512 kernels (2026-11-24, `python bench/run.py auto`, 100
-# SST dev trees of 40.6 nodes, frontier over recursive trees/s, inference /
-# training), one thread: TreeLSTM h=100 batch 5 (20M) 0.83 / 0.99, batch 10
-# (41M) 1.15 / 1.32; TreeRNN h=150 batch 10 (18M) 0.80 / 0.90, batch 25
-# (46M) 1.37 / 1.39; TreeRNN h=300 batch 5 (37M) 1.14 / 1.56; RNTN batch 5
-# (63M) 1.12 / 0.90. Two threads: TreeLSTM h=100 batch 10 (41M) 0.83 /
-# 0.80, batch 25 (101M) 1.17 / 1.17; h=150 batch 5 (46M) 0.99 / 1.22, batch
-# 10 (91M) 1.37 / 1.51; TreeRNN h=150 batch 25 (46M) 0.90 / 0.94; h=300 batch 5
-# (37M) 0.83 / 1.05, batch 10 (73M) 1.10 / 1.41; RNTN batch 5 (63M) 1.13 /
-# 0.86. (Before the kernels, 40M and 80M.) One tree of many nodes is the
-# scheduler's too: counting trees, not nodes, `auto` had run a complete
-# 256-leaf tree recursively, 1.6-1.8x slower.
+# about a fifth of a matrix-vector product's rate (RNTN d=25 against TreeRNN
+# h=150). The thresholds sit where the frontier scheduler overtook the
+# recursive code in trees/s, one thread and two, inference and training, over
+# SST dev trees (`python bench/run.py auto`, docs/bench/auto.json). One tree
+# of many nodes is the scheduler's too: the work counts nodes, not trees.
 AUTO_WORK, AUTO_TEAM_WORK = 30_000_000, 50_000_000
 BILINEAR_COST = 5
 
@@ -285,14 +301,7 @@ class AutoFunction:
 
 
 # `auto` for training: the same rule and thresholds (`python bench/run.py
-# auto`, 2026-11-24, after the native expansion and record templates;
-# frontier over recursive at batch 5 / 10 / 25), one thread: TreeLSTM h=100
-# 0.73 / 1.00 / 1.22, h=150 1.21 / 1.46 / 1.69, h=256 1.20 / 1.41 / 1.65;
-# TreeRNN h=150 0.49 / 0.71 / 1.00, h=300 1.03 / 1.34 / 1.66; RNTN 0.92 /
-# 1.46 / 2.39. Two threads (the recursive code's trees as tasks of one
-# team): TreeLSTM h=100 0.54 / 0.72 / 0.95, h=150 0.95 / 1.23 / 1.48, h=256
-# 1.15 / 1.34 / 1.52; TreeRNN h=150 0.34 / 0.50 / 0.72, h=300 0.80 / 1.05 /
-# 1.35; RNTN 0.89 / 1.42 / 1.23.
+# auto` measures both directions).
 class AutoGradFunction:
     """`value_and_grad(batching="auto")`: the recursive gradient code or the
     frontier scheduler's batched backward, per batch."""

@@ -81,8 +81,8 @@ def sgemm() -> object | None:
 
 def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
     """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), by
-    `gemm.py`'s kernel reading dy as a transpose (139-207 GFLOP/s a core
-    from 8 rows up, 1.3-1.8x OpenBLAS's AVX2 SGEMM); on `threads` > 1 cut by acc's
+    `gemm.py`'s kernel reading dy as a transpose (`python bench/run.py
+    smallgemm` compares it with OpenBLAS); on `threads` > 1 cut by acc's
     rows across a team (`split.py`)."""
     from recir.batching import gemm
 

@@ -23,7 +23,7 @@ import numpy as np
 from recir.batching.kernels import PerRoot
 
 # Distinct rows only where they save at least this many multiply-adds at a
-# height (np.unique and the copies by index cost ~30 us a 500-row height).
+# height (np.unique and the copies by index cost time of their own).
 MIN_SAVED = 1 << 22
 
 

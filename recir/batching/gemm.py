@@ -1,22 +1,18 @@
 """The backward products of a frontier, natively: `dX (+)= dY W` and `G += dY^T X`.
 
 `smallgemm.nt` covers the forward `x @ W.T`; the backward reads W the other
-way. OpenBLAS runs its AVX2 kernels here (this environment sets
-`OPENBLAS_CORETYPE=Haswell`): 20-125 GFLOP/s a core on these shapes, where
-a loop of AVX-512 FMAs reaches 270. `recir_gemm_nn(m, n, k, A, lda, B, ldb,
+way. A BLAS tuned for large products leaves most of a core's FMA rate
+unused on these shapes (few rows). `recir_gemm_nn(m, n, k, A, lda, B, ldb,
 C, ldc, accumulate)` computes C (+)= A B (row-major f32, A m x k, B k x n)
 by broadcast and accumulate: a tile of 4 rows of A by 6 vectors of 16
 columns of B keeps 24 of the 32 vector registers as accumulators; for each p
 it broadcasts A[i, p] and loads B's row p once. Column panels of B run
 outside, blocks of `DEPTH` rows of a panel next (128 x 96 floats fill L1's
 48 KB), and every row tile of A passes over a block. The last vector of a
-panel is masked: nothing outside the arrays is touched. 125-205 GFLOP/s on
-one core from 8 rows up, 1.5-2.1x OpenBLAS (`python bench/run.py
-smallgemm`, `docs/bench/smallgemm.json`; at one row OpenBLAS's 0.65x). `recir_gemm_tn` takes A as a
-transpose (A[i, p] at i + p lda: dY^T for a weight gradient) and runs the
-same tiles on a row-major copy of each 16-row group's block: 139-207
-GFLOP/s from 8 rows up, 1.3-1.8x OpenBLAS (5 x 256 over 994 rows, a
-classifier's: 33 against 67 us).
+panel is masked: nothing outside the arrays is touched. `recir_gemm_tn`
+takes A as a transpose (A[i, p] at i + p lda: dY^T for a weight gradient)
+and runs the same tiles on a row-major copy of each 16-row group's block.
+Both against the host's BLAS: `python bench/run.py smallgemm`.
 """
 
 from __future__ import annotations
@@ -166,8 +162,8 @@ def tn_driver() -> str:
     """`recir_gemm_tn`, A[i, p] at i + p lda: blocks of DEPTH rows of B
     outside; for each group of LANES rows of A, its block copied row-major
     into `%buf` (so the tiles broadcast from separate rows, as in nn: four
-    adjacent A elements were loaded as one vector and shuffled, ~120 GFLOP/s
-    against 150-165), then every panel of B's block and the group's tiles."""
+    adjacent A elements were loaded as one vector and shuffled, which was
+    slower), then every panel of B's block and the group's tiles."""
     depth = DEPTH["tn"]
     switch, calls = tile_calls("tile.next")
     pack = []

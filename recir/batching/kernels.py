@@ -12,6 +12,7 @@ fancy indexing. The semantics are `recir/interpreter/tmath.py`'s, row by row.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +74,7 @@ CMPF = {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_
         12: np.less_equal, 13: np.not_equal}
 
 
-DTYPES: dict[Any, Any] = {}  # printing a type costs ~15 us: once per type
+DTYPES: dict[Any, Any] = {}  # printing a type is slow: once per type
 
 
 def dtype_of(typ: Any) -> Any:
@@ -136,7 +137,25 @@ def fill(op, args, flags, frame):
 # from `PARALLEL_FLOPS` multiply-adds up, one below, where waking a second
 # thread costs more than it saves. Where `split` runs (libgomp and CBLAS
 # found) OpenBLAS stays on one thread and products are split by `split`.
-THREADS = [1, 1]  # [allowed, currently set]
+class RunThreads(threading.local):
+    """`[allowed, currently set]`, per Python thread: frontier calls of
+    different functions may run at once from several (`api.py`). The count
+    set is OpenBLAS's, which is the process's: `[1]` is this thread's last
+    setting, which a call on another thread may have changed since (then
+    a product runs on that call's count; `api.py` sets it again at each
+    run's first product)."""
+
+    def __init__(self) -> None:
+        self.values = [1, 1]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.values[index] = value
+
+
+THREADS = RunThreads()
 PARALLEL_FLOPS = 2_000_000
 
 
@@ -168,9 +187,9 @@ def blas_threads_for(work: int) -> None:
 # NARROW rows (a classifier), go to `smallgemm.nt` (streams the weight once;
 # `python bench/run.py smallgemm`); on OpenBLAS's two threads it splits the
 # work and the kernel does not. Split products (SPLIT_FLOPS multiply-adds up)
-# cut the weight's rows across threads. In 16-lane vectors the kernel beat
-# OpenBLAS's AVX2 SGEMM on one core at every size measured (2-600 rows), and
-# OpenBLAS on two cores up to ~48 rows (1.46x at 28, 0.95x at 64).
+# cut the weight's rows across threads. The kernel beat OpenBLAS on one core
+# at every size measured (2-600 rows), and OpenBLAS on two cores up to ~48
+# rows (`python bench/run.py smallgemm`).
 SMALL_ROWS = {1: 4096, 2: 48}  # by OpenBLAS's threads: one, more
 NARROW = 16
 SPLIT_FLOPS = 131_072

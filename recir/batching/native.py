@@ -511,7 +511,7 @@ def digest() -> str:
 
 def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[Any, Any]]:
     """One object for all groups of a model: id(group) -> (forward, backward)."""
-    from recir.backend.cache import ObjectCache, cache_key
+    from recir.backend.cache import ObjectCache, cache_key, located_text
     from recir.backend.engine import Engine, compile_object
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.context import make_context
@@ -526,8 +526,8 @@ def compile_groups(groups: list[RowGroup], gradients: bool) -> dict[int, tuple[A
             functions.append(backward_function(group, f"rows_bwd_{k}"))
     module = ModuleOp(functions)
     cache = ObjectCache()
-    key = cache_key(str(module), f"batching-rows {digest()}")
-    hit = cache.load(key)
+    key = cache_key(located_text(module), f"batching-rows {digest()}")
+    hit = cache.load(key, {"sites": list[str]})
     if hit is None:
         ctx = make_context()
         ConvertScfToCf().apply(ctx, module)

@@ -1,7 +1,6 @@
 """The backward of a native post segment (`native_post.py`), as one native run.
 
-The Python backward cost ~90 us a height (1.5 ms of a 25-tree batch),
-again on one core. After a gradient call's native forward every value's
+A Python backward pays its overhead per height, again on one core. After a gradient call's native forward every value's
 rows are still in the tape's buffers, so the backward is laid out the same
 way: the heights from the tallest down, each op of a height's region in
 reverse as one step (one op a step: two ops of one forward step may add
@@ -145,7 +144,7 @@ class Sweep(Records):
     def zero(self) -> None:
         """The first step: clear the kept cotangent buffers' rows of the heights
         that use them, split across the team (a fresh zeroed buffer per call
-        cost ~0.35 ms of a 25-tree batch at h=256, on one thread)."""
+        is written by one thread)."""
         runs = height_runs(self.tape)
         width = max((self.cot_owner[s][0].size for s, _ in self.zeroed), default=0)
         zeros = self.keep_zeros = np.zeros(width, np.float32)

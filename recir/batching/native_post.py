@@ -1,8 +1,7 @@
 """A call's post segment, all heights, as one native run.
 
-The Python post loop cost ~40 us per height whatever the hidden size (~1
-ms of a 25-tree TreeLSTM batch, on one core while the team's other thread
-waited). Here the heights' work is laid out as records for `split`'s
+A Python post loop pays its overhead per height whatever the hidden size
+(on one core, while the team's other thread waits). Here the heights' work is laid out as records for `split`'s
 dispatcher before anything runs: each op of a height's branch is one step
 (children's rows gathered by index, concatenation by row copies into
 column slices, products as SGEMM or few-row kernel parts split by weight
@@ -367,8 +366,8 @@ class Records:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(words, offsets, starts, each row kernel part's record index), the
         tags resolved: the direct records, then each height's template at its
-        first row, joined with a few whole-array operations (one set per
-        height cost ~0.1 ms a call)."""
+        first row, joined with a few whole-array operations (not one set per
+        height)."""
         parts = [(np.frombuffer(self.words, np.int64), np.frombuffer(self.offsets, np.int64),
                   np.frombuffer(self.starts, np.int64)[1:], np.array(self.row_kernels, np.int64))]
         parts += [(t.base, t.offsets, t.starts, t.row_kernels) for t, _ in self.blocks]
@@ -428,8 +427,8 @@ class Plan(Records):
     def copy(self, dst: int, dst_row: int, src: int, src_row: int, size: int, index: int,
              index_bytes: int, bound: int, n: int) -> None:
         """Rows `size` bytes long (row `index[i]` of src if `index`, else row i).
-        One part: split across the team, an embedding's 538 rows ran no
-        faster (5.35 against 5.33 ms a batch at h=256)."""
+        One part: split across the team, an embedding's rows of a batch ran
+        no faster."""
         self.add([split.COPY, 0, dst, dst_row, src, src_row, size, index, index_bytes, bound, n,
                   self.err])
 
@@ -684,10 +683,9 @@ class Plan(Records):
         return self.execute() and not self.error[0]
 
 
-# In 16-lane vectors the few-row kernel beat OpenBLAS's (AVX2) SGEMM at every
-# row count from 2 (1.5-4x on one core up to 600 rows: `python bench/run.py
-# smallgemm`); x's rows go in blocks of this many (x @ W^T, W 1280 x 512:
-# 192-223 GFLOP/s on one core up to 192 rows, 194-207 at 300-600).
+# The few-row kernel beat OpenBLAS's SGEMM at every row count measured from 2
+# (`python bench/run.py smallgemm`); x's rows go in blocks of this many, so
+# larger frontiers keep its per-row rate.
 NT_BLOCK = 256
 
 

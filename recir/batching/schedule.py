@@ -33,7 +33,7 @@ from recir.dialects import invoke
 
 # A call tree past these is an error: more invocations than a batch's rows
 # could hold in memory (4M rows of TreeLSTM h=256 values are ~20 GB), or more
-# depth levels than a real tree has (the interpreter takes ~25 us a level): a
+# depth levels than a real tree has (each level costs interpreter time): a
 # cycle in a tree's structure arrays expands forever.
 MAX_INVOCATIONS = 1 << 22
 MAX_DEPTH = 1 << 17

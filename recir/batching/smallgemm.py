@@ -1,9 +1,8 @@
 """The product of a few frontier rows with a weight matrix, natively.
 
 A frontier high in a batch's trees has few rows (at h=256, batch 25, most of
-an SST batch's 17 heights have 1-30). OpenBLAS packs the whole weight for
-every SGEMM and runs such products at 10-40 GFLOP/s on one core of this
-host. `nt(x, w)` is the forward product `x @ w.T` (x: m rows of k, w: n rows
+an SST batch's heights have 1-30). OpenBLAS packs the whole weight for
+every SGEMM, a cost such small products do not repay. `nt(x, w)` is the forward product `x @ w.T` (x: m rows of k, w: n rows
 of k, row-major f32) as dot products: a tile of 4 rows of x by 6 rows of w
 keeps 24 vector accumulators over k and reduces each once. The loops run
 weight rows outside, so a tile of w stays in L1 while all of x passes. The k
@@ -12,12 +11,9 @@ kernel is LLVM IR text (vector types and masked intrinsics, which tmath's
 lowering does not model), compiled once and kept in the on-disk object cache.
 
 Vectors are 16 lanes (AVX-512; LLVM splits them where the host has only
-AVX2). OpenBLAS runs its AVX2 kernels here (this environment sets
-`OPENBLAS_CORETYPE=Haswell`), so on this Zen 5 core the kernel beat it at
-every row count from 2: 183-212 GFLOP/s against 100-122 from 28 rows up, on
-one thread, 2.4-4.3x at 2-8 rows (`python bench/run.py smallgemm`,
-`docs/bench/smallgemm.json`); with 8 lanes and a 4 x 3 tile it had reached
-117-128. The backward products are `gemm.py`'s.
+AVX2); 16 lanes with a 4 x 6 tile beat 8 lanes with a 4 x 3 one. How it
+compares with the host's BLAS is measured by `python bench/run.py smallgemm`
+(results in docs/benchmarks.md). The backward products are `gemm.py`'s.
 """
 
 from __future__ import annotations

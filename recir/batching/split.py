@@ -3,7 +3,7 @@
 On two threads, OpenBLAS's own threading split each big product but left
 the rest of a frontier (small products, row kernels) on one core, and its
 worker spun on the other core between products, so the frontier scheduler
-gained ~1.1x from a second thread. Here each split call is a list of
+gained little from a second thread. Here each split call is a list of
 *parts* (one call of a native function on a slice of the work) run by one
 OpenMP team (libgomp, `GOMP_parallel`, as the recursive code's tasks):
 threads claim parts with an atomic counter until none is left, so a team

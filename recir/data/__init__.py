@@ -29,13 +29,15 @@ if TYPE_CHECKING:
         Vocabulary,
         build_vocabulary,
         load_sst,
+        download,
         parse_tree,
+        sst_folder,
         sst_path,
     )
 
 SST_NAMES = frozenset({
-    "TreeParseError", "Vocabulary", "build_vocabulary", "load_sst", "parse_tree",
-    "sst_path",
+    "TreeParseError", "Vocabulary", "build_vocabulary", "download", "load_sst",
+    "parse_tree", "sst_folder", "sst_path",
 })
 
 __all__ = [
@@ -47,11 +49,13 @@ __all__ = [
     "Vocabulary",
     "batch_trees",
     "build_vocabulary",
+    "download",
     "load_sst",
     "make_tree",
     "make_treebank",
     "parse_tree",
     "sentiment_label",
+    "sst_folder",
     "sst_path",
     "validate_structure",
     "word_polarity",

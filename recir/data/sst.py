@@ -6,7 +6,8 @@ its label up to the closing bracket, because one SST word contains a space
 (`(2 8 1\\/2)`). Parsing is iterative, so deep trees cannot exhaust Python's
 stack, and errors say `file:line: error: ...` so a bad line is easy to find.
 
-`python -m recir.data.sst FILE` prints tree/node counts, depth and vocabulary.
+`python -m recir.data.sst FILE` prints tree/node counts, depth and vocabulary;
+`python -m recir.data.sst fetch [DIR]` downloads SST (`recir.data.download`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recir.data.download import DownloadError, data_dir, download
 from recir.data.trees import Tree
 
 LABELS = frozenset("01234")
@@ -76,11 +78,14 @@ def build_vocabulary(trees_text: Iterable[str]) -> Vocabulary:
 
 def parse_tree(
     text: str, vocab: Vocabulary, *, file: str | os.PathLike[str] | None = None,
-    line: int | None = None, grow: bool = True,
+    line: int | None = None, grow: bool = True, labelled: bool = True,
 ) -> Tree:
     """One bracketed tree -> post-order structure arrays (see `recir.data.trees`).
 
     `file` and `line` only locate errors; `grow=False` maps new words to 0.
+    With `labelled=False` a node's label may be left out (`((a) (b))`, label
+    -1); a digit is then a label only when something follows it, so `(3)` is
+    the word 3 and `(2 3)` the word 3 labelled 2.
     """
     name = "<string>" if file is None else os.fspath(file)
     where = f"{name}:{1 if line is None else line}"
@@ -108,10 +113,14 @@ def parse_tree(
             while end < n and text[end] not in " \t\r\n()":
                 end += 1
             token = text[pos + 1 : end]
-            if token not in LABELS:
+            column = pos + 1
+            if token in LABELS and (labelled or text[end:].lstrip()[:1] != ")"):
+                label, pos = int(token), end
+            elif labelled:
                 got = f"'{token}'" if token else "nothing"
                 raise fail(f"expected a label 0-4 at column {pos + 2}, got {got}")
-            column, label, pos = pos + 1, int(token), end
+            else:
+                label, pos = -1, pos + 1
             while pos < n and text[pos] in " \t\r\n":
                 pos += 1
             if pos < n and text[pos] not in "()":  # a leaf: the word runs to ')'
@@ -164,35 +173,75 @@ def load_sst(
     """
     vocab = Vocabulary() if vocab is None else vocab
     trees: list[Tree] = []
-    number = 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for number, text in enumerate(f, start=1):
-                if text.strip():
-                    trees.append(parse_tree(text, vocab, file=path, line=number,
-                                            grow=grow_vocab))
-    except UnicodeDecodeError:
-        where = f"{os.fspath(path)}:{number + 1}"
-        raise TreeParseError(f"{where}: error: not utf-8 text") from None
+    with open(path, "rb") as f:  # decoded line by line: an error names its line
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                where = f"{os.fspath(path)}:{number}:{e.start + 1}"
+                raise TreeParseError(f"{where}: error: byte 0x{raw[e.start]:02x} is not "
+                                     "valid UTF-8 (tree files are UTF-8 text)") from None
+            if text.strip():
+                trees.append(parse_tree(text, vocab, file=path, line=number,
+                                        grow=grow_vocab))
     return trees, vocab
 
 
+def sst_folders() -> list[Path]:
+    """Where SST is looked for, in order: $RECIR_SST_DIR when set, else the
+    download folder (`data_dir()`) and the checkout's ../shared/data/sst."""
+    folder = os.environ.get("RECIR_SST_DIR")
+    if folder:
+        return [Path(folder)]
+    project = Path(__file__).resolve().parents[2]
+    return [data_dir(), project.parent / "shared/data/sst"]
+
+
+def sst_folder(*splits: str) -> Path | None:
+    """The first of `sst_folders()` holding every `<split>.txt` asked for."""
+    for folder in sst_folders():
+        if all((folder / f"{s}.txt").is_file() for s in splits or ("train",)):
+            return folder
+    return None
+
+
 def sst_path(split: str) -> Path | None:
-    """`<split>.txt` from $RECIR_SST_DIR or the checkout's ../shared/data/sst.
+    """`<split>.txt` from the first of `sst_folders()` that has it.
 
     None when the file is absent, so callers can fall back to synthetic trees;
     the data is read in place and never copied into the project.
     """
-    folder = os.environ.get("RECIR_SST_DIR")
-    project = Path(__file__).resolve().parents[2]
-    base = Path(folder) if folder else project.parent / "shared/data/sst"
-    path = base / f"{split}.txt"
-    return path if path.is_file() else None
+    folder = sst_folder(split)
+    return folder / f"{split}.txt" if folder else None
+
+
+def fetch_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m recir.data.sst fetch",
+        description="Download SST train/dev/test (trainDevTestTrees_PTB.zip), verify "
+        "them and unpack them atomically.")
+    parser.add_argument("dir", nargs="?", type=Path,
+                        help=f"target folder (default {data_dir()}, from "
+                        "$RECIR_DATA_DIR)")
+    parser.add_argument("--force", action="store_true",
+                        help="download even when verified files are there")
+    args = parser.parse_args(argv)
+    try:
+        folder = download(args.dir, force=args.force)
+    except DownloadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"SST train, dev and test verified in {folder}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fetch"]:
+        return fetch_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m recir.data.sst",
-                                     description="Summarise an SST bracket file.")
+                                     description="Summarise an SST bracket file "
+                                     "(`fetch [DIR]` downloads SST instead).")
     parser.add_argument("file", help="one bracketed tree per line")
     args = parser.parse_args(argv)
     try:

@@ -101,34 +101,85 @@ class ArgumentName:
         return f"argument {self.index} ({self.typ})"
 
 
+def integer_range(typ: IntegerType | IndexType) -> tuple[int, int]:
+    """The values an integer argument may take: signed, as the native code
+    reads them (i1: 0 and 1; index: 64 bits)."""
+    width = 64 if isinstance(typ, IndexType) else typ.width.data
+    if width == 1:
+        return 0, 1
+    return -(1 << (width - 1)), (1 << (width - 1)) - 1
+
+
 def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
-    """A Python/NumPy value checked and converted to the interpreter's form."""
+    """A Python/NumPy value checked and converted to the interpreter's form:
+    every path (interpreter, native, `.batch`, frontier) converts its
+    arguments here, so none narrows or reinterprets a value silently."""
+    if isinstance(typ, TensorType):
+        return coerce_tensor(index, value, typ)
     where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
-        if isinstance(value, bool | int | np.integer):
-            return int(value)
-        raise RecirError(f"error: {where} expects an integer, got {value!r}")
+        if not isinstance(value, bool | int | np.integer | np.bool_):
+            raise RecirError(f"error: {where} expects an integer, got {value!r}")
+        low, high = integer_range(typ)
+        if not low <= int(value) <= high:
+            raise RecirError(f"error: {where} does not fit: {value} is outside "
+                             f"[{low}, {high}]")
+        return int(value)
     if isinstance(typ, Float32Type | Float64Type):
-        if isinstance(value, int | float | np.floating | np.integer):
+        if not isinstance(value, int | float | np.floating | np.integer):
+            raise RecirError(f"error: {where} expects a number, got {value!r}")
+        try:
             return float(np.float32(value)) if isinstance(typ, Float32Type) else float(value)
-        raise RecirError(f"error: {where} expects a number, got {value!r}")
-    if isinstance(typ, TensorType):
-        return coerce_tensor(where, value, typ)
+        except OverflowError:
+            raise RecirError(f"error: {where} is too large for {typ}: {value}") from None
     raise RecirError(f"error: {where}: unsupported argument type")
 
 
-def coerce_tensor(where: object, value: Any, typ: TensorType[Attribute]) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
-        raise RecirError(f"error: {where} expects an array, got {type(value).__name__}")
+INT32 = np.iinfo(np.int32)
+
+
+TensorFacts = tuple[np.dtype[Any], int, tuple[tuple[int, int], ...]]
+
+
+def tensor_facts(typ: TensorType[Attribute]) -> TensorFacts:
+    """The array dtype a tensor type converts to, its rank and its fixed
+    dimensions (axis, size): the frontier works them out once per batch and
+    column, not once per tree."""
     is_int = isinstance(typ.element_type, IntegerType)
-    if is_int and value.dtype.kind not in "iu":
-        raise RecirError(f"error: {where} expects integers, got dtype {value.dtype}")
     shape = tuple(typ.get_shape())
-    if value.ndim != len(shape) or any(
-        d >= 0 and d != v for d, v in zip(shape, value.shape, strict=True)
-    ):
-        raise RecirError(f"error: {where} got an array of shape {value.shape}")
-    return np.ascontiguousarray(value, dtype=np.int32 if is_int else np.float32)
+    fixed = tuple((axis, d) for axis, d in enumerate(shape) if d >= 0)
+    return np.dtype(np.int32 if is_int else np.float32), len(shape), fixed
+
+
+def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
+                  facts: TensorFacts | None = None) -> np.ndarray:
+    """An int32 or float32 array; integers of another width are range-checked
+    before they are narrowed (a word id 2**32 + w must not become w), floats
+    never become integers, and only numeric (bool, integer, float) arrays
+    are accepted."""
+    dtype, rank, fixed = tensor_facts(typ) if facts is None else facts
+    if not isinstance(value, np.ndarray):
+        raise RecirError(f"error: {ArgumentName(index, typ)} expects an array, "
+                         f"got {type(value).__name__}")
+    if value.dtype is not dtype and value.dtype != dtype:
+        check_dtype(ArgumentName(index, typ), value, dtype)
+    if value.ndim != rank or any(value.shape[axis] != d for axis, d in fixed):
+        raise RecirError(f"error: {ArgumentName(index, typ)} got an array of shape "
+                         f"{value.shape}")
+    return np.ascontiguousarray(value, dtype=dtype)
+
+
+def check_dtype(where: ArgumentName, value: np.ndarray, dtype: np.dtype[Any]) -> None:
+    """`value` converts to `dtype` (int32 or float32) without losing meaning."""
+    if value.dtype.kind not in "biuf":
+        raise RecirError(f"error: {where} expects a numeric array, got dtype {value.dtype}")
+    if dtype.kind == "f":
+        return
+    if value.dtype.kind not in "iu":
+        raise RecirError(f"error: {where} expects integers, got dtype {value.dtype}")
+    if value.size and (value.min() < INT32.min or value.max() > INT32.max):
+        bad = value[(value < INT32.min) | (value > INT32.max)][0]
+        raise RecirError(f"error: {where} holds {bad}, which does not fit in int32")
 
 
 def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any, ...]:

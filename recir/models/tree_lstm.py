@@ -40,10 +40,12 @@ def make_cells(hidden: int, slice_fn, sigmoid, tanh, concat):
     return leaf, combine
 
 
-def trace_model(params: dict[str, np.ndarray]):
+def trace_model(params: dict[str, np.ndarray], node_scores: int = 0):
+    """`node_scores=N`: also every node's logits (`tree_common`)."""
     hidden = params["w_out"].shape[1]
     leaf, combine = make_cells(hidden, rf.slice, rf.sigmoid, rf.tanh, rf.concat)
-    return trace_tree_model("tree_lstm", params, hidden, leaf, combine, state=2)
+    return trace_tree_model("tree_lstm", params, hidden, leaf, combine, state=2,
+                            node_scores=node_scores)
 
 
 def reference(tree, root: int, params: dict[str, np.ndarray]):

@@ -25,9 +25,11 @@ def make_cells(tanh, concat):
     return leaf, combine
 
 
-def trace_model(params: dict[str, np.ndarray]):
+def trace_model(params: dict[str, np.ndarray], node_scores: int = 0):
+    """`node_scores=N`: also every node's logits (`tree_common`)."""
     leaf, combine = make_cells(rf.tanh, rf.concat)
-    return trace_tree_model("tree_rnn", params, params["b"].shape[0], leaf, combine)
+    return trace_tree_model("tree_rnn", params, params["b"].shape[0], leaf, combine,
+                            node_scores=node_scores)
 
 
 def reference(tree, root: int, params: dict[str, np.ndarray]):

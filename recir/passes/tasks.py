@@ -169,7 +169,7 @@ def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
     context): it packs them as `@f__team` loads them, with `limit` as thread
     0's stack limit, starts the team (GOMP_parallel) and returns the result.
     A team call then costs Python one foreign call, as a serial one does,
-    where building the fields and the team's data there cost ~4 us."""
+    where building the fields and the team's data in Python cost more."""
     inputs, output = signature(function)
     block = Block(arg_types=[PTR, i64, i32, *inputs])
     contexts, limit, threads, args = block.args[0], block.args[1], block.args[2], block.args[3:]
@@ -250,8 +250,7 @@ def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies
     """After a barrier (every task done), each thread adds its share of the
     elements of every other thread's copy of each buffer into the caller's
     (thread 0's table) and zeroes it for the next call: a gradient call's
-    copies summed on the team, not after it in Python (~8 us a 64-leaf
-    TreeRNN gradient). Nothing to add where thread 0 has no table (a team
+    copies summed on the team, not after it in Python. Nothing to add where thread 0 has no table (a team
     of one). Returns the blocks made; the last one returns."""
     blocks: list[Block] = []
     b.op(llvm.CallOp("GOMP_barrier"))

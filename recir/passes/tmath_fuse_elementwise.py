@@ -10,7 +10,9 @@ use outside the group must come after the group's last op, where the fused op
 goes. Values used outside stay available as results; no op is duplicated
 (recomputing a value in two groups would only pay off for ops cheaper than a
 load, which the loop lowering's loads already are). Backward functions are
-fused too: the pass runs after synthesize-gradients.
+fused too: the pass runs after synthesize-gradients. The bodies of existing
+`tmath.fused` ops are left as they are, so the pass is idempotent: fused IR
+(the pass's own output, or written by hand as docs/ir.md shows) is unchanged.
 
 No options.
 """
@@ -88,7 +90,8 @@ class TmathFuseElementwisePass(ModulePass):
     name = "tmath-fuse-elementwise"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        blocks = [b for inner in op.walk() for r in inner.regions for b in r.blocks]
+        blocks = [b for inner in op.walk() if not isinstance(inner, tmath.FusedOp)
+                  for r in inner.regions for b in r.blocks]
         for block in blocks:
             for members in groups_of(block):
                 fuse(members)

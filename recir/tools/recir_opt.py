@@ -1,7 +1,9 @@
 """`recir-opt`: xdsl-opt with recir's dialects and passes, and located errors.
 
 Errors (bad IR text, failed verification, failed passes) print one
-`file:line:col: error: ...` line and exit with status 1, not a traceback.
+`file:line:col: error: ...` line and exit with status 1, not a traceback. A
+pass run before the passes it depends on (`recir.pass_order`) is reported at
+the first op it cannot handle.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from recir.context import make_context
-from recir.parsing import parse_module
+from recir.diagnostics import RecirError
+from recir.parsing import decode_source, parse_module, verify_located
+from recir.pass_order import check_prerequisites
 from recir.universe import RECIR_DIALECTS, RECIR_PASSES
 
 
@@ -37,18 +41,60 @@ class RecirOptMain(xDSLOptMain):
     ) -> ModuleOp | None:
         if file_extension != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
-        text = chunk.read().decode()
+        text = decode_source(chunk.read(), self.get_input_name(), start_offset)
         return parse_module(self.ctx, text, self.get_input_name(), start_offset)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """Each pass after a check of its prerequisites; a pass that fails
+        without a located error is named in a one-line error."""
+        passes, callback = self.pipeline.passes, self.pipeline.callback
+        for i, stage in enumerate(passes):
+            if i == 0 and callback is not None:
+                callback(None, prog, stage)
+            try:
+                check_prerequisites(stage.name, prog)
+                stage.apply(self.ctx, prog)
+                if not self.args.disable_verify:
+                    verify_located(prog)
+            except RecirError as e:
+                raise self.in_file(str(e)) from None
+            except (DiagnosticException, ValueError, KeyError, TypeError,
+                    AssertionError, NotImplementedError) as e:
+                raise self.in_file(f"error: pass '{stage.name}' failed: "
+                                   f"{one_line(e)}") from None
+            if callback is not None:
+                callback(stage, prog, passes[i + 1] if i + 1 < len(passes) else None)
+
+    def in_file(self, message: str) -> RecirError:
+        """The error located at the input file where no op location is known
+        (ops a pass made may have none)."""
+        if message.startswith("error:"):
+            message = f"{self.get_input_name()}: {message}"
+        return RecirError(message)
+
+
+def one_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, cut short (xDSL's may hold the
+    repr of a whole block)."""
+    text = " ".join((str(e.args[0]) if len(e.args) == 1 else str(e)).split())
+    text = text or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         RecirOptMain(description="recir modular optimizer driver", args=argv).run()
     except (DiagnosticException, ParseError) as e:
-        print(str(e).removesuffix("\n"), file=sys.stderr)
+        message = str(e).removesuffix("\n")
+        print(message if "error:" in message.split("\n", 1)[0] else f"error: {message}",
+              file=sys.stderr)
         return 1
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("error: the IR nests too deeply (more levels than Python's recursion "
+              "limit allows)", file=sys.stderr)
         return 1
     return 0
 

@@ -12,7 +12,10 @@ and exit status 1.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import tokenize
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry, run_function
-from recir.parsing import parse_module
+from recir.parsing import decode_source, parse_module
 
 
 def parse_argument(index: int, text: str, typ: Attribute) -> Any:
@@ -55,18 +58,41 @@ def parse_argument(index: int, text: str, typ: Attribute) -> Any:
 
 
 def load_npy(index: int, path: str) -> np.ndarray:
+    """A numeric array from a `.npy` file whose header was checked first: its
+    dtype (bool, integer or float: strings, dates, complex numbers and
+    records have no tensor meaning), its size against the file's (a broken
+    or hostile header must not allocate or read past the data)."""
+    where = f"--arg {index + 1}: '{path}'"
     try:
-        with open(path, "rb") as f:
-            if f.read(6) != b"\x93NUMPY":
-                raise ValueError("not a .npy file")
-        value = np.load(path, allow_pickle=False)
+        with open(path, "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy's note on Python 2 headers
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(f)
+            start, end = f.tell(), f.seek(0, 2)
     except OSError as e:
         raise RecirError(f"error: --arg {index + 1}: cannot read '{path}': {e.strerror}") from None
-    except (ValueError, EOFError) as e:
-        raise RecirError(f"error: --arg {index + 1}: '{path}': {e}") from None
-    if not isinstance(value, np.ndarray):
-        raise RecirError(f"error: --arg {index + 1}: '{path}' holds no single array")
-    return value
+    except (ValueError, EOFError, SyntaxError, TypeError, KeyError, MemoryError,
+            RecursionError, tokenize.TokenError) as e:  # what numpy's header parsing raises
+        message = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
+        reason = " ".join(message.split(".")[0].split()) or type(e).__name__
+        raise RecirError(f"error: {where} is not a .npy file ({reason})") from None
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise RecirError(f"error: {where} is not a .npy file (shape {shape})")
+    if dtype.kind not in "biuf":
+        raise RecirError(f"error: {where} holds {dtype} values; arguments are numeric "
+                         "(bool, integer or float) arrays")
+    if end - start < math.prod(shape) * dtype.itemsize:
+        raise RecirError(f"error: {where} is truncated: shape {shape} needs "
+                         f"{math.prod(shape) * dtype.itemsize} bytes, the file has "
+                         f"{end - start}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise RecirError(f"error: {where}: {' '.join(str(e).split())}") from None
 
 
 def format_scalar(value: Any) -> str:
@@ -80,8 +106,12 @@ def report(results: tuple[Any, ...], out: Path | None) -> None:
         if not isinstance(value, np.ndarray):
             print(format_scalar(value))
         elif out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            np.save(out / f"result{i}.npy", value)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                np.save(out / f"result{i}.npy", value)
+            except OSError as e:
+                raise RecirError(f"error: --out '{out}': cannot write "
+                                 f"result{i}.npy: {e.strerror}") from None
             print(out / f"result{i}.npy")
         else:
             summary = np.array2string(value.ravel(), threshold=8, edgeitems=3)
@@ -89,11 +119,13 @@ def report(results: tuple[Any, ...], out: Path | None) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise RecirError(f"error: --out '{args.out}' is a file, not a directory")
     try:
-        text = Path(args.file).read_text()
+        data = Path(args.file).read_bytes()
     except OSError as e:
         raise RecirError(f"error: cannot read '{args.file}': {e.strerror}") from None
-    module = parse_module(make_context(), text, args.file)
+    module = parse_module(make_context(), decode_source(data, args.file), args.file)
     entry = find_entry(module, args.entry)
     types = entry.function_type.inputs.data
     if len(args.arg) != len(types):
@@ -123,11 +155,16 @@ def main(argv: list[str] | None = None) -> int:
         "--interpret", action="store_true", help="run with the reference interpreter"
     )
     parser.add_argument("--out", type=Path, help="save tensor results here as .npy")
+    args = parser.parse_args(argv)
     try:
-        run(parser.parse_args(argv))
+        run(args)
     except DiagnosticException as e:
         message = str(e)
         print(message if "error:" in message else f"error: {message}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print(f"error: '{args.file}' nests too deeply (more levels than Python's "
+              "recursion limit allows)", file=sys.stderr)
         return 1
     return 0
 

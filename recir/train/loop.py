@@ -2,11 +2,17 @@
 
 Gradients of a minibatch are accumulated in place (`into=`) over its trees
 and averaged by the optimizer step, so a step allocates nothing per tree.
+The options are checked before anything is compiled, and a resume file
+before anything is restored (`TrainConfigError`, `CheckpointError`: one line).
+With a test split, the parameters of the epoch with the best dev root
+accuracy are scored on it once, at the end (the SST protocol).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +23,13 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
-from recir.train.metrics import evaluate
+from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
+from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, make_reducer
+from recir.train.metrics import NodeScorer, evaluate
 from recir.train.optimizers import Optimizer
+
+__all__ = ["TrainConfig", "TrainConfigError", "load_checkpoint", "save_checkpoint",
+           "train"]
 
 
 @dataclass
@@ -30,11 +41,54 @@ class TrainConfig:
     checkpoint: Path | None = None
     resume: bool = False
     metrics: Path | None = None
-    all_nodes: bool = False  # evaluate every node too (slower)
+    all_nodes: bool = False  # evaluate every node too
     threads: int = 1  # trees of a minibatch run side by side
     progress: bool = True
     on_epoch: Callable[[dict[str, Any]], None] | None = None  # gets each record
     history: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] | None = None  # what the model is: kind, sizes, vocabulary
+    best: Best = field(default_factory=Best)  # the best-dev epoch (kept by `train`)
+    test_scores: dict[str, Any] | None = None  # set by `train` given a test split
+    # Data-parallel over MPI ranks (recir.train.distributed): rank 0 alone
+    # evaluates, logs and checkpoints; `threads` are per rank.
+    distributed: bool = False
+    collective_timeout: float = COLLECTIVE_TIMEOUT_S
+
+
+class TrainConfigError(ValueError):
+    """An option that cannot work; the message is one line."""
+
+
+def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
+    """Refuse nonsense before any work: sizes, rates, writable output paths."""
+    for name in ("epochs", "batch_size", "threads"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise TrainConfigError(f"{name.replace('_', ' ')} must be at least 1, "
+                                   f"got {value}")
+    if config.engine not in ("native", "interpret"):
+        raise TrainConfigError(f"unknown engine '{config.engine}' (native, interpret)")
+    lr = getattr(optimizer, "lr", 1.0)
+    if not (math.isfinite(lr) and lr >= 0):
+        raise TrainConfigError(f"the learning rate must be 0 or more, got {lr}")
+    decay = getattr(optimizer, "weight_decay", 0.0)
+    if not (math.isfinite(decay) and decay >= 0):
+        raise TrainConfigError(f"the weight decay must be 0 or more, got {decay}")
+    for what, path in (("metrics", config.metrics), ("checkpoint", config.checkpoint)):
+        if path is not None:
+            check_writable(Path(path), what)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """A file we may create or overwrite at `path` (tested, not written)."""
+    if path.is_dir():
+        raise TrainConfigError(f"{what} path {path} is a folder")
+    folder = path.parent
+    if not folder.is_dir():
+        raise TrainConfigError(f"{what} path {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise TrainConfigError(f"{what} path {path} is not writable")
 
 
 def embedding_rows(batch: Sequence[Any], grads: dict[str, np.ndarray]
@@ -51,77 +105,115 @@ def tree_inputs(tree: Any) -> tuple[Any, ...]:
 
 
 def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
-          dev: Sequence[Any], config: TrainConfig) -> list[dict[str, Any]]:
-    """Trains `model.params` in place; returns one metrics dict per epoch."""
+          dev: Sequence[Any], config: TrainConfig, test: Sequence[Any] = ()
+          ) -> list[dict[str, Any]]:
+    """Trains `model.params` in place; returns one metrics dict per epoch.
+    With `test`, `config.test_scores` gets the best-dev epoch's test scores."""
+    check_config(config, optimizer)
+    reducer = make_reducer(config.distributed, embedding_rows,
+                           config.collective_timeout)
+    with reducer.fail_fast():
+        return train_ranks(model, optimizer, trees, dev, config, reducer, test)
+
+
+def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
+                dev: Sequence[Any], config: TrainConfig, reducer: LocalReducer,
+                test: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(config.seed)
+    first_epoch, best = 0, config.best
+    if config.resume and config.checkpoint and config.checkpoint.exists():
+        first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer,
+                                           best, (config.info or {}).get("kind"))
     start = time.perf_counter()
     step = recir.value_and_grad(model, engine=config.engine, threads=config.threads)
-    forward = (recir.compile(model, threads=config.threads)
-               if config.engine == "native" else model.run)
+    scorer = NodeScorer(model, config.threads, config.engine,
+                        roots_only=not config.all_nodes)
+    if reducer.is_root:  # rank 0 alone evaluates
+        scorer.prepare(dev, test)
     compile_seconds = time.perf_counter() - start
-    rng = np.random.default_rng(config.seed)
-    first_epoch = 0
-    if config.resume and config.checkpoint and config.checkpoint.exists():
-        first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer)
-    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    reducer.check_same("the training trees", len(trees))
+    reducer.check_same("the parameters",
+                       sum(float(v.sum()) for v in model.params.values()))
+    grads = reducer.gradient_buffers(model.params)
     for epoch in range(first_epoch, config.epochs):
         order = rng.permutation(len(trees))
         record = {"epoch": epoch + 1,
                   **run_epoch(step, optimizer, [trees[i] for i in order], grads,
-                              config, f"epoch {epoch + 1}/{config.epochs}"),
-                  "compile_seconds": compile_seconds,
-                  **evaluate(forward, model.params, dev, config.all_nodes)}
-        config.history.append(record)
-        if config.on_epoch is not None:
-            config.on_epoch(record)
-        if config.metrics:
-            with open(config.metrics, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+                              config, f"epoch {epoch + 1}/{config.epochs}", reducer),
+                  "compile_seconds": compile_seconds}
+        if not reducer.is_root:  # rank 0 evaluates, logs and checkpoints
+            config.history.append(reducer.from_root(record))
+            continue
+        record |= timed(evaluate, scorer, dev, config.all_nodes)
+        best.offer(epoch + 1, record["root_fine"] if dev else epoch, model.params)
+        record["best_epoch"] = best.epoch
+        log(record, config)
         if config.checkpoint:
-            save_checkpoint(config.checkpoint, model.params, optimizer, epoch + 1, rng)
+            save_checkpoint(config.checkpoint, model.params, optimizer, epoch + 1, rng,
+                            best, config.info)
+        reducer.from_root(record)
+    if test and reducer.is_root:
+        config.test_scores = score_best(model.params, best, scorer, test, config)
     return config.history
 
 
+def timed(score: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
+    began = time.perf_counter()
+    return {**score(*args), "eval_seconds": time.perf_counter() - began}
+
+
+def log(record: dict[str, Any], config: TrainConfig) -> None:
+    config.history.append(record)
+    if config.on_epoch is not None:
+        config.on_epoch(record)
+    if config.metrics:
+        with open(config.metrics, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
+               test: Sequence[Any], config: TrainConfig) -> dict[str, Any]:
+    """Test accuracy (root and all nodes) of the best-dev epoch's parameters,
+    swapped in for the call; logged as a `"split": "test"` metrics line."""
+    last = {k: v.copy() for k, v in params.items()}
+    try:
+        for k, v in (best.params or last).items():
+            params[k][...] = v
+        scorer.roots_only = False
+        record = {"split": "test", "picked_epoch": best.epoch or None,
+                  "dev_root_fine": best.score if best.epoch else None,
+                  **timed(evaluate, scorer, test, True)}
+    finally:
+        for k, v in last.items():
+            params[k][...] = v
+    if config.metrics:
+        with open(config.metrics, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    return record
+
+
 def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
-              grads: dict[str, np.ndarray], config: TrainConfig, desc: str
-              ) -> dict[str, float]:
-    """One pass in the given order: a step per minibatch on its mean gradient."""
+              grads: dict[str, np.ndarray], config: TrainConfig, desc: str,
+              reducer: LocalReducer | None = None) -> dict[str, float]:
+    """One pass in the given order: a step per minibatch on its mean gradient
+    (with several ranks, each computes its share and the sums are reduced)."""
+    reducer = reducer or LocalReducer()
     began, total_loss, seen = time.perf_counter(), 0.0, 0
-    with tqdm(total=len(trees), disable=not config.progress, desc=desc, unit="tree",
-              leave=False) as bar:
+    with tqdm(total=len(trees), disable=not (config.progress and reducer.is_root),
+              desc=desc, unit="tree", leave=False) as bar:
         for first in range(0, len(trees), config.batch_size):
             batch = trees[first:first + config.batch_size]
-            outputs, _ = step.batch([tree_inputs(t) for t in batch], grads,
-                                    config.threads)
-            total_loss += sum(float(out[-1]) for out in outputs)
-            optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads),
-                           zero=True)
+            with reducer.phase("compute"):
+                outputs, _ = step.batch([tree_inputs(t) for t in reducer.shard(batch)],
+                                        grads, config.threads)
+            total_loss += reducer.reduce(grads, sum(float(out[-1]) for out in outputs),
+                                         batch)
+            with reducer.phase("optimizer"):
+                optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads),
+                               zero=True)
             seen += len(batch)
             bar.update(len(batch))
             bar.set_postfix(loss=f"{total_loss / seen:.3f}", refresh=False)
     seconds = time.perf_counter() - began
     return {"loss": total_loss / max(seen, 1), "trees_per_s": seen / seconds,
-            "train_seconds": seconds}
-
-
-def save_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimizer,
-                    epoch: int, rng: np.random.Generator) -> None:
-    arrays = {f"param/{k}": v for k, v in params.items()}
-    arrays |= {f"opt/{k}": v for k, v in optimizer.state_dict().items()}
-    arrays["epoch"] = np.array(epoch)
-    arrays["rng"] = np.array(json.dumps(rng.bit_generator.state))
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
-
-
-def load_checkpoint(path: Path, params: dict[str, np.ndarray], optimizer: Optimizer
-                    ) -> tuple[int, np.random.Generator]:
-    """Restores params (in place), optimizer state and the shuffling rng."""
-    with np.load(path) as data:
-        for name, value in params.items():
-            value[...] = data[f"param/{name}"]
-        optimizer.load_state_dict({k[4:]: data[k] for k in data.files
-                                   if k.startswith("opt/")})
-        rng = np.random.default_rng()
-        rng.bit_generator.state = json.loads(str(data["rng"]))
-        return int(data["epoch"]), rng
+            "train_seconds": seconds, **reducer.report()}

@@ -2,7 +2,14 @@
 
 Binary follows the usual SST protocol: gold labels 0-1 are negative, 3-4
 positive, neutral (2) is left out; the prediction compares the summed
-probabilities of the negative and positive classes.
+probabilities of the negative and positive classes. Nodes labelled -1
+(unknown) are not scored.
+
+Scores come from a `NodeScorer`: a tree model traced with a node score table
+(`recir.models.tree_common`) gives every node's logits in one forward per
+tree, run in batches through the compiled function. A model without one
+(any traced model with `w_out`/`b_out`) falls back to one forward rooted at
+each node.
 """
 
 from __future__ import annotations
@@ -12,11 +19,24 @@ from typing import Any
 
 import numpy as np
 
+import recir
+
+# Trees per `.batch` call: large enough that a team of threads stays busy,
+# small enough that a batch's score tables stay in cache-sized memory.
+SCORE_BATCH = 256
+# Smallest node capacity of the score table; capacities are powers of two, so
+# a treebank retraces at most a few times (SST's largest tree has 103 nodes).
+MIN_CAPACITY = 64
+
 
 def class_probabilities(h: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
-    logits = params["w_out"] @ h + params["b_out"]
-    e = np.exp(logits - logits.max())
-    return e / e.sum()
+    return softmax_rows(params["w_out"] @ h + params["b_out"])
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis."""
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 def binary_prediction(probs: np.ndarray) -> int:
@@ -30,31 +50,122 @@ class Accuracy:
         self.fine = self.fine_total = self.binary = self.binary_total = 0
 
     def add(self, probs: np.ndarray, label: int) -> None:
-        self.fine += int(np.argmax(probs) == label)
-        self.fine_total += 1
-        if label != 2:
-            self.binary += int(binary_prediction(probs) == int(label > 2))
-            self.binary_total += 1
+        self.add_many(np.asarray(probs)[None], np.array([label]))
+
+    def add_many(self, probs: np.ndarray, labels: np.ndarray) -> None:
+        """Rows of class probabilities and their gold labels (-1: skipped)."""
+        known = labels >= 0
+        probs, labels = probs[known], labels[known]
+        self.fine += int(np.count_nonzero(np.argmax(probs, axis=1) == labels))
+        self.fine_total += len(labels)
+        polar = labels != 2
+        positive = probs[polar, 3:].sum(axis=1) > probs[polar, :2].sum(axis=1)
+        self.binary += int(np.count_nonzero(positive == (labels[polar] > 2)))
+        self.binary_total += int(np.count_nonzero(polar))
 
     def as_dict(self, prefix: str) -> dict[str, float]:
         return {f"{prefix}_fine": self.fine / max(self.fine_total, 1),
                 f"{prefix}_binary": self.binary / max(self.binary_total, 1)}
 
 
-def evaluate(forward: Callable[..., Any], params: dict[str, np.ndarray],
-             trees: Sequence[Any], all_nodes: bool = False) -> dict[str, float]:
-    """Root accuracy; with `all_nodes`, also every node's (one forward per
-    node, each rooted there: the models return the root's state only)."""
+def scoring_inputs(tree: Any) -> tuple[Any, ...]:
+    """A tree as the models' inputs for scoring; unknown labels (-1) read as
+    0, since the loss output is not used and a label indexes the logits."""
+    return tree.left, tree.right, tree.word, np.maximum(tree.label, 0), tree.root
+
+
+class NodeScorer:
+    """Every node's logits, `(num_nodes, classes)` per tree.
+
+    `model` is a `TreeModel` (one forward per tree with a score table whose
+    capacity covers the largest tree of a batch) or any traced model with
+    `w_out`/`b_out` whose first output is h (one forward per node; with
+    `roots_only`, one per tree, giving the root's row only)."""
+
+    def __init__(self, model: Any, threads: int = 1, engine: str = "native",
+                 roots_only: bool = False, batching: str = "recursive"):
+        """`batching`: how `recir.compile` runs a batch of trees. The recursive
+        code is the default: on SST dev (TreeLSTM h=150, 2 cores) it scored
+        all nodes several times faster than the frontier scheduler or `auto`
+        (`bench/sst_eval_time.py --batching`)."""
+        self.model, self.threads, self.engine = model, threads, engine
+        self.roots_only, self.batching = roots_only, batching
+        self.compiled: dict[int, Callable[..., Any]] = {}
+        self.table = hasattr(model, "with_node_scores")
+
+    def function(self, capacity: int) -> Any:
+        """The compiled (or interpreted) model for trees of up to `capacity` nodes."""
+        if capacity not in self.compiled:
+            model = self.model.with_node_scores(capacity) if self.table else self.model
+            if self.engine != "native":
+                self.compiled[capacity] = model
+            else:
+                options = {} if self.batching == "recursive" else {
+                    "batching": self.batching}
+                self.compiled[capacity] = recir.compile(model, threads=self.threads,
+                                                        **options)
+        return self.compiled[capacity]
+
+    def capacity(self, trees: Sequence[Any]) -> int:
+        """The table's node capacity for these trees: the smallest one compiled
+        already that fits, else a power of two (few variants per treebank)."""
+        if not self.table:
+            return 0
+        largest = max((t.num_nodes for t in trees), default=1)
+        fits = [c for c in self.compiled if c >= largest]
+        return min(fits) if fits else max(MIN_CAPACITY, 1 << (largest - 1).bit_length())
+
+    def prepare(self, *splits: Sequence[Any]) -> None:
+        """Compile ahead what scoring these splits will need: one capacity
+        for all their trees."""
+        self.function(self.capacity([t for trees in splits for t in trees]))
+
+    def __call__(self, trees: Sequence[Any]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for first in range(0, len(trees), SCORE_BATCH):
+            batch = trees[first:first + SCORE_BATCH]
+            out += self.tables(batch) if self.table else self.per_root(batch)
+        return out
+
+    def tables(self, trees: Sequence[Any]) -> list[np.ndarray]:
+        capacity = self.capacity(trees)
+        fn = self.function(capacity)
+        inputs = [scoring_inputs(t) for t in trees]
+        outputs = (fn.batch(inputs) if self.engine == "native"
+                   else [fn.run(*x) for x in inputs])
+        classes = self.model.params["b_out"].shape[0]
+        return [np.asarray(out[-1], np.float32).reshape(capacity, classes)[:t.num_nodes]
+                for out, t in zip(outputs, trees, strict=True)]
+
+    def per_root(self, trees: Sequence[Any]) -> list[np.ndarray]:
+        fn = self.function(0)
+        call = fn if self.engine == "native" else fn.run
+        p = self.model.params
+        out = []
+        for t in trees:
+            left, right, word, label, root = scoring_inputs(t)
+            nodes = [root] if self.roots_only else range(t.num_nodes)
+            h = np.stack([np.asarray(call(left, right, word, label, i)[0])
+                          for i in nodes])
+            out.append(h @ p["w_out"].T + p["b_out"])
+        return out
+
+
+def evaluate(scorer: Callable[[Sequence[Any]], list[np.ndarray]], trees: Sequence[Any],
+             all_nodes: bool = False) -> dict[str, float]:
+    """Root accuracy; with `all_nodes`, also every node's. `scorer` maps trees
+    to their per-node logits (a `NodeScorer`)."""
     root, nodes = Accuracy(), Accuracy()
-    for tree in trees:
-        inputs = (tree.left, tree.right, tree.word, tree.label)
-        root_h = forward(*inputs, tree.root)[0]
-        root.add(class_probabilities(root_h, params), int(tree.label[tree.root]))
-        if all_nodes:
-            for i in range(tree.num_nodes):
-                h = root_h if i == tree.root else forward(*inputs, i)[0]
-                nodes.add(class_probabilities(h, params), int(tree.label[i]))
+    tables = scorer(trees)
+    if not trees:
+        return root.as_dict("root") | (nodes.as_dict("all") if all_nodes else {})
+    root.add_many(softmax_rows(np.stack([t[-1] for t in tables]).astype(np.float64)),
+                  np.array([t.label[t.root] for t in trees]))
     out = root.as_dict("root")
     if all_nodes:
+        if any(len(s) != t.num_nodes for s, t in zip(tables, trees, strict=True)):
+            raise ValueError("all-node accuracy needs a score for every node")
+        nodes.add_many(softmax_rows(np.concatenate(tables).astype(np.float64)),
+                       np.concatenate([t.label for t in trees]))
         out |= nodes.as_dict("all")
     return out

@@ -4,9 +4,8 @@ Compiled functions read the parameter arrays by reference, so an update must
 never rebind them. Rows of a 2-D parameter whose gradient is zero (the
 embedding rows of words not in the minibatch) are skipped, as sparse
 Adagrad in Tai et al. does: a dense update of the 18,000-word SST table
-per minibatch costs a large share of the step, or more (TreeLSTM h=150, 25
-trees, 2 cores: Adagrad 1.2 ms sparse vs 7.8 ms dense, Adam 2.1 vs 29 ms,
-against ~17 ms of gradients). Skipped rows also skip weight decay and,
+per minibatch costs a large share of the step, or more: for Adam, more than
+the minibatch's gradients (TreeLSTM h=150, 25 trees). Skipped rows also skip weight decay and,
 for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam).
 """
 
@@ -27,10 +26,14 @@ def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
 
 
 class Optimizer:
+    SLOTS: tuple[str, ...] = ()  # per-parameter state every step creates
+
     def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
         self.state: dict[str, Arrays] = {}
         self.steps = 0
+        # kept fixed; their gradient rows are still cleared
+        self.frozen: frozenset[str] = frozenset()
 
     def step(self, grads: Arrays, scale: float = 1.0,
              rows: dict[str, np.ndarray] | None = None, zero: bool = False) -> None:
@@ -44,10 +47,18 @@ class Optimizer:
         for name, param in self.params.items():
             used = (rows or {}).get(name)
             used = touched_rows(grads[name]) if used is None else used
+            if name in self.frozen:
+                if zero:
+                    grads[name][used] = 0
+                continue
             g = grads[name][used] * np.float32(scale)
+            # a row list gathers copies: read and write each row set once
+            values = param[used]
             if self.weight_decay:
-                g += np.float32(self.weight_decay) * param[used]
-            param[used] -= self.delta(name, used, g)
+                g += np.float32(self.weight_decay) * values
+            values -= self.delta(name, used, g)
+            if not isinstance(used, slice):
+                param[used] = values
             if zero:
                 grads[name][used] = 0
 
@@ -55,8 +66,12 @@ class Optimizer:
         raise NotImplementedError
 
     def slot(self, name: str, kind: str) -> np.ndarray:
-        return self.state.setdefault(kind, {}).setdefault(
-            name, np.zeros_like(self.params[name]))
+        # not setdefault(name, zeros_like(...)): that zeroes a whole new
+        # table (11 MB for SST's embeddings) on every step, then drops it
+        slots = self.state.setdefault(kind, {})
+        if name not in slots:
+            slots[name] = np.zeros_like(self.params[name])
+        return slots[name]
 
     def state_dict(self) -> Arrays:
         flat = {f"{kind}/{name}": v for kind, arrays in self.state.items()
@@ -81,6 +96,8 @@ class SGD(Optimizer):
 class Adagrad(Optimizer):
     """Tai et al.'s optimizer (lr 0.05, weight decay 1e-4)."""
 
+    SLOTS = ("sum_sq",)
+
     def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
                  eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)
@@ -88,11 +105,20 @@ class Adagrad(Optimizer):
 
     def delta(self, name, rows, g):
         total = self.slot(name, "sum_sq")
-        total[rows] += g * g
-        return np.float32(self.lr) * g / (np.sqrt(total[rows]) + np.float32(self.eps))
+        summed = total[rows]
+        summed += g * g
+        if not isinstance(rows, slice):
+            total[rows] = summed
+        root = np.sqrt(summed)
+        root += np.float32(self.eps)
+        g *= np.float32(self.lr)
+        g /= root
+        return g
 
 
 class Adam(Optimizer):
+    SLOTS = ("m", "v")
+
     def __init__(self, params: Arrays, lr: float = 1e-3, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)

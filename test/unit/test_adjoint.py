@@ -26,11 +26,6 @@ from recir.parsing import parse_module
 ENGINES = ["interpreter", "native"]
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("objects")
-
-
 def arr(*shape: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng([seed, *shape])
     return rng.standard_normal(shape).astype(np.float32)

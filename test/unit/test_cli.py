@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +43,26 @@ func.func @affine(%w: tensor<2x3xf32>, %x: tensor<3xf32>, %s: f32) -> (tensor<2x
 """
 
 
-def tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+def process_tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The tool as its own process: exit status and streams as a user sees them."""
     code = f"import sys; from recir.tools.{name} import main; sys.exit(main())"
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
     )
+
+
+def tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The tool's `main` in this process (no interpreter start-up per case);
+    an uncaught exception fails the test as a traceback would."""
+    main = importlib.import_module(f"recir.tools.{name}").main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess([name, *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -62,7 +80,8 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], pattern: str
 
 
 def test_recir_run_fib(tmp_path: Path):
-    result = tool("recir_run", write(tmp_path, "fib.mlir", FIB), "--entry", "fib",
+    path = write(tmp_path, "fib.mlir", FIB)
+    result = process_tool("recir_run", path, "--entry", "fib",
                   "--arg", "15", "--interpret")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "987\n"
@@ -118,6 +137,12 @@ def test_bad_ir_is_one_located_error(tmp_path: Path, case: str):
     path = write(tmp_path, "bad.mlir", text)
     assert_one_error_line(tool("recir_opt", path), pattern)
     assert_one_error_line(tool("recir_run", path, "--entry", "f"), pattern)
+
+
+def test_bad_ir_as_a_process_is_one_error_line_and_status_1(tmp_path: Path):
+    text, pattern = BAD_IR["missing callee"]
+    path = write(tmp_path, "bad.mlir", text)
+    assert_one_error_line(process_tool("recir_opt", path), pattern)
 
 
 def test_bad_run_arguments(tmp_path: Path):

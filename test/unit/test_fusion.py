@@ -29,8 +29,10 @@ def inputs(tree):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_native_fused_equals_unfused(name: str) -> None:
     model = small(MODELS[name], hidden=12, vocab=50)
-    fused, plain = recir.compile(model), recir.compile(model, fuse=False)
-    g_fused, g_plain = recir.value_and_grad(model), recir.value_and_grad(model, fuse=False)
+    # one thread: fusion does not depend on tasks, and their code doubles compile time
+    fused, plain = recir.compile(model, threads=1), recir.compile(model, fuse=False, threads=1)
+    g_fused = recir.value_and_grad(model, threads=1)
+    g_plain = recir.value_and_grad(model, fuse=False, threads=1)
     for tree in make_treebank(4, vocab_size=50, seed=3):
         for a, b in zip(fused(*inputs(tree)), plain(*inputs(tree))):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
@@ -56,8 +58,8 @@ def test_td_tree_lstm_backward_is_fused_and_equal() -> None:
     x = np.array([0.5, -0.2, 0.9, 0.1], np.float32)
     params["u_score"] = np.tanh(params["w_in"] @ x)
     model = td_tree_lstm.trace_model(params)
-    (n1, t1), g1 = recir.value_and_grad(model)(x, 5)
-    (n2, t2), g2 = recir.value_and_grad(model, fuse=False)(x, 5)
+    (n1, t1), g1 = recir.value_and_grad(model, threads=1)(x, 5)
+    (n2, t2), g2 = recir.value_and_grad(model, fuse=False, threads=1)(x, 5)
     assert n1 == n2
     assert t1 == pytest.approx(t2, rel=1e-6)
     for k in g1:

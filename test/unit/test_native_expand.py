@@ -88,7 +88,7 @@ def test_capacity_grows_and_results_stay(expansions):
 def test_a_cycle_in_a_tree_is_an_error_not_a_hang(native, monkeypatch):
     """Node 2's left child is itself: the call tree never ends. Natively the
     tables stop growing at `MAX_INVOCATIONS`; the interpreter stops after
-    `MAX_DEPTH` levels (made small here: a level costs it ~25 us)."""
+    `MAX_DEPTH` levels (made small here: every level costs interpreter time)."""
     monkeypatch.setattr(schedule, "MAX_DEPTH", 50)
     params = tree_rnn.init_params(np.random.default_rng(2), vocab=100)
     batched = BatchedFunction(tree_rnn.trace_model(params))

@@ -154,3 +154,19 @@ def test_a_team_that_slept_through_a_one_thread_call_is_not_timed():
         tuner.record(clock, clock + seconds, 10)
         clock, previous = clock + seconds, budget
     assert budgets[tuner.best] == 2
+
+
+def test_calls_at_once_time_one_call_at_a_time():
+    """A call that finds another being timed (several Python threads) runs
+    the best budget untimed; the tuner is free again after `release`."""
+    tuner = SpawnTuner()
+    tuner.best = BUDGETS.index(2)
+    budget, timed = tuner.claim()
+    assert timed
+    assert tuner.claim() == (2, False) and tuner.claim() == (2, False)
+    tuner.release(False)  # an untimed call's release leaves the timed one's claim
+    assert tuner.claim() == (2, False)
+    tuner.release(timed)
+    assert tuner.claim()[1]
+    fixed = SpawnTuner(fixed=3)
+    assert fixed.claim() == (3, False) and fixed.claim() == (3, False)

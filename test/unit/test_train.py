@@ -21,7 +21,9 @@ from recir.train import (
     SGD,
     Adagrad,
     Adam,
+    NodeScorer,
     TrainConfig,
+    TrainConfigError,
     evaluate,
     load_checkpoint,
     loop,
@@ -87,7 +89,7 @@ def tiny_model(seed: int = 0):
 def test_training_lowers_the_loss_and_resumes(tmp_path) -> None:
     trees = make_treebank(60, vocab_size=50, seed=1)
     model = tiny_model()
-    vg = recir.value_and_grad(model)
+    vg = recir.value_and_grad(model, threads=1)  # train's own code: compiled once
     before = sum(vg(t.left, t.right, t.word, t.label, t.root)[0][1] for t in trees)
     config = TrainConfig(epochs=3, batch_size=10, checkpoint=tmp_path / "c.npz",
                          metrics=tmp_path / "m.jsonl", progress=False)
@@ -126,7 +128,7 @@ def test_shuffling_is_reproducible() -> None:
 def test_evaluate_all_nodes_scores_every_node() -> None:
     model = tiny_model()
     trees = make_treebank(4, vocab_size=50, seed=3)
-    scores = evaluate(recir.compile(model), model.params, trees, all_nodes=True)
+    scores = evaluate(NodeScorer(model), trees, all_nodes=True)
     assert set(scores) == {"root_fine", "root_binary", "all_fine", "all_binary"}
     assert all(0 <= v <= 1 for v in scores.values())
 
@@ -149,7 +151,7 @@ def test_sentiment_example_runs(tmp_path, capsys) -> None:
         "root_fine", "root_binary", "all_fine", "all_binary", "trees_per_s",
         "compile_seconds"}
     for bad in (["--data", str(empty)], ["--resume"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(sentiment.UsageError):
             sentiment.parse_args(bad)
 
 
@@ -340,16 +342,38 @@ def test_binary_prediction_sums_class_probabilities() -> None:
 
 
 def test_evaluate_from_logits_root_and_all_nodes() -> None:
-    # one tree: leaves 0, 1 and root 2; w_out = I, so h is the logits
+    # one tree: leaves 0, 1 and root 2, scored by hand-made logits
     tree = Tree([-1, -1, 0], [-1, -1, 1], [0, 1, -1], [4, 2, 1])
     logits = {0: [0, 0, 0, 1, 5],   # gold 4: fine hit; binary positive, hit
               1: [0, 0, 1, 9, 0],   # gold 2: fine miss (3); neutral, no binary
               2: [3, 0, 0, 0, 4]}   # gold 1: fine miss (4); e^3 + 1 < 1 + e^4: miss
-    params = {"w_out": np.eye(5, dtype=np.float32), "b_out": np.zeros(5, np.float32)}
 
-    def forward(left, right, word, label, root):
-        return np.array(logits[int(root)], np.float32), np.float32(0)
+    def scorer(trees):
+        return [np.array([logits[i] for i in range(t.num_nodes)], np.float32)
+                for t in trees]
 
-    assert evaluate(forward, params, [tree]) == {"root_fine": 0.0, "root_binary": 0.0}
-    assert evaluate(forward, params, [tree], all_nodes=True) == pytest.approx(
+    assert evaluate(scorer, [tree]) == {"root_fine": 0.0, "root_binary": 0.0}
+    assert evaluate(scorer, [tree], all_nodes=True) == pytest.approx(
         {"root_fine": 0.0, "root_binary": 0.0, "all_fine": 1 / 3, "all_binary": 1 / 2})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"batch_size": 0}, "batch size must be at least 1, got 0"),
+    ({"epochs": -2}, "epochs must be at least 1"),
+    ({"threads": 0}, "threads must be at least 1"),
+    ({"metrics": "missing/m.jsonl"}, "does not exist"),
+    ({"checkpoint": "."}, "is a folder"),
+])
+def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_path,
+                                                    options, message) -> None:
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before the options were checked")
+
+    monkeypatch.setattr(loop.recir, "value_and_grad", no_compile)
+    options = {k: tmp_path / v if isinstance(v, str) else v for k, v in options.items()}
+    with pytest.raises(TrainConfigError, match=message):
+        train(double, SGD(double.params, lr=0.1), make_treebank(3, vocab_size=80), [],
+              TrainConfig(progress=False, **options))
+    with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
+        train(double, SGD(double.params, lr=float("nan")), [], [],
+              TrainConfig(progress=False))

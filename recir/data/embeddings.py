@@ -1,0 +1,106 @@
+"""Pretrained word vectors in GloVe or word2vec text format, for a vocabulary.
+
+A line is a word and its values separated by spaces; word2vec files start
+with a `count dim` header line, GloVe files do not. Files may be plain,
+`.gz` or `.zip` (its one text member). The file is streamed and only the
+vocabulary's rows are kept, so GloVe 840B (5.6 GB) costs the memory of the
+SST table. A vocabulary word missing from the file takes the vector of its
+lowercase form when the file has that (GloVe 6B is lowercased; SST is not).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from recir.data.sst import Vocabulary
+
+
+class EmbeddingError(ValueError):
+    """An unreadable or malformed vectors file; the message is one line."""
+
+
+@contextmanager
+def open_text(path: Path) -> Iterator[IO[str]]:
+    """The file as UTF-8 text, unpacking `.gz` and `.zip` on the fly."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            yield f
+    elif path.suffix == ".zip":
+        with zipfile.ZipFile(path) as z:
+            members = [n for n in z.namelist() if not n.endswith("/")]
+            if len(members) != 1:
+                raise EmbeddingError(f"{path}: a .zip of vectors must hold one file, "
+                                     f"found {len(members)}")
+            with z.open(members[0]) as raw:
+                yield io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield f
+
+
+def read_embeddings(path: str | os.PathLike[str], vocab: Vocabulary
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """`(vectors, found)`: a `(len(vocab), dim)` float32 table with the file's
+    vector in each found row (zeros elsewhere) and the boolean mask of found
+    rows. Raises `EmbeddingError` naming the file and line."""
+    path = Path(path)
+    lower: dict[str, list[int]] = {}
+    for word, index in vocab.ids.items():
+        if word.lower() != word:
+            lower.setdefault(word.lower(), []).append(index)
+    try:
+        with open_text(path) as f:
+            return scan(f, path, vocab, lower)
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise EmbeddingError(f"{path}: cannot read vectors: {reason}") from None
+
+
+def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[int]]
+         ) -> tuple[np.ndarray, np.ndarray]:
+    vectors: np.ndarray | None = None
+    exact = np.zeros(len(vocab), bool)
+    by_lowercase = np.zeros(len(vocab), bool)
+    dim = 0
+    for number, line in enumerate(lines, start=1):
+        word, _, rest = line.rstrip("\r\n").rstrip(" ").partition(" ")
+        if number == 1 and word.isdigit() and rest.strip().isdigit():
+            dim = int(rest)  # the word2vec header: count and dimension
+            continue
+        if not dim:
+            dim = len(rest.split())
+            if not dim:
+                raise EmbeddingError(f"{path}:{number}: expected a word and its values")
+        rows = [vocab.ids[word]] if word in vocab.ids else lower.get(word, [])
+        rows = [r for r in rows if not exact[r]]
+        if not rows:
+            continue
+        try:
+            values = np.array(rest.split(), np.float32)
+        except ValueError:
+            raise EmbeddingError(f"{path}:{number}: '{word}' has a value that is not a "
+                                 f"number") from None
+        if values.shape != (dim,):
+            raise EmbeddingError(f"{path}:{number}: '{word}' has {values.size} values, "
+                                 f"expected {dim}")
+        if vectors is None:
+            vectors = np.zeros((len(vocab), dim), np.float32)
+        vectors[rows] = values
+        if word in vocab.ids:
+            exact[rows] = True
+        else:
+            by_lowercase[rows] = True
+    if not dim:
+        raise EmbeddingError(f"{path}: no vectors in the file")
+    if vectors is None:
+        vectors = np.zeros((len(vocab), dim), np.float32)
+    return vectors, exact | by_lowercase

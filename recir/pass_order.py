@@ -1,0 +1,64 @@
+"""What each lowering pass needs done before it, checked before it runs.
+
+`recir.pipeline` always runs the passes in order; `recir-opt -p` lets a user
+run them in any order, and a pass given IR an earlier pass should have
+rewritten (or a later one already has) fails deep inside: xDSL's llvm
+dialect rejecting a tensor type, a symbol lookup finding nothing, a rewriter
+deleting a value still in use. Checking the one fact each pass relies on
+turns that into an error at the first op that is not ready, saying which
+pass to run first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation
+
+from recir.diagnostics import RecirError, format_error, location_prefix
+
+
+def is_subgraph(op: Operation) -> bool:
+    return op.name == "invoke.subgraph"
+
+
+def has_tensor(op: Operation) -> bool:
+    return op.name.startswith("tmath.") or any(
+        isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+
+
+def is_branch(op: Operation) -> bool:
+    return op.name in ("cf.br", "cf.cond_br")
+
+
+CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
+
+# pass -> (an op the pass cannot handle, what to do about it)
+PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
+    "convert-scf-to-cf": [CLOSE_FIRST],
+    "convert-tmath-to-loops": [CLOSE_FIRST, (is_branch, "run {pass_} before "
+                                             "convert-scf-to-cf (it lowers scf.if itself)")],
+    "convert-recir-to-llvm": [CLOSE_FIRST, (has_tensor, "run convert-tmath-to-loops "
+                                            "before {pass_}")],
+}
+
+
+def located(op: Operation) -> Operation:
+    """`op` or its nearest ancestor with a source location (ops made by
+    earlier passes may have none)."""
+    found: Operation | None = op
+    while found is not None and not location_prefix(found):
+        found = found.parent_op()
+    return found if found is not None else op
+
+
+def check_prerequisites(pass_name: str, module: ModuleOp) -> None:
+    for unready, advice in PREREQUISITES.get(pass_name, []):
+        for op in module.walk():
+            if not unready(op):
+                continue
+            at = located(op)
+            what = "is" if at is op else f"holds '{op.name}', which is"
+            raise RecirError(format_error(at, f"{what} not handled by {pass_name}: "
+                                          + advice.format(pass_=pass_name)))

@@ -1,0 +1,188 @@
+"""Checkpoints: parameters, optimizer state, rng, the best-dev parameters and
+what the model is (kind, sizes, vocabulary), in one `.npz`.
+
+A resume file is checked completely before anything is restored, so a
+truncated file, another model's or optimizer's, NaN parameters or a negative
+epoch give one `CheckpointError` line and leave the run untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recir.train.optimizers import Optimizer
+
+Arrays = dict[str, np.ndarray]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or model file that cannot be used; the message is one line."""
+
+
+@dataclass
+class Best:
+    """The parameters of the epoch with the best dev root accuracy so far."""
+
+    epoch: int = 0  # 0: none yet
+    score: float = -1.0
+    params: Arrays | None = None
+
+    def offer(self, epoch: int, score: float, params: Arrays) -> None:
+        """Keep a copy of `params` when `score` beats the best (ties: earlier)."""
+        if score > self.score:
+            self.epoch, self.score = epoch, score
+            self.params = {k: v.copy() for k, v in params.items()}
+
+
+def save_checkpoint(path: Path, params: Arrays, optimizer: Optimizer, epoch: int,
+                    rng: np.random.Generator, best: Best | None = None,
+                    info: dict[str, Any] | None = None) -> None:
+    """Written to a temporary file and renamed: a crash keeps the old one."""
+    best = best or Best()
+    arrays = {f"param/{k}": v for k, v in params.items()}
+    arrays |= {f"opt/{k}": v for k, v in optimizer.state_dict().items()}
+    arrays |= {f"best/{k}": v for k, v in (best.params or {}).items()}
+    arrays["epoch"] = np.array(epoch)
+    arrays["best_epoch"] = np.array(best.epoch)
+    arrays["best_score"] = np.array(best.score)
+    arrays["rng"] = np.array(json.dumps(rng.bit_generator.state))
+    arrays["optimizer"] = np.array(type(optimizer).__name__.lower())
+    if info is not None:
+        arrays["model"] = np.array(json.dumps(info))
+    write_npz(path, arrays)
+
+
+def write_npz(path: Path, arrays: Arrays) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+
+
+def read_npz(path: Path) -> Arrays:
+    """Every array of the file, or a `CheckpointError` naming what is wrong."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a folder, not a checkpoint file") from None
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not "
+                              f".npz: {reason})") from None
+
+
+def scalar(data: Arrays, key: str, path: Path) -> Any:
+    if key not in data:
+        raise CheckpointError(f"{path}: no '{key}' entry (not a recir checkpoint)")
+    value = data[key]
+    if value.shape != ():
+        raise CheckpointError(f"{path}: '{key}' should be a single value")
+    return value[()]
+
+
+def model_info(data: Arrays, path: Path) -> dict[str, Any] | None:
+    if "model" not in data:
+        return None
+    try:
+        info = json.loads(str(scalar(data, "model", path)))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: the model description is not JSON: "
+                              f"{e}") from None
+    if not isinstance(info, dict) or "kind" not in info:
+        raise CheckpointError(f"{path}: the model description has no 'kind'")
+    return info
+
+
+def check_arrays(data: Arrays, prefix: str, params: Arrays, path: Path,
+                 what: str) -> None:
+    """`prefix/<name>` holds a finite float array of each parameter's shape,
+    and nothing else has that prefix."""
+    stored = {k[len(prefix) + 1:] for k in data if k.startswith(prefix + "/")}
+    if extra := sorted(stored - params.keys()):
+        raise CheckpointError(f"{path}: {what} '{extra[0]}' is not a parameter of this "
+                              f"model (another model's checkpoint?)")
+    for name, value in params.items():
+        key = f"{prefix}/{name}"
+        if key not in data:
+            raise CheckpointError(f"{path}: no {what} '{name}' (another model's "
+                                  f"checkpoint?)")
+        got = data[key]
+        if got.shape != value.shape:
+            raise CheckpointError(f"{path}: {what} '{name}' has shape {got.shape}, "
+                                  f"this model's is {value.shape} (other sizes or "
+                                  f"vocabulary?)")
+        if not np.issubdtype(got.dtype, np.floating) or not np.isfinite(got).all():
+            raise CheckpointError(f"{path}: {what} '{name}' holds NaN, infinite or "
+                                  f"non-numeric values")
+
+
+def check_optimizer(data: Arrays, optimizer: Optimizer, path: Path) -> None:
+    name = type(optimizer).__name__.lower()
+    if "optimizer" in data and str(scalar(data, "optimizer", path)) != name:
+        raise CheckpointError(f"{path}: saved with {scalar(data, 'optimizer', path)}, "
+                              f"this run uses {name}")
+    steps = scalar(data, "opt/steps", path)
+    if not np.issubdtype(np.asarray(steps).dtype, np.integer) or steps < 0:
+        raise CheckpointError(f"{path}: optimizer step count {steps} is not a "
+                              f"non-negative integer")
+    if steps == 0:
+        return
+    trained = {k: v for k, v in optimizer.params.items() if k not in optimizer.frozen}
+    for slot in optimizer.SLOTS:
+        check_arrays(data, f"opt/{slot}", trained, path, f"optimizer state {slot} of")
+
+
+def read_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
+                    kind: str | None = None) -> Arrays:
+    """The checkpoint's arrays once everything in it fits this model (`kind`
+    when the file names one), its parameters and this optimizer."""
+    data = read_npz(path)
+    info = model_info(data, path)
+    if kind is not None and info is not None and info["kind"] != kind:
+        raise CheckpointError(f"{path}: a {info['kind']} checkpoint, this run trains "
+                              f"{kind}")
+    check_arrays(data, "param", params, path, "parameter")
+    check_optimizer(data, optimizer, path)
+    epoch = scalar(data, "epoch", path)
+    if not np.issubdtype(np.asarray(epoch).dtype, np.integer) or epoch < 0:
+        raise CheckpointError(f"{path}: epoch {epoch} is not a non-negative integer")
+    best_epoch = int(data.get("best_epoch", np.array(0))[()])
+    if not 0 <= best_epoch <= epoch:
+        raise CheckpointError(f"{path}: best epoch {best_epoch} is outside 0..{epoch}")
+    if best_epoch:
+        check_arrays(data, "best", params, path, "best parameter")
+    try:
+        np.random.default_rng().bit_generator.state = json.loads(
+            str(scalar(data, "rng", path)))
+    except (json.JSONDecodeError, TypeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{path}: the shuffling rng state is unreadable: "
+                              f"{str(e) or type(e).__name__}") from None
+    return data
+
+
+def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
+                    best: Best | None = None, kind: str | None = None
+                    ) -> tuple[int, np.random.Generator]:
+    """Restores params (in place), optimizer state, the shuffling rng and, into
+    `best` when given, the best-dev parameters; returns (epoch, rng)."""
+    data = read_checkpoint(path, params, optimizer, kind)
+    for name, value in params.items():
+        value[...] = data[f"param/{name}"]
+    optimizer.load_state_dict({k[4:]: v for k, v in data.items()
+                               if k.startswith("opt/")})
+    rng = np.random.default_rng()
+    rng.bit_generator.state = json.loads(str(data["rng"]))
+    if best is not None:
+        best.epoch = int(data.get("best_epoch", np.array(0))[()])
+        best.score = float(data.get("best_score", np.array(-1.0))[()])
+        best.params = ({k: np.array(data[f"best/{k}"], np.float32) for k in params}
+                       if best.epoch else None)
+    return int(data["epoch"]), rng

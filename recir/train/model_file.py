@@ -1,0 +1,105 @@
+"""A model that is a file: `recir.train.load(path)` gives a ready tree model.
+
+A checkpoint (`--checkpoint`) or an exported model (`--save-model`) holds a
+JSON description (`kind`, `sizes`, `vocabulary`) beside the parameters. From
+a checkpoint, `load` takes the best-dev epoch's parameters when it has them
+(the ones the protocol reports), else the last epoch's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recir.data.sst import Vocabulary
+from recir.train.checkpoint import (
+    Arrays,
+    CheckpointError,
+    check_arrays,
+    model_info,
+    read_npz,
+    scalar,
+    write_npz,
+)
+from recir.train.metrics import NodeScorer, softmax_rows
+
+KINDS = ("tree_lstm", "tree_rnn", "rntn")
+
+
+def describe(kind: str, sizes: dict[str, int], vocabulary: Vocabulary | None
+             ) -> dict[str, Any]:
+    """What a model file says about the model besides its parameters."""
+    return {"kind": kind, "sizes": sizes,
+            "vocabulary": None if vocabulary is None else list(vocabulary.words)}
+
+
+def save_model(path: Path, params: Arrays, info: dict[str, Any]) -> None:
+    write_npz(path, {**{f"param/{k}": v for k, v in params.items()},
+                     "model": np.array(json.dumps(info))})
+
+
+@dataclass
+class LoadedModel:
+    """A traced tree model with its vocabulary, ready to score trees."""
+
+    kind: str
+    sizes: dict[str, int]
+    vocabulary: Vocabulary | None
+    model: Any  # recir.models.tree_common.TreeModel
+    epoch: int | None  # the epoch its parameters are from (checkpoints)
+
+    def scorer(self, threads: int = 1) -> NodeScorer:
+        return NodeScorer(self.model, threads)
+
+    def predict(self, trees: list[Any], scorer: NodeScorer | None = None,
+                all_nodes: bool = False) -> list[dict[str, Any]]:
+        """Per tree: the root's label and class probabilities and, with
+        `all_nodes`, every node's label (post-order: children first, root last)."""
+        out = []
+        for logits in (scorer or self.scorer())(trees):
+            probs = softmax_rows(logits.astype(np.float64))
+            record: dict[str, Any] = {
+                "label": int(np.argmax(probs[-1])),
+                "probabilities": [round(float(p), 6) for p in probs[-1]]}
+            if all_nodes:
+                record["nodes"] = np.argmax(probs, axis=1).tolist()
+            out.append(record)
+        return out
+
+
+def load(path: str | Path) -> LoadedModel:
+    """The model a checkpoint or exported model file describes. Raises
+    `CheckpointError` (one line) for a file that is not one."""
+    path = Path(path)
+    data = read_npz(path)
+    info = model_info(data, path)
+    if info is None:
+        raise CheckpointError(f"{path}: no model description (a checkpoint from before "
+                              f"model files, or not a recir model)")
+    kind, sizes = info["kind"], info.get("sizes")
+    if kind not in KINDS:
+        raise CheckpointError(f"{path}: unknown model kind '{kind}' (known: "
+                              f"{', '.join(KINDS)})")
+    module = importlib.import_module(f"recir.models.{kind}")
+    try:
+        shapes = module.init_params(np.random.default_rng(0), **sizes)
+    except TypeError:
+        raise CheckpointError(f"{path}: sizes {sizes} do not describe a "
+                              f"{kind}") from None
+    best = "best_epoch" in data and int(scalar(data, "best_epoch", path)) > 0
+    prefix = "best" if best else "param"
+    check_arrays(data, prefix, shapes, path, "parameter")
+    params = {k: np.array(data[f"{prefix}/{k}"], np.float32) for k in shapes}
+    words = info.get("vocabulary")
+    vocabulary = None if words is None else Vocabulary.from_words(words)
+    if vocabulary is not None and len(vocabulary) != sizes.get("vocab"):
+        raise CheckpointError(f"{path}: {len(vocabulary)} vocabulary words for "
+                              f"{sizes.get('vocab')} embedding rows")
+    epoch = (int(scalar(data, "best_epoch" if best else "epoch", path))
+             if "epoch" in data else None)
+    return LoadedModel(kind, sizes, vocabulary, module.trace_model(params), epoch)

@@ -1,0 +1,32 @@
+// RUN: recir-opt %s --parsing-diagnostics --verify-diagnostics --split-input-file | filecheck %s
+// RUN: recir-opt %s --verify-diagnostics --split-input-file -p convert-recir-to-llvm | filecheck %s --check-prefix=ORDER
+
+// Each error names the line of the op that is wrong.
+
+func.func @f() {
+  func.return
+}
+func.func @f() {
+  func.return
+}
+// CHECK: recir-opt-errors.mlir:9:1: error: 'func.func' op redefines symbol @f (first defined at {{.*}}recir-opt-errors.mlir:6:1)
+
+// -----
+
+func.func @g(%n: i32) -> i32 {
+  %r = arith.addi %n, %undefined : i32
+  func.return %r : i32
+}
+
+
+// The error points at the first use, not at the end of the input.
+// CHECK: recir-opt-errors.mlir:17:23: error: use of undefined value %undefined
+
+// -----
+
+// A pass run before the pass it depends on names the first op it cannot handle.
+func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = tmath.tanh %x : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// ORDER: recir-opt-errors.mlir:29:3: error: 'tmath.tanh' op is not handled by convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm

@@ -1,0 +1,60 @@
+"""The word-vector reader on tiny files in each format: GloVe and word2vec
+text, plain, .gz and .zip; lowercase fallback and malformed lines."""
+
+from __future__ import annotations
+
+import gzip
+import zipfile
+
+import numpy as np
+import pytest
+
+from recir.data.embeddings import EmbeddingError, read_embeddings
+from recir.data.sst import Vocabulary
+
+GLOVE = "the 0.1 0.2 0.3\ngood 1 2 3\nGood 4 5 6\nbad -1 -2 -3.5\nunused 9 9 9\n"
+
+
+def vocab() -> Vocabulary:
+    return Vocabulary.from_words(["Good", "good", "Bad", "movie", "the"])
+
+
+def check(vectors: np.ndarray, found: np.ndarray) -> None:
+    v = vocab()
+    assert vectors.shape == (6, 3) and vectors.dtype == np.float32
+    np.testing.assert_array_equal(vectors[v["Good"]], [4, 5, 6])  # exact beats "good"
+    np.testing.assert_array_equal(vectors[v["good"]], [1, 2, 3])
+    np.testing.assert_array_equal(vectors[v["Bad"]], [-1, -2, -3.5])  # lowercase
+    np.testing.assert_allclose(vectors[v["the"]], [0.1, 0.2, 0.3])
+    assert found.tolist() == [False, True, True, True, False, True]
+    assert not vectors[~found].any()
+
+
+@pytest.mark.parametrize("form", ["glove", "word2vec.gz", "glove.zip"])
+def test_reader_in_each_format(tmp_path, form: str) -> None:
+    text = GLOVE if form.startswith("glove") else "5 3\n" + GLOVE
+    if form == "glove":
+        path = tmp_path / "v.txt"
+        path.write_text(text)
+    elif form.endswith(".gz"):
+        path = tmp_path / "v.txt.gz"
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path = tmp_path / "v.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("glove.6B.3d.txt", text)
+    check(*read_embeddings(path, vocab()))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("good 1 2 3\nbad 1 2\n", r"v.txt:2: 'bad' has 2 values, expected 3"),
+    ("good 1 x 3\n", r"v.txt:1: 'good' has a value that is not a number"),
+    ("", "no vectors"),
+])
+def test_malformed_files(tmp_path, text: str, message: str) -> None:
+    (tmp_path / "v.txt").write_text(text)
+    with pytest.raises(EmbeddingError, match=message):
+        read_embeddings(tmp_path / "v.txt", vocab())
+    with pytest.raises(EmbeddingError, match="cannot read"):
+        read_embeddings(tmp_path / "missing.txt", vocab())

@@ -1,0 +1,240 @@
+"""The sentiment CLI in-process on tiny treebanks: options refused before any
+work, malformed resume files, the --test protocol, pretrained embeddings and
+`predict` from a saved model file."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recir.data import make_treebank
+from recir.examples import sentiment
+from recir.models import tree_lstm
+from recir.train import load
+
+TINY = ["--epochs", "1", "--hidden", "8", "--no-progress", "--threads", "1"]
+
+
+def ptb(tree, i: int | None = None) -> str:
+    """A synthetic tree as SST text, word id k written as `wk`."""
+    i = tree.root if i is None else i
+    if tree.left[i] < 0:
+        return f"({tree.label[i]} w{tree.word[i]})"
+    return f"({tree.label[i]} {ptb(tree, tree.left[i])} {ptb(tree, tree.right[i])})"
+
+
+@pytest.fixture(scope="module")
+def sst_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("sst")
+    trees = make_treebank(90, vocab_size=30, seed=21)
+    for split, part in (("train", trees[:60]), ("dev", trees[60:75]),
+                        ("test", trees[75:])):
+        (folder / f"{split}.txt").write_text("".join(ptb(t) + "\n" for t in part))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(sst_dir, tmp_path_factory) -> dict[str, Path]:
+    """One 3-epoch run with every output: checkpoint, model file, metrics."""
+    out = tmp_path_factory.mktemp("run")
+    paths = {k: out / f"{k}.{ext}" for k, ext in
+             (("checkpoint", "npz"), ("save-model", "npz"), ("metrics", "jsonl"))}
+    argv = ["--data", str(sst_dir), *TINY, "--epochs", "3", "--embed", "8", "--test"]
+    for k, path in paths.items():
+        argv += [f"--{k}", str(path)]
+    assert sentiment.main(argv) == 0
+    return paths
+
+
+def error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert "data:" not in captured.out  # refused before loading or training
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--batch-size", "-5"], "--batch-size must be at least 1, got -5"),
+    (["--batch-size", "0"], "--batch-size must be at least 1"),
+    (["--max-train", "0"], "--max-train must be at least 1"),
+    (["--embed", "0"], "--embed must be at least 1"),
+    (["--epochs", "-2"], "--epochs must be at least 1"),
+    (["--hidden", "0"], "--hidden must be at least 1"),
+    (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
+    (["--weight-decay", "-1"], "--weight-decay must be a number >= 0"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--data", "{empty}"], "no train, dev split there"),
+    (["--metrics", "{file}/m.jsonl"], "does not exist"),
+    (["--checkpoint", "{empty}"], "is a folder"),
+    (["--resume"], "--resume needs --checkpoint"),
+    (["--embeddings", "{empty}/v.txt"], "no such file"),
+])
+def test_options_refused_before_any_work(tmp_path, capsys, argv, message) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("")
+    argv = [a.format(empty=tmp_path / "empty", file=tmp_path / "file") for a in argv]
+    assert sentiment.main(["--synthetic", *TINY, *argv]) == 2
+    line = error_line(capsys)
+    assert line.startswith("error: ") and message in line
+
+
+def test_empty_train_file(tmp_path, capsys) -> None:
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.txt").write_text("\n")
+    assert sentiment.main(["--data", str(tmp_path), *TINY]) == 2
+    assert "train.txt: no trees in the file" in capsys.readouterr().err
+
+
+def rewrite(source: Path, target: Path, change) -> Path:
+    with np.load(source) as data:
+        arrays = {k: data[k] for k in data.files}
+    change(arrays)
+    np.savez(target, **arrays)
+    return target
+
+
+def drop_optimizer_state(arrays) -> None:
+    for k in [k for k in arrays if k.startswith("opt/sum_sq/")]:
+        del arrays[k]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("truncate", "not a readable checkpoint"),
+    (lambda a: a.__setitem__("param/u", a["param/u"] * np.nan), "'u' holds NaN"),
+    (drop_optimizer_state, "no optimizer state sum_sq of"),
+    (lambda a: a.__setitem__("epoch", np.array(-3)), "epoch -3 is not a non-negative"),
+    (lambda a: a.__setitem__("param/u", a["param/u"][:, :3]), "'u' has shape (40, 3)"),
+    ("other-model", "a tree_lstm checkpoint, this run trains tree_rnn"),
+    ("other-optimizer", "saved with adagrad, this run uses adam"),
+])
+def test_malformed_resume_files(trained, sst_dir, tmp_path, capsys, change,
+                                message) -> None:
+    path = tmp_path / "resume.npz"
+    argv = ["--data", str(sst_dir), *TINY, "--epochs", "4", "--embed", "8"]
+    if change == "truncate":
+        path.write_bytes(trained["checkpoint"].read_bytes()[:3000])
+    elif change == "other-model":
+        path.write_bytes(trained["checkpoint"].read_bytes())
+        argv += ["--model", "tree_rnn"]
+    elif change == "other-optimizer":
+        path.write_bytes(trained["checkpoint"].read_bytes())
+        argv += ["--optimizer", "adam"]
+    else:
+        rewrite(trained["checkpoint"], path, change)
+    before = path.read_bytes()
+    assert sentiment.main([*argv, "--checkpoint", str(path), "--resume"]) == 2
+    captured = capsys.readouterr()
+    assert "epoch 4/4" not in captured.out  # nothing trained
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert path.read_bytes() == before
+
+
+def test_test_split_scores_the_best_dev_epoch(trained, sst_dir) -> None:
+    records = [json.loads(line) for line in trained["metrics"].read_text().splitlines()]
+    epochs, final = records[:-1], records[-1]
+    assert [r["epoch"] for r in epochs] == [1, 2, 3]
+    dev = [r["root_fine"] for r in epochs]
+    picked = dev.index(max(dev)) + 1
+    assert [r["best_epoch"] for r in epochs] == [
+        dev.index(max(dev[:k])) + 1 for k in (1, 2, 3)]
+    assert final["split"] == "test" and final["picked_epoch"] == picked
+    # the model file holds that epoch's parameters: scoring test with it agrees
+    from recir.data import load_sst
+    from recir.train import evaluate
+
+    model = load(trained["checkpoint"])
+    assert model.epoch == picked
+    vocab = model.vocabulary
+    test, _ = load_sst(sst_dir / "test.txt", vocab, grow_vocab=False)
+    scores = evaluate(model.scorer(), test, all_nodes=True)
+    assert scores == pytest.approx({k: final[k] for k in scores})
+
+
+PREDICT_INPUT = ["(3 (2 w1) (4 w7))", "((w3) ((w9) (never-seen)))", "(2 (1 w4)",
+                 "", "((w5) (w6)) trailing", "((w2) (w8))"]
+
+
+def reference_logits(model, tree) -> np.ndarray:
+    p = model.model.params
+    return np.array([p["w_out"] @ tree_lstm.reference(tree, i, p)[0] + p["b_out"]
+                     for i in range(tree.num_nodes)])
+
+
+@pytest.mark.parametrize("source", ["save-model", "checkpoint"])
+def test_predict_round_trip_and_malformed_lines(trained, tmp_path, capsys, monkeypatch,
+                                                source) -> None:
+    from recir.data.sst import parse_tree
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(PREDICT_INPUT) + "\n"))
+    assert sentiment.main(["predict", "--model-file", str(trained[source]),
+                           "--all-nodes", "-"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "line 3: error: unbalanced brackets: missing ')' for column 1",
+        "line 5: error: text after the end of the tree at column 13"]
+    records = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["line"] for r in records] == [1, 2, 6]
+    model = load(trained[source])
+    for record in records:
+        tree = parse_tree(PREDICT_INPUT[record["line"] - 1], model.vocabulary,
+                          grow=False, labelled=False)
+        logits = reference_logits(model, tree)
+        probs = np.exp(logits[-1] - logits[-1].max())
+        np.testing.assert_allclose(record["probabilities"], probs / probs.sum(),
+                                   atol=1e-5)
+        assert record["label"] == int(np.argmax(logits[-1]))
+        assert record["nodes"] == np.argmax(logits, axis=1).tolist()
+    assert model.vocabulary["never-seen"] == 0  # read as <unk>
+
+
+def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys) -> None:
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    assert sentiment.main(["predict", "--model-file", str(tmp_path / "x.npz")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_pretrained_frozen_embeddings(sst_dir, tmp_path, capsys) -> None:
+    # 8-d like the other runs here, so the compiled code is shared (cached)
+    vectors = {f"w{k}": np.arange(8, dtype=np.float32) + k for k in range(0, 30, 3)}
+    vectors["W4"] = np.full(8, 0.5, np.float32)  # only by lowercase: w4 stays random
+    (tmp_path / "v.txt").write_text("".join(
+        f"{w} {' '.join(map(str, v))}\n" for w, v in vectors.items()))
+    model_file = tmp_path / "m.npz"
+    assert sentiment.main(["--data", str(sst_dir), *TINY, "--embeddings",
+                           str(tmp_path / "v.txt"), "--freeze-embeddings",
+                           "--save-model", str(model_file)]) == 0
+    assert "embeddings: " in capsys.readouterr().out
+    model = load(model_file)
+    assert model.sizes["embed"] == 8  # from the file (no --embed given)
+    emb = model.model.params["emb"]
+    for word, vector in vectors.items():
+        if word in model.vocabulary:
+            np.testing.assert_array_equal(emb[model.vocabulary[word]], vector)
+    assert not np.array_equal(emb[model.vocabulary["w4"]], vectors["W4"])
+
+
+def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> None:
+    from recir.data.download import DownloadError
+
+    monkeypatch.setenv("RECIR_SST_DIR", str(tmp_path))  # no SST there
+
+    def refused(**_):
+        raise DownloadError("cannot download http://127.0.0.1:1/x.zip: refused")
+
+    monkeypatch.setattr(sentiment, "download", refused)
+    monkeypatch.setattr(sentiment, "SYNTHETIC_SPLITS", (20, 10, 10))
+    assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("SST not downloaded (cannot download http://127.0.0.1:1/x.zip: "
+                      "refused); get it with `python -m recir.data.sst fetch`; "
+                      "training on the synthetic treebank")
+    assert "synthetic treebank (SST not found)" in out[1]
+    monkeypatch.setattr(sentiment, "download", lambda **_: sst_dir)
+    assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
+    assert f"data: SST ({sst_dir}): 60 train" in capsys.readouterr().out
