@@ -57,13 +57,14 @@ DEFER_OUTER_BYTES = 1 << 20
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
-          threads: int = 1, entry: str | None = None, verify: bool = True,
-          timings: dict[str, float] | None = None) -> ModuleOp:
+          threads: int = 1, max_depth: int = 0, entry: str | None = None,
+          verify: bool = True, timings: dict[str, float] | None = None) -> ModuleOp:
     """A lowered copy of `module` for `threads` threads, stopping after the
-    pass named `until`. With `entry`, only the functions it reaches are
-    lowered (a gradient's module still holds the model's own entry).
-    `verify=False` skips xDSL's verifier at the end (compiling, LLVM's
-    verifier checks the result); `timings` gets each stage's seconds."""
+    pass named `until`; `max_depth` > 0 bounds the recursion's depth. With
+    `entry`, only the functions it reaches are lowered (a gradient's module
+    still holds the model's own entry). `verify=False` skips xDSL's verifier
+    at the end (compiling, LLVM's verifier checks the result); `timings` gets
+    each stage's seconds."""
     clock = time.process_time
     lowered = module.clone()
     if entry is not None:
@@ -76,6 +77,8 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
             stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
         elif isinstance(stage, ConvertTmathToLoopsPass):
             stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
+        elif isinstance(stage, ConvertRecirToLlvmPass) and max_depth:
+            stage = ConvertRecirToLlvmPass(max_depth=max_depth)
         if not isinstance(stage, skip):
             start = clock()
             stage.apply(ctx, lowered)
@@ -143,16 +146,17 @@ def call_work(module: ModuleOp) -> int:
     return work
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, entry: str | None = None,
-            verify: bool = True, timings: dict[str, float] | None = None
+def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0,
+            entry: str | None = None, verify: bool = True,
+            timings: dict[str, float] | None = None
             ) -> tuple[str, list[str], list[int], list[int]]:
     """LLVM IR text for `module` (the functions `entry` reaches, where
-    given; options as `lower`'s), the messages of its run-time checks, the arguments whose buffers
-    each thread has its own copy of, and those whose outer products are
-    logged (`adjoint.log_reserve`)."""
+    given; options as `lower`'s), the messages of its run-time checks, the
+    arguments whose buffers each thread has its own copy of, and those whose
+    outer products are logged (`adjoint.log_reserve`)."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse, threads=threads, entry=entry,
+    lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth, entry=entry,
                     verify=verify, timings=timings)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
@@ -167,7 +171,7 @@ def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, entry: str | 
 
 
 def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
-              timings: dict[str, float] | None = None
+              timings: dict[str, float] | None = None, max_depth: int = 0
               ) -> tuple[str, list[str], list[int], list[int]]:
     """`llvm_ir` as compiling `@entry` produces it: only what `@entry`
     reaches, and verified by LLVM's verifier alone (`compile_object`), which
@@ -175,7 +179,7 @@ def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
     passes make and drop hundreds of thousands of linked objects, and each of
     its full collections walks every live one (`bench/run.py compile`)."""
     with gc_paused():
-        return llvm_ir(module, fuse, threads, entry, verify=False, timings=timings)
+        return llvm_ir(module, fuse, threads, max_depth, entry, verify=False, timings=timings)
 
 
 @contextlib.contextmanager
@@ -191,8 +195,8 @@ def gc_paused() -> Iterator[None]:
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    cache_dir: Path | str | None = None, fuse: bool = True,
-                   threads: int | None = 1, timings: dict[str, float] | None = None
-                   ) -> NativeFunction:
+                   threads: int | None = 1, max_depth: int | None = None,
+                   timings: dict[str, float] | None = None) -> NativeFunction:
     """Native code for `@entry` of `module`, from the object cache when
     possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_objects
@@ -202,16 +206,18 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
+    depth = checked_max_depth(max_depth)
     budget = spawn_budget(threads) if threads > 1 else 0
     # the lowering depends on whether there are tasks and, if so, on the budget
     key = cache_key(located_text(module), f"{entry} fuse={fuse} tasks={threads > 1} "
-                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
+                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}"
+                                 f"{f' max_depth={depth}' if depth else ''}")
     times["cache-key"], start = clock() - start, clock()
     hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
     times["cache-load"] = clock() - start
     if hit is None:
         wall = time.perf_counter()
-        ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times)
+        ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times, depth)
         obj = compile_objects(ir_text, times)
         start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
@@ -223,12 +229,23 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     start = clock()
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
-    function = NativeFunction(engine, entry, signature, sites, params, threads, copied,
-                              call_work(module), logged)
+    native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
+                            call_work(module), logged)
+    native.max_depth = depth
     times["native-function"] = clock() - start
     if timings is not None:
         timings.update(times)
-    return function
+    return native
+
+
+def checked_max_depth(max_depth: int | None) -> int:
+    """0 for none; the code counts depth per thread in an unsigned 64-bit word."""
+    if max_depth is None:
+        return 0
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not (
+            0 < max_depth < 1 << 63):
+        raise RecirError(f"error: max_depth must be a positive integer, got {max_depth!r}")
+    return max_depth
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -255,13 +272,19 @@ def resolve_threads(threads: int | None) -> int:
 
 def compile(model: Any, entry: str | None = None, *,
             cache_dir: Path | str | None = None, fuse: bool = True,
-            threads: int | None = None) -> NativeFunction:
+            threads: int | None = None, max_depth: int | None = None) -> NativeFunction:
     """Compile a `TracedModel` (weights bound) or a module's `@entry` to native code;
     `fuse=False` keeps one loop per elementwise op; `threads` > 1 (None: all
-    cores or $RECIR_NUM_THREADS) runs independent invokes as tasks."""
+    cores or $RECIR_NUM_THREADS) runs independent invokes as tasks;
+    `max_depth` makes calls nested deeper than that on one thread a
+    RecirError (in a team, a thread waiting for tasks runs others on top of
+    its stack, and they count), at the cost of a counter per call and of the
+    loops LLVM makes of tail calls. Each call takes `timeout=` seconds."""
     if isinstance(model, ModuleOp):
         if entry is None:
             raise RecirError("error: compiling a module needs the entry function's name")
-        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse, threads=threads)
+        return compile_module(model, entry, cache_dir=cache_dir, fuse=fuse, threads=threads,
+                              max_depth=max_depth)
     return compile_module(model.module, model.entry, list(model.params.values()),
-                          cache_dir=cache_dir, fuse=fuse, threads=threads)
+                          cache_dir=cache_dir, fuse=fuse, threads=threads,
+                          max_depth=max_depth)

@@ -25,22 +25,33 @@ import ctypes
 import time
 import weakref
 from collections.abc import Sequence
+from threading import get_ident
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import spawn_tuner, stack
+from recir.backend import interrupts, spawn_tuner, stack
 from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
+from recir.backend.interrupts import RUNNING
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
 from recir.backend.team_wake import last_team_end, team_ended, waking
+from recir.backend.watchdog import call_within
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
-from recir.passes.native_context import ERROR_CHECK, ERROR_MEMORY, ERROR_STACK
+from recir.passes.native_context import (
+    ERROR_CHECK,
+    ERROR_DEPTH,
+    ERROR_HEAP,
+    ERROR_INTERRUPT,
+    ERROR_MEMORY,
+    ERROR_STACK,
+    ERROR_TIMEOUT,
+)
 from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
 
 
@@ -54,7 +65,8 @@ class Context(ctypes.Structure):
                 ("acc_copies", ctypes.c_void_p),
                 ("outer_logs", ctypes.c_void_p),
                 ("spawn_budget", ctypes.c_int64),
-                ("stack_owner", ctypes.c_uint64)]  # CONTEXT_BYTES = 88
+                ("stack_owner", ctypes.c_uint64),
+                ("depth", ctypes.c_uint64)]  # CONTEXT_BYTES = 96
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -164,8 +176,14 @@ class NativeFunction:
         # the spawn budgets of single calls and of batches, learnt apart
         self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
         self.batch_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
+        self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
+        interrupts.install()  # Ctrl-C stops native calls
 
-    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+    def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
+        """The outputs for `inputs`; with a `timeout` (seconds), on one thread
+        and stopped with a RecirError once that has passed."""
+        if timeout is not None:
+            return call_within(self, inputs, timeout)
         size = self.size(inputs) if self.team else None
         # code without tasks runs as it is; a call too small to pay for a team, on one thread
         if not self.team or (size is not None and size * self.call_work < SERIAL_BELOW):
@@ -493,6 +511,7 @@ class NativeFunction:
             for k in self.copied:
                 first[k] = args[k]
         contexts.views[0].spawn_budget = budget or NO_TASKS
+        RUNNING[get_ident()] = contexts  # what Ctrl-C stops
         return contexts
 
     def give_back(self, contexts: Any) -> None:
@@ -533,6 +552,16 @@ class NativeFunction:
         if ctx.error == ERROR_MEMORY:
             raise RecirError(f"error: native @{self.name} ran out of memory for its "
                              f"gradient tape after {ctx.tape_bytes >> 20} MiB")
+        if ctx.error == ERROR_INTERRUPT:
+            raise KeyboardInterrupt(f"native @{self.name} was interrupted")
+        if ctx.error == ERROR_TIMEOUT:  # (`call_within` names the timeout)
+            raise RecirError(f"error: native @{self.name} ran past its timeout")
+        if ctx.error == ERROR_DEPTH:
+            raise RecirError(f"error: recursion in @{self.name} is deeper than "
+                             f"max_depth={self.max_depth}")
+        if ctx.error == ERROR_HEAP:
+            raise RecirError(f"error: native @{self.name} ran out of memory for a "
+                             f"temporary buffer")
         if ctx.error != 0:
             raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
@@ -617,6 +646,7 @@ def lone_context(stack_limit: int, tape: bool = False) -> Context:
     through `contexts`); with a `tape`, its arena starts in a kept chunk."""
     ctx = Context(stack_limit)
     ctx.contexts = ctypes.addressof(ctx)
+    RUNNING[get_ident()] = ctx  # what Ctrl-C stops
     if tape:
         TAPES.seed(ctx)
     return ctx

@@ -4,12 +4,19 @@ A subgraph's region runs in a scope nested in the caller's, so the outer
 values it uses (its closure) resolve through the dynamic chain: a subgraph
 can only be invoked from inside the region that defines it (the verifier
 checks this), whose values are therefore live.
+
+An invocation made again with the same arguments while it is still running
+never ends (the code is deterministic): a cycle in a tree's structure
+arrays, or recursion without a base case that keeps its arguments. It is an
+error at once, where native code reports the stack it exhausts; recursion
+whose arguments change stops at the interpreter's frame limit.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from xdsl.dialects import func
 from xdsl.interpreter import (
     Interpreter,
@@ -21,7 +28,13 @@ from xdsl.interpreter import (
     register_impls,
 )
 
+from recir.diagnostics import emit_error
 from recir.dialects import invoke
+
+
+def argument_key(value: Any) -> Any:
+    """Numbers by value, arrays and frames by identity (the caller holds them)."""
+    return value if isinstance(value, int | float | np.generic) else ("id", id(value))
 
 
 @register_impls
@@ -33,10 +46,21 @@ class InvokeFunctions(InterpreterFunctions):
         callee = target.get(name)
         if callee is None:
             callee = target[name] = invoke.lookup_callee(op, name)
-        if isinstance(callee, func.FuncOp):
-            return interp.call_op(callee, args)
-        assert callee is not None
-        return interp.run_ssacfg_region(callee.body, args, name)
+        running = interp.get_data(InvokeFunctions, "running", set)
+        key = (name, *map(argument_key, args))
+        if key in running:
+            shown = ", ".join(str(a) for a in args if isinstance(a, int | float | np.generic))
+            raise emit_error(op, f"recursion in @{name} never ends: it is invoked again "
+                                 f"with the same arguments ({shown}) while that call runs "
+                                 f"(a cycle in its input?)")
+        running.add(key)
+        try:
+            if isinstance(callee, func.FuncOp):
+                return interp.call_op(callee, args)
+            assert callee is not None
+            return interp.run_ssacfg_region(callee.body, args, name)
+        finally:
+            running.discard(key)
 
     @impl(invoke.JoinOp)
     def run_join(self, interp: Interpreter, op: invoke.JoinOp, args: Any):

@@ -6,8 +6,10 @@ is how native code reports an error instead of crashing:
 
 - a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
   the index of its message in the module's `recir.error_sites` attribute;
-- the prologue compares the frame address with `stack_limit`: a recursion
-  deeper than the stack allows sets `error = 1`.
+- the prologue (`prologue.py`) compares the frame address, less the bytes
+  of the buffers the frame keeps, with `stack_limit`: a recursion deeper
+  than the stack allows sets `error = 1`. The runtime stops a running call
+  (Ctrl-C, timeout) by setting its `error` and raising its `stack_limit`.
 
 `adjoint.thread_copy` becomes a load from the context's table of this
 thread's gradient buffers (`acc_copies`); `adjoint.log_reserve` a call of
@@ -17,14 +19,17 @@ reads the context's `spawn_budget`, its default where that is 0.
 
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
-frame finishes its straight-line code and the stack unwinds. One comparison
-per call and no check after calls (they stay in tail position, which LLVM's
-accumulator tail-recursion elimination needs).
+frame finishes its straight-line code and the stack unwinds. One compare per
+call and no check after calls (they stay in tail position, which LLVM's
+accumulator tail-recursion elimination needs; only max_depth's restore and
+heap buffers' frees come after them). The error return of a function that
+spawns tasks waits for them first: they write into its frame.
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
 
-No options.
+Option `max_depth` (default 0: none): prologues count the calls a thread is
+nested in and fail beyond it (`error = 5`).
 """
 
 from __future__ import annotations
@@ -53,17 +58,18 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.frame_buffers import declare_heap
 from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
     ERROR_CHECK,
-    ERROR_STACK,
     SPAWN_BUDGET,
     field,
     record_error,
 )
 from recir.passes.outer_log import RESERVE, log_functions
+from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.tasks import (
     Spawner,
@@ -121,8 +127,10 @@ def expand_math(op: Operation) -> None:
 class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
-    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp]):
-        self.function = function
+    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp],
+                 max_depth: int = 0):
+        self.function, self.max_depth = function, max_depth
+        self.uses_heap = False
         self.sites, self.tasks = sites, tasks
         signature = function.function_type
         self.results = list(signature.outputs)
@@ -139,9 +147,14 @@ class FunctionConversion:
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
         self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
+        spawned = len(self.tasks)
         for op in list(body.walk()):
             self.convert(op)
-        self.prologue(entry)
+        if len(self.tasks) > spawned:  # a failed check may come between spawn and join:
+            # the tasks must not outlive the buffers and slots they write
+            Rewriter.insert_op(llvm.CallOp("GOMP_taskwait"), InsertPoint.at_start(self.fail))
+        self.uses_heap = emit_prologue(entry, self.ctx, self.fail, self.set_error,
+                                       self.max_depth)
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
                 Rewriter.replace_op(op, ops)
@@ -159,7 +172,7 @@ class FunctionConversion:
         body.add_block(block)
         return block
 
-    def set_error(self, at: InsertPoint, code: int, site: int = 0) -> None:
+    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int = 0) -> None:
         record_error(Emitter(at, at), self.ctx, code, site)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
@@ -268,36 +281,12 @@ class FunctionConversion:
         stores = [llvm.StoreOp(v, p) for v, p in zip(op.arguments, self.out_params)]
         Rewriter.replace_op(op, [*stores, llvm.ReturnOp()])
 
-    def prologue(self, entry: Block) -> None:
-        """Hoists the static buffers into a new entry block that checks the stack."""
-        allocas = [op for op in self.function_ops(entry) if isinstance(op, llvm.AllocaOp)]
-        first = entry.first_op
-        assert first is not None
-        body = entry.split_before(first)
-        for alloca in allocas:
-            for op in (alloca.size.owner, alloca):
-                op.detach()
-                entry.add_op(op)
-        b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
-        frame = b.value(llvm.CallIntrinsicOp("llvm.frameaddress.p0", [b.const(0, i32)], [PTR]))
-        address = b.value(llvm.PtrToIntOp(frame, i64))
-        room = b.value(arith.CmpiOp(address, b.load(self.ctx, 0, i64), "uge"))
-        stop = Block()
-        self.set_error(InsertPoint.at_end(stop), ERROR_STACK)
-        stop.add_op(llvm.BrOp(self.fail))
-        entry.parent.insert_block_before(stop, self.fail)
-        b.op(llvm.CondBrOp(room, body, (), stop, ()))
-
-    @staticmethod
-    def function_ops(block: Block) -> list[Operation]:
-        region = block.parent
-        assert region is not None
-        return [op for b in region.blocks for op in b.ops]
 
 
 @dataclass(frozen=True)
 class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
+    max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):
@@ -315,10 +304,12 @@ class ConvertRecirToLlvmPass(ModulePass):
         tasks: list[llvm.FuncOp] = []
         elements = {inner.slot.value.data: inner.elements.value.data for inner in op.walk()
                     if isinstance(inner, adjoint.ThreadCopyOp)}
+        uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                converted = FunctionConversion(function, sites, tasks).run()
-                Rewriter.replace_op(function, converted)
+                conversion = FunctionConversion(function, sites, tasks, self.max_depth)
+                Rewriter.replace_op(function, conversion.run())
+                uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
                   and f.linkage.linkage.data == "external" and f.body.blocks
                   and not f.sym_name.data.endswith(SERIAL_ENTRY)]
@@ -340,6 +331,8 @@ class ConvertRecirToLlvmPass(ModulePass):
         if logged:
             op.body.blocks[0].add_ops(log_functions())
             op.attributes["recir.outer_logs"] = ArrayAttr([IntegerAttr(k, 64) for k in logged])
+        if uses_heap:
+            declare_heap(op)
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
         if copied:
             op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])

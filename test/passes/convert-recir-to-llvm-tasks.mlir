@@ -2,7 +2,8 @@
 // A concurrent invoke becomes a GOMP_task on an outlined function that finds
 // its thread's context; the join waits and loads the result from its slot;
 // the public entry gets a __team function that libgomp runs on every thread,
-// and a __batch function whose single thread spawns one task per call.
+// and a __batch function whose single thread spawns one task per call. The
+// error return waits for the tasks first: they write into this frame.
 
 func.func private @leaf(%n: i32) -> i32 {
   func.return %n : i32
@@ -22,6 +23,12 @@ func.func @pair(%n: i32) -> i32 {
 // CHECK-NEXT:    llvm.call @GOMP_taskwait() : () -> ()
 // CHECK-NEXT:    %a2 = llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-NEXT:    %s = llvm.add %a2, %b : i32
+// CHECK:         llvm.store %{{.*}}, %{{.*}} : i64, !llvm.ptr
+// CHECK-NEXT:    llvm.br ^[[FAIL:.*]]
+// CHECK-NEXT:  ^[[FAIL]]:
+// CHECK-NEXT:    llvm.call @GOMP_taskwait() : () -> ()
+// CHECK-NEXT:    %{{.*}} = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT:    llvm.return
 // CHECK:       llvm.func @GOMP_task(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i8, i32, !llvm.ptr, i32, !llvm.ptr)
 // CHECK:       llvm.func internal @pair_task0(%{{.*}}: !llvm.ptr) {
 // CHECK:         llvm.call @omp_get_thread_num() : () -> i32

@@ -1,6 +1,7 @@
 // RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
 // Functions take a context first; the prologue checks the stack (a recorded
-// error moves the limit to the top); failed checks record the first error,
+// error, Ctrl-C or a timeout moves the limit to the top; the load is atomic,
+// so loops made of tail calls read it again); failed checks record the first error,
 // raise the limit and branch to one failure
 // return; calls stay in tail position; two results go through out-pointers;
 // division is guarded.
@@ -22,7 +23,7 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    %[[ZERO0:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[FRAME:.*]] = llvm.call_intrinsic "llvm.frameaddress.p0"(%[[ZERO0]]) : (i32) -> !llvm.ptr
 // CHECK-NEXT:    %[[SP:.*]] = llvm.ptrtoint %[[FRAME]] : !llvm.ptr to i64
-// CHECK-NEXT:    %[[LIMIT:.*]] = llvm.load %0 : !llvm.ptr -> i64
+// CHECK-NEXT:    %[[LIMIT:.*]] = llvm.load %0 atomic monotonic : !llvm.ptr -> i64
 // CHECK-NEXT:    %[[ROOM:.*]] = llvm.icmp "uge" %[[SP]], %[[LIMIT]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[ROOM]], ^[[BODY:.*]], ^[[STOP:.*]]
 // CHECK-NEXT:  ^[[BODY]]:
@@ -58,7 +59,8 @@ func.func @main(%n: i32) -> i32 {
 // CHECK:         %{{.*}} = llvm.mlir.constant(2 : i32) : i32
 // CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[STOP]]:
-// CHECK:         %{{.*}} = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT:    %[[STACK:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK:         llvm.select %{{.*}}, %[[STACK]], %{{.*}} : i1, i32
 // CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[FAIL]]:
 // CHECK-NEXT:    llvm.return

@@ -1,0 +1,170 @@
+"""Ctrl-C for native calls, at no cost to the generated code.
+
+While a thread is inside a ctypes call, CPython's SIGINT handler only notes
+the signal; its Python-level handler runs once the call returns, which a
+non-terminating recursion never does. So a C-ABI handler, compiled here with
+llvmlite, writes a byte to a pipe and then calls the handler it replaced,
+CPython's, which goes on as before (KeyboardInterrupt in the main thread). A
+watcher thread reading the pipe stops every running call as a recorded error
+stops it: it sets the call's context's `error` to ERROR_INTERRUPT and raises
+its `stack_limit` to the top, so the next prologue of every frame fails (the
+limit is loaded atomically there, also in the loops LLVM makes of tail
+calls: `passes/prologue.py`). The runtime then raises KeyboardInterrupt in
+the thread that made the call, whichever it is. The watcher needs the GIL,
+which the native call has released.
+
+A call's contexts are registered per thread when they are made
+(`running`): a dictionary store, no work in native code. A team's contexts
+are set up again by the team entry when it starts; a Ctrl-C in the few
+microseconds between is lost, as one is before a call starts.
+
+The handler is installed only over CPython's own, while the Python-level
+handler is `signal.default_int_handler`: with a handler of the user's,
+Ctrl-C leaves native calls alone, as before. It is put back at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from recir.passes.native_context import ERROR_INTERRUPT
+
+STOPPED = (1 << 64) - 1  # a stack limit no frame is above
+SIG_IGN, SA_SIGINFO = 1, 4  # Linux values (SIG_DFL is 0)
+
+# per thread (by `threading.get_ident`), the context or team contexts of its
+# latest call; a stopped finished call's are never read again, or are reset
+# by the team entry
+RUNNING: dict[int, Any] = {}
+
+
+class SigAction(ctypes.Structure):
+    """glibc's `struct sigaction` (x86-64 and AArch64)."""
+
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16),
+                ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+_lock = threading.Lock()
+_installed: dict[str, Any] = {"engines": []}
+
+# write(2) is async-signal-safe; errno is kept for the interrupted code
+HANDLER_IR = """
+declare ptr @__errno_location()
+declare i64 @write(i32, ptr, i64)
+@byte = internal constant i8 1
+define void @recir_on_interrupt(i32 %sig, ptr %info, ptr %context) {{
+  %errno = call ptr @__errno_location()
+  %saved = load i32, ptr %errno
+  %written = call i64 @write(i32 {fd}, ptr @byte, i64 1)
+  store i32 %saved, ptr %errno
+  call void inttoptr (i64 {previous} to ptr)(i32 %sig, ptr %info, ptr %context)
+  ret void
+}}
+"""
+
+
+def stop(held: Any, error: int) -> None:
+    """Stops the call running on `held` (a context, or a team's contexts)
+    with `error`, unless it has recorded one already."""
+    for ctx in getattr(held, "views", (held,)):
+        if not ctx.error:
+            ctx.error = error
+        ctx.stack_limit = STOPPED
+
+
+def stop_running() -> None:
+    for held in list(RUNNING.values()):
+        stop(held, ERROR_INTERRUPT)
+
+
+def watch(fd: int) -> None:
+    while True:
+        try:
+            if not os.read(fd, 64):
+                return
+        except OSError:
+            return
+        stop_running()
+
+
+def current() -> SigAction:
+    found = SigAction()
+    if _libc.sigaction(signal.SIGINT, None, ctypes.byref(found)) != 0:
+        raise OSError(ctypes.get_errno(), "sigaction failed")
+    return found
+
+
+def install() -> bool:
+    """Chains the handler in front of CPython's SIGINT handler (once; again
+    if Python has put its own back since); whether it is in. Where that
+    fails, Ctrl-C waits for native calls as before: compiling goes on."""
+    if not sys.platform.startswith("linux"):  # (glibc's sigaction and errno)
+        return False
+    try:
+        return chain()
+    except (OSError, RuntimeError, KeyError):
+        return False
+
+
+def chain() -> bool:
+    from recir.backend.engine import Engine, compile_object
+
+    with _lock:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False
+        now = current()
+        if "address" in _installed and now.handler == _installed["address"]:
+            return True
+        if now.handler in (None, SIG_IGN):  # default action or ignored: nothing to chain
+            return False
+        if "pipe" not in _installed:
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)  # a full pipe drops the byte
+            _installed["pipe"] = (read_end, write_end)
+            threading.Thread(target=watch, args=(read_end,), daemon=True,
+                             name="recir-interrupts").start()
+        text = HANDLER_IR.format(fd=_installed["pipe"][1], previous=now.handler)
+        engine = Engine(compile_object(text))
+        ours = SigAction()
+        ours.handler = engine.address("recir_on_interrupt")
+        ctypes.memmove(ours.mask, now.mask, ctypes.sizeof(ours.mask))
+        ours.flags = now.flags | SA_SIGINFO
+        if _libc.sigaction(signal.SIGINT, ctypes.byref(ours), None) != 0:
+            return False
+        _installed["engines"].append(engine)  # kept: a signal may be running one
+        _installed.update(address=ours.handler, previous=now)
+        return True
+
+
+@atexit.register
+def uninstall() -> None:
+    """Puts CPython's handler back where ours is still the one in place."""
+    with _lock:
+        previous = _installed.get("previous")
+        ours = _installed.get("address")
+        if isinstance(previous, SigAction) and ours and current().handler == ours:
+            _libc.sigaction(signal.SIGINT, ctypes.byref(previous), None)
+        _installed.pop("address", None)
+
+
+def forked() -> None:
+    """In a forked child: the pipe is the parent's and has no watcher here,
+    so CPython's handler goes back until the child's next `install`."""
+    global _lock
+    _lock = threading.Lock()  # (another thread may have held it at the fork)
+    uninstall()
+    for fd in _installed.pop("pipe", ()):
+        os.close(fd)
+    RUNNING.clear()
+
+
+os.register_at_fork(after_in_child=forked)
