@@ -9,12 +9,17 @@ compiler does, and `compile` goes on to a callable backed by the object cache.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, SymbolRefAttr, TensorType
+from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
@@ -66,25 +71,71 @@ def gradient_passes(entry: str, loss: int = -1) -> str:
     return f'{GRADIENT}{{entry="{entry}" loss={loss}}}'
 
 
-def run_passes(module: ModuleOp, passes: str, until: str | None = None) -> None:
+def run_passes(module: ModuleOp, passes: str, until: str | None = None,
+               timings: dict[str, float] | None = None) -> None:
     """Apply the `recir-opt -p` list `passes` to `module` in place, stopping
-    after the pass named `until`."""
+    after the pass named `until`; `timings` gets each pass's CPU seconds."""
     pipeline = PassPipeline.parse_spec({**get_all_passes(), **RECIR_PASSES}, passes)
     ctx = make_context()
     for stage in pipeline.passes:
+        start = time.process_time()
         stage.apply(ctx, module)
+        if timings is not None:
+            timings[stage.name] = time.process_time() - start
         if stage.name == until:
             return
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
-          threads: int = 1, max_depth: int = 0) -> ModuleOp:
+          threads: int = 1, max_depth: int = 0, entry: str | None = None,
+          verify: bool = True, timings: dict[str, float] | None = None) -> ModuleOp:
     """A lowered copy of `module` for `threads` threads, stopping after the
-    pass named `until`; `max_depth` > 0 bounds the recursion's depth."""
+    pass named `until`; `max_depth` > 0 bounds the recursion's depth. With
+    `entry`, only the functions it reaches are lowered (a gradient's module
+    still holds the model's own entry). `verify=False` skips xDSL's verifier
+    at the end (compiling, LLVM's verifier checks the result); `timings` gets
+    each stage's seconds."""
+    clock = time.process_time
     lowered = module.clone()
-    run_passes(lowered, passes_for(fuse, threads, max_depth), until)
-    lowered.verify()
+    if entry is not None:
+        prune_unreachable(lowered, entry)
+    run_passes(lowered, passes_for(fuse, threads, max_depth), until, timings)
+    if verify:
+        start = clock()
+        lowered.verify()
+        if timings is not None:
+            timings["xdsl-verify"] = clock() - start
     return lowered
+
+
+def symbol_names(attribute: Attribute) -> Iterator[str]:
+    if isinstance(attribute, SymbolRefAttr):
+        yield attribute.root_reference.data
+    elif isinstance(attribute, ArrayAttr):
+        for inner in attribute.data:
+            yield from symbol_names(inner)
+    elif isinstance(attribute, DictionaryAttr):
+        for inner in attribute.data.values():
+            yield from symbol_names(inner)
+
+
+def prune_unreachable(module: ModuleOp, entry: str) -> None:
+    """Erases the functions that `@entry` does not reach through symbol
+    references: lowering, cloning and optimising them is wasted work."""
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
+    if entry not in functions:
+        return
+    reached, todo = {entry}, [functions[entry]]
+    while todo:
+        for op in todo.pop().walk():
+            for attribute in (*op.properties.values(), *op.attributes.values()):
+                for name in symbol_names(attribute):
+                    if name in functions and name not in reached:
+                        reached.add(name)
+                        todo.append(functions[name])
+    for name, function in functions.items():
+        if name not in reached:
+            module.body.blocks[0].erase_op(function)
 
 
 MATRIX_OPS = ("tmath.matvec", "adjoint.vecmat", "adjoint.accumulate_outer")
@@ -109,47 +160,92 @@ def call_work(module: ModuleOp) -> int:
     return work
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0
+def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0,
+            entry: str | None = None, verify: bool = True,
+            timings: dict[str, float] | None = None
             ) -> tuple[str, list[str], list[int], list[int]]:
-    """LLVM IR text for `module`, the messages of its run-time checks, the
+    """LLVM IR text for `module` (the functions `entry` reaches, where
+    given; options as `lower`'s), the messages of its run-time checks, the
     arguments whose buffers each thread has its own copy of, and those whose
     outer products are logged (`adjoint.log_reserve`)."""
     from recir.backend.llvm_convert import to_llvm_ir
 
-    lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth)
+    lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth, entry=entry,
+                    verify=verify, timings=timings)
     sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
     copied = lowered.attributes.pop("recir.thread_copies", None)
     slots = [k.value.data for k in copied.data] if copied is not None else []
     logged = lowered.attributes.pop("recir.outer_logs", None)
     logs = [k.value.data for k in logged.data] if logged is not None else []
-    return to_llvm_ir(lowered), sites, slots, logs
+    start = time.process_time()
+    text = to_llvm_ir(lowered)
+    if timings is not None:
+        timings["llvm-convert"] = time.process_time() - start
+    return text, sites, slots, logs
+
+
+def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
+              timings: dict[str, float] | None = None, max_depth: int = 0
+              ) -> tuple[str, list[str], list[int], list[int]]:
+    """`llvm_ir` as compiling `@entry` produces it: only what `@entry`
+    reaches, and verified by LLVM's verifier alone (`compile_object`), which
+    checks the same IR again. Python's cycle collector pauses meanwhile: the
+    passes make and drop hundreds of thousands of linked objects, and each of
+    its full collections walks every live one (`bench/run.py compile`)."""
+    with gc_paused():
+        return llvm_ir(module, fuse, threads, max_depth, entry, verify=False, timings=timings)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    cache_dir: Path | str | None = None, fuse: bool = True,
-                   threads: int | None = 1, max_depth: int | None = None) -> NativeFunction:
-    """Native code for `@entry` of `module`, from the object cache when possible."""
+                   threads: int | None = 1, max_depth: int | None = None,
+                   timings: dict[str, float] | None = None) -> NativeFunction:
+    """Native code for `@entry` of `module`, from the object cache when
+    possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_object
 
+    clock, times = time.process_time, {}
+    start = clock()
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     depth = checked_max_depth(max_depth)
     # the lowering is the pass list with its options
     key = cache_key(located_text(module), f"{entry} {passes_for(fuse, threads, depth)}")
+    times["cache-key"], start = clock() - start, clock()
     hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
+    times["cache-load"] = clock() - start
     if hit is None:
-        start = time.perf_counter()
-        ir_text, sites, copied, logged = llvm_ir(module, fuse, threads, depth)
-        obj = compile_object(ir_text)
+        wall = time.perf_counter()
+        ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times, depth)
+        obj = compile_object(ir_text, times)
+        start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
-                               "seconds": time.perf_counter() - start})
+                               "seconds": time.perf_counter() - wall})
+        times["cache-store"] = clock() - start
     else:
         obj, sites = hit[0], hit[1]["sites"]
         copied, logged = hit[1]["copied"], hit[1]["logged"]
-    native = NativeFunction(Engine(obj), entry, signature, sites, params, threads, copied,
+    start = clock()
+    engine = Engine(obj)
+    times["load-object"], start = clock() - start, clock()
+    native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
                             call_work(module), logged)
     native.max_depth = depth
+    times["native-function"] = clock() - start
+    if timings is not None:
+        timings.update(times)
     return native
 
 

@@ -12,6 +12,7 @@ import ctypes
 import functools
 import os
 import threading
+import time
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -38,8 +39,13 @@ def target_machine() -> llvm.TargetMachine:
     )
 
 
-def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
-    options = llvm.create_pipeline_tuning_options(speed_level=3)
+# LLVM's optimisation pipeline for generated code (`bench/run.py compile`
+# times the levels on the same IR).
+OPT_LEVEL = 3
+
+
+def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3) -> None:
+    options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
     options.slp_vectorization = True
     options.loop_unrolling = True
@@ -47,14 +53,27 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
-def compile_object(ir_text: str) -> bytes:
+def compile_object(ir_text: str, timings: dict[str, float] | None = None,
+                   level: int | None = None) -> bytes:
+    """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
+    `timings` gets the CPU seconds of each step (parse, verify, optimize,
+    codegen)."""
+    clock, times = time.process_time, {}
+    start = clock()
     machine = target_machine()
     module = llvm.parse_assembly(ir_text)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
+    times["llvm-parse"], start = clock() - start, clock()
     module.verify()
-    optimize(module, machine)
-    return machine.emit_object(module)
+    times["llvm-verify"], start = clock() - start, clock()
+    optimize(module, machine, OPT_LEVEL if level is None else level)
+    times["llvm-optimize"], start = clock() - start, clock()
+    obj = machine.emit_object(module)
+    times["llvm-codegen"] = clock() - start
+    if timings is not None:
+        timings.update(times)
+    return obj
 
 
 def optimized_ir(ir_text: str) -> str:
@@ -76,11 +95,14 @@ class Engine:
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
 
+    def lookup(self, name: str) -> int:
+        return self.engine.get_function_address(name)
+
     def has(self, name: str) -> bool:
-        return bool(self.engine.get_function_address(name))
+        return bool(self.lookup(name))
 
     def address(self, name: str) -> int:
-        address = self.engine.get_function_address(name)
+        address = self.lookup(name)
         if not address:
             raise KeyError(f"no native function named {name}")
         return address

@@ -13,6 +13,8 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
+from recir.passes.op_templates import build
+
 _INT_BINARY: dict[type[Operation], type[Operation]] = {
     arith.AddiOp: llvm.AddOp,
     arith.SubiOp: llvm.SubOp,
@@ -62,12 +64,20 @@ def _icmp(lhs: SSAValue, rhs: SSAValue, predicate: str) -> llvm.ICmpOp:
 def convert_arith(op: Operation) -> list[Operation] | None:
     """The llvm ops replacing `op` (the last one yields its result), or None."""
     kind = type(op)
+    operands = tuple(op.operands)
     if kind in _INT_BINARY:
-        return [_INT_BINARY[kind](op.operands[0], op.operands[1])]
+        target = _INT_BINARY[kind]
+        return [build((target, operands[0].type), lambda: target(*operands), operands)]
     if kind in _FLOAT_BINARY:
-        return [_FLOAT_BINARY[kind](op.operands[0], op.operands[1], _fastmath(op))]
+        flags = op.fastmath if isinstance(op, arith.FloatingPointLikeBinaryOperation) else None
+        target = _FLOAT_BINARY[kind]
+        return [build((target, operands[0].type, flags),
+                      lambda: target(*operands, _fastmath(op)), operands)]
     if kind in _CASTS:
-        return [_CASTS[kind](op.operands[0], op.results[0].type)]
+        typ = op.results[0].type
+        target = _CASTS[kind]
+        return [build((target, operands[0].type, typ), lambda: target(operands[0], typ),
+                      operands)]
     if kind in _MIN_MAX:
         compare = _icmp(op.operands[0], op.operands[1], _MIN_MAX[kind])
         return [compare, llvm.SelectOp(compare, op.operands[0], op.operands[1])]
@@ -76,16 +86,21 @@ def convert_arith(op: Operation) -> list[Operation] | None:
 
 
 def _constant(op: arith.ConstantOp) -> list[Operation]:
-    return [llvm.ConstantOp(op.value, op.result.type)]
+    value, typ = op.value, op.result.type
+    return [build((llvm.ConstantOp, value, typ), lambda: llvm.ConstantOp(value, typ), ())]
 
 
 def _cmpi(op: arith.CmpiOp) -> list[Operation]:
     # arith and llvm number their predicates the same way
-    return [llvm.ICmpOp(op.lhs, op.rhs, IntegerAttr(op.predicate.value.data, i64))]
+    code, operands = op.predicate.value.data, (op.lhs, op.rhs)
+    return [build((llvm.ICmpOp, code, operands[0].type),
+                  lambda: llvm.ICmpOp(*operands, IntegerAttr(code, i64)), operands)]
 
 
 def _cmpf(op: arith.CmpfOp) -> list[Operation]:
-    return [llvm.FCmpOp(op.lhs, op.rhs, IntegerAttr(op.predicate.value.data, i64))]
+    code, operands = op.predicate.value.data, (op.lhs, op.rhs)
+    return [build((llvm.FCmpOp, code, operands[0].type),
+                  lambda: llvm.FCmpOp(*operands, IntegerAttr(code, i64)), operands)]
 
 
 def _fptosi(op: arith.FPToSIOp) -> list[Operation]:

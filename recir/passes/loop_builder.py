@@ -16,6 +16,8 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.passes.op_templates import build
+
 PTR = llvm.LLVMPointerType()
 # Reassociation lets LLVM vectorize reductions; contraction gives it FMAs.
 REASSOC = arith.FastMathFlagsAttr([FastMathFlag.REASSOC, FastMathFlag.ALLOW_CONTRACT])
@@ -46,12 +48,15 @@ class Emitter:
     def i64(self, value: Index) -> SSAValue:
         if isinstance(value, SSAValue):
             return value
-        return self.value(arith.ConstantOp(IntegerAttr(value, i64)))
+        return self.value(build((arith.ConstantOp, value, i64),
+                                lambda: arith.ConstantOp(IntegerAttr(value, i64)), ()))
 
     def const(self, value: float | int, typ: Attribute) -> SSAValue:
         if isinstance(typ, Float32Type):
-            return self.value(arith.ConstantOp(FloatAttr(float(value), f32)))
-        return self.value(arith.ConstantOp(IntegerAttr(int(value), typ)))
+            return self.value(build((arith.ConstantOp, float(value).hex(), f32),  # -0.0 is not 0.0
+                                    lambda: arith.ConstantOp(FloatAttr(float(value), f32)), ()))
+        return self.value(build((arith.ConstantOp, int(value), typ),
+                                lambda: arith.ConstantOp(IntegerAttr(int(value), typ)), ()))
 
     def add(self, a: Index, b: Index) -> SSAValue:
         if isinstance(a, int) and isinstance(b, int):
@@ -84,14 +89,17 @@ class Emitter:
     def offset(self, ptr: SSAValue, index: Index, elem: Attribute = f32) -> SSAValue:
         if index == 0:
             return ptr
-        gep = llvm.GEPOp.from_mixed_indices(ptr, [self.i64(index)], elem)
-        return self.value(gep)
+        operands = (ptr, self.i64(index))
+        return self.value(build((llvm.GEPOp, elem), lambda: llvm.GEPOp.from_mixed_indices(
+            ptr, [operands[1]], elem), operands))
 
     def load(self, ptr: SSAValue, index: Index, elem: Attribute = f32) -> SSAValue:
-        return self.value(llvm.LoadOp(self.offset(ptr, index, elem), elem))
+        at = self.offset(ptr, index, elem)
+        return self.value(build((llvm.LoadOp, elem), lambda: llvm.LoadOp(at, elem), (at,)))
 
     def store(self, value: SSAValue, ptr: SSAValue, index: Index) -> None:
-        self.op(llvm.StoreOp(value, self.offset(ptr, index, value.type)))
+        at = self.offset(ptr, index, value.type)
+        self.op(build(llvm.StoreOp, lambda: llvm.StoreOp(value, at), (value, at)))
 
     # control
     def loop(self, count: Index, body: LoopBody,

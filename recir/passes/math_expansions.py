@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 
 from recir.passes.loop_builder import CONTRACT, Emitter
+from recir.passes.op_templates import build
 
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
@@ -31,16 +32,21 @@ def _f(b: Emitter, value: float) -> SSAValue:
     return b.const(value, f32)
 
 
+def _binary(b: Emitter, kind: type[arith.FloatingPointLikeBinaryOperation], x: SSAValue,
+            y: SSAValue) -> SSAValue:
+    return b.value(build((kind, x.type, CONTRACT), lambda: kind(x, y, CONTRACT), (x, y)))
+
+
 def _mul(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.value(arith.MulfOp(x, y, CONTRACT))
+    return _binary(b, arith.MulfOp, x, y)
 
 
 def _add(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.value(arith.AddfOp(x, y, CONTRACT))
+    return _binary(b, arith.AddfOp, x, y)
 
 
 def _sub(b: Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.value(arith.SubfOp(x, y, CONTRACT))
+    return _binary(b, arith.SubfOp, x, y)
 
 
 def _select(b: Emitter, x: SSAValue, pred: str, bound: float, then: SSAValue,

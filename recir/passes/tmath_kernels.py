@@ -317,7 +317,7 @@ def fill(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
 def constant(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     assert isinstance(op, tmath.ConstantOp)
     values = op.value.get_values()
-    if len(values) == 1:
+    if len(set(values)) == 1:  # a splat (a gradient's zeros): one loop, not a store each
         return fill(b, op, [b.const(values[0], f32)])
     out = b.alloca(len(values))
     for i, v in enumerate(values):

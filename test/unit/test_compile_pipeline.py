@@ -1,0 +1,79 @@
+"""What `compile` lowers: only the functions the entry reaches, splats as loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recir.autodiff.api import GradFunction
+from recir.context import make_context
+from recir.models import tree_lstm
+from recir.parsing import parse_module
+from recir.pipeline import compile_module, lower, native_ir
+
+TWO_ENTRIES = """
+func.func @fib(%n: i32) -> i32 {
+  invoke.subgraph @fib_rec(%k: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %two = arith.constant 2 : i32
+    %base = arith.cmpi sle, %k, %one : i32
+    %r = scf.if %base -> (i32) {
+      scf.yield %one : i32
+    } else {
+      %k1 = arith.subi %k, %one : i32
+      %k2 = arith.subi %k, %two : i32
+      %a = invoke.invoke @fib_rec(%k1) : (i32) -> i32
+      %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
+      %s = arith.addi %a, %b : i32
+      scf.yield %s : i32
+    }
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
+  func.return %r : i32
+}
+func.func @sums() -> f32 {
+  %z = tmath.constant dense<2.5> : tensor<64xf32>
+  %k = tmath.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %a = tmath.sum %z : tensor<64xf32> -> f32
+  %b = tmath.sum %k : tensor<4xf32> -> f32
+  %s = arith.addf %a, %b : f32
+  func.return %s : f32
+}
+"""
+
+
+def fib(n: int) -> int:
+    return 1 if n <= 1 else fib(n - 1) + fib(n - 2)
+
+
+@pytest.fixture(scope="module")
+def module():
+    return parse_module(make_context(), TWO_ENTRIES, "two_entries.mlir")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_entry_is_compiled_without_the_other(module, threads, tmp_path):
+    fib_ir = native_ir(module, "fib", threads=threads)[0]
+    sums_ir = native_ir(module, "sums", threads=threads)[0]
+    assert "sums" not in fib_ir and "fib" in fib_ir
+    assert "fib" not in sums_ir and "sums" in sums_ir
+    assert compile_module(module, "fib", cache_dir=tmp_path, threads=threads)(15) == (fib(15),)
+    assert compile_module(module, "sums", cache_dir=tmp_path, threads=threads)() == (64 * 2.5 + 10,)
+
+
+def test_a_splat_constant_is_one_loop_not_a_store_per_element(module):
+    ir_text = native_ir(module, "sums")[0]
+    assert ir_text.count("store float") < 16  # the four listed values, one loop's store
+
+
+def test_the_gradient_module_is_lowered_without_the_models_entry():
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=4, embed=4, vocab=10)
+    model = tree_lstm.trace_model(params)
+    grad = GradFunction(model, engine="interpret")
+    names = {f.sym_name.data for f in grad.module.ops}
+    assert model.entry in names  # the gradient's module still holds it
+    lowered = lower(grad.module, "invoke-clone-serial", threads=2, entry=grad.entry)
+    kept = {f.sym_name.data for f in lowered.ops}
+    assert model.entry not in kept and f"{model.entry}__serial" not in kept
+    assert {grad.entry, f"{grad.entry}__serial", "node_fwd", "node_bwd_serial"} <= kept
