@@ -55,7 +55,7 @@ def model(hidden: int) -> tuple[Any, Any]:
 
 def cold_stages(traced: Any, threads: int, cache: str) -> dict[str, dict[str, float]]:
     """Per-stage CPU seconds of one cold compile of inference and gradient."""
-    from recir.autodiff.api import GradFunction
+    from recir.gradients import GradFunction
     from recir.pipeline import compile_module
 
     inference: dict[str, float] = {}
@@ -82,7 +82,7 @@ def end_to_end(traced: Any, threads: int, cache: str) -> tuple[float, float]:
 def llvm_levels(traced: Any, threads: int, levels: list[int], passes: int
                 ) -> dict[str, dict[int, dict[str, float]]]:
     """LLVM's stages on the same IR at each optimisation level."""
-    from recir.autodiff.api import GradFunction
+    from recir.gradients import GradFunction
     from recir.backend.engine import compile_object
     from recir.pipeline import native_ir
 

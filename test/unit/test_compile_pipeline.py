@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recir.autodiff.api import GradFunction
+from recir.gradients import GradFunction
 from recir.context import make_context
 from recir.models import tree_lstm
 from recir.parsing import parse_module
