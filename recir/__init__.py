@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import f32, i1, i32
 from recir.frontend import SubGraph, TracedModel, cond, matrix, structure, trace, vector
 
 __all__ = ["SubGraph", "TracedModel", "compile", "cond", "f32", "grad", "i1", "i32",
-           "matrix", "structure", "trace", "value_and_grad", "vector"]
+           "matrix", "structure", "trace", "tune", "value_and_grad", "vector"]
 
 
 def compile(model: Any, entry: str | None = None, *, batching: str = "recursive",
@@ -49,3 +49,12 @@ def grad(model: Any, loss: int = -1, **options: Any) -> Any:
     from recir.autodiff import api
 
     return api.grad(model, loss, **options)
+
+
+def tune(cache_dir: Any = None) -> Any:
+    """Measures this machine's cost of a team start and of a task once, ahead
+    of any call, and keeps them in the cache directory, where functions
+    compiled later read them (see `recir.backend.policy`); returns them."""
+    from recir.backend import policy
+
+    return policy.tune(cache_dir)

@@ -18,7 +18,7 @@ from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 
 from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.runtime import NativeFunction
-from recir.backend.spawn_tuner import spawn_budget
+from recir.backend.policy import defer_outer_bytes, max_budget
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.dialects import tmath
@@ -35,20 +35,10 @@ STAGES: tuple[ModulePass, ...] = (
     TmathFuseElementwisePass(),  # skipped with fuse=False
     InvokeMarkConcurrentPass(),  # these two only with threads > 1
     InvokeCloneSerialPass(),
-    ConvertTmathToLoopsPass(),  # with DEFER_OUTER_BYTES
+    ConvertTmathToLoopsPass(),  # with policy.defer_outer_bytes()
     ConvertScfToCf(),
     ConvertRecirToLlvmPass(),
 )
-
-
-# Modules whose largest weight gradient fed by outer products is at least
-# this size log every outer product and add them by one SGEMM after the call
-# (`convert-tmath-to-loops`, defer-outer-bytes): about a typical L2 per
-# core. In TreeLSTM training on SST batches of 25, deferring raised trees/s at
-# h=256 (U's gradient 2.6 MB); at h=150 (900 KB) it gained in batches but lost
-# on single small trees, since each call pays its SGEMMs' fixed cost, so it
-# starts at this size.
-DEFER_OUTER_BYTES = 1 << 20
 
 
 def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
@@ -61,9 +51,9 @@ def lower(module: ModuleOp, until: str | None = None, fuse: bool = True,
         () if threads > 1 else (InvokeMarkConcurrentPass, InvokeCloneSerialPass))
     for stage in STAGES:
         if isinstance(stage, InvokeCloneSerialPass):
-            stage = InvokeCloneSerialPass(budget=spawn_budget(threads))
+            stage = InvokeCloneSerialPass(budget=max_budget(threads))
         elif isinstance(stage, ConvertTmathToLoopsPass):
-            stage = ConvertTmathToLoopsPass(defer_outer_bytes=DEFER_OUTER_BYTES)
+            stage = ConvertTmathToLoopsPass(defer_outer_bytes=defer_outer_bytes())
         if not isinstance(stage, skip):
             stage.apply(ctx, lowered)
         if stage.name == until:
@@ -80,7 +70,7 @@ def call_work(module: ModuleOp) -> int:
     `module`, summed (both branches of an `scf.if` counted): its matrix
     products by matrix size, every other tensor op by result size, one per
     scalar op. Times the input's size it tells a team call from one too small
-    to gain from a second thread (`runtime.SERIAL_BELOW`)."""
+    to gain from a second thread (`policy.team_pays`)."""
     def elements(v: Any) -> int:  # a dynamic dimension counts as 1
         return math.prod(max(d, 1) for d in tmath.shape_of(v)) if isinstance(
             v.type, TensorType) else 1
@@ -119,10 +109,10 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     signature = find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
-    budget = spawn_budget(threads) if threads > 1 else 0
+    budget = max_budget(threads) if threads > 1 else 0
     # the lowering depends on whether there are tasks and, if so, on the budget
     key = cache_key(str(module), f"{entry} fuse={fuse} tasks={threads > 1} "
-                                 f"spawn_budget={budget} defer_outer={DEFER_OUTER_BYTES}")
+                                 f"spawn_budget={budget} defer_outer={defer_outer_bytes()}")
     hit = cache.load(key)
     if hit is None:
         start = time.perf_counter()

@@ -185,7 +185,7 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
     and batches whose trees run side by side."""
     from recir import pipeline
 
-    monkeypatch.setattr(pipeline, "DEFER_OUTER_BYTES", 0)  # defer all of them
+    monkeypatch.setattr(pipeline, "defer_outer_bytes", lambda: 0)  # defer all of them
     module, sizes = TREE_MODELS[name]
     params = small_params(module, **{**sizes, "vocab": 100, "classes": 5})
     model = module.trace_model(params)

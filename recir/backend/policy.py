@@ -1,0 +1,289 @@
+"""The runtime's choices, computed from a cost model: no timing of a user's calls.
+
+A call's work is `pipeline.call_work` (multiply-adds of one recursive call)
+times its size (a tree's node count). Three machine costs turn work into
+decisions (`Costs`):
+
+- `unit_s`, the time of one unit of work: one multiply-add per f32 vector
+  lane per cycle (a matrix-vector product streams one weight vector load per
+  cycle from L1/L2), from the ISA's vector width and the clock;
+- `task_s`, spawning one task and having another thread steal it (libgomp
+  creates a task in 0.1-0.4 us; the steal moves its cache lines);
+- `team_s`, starting a team whose workers sleep (a kernel wake-up of each)
+  and joining it.
+
+From them:
+
+- a call runs on a team only where the team's gain, its work's time times
+  `1 - 1/threads`, exceeds `team_s` (`team_pays`);
+- a call spawns tasks `budget` levels down the call tree: enough levels that
+  a binary recursion's largest task is at most `IMBALANCE` of a thread's
+  share (Graham's bound: the schedule is then within that fraction of
+  ideal), but no level whose tasks carry less than `GRAIN` times `task_s` of
+  work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
+- gradients log outer products and add them by one SGEMM (`defer-outer-bytes`)
+  when a weight gradient and its weight no longer fit a core's L2 together
+  (`defer_outer_bytes`).
+
+`recir.tune()` may measure `team_s` and `task_s` once, ahead of the calls;
+its result is kept in the cache directory and read by later processes on
+the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from recir.diagnostics import RecirError
+
+IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
+GRAIN = 8  # a task carries at least this many times its own cost in work
+DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
+DEFAULT_L2_BYTES = 1 << 20
+DEFAULT_TASK_S = 1e-6
+DEFAULT_TEAM_S = 50e-6  # two futex wake-ups and the scheduler's latency on a virtual machine
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The facts the policy reads: cores this process may use, a core's L2,
+    the f32 lanes of its widest vectors and its clock."""
+
+    cores: int
+    l2_bytes: int
+    lanes: int
+    clock_hz: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Seconds per unit of work, per task, per team start."""
+
+    unit_s: float
+    task_s: float
+    team_s: float
+
+
+@functools.cache
+def machine() -> Machine:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return Machine(cores, l2_bytes(), vector_lanes(), clock_hz())
+
+
+def l2_bytes() -> int:
+    """A core's L2 size (sysfs, else sysconf, else 1 MiB)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
+                return int(size.rstrip("KM")) * scale
+        except (OSError, ValueError):
+            continue
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError):
+        size = 0
+    return size if size > 0 else DEFAULT_L2_BYTES
+
+
+def vector_lanes() -> int:
+    """f32 lanes of the host's widest vector registers (LLVM's host features)."""
+    import llvmlite.binding as llvm
+
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:
+        return 4
+    if features.get("avx512f"):
+        return 16
+    return 8 if features.get("avx2") or features.get("avx") else 4
+
+
+def clock_hz() -> float:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) * 1e6
+    except (OSError, ValueError, IndexError):
+        pass
+    return DEFAULT_CLOCK_HZ
+
+
+def costs(cache_dir: Path | str | None = None) -> Costs:
+    """The machine's costs: `recir.tune`'s measurement where one is kept,
+    else the stated defaults."""
+    facts = machine()
+    unit_s = 1 / (facts.lanes * facts.clock_hz)
+    kept = tuned_path(cache_dir)
+    if kept.exists():
+        try:
+            measured = json.loads(kept.read_text())
+            return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]))
+        except (ValueError, KeyError, TypeError):
+            pass  # an unreadable file: the defaults (`tune` writes it again)
+    return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
+
+
+def tuned_path(cache_dir: Path | str | None = None) -> Path:
+    from recir.backend.cache import default_dir
+
+    facts = machine()
+    root = Path(cache_dir) if cache_dir is not None else default_dir()
+    return root / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
+
+
+def max_budget(threads: int) -> int:
+    """Levels whose 2^levels tasks split a balanced binary recursion into
+    pieces of at most `IMBALANCE` of a thread's share: log2(threads / IMBALANCE)."""
+    return max(0, math.ceil(math.log2(max(threads, 1) / IMBALANCE)))
+
+
+def grain_levels(work: float, costs: Costs) -> int:
+    """Levels a binary recursion of `work` units can halve before a piece
+    carries less than `GRAIN` tasks' cost."""
+    pieces = work * costs.unit_s / (GRAIN * costs.task_s)
+    return max(0, int(math.floor(math.log2(pieces)))) if pieces >= 1 else 0
+
+
+def team_pays(work: float | None, threads: int, costs: Costs) -> bool:
+    """Whether `work` units (None: unknown, taken as large) gain more on a
+    team of `threads` than starting the team costs."""
+    if threads < 2:
+        return False
+    return work is None or work * costs.unit_s * (1 - 1 / threads) > costs.team_s
+
+
+def call_budget(work: float | None, threads: int, costs: Costs) -> int:
+    """The levels of tasks of one call of `work` units on `threads` threads."""
+    if work is None:
+        return max_budget(threads)
+    return min(max_budget(threads), grain_levels(work, costs))
+
+
+def batch_budget(works: list[float] | None, count: int, threads: int, costs: Costs) -> int:
+    """The levels of tasks below each call of a batch of `count` calls of
+    `works` units (None: unknown, taken as equal and large), themselves a
+    team's tasks: none where the largest call is at most `IMBALANCE` of a
+    thread's share, else enough levels that its pieces are."""
+    if works is None:
+        ratio = threads / (IMBALANCE * count)
+    else:
+        total, largest = sum(works), max(works, default=0)
+        if total <= 0:
+            return 0
+        ratio = largest * threads / (IMBALANCE * total)
+    levels = math.ceil(math.log2(ratio)) if ratio > 1 else 0
+    levels = min(levels, max_budget(threads))
+    return levels if works is None else min(levels, grain_levels(max(works), costs))
+
+
+def defer_outer_bytes() -> int:
+    """Weight gradients from this size up log their outer products: a
+    gradient and its weight of this size each fill half a core's L2."""
+    return machine().l2_bytes // 2
+
+
+def fixed_budget() -> int | None:
+    """`$RECIR_SPAWN_BUDGET`'s budget, None where unset."""
+    fixed = os.environ.get("RECIR_SPAWN_BUDGET", "").strip()
+    if not fixed:
+        return None
+    if not fixed.isdigit():
+        raise RecirError(f"error: RECIR_SPAWN_BUDGET must be a number of levels (0 or more), "
+                         f"got '{fixed}'")
+    return int(fixed)
+
+
+def save_tuned(task_s: float, team_s: float, cache_dir: Path | str | None = None) -> Costs:
+    path = tuned_path(cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s}))
+    return costs(cache_dir)
+
+
+
+FIB_IR = """
+func.func @fib(%n: i32) -> i32 {
+  invoke.subgraph @fib_rec(%k: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %two = arith.constant 2 : i32
+    %base = arith.cmpi sle, %k, %one : i32
+    %r = scf.if %base -> (i32) {
+      scf.yield %one : i32
+    } else {
+      %k1 = arith.subi %k, %one : i32
+      %k2 = arith.subi %k, %two : i32
+      %a = invoke.invoke @fib_rec(%k1) : (i32) -> i32
+      %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
+      %s = arith.addi %a, %b : i32
+      scf.yield %s : i32
+    }
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
+  func.return %r : i32
+}
+"""
+TUNE_ROUNDS = 15
+TUNE_BUDGET = 12  # fib's 2^13 - 1 tasks, each a subtree of ~40 calls
+ASLEEP_S = 0.01  # past any runtime's spin before its workers sleep (libomp 1 ms here)
+
+
+def tune(cache_dir: Path | str | None = None) -> Costs:
+    """Measures `team_s` (a no-op parallel region on all cores, its workers
+    asleep) and `task_s` (fib(27) with 2^13 tasks on 2 threads against one
+    thread without tasks), medians of `TUNE_ROUNDS`, and keeps them in the
+    cache directory for `costs`. Run it ahead of the calls it should serve:
+    their functions read the costs when compiled."""
+    import ctypes
+    import time
+
+    from recir.backend.engine import openmp
+
+    library, threads = openmp(), machine().cores
+    if library is None or threads < 2:
+        return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, cache_dir)
+    no_op = ctypes.c_void_p(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value)
+    starts = []
+    for _ in range(TUNE_ROUNDS):
+        time.sleep(ASLEEP_S)
+        start = time.perf_counter()
+        library.GOMP_parallel(no_op, None, threads, 0)  # free(NULL) on every thread
+        starts.append(time.perf_counter() - start)
+    team_s = sorted(starts)[TUNE_ROUNDS // 2]
+    task_s = fib_task_seconds(cache_dir)
+    return save_tuned(max(task_s, 1e-8), team_s, cache_dir)
+
+
+def fib_task_seconds(cache_dir: Path | str | None) -> float:
+    """Seconds per task: on 2 threads the tasks' cost is shared, so
+    tasks x task_s = 2 x (time with tasks) - (time without)."""
+    import time
+
+    import recir
+    from recir.context import make_context
+    from recir.parsing import parse_module
+
+    fib = recir.compile(parse_module(make_context(), FIB_IR, "fib"), entry="fib",
+                        cache_dir=cache_dir, threads=2)
+    fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
+
+    def median_seconds(budget: int) -> float:
+        fib.fixed_budget = budget  # 0: one thread, no tasks
+        fib(27)
+        times = []
+        for _ in range(TUNE_ROUNDS):
+            start = time.perf_counter()
+            fib(27)
+            times.append(time.perf_counter() - start)
+        return sorted(times)[TUNE_ROUNDS // 2]
+
+    alone, tasked = median_seconds(0), median_seconds(TUNE_BUDGET)
+    return (2 * tasked - alone) / (2 ** (TUNE_BUDGET + 1) - 1)
