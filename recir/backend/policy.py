@@ -14,8 +14,10 @@ decisions (`Costs`):
 
 From them:
 
-- a call runs on a team only where the team's gain, its work's time times
-  `1 - 1/threads`, exceeds `team_s` (`team_pays`);
+- a call runs on a team only where the team's time, a thread's share of
+  the work plus the largest task's imbalance (`IMBALANCE` of a share), the
+  team's start and a share of its tasks' cost, is below one thread's time
+  (`team_pays`);
 - a call spawns tasks `budget` levels down the call tree: enough levels that
   a binary recursion's largest task is at most `IMBALANCE` of a thread's
   share (Graham's bound: the schedule is then within that fraction of
@@ -42,7 +44,7 @@ from pathlib import Path
 from recir.diagnostics import RecirError
 
 IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
-GRAIN = 8  # a task carries at least this many times its own cost in work
+GRAIN = 32  # a task carries at least this many times its own cost: at most 3% overhead
 DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
 DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
@@ -152,12 +154,20 @@ def grain_levels(work: float, costs: Costs) -> int:
     return max(0, int(math.floor(math.log2(pieces)))) if pieces >= 1 else 0
 
 
-def team_pays(work: float | None, threads: int, costs: Costs) -> bool:
-    """Whether `work` units (None: unknown, taken as large) gain more on a
-    team of `threads` than starting the team costs."""
+def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None = None
+              ) -> bool:
+    """Whether `work` units (None: unknown, taken as large) in `tasks` tasks
+    (None: those of `call_budget`) take less time on a team of `threads`
+    than on one thread."""
     if threads < 2:
         return False
-    return work is None or work * costs.unit_s * (1 - 1 / threads) > costs.team_s
+    if work is None:
+        return True
+    if tasks is None:
+        tasks = 2 ** call_budget(work, threads, costs) - 1
+    alone = work * costs.unit_s
+    team = alone / threads * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / threads
+    return team < alone
 
 
 def call_budget(work: float | None, threads: int, costs: Costs) -> int:

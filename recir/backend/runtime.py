@@ -188,8 +188,9 @@ class NativeFunction:
     def threads_for(self, sizes: list[int] | None) -> int:
         if sizes is None:
             return self.threads
-        work = sum(sizes) * self.call_work
-        return self.threads if policy.team_pays(work, self.threads, self.costs) else 1
+        work = sum(sizes) * self.call_work  # the calls are the team's tasks
+        return self.threads if policy.team_pays(work, self.threads, self.costs,
+                                                len(sizes)) else 1
 
     def sizes(self, items: Sequence[Sequence[Any]]) -> list[int] | None:
         """Each call's `size`; None where one cannot be told."""

@@ -235,9 +235,9 @@ def test_stress_with_the_policy_choosing(monkeypatch) -> None:
     params = tree_lstm.init_params(np.random.default_rng(6), hidden=8, embed=8, vocab=60)
     model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=MAX_THREADS)
-    # a task costs two nodes' work: a piece carries 16 nodes, so budgets vary with the size
+    # a task costs a quarter node's work: a piece carries 8 nodes, so budgets vary with the size
     cheap_tasks = policy.Costs(parallel.costs.unit_s,
-                               2 * parallel.call_work * parallel.costs.unit_s, 0.0)
+                               parallel.call_work * parallel.costs.unit_s / 4, 0.0)
     parallel.costs = cheap_tasks
     rng = np.random.default_rng(10)
     budgets = set()
@@ -488,8 +488,8 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
     small, big = (make_tree("balanced", n, np.random.default_rng(1), 100) for n in (8, 64))
-    # a team pays from 15 us / (1e-11 s x 1/2) = 3M units; ~48k a node
-    assert parallel.call_work * (2 * 8 - 1) < 3_000_000 < parallel.call_work * (2 * 64 - 1)
+    # a team pays from 15 us / (1e-11 s x (1 - 1.125 / 2)) = ~3.4M units; ~48k a node
+    assert parallel.call_work * (2 * 8 - 1) < 3_400_000 < parallel.call_work * (2 * 64 - 1)
     assert parallel.team_size([inputs(small)]) == 1
     assert parallel.team_size([inputs(big)]) == 2
     assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up

@@ -26,11 +26,12 @@ def test_machine_facts_are_read() -> None:
     assert policy.defer_outer_bytes() == facts.l2_bytes // 2
 
 
-def test_a_team_pays_where_its_gain_exceeds_its_start() -> None:
-    # gain = work x 2.5e-11 s x (1 - 1/2) > 50 us from 4M units up on 2 threads
-    assert not policy.team_pays(3_900_000, 2, COSTS)
-    assert policy.team_pays(4_100_000, 2, COSTS)
-    # on 8 threads the gain is 7/8 of the time: from ~2.3M units
+def test_a_team_pays_where_it_takes_less_time_than_one_thread() -> None:
+    # one thread: work x 2.5e-11 s; a team of 2: half that x (1 + 1/8), 50 us
+    # to start, and half of its one task's 1 us (a budget of 1): from ~4.62M units
+    assert not policy.team_pays(4_600_000, 2, COSTS)
+    assert policy.team_pays(4_700_000, 2, COSTS)
+    # on 8 threads the team takes 1.125/8 of the time (no tasks): from ~2.33M units
     assert policy.team_pays(2_400_000, 8, COSTS) and not policy.team_pays(2_200_000, 8, COSTS)
     assert not policy.team_pays(10**12, 1, COSTS)
     assert policy.team_pays(None, 2, COSTS)  # unknown work (fib's scalar input): a team
@@ -39,9 +40,9 @@ def test_a_team_pays_where_its_gain_exceeds_its_start() -> None:
 def test_the_budget_stops_where_pieces_balance_or_get_too_small() -> None:
     # 2^levels pieces of at most 1/8 of a thread's share: 4 levels on 2 threads, 7 on 16
     assert [policy.max_budget(t) for t in (1, 2, 4, 16)] == [3, 4, 5, 7]
-    # a piece carries at least 8 task costs (8 us = 320k units)
-    assert policy.call_budget(320_000, 2, COSTS) == 0
-    assert policy.call_budget(640_000 * 2, 2, COSTS) == 2
+    # a piece carries at least 32 task costs (32 us = 1.28M units)
+    assert policy.call_budget(1_280_000, 2, COSTS) == 0
+    assert policy.call_budget(1_280_000 * 4, 2, COSTS) == 2
     assert policy.call_budget(10**9, 2, COSTS) == 4
     assert policy.call_budget(None, 16, COSTS) == 7
 
