@@ -10,7 +10,9 @@ decisions (`Costs`):
 - `task_s`, spawning one task and having another thread steal it (libgomp
   creates a task in 0.1-0.4 us; the steal moves its cache lines);
 - `team_s`, starting a team whose workers sleep (a kernel wake-up of each)
-  and joining it.
+  and joining it;
+- `share`, the part of a core each thread beyond the first gets: 1 on an
+  idle machine, less where other processes hold the cores.
 
 From them:
 
@@ -27,7 +29,7 @@ From them:
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
 
-`recir.tune()` may measure `team_s` and `task_s` once, ahead of the calls;
+`recir.tune()` may measure `team_s`, `task_s` and `share` once, ahead of the calls;
 its result is kept in the cache directory and read by later processes on
 the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
 """
@@ -64,11 +66,13 @@ class Machine:
 
 @dataclass(frozen=True)
 class Costs:
-    """Seconds per unit of work, per task, per team start."""
+    """Seconds per unit of work, per task, per team start; the share of a
+    core each extra thread gets."""
 
     unit_s: float
     task_s: float
     team_s: float
+    share: float = 1.0
 
 
 @functools.cache
@@ -127,7 +131,8 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
     if kept.exists():
         try:
             measured = json.loads(kept.read_text())
-            return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]))
+            return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
+                         float(measured["share"]))
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable file: the defaults (`tune` writes it again)
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
@@ -166,7 +171,8 @@ def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None 
     if tasks is None:
         tasks = 2 ** call_budget(work, threads, costs) - 1
     alone = work * costs.unit_s
-    team = alone / threads * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / threads
+    cores = 1 + (threads - 1) * costs.share  # what the team's threads amount to
+    team = alone / cores * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / cores
     return team < alone
 
 
@@ -211,10 +217,11 @@ def fixed_budget() -> int | None:
     return int(fixed)
 
 
-def save_tuned(task_s: float, team_s: float, cache_dir: Path | str | None = None) -> Costs:
+def save_tuned(task_s: float, team_s: float, share: float = 1.0,
+               cache_dir: Path | str | None = None) -> Costs:
     path = tuned_path(cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s}))
+    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share}))
     return costs(cache_dir)
 
 
@@ -241,17 +248,17 @@ func.func @fib(%n: i32) -> i32 {
   func.return %r : i32
 }
 """
-TUNE_ROUNDS = 15
-TUNE_BUDGET = 12  # fib's 2^13 - 1 tasks, each a subtree of ~40 calls
+TUNE_ROUNDS = 9
+FIB_N = 30  # ~1.3M calls of a few ns: milliseconds
 ASLEEP_S = 0.01  # past any runtime's spin before its workers sleep (libomp 1 ms here)
 
 
 def tune(cache_dir: Path | str | None = None) -> Costs:
     """Measures `team_s` (a no-op parallel region on all cores, its workers
-    asleep) and `task_s` (fib(27) with 2^13 tasks on 2 threads against one
-    thread without tasks), medians of `TUNE_ROUNDS`, and keeps them in the
-    cache directory for `costs`. Run it ahead of the calls it should serve:
-    their functions read the costs when compiled."""
+    asleep), and from fib(30) on one thread and on all cores at two budgets,
+    `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
+    directory for `costs`. Run it ahead of the calls it should serve: their
+    functions read the costs when compiled."""
     import ctypes
     import time
 
@@ -259,7 +266,7 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
 
     library, threads = openmp(), machine().cores
     if library is None or threads < 2:
-        return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, cache_dir)
+        return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir)
     no_op = ctypes.c_void_p(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value)
     starts = []
     for _ in range(TUNE_ROUNDS):
@@ -268,13 +275,14 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
         library.GOMP_parallel(no_op, None, threads, 0)  # free(NULL) on every thread
         starts.append(time.perf_counter() - start)
     team_s = sorted(starts)[TUNE_ROUNDS // 2]
-    task_s = fib_task_seconds(cache_dir)
-    return save_tuned(max(task_s, 1e-8), team_s, cache_dir)
+    share, task_s = fib_share_and_task(threads, cache_dir)
+    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir)
 
 
-def fib_task_seconds(cache_dir: Path | str | None) -> float:
-    """Seconds per task: on 2 threads the tasks' cost is shared, so
-    tasks x task_s = 2 x (time with tasks) - (time without)."""
+def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:
+    """fib's speedup on `threads` threads with few tasks (`max_budget` + 4
+    levels: fib's tree is unbalanced) gives the cores the team amounts to;
+    the time that 2^6 times as many tasks add, times those cores, their cost."""
     import time
 
     import recir
@@ -282,18 +290,22 @@ def fib_task_seconds(cache_dir: Path | str | None) -> float:
     from recir.parsing import parse_module
 
     fib = recir.compile(parse_module(make_context(), FIB_IR, "fib"), entry="fib",
-                        cache_dir=cache_dir, threads=2)
+                        cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
     def median_seconds(budget: int) -> float:
         fib.fixed_budget = budget  # 0: one thread, no tasks
-        fib(27)
+        fib(FIB_N)
         times = []
         for _ in range(TUNE_ROUNDS):
             start = time.perf_counter()
-            fib(27)
+            fib(FIB_N)
             times.append(time.perf_counter() - start)
         return sorted(times)[TUNE_ROUNDS // 2]
 
-    alone, tasked = median_seconds(0), median_seconds(TUNE_BUDGET)
-    return (2 * tasked - alone) / (2 ** (TUNE_BUDGET + 1) - 1)
+    few = max_budget(threads) + 4
+    alone, with_few, with_many = median_seconds(0), median_seconds(few), median_seconds(few + 6)
+    cores = max(alone / with_few, 1.0)
+    share = min((cores - 1) / (threads - 1), 1.0)
+    task_s = (with_many - with_few) * cores / (2 ** (few + 7) - 2 ** (few + 1))
+    return share, task_s

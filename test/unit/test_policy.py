@@ -35,6 +35,12 @@ def test_a_team_pays_where_it_takes_less_time_than_one_thread() -> None:
     assert policy.team_pays(2_400_000, 8, COSTS) and not policy.team_pays(2_200_000, 8, COSTS)
     assert not policy.team_pays(10**12, 1, COSTS)
     assert policy.team_pays(None, 2, COSTS)  # unknown work (fib's scalar input): a team
+    # where the second thread gets a fifth of a core (a loaded host, `tune`),
+    # 2 threads amount to 1.2 cores: one thread's time x 1.125 / 1.2, 50 us
+    # and 15 tasks' 12.5 us are below one thread's time from ~40M units
+    shared = Costs(COSTS.unit_s, COSTS.task_s, COSTS.team_s, share=0.2)
+    assert not policy.team_pays(30_000_000, 2, shared) and policy.team_pays(60_000_000, 2, shared)
+    assert not policy.team_pays(10**12, 2, Costs(COSTS.unit_s, COSTS.task_s, 0.0, share=0.0))
 
 
 def test_the_budget_stops_where_pieces_balance_or_get_too_small() -> None:
@@ -92,8 +98,15 @@ def test_fixed_budget_from_the_environment(monkeypatch) -> None:
 
 def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
-    kept = policy.save_tuned(task_s=2e-6, team_s=30e-6, cache_dir=tmp_path)
-    assert (kept.task_s, kept.team_s) == (2e-6, 30e-6)
+    kept = policy.save_tuned(task_s=2e-6, team_s=30e-6, share=0.5, cache_dir=tmp_path)
+    assert (kept.task_s, kept.team_s, kept.share) == (2e-6, 30e-6, 0.5)
     assert policy.costs(tmp_path) == kept
     policy.tuned_path(tmp_path).write_text("not json")
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
+
+
+def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
+    measured = recir.tune(tmp_path)
+    assert 0.0 <= measured.share <= 1.0
+    assert 0 < measured.task_s < 1e-3 and 0 < measured.team_s < 0.1
+    assert policy.costs(tmp_path) == measured
