@@ -168,8 +168,10 @@ def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None 
         return False
     if work is None:
         return True
-    if tasks is None:
+    if tasks is None:  # one call: without a level of tasks a team has nothing to share
         tasks = 2 ** call_budget(work, threads, costs) - 1
+        if not tasks:
+            return False
     alone = work * costs.unit_s
     cores = 1 + (threads - 1) * costs.share  # what the team's threads amount to
     team = alone / cores * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / cores

@@ -483,13 +483,14 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     """A call's estimated work (work per call x the tree's node count) picks a
     team or one thread; fib's scalar input gives no estimate: always a team.
     Results and gradients are the same either way."""
-    monkeypatch.setattr(policy, "costs", lambda cache_dir=None: policy.Costs(1e-11, 1e-6, 15e-6))
+    monkeypatch.setattr(policy, "costs", lambda cache_dir=None: policy.Costs(1e-11, 1e-7, 15e-6))
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
     small, big = (make_tree("balanced", n, np.random.default_rng(1), 100) for n in (8, 64))
-    # a team pays from 15 us / (1e-11 s x (1 - 1.125 / 2)) = ~3.4M units; ~48k a node
-    assert parallel.call_work * (2 * 8 - 1) < 3_400_000 < parallel.call_work * (2 * 64 - 1)
+    # a team pays from (15 us + 15 tasks' 0.75 us) / (1e-11 s x (1 - 1.125 / 2)) = ~3.6M
+    # units; ~48k a node
+    assert parallel.call_work * (2 * 8 - 1) < 3_600_000 < parallel.call_work * (2 * 64 - 1)
     assert parallel.team_size([inputs(small)]) == 1
     assert parallel.team_size([inputs(big)]) == 2
     assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up

@@ -31,8 +31,10 @@ def test_a_team_pays_where_it_takes_less_time_than_one_thread() -> None:
     # to start, and half of its one task's 1 us (a budget of 1): from ~4.62M units
     assert not policy.team_pays(4_600_000, 2, COSTS)
     assert policy.team_pays(4_700_000, 2, COSTS)
-    # on 8 threads the team takes 1.125/8 of the time (no tasks): from ~2.33M units
-    assert policy.team_pays(2_400_000, 8, COSTS) and not policy.team_pays(2_200_000, 8, COSTS)
+    # on 8 threads the team would pay from ~2.33M units, but a call splits
+    # only from 2.56M (two pieces of 32 task costs): no tasks, no team below
+    assert policy.team_pays(2_600_000, 8, COSTS) and not policy.team_pays(2_500_000, 8, COSTS)
+    assert policy.team_pays(2_500_000, 8, COSTS, tasks=8)  # a batch's calls are its tasks
     assert not policy.team_pays(10**12, 1, COSTS)
     assert policy.team_pays(None, 2, COSTS)  # unknown work (fib's scalar input): a team
     # where the second thread gets a fifth of a core (a loaded host, `tune`),
