@@ -1,7 +1,7 @@
 """The runtime's choices, computed from a cost model: no timing of a user's calls.
 
 A call's work is `pipeline.call_work` (multiply-adds of one recursive call)
-times its size (a tree's node count). Three machine costs turn work into
+times its size (a tree's node count). Four machine costs turn work into
 decisions (`Costs`):
 
 - `unit_s`, the time of one unit of work: one multiply-add per f32 vector
@@ -50,7 +50,7 @@ GRAIN = 32  # a task carries at least this many times its own cost: at most 3% o
 DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
 DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
-DEFAULT_TEAM_S = 50e-6  # two futex wake-ups and the scheduler's latency on a virtual machine
+DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
 
 
 @dataclass(frozen=True)
