@@ -26,7 +26,7 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
-# warm-up calls enough for the spawn tuner to have tried every budget (`bench/parallel.py`)
+# warm-up calls: caches and a team's contexts warm (`bench/parallel.py`)
 TUNER_CALLS = 32
 
 

@@ -31,9 +31,7 @@ import numpy as np
 from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
 
 SHAPES = ("balanced", "moderate", "linear", "sst-like")
-# warm-up calls enough for the runtime's spawn tuner to have run every budget
-# twice (`backend/spawn_tuner.py`: every 2nd call while it learns; a budget's
-# first call is not counted)
+# warm-up calls: caches and a team's contexts warm
 TUNER_CALLS = 32
 MODELS = ("tree_rnn", "tree_lstm", "fib")
 
@@ -61,11 +59,22 @@ def predicted(work: float, span: float, cores: int) -> float:
     return work / (work / cores + span)
 
 
-def chosen_budget(function: Any, batch: int) -> int:
-    """The spawn budget the 2-thread function's tuner holds best at the end
-    of a row (0: one thread, or a batch's calls spawning nothing)."""
-    tuner = function.call_tuner if batch == 1 else function.batch_tuner
-    return tuner.fixed if tuner.fixed is not None else tuner.budgets[tuner.best]
+def chosen_budget(function: Any, items: list, batch: int) -> int:
+    """The spawn budget `backend/policy.py` gives the 2-thread function's
+    first call or batch of a row (0: one thread, or a batch's calls spawning
+    nothing)."""
+    from recir.backend import policy
+
+    if function.fixed_budget is not None:
+        return function.fixed_budget
+    sizes = function.sizes(items[:batch])
+    works = None if sizes is None else [n * function.call_work for n in sizes]
+    if batch > 1:
+        return policy.batch_budget(works, len(sizes or items[:batch]),
+                                   function.threads_for(sizes), function.costs)
+    work = None if works is None else works[0]
+    return policy.call_budget(work, function.threads, function.costs) if policy.team_pays(
+        work, function.threads, function.costs) else 0
 
 
 def tree_rows(trees_per_shape: int, repeats: int, models: Any = MODELS,
@@ -107,7 +116,7 @@ def tree_rows(trees_per_shape: int, repeats: int, models: Any = MODELS,
                              "work": work, "span": span,
                              "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
                              "speedup": median(times["1"]) / median(times["2"]),
-                             "budget": chosen_budget(fns[2], batch),
+                             "budget": chosen_budget(fns[2], items, batch),
                              "predicted_2": predicted(work, span, 2),
                              "predicted_36": predicted(work, span, 36)})
             rows += train_rows(name, model, shape, trees, work, span, repeats)
@@ -135,7 +144,7 @@ def train_rows(name: str, model: Any, shape: str, trees: list[Any], work: float,
                      "work": work, "span": span,
                      "ms_1": 1e3 * median(times["1"]), "ms_2": 1e3 * median(times["2"]),
                      "speedup": median(times["1"]) / median(times["2"]),
-                     "budget": chosen_budget(vgs[2].native, batch),
+                     "budget": chosen_budget(vgs[2].native, batches[0], len(batches[0])),
                      "predicted_2": predicted(work, span, 2) if batch == 1 else 2.0,
                      "predicted_36": predicted(work, span, 36) if batch == 1 else
                      min(36.0, float(batch))})
@@ -224,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         report["fib35"] = fib_row(repeats)
         report["fib35_other_runtime"] = {"runtime": other,
                                          **(fib_row_with(other, repeats) or {})}
-    print_table("2 threads over 1 (budget: the spawn tuner's pick at the end of the row; "
+    print_table("2 threads over 1 (budget: the policy's for the row's first call; "
                 "work/span from the call tree; training at batch "
                 "b > 1 runs b trees side by side)",
                 ["case", "1 thread ms", "2 threads ms", "speedup", "budget", "work/span",

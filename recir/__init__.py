@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import f32, i1, i32
 from recir.frontend import SubGraph, TracedModel, cond, matrix, structure, trace, vector
 
 __all__ = ["SubGraph", "TracedModel", "compile", "cond", "configure_runtime", "f32", "grad",
-           "i1", "i32", "matrix", "structure", "trace", "value_and_grad", "vector"]
+           "i1", "i32", "matrix", "structure", "trace", "tune", "value_and_grad", "vector"]
 
 
 def compile(model: Any, entry: str | None = None, *, batching: str = "recursive",
@@ -58,3 +58,12 @@ def configure_runtime(**settings: int) -> Any:
     from recir.backend import settings as runtime
 
     return runtime.configure(**settings)
+
+
+def tune(cache_dir: Any = None) -> Any:
+    """Measures this machine's cost of a team start and of a task once, ahead
+    of any call, and keeps them in the cache directory, where functions
+    compiled later read them (see `recir.backend.policy`); returns them."""
+    from recir import tuning
+
+    return tuning.tune(cache_dir)

@@ -25,7 +25,7 @@ from xdsl.transforms import get_all_passes
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.runtime import NativeFunction
-from recir.backend.spawn_tuner import spawn_budget
+from recir.backend.policy import defer_outer_bytes, max_budget
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.dialects import tmath
@@ -34,12 +34,9 @@ from recir.universe import RECIR_PASSES
 
 # Modules whose largest weight gradient fed by outer products is at least
 # this size log every outer product and add them by one SGEMM after the call
-# (`convert-tmath-to-loops`, defer-outer-bytes): about a typical L2 per
-# core. In TreeLSTM training on SST batches of 25, deferring raised trees/s at
-# h=256 (U's gradient 2.6 MB); at h=150 (900 KB) it gained in batches but lost
-# on single small trees, since each call pays its SGEMMs' fixed cost, so it
-# starts at this size.
-DEFER_OUTER_BYTES = 1 << 20
+# (`convert-tmath-to-loops`, defer-outer-bytes): the policy's half of a
+# core's L2 (`backend/policy.py`).
+DEFER_OUTER_BYTES = defer_outer_bytes()
 
 CLOSE = "capture-outer-refs"
 FUSE = "tmath-fuse-elementwise"
@@ -61,7 +58,7 @@ def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
         passes = passes.replace("convert-recir-to-llvm",
                                 f"convert-recir-to-llvm{{max-depth={max_depth}}}")
     if threads > 1:
-        tasks = f"{TASKS}{{budget={spawn_budget(threads)}}}"
+        tasks = f"{TASKS}{{budget={max_budget(threads)}}}"
         passes = passes.replace("convert-tmath-to-loops", f"{tasks},convert-tmath-to-loops")
     return passes
 
@@ -146,7 +143,7 @@ def call_work(module: ModuleOp) -> int:
     `module`, summed (both branches of an `scf.if` counted): its matrix
     products by matrix size, every other tensor op by result size, one per
     scalar op. Times the input's size it tells a team call from one too small
-    to gain from a second thread (`runtime.SERIAL_BELOW`)."""
+    to gain from a second thread (`policy.team_pays`)."""
     def elements(v: Any) -> int:  # a dynamic dimension counts as 1
         return math.prod(max(d, 1) for d in tmath.shape_of(v)) if isinstance(
             v.type, TensorType) else 1

@@ -14,15 +14,15 @@ for a later call, but each set serves one call at a time: taken from
 with them each team thread's gradient copies and tables (`tables`), tape
 arena and outer-product logs (from the locked pools of `tape_pool.py`). What
 calls share is read-only after `__init__` (entries, bound parameters,
-shapes) or a cache whose entries are immutable (`last`); the spawn tuners
-time one call at a time (`SpawnTuner.claim`).
+shapes) or a cache whose entries are immutable (`last`). Whether a call
+runs on a team, and how deep it spawns, `policy.py` computes from the call's
+size: the same inputs always get the same schedule.
 """
 
 from __future__ import annotations
 
 import array
 import ctypes
-import time
 import weakref
 from collections.abc import Sequence
 from threading import get_ident
@@ -32,13 +32,12 @@ import numpy as np
 from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
-from recir.backend import interrupts, spawn_tuner, stack
+from recir.backend import interrupts, policy, stack
 from recir.backend.array_address import data_address
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.interrupts import RUNNING
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
-from recir.backend.team_wake import last_team_end, team_ended, waking
 from recir.backend.watchdog import call_within
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
@@ -84,14 +83,6 @@ def c_scalar(typ: Attribute) -> type:
 
 def is_tensor(typ: Attribute) -> bool:
     return isinstance(typ, TensorType)
-
-
-# A team call whose estimated work (the function's `call_work` times the
-# length of its longest variably sized input: a tree's node count) is below
-# this runs on one thread (`NativeFunction.in_team`). On 2 cores (h=150,
-# balanced trees, 2 threads against 1) teams lost below ~3M units of work and
-# won from ~6M (`python bench/run.py parallel`).
-SERIAL_BELOW = 5_000_000
 
 
 class NativeFunction:
@@ -173,9 +164,9 @@ class NativeFunction:
         self.param_fields = [pack(a, t) for a, t in zip(self.param_args, argtypes[1 + public:])]
         self.copied = list(copied) if self.team else []
         self.logged = [(k, *self.shapes[k][0]) for k in logged]  # (argument, rows, cols)
-        # the spawn budgets of single calls and of batches, learnt apart
-        self.call_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
-        self.batch_tuner = spawn_tuner.tuner(threads, (0, *spawn_tuner.BUDGETS))
+        # the machine's costs, from which each call's schedule follows (`policy.py`)
+        self.costs = policy.costs()
+        self.fixed_budget = policy.fixed_budget()
         self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
         interrupts.install()  # Ctrl-C stops native calls
 
@@ -185,44 +176,39 @@ class NativeFunction:
         if timeout is not None:
             return call_within(self, inputs, timeout, lone_context)
         size = self.size(inputs) if self.team else None
+        work = None if size is None else size * self.call_work
         # code without tasks runs as it is; a call too small to pay for a team, on one thread
-        if not self.team or (size is not None and size * self.call_work < SERIAL_BELOW):
+        if not self.team or not policy.team_pays(work, self.threads, self.costs):
             return self.invoke(inputs, lambda args: self.call(args, threads=1))
         threads = self.threads
-        tuner = self.call_tuner  # the budget, or one thread (0) where a team does not pay
-        budget, timed = tuner.claim()
-        try:
-            team_end = last_team_end()  # (the tuner's: a team idle since may have slept)
-            start = time.perf_counter()
-            if budget and not self.deep_only:  # inference on a team, the shortest way
-                keep: list[Any] = []
-                args, results = self.prepare(inputs, keep)
-                ctx, returned = self.launched(args, threads, budget)
-                if ctx.error == ERROR_STACK:
-                    ctx, returned = deeper(
-                        lambda a, t, switch: self.call_once(a, t, switch, budget),
-                        args, threads, True)
-                if ctx.error:
-                    self.raise_error(ctx)
-                outputs = self.outputs_of(results, returned)
-            else:
-                outputs = self.invoke(inputs, lambda args: self.call(
-                    args, threads=threads if budget else 1, budget=budget))
-            if timed:
-                tuner.record(start, time.perf_counter(), size or 1, team_end)
-        finally:
-            tuner.release(timed)
-        return outputs
+        budget = policy.call_budget(work, threads, self.costs) if self.fixed_budget is None \
+            else self.fixed_budget
+        if budget and not self.deep_only:  # inference on a team, the shortest way
+            keep: list[Any] = []
+            args, results = self.prepare(inputs, keep)
+            ctx, returned = self.launched(args, threads, budget)
+            if ctx.error == ERROR_STACK:
+                ctx, returned = deeper(
+                    lambda a, t, switch: self.call_once(a, t, switch, budget),
+                    args, threads, True)
+            if ctx.error:
+                self.raise_error(ctx)
+            return self.outputs_of(results, returned)
+        return self.invoke(inputs, lambda args: self.call(
+            args, threads=threads if budget else 1, budget=budget))
 
     def team_size(self, items: Sequence[Sequence[Any]]) -> int:
         """This function's thread count, or 1 for calls whose estimated work
-        is below `SERIAL_BELOW` (none where it cannot be estimated)."""
+        does not pay for a team (`policy.team_pays`; a team where it cannot
+        be estimated)."""
         return self.threads_for(self.sizes(items))
 
     def threads_for(self, sizes: list[int] | None) -> int:
         if sizes is None:
             return self.threads
-        return self.threads if sum(sizes) * self.call_work >= SERIAL_BELOW else 1
+        work = sum(sizes) * self.call_work  # the calls are the team's tasks
+        return self.threads if policy.team_pays(work, self.threads, self.costs,
+                                                len(sizes)) else 1
 
     def sizes(self, items: Sequence[Sequence[Any]]) -> list[int] | None:
         """Each call's `size`; None where one cannot be told."""
@@ -326,29 +312,25 @@ class NativeFunction:
     def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The outputs of each input tuple of `items`: on a team, each call is
         a task of one team, load-balanced with the tasks the calls spawn
-        (`batch_tuner` picks how deep; at 0, `@f__batch_serial`'s calls spawn
-        nothing: calls of like size balance a team by themselves); otherwise
+        (`policy.batch_budget` says how deep; at 0, `@f__batch_serial`'s calls
+        spawn nothing: calls of like size balance a team by themselves); otherwise
         one at a time. Calls that add into gradient buffers must all be given
         the same buffers."""
         if not self.batch_team or len(items) < 2:
             return [self(*inputs) for inputs in items]
-        tuner = self.batch_tuner
-        budget, timed = tuner.claim()
-        try:
-            return self.batch_on_team(items, budget, tuner if timed else None)
-        finally:
-            tuner.release(timed)
+        return self.batch_on_team(items)
 
-    def batch_on_team(self, items: Sequence[Sequence[Any]], budget: int, tuner: Any
-                      ) -> list[tuple[Any, ...]]:
-        """`batch`'s calls as tasks of one team, spawning `budget` levels
-        down; timed for `tuner` unless it is None."""
+    def batch_on_team(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """`batch`'s calls as tasks of one team, spawning as deep as
+        `policy.batch_budget` says."""
         sizes = self.sizes(items)
         threads = self.threads_for(sizes)
+        works = None if sizes is None else [n * self.call_work for n in sizes]
+        budget = self.fixed_budget if self.fixed_budget is not None else \
+            policy.batch_budget(works, len(items), threads, self.costs)
         entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
         keep: list[Any] = []
-        with waking(threads):  # (a sleeping team wakes while this runs)
-            prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
+        prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]
         if self.copied and any(args[k] != first[k] for args in prepared for k in self.copied):
             raise RecirError(f"error: the calls of a batch of @{self.name} must add "
@@ -381,12 +363,7 @@ class NativeFunction:
                 logs.add_into(entry_args)
                 self.give_back(contexts)
 
-        team_end = last_team_end()
-        start = time.perf_counter()
         self.call(first, run, threads)
-        if tuner is not None:
-            tuner.record(start, time.perf_counter(), sum(sizes) if sizes else len(items),
-                         team_end)
         return list(zip(*map(list, results), strict=True))
 
     def fields(self, args: list[Any]) -> list[int]:
@@ -487,7 +464,6 @@ class NativeFunction:
         contexts = self.take_contexts(threads, budget)
         try:
             returned = self.launch(contexts.address, stack.stack_limit(), threads, *args)
-            team_ended()
             for ctx in contexts.views:
                 if ctx.error:  # a copy: the contexts go on to the next call
                     return Context.from_buffer_copy(ctx), returned
@@ -690,7 +666,6 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
         deep.call(openmp_entry(), entry, address, len(contexts), 0)
     else:
         openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
-    team_ended()
     failed, tape_bytes = contexts.views[0], 0
     for ctx in contexts.views:
         tape_bytes += ctx.tape_bytes

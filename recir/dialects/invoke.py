@@ -278,9 +278,8 @@ class SpawnBudgetOp(IRDLOperation):
     """The spawn budget a call from outside the spawning functions starts
     with (`invoke-clone-serial`): the one the runtime chose for this call,
     read from the native context, or `default` where it chose none. The
-    best budget depends on the shape of the recursion (a balanced tree
-    wants one level of tasks on 2 threads, an unbalanced one more), which
-    only the calls themselves tell (`backend/spawn_tuner.py`).
+    budget depends on the call's size, which only the call tells
+    (`backend/policy.py`).
 
     ```mlir
     %budget = invoke.spawn_budget 4

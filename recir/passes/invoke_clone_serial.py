@@ -8,8 +8,8 @@ on; at zero it calls `@f_serial`. Spawning thus stops `budget` levels down
 the call tree (2^budget tasks for a binary recursion), below which calls cost
 what they cost without threads. Callers outside the spawning functions pass
 `invoke.spawn_budget`: the budget the runtime chose for the call
-(`backend/spawn_tuner.py`), else the option `budget` (default 12; the
-pipeline passes `spawn_budget(threads)`, 4 on 2 threads). Each public function
+(`backend/policy.py`), else the option `budget` (default 12; the
+pipeline passes `policy.max_budget(threads)`, 4 on 2 threads). Each public function
 that calls a spawning one, directly or through other functions (a gradient's
 entry through its `_fwd` and `_bwd`), also gets a public clone `@f__serial`
 calling the serial clones, and each function between them a private

@@ -15,7 +15,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.parsing import decode_source, parse_module, verify_located
 from recir.pass_order import check_prerequisites

@@ -27,10 +27,12 @@ def tree_args(tree) -> tuple:
 @pytest.fixture(autouse=True)
 def calls_on_teams(monkeypatch):
     """These trees are small: without this, team functions would run most
-    calls on one thread (`runtime.SERIAL_BELOW`)."""
-    from recir.backend import runtime
+    calls on one thread (`policy.team_pays`): a team's start made free."""
+    from recir.backend import policy
 
-    monkeypatch.setattr(runtime, "SERIAL_BELOW", 0)
+    measured = policy.costs()
+    monkeypatch.setattr(policy, "costs", lambda cache_dir=None: policy.Costs(
+        measured.unit_s, measured.task_s, 0.0))
 
 
 @pytest.fixture(scope="module")

@@ -245,7 +245,7 @@ def test_an_array_passed_again_is_read_again(cache_dir):
 def test_object_cache_keeps_task_code_apart_from_serial_code(tmp_path, monkeypatch):
     """Code for a team differs from one thread's even with a spawn budget of
     0; the cache once keyed them alike and gave one thread a team's object."""
-    monkeypatch.setattr(pipeline, "spawn_budget", lambda threads: 0)
+    monkeypatch.setattr(pipeline, "max_budget", lambda threads: 0)
     module = load_example("fib")
     team = compile_module(module, "fib", cache_dir=tmp_path, threads=2)
     serial = compile_module(module, "fib", cache_dir=tmp_path, threads=1)

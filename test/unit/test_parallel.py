@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import recir
-from recir.backend.spawn_tuner import spawn_budget
+from recir.backend import policy
 from recir.context import make_context
 from recir.data import make_tree, make_treebank
 from recir.diagnostics import RecirError
@@ -29,14 +29,18 @@ def inputs(tree):
 @pytest.fixture(autouse=True)
 def every_call_on_a_team(monkeypatch):
     """These tests' models are small: without this, most of their calls would
-    fall below `SERIAL_BELOW` and run without a team. And every call spawns
-    tasks as deep as the compiled budget, where the spawn tuner would try
-    other budgets (one thread among them) in a function's first calls: its
-    own stress test lets it."""
-    from recir.backend import runtime
+    not pay for a team's start (`policy.team_pays`) and run without one. And
+    every call spawns tasks as deep as the compiled budget, where the policy
+    would spawn fewer levels for small trees: its own test lets it."""
+    free_teams(monkeypatch)
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", str(policy.max_budget(MAX_THREADS)))
 
-    monkeypatch.setattr(runtime, "SERIAL_BELOW", 0)
-    monkeypatch.setenv("RECIR_SPAWN_BUDGET", str(spawn_budget(MAX_THREADS)))
+
+def free_teams(monkeypatch) -> None:
+    """Costs under which a team start is free: every call with work pays for one."""
+    measured = policy.costs()
+    monkeypatch.setattr(policy, "costs", lambda cache_dir=None: policy.Costs(
+        measured.unit_s, measured.task_s, 0.0))
 
 
 @pytest.mark.parametrize(("name", "args"), [("fib", (24,)), ("ack", (2, 9)),
@@ -85,7 +89,7 @@ def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
     assert parallel.batch_serial
-    assert parallel.batch_tuner.choose() == budget
+    assert parallel.fixed_budget == budget
     alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
     for batch in (alike, dominant):
@@ -223,26 +227,20 @@ def test_stress_random_batches_at_max_threads() -> None:
         assert l1 == l2
 
 
-def test_stress_with_the_spawn_tuner_choosing(monkeypatch) -> None:
-    """Calls and batches at whatever budget the tuner tries (each of them, in
-    a function's first calls): the one-thread results every time."""
+def test_stress_with_the_policy_choosing(monkeypatch) -> None:
+    """Calls and batches of random trees at whatever team and budget the
+    policy picks for their sizes (a team's start free, so that small trees
+    take one): the one-thread results every time, and several budgets taken."""
     monkeypatch.delenv("RECIR_SPAWN_BUDGET")
     params = tree_lstm.init_params(np.random.default_rng(6), hidden=8, embed=8, vocab=60)
     model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=MAX_THREADS)
+    # a task costs a quarter node's work: a piece carries 8 nodes, so budgets vary with the size
+    cheap_tasks = policy.Costs(parallel.costs.unit_s,
+                               parallel.call_work * parallel.costs.unit_s / 4, 0.0)
+    parallel.costs = cheap_tasks
     rng = np.random.default_rng(10)
-    tried: set[tuple[str, int]] = set()
-
-    def noting(name: str, choose):
-        def chosen() -> int:
-            budget = choose()
-            tried.add((name, budget))
-            return budget
-        return chosen
-
-    for name in ("call_tuner", "batch_tuner"):
-        tuner = getattr(parallel, name)
-        monkeypatch.setattr(tuner, "choose", noting(name, tuner.choose))
+    budgets = set()
 
     def random_tree(seed: int):
         shape = ["balanced", "moderate", "linear"][seed % 3]
@@ -250,6 +248,8 @@ def test_stress_with_the_spawn_tuner_choosing(monkeypatch) -> None:
 
     for seed in range(40):
         tree = random_tree(seed)
+        budgets.add(policy.call_budget(parallel.size(tree) * parallel.call_work,
+                                       MAX_THREADS, cheap_tasks))
         h2, l2 = parallel(*tree)
         h1, l1 = serial(*tree)
         np.testing.assert_array_equal(h1, h2)
@@ -260,8 +260,7 @@ def test_stress_with_the_spawn_tuner_choosing(monkeypatch) -> None:
                                       strict=True):
             np.testing.assert_array_equal(h1, h2)
             assert l1 == l2
-    assert tried == {(name, b) for name in ("call_tuner", "batch_tuner")
-                     for b in parallel.call_tuner.budgets}
+    assert len(budgets) >= 3, budgets
 
 
 def assert_grads_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
@@ -306,7 +305,7 @@ def test_gradient_batch_of_calls_that_spawn_nothing(module, monkeypatch) -> None
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=2)
     alike = [inputs(make_tree("balanced", 24, np.random.default_rng(s), 80)) for s in range(6)]
-    assert parallel.native.batch_serial != 0 and parallel.native.batch_tuner.choose() == 0
+    assert parallel.native.batch_serial != 0 and parallel.native.fixed_budget == 0
     outputs1, g1 = serial.batch(alike)
     outputs2, g2 = parallel.batch(alike, threads=2)
     for (h1, l1), (h2, l2) in zip(outputs1, outputs2, strict=True):
@@ -484,14 +483,14 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     """A call's estimated work (work per call x the tree's node count) picks a
     team or one thread; fib's scalar input gives no estimate: always a team.
     Results and gradients are the same either way."""
-    from recir.backend import runtime
-
-    monkeypatch.setattr(runtime, "SERIAL_BELOW", 5_000_000)
+    monkeypatch.setattr(policy, "costs", lambda cache_dir=None: policy.Costs(1e-11, 1e-7, 15e-6))
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
     small, big = (make_tree("balanced", n, np.random.default_rng(1), 100) for n in (8, 64))
-    assert parallel.call_work * (2 * 8 - 1) < runtime.SERIAL_BELOW  # ~48k a node
+    # a team pays from (15 us + 15 tasks' 0.75 us) / (1e-11 s x (1 - 1.125 / 2)) = ~3.6M
+    # units; ~48k a node
+    assert parallel.call_work * (2 * 8 - 1) < 3_600_000 < parallel.call_work * (2 * 64 - 1)
     assert parallel.team_size([inputs(small)]) == 1
     assert parallel.team_size([inputs(big)]) == 2
     assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up

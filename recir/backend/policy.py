@@ -1,0 +1,227 @@
+"""The runtime's choices, computed from a cost model: no timing of a user's calls.
+
+A call's work is `pipeline.call_work` (multiply-adds of one recursive call)
+times its size (a tree's node count). Four machine costs turn work into
+decisions (`Costs`):
+
+- `unit_s`, the time of one unit of work: one multiply-add per f32 vector
+  lane per cycle (a matrix-vector product streams one weight vector load per
+  cycle from L1/L2), from the ISA's vector width and the clock;
+- `task_s`, spawning one task and having another thread steal it (libgomp
+  creates a task in 0.1-0.4 us; the steal moves its cache lines);
+- `team_s`, starting a team whose workers sleep (a kernel wake-up of each)
+  and joining it;
+- `share`, the part of a core each thread beyond the first gets: 1 on an
+  idle machine, less where other processes hold the cores.
+
+From them:
+
+- a call runs on a team only where the team's time, a thread's share of
+  the work plus the largest task's imbalance (`IMBALANCE` of a share), the
+  team's start and a share of its tasks' cost, is below one thread's time
+  (`team_pays`);
+- a call spawns tasks `budget` levels down the call tree: enough levels that
+  a binary recursion's largest task is at most `IMBALANCE` of a thread's
+  share (Graham's bound: the schedule is then within that fraction of
+  ideal), but no level whose tasks carry less than `GRAIN` times `task_s` of
+  work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
+- gradients log outer products and add them by one SGEMM (`defer-outer-bytes`)
+  when a weight gradient and its weight no longer fit a core's L2 together
+  (`defer_outer_bytes`).
+
+`recir.tune()` may measure `team_s`, `task_s` and `share` once, ahead of the calls;
+its result is kept in the cache directory and read by later processes on
+the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from recir.diagnostics import RecirError
+
+IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
+GRAIN = 32  # a task carries at least this many times its own cost: at most 3% overhead
+DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
+DEFAULT_L2_BYTES = 1 << 20
+DEFAULT_TASK_S = 1e-6
+DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The facts the policy reads: cores this process may use, a core's L2,
+    the f32 lanes of its widest vectors and its clock."""
+
+    cores: int
+    l2_bytes: int
+    lanes: int
+    clock_hz: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Seconds per unit of work, per task, per team start; the share of a
+    core each extra thread gets."""
+
+    unit_s: float
+    task_s: float
+    team_s: float
+    share: float = 1.0
+
+
+@functools.cache
+def machine() -> Machine:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return Machine(cores, l2_bytes(), vector_lanes(), clock_hz())
+
+
+def l2_bytes() -> int:
+    """A core's L2 size (sysfs, else sysconf, else 1 MiB)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
+                return int(size.rstrip("KM")) * scale
+        except (OSError, ValueError):
+            continue
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError):
+        size = 0
+    return size if size > 0 else DEFAULT_L2_BYTES
+
+
+def vector_lanes() -> int:
+    """f32 lanes of the host's widest vector registers (LLVM's host features)."""
+    import llvmlite.binding as llvm
+
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:
+        return 4
+    if features.get("avx512f"):
+        return 16
+    return 8 if features.get("avx2") or features.get("avx") else 4
+
+
+def clock_hz() -> float:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) * 1e6
+    except (OSError, ValueError, IndexError):
+        pass
+    return DEFAULT_CLOCK_HZ
+
+
+def costs(cache_dir: Path | str | None = None) -> Costs:
+    """The machine's costs: `recir.tune`'s measurement where one is kept,
+    else the stated defaults."""
+    facts = machine()
+    unit_s = 1 / (facts.lanes * facts.clock_hz)
+    kept = tuned_path(cache_dir)
+    if kept.exists():
+        try:
+            measured = json.loads(kept.read_text())
+            return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
+                         float(measured["share"]))
+        except (ValueError, KeyError, TypeError):
+            pass  # an unreadable file: the defaults (`tune` writes it again)
+    return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
+
+
+def tuned_path(cache_dir: Path | str | None = None) -> Path:
+    from recir.backend.cache import default_dir
+
+    facts = machine()
+    root = Path(cache_dir) if cache_dir is not None else default_dir()
+    return root / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
+
+
+def max_budget(threads: int) -> int:
+    """Levels whose 2^levels tasks split a balanced binary recursion into
+    pieces of at most `IMBALANCE` of a thread's share: log2(threads / IMBALANCE)."""
+    return max(0, math.ceil(math.log2(max(threads, 1) / IMBALANCE)))
+
+
+def grain_levels(work: float, costs: Costs) -> int:
+    """Levels a binary recursion of `work` units can halve before a piece
+    carries less than `GRAIN` tasks' cost."""
+    pieces = work * costs.unit_s / (GRAIN * costs.task_s)
+    return max(0, int(math.floor(math.log2(pieces)))) if pieces >= 1 else 0
+
+
+def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None = None
+              ) -> bool:
+    """Whether `work` units (None: unknown, taken as large) in `tasks` tasks
+    (None: those of `call_budget`) take less time on a team of `threads`
+    than on one thread."""
+    if threads < 2:
+        return False
+    if work is None:
+        return True
+    if tasks is None:  # one call: without a level of tasks a team has nothing to share
+        tasks = 2 ** call_budget(work, threads, costs) - 1
+        if not tasks:
+            return False
+    alone = work * costs.unit_s
+    cores = 1 + (threads - 1) * costs.share  # what the team's threads amount to
+    team = alone / cores * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / cores
+    return team < alone
+
+
+def call_budget(work: float | None, threads: int, costs: Costs) -> int:
+    """The levels of tasks of one call of `work` units on `threads` threads."""
+    if work is None:
+        return max_budget(threads)
+    return min(max_budget(threads), grain_levels(work, costs))
+
+
+def batch_budget(works: list[float] | None, count: int, threads: int, costs: Costs) -> int:
+    """The levels of tasks below each call of a batch of `count` calls of
+    `works` units (None: unknown, taken as equal and large), themselves a
+    team's tasks: none where the largest call is at most `IMBALANCE` of a
+    thread's share, else enough levels that its pieces are."""
+    if works is None:
+        ratio = threads / (IMBALANCE * count)
+    else:
+        total, largest = sum(works), max(works, default=0)
+        if total <= 0:
+            return 0
+        ratio = largest * threads / (IMBALANCE * total)
+    levels = math.ceil(math.log2(ratio)) if ratio > 1 else 0
+    levels = min(levels, max_budget(threads))
+    return levels if works is None else min(levels, grain_levels(max(works), costs))
+
+
+def defer_outer_bytes() -> int:
+    """Weight gradients from this size up log their outer products: a
+    gradient and its weight of this size each fill half a core's L2."""
+    return machine().l2_bytes // 2
+
+
+def fixed_budget() -> int | None:
+    """`$RECIR_SPAWN_BUDGET`'s budget, None where unset."""
+    fixed = os.environ.get("RECIR_SPAWN_BUDGET", "").strip()
+    if not fixed:
+        return None
+    if not fixed.isdigit():
+        raise RecirError(f"error: RECIR_SPAWN_BUDGET must be a number of levels (0 or more), "
+                         f"got '{fixed}'")
+    return int(fixed)
+
+
+def save_tuned(task_s: float, team_s: float, share: float = 1.0,
+               cache_dir: Path | str | None = None) -> Costs:
+    path = tuned_path(cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share}))
+    return costs(cache_dir)

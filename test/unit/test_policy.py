@@ -1,0 +1,114 @@
+"""`backend/policy.py`: each choice follows from the cost model, the same for the same inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import recir
+from recir.backend import policy
+from recir.backend.policy import Costs
+from recir.data import make_tree
+from recir.diagnostics import RecirError
+from recir.models import tree_rnn
+
+# one unit 0.025 ns (16 lanes at 2.5 GHz), a task 1 us, a team start 50 us
+COSTS = Costs(unit_s=2.5e-11, task_s=1e-6, team_s=50e-6)
+
+
+def test_machine_facts_are_read() -> None:
+    facts = policy.machine()
+    assert 1 <= facts.cores <= 4096
+    assert facts.lanes in (4, 8, 16)
+    assert facts.l2_bytes >= 64 << 10 and facts.clock_hz > 1e8
+    assert policy.defer_outer_bytes() == facts.l2_bytes // 2
+
+
+def test_a_team_pays_where_it_takes_less_time_than_one_thread() -> None:
+    # one thread: work x 2.5e-11 s; a team of 2: half that x (1 + 1/8), 50 us
+    # to start, and half of its one task's 1 us (a budget of 1): from ~4.62M units
+    assert not policy.team_pays(4_600_000, 2, COSTS)
+    assert policy.team_pays(4_700_000, 2, COSTS)
+    # on 8 threads the team would pay from ~2.33M units, but a call splits
+    # only from 2.56M (two pieces of 32 task costs): no tasks, no team below
+    assert policy.team_pays(2_600_000, 8, COSTS) and not policy.team_pays(2_500_000, 8, COSTS)
+    assert policy.team_pays(2_500_000, 8, COSTS, tasks=8)  # a batch's calls are its tasks
+    assert not policy.team_pays(10**12, 1, COSTS)
+    assert policy.team_pays(None, 2, COSTS)  # unknown work (fib's scalar input): a team
+    # where the second thread gets a fifth of a core (a loaded host, `tune`),
+    # 2 threads amount to 1.2 cores: one thread's time x 1.125 / 1.2, 50 us
+    # and 15 tasks' 12.5 us are below one thread's time from ~40M units
+    shared = Costs(COSTS.unit_s, COSTS.task_s, COSTS.team_s, share=0.2)
+    assert not policy.team_pays(30_000_000, 2, shared) and policy.team_pays(60_000_000, 2, shared)
+    assert not policy.team_pays(10**12, 2, Costs(COSTS.unit_s, COSTS.task_s, 0.0, share=0.0))
+
+
+def test_the_budget_stops_where_pieces_balance_or_get_too_small() -> None:
+    # 2^levels pieces of at most 1/8 of a thread's share: 4 levels on 2 threads, 7 on 16
+    assert [policy.max_budget(t) for t in (1, 2, 4, 16)] == [3, 4, 5, 7]
+    # a piece carries at least 32 task costs (32 us = 1.28M units)
+    assert policy.call_budget(1_280_000, 2, COSTS) == 0
+    assert policy.call_budget(1_280_000 * 4, 2, COSTS) == 2
+    assert policy.call_budget(10**9, 2, COSTS) == 4
+    assert policy.call_budget(None, 16, COSTS) == 7
+
+
+def test_a_batch_spawns_only_for_its_largest_calls() -> None:
+    alike = [6e6] * 25  # each call 2/25 of a thread's share: the calls balance the team
+    assert policy.batch_budget(alike, 25, 2, COSTS) == 0
+    one_big = [6e6] * 4 + [1e9]  # the big call is most of the work: split it to the cap
+    assert policy.batch_budget(one_big, 5, 2, COSTS) == 4
+    # largest x threads / (total / 8) = 2e7 x 2 / (4e7 / 8) = 8: three levels
+    assert policy.batch_budget([2e7, 1e7, 1e7], 3, 2, COSTS) == 3
+    assert policy.batch_budget(None, 25, 2, COSTS) == 0  # unknown sizes, many calls
+    assert policy.batch_budget(None, 2, 2, COSTS) == math.ceil(math.log2(2 / (2 / 8)))
+
+
+def test_same_inputs_same_choice() -> None:
+    works = [float(w) for w in np.random.default_rng(0).integers(1, 10**8, 40)]
+    first = [policy.call_budget(w, 2, COSTS) for w in works]
+    assert first == [policy.call_budget(w, 2, COSTS) for w in works]
+    assert policy.batch_budget(works, 40, 4, COSTS) == policy.batch_budget(works, 40, 4, COSTS)
+
+
+def test_a_function_schedules_a_call_the_same_way_each_time(monkeypatch) -> None:
+    """No state changes between calls: the function's costs and budget are
+    fixed at compile time, and the results equal one thread's."""
+    monkeypatch.delenv("RECIR_SPAWN_BUDGET", raising=False)
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=150, vocab=100)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    tree = make_tree("balanced", 64, np.random.default_rng(1), 100)
+    args = (tree.left, tree.right, tree.word, tree.label, tree.root)
+    before = dict(vars(parallel))
+    outputs = [parallel(*args) for _ in range(3)]
+    assert {k for k, v in vars(parallel).items() if before.get(k) is not v} <= {"last"}
+    for h, loss in outputs:
+        np.testing.assert_array_equal(h, serial(*args)[0])
+        assert loss == serial(*args)[1]
+
+
+def test_fixed_budget_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "2")
+    assert policy.fixed_budget() == 2
+    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "many")
+    with pytest.raises(RecirError, match="RECIR_SPAWN_BUDGET must be a number"):
+        policy.fixed_budget()
+
+
+def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
+    assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
+    kept = policy.save_tuned(task_s=2e-6, team_s=30e-6, share=0.5, cache_dir=tmp_path)
+    assert (kept.task_s, kept.team_s, kept.share) == (2e-6, 30e-6, 0.5)
+    assert policy.costs(tmp_path) == kept
+    policy.tuned_path(tmp_path).write_text("not json")
+    assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
+
+
+def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
+    measured = recir.tune(tmp_path)
+    assert 0.0 <= measured.share <= 1.0
+    assert 0 < measured.task_s < 1e-3 and 0 < measured.team_s < 0.1
+    assert policy.costs(tmp_path) == measured
