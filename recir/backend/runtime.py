@@ -17,6 +17,9 @@ calls share is read-only after `__init__` (entries, bound parameters,
 shapes) or a cache whose entries are immutable (`last`). Whether a call
 runs on a team, and how deep it spawns, `policy.py` computes from the call's
 size: the same inputs always get the same schedule.
+Teams with tasks are formed only by threads that live as long as the
+process: others hand the team's start to a leader (`stack.TeamLeaders`
+says why).
 """
 
 from __future__ import annotations
@@ -463,7 +466,8 @@ class NativeFunction:
         kept from an earlier call (the team entry clears their errors)."""
         contexts = self.take_contexts(threads, budget)
         try:
-            returned = self.launch(contexts.address, stack.stack_limit(), threads, *args)
+            returned = stack.LEADERS.run(lambda: self.launch(
+                contexts.address, stack.stack_limit(), threads, *args))
             for ctx in contexts.views:
                 if ctx.error:  # a copy: the contexts go on to the next call
                     return Context.from_buffer_copy(ctx), returned
@@ -654,18 +658,22 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     """Runs a generated team function (`@f__team`, `@f__batch`) on a libgomp
     team, one thread per context: each sets up its own (stack limit, error,
     tape arena), one runs the call(s) packed in `payload`, the others run the
-    tasks it spawns. Thread 0 is this thread, on its switched deep stack if
-    `switch` (and glibc has ucontext), else on the stack it is on. The first
+    tasks it spawns. Thread 0 is this thread (a team leader where this one
+    may end: `stack.TeamLeaders`), on its switched deep stack if `switch`
+    (and glibc has ucontext), else on the stack it is on. The first
     error found is returned with its context."""
-    deep = stack.switched_stack() if switch and stack.SWITCHING else None
-    # (an array.array converts a batch's fields several times faster than a ctypes array)
-    data = array.array("Q", [ctypes.addressof(contexts),
-                             deep.limit if deep else stack.stack_limit(), *payload])
-    address = data.buffer_info()[0]
-    if deep is not None:
-        deep.call(openmp_entry(), entry, address, len(contexts), 0)
-    else:
-        openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
+    def start() -> None:  # on this thread or a team leader (`stack.TeamLeaders`)
+        deep = stack.switched_stack() if switch and stack.SWITCHING else None
+        # (an array.array converts a batch's fields several times faster than a ctypes array)
+        data = array.array("Q", [ctypes.addressof(contexts),
+                                 deep.limit if deep else stack.stack_limit(), *payload])
+        address = data.buffer_info()[0]
+        if deep is not None:
+            deep.call(openmp_entry(), entry, address, len(contexts), 0)
+        else:
+            openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
+
+    stack.LEADERS.run(start)
     failed, tape_bytes = contexts.views[0], 0
     for ctx in contexts.views:
         tape_bytes += ctx.tape_bytes

@@ -6,7 +6,8 @@ The limit is the calling thread's stack bottom (from `pthread_getattr_np`)
 plus a margin for the deepest frame; a call that runs out is retried once on
 a thread with a `DEEP_STACK_BYTES` stack. Team calls instead switch the
 calling thread onto a stack that deep (`SwitchedStack`, glibc's ucontext):
-no hand-over to another thread, and every team is formed by the caller.
+no hand-over to another thread, and every team is formed by the caller, if
+it lives as long as the process (`TeamLeaders` says why and what others do).
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ class DeepStackWorker:
         return outcome["value"]  # type: ignore[return-value]
 
     def serve(self) -> None:
+        _this_thread.lasting = True  # (never ends: it may form teams, `TeamLeaders`)
         while True:
             work, outcome, done = self.jobs.get()
             try:
@@ -225,3 +227,43 @@ class DeepStackPool:
         for w, job in enumerate(jobs):
             ordered[w::n] = DeepStackWorker.wait(job)
         return ordered
+
+
+def lasting() -> bool:
+    """Whether this thread lives as long as the process: the main thread, or
+    one of recir's workers."""
+    return getattr(_this_thread, "lasting", False) or (
+        threading.current_thread() is threading.main_thread())
+
+
+class TeamLeaders:
+    """Long-lived deep-stack threads that start OpenMP teams for threads that
+    may end. When a thread that formed teams ends, LLVM's libomp frees the
+    memory its task descriptors came from, while its workers may still hold
+    some of them (a worker keeps the descriptors it frees for their owner and
+    hands them back in batches, `__kmp_fast_free`): their next free writes
+    into freed memory (an assertion in kmp_alloc.cpp, bus errors, wrong
+    gradients), as soon as Python threads that made team calls come and go.
+    So a team call made on a thread that is not `lasting` runs on a leader:
+    one per call in flight, taken from `free` and given back (a list's pop
+    and append are atomic), and never ending. A hand-over costs tens of
+    microseconds, paid only by calls worth a team."""
+
+    def __init__(self) -> None:
+        self.free: list[DeepStackWorker] = []
+
+    def run(self, work: Callable[[], T]) -> T:
+        """work() here if this thread is `lasting`, else on a free leader."""
+        if lasting():
+            return work()
+        try:
+            leader = self.free.pop()
+        except IndexError:
+            leader = DeepStackWorker()
+        try:
+            return leader.run(work)
+        finally:
+            self.free.append(leader)
+
+
+LEADERS = TeamLeaders()

@@ -6,6 +6,8 @@ and its own fresh gradient buffers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -200,3 +202,69 @@ def test_different_functions_at_once(functions, work, model):
                 compare_grad_calls(g, e)
             else:
                 assert_outputs(g, e, TEAM_RTOL)
+
+
+def test_team_leaders_start_teams_for_threads_that_end():
+    """The main thread forms its own teams; a thread that may end hands the
+    start to a lasting leader (`stack.TeamLeaders`)."""
+    from recir.backend import stack
+
+    assert stack.LEADERS.run(threading.current_thread) is threading.current_thread()
+    seen: list = []
+    caller = threading.Thread(target=lambda: seen.append(
+        (threading.current_thread(), stack.LEADERS.run(
+            lambda: (threading.current_thread(), stack.lasting())))))
+    caller.start()
+    caller.join()
+    (me, (leader, lasting)), = seen
+    assert leader is not me and lasting
+
+
+# Python threads that make team calls and end, round after round: under
+# LLVM's libomp each such thread's end freed task memory its team's workers
+# still held, and a later team call crashed or added garbage. In a process of
+# its own, so that a crash fails this test rather than ending the test run;
+# the model is the `model` fixture's, whose code `functions` has cached.
+CHURN = f"""
+import threading, numpy as np, recir
+from recir.backend import runtime
+from recir.data import make_tree
+from recir.models import tree_lstm
+runtime.SERIAL_BELOW = 0  # small trees on teams
+params = tree_lstm.init_params(np.random.default_rng(0), hidden={HIDDEN}, vocab={VOCAB})
+model = tree_lstm.trace_model({{k: (0.3 * v).astype(np.float32) for k, v in params.items()}})
+infer, grad = recir.compile(model, threads=2), recir.value_and_grad(model, threads=2)
+rng = np.random.default_rng(3)
+trees = [[(t.left, t.right, t.word, t.label, t.root)
+          for t in (make_tree("balanced", int(rng.integers(16, 33)), rng, {VOCAB}) for _ in range(3))]
+         for _ in range(4)]
+def calls(batch):
+    into = {{k: np.zeros_like(v) for k, v in model.params.items()}}
+    return infer.batch(batch), grad(*batch[0], into=into)
+want = [calls(batch) for batch in trees]
+def close(got, expected):
+    (outs, (values, grads)), (outs_e, (values_e, grads_e)) = got, expected
+    assert all(np.array_equal(a, b) for o, e in zip(outs, outs_e) for a, b in zip(o, e))
+    assert all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(values, values_e))
+    for k, g in grads_e.items():
+        assert np.abs(grads[k] - g).max() <= 1e-5 * (np.abs(g).max() or 1.0), k
+for round in range(12):
+    got = [None] * len(trees)
+    def work(t):
+        got[t] = calls(trees[t])
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(trees))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for g, e in zip(got, want):
+        close(g, e)
+print("same")
+"""
+
+
+def test_team_calls_from_threads_that_end(functions):
+    done = subprocess.run([sys.executable, "-c", CHURN],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "same", (
+        f"exit status {done.returncode}: {done.stderr[-3000:]}")
