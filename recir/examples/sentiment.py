@@ -159,6 +159,9 @@ def find_sst(args: argparse.Namespace) -> Path | None:
         return None
     if args.data is not None or (found := sst_folder(*splits)) is not None:
         return args.data or found
+    if args.test and not args.fetch and (partial := sst_folder("train", "dev")) is not None:
+        raise UsageError(f"--test: {partial} has no test.txt; `python -m recir.data.sst "
+                         f"fetch` downloads all three splits")
     if args.fetch:
         try:
             return download(timeout=15)  # its own bar: a download is worth watching

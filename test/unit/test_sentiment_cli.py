@@ -90,6 +90,17 @@ def test_empty_train_file(tmp_path, capsys) -> None:
     assert "train.txt: no trees in the file" in capsys.readouterr().err
 
 
+def test_test_split_missing_is_an_error_not_synthetic_trees(sst_dir, tmp_path, capsys,
+                                                           monkeypatch) -> None:
+    """--test with SST's train and dev found but no test.txt says how to get it,
+    rather than training on the synthetic treebank."""
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.txt").write_text((sst_dir / f"{split}.txt").read_text())
+    monkeypatch.setenv("RECIR_SST_DIR", str(tmp_path))
+    assert sentiment.main([*TINY, "--test"]) == 2
+    assert "has no test.txt" in error_line(capsys)
+
+
 def rewrite(source: Path, target: Path, change) -> Path:
     with np.load(source) as data:
         arrays = {k: data[k] for k in data.files}
