@@ -33,6 +33,28 @@ func.func @large(%x: tensor<{N}xf32>, %s: f32) -> (tensor<{N}xf32>, f32) {{
 }}
 """
 
+def frame_hog(name: str, size: int) -> str:
+    """Endless recursion whose frames hold `size`-float buffers (never read)."""
+    return f"""
+func.func @{name}(%k: i32, %x: tensor<{size}xf32>) -> f32 {{
+  %one = arith.constant 1 : i32
+  %km = arith.subi %k, %one : i32
+  %r = invoke.invoke @{name}(%km, %x) : (i32, tensor<{size}xf32>) -> f32
+  %big = arith.constant 2000000000 : i32
+  %never = arith.cmpi sgt, %k, %big : i32
+  %v = scf.if %never -> (f32) {{
+    %t = tmath.add %x, %x : tensor<{size}xf32>
+    %u = tmath.mul %t, %x : tensor<{size}xf32>
+    %w = tmath.sum %u : tensor<{size}xf32> -> f32
+    scf.yield %w : f32
+  }} else {{
+    scf.yield %r : f32
+  }}
+  func.return %v : f32
+}}
+"""
+
+
 # no base case: @down's is a tail call, @count's adds after it, @ping and
 # @pong call each other, @pair runs two @spin as tasks (with 2 threads);
 # @deep keeps 32 KB buffers on its frame, @hog an 80 KB one on the heap (in
@@ -83,42 +105,8 @@ func.func @pair(%k: i32) -> i32 {
   func.return %s : i32
 }
 """,
-    "deep": """
-func.func @deep(%k: i32, %x: tensor<8000xf32>) -> f32 {
-  %one = arith.constant 1 : i32
-  %km = arith.subi %k, %one : i32
-  %r = invoke.invoke @deep(%km, %x) : (i32, tensor<8000xf32>) -> f32
-  %big = arith.constant 2000000000 : i32
-  %never = arith.cmpi sgt, %k, %big : i32
-  %v = scf.if %never -> (f32) {
-    %t = tmath.add %x, %x : tensor<8000xf32>
-    %u = tmath.mul %t, %x : tensor<8000xf32>
-    %w = tmath.sum %u : tensor<8000xf32> -> f32
-    scf.yield %w : f32
-  } else {
-    scf.yield %r : f32
-  }
-  func.return %v : f32
-}
-""",
-    "hog": """
-func.func @hog(%k: i32, %x: tensor<20000xf32>) -> f32 {
-  %one = arith.constant 1 : i32
-  %km = arith.subi %k, %one : i32
-  %r = invoke.invoke @hog(%km, %x) : (i32, tensor<20000xf32>) -> f32
-  %big = arith.constant 2000000000 : i32
-  %never = arith.cmpi sgt, %k, %big : i32
-  %v = scf.if %never -> (f32) {
-    %t = tmath.add %x, %x : tensor<20000xf32>
-    %u = tmath.mul %t, %x : tensor<20000xf32>
-    %w = tmath.sum %u : tensor<20000xf32> -> f32
-    scf.yield %w : f32
-  } else {
-    scf.yield %r : f32
-  }
-  func.return %v : f32
-}
-""",
+    "deep": frame_hog("deep", 8000),
+    "hog": frame_hog("hog", 20000),
 }
 
 # Runs in a subprocess; prints one JSON object of outcomes.
