@@ -523,10 +523,10 @@ class NativeFunction:
         return self.restype() if self.restype is not None else NoResult()
 
     def raise_error(self, ctx: Context) -> None:
-        if ctx.error == ERROR_STACK:
-            raise RecirError(
-                f"error: recursion in @{self.name} is too deep for the native stack "
-                f"({stack.DEEP_STACK_BYTES >> 20} MiB)")
+        if ctx.error == ERROR_STACK:  # the site names the function that overflowed
+            where = self.sites[ctx.site] if 0 <= ctx.site < len(self.sites) else (
+                f"error: recursion in @{self.name} is too deep for the native stack")
+            raise RecirError(f"{where} ({stack.DEEP_STACK_BYTES >> 20} MiB)")
         if ctx.error == ERROR_CHECK:
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
         if ctx.error == ERROR_MEMORY:

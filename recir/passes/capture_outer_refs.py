@@ -112,9 +112,11 @@ def to_function(sub: invoke.SubgraphOp, captured: list[SSAValue]) -> func.FuncOp
         arg = block.insert_arg(value.type, len(block.args))
         arg.name_hint = value.name_hint
         value.replace_uses_with_if(arg, lambda use: region_contains(region, use.operation))
-    return func.FuncOp(
+    function = func.FuncOp(
         sub.sym_name.data, FunctionType.from_lists(inputs, outputs), region, "private"
     )
+    function.location = sub.location  # errors about the function point at the subgraph
+    return function
 
 
 def region_contains(region: Region, op: Operation) -> bool:

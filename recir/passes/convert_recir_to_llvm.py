@@ -54,7 +54,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.diagnostics import format_error
+from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
@@ -153,7 +153,12 @@ class FunctionConversion:
         if len(self.tasks) > spawned:  # a failed check may come between spawn and join:
             # the tasks must not outlive the buffers and slots they write
             Rewriter.insert_op(llvm.CallOp("GOMP_taskwait"), InsertPoint.at_start(self.fail))
-        self.uses_heap = emit_prologue(entry, self.ctx, self.fail, self.set_error,
+        # the prologue's failures name this function and where it was written
+        site = len(self.sites)
+        self.sites.append(f"{location_prefix(self.function)}error: recursion in "
+                          f"@{self.function.sym_name.data} is too deep for the native stack")
+        self.uses_heap = emit_prologue(entry, self.ctx, self.fail,
+                                       lambda at, code: self.set_error(at, code, site),
                                        self.max_depth)
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:

@@ -18,7 +18,7 @@ func.func @main(%n: i32) -> i32 {
   func.return %q : i32
 }
 
-// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op division by zero", "{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op overflows", "quotient too small"]} {
+// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op division by zero", "{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op overflows", "quotient too small", "{{.*}}:9:1: error: recursion in @half is too deep for the native stack", "{{.*}}:15:1: error: recursion in @main is too deep for the native stack"]} {
 // CHECK-LABEL: llvm.func internal @half(%0: !llvm.ptr, %n: i32, %d: i32, %1: !llvm.ptr, %2: !llvm.ptr) {
 // CHECK-NEXT:    %[[ZERO0:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[FRAME:.*]] = llvm.call_intrinsic "llvm.frameaddress.p0"(%[[ZERO0]]) : (i32) -> !llvm.ptr
