@@ -28,7 +28,7 @@ from recir.backend.kernels.smallgemm import DECLARATIONS, LANES, MASK, VEC, func
 
 NN_ROWS, NN_VECTORS = 4, 6  # a tile: A rows x B vectors of LANES columns
 FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
-# B's rows a block holds: nn 128 (64 was 2-5% slower), tn 64 (32-256: 1-10% slower)
+# B's rows a block holds, the fastest of the sizes tried (`python bench/run.py smallgemm`)
 DEPTH = {"nn": 128, "tn": 64}
 STORE = f"declare void @llvm.masked.store.v{LANES}f32.p0({VEC}, ptr, i32, {MASK})"
 
