@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import f32, i8, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, StringAttr, f32, i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -160,7 +160,7 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()) -> llvm.FuncOp:
         b.op(llvm.BrOp(done))
         return []
 
-    return team_function(f"{function.sym_name.data}__team", call, copies)
+    return team_function(f"{function.sym_name.data}__team", call, summer(function, copies))
 
 
 def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
@@ -242,7 +242,28 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
         counted_loop(b, b.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
         return blocks
 
-    return team_function(entry, spawn_all, copies), item
+    return team_function(entry, spawn_all, summer(function, copies)), item
+
+
+SUM_COPIES = "__sum_copies"  # the thread copies' reduction, shared by the team wrappers
+
+
+def sum_copies_function(name: str, copies: Copies) -> llvm.FuncOp:
+    """`@name__sum_copies(contexts, thread)`: each thread's part of adding
+    the thread copies up (`add_copies`), one internal function that the team,
+    batch and serial batch wrappers call, so that LLVM optimises its loops
+    once, not once per wrapper. `noinline` keeps it so."""
+    block = Block(arg_types=[PTR, i32])
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    blocks = add_copies(b, block.args[0], block.args[1], copies)
+    region = Region([block, *blocks])
+    for op in list(region.walk()):
+        if (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    function = llvm.FuncOp(f"{name}{SUM_COPIES}", llvm.LLVMFunctionType([PTR, i32], None),
+                           llvm.LinkageAttr("internal"), body=region)
+    function.attributes["passthrough"] = ArrayAttr([StringAttr("noinline")])
+    return function
 
 
 def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies
@@ -310,14 +331,19 @@ def signature(function: llvm.FuncOp) -> tuple[list[Attribute], Attribute | None]
     return list(typ.inputs.data)[1:], output
 
 
-def team_function(name: str, build: Build, copies: Copies = ()) -> llvm.FuncOp:
+def summer(function: llvm.FuncOp, copies: Copies) -> str | None:
+    """The name of `function`'s `sum_copies_function` if it has copies."""
+    return f"{function.sym_name.data}{SUM_COPIES}" if copies else None
+
+
+def team_function(name: str, build: Build, sums: str | None = None) -> llvm.FuncOp:
     """`@name(data)`, run by every thread of a libgomp team: sets this
     thread's context, and the thread that wins `single` runs `build`'s code.
     Thread 0 is the caller, whose stack limit Python knows (glibc's
     pthread_getattr_np reads /proc for the main thread: slow); the others
-    ask pthread_getattr_np. No Python runs inside the team. With `copies`
-    (gradient buffers each thread adds into its own copy of), the team then
-    adds them up (`add_copies`)."""
+    ask pthread_getattr_np. No Python runs inside the team. With `sums`
+    (the `sum_copies_function` of gradient buffers each thread adds into its
+    own copy of), every thread then calls it to add them up."""
     entry, call, done = Block(arg_types=[PTR]), Block(), Block()
     data = entry.args[0]
     b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
@@ -355,13 +381,10 @@ def team_function(name: str, build: Build, copies: Copies = ()) -> llvm.FuncOp:
     single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
     b.op(llvm.CondBrOp(b.value(arith.CmpiOp(single, b.const(0, i8), "ne")), call, (), done, ()))
     extra = build(Emitter(InsertPoint.at_end(call), InsertPoint.at_start(entry)), data, ctx, done)
-    summing: list[Block] = []
-    if copies:
-        b = Emitter(InsertPoint.at_end(done), InsertPoint.at_start(entry))
-        summing = add_copies(b, contexts, thread, copies)
-    else:
-        done.add_op(llvm.ReturnOp())
-    region = Region([entry, main, worker, lookup, ready, call, *extra, done, *summing])
+    if sums is not None:
+        done.add_op(llvm.CallOp(sums, contexts, thread))
+    done.add_op(llvm.ReturnOp())
+    region = Region([entry, main, worker, lookup, ready, call, *extra, done])
     for op in list(region.walk()):
         if (ops := convert_arith(op)) is not None:
             Rewriter.replace_op(op, ops)

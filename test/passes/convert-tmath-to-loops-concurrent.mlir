@@ -45,14 +45,24 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // LLVM:         adjoint.lock_row
 // LLVM:         adjoint.unlock_row
 
-// The team entry of @grad adds the other threads' copies of slot 3 (12
-// elements) into the caller's buffer after a barrier, each thread its share.
-// LLVM-LABEL: llvm.func @grad__team(
-// LLVM:         llvm.call @GOMP_single_start()
-// LLVM:         llvm.call @grad(
+// One internal function adds the other threads' copies of slot 3 (12
+// elements) into the caller's buffer after a barrier, each thread its share;
+// the team and batch entries of @grad call it, not a loop of their own.
+// LLVM-LABEL: llvm.func internal @grad__sum_copies(
+// LLVM-SAME:    attributes {passthrough = ["noinline"]}
 // LLVM:         llvm.call @GOMP_barrier()
 // LLVM:         llvm.call @omp_get_num_threads()
 // LLVM:         llvm.mlir.constant(12) : i64
 // LLVM:         llvm.sdiv
 // LLVM:         llvm.fadd
 // LLVM:         llvm.mlir.constant(0.000000e+00 : f32) : f32
+// LLVM-LABEL: llvm.func @grad__team(
+// LLVM:         llvm.call @GOMP_single_start()
+// LLVM:         llvm.call @grad(
+// LLVM-NOT:     llvm.fadd
+// LLVM:         llvm.call @grad__sum_copies(
+// LLVM-NEXT:    llvm.return
+// LLVM-LABEL: llvm.func @grad__batch(
+// LLVM-NOT:     llvm.fadd
+// LLVM:         llvm.call @grad__sum_copies(
+// LLVM-NEXT:    llvm.return
