@@ -330,8 +330,8 @@ class ConvertRecirToLlvmPass(ModulePass):
             names = {f.sym_name.data for f in op.ops if isinstance(f, llvm.FuncOp)}
             batches += [g for f in public if f"{f.sym_name.data}{SERIAL_ENTRY}" in names
                         for g in batch_entry(f, copies[f.sym_name.data], serial=True)]
-            sums = [sum_copies_function(f.sym_name.data, copies[f.sym_name.data])
-                    for f in public if copies[f.sym_name.data]]
+            sums = [g for f in public if copies[f.sym_name.data]
+                    for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *sums,
                                        *teams, *batches])
         if needs_arena:

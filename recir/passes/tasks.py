@@ -246,34 +246,35 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
 
 
 SUM_COPIES = "__sum_copies"  # the thread copies' reduction, shared by the team wrappers
+SUM_COPY = "__sum_copy"  # its loop over one copied buffer, shared by the buffers
 
 
-def sum_copies_function(name: str, copies: Copies) -> llvm.FuncOp:
-    """`@name__sum_copies(contexts, thread)`: each thread's part of adding
-    the thread copies up (`add_copies`), one internal function that the team,
-    batch and serial batch wrappers call, so that LLVM optimises its loops
-    once, not once per wrapper. `noinline` keeps it so."""
-    block = Block(arg_types=[PTR, i32])
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    blocks = add_copies(b, block.args[0], block.args[1], copies)
-    region = Region([block, *blocks])
+def internal_function(name: str, inputs: Sequence[Attribute], blocks: list[Block]
+                      ) -> llvm.FuncOp:
+    """An internal, `noinline` function of `blocks` (arith converted): code
+    that several callers share, so that LLVM optimises its loops once."""
+    region = Region(blocks)
     for op in list(region.walk()):
         if (ops := convert_arith(op)) is not None:
             Rewriter.replace_op(op, ops)
-    function = llvm.FuncOp(f"{name}{SUM_COPIES}", llvm.LLVMFunctionType([PTR, i32], None),
+    function = llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, None),
                            llvm.LinkageAttr("internal"), body=region)
     function.attributes["passthrough"] = ArrayAttr([StringAttr("noinline")])
     return function
 
 
-def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies
-               ) -> list[Block]:
-    """After a barrier (every task done), each thread adds its share of the
-    elements of every other thread's copy of each buffer into the caller's
-    (thread 0's table) and zeroes it for the next call: a gradient call's
-    copies summed on the team, not after it in Python. Nothing to add where thread 0 has no table (a team
-    of one). Returns the blocks made; the last one returns."""
-    blocks: list[Block] = []
+def sum_copies_function(name: str, copies: Copies) -> list[llvm.FuncOp]:
+    """`@name__sum_copies(contexts, thread)`: after a barrier (every task
+    done), each thread adds its share of the elements of every other
+    thread's copy of each buffer into the caller's (thread 0's table) and
+    zeroes it for the next call: a gradient call's copies summed on the
+    team, not after it in Python. The team, batch and serial batch wrappers
+    call it, and it calls `@name__sum_copy` (`sum_copy_function`) for each
+    buffer: one copy of the loops, not one per wrapper and buffer. Nothing
+    to add where thread 0 has no table (a team of one). Returns both."""
+    block = Block(arg_types=[PTR, i32])
+    contexts, thread = block.args
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     b.op(llvm.CallOp("GOMP_barrier"))
     own = b.load(field(b, contexts, ACC_COPIES), 0, PTR)
     add, finish = Block(), Block([llvm.ReturnOp()])
@@ -284,27 +285,43 @@ def add_copies(b: Emitter, contexts: SSAValue, thread: SSAValue, copies: Copies
                                                       return_type=i32)), i64))
     me = b.value(arith.ExtSIOp(thread, i64))
     for slot, elements in copies:
-        lo = b.value(arith.DivSIOp(b.mul(me, elements), count))
-        hi = b.value(arith.DivSIOp(b.mul(b.add(me, 1), elements), count))
-        target = b.load(b.offset(own, 8 * slot, i8), 0, PTR)
-
-        def each_thread(w: Emitter, other: SSAValue, slot: int = slot, lo: SSAValue = lo,
-                        hi: SSAValue = hi, target: SSAValue = target) -> Emitter:
-            ctx = byte_offset(w, contexts, w.mul(other, CONTEXT_BYTES))
-            table = w.load(field(w, ctx, ACC_COPIES), 0, PTR)
-            copy = w.load(w.offset(table, 8 * slot, i8), 0, PTR)
-
-            def each_element(e: Emitter, i: SSAValue) -> Emitter:
-                total = e.value(llvm.FAddOp(e.load(target, i), e.load(copy, i)))
-                e.store(total, target, i)
-                e.store(e.const(0.0, f32), copy, i)
-                return e
-
-            return counted_loop(w, lo, hi, blocks, each_element)
-
-        b = counted_loop(b, b.i64(1), count, blocks, each_thread)
+        b.op(llvm.CallOp(f"{name}{SUM_COPY}", contexts, own, me, count, b.i64(8 * slot),
+                         b.i64(elements)))
     b.op(llvm.BrOp(finish))
-    return [add, *blocks, finish]
+    return [sum_copy_function(name),
+            internal_function(f"{name}{SUM_COPIES}", [PTR, i32], [block, add, finish])]
+
+
+def sum_copy_function(name: str) -> llvm.FuncOp:
+    """`@name__sum_copy(contexts, own, me, count, slot, elements)`: thread
+    `me` of `count` adds elements [me * elements / count, (me + 1) *
+    elements / count) of the other threads' copies of the buffer at byte
+    `slot` of their copy tables into `own`'s (thread 0's table), zeroing
+    the copies."""
+    block = Block(arg_types=[PTR, PTR, i64, i64, i64, i64])
+    contexts, own, me, count, slot, elements = block.args
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    blocks: list[Block] = []
+    lo = b.value(arith.DivSIOp(b.mul(me, elements), count))
+    hi = b.value(arith.DivSIOp(b.mul(b.add(me, 1), elements), count))
+    target = b.load(byte_offset(b, own, slot), 0, PTR)
+
+    def each_thread(w: Emitter, other: SSAValue) -> Emitter:
+        ctx = byte_offset(w, contexts, w.mul(other, CONTEXT_BYTES))
+        table = w.load(field(w, ctx, ACC_COPIES), 0, PTR)
+        copy = w.load(byte_offset(w, table, slot), 0, PTR)
+
+        def each_element(e: Emitter, i: SSAValue) -> Emitter:
+            total = e.value(llvm.FAddOp(e.load(target, i), e.load(copy, i)))
+            e.store(total, target, i)
+            e.store(e.const(0.0, f32), copy, i)
+            return e
+
+        return counted_loop(w, lo, hi, blocks, each_element)
+
+    counted_loop(b, b.i64(1), count, blocks, each_thread).op(llvm.ReturnOp())
+    return internal_function(f"{name}{SUM_COPY}", [PTR, PTR, i64, i64, i64, i64],
+                             [block, *blocks])
 
 
 def counted_loop(b: Emitter, lo: SSAValue, hi: SSAValue, blocks: list[Block],

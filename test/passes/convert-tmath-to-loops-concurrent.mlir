@@ -45,17 +45,24 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // LLVM:         adjoint.lock_row
 // LLVM:         adjoint.unlock_row
 
-// One internal function adds the other threads' copies of slot 3 (12
-// elements) into the caller's buffer after a barrier, each thread its share;
-// the team and batch entries of @grad call it, not a loop of their own.
+// One internal function, after a barrier, calls another for each copied
+// buffer (slot 3 at byte 24, 12 elements): it adds the other threads'
+// copies into the caller's buffer, each thread its share, and zeroes them.
+// The team and batch entries of @grad call the first, not loops of their own.
+// LLVM-LABEL: llvm.func internal @grad__sum_copy(
+// LLVM-SAME:    attributes {passthrough = ["noinline"]}
+// LLVM:         llvm.sdiv
+// LLVM:         llvm.fadd
+// LLVM:         llvm.mlir.constant(0.000000e+00 : f32) : f32
 // LLVM-LABEL: llvm.func internal @grad__sum_copies(
 // LLVM-SAME:    attributes {passthrough = ["noinline"]}
 // LLVM:         llvm.call @GOMP_barrier()
 // LLVM:         llvm.call @omp_get_num_threads()
-// LLVM:         llvm.mlir.constant(12) : i64
-// LLVM:         llvm.sdiv
-// LLVM:         llvm.fadd
-// LLVM:         llvm.mlir.constant(0.000000e+00 : f32) : f32
+// LLVM:         %[[SLOT:.*]] = llvm.mlir.constant(24) : i64
+// LLVM-NEXT:    %[[ELEMENTS:.*]] = llvm.mlir.constant(12) : i64
+// LLVM-NEXT:    llvm.call @grad__sum_copy({{.*}}, %[[SLOT]], %[[ELEMENTS]])
+// LLVM-NOT:     llvm.fadd
+// LLVM:         llvm.return
 // LLVM-LABEL: llvm.func @grad__team(
 // LLVM:         llvm.call @GOMP_single_start()
 // LLVM:         llvm.call @grad(
