@@ -30,7 +30,7 @@ from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.dialects import tmath
 from recir.interpreter import find_entry
-from recir.universe import RECIR_PASSES
+from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
 # this size log every outer product and add them by one SGEMM after the call
@@ -72,7 +72,8 @@ def run_passes(module: ModuleOp, passes: str, until: str | None = None,
                timings: dict[str, float] | None = None) -> None:
     """Apply the `recir-opt -p` list `passes` to `module` in place, stopping
     after the pass named `until`; `timings` gets each pass's CPU seconds."""
-    pipeline = PassPipeline.parse_spec({**get_all_passes(), **RECIR_PASSES}, passes)
+    available = {**get_all_passes(), **RECIR_PASSES, **RECIR_REPLACEMENTS}
+    pipeline = PassPipeline.parse_spec(available, passes)
     ctx = make_context()
     for stage in pipeline.passes:
         start = time.process_time()

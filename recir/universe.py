@@ -76,6 +76,12 @@ def _convert_tmath_to_loops() -> type[ModulePass]:
     return ConvertTmathToLoopsPass
 
 
+def _convert_scf_to_cf() -> type[ModulePass]:
+    from recir.passes.convert_scf_to_cf import ConvertScfToCfPass
+
+    return ConvertScfToCfPass
+
+
 def _lower_invoke_to_call_return() -> type[ModulePass]:
     from recir.passes.lower_invoke_to_call_return import LowerInvokeToCallReturnPass
 
@@ -105,6 +111,13 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
     "lower-invoke-to-call-return": _lower_invoke_to_call_return,
+}
+
+# xDSL's passes that recir's pipeline and recir-opt run in recir's version
+# (same lowerings, faster). Not in the universe: xDSL's multiverse refuses a
+# name defined twice.
+RECIR_REPLACEMENTS: dict[str, Callable[[], type[ModulePass]]] = {
+    "convert-scf-to-cf": _convert_scf_to_cf,
 }
 
 RECIR_UNIVERSE = Universe(all_dialects=RECIR_DIALECTS, all_passes=RECIR_PASSES)

@@ -18,7 +18,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from recir.diagnostics import RecirError
 from recir.parsing import decode_source, parse_module, verify_located
 from recir.pass_order import check_prerequisites
-from recir.universe import RECIR_DIALECTS, RECIR_PASSES
+from recir.universe import RECIR_DIALECTS, RECIR_PASSES, RECIR_REPLACEMENTS
 
 
 class RecirOptMain(xDSLOptMain):
@@ -34,6 +34,7 @@ class RecirOptMain(xDSLOptMain):
         super().register_all_passes()
         for name, factory in RECIR_PASSES.items():
             self.available_passes.setdefault(name, factory)
+        self.available_passes.update(RECIR_REPLACEMENTS)
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
