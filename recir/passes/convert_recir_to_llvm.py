@@ -84,6 +84,9 @@ from recir.passes.tasks import (
 )
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
+CONVERTED = (cf.AssertOp, invoke.InvokeOp, invoke.JoinOp, func.ReturnOp, tape.NewOp,
+             adjoint.ThreadCopyOp, adjoint.LogReserveOp, invoke.SpawnBudgetOp, cf.BranchOp,
+             cf.ConditionalBranchOp)  # what `FunctionConversion.convert` handles
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
@@ -150,7 +153,8 @@ class FunctionConversion:
         self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
         spawned = len(self.tasks)
         for op in list(body.walk()):
-            self.convert(op)
+            if isinstance(op, CONVERTED):  # one check for the many ops that are not
+                self.convert(op)
         if len(self.tasks) > spawned:  # a failed check may come between spawn and join:
             # the tasks must not outlive the buffers and slots they write
             Rewriter.insert_op(llvm.CallOp("GOMP_taskwait"), InsertPoint.at_start(self.fail))
@@ -295,21 +299,25 @@ class ConvertRecirToLlvmPass(ModulePass):
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for inner in list(op.walk()):
+        needs_arena = needs_tasks = False
+        elements: dict[int, int] = {}  # copied slot -> its f32 elements
+        logged_slots: set[int] = set()
+        for inner in list(op.walk()):  # one walk: the module is large
             if isinstance(inner, DIVISIONS):
                 guard_division(inner)
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
-        needs_arena = any(isinstance(inner, tape.NewOp) for inner in op.walk())
-        copied = sorted({inner.slot.value.data for inner in op.walk()
-                         if isinstance(inner, adjoint.ThreadCopyOp)})
-        logged = sorted({inner.slot.value.data for inner in op.walk()
-                         if isinstance(inner, adjoint.LogReserveOp)})
-        needs_tasks = any(isinstance(inner, invoke.JoinOp) for inner in op.walk())
+            elif isinstance(inner, tape.NewOp):
+                needs_arena = True
+            elif isinstance(inner, adjoint.ThreadCopyOp):
+                elements[inner.slot.value.data] = inner.elements.value.data
+            elif isinstance(inner, adjoint.LogReserveOp):
+                logged_slots.add(inner.slot.value.data)
+            elif isinstance(inner, invoke.JoinOp):
+                needs_tasks = True
+        copied, logged = sorted(elements), sorted(logged_slots)
         sites: list[str] = []
         tasks: list[llvm.FuncOp] = []
-        elements = {inner.slot.value.data: inner.elements.value.data for inner in op.walk()
-                    if isinstance(inner, adjoint.ThreadCopyOp)}
         uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
