@@ -383,7 +383,7 @@ class NativeFunction:
         """Each thread's table of gradient buffers, indexed by argument, for a
         new set of team contexts (whose calls alone use them): threads 1..
         add into zeroed copies of their own, which the team adds into thread
-        0's at its end and zeroes again (`passes/tasks.sum_copies_function`); thread
+        0's at its end and zeroes again (`passes/thread_copies.sum_copies_function`); thread
         0's entries are each call's buffers (`take_contexts`)."""
         if not self.copied or threads < 2:
             return []

@@ -78,10 +78,10 @@ from recir.passes.tasks import (
     launch_entry,
     packed_entry,
     signature,
-    sum_copies_function,
     team_declarations,
     team_entry,
 )
+from recir.passes.thread_copies import sum_copies_function
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 CONVERTED = (cf.AssertOp, invoke.InvokeOp, invoke.JoinOp, func.ReturnOp, tape.NewOp,
