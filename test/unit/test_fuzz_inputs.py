@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_input_checks import SCALARS  # the same program
 from xdsl.dialects.builtin import TensorType, i32
 
 from recir.context import make_context
@@ -43,14 +44,6 @@ def test_non_integer_arrays_are_never_structure_arrays(array):
         coerce_argument(0, array, STRUCTURE)
 
 
-SCALARS = """func.func @f(%a: i32, %b: i64, %c: i1) -> i64 {
-  %e = arith.extsi %a : i32 to i64
-  %s = arith.addi %e, %b : i64
-  %z = arith.extui %c : i1 to i64
-  %t = arith.addi %s, %z : i64
-  func.return %t : i64
-}
-"""
 RANGES = [(-(2**31), 2**31 - 1), (-(2**63), 2**63 - 1), (0, 1)]
 
 
