@@ -29,7 +29,7 @@ from recir.batching import kernels
 from recir.batching.execute import Frame, Runner
 from recir.batching.kernels import PerRoot, dtype_of
 from recir.batching.schedule import Schedule
-from recir.batching.segments import Plan, entry_kinds, make_plan
+from recir.passes.frontier_segments import Plan, entry_kinds, make_plan
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument, coerce_tensor, tensor_facts
 from recir.pipeline import CLOSE, run_passes
@@ -42,7 +42,7 @@ def closed(model: Any) -> Any:
 
 
 def plan_for(model: Any, module: Any) -> Plan:
-    from recir.batching.segments import find_recursive
+    from recir.passes.frontier_segments import find_recursive
 
     entry, _ = find_recursive(module, model.entry)
     return make_plan(module, model.entry, entry_kinds(entry, len(model.input_names)))

@@ -24,7 +24,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from recir.batching.kernels import INTO, KERNELS, PER_ROOT_OPS, PerRoot, constant, into
 from recir.batching.native import Kernels, RowGroup, make_groups
-from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
+from recir.passes.frontier_segments import CONSTANTS, TERMINATORS, Plan
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import invoke, tmath
 

@@ -31,7 +31,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from recir.batching import schedule as limits
 from recir.batching.kernels import PerRoot
-from recir.batching.segments import CONSTANTS, TERMINATORS, Plan
+from recir.passes.frontier_segments import CONSTANTS, TERMINATORS, Plan
 from recir.dialects import invoke, tmath
 
 BINARY = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul", arith.AndIOp: "and",
