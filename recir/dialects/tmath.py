@@ -41,6 +41,14 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from recir.dialects.row_types import (
+    expect_index_rows,
+    expect_result,
+    f32_rows_or_static,
+    is_rows,
+    rows_type,
+)
+
 
 class Elementwise(OpTrait):
     """Marks ops that apply one scalar function to every element position."""
@@ -98,8 +106,10 @@ class SameTypeUnaryOp(IRDLOperation):
         super().__init__(operands=[value], result_types=[value.type])
 
     def verify_(self) -> None:
-        shape = expect_f32_tensor(self.input, "operand")
-        expect_shape(expect_f32_tensor(self.result, "result"), shape, "result")
+        f32_rows_or_static(self.input, "operand")
+        if self.result.type != self.input.type:
+            raise VerifyException(f"result type {self.result.type} differs from the "
+                                  f"operand's {self.input.type}")
 
     @classmethod
     def parse(cls, parser: Parser) -> SameTypeUnaryOp:
@@ -136,17 +146,20 @@ class ElementwiseBinaryOp(IRDLOperation):
 
     def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
-        super().__init__(operands=[lhs, rhs], result_types=[lhs.type])
+        result = rhs.type if is_rows(rhs) else lhs.type
+        super().__init__(operands=[lhs, rhs], result_types=[result])
 
     def verify_(self) -> None:
-        lhs = expect_f32_tensor(self.lhs, "lhs")
-        rhs = expect_f32_tensor(self.rhs, "rhs")
+        """Equal shapes, or rows and one row's shape (the uniform side is
+        shared by every row)."""
+        lhs_rows, lhs = f32_rows_or_static(self.lhs, "lhs")
+        rhs_rows, rhs = f32_rows_or_static(self.rhs, "rhs")
         if lhs != rhs:
             raise VerifyException(
                 f"operand shapes differ: lhs {fmt_shape(lhs)}, rhs {fmt_shape(rhs)}; "
-                "expected equal shapes"
+                "expected equal shapes (or rows of the other's shape)"
             )
-        expect_shape(expect_f32_tensor(self.result, "result"), lhs, "result")
+        expect_result(self.result, lhs_rows or rhs_rows, lhs, f32)
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseBinaryOp:
@@ -159,7 +172,7 @@ class ElementwiseBinaryOp(IRDLOperation):
         if parser.parse_optional_punctuation(",") is not None:
             rhs_t = parser.parse_type()
         operands = [parser.resolve_operand(lhs, lhs_t), parser.resolve_operand(rhs, rhs_t)]
-        op = cls.create(operands=operands, result_types=[lhs_t])
+        op = cls.create(operands=operands, result_types=[rhs_t if is_rows(rhs_t) else lhs_t])
         op.attributes |= attrs
         return op
 
@@ -349,13 +362,16 @@ class MatvecOp(IRDLOperation):
 
     def __init__(self, matrix: SSAValue | Operation, vector: SSAValue | Operation):
         rows = shape_of(SSAValue.get(matrix))[0]
+        result = TensorType(f32, [rows])
         super().__init__(
-            operands=[matrix, vector], result_types=[TensorType(f32, [rows])]
+            operands=[matrix, vector],
+            result_types=[rows_type(result) if is_rows(SSAValue.get(vector)) else result],
         )
 
     def verify_(self) -> None:
+        """The vector may be rows (`tensor<?xKxf32>`): each row's product."""
         w = expect_f32_tensor(self.matrix, "matrix")
-        x = expect_f32_tensor(self.vector, "vector")
+        batched, x = f32_rows_or_static(self.vector, "vector")
         expect_rank(w, 2, "matrix")
         expect_rank(x, 1, "vector")
         if w[1] != x[0]:
@@ -363,7 +379,7 @@ class MatvecOp(IRDLOperation):
                 f"matrix {fmt_shape(w)} cannot multiply vector {fmt_shape(x)}: "
                 f"expected a vector of {w[1]} elements"
             )
-        expect_shape(expect_f32_tensor(self.result, "result"), (w[0],), "result")
+        expect_result(self.result, batched, (w[0],), f32)
 
 
 @irdl_op_definition
@@ -425,18 +441,20 @@ class BilinearOp(IRDLOperation):
 
     def __init__(self, tensor: SSAValue | Operation, lhs: SSAValue, rhs: SSAValue):
         d = shape_of(SSAValue.get(tensor))[0]
-        super().__init__(
-            operands=[tensor, lhs, rhs], result_types=[TensorType(f32, [d])]
-        )
+        result = TensorType(f32, [d])
+        if is_rows(lhs) or is_rows(rhs):
+            result = rows_type(result)
+        super().__init__(operands=[tensor, lhs, rhs], result_types=[result])
 
     def verify_(self) -> None:
+        """`lhs` and `rhs` may be rows: each row's product."""
         v = expect_f32_tensor(self.tensor, "tensor")
-        x = expect_f32_tensor(self.lhs, "lhs")
-        y = expect_f32_tensor(self.rhs, "rhs")
+        x_rows, x = f32_rows_or_static(self.lhs, "lhs")
+        y_rows, y = f32_rows_or_static(self.rhs, "rhs")
         expect_rank(v, 3, "tensor")
         expect_shape(x, (v[1],), "lhs")
         expect_shape(y, (v[2],), "rhs")
-        expect_shape(expect_f32_tensor(self.result, "result"), (v[0],), "result")
+        expect_result(self.result, x_rows or y_rows, (v[0],), f32)
 
 
 @irdl_op_definition
@@ -455,14 +473,23 @@ class ConcatOp(IRDLOperation):
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
 
     def __init__(self, inputs: Sequence[SSAValue | Operation]):
-        shapes = [shape_of(SSAValue.get(v)) for v in inputs]
+        values = [SSAValue.get(v) for v in inputs]
+        batched = is_rows(values[0])
+        shapes = [shape_of(v)[1:] if batched else shape_of(v) for v in values]
         shape = [sum(s[0] for s in shapes), *shapes[0][1:]]
-        super().__init__(operands=[inputs], result_types=[TensorType(f32, shape)])
+        result = TensorType(f32, shape)
+        super().__init__(operands=[values],
+                         result_types=[rows_type(result) if batched else result])
 
     def verify_(self) -> None:
+        """Rows inputs (all of them) concatenate each row's first axis."""
         if not self.inputs:
             raise VerifyException("expected at least one input")
-        shapes = [expect_f32_tensor(v, f"input {i}") for i, v in enumerate(self.inputs)]
+        forms = [f32_rows_or_static(v, f"input {i}") for i, v in enumerate(self.inputs)]
+        batched = forms[0][0]
+        if any(rows != batched for rows, _ in forms):
+            raise VerifyException("inputs must be all rows or all static tensors")
+        shapes = [shape for _, shape in forms]
         trailing = shapes[0][1:]
         for i, s in enumerate(shapes):
             if len(s) == 0 or s[1:] != trailing:
@@ -471,7 +498,7 @@ class ConcatOp(IRDLOperation):
                     f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}"
                 )
         expected = (sum(s[0] for s in shapes), *shapes[0][1:])
-        expect_shape(expect_f32_tensor(self.result, "result"), expected, "result")
+        expect_result(self.result, batched, expected, f32)
 
 
 @irdl_op_definition
@@ -493,16 +520,22 @@ class SliceOp(IRDLOperation):
     )
 
     def __init__(self, input: SSAValue | Operation, offset: int, size: int):
-        shape = shape_of(SSAValue.get(input))
+        value = SSAValue.get(input)
+        batched = is_rows(value)
+        shape = shape_of(value)[1:] if batched else shape_of(value)
+        result = TensorType(f32, [size, *shape[1:]])
         super().__init__(
             operands=[input],
             properties={"offset": IntegerAttr(offset, 64)},
-            result_types=[TensorType(f32, [size, *shape[1:]])],
+            result_types=[rows_type(result) if batched else result],
         )
 
     def verify_(self) -> None:
-        x = expect_f32_tensor(self.input, "input")
-        r = expect_f32_tensor(self.result, "result")
+        """Rows slice each row's first axis."""
+        batched, x = f32_rows_or_static(self.input, "input")
+        result_rows, r = f32_rows_or_static(self.result, "result")
+        if result_rows != batched:
+            raise VerifyException("result must be rows exactly when the input is")
         offset = self.offset.value.data
         if len(x) == 0 or len(r) != len(x) or r[1:] != x[1:]:
             raise VerifyException(
@@ -526,7 +559,7 @@ class GatherOp(IRDLOperation):
 
     name = "tmath.gather"
     table = operand_def(TensorType)
-    index = operand_def(IntegerType | IndexType)
+    index = operand_def(IntegerType | IndexType | TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = (
@@ -536,14 +569,19 @@ class GatherOp(IRDLOperation):
 
     def __init__(self, table: SSAValue | Operation, index: SSAValue | Operation):
         shape = shape_of(SSAValue.get(table))
-        super().__init__(
-            operands=[table, index], result_types=[TensorType(f32, shape[1:])]
-        )
+        result = TensorType(f32, shape[1:])
+        if isinstance(SSAValue.get(index).type, TensorType):
+            result = rows_type(result)
+        super().__init__(operands=[table, index], result_types=[result])
 
     def verify_(self) -> None:
+        """The index may be rows (`tensor<?xi32>`): one table row per row."""
         t = expect_f32_tensor(self.table, "table")
         expect_rank(t, 2, "table")
-        expect_shape(expect_f32_tensor(self.result, "result"), t[1:], "result")
+        batched = isinstance(self.index.type, TensorType)
+        if batched:
+            expect_index_rows(self.index, "index")
+        expect_result(self.result, batched, t[1:], f32)
 
 
 @irdl_op_definition
@@ -557,8 +595,8 @@ class ExtractOp(IRDLOperation):
 
     name = "tmath.extract"
     input = operand_def(TensorType)
-    index = operand_def(IntegerType | IndexType)
-    result = result_def(IntegerType | Float32Type)
+    index = operand_def(IntegerType | IndexType | TensorType)
+    result = result_def(IntegerType | Float32Type | TensorType)
     traits = traits_def(Pure())
     assembly_format = (
         "$input `[` $index `]` attr-dict `:` type($input) `,` type($index) "
@@ -568,17 +606,24 @@ class ExtractOp(IRDLOperation):
     def __init__(self, input: SSAValue | Operation, index: SSAValue | Operation):
         typ = SSAValue.get(input).type
         assert isinstance(typ, TensorType)
-        super().__init__(operands=[input, index], result_types=[typ.element_type])
+        batched = isinstance(SSAValue.get(index).type, TensorType)
+        result = rows_type(typ.element_type) if batched else typ.element_type
+        super().__init__(operands=[input, index], result_types=[result])
 
     def verify_(self) -> None:
+        """The index may be rows (`tensor<?xi32>`): one element per row."""
         typ = self.input.type
         assert isinstance(typ, TensorType)
         if typ.get_num_dims() != 1:
             raise VerifyException(f"input must be a vector, got {typ}")
-        if typ.element_type != self.result.type:
+        batched = isinstance(self.index.type, TensorType)
+        if batched:
+            expect_index_rows(self.index, "index")
+        expected = rows_type(typ.element_type) if batched else typ.element_type
+        if expected != self.result.type:
             raise VerifyException(
-                f"result type {self.result.type} differs from the element type "
-                f"{typ.element_type} of {typ}"
+                f"result type {self.result.type} differs from {expected}, the element "
+                f"type of {typ}" + (" per row" if batched else "")
             )
 
 
@@ -611,17 +656,20 @@ class ReductionOp(IRDLOperation):
     """`%s = tmath.<op> %x : tensor<...xf32> -> f32` over all elements."""
 
     input = operand_def(TensorType)
-    result = result_def(Float32Type)
+    result = result_def(Float32Type | TensorType)
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, input: SSAValue | Operation):
-        super().__init__(operands=[input], result_types=[f32])
+        batched = is_rows(SSAValue.get(input))
+        super().__init__(operands=[input], result_types=[rows_type(f32) if batched else f32])
 
     def verify_(self) -> None:
-        shape = expect_f32_tensor(self.input, "input")
+        """Rows reduce each row (`tensor<?x4xf32> -> tensor<?xf32>`)."""
+        batched, shape = f32_rows_or_static(self.input, "input")
         if 0 in shape:
             raise VerifyException(f"cannot reduce an empty tensor {fmt_shape(shape)}")
+        expect_result(self.result, batched, (), f32)
 
 
 @irdl_op_definition
@@ -653,15 +701,19 @@ class ArgmaxOp(IRDLOperation):
 
     name = "tmath.argmax"
     input = operand_def(TensorType)
-    result = result_def(IntegerType)
+    result = result_def(IntegerType | TensorType)
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, input: SSAValue | Operation):
-        super().__init__(operands=[input], result_types=[i32])
+        batched = is_rows(SSAValue.get(input))
+        super().__init__(operands=[input], result_types=[rows_type(i32) if batched else i32])
 
     def verify_(self) -> None:
-        expect_rank(expect_f32_tensor(self.input, "input"), 1, "input")
+        """Rows give one index per row."""
+        batched, shape = f32_rows_or_static(self.input, "input")
+        expect_rank(shape, 1, "input")
+        expect_result(self.result, batched, (), i32)
 
 
 @irdl_op_definition
@@ -677,7 +729,7 @@ class SoftmaxOp(SameTypeUnaryOp):
 
     def verify_(self) -> None:
         super().verify_()
-        expect_rank(shape_of(self.input), 1, "input")
+        expect_rank(f32_rows_or_static(self.input, "input")[1], 1, "input")
 
 
 @irdl_op_definition
@@ -691,8 +743,8 @@ class SoftmaxCrossEntropyOp(IRDLOperation):
 
     name = "tmath.softmax_xent"
     logits = operand_def(TensorType)
-    label = operand_def(IntegerType | IndexType)
-    result = result_def(Float32Type)
+    label = operand_def(IntegerType | IndexType | TensorType)
+    result = result_def(Float32Type | TensorType)
     traits = traits_def(Pure())
     assembly_format = (
         "$logits `,` $label attr-dict `:` type($logits) `,` type($label) "
@@ -700,10 +752,20 @@ class SoftmaxCrossEntropyOp(IRDLOperation):
     )
 
     def __init__(self, logits: SSAValue | Operation, label: SSAValue | Operation):
-        super().__init__(operands=[logits, label], result_types=[f32])
+        batched = is_rows(SSAValue.get(logits))
+        super().__init__(operands=[logits, label],
+                         result_types=[rows_type(f32) if batched else f32])
 
     def verify_(self) -> None:
-        expect_rank(expect_f32_tensor(self.logits, "logits"), 1, "logits")
+        """Rows of logits take rows of labels: one loss per row."""
+        batched, shape = f32_rows_or_static(self.logits, "logits")
+        expect_rank(shape, 1, "logits")
+        if batched:
+            expect_index_rows(self.label, "label")
+        elif isinstance(self.label.type, TensorType):
+            raise VerifyException(f"label must be an integer for static logits, got "
+                                  f"{self.label.type}")
+        expect_result(self.result, batched, (), f32)
 
 
 @irdl_op_definition

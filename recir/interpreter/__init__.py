@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import InterpretationError
 
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
-from recir.interpreter.arith import ArithExtraFunctions
+from recir.interpreter.arith import ArithExtraFunctions, ArithRowFunctions
 from recir.interpreter.invoke import InvokeFunctions
 from recir.interpreter.tape import TapeFunctions
 from recir.interpreter.tmath import TMathFunctions
@@ -76,6 +76,8 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         AdjointFunctions(),
     ):
         interp.register_implementations(functions)
+    rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
+    interp.register_implementations(rows, override=True)
     return interp
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 from xdsl.utils.exceptions import InterpretationError
 
@@ -57,3 +58,39 @@ class ArithExtraFunctions(InterpreterFunctions):
         if args[1] == 0:
             raise InterpretationError("'arith.divui' division by zero")
         return (args[0] // args[1],)
+
+
+# The row forms of arith ops (`invoke-to-frontier`): the same op on tensors
+# of rows, elementwise; NumPy's int32 arithmetic wraps as i32 does.
+ROW_ARITH: dict[type, Any] = {
+    arith.AddiOp: np.add, arith.SubiOp: np.subtract, arith.MuliOp: np.multiply,
+    arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or,
+    arith.XOrIOp: np.bitwise_xor, arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
+    arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
+    arith.DivfOp: np.divide, arith.NegfOp: np.negative,
+}
+
+
+class ArithRowFunctions(InterpreterFunctions):
+    """Tensor-typed arith ops in NumPy, scalar ones by the scalar impls;
+    registered over those (xDSL dispatches on the op's class only)."""
+
+    def __init__(self, *scalar: InterpreterFunctions):
+        self.scalar = {op_type: (functions, run) for functions in scalar
+                       for op_type, run in type(functions)._impls()}  # pyright: ignore[reportPrivateUsage]
+
+
+def _row_impl(fn: Any) -> Any:
+    def run(self: ArithRowFunctions, interp: Interpreter, op: Any, args: Any):
+        if isinstance(op.result.type, TensorType):
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                return (fn(*args),)
+        functions, scalar = self.scalar[type(op)]
+        return scalar(functions, interp, op, args).values
+
+    return run
+
+
+for _op_type, _fn in ROW_ARITH.items():
+    setattr(ArithRowFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_row_impl(_fn)))
+register_impls(ArithRowFunctions)

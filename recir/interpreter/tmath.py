@@ -22,6 +22,7 @@ from xdsl.interpreter import (
 from xdsl.utils.exceptions import InterpretationError
 
 from recir.dialects import tmath
+from recir.dialects.row_types import is_rows
 
 _UNARY: dict[type, Callable[[np.ndarray], np.ndarray]] = {
     tmath.NegOp: np.negative,
@@ -52,7 +53,21 @@ def checked_index(op: Any, index: int, length: int) -> int:
     return index
 
 
+def checked_rows(index: np.ndarray, length: int) -> np.ndarray:
+    """Rows of indices, each in `[0, length)` (the row form of `checked_index`)."""
+    index = np.asarray(index)
+    bad = (index < 0) | (index >= length)
+    if bad.any():
+        raise InterpretationError(
+            f"index {int(index[bad][0])} out of range for length {length} "
+            f"(row {int(np.argmax(bad))})"
+        )
+    return index
+
+
 class TMathFunctions(InterpreterFunctions):
+    """Each op also runs its row form (`row_types`): one result row per row."""
+
     @impl(tmath.FusedOp)
     def run_fused(self, interp: Interpreter, op: tmath.FusedOp, args: Any):
         """The body on whole arrays: exactly what the unfused ops computed."""
@@ -75,7 +90,8 @@ class TMathFunctions(InterpreterFunctions):
 
     @impl(tmath.MatvecOp)
     def run_matvec(self, interp: Interpreter, op: tmath.MatvecOp, args: Any):
-        return (f32(args[0] @ args[1]),)
+        matrix, vector = args
+        return (f32(vector @ matrix.T if vector.ndim == 2 else matrix @ vector),)
 
     @impl(tmath.MatmulOp)
     def run_matmul(self, interp: Interpreter, op: tmath.MatmulOp, args: Any):
@@ -84,26 +100,33 @@ class TMathFunctions(InterpreterFunctions):
     @impl(tmath.BilinearOp)
     def run_bilinear(self, interp: Interpreter, op: tmath.BilinearOp, args: Any):
         v, x, y = args
-        return (f32(np.einsum("i,kij,j->k", x, v, y)),)
+        return (f32(np.einsum("...i,kij,...j->...k", x, v, y)),)
 
     @impl(tmath.ConcatOp)
     def run_concat(self, interp: Interpreter, op: tmath.ConcatOp, args: Any):
-        return (np.concatenate(args, axis=0),)
+        return (np.concatenate(args, axis=1 if is_rows(op.result) else 0),)
 
     @impl(tmath.SliceOp)
     def run_slice(self, interp: Interpreter, op: tmath.SliceOp, args: Any):
         start = op.offset.value.data
+        if is_rows(op.result):
+            size = tmath.shape_of(op.result)[1]
+            return (args[0][:, start : start + size].copy(),)
         size = tmath.shape_of(op.result)[0]
         return (args[0][start : start + size].copy(),)
 
     @impl(tmath.GatherOp)
     def run_gather(self, interp: Interpreter, op: tmath.GatherOp, args: Any):
         table, index = args
+        if isinstance(index, np.ndarray):
+            return (table[checked_rows(index, table.shape[0])],)
         return (table[checked_index(op, index, table.shape[0])].copy(),)
 
     @impl(tmath.ExtractOp)
     def run_extract(self, interp: Interpreter, op: tmath.ExtractOp, args: Any):
         array, index = args
+        if isinstance(index, np.ndarray):
+            return (array[checked_rows(index, array.shape[0])],)
         value = array[checked_index(op, index, array.shape[0])]
         return (int(value) if array.dtype.kind in "iu" else float(value),)
 
@@ -113,14 +136,22 @@ class TMathFunctions(InterpreterFunctions):
 
     @impl(tmath.SumOp)
     def run_sum(self, interp: Interpreter, op: tmath.SumOp, args: Any):
+        if is_rows(op.result):
+            x = args[0]
+            return (x.reshape(x.shape[0], -1).sum(axis=1, dtype=np.float32),)
         return (float(np.float32(args[0].sum(dtype=np.float32))),)
 
     @impl(tmath.MaxOp)
     def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
+        if is_rows(op.result):
+            x = args[0]
+            return (x.reshape(x.shape[0], -1).max(axis=1),)
         return (float(args[0].max()),)
 
     @impl(tmath.ArgmaxOp)
     def run_argmax(self, interp: Interpreter, op: tmath.ArgmaxOp, args: Any):
+        if is_rows(op.result):
+            return (np.argmax(args[0], axis=1).astype(np.int32),)
         return (int(np.argmax(args[0])),)
 
     @impl(tmath.SoftmaxOp)
@@ -130,6 +161,11 @@ class TMathFunctions(InterpreterFunctions):
     @impl(tmath.SoftmaxCrossEntropyOp)
     def run_xent(self, interp: Interpreter, op: tmath.SoftmaxCrossEntropyOp, args: Any):
         logits, label = args
+        if isinstance(label, np.ndarray):
+            label = checked_rows(label, logits.shape[1])
+            shifted = logits - logits.max(axis=1, keepdims=True)
+            picked = shifted[np.arange(len(label)), label]
+            return (f32(np.log(np.exp(shifted).sum(axis=1)) - picked),)
         label = checked_index(op, label, logits.shape[0])
         shifted = logits - logits.max()
         return (float(np.float32(np.log(np.exp(shifted).sum()) - shifted[label])),)
@@ -150,5 +186,6 @@ register_impls(TMathFunctions)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return f32(e / e.sum())
+    """Of a vector, or of each row."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return f32(e / e.sum(axis=-1, keepdims=True))

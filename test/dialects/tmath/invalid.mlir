@@ -104,11 +104,11 @@ func.func @f() {
 
 // -----
 
-func.func @f(%x: tensor<?xf32>) {
-  %r = tmath.exp %x : tensor<?xf32>
+func.func @f(%x: tensor<4x?xf32>) {
+  %r = tmath.exp %x : tensor<4x?xf32>
   func.return
 }
-// CHECK: 'tmath.exp' op operand must have a static shape, got tensor<?xf32>
+// CHECK: 'tmath.exp' op operand must have a static shape or rows of one (tensor<?x...xf32>), got tensor<4x?xf32>
 
 // -----
 
@@ -117,3 +117,59 @@ func.func @f(%x: tensor<5xf32>, %l: f32) {
   func.return
 }
 // CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: Unexpected attribute f32
+
+// -----
+
+func.func @f(%w: tensor<4x6xf32>, %x: tensor<?x5xf32>) {
+  %y = tmath.matvec %w, %x : tensor<4x6xf32>, tensor<?x5xf32> -> tensor<?x4xf32>
+  func.return
+}
+// CHECK: 'tmath.matvec' op matrix 4x6 cannot multiply vector 5: expected a vector of 6 elements
+
+// -----
+
+func.func @f(%w: tensor<4x6xf32>, %x: tensor<?x6xf32>) {
+  %y = tmath.matvec %w, %x : tensor<4x6xf32>, tensor<?x6xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: 'tmath.matvec' op result has shape 4, expected ?x4
+
+// -----
+
+func.func @f(%a: tensor<?x4xf32>, %b: tensor<3xf32>) {
+  %y = tmath.add %a, %b : tensor<?x4xf32>, tensor<3xf32>
+  func.return
+}
+// CHECK: 'tmath.add' op operand shapes differ: lhs 4, rhs 3; expected equal shapes (or rows of the other's shape)
+
+// -----
+
+func.func @f(%a: tensor<?x4xf32>, %b: tensor<4xf32>) {
+  %y = tmath.concat %a, %b : tensor<?x4xf32>, tensor<4xf32> -> tensor<?x8xf32>
+  func.return
+}
+// CHECK: 'tmath.concat' op inputs must be all rows or all static tensors
+
+// -----
+
+func.func @f(%emb: tensor<10x3xf32>, %ids: tensor<?x2xi32>) {
+  %e = tmath.gather %emb[%ids] : tensor<10x3xf32>, tensor<?x2xi32> -> tensor<?x3xf32>
+  func.return
+}
+// CHECK: 'tmath.gather' op index must be rows of integers (tensor<?xi32>), got tensor<?x2xi32>
+
+// -----
+
+func.func @f(%x: tensor<?x4xf32>, %l: i32) {
+  %y = tmath.softmax_xent %x, %l : tensor<?x4xf32>, i32 -> tensor<?xf32>
+  func.return
+}
+// CHECK: 'tmath.softmax_xent' op label must be rows of integers (tensor<?xi32>), got i32
+
+// -----
+
+func.func @f(%x: tensor<?x4xf32>) {
+  %s = tmath.sum %x : tensor<?x4xf32> -> f32
+  func.return
+}
+// CHECK: 'tmath.sum' op result has type f32, expected tensor<?xf32>

@@ -80,3 +80,34 @@ func.func @losses(%x: tensor<5xf32>, %label: i32) -> (f32, f32, i32, tensor<5xf3
 // CHECK-NEXT:    %{{.*}} = tmath.argmax %x : tensor<5xf32> -> i32
 // CHECK-NEXT:    %{{.*}} = tmath.softmax %x : tensor<5xf32>
 // CHECK-NEXT:    %{{.*}} = tmath.softmax_xent %x, %label : tensor<5xf32>, i32 -> f32
+
+// Row forms: a leading `?` is one row per invocation of a frontier; a
+// uniform operand (the matrix, the bias, the table) is shared by every row.
+func.func @rows(%w: tensor<4x6xf32>, %x: tensor<?x6xf32>, %b: tensor<4xf32>, %v: tensor<4x3x3xf32>,
+                %emb: tensor<10x3xf32>, %ids: tensor<?xi32>, %table: tensor<?xi32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xi32>) {
+  %y = tmath.matvec %w, %x : tensor<4x6xf32>, tensor<?x6xf32> -> tensor<?x4xf32>
+  %z = tmath.add %y, %b : tensor<?x4xf32>, tensor<4xf32>
+  %t = tmath.tanh %z : tensor<?x4xf32>
+  %s = tmath.slice %x[3] : tensor<?x6xf32> -> tensor<?x3xf32>
+  %e = tmath.gather %emb[%ids] : tensor<10x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %c = tmath.concat %s, %e : tensor<?x3xf32>, tensor<?x3xf32> -> tensor<?x6xf32>
+  %r = tmath.bilinear %v, %s, %e : tensor<4x3x3xf32>, tensor<?x3xf32>, tensor<?x3xf32> -> tensor<?x4xf32>
+  %sum = tmath.sum %c : tensor<?x6xf32> -> tensor<?xf32>
+  %k = tmath.argmax %r : tensor<?x4xf32> -> tensor<?xi32>
+  %l = tmath.extract %table[%k] : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>
+  %loss = tmath.softmax_xent %t, %l : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
+  func.return %sum, %loss, %l : tensor<?xf32>, tensor<?xf32>, tensor<?xi32>
+}
+
+// CHECK-LABEL: func.func @rows(
+// CHECK-NEXT:    %{{.*}} = tmath.matvec %w, %x : tensor<4x6xf32>, tensor<?x6xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.add %{{.*}}, %b : tensor<?x4xf32>, tensor<4xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.tanh %{{.*}} : tensor<?x4xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.slice %x[3] : tensor<?x6xf32> -> tensor<?x3xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.gather %emb[%ids] : tensor<10x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.concat %{{.*}}, %{{.*}} : tensor<?x3xf32>, tensor<?x3xf32> -> tensor<?x6xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.bilinear %v, %{{.*}}, %{{.*}} : tensor<4x3x3xf32>, tensor<?x3xf32>, tensor<?x3xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.sum %{{.*}} : tensor<?x6xf32> -> tensor<?xf32>
+// CHECK-NEXT:    %{{.*}} = tmath.argmax %{{.*}} : tensor<?x4xf32> -> tensor<?xi32>
+// CHECK-NEXT:    %{{.*}} = tmath.extract %table[%{{.*}}] : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>
+// CHECK-NEXT:    %{{.*}} = tmath.softmax_xent %{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<?xi32> -> tensor<?xf32>
