@@ -5,6 +5,7 @@ from xdsl.dialects import arith, builtin, cf, func, llvm, scf
 
 from recir.dialects.adjoint import Adjoint
 from recir.dialects.dataflow import Dataflow
+from recir.dialects.frontier import Frontier
 from recir.dialects.invoke import Invoke
 from recir.dialects.tape import Tape
 from recir.dialects.tmath import TMath
@@ -19,4 +20,5 @@ def make_context() -> Context:
     ctx.load_dialect(Tape)
     ctx.load_dialect(Adjoint)
     ctx.load_dialect(Dataflow)
+    ctx.load_dialect(Frontier)
     return ctx

@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import InterpretationError
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
 from recir.interpreter.arith import ArithExtraFunctions, ArithRowFunctions
+from recir.interpreter.frontier import FrontierFunctions
 from recir.interpreter.invoke import InvokeFunctions
 from recir.interpreter.tape import TapeFunctions
 from recir.interpreter.tmath import TMathFunctions
@@ -74,6 +75,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         TMathFunctions(),
         TapeFunctions(),
         AdjointFunctions(),
+        FrontierFunctions(),
     ):
         interp.register_implementations(functions)
     rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
