@@ -22,6 +22,12 @@ def _tmath() -> Dialect:
     return TMath
 
 
+def _frontier() -> Dialect:
+    from recir.dialects.frontier import Frontier
+
+    return Frontier
+
+
 def _adjoint() -> Dialect:
     from recir.dialects.adjoint import Adjoint
 
@@ -88,6 +94,12 @@ def _lower_invoke_to_call_return() -> type[ModulePass]:
     return LowerInvokeToCallReturnPass
 
 
+def _invoke_to_frontier() -> type[ModulePass]:
+    from recir.passes.invoke_to_frontier import InvokeToFrontierPass
+
+    return InvokeToFrontierPass
+
+
 def _convert_recir_to_llvm() -> type[ModulePass]:
     from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
 
@@ -97,6 +109,7 @@ def _convert_recir_to_llvm() -> type[ModulePass]:
 RECIR_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "invoke": _invoke,
     "tmath": _tmath,
+    "frontier": _frontier,
     "tape": _tape,
     "adjoint": _adjoint,
     "dataflow": _dataflow,
@@ -111,6 +124,7 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "convert-tmath-to-loops": _convert_tmath_to_loops,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
     "lower-invoke-to-call-return": _lower_invoke_to_call_return,
+    "invoke-to-frontier": _invoke_to_frontier,
 }
 
 # xDSL's passes that recir's pipeline and recir-opt run in recir's version

@@ -406,6 +406,13 @@ class ScheduleOp(IRDLOperation):
                        "attr-dict `:` `(` type($moving) `)` `,` `(` type($shared) `)` "
                        "`->` `(` type($outputs) `)`")
 
+    def __init__(self, expand: str, post: str, sites: int, moving: Sequence[SSAValue],
+                 shared: Sequence[SSAValue], outputs: Sequence[Attribute]):
+        super().__init__(
+            operands=[moving, shared], result_types=[outputs],
+            properties={"expand": SymbolRefAttr(expand), "post": SymbolRefAttr(post),
+                        "sites": IntegerAttr(sites, 64)})
+
     def verify_(self) -> None:
         for v in self.moving:
             expect_rows(v, "each root argument")

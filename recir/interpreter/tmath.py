@@ -138,14 +138,14 @@ class TMathFunctions(InterpreterFunctions):
     def run_sum(self, interp: Interpreter, op: tmath.SumOp, args: Any):
         if is_rows(op.result):
             x = args[0]
-            return (x.reshape(x.shape[0], -1).sum(axis=1, dtype=np.float32),)
+            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).sum(axis=1, dtype=np.float32),)
         return (float(np.float32(args[0].sum(dtype=np.float32))),)
 
     @impl(tmath.MaxOp)
     def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
         if is_rows(op.result):
             x = args[0]
-            return (x.reshape(x.shape[0], -1).max(axis=1),)
+            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).max(axis=1),)
         return (float(args[0].max()),)
 
     @impl(tmath.ArgmaxOp)

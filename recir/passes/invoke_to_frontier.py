@@ -1,0 +1,303 @@
+"""invoke-to-frontier: a closed recursive function's frontier-batched form, in IR.
+
+As JAX's `vmap` turns a function of one example into one of a batch, this
+pass turns a self-recursive `@f` (after `capture-outer-refs`) and the entry
+that invokes it into functions over *rows*, one row per invocation
+(`dialects/row_types.py`: `tensor<8xf32>` becomes `tensor<?x8xf32>`, `f32`
+`tensor<?xf32>`, `i32` `tensor<?xi32>`; uniform values, the parameters and
+what only they compute, keep their types and are shared by every row). The
+split of `@f` is `frontier_segments.py`'s; the op rules are
+`frontier_rows.py`'s. Added beside the originals:
+
+- `@f__expand(tree, moving..., shared...)`: the ops that the invoke
+  arguments and the predicates of branches holding invokes depend on, run
+  top down on one depth's invocations. Results: per invoke site, the rows
+  (of this depth) that reach it, then the children's tree and moving
+  arguments, one row per child; then the stored values the bottom-up part
+  reads (each row's tree first), one row per invocation (zero where a
+  branch did not define it).
+- `@f__post(stored..., children..., results..., shared...)`: the rest, run
+  bottom up on one height's invocations. An invoke is a `frontier.take` of
+  the children's rows of the results so far; a branch is a
+  `frontier.partition` of the rows, each side on its rows, and a
+  `frontier.merge` of the results.
+- `@entry__frontier`: the entry over a batch (one row per batch element);
+  its invoke becomes `frontier.schedule @f__expand, @f__post`, which the
+  runtime runs (`interpreter/frontier.py` is the reference).
+
+`moving` are the arguments an invoke changes; `shared` those it passes
+along: uniform ones as they are, a per-tree input of fixed shape as one row
+per tree, a per-tree array of dynamic shape (a tree's structure) as the
+trees' arrays one after another and the offsets where each starts
+(`frontier.extract_ragged`).
+
+Options: `entry` (the function that invokes `@f`; default the one public
+function with an invoke) and `inputs` (how many leading arguments of the
+entry vary per batch element, the rest being parameters; default: up to
+the last scalar or dynamically shaped argument).
+
+A function the frontiers cannot run (an invoke argument that depends on
+another invoke's result, as in Ackermann's function) is an error naming
+the op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType, i32
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from recir.diagnostics import RecirError, emit_error
+from recir.dialects import frontier, invoke
+from recir.dialects.row_types import rows_type
+from recir.passes.frontier_rows import RowBuilder, Rows
+from recir.passes.frontier_segments import Plan, callees, entry_kinds, functions, make_plan
+
+INDEX_ROWS = rows_type(i32)
+
+
+def is_ragged(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape())
+
+
+@dataclass
+class Layout:
+    """Which arguments of `@f` move and how the shared ones are passed."""
+
+    plan: Plan
+
+    @property
+    def args(self) -> list[SSAValue]:
+        return list(self.plan.rec.body.block.args)
+
+    @property
+    def moving(self) -> list[int]:
+        return [j for j, through in enumerate(self.plan.passthrough) if not through]
+
+    @property
+    def shared(self) -> list[int]:
+        return [j for j, through in enumerate(self.plan.passthrough) if through]
+
+    def shared_names(self) -> list[str | None]:
+        names: list[str | None] = []
+        for j in self.shared:
+            arg = self.args[j]
+            hint = arg.name_hint
+            ragged = self.plan.kinds[arg] == "R" and is_ragged(arg.type)
+            names += [hint, hint and f"{hint}_offsets"] if ragged else [hint]
+        return names
+
+    def shared_types(self) -> list[Attribute]:
+        types: list[Attribute] = []
+        for j in self.shared:
+            arg = self.args[j]
+            if self.plan.kinds[arg] == "U":
+                types.append(arg.type)
+            elif is_ragged(arg.type):
+                types += [arg.type, INDEX_ROWS]
+            else:
+                types.append(rows_type(arg.type))
+        return types
+
+    def bind_shared(self, builder: RowBuilder, values: list[SSAValue]) -> None:
+        """Map `@f`'s shared arguments to a new function's `values`."""
+        values = list(values)
+        for j in self.shared:
+            arg = self.args[j]
+            if self.plan.kinds[arg] == "U":
+                builder.uniform[arg] = values.pop(0)
+            elif is_ragged(arg.type):
+                builder.ragged[arg] = (values.pop(0), values.pop(0))
+            else:
+                builder.per_tree[arg] = values.pop(0)
+
+
+def new_function(name: str, block: Block, outputs: list[SSAValue],
+                 visibility: str | None = "private") -> func.FuncOp:
+    block.add_op(func.ReturnOp(*outputs))
+    types = ([a.type for a in block.args], [v.type for v in outputs])
+    return func.FuncOp(name, types, Region(block), visibility=visibility)
+
+
+def name_args(block: Block, names: list[str | None]) -> None:
+    """Readable IR: the new arguments keep the old names (`%left`)."""
+    for arg, name in zip(block.args, names, strict=True):
+        arg.name_hint = name
+
+
+def top_rows(builder: RowBuilder, tree: SSAValue) -> Rows:
+    top = builder.top = Rows(None, None, None, tree)
+    builder.tree = tree
+    top.local[tree] = tree
+    return top
+
+
+def build_expand(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
+    moving = [layout.args[j] for j in layout.moving]
+    block = Block(arg_types=[INDEX_ROWS, *(rows_type(a.type) for a in moving),
+                             *layout.shared_types()])
+    sites: dict[int, list[SSAValue]] = {}
+
+    def record(at: Rows, op: invoke.InvokeOp) -> None:
+        if at.top is None:
+            raise emit_error(op, "runs on every invocation, outside any branch: the "
+                             "recursion never ends")
+        assert builder.tree is not None
+        children = [builder.rows_of(at, op.args[j]) for j in layout.moving]
+        sites[plan.sites[op]] = [at.top, builder.get(at, builder.tree), *children]
+
+    builder = RowBuilder(block, plan.kinds, lambda op: plan.runs(op, "expand"),
+                         lambda op: op not in plan.structural, record)
+    name_args(block, ["tree", *(a.name_hint for a in moving), *layout.shared_names()])
+    top = top_rows(builder, block.args[0])
+    top.local.update(zip(moving, block.args[1:1 + len(moving)], strict=True))
+    layout.bind_shared(builder, list(block.args[1 + len(moving):]))
+    for value in plan.stored:
+        for if_op, region in plan.paths[value]:
+            builder.lifted.setdefault(if_op, []).append((value, region))
+    builder.run_block(top, plan.rec.body.block)
+    outputs = [v for k in range(len(plan.sites)) for v in sites[k]]
+    outputs += [block.args[0], *(builder.get(top, v) for v in plan.stored)]
+    return new_function(name, block, outputs)
+
+
+def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
+    rec_outputs = list(plan.rec.function_type.outputs.data)
+    nsites = len(plan.sites)
+    block = Block(arg_types=[INDEX_ROWS, *(rows_type(v.type) for v in plan.stored),
+                             *[INDEX_ROWS] * nsites, *(rows_type(t) for t in rec_outputs),
+                             *layout.shared_types()])
+    args = list(block.args)
+    stored = args[1:1 + len(plan.stored)]
+    children = args[1 + len(plan.stored):1 + len(plan.stored) + nsites]
+    tables = args[1 + len(plan.stored) + nsites:1 + len(plan.stored) + nsites + len(rec_outputs)]
+
+    def gather(at: Rows, op: invoke.InvokeOp) -> None:
+        ids = builder.get(at, children[plan.sites[op]])
+        for result, table in zip(op.results, tables, strict=True):
+            at.local[result] = builder.emit(frontier.TakeOp(table, ids))
+
+    builder = RowBuilder(block, plan.kinds, lambda op: plan.runs(op, "post"),
+                         lambda op: True, gather)
+    name_args(block, ["tree", *(v.name_hint for v in plan.stored),
+                      *(f"child{k}" for k in range(nsites)),
+                      *(f"result{k}" for k in range(len(rec_outputs))),
+                      *layout.shared_names()])
+    top = top_rows(builder, args[0])
+    top.local.update(zip(plan.stored, stored, strict=True))
+    top.local.update((c, c) for c in children)
+    layout.bind_shared(builder, args[1 + len(plan.stored) + nsites + len(rec_outputs):])
+    builder.run_block(top, plan.rec.body.block)
+    returned = plan.rec.body.block.last_op.operands  # type: ignore[union-attr]
+    return new_function(name, block, [builder.rows_of(top, v) for v in returned])
+
+
+def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func.FuncOp:
+    old_args = list(plan.entry.body.block.args)
+    types: list[Attribute] = []
+    arg_names: list[str | None] = []
+    for arg in old_args:
+        kind = plan.kinds[arg]
+        types += ([arg.type] if kind == "U" else [arg.type, INDEX_ROWS] if kind == "R"
+                  else [rows_type(arg.type)])
+        hint = arg.name_hint
+        arg_names += [hint, hint and f"{hint}_offsets"] if kind == "R" else [hint]
+    block = Block(arg_types=types)
+    name_args(block, arg_names)
+    rec_outputs = list(plan.rec.function_type.outputs.data)
+
+    def schedule(at: Rows, op: invoke.InvokeOp) -> None:
+        if at is not top:
+            raise emit_error(op, "frontier batching needs the entry's invoke outside branches")
+        moving = [builder.rows_of(at, op.args[j]) for j in layout.moving]
+        shared: list[SSAValue] = []
+        for j in layout.shared:
+            value, kind = op.args[j], plan.kinds[layout.args[j]]
+            if kind == "U":
+                shared.append(builder.uniform_value(value))
+            elif value in builder.ragged:
+                shared += builder.ragged[value]
+            else:
+                shared.append(builder.rows_of(at, value))
+        sched = frontier.ScheduleOp(names[0], names[1], len(plan.sites), moving, shared,
+                                    [rows_type(t) for t in rec_outputs])
+        builder.add(sched)
+        at.local.update(zip(op.results, sched.results, strict=True))
+
+    builder = RowBuilder(block, plan.kinds, lambda op: True, lambda op: True, schedule)
+    new_args = iter(block.args)
+    like: SSAValue | None = None
+    local: dict[SSAValue, SSAValue] = {}
+    for arg in old_args:
+        kind = plan.kinds[arg]
+        if kind == "U":
+            builder.uniform[arg] = next(new_args)
+        elif kind == "R":
+            builder.ragged[arg] = (next(new_args), next(new_args))
+        else:
+            local[arg] = next(new_args)
+            like = like or local[arg]
+    if like is None:
+        raise emit_error(plan.entry, "frontier batching needs an input of fixed shape "
+                         "(one row per batch element)")
+    top = builder.top = Rows(None, None, None, like, local)
+    builder.run_block(top, plan.entry.body.block)
+    returned = plan.entry.body.block.last_op.operands  # type: ignore[union-attr]
+    return new_function(names[2], block, [builder.rows_of(top, v) for v in returned], None)
+
+
+def default_entry(module: ModuleOp) -> str:
+    found = [name for name, fn in functions(module).items()
+             if not fn.is_declaration and fn.sym_visibility is None and callees(fn)]
+    if len(found) != 1:
+        raise RecirError("error: invoke-to-frontier: name the entry function "
+                         f"(invoke-to-frontier{{entry=...}}); candidates: {found or 'none'}")
+    return found[0]
+
+
+def default_inputs(entry: func.FuncOp) -> int:
+    """Up to the last scalar or dynamically shaped argument: parameters are
+    tensors of fixed shape and come after the inputs."""
+    count = 0
+    for k, arg in enumerate(entry.body.block.args):
+        if not isinstance(arg.type, TensorType) or is_ragged(arg.type):
+            count = k + 1
+    return count
+
+
+@dataclass(frozen=True)
+class InvokeToFrontierPass(ModulePass):
+    name = "invoke-to-frontier"
+
+    entry: str = ""
+    inputs: int = -1
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        entry_name = self.entry or default_entry(op)
+        funcs = functions(op)
+        if entry_name not in funcs:
+            raise RecirError(f"error: no function @{entry_name} in the module")
+        entry = funcs[entry_name]
+        inputs = self.inputs if self.inputs >= 0 else default_inputs(entry)
+        plan = make_plan(op, entry_name, entry_kinds(entry, inputs))
+        layout = Layout(plan)
+        rec_name = plan.rec.sym_name.data
+        if not layout.moving:
+            raise emit_error(plan.rec, "passes every argument along unchanged: its "
+                             "recursion never ends")
+        for j in layout.shared:
+            arg = layout.args[j]
+            if plan.kinds[arg] == "R" and is_ragged(arg.type) and len(arg.type.get_shape()) != 1:  # type: ignore[attr-defined]
+                raise emit_error(plan.rec, f"argument {j}: a per-tree array must be a vector")
+        names = (f"{rec_name}__expand", f"{rec_name}__post", f"{entry_name}__frontier")
+        for name in names:
+            if name in funcs:
+                raise emit_error(funcs[name], f"invoke-to-frontier would add @{name} again")
+        expand = build_expand(plan, layout, names[0])
+        post = build_post(plan, layout, names[1])
+        batched = build_entry(plan, layout, names)
+        op.body.block.add_ops([expand, post, batched])

@@ -1,0 +1,95 @@
+"""invoke-to-frontier: the interpreter runs the batched IR (frontier.schedule's
+reference driver) on a batch of trees of different shapes, and every tree's
+outputs equal the interpreter running the recursive function on that tree
+alone, and the model's NumPy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recir.data import make_treebank
+from recir.data.trees import Tree
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+from recir.pipeline import run_passes
+
+TREE_MODELS = [tree_rnn, rntn, tree_lstm]
+
+
+def transformed(traced, inputs: int):
+    module = traced.module.clone()
+    run_passes(module, f"capture-outer-refs,invoke-to-frontier{{inputs={inputs}}}")
+    module.verify()
+    return module
+
+
+def ragged(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The trees' arrays one after another, and where each starts (plus the end)."""
+    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int32)
+    return np.concatenate(arrays).astype(np.int32), offsets
+
+
+def trees() -> list[Tree]:
+    leaf = Tree(left=[-1], right=[-1], word=[7], label=[3])
+    return [leaf, *make_treebank(2, "linear", num_leaves=5, seed=2),
+            *make_treebank(3, seed=3), *make_treebank(1, "balanced", num_leaves=8, seed=4), leaf]
+
+
+def tree_batch_args(batch: list[Tree], params: dict[str, np.ndarray]) -> list:
+    args: list = []
+    for field in ("left", "right", "word", "label"):
+        args += ragged([np.asarray(getattr(t, field)) for t in batch])
+    args.append(np.array([t.root for t in batch], np.int32))
+    return args + list(params.values())
+
+
+@pytest.mark.parametrize("model", TREE_MODELS, ids=lambda m: m.__name__.split(".")[-1])
+def test_tree_models_batched_ir_matches_recursive_interpreter(model):
+    params = model.init_params(np.random.default_rng(0), hidden=4, vocab=100)
+    traced = model.trace_model(params)
+    module = transformed(traced, 5)
+    batch = trees()
+    entry = traced.entry
+    hs, losses = run_function(module, f"{entry}__frontier", tree_batch_args(batch, params))
+    assert hs.shape == (len(batch), 4) and losses.shape == (len(batch),)
+    for k, tree in enumerate(batch):
+        tree_args = [tree.left, tree.right, tree.word, tree.label, tree.root]
+        h, loss = run_function(module, entry, [*tree_args, *params.values()])
+        np.testing.assert_allclose(hs[k], h, rtol=1e-5, atol=1e-6)
+        assert losses[k] == pytest.approx(loss, rel=1e-5)
+        h_ref, loss_ref = model.reference(tree, tree.root, params)
+        np.testing.assert_allclose(hs[k], h_ref, rtol=1e-4, atol=1e-5)
+        assert losses[k] == pytest.approx(loss_ref, rel=1e-4)
+
+
+def test_top_down_tree_lstm_grows_each_tree_as_the_recursion_does():
+    params = td_tree_lstm.init_params(np.random.default_rng(3), hidden=4, inputs=4)
+    traced = td_tree_lstm.trace_model(params)
+    module = transformed(traced, 2)
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((9, 4)).astype(np.float32)
+    depths = np.array([0, 1, 3, 6, 6, 5, 2, 6, 4], np.int32)
+    counts, totals = run_function(module, "td_tree_lstm__frontier",
+                                  [xs, depths, *params.values()])
+    for k in range(len(xs)):
+        count, total = run_function(module, "td_tree_lstm", [xs[k], int(depths[k]),
+                                                              *params.values()])
+        n_ref, t_ref = td_tree_lstm.reference(xs[k], int(depths[k]), params)
+        assert counts[k] == count == n_ref
+        assert totals[k] == pytest.approx(total, rel=1e-5, abs=1e-5)
+        assert totals[k] == pytest.approx(t_ref, rel=1e-4, abs=1e-4)
+    assert len(set(counts.tolist())) > 2  # trees of different shapes grew side by side
+
+
+def test_a_child_index_out_of_its_tree_is_a_located_error():
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=100)
+    traced = tree_rnn.trace_model(params)
+    module = transformed(traced, 5)
+    bad = Tree(left=[-1, -1, 0], right=[-1, -1, 1], word=[0, 1, 2], label=[0, 1, 2])
+    args = tree_batch_args([trees()[0], bad], params)
+    args[2][-1] = 9  # `right` of the second tree's root: node 9 of a 3-node tree
+    with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: 'frontier.extract_"
+                       r"ragged' op index 9 out of range for length 3 \(row 1, tree 1\)"):
+        run_function(module, "tree_rnn__frontier", args)
