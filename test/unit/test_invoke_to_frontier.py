@@ -5,14 +5,18 @@ alone, and the model's NumPy reference."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from recir.context import make_context
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
 from recir.interpreter import run_function
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+from recir.parsing import parse_module
 from recir.pipeline import run_passes
 
 TREE_MODELS = [tree_rnn, rntn, tree_lstm]
@@ -93,3 +97,22 @@ def test_a_child_index_out_of_its_tree_is_a_located_error():
     with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: 'frontier.extract_"
                        r"ragged' op index 9 out of range for length 3 \(row 1, tree 1\)"):
         run_function(module, "tree_rnn__frontier", args)
+
+
+def test_a_value_stored_from_inside_a_branch_reaches_the_bottom_up_part():
+    """The lit test's TD shape reads %h2, made inside the growing branch while
+    expanding: stored per invocation, it must arrive at the right rows."""
+    path = Path(__file__).parents[1] / "passes" / "invoke-to-frontier-top-down.mlir"
+    module = parse_module(make_context(), path.read_text())
+    run_passes(module, "capture-outer-refs,invoke-to-frontier")
+    rng = np.random.default_rng(7)
+    params = [rng.standard_normal(s).astype(np.float32) for s in [(2, 2), (2,), (6, 2), (6, 2)]]
+    params[1] = np.abs(params[1])
+    xs = rng.standard_normal((12, 2)).astype(np.float32)
+    depths = rng.integers(0, 5, 12).astype(np.int32)
+    counts, totals = run_function(module, "td__frontier", [xs, depths, *params])
+    for k in range(len(xs)):
+        count, total = run_function(module, "td", [xs[k], int(depths[k]), *params])
+        assert counts[k] == count
+        assert totals[k] == pytest.approx(total, rel=1e-5, abs=1e-6)
+    assert counts.max() > 3
