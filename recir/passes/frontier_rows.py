@@ -32,6 +32,14 @@ SAME_FORM = (*tmath.ELEMENTWISE_UNARY, tmath.SoftmaxOp, tmath.SumOp, tmath.MaxOp
              tmath.ArgmaxOp)
 
 
+def outer_operands(op: Operation) -> list[SSAValue]:
+    """The values `op` (its regions included) reads from outside it."""
+    inner = list(op.walk())
+    made = {r for o in inner for r in o.results}
+    made |= {a for o in inner for region in o.regions for b in region.blocks for a in b.args}
+    return [v for o in inner for v in o.operands if v not in made]
+
+
 @dataclass
 class Rows:
     """The rows a block runs on: `rows` numbers them among the parent's rows
@@ -87,10 +95,7 @@ class RowBuilder:
         if not isinstance(op, Operation):
             raise RecirError(f"error: frontier batching: uniform argument {value} is not "
                              "passed along (internal)")
-        outer = {v: self.uniform_value(v) for inner in op.walk() for v in inner.operands
-                 if not (isinstance(v.owner, Operation) and op.is_ancestor(v.owner))
-                 and v.owner not in [b for r in op.regions for b in r.blocks]}
-        clone = op.clone(value_mapper=outer)
+        clone = op.clone(value_mapper={v: self.uniform_value(v) for v in outer_operands(op)})
         self.block.add_op(clone)
         for old, new in zip(op.results, clone.results, strict=True):
             self.uniform[old] = new
@@ -126,7 +131,8 @@ class RowBuilder:
         if self.kinds.get(value) == "U":
             return self.uniform_value(value), False
         if value in self.ragged:
-            raise RecirError("internal: a ragged array read as a value")
+            raise emit_error(self.source, "reads a per-tree array of dynamic shape, which "
+                             "frontier batching reads by tmath.extract and tmath.size only")
         return self.get(at, value), True
 
     def rows_of(self, at: Rows, value: SSAValue) -> SSAValue:
@@ -232,8 +238,11 @@ class RowBuilder:
         """A structure array: shared (U) or one per tree (ragged, R)."""
         source = op.input
         if source in self.ragged:
+            if self.tree is None:
+                raise emit_error(op, "reads a per-tree array outside the recursive function: "
+                                 "frontier batching reads them only inside it")
             flat, offsets = self.ragged[source]
-            tree = self.get(at, self.tree)  # type: ignore[arg-type]
+            tree = self.get(at, self.tree)
             if isinstance(op, tmath.SizeOp):
                 return frontier.SizeRaggedOp.create(operands=[offsets, tree],
                                                     result_types=[rows_type(op.result.type)])

@@ -5,6 +5,7 @@ alone, and the model's NumPy reference."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +117,68 @@ def test_a_value_stored_from_inside_a_branch_reaches_the_bottom_up_part():
         assert counts[k] == count
         assert totals[k] == pytest.approx(total, rel=1e-5, abs=1e-6)
     assert counts.max() > 3
+
+
+UNBATCHABLE = [
+    ("""\
+func.func @forever(%n: i32) -> i32 {
+  invoke.subgraph @down(%k: i32) -> i32 {
+    %one = arith.constant 1 : i32
+    %k1 = arith.subi %k, %one : i32
+    %r = invoke.invoke @down(%k1) : (i32) -> i32
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @down(%n) : (i32) -> i32
+  func.return %r : i32
+}
+""", "'invoke.invoke' op runs on every invocation, outside any branch: the recursion never ends"),
+    ("""\
+func.func @moving_matrix(%n: i32, %m: tensor<2x2xf32>, %x: tensor<2xf32>) -> tensor<2xf32> {
+  invoke.subgraph @down(%k: i32, %w: tensor<2x2xf32>) -> tensor<2xf32> {
+    %zero = arith.constant 0 : i32
+    %done = arith.cmpi sle, %k, %zero : i32
+    %r = scf.if %done -> (tensor<2xf32>) {
+      %y = tmath.matvec %w, %x : tensor<2x2xf32>, tensor<2xf32> -> tensor<2xf32>
+      scf.yield %y : tensor<2xf32>
+    } else {
+      %one = arith.constant 1 : i32
+      %k1 = arith.subi %k, %one : i32
+      %w2 = tmath.tanh %w : tensor<2x2xf32>
+      %a = invoke.invoke @down(%k1, %w2) : (i32, tensor<2x2xf32>) -> tensor<2xf32>
+      scf.yield %a : tensor<2xf32>
+    }
+    invoke.return %r : tensor<2xf32>
+  }
+  %r = invoke.invoke @down(%n, %m) : (i32, tensor<2x2xf32>) -> tensor<2xf32>
+  func.return %r : tensor<2xf32>
+}
+""", "'tmath.matvec' op has no row form for a per-invocation matrix"),
+    ("""\
+func.func @select(%n: i32) -> i32 {
+  invoke.subgraph @down(%k: i32) -> i32 {
+    %zero = arith.constant 0 : i32
+    %done = arith.cmpi sle, %k, %zero : i32
+    %r = scf.if %done -> (i32) {
+      scf.yield %zero : i32
+    } else {
+      %one = arith.constant 1 : i32
+      %k1 = arith.subi %k, %one : i32
+      %a = invoke.invoke @down(%k1) : (i32) -> i32
+      %big = arith.cmpi sgt, %a, %one : i32
+      %b = arith.select %big, %a, %one : i32
+      scf.yield %b : i32
+    }
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @down(%n) : (i32) -> i32
+  func.return %r : i32
+}
+""", "'arith.select' op has no row form: frontier batching cannot run it on many invocations at once"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), UNBATCHABLE, ids=["forever", "moving-matrix", "select"])
+def test_what_frontiers_cannot_run_is_a_located_error(text, message):
+    module = parse_module(make_context(), text)
+    with pytest.raises(RecirError, match=re.escape(message)):
+        run_passes(module, "capture-outer-refs,invoke-to-frontier")
