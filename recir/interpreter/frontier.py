@@ -149,8 +149,11 @@ class Schedule:
 
     def run(self) -> tuple[Any, ...]:
         batch = len(self.roots[0]) if self.roots else 0
+        if batch == 0:
+            return tuple(np.zeros((0, *row_shape(r.type)), dtype_of(r.type))
+                         for r in self.op.outputs)
         children, stored, levels = self.expand(batch)
-        total = levels[-1][1] if levels else 0
+        total = levels[-1][1]
         perm, bounds = self.height_order(children, levels, total)
         inv = np.empty(total, np.int64)
         inv[perm] = np.arange(total)

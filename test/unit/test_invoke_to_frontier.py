@@ -86,6 +86,8 @@ def test_top_down_tree_lstm_grows_each_tree_as_the_recursion_does():
         assert totals[k] == pytest.approx(total, rel=1e-5, abs=1e-5)
         assert totals[k] == pytest.approx(t_ref, rel=1e-4, abs=1e-4)
     assert len(set(counts.tolist())) > 2  # trees of different shapes grew side by side
+    none = run_function(module, "td_tree_lstm__frontier", [xs[:0], depths[:0], *params.values()])
+    assert [r.shape for r in none] == [(0,), (0,)]
 
 
 def test_a_child_index_out_of_its_tree_is_a_located_error():
