@@ -69,6 +69,20 @@ def test_tree_models_batched_ir_matches_recursive_interpreter(model):
         assert losses[k] == pytest.approx(loss_ref, rel=1e-4)
 
 
+def test_node_score_tables_sum_per_tree():
+    """TreeRNN with every node's logits (a third, 100-wide result that a
+    uniform mask gathers by node index): each tree's table as alone."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=100)
+    traced = tree_rnn.trace_model(params, node_scores=20)
+    module = transformed(traced, 5)
+    batch = [t for t in trees() if len(t.left) <= 20]
+    outs = run_function(module, "tree_rnn__frontier", tree_batch_args(batch, traced.params))
+    for k, tree in enumerate(batch):
+        alone = run_function(module, "tree_rnn", [tree.left, tree.right, tree.word,
+                                                  tree.label, tree.root, *traced.params.values()])
+        for batched, expected in zip(outs, alone, strict=True):
+            np.testing.assert_allclose(batched[k], expected, rtol=1e-5, atol=1e-6)
+
 def test_top_down_tree_lstm_grows_each_tree_as_the_recursion_does():
     params = td_tree_lstm.init_params(np.random.default_rng(3), hidden=4, inputs=4)
     traced = td_tree_lstm.trace_model(params)
