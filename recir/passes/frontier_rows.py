@@ -1,8 +1,8 @@
 """Rewrite a block of per-invocation ops into one straight-line block over rows.
 
-The core of `invoke-to-frontier` (JAX's `vmap` rules, one per op): each op
-whose operands are per invocation (kind B, `frontier_segments.py`) becomes
-its row form (`row_types.py`); uniform ops (kind U: parameters, constants)
+The core of `invoke-to-frontier`: each op whose operands are per invocation
+(kind B, `frontier_segments.py`) becomes its row form (`row_types.py`) by
+its rule in `ROW_RULES` (JAX's `vmap` rules, one per op); uniform ops (kind U: parameters, constants)
 are cloned once, where first needed, and shared by every row. An `scf.if`
 with a per-row predicate becomes a `frontier.partition` of the rows, both
 branches run inline on their sub-rows (a value from outside a branch is
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float32Type, IntegerAttr, TensorType
@@ -195,39 +196,12 @@ class RowBuilder:
         self.add(new)
         return list(new.results)
 
-    def row_op(self, at: Rows, op: Operation) -> Operation:  # noqa: C901 (one case per op)
-        arg = lambda v: self.operand(at, v)[0]  # noqa: E731
-        rows = lambda v: self.rows_of(at, v)  # noqa: E731
-        if isinstance(op, tmath.ElementwiseBinaryOp):
-            return type(op)(arg(op.lhs), arg(op.rhs))
-        if isinstance(op, SAME_FORM):
-            return type(op)(rows(op.input))
-        if isinstance(op, tmath.MatvecOp):
-            return tmath.MatvecOp(self.shared(op, op.matrix, "matrix"), rows(op.vector))
-        if isinstance(op, tmath.BilinearOp):
-            return tmath.BilinearOp(self.shared(op, op.tensor, "tensor"), arg(op.lhs),
-                                    arg(op.rhs))
-        if isinstance(op, tmath.ConcatOp):
-            return tmath.ConcatOp([rows(v) for v in op.inputs])
-        if isinstance(op, tmath.SliceOp):
-            return tmath.SliceOp(rows(op.input), op.offset.value.data,
-                                 tmath.shape_of(op.result)[0])
-        if isinstance(op, tmath.GatherOp):
-            return tmath.GatherOp(self.shared(op, op.table, "table"), rows(op.index))
-        if isinstance(op, tmath.SoftmaxCrossEntropyOp):
-            return tmath.SoftmaxCrossEntropyOp(rows(op.logits), rows(op.label))
-        if isinstance(op, tmath.ExtractOp | tmath.SizeOp):
-            return self.structure_read(at, op)
-        if isinstance(op, arith.CmpiOp | arith.CmpfOp):
-            cls = frontier.CmpiOp if isinstance(op, arith.CmpiOp) else frontier.CmpfOp
-            return cls(rows(op.lhs), rows(op.rhs), op.predicate.value.data)
-        if isinstance(op, ROW_ARITH):
-            operands = [rows(v) for v in op.operands]
-            return type(op).create(operands=operands, result_types=[operands[0].type],
-                                   properties=dict(op.properties),
-                                   attributes=dict(op.attributes))
-        raise emit_error(op, "has no row form: frontier batching cannot run it on "
-                         "many invocations at once")
+    def row_op(self, at: Rows, op: Operation) -> Operation:
+        rule = ROW_RULES.get(type(op))
+        if rule is None:
+            raise emit_error(op, "has no row form: frontier batching cannot run it on "
+                             "many invocations at once")
+        return rule(self, at, op)
 
     def shared(self, op: Operation, value: SSAValue, what: str) -> SSAValue:
         if self.kinds.get(value) != "U":
@@ -250,3 +224,72 @@ class RowBuilder:
         if isinstance(op, tmath.SizeOp) or self.kinds.get(source) != "U":
             raise emit_error(op, "has no row form for a per-invocation array")
         return tmath.ExtractOp(self.uniform_value(source), self.rows_of(at, op.index))
+
+
+# -- the row rules, one per op (JAX's `vmap` rules) ----------------------
+RowRule = Callable[[RowBuilder, Rows, Any], Operation]
+
+
+def elementwise_binary(b: RowBuilder, at: Rows, op: Any) -> Operation:
+    """A uniform side stays as it is: the row form broadcasts it."""
+    return type(op)(b.operand(at, op.lhs)[0], b.operand(at, op.rhs)[0])
+
+
+def same_form(b: RowBuilder, at: Rows, op: Any) -> Operation:
+    return type(op)(b.rows_of(at, op.input))
+
+
+def matvec(b: RowBuilder, at: Rows, op: tmath.MatvecOp) -> Operation:
+    return tmath.MatvecOp(b.shared(op, op.matrix, "matrix"), b.rows_of(at, op.vector))
+
+
+def bilinear(b: RowBuilder, at: Rows, op: tmath.BilinearOp) -> Operation:
+    return tmath.BilinearOp(b.shared(op, op.tensor, "tensor"), b.operand(at, op.lhs)[0],
+                            b.operand(at, op.rhs)[0])
+
+
+def concat(b: RowBuilder, at: Rows, op: tmath.ConcatOp) -> Operation:
+    return tmath.ConcatOp([b.rows_of(at, v) for v in op.inputs])
+
+
+def slice_rows(b: RowBuilder, at: Rows, op: tmath.SliceOp) -> Operation:
+    return tmath.SliceOp(b.rows_of(at, op.input), op.offset.value.data,
+                         tmath.shape_of(op.result)[0])
+
+
+def gather(b: RowBuilder, at: Rows, op: tmath.GatherOp) -> Operation:
+    return tmath.GatherOp(b.shared(op, op.table, "table"), b.rows_of(at, op.index))
+
+
+def softmax_xent(b: RowBuilder, at: Rows, op: tmath.SoftmaxCrossEntropyOp) -> Operation:
+    return tmath.SoftmaxCrossEntropyOp(b.rows_of(at, op.logits), b.rows_of(at, op.label))
+
+
+def compare(b: RowBuilder, at: Rows, op: arith.CmpiOp | arith.CmpfOp) -> Operation:
+    """xDSL's arith types a comparison's result as i1 only: frontier's has rows."""
+    cls = frontier.CmpiOp if isinstance(op, arith.CmpiOp) else frontier.CmpfOp
+    return cls(b.rows_of(at, op.lhs), b.rows_of(at, op.rhs), op.predicate.value.data)
+
+
+def arith_rows(b: RowBuilder, at: Rows, op: Operation) -> Operation:
+    """The same arith op on tensors of rows (its flags kept)."""
+    operands = [b.rows_of(at, v) for v in op.operands]
+    return type(op).create(operands=operands, result_types=[operands[0].type],
+                           properties=dict(op.properties), attributes=dict(op.attributes))
+
+
+ROW_RULES: dict[type[Operation], RowRule] = {
+    **{t: elementwise_binary for t in tmath.ELEMENTWISE_BINARY},
+    **{t: same_form for t in SAME_FORM},
+    **{t: arith_rows for t in ROW_ARITH},
+    tmath.MatvecOp: matvec,
+    tmath.BilinearOp: bilinear,
+    tmath.ConcatOp: concat,
+    tmath.SliceOp: slice_rows,
+    tmath.GatherOp: gather,
+    tmath.SoftmaxCrossEntropyOp: softmax_xent,
+    tmath.ExtractOp: RowBuilder.structure_read,
+    tmath.SizeOp: RowBuilder.structure_read,
+    arith.CmpiOp: compare,
+    arith.CmpfOp: compare,
+}
