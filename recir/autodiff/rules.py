@@ -20,7 +20,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import adjoint, tmath
+from recir.dialects import adjoint, frontier, tmath
+from recir.dialects.row_types import is_rows
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,15 @@ class Bilinear:
     y: SSAValue
 
 
-Contribution = SSAValue | Outer | Row | Bilinear
+@dataclass(frozen=True)
+class RowSum:
+    """d(uniform value) += Σ_rows value: a value shared by every row of a
+    frontier (`frontier.broadcast`)."""
+
+    value: SSAValue
+
+
+Contribution = SSAValue | Outer | Row | Bilinear | RowSum
 
 
 class Emit:
@@ -163,7 +172,7 @@ def bilinear(e, op, dy, p):
 def concat(e, op, dy, p):
     parts, offset = [], 0
     for i, value in enumerate(op.inputs):
-        rows = tmath.shape_of(value)[0]
+        rows = tmath.shape_of(value)[1 if is_rows(value) else 0]  # each row's first axis
         parts.append((i, e(tmath.SliceOp(dy, offset, rows))))
         offset += rows
     return parts
@@ -233,6 +242,20 @@ def select(e, op, dy, p):
     return [(1, e(arith.SelectOp(cond, dy, zero))), (2, e(arith.SelectOp(cond, zero, dy)))]
 
 
+def take(e, op, dy, p):
+    """The inverse of a row gather is a scatter-add (into a table's gradient)."""
+    return [(0, Row(p(op.rows), dy))]
+
+
+def merge(e, op, dy, p):
+    return [(0, e(frontier.TakeOp(dy, p(op.lhs_rows)))),
+            (2, e(frontier.TakeOp(dy, p(op.rhs_rows))))]
+
+
+def broadcast(e, op, dy, p):
+    return [(0, RowSum(dy))]
+
+
 VJP_RULES: dict[type[Operation], Rule] = {
     tmath.AddOp: add, tmath.SubOp: sub, tmath.MulOp: mul, tmath.DivOp: div,
     tmath.NegOp: neg, tmath.SigmoidOp: sigmoid, tmath.TanhOp: tanh, tmath.ReluOp: relu,
@@ -244,4 +267,5 @@ VJP_RULES: dict[type[Operation], Rule] = {
     arith.AddfOp: addf, arith.SubfOp: subf, arith.MulfOp: mulf, arith.DivfOp: divf,
     arith.NegfOp: negf, arith.SelectOp: select, arith.ConstantOp: nothing,
     arith.SIToFPOp: nothing, arith.UIToFPOp: nothing,
+    frontier.TakeOp: take, frontier.MergeOp: merge, frontier.BroadcastOp: broadcast,
 }

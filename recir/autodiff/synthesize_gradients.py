@@ -21,7 +21,10 @@ Finally `@<entry>_grad(args, accumulators) -> results` runs the forward, seeds
 the loss result (option `loss`, default the last) with 1, runs the backward,
 and adds d loss / d arg into one accumulator per f32 tensor argument.
 
-Options: `entry` (default: the only public function), `loss`.
+Options: `entry` (default: the only public function), `loss`, `wrapper`
+(false: no `_grad`, as for a frontier's `@f__post`, whose loss is one row
+per invocation and whose backward the frontier schedule runs). Values of
+rows (`row_types.py`) are recomputed in the backward, not saved.
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from recir.autodiff import analysis
 from recir.autodiff.analysis import is_float, is_float_tensor
-from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row
+from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
+from recir.dialects.row_types import is_rows
 
 
 def value_bytes(value: SSAValue) -> tuple[int, int]:
@@ -80,13 +84,13 @@ class Scope:
 
 
 class Synthesis:
-    def __init__(self, module: ModuleOp, entry: str, loss: int):
+    def __init__(self, module: ModuleOp, entry: str, loss: int, wrapper: bool = True):
         self.module = module
         self.functions = analysis.functions_of(module)
         self.entry = entry or self.only_public()
         if self.entry not in self.functions:
             raise RecirError(f"error: synthesize-gradients: no function @{self.entry}")
-        self.loss = loss
+        self.loss, self.wrapper = loss, wrapper
         self.names = analysis.reachable(self.functions, self.entry)
         self.passthrough = analysis.passthrough(self.functions, self.names)
         for name in self.names:
@@ -106,7 +110,8 @@ class Synthesis:
         for name in self.names:
             for function in FunctionGradient(self, self.functions[name]).build():
                 self.module.body.blocks[0].add_op(function)
-        self.module.body.blocks[0].add_op(self.grad_wrapper())
+        if self.wrapper:
+            self.module.body.blocks[0].add_op(self.grad_wrapper())
 
     def bwd_type(self, name: str) -> FunctionType:
         f = self.functions[name]
@@ -257,7 +262,7 @@ class FunctionGradient:
             return
         if value not in self.varied or not is_float(value.type):
             return
-        if not isinstance(c, SSAValue):
+        if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
             where = value.owner if isinstance(value.owner, Operation) else None
             raise emit_error(where, "needs a gradient that only parameters "
                              "(arguments passed down from the entry) can accumulate")
@@ -272,6 +277,8 @@ class FunctionGradient:
             return adjoint.AccumulateRowOp.create(operands=[acc, c.index, c.value])
         if isinstance(c, Bilinear):
             return adjoint.AccumulateBilinearOp.create(operands=[acc, c.dr, c.x, c.y])
+        if isinstance(c, RowSum):
+            return adjoint.AccumulateOp.create(operands=[acc, c.value])
         return adjoint.AccumulateOp.create(operands=[acc, c])
 
     def primal(self, value: SSAValue, scope: Scope, e: Emit) -> SSAValue:
@@ -283,12 +290,24 @@ class FunctionGradient:
         owner = value.owner
         if isinstance(owner, arith.ConstantOp | tmath.ConstantOp):
             loaded = e(owner.clone())
+        elif is_rows(value) and isinstance(owner, Operation) and not owner.regions:
+            return self.recompute(owner, scope, e)[value.index]  # type: ignore[attr-defined]
         else:
             if value not in self.slots:
                 self.slots[value] = self.allocate(*value_bytes(value))
             loaded = e(tape.LoadOp(self.frame, self.slots[value], value.type))
         scope.loads[value] = loaded
         return loaded
+
+    def recompute(self, op: Operation, scope: Scope, e: Emit) -> list[SSAValue]:
+        """Rows (a frontier's values) have no static size to save in a frame:
+        the backward recomputes them from its arguments (pure, loop-free ops
+        of a batched function)."""
+        clone = op.clone(value_mapper={v: self.primal(v, scope, e) for v in op.operands})
+        e.op(clone)
+        for old, new in zip(op.results, clone.results, strict=True):
+            scope.loads[old] = new
+        return list(clone.results)
 
     def allocate(self, size: int, align: int) -> int:
         offset = -(-self.size // align) * align
@@ -342,7 +361,8 @@ class SynthesizeGradientsPass(ModulePass):
 
     entry: str = ""
     loss: int = -1
+    wrapper: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        Synthesis(op, self.entry, self.loss).run()
+        Synthesis(op, self.entry, self.loss, self.wrapper).run()
 

@@ -32,6 +32,7 @@ from xdsl.irdl import (
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from recir.dialects.row_types import expect_index_rows, expect_result, f32_rows_or_static
 from recir.dialects.tmath import (
     ElementwiseBinaryOp,
     expect_f32_tensor,
@@ -61,10 +62,12 @@ class VecmatOp(IRDLOperation):
     )
 
     def verify_(self) -> None:
+        """The vector may be rows (`row_types.py`): each row's product."""
         w = expect_f32_tensor(self.matrix, "matrix")
         expect_rank(w, 2, "matrix")
-        expect_shape(expect_f32_tensor(self.vector, "vector"), (w[0],), "vector")
-        expect_shape(expect_f32_tensor(self.result, "result"), (w[1],), "result")
+        batched, x = f32_rows_or_static(self.vector, "vector")
+        expect_shape(x, (w[0],), "vector")
+        expect_result(self.result, batched, (w[1],), Float32Type())
 
 
 @irdl_op_definition
@@ -104,9 +107,12 @@ class PadOp(IRDLOperation):
     )
 
     def verify_(self) -> None:
-        x = expect_f32_tensor(self.input, "input")
-        r = expect_f32_tensor(self.result, "result")
+        """Rows pad each row."""
+        batched, x = f32_rows_or_static(self.input, "input")
+        result_rows, r = f32_rows_or_static(self.result, "result")
         offset = self.offset.value.data
+        if result_rows != batched:
+            raise VerifyException("result must be rows exactly when the input is")
         if len(x) == 0 or len(r) != len(x) or r[1:] != x[1:]:
             raise VerifyException(
                 f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}"
@@ -128,8 +134,8 @@ class OnehotOp(IRDLOperation):
     """
 
     name = "adjoint.onehot"
-    index = operand_def(IntegerType)
-    scale = operand_def(Float32Type)
+    index = operand_def(IntegerType | TensorType)
+    scale = operand_def(Float32Type | TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = (
@@ -138,7 +144,15 @@ class OnehotOp(IRDLOperation):
     )
 
     def verify_(self) -> None:
-        expect_rank(expect_f32_tensor(self.result, "result"), 1, "result")
+        """Rows of indices and scales give one vector per row."""
+        batched, shape = f32_rows_or_static(self.result, "result")
+        expect_rank(shape, 1, "result")
+        if batched:
+            expect_index_rows(self.index, "index")
+            expect_result(self.scale, True, (), Float32Type(), "scale")
+        elif isinstance(self.index.type, TensorType) or isinstance(self.scale.type,
+                                                                   TensorType):
+            raise VerifyException("index and scale must be scalars for a static result")
 
 
 @irdl_op_definition
@@ -169,13 +183,15 @@ class BilinearGradOp(IRDLOperation):
     OTHER_AXIS: ClassVar[int] = 2  # the axis of v that `other` contracts with
 
     def verify_(self) -> None:
+        """`scale` and `other` may be rows: each row's gradient."""
         v = expect_f32_tensor(self.tensor, "tensor")
         expect_rank(v, 3, "tensor")
-        expect_shape(expect_f32_tensor(self.scale, "scale"), (v[0],), "scale")
-        other = expect_f32_tensor(self.other, "other")
+        scale_rows, scale = f32_rows_or_static(self.scale, "scale")
+        expect_shape(scale, (v[0],), "scale")
+        other_rows, other = f32_rows_or_static(self.other, "other")
         expect_shape(other, (v[self.OTHER_AXIS],), "other")
-        result = expect_f32_tensor(self.result, "result")
-        expect_shape(result, (v[3 - self.OTHER_AXIS],), "result")
+        expect_result(self.result, scale_rows or other_rows, (v[3 - self.OTHER_AXIS],),
+                      Float32Type())
 
 
 @irdl_op_definition
@@ -208,11 +224,14 @@ class BilinearRhsOp(BilinearGradOp):
 class AccumulateBase(IRDLOperation):
     """Adds into `acc` (each op's first operand), an argument of the enclosing
     function. Subclasses declare `acc` first: IRDL orders operands by the
-    subclass's own fields."""
+    subclass's own fields. Row forms (`row_types.py`) add every row's
+    contribution; an accumulator of rows (`accumulate_row` into the results
+    of a frontier) has shape `(-1, ...)` here."""
 
     def verify_(self) -> None:
         arg = self.operands[0]
-        shape = expect_f32_tensor(arg, "accumulator")
+        acc_rows, shape = f32_rows_or_static(arg, "accumulator")
+        shape = (-1, *shape) if acc_rows else shape
         owner = arg.owner if isinstance(arg, BlockArgument) else None
         parent = owner.parent_op() if owner is not None else None
         if not (isinstance(parent, func.FuncOp) and owner is parent.body.blocks.first):
@@ -247,7 +266,9 @@ class AccumulateOp(AccumulateBase):
     assembly_format = "$acc `,` $value attr-dict `:` type($acc) `,` type($value)"
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        expect_shape(expect_f32_tensor(self.value, "value"), acc, "value")
+        """A value of rows of the accumulator's shape adds every row."""
+        rows, value = f32_rows_or_static(self.value, "value")
+        expect_shape((-1, *value) if rows and acc and acc[0] < 0 else value, acc, "value")
 
 
 @irdl_op_definition
@@ -269,9 +290,14 @@ class AccumulateOuterOp(AccumulateBase):
     )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        """Rows of `a` and `b` add every row's outer product (`aᵀ b`)."""
         expect_rank(acc, 2, "accumulator")
-        expect_shape(expect_f32_tensor(self.lhs, "lhs"), (acc[0],), "lhs")
-        expect_shape(expect_f32_tensor(self.rhs, "rhs"), (acc[1],), "rhs")
+        lhs_rows, lhs = f32_rows_or_static(self.lhs, "lhs")
+        rhs_rows, rhs = f32_rows_or_static(self.rhs, "rhs")
+        if lhs_rows != rhs_rows:
+            raise VerifyException("lhs and rhs must be both rows or both vectors")
+        expect_shape(lhs, (acc[0],), "lhs")
+        expect_shape(rhs, (acc[1],), "rhs")
 
 
 @irdl_op_definition
@@ -285,7 +311,7 @@ class AccumulateRowOp(AccumulateBase):
 
     name = "adjoint.accumulate_row"
     acc = operand_def(TensorType)
-    index = operand_def(IntegerType)
+    index = operand_def(IntegerType | TensorType)
     value = operand_def(TensorType)
     traits = traits_def(WritesAcc())
     assembly_format = (
@@ -294,8 +320,15 @@ class AccumulateRowOp(AccumulateBase):
     )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        expect_rank(acc, 2, "accumulator")
-        expect_shape(expect_f32_tensor(self.value, "value"), acc[1:], "value")
+        """Rows of indices and values add each row at its index (a scatter-add)."""
+        if not (acc and acc[0] < 0):  # rows of scalars are a table too
+            expect_rank(acc, 2, "accumulator")
+        rows, value = f32_rows_or_static(self.value, "value")
+        if rows:
+            expect_index_rows(self.index, "index")
+        elif isinstance(self.index.type, TensorType):
+            raise VerifyException("value must be rows for rows of indices")
+        expect_shape(value, acc[1:], "value")
 
 
 @irdl_op_definition
@@ -320,10 +353,15 @@ class AccumulateBilinearOp(AccumulateBase):
     )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        """Rows of all three add every row's product."""
         expect_rank(acc, 3, "accumulator")
-        for value, axis, what in ((self.scale, 0, "scale"), (self.lhs, 1, "lhs"),
-                                  (self.rhs, 2, "rhs")):
-            expect_shape(expect_f32_tensor(value, what), (acc[axis],), what)
+        forms = [f32_rows_or_static(v, w) for v, w in ((self.scale, "scale"),
+                                                        (self.lhs, "lhs"), (self.rhs, "rhs"))]
+        if len({rows for rows, _ in forms}) != 1:
+            raise VerifyException("scale, lhs and rhs must be all rows or all vectors")
+        for (_, shape), axis, what in zip(forms, range(3), ("scale", "lhs", "rhs"),
+                                          strict=True):
+            expect_shape(shape, (acc[axis],), what)
 
 
 @irdl_op_definition

@@ -329,16 +329,21 @@ class FillOp(IRDLOperation):
     """
 
     name = "tmath.fill"
-    scalar = operand_def(Float32Type)
+    scalar = operand_def(Float32Type | TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$scalar attr-dict `:` type($scalar) `->` type($result)"
 
     def __init__(self, scalar: SSAValue | Operation, result_type: TensorType):
+        """`result_type`: a row's type where `scalar` is rows (`tensor<?xf32>`)."""
+        if is_rows(SSAValue.get(scalar)) and not is_rows(result_type):
+            result_type = rows_type(result_type)
         super().__init__(operands=[scalar], result_types=[result_type])
 
     def verify_(self) -> None:
-        expect_f32_tensor(self.result, "result")
+        """Rows of scalars fill one tensor per row."""
+        batched, shape = f32_rows_or_static(self.result, "result")
+        expect_result(self.scalar, batched, (), f32, "scalar")
 
 
 @irdl_op_definition

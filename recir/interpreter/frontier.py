@@ -152,15 +152,21 @@ class Schedule:
         if batch == 0:
             return tuple(np.zeros((0, *row_shape(r.type)), dtype_of(r.type))
                          for r in self.op.outputs)
+        self.number_by_height(batch)
+        tables = self.post(self.children, self.stored, self.bounds, self.total)
+        return tuple(t[self.inv[:batch]] for t in tables)
+
+    def number_by_height(self, batch: int) -> None:
+        """Expand, then renumber the invocations by height: `inv[i]` is
+        invocation i's row (the roots are 0..batch-1 in expansion order)."""
         children, stored, levels = self.expand(batch)
-        total = levels[-1][1]
-        perm, bounds = self.height_order(children, levels, total)
-        inv = np.empty(total, np.int64)
+        total = self.total = levels[-1][1]
+        perm, self.bounds = self.height_order(children, levels, total)
+        inv = self.inv = np.empty(total, np.int64)
         inv[perm] = np.arange(total)
-        children = [np.where(c[perm] >= 0, inv[np.maximum(c[perm], 0)], -1) for c in children]
-        stored = [s[perm] for s in stored]
-        tables = self.post(children, stored, bounds, total)
-        return tuple(t[inv[:batch]] for t in tables)
+        self.children = [np.where(c[perm] >= 0, inv[np.maximum(c[perm], 0)], -1)
+                         for c in children]
+        self.stored = [s[perm] for s in stored]
 
     def expand(self, n: int) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
         """Run `@expand` depth by depth: each invocation's children (global
@@ -215,15 +221,20 @@ class Schedule:
         return perm, np.concatenate([[0], starts, [total]]).astype(np.int64)
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
-             bounds: np.ndarray, total: int) -> list[np.ndarray]:
+             bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
+             ) -> list[np.ndarray]:
+        """Run `@post` (or `post_fn`, its `_fwd`) height by height; with
+        `post_fn`, `self.frames` keeps each height's inputs and frame."""
         tables = [np.zeros((total, *row_shape(r.type)), dtype_of(r.type))
                   for r in self.op.outputs]
+        self.frames: list[tuple[slice, tuple[Any, ...], Any]] = []
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             rows = slice(int(lo), int(hi))
-            outs = self.interp.call_op(self.post_fn, (
-                *(s[rows] for s in stored),
-                *(c[rows].astype(np.int32) for c in children),
-                *tables, *self.shared))
-            for table, value in zip(tables, outs, strict=True):
+            inputs = (*(s[rows] for s in stored),
+                      *(c[rows].astype(np.int32) for c in children), *tables, *self.shared)
+            outs = self.interp.call_op(post_fn or self.post_fn, inputs)
+            if post_fn is not None:
+                self.frames.append((rows, inputs, outs[-1]))
+            for table, value in zip(tables, outs[:len(tables)], strict=True):
                 table[rows] = value
         return tables

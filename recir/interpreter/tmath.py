@@ -86,6 +86,10 @@ class TMathFunctions(InterpreterFunctions):
 
     @impl(tmath.FillOp)
     def run_fill(self, interp: Interpreter, op: tmath.FillOp, args: Any):
+        if is_rows(op.result):  # one scalar per row
+            scalar = np.asarray(args[0], np.float32)
+            shape = (len(scalar), *tmath.shape_of(op.result)[1:])
+            return (np.broadcast_to(scalar.reshape(-1, *[1] * (len(shape) - 1)), shape).copy(),)
         return (np.full(tmath.shape_of(op.result), args[0], dtype=np.float32),)
 
     @impl(tmath.MatvecOp)
