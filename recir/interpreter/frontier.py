@@ -141,6 +141,8 @@ class Schedule:
         count = len(op.moving)
         self.roots, self.shared = list(args[:count]), tuple(args[count:])
         self.sites = op.sites.value.data
+        self.expand_fwd: func.FuncOp | None = None  # set to differentiate the expansion
+        self.levels: list[tuple[slice, tuple[Any, ...], Any]] = []
 
     def callee(self, name: Any) -> func.FuncOp:
         found = SymbolTable.lookup_symbol(self.op, name)
@@ -160,6 +162,7 @@ class Schedule:
         """Expand, then renumber the invocations by height: `inv[i]` is
         invocation i's row (the roots are 0..batch-1 in expansion order)."""
         children, stored, levels = self.expand(batch)
+        self.children_by_depth = children
         total = self.total = levels[-1][1]
         perm, self.bounds = self.height_order(children, levels, total)
         inv = self.inv = np.empty(total, np.int64)
@@ -169,9 +172,10 @@ class Schedule:
         self.stored = [s[perm] for s in stored]
 
     def expand(self, n: int) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
-        """Run `@expand` depth by depth: each invocation's children (global
-        row numbers in expansion order, -1 where none), stored values, and
-        each depth's range of rows."""
+        """Run `@expand` (or `self.expand_fwd`, keeping each depth's inputs
+        and frame in `self.levels`) depth by depth: each invocation's
+        children (global row numbers in expansion order, -1 where none),
+        stored values, and each depth's range of rows."""
         moving = [np.arange(n, dtype=np.int32), *self.roots]
         child_chunks: list[list[np.ndarray]] = [[] for _ in range(self.sites)]
         stored_chunks: list[list[np.ndarray]] = []
@@ -183,7 +187,11 @@ class Schedule:
                         else f"{MAX_DEPTH} levels")
                 raise emit_error(self.op, f"frontier.schedule expanded more than {what} "
                                  "(a cycle in a tree's structure arrays?)")
-            outs = self.interp.call_op(self.expand_fn, (*moving, *self.shared))
+            inputs = (*moving, *self.shared)
+            outs = self.interp.call_op(self.expand_fwd or self.expand_fn, inputs)
+            if self.expand_fwd is not None:
+                self.levels.append((slice(lo, lo + n), inputs, outs[-1]))
+                outs = outs[:-1]
             width = 1 + len(moving)
             parts, count = [], 0
             for k in range(self.sites):

@@ -53,49 +53,100 @@ def frontier_value_and_grad(module: Any, name: str, args: Sequence[Any], loss: i
                         [values[v.index] for v in sched.operands])  # type: ignore[attr-defined]
     returned = list(entry.body.block.last_op.operands)  # type: ignore[union-attr]
     seeded = list(sched.outputs).index(returned[loss])  # type: ignore[arg-type]
-    tables, d_shared = backward(schedule, seeded)
+    backward = Backward(schedule)
+    tables = backward.run(seeded)
     outputs = {r: t[schedule.inv[:len(schedule.roots[0])]] for r, t in zip(
         sched.outputs, tables, strict=True)}
-    grads = {v.index: d for v, d in zip(sched.shared, d_shared, strict=True)  # type: ignore[attr-defined]
+    grads = {v.index: d for v, d in zip(sched.operands, backward.d_operands(), strict=True)  # type: ignore[attr-defined]
              if d is not None}
     return tuple(outputs[v] for v in returned), grads  # type: ignore[index]
 
 
-def backward(schedule: Schedule, seeded: int) -> tuple[list[np.ndarray], list[Any]]:
-    """The forward's result tables and the shared arguments' gradients."""
-    op = schedule.op
-    expand, post = schedule.expand_fn, schedule.post_fn
-    moving = expand.function_type.inputs.data[1:1 + len(op.moving)]
-    made_top_down = [t for t in (*moving, *expand.function_type.outputs.data)
-                     if is_float_tensor(t)]
-    if made_top_down:
-        raise RecirError(f"error: @{expand.sym_name.data}: frontier gradients through "
-                         "float values made top down (TD-TreeLSTM's states) are not "
-                         "supported yet")
-    post_fwd = schedule.callee(f"{post.sym_name.data}_fwd")
-    post_bwd = schedule.callee(f"{post.sym_name.data}_bwd")
-    schedule.number_by_height(len(schedule.roots[0]))
-    tables = schedule.post(schedule.children, schedule.stored, schedule.bounds,
-                           schedule.total, post_fwd)
-    d_tables = [np.zeros_like(t) if t.dtype == np.float32 else None for t in tables]
-    seed = d_tables[seeded]
-    if seed is None:
-        raise RecirError(f"error: the loss, result {seeded} of the schedule, is not f32")
-    seed[schedule.inv[:len(schedule.roots[0])]] = 1.0
-    d_shared = [np.zeros_like(v) if is_float_tensor(t) else None
-                for v, t in zip(schedule.shared, (s.type for s in op.shared), strict=True)]
-    nstored, nsites = len(schedule.stored), op.sites.value.data
-    ntables = len(tables)
-    for rows, inputs, frame in reversed(schedule.frames):
-        d_results = [d[rows].copy() for d in d_tables if d is not None]
-        accs = []
-        for k, arg in enumerate(post.body.block.args):
-            if not is_float_tensor(arg.type) or nstored <= k < nstored + nsites:
-                continue
-            if k < nstored:
-                raise RecirError("internal: a float stored value without an expansion "
-                                 "gradient")
-            j = k - nstored - nsites
-            accs.append(d_tables[j] if j < ntables else d_shared[j - ntables])
-        schedule.interp.call_op(post_bwd, (frame, *d_results, *inputs, *accs))
-    return tables, d_shared
+def zeros_if_float(value: np.ndarray, typ: Attribute) -> np.ndarray | None:
+    return np.zeros_like(value) if is_float_tensor(typ) else None
+
+
+class Backward:
+    """The schedule's forward with `_fwd`s, then its backward: `@post_bwd` by
+    height from the roots down, then `@expand_bwd` (if the expansion made
+    float values, TD-TreeLSTM's states) by depth from the deepest up."""
+
+    def __init__(self, schedule: Schedule):
+        self.s = schedule
+        post, expand = schedule.post_fn.sym_name.data, schedule.expand_fn.sym_name.data
+        self.post_fwd = schedule.callee(f"{post}_fwd")
+        self.post_bwd = schedule.callee(f"{post}_bwd")
+        self.moving_types = schedule.expand_fn.function_type.inputs.data[
+            :1 + len(schedule.op.moving)]
+        self.top_down = any(is_float_tensor(t) for t in (
+            *self.moving_types, *schedule.expand_fn.function_type.outputs.data))
+        if self.top_down:
+            schedule.expand_fwd = self.callee_or_error(f"{expand}_fwd")
+            self.expand_bwd = self.callee_or_error(f"{expand}_bwd")
+
+    def callee_or_error(self, name: str) -> func.FuncOp:
+        try:
+            return self.s.callee(name)
+        except AssertionError:
+            raise RecirError(f"error: no @{name}: the expansion makes float values "
+                             "(states computed top down), so differentiate it too "
+                             "(synthesize-gradients{entry=...__expand wrapper=false})"
+                             ) from None
+
+    def run(self, seeded: int) -> list[np.ndarray]:
+        s = self.s
+        batch = len(s.roots[0])
+        s.number_by_height(batch)
+        tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
+        d_tables = [np.zeros_like(t) if t.dtype == np.float32 else None for t in tables]
+        seed = d_tables[seeded]
+        if seed is None:
+            raise RecirError(f"error: the loss, result {seeded} of the schedule, is not f32")
+        seed[s.inv[:batch]] = 1.0
+        self.d_shared = [zeros_if_float(v, o.type) for v, o in zip(s.shared, s.op.shared,
+                                                                   strict=True)]
+        d_stored = [np.zeros_like(v) if v.dtype == np.float32 else None for v in s.stored]
+        self.post_backward(d_tables, d_stored)
+        self.d_moving: list[np.ndarray | None] = [None] * len(self.moving_types)
+        if self.top_down:
+            self.expand_backward([d if d is None else d[s.inv] for d in d_stored])
+        return tables
+
+    def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
+        post, nstored, nsites = self.s.post_fn, len(self.s.stored), self.s.sites
+        for rows, inputs, frame in reversed(self.s.frames):
+            d_results = [d[rows].copy() for d in d_tables if d is not None]
+            accs = []
+            for k, arg in enumerate(post.body.block.args):
+                if not is_float_tensor(arg.type) or nstored <= k < nstored + nsites:
+                    continue
+                j = k - nstored - nsites
+                accs.append(d_stored[k][rows] if k < nstored else
+                            d_tables[j] if j < len(d_tables) else
+                            self.d_shared[j - len(d_tables)])
+            self.s.interp.call_op(self.post_bwd, (frame, *d_results, *inputs, *accs))
+
+    def expand_backward(self, d_stored: list[Any]) -> None:
+        """Depth by depth from the deepest: a depth's children are the next
+        depth's rows, whose moving arguments' gradients are then complete."""
+        s, total = self.s, self.s.total
+        self.d_moving = [np.zeros((total, *t.get_shape()[1:]), np.float32)  # type: ignore[attr-defined]
+                         if is_float_tensor(t) else None for t in self.moving_types]
+        floats = [j for j, d in enumerate(self.d_moving) if d is not None]
+        for rows, inputs, frame in reversed(s.levels):
+            d_results = []
+            for children in s.children_by_depth:
+                ids = children[rows]
+                ids = ids[ids >= 0]
+                d_results += [self.d_moving[j][ids] for j in floats]  # type: ignore[index]
+            d_results += [d[rows] for d in d_stored if d is not None]
+            accs = [self.d_moving[j][rows] for j in floats]  # type: ignore[index]
+            accs += [d for d in self.d_shared if d is not None]
+            s.interp.call_op(self.expand_bwd, (frame, *d_results, *inputs, *accs))
+
+    def d_operands(self) -> list[np.ndarray | None]:
+        """Gradients of the schedule's operands: the roots' moving arguments
+        (the first rows), then the shared ones."""
+        batch = len(self.s.roots[0])
+        roots = [d if d is None else d[:batch] for d in self.d_moving[1:]]
+        return [*roots, *self.d_shared]
