@@ -94,3 +94,35 @@ func.func @f(%dv: tensor<3x4x6xf32>, %dr: tensor<3xf32>, %x: tensor<4xf32>) {
   func.return
 }
 // CHECK: 'adjoint.accumulate_bilinear' op rhs has shape 4, expected 6
+
+// -----
+
+func.func @f(%dw: tensor<5x3xf32>, %dy: tensor<?x5xf32>, %x: tensor<3xf32>) {
+  adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<?x5xf32>, tensor<3xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate_outer' op lhs and rhs must be both rows or both vectors
+
+// -----
+
+func.func @f(%demb: tensor<10x3xf32>, %k: i32, %x: tensor<?x3xf32>) {
+  adjoint.accumulate_row %demb[%k], %x : tensor<10x3xf32>, i32, tensor<?x3xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate_row' op index must be rows of integers (tensor<?xi32>), got i32
+
+// -----
+
+func.func @f(%ids: tensor<?xi32>, %s: f32) {
+  %o = adjoint.onehot %ids, %s : tensor<?xi32>, f32 -> tensor<?x5xf32>
+  func.return
+}
+// CHECK: 'adjoint.onehot' op scale has type f32, expected tensor<?xf32>
+
+// -----
+
+func.func @f(%db: tensor<?x5xf32>, %dy: tensor<5xf32>) {
+  adjoint.accumulate %db, %dy : tensor<?x5xf32>, tensor<5xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate' op value has shape 5, expected ?x5

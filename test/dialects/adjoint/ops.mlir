@@ -53,3 +53,28 @@ func.func @threads(%acc: !llvm.ptr, %row: i64) {
 // CHECK-NEXT:    adjoint.lock_row %row
 // CHECK-NEXT:    adjoint.unlock_row %row
 // CHECK-NEXT:    func.return
+
+// Row forms (a frontier's rows, `row_types.py`): an accumulate of rows adds
+// every row (the matrix's gradient is one product over the rows), a row
+// accumulate with rows of indices is a scatter-add.
+func.func @rows(%dw: tensor<5x3xf32>, %db: tensor<5xf32>, %demb: tensor<10x3xf32>,
+                %dtable: tensor<?x3xf32>, %w: tensor<5x3xf32>, %dy: tensor<?x5xf32>,
+                %x: tensor<?x3xf32>, %ids: tensor<?xi32>, %s: tensor<?xf32>) -> (tensor<?x3xf32>, tensor<?x5xf32>, tensor<?x8xf32>) {
+  %dx = adjoint.vecmat %dy, %w : tensor<?x5xf32>, tensor<5x3xf32> -> tensor<?x3xf32>
+  %o = adjoint.onehot %ids, %s : tensor<?xi32>, tensor<?xf32> -> tensor<?x5xf32>
+  %p = adjoint.pad %x[2] : tensor<?x3xf32> -> tensor<?x8xf32>
+  adjoint.accumulate %db, %dy : tensor<5xf32>, tensor<?x5xf32>
+  adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<?x5xf32>, tensor<?x3xf32>
+  adjoint.accumulate_row %demb[%ids], %x : tensor<10x3xf32>, tensor<?xi32>, tensor<?x3xf32>
+  adjoint.accumulate_row %dtable[%ids], %x : tensor<?x3xf32>, tensor<?xi32>, tensor<?x3xf32>
+  func.return %dx, %o, %p : tensor<?x3xf32>, tensor<?x5xf32>, tensor<?x8xf32>
+}
+
+// CHECK-LABEL: func.func @rows
+// CHECK-NEXT:    %dx = adjoint.vecmat %dy, %w : tensor<?x5xf32>, tensor<5x3xf32> -> tensor<?x3xf32>
+// CHECK-NEXT:    %o = adjoint.onehot %ids, %s : tensor<?xi32>, tensor<?xf32> -> tensor<?x5xf32>
+// CHECK-NEXT:    %p = adjoint.pad %x[2] : tensor<?x3xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:    adjoint.accumulate %db, %dy : tensor<5xf32>, tensor<?x5xf32>
+// CHECK-NEXT:    adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<?x5xf32>, tensor<?x3xf32>
+// CHECK-NEXT:    adjoint.accumulate_row %demb[%ids], %x : tensor<10x3xf32>, tensor<?xi32>, tensor<?x3xf32>
+// CHECK-NEXT:    adjoint.accumulate_row %dtable[%ids], %x : tensor<?x3xf32>, tensor<?xi32>, tensor<?x3xf32>
