@@ -1,0 +1,49 @@
+// RUN: recir-opt -p 'synthesize-gradients{entry=node__post wrapper=false}' %s | filecheck %s
+
+// The bottom-up function of a frontier-batched tree model (what
+// invoke-to-frontier writes), differentiated by the same rules as the
+// recursive path: a merge's gradient takes each side's rows back, a take
+// of the children's results scatter-adds into their gradient table, the
+// weight's gradient is one accumulation over all rows. Rows are recomputed
+// in the backward, not saved in the frame; no @node__post_grad is made.
+func.func @node__post(%tree: tensor<?xi32>, %leaf: tensor<?xi1>, %word: tensor<?xi32>,
+                      %child0: tensor<?xi32>, %child1: tensor<?xi32>, %result0: tensor<?x2xf32>,
+                      %emb: tensor<5x2xf32>, %w: tensor<2x4xf32>) -> tensor<?x2xf32> {
+  %leaves, %inner = frontier.partition %leaf : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+  %wd = frontier.take %word[%leaves] : tensor<?xi32>, tensor<?xi32>
+  %e = tmath.gather %emb[%wd] : tensor<5x2xf32>, tensor<?xi32> -> tensor<?x2xf32>
+  %c0 = frontier.take %child0[%inner] : tensor<?xi32>, tensor<?xi32>
+  %hl = frontier.take %result0[%c0] : tensor<?x2xf32>, tensor<?xi32>
+  %c1 = frontier.take %child1[%inner] : tensor<?xi32>, tensor<?xi32>
+  %hr = frontier.take %result0[%c1] : tensor<?x2xf32>, tensor<?xi32>
+  %c = tmath.concat %hl, %hr : tensor<?x2xf32>, tensor<?x2xf32> -> tensor<?x4xf32>
+  %m = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<?x4xf32> -> tensor<?x2xf32>
+  %t = tmath.tanh %m : tensor<?x2xf32>
+  %h = frontier.merge %e[%leaves], %t[%inner] : tensor<?x2xf32>
+  func.return %h : tensor<?x2xf32>
+}
+
+// CHECK-LABEL: func.func private @node__post_fwd(
+// CHECK-SAME:      -> (tensor<?x2xf32>, !tape.frame) {
+// CHECK-NEXT:    %{{.*}} = tape.new 8 : !tape.frame
+
+// CHECK-LABEL: func.func private @node__post_bwd(
+// CHECK-SAME:      %0: !tape.frame, %1: tensor<?x2xf32>, %2: tensor<?xi32>, %3: tensor<?xi1>, %4: tensor<?xi32>, %5: tensor<?xi32>, %6: tensor<?xi32>, %7: tensor<?x2xf32>, %8: tensor<5x2xf32>, %9: tensor<2x4xf32>, %[[DRESULT:.*]]: tensor<?x2xf32>, %[[DEMB:.*]]: tensor<5x2xf32>, %[[DW:.*]]: tensor<2x4xf32>) {
+// CHECK-NEXT:    %[[LEAVES:.*]], %[[INNER:.*]] = frontier.partition %3 : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+// CHECK-NEXT:    %[[DE:.*]] = frontier.take %1[%[[LEAVES]]] : tensor<?x2xf32>, tensor<?xi32>
+// CHECK-NEXT:    %[[DT:.*]] = frontier.take %1[%[[INNER]]] : tensor<?x2xf32>, tensor<?xi32>
+// CHECK:         %[[C:.*]] = tmath.concat %{{.*}}, %{{.*}} : tensor<?x2xf32>, tensor<?x2xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %[[M:.*]] = tmath.matvec %9, %[[C]] : tensor<2x4xf32>, tensor<?x4xf32> -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[T:.*]] = tmath.tanh %[[M]] : tensor<?x2xf32>
+// CHECK:         %[[DM:.*]] = tmath.sub %[[DT]], %{{.*}} : tensor<?x2xf32>
+// CHECK-NEXT:    %[[DC:.*]] = adjoint.vecmat %[[DM]], %9 : tensor<?x2xf32>, tensor<2x4xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    adjoint.accumulate_outer %[[DW]], %[[DM]], %[[C]] : tensor<2x4xf32>, tensor<?x2xf32>, tensor<?x4xf32>
+// CHECK-NEXT:    %[[DL:.*]] = tmath.slice %[[DC]][0] : tensor<?x4xf32> -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[DR:.*]] = tmath.slice %[[DC]][2] : tensor<?x4xf32> -> tensor<?x2xf32>
+// CHECK-NEXT:    adjoint.accumulate_row %[[DRESULT]][%{{.*}}], %[[DR]] : tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>
+// CHECK-NEXT:    adjoint.accumulate_row %[[DRESULT]][%{{.*}}], %[[DL]] : tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>
+// CHECK-NEXT:    %[[WD:.*]] = frontier.take %4[%[[LEAVES]]] : tensor<?xi32>, tensor<?xi32>
+// CHECK-NEXT:    adjoint.accumulate_row %[[DEMB]][%[[WD]]], %[[DE]] : tensor<5x2xf32>, tensor<?xi32>, tensor<?x2xf32>
+// CHECK-NEXT:    func.return
+
+// CHECK-NOT: @node__post_grad
