@@ -289,10 +289,11 @@ class InvokeToFrontierPass(ModulePass):
         if not layout.moving:
             raise emit_error(plan.rec, "passes every argument along unchanged: its "
                              "recursion never ends")
-        for j in layout.shared:
-            arg = layout.args[j]
-            if plan.kinds[arg] == "R" and is_ragged(arg.type) and len(arg.type.get_shape()) != 1:  # type: ignore[attr-defined]
-                raise emit_error(plan.rec, f"argument {j}: a per-tree array must be a vector")
+        for j, arg in enumerate(layout.args):
+            moving, ragged = j in layout.moving, is_ragged(arg.type)
+            if ragged and (moving or len(arg.type.get_shape()) != 1):  # type: ignore[attr-defined]
+                raise emit_error(plan.rec, f"argument {j} ({arg.type}): an array of dynamic "
+                                 "shape must be a vector passed along unchanged")
         names = (f"{rec_name}__expand", f"{rec_name}__post", f"{entry_name}__frontier")
         for name in names:
             if name in funcs:

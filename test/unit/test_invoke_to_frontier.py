@@ -190,10 +190,31 @@ func.func @select(%n: i32) -> i32 {
   func.return %r : i32
 }
 """, "'arith.select' op has no row form: frontier batching cannot run it on many invocations at once"),
+    ("""\
+func.func @swap(%a: tensor<?xi32>, %b: tensor<?xi32>, %n: i32) -> i32 {
+  invoke.subgraph @down(%k: i32, %x: tensor<?xi32>, %y: tensor<?xi32>) -> i32 {
+    %zero = arith.constant 0 : i32
+    %done = arith.cmpi sle, %k, %zero : i32
+    %r = scf.if %done -> (i32) {
+      scf.yield %zero : i32
+    } else {
+      %one = arith.constant 1 : i32
+      %k1 = arith.subi %k, %one : i32
+      %v = invoke.invoke @down(%k1, %y, %x) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+      scf.yield %v : i32
+    }
+    invoke.return %r : i32
+  }
+  %r = invoke.invoke @down(%n, %a, %b) : (i32, tensor<?xi32>, tensor<?xi32>) -> i32
+  func.return %r : i32
+}
+""", "argument 1 (tensor<?xi32>): an array of dynamic shape must be a vector passed along "
+     "unchanged"),
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), UNBATCHABLE, ids=["forever", "moving-matrix", "select"])
+@pytest.mark.parametrize(("text", "message"), UNBATCHABLE,
+                         ids=["forever", "moving-matrix", "select", "moving-array"])
 def test_what_frontiers_cannot_run_is_a_located_error(text, message):
     module = parse_module(make_context(), text)
     with pytest.raises(RecirError, match=re.escape(message)):
