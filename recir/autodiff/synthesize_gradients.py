@@ -41,7 +41,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import IsTerminator
@@ -51,8 +51,8 @@ from recir.autodiff import analysis
 from recir.autodiff.analysis import is_float, is_float_tensor
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum
 from recir.diagnostics import RecirError, emit_error
-from recir.dialects import adjoint, invoke, tape, tmath
-from recir.dialects.row_types import is_rows
+from recir.dialects import adjoint, frontier, invoke, tape, tmath
+from recir.dialects.row_types import is_rows, row_type
 
 
 def value_bytes(value: SSAValue) -> tuple[int, int]:
@@ -127,20 +127,34 @@ class Synthesis:
         f = self.functions[self.entry]
         outputs = list(f.function_type.outputs)
         loss = self.loss % len(outputs) if outputs else 0
-        if not outputs or not isinstance(outputs[loss], Float32Type):
-            raise emit_error(f, f"result {self.loss} must be an f32 loss to differentiate")
+        if not outputs or not is_float(outputs[loss]) or (
+                isinstance(outputs[loss], TensorType) and not is_rows(outputs[loss])):
+            raise emit_error(f, f"result {self.loss} must be an f32 loss (or rows of one, "
+                             "summed) to differentiate")
         args = list(f.function_type.inputs)
         block = Block(arg_types=[*args, *(t for t in args if is_float_tensor(t))])
         e = Emit(InsertPoint.at_end(block))
         inputs = block.args[:len(args)]
         fwd = e.op(invoke.InvokeOp(f"{self.entry}_fwd", inputs, [*outputs, tape.FRAME]))
-        seeds = [e.scalar(1.0) if i == loss else e.zero(t)
-                 for i, t in enumerate(outputs) if is_float(t)]
+        seeds = [seed(e, t, i == loss, fwd.results[i]) for i, t in enumerate(outputs)
+                 if is_float(t)]
         e.op(invoke.InvokeOp(f"{self.entry}_bwd", [fwd.results[-1], *seeds, *inputs,
                                                     *block.args[len(args):]], []))
         e.op(func.ReturnOp(*fwd.results[:-1]))
         return func.FuncOp(f"{self.entry}_grad", (block.arg_types, outputs),
                            Region(block))
+
+
+def rows_of_zeros(e: Emit, typ: Attribute, like: SSAValue) -> SSAValue:
+    return e(frontier.BroadcastOp(e.zero(row_type(typ)), like))
+
+
+def seed(e: Emit, typ: Attribute, is_loss: bool, like: SSAValue) -> SSAValue:
+    """The loss's cotangent is 1 (1 per row: the rows' losses are summed)."""
+    if not is_rows(typ):
+        return e.scalar(1.0) if is_loss else e.zero(typ)
+    return e(frontier.BroadcastOp(e.scalar(1.0), like)) if is_loss else rows_of_zeros(
+        e, typ, like)
 
 
 class FunctionGradient:
@@ -189,6 +203,8 @@ class FunctionGradient:
                 continue
             if isinstance(op, invoke.InvokeOp):
                 self.invoke_backward(op, scope, e)
+            elif isinstance(op, frontier.ScheduleOp):
+                self.schedule_backward(op, scope, e)
             elif isinstance(op, scf.IfOp):
                 self.if_backward(op, scope, e)
             elif any(is_float(r.type) for r in op.results):
@@ -221,6 +237,21 @@ class FunctionGradient:
         others = [p for p, a in enumerate(g.args) if p not in keep and is_float(a.type)]
         for p, d in zip(others, call.results):
             self.contribute(scope, op.args[p], d, e)
+
+    def schedule_backward(self, op: frontier.ScheduleOp, scope: Scope, e: Emit) -> None:
+        """A frontier schedule's gradient is the runtime's schedule run
+        backwards (`frontier.schedule_grad`), through the `_fwd`/`_bwd` of
+        its batched functions."""
+        floats = [r for r in op.outputs if is_float(r.type)]
+        if all(scope.cot.get(r) is None for r in floats):
+            return
+        moving = [self.primal(v, scope, e) for v in op.moving]
+        shared = [self.primal(v, scope, e) for v in op.shared]
+        ds = [scope.cot.get(r) or rows_of_zeros(e, r.type, moving[0]) for r in floats]
+        grad = e.op(frontier.ScheduleGradOp(op, ds, moving, shared))
+        operands = [v for v in (*op.moving, *op.shared) if is_float_tensor(v.type)]
+        for value, d in zip(operands, grad.results, strict=True):
+            self.contribute(scope, value, d, e)
 
     def if_backward(self, op: scf.IfOp, scope: Scope, e: Emit) -> None:
         douts = [scope.cot.get(r) for r in op.results]

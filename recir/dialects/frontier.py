@@ -439,6 +439,58 @@ class ScheduleOp(IRDLOperation):
         return found
 
 
+@irdl_op_definition
+class ScheduleGradOp(IRDLOperation):
+    """The gradient of a `frontier.schedule`: given the cotangents of its
+    float results (one row per batch element), the gradients of its float
+    operands (the roots' moving arguments, then the shared ones), in order.
+    The runtime runs the schedule with `@post_fwd` (and `@expand_fwd` where
+    the expansion makes floats), then `@post_bwd` by height from the roots
+    down and `@expand_bwd` by depth from the deepest up; `synthesize-gradients`
+    makes those functions and emits this op for a schedule.
+
+    ```mlir
+    %dh0, %dw = frontier.schedule_grad @grow__expand, @grow__post (%dt) moving(%h0, %d0)
+        shared(%w) {sites = 1 : i64} : (tensor<?xf32>), (tensor<?x2xf32>, tensor<?xi32>),
+        (tensor<2x2xf32>) -> (tensor<?x2xf32>, tensor<2x2xf32>)
+    ```
+    """
+
+    name = "frontier.schedule_grad"
+    expand = prop_def(SymbolRefAttr)
+    post = prop_def(SymbolRefAttr)
+    sites = prop_def(IntegerAttr[I64])
+    cotangents = var_operand_def(TensorType)
+    moving = var_operand_def(TensorType)
+    shared = var_operand_def()
+    gradients = var_result_def(TensorType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = ("$expand `,` $post `(` $cotangents `)` `moving` `(` $moving `)` "
+                       "`shared` `(` $shared `)` attr-dict `:` `(` type($cotangents) `)` `,` "
+                       "`(` type($moving) `)` `,` `(` type($shared) `)` `->` "
+                       "`(` type($gradients) `)`")
+
+    def __init__(self, forward: ScheduleOp, cotangents: Sequence[SSAValue],
+                 moving: Sequence[SSAValue], shared: Sequence[SSAValue]):
+        floats = [v.type for v in (*moving, *shared) if is_f32_tensor(v.type)]
+        super().__init__(
+            operands=[cotangents, moving, shared], result_types=[floats],
+            properties={"expand": forward.expand, "post": forward.post,
+                        "sites": forward.sites})
+
+    def verify_(self) -> None:
+        for v in (*self.cotangents, *self.moving):
+            expect_rows(v, "each cotangent and root argument")
+        floats = [v.type for v in (*self.moving, *self.shared) if is_f32_tensor(v.type)]
+        if [r.type for r in self.gradients] != floats:
+            raise VerifyException("results must be the f32 tensor operands' gradients, "
+                                  f"({', '.join(map(str, floats))})")
+
+
+def is_f32_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
+
+
 def expect_types(fn: func.FuncOp, what: str, got: Sequence[Attribute],
                  expected: Sequence[Attribute]) -> None:
     if list(got) != list(expected):
@@ -450,5 +502,5 @@ def expect_types(fn: func.FuncOp, what: str, got: Sequence[Attribute],
 Frontier = Dialect(
     "frontier",
     [TakeOp, PartitionOp, MergeOp, BroadcastOp, CmpiOp, CmpfOp, ExtractRaggedOp,
-     SizeRaggedOp, ScheduleOp],
+     SizeRaggedOp, ScheduleOp, ScheduleGradOp],
 )

@@ -35,6 +35,7 @@ from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
 from recir.interpreter.arith import ArithExtraFunctions, ArithRowFunctions
 from recir.interpreter.frontier import FrontierFunctions
+from recir.interpreter.frontier_grad import FrontierGradFunctions
 from recir.interpreter.invoke import InvokeFunctions
 from recir.interpreter.tape import TapeFunctions
 from recir.interpreter.tmath import TMathFunctions
@@ -76,6 +77,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         TapeFunctions(),
         AdjointFunctions(),
         FrontierFunctions(),
+        FrontierGradFunctions(),
     ):
         interp.register_implementations(functions)
     rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())

@@ -10,6 +10,7 @@ children are) so each height is one contiguous range of rows, and run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -128,25 +129,29 @@ class FrontierFunctions(InterpreterFunctions):
 
     @impl(frontier.ScheduleOp)
     def run_schedule(self, interp: Interpreter, op: frontier.ScheduleOp, args: Any):
-        return Schedule(interp, op, args).run()
+        count = len(op.moving)
+        return Schedule(interp, op, args[:count], args[count:]).run()
 
 
 class Schedule:
-    """One `frontier.schedule`: expansion, height order, post."""
+    """One `frontier.schedule` (or its `schedule_grad`'s forward): expansion,
+    height order, post."""
 
-    def __init__(self, interp: Interpreter, op: frontier.ScheduleOp, args: Any):
+    def __init__(self, interp: Interpreter, op: frontier.ScheduleOp | frontier.ScheduleGradOp,
+                 roots: Sequence[Any], shared: Sequence[Any]):
         self.interp, self.op = interp, op
         self.expand_fn = self.callee(op.expand)
         self.post_fn = self.callee(op.post)
-        count = len(op.moving)
-        self.roots, self.shared = list(args[:count]), tuple(args[count:])
+        self.roots, self.shared = list(roots), tuple(shared)
         self.sites = op.sites.value.data
         self.expand_fwd: func.FuncOp | None = None  # set to differentiate the expansion
         self.levels: list[tuple[slice, tuple[Any, ...], Any]] = []
 
-    def callee(self, name: Any) -> func.FuncOp:
+    def callee(self, name: Any, why: str = "") -> func.FuncOp:
         found = SymbolTable.lookup_symbol(self.op, name)
-        assert isinstance(found, func.FuncOp)  # the verifier checked it
+        if not isinstance(found, func.FuncOp):
+            shown = f"@{name}" if isinstance(name, str) else name
+            raise emit_error(self.op, f"no function {shown} in the module{why}")
         return found
 
     def run(self) -> tuple[Any, ...]:
@@ -233,8 +238,8 @@ class Schedule:
              ) -> list[np.ndarray]:
         """Run `@post` (or `post_fn`, its `_fwd`) height by height; with
         `post_fn`, `self.frames` keeps each height's inputs and frame."""
-        tables = [np.zeros((total, *row_shape(r.type)), dtype_of(r.type))
-                  for r in self.op.outputs]
+        tables = [np.zeros((total, *row_shape(t)), dtype_of(t))
+                  for t in self.post_fn.function_type.outputs.data]
         self.frames: list[tuple[slice, tuple[Any, ...], Any]] = []
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             rows = slice(int(lo), int(hi))

@@ -68,3 +68,13 @@ func.func @count(%n: tensor<?xi32>, %step: i32) -> tensor<?xi32> {
 
 // CHECK-LABEL: func.func @count(
 // CHECK-NEXT:    %r = frontier.schedule @down__expand, @down__post(%n) shared(%step) {sites = 1 : i64} : (tensor<?xi32>), (i32) -> (tensor<?xi32>)
+
+// Its gradient: the cotangent of the result per batch element; no float
+// operands here, so no gradients.
+func.func @count_grad(%n: tensor<?xi32>, %step: i32, %d: tensor<?xi32>) {
+  frontier.schedule_grad @down__expand, @down__post() moving(%n) shared(%step) {sites = 1 : i64} : (), (tensor<?xi32>), (i32) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func @count_grad(
+// CHECK-NEXT:    frontier.schedule_grad @down__expand, @down__post() moving(%n) shared(%step) {sites = 1 : i64} : (), (tensor<?xi32>), (i32) -> ()
