@@ -1,4 +1,5 @@
 // RUN: recir-opt -p 'synthesize-gradients{entry=node__post wrapper=false}' %s | filecheck %s
+// RUN: recir-opt -p 'synthesize-gradients{entry=tree__frontier}' %s | filecheck %s --check-prefix=ENTRY
 
 // The bottom-up function of a frontier-batched tree model (what
 // invoke-to-frontier writes), differentiated by the same rules as the
@@ -22,6 +23,45 @@ func.func @node__post(%tree: tensor<?xi32>, %leaf: tensor<?xi1>, %word: tensor<?
   %h = frontier.merge %e[%leaves], %t[%inner] : tensor<?x2xf32>
   func.return %h : tensor<?x2xf32>
 }
+
+// A countdown expansion (node i has two children i - 1 while i > 0) and
+// the batched entry, whose loss is one row per tree: its gradient is a
+// frontier.schedule_grad, seeded with a row of ones.
+func.func private @node__expand(%tree: tensor<?xi32>, %i: tensor<?xi32>, %emb: tensor<5x2xf32>,
+                                %w: tensor<2x4xf32>)
+    -> (tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<?xi1>, tensor<?xi32>) {
+  %zero = arith.constant 0 : i32
+  %zeros = frontier.broadcast %zero, %tree : i32, tensor<?xi32> -> tensor<?xi32>
+  %leaf = frontier.cmpi sle, %i, %zeros : tensor<?xi32>
+  %stop, %go = frontier.partition %leaf : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+  %t = frontier.take %tree[%go] : tensor<?xi32>, tensor<?xi32>
+  %ig = frontier.take %i[%go] : tensor<?xi32>, tensor<?xi32>
+  %one = arith.constant 1 : i32
+  %ones = frontier.broadcast %one, %go : i32, tensor<?xi32> -> tensor<?xi32>
+  %i1 = arith.subi %ig, %ones : tensor<?xi32>
+  func.return %go, %t, %i1, %go, %t, %i1, %tree, %leaf, %i
+      : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<?xi1>, tensor<?xi32>
+}
+func.func @tree__frontier(%root: tensor<?xi32>, %emb: tensor<5x2xf32>, %w: tensor<2x4xf32>)
+    -> tensor<?xf32> {
+  %h = frontier.schedule @node__expand, @node__post(%root) shared(%emb, %w) {sites = 2 : i64}
+      : (tensor<?xi32>), (tensor<5x2xf32>, tensor<2x4xf32>) -> (tensor<?x2xf32>)
+  %loss = tmath.sum %h : tensor<?x2xf32> -> tensor<?xf32>
+  func.return %loss : tensor<?xf32>
+}
+
+// ENTRY-LABEL: func.func private @tree__frontier_bwd(
+// ENTRY:         %[[DH:.*]] = tmath.fill %{{.*}} : tensor<?xf32> -> tensor<?x2xf32>
+// ENTRY-NEXT:    %[[DEMB:.*]], %[[DW:.*]] = frontier.schedule_grad @node__expand, @node__post(%[[DH]]) moving(%{{.*}}) shared(%{{.*}}, %{{.*}}) {sites = 2 : i64} : (tensor<?x2xf32>), (tensor<?xi32>), (tensor<5x2xf32>, tensor<2x4xf32>) -> (tensor<5x2xf32>, tensor<2x4xf32>)
+// ENTRY-NEXT:    adjoint.accumulate %{{.*}}, %[[DEMB]] : tensor<5x2xf32>, tensor<5x2xf32>
+// ENTRY-NEXT:    adjoint.accumulate %{{.*}}, %[[DW]] : tensor<2x4xf32>, tensor<2x4xf32>
+// ENTRY-LABEL: func.func @tree__frontier_grad(
+// ENTRY-NEXT:    %[[LOSS:.*]], %[[FRAME:.*]] = invoke.invoke @tree__frontier_fwd(
+// ENTRY-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// ENTRY-NEXT:    %[[SEED:.*]] = frontier.broadcast %[[ONE]], %[[LOSS]] : f32, tensor<?xf32> -> tensor<?xf32>
+// ENTRY-NEXT:    invoke.invoke @tree__frontier_bwd(%[[FRAME]], %[[SEED]],
 
 // CHECK-LABEL: func.func private @node__post_fwd(
 // CHECK-SAME:      -> (tensor<?x2xf32>, !tape.frame) {
