@@ -24,7 +24,9 @@ and adds d loss / d arg into one accumulator per f32 tensor argument.
 Options: `entry` (default: the only public function), `loss`, `wrapper`
 (false: no `_grad`, as for a frontier's `@f__post`, whose loss is one row
 per invocation and whose backward the frontier schedule runs). Values of
-rows (`row_types.py`) are recomputed in the backward, not saved.
+rows (`row_types.py`) are recomputed in the backward, not saved; a
+`frontier.schedule` (in a batched entry) gets a `frontier.schedule_grad`,
+which runs the schedule backwards through those functions' `_fwd`/`_bwd`.
 """
 
 from __future__ import annotations
