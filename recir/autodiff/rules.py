@@ -21,7 +21,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint, frontier, tmath
-from recir.dialects.row_types import is_rows
+from recir.dialects.row_types import is_rows, row_type
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,13 @@ class Emit:
         if isinstance(typ, TensorType):
             return self(tmath.ConstantOp(DenseIntOrFPElementsAttr.from_list(typ, [0.0])))
         return self(arith.ConstantOp(FloatAttr(0.0, f32)))
+
+    def seed(self, typ: Attribute, one: bool, like: SSAValue) -> SSAValue:
+        """1 or 0 of `typ`; of rows, one per row of `like` (rows' losses sum)."""
+        if not is_rows(typ):
+            return self.scalar(1.0) if one else self.zero(typ)
+        value = self.scalar(1.0) if one else self.zero(row_type(typ))
+        return self(frontier.BroadcastOp(value, like))
 
     def scalar(self, value: float) -> SSAValue:
         return self(arith.ConstantOp(FloatAttr(value, f32)))

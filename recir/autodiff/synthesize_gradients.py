@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import IsTerminator
@@ -54,7 +54,7 @@ from recir.autodiff.analysis import is_float, is_float_tensor
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
-from recir.dialects.row_types import is_rows, row_type
+from recir.dialects.row_types import is_rows
 
 
 def value_bytes(value: SSAValue) -> tuple[int, int]:
@@ -138,25 +138,13 @@ class Synthesis:
         e = Emit(InsertPoint.at_end(block))
         inputs = block.args[:len(args)]
         fwd = e.op(invoke.InvokeOp(f"{self.entry}_fwd", inputs, [*outputs, tape.FRAME]))
-        seeds = [seed(e, t, i == loss, fwd.results[i]) for i, t in enumerate(outputs)
+        seeds = [e.seed(t, i == loss, fwd.results[i]) for i, t in enumerate(outputs)
                  if is_float(t)]
         e.op(invoke.InvokeOp(f"{self.entry}_bwd", [fwd.results[-1], *seeds, *inputs,
                                                     *block.args[len(args):]], []))
         e.op(func.ReturnOp(*fwd.results[:-1]))
         return func.FuncOp(f"{self.entry}_grad", (block.arg_types, outputs),
                            Region(block))
-
-
-def rows_of_zeros(e: Emit, typ: Attribute, like: SSAValue) -> SSAValue:
-    return e(frontier.BroadcastOp(e.zero(row_type(typ)), like))
-
-
-def seed(e: Emit, typ: Attribute, is_loss: bool, like: SSAValue) -> SSAValue:
-    """The loss's cotangent is 1 (1 per row: the rows' losses are summed)."""
-    if not is_rows(typ):
-        return e.scalar(1.0) if is_loss else e.zero(typ)
-    return e(frontier.BroadcastOp(e.scalar(1.0), like)) if is_loss else rows_of_zeros(
-        e, typ, like)
 
 
 class FunctionGradient:
@@ -249,7 +237,7 @@ class FunctionGradient:
             return
         moving = [self.primal(v, scope, e) for v in op.moving]
         shared = [self.primal(v, scope, e) for v in op.shared]
-        ds = [scope.cot.get(r) or rows_of_zeros(e, r.type, moving[0]) for r in floats]
+        ds = [scope.cot.get(r) or e.seed(r.type, False, moving[0]) for r in floats]
         grad = e.op(frontier.ScheduleGradOp(op, ds, moving, shared))
         operands = [v for v in (*op.moving, *op.shared) if is_float_tensor(v.type)]
         for value, d in zip(operands, grad.results, strict=True):
