@@ -12,7 +12,13 @@ every row. These helpers check those forms for the verifiers of `tmath` and
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DYNAMIC_INDEX, Float32Type, IndexType, IntegerType, TensorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Float32Type,
+    IndexType,
+    IntegerType,
+    TensorType,
+)
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 

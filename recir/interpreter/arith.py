@@ -76,8 +76,8 @@ class ArithRowFunctions(InterpreterFunctions):
     registered over those (xDSL dispatches on the op's class only)."""
 
     def __init__(self, *scalar: InterpreterFunctions):
-        self.scalar = {op_type: (functions, run) for functions in scalar
-                       for op_type, run in type(functions)._impls()}  # pyright: ignore[reportPrivateUsage]
+        impls = [(f, type(f)._impls()) for f in scalar]  # pyright: ignore[reportPrivateUsage]
+        self.scalar = {op_type: (f, run) for f, runs in impls for op_type, run in runs}
 
 
 def _row_impl(fn: Any) -> Any:

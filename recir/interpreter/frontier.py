@@ -11,6 +11,7 @@ children are) so each height is one contiguous range of rows, and run
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -176,7 +177,8 @@ class Schedule:
                          for c in children]
         self.stored = [s[perm] for s in stored]
 
-    def expand(self, n: int) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
+    def expand(self, n: int
+               ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
         """Run `@expand` (or `self.expand_fwd`, keeping each depth's inputs
         and frame in `self.levels`) depth by depth: each invocation's
         children (global row numbers in expansion order, -1 where none),
@@ -241,7 +243,7 @@ class Schedule:
         tables = [np.zeros((total, *row_shape(t)), dtype_of(t))
                   for t in self.post_fn.function_type.outputs.data]
         self.frames: list[tuple[slice, tuple[Any, ...], Any]] = []
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        for lo, hi in pairwise(bounds):
             rows = slice(int(lo), int(hi))
             inputs = (*(s[rows] for s in stored),
                       *(c[rows].astype(np.int32) for c in children), *tables, *self.shared)

@@ -22,7 +22,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from xdsl.ir import Attribute
 
 from recir.dialects import frontier
-from recir.interpreter.frontier import Schedule
+from recir.interpreter.frontier import Schedule, row_shape
 
 HOW = " (run synthesize-gradients{{entry={} wrapper=false}} first)"
 
@@ -99,7 +99,7 @@ class Backward:
         """Depth by depth from the deepest: a depth's children are the next
         depth's rows, whose moving arguments' gradients are then complete."""
         s, total = self.s, self.s.total
-        self.d_moving = [np.zeros((total, *t.get_shape()[1:]), np.float32)  # type: ignore[attr-defined]
+        self.d_moving = [np.zeros((total, *row_shape(t)), np.float32)
                          if is_float_tensor(t) else None for t in self.moving_types]
         floats = [d for d in self.d_moving if d is not None]
         for rows, inputs, frame in reversed(s.levels):

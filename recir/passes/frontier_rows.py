@@ -2,8 +2,9 @@
 
 The core of `invoke-to-frontier`: each op whose operands are per invocation
 (kind B, `frontier_segments.py`) becomes its row form (`row_types.py`) by
-its rule in `ROW_RULES` (JAX's `vmap` rules, one per op); uniform ops (kind U: parameters, constants)
-are cloned once, where first needed, and shared by every row. An `scf.if`
+its rule in `ROW_RULES` (JAX's `vmap` rules, one per op); uniform ops (kind
+U: parameters, constants) are cloned once, where first needed, and shared by
+every row. An `scf.if`
 with a per-row predicate becomes a `frontier.partition` of the rows, both
 branches run inline on their sub-rows (a value from outside a branch is
 taken by the branch's row numbers when first read there), and the results
@@ -19,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float32Type, IntegerAttr, TensorType
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    IntegerAttr,
+    TensorType,
+)
 from xdsl.ir import Block, Operation, SSAValue
 
 from recir.diagnostics import RecirError, emit_error
@@ -170,17 +176,15 @@ class RowBuilder:
             self.run_block(side, region.block)
         self.source = op
         if self.merges(op):
-            yields = [region.block.last_op for region in op.regions]
+            yields = [region.block.last_op.operands for region in op.regions]  # type: ignore[union-attr]
             for i, result in enumerate(op.results):
-                values = [self.rows_of(s, y.operands[i]) for s, y in zip(sides, yields)]  # type: ignore[union-attr]
-                at.local[result] = self.emit(frontier.MergeOp(values[0], taken,
-                                                              values[1], others))
+                lhs, rhs = (self.rows_of(side, y[i]) for side, y in zip(sides, yields))
+                at.local[result] = self.emit(frontier.MergeOp(lhs, taken, rhs, others))
         for value, region in self.lifted.get(op, []):
-            inside = self.get(sides[region], value)
-            zero = self.emit(frontier.BroadcastOp(self.zero(value), sides[1 - region].like))
-            pair = [(inside, sides[region].rows), (zero, sides[1 - region].rows)]
-            lhs, rhs = pair if region == 0 else pair[::-1]
-            at.local[value] = self.emit(frontier.MergeOp(lhs[0], lhs[1], rhs[0], rhs[1]))  # type: ignore[arg-type]
+            inside, other = sides[region], sides[1 - region]
+            zero = self.emit(frontier.BroadcastOp(self.zero(value), other.like))
+            at.local[value] = self.emit(frontier.MergeOp(  # a merge is symmetric
+                self.get(inside, value), inside.like, zero, other.like))
 
     def zero(self, value: SSAValue) -> SSAValue:
         typ = value.type

@@ -55,7 +55,13 @@ from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier, invoke
 from recir.dialects.row_types import rows_type
 from recir.passes.frontier_rows import RowBuilder, Rows
-from recir.passes.frontier_segments import Plan, callees, entry_kinds, functions, make_plan
+from recir.passes.frontier_segments import (
+    Plan,
+    callees,
+    entry_kinds,
+    functions,
+    make_plan,
+)
 
 INDEX_ROWS = rows_type(i32)
 
@@ -174,7 +180,8 @@ def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
     args = list(block.args)
     stored = args[1:1 + len(plan.stored)]
     children = args[1 + len(plan.stored):1 + len(plan.stored) + nsites]
-    tables = args[1 + len(plan.stored) + nsites:1 + len(plan.stored) + nsites + len(rec_outputs)]
+    first_table = 1 + len(plan.stored) + nsites
+    tables = args[first_table:first_table + len(rec_outputs)]
 
     def gather(at: Rows, op: invoke.InvokeOp) -> None:
         ids = builder.get(at, children[plan.sites[op]])
@@ -196,18 +203,42 @@ def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
     return new_function(name, block, [builder.rows_of(top, v) for v in returned])
 
 
-def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func.FuncOp:
-    old_args = list(plan.entry.body.block.args)
+def entry_block(plan: Plan) -> Block:
+    """The batched entry's arguments: rows for a per-element input, the
+    trees' arrays and their offsets for a per-tree array, parameters as they are."""
     types: list[Attribute] = []
-    arg_names: list[str | None] = []
-    for arg in old_args:
-        kind = plan.kinds[arg]
+    names: list[str | None] = []
+    for arg in plan.entry.body.block.args:
+        kind, hint = plan.kinds[arg], arg.name_hint
         types += ([arg.type] if kind == "U" else [arg.type, INDEX_ROWS] if kind == "R"
                   else [rows_type(arg.type)])
-        hint = arg.name_hint
-        arg_names += [hint, hint and f"{hint}_offsets"] if kind == "R" else [hint]
+        names += [hint, hint and f"{hint}_offsets"] if kind == "R" else [hint]
     block = Block(arg_types=types)
-    name_args(block, arg_names)
+    name_args(block, names)
+    return block
+
+
+def bind_entry(plan: Plan, builder: RowBuilder, block: Block) -> Rows:
+    """Map the entry's arguments to the batched entry's: its top rows."""
+    new_args = iter(block.args)
+    local: dict[SSAValue, SSAValue] = {}
+    for arg in plan.entry.body.block.args:
+        kind = plan.kinds[arg]
+        if kind == "U":
+            builder.uniform[arg] = next(new_args)
+        elif kind == "R":
+            builder.ragged[arg] = (next(new_args), next(new_args))
+        else:
+            local[arg] = next(new_args)
+    if not local:
+        raise emit_error(plan.entry, "frontier batching needs an input of fixed shape "
+                         "(one row per batch element)")
+    top = builder.top = Rows(None, None, None, next(iter(local.values())), local)
+    return top
+
+
+def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func.FuncOp:
+    block = entry_block(plan)
     rec_outputs = list(plan.rec.function_type.outputs.data)
 
     def schedule(at: Rows, op: invoke.InvokeOp) -> None:
@@ -229,22 +260,7 @@ def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func
         at.local.update(zip(op.results, sched.results, strict=True))
 
     builder = RowBuilder(block, plan.kinds, lambda op: True, lambda op: True, schedule)
-    new_args = iter(block.args)
-    like: SSAValue | None = None
-    local: dict[SSAValue, SSAValue] = {}
-    for arg in old_args:
-        kind = plan.kinds[arg]
-        if kind == "U":
-            builder.uniform[arg] = next(new_args)
-        elif kind == "R":
-            builder.ragged[arg] = (next(new_args), next(new_args))
-        else:
-            local[arg] = next(new_args)
-            like = like or local[arg]
-    if like is None:
-        raise emit_error(plan.entry, "frontier batching needs an input of fixed shape "
-                         "(one row per batch element)")
-    top = builder.top = Rows(None, None, None, like, local)
+    top = bind_entry(plan, builder, block)
     builder.run_block(top, plan.entry.body.block)
     returned = plan.entry.body.block.last_op.operands  # type: ignore[union-attr]
     return new_function(names[2], block, [builder.rows_of(top, v) for v in returned], None)
@@ -291,7 +307,8 @@ class InvokeToFrontierPass(ModulePass):
                              "recursion never ends")
         for j, arg in enumerate(layout.args):
             moving, ragged = j in layout.moving, is_ragged(arg.type)
-            if ragged and (moving or len(arg.type.get_shape()) != 1):  # type: ignore[attr-defined]
+            rank = len(arg.type.get_shape()) if ragged else 1  # type: ignore[attr-defined]
+            if ragged and (moving or rank != 1):
                 raise emit_error(plan.rec, f"argument {j} ({arg.type}): an array of dynamic "
                                  "shape must be a vector passed along unchanged")
         names = (f"{rec_name}__expand", f"{rec_name}__post", f"{entry_name}__frontier")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_invoke_to_frontier import tree_batch_args, trees
 
 from recir.context import make_context
 from recir.diagnostics import RecirError
@@ -16,7 +17,6 @@ from recir.interpreter import run_function
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 from recir.parsing import parse_module
 from recir.pipeline import run_passes
-from test_invoke_to_frontier import tree_batch_args, trees
 
 
 def batched_gradients(inputs: int, rec: str, entry: str, top_down: bool = False) -> str:

@@ -58,7 +58,8 @@ def test_tree_models_batched_ir_matches_recursive_interpreter(model):
     batch = trees()
     entry = traced.entry
     hs, losses = run_function(module, f"{entry}__frontier", tree_batch_args(batch, params))
-    assert hs.shape == (len(batch), 4) and losses.shape == (len(batch),)
+    assert hs.shape == (len(batch), 4)
+    assert losses.shape == (len(batch),)
     for k, tree in enumerate(batch):
         tree_args = [tree.left, tree.right, tree.word, tree.label, tree.root]
         h, loss = run_function(module, entry, [*tree_args, *params.values()])
