@@ -37,6 +37,14 @@ from xdsl.ir import Attribute
 
 from recir.backend import interrupts, policy, stack
 from recir.backend.array_address import data_address
+from recir.backend.contexts import (
+    NO_ERROR,
+    NO_TASKS,
+    Context,
+    lone_context,
+    release_kept,
+    team_contexts,
+)
 from recir.backend.engine import Engine, openmp, openmp_entry
 from recir.backend.interrupts import RUNNING
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -55,20 +63,6 @@ from recir.passes.native_context import (
     ERROR_TIMEOUT,
 )
 from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
-
-
-class Context(ctypes.Structure):
-    """Mirrors recir/passes/native_context.py."""
-
-    _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
-                ("site", ctypes.c_int32), ("tape_next", ctypes.c_void_p),
-                ("tape_end", ctypes.c_void_p), ("tape_chunks", ctypes.c_void_p),
-                ("tape_bytes", ctypes.c_uint64), ("contexts", ctypes.c_void_p),
-                ("acc_copies", ctypes.c_void_p),
-                ("outer_logs", ctypes.c_void_p),
-                ("spawn_budget", ctypes.c_int64),
-                ("stack_owner", ctypes.c_uint64),
-                ("depth", ctypes.c_uint64)]  # CONTEXT_BYTES = 96
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -613,47 +607,6 @@ def deeper(once: Any, args: list[Any], threads: int, team: bool) -> tuple[Contex
     return stack.on_deep_stack(lambda: once(args, 1, False))
 
 
-def release_kept(kept: dict[int, list[Any]]) -> None:
-    """A function's kept team contexts, when it goes."""
-    for same_size in kept.values():
-        for contexts in same_size:
-            release_contexts(contexts)
-    kept.clear()
-
-
-def lone_context(stack_limit: int, tape: bool = False) -> Context:
-    """The context of a call without a team (a task reads its thread's, 0's,
-    through `contexts`); with a `tape`, its arena starts in a kept chunk."""
-    ctx = Context(stack_limit)
-    ctx.contexts = ctypes.addressof(ctx)
-    RUNNING[get_ident()] = ctx  # what Ctrl-C stops
-    if tape:
-        TAPES.seed(ctx)
-    return ctx
-
-
-def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) -> Any:
-    """A context per thread of a team, each pointing to them all and to
-    its table of gradient buffers (and with a `tape`, a kept arena chunk).
-    Their `address` and `views` (one `Context` each) are made once: every
-    team call reads them, and making a view of an array's item is not free."""
-    contexts = (Context * threads)()
-    contexts.address = ctypes.addressof(contexts)
-    contexts.views = tuple(contexts)
-    for ctx in contexts:
-        ctx.contexts = ctypes.addressof(contexts)
-        if tape:
-            TAPES.seed(ctx)
-    for ctx, table in zip(contexts, tables):
-        ctx.acc_copies = ctypes.addressof(table)
-    contexts.tables = tables
-    return contexts
-
-
-NO_ERROR = Context()  # what a call without errors returns (never written)
-NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
-
-
 def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) -> Context:
     """Runs a generated team function (`@f__team`, `@f__batch`) on a libgomp
     team, one thread per context: each sets up its own (stack limit, error,
@@ -682,9 +635,3 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     failed = Context.from_buffer_copy(failed)  # the contexts go on to the next call
     failed.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
     return failed
-
-
-def release_contexts(contexts: Any) -> None:
-    """Gives kept contexts' tape chunks back to the pool (or frees them)."""
-    for ctx in contexts:
-        TAPES.release(ctx)
