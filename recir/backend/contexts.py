@@ -37,9 +37,12 @@ NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: t
 
 
 def lone_context(stack_limit: int, tape: bool = False) -> Context:
-    """The context of a call without a team (a task reads its thread's, 0's,
-    through `contexts`); with a `tape`, its arena starts in a kept chunk."""
+    """The context of a call without a team, which spawns nothing (a task
+    outside a team would run in place, at a task's cost; a task reads its
+    thread's context through `contexts`); with a `tape`, its arena starts in
+    a kept chunk."""
     ctx = Context(stack_limit)
+    ctx.spawn_budget = NO_TASKS
     ctx.contexts = ctypes.addressof(ctx)
     RUNNING[get_ident()] = ctx  # what Ctrl-C stops
     if tape:

@@ -52,7 +52,6 @@ from recir.backend.tape_pool import TAPES
 from recir.backend.watchdog import call_within
 from recir.diagnostics import RecirError
 from recir.interpreter import coerce_argument
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.native_context import (
     ERROR_CHECK,
     ERROR_DEPTH,
@@ -62,7 +61,7 @@ from recir.passes.native_context import (
     ERROR_STACK,
     ERROR_TIMEOUT,
 )
-from recir.passes.tasks import BATCH_SERIAL, LAUNCH_ENTRY, PACKED_ENTRY
+from recir.passes.tasks import LAUNCH_ENTRY, PACKED_ENTRY
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -129,9 +128,6 @@ class NativeFunction:
         restype = c_scalar(scalars[0]) if self.returns_one else None
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
         self.function = prototype(engine.address(name))
-        serial = f"{name}{SERIAL_ENTRY}"  # the same call without tasks, for small inputs
-        self.serial_entry = prototype(engine.address(serial)) if threads > 1 and engine.has(
-            serial) else self.function
         self.argtypes, self.restype = argtypes, restype
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}__team"
@@ -145,9 +141,6 @@ class NativeFunction:
         # team contexts free for the next call, by team size
         self.kept_contexts: dict[int, list[Any]] = {}
         weakref.finalize(self, release_kept, self.kept_contexts)
-        serial_batch = f"{name}{BATCH_SERIAL}"  # items that spawn nothing
-        self.batch_serial = engine.address(serial_batch) if self.team and engine.has(
-            serial_batch) else 0
         # one-thread gradient code: an entry taking packed arguments, to start
         # on a switched stack
         packed = f"{name}{PACKED_ENTRY}"
@@ -309,8 +302,8 @@ class NativeFunction:
     def batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The outputs of each input tuple of `items`: on a team, each call is
         a task of one team, load-balanced with the tasks the calls spawn
-        (`policy.batch_budget` says how deep; at 0, `@f__batch_serial`'s calls
-        spawn nothing: calls of like size balance a team by themselves); otherwise
+        (`policy.batch_budget` says how deep; at 0 the calls spawn nothing:
+        calls of like size balance a team by themselves); otherwise
         one at a time. Calls that add into gradient buffers must all be given
         the same buffers."""
         if not self.batch_team or len(items) < 2:
@@ -325,7 +318,7 @@ class NativeFunction:
         works = None if sizes is None else [n * self.call_work for n in sizes]
         budget = self.fixed_budget if self.fixed_budget is not None else \
             policy.batch_budget(works, len(items), threads, self.costs)
-        entry = self.batch_serial if budget == 0 and self.batch_serial else self.batch_team
+        entry = self.batch_team
         keep: list[Any] = []
         prepared = [self.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]
@@ -424,8 +417,8 @@ class NativeFunction:
 
     def in_team(self, threads: int) -> bool:
         """Whether a call runs on a team: code with tasks does, except on one
-        thread where a retry is harmless (not `deep_only`): there the serial
-        entry (`@f__serial`, no tasks) runs, cheaper than a team of one
+        thread where a retry is harmless (not `deep_only`): there `@f` runs
+        on a lone context, which spawns nothing, cheaper than a team of one
         behind a stack switch."""
         return bool(self.team) and (threads > 1 or self.deep_only)
 
@@ -450,7 +443,7 @@ class NativeFunction:
         ctx = lone_context(stack.stack_limit(), self.deep_only)
         logs = self.outer_logs([ctx])
         try:
-            return ctx, self.serial_entry(ctypes.byref(ctx), *args)
+            return ctx, self.function(ctypes.byref(ctx), *args)
         finally:
             TAPES.release(ctx)
             logs.add_into(args)

@@ -107,7 +107,7 @@ def call_within(native: Any, inputs: Sequence[Any], seconds: float,
         logs = native.outer_logs([ctx])
         WATCHDOG.add(watch, ctx)
         try:
-            returned = native.serial_entry(ctypes.byref(ctx), *args)
+            returned = native.function(ctypes.byref(ctx), *args)
         finally:
             WATCHDOG.remove(watch, ctx)
             TAPES.release(ctx)

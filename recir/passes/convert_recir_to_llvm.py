@@ -59,7 +59,7 @@ from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.frame_buffers import declare_heap
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
+from recir.passes.invoke_clone_serial import BUDGET_GUARDS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
@@ -150,7 +150,9 @@ class FunctionConversion:
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
-        self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
+        # a function with budget guards takes its budget first (`invoke-clone-serial`)
+        budget = entry.args[1] if BUDGET_GUARDS in self.function.attributes else None
+        self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks, budget)
         spawned = len(self.tasks)
         for op in list(body.walk()):
             if isinstance(op, CONVERTED):  # one check for the many ops that are not
@@ -325,8 +327,7 @@ class ConvertRecirToLlvmPass(ModulePass):
                 Rewriter.replace_op(function, conversion.run())
                 uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
-                  and f.linkage.linkage.data == "external" and f.body.blocks
-                  and not f.sym_name.data.endswith(SERIAL_ENTRY)]
+                  and f.linkage.linkage.data == "external" and f.body.blocks]
         if needs_arena and not needs_tasks:  # one-thread gradients
             op.body.blocks[0].add_ops([packed_entry(f) for f in public])
         if needs_tasks:
@@ -335,9 +336,6 @@ class ConvertRecirToLlvmPass(ModulePass):
             teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
             teams += [launch_entry(f) for f in public]
             batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
-            names = {f.sym_name.data for f in op.ops if isinstance(f, llvm.FuncOp)}
-            batches += [g for f in public if f"{f.sym_name.data}{SERIAL_ENTRY}" in names
-                        for g in batch_entry(f, copies[f.sym_name.data], serial=True)]
             sums = [g for f in public if copies[f.sym_name.data]
                     for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
             op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *sums,

@@ -19,7 +19,6 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
@@ -33,7 +32,6 @@ from recir.passes.native_context import (
 
 PACKED_ENTRY = "__packed"
 LAUNCH_ENTRY = "__launch"  # a team call taking its arguments as the entry does
-BATCH_SERIAL = "__batch_serial"  # a batch entry whose items spawn nothing
 
 
 def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
@@ -78,21 +76,30 @@ def task_function(name: str, callee: str, args: Sequence[Attribute],
 
 
 class Spawner:
-    """Lowers one function's spawns and joins; collects the task functions."""
+    """Lowers one function's spawns and joins; collects the task functions.
+    With a `budget` (the function's, `invoke.budget_guards`), each spawn
+    happens only where it is above 0, and the callee is called in place
+    otherwise; its join then waits only where it spawned."""
 
-    def __init__(self, ctx: SSAValue, prefix: str, tasks: list[llvm.FuncOp]):
-        self.ctx, self.prefix, self.tasks = ctx, prefix, tasks
+    def __init__(self, ctx: SSAValue, prefix: str, tasks: list[llvm.FuncOp],
+                 budget: SSAValue | None = None):
+        self.ctx, self.prefix, self.tasks, self.budget = ctx, prefix, tasks, budget
         self.slots: dict[SSAValue, SSAValue] = {}
+        self.spawns: dict[SSAValue, SSAValue] = {}  # placeholder -> whether it spawned
 
     def spawn(self, op: invoke.InvokeOp) -> None:
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
         args, types = list(op.args), [r.type for r in op.res]
+        slots = [b.alloca(1, t) for t in types]
+        spawns = None
+        if self.budget is not None:
+            spawns = b.value(arith.CmpiOp(self.budget, b.const(0, i32), "sgt"))
+            b = self.in_place_unless(op, spawns, slots)
         count = 1 + len(args) + len(types)
         data = b.alloca(count, i64)
         b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
         for k, value in enumerate(args):
             b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
-        slots = [b.alloca(1, t) for t in types]
         for k, slot in enumerate(slots):
             b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
         name = f"{self.prefix}_task{len(self.tasks)}"
@@ -102,21 +109,69 @@ class Spawner:
         null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
         b.op(llvm.CallOp("GOMP_task", function, data, null, b.i64(8 * count), b.i64(8),
                          b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
         for result, slot in zip(op.res, slots):
             placeholder = b.value(llvm.ZeroOp.create(result_types=[result.type]))
             self.slots[placeholder] = slot
+            if spawns is not None:
+                self.spawns[placeholder] = spawns
             result.replace_all_uses_with(placeholder)
         Rewriter.erase_op(op)
 
+    def in_place_unless(self, op: invoke.InvokeOp, spawns: SSAValue,
+                        slots: list[SSAValue]) -> Emitter:
+        """Ends `op`'s block with a branch on `spawns`: to a block that calls
+        the callee in place (its results into `slots`), or to one for the
+        spawn, returned; both go on to the rest of the block, from `op` on."""
+        block = op.parent_block()
+        assert block is not None
+        rest = block.split_before(op)
+        spawn, here = Block(), Block()
+        region = rest.parent
+        assert region is not None
+        region.insert_block_before(spawn, rest)
+        region.insert_block_before(here, rest)
+        block.add_op(llvm.CondBrOp(spawns, spawn, (), here, ()))
+        h = Emitter(InsertPoint.at_end(here), InsertPoint.at_end(here))
+        types = [r.type for r in op.res]
+        callee = op.callee.root_reference.data
+        if len(types) == 1:
+            call = h.op(llvm.CallOp(callee, self.ctx, *op.args, return_type=types[0]))
+            h.store(call.results[0], slots[0], 0)
+        else:  # results through pointers, as `task_function` passes them
+            h.op(llvm.CallOp(callee, self.ctx, *op.args, *slots))
+        h.op(llvm.BrOp(rest))
+        spawn.add_op(llvm.BrOp(rest))
+        return Emitter(InsertPoint.before(spawn.last_op), InsertPoint.before(spawn.last_op))
+
     def join(self, op: invoke.JoinOp) -> None:
+        spawns = next((self.spawns[v] for v in op.spawned if v in self.spawns), None)
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        b.op(llvm.CallOp("GOMP_taskwait"))
+        if self.budget is not None:
+            b = self.wait_if(op, spawns)
+        else:
+            b.op(llvm.CallOp("GOMP_taskwait"))
         for old, spawned in zip(op.joined, op.spawned):
             old.replace_all_uses_with(b.load(self.slots[spawned], 0, old.type))
         placeholders = [v.owner for v in op.spawned]
         Rewriter.erase_op(op)
         for placeholder in placeholders:
             Rewriter.erase_op(placeholder)
+
+    def wait_if(self, op: invoke.JoinOp, spawns: SSAValue | None) -> Emitter:
+        """GOMP_taskwait where the spawn happened, in a block of its own."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        if spawns is None:  # a join of tensors only (written through pointers)
+            assert self.budget is not None
+            spawns = b.value(arith.CmpiOp(self.budget, b.const(0, i32), "sgt"))
+        block = op.parent_block()
+        assert block is not None and block.parent is not None
+        rest = block.split_before(op)
+        wait = Block()
+        block.parent.insert_block_before(wait, rest)
+        block.add_op(llvm.CondBrOp(spawns, wait, (), rest, ()))
+        wait.add_ops([llvm.CallOp("GOMP_taskwait"), llvm.BrOp(rest)])
+        return Emitter(InsertPoint.before(op), InsertPoint.before(op))
 
 
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
@@ -208,22 +263,19 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
                        body=Region(block))
 
 
-def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
+def batch_entry(function: llvm.FuncOp, copies: Copies = ()
                 ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
     """`@f__batch(data)`: like `@f__team`, but one thread spawns a task per
     item, so the calls of a batch (the trees of a training step) share the
     team's threads with the tasks they spawn themselves. `data` is {contexts,
     stack limit of thread 0, count, records...}; a record is the item task's
     data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
-    by the caller. With `serial`, `@f__batch_serial`, whose items call
-    `@f__serial` and spawn nothing: for batches of like-sized calls, which
-    balance the team by themselves. Returns the entry and the item's task
-    function."""
+    by the caller. Items spawn as deep as the contexts' `spawn_budget` says:
+    not at all where it is negative (batches of like-sized calls balance the
+    team by themselves). Returns the entry and the item's task function."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    entry, item_name, callee = (f"{name}{BATCH_SERIAL}", f"{name}{BATCH_SERIAL}_item",
-                                f"{name}{SERIAL_ENTRY}") if serial else (
-                                    f"{name}__batch", f"{name}__item", name)
+    entry, item_name, callee = f"{name}__batch", f"{name}__item", name
     item = task_function(item_name, callee, inputs, [output] if output else [])
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
