@@ -44,7 +44,7 @@ INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_O
              "convert-scf-to-cf,convert-recir-to-llvm")
 GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
 # What `batching/native.py` runs on the row loops it builds (already loops).
-ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm"
+ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm{entries=false}"
 # `recir.dataflow`'s token-machine form.
 DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
 

@@ -28,8 +28,14 @@ spawns tasks waits for them first: they write into its frame.
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
 
-Option `max_depth` (default 0: none): prologues count the calls a thread is
-nested in and fail beyond it (`error = 5`).
+Each public function `@f` gets the entry points Python calls, both taking
+their arguments packed in 8-byte fields (`tasks.py`): `@f__packed`, one call
+on the calling thread, and in code with tasks `@f__team`, one call or a
+batch of calls on a team.
+
+Options: `max_depth` (default 0: none): prologues count the calls a thread is
+nested in and fail beyond it (`error = 5`); `entries` (default true): false
+gives no entry points (code called by address, as the frontier's row kernels).
 """
 
 from __future__ import annotations
@@ -73,9 +79,7 @@ from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.tasks import (
     Spawner,
-    batch_entry,
     declarations,
-    launch_entry,
     packed_entry,
     signature,
     team_declarations,
@@ -299,6 +303,7 @@ class FunctionConversion:
 class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
+    entries: bool = True  # each public function's `@f__packed` (and `@f__team`)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         needs_arena = needs_tasks = False
@@ -328,18 +333,15 @@ class ConvertRecirToLlvmPass(ModulePass):
                 uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
                   and f.linkage.linkage.data == "external" and f.body.blocks]
-        if needs_arena and not needs_tasks:  # one-thread gradients
-            op.body.blocks[0].add_ops([packed_entry(f) for f in public])
+        entries = [packed_entry(f) for f in public] if self.entries else []
         if needs_tasks:
             copies = {f.sym_name.data: [(k, elements[k]) for k in copied
                                         if k < len(signature(f)[0])] for f in public}
-            teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
-            teams += [launch_entry(f) for f in public]
-            batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
+            teams = [g for f in public for g in team_entry(f, copies[f.sym_name.data])]
             sums = [g for f in public if copies[f.sym_name.data]
                     for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
-            op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *sums,
-                                       *teams, *batches])
+            entries += [*declarations(), *team_declarations(), *tasks, *sums, *teams]
+        op.body.blocks[0].add_ops(entries)
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         if logged:

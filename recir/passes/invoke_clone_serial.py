@@ -1,4 +1,4 @@
-"""invoke-clone-serial: a spawn budget for each function that spawns, and serial clones where they pay.
+"""invoke-clone-serial: a spawn budget per spawning function, serial clones where they pay.
 
 A task costs about 0.1-0.4 µs in libgomp; fib's body costs 2 ns, a TreeLSTM
 node about 10 µs. So a function with `concurrent` invokes gets a leading

@@ -5,7 +5,14 @@ into 8-byte fields of a buffer that GOMP_task copies; the outlined task
 function unpacks them, picks its thread's context (`omp_get_thread_num`) and
 calls the callee. Tensor results need no slot: the caller allocated their
 buffers and the task writes through the pointers it was given. The join
-waits (GOMP_taskwait) and loads the scalar results from their slots.
+waits (GOMP_taskwait) and loads the scalar results from their slots. In a
+function with budget guards the spawn and the wait happen only while its
+budget lasts (`Spawner`).
+
+Every call from Python enters through one of a public function's two entry
+points, both taking their arguments packed in 8-byte fields: `@f__packed`
+(one call on the calling thread) and, in code with tasks, `@f__team` (one
+call or a batch on a team).
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ from recir.passes.native_context import (
     field,
 )
 
-PACKED_ENTRY = "__packed"
-LAUNCH_ENTRY = "__launch"  # a team call taking its arguments as the entry does
+# A public function's entry points besides itself: every call from Python
+# goes through one of them, with its arguments packed in 8-byte fields.
+PACKED_ENTRY = "__packed"  # one call on the calling thread
+TEAM_ENTRY = "__team"  # one call or a batch of calls on a team
 
 
 def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
@@ -204,53 +213,13 @@ def call_unpacked(b: Emitter, function: llvm.FuncOp, data: SSAValue, ctx: SSAVal
         b.store(result.results[0], slot, 0)
 
 
-def team_entry(function: llvm.FuncOp, copies: Copies = ()) -> llvm.FuncOp:
-    """`@f__team(data)`: one thread of the team calls `@f` with the arguments
-    packed in 8-byte fields of `data` ({contexts, stack limit of thread 0,
-    args..., result slot}); the others run the tasks it spawns."""
-
-    def call(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
-        call_unpacked(b, function, data, ctx, 2)
-        b.op(llvm.BrOp(done))
-        return []
-
-    return team_function(f"{function.sym_name.data}__team", call, summer(function, copies))
-
-
-def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__launch(contexts, limit, threads, args...)`: `@f`'s call on a
-    team of `threads`, taking its arguments as `@f` does (after the
-    context): it packs them as `@f__team` loads them, with `limit` as thread
-    0's stack limit, starts the team (GOMP_parallel) and returns the result.
-    A team call then costs Python one foreign call, as a serial one does,
-    where building the fields and the team's data in Python cost more."""
-    inputs, output = signature(function)
-    block = Block(arg_types=[PTR, i64, i32, *inputs])
-    contexts, limit, threads, args = block.args[0], block.args[1], block.args[2], block.args[3:]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    data = b.alloca(3 + len(inputs), i64)
-    b.store(contexts, data, 0)
-    b.store(limit, byte_offset(b, data, 8), 0)
-    for k, value in enumerate(args):
-        b.store(value, byte_offset(b, data, 8 * (2 + k)), 0)
-    slot = b.alloca(1, output) if output is not None else b.alloca(1, i64)
-    b.store(slot, byte_offset(b, data, 8 * (2 + len(inputs))), 0)
-    team = b.value(llvm.AddressOfOp(f"{function.sym_name.data}__team", PTR))
-    b.op(llvm.CallOp("GOMP_parallel", team, data, threads, b.const(0, i32)))
-    b.op(llvm.ReturnOp(b.load(slot, 0, output)) if output is not None else llvm.ReturnOp())
-    for op in list(block.ops):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(f"{function.sym_name.data}{LAUNCH_ENTRY}",
-                       llvm.LLVMFunctionType([PTR, i64, i32, *inputs], output),
-                       llvm.LinkageAttr("external"), body=Region(block))
-
-
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__packed(data)`: `@f` with its context and arguments packed in
-    8-byte fields of `data` ({context, args..., result slot}), so that a call
-    with any number of arguments can start on a switched stack (`makecontext`
-    passes a few integers): one-thread gradient calls."""
+    """`@f__packed(data)`: one call of `@f` on the calling thread, its context
+    and arguments packed in 8-byte fields of `data` ({context, args...,
+    result slot if `@f` returns a scalar}). Every call from Python without a
+    team comes here: one calling convention, and a call with any number of
+    arguments can start on a switched stack (`makecontext` passes a few
+    integers)."""
     block = Block(arg_types=[PTR])
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
@@ -263,23 +232,24 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
                        body=Region(block))
 
 
-def batch_entry(function: llvm.FuncOp, copies: Copies = ()
-                ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
-    """`@f__batch(data)`: like `@f__team`, but one thread spawns a task per
-    item, so the calls of a batch (the trees of a training step) share the
-    team's threads with the tasks they spawn themselves. `data` is {contexts,
-    stack limit of thread 0, count, records...}; a record is the item task's
-    data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
-    by the caller. Items spawn as deep as the contexts' `spawn_budget` says:
-    not at all where it is negative (batches of like-sized calls balance the
-    team by themselves). Returns the entry and the item's task function."""
+def team_entry(function: llvm.FuncOp, copies: Copies = ()
+               ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
+    """`@f__team(data)`: `count` calls of `@f` on a libgomp team. `data` is
+    {contexts, stack limit of thread 0, count, records...}; a record is
+    {contexts, args..., result slot if `@f` returns a scalar}, as
+    `@f__packed` takes them but for the contexts array. One thread runs a
+    lone call itself, or spawns a task per call, so that the calls of a
+    batch (the trees of a training step) share the team's threads with the
+    tasks they spawn themselves; the others run the tasks. Calls spawn as
+    deep as the contexts' `spawn_budget` says: not at all where it is
+    negative (batches of like-sized calls balance the team by themselves).
+    Returns the entry and the call's task function (`@f__item`)."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    entry, item_name, callee = f"{name}__batch", f"{name}__item", name
-    item = task_function(item_name, callee, inputs, [output] if output else [])
+    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
-    def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
+    def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
         def spawn(w: Emitter, index: SSAValue) -> Emitter:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
             task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
@@ -288,12 +258,19 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = ()
                              w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
             return w
 
-        blocks: list[Block] = []
+        lone, spawning = Block(), Block()
         count = b.load(byte_offset(b, data, 16), 0, i64)
-        counted_loop(b, b.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
+        b.op(llvm.CondBrOp(b.value(arith.CmpiOp(count, b.i64(1), "eq")), lone, (),
+                           spawning, ()))
+        here = b.at(InsertPoint.at_end(lone))
+        here.op(llvm.CallOp(item.sym_name.data, byte_offset(here, data, 24)))
+        here.op(llvm.BrOp(done))
+        blocks: list[Block] = [lone, spawning]
+        w = b.at(InsertPoint.at_end(spawning))
+        counted_loop(w, w.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
         return blocks
 
-    return team_function(entry, spawn_all, summer(function, copies)), item
+    return team_function(f"{name}{TEAM_ENTRY}", run_all, summer(function, copies)), item
 
 
 SUM_COPIES = "__sum_copies"  # `thread_copies.sum_copies_function`

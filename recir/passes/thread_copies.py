@@ -3,8 +3,8 @@
 At threads > 1 each thread of a team adds gradients into its own zeroed
 copy of each weight-gradient buffer (`adjoint.thread_copy`); after the
 call, the team adds the copies into the caller's buffers. Those loops are
-internal functions that the team, batch and serial batch entries
-(`tasks.team_function`) call, so that LLVM optimises them once per module.
+internal functions that the team entry (`tasks.team_function`) calls, so
+that LLVM optimises them once per module.
 """
 
 from __future__ import annotations

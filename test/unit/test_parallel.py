@@ -95,7 +95,7 @@ def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
     for batch in (alike, dominant):
         got = parallel.batch(batch)
-        kept = parallel.kept_contexts[2][-1].views[0]
+        kept = parallel.contexts.kept[2][-1].views[0]
         assert kept.spawn_budget == (budget or NO_TASKS)
         for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], got, strict=True):
             np.testing.assert_array_equal(h, h1)
@@ -286,7 +286,7 @@ def test_gradients_within_a_tree_equal_serial(module) -> None:
     model = small_model(module, 4)
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=MAX_THREADS)
-    assert parallel.native.copied, "dense gradient buffers get per-thread copies"
+    assert parallel.native.contexts.copied, "dense gradient buffers get per-thread copies"
     rng = np.random.default_rng(7)
     for seed in range(12):
         shape = ["balanced", "moderate", "linear"][seed % 3]
