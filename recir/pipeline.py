@@ -40,6 +40,7 @@ DEFER_OUTER_BYTES = defer_outer_bytes()
 CLOSE = "capture-outer-refs"
 FUSE = "tmath-fuse-elementwise"
 TASKS = "invoke-mark-concurrent,invoke-clone-serial"  # threads > 1: {budget=N} added
+SPAWN = "convert-invoke-to-gomp"  # threads > 1, after convert-scf-to-cf
 INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_OUTER_BYTES}}},"
              "convert-scf-to-cf,convert-recir-to-llvm")
 GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
@@ -59,6 +60,7 @@ def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
     if threads > 1:
         tasks = f"{TASKS}{{budget={max_budget(threads)}}}"
         passes = passes.replace("convert-tmath-to-loops", f"{tasks},convert-tmath-to-loops")
+        passes = passes.replace("convert-scf-to-cf,", f"convert-scf-to-cf,{SPAWN},")
     return passes
 
 

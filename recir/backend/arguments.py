@@ -1,7 +1,7 @@
 """A compiled function's arguments: checked, converted and packed.
 
 Every call from Python goes through an entry point that takes its context
-and arguments packed in 8-byte fields (`passes/tasks.py`: `@f__packed`,
+and arguments packed in 8-byte fields (`passes/entry_points.py`: `@f__packed`,
 `@f__team`): f32 tensors are pointers to contiguous data; a structure array
 (`tensor<?xi32>`) is a pointer to `{i64 length, ptr data}`, so generated
 code can check every index read from it; scalars are their bits; tensor

@@ -39,7 +39,7 @@ from recir.passes.native_context import (
     ERROR_STACK,
     ERROR_TIMEOUT,
 )
-from recir.passes.tasks import PACKED_ENTRY, TEAM_ENTRY
+from recir.passes.entry_points import PACKED_ENTRY, TEAM_ENTRY
 
 Once = Callable[[bool], tuple[Context, Any]]  # a call, on a switched deep stack if True
 

@@ -59,7 +59,7 @@ def context_type() -> llvm.LLVMStructType:
 OFFSETS, CONTEXT_BYTES = layout(CONTEXT_FIELDS)
 
 # `stack_limit` is a thread's stack bottom plus this margin for the deepest
-# frame: the runtime (`backend/stack.py`) and the task prologue (`tasks.py`)
+# frame: the runtime (`backend/stack.py`) and the team entry (`entry_points.py`)
 # both set it.
 MARGIN_BYTES = 2 << 20
 # The stack deep recursions run on (`backend/stack.py`): reserved, not committed.

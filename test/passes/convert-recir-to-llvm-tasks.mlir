@@ -1,6 +1,7 @@
-// RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
-// A concurrent invoke becomes a GOMP_task on an outlined function that finds
-// its thread's context; the join waits and loads the result from its slot;
+// RUN: recir-opt -p convert-invoke-to-gomp,convert-recir-to-llvm %s | filecheck %s
+// convert-invoke-to-gomp makes a concurrent invoke a GOMP_task on an outlined
+// function, which convert-recir-to-llvm gives its thread's context; the join
+// waits and loads the result from its slot;
 // the public function gets two entry points taking packed arguments:
 // __packed, one call on the calling thread, and __team, which libgomp runs on
 // every thread: its single thread runs one call itself (count 1) or spawns one
@@ -31,13 +32,13 @@ func.func @pair(%n: i32) -> i32 {
 // CHECK-NEXT:    llvm.call @GOMP_taskwait() : () -> ()
 // CHECK-NEXT:    %{{.*}} = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    llvm.return
-// CHECK-LABEL: llvm.func @pair__packed(
-// CHECK:         llvm.call @pair(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
 // CHECK:       llvm.func @GOMP_task(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i8, i32, !llvm.ptr, i32, !llvm.ptr)
 // CHECK:       llvm.func internal @pair_task0(%{{.*}}: !llvm.ptr) {
 // CHECK:         llvm.call @omp_get_thread_num() : () -> i32
 // CHECK:         %[[R:.*]] = llvm.call @leaf(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
 // CHECK-NEXT:    llvm.store %[[R]], %{{.*}} : i32, !llvm.ptr
+// CHECK-LABEL: llvm.func @pair__packed(
+// CHECK:         llvm.call @pair(%{{.*}}, %{{.*}}) : (!llvm.ptr, i32) -> i32
 // CHECK-LABEL: llvm.func @pair__team(
 // CHECK:         llvm.call @pthread_getattr_np(
 // CHECK:         llvm.call @GOMP_single_start() : () -> i8

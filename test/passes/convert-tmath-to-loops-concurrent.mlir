@@ -32,7 +32,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // CHECK-NOT:     adjoint.thread_copy
 // CHECK-LABEL: func.func @grad(
 
-// RUN: recir-opt -p convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
+// RUN: recir-opt -p convert-tmath-to-loops,convert-scf-to-cf,convert-invoke-to-gomp,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
 // thread_copy loads the thread's table from the context (offset 56) and
 // falls back to the buffer itself where the table is null.
 // LLVM-LABEL: llvm.func internal @sweep(

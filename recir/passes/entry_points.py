@@ -1,18 +1,9 @@
-"""`concurrent` invokes as libgomp tasks, `invoke.join` as a taskwait.
-
-A spawn packs the context array, the arguments and pointers to result slots
-into 8-byte fields of a buffer that GOMP_task copies; the outlined task
-function unpacks them, picks its thread's context (`omp_get_thread_num`) and
-calls the callee. Tensor results need no slot: the caller allocated their
-buffers and the task writes through the pointers it was given. The join
-waits (GOMP_taskwait) and loads the scalar results from their slots. In a
-function with budget guards the spawn and the wait happen only while its
-budget lasts (`Spawner`).
-
-Every call from Python enters through one of a public function's two entry
-points, both taking their arguments packed in 8-byte fields: `@f__packed`
-(one call on the calling thread) and, in code with tasks, `@f__team` (one
-call or a batch on a team).
+"""The entry points Python calls: every public function's `@f__packed`, and
+in code with tasks its `@f__team`, both taking their arguments packed in
+8-byte fields. `@f__packed` is one call on the calling thread (and can start
+on a switched stack: `makecontext` passes a few integers); `@f__team` is one
+call or a batch of calls on a libgomp team, each thread setting up its own
+context first.
 """
 
 from __future__ import annotations
@@ -24,12 +15,11 @@ from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
-    CONTEXTS,
     ERROR_OFFSET,
     MARGIN_BYTES,
     SPAWN_BUDGET,
@@ -43,23 +33,11 @@ PACKED_ENTRY = "__packed"  # one call on the calling thread
 TEAM_ENTRY = "__team"  # one call or a batch of calls on a team
 
 
-def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
-    return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
-                       llvm.LinkageAttr("external"))
-
-
-def declarations() -> list[Operation]:
-    return [declare("GOMP_task", [PTR, PTR, PTR, i64, i64, i8, i32, PTR, i32, PTR], None),
-            declare("GOMP_taskwait", [], None),
-            declare("omp_get_thread_num", [], i32)]
-
-
-def byte_offset(b: Emitter, ptr: SSAValue, count: SSAValue | int) -> SSAValue:
-    return b.value(llvm.GEPOp.from_mixed_indices(ptr, [b.i64(count)], i8))
-
-
 def task_function(name: str, callee: str, args: Sequence[Attribute],
                   results: Sequence[Attribute]) -> llvm.FuncOp:
+    """`@name(data)`: a call of the converted `@callee` as a libgomp task,
+    its context and arguments in 8-byte fields of `data` ({contexts,
+    args..., result slots}), on the context of the thread that runs it."""
     block = Block(arg_types=[PTR])
     data = block.args[0]
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
@@ -82,105 +60,6 @@ def task_function(name: str, callee: str, args: Sequence[Attribute],
             Rewriter.replace_op(op, ops)
     return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
                        llvm.LinkageAttr("internal"), body=region)
-
-
-class Spawner:
-    """Lowers one function's spawns and joins; collects the task functions.
-    With a `budget` (the function's, `invoke.budget_guards`), each spawn
-    happens only where it is above 0, and the callee is called in place
-    otherwise; its join then waits only where it spawned."""
-
-    def __init__(self, ctx: SSAValue, prefix: str, tasks: list[llvm.FuncOp],
-                 budget: SSAValue | None = None):
-        self.ctx, self.prefix, self.tasks, self.budget = ctx, prefix, tasks, budget
-        self.slots: dict[SSAValue, SSAValue] = {}
-        self.spawns: dict[SSAValue, SSAValue] = {}  # placeholder -> whether it spawned
-
-    def spawn(self, op: invoke.InvokeOp) -> None:
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        args, types = list(op.args), [r.type for r in op.res]
-        slots = [b.alloca(1, t) for t in types]
-        spawns = None
-        if self.budget is not None:
-            spawns = b.value(arith.CmpiOp(self.budget, b.const(0, i32), "sgt"))
-            b = self.in_place_unless(op, spawns, slots)
-        count = 1 + len(args) + len(types)
-        data = b.alloca(count, i64)
-        b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
-        for k, value in enumerate(args):
-            b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
-        for k, slot in enumerate(slots):
-            b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
-        name = f"{self.prefix}_task{len(self.tasks)}"
-        self.tasks.append(task_function(name, op.callee.root_reference.data,
-                                        [a.type for a in args], types))
-        function = b.value(llvm.AddressOfOp(name, PTR))
-        null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
-        b.op(llvm.CallOp("GOMP_task", function, data, null, b.i64(8 * count), b.i64(8),
-                         b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        for result, slot in zip(op.res, slots):
-            placeholder = b.value(llvm.ZeroOp.create(result_types=[result.type]))
-            self.slots[placeholder] = slot
-            if spawns is not None:
-                self.spawns[placeholder] = spawns
-            result.replace_all_uses_with(placeholder)
-        Rewriter.erase_op(op)
-
-    def in_place_unless(self, op: invoke.InvokeOp, spawns: SSAValue,
-                        slots: list[SSAValue]) -> Emitter:
-        """Ends `op`'s block with a branch on `spawns`: to a block that calls
-        the callee in place (its results into `slots`), or to one for the
-        spawn, returned; both go on to the rest of the block, from `op` on."""
-        block = op.parent_block()
-        assert block is not None
-        rest = block.split_before(op)
-        spawn, here = Block(), Block()
-        region = rest.parent
-        assert region is not None
-        region.insert_block_before(spawn, rest)
-        region.insert_block_before(here, rest)
-        block.add_op(llvm.CondBrOp(spawns, spawn, (), here, ()))
-        h = Emitter(InsertPoint.at_end(here), InsertPoint.at_end(here))
-        types = [r.type for r in op.res]
-        callee = op.callee.root_reference.data
-        if len(types) == 1:
-            call = h.op(llvm.CallOp(callee, self.ctx, *op.args, return_type=types[0]))
-            h.store(call.results[0], slots[0], 0)
-        else:  # results through pointers, as `task_function` passes them
-            h.op(llvm.CallOp(callee, self.ctx, *op.args, *slots))
-        h.op(llvm.BrOp(rest))
-        spawn.add_op(llvm.BrOp(rest))
-        return Emitter(InsertPoint.before(spawn.last_op), InsertPoint.before(spawn.last_op))
-
-    def join(self, op: invoke.JoinOp) -> None:
-        spawns = next((self.spawns[v] for v in op.spawned if v in self.spawns), None)
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        if self.budget is not None:
-            b = self.wait_if(op, spawns)
-        else:
-            b.op(llvm.CallOp("GOMP_taskwait"))
-        for old, spawned in zip(op.joined, op.spawned):
-            old.replace_all_uses_with(b.load(self.slots[spawned], 0, old.type))
-        placeholders = [v.owner for v in op.spawned]
-        Rewriter.erase_op(op)
-        for placeholder in placeholders:
-            Rewriter.erase_op(placeholder)
-
-    def wait_if(self, op: invoke.JoinOp, spawns: SSAValue | None) -> Emitter:
-        """GOMP_taskwait where the spawn happened, in a block of its own."""
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        if spawns is None:  # a join of tensors only (written through pointers)
-            assert self.budget is not None
-            spawns = b.value(arith.CmpiOp(self.budget, b.const(0, i32), "sgt"))
-        block = op.parent_block()
-        assert block is not None and block.parent is not None
-        rest = block.split_before(op)
-        wait = Block()
-        block.parent.insert_block_before(wait, rest)
-        block.add_op(llvm.CondBrOp(spawns, wait, (), rest, ()))
-        wait.add_ops([llvm.CallOp("GOMP_taskwait"), llvm.BrOp(rest)])
-        return Emitter(InsertPoint.before(op), InsertPoint.before(op))
 
 
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
