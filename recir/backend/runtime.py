@@ -152,11 +152,11 @@ class NativeFunction:
         thread's stack, again on a deep one if the recursion ran out there;
         gradients on a deep stack from the start (this thread's switched
         stack, else the deep-stack worker's)."""
-        retry = once
+        # (without switching stacks, a retry runs alone on a deep-stack thread)
+        retry = (lambda: self.alone(args)) if once is None else (lambda: once(False))
         if once is None:
             once = (lambda switch: self.alone(args, switch)) if threads < 2 else (
                 lambda switch: self.one_on_team(args, threads, budget, switch))
-        retry = (lambda: self.alone(args)) if retry is None else (lambda: once(False))
         if self.deep_only and stack.SWITCHING:
             ctx, returned = once(True)
         elif self.deep_only:
