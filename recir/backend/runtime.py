@@ -201,7 +201,8 @@ class NativeFunction:
                     ) -> tuple[Context, Any]:
         """One call on a team of `threads`: `@f__team` with one record."""
         slot = self.arguments.result_slot()
-        record = [*self.arguments.fields(args), ctypes.addressof(slot)]
+        record = self.arguments.fields(args)
+        record.append(ctypes.addressof(slot))
         ctx = self.on_team(args, threads, budget, switch,
                            lambda contexts: [1, contexts.address, *record])
         return ctx, slot.value

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from recir.backend import stack
-from recir.backend.contexts import NO_TASKS, Context, release_kept, team_contexts
+from recir.backend.contexts import NO_ERROR, NO_TASKS, Context, release_kept, team_contexts
 from recir.backend.engine import openmp, openmp_entry
 from recir.backend.interrupts import RUNNING
 from recir.backend.tape_pool import TAPES
@@ -92,7 +92,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     leader where this one may end: `stack.TeamLeaders`), on its switched
     deep stack if `switch` (and glibc has ucontext), else on the stack it is
     on. The first error found is returned with its context, and the team's
-    tape bytes."""
+    tape bytes; NO_ERROR where there was neither."""
     def start() -> None:  # on this thread or a team leader (`stack.TeamLeaders`)
         deep = stack.switched_stack() if switch and stack.SWITCHING else None
         # (an array.array converts a batch's fields several times faster than a ctypes array)
@@ -102,14 +102,27 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
         if deep is not None:
             deep.call(openmp_entry(), entry, address, len(contexts), 0)
         else:
-            openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
+            gomp_parallel()(entry, address, len(contexts), 0)
 
     stack.LEADERS.run(start)
-    failed, tape_bytes = contexts.views[0], 0
+    failed, tape_bytes = None, 0
     for ctx in contexts.views:
         tape_bytes += ctx.tape_bytes
-        if ctx.error and not failed.error:
+        if ctx.error and failed is None:
             failed = ctx
-    failed = Context.from_buffer_copy(failed)  # the contexts go on to the next call
-    failed.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
-    return failed
+    if failed is None and not tape_bytes:
+        return NO_ERROR
+    # a copy: the contexts go on to the next call
+    found = Context.from_buffer_copy(failed if failed is not None else contexts.views[0])
+    found.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
+    return found
+
+
+_GOMP_PARALLEL: list[Any] = []
+
+
+def gomp_parallel() -> Any:
+    """The OpenMP runtime's `GOMP_parallel`, looked up once."""
+    if not _GOMP_PARALLEL:
+        _GOMP_PARALLEL.append(openmp().GOMP_parallel)  # type: ignore[union-attr]
+    return _GOMP_PARALLEL[0]
