@@ -32,6 +32,15 @@ def is_branch(op: Operation) -> bool:
     return op.name in ("cf.br", "cf.cond_br")
 
 
+def is_scf(op: Operation) -> bool:
+    return op.name.startswith("scf.")
+
+
+def is_spawn(op: Operation) -> bool:
+    return op.name == "invoke.join" or (
+        op.name == "invoke.invoke" and "concurrent" in op.properties)
+
+
 CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
 
 # pass -> (an op the pass cannot handle, what to do about it)
@@ -39,8 +48,13 @@ PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
     "convert-scf-to-cf": [CLOSE_FIRST],
     "convert-tmath-to-loops": [CLOSE_FIRST, (is_branch, "run {pass_} before "
                                              "convert-scf-to-cf (it lowers scf.if itself)")],
+    "convert-invoke-to-gomp": [CLOSE_FIRST,
+                               (has_tensor, "run convert-tmath-to-loops before {pass_}"),
+                               (is_scf, "run convert-scf-to-cf before {pass_} (a spawn "
+                                        "may branch)")],
     "convert-recir-to-llvm": [CLOSE_FIRST, (has_tensor, "run convert-tmath-to-loops "
-                                            "before {pass_}")],
+                                            "before {pass_}"),
+                              (is_spawn, "run convert-invoke-to-gomp before {pass_}")],
 }
 
 

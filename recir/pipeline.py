@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, SymbolRefAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, SymbolRefAttr
 from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
@@ -28,8 +27,8 @@ from recir.backend.runtime import NativeFunction
 from recir.backend.policy import defer_outer_bytes, max_budget
 from recir.context import make_context
 from recir.diagnostics import RecirError
-from recir.dialects import tmath
 from recir.interpreter import find_entry
+from recir.passes.work_estimate import work
 from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
@@ -41,11 +40,12 @@ DEFER_OUTER_BYTES = defer_outer_bytes()
 CLOSE = "capture-outer-refs"
 FUSE = "tmath-fuse-elementwise"
 TASKS = "invoke-mark-concurrent,invoke-clone-serial"  # threads > 1: {budget=N} added
+SPAWN = "convert-invoke-to-gomp"  # threads > 1, after convert-scf-to-cf
 INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_OUTER_BYTES}}},"
              "convert-scf-to-cf,convert-recir-to-llvm")
 GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
 # What `batching/native.py` runs on the row loops it builds (already loops).
-ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm"
+ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm{entries=false}"
 # `recir.dataflow`'s token-machine form.
 DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
 
@@ -60,6 +60,7 @@ def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
     if threads > 1:
         tasks = f"{TASKS}{{budget={max_budget(threads)}}}"
         passes = passes.replace("convert-tmath-to-loops", f"{tasks},convert-tmath-to-loops")
+        passes = passes.replace("convert-scf-to-cf,", f"convert-scf-to-cf,{SPAWN},")
     return passes
 
 
@@ -136,26 +137,12 @@ def prune_unreachable(module: ModuleOp, entry: str) -> None:
             module.body.blocks[0].erase_op(function)
 
 
-MATRIX_OPS = ("tmath.matvec", "adjoint.vecmat", "adjoint.accumulate_outer")
-
-
 def call_work(module: ModuleOp) -> int:
     """A rough count of the multiply-adds of one call of each function of
-    `module`, summed (both branches of an `scf.if` counted): its matrix
-    products by matrix size, every other tensor op by result size, one per
-    scalar op. Times the input's size it tells a team call from one too small
-    to gain from a second thread (`policy.team_pays`)."""
-    def elements(v: Any) -> int:  # a dynamic dimension counts as 1
-        return math.prod(max(d, 1) for d in tmath.shape_of(v)) if isinstance(
-            v.type, TensorType) else 1
-
-    work = 0
-    for op in module.walk():
-        if op.name in MATRIX_OPS:
-            work += max(elements(v) for v in op.operands)
-        elif op.results:
-            work += sum(elements(r) for r in op.results)
-    return work
+    `module`, summed (`passes/work_estimate.py`). Times the input's size it
+    tells a team call from one too small to gain from a second thread
+    (`policy.team_pays`)."""
+    return work(module)
 
 
 def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0,

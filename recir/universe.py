@@ -100,6 +100,12 @@ def _invoke_to_frontier() -> type[ModulePass]:
     return InvokeToFrontierPass
 
 
+def _convert_invoke_to_gomp() -> type[ModulePass]:
+    from recir.passes.convert_invoke_to_gomp import ConvertInvokeToGompPass
+
+    return ConvertInvokeToGompPass
+
+
 def _convert_recir_to_llvm() -> type[ModulePass]:
     from recir.passes.convert_recir_to_llvm import ConvertRecirToLlvmPass
 
@@ -122,6 +128,7 @@ RECIR_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "invoke-mark-concurrent": _invoke_mark_concurrent,
     "invoke-clone-serial": _invoke_clone_serial,
     "convert-tmath-to-loops": _convert_tmath_to_loops,
+    "convert-invoke-to-gomp": _convert_invoke_to_gomp,
     "convert-recir-to-llvm": _convert_recir_to_llvm,
     "lower-invoke-to-call-return": _lower_invoke_to_call_return,
     "invoke-to-frontier": _invoke_to_frontier,

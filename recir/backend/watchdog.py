@@ -10,7 +10,6 @@ call would cost ~100 us).
 
 from __future__ import annotations
 
-import ctypes
 import heapq
 import itertools
 import threading
@@ -18,9 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from recir.backend import stack
 from recir.backend.interrupts import stop
-from recir.backend.tape_pool import TAPES
 from recir.diagnostics import RecirError
 from recir.passes.native_context import ERROR_TIMEOUT
 
@@ -91,40 +88,30 @@ class Watchdog:
 WATCHDOG = Watchdog()
 
 
-def call_within(native: Any, inputs: Sequence[Any], seconds: float,
-                lone_context: Any) -> tuple[Any, ...]:
-    """A `NativeFunction` call on one thread, stopped after `seconds`:
-    gradients on the deep-stack worker, others retried there if their
-    recursion ran out of this thread's stack, as `NativeFunction.call` does.
-    `lone_context(stack_limit, tape)` makes its context (the runtime's)."""
+def call_within(native: Any, inputs: Sequence[Any], seconds: float) -> tuple[Any, ...]:
+    """A `NativeFunction` call on one thread, stopped after `seconds`, on
+    the stacks `NativeFunction.run` gives any call (gradients on a deep one,
+    others retried there if their recursion ran out of this thread's)."""
     if isinstance(seconds, bool) or not (isinstance(seconds, int | float) and seconds > 0):
         raise RecirError(f"error: timeout must be a positive number of seconds, "
                          f"got {seconds!r}")
     watch = WATCHDOG.watch(seconds)
 
-    def once(args: list[Any]) -> tuple[Any, Any]:
-        ctx = lone_context(stack.stack_limit(), native.deep_only)
-        logs = native.outer_logs([ctx])
+    def watched(ctx: Any) -> Any:
         WATCHDOG.add(watch, ctx)
-        try:
-            returned = native.serial_entry(ctypes.byref(ctx), *args)
-        finally:
-            WATCHDOG.remove(watch, ctx)
-            TAPES.release(ctx)
-            logs.add_into(args)
+        return lambda: WATCHDOG.remove(watch, ctx)
+
+    def once(args: list[Any], switch: bool) -> tuple[Any, Any]:
+        ctx, returned = native.alone(args, switch, watched)
         if ctx.error == ERROR_TIMEOUT:
             raise RecirError(f"error: native @{native.name} did not finish within "
                              f"{seconds} s (timeout)")
         return ctx, returned
 
-    def run(args: list[Any]) -> Any:
-        if not native.deep_only:
-            return native.call(args, lambda a, threads, switch: once(a), threads=1)
-        ctx, returned = stack.DEEP_WORKER.run(lambda: once(args))
-        native.raise_error(ctx)
-        return returned
-
+    keep: list[Any] = []
+    args, results = native.arguments.prepare(inputs, keep)
     try:
-        return native.invoke(inputs, run)
+        return native.arguments.outputs_of(results, native.run(
+            args, 1, 0, lambda switch: once(args, switch)))
     finally:
         WATCHDOG.finish(watch)

@@ -46,6 +46,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.backend.array_address import data_address
+from recir.backend.contexts import Context  # (native_post.py imports it from here)
 from recir.backend.kernels import split
 from recir.batching.kernels import split_threads
 from recir.diagnostics import RecirError, format_error
@@ -495,14 +496,6 @@ def backward_function(group: RowGroup, name: str) -> func.FuncOp:
 
 
 # --- compilation and calls --------------------------------------------------
-
-class Context(ctypes.Structure):
-    """The generated code's context (`native_context.py`): the stack probe
-    reads `stack_limit` (0 never fails), a failed check sets `error`/`site`."""
-
-    _fields_ = [("stack_limit", ctypes.c_uint64), ("error", ctypes.c_int32),
-                ("site", ctypes.c_int32), ("rest", ctypes.c_uint64 * 6)]
-
 
 def digest() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

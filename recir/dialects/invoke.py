@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import (
     I32,
     FlatSymbolRefAttrConstr,
@@ -300,4 +300,24 @@ class SpawnBudgetOp(IRDLOperation):
                                   f"{self.default.value.data}")
 
 
-Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp, JoinOp, SpawnBudgetOp])
+@irdl_op_definition
+class ContextOp(IRDLOperation):
+    """The calling thread's native context (`passes/native_context.py`),
+    which every native function takes first: convert-invoke-to-gomp reads
+    the team's contexts from it for the tasks it spawns, and
+    convert-recir-to-llvm replaces it by the function's context argument.
+
+    ```mlir
+    %ctx = invoke.context
+    ```
+    """
+
+    name = "invoke.context"
+    ctx = result_def(llvm.LLVMPointerType())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[llvm.LLVMPointerType()])
+
+
+Invoke = Dialect("invoke", [SubgraphOp, ReturnOp, InvokeOp, JoinOp, SpawnBudgetOp, ContextOp])

@@ -1,7 +1,8 @@
 """convert-recir-to-llvm: func, invoke, cf, arith and math to xDSL's `llvm` dialect.
 
-Runs after convert-tmath-to-loops and convert-scf-to-cf. Every function gets a
-leading `!llvm.ptr` context, `{i64 stack_limit, i32 error, i32 site}`, which
+Runs after convert-tmath-to-loops, convert-scf-to-cf and, in code with
+concurrent invokes, convert-invoke-to-gomp. Every function gets a leading
+`!llvm.ptr` context (`native_context.py`; `invoke.context` becomes it), which
 is how native code reports an error instead of crashing:
 
 - a failed `cf.assert` (bounds and divisor checks) sets `error = 2` and `site`,
@@ -23,13 +24,19 @@ frame finishes its straight-line code and the stack unwinds. One compare per
 call and no check after calls (they stay in tail position, which LLVM's
 accumulator tail-recursion elimination needs; only max_depth's restore and
 heap buffers' frees come after them). The error return of a function that
-spawns tasks waits for them first: they write into its frame.
+spawns tasks (`invoke.spawns`) waits for them first: they write into its frame.
 
 A function with one result returns it; with several it writes them through
 trailing pointer arguments. Private functions get internal linkage.
 
-Option `max_depth` (default 0: none): prologues count the calls a thread is
-nested in and fail beyond it (`error = 5`).
+Each public function `@f` gets the entry points Python calls, both taking
+their arguments packed in 8-byte fields (`entry_points.py`): `@f__packed`, one call
+on the calling thread, and in code with tasks `@f__team`, one call or a
+batch of calls on a team.
+
+Options: `max_depth` (default 0: none): prologues count the calls a thread is
+nested in and fail beyond it (`error = 5`); `entries` (default true): false
+gives no entry points (code called by address, as the frontier's row kernels).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -59,10 +66,10 @@ from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.frame_buffers import declare_heap
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
+    CONTEXT_BYTES,
     ERROR_CHECK,
     SPAWN_BUDGET,
     field,
@@ -71,11 +78,8 @@ from recir.passes.native_context import (
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.tasks import (
-    Spawner,
-    batch_entry,
-    declarations,
-    launch_entry,
+from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
+from recir.passes.entry_points import (
     packed_entry,
     signature,
     team_declarations,
@@ -84,8 +88,8 @@ from recir.passes.tasks import (
 from recir.passes.thread_copies import sum_copies_function
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
-CONVERTED = (cf.AssertOp, invoke.InvokeOp, invoke.JoinOp, func.ReturnOp, tape.NewOp,
-             adjoint.ThreadCopyOp, adjoint.LogReserveOp, invoke.SpawnBudgetOp, cf.BranchOp,
+CONVERTED = (cf.AssertOp, invoke.InvokeOp, func.ReturnOp, tape.NewOp, adjoint.ThreadCopyOp,
+             adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp, cf.BranchOp,
              cf.ConditionalBranchOp)  # what `FunctionConversion.convert` handles
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
@@ -128,36 +132,48 @@ def expand_math(op: Operation) -> None:
     Rewriter.erase_op(op)
 
 
+def thread_context(entry: Block) -> SSAValue:
+    """The context of the thread running a task: its own in the team's
+    array, whose address is the first field of the task's data."""
+    b = Emitter(InsertPoint.at_start(entry), InsertPoint.at_start(entry))
+    contexts = b.load(entry.args[0], 0, PTR)
+    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
+    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
+    return b.value(llvm.GEPOp.from_mixed_indices(contexts, [offset], i8))
+
+
 class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
-    def __init__(self, function: func.FuncOp, sites: list[str], tasks: list[llvm.FuncOp],
-                 max_depth: int = 0):
+    def __init__(self, function: func.FuncOp, sites: list[str], max_depth: int = 0):
         self.function, self.max_depth = function, max_depth
         self.uses_heap = False
-        self.sites, self.tasks = sites, tasks
+        self.sites = sites
         signature = function.function_type
         self.results = list(signature.outputs)
         self.returns_one = len(self.results) == 1
         output = self.results[0] if self.returns_one else None
         out_params = [] if self.returns_one else [PTR] * len(self.results)
-        self.type = llvm.LLVMFunctionType([PTR, *signature.inputs, *out_params], output)
+        # a task takes its data alone, as GOMP_task calls it (`convert-invoke-to-gomp`)
+        self.task = TASK in function.attributes
+        context = [] if self.task else [PTR]
+        self.type = llvm.LLVMFunctionType([*context, *signature.inputs, *out_params], output)
 
     def run(self) -> llvm.FuncOp:
         body = self.function.detach_region(self.function.body)
         entry = body.blocks[0]
-        self.ctx = entry.insert_arg(PTR, 0)
+        self.ctx = thread_context(entry) if self.task else entry.insert_arg(PTR, 0)
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
-        self.spawner = Spawner(self.ctx, self.function.sym_name.data, self.tasks)
-        spawned = len(self.tasks)
         for op in list(body.walk()):
             if isinstance(op, CONVERTED):  # one check for the many ops that are not
                 self.convert(op)
-        if len(self.tasks) > spawned:  # a failed check may come between spawn and join:
+        if SPAWNS in self.function.attributes:  # a failed check may come between spawn and join:
             # the tasks must not outlive the buffers and slots they write
             Rewriter.insert_op(llvm.CallOp("GOMP_taskwait"), InsertPoint.at_start(self.fail))
+        if self.task:  # a trampoline: its callee has the prologue
+            return self.converted(body)
         # the prologue's failures name this function and where it was written
         site = len(self.sites)
         self.sites.append(f"{location_prefix(self.function)}error: recursion in "
@@ -165,6 +181,9 @@ class FunctionConversion:
         self.uses_heap = emit_prologue(entry, self.ctx, self.fail,
                                        lambda at, code: self.set_error(at, code, site),
                                        self.max_depth)
+        return self.converted(body)
+
+    def converted(self, body: Region) -> llvm.FuncOp:
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
                 Rewriter.replace_op(op, ops)
@@ -195,10 +214,6 @@ class FunctionConversion:
     def convert(self, op: Operation) -> None:
         if isinstance(op, cf.AssertOp):
             self.convert_assert(op)
-        elif isinstance(op, invoke.InvokeOp) and op.concurrent is not None:
-            self.spawner.spawn(op)
-        elif isinstance(op, invoke.JoinOp):
-            self.spawner.join(op)
         elif isinstance(op, invoke.InvokeOp):
             self.convert_invoke(op)
         elif isinstance(op, func.ReturnOp):
@@ -211,6 +226,9 @@ class FunctionConversion:
             self.convert_log_reserve(op)
         elif isinstance(op, invoke.SpawnBudgetOp):
             self.convert_spawn_budget(op)
+        elif isinstance(op, invoke.ContextOp):
+            op.ctx.replace_all_uses_with(self.ctx)
+            Rewriter.erase_op(op)
         elif isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
@@ -297,6 +315,7 @@ class FunctionConversion:
 class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
+    entries: bool = True  # each public function's `@f__packed` (and `@f__team`)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         needs_arena = needs_tasks = False
@@ -313,35 +332,27 @@ class ConvertRecirToLlvmPass(ModulePass):
                 elements[inner.slot.value.data] = inner.elements.value.data
             elif isinstance(inner, adjoint.LogReserveOp):
                 logged_slots.add(inner.slot.value.data)
-            elif isinstance(inner, invoke.JoinOp):
+            elif isinstance(inner, func.FuncOp) and SPAWNS in inner.attributes:
                 needs_tasks = True
         copied, logged = sorted(elements), sorted(logged_slots)
         sites: list[str] = []
-        tasks: list[llvm.FuncOp] = []
         uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                conversion = FunctionConversion(function, sites, tasks, self.max_depth)
+                conversion = FunctionConversion(function, sites, self.max_depth)
                 Rewriter.replace_op(function, conversion.run())
                 uses_heap |= conversion.uses_heap
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
-                  and f.linkage.linkage.data == "external" and f.body.blocks
-                  and not f.sym_name.data.endswith(SERIAL_ENTRY)]
-        if needs_arena and not needs_tasks:  # one-thread gradients
-            op.body.blocks[0].add_ops([packed_entry(f) for f in public])
+                  and f.linkage.linkage.data == "external" and f.body.blocks]
+        entries = [packed_entry(f) for f in public] if self.entries else []
         if needs_tasks:
             copies = {f.sym_name.data: [(k, elements[k]) for k in copied
                                         if k < len(signature(f)[0])] for f in public}
-            teams = [team_entry(f, copies[f.sym_name.data]) for f in public]
-            teams += [launch_entry(f) for f in public]
-            batches = [g for f in public for g in batch_entry(f, copies[f.sym_name.data])]
-            names = {f.sym_name.data for f in op.ops if isinstance(f, llvm.FuncOp)}
-            batches += [g for f in public if f"{f.sym_name.data}{SERIAL_ENTRY}" in names
-                        for g in batch_entry(f, copies[f.sym_name.data], serial=True)]
+            teams = [g for f in public for g in team_entry(f, copies[f.sym_name.data])]
             sums = [g for f in public if copies[f.sym_name.data]
                     for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
-            op.body.blocks[0].add_ops([*declarations(), *team_declarations(), *tasks, *sums,
-                                       *teams, *batches])
+            entries += [*team_declarations(), *sums, *teams]
+        op.body.blocks[0].add_ops(entries)
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         if logged:

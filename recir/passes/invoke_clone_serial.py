@@ -1,22 +1,25 @@
-"""invoke-clone-serial: a serial clone of each function that spawns, and a spawn budget.
+"""invoke-clone-serial: a spawn budget per spawning function, serial clones where they pay.
 
 A task costs about 0.1-0.4 µs in libgomp; fib's body costs 2 ns, a TreeLSTM
-node about 10 µs. So a function with `concurrent` invokes gets a clone
-`@f_serial` without markers (calling serial clones), and `@f` gets a leading
-`budget` argument: with budget left it runs its body, passing `budget - 1`
-on; at zero it calls `@f_serial`. Spawning thus stops `budget` levels down
-the call tree (2^budget tasks for a binary recursion), below which calls cost
-what they cost without threads. Callers outside the spawning functions pass
-`invoke.spawn_budget`: the budget the runtime chose for the call
-(`backend/policy.py`), else the option `budget` (default 12; the
-pipeline passes `policy.max_budget(threads)`, 4 on 2 threads). Each public function
-that calls a spawning one, directly or through other functions (a gradient's
-entry through its `_fwd` and `_bwd`), also gets a public clone `@f__serial`
-calling the serial clones, and each function between them a private
-`@g__serial`: the runtime calls it for inputs too small for a team, where
-even tasks run inline would cost (~10 µs a 20-leaf tree), and in batches of
-like-sized calls (`@f__batch_serial`). A public function that spawns keeps
-its signature: its body becomes a private `@f_spawning` that `@f` calls.
+node about 10 µs. So a function with `concurrent` invokes gets a leading
+`budget` argument, and spawning stops `budget` levels down the call tree
+(2^budget tasks for a binary recursion), below which calls cost what they
+cost without threads. Callers pass `budget - 1` on; callers outside the
+spawning functions pass `invoke.spawn_budget`: the budget the runtime chose
+for the call (`backend/policy.py`; negative for a call that spawns nothing),
+else the option `budget` (default 12; the pipeline passes
+`policy.max_budget(threads)`, 4 on 2 threads).
+
+How a function stops spawning depends on its own work (`work_estimate.py`):
+- a cheap one (fib) gets a clone `@f_serial` without markers (calling serial
+  clones), and `@f` runs its body while budget is left, else calls
+  `@f_serial`: a check at each spawn would cost more than 1% of its call;
+- a costly one (a tree node's matrix products) keeps one body, marked
+  `invoke.budget_guards`: convert-recir-to-llvm spawns each of its
+  `concurrent` invokes only while budget is left and calls it in place
+  otherwise. A clone would double its compile time to save under 1%.
+A public function that spawns keeps its signature: its body becomes a
+private `@f_spawning` that `@f` calls.
 
 Options: `budget`.
 """
@@ -27,14 +30,34 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import FunctionType, IntegerAttr, ModuleOp, StringAttr, i32
+from xdsl.dialects.builtin import (
+    FunctionType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i32,
+)
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
+from recir.passes.work_estimate import work
 
-SERIAL_ENTRY = "__serial"  # suffix of a public function's serial entry
+# the attribute of a function whose spawns check its budget (one body, no clone)
+BUDGET_GUARDS = "invoke.budget_guards"
+# A budget check is about one scalar op at a spawn and one at its join; a
+# function whose own work is at least this many times its checks pays under
+# 1% for them, and gets no serial clone.
+CHECK_SHARE = 100
+
+
+def guarded(function: func.FuncOp) -> bool:
+    """Whether `function`'s checks cost under 1% of its own work."""
+    spawns = sum(isinstance(op, invoke.InvokeOp) and op.concurrent is not None
+                 for op in function.walk())
+    return work(function) >= CHECK_SHARE * 2 * spawns
 
 
 def spawning(module: ModuleOp) -> dict[str, func.FuncOp]:
@@ -43,29 +66,11 @@ def spawning(module: ModuleOp) -> dict[str, func.FuncOp]:
                     for op in f.walk())}
 
 
-def reaching(module: ModuleOp, names: dict[str, func.FuncOp]) -> dict[str, func.FuncOp]:
-    """The functions, not spawning themselves, that call a spawning one
-    directly or through others of them (a gradient's entry reaches the
-    spawning `_fwd`/`_bwd` functions through its own)."""
-    outside = [f for f in module.ops if isinstance(f, func.FuncOp)
-               and f.sym_name.data not in names]
-    found: dict[str, func.FuncOp] = {}
-    grew = True
-    while grew:
-        grew = False
-        for f in outside:
-            if f.sym_name.data not in found and any(
-                    isinstance(call, invoke.InvokeOp) and (
-                        call.callee.string_value() in names or call.callee.string_value() in found)
-                    for call in f.walk()):
-                found[f.sym_name.data] = f
-                grew = True
-    return found
-
-
-def serial_clone(function: func.FuncOp, serial: dict[str, str], name: str) -> func.FuncOp:
+def serial_clone(function: func.FuncOp, serial: dict[str, str], guards: set[str],
+                 name: str) -> func.FuncOp:
     """`function` as `name` without markers or joins, calling the serial
-    version (`serial`: name to name) of every function it calls that has one."""
+    version (`serial`: name to name) of every function it calls that has
+    one, and those with budget guards with no budget."""
     clone = function.clone()
     clone.sym_name = StringAttr(name)
     for op in list(clone.walk()):
@@ -78,7 +83,27 @@ def serial_clone(function: func.FuncOp, serial: dict[str, str], name: str) -> fu
             callee = op.callee.string_value()
             if callee in serial:
                 op.callee = invoke.SymbolRefAttr(serial[callee])
+            elif callee in guards:
+                none = arith.ConstantOp(IntegerAttr(0, i32))
+                Rewriter.insert_op(none, InsertPoint.before(op))
+                op.operands = [none.result, *op.operands]
     return clone
+
+
+def pass_budget_on(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
+    """`@f(budget, args)` with one body, marked `invoke.budget_guards`: it
+    passes `budget - 1` to the spawning functions it calls."""
+    entry = function.body.blocks[0]
+    budget = entry.insert_arg(i32, 0)
+    one = arith.ConstantOp(IntegerAttr(1, i32))
+    less = arith.SubiOp(budget, one)
+    entry.insert_ops_before([one, less], entry.first_op)
+    for op in function.walk():
+        if isinstance(op, invoke.InvokeOp) and op.callee.string_value() in names:
+            op.operands = [less.result, *op.operands]
+    typ = function.function_type
+    function.function_type = FunctionType.from_lists([i32, *typ.inputs.data], typ.outputs.data)
+    function.attributes[BUDGET_GUARDS] = UnitAttr()
 
 
 def add_budget(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
@@ -141,15 +166,17 @@ class InvokeCloneSerialPass(ModulePass):
         names = spawning(op)
         outside = [f for f in op.ops if isinstance(f, func.FuncOp)
                    and f.sym_name.data not in names]
-        callers = reaching(op, names)
-        serial = {name: f"{name}_serial" for name in names}
-        serial.update({name: f"{name}{SERIAL_ENTRY}" for name in callers})
-        clones = [serial_clone(f, serial, serial[name])
-                  for name, f in [*names.items(), *callers.items()]]
-        for clone in clones[:len(names)]:
+        guards = {name for name, f in names.items() if guarded(f)}
+        cheap = {name: f for name, f in names.items() if name not in guards}
+        serial = {name: f"{name}_serial" for name in cheap}
+        clones = [serial_clone(f, serial, guards, serial[name]) for name, f in cheap.items()]
+        for clone in clones:
             clone.sym_visibility = StringAttr("private")
-        for f in names.values():
-            add_budget(f, names)
+        for name, f in names.items():
+            if name in guards:
+                pass_budget_on(f, names)
+            else:
+                add_budget(f, names)
         for f in outside:
             for call in f.walk():
                 if isinstance(call, invoke.InvokeOp) and call.callee.string_value() in names:

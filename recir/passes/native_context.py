@@ -1,32 +1,65 @@
 """The context every native function takes first, and how errors are recorded.
 
-`{i64 stack_limit, i32 error, i32 site, ptr tape_next, ptr tape_end,
-ptr tape_chunks, i64 tape_bytes, ptr contexts, ptr acc_copies,
-ptr outer_logs, i64 spawn_budget, i64 stack_owner, i64 depth}`,
-CONTEXT_BYTES apart in an array with one context per thread (`contexts`
-points at it, so a task can find its thread's): `recir/backend/runtime.py`
-mirrors it. The tape fields are the per-call arena that activation frames
-come from; `acc_copies` is this thread's table of gradient buffers, indexed
-by the entry's argument number (`adjoint.thread_copy`), or null;
-`outer_logs` this thread's logs of deferred outer products, one
-`{ptr data, i64 used, i64 capacity, i64 unused}` per entry argument
-(`adjoint.log_reserve`); `spawn_budget` the budget a call starts spawning
-with (`invoke.spawn_budget`), 0 for the compiled default; `stack_owner` the
-thread whose stack `stack_limit` was read off (a team's worker keeps it
-from one call to the next); `depth` the calls this thread is nested in, in
-code compiled with a max-depth (each returns it as it found it).
+`CONTEXT_FIELDS` is the one declaration of its layout: the offsets the
+passes emit, the LLVM struct type (`context_type`) and the runtime's ctypes
+`Context` (`backend/contexts.py`) are all generated from it. Contexts sit
+CONTEXT_BYTES apart in an array with one per thread (`contexts` points at
+it, so a task can find its thread's). The tape fields are the per-call
+arena that activation frames come from; `acc_copies` is this thread's table
+of gradient buffers, indexed by the entry's argument number
+(`adjoint.thread_copy`), or null; `outer_logs` this thread's logs of
+deferred outer products, one `{ptr data, i64 used, i64 capacity, i64
+unused}` per entry argument (`adjoint.log_reserve`); `spawn_budget` the
+budget a call starts spawning with (`invoke.spawn_budget`), 0 for the
+compiled default; `stack_owner` the thread whose stack `stack_limit` was
+read off (a team's worker keeps it from one call to the next); `depth` the
+calls this thread is nested in, in code compiled with a max-depth (each
+returns it as it found it).
 """
 
 from __future__ import annotations
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import i8, i32
-from xdsl.ir import SSAValue
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import i8, i32, i64
+from xdsl.ir import Attribute, SSAValue
 
-from recir.passes.loop_builder import Emitter
+from recir.passes.loop_builder import PTR, Emitter
+
+# (name, kind) in memory order; a kind is "u64", "i64", "i32" or "ptr", each
+# naturally aligned, as C lays out a struct of them
+CONTEXT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("stack_limit", "u64"), ("error", "i32"), ("site", "i32"),
+    ("tape_next", "ptr"), ("tape_end", "ptr"), ("tape_chunks", "ptr"),
+    ("tape_bytes", "u64"), ("contexts", "ptr"), ("acc_copies", "ptr"),
+    ("outer_logs", "ptr"), ("spawn_budget", "i64"), ("stack_owner", "u64"),
+    ("depth", "u64"))
+KIND_BYTES = {"u64": 8, "i64": 8, "i32": 4, "ptr": 8}
+
+
+def layout(fields: tuple[tuple[str, str], ...]) -> tuple[dict[str, int], int]:
+    """Each field's byte offset, and the struct's size (a multiple of its
+    widest field, so that an array of them keeps every field aligned)."""
+    offsets: dict[str, int] = {}
+    end = 0
+    for name, kind in fields:
+        size = KIND_BYTES[kind]
+        offsets[name] = end = (end + size - 1) // size * size
+        end += size
+    widest = max(KIND_BYTES[kind] for _, kind in fields)
+    return offsets, (end + widest - 1) // widest * widest
+
+
+def context_type() -> llvm.LLVMStructType:
+    """The context as an LLVM struct (the layout LLVM would give it is the
+    one `layout` computes: `test_native_context.py` checks)."""
+    types: dict[str, Attribute] = {"u64": i64, "i64": i64, "i32": i32, "ptr": PTR}
+    return llvm.LLVMStructType.from_type_list([types[kind] for _, kind in CONTEXT_FIELDS])
+
+
+OFFSETS, CONTEXT_BYTES = layout(CONTEXT_FIELDS)
 
 # `stack_limit` is a thread's stack bottom plus this margin for the deepest
-# frame: the runtime (`backend/stack.py`) and the task prologue (`tasks.py`)
+# frame: the runtime (`backend/stack.py`) and the team entry (`entry_points.py`)
 # both set it.
 MARGIN_BYTES = 2 << 20
 # The stack deep recursions run on (`backend/stack.py`): reserved, not committed.
@@ -35,11 +68,11 @@ ERROR_STACK, ERROR_CHECK, ERROR_MEMORY = 1, 2, 3
 # set by the runtime as it stops a call (Ctrl-C: `backend/interrupts.py`;
 # `backend/watchdog.py`), and by prologues (`passes/prologue.py`)
 ERROR_INTERRUPT, ERROR_DEPTH, ERROR_HEAP, ERROR_TIMEOUT = 4, 5, 6, 7
-ERROR_OFFSET, SITE_OFFSET = 8, 12
-TAPE_NEXT, TAPE_END, TAPE_CHUNKS, TAPE_BYTES = 16, 24, 32, 40
-CONTEXTS, ACC_COPIES, OUTER_LOGS, SPAWN_BUDGET, STACK_OWNER = 48, 56, 64, 72, 80
-DEPTH = 88
-CONTEXT_BYTES = 96
+ERROR_OFFSET, SITE_OFFSET = OFFSETS["error"], OFFSETS["site"]
+TAPE_NEXT, TAPE_END = OFFSETS["tape_next"], OFFSETS["tape_end"]
+TAPE_CHUNKS, TAPE_BYTES = OFFSETS["tape_chunks"], OFFSETS["tape_bytes"]
+CONTEXTS, ACC_COPIES, OUTER_LOGS = OFFSETS["contexts"], OFFSETS["acc_copies"], OFFSETS["outer_logs"]
+SPAWN_BUDGET, STACK_OWNER, DEPTH = OFFSETS["spawn_budget"], OFFSETS["stack_owner"], OFFSETS["depth"]
 LOG_BYTES = 32  # one log descriptor
 
 

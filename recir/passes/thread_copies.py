@@ -3,8 +3,8 @@
 At threads > 1 each thread of a team adds gradients into its own zeroed
 copy of each weight-gradient buffer (`adjoint.thread_copy`); after the
 call, the team adds the copies into the caller's buffers. Those loops are
-internal functions that the team, batch and serial batch entries
-(`tasks.team_function`) call, so that LLVM optimises them once per module.
+internal functions that the team entry (`entry_points.team_function`) calls, so
+that LLVM optimises them once per module.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, field
-from recir.passes.tasks import SUM_COPIES, Copies, byte_offset, counted_loop
+from recir.passes.entry_points import SUM_COPIES, Copies, byte_offset, counted_loop
 
 SUM_COPY = "__sum_copy"  # its loop over one copied buffer, shared by the buffers
 

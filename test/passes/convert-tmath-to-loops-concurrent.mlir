@@ -32,7 +32,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // CHECK-NOT:     adjoint.thread_copy
 // CHECK-LABEL: func.func @grad(
 
-// RUN: recir-opt -p convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
+// RUN: recir-opt -p convert-tmath-to-loops,convert-scf-to-cf,convert-invoke-to-gomp,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
 // thread_copy loads the thread's table from the context (offset 56) and
 // falls back to the buffer itself where the table is null.
 // LLVM-LABEL: llvm.func internal @sweep(
@@ -48,7 +48,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // One internal function, after a barrier, calls another for each copied
 // buffer (slot 3 at byte 24, 12 elements): it adds the other threads'
 // copies into the caller's buffer, each thread its share, and zeroes them.
-// The team and batch entries of @grad call the first, not loops of their own.
+// The team entry of @grad calls the first, not loops of its own.
 // LLVM-LABEL: llvm.func internal @grad__sum_copy(
 // LLVM-SAME:    attributes {passthrough = ["noinline"]}
 // LLVM:         llvm.sdiv
@@ -65,11 +65,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // LLVM:         llvm.return
 // LLVM-LABEL: llvm.func @grad__team(
 // LLVM:         llvm.call @GOMP_single_start()
-// LLVM:         llvm.call @grad(
-// LLVM-NOT:     llvm.fadd
-// LLVM:         llvm.call @grad__sum_copies(
-// LLVM-NEXT:    llvm.return
-// LLVM-LABEL: llvm.func @grad__batch(
+// LLVM:         llvm.call @grad__item(
 // LLVM-NOT:     llvm.fadd
 // LLVM:         llvm.call @grad__sum_copies(
 // LLVM-NEXT:    llvm.return

@@ -56,5 +56,7 @@ def test_the_gradient_module_is_lowered_without_the_models_entry():
     assert model.entry in names  # the gradient's module still holds it
     lowered = lower(grad.module, "invoke-clone-serial", threads=2, entry=grad.entry)
     kept = {f.sym_name.data for f in lowered.ops}
-    assert model.entry not in kept and f"{model.entry}__serial" not in kept
-    assert {grad.entry, f"{grad.entry}__serial", "node_fwd", "node_bwd_serial"} <= kept
+    assert model.entry not in kept
+    assert {grad.entry, "node_fwd", "node_bwd"} <= kept
+    # a node's matrix products outweigh its budget checks: one body, no clone
+    assert not any(name.endswith("_serial") for name in kept)

@@ -11,6 +11,7 @@ import pytest
 
 import recir
 from recir.backend import policy
+from recir.backend.contexts import NO_TASKS, lone_context
 from recir.context import make_context
 from recir.data import make_tree, make_treebank
 from recir.diagnostics import RecirError
@@ -81,19 +82,21 @@ def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
 
 @pytest.mark.parametrize("budget", [0, 1, 4])
 def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
-    """A batch's calls spawn nothing at budget 0 (`@f__batch_serial`: calls
-    of like size balance a team by themselves), else within themselves as
-    deep as the budget. Each gives the one-thread results."""
+    """A batch's calls spawn nothing at budget 0 (their contexts' budget is
+    NO_TASKS: calls of like size balance a team by themselves), else within
+    themselves as deep as the budget. Each gives the one-thread results."""
     monkeypatch.setenv("RECIR_SPAWN_BUDGET", str(budget))
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
-    assert parallel.batch_serial
+    assert parallel.batch_team
     assert parallel.fixed_budget == budget
     alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
     for batch in (alike, dominant):
         got = parallel.batch(batch)
+        kept = parallel.contexts.kept[2][-1].views[0]
+        assert kept.spawn_budget == (budget or NO_TASKS)
         for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], got, strict=True):
             np.testing.assert_array_equal(h, h1)
             assert loss == l1
@@ -283,7 +286,7 @@ def test_gradients_within_a_tree_equal_serial(module) -> None:
     model = small_model(module, 4)
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=MAX_THREADS)
-    assert parallel.native.copied, "dense gradient buffers get per-thread copies"
+    assert parallel.native.contexts.copied, "dense gradient buffers get per-thread copies"
     rng = np.random.default_rng(7)
     for seed in range(12):
         shape = ["balanced", "moderate", "linear"][seed % 3]
@@ -305,7 +308,7 @@ def test_gradient_batch_of_calls_that_spawn_nothing(module, monkeypatch) -> None
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=2)
     alike = [inputs(make_tree("balanced", 24, np.random.default_rng(s), 80)) for s in range(6)]
-    assert parallel.native.batch_serial != 0 and parallel.native.fixed_budget == 0
+    assert parallel.native.batch_team != 0 and parallel.native.fixed_budget == 0
     outputs1, g1 = serial.batch(alike)
     outputs2, g2 = parallel.batch(alike, threads=2)
     for (h1, l1), (h2, l2) in zip(outputs1, outputs2, strict=True):
@@ -494,7 +497,7 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     assert parallel.team_size([inputs(small)]) == 1
     assert parallel.team_size([inputs(big)]) == 2
     assert parallel.team_size([inputs(small)] * 20) == 2  # a batch's trees add up
-    assert parallel.serial_entry is not parallel.function  # @f__serial: no tasks at all
+    assert lone_context(0).spawn_budget == NO_TASKS  # one thread: no tasks at all
     for tree in (small, big):
         np.testing.assert_array_equal(parallel(*inputs(tree))[0], serial(*inputs(tree))[0])
         (_, l1), g1 = recir.value_and_grad(model, threads=1)(*inputs(tree))

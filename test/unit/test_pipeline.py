@@ -43,7 +43,7 @@ def test_task_lists_differ_only_by_the_task_passes() -> None:
     names = [p.name for p in parse_pipeline(pipeline.passes_for(threads=2))]
     assert names == ["capture-outer-refs", "tmath-fuse-elementwise", "invoke-mark-concurrent",
                      "invoke-clone-serial", "convert-tmath-to-loops", "convert-scf-to-cf",
-                     "convert-recir-to-llvm"]
+                     "convert-invoke-to-gomp", "convert-recir-to-llvm"]
 
 
 def recir_opt(passes: str, path: Path) -> str:

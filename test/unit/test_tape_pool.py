@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import recir
+from recir.backend import policy
 from recir.backend.tape_pool import LIBC, TAPES, TapePool
 from recir.data import make_tree
 from recir.models import tree_rnn
@@ -29,7 +30,7 @@ def kept_chunks(vg) -> list[tuple[int, int]]:
     """(address, size) of the chunks the next call starts its arenas in: the
     pool's, and those of a team's contexts kept by the function."""
     held = [(ctx.tape_chunks, ctx.tape_end - ctx.tape_chunks)
-            for kept in vg.native.kept_contexts.values() for contexts in kept
+            for kept in vg.native.contexts.kept.values() for contexts in kept
             for ctx in contexts if ctx.tape_chunks]
     return held + list(TAPES.free)
 
@@ -37,6 +38,9 @@ def kept_chunks(vg) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_kept_chunk_is_reused_and_grown(threads, monkeypatch):
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=32, vocab=50)
+    if threads > 1:  # every call on a team (a small one would run alone, as on one thread)
+        monkeypatch.setattr(policy, "team_pays", lambda *args: True)
+        monkeypatch.setenv("RECIR_SPAWN_BUDGET", "2")
     vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=threads)
     monkeypatch.setattr(TAPES, "free", [])
     small = make_tree("balanced", 8, np.random.default_rng(1), 50)

@@ -118,3 +118,15 @@ func.func @start() -> i32 {
 // CHECK-LABEL: func.func @start() -> i32 {
 // CHECK-NEXT:    %b = invoke.spawn_budget 4
 // CHECK-NEXT:    func.return %b : i32
+
+// -----
+
+// The calling thread's native context (convert-invoke-to-gomp's).
+func.func @here() -> !llvm.ptr {
+  %ctx = invoke.context
+  func.return %ctx : !llvm.ptr
+}
+
+// CHECK-LABEL: func.func @here() -> !llvm.ptr {
+// CHECK-NEXT:    %ctx = invoke.context
+// CHECK-NEXT:    func.return %ctx : !llvm.ptr

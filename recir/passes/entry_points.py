@@ -1,11 +1,9 @@
-"""`concurrent` invokes as libgomp tasks, `invoke.join` as a taskwait.
-
-A spawn packs the context array, the arguments and pointers to result slots
-into 8-byte fields of a buffer that GOMP_task copies; the outlined task
-function unpacks them, picks its thread's context (`omp_get_thread_num`) and
-calls the callee. Tensor results need no slot: the caller allocated their
-buffers and the task writes through the pointers it was given. The join
-waits (GOMP_taskwait) and loads the scalar results from their slots.
+"""The entry points Python calls: every public function's `@f__packed`, and
+in code with tasks its `@f__team`, both taking their arguments packed in
+8-byte fields. `@f__packed` is one call on the calling thread (and can start
+on a switched stack: `makecontext` passes a few integers); `@f__team` is one
+call or a batch of calls on a libgomp team, each thread setting up its own
+context first.
 """
 
 from __future__ import annotations
@@ -17,13 +15,11 @@ from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.dialects import invoke
 from recir.passes.arith_to_llvm import convert_arith
-from recir.passes.invoke_clone_serial import SERIAL_ENTRY
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
-    CONTEXTS,
     ERROR_OFFSET,
     MARGIN_BYTES,
     SPAWN_BUDGET,
@@ -31,28 +27,17 @@ from recir.passes.native_context import (
     field,
 )
 
-PACKED_ENTRY = "__packed"
-LAUNCH_ENTRY = "__launch"  # a team call taking its arguments as the entry does
-BATCH_SERIAL = "__batch_serial"  # a batch entry whose items spawn nothing
-
-
-def declare(name: str, inputs: Sequence[Attribute], output: Attribute | None) -> Operation:
-    return llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, output),
-                       llvm.LinkageAttr("external"))
-
-
-def declarations() -> list[Operation]:
-    return [declare("GOMP_task", [PTR, PTR, PTR, i64, i64, i8, i32, PTR, i32, PTR], None),
-            declare("GOMP_taskwait", [], None),
-            declare("omp_get_thread_num", [], i32)]
-
-
-def byte_offset(b: Emitter, ptr: SSAValue, count: SSAValue | int) -> SSAValue:
-    return b.value(llvm.GEPOp.from_mixed_indices(ptr, [b.i64(count)], i8))
+# A public function's entry points besides itself: every call from Python
+# goes through one of them, with its arguments packed in 8-byte fields.
+PACKED_ENTRY = "__packed"  # one call on the calling thread
+TEAM_ENTRY = "__team"  # one call or a batch of calls on a team
 
 
 def task_function(name: str, callee: str, args: Sequence[Attribute],
                   results: Sequence[Attribute]) -> llvm.FuncOp:
+    """`@name(data)`: a call of the converted `@callee` as a libgomp task,
+    its context and arguments in 8-byte fields of `data` ({contexts,
+    args..., result slots}), on the context of the thread that runs it."""
     block = Block(arg_types=[PTR])
     data = block.args[0]
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
@@ -75,48 +60,6 @@ def task_function(name: str, callee: str, args: Sequence[Attribute],
             Rewriter.replace_op(op, ops)
     return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
                        llvm.LinkageAttr("internal"), body=region)
-
-
-class Spawner:
-    """Lowers one function's spawns and joins; collects the task functions."""
-
-    def __init__(self, ctx: SSAValue, prefix: str, tasks: list[llvm.FuncOp]):
-        self.ctx, self.prefix, self.tasks = ctx, prefix, tasks
-        self.slots: dict[SSAValue, SSAValue] = {}
-
-    def spawn(self, op: invoke.InvokeOp) -> None:
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        args, types = list(op.args), [r.type for r in op.res]
-        count = 1 + len(args) + len(types)
-        data = b.alloca(count, i64)
-        b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
-        for k, value in enumerate(args):
-            b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
-        slots = [b.alloca(1, t) for t in types]
-        for k, slot in enumerate(slots):
-            b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
-        name = f"{self.prefix}_task{len(self.tasks)}"
-        self.tasks.append(task_function(name, op.callee.root_reference.data,
-                                        [a.type for a in args], types))
-        function = b.value(llvm.AddressOfOp(name, PTR))
-        null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
-        b.op(llvm.CallOp("GOMP_task", function, data, null, b.i64(8 * count), b.i64(8),
-                         b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
-        for result, slot in zip(op.res, slots):
-            placeholder = b.value(llvm.ZeroOp.create(result_types=[result.type]))
-            self.slots[placeholder] = slot
-            result.replace_all_uses_with(placeholder)
-        Rewriter.erase_op(op)
-
-    def join(self, op: invoke.JoinOp) -> None:
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        b.op(llvm.CallOp("GOMP_taskwait"))
-        for old, spawned in zip(op.joined, op.spawned):
-            old.replace_all_uses_with(b.load(self.slots[spawned], 0, old.type))
-        placeholders = [v.owner for v in op.spawned]
-        Rewriter.erase_op(op)
-        for placeholder in placeholders:
-            Rewriter.erase_op(placeholder)
 
 
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
@@ -149,53 +92,13 @@ def call_unpacked(b: Emitter, function: llvm.FuncOp, data: SSAValue, ctx: SSAVal
         b.store(result.results[0], slot, 0)
 
 
-def team_entry(function: llvm.FuncOp, copies: Copies = ()) -> llvm.FuncOp:
-    """`@f__team(data)`: one thread of the team calls `@f` with the arguments
-    packed in 8-byte fields of `data` ({contexts, stack limit of thread 0,
-    args..., result slot}); the others run the tasks it spawns."""
-
-    def call(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
-        call_unpacked(b, function, data, ctx, 2)
-        b.op(llvm.BrOp(done))
-        return []
-
-    return team_function(f"{function.sym_name.data}__team", call, summer(function, copies))
-
-
-def launch_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__launch(contexts, limit, threads, args...)`: `@f`'s call on a
-    team of `threads`, taking its arguments as `@f` does (after the
-    context): it packs them as `@f__team` loads them, with `limit` as thread
-    0's stack limit, starts the team (GOMP_parallel) and returns the result.
-    A team call then costs Python one foreign call, as a serial one does,
-    where building the fields and the team's data in Python cost more."""
-    inputs, output = signature(function)
-    block = Block(arg_types=[PTR, i64, i32, *inputs])
-    contexts, limit, threads, args = block.args[0], block.args[1], block.args[2], block.args[3:]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    data = b.alloca(3 + len(inputs), i64)
-    b.store(contexts, data, 0)
-    b.store(limit, byte_offset(b, data, 8), 0)
-    for k, value in enumerate(args):
-        b.store(value, byte_offset(b, data, 8 * (2 + k)), 0)
-    slot = b.alloca(1, output) if output is not None else b.alloca(1, i64)
-    b.store(slot, byte_offset(b, data, 8 * (2 + len(inputs))), 0)
-    team = b.value(llvm.AddressOfOp(f"{function.sym_name.data}__team", PTR))
-    b.op(llvm.CallOp("GOMP_parallel", team, data, threads, b.const(0, i32)))
-    b.op(llvm.ReturnOp(b.load(slot, 0, output)) if output is not None else llvm.ReturnOp())
-    for op in list(block.ops):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(f"{function.sym_name.data}{LAUNCH_ENTRY}",
-                       llvm.LLVMFunctionType([PTR, i64, i32, *inputs], output),
-                       llvm.LinkageAttr("external"), body=Region(block))
-
-
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__packed(data)`: `@f` with its context and arguments packed in
-    8-byte fields of `data` ({context, args..., result slot}), so that a call
-    with any number of arguments can start on a switched stack (`makecontext`
-    passes a few integers): one-thread gradient calls."""
+    """`@f__packed(data)`: one call of `@f` on the calling thread, its context
+    and arguments packed in 8-byte fields of `data` ({context, args...,
+    result slot if `@f` returns a scalar}). Every call from Python without a
+    team comes here: one calling convention, and a call with any number of
+    arguments can start on a switched stack (`makecontext` passes a few
+    integers)."""
     block = Block(arg_types=[PTR])
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
@@ -208,26 +111,24 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
                        body=Region(block))
 
 
-def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
-                ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
-    """`@f__batch(data)`: like `@f__team`, but one thread spawns a task per
-    item, so the calls of a batch (the trees of a training step) share the
-    team's threads with the tasks they spawn themselves. `data` is {contexts,
-    stack limit of thread 0, count, records...}; a record is the item task's
-    data ({contexts, args..., result slot if `@f` returns a scalar}), laid out
-    by the caller. With `serial`, `@f__batch_serial`, whose items call
-    `@f__serial` and spawn nothing: for batches of like-sized calls, which
-    balance the team by themselves. Returns the entry and the item's task
-    function."""
+def team_entry(function: llvm.FuncOp, copies: Copies = ()
+               ) -> tuple[llvm.FuncOp, llvm.FuncOp]:
+    """`@f__team(data)`: `count` calls of `@f` on a libgomp team. `data` is
+    {contexts, stack limit of thread 0, count, records...}; a record is
+    {contexts, args..., result slot if `@f` returns a scalar}, as
+    `@f__packed` takes them but for the contexts array. One thread runs a
+    lone call itself, or spawns a task per call, so that the calls of a
+    batch (the trees of a training step) share the team's threads with the
+    tasks they spawn themselves; the others run the tasks. Calls spawn as
+    deep as the contexts' `spawn_budget` says: not at all where it is
+    negative (batches of like-sized calls balance the team by themselves).
+    Returns the entry and the call's task function (`@f__item`)."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    entry, item_name, callee = (f"{name}{BATCH_SERIAL}", f"{name}{BATCH_SERIAL}_item",
-                                f"{name}{SERIAL_ENTRY}") if serial else (
-                                    f"{name}__batch", f"{name}__item", name)
-    item = task_function(item_name, callee, inputs, [output] if output else [])
+    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
-    def spawn_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
+    def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
         def spawn(w: Emitter, index: SSAValue) -> Emitter:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
             task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
@@ -236,12 +137,19 @@ def batch_entry(function: llvm.FuncOp, copies: Copies = (), serial: bool = False
                              w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
             return w
 
-        blocks: list[Block] = []
+        lone, spawning = Block(), Block()
         count = b.load(byte_offset(b, data, 16), 0, i64)
-        counted_loop(b, b.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
+        b.op(llvm.CondBrOp(b.value(arith.CmpiOp(count, b.i64(1), "eq")), lone, (),
+                           spawning, ()))
+        here = b.at(InsertPoint.at_end(lone))
+        here.op(llvm.CallOp(item.sym_name.data, byte_offset(here, data, 24)))
+        here.op(llvm.BrOp(done))
+        blocks: list[Block] = [lone, spawning]
+        w = b.at(InsertPoint.at_end(spawning))
+        counted_loop(w, w.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
         return blocks
 
-    return team_function(entry, spawn_all, summer(function, copies)), item
+    return team_function(f"{name}{TEAM_ENTRY}", run_all, summer(function, copies)), item
 
 
 SUM_COPIES = "__sum_copies"  # `thread_copies.sum_copies_function`

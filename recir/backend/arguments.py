@@ -1,0 +1,214 @@
+"""A compiled function's arguments: checked, converted and packed.
+
+Every call from Python goes through an entry point that takes its context
+and arguments packed in 8-byte fields (`passes/entry_points.py`: `@f__packed`,
+`@f__team`): f32 tensors are pointers to contiguous data; a structure array
+(`tensor<?xi32>`) is a pointer to `{i64 length, ptr data}`, so generated
+code can check every index read from it; scalars are their bits; tensor
+results are written into arrays allocated here, a scalar result into a
+slot whose address follows the arguments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
+from xdsl.ir import Attribute
+
+from recir.backend.array_address import data_address
+from recir.diagnostics import RecirError
+from recir.interpreter import coerce_argument
+
+
+class ArrayDescriptor(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_int64), ("data", ctypes.c_void_p)]
+
+
+def c_scalar(typ: Attribute) -> type:
+    if isinstance(typ, Float32Type):
+        return ctypes.c_float
+    if isinstance(typ, IntegerType):
+        return {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32,
+                64: ctypes.c_int64}[typ.width.data]
+    raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
+
+
+def is_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType)
+
+
+class Arguments:
+    """How the inputs of `@name` (bound parameters last) become its entry
+    points' fields, and its results come back. What calls share is read-only
+    after `__init__` or a cache whose entries are immutable (`last`)."""
+
+    def __init__(self, name: str, signature: FunctionType, params: Sequence[np.ndarray]):
+        self.name = name
+        self.inputs = list(signature.inputs)
+        self.outputs = list(signature.outputs)
+        self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
+        self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
+            t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
+            for t in self.inputs]
+        # per argument: how `prepare` passes it; per output: its shape (a
+        # tensor) or its ctype
+        self.passing = [passing(sh, isinstance(t, IntegerType) and t.width.data == 32)
+                        for sh, t in zip(self.shapes, self.inputs, strict=True)]
+        self.sized_count = sum(kind == SIZED for kind, _, _ in self.passing)
+        public = self.public = len(self.inputs) - len(self.params)
+        self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
+                          for t in self.outputs]
+        scalars = [t for t in self.outputs if not is_tensor(t)]
+        self.returns_one = len(scalars) == 1
+        self.restype = c_scalar(scalars[0]) if self.returns_one else None
+        # the public scalar inputs `fields` packs, with their ctypes
+        self.scalar_inputs = [(i, c_scalar(typ)) for i, typ in enumerate(self.inputs[:public])
+                              if not is_tensor(typ)]
+        # per argument: the last array of fixed shape passed, its shape, address and dtype
+        self.last: list[tuple[np.ndarray, tuple[int, ...], int, np.dtype] | None] = [None] * len(
+            self.inputs)
+        self.param_keep: list[Any] = []
+        self.param_args = [self.argument(public + j, p, self.inputs[public + j], self.param_keep)
+                           for j, p in enumerate(self.params)]
+        self.param_fields = [pack(a, None) for a in self.param_args]
+
+    def prepare(self, inputs: Sequence[Any], keep: list[Any], outputs: bool = True
+                ) -> tuple[list[Any], list[Any]]:
+        """The native entry's arguments for `inputs` (bound parameters and
+        result buffers added), and the results they will be written to.
+        Arrays already in the right dtype, shape and layout pass by address
+        (a call's Python cost is most of a small tree's native time); others
+        go through `argument`'s checks.
+        `inputs` must stay alive until the call returns."""
+        public = self.public
+        if len(inputs) != public:
+            raise RecirError(f"error: @{self.name} takes {public} inputs, got {len(inputs)}")
+        args: list[Any] = []
+        descriptors = None
+        used = 0
+        last = self.last
+        for i, value in enumerate(inputs):
+            seen = last[i]
+            if seen is not None and seen[0] is value and value.shape == seen[1] and (
+                    value.dtype is seen[3]):  # the array of the last call: weights, gradients
+                args.append(seen[2])
+                continue
+            kind, dtype, dims = self.passing[i]
+            if type(value) is np.ndarray and (value.dtype is dtype or value.dtype == dtype) and (
+                    value.flags.c_contiguous):
+                if kind == FIXED and value.shape == dims:
+                    address = data_address(value)
+                    last[i] = (value, dims, address, value.dtype)
+                    args.append(address)
+                    continue
+                if kind == SIZED and value.shape[1:] == dims:
+                    if descriptors is None:
+                        descriptors = (ctypes.c_int64 * (2 * self.sized_count))()
+                        keep.append(descriptors)
+                        base = ctypes.addressof(descriptors)
+                    descriptors[used] = value.shape[0]
+                    descriptors[used + 1] = data_address(value)
+                    args.append(base + 8 * used)
+                    used += 2
+                    continue
+            elif kind == SCALAR and type(value) is int and -(1 << 31) <= value < (1 << 31):
+                args.append(value)
+                continue
+            args.append(self.argument(i, value, self.inputs[i], keep))
+        args += self.param_args
+        results: list[Any] = []
+        if not outputs:  # the caller adds them (`batch`)
+            return args, results
+        for kind in self.out_kinds:
+            if type(kind) is tuple:
+                out = np.empty(kind, np.float32)
+                args.append(data_address(out))
+            elif self.returns_one:
+                out = None  # the entry returns it
+            else:
+                out = kind()
+                args.append(ctypes.addressof(out))
+            results.append(out)
+        return args, results
+
+    @staticmethod
+    def outputs_of(results: list[Any], returned: Any) -> tuple[Any, ...]:
+        return tuple(returned if r is None else r if type(r) is np.ndarray else r.value
+                     for r in results)
+
+    def fields(self, args: list[Any]) -> list[int]:
+        """The entry's arguments as its fields (`pack`): the bound parameters'
+        fields made once, result buffers' addresses as they are."""
+        fields = args[:self.public]
+        for k, typ in self.scalar_inputs:
+            fields[k] = pack(fields[k], typ)
+        fields += self.param_fields
+        fields += args[len(self.inputs):]
+        return fields
+
+    def result_slot(self) -> Any:
+        """Where an entry stores the scalar result (in its own type; the
+        `.value` of an unused slot is None)."""
+        return self.restype() if self.restype is not None else NoResult()
+
+    def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
+        """What the native entry takes for `value`, converted and checked
+        (`prepare` passes arrays already in the right form without this)."""
+        value = coerce_argument(index, value, typ)
+        if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
+                -(1 << 31) <= value < (1 << 31)):
+            raise RecirError(f"error: argument {index} ({typ}) does not fit: {value}")
+        if not is_tensor(typ):
+            return value
+        keep.append(value)
+        if typ.get_shape()[0] >= 0:
+            return value.ctypes.data
+        descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
+        keep.append(descriptor)
+        return ctypes.addressof(descriptor)
+
+
+# how `prepare` passes an input: an i32 scalar as it is, an array of fixed
+# shape by its data address, one with a leading dynamic dimension (a
+# structure array) by a descriptor's address; anything else is checked
+SCALAR, FIXED, SIZED, OTHER = range(4)
+
+
+def passing(shape: tuple[tuple[int, ...], np.dtype] | None, i32: bool
+            ) -> tuple[int, np.dtype | None, tuple[int, ...]]:
+    """(kind, dtype, the dimensions `prepare` compares: all of a fixed
+    shape's, a sized array's after the first)."""
+    if shape is None:
+        return (SCALAR if i32 else OTHER), None, ()
+    dims, dtype = shape
+    if all(d >= 0 for d in dims):
+        return FIXED, dtype, dims
+    if dims[0] < 0 and all(d >= 0 for d in dims[1:]):
+        return SIZED, dtype, dims[1:]
+    return OTHER, dtype, dims
+
+
+def pack(value: Any, typ: Any) -> int:
+    """An argument as the 8-byte field an entry point loads it from."""
+    if typ is ctypes.c_float:
+        return ctypes.c_uint32.from_buffer(ctypes.c_float(value)).value
+    return (value or 0) & 0xFFFFFFFFFFFFFFFF
+
+
+class NoResult(ctypes.Structure):
+    """The slot of a call without a scalar result (never written)."""
+
+    _fields_ = [("unused", ctypes.c_uint64)]
+    value = None
+
+
+def rows_of(buffer: Any, count: int) -> tuple[int, int]:
+    """(address, bytes from one call's row to the next) of a batch's buffer
+    of `count` results: a NumPy array's rows, a ctypes array's items."""
+    if type(buffer) is np.ndarray:
+        return data_address(buffer), buffer.nbytes // count
+    return ctypes.addressof(buffer), ctypes.sizeof(buffer) // count

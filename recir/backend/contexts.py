@@ -1,0 +1,82 @@
+"""The native contexts a call runs with, as ctypes views.
+
+`Context` is generated from `passes/native_context.CONTEXT_FIELDS`, the one
+declaration of the layout the generated code reads, and checked against its
+offsets as this module loads. A call without a team takes one context
+(`lone_context`); a team takes an array of them, one per thread, each
+pointing at the array (`team_contexts`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from threading import get_ident
+from typing import Any
+
+from recir.backend.interrupts import RUNNING
+from recir.backend.tape_pool import TAPES
+from recir.passes.native_context import CONTEXT_BYTES, CONTEXT_FIELDS, OFFSETS
+
+C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
+                           "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
+
+
+class Context(ctypes.Structure):
+    """One thread's context (`CONTEXT_FIELDS`)."""
+
+    _fields_ = [(name, C_TYPES[kind]) for name, kind in CONTEXT_FIELDS]
+
+
+if ctypes.sizeof(Context) != CONTEXT_BYTES or any(
+        getattr(Context, name).offset != offset for name, offset in OFFSETS.items()):
+    raise ImportError("ctypes lays out the native context unlike native_context.layout")
+
+NO_ERROR = Context()  # what a call without errors returns (never written)
+NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
+
+
+def lone_context(stack_limit: int, tape: bool = False) -> Context:
+    """The context of a call without a team, which spawns nothing (a task
+    outside a team would run in place, at a task's cost; a task reads its
+    thread's context through `contexts`); with a `tape`, its arena starts in
+    a kept chunk."""
+    ctx = Context(stack_limit)
+    ctx.spawn_budget = NO_TASKS
+    ctx.contexts = ctypes.addressof(ctx)
+    RUNNING[get_ident()] = ctx  # what Ctrl-C stops
+    if tape:
+        TAPES.seed(ctx)
+    return ctx
+
+
+def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) -> Any:
+    """A context per thread of a team, each pointing to them all and to
+    its table of gradient buffers (and with a `tape`, a kept arena chunk).
+    Their `address` and `views` (one `Context` each) are made once: every
+    team call reads them, and making a view of an array's item is not free."""
+    contexts = (Context * threads)()
+    contexts.address = ctypes.addressof(contexts)
+    contexts.views = tuple(contexts)
+    for ctx in contexts:
+        ctx.contexts = ctypes.addressof(contexts)
+        if tape:
+            TAPES.seed(ctx)
+    for ctx, table in zip(contexts, tables):
+        ctx.acc_copies = ctypes.addressof(table)
+    contexts.tables = tables
+    return contexts
+
+
+def release_contexts(contexts: Any) -> None:
+    """Gives kept contexts' tape chunks back to the pool (or frees them)."""
+    for ctx in contexts:
+        TAPES.release(ctx)
+
+
+def release_kept(kept: dict[int, list[Any]]) -> None:
+    """A function's kept team contexts, when it goes."""
+    for same_size in kept.values():
+        for contexts in same_size:
+            release_contexts(contexts)
+    kept.clear()
