@@ -111,6 +111,17 @@ def recir_frontier(params, mode, threads):
     return run
 
 
+def recir_frontier_ir(params, mode, threads):
+    """invoke-to-frontier's batched IR compiled by the one backend (inference only)."""
+    import recir
+    from recir.models import tree_lstm
+
+    if mode != "infer" or threads != 1:
+        raise Skipped("frontier-ir: inference on one thread so far")
+    fn = recir.compile(tree_lstm.trace_model(params), batching="frontier-ir")
+    return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
+
+
 def recir_recursive(params, mode, threads):
     import recir
     from recir.models import tree_lstm
@@ -252,7 +263,8 @@ class DynetTreeLSTM:
         return [float(x.value()) for x in per_tree]
 
 
-CONTESTANTS = {"recir-frontier": recir_frontier, "recir-recursive": recir_recursive,
+CONTESTANTS = {"recir-frontier": recir_frontier, "recir-frontier-ir": recir_frontier_ir,
+               "recir-recursive": recir_recursive,
                "torch-level": torch_level, "torch-level-1t": torch_level_one,
                "dynet-auto": dynet_autobatch, "torch-eager": torch_eager}
 

@@ -51,21 +51,28 @@ class NativeRowFunction:
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
         self.function = ctypes.CFUNCTYPE(None, *argtypes)(engine.address(self.name))
         self.scratch = np.empty(0, np.uint8)
+        # per input: (is rows, dtype, the shape or row shape it must have), None
+        # for a scalar; the rows inputs' descriptors live in one array per call
+        self.kinds = [(is_rows(t), dtype_of(t), row_shape(t) if is_rows(t) else tuple(
+            t.get_shape())) if isinstance(t, TensorType) else None for t in self.inputs]
+        self.row_inputs = sum(1 for k in self.kinds if k is not None and k[0])
+        self.rows_outputs = [is_rows(t) for t in self.outputs]
+        self.layouts = [(dtype_of(t), row_shape(t), int(np.prod(row_shape(t), dtype=np.int64)))
+                        if is_rows(t) else None for t in self.outputs]
 
     def __call__(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
         keep: list[Any] = []
-        args = [self.argument(v, t, keep) for v, t in zip(inputs, self.inputs, strict=True)]
+        args, rows = self.arguments(inputs, keep)
         descriptors = (ArrayDescriptor * max(1, len(self.outputs)))()
         statics: list[np.ndarray | None] = []
         for k, typ in enumerate(self.outputs):
-            if is_rows(typ):
+            if self.rows_outputs[k]:
                 args.append(ctypes.addressof(descriptors[k]))
                 statics.append(None)
             else:
                 out = np.empty(typ.get_shape(), dtype_of(typ))
                 args.append(out.ctypes.data)
                 statics.append(out)
-        rows = max((len(v) for v, t in zip(inputs, self.inputs) if is_rows(t)), default=1)
         needed = self.per_row * max(rows, 1)
         for _ in range(MAX_SCRATCH_RETRIES):
             if self.scratch.nbytes < needed:
@@ -78,23 +85,41 @@ class NativeRowFunction:
                 break
             needed *= 4
         self.raise_error(ctx)
-        return tuple(out if out is not None else copied(descriptors[k], typ)
-                     for k, (out, typ) in enumerate(zip(statics, self.outputs)))
+        return tuple(out if out is not None else copied(descriptors[k], layout, self.scratch)
+                     for k, (out, layout) in enumerate(zip(statics, self.layouts)))
 
-    def argument(self, value: Any, typ: Any, keep: list[Any]) -> Any:
-        if not isinstance(typ, TensorType):
-            return value
-        array = np.ascontiguousarray(value, dtype_of(typ))
-        keep.append(array)
-        if not is_rows(typ):
-            if array.shape != tuple(typ.get_shape()):
-                raise RecirError(f"error: @{self.name} takes {typ}, got shape {array.shape}")
-            return array.ctypes.data
-        if array.shape[1:] != row_shape(typ):
-            raise RecirError(f"error: @{self.name} takes {typ}, got shape {array.shape}")
-        descriptor = ArrayDescriptor(array.shape[0], array.ctypes.data)
-        keep.append(descriptor)
-        return ctypes.addressof(descriptor)
+    def arguments(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], int]:
+        """The native arguments for `inputs` (kept alive by `keep`), and the
+        most rows any input has: the frontier the scratch is sized by."""
+        if len(inputs) != len(self.kinds):
+            raise RecirError(f"error: @{self.name} takes {len(self.kinds)} inputs, "
+                             f"got {len(inputs)}")
+        descriptors = (ctypes.c_int64 * (2 * max(1, self.row_inputs)))()
+        keep.append(descriptors)
+        base, used, rows = ctypes.addressof(descriptors), 0, 1
+        args: list[Any] = []
+        for value, kind in zip(inputs, self.kinds):
+            if kind is None:
+                args.append(value)
+                continue
+            batched, dtype, shape = kind
+            array = value
+            if not (type(value) is np.ndarray and value.dtype == dtype
+                    and value.flags.c_contiguous):
+                array = np.ascontiguousarray(value, dtype)
+                keep.append(array)
+            if (array.shape[1:] if batched else array.shape) != shape:
+                raise RecirError(f"error: @{self.name} takes an array of shape "
+                                 f"{('?', *shape) if batched else shape}, got {array.shape}")
+            if not batched:
+                args.append(array.ctypes.data)
+                continue
+            descriptors[used] = array.shape[0]
+            descriptors[used + 1] = array.ctypes.data
+            args.append(base + 8 * used)
+            used += 2
+            rows = max(rows, array.shape[0])
+        return args, rows
 
     def scratch_ran_out(self, ctx: Context) -> bool:
         return ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites) and (
@@ -108,15 +133,20 @@ class NativeRowFunction:
         raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
 
-def copied(descriptor: ArrayDescriptor, typ: Any) -> np.ndarray:
-    """A rows result out of the scratch (or an argument) it lies in."""
-    dtype, shape = dtype_of(typ), row_shape(typ)
+def copied(descriptor: ArrayDescriptor, layout: tuple[np.dtype, tuple[int, ...], int],
+           scratch: np.ndarray) -> np.ndarray:
+    """A rows result out of the scratch (or the argument) it lies in."""
+    dtype, shape, width = layout
     count = descriptor.length
     if count == 0:
         return np.zeros((0, *shape), dtype)
-    elements = count * int(np.prod(shape, dtype=np.int64))
-    raw = (ctypes.c_char * (elements * dtype.itemsize)).from_address(descriptor.data)
-    return np.frombuffer(raw, dtype).reshape(count, *shape).copy()
+    nbytes = count * width * dtype.itemsize
+    start = descriptor.data - scratch.ctypes.data
+    if 0 <= start and start + nbytes <= scratch.nbytes:
+        raw = scratch[start:start + nbytes]
+    else:
+        raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data), np.uint8)
+    return raw.view(dtype).reshape(count, *shape).copy()
 
 
 class NativeCalls:

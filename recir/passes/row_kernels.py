@@ -81,22 +81,84 @@ def elementwise(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     return out
 
 
+def fused(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, ...]:
+    """`tmath.fused` on every element of every row: one pass over the rows
+    for the whole elementwise chain."""
+    assert isinstance(op, tmath.FusedOp)
+    count = b.same_count(op, rows_of(args))
+    outs = [b.rows(count, r.type) for r in op.outputs]
+    body = op.body.blocks[0]
+
+    def row(inner: Emitter, r: SSAValue) -> None:
+        sources = [row_at(inner, a, r) for a in args]
+        targets = [row_at(inner, o, r) for o in outs]
+
+        def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            scalars = {arg: bj.load(src, j) for arg, src in zip(body.args, sources)}
+            for inner_op in body.ops:
+                if isinstance(inner_op, tmath.YieldOp):
+                    for value, target in zip(inner_op.values, targets):
+                        bj.store(scalars[value], target, j)
+                else:
+                    scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
+                        bj, [scalars[v] for v in inner_op.operands])
+            return ()
+
+        inner.loop(outs[0].width, element)
+
+    each_row(b, count, row)
+    return tuple(outs)
+
+
+# Rows of the input per block of `row_product`: with ROW_BLOCK matrix rows,
+# ROW_BLOCK x INPUT_BLOCK independent sums, each load serving several.
+INPUT_BLOCK = 4
+
+
+def dot_block(b: Emitter, lhs: Sequence[SSAValue], rhs: Sequence[SSAValue],
+              n: int) -> list[list[SSAValue]]:
+    """sum_i l[i] * r[i] for every pair of `lhs` and `rhs` rows, in one loop."""
+    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        left = [inner.load(p, i) for p in lhs]
+        right = [inner.load(p, i) for p in rhs]
+        sums = iter(acc)
+        return [inner.value(arith.AddfOp(next(sums), inner.value(
+            arith.MulfOp(x, y, REASSOC)), REASSOC)) for x in left for y in right]
+
+    flat = b.loop(n, body, [b.const(0.0, f32)] * (len(lhs) * len(rhs)))
+    return [list(flat[k * len(rhs):(k + 1) * len(rhs)]) for k in range(len(lhs))]
+
+
 def row_product(b: Emitter, matrix: SSAValue, rows: int, cols: int, x: Rows, out: Rows) -> None:
     """out[r] = matrix . x[r] for every row r: the one place a product over
-    rows is emitted. Each block of ROW_BLOCK matrix rows stays in L1 while
-    it meets every input row."""
+    rows is emitted. Blocks of ROW_BLOCK matrix rows by INPUT_BLOCK input
+    rows; the input rows left over take one at a time, as do the matrix's."""
     blocked = rows - rows % ROW_BLOCK
+    whole = b.value(arith.SubiOp(x.count, b.value(arith.RemUIOp(x.count, b.i64(INPUT_BLOCK)))))
 
     def block(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         first = bk.mul(k, ROW_BLOCK)
         starts = [bk.offset(matrix, bk.mul(bk.add(first, d), cols)) for d in range(ROW_BLOCK)]
 
-        def each(inner: Emitter, r: SSAValue) -> None:
+        def group(inner: Emitter, g: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            r0 = inner.mul(g, INPUT_BLOCK)
+            rs = [inner.add(r0, j) for j in range(INPUT_BLOCK)]
+            sums = dot_block(inner, starts, [row_at(inner, x, r) for r in rs], cols)
+            for j, r in enumerate(rs):
+                target = row_at(inner, out, r)
+                for d in range(ROW_BLOCK):
+                    inner.store(sums[d][j], target, inner.add(first, d))
+            return ()
+
+        bk.loop(bk.value(arith.DivUIOp(whole, bk.i64(INPUT_BLOCK))), group)
+
+        def each(inner: Emitter, t: SSAValue) -> None:
+            r = inner.add(whole, t)
             target = row_at(inner, out, r)
             for d, total in enumerate(dots(inner, starts, row_at(inner, x, r), cols)):
                 inner.store(total, target, inner.add(first, d))
 
-        each_row(bk, x.count, each)
+        each_row(bk, bk.value(arith.SubiOp(x.count, whole)), each)
         return ()
 
     b.loop(blocked // ROW_BLOCK, block)
@@ -323,6 +385,7 @@ def fill_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: elementwise for op in SCALAR},
     **{op: elementwise for op in ARITH_ROWS},
+    tmath.FusedOp: fused,
     tmath.MatvecOp: matvec,
     tmath.BilinearOp: bilinear,
     tmath.ConcatOp: concat,
