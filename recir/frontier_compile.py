@@ -12,6 +12,7 @@ offsets where each starts, anything else stacked one row per element.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,8 @@ class FrontierFunction:
             f.sym_visibility = None  # each is called from outside
         self.native = compile_rows(functions, cache_dir)
         self.before = self.native.functions.get(before.sym_name.data) if before else None
+        self.calls = threading.Lock()  # the native functions' scratch serves one call
+
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -111,6 +114,10 @@ class FrontierFunction:
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if not batch:
             return []
+        with self.calls:
+            return self.run(batch)
+
+    def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         args = self.entry_args(batch)
         values: dict[SSAValue, Any] = dict(zip(self.entry.body.blocks[0].args, args,
                                                strict=True))

@@ -20,6 +20,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
 from recir.backend import stack
+from recir.backend.array_address import data_address
 from recir.backend.engine import Engine
 from recir.backend.runtime import ArrayDescriptor, Context, c_scalar
 from recir.diagnostics import RecirError
@@ -71,7 +72,7 @@ class NativeRowFunction:
                 statics.append(None)
             else:
                 out = np.empty(typ.get_shape(), dtype_of(typ))
-                args.append(out.ctypes.data)
+                args.append(data_address(out))
                 statics.append(out)
         needed = self.per_row * max(rows, 1)
         for _ in range(MAX_SCRATCH_RETRIES):
@@ -79,7 +80,7 @@ class NativeRowFunction:
                 self.scratch = np.empty(needed, np.uint8)
             ctx = Context(stack.stack_limit())
             ctx.contexts = ctypes.addressof(ctx)
-            self.function(ctypes.addressof(ctx), *args, self.scratch.ctypes.data,
+            self.function(ctypes.addressof(ctx), *args, data_address(self.scratch),
                           self.scratch.nbytes)
             if not self.scratch_ran_out(ctx):
                 break
@@ -112,10 +113,10 @@ class NativeRowFunction:
                 raise RecirError(f"error: @{self.name} takes an array of shape "
                                  f"{('?', *shape) if batched else shape}, got {array.shape}")
             if not batched:
-                args.append(array.ctypes.data)
+                args.append(data_address(array))
                 continue
             descriptors[used] = array.shape[0]
-            descriptors[used + 1] = array.ctypes.data
+            descriptors[used + 1] = data_address(array)
             args.append(base + 8 * used)
             used += 2
             rows = max(rows, array.shape[0])
@@ -141,7 +142,7 @@ def copied(descriptor: ArrayDescriptor, layout: tuple[np.dtype, tuple[int, ...],
     if count == 0:
         return np.zeros((0, *shape), dtype)
     nbytes = count * width * dtype.itemsize
-    start = descriptor.data - scratch.ctypes.data
+    start = descriptor.data - data_address(scratch)
     if 0 <= start and start + nbytes <= scratch.nbytes:
         raw = scratch[start:start + nbytes]
     else:
