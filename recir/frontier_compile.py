@@ -78,14 +78,15 @@ class FrontierFunction:
     """A batch of inputs in, each element's outputs out (as `NativeFunction.batch`)."""
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
-                 cache_dir: Path | str | None):
+                 cache_dir: Path | str | None, extra: Sequence[str] = ()):
+        """`extra`: more functions of `module` to compile (a backward)."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
         self.schedule, before = split_entry(self.entry)
         names = [self.schedule.expand.root_reference.data,
                  self.schedule.post.root_reference.data]
-        functions = [find_entry(module, n).clone() for n in names]
+        functions = [find_entry(module, n).clone() for n in [*names, *extra]]
         if before is not None:
             functions.append(before)
         for f in functions:

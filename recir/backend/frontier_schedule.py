@@ -24,7 +24,7 @@ from recir.backend.array_address import data_address
 from recir.backend.engine import Engine
 from recir.backend.runtime import ArrayDescriptor, Context, c_scalar
 from recir.diagnostics import RecirError
-from recir.dialects import frontier
+from recir.dialects import frontier, tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.passes.native_context import ERROR_CHECK
@@ -34,6 +34,7 @@ from recir.passes.rows import SCRATCH_EXHAUSTED
 # A scratch buffer grows (and a call is repeated) at most this often: each
 # time four times larger.
 MAX_SCRATCH_RETRIES = 12
+FORWARD = "_fwd"
 
 
 class NativeRowFunction:
@@ -47,8 +48,8 @@ class NativeRowFunction:
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
         self.per_row = scratch_bytes_per_row(function)
-        argtypes = [ctypes.c_void_p] + [
-            ctypes.c_void_p if isinstance(t, TensorType) else c_scalar(t) for t in self.inputs]
+        argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if isinstance(
+            t, TensorType | tape.FrameType) else c_scalar(t) for t in self.inputs]
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
         self.function = ctypes.CFUNCTYPE(None, *argtypes)(engine.address(self.name))
         self.scratch = np.empty(0, np.uint8)
@@ -156,8 +157,14 @@ class NativeCalls:
     def __init__(self, functions: dict[str, NativeRowFunction]):
         self.functions = functions
 
-    def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
-        return self.functions[function.sym_name.data](inputs)
+    def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """A batched function's `_fwd` is the function itself with no frame:
+        its `_bwd` recomputes the rows it needs and reads no frame."""
+        name = function.sym_name.data
+        native = self.functions.get(name)
+        if native is not None:
+            return native(inputs)
+        return (*self.functions[name.removesuffix(FORWARD)](inputs), None)
 
 
 def run_schedule(op: frontier.ScheduleOp, calls: NativeCalls, moving: Sequence[Any],

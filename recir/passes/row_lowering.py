@@ -37,6 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import emit_error
 from recir.dialects import frontier, invoke, tape
 from recir.dialects.row_types import is_rows
+from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS
 from recir.passes.frontier_kernels import FRONTIER_KERNELS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
@@ -52,7 +53,7 @@ from recir.passes.rows import (
 )
 from recir.passes.tmath_kernels import size
 
-KERNELS = FRONTIER_KERNELS | ROW_KERNELS
+KERNELS = FRONTIER_KERNELS | ROW_KERNELS | ADJOINT_ROW_KERNELS
 
 
 class StaticLowering(Protocol):
@@ -89,7 +90,8 @@ def is_row_function(function: func.FuncOp) -> bool:
     reads of its structure arrays, which take one index at a time)."""
     computes_rows = False
     for op in function.walk():
-        if isinstance(op, invoke.InvokeOp | scf.IfOp | tape.NewOp | frontier.ScheduleOp):
+        if isinstance(op, invoke.InvokeOp | scf.IfOp | tape.NewOp | tape.SaveOp | tape.LoadOp
+                      | frontier.ScheduleOp):
             return False
         if op.dialect_name() == "frontier" or any(is_rows(r.type) for r in op.results):
             computes_rows = True
@@ -114,10 +116,12 @@ class RowFunctionLowering:
         entry, first = self.entry, self.entry.first_op
         assert first is not None
         start = Emitter(InsertPoint.before(first), self.static.allocas)
-        old_args = [a for a in entry.args if isinstance(a.type, TensorType)]
+        old_args = [a for a in entry.args if isinstance(a.type, TensorType | tape.FrameType)]
         for arg in old_args:
             new = entry.insert_arg(PTR, arg.index)
-            if is_rows(arg.type):
+            if isinstance(arg.type, tape.FrameType):  # a backward's frame: unread
+                arg.replace_all_uses_with(new)
+            elif is_rows(arg.type):
                 self.values[arg] = self.descriptor(start, new, arg.type)
             else:
                 self.static.buffers[arg] = new
@@ -133,7 +137,8 @@ class RowFunctionLowering:
             op.erase(safe_erase=False)
         for arg in old_args:
             entry.erase_arg(arg)
-        inputs = [PTR if isinstance(t, TensorType) else t for t in signature.inputs]
+        inputs = [PTR if isinstance(t, TensorType | tape.FrameType) else t
+                  for t in signature.inputs]
         scalars = [t for t in signature.outputs if not isinstance(t, TensorType)]
         self.function.function_type = FunctionType.from_lists(
             [*inputs, *(PTR for _ in self.outs), PTR, i64], scalars)
@@ -161,7 +166,7 @@ class RowFunctionLowering:
                              "it over rows")
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
         result = kernel(b, op, [self.get(v) for v in op.operands])
-        results = result if isinstance(result, tuple) else (result,)
+        results = result if isinstance(result, tuple) else () if result is None else (result,)
         for old, new in zip(op.results, results, strict=True):
             if isinstance(new, Rows):
                 self.values[old] = new
