@@ -112,14 +112,19 @@ def recir_frontier(params, mode, threads):
 
 
 def recir_frontier_ir(params, mode, threads):
-    """invoke-to-frontier's batched IR compiled by the one backend (inference only)."""
+    """invoke-to-frontier's batched IR compiled by the one backend."""
     import recir
     from recir.models import tree_lstm
 
-    if mode != "infer" or threads != 1:
-        raise Skipped("frontier-ir: inference on one thread so far")
-    fn = recir.compile(tree_lstm.trace_model(params), batching="frontier-ir")
-    return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
+    if threads != 1:
+        raise Skipped("frontier-ir: one thread so far")
+    traced = tree_lstm.trace_model(params)
+    if mode == "infer":
+        fn = recir.compile(traced, batching="frontier-ir")
+        return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
+    grad = recir.value_and_grad(traced, batching="frontier-ir")
+    into = {k: np.zeros_like(v) for k, v in params.items()}
+    return lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into)[0]]
 
 
 def recir_recursive(params, mode, threads):
