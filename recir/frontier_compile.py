@@ -34,7 +34,8 @@ from recir.interpreter.frontier import dtype_of
 from recir.pipeline import run_passes
 
 BATCH = "capture-outer-refs,invoke-to-frontier{{inputs={inputs}}}"
-ROW_PASSES = "tmath-fuse-elementwise,convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm"
+ROW_PASSES = (
+    "tmath-fuse-elementwise,convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm")
 BEFORE = "__before"  # the batched entry's ops before its schedule
 
 

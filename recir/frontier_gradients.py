@@ -92,7 +92,8 @@ class FrontierGradFunction(FrontierFunction):
         op = self.schedule
         count = len(op.moving)
         inputs = [values[v] for v in op.operands]
-        backward = Backward(Schedule(self.native, op, inputs[:count], inputs[count:]))  # type: ignore[arg-type]
+        calls: Any = self.native  # an interpreter's call_op, natively
+        backward = Backward(Schedule(calls, op, inputs[:count], inputs[count:]))
         floats = [k for k, r in enumerate(op.outputs)
                   if dtype_of(r.type) == np.float32]
         cotangents = []

@@ -20,8 +20,8 @@ from xdsl.ir import Operation, SSAValue
 from recir.dialects import adjoint, tmath
 from recir.passes.adjoint_kernels import axpy
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_kernels import Lowered, RowKernel, each_row, rows_of
-from recir.passes.rows import RowEmitter, Rows, row_at
+from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
 from recir.passes.tmath_kernels import checked, dot
 
 

@@ -16,8 +16,8 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import frontier
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_kernels import Lowered, RowKernel, copy_row, each_row
-from recir.passes.rows import RowEmitter, Rows, row_at
+from recir.passes.row_kernels import RowKernel, copy_row
+from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
 from recir.passes.tmath_kernels import checked
 
 
@@ -128,15 +128,18 @@ def extract_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Row
     """values[offsets[tree] + index] per row: the index checked against its
     tree's length, and the sum against the flat array's (offsets may be bad)."""
     values, offsets, tree, index = args
-    assert all(isinstance(a, Rows) for a in args)
-    count = b.same_count(op, [tree, index])  # type: ignore[list-item]
+    assert isinstance(values, Rows)
+    assert isinstance(offsets, Rows)
+    assert isinstance(tree, Rows)
+    assert isinstance(index, Rows)
+    count = b.same_count(op, [tree, index])
     out = b.rows(count, op.results[0].type)
 
     def each(inner: Emitter, r: SSAValue) -> None:
-        start, length = tree_span(inner, op, offsets, tree, r)  # type: ignore[arg-type]
-        within = checked(inner, op, inner.load(index.data, r, i32), length)  # type: ignore[union-attr]
-        at = checked(inner, op, inner.add(start, within), values.count)  # type: ignore[union-attr]
-        inner.store(inner.load(values.data, at, out.elem), out.data, r)  # type: ignore[union-attr]
+        start, length = tree_span(inner, op, offsets, tree, r)
+        within = checked(inner, op, inner.load(index.data, r, i32), length)
+        at = checked(inner, op, inner.add(start, within), values.count)
+        inner.store(inner.load(values.data, at, out.elem), out.data, r)
 
     each_row(b, count, each)
     return out

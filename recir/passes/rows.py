@@ -9,6 +9,7 @@ the lowering are `row_lowering.py`'s; the kernels `row_kernels.py`' and
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -110,3 +111,18 @@ def row_at(b: Emitter, value: Rows | SSAValue, r: SSAValue) -> SSAValue:
     if not isinstance(value, Rows):
         return value
     return b.offset(value.data, b.mul(r, value.stride), value.elem)
+
+
+Lowered = Rows | SSAValue  # what a kernel gets: rows, a buffer or a scalar
+
+
+def each_row(b: Emitter, count: SSAValue, body: Callable[[Emitter, SSAValue], None]) -> None:
+    def step(inner: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        body(inner, r)
+        return ()
+
+    b.loop(count, step)
+
+
+def rows_of(args: Sequence[Lowered]) -> list[Rows]:
+    return [a for a in args if isinstance(a, Rows)]
