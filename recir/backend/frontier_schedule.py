@@ -48,6 +48,10 @@ class NativeRowFunction:
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
         self.per_row = scratch_bytes_per_row(function)
+        # a backward adds into its arguments: a call cut short and repeated
+        # would add twice, so it is not repeated (the size is an upper bound)
+        accumulates = any(op.name.startswith("adjoint.accumulate") for op in function.walk())
+        self.retries = 1 if accumulates else MAX_SCRATCH_RETRIES
         argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if isinstance(
             t, TensorType | tape.FrameType) else c_scalar(t) for t in self.inputs]
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
@@ -76,7 +80,7 @@ class NativeRowFunction:
                 args.append(data_address(out))
                 statics.append(out)
         needed = self.per_row * max(rows, 1)
-        for _ in range(MAX_SCRATCH_RETRIES):
+        for _ in range(self.retries):
             if self.scratch.nbytes < needed:
                 self.scratch = np.empty(needed, np.uint8)
             ctx = Context(stack.stack_limit())
