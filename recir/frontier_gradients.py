@@ -5,10 +5,10 @@ differentiates `@f__post` (the one rules table), `@f__post_bwd` is compiled
 with `@f__expand` and `@f__post` by the one backend, and the interpreter's
 `Backward` (`frontier.schedule_grad`'s reference) runs the schedule
 forward, then `@f__post_bwd` height by height from the roots down, calling
-native code. The forward's rows are recomputed by `_bwd`, so `@f__post`
-serves as `@f__post_fwd` (`frontier_schedule.NativeCalls`). So far for
-models whose expansion makes no floats and whose batched entry is its
-schedule alone (TreeRNN, TreeLSTM); the others are an error naming why.
+native code; where the expansion makes floats (TD-TreeLSTM), `@f__expand_bwd`
+by depth after it, and where the batched entry computes before its schedule,
+that prefix's own `_bwd` last. The forward's rows are recomputed by each
+`_bwd`, so a function serves as its own `_fwd` (`frontier_schedule.NativeCalls`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ import numpy as np
 from xdsl.ir import BlockArgument
 
 from recir.diagnostics import RecirError
-from recir.frontier_compile import BATCH, FrontierFunction
+from recir.frontier_compile import BATCH, BEFORE, FrontierFunction, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
-from recir.interpreter.frontier_grad import Backward
+from recir.interpreter.frontier_grad import Backward, is_float_tensor
 from recir.pipeline import run_passes
 
-POST_GRADIENT = "synthesize-gradients{{entry={post} wrapper=false}}"
+GRADIENT = "synthesize-gradients{{entry={} wrapper=false}}"
+BACKWARD = "_bwd"
 
 
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
@@ -37,29 +38,37 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         raise RecirError("error: batching='frontier-ir' runs on one thread so far")
     module = model.module.clone()
     run_passes(module, BATCH.format(inputs=len(model.input_names)))
-    entry = find_entry(module, f"{model.entry}__frontier")
-    schedules = [op for op in entry.walk() if op.name == "frontier.schedule"]
-    if len(schedules) != 1:
-        raise RecirError(f"error: @{entry.sym_name.data} must hold one frontier.schedule")
-    post = schedules[0].post.root_reference.data  # type: ignore[attr-defined]
-    run_passes(module, POST_GRADIENT.format(post=post))
-    return FrontierGradFunction(module, model, loss, cache_dir)
+    schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
+    names = [schedule.post.root_reference.data]
+    if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
+        names.append(schedule.expand.root_reference.data)
+    if before is not None:  # the entry's ops before the schedule, differentiated too
+        before.sym_visibility = None
+        module.body.blocks[0].add_op(before)
+        names.append(before.sym_name.data)
+    run_passes(module, ",".join(GRADIENT.format(name) for name in names))
+    return FrontierGradFunction(module, model, loss, cache_dir,
+                                [f"{name}{BACKWARD}" for name in names])
+
+
+def makes_floats(module: Any, schedule: Any) -> bool:
+    """Whether the expansion moves or makes f32 values (`Backward.top_down`)."""
+    expand = find_entry(module, schedule.expand.root_reference.data).function_type
+    moving = expand.inputs.data[:1 + len(schedule.moving)]
+    return any(is_float_tensor(t) for t in (*moving, *expand.outputs.data))
 
 
 class FrontierGradFunction(FrontierFunction):
     """`batch(items, into)`: each item's outputs, and d(sum of the items'
     losses)/d parameters (added into `into`'s arrays where given)."""
 
-    def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None):
+    def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
+                 backwards: list[str]):
         self.names = list(model.params)
-        post = find_entry(module, f"{model.entry}__frontier")
-        schedule = next(op for op in post.walk() if op.name == "frontier.schedule")
-        bwd = f"{schedule.post.root_reference.data}_bwd"  # type: ignore[attr-defined]
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=[bwd])
-        if self.before is not None:
-            raise RecirError(f"error: @{model.entry}__frontier computes before its "
-                             "schedule: its gradient is not compiled natively yet")
+                         extra=backwards)
+        self.before_bwd = self.native.functions.get(
+            f"{model.entry}__frontier{BEFORE}{BACKWARD}")
         ret = self.entry.body.blocks[0].last_op
         assert ret is not None
         outputs = list(self.schedule.outputs)
@@ -79,6 +88,12 @@ class FrontierGradFunction(FrontierFunction):
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         grads = into if into is not None else {
             k: np.zeros_like(p) for k, p in zip(self.names, self.params)}
+        for name, param in zip(self.names, self.params):  # native code adds in place
+            d = grads.get(name)
+            if not (type(d) is np.ndarray and d.dtype == np.float32 and d.shape == param.shape
+                    and d.flags.c_contiguous and d.flags.writeable):
+                raise RecirError(f"error: gradient buffer '{name}' must be a C-contiguous "
+                                 f"float32 array of shape {param.shape}")
         if not batch:
             return [], grads
         with self.calls:
@@ -91,6 +106,8 @@ class FrontierGradFunction(FrontierFunction):
         values = dict(zip(block.args, args, strict=True))
         op = self.schedule
         count = len(op.moving)
+        if self.before is not None:
+            values.update(zip(op.operands, self.before(args), strict=True))
         inputs = [values[v] for v in op.operands]
         calls: Any = self.native  # an interpreter's call_op, natively
         backward = Backward(Schedule(calls, op, inputs[:count], inputs[count:]))
@@ -106,8 +123,15 @@ class FrontierGradFunction(FrontierFunction):
         tables = [t[s.inv[:len(batch)]] for t in backward.tables]
         values.update(zip(op.outputs, tables, strict=True))
         first_param = len(block.args) - len(self.params)
-        shared = gradients[len(gradients) - len(op.shared):]
-        for operand, d in zip(op.shared, shared, strict=True):
+        if self.before_bwd is not None:  # the schedule's operands' gradients, back
+            accumulators = [grads[self.names[a.index - first_param]] if a.index >= first_param
+                            else np.zeros_like(v) for a, v in zip(block.args, args)
+                            if is_float_tensor(a.type)]
+            cotangents = [d for d in gradients if d is not None]
+            self.before_bwd((None, *cotangents, *args, *accumulators))
+            gradients = []
+        shared = gradients[len(gradients) - len(op.shared):] if gradients else []
+        for operand, d in zip(op.shared, shared):
             if d is None or not isinstance(operand, BlockArgument):
                 continue
             if operand.index >= first_param:
