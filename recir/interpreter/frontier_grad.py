@@ -66,7 +66,7 @@ class Backward:
         s = self.s
         batch = len(s.roots[0])
         s.number_by_height(batch)
-        tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
+        tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
         d_tables = [np.zeros_like(t) if t.dtype == np.float32 else None for t in tables]
         for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
                                 strict=True):

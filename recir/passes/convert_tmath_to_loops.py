@@ -10,7 +10,9 @@ and keep scalar results; `invoke.invoke` sites allocate those buffers, and
 Activation frames (`!tape.frame`) become pointers too; `tape.save`/`tape.load`
 become copies and views at byte offsets, and `tape.new` stays (retyped) for
 convert-recir-to-llvm, which owns the per-call arena.
-Kernels live in `tmath_kernels.py`.
+Kernels live in `tmath_kernels.py`. Functions over rows (`invoke-to-frontier`'s
+batched functions) are lowered by `row_lowering.py`; a batched entry, whose
+`frontier.schedule` the runtime runs from the IR before this pass, is erased.
 
 In a module with concurrent invokes, accumulating calls may overlap: dense
 gradients go to the running thread's copy of their buffer
@@ -46,6 +48,11 @@ from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.row_lowering import (
+    RowFunctionLowering,
+    is_row_function,
+    runs_schedule,
+)
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import SCALAR, size
 
@@ -305,6 +312,12 @@ class ConvertTmathToLoopsPass(ModulePass):
         logged = found if outer else None
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
+                if runs_schedule(function):  # run from the IR before lowering,
+                    op.body.blocks[0].erase_op(function)  # by `frontier_compile.py`
+                    continue
+                if is_row_function(function):  # invoke-to-frontier's batched functions
+                    RowFunctionLowering(function, FunctionLowering(function)).run()
+                    continue
                 FunctionLowering(function, slots, logged).run()
 
 

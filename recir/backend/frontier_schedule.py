@@ -1,0 +1,177 @@
+"""`frontier.schedule` with natively compiled `@f__expand` and `@f__post`.
+
+The schedule's bookkeeping (expand by depth, number by height, post by
+height) is the interpreter's `Schedule`, the reference, run unchanged: its
+calls of the two batched functions go to native code here
+(`NativeRowFunction`), over NumPy arrays. Each call passes rows by
+`{i64 rows, ptr data}` descriptors and a scratch buffer the temporaries are
+bump-allocated from (the ABI is `passes/row_lowering.py`'s); the results are
+copied out of it before the next call reuses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import TensorType
+
+from recir.backend import stack
+from recir.backend.array_address import data_address
+from recir.backend.engine import Engine
+from recir.backend.runtime import ArrayDescriptor, Context, c_scalar
+from recir.diagnostics import RecirError
+from recir.dialects import frontier, tape
+from recir.dialects.row_types import is_rows
+from recir.interpreter.frontier import Schedule, dtype_of, row_shape
+from recir.passes.native_context import ERROR_CHECK
+from recir.passes.row_lowering import scratch_bytes_per_row
+from recir.passes.rows import SCRATCH_EXHAUSTED
+
+# A scratch buffer grows (and a call is repeated) at most this often: each
+# time four times larger.
+MAX_SCRATCH_RETRIES = 12
+FORWARD = "_fwd"
+
+
+class NativeRowFunction:
+    """One lowered function over rows, called with NumPy arrays."""
+
+    def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str]):
+        self.name = function.sym_name.data
+        self.engine, self.sites = engine, list(sites)
+        signature = function.function_type
+        self.inputs, self.outputs = list(signature.inputs), list(signature.outputs)
+        if not all(isinstance(t, TensorType) for t in self.outputs):
+            raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
+        self.per_row = scratch_bytes_per_row(function)
+        # a backward adds into its arguments: a call cut short and repeated
+        # would add twice, so it is not repeated (the size is an upper bound)
+        accumulates = any(op.name.startswith("adjoint.accumulate") for op in function.walk())
+        self.retries = 1 if accumulates else MAX_SCRATCH_RETRIES
+        argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if isinstance(
+            t, TensorType | tape.FrameType) else c_scalar(t) for t in self.inputs]
+        argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
+        self.function = ctypes.CFUNCTYPE(None, *argtypes)(engine.address(self.name))
+        self.scratch = np.empty(0, np.uint8)
+        # per input: (is rows, dtype, the shape or row shape it must have), None
+        # for a scalar; the rows inputs' descriptors live in one array per call
+        self.kinds = [(is_rows(t), dtype_of(t), row_shape(t) if is_rows(t) else tuple(
+            t.get_shape())) if isinstance(t, TensorType) else None for t in self.inputs]
+        self.row_inputs = sum(1 for k in self.kinds if k is not None and k[0])
+        self.rows_outputs = [is_rows(t) for t in self.outputs]
+        self.layouts = [(dtype_of(t), row_shape(t), int(np.prod(row_shape(t), dtype=np.int64)))
+                        if is_rows(t) else None for t in self.outputs]
+
+    def __call__(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
+        keep: list[Any] = []
+        args, rows = self.arguments(inputs, keep)
+        descriptors = (ArrayDescriptor * max(1, len(self.outputs)))()
+        statics: list[np.ndarray | None] = []
+        for k, typ in enumerate(self.outputs):
+            if self.rows_outputs[k]:
+                args.append(ctypes.addressof(descriptors[k]))
+                statics.append(None)
+            else:
+                out = np.empty(typ.get_shape(), dtype_of(typ))
+                args.append(data_address(out))
+                statics.append(out)
+        needed = self.per_row * max(rows, 1)
+        for _ in range(self.retries):
+            if self.scratch.nbytes < needed:
+                self.scratch = np.empty(needed, np.uint8)
+            ctx = Context(stack.stack_limit())
+            ctx.contexts = ctypes.addressof(ctx)
+            self.function(ctypes.addressof(ctx), *args, data_address(self.scratch),
+                          self.scratch.nbytes)
+            if not self.scratch_ran_out(ctx):
+                break
+            needed *= 4
+        self.raise_error(ctx)
+        return tuple(out if out is not None else copied(descriptors[k], layout, self.scratch)
+                     for k, (out, layout) in enumerate(zip(statics, self.layouts)))
+
+    def arguments(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], int]:
+        """The native arguments for `inputs` (kept alive by `keep`), and the
+        most rows any input has: the frontier the scratch is sized by."""
+        if len(inputs) != len(self.kinds):
+            raise RecirError(f"error: @{self.name} takes {len(self.kinds)} inputs, "
+                             f"got {len(inputs)}")
+        descriptors = (ctypes.c_int64 * (2 * max(1, self.row_inputs)))()
+        keep.append(descriptors)
+        base, used, rows = ctypes.addressof(descriptors), 0, 1
+        args: list[Any] = []
+        for value, kind in zip(inputs, self.kinds):
+            if kind is None:
+                args.append(value)
+                continue
+            batched, dtype, shape = kind
+            array = value
+            if not (type(value) is np.ndarray and value.dtype == dtype
+                    and value.flags.c_contiguous):
+                array = np.ascontiguousarray(value, dtype)
+                keep.append(array)
+            if (array.shape[1:] if batched else array.shape) != shape:
+                raise RecirError(f"error: @{self.name} takes an array of shape "
+                                 f"{('?', *shape) if batched else shape}, got {array.shape}")
+            if not batched:
+                args.append(data_address(array))
+                continue
+            descriptors[used] = array.shape[0]
+            descriptors[used + 1] = data_address(array)
+            args.append(base + 8 * used)
+            used += 2
+            rows = max(rows, array.shape[0])
+        return args, rows
+
+    def scratch_ran_out(self, ctx: Context) -> bool:
+        return ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites) and (
+            self.sites[ctx.site] == SCRATCH_EXHAUSTED)
+
+    def raise_error(self, ctx: Context) -> None:
+        if ctx.error == 0:
+            return
+        if ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites):
+            raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+        raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
+
+
+def copied(descriptor: ArrayDescriptor, layout: tuple[np.dtype, tuple[int, ...], int],
+           scratch: np.ndarray) -> np.ndarray:
+    """A rows result out of the scratch (or the argument) it lies in."""
+    dtype, shape, width = layout
+    count = descriptor.length
+    if count == 0:
+        return np.zeros((0, *shape), dtype)
+    nbytes = count * width * dtype.itemsize
+    start = descriptor.data - data_address(scratch)
+    if 0 <= start and start + nbytes <= scratch.nbytes:
+        raw = scratch[start:start + nbytes]
+    else:
+        raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data), np.uint8)
+    return raw.view(dtype).reshape(count, *shape).copy()
+
+
+class NativeCalls:
+    """What `Schedule` calls its functions through (an interpreter's `call_op`)."""
+
+    def __init__(self, functions: dict[str, NativeRowFunction]):
+        self.functions = functions
+
+    def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """A batched function's `_fwd` is the function itself with no frame:
+        its `_bwd` recomputes the rows it needs and reads no frame."""
+        name = function.sym_name.data
+        native = self.functions.get(name)
+        if native is not None:
+            return native(inputs)
+        return (*self.functions[name.removesuffix(FORWARD)](inputs), None)
+
+
+def run_schedule(op: frontier.ScheduleOp, calls: NativeCalls, moving: Sequence[Any],
+                 shared: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """The schedule's outputs, one row per root."""
+    return Schedule(calls, op, moving, shared).run()  # type: ignore[arg-type]

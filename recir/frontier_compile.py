@@ -1,0 +1,157 @@
+"""A traced model's frontier-batched IR, compiled by the one backend and run natively.
+
+`recir.compile(model, batching="frontier-ir")`: `invoke-to-frontier` gives
+`@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
+(and the entry's ops before its `frontier.schedule`, as a function of their
+own) go through `ROW_PASSES`, the same conversions as every function, and
+`backend/frontier_schedule.py` runs the schedule with them. A batch of
+inputs becomes the batched entry's arguments as `invoke-to-frontier` lays
+them out: a dynamic array as the trees' arrays one after another plus the
+offsets where each starts, anything else stacked one row per element.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.backend.cache import ObjectCache, cache_key, located_text
+from recir.backend.engine import Engine, compile_object
+from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction, run_schedule
+from recir.backend.llvm_convert import to_llvm_ir
+from recir.diagnostics import RecirError, emit_error
+from recir.dialects import frontier
+from recir.interpreter import find_entry
+from recir.interpreter.frontier import dtype_of
+from recir.pipeline import run_passes
+
+BATCH = "capture-outer-refs,invoke-to-frontier{{inputs={inputs}}}"
+ROW_PASSES = (
+    "tmath-fuse-elementwise,convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm")
+BEFORE = "__before"  # the batched entry's ops before its schedule
+
+
+def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
+                     threads: int | None = 1) -> FrontierFunction:
+    if threads not in (None, 1):
+        raise RecirError("error: batching='frontier-ir' runs on one thread so far")
+    module = model.module.clone()
+    run_passes(module, BATCH.format(inputs=len(model.input_names)))
+    return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir)
+
+
+def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | None]:
+    """The entry's schedule, and its ops before it as `@<entry>__before`
+    returning the schedule's operands (None where there are none)."""
+    ops = list(entry.body.blocks[0].ops)
+    schedules = [op for op in ops if isinstance(op, frontier.ScheduleOp)]
+    if len(schedules) != 1:
+        raise emit_error(entry, "a batched entry must hold one frontier.schedule")
+    schedule = schedules[0]
+    after = ops[ops.index(schedule) + 1:]
+    ret = after[-1]
+    assert isinstance(ret, func.ReturnOp)
+    if len(after) > 1:
+        raise emit_error(after[0], "after frontier.schedule is not compiled natively yet")
+    if ops.index(schedule) == 0:
+        return schedule, None
+    before = entry.clone()
+    before.sym_name = type(entry.sym_name)(entry.sym_name.data + BEFORE)
+    copied_ops = list(before.body.blocks[0].ops)
+    copied = copied_ops[ops.index(schedule)]
+    Rewriter.insert_op(func.ReturnOp(*copied.operands), InsertPoint.before(copied))
+    for op in reversed(copied_ops[ops.index(schedule):]):
+        Rewriter.erase_op(op, safe_erase=False)
+    before.function_type = func.FunctionType.from_lists(
+        list(entry.function_type.inputs), [v.type for v in schedule.operands])
+    return schedule, before
+
+
+class FrontierFunction:
+    """A batch of inputs in, each element's outputs out (as `NativeFunction.batch`)."""
+
+    def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
+                 cache_dir: Path | str | None, extra: Sequence[str] = ()):
+        """`extra`: more functions of `module` to compile (a backward)."""
+        self.original = find_entry(module, entry)
+        self.entry = find_entry(module, f"{entry}__frontier")
+        self.params = [np.ascontiguousarray(p, np.float32) for p in params]
+        self.schedule, before = split_entry(self.entry)
+        names = [self.schedule.expand.root_reference.data,
+                 self.schedule.post.root_reference.data]
+        functions = [find_entry(module, n).clone() for n in [*names, *extra]]
+        if before is not None:
+            functions.append(before)
+        for f in functions:
+            f.sym_visibility = None  # each is called from outside
+        self.native = compile_rows(functions, cache_dir)
+        self.before = self.native.functions.get(before.sym_name.data) if before else None
+        self.calls = threading.Lock()  # the native functions' scratch serves one call
+
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        return self.batch([inputs])[0]
+
+    def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        count = len(self.original.function_type.inputs) - len(self.params)
+        args: list[Any] = []
+        for k, typ in enumerate(list(self.original.function_type.inputs)[:count]):
+            values = [item[k] for item in batch]
+            if isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()):
+                arrays = [np.asarray(v, np.int32) for v in values]
+                offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])])
+                args += [np.concatenate(arrays).astype(np.int32), offsets.astype(np.int32)]
+            else:
+                args.append(np.asarray(values, dtype_of(typ)))
+        return args + self.params
+
+    def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        if not batch:
+            return []
+        with self.calls:
+            return self.run(batch)
+
+    def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        args = self.entry_args(batch)
+        values: dict[SSAValue, Any] = dict(zip(self.entry.body.blocks[0].args, args,
+                                               strict=True))
+        operands = list(self.schedule.operands)
+        if self.before is not None:
+            values.update(zip(operands, self.before(args), strict=True))
+        count = len(self.schedule.moving)
+        inputs = [values[v] for v in operands]
+        outputs = run_schedule(self.schedule, self.native, inputs[:count], inputs[count:])
+        values.update(zip(self.schedule.outputs, outputs, strict=True))
+        ret = self.entry.body.blocks[0].last_op
+        assert ret is not None
+        results = [values[v] for v in ret.operands]
+        return [tuple(r[k] for r in results) for k in range(len(batch))]
+
+
+def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None) -> NativeCalls:
+    """The functions over rows through `ROW_PASSES`, from the object cache
+    when it has them."""
+    module = ModuleOp([f.clone() for f in functions])
+    key = cache_key(located_text(module), f"frontier-ir {ROW_PASSES}")
+    cache = ObjectCache(cache_dir)
+    hit = cache.load(key, {"sites": list[str]})
+    if hit is None:
+        run_passes(module, ROW_PASSES)
+        sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
+        obj = compile_object(to_llvm_ir(module))
+        cache.store(key, obj, {"sites": sites})
+    else:
+        obj, sites = hit[0], hit[1]["sites"]
+    engine = Engine(obj)
+    calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
+                         for f in functions})
+    calls.engine = engine  # type: ignore[attr-defined]  # owns the code
+    return calls

@@ -1,0 +1,142 @@
+"""Gradients of a batch through the frontier-batched IR, natively.
+
+`recir.value_and_grad(model, batching="frontier-ir")`: `synthesize-gradients`
+differentiates `@f__post` (the one rules table), `@f__post_bwd` is compiled
+with `@f__expand` and `@f__post` by the one backend, and the interpreter's
+`Backward` (`frontier.schedule_grad`'s reference) runs the schedule
+forward, then `@f__post_bwd` height by height from the roots down, calling
+native code; where the expansion makes floats (TD-TreeLSTM), `@f__expand_bwd`
+by depth after it, and where the batched entry computes before its schedule,
+that prefix's own `_bwd` last. The forward's rows are recomputed by each
+`_bwd`, so a function serves as its own `_fwd` (`frontier_schedule.NativeCalls`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.ir import BlockArgument
+
+from recir.diagnostics import RecirError
+from recir.frontier_compile import BATCH, BEFORE, FrontierFunction, split_entry
+from recir.interpreter import find_entry
+from recir.interpreter.frontier import Schedule, dtype_of, row_shape
+from recir.interpreter.frontier_grad import Backward, is_float_tensor
+from recir.pipeline import run_passes
+
+GRADIENT = "synthesize-gradients{{entry={} wrapper=false}}"
+BACKWARD = "_bwd"
+
+
+def value_and_grad_frontier(model: Any, loss: int = -1, *,
+                            cache_dir: Path | str | None = None,
+                            threads: int | None = 1) -> FrontierGradFunction:
+    if threads not in (None, 1):
+        raise RecirError("error: batching='frontier-ir' runs on one thread so far")
+    module = model.module.clone()
+    run_passes(module, BATCH.format(inputs=len(model.input_names)))
+    schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
+    names = [schedule.post.root_reference.data]
+    if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
+        names.append(schedule.expand.root_reference.data)
+    if before is not None:  # the entry's ops before the schedule, differentiated too
+        before.sym_visibility = None
+        module.body.blocks[0].add_op(before)
+        names.append(before.sym_name.data)
+    run_passes(module, ",".join(GRADIENT.format(name) for name in names))
+    return FrontierGradFunction(module, model, loss, cache_dir,
+                                [f"{name}{BACKWARD}" for name in names])
+
+
+def makes_floats(module: Any, schedule: Any) -> bool:
+    """Whether the expansion moves or makes f32 values (`Backward.top_down`)."""
+    expand = find_entry(module, schedule.expand.root_reference.data).function_type
+    moving = expand.inputs.data[:1 + len(schedule.moving)]
+    return any(is_float_tensor(t) for t in (*moving, *expand.outputs.data))
+
+
+class FrontierGradFunction(FrontierFunction):
+    """`batch(items, into)`: each item's outputs, and d(sum of the items'
+    losses)/d parameters (added into `into`'s arrays where given)."""
+
+    def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
+                 backwards: list[str]):
+        self.names = list(model.params)
+        super().__init__(module, model.entry, list(model.params.values()), cache_dir,
+                         extra=backwards)
+        self.before_bwd = self.native.functions.get(
+            f"{model.entry}__frontier{BEFORE}{BACKWARD}")
+        ret = self.entry.body.blocks[0].last_op
+        assert ret is not None
+        outputs = list(self.schedule.outputs)
+        if not -len(ret.operands) <= loss < len(ret.operands) or (
+                ret.operands[loss] not in outputs):
+            raise RecirError(f"error: output {loss} of @{model.entry} is not a loss "
+                             "the schedule computes")
+        self.loss = outputs.index(ret.operands[loss])  # type: ignore[arg-type]
+
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
+                 ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:  # type: ignore[override]
+        outputs, grads = self.batch([inputs], into)  # type: ignore[misc]
+        return outputs[0], grads
+
+    def batch(self, batch: Sequence[Sequence[Any]],  # type: ignore[override]
+              into: dict[str, np.ndarray] | None = None
+              ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        grads = into if into is not None else {
+            k: np.zeros_like(p) for k, p in zip(self.names, self.params)}
+        for name, param in zip(self.names, self.params):  # native code adds in place
+            d = grads.get(name)
+            if not (type(d) is np.ndarray and d.dtype == np.float32 and d.shape == param.shape
+                    and d.flags.c_contiguous and d.flags.writeable):
+                raise RecirError(f"error: gradient buffer '{name}' must be a C-contiguous "
+                                 f"float32 array of shape {param.shape}")
+        if not batch:
+            return [], grads
+        with self.calls:
+            return self.run_grad(batch, grads), grads
+
+    def run_grad(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray]
+                 ) -> list[tuple[Any, ...]]:
+        args = self.entry_args(batch)
+        block = self.entry.body.blocks[0]
+        values = dict(zip(block.args, args, strict=True))
+        op = self.schedule
+        count = len(op.moving)
+        if self.before is not None:
+            values.update(zip(op.operands, self.before(args), strict=True))
+        inputs = [values[v] for v in op.operands]
+        calls: Any = self.native  # an interpreter's call_op, natively
+        backward = Backward(Schedule(calls, op, inputs[:count], inputs[count:]))
+        floats = [k for k, r in enumerate(op.outputs)
+                  if dtype_of(r.type) == np.float32]
+        cotangents = []
+        for k in floats:
+            shape = (len(batch), *row_shape(op.outputs[k].type))
+            cotangents.append(np.ones(shape, np.float32) if k == self.loss
+                              else np.zeros(shape, np.float32))
+        gradients = backward.run(cotangents)
+        s = backward.s
+        tables = [t[s.inv[:len(batch)]] for t in backward.tables]
+        values.update(zip(op.outputs, tables, strict=True))
+        first_param = len(block.args) - len(self.params)
+        if self.before_bwd is not None:  # the schedule's operands' gradients, back
+            accumulators = [grads[self.names[a.index - first_param]] if a.index >= first_param
+                            else np.zeros_like(v) for a, v in zip(block.args, args)
+                            if is_float_tensor(a.type)]
+            cotangents = [d for d in gradients if d is not None]
+            self.before_bwd((None, *cotangents, *args, *accumulators))
+            gradients = []
+        shared = gradients[len(gradients) - len(op.shared):] if gradients else []
+        for operand, d in zip(op.shared, shared):
+            if d is None or not isinstance(operand, BlockArgument):
+                continue
+            if operand.index >= first_param:
+                grads[self.names[operand.index - first_param]] += d
+        ret = block.last_op
+        assert ret is not None
+        results = [values[v] for v in ret.operands]
+        return [tuple(r[k] for r in results) for k in range(len(batch))]

@@ -1,0 +1,204 @@
+"""Loop kernels for the row forms of `adjoint` ops: the batched backward functions.
+
+`synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line
+code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
+parameter) is the sum over the rows: `accumulate` adds every row,
+`accumulate_outer` adds the sum of the rows' outer products (a product over
+rows: `row_outer_sum`), `accumulate_row` scatter-adds rows at checked row
+numbers into a table (a parameter's, or a rows argument's: the children's
+result gradients). Accumulations write in place and return None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import f32, i32
+from xdsl.ir import Operation, SSAValue
+
+from recir.dialects import adjoint, tmath
+from recir.passes.adjoint_kernels import axpy
+from recir.passes.loop_builder import Emitter
+from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.tmath_kernels import checked, dot
+
+
+def zero_rows(b: RowEmitter, count: SSAValue, op: Operation) -> Rows:
+    out = b.rows(count, op.results[0].type)
+    each_row(b, count, lambda inner, r: inner.loop(out.width, lambda bj, j, _: (
+        bj.store(bj.const(0.0, f32), row_at(bj, out, r), j), ())[1]))
+    return out
+
+
+def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """out[r] = dy[r] . W: each row a sum of W's rows, unit stride innermost."""
+    dy, w = args
+    assert isinstance(dy, Rows)
+    rows, cols = tmath.shape_of(op.operands[1])
+    out = zero_rows(b, dy.count, op)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        source, target = row_at(inner, dy, r), row_at(inner, out, r)
+
+        def term(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            axpy(bm, target, bm.load(source, m), bm.offset(w, bm.mul(m, cols)), cols)
+            return ()
+
+        inner.loop(rows, term)
+
+    each_row(b, dy.count, each)
+    return out
+
+
+def onehot(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """Zeros but each row's scale at its (checked) index."""
+    index, scale = args
+    assert isinstance(index, Rows)
+    count = b.same_count(op, rows_of(args))
+    out = zero_rows(b, count, op)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        value = inner.load(scale.data, r) if isinstance(scale, Rows) else scale
+        at = checked(inner, op, inner.load(index.data, r, i32), out.width)
+        inner.store(value, row_at(inner, out, r), at)
+
+    each_row(b, count, each)
+    return out
+
+
+def pad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """Each row into zeros at its offset (along the row's first axis)."""
+    assert isinstance(op, adjoint.PadOp)
+    source = args[0]
+    assert isinstance(source, Rows)
+    out = zero_rows(b, source.count, op)
+    shape = tmath.shape_of(op.result)[1:]
+    start = op.offset.value.data * (out.width // shape[0])
+    each_row(b, source.count, lambda inner, r: inner.loop(source.width, lambda bj, j, _: (
+        bj.store(bj.load(row_at(bj, source, r), j),
+                 bj.offset(row_at(bj, out, r), start), j), ())[1]))
+    return out
+
+
+def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
+    """Rows into a uniform buffer: their sum; rows into rows: row by row."""
+    acc, value = args
+    assert isinstance(value, Rows)
+    if isinstance(acc, Rows):
+        b.same_count(op, [acc, value])
+    one = b.const(1.0, f32)
+    each_row(b, value.count, lambda inner, r: axpy(
+        inner, row_at(inner, acc, r), one, row_at(inner, value, r), value.width))
+
+
+def row_outer_sum(b: Emitter, acc: SSAValue, lhs: Rows, rhs: Rows, rows: int,
+                  cols: int) -> None:
+    """acc += sum_r lhs[r] (x) rhs[r]: the one place a product of rows with
+    rows is emitted. Each accumulator row stays in L1 while every input row
+    is added into it."""
+    def row(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        target = bm.offset(acc, bm.mul(m, cols))
+        each_row(bm, lhs.count, lambda inner, r: axpy(
+            inner, target, inner.load(row_at(inner, lhs, r), m), row_at(inner, rhs, r), cols))
+        return ()
+
+    b.loop(rows, row)
+
+
+def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
+    acc, lhs, rhs = args
+    assert isinstance(lhs, Rows)
+    assert isinstance(rhs, Rows)
+    assert not isinstance(acc, Rows), "an outer product accumulates into a parameter"
+    b.same_count(op, [lhs, rhs])
+    rows, cols = tmath.shape_of(op.operands[0])
+    row_outer_sum(b, acc, lhs, rhs, rows, cols)
+
+
+def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
+    """acc[index[r]] += value[r], each row number checked against the table."""
+    acc, index, value = args
+    assert isinstance(index, Rows)
+    assert isinstance(value, Rows)
+    b.same_count(op, [index, value])
+    length: SSAValue | int = acc.count if isinstance(acc, Rows) else tmath.shape_of(
+        op.operands[0])[0]
+    data = acc.data if isinstance(acc, Rows) else acc
+    stride = acc.stride if isinstance(acc, Rows) else value.width
+    one = b.const(1.0, f32)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        at = checked(inner, op, inner.load(index.data, r, i32), length)
+        target = inner.offset(data, inner.mul(at, stride))
+        axpy(inner, target, one, row_at(inner, value, r), value.width)
+
+    each_row(b, index.count, each)
+
+
+def bilinear_grad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """Per row: sum_k dr[k] V[k] y (lhs) or sum_k dr[k] V[k]^T x (rhs)."""
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    v, dr, other = args
+    count = b.same_count(op, rows_of(args))
+    out = zero_rows(b, count, op)
+    lhs = isinstance(op, adjoint.BilinearLhsOp)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        d, o, target = row_at(inner, dr, r), row_at(inner, other, r), row_at(inner, out, r)
+
+        def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            def row(bi: Emitter, i: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+                start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
+                if lhs:
+                    term = bi.value(arith.MulfOp(bi.load(d, k), dot(bi, start, o, cols)))
+                    bi.store(bi.value(arith.AddfOp(bi.load(target, i), term)), target, i)
+                else:
+                    axpy(bi, target, bi.value(arith.MulfOp(bi.load(d, k), bi.load(o, i))),
+                         start, cols)
+                return ()
+
+            bk.loop(rows, row)
+            return ()
+
+        inner.loop(depth, slab)
+
+    each_row(b, count, each)
+    return out
+
+
+def accumulate_bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
+    """acc[k, i, :] += sum_r dr[r][k] x[r][i] y[r]."""
+    acc, dr, x, y = args
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    count = b.same_count(op, rows_of(args))
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        d, xr, yr = row_at(inner, dr, r), row_at(inner, x, r), row_at(inner, y, r)
+
+        def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            def row(bi: Emitter, i: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+                start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
+                axpy(bi, start, bi.value(arith.MulfOp(bi.load(d, k), bi.load(xr, i))), yr, cols)
+                return ()
+
+            bk.loop(rows, row)
+            return ()
+
+        inner.loop(depth, slab)
+
+    each_row(b, count, each)
+
+
+ADJOINT_ROW_KERNELS: dict[type[Operation], RowKernel] = {
+    adjoint.VecmatOp: vecmat,
+    adjoint.OnehotOp: onehot,
+    adjoint.PadOp: pad,
+    adjoint.BilinearLhsOp: bilinear_grad,
+    adjoint.BilinearRhsOp: bilinear_grad,
+    adjoint.AccumulateBilinearOp: accumulate_bilinear,  # type: ignore[dict-item]
+    adjoint.AccumulateOp: accumulate,  # type: ignore[dict-item]
+    adjoint.AccumulateOuterOp: accumulate_outer,  # type: ignore[dict-item]
+    adjoint.AccumulateRowOp: accumulate_row,  # type: ignore[dict-item]
+}

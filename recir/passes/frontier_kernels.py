@@ -1,0 +1,171 @@
+"""Loop kernels for the `frontier` ops inside the batched functions (see `row_lowering.py`).
+
+Row numbers and tree ids read at run time are checked before any read they
+address (`checked`: one unsigned compare, so a negative index fails too);
+`partition` writes at most its input's row count, which is what its outputs
+are allocated for, and keeps the counts it found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType, i8, i32, i64
+from xdsl.ir import Operation, SSAValue
+
+from recir.dialects import frontier
+from recir.passes.loop_builder import Emitter
+from recir.passes.row_kernels import RowKernel, copy_row
+from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.tmath_kernels import checked
+
+
+def take(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """result[i] = source[rows[i]]."""
+    source, index = args
+    assert isinstance(source, Rows)
+    assert isinstance(index, Rows)
+    out = b.rows(index.count, op.results[0].type)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        at = checked(inner, op, inner.load(index.data, r, i32), source.count)
+        copy_row(inner, row_at(inner, out, r), row_at(inner, source, at), out.width,
+                 out.elem)
+
+    each_row(b, index.count, each)
+    return out
+
+
+def partition(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, Rows]:
+    """The rows where the predicate holds and where it does not, ascending:
+    both written branch-free, each at its own count."""
+    predicate = args[0]
+    assert isinstance(predicate, Rows)
+    typ = op.results[0].type
+    taken, others = b.rows(predicate.count, typ), b.rows(predicate.count, typ)
+
+    def each(inner: Emitter, r: SSAValue, counts: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        row = inner.value(arith.TruncIOp(r, i32))
+        inner.store(row, taken.data, counts[0])
+        inner.store(row, others.data, counts[1])
+        held = inner.value(arith.ExtUIOp(inner.value(arith.CmpiOp(
+            inner.load(predicate.data, r, i8), inner.const(0, i8), "ne")), i64))
+        return (inner.add(counts[0], held),
+                inner.add(counts[1], inner.value(arith.SubiOp(inner.i64(1), held))))
+
+    found = b.loop(predicate.count, each, [b.i64(0), b.i64(0)])
+    return (Rows(found[0], taken.data, 1, 1, taken.elem),
+            Rows(found[1], others.data, 1, 1, others.elem))
+
+
+def merge(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """The inverse of partition: each side's rows to its row numbers."""
+    lhs, lhs_rows, rhs, rhs_rows = args
+    assert all(isinstance(a, Rows) for a in args)
+    b.same_count(op, [lhs, lhs_rows])  # type: ignore[list-item]
+    b.same_count(op, [rhs, rhs_rows])  # type: ignore[list-item]
+    total = b.add(lhs.count, rhs.count)  # type: ignore[union-attr]
+    out = b.rows(total, op.results[0].type)
+    for side, numbers in ((lhs, lhs_rows), (rhs, rhs_rows)):
+        def each(inner: Emitter, r: SSAValue, side=side, numbers=numbers) -> None:
+            at = checked(inner, op, inner.load(numbers.data, r, i32), total)
+            copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
+                     out.elem)
+
+        each_row(b, side.count, each)  # type: ignore[union-attr]
+    return out
+
+
+def broadcast(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """A uniform scalar or tensor as every row of a rows value as long as `like`."""
+    value, like = args
+    assert isinstance(like, Rows)
+    assert not isinstance(value, Rows)
+    out = b.rows(like.count, op.results[0].type)
+    if isinstance(op.operands[0].type, TensorType):
+        each_row(b, like.count, lambda inner, r: copy_row(
+            inner, row_at(inner, out, r), value, out.width, out.elem))
+        return out
+    if out.elem != value.type:  # an i1 stored as a byte
+        value = b.value(arith.ExtUIOp(value, out.elem))  # type: ignore[arg-type]
+    each_row(b, like.count, lambda inner, r: inner.store(value, out.data, r))
+    return out
+
+
+def compare(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """Per row, as `arith.cmpi`/`cmpf`; the `i1` is stored as a byte."""
+    assert isinstance(op, frontier.CmpiOp | frontier.CmpfOp)
+    lhs, rhs = args
+    assert isinstance(lhs, Rows)
+    assert isinstance(rhs, Rows)
+    count = b.same_count(op, [lhs, rhs])
+    out = b.rows(count, op.results[0].type)
+    predicate = op.predicate.value.data
+    make = arith.CmpiOp if isinstance(op, frontier.CmpiOp) else arith.CmpfOp
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        held = inner.value(make(inner.load(lhs.data, r, lhs.elem),
+                                inner.load(rhs.data, r, rhs.elem), predicate))
+        inner.store(inner.value(arith.ExtUIOp(held, i8)), out.data, r)
+
+    each_row(b, count, each)
+    return out
+
+
+def tree_span(b: Emitter, op: Operation, offsets: Rows, tree: Rows,
+              r: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(start, length) of row r's tree in a ragged array, its id checked."""
+    trees = b.value(arith.MaxSIOp(b.value(arith.SubiOp(offsets.count, b.i64(1))),
+                                  b.i64(0)))  # no offsets: no tree
+    t = checked(b, op, b.load(tree.data, r, i32), trees)
+    start = b.to_i64(b.load(offsets.data, t, i32))
+    end = b.to_i64(b.load(offsets.data, b.add(t, 1), i32))
+    return start, b.value(arith.SubiOp(end, start))
+
+
+def extract_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """values[offsets[tree] + index] per row: the index checked against its
+    tree's length, and the sum against the flat array's (offsets may be bad)."""
+    values, offsets, tree, index = args
+    assert isinstance(values, Rows)
+    assert isinstance(offsets, Rows)
+    assert isinstance(tree, Rows)
+    assert isinstance(index, Rows)
+    count = b.same_count(op, [tree, index])
+    out = b.rows(count, op.results[0].type)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        start, length = tree_span(inner, op, offsets, tree, r)
+        within = checked(inner, op, inner.load(index.data, r, i32), length)
+        at = checked(inner, op, inner.add(start, within), values.count)
+        inner.store(inner.load(values.data, at, out.elem), out.data, r)
+
+    each_row(b, count, each)
+    return out
+
+
+def size_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    offsets, tree = args
+    assert isinstance(offsets, Rows)
+    assert isinstance(tree, Rows)
+    out = b.rows(tree.count, op.results[0].type)
+
+    def each(inner: Emitter, r: SSAValue) -> None:
+        _, length = tree_span(inner, op, offsets, tree, r)
+        inner.store(inner.value(arith.TruncIOp(length, i32)), out.data, r)
+
+    each_row(b, tree.count, each)
+    return out
+
+
+FRONTIER_KERNELS: dict[type[Operation], RowKernel] = {
+    frontier.TakeOp: take,
+    frontier.PartitionOp: partition,
+    frontier.MergeOp: merge,
+    frontier.BroadcastOp: broadcast,
+    frontier.CmpiOp: compare,
+    frontier.CmpfOp: compare,
+    frontier.ExtractRaggedOp: extract_ragged,
+    frontier.SizeRaggedOp: size_ragged,
+}

@@ -1,0 +1,85 @@
+// RUN: recir-opt -p capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops %s | filecheck %s
+// RUN: recir-opt -p capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm %s | filecheck %s --check-prefix=LLVM
+
+// TreeRNN's shape (as in invoke-to-frontier.mlir), its batched functions
+// lowered over rows: a rows value is a pointer to {i64 rows, ptr data}, and
+// every temporary is bump-allocated from the trailing scratch buffer.
+// TreeRNN's shape: a leaf embeds its word; an inner node combines its two
+// children's vectors. The structure arrays are per tree (ragged), the
+// weights uniform; the second result counts leaves (a scalar per row).
+func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>, %root: i32,
+                    %emb: tensor<10x2xf32>, %w: tensor<2x4xf32>, %b: tensor<2xf32>) -> (tensor<2xf32>, f32) {
+  invoke.subgraph @node(%i: i32) -> (tensor<2xf32>, f32) {
+    %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+    %zero = arith.constant 0 : i32
+    %leaf = arith.cmpi slt, %l, %zero : i32
+    %h, %s = scf.if %leaf -> (tensor<2xf32>, f32) {
+      %wd = tmath.extract %word[%i] : tensor<?xi32>, i32 -> i32
+      %e = tmath.gather %emb[%wd] : tensor<10x2xf32>, i32 -> tensor<2xf32>
+      %one = arith.constant 1.0 : f32
+      scf.yield %e, %one : tensor<2xf32>, f32
+    } else {
+      %r = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
+      %hl, %sl = invoke.invoke @node(%l) : (i32) -> (tensor<2xf32>, f32)
+      %hr, %sr = invoke.invoke @node(%r) : (i32) -> (tensor<2xf32>, f32)
+      %c = tmath.concat %hl, %hr : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+      %m = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<4xf32> -> tensor<2xf32>
+      %a = tmath.add %m, %b : tensor<2xf32>
+      %t = tmath.tanh %a : tensor<2xf32>
+      %n = arith.addf %sl, %sr : f32
+      scf.yield %t, %n : tensor<2xf32>, f32
+    }
+    invoke.return %h, %s : tensor<2xf32>, f32
+  }
+  %h, %s = invoke.invoke @node(%root) : (i32) -> (tensor<2xf32>, f32)
+  func.return %h, %s : tensor<2xf32>, f32
+}
+
+// The recursive function keeps its own lowering; the batched entry is left
+// to the runtime (it runs frontier.schedule from the IR before lowering).
+// CHECK-LABEL: func.func private @node(%i: i32
+// CHECK-NOT:   frontier.schedule
+
+// The expansion: the inputs' descriptors are read first (rows, then data);
+// its results are 9 descriptors to fill, then the scratch buffer and its size.
+// CHECK-LABEL: func.func private @node__expand(
+// CHECK-SAME:    %[[TREE:[0-9]+]]: !llvm.ptr, %[[I:[0-9]+]]: !llvm.ptr,
+// CHECK-SAME:    %[[SCRATCH:[0-9]+]]: !llvm.ptr, %[[BYTES:[0-9]+]]: i64) {
+// CHECK-NEXT:    %[[ROWS:.*]] = llvm.load %[[TREE]] : !llvm.ptr -> i64
+// CHECK-NEXT:    %[[EIGHT:.*]] = arith.constant 8 : i64
+// CHECK-NEXT:    %[[AT:.*]] = llvm.getelementptr %[[TREE]][%[[EIGHT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %{{.*}} = llvm.load %[[AT]] : !llvm.ptr -> !llvm.ptr
+// extract_ragged: the row counts agree, the result fits the scratch, then
+// per row the tree id, the index in its tree and the flat index are checked.
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.extract_ragged' op operands have different row counts"
+// CHECK:         %[[END:.*]] = arith.cmpi ule, %{{.*}}, %[[BYTES]] : i64
+// CHECK:         cf.assert %{{.*}}, "error: the frontier's scratch buffer is too small"
+// CHECK-NEXT:    %{{.*}} = llvm.getelementptr %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %[[ROWS]] step %{{.*}} : i64 {
+// CHECK-COUNT-3:   cf.assert %{{.*}}, "{{.*}}: error: 'frontier.extract_ragged' op index out of range"
+// partition: one pass over the rows with the two counts carried, branch-free.
+// CHECK:         %{{.*}}, %{{.*}} = scf.for %{{.*}} = %{{.*}} to %[[ROWS]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (i64, i64) : i64 {
+// CHECK:           llvm.load %{{.*}} : !llvm.ptr -> i8
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
+// Each result is returned as its row count and data address.
+// CHECK:         llvm.store %{{.*}}, %{{.*}} : i64, !llvm.ptr
+// CHECK-NEXT:    %{{.*}} = arith.constant 8 : i64
+// CHECK-NEXT:    %{{.*}} = llvm.getelementptr
+// CHECK-NEXT:    llvm.store %{{.*}}, %{{.*}} : !llvm.ptr, !llvm.ptr
+// CHECK:         func.return
+// CHECK-NEXT:  }
+
+// The bottom-up part: an embedding row per leaf (checked word index), the
+// product of W with each inner row's concatenated children, then the merge.
+// CHECK-LABEL: func.func private @node__post(
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.gather' op index out of range"
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
+// CHECK:         arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
+// CHECK:         func.return
+// CHECK-NEXT:  }
+
+// Through convert-recir-to-llvm: each takes the context first and returns
+// nothing (its results are in the descriptors).
+// LLVM: llvm.func internal @node__expand(%{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: !llvm.ptr, %{{.*}}: i64) {
+// LLVM: llvm.func internal @node__post(%{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: !llvm.ptr, %{{.*}}: i64) {

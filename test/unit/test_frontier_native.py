@@ -1,0 +1,101 @@
+"""batching="frontier-ir": invoke-to-frontier's batched IR compiled by the one
+backend (convert-tmath-to-loops over rows) and run by the native schedule.
+Each tree's outputs equal the interpreter running the same batched IR and
+the recursive function compiled natively, tree by tree."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from test_invoke_to_frontier import transformed, tree_batch_args, trees
+
+import recir
+from recir.data.trees import Tree
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+
+TREE_MODELS = [tree_rnn, rntn, tree_lstm]
+
+
+def tree_inputs(tree: Tree) -> tuple:
+    return (tree.left, tree.right, tree.word, tree.label, tree.root)
+
+
+@functools.cache
+def compiled(model):
+    """(traced, batched native, recursive native): compiled once per model."""
+    kwargs = {"inputs": 4} if model is td_tree_lstm else {"vocab": 100}
+    seed = 3 if model is td_tree_lstm else 0
+    params = model.init_params(np.random.default_rng(seed), hidden=4, **kwargs)
+    traced = model.trace_model(params)
+    return (traced, recir.compile(traced, batching="frontier-ir"),
+            recir.compile(traced, threads=1))
+
+
+@pytest.mark.parametrize("model", TREE_MODELS, ids=lambda m: m.__name__.split(".")[-1])
+def test_tree_models_native_batched_matches_interpreter_and_recursive(model):
+    traced, native, recursive = compiled(model)
+    params = traced.params
+    batch = trees()  # single leaves, linear, random and balanced trees
+    outs = native.batch([tree_inputs(t) for t in batch])
+    module = transformed(traced, 5)
+    hs, losses = run_function(module, f"{traced.entry}__frontier",
+                              tree_batch_args(batch, params))
+    for k, tree in enumerate(batch):
+        h, loss = outs[k]
+        np.testing.assert_allclose(h, hs[k], rtol=1e-5, atol=1e-6)
+        assert loss == pytest.approx(losses[k], rel=1e-5)
+        h_native, loss_native = recursive(*tree_inputs(tree))
+        np.testing.assert_allclose(h, h_native, rtol=1e-4, atol=1e-5)
+        assert loss == pytest.approx(loss_native, rel=1e-4)
+
+
+def test_top_down_tree_lstm_native_batched_matches():
+    """The entry's ops before the schedule (tanh(W_in x)) run natively too."""
+    traced, native, recursive = compiled(td_tree_lstm)
+    params = traced.params
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((9, 4)).astype(np.float32)
+    depths = np.array([0, 1, 3, 6, 6, 5, 2, 6, 4], np.int32)
+    outs = native.batch([(xs[k], int(depths[k])) for k in range(len(xs))])
+    module = transformed(traced, 2)
+    counts, totals = run_function(module, "td_tree_lstm__frontier",
+                                  [xs, depths, *params.values()])
+    for k in range(len(xs)):
+        count, total = outs[k]
+        assert count == counts[k]
+        assert total == pytest.approx(totals[k], rel=1e-5, abs=1e-6)
+        count_native, total_native = recursive(xs[k], int(depths[k]))
+        assert count == count_native
+        assert total == pytest.approx(total_native, rel=1e-4, abs=1e-5)
+    assert len({int(c) for c, _ in outs}) > 2
+
+
+def test_a_child_index_out_of_its_tree_is_a_native_error():
+    _, native, _ = compiled(tree_rnn)
+    bad = Tree(left=[-1, -1, 0], right=[-1, -1, 9], word=[0, 1, 2], label=[0, 1, 2])
+    with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: 'frontier.extract_"
+                       r"ragged' op index out of range \(at run time, in native @node__"):
+        native.batch([tree_inputs(trees()[0]), tree_inputs(bad)])
+    h, _ = native(*tree_inputs(trees()[0]))  # the function still works
+    assert h.shape == (4,)
+
+
+def test_scratch_too_small_is_grown_and_the_call_repeated():
+    traced, native, _ = compiled(tree_lstm)
+    functions = native.native.functions.values()
+    kept = [f.per_row for f in functions]
+    for function in functions:
+        function.per_row, function.scratch = 1, function.scratch[:0]  # far too small
+    batch = trees()
+    try:
+        outs = native.batch([tree_inputs(t) for t in batch])
+    finally:
+        for function, per_row in zip(functions, kept):
+            function.per_row = per_row
+    for k, tree in enumerate(batch):
+        np.testing.assert_allclose(outs[k][0], traced.run(*tree_inputs(tree))[0],
+                                   rtol=1e-5, atol=1e-6)

@@ -1,0 +1,77 @@
+"""value_and_grad(batching="frontier-ir"): @f__post_bwd (from the one rules
+table) compiled natively and run by the schedule backwards. The outputs and
+the parameter gradients of a mixed batch equal the interpreter running the
+same batched gradient IR (`@entry__frontier_grad`, NumPy), and the outputs
+the recursive function's in the interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_frontier_gradients import batched_gradients
+from test_invoke_to_frontier import tree_batch_args, trees
+
+import recir
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.models import rntn, td_tree_lstm, tree_lstm
+from recir.pipeline import run_passes
+
+
+@pytest.mark.parametrize("model", [rntn, tree_lstm],  # TreeRNN: a subset of their ops
+                         ids=lambda m: m.__name__.split(".")[-1])
+def test_batched_gradients_equal_the_interpreted_ones(model):
+    params = model.init_params(np.random.default_rng(1), hidden=4, vocab=100)
+    traced = model.trace_model(params)
+    batch = trees()  # single leaves, linear, random and balanced trees
+    inputs = [(t.left, t.right, t.word, t.label, t.root) for t in batch]
+    into = {k: np.ones_like(v) for k, v in params.items()}  # added into
+    outs, grads = recir.value_and_grad(traced, batching="frontier-ir").batch(inputs, into)
+    assert grads is into
+
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(5, "node", traced.entry))
+    expected = {k: np.ones_like(v) for k, v in params.items()}
+    h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
+                                 [*tree_batch_args(batch, params), *expected.values()])
+    for k, item in enumerate(inputs):
+        np.testing.assert_allclose(outs[k][0], h[k], rtol=1e-5, atol=1e-6)
+        assert outs[k][1] == pytest.approx(losses[k], rel=1e-5)
+        assert outs[k][1] == pytest.approx(traced.run(*item)[1], rel=1e-4)
+    for k, g in expected.items():
+        assert np.abs(g - 1).max() > 0, k  # every parameter has a gradient
+        np.testing.assert_allclose(grads[k], g, rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_top_down_tree_lstm_gradients_run_the_expansion_and_the_prefix_backwards():
+    """@grow__expand_bwd by depth, then the entry's own ops before the
+    schedule (tanh(W_in x)) backwards: all native, equal to the interpreter."""
+    params = td_tree_lstm.init_params(np.random.default_rng(3), hidden=4, inputs=4)
+    traced = td_tree_lstm.trace_model(params)
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((9, 4)).astype(np.float32)
+    depths = np.array([0, 1, 3, 6, 6, 5, 2, 6, 4], np.int32)
+    native = recir.value_and_grad(traced, batching="frontier-ir")
+    outs, grads = native.batch([(xs[k], int(depths[k])) for k in range(len(xs))])
+
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(2, "grow", "td_tree_lstm", top_down=True))
+    expected = {k: np.zeros_like(v) for k, v in params.items()}
+    counts, totals = run_function(module, "td_tree_lstm__frontier_grad", [
+        xs, depths, *params.values(), np.zeros_like(xs), *expected.values()])
+    assert [int(c) for c, _ in outs] == counts.tolist()
+    np.testing.assert_allclose([t for _, t in outs], totals, rtol=1e-5, atol=1e-6)
+    assert np.abs(grads["w_in"]).max() > 0  # through the prefix
+    for k, g in expected.items():
+        np.testing.assert_allclose(grads[k], g, rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_gradient_buffers_that_cannot_be_added_into_are_an_error():
+    params = tree_lstm.init_params(np.random.default_rng(1), hidden=4, vocab=100)
+    native = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier-ir")
+    into = {k: np.zeros_like(v) for k, v in params.items()}
+    into["u"] = into["u"].astype(np.float64)
+    tree = trees()[0]
+    with pytest.raises(RecirError, match="'u' must be a C-contiguous float32 array of "
+                       r"shape \(20, 8\)"):
+        native.batch([(tree.left, tree.right, tree.word, tree.label, tree.root)], into)
