@@ -3,7 +3,7 @@
 `recir.compile(model, batching="frontier-ir")`: `invoke-to-frontier` gives
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
-own) go through `ROW_PASSES`, the same conversions as every function, and
+own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. A batch of
 inputs becomes the batched entry's arguments as `invoke-to-frontier` lays
 them out: a dynamic array as the trees' arrays one after another plus the
@@ -31,11 +31,8 @@ from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of
-from recir.pipeline import run_passes
+from recir.pipeline import FRONTIER, FRONTIER_LOWER, run_passes
 
-BATCH = "capture-outer-refs,invoke-to-frontier{{inputs={inputs}}}"
-ROW_PASSES = (
-    "tmath-fuse-elementwise,convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm")
 BEFORE = "__before"  # the batched entry's ops before its schedule
 
 
@@ -44,7 +41,7 @@ def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
     if threads not in (None, 1):
         raise RecirError("error: batching='frontier-ir' runs on one thread so far")
     module = model.module.clone()
-    run_passes(module, BATCH.format(inputs=len(model.input_names)))
+    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
     return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir)
 
 
@@ -137,14 +134,14 @@ class FrontierFunction:
 
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None) -> NativeCalls:
-    """The functions over rows through `ROW_PASSES`, from the object cache
+    """The functions over rows through `FRONTIER_LOWER`, from the object cache
     when it has them."""
     module = ModuleOp([f.clone() for f in functions])
-    key = cache_key(located_text(module), f"frontier-ir {ROW_PASSES}")
+    key = cache_key(located_text(module), f"frontier-ir {FRONTIER_LOWER}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str]})
     if hit is None:
-        run_passes(module, ROW_PASSES)
+        run_passes(module, FRONTIER_LOWER)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites})

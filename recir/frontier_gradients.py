@@ -21,13 +21,12 @@ import numpy as np
 from xdsl.ir import BlockArgument
 
 from recir.diagnostics import RecirError
-from recir.frontier_compile import BATCH, BEFORE, FrontierFunction, split_entry
+from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
-from recir.pipeline import run_passes
+from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, run_passes
 
-GRADIENT = "synthesize-gradients{{entry={} wrapper=false}}"
 BACKWARD = "_bwd"
 
 
@@ -37,7 +36,7 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
     if threads not in (None, 1):
         raise RecirError("error: batching='frontier-ir' runs on one thread so far")
     module = model.module.clone()
-    run_passes(module, BATCH.format(inputs=len(model.input_names)))
+    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
     schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
     names = [schedule.post.root_reference.data]
     if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
@@ -46,7 +45,7 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         before.sym_visibility = None
         module.body.blocks[0].add_op(before)
         names.append(before.sym_name.data)
-    run_passes(module, ",".join(GRADIENT.format(name) for name in names))
+    run_passes(module, ",".join(FRONTIER_GRADIENT.format(name) for name in names))
     return FrontierGradFunction(module, model, loss, cache_dir,
                                 [f"{name}{BACKWARD}" for name in names])
 

@@ -46,6 +46,12 @@ INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_O
 GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
 # What `batching/native.py` runs on the row loops it builds (already loops).
 ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm{entries=false}"
+# `batching="frontier-ir"`: the batched form ({inputs=N}: the entry's
+# per-tree inputs), the batched functions differentiated (one run per
+# function, {entry=f__post wrapper=false}), and lowered as every function is.
+FRONTIER = f"{CLOSE},invoke-to-frontier{{{{inputs={{inputs}}}}}}"
+FRONTIER_GRADIENT = "synthesize-gradients{{entry={} wrapper=false}}"
+FRONTIER_LOWER = f"{FUSE},convert-tmath-to-loops,convert-scf-to-cf,convert-recir-to-llvm"
 # `recir.dataflow`'s token-machine form.
 DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
 

@@ -20,9 +20,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
 from recir.backend import stack
+from recir.backend.arguments import ArrayDescriptor, c_scalar
 from recir.backend.array_address import data_address
+from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
-from recir.backend.runtime import ArrayDescriptor, Context, c_scalar
 from recir.diagnostics import RecirError
 from recir.dialects import frontier, tape
 from recir.dialects.row_types import is_rows
@@ -83,8 +84,7 @@ class NativeRowFunction:
         for _ in range(self.retries):
             if self.scratch.nbytes < needed:
                 self.scratch = np.empty(needed, np.uint8)
-            ctx = Context(stack.stack_limit())
-            ctx.contexts = ctypes.addressof(ctx)
+            ctx = lone_context(stack.stack_limit())
             self.function(ctypes.addressof(ctx), *args, data_address(self.scratch),
                           self.scratch.nbytes)
             if not self.scratch_ran_out(ctx):
