@@ -1,0 +1,332 @@
+"""Matrix-matrix kernels in the llvm dialect, sized for the host CPU.
+
+One function per layout, each `(m, n, k, A, lda, B, ldb, C, ldc, accumulate)`
+on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
+`accumulate` is not 0):
+
+- `recir_gemm_nn`: A is m x k, B is k x n (the backward's `dX = dY W`,
+  tmath.matmul);
+- `recir_gemm_tn`: A[i, p] at A + i + p lda (a transpose: `dY^T X`, a
+  weight's gradient);
+- `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward), and
+  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records).
+
+nn and tn broadcast A's elements against vectors of B's row: a register tile
+of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
+`depth` steps of k. B's block of `depth` rows by the tile's columns is copied
+first into a contiguous buffer (a stack array of half of L1: B's own rows,
+`ldb` floats apart, fall into few L1 sets), and the tiles of `block` rows of A
+(`depth` deep, half of L2) pass over it. nt reads both operands along k:
+a tile of `nt_rows` rows of A by `nt_cols` rows of B keeps one vector
+accumulator per pair, reduced once at the end; B's tile stays in L1 while
+A's rows in a block of half of L2 pass. The last vector of a row is masked:
+no load or store leaves the arrays, whatever m, n, k and the leading
+dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
+and lowered here to the llvm dialect (`lower_to_llvm`).
+
+The sizes come from `gemm_target.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, cf, llvm, scf
+from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
+
+from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.gemm_target import Target, host_target
+from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
+
+LAYOUTS = ("nn", "tn", "nt")
+SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
+
+
+# --- building -------------------------------------------------------------------
+
+
+def new_function(name: str, inputs: Sequence, private: bool = True
+                 ) -> tuple[llvm.FuncOp, VectorEmitter, tuple[SSAValue, ...]]:
+    """An llvm.func returning void and an emitter at its (single) block's end."""
+    block = Block(arg_types=inputs)
+    linkage = llvm.LinkageAttr("internal" if private else "external")
+    function = llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)), linkage,
+                           body=Region(block))
+    emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    return function, emitter, tuple(block.args)
+
+
+def ceil_div(b: Emitter, a: Index, d: Index) -> SSAValue:
+    return b.value(arith.DivSIOp(b.add(a, b.sub(d, 1)), b.i64(d)))
+
+
+def call(b: Emitter, name: str, *args: Index) -> None:
+    b.op(llvm.CallOp(name, *(b.i64(a) if isinstance(a, int) else a for a in args)))
+
+
+def accumulating(b: Emitter, accumulate: SSAValue, later: SSAValue) -> SSAValue:
+    """1 where C is added to: `accumulate` set, or a later block of k."""
+    asked = b.compare("ne", accumulate, 0)
+    return b.value(arith.ExtUIOp(b.value(arith.OrIOp(asked, later)), i64))
+
+
+def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
+    """`emit(b, c)` for the c == count among 1..full, the full tile first."""
+    def chain(inner: Emitter, c: int) -> None:
+        if c == 0:
+            return
+        inner.when(inner.compare("eq", count, c), lambda t: emit(t, c),
+                   (lambda e: chain(e, c - 1)) if c > 1 else None)
+
+    chain(b, full)
+
+
+# --- nn and tn: broadcast tiles over a packed block of B ------------------------------
+
+
+def broadcast_tile(target: Target, layout: str, rows: int) -> llvm.FuncOp:
+    """`tile(A, lda, Bp, C, ldc, kc, cols, add)`: C's `rows` x width tile (+)=
+    A's rows (kc steps from A) times Bp (kc x width, packed), of which the
+    first `cols` columns are stored."""
+    lanes, vectors = target.lanes, target.tile[1]
+    width = target.width
+    function, b, (a, lda, bp, c, ldc, kc, cols, add) = new_function(
+        f"recir_gemm_{layout}.tile{rows}", [PTR, i64, PTR, PTR, i64, i64, i64, i64])
+    starts = [b.offset(a, b.mul(i, lda) if layout == "nn" else i) for i in range(rows)]
+
+    def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        row = s.mul(p, width)
+        bv = [s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
+        out = []
+        for i in range(rows):
+            at = p if layout == "nn" else s.mul(p, lda)
+            broadcast = s.splat(s.load(starts[i], at), lanes)
+            out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
+        return out
+
+    sums = b.loop(kc, step, [b.zeros(lanes)] * (rows * vectors))
+    on = b.compare("ne", add, 0)
+    for v in range(vectors):
+        mask = b.lane_mask(b.sub(cols, v * lanes), lanes)
+        reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
+        for i in range(rows):
+            at = b.add(b.mul(i, ldc), v * lanes)
+            total = b.vadd(b.masked_load(c, at, reads), sums[i * vectors + v])
+            b.masked_store(total, c, at, mask)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAValue,
+         cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, :] = src[p * ld, :cols] for p < kc, zeros past `cols`."""
+    lanes, width = target.lanes, target.width
+    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
+
+    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        for v, mask in enumerate(masks):
+            s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
+                     s.add(s.mul(p, width), v * lanes))
+        return ()
+
+    b.loop(kc, row)
+
+
+def broadcast_driver(target: Target, layout: str) -> llvm.FuncOp:
+    """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
+    each, panels of `width` columns of B, packed, then every tile of rows."""
+    rows, width, depth, block = *target.tile[:1], target.width, target.depth, target.block
+    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
+        f"recir_gemm_{layout}", SIGNATURE, private=False)
+    buf = b.alloca(depth * width)
+    m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
+    steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
+
+    def a_at(s: Emitter, i: Index, p: Index) -> SSAValue:
+        return s.offset(a, s.add(s.mul(i, lda), p) if layout == "nn" else s.add(i, s.mul(p, lda)))
+
+    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        i0 = s.mul(ib, block)
+        mb = s.min(block, s.sub(m, i0))
+        s.loop(steps, lambda d, kb, __: depth_block(d, i0, mb, kb))
+        return ()
+
+    def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
+        p0 = s.mul(kb, depth)
+        kc = s.min(depth, s.sub(k, p0))
+        add = accumulating(s, accumulate, s.compare("sgt", kb, 0))
+        s.loop(ceil_div(s, n, width), lambda e, jp, __: panel(e, i0, mb, p0, kc, add, jp))
+        return ()
+
+    def panel(s: VectorEmitter, i0, mb, p0, kc, add, jp) -> Sequence:
+        j0 = s.mul(jp, width)
+        cols = s.min(width, s.sub(n, j0))
+        pack(s, target, s.offset(bm, s.add(s.mul(p0, ldb), j0)), ldb, kc, cols, buf)
+
+        def tile(t: Emitter, i: Index, count: int) -> None:
+            call(t, f"recir_gemm_{layout}.tile{count}", a_at(t, i, p0), lda, buf,
+                 t.offset(c, t.add(t.mul(i, ldc), j0)), ldc, kc, cols, add)
+
+        full = s.value(arith.DivSIOp(mb, s.i64(rows)))
+        s.loop(full, lambda e, t, __: (tile(e, e.add(i0, e.mul(t, rows)), rows), ())[1])
+        rest_at = s.add(i0, s.mul(full, rows))
+        dispatch(s, s.sub(mb, s.mul(full, rows)), rows - 1,
+                 lambda e, count: tile(e, rest_at, count))
+        return ()
+
+    b.loop(ceil_div(b, m, block), row_block)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+# --- nt: dot products along k ----------------------------------------------------
+
+
+def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
+    """`tile(A, lda, B, ldb, C, ldc, k, add)`: C[i, j] (+)= A[i, :k] . B[j, :k]
+    for `rows` rows of A by `cols` rows of B; k's last vector masked."""
+    lanes = target.lanes
+    function, b, (a, lda, bm, ldb, c, ldc, k, add) = new_function(
+        f"recir_gemm_nt.tile{rows}x{cols}", [PTR, i64, PTR, i64, PTR, i64, i64, i64])
+    a_rows = [b.offset(a, b.mul(i, lda)) for i in range(rows)]
+    b_rows = [b.offset(bm, b.mul(j, ldb)) for j in range(cols)]
+    whole = b.value(arith.DivSIOp(k, b.i64(lanes)))
+
+    def step(s: VectorEmitter, mask: SSAValue | None, at: SSAValue,
+             acc: Sequence[SSAValue]) -> list[SSAValue]:
+        """A's vectors at `at` held, then each of B's loaded and used at once."""
+        def read(r: SSAValue) -> SSAValue:
+            return s.vload(r, at, lanes) if mask is None else s.masked_load(r, at, mask)
+
+        av = [read(r) for r in a_rows]
+        out = list(acc)
+        for j, r in enumerate(b_rows):
+            bv = read(r)
+            for i in range(rows):
+                out[i * cols + j] = s.fma(av[i], bv, acc[i * cols + j])
+        return out
+
+    sums = b.loop(whole, lambda s, q, acc: step(s, None, s.mul(q, lanes), acc),
+                  [b.zeros(lanes)] * (rows * cols))
+    done = b.mul(whole, lanes)
+    sums = step(b, b.lane_mask(b.sub(k, done), lanes), done, sums)
+    totals = [b.reduce_add(v) for v in sums]
+
+    def store(s: Emitter, add: bool) -> None:
+        for i in range(rows):
+            for j in range(cols):
+                at = s.add(s.mul(i, ldc), j)
+                total = totals[i * cols + j]
+                if add:
+                    total = s.value(arith.AddfOp(s.load(c, at), total))
+                s.store(total, c, at)
+
+    b.when(b.compare("ne", add, 0), lambda s: store(s, True), lambda s: store(s, False))
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def dot_driver(target: Target) -> llvm.FuncOp:
+    """Blocks of A's rows (all of k of them in half of L2); in each, tiles of
+    B's rows outside (one stays in L1) and tiles of A's rows inside."""
+    rows, cols = target.nt_tile
+    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
+        "recir_gemm_nt", SIGNATURE, private=False)
+    m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
+    add = accumulating(b, accumulate, b.const(0, arith.IntegerType(1)))
+    fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
+        arith.MaxSIOp(k, b.i64(1)))))  # rows of A, all of k, in half of L2
+    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(fitting, b.i64(rows))), rows),
+                                  b.i64(rows)))
+
+    def tile(s: Emitter, i: Index, j: Index, r: int, q: int) -> None:
+        call(s, f"recir_gemm_nt.tile{r}x{q}", s.offset(a, s.mul(i, lda)), lda,
+             s.offset(bm, s.mul(j, ldb)), ldb, s.offset(c, s.add(s.mul(i, ldc), j)), ldc, k, add)
+
+    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        i0 = s.mul(ib, block)
+        mb = s.min(block, s.sub(m, i0))
+        s.loop(ceil_div(s, n, cols), lambda e, jt, __: b_tile(e, i0, mb, e.mul(jt, cols)))
+        return ()
+
+    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> Sequence:
+        q = s.min(cols, s.sub(n, j))
+        s.loop(ceil_div(s, mb, rows), lambda e, it, __: a_tile(e, e.add(i0, e.mul(it, rows)),
+                                                            e.sub(mb, e.mul(it, rows)), j, q))
+        return ()
+
+    def a_tile(s: VectorEmitter, i: SSAValue, left: SSAValue, j: SSAValue, q: SSAValue
+               ) -> Sequence:
+        r = s.min(rows, left)
+        whole = s.value(arith.AndIOp(s.compare("eq", r, rows), s.compare("eq", q, cols)))
+        s.when(whole, lambda e: tile(e, i, j, rows, cols), lambda e: dispatch(
+            e, r, rows, lambda f, rr: dispatch(f, q, cols, lambda g, qq: tile(g, i, j, rr, qq))))
+        return ()
+
+    b.loop(ceil_div(b, m, block), row_block)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def records_entry() -> llvm.FuncOp:
+    """`recir_sgemm_nt(m, n, k, A, lda, B, ldb, C, ldc)`: nt without
+    `accumulate`, as the frontier's records call it."""
+    function, b, args = new_function("recir_sgemm_nt", SIGNATURE[:-1], private=False)
+    call(b, "recir_gemm_nt", *args, 0)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+# --- lowering and modules ---------------------------------------------------------
+
+
+def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
+    """The function's scf, arith and cf ops as llvm ops (in place)."""
+    lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
+    for op in list(function.walk()):
+        pattern = lowerings.get(type(op))
+        if pattern is not None:
+            pattern.match_and_rewrite(op, PatternRewriter(op))
+    for op in list(function.walk()):
+        if isinstance(op, cf.BranchOp):
+            Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
+        elif isinstance(op, cf.ConditionalBranchOp):
+            Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
+                                                  op.else_block, op.else_arguments))
+        elif (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return function
+
+
+def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
+    """The functions of `recir_gemm_<layout>` (its tiles first), in the llvm dialect."""
+    if layout == "nt":
+        rows, cols = target.nt_tile
+        made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
+        made += [dot_driver(target), records_entry()]
+    else:
+        made = [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
+        made.append(broadcast_driver(target, layout))
+    return [lower_to_llvm(f) for f in made]
+
+
+def gemm_module(layouts: Sequence[str] = LAYOUTS, target: Target | None = None) -> ModuleOp:
+    target = target or host_target()
+    return ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
+
+
+def declare_in(module: ModuleOp, layout: str, target: Target | None = None) -> str:
+    """`recir_gemm_<layout>`'s functions added to `module` (once; internal
+    there), and the name to call."""
+    name = f"recir_gemm_{layout}"
+    if any(isinstance(op, llvm.FuncOp) and op.sym_name.data == name for op in module.ops):
+        return name
+    functions = kernel_functions(layout, target or host_target())
+    for function in functions:
+        function.linkage = llvm.LinkageAttr("internal")
+    module.body.blocks[0].add_ops(functions)
+    return name
