@@ -10,8 +10,6 @@ what it gets wrong or lacks, so no xDSL code is patched:
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results are made opaque too (llvmlite types them).
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
-- `llvm.intr.vector.reduce.fadd`: xDSL drops the fast-math flags, and
-  without `reassoc` LLVM adds the lanes one after another.
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
   spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
   release), which xDSL's llvm dialect cannot express.
@@ -101,18 +99,6 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 
-def _reduce_fadd(op: llvm.VectorReduceFAddOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    vector = values[op.vector]
-    typ = ir.FunctionType(vector.type.element, [vector.type.element, vector.type])
-    name = f"llvm.vector.reduce.fadd.v{vector.type.count}f32"
-    try:
-        intrinsic = builder.module.get_global(name)
-    except KeyError:
-        intrinsic = ir.Function(builder.module, typ, name)
-    flags = [str(getattr(flag, "value", flag)) for flag in op.fastmathFlags.data]
-    values[op.res] = builder.call(intrinsic, [values[op.start_value], vector], fastmath=flags)
-
-
 # Row locks: striped by row index, each on its own 64-byte line.
 ROW_LOCKS = 256
 LOCK_STRIDE = 16  # i32s per lock (a cache line)
@@ -175,7 +161,6 @@ FIXES: dict[type[Operation], Fix] = {
     llvm.GEPOp: _gep,
     llvm.LoadOp: _load,
     llvm.StoreOp: _store,
-    llvm.VectorReduceFAddOp: _reduce_fadd,
 }
 
 

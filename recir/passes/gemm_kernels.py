@@ -16,10 +16,11 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
 first into a contiguous buffer (a stack array of half of L1: B's own rows,
 `ldb` floats apart, fall into few L1 sets), and the tiles of `block` rows of A
-(`depth` deep, half of L2) pass over it. nt reads both operands along k:
-a tile of `nt_rows` rows of A by `nt_cols` rows of B keeps one vector
-accumulator per pair, reduced once at the end; B's tile stays in L1 while
-A's rows in a block of half of L2 pass. The last vector of a row is masked:
+(`depth` deep, half of L2) pass over it. nt does the same on a transposed
+copy of B where there are enough rows of A to repay the copy; with fewer it
+reads both operands along k: a tile of rows of A by rows of B keeps one
+vector accumulator per pair, and a row's sums are reduced together at the
+end (`nt_driver` compares the two costs). The last vector of a row is masked:
 no load or store leaves the arrays, whatever m, n, k and the leading
 dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
 and lowered here to the llvm dialect (`lower_to_llvm`).
@@ -32,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
-from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp, f32, i1, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -96,14 +97,14 @@ def broadcast_tile(target: Target, layout: str, rows: int) -> llvm.FuncOp:
     width = target.width
     function, b, (a, lda, bp, c, ldc, kc, cols, add) = new_function(
         f"recir_gemm_{layout}.tile{rows}", [PTR, i64, PTR, PTR, i64, i64, i64, i64])
-    starts = [b.offset(a, b.mul(i, lda) if layout == "nn" else i) for i in range(rows)]
+    starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
 
     def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
         row = s.mul(p, width)
         bv = [s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
         out = []
         for i in range(rows):
-            at = p if layout == "nn" else s.mul(p, lda)
+            at = p if layout != "tn" else s.mul(p, lda)
             broadcast = s.splat(s.load(starts[i], at), lanes)
             out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
         return out
@@ -136,18 +137,40 @@ def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAV
     b.loop(kc, row)
 
 
-def broadcast_driver(target: Target, layout: str) -> llvm.FuncOp:
+def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
+                    kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`:
+    each of B's rows read along k, written down a column of the buffer."""
+    width = target.width
+
+    def column(s: VectorEmitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        row = s.offset(src, s.mul(j, ld))
+        s.loop(kc, lambda e, p, __: (e.store(e.load(row, p), buf, e.add(e.mul(p, width), j)),
+                                    ())[1])
+        return ()
+
+    def zeros(s: VectorEmitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        at = s.add(cols, j)
+        zero = s.const(0.0, f32)
+        s.loop(kc, lambda e, p, __: (e.store(zero, buf, e.add(e.mul(p, width), at)), ())[1])
+        return ()
+
+    b.loop(cols, column)
+    b.loop(b.sub(width, cols), zeros)
+
+
+def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
     each, panels of `width` columns of B, packed, then every tile of rows."""
     rows, width, depth, block = *target.tile[:1], target.width, target.depth, target.block
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        f"recir_gemm_{layout}", SIGNATURE, private=False)
+        name, SIGNATURE, private=name.endswith("packed"))
     buf = b.alloca(depth * width)
     m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
 
     def a_at(s: Emitter, i: Index, p: Index) -> SSAValue:
-        return s.offset(a, s.add(s.mul(i, lda), p) if layout == "nn" else s.add(i, s.mul(p, lda)))
+        return s.offset(a, s.add(s.mul(i, lda), p) if layout != "tn" else s.add(i, s.mul(p, lda)))
 
     def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         i0 = s.mul(ib, block)
@@ -165,7 +188,11 @@ def broadcast_driver(target: Target, layout: str) -> llvm.FuncOp:
     def panel(s: VectorEmitter, i0, mb, p0, kc, add, jp) -> Sequence:
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        pack(s, target, s.offset(bm, s.add(s.mul(p0, ldb), j0)), ldb, kc, cols, buf)
+        if layout == "nt":
+            pack_transposed(s, target, s.offset(bm, s.add(s.mul(j0, ldb), p0)), ldb, kc, cols,
+                            buf)
+        else:
+            pack(s, target, s.offset(bm, s.add(s.mul(p0, ldb), j0)), ldb, kc, cols, buf)
 
         def tile(t: Emitter, i: Index, count: int) -> None:
             call(t, f"recir_gemm_{layout}.tile{count}", a_at(t, i, p0), lda, buf,
@@ -214,18 +241,13 @@ def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
                   [b.zeros(lanes)] * (rows * cols))
     done = b.mul(whole, lanes)
     sums = step(b, b.lane_mask(b.sub(k, done), lanes), done, sums)
-    totals = [b.reduce_add(v) for v in sums]
-
-    def store(s: Emitter, add: bool) -> None:
-        for i in range(rows):
-            for j in range(cols):
-                at = s.add(s.mul(i, ldc), j)
-                total = totals[i * cols + j]
-                if add:
-                    total = s.value(arith.AddfOp(s.load(c, at), total))
-                s.store(total, c, at)
-
-    b.when(b.compare("ne", add, 0), lambda s: store(s, True), lambda s: store(s, False))
+    on = b.compare("ne", add, 0)
+    mask = b.lane_mask(cols, lanes)
+    for i in range(rows):
+        total = b.lane_sums(sums[i * cols:(i + 1) * cols])
+        at = b.mul(i, ldc)
+        old = b.masked_load(c, at, b.value(arith.SelectOp(on, mask, b.zeros(lanes, i1))))
+        b.masked_store(b.vadd(old, total), c, at, mask)
     b.op(llvm.ReturnOp())
     return function
 
@@ -235,7 +257,7 @@ def dot_driver(target: Target) -> llvm.FuncOp:
     B's rows outside (one stays in L1) and tiles of A's rows inside."""
     rows, cols = target.nt_tile
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        "recir_gemm_nt", SIGNATURE, private=False)
+        "recir_gemm_nt.dots", SIGNATURE)
     m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
     add = accumulating(b, accumulate, b.const(0, arith.IntegerType(1)))
     fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
@@ -268,6 +290,24 @@ def dot_driver(target: Target) -> llvm.FuncOp:
         return ()
 
     b.loop(ceil_div(b, m, block), row_block)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+PACK_CYCLES = 1  # a packed element of B (a transposed copy): a load and a store
+
+
+def nt_driver(target: Target) -> llvm.FuncOp:
+    """Dot products cost a reduction for each of the m n results; packing B
+    transposed costs a copy of its n k elements (once per block of A's rows,
+    nearly always one) and then runs nn's tiles: the cheaper of the two."""
+    function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
+    m, k = args[0], args[2]
+    scale = 16  # cycles in sixteenths
+    dots = b.mul(m, round(scale * target.reduce_cycles))
+    packs = b.mul(k, scale * PACK_CYCLES)
+    b.when(b.compare("sgt", dots, packs), lambda e: call(e, "recir_gemm_nt.packed", *args),
+           lambda e: call(e, "recir_gemm_nt.dots", *args))
     b.op(llvm.ReturnOp())
     return function
 
@@ -307,10 +347,12 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
     if layout == "nt":
         rows, cols = target.nt_tile
         made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
-        made += [dot_driver(target), records_entry()]
+        made += [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
+        made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed"),
+                 nt_driver(target), records_entry()]
     else:
         made = [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
-        made.append(broadcast_driver(target, layout))
+        made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}"))
     return [lower_to_llvm(f) for f in made]
 
 

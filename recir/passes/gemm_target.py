@@ -33,14 +33,23 @@ class Target:
         """(rows, vectors) of nn/tn's tile: rows * vectors accumulators, the
         vectors of B and one broadcast in registers; rows + vectors loads a
         step for rows * vectors FMAs."""
-        return best_tile(self.registers, lambda rows, vectors: vectors & (vectors - 1) == 0)
+        return best_tile(self.registers, lambda rows, vectors: power_of_two(vectors))
 
     @functools.cached_property
     def nt_tile(self) -> tuple[int, int]:
         """(rows of A, rows of B) of nt's tile: one accumulator a pair, A's
-        vectors and one of B's in registers; rows + cols loads a step."""
-        streamed, held = best_tile(self.registers, lambda streamed, held: True)
+        vectors and one of B's in registers; rows + cols loads a step. A
+        power of two rows of B: a row's sums are reduced together."""
+        streamed, held = best_tile(self.registers, lambda streamed, held: power_of_two(streamed))
         return held, streamed
+
+    @property
+    def reduce_cycles(self) -> float:
+        """Shuffles per sum of nt's tile (the shuffle port's cycles): for a
+        row's c vectors, c - 1 pair combinations of two, log2(lanes / c)
+        halvings of one and one to gather the sums."""
+        cols = self.nt_tile[1]
+        return (2 * (cols - 1) + (self.lanes // cols).bit_length() - 1 + 1) / cols
 
     @property
     def width(self) -> int:  # the columns of nn/tn's tile
@@ -57,6 +66,10 @@ class Target:
         rows = self.tile[0]
         return max(rows, self.l2_bytes // 2 // (4 * self.depth) // rows * rows)
 
+
+
+def power_of_two(count: int) -> bool:
+    return count & (count - 1) == 0
 
 
 def best_tile(registers: int, allowed) -> tuple[int, int]:

@@ -223,8 +223,12 @@ class VectorEmitter(Emitter):
         typ = vector(lanes)
         undef = self.value(build((llvm.UndefOp, typ), lambda: llvm.UndefOp(typ), ()))
         first = self.value(llvm.InsertElementOp(undef, scalar, self.const(0, i32)))
-        zeros = DenseArrayBase.from_list(i32, [0] * lanes)
-        return self.value(llvm.ShuffleVectorOp(first, first, zeros, typ))
+        return self.shuffle(first, first, [0] * lanes)
+
+    def shuffle(self, a: SSAValue, b: SSAValue, lanes: Sequence[int]) -> SSAValue:
+        """The lanes of `a` then `b` (numbered on from a's) picked by `lanes`."""
+        mask = DenseArrayBase.from_list(i32, list(lanes))
+        return self.value(llvm.ShuffleVectorOp(a, b, mask, vector(len(lanes))))
 
     def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
         """a * b + c, one rounding."""
@@ -233,7 +237,29 @@ class VectorEmitter(Emitter):
     def vadd(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.value(llvm.FAddOp(a, b))
 
-    def reduce_add(self, v: SSAValue) -> SSAValue:
-        """The sum of `v`'s lanes, in any order."""
-        return self.value(llvm.VectorReduceFAddOp(self.const(-0.0, f32), v,
-                                                  llvm.FastMathAttr(["reassoc"])))
+    def lane_sums(self, vectors: Sequence[SSAValue]) -> SSAValue:
+        """The lane sums of `vectors` in their first lanes, in order: pairs of
+        vectors combined (each half of a group of lanes added to the other half,
+        two vectors' groups side by side: two shuffles and an add), then each
+        group halved in place (a shuffle and an add), then the sums gathered."""
+        lanes = vectors[0].type.get_shape()[0]
+        vectors = list(vectors) + [self.zeros(lanes)] * ((1 << (len(vectors) - 1).bit_length())
+                                                     - len(vectors))
+        parts = lanes
+        while len(vectors) > 1:  # groups of `parts` lanes, one a vector's partial sums
+            half, groups = parts // 2, lanes // parts
+            low = [g * parts + t for g in range(groups) for t in range(half)]
+            high = [i + half for i in low]
+            vectors = [self.vadd(self.shuffle(x, y, low + [lanes + i for i in low]),
+                              self.shuffle(x, y, high + [lanes + i for i in high]))
+                       for x, y in zip(vectors[::2], vectors[1::2], strict=True)]
+            parts = half
+        total, stride = vectors[0], parts
+        while parts > 1:  # each group's first `parts` lanes hold its partial sums
+            half = parts // 2
+            moved = [i + half if i % stride < half else i for i in range(lanes)]
+            total = self.vadd(total, self.shuffle(total, total, moved))
+            parts = half
+        if stride == 1:
+            return total
+        return self.shuffle(total, total, [(i * stride) % lanes for i in range(lanes)])

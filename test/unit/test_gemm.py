@@ -72,7 +72,8 @@ def edge_shapes():
     width, depth = TARGET.width, TARGET.depth
     return [(1, 1, 1), (1, width + 1, 3), (ROWS - 1, LANES - 1, 1), (ROWS + 1, width, LANES + 1),
             (2 * ROWS + 3, 2 * width - 1, depth + 1), (NT_ROWS + 1, NT_COLS * 2 + 1, 2 * LANES),
-            (NT_ROWS - 1 or 1, NT_COLS - 1 or 1, LANES - 1), (3, 5, 0), (7, 1, depth - 1)]
+            (NT_ROWS - 1 or 1, NT_COLS - 1 or 1, LANES - 1), (3, 5, 0), (7, 1, depth - 1),
+            (3 * ROWS + 1, 2 * width - 3, LANES + 3)]  # nt: packed B, not dot products
 
 
 def operands(rng, layout, m, n, k, pad):
