@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
-from xdsl.dialects.builtin import ModuleOp, f32, i1, i64
+from xdsl.dialects.builtin import ModuleOp, i1, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -139,24 +139,26 @@ def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAV
 
 def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
                     kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`:
-    each of B's rows read along k, written down a column of the buffer."""
-    width = target.width
+    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`, in
+    squares of lanes x lanes: lanes rows of B read along k (masked past kc;
+    rows past `cols` read nothing), transposed in registers, stored as lanes
+    rows of the buffer (whose depth is a multiple of lanes)."""
+    lanes, width = target.lanes, target.width
+    nothing = b.zeros(lanes, i1)
 
-    def column(s: VectorEmitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        row = s.offset(src, s.mul(j, ld))
-        s.loop(kc, lambda e, p, __: (e.store(e.load(row, p), buf, e.add(e.mul(p, width), j)),
-                                    ())[1])
+    def square(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        p = s.mul(q, lanes)
+        along = s.lane_mask(s.sub(kc, p), lanes)
+        for v in range(width // lanes):
+            rows = []
+            for r in range(v * lanes, (v + 1) * lanes):
+                mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
+                rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
+            for t, column in enumerate(s.transpose(rows)):
+                s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
         return ()
 
-    def zeros(s: VectorEmitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        at = s.add(cols, j)
-        zero = s.const(0.0, f32)
-        s.loop(kc, lambda e, p, __: (e.store(zero, buf, e.add(e.mul(p, width), at)), ())[1])
-        return ()
-
-    b.loop(cols, column)
-    b.loop(b.sub(width, cols), zeros)
+    b.loop(ceil_div(b, kc, lanes), square)
 
 
 def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
@@ -294,20 +296,17 @@ def dot_driver(target: Target) -> llvm.FuncOp:
     return function
 
 
-PACK_CYCLES = 1  # a packed element of B (a transposed copy): a load and a store
-
-
 def nt_driver(target: Target) -> llvm.FuncOp:
-    """Dot products cost a reduction for each of the m n results; packing B
-    transposed costs a copy of its n k elements (once per block of A's rows,
-    nearly always one) and then runs nn's tiles: the cheaper of the two."""
+    """Dot products where all of A fits half of L1: their loads then hit L1
+    and only a reduction per result (a few shuffles) is extra. Otherwise
+    they stream A from L2 a vector a step for each row of B's tile, and
+    copying B transposed (a transpose in registers per square of lanes,
+    about a third of a cycle an element) for nn's tiles costs less."""
     function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
     m, k = args[0], args[2]
-    scale = 16  # cycles in sixteenths
-    dots = b.mul(m, round(scale * target.reduce_cycles))
-    packs = b.mul(k, scale * PACK_CYCLES)
-    b.when(b.compare("sgt", dots, packs), lambda e: call(e, "recir_gemm_nt.packed", *args),
-           lambda e: call(e, "recir_gemm_nt.dots", *args))
+    fits = b.compare("sle", b.mul(b.mul(m, k), 4), target.l1_bytes // 2)
+    b.when(fits, lambda e: call(e, "recir_gemm_nt.dots", *args),
+           lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function
 

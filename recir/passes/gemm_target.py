@@ -44,21 +44,14 @@ class Target:
         return held, streamed
 
     @property
-    def reduce_cycles(self) -> float:
-        """Shuffles per sum of nt's tile (the shuffle port's cycles): for a
-        row's c vectors, c - 1 pair combinations of two, log2(lanes / c)
-        halvings of one and one to gather the sums."""
-        cols = self.nt_tile[1]
-        return (2 * (cols - 1) + (self.lanes // cols).bit_length() - 1 + 1) / cols
-
-    @property
     def width(self) -> int:  # the columns of nn/tn's tile
         return self.tile[1] * self.lanes
 
     @property
     def depth(self) -> int:
-        """Steps of k a block holds: B's packed block (depth x width) fills half of L1."""
-        return max(self.lanes, self.l1_bytes // 2 // (4 * self.width))
+        """Steps of k a block holds: B's packed block (depth x width) fills
+        half of L1 (a multiple of lanes: nt's packing writes squares)."""
+        return max(self.lanes, self.l1_bytes // 2 // (4 * self.width) // self.lanes * self.lanes)
 
     @property
     def block(self) -> int:

@@ -263,3 +263,18 @@ class VectorEmitter(Emitter):
         if stride == 1:
             return total
         return self.shuffle(total, total, [(i * stride) % lanes for i in range(lanes)])
+
+    def transpose(self, rows: Sequence[SSAValue]) -> list[SSAValue]:
+        """The columns of a square of `lanes` vectors: at each halving h, each
+        pair of rows h apart swaps its off-diagonal blocks of h lanes (two
+        shuffles of two sources; lanes log2(lanes) shuffles in all)."""
+        n = len(rows)
+        rows, h = list(rows), n // 2
+        while h >= 1:
+            swapped = list(rows)
+            for i in (i for i in range(n) if not i & h):
+                a, b = rows[i], rows[i + h]
+                swapped[i] = self.shuffle(a, b, [j + n - h if j & h else j for j in range(n)])
+                swapped[i + h] = self.shuffle(a, b, [j + n if j & h else j + h for j in range(n)])
+            rows, h = swapped, h // 2
+        return rows

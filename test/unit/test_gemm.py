@@ -73,7 +73,15 @@ def edge_shapes():
     return [(1, 1, 1), (1, width + 1, 3), (ROWS - 1, LANES - 1, 1), (ROWS + 1, width, LANES + 1),
             (2 * ROWS + 3, 2 * width - 1, depth + 1), (NT_ROWS + 1, NT_COLS * 2 + 1, 2 * LANES),
             (NT_ROWS - 1 or 1, NT_COLS - 1 or 1, LANES - 1), (3, 5, 0), (7, 1, depth - 1),
-            (3 * ROWS + 1, 2 * width - 3, LANES + 3)]  # nt: packed B, not dot products
+            *nt_packed_shapes()]
+
+
+def nt_packed_shapes():
+    """Shapes whose A exceeds half of L1: nt packs B transposed (squares
+    cut by k's end and by n's) instead of taking dot products."""
+    floats = TARGET.l1_bytes // 2 // 4
+    return [(10 * ROWS + 1, 2 * TARGET.width - 3, floats // (10 * ROWS) + LANES + 3),
+            (ROWS - 1, LANES + 1, floats // (ROWS - 1) + 2 * TARGET.depth + 1)]
 
 
 def operands(rng, layout, m, n, k, pad):
