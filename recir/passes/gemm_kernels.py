@@ -297,15 +297,20 @@ def dot_driver(target: Target) -> llvm.FuncOp:
 
 
 def nt_driver(target: Target) -> llvm.FuncOp:
-    """Dot products where all of A fits half of L1: their loads then hit L1
-    and only a reduction per result (a few shuffles) is extra. Otherwise
-    they stream A from L2 a vector a step for each row of B's tile, and
-    copying B transposed (a transpose in registers per square of lanes,
-    about a third of a cycle an element) for nn's tiles costs less."""
+    """The cheaper of two, by the shuffle port's cycles (the port both
+    extras run on). Dot products pay per pair of tiles the row sums (for
+    each row of A, cols - 1 combinations of two vectors at two shuffles,
+    log2(lanes / cols) halvings and a gather) and the masked last step;
+    packing B transposed pays log2(lanes) shuffles per lanes elements of B
+    (the square's transpose) and then runs nn's tiles."""
+    lanes, (rows, cols) = target.lanes, target.nt_tile
+    sums = rows * (2 * (cols - 1) + (lanes // cols).bit_length() - 1 + 1)
+    per_pair = sums + rows * cols // 2  # and the masked step's FMAs, two a cycle
     function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
     m, k = args[0], args[2]
-    fits = b.compare("sle", b.mul(b.mul(m, k), 4), target.l1_bytes // 2)
-    b.when(fits, lambda e: call(e, "recir_gemm_nt.dots", *args),
+    dots = b.mul(m, per_pair * lanes)  # per n (rows * cols) / lanes elements
+    packing = b.mul(k, (lanes.bit_length() - 1) * rows * cols)
+    b.when(b.compare("sle", dots, packing), lambda e: call(e, "recir_gemm_nt.dots", *args),
            lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function

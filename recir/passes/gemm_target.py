@@ -38,10 +38,13 @@ class Target:
     @functools.cached_property
     def nt_tile(self) -> tuple[int, int]:
         """(rows of A, rows of B) of nt's tile: one accumulator a pair, A's
-        vectors and one of B's in registers; rows + cols loads a step. A
-        power of two rows of B: a row's sums are reduced together."""
-        streamed, held = best_tile(self.registers, lambda streamed, held: power_of_two(streamed))
-        return held, streamed
+        vectors and one of B's in registers; rows + cols loads a step. B's
+        tile stays in L1 while A's rows pass, from L2 once A exceeds L1: so
+        the most rows of B (a power of two: a row's sums are reduced
+        together), then the fewest loads per FMA."""
+        cols, rows = best_tile(self.registers, lambda cols, rows: power_of_two(cols),
+                               lambda cols, rows: -cols)
+        return rows, cols
 
     @property
     def width(self) -> int:  # the columns of nn/tn's tile
@@ -65,14 +68,14 @@ def power_of_two(count: int) -> bool:
     return count & (count - 1) == 0
 
 
-def best_tile(registers: int, allowed) -> tuple[int, int]:
-    """The (rows, vectors) with the fewest loads per FMA, (rows + vectors) /
-    (rows * vectors), whose rows * vectors accumulators, `vectors` held
-    vectors and one more fit the registers, among those `allowed`; ties go
-    to more accumulators."""
+def best_tile(registers: int, allowed, first=lambda r, v: 0) -> tuple[int, int]:
+    """The (r, v) among those `allowed` whose r * v accumulators, `v` held
+    vectors and one more fit the registers, with no more loads (r + v) than
+    FMAs (r * v) a step: the least `first(r, v)`, then the fewest loads per
+    FMA, then the most accumulators."""
     fits = [(r, v) for v in range(1, registers) for r in range(1, registers)
-            if r * v + v + 1 <= registers and allowed(r, v)]
-    return min(fits, key=lambda t: ((t[0] + t[1]) / (t[0] * t[1]), -t[0] * t[1]))
+            if r * v + v + 1 <= registers and r + v <= r * v and allowed(r, v)]
+    return min(fits, key=lambda t: (first(*t), (t[0] + t[1]) / (t[0] * t[1]), -t[0] * t[1]))
 
 
 def cache_bytes(level: int, default: int) -> int:

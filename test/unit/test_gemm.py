@@ -77,11 +77,11 @@ def edge_shapes():
 
 
 def nt_packed_shapes():
-    """Shapes whose A exceeds half of L1: nt packs B transposed (squares
-    cut by k's end and by n's) instead of taking dot products."""
-    floats = TARGET.l1_bytes // 2 // 4
-    return [(10 * ROWS + 1, 2 * TARGET.width - 3, floats // (10 * ROWS) + LANES + 3),
-            (ROWS - 1, LANES + 1, floats // (ROWS - 1) + 2 * TARGET.depth + 1)]
+    """Shapes with more rows of A than about a tenth of k: nt packs B
+    transposed (squares cut by k's end and by n's) instead of taking dot
+    products (`gemm_kernels.nt_driver`)."""
+    return [(10 * ROWS + 1, 2 * TARGET.width - 3, 2 * TARGET.depth + LANES + 3),
+            (ROWS - 1, LANES + 1, LANES + 3)]
 
 
 def operands(rng, layout, m, n, k, pad):
