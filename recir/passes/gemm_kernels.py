@@ -98,6 +98,9 @@ def broadcast_tile(target: Target, layout: str, rows: int) -> llvm.FuncOp:
     function, b, (a, lda, bp, c, ldc, kc, cols, add) = new_function(
         f"recir_gemm_{layout}.tile{rows}", [PTR, i64, PTR, PTR, i64, i64, i64, i64])
     starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
+    for i in range(rows):  # C's lines arrive while the tile computes
+        for v in range(vectors):
+            b.prefetch(b.offset(c, b.add(b.mul(i, ldc), v * lanes)))
 
     def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
         row = s.mul(p, width)

@@ -230,6 +230,11 @@ class VectorEmitter(Emitter):
         mask = DenseArrayBase.from_list(i32, list(lanes))
         return self.value(llvm.ShuffleVectorOp(a, b, mask, vector(len(lanes))))
 
+    def prefetch(self, ptr: SSAValue) -> None:
+        """A hint to bring `ptr`'s line into cache for writing (never faults)."""
+        args = [ptr, self.const(1, i32), self.const(3, i32), self.const(1, i32)]
+        self.op(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
+
     def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
         """a * b + c, one rounding."""
         return self.value(llvm.FMAOp(a, b, c))
