@@ -220,13 +220,15 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
 
 def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
     """`tile(A, lda, B, ldb, C, ldc, k, add)`: C[i, j] (+)= A[i, :k] . B[j, :k]
-    for `rows` rows of A by `cols` rows of B; k's last vector masked."""
+    for `rows` rows of A by `cols` rows of B; k's last vector (1 to lanes
+    of it) masked."""
     lanes = target.lanes
     function, b, (a, lda, bm, ldb, c, ldc, k, add) = new_function(
         f"recir_gemm_nt.tile{rows}x{cols}", [PTR, i64, PTR, i64, PTR, i64, i64, i64])
     a_rows = [b.offset(a, b.mul(i, lda)) for i in range(rows)]
     b_rows = [b.offset(bm, b.mul(j, ldb)) for j in range(cols)]
-    whole = b.value(arith.DivSIOp(k, b.i64(lanes)))
+    whole = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(b.sub(k, 1), b.i64(lanes))),
+                                  b.i64(0)))
 
     def step(s: VectorEmitter, mask: SSAValue | None, at: SSAValue,
              acc: Sequence[SSAValue]) -> list[SSAValue]:
