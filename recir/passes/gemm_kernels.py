@@ -25,7 +25,7 @@ no load or store leaves the arrays, whatever m, n, k and the leading
 dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
 and lowered here to the llvm dialect (`lower_to_llvm`).
 
-The sizes come from `gemm_target.py`.
+Sizes: `gemm_target.py`.
 """
 
 from __future__ import annotations
@@ -89,22 +89,26 @@ def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
 
 
-def broadcast_tile(target: Target, layout: str, rows: int) -> llvm.FuncOp:
-    """`tile(A, lda, Bp, C, ldc, kc, cols, add)`: C's `rows` x width tile (+)=
-    A's rows (kc steps from A) times Bp (kc x width, packed), of which the
-    first `cols` columns are stored."""
+def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
+                   ) -> llvm.FuncOp:
+    """`tile(A, lda, Bp, ldbp, C, ldc, kc, cols, add)`: C's `rows` x width
+    tile (+)= A's rows (kc steps from A) times Bp (kc rows `ldbp` apart: the
+    packed block, or B itself if `direct`, read masked past `cols`), of
+    which the first `cols` columns are stored."""
     lanes, vectors = target.lanes, target.tile[1]
-    width = target.width
-    function, b, (a, lda, bp, c, ldc, kc, cols, add) = new_function(
-        f"recir_gemm_{layout}.tile{rows}", [PTR, i64, PTR, PTR, i64, i64, i64, i64])
+    function, b, (a, lda, bp, ldbp, c, ldc, kc, cols, add) = new_function(
+        f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
+        [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64])
+    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
     for i in range(rows):  # C's lines arrive while the tile computes
         for v in range(vectors):
             b.prefetch(b.offset(c, b.add(b.mul(i, ldc), v * lanes)))
 
     def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        row = s.mul(p, width)
-        bv = [s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
+        row = s.mul(p, ldbp)
+        bv = [s.masked_load(bp, s.add(row, v * lanes), masks[v]) if direct else
+              s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
         out = []
         for i in range(rows):
             at = p if layout != "tn" else s.mul(p, lda)
@@ -114,8 +118,7 @@ def broadcast_tile(target: Target, layout: str, rows: int) -> llvm.FuncOp:
 
     sums = b.loop(kc, step, [b.zeros(lanes)] * (rows * vectors))
     on = b.compare("ne", add, 0)
-    for v in range(vectors):
-        mask = b.lane_mask(b.sub(cols, v * lanes), lanes)
+    for v, mask in enumerate(masks):
         reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
         for i in range(rows):
             at = b.add(b.mul(i, ldc), v * lanes)
@@ -166,13 +169,16 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
 
 def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
-    each, panels of `width` columns of B, packed, then every tile of rows."""
+    each, panels of `width` columns of B, packed, then every tile of rows.
+    B is read in place where A has one tile of rows at most (nn, tn): a
+    packed block would serve that tile only, its copy costing its reading."""
     rows, width, depth, block = *target.tile[:1], target.width, target.depth, target.block
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
         name, SIGNATURE, private=name.endswith("packed"))
     buf = b.alloca(depth * width)
     m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
+    direct = b.compare("sle", m, rows)
 
     def a_at(s: Emitter, i: Index, p: Index) -> SSAValue:
         return s.offset(a, s.add(s.mul(i, lda), p) if layout != "tn" else s.add(i, s.mul(p, lda)))
@@ -193,21 +199,30 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     def panel(s: VectorEmitter, i0, mb, p0, kc, add, jp) -> Sequence:
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
+
+        def tiles(t: Emitter, kind: str, source: SSAValue, stride: Index) -> None:
+            def tile(e: Emitter, i: Index, count: int) -> None:
+                call(e, f"recir_gemm_{layout}.{kind}{count}", a_at(e, i, p0), lda, source,
+                     stride, e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
+
+            full = t.value(arith.DivSIOp(mb, t.i64(rows)))
+            t.loop(full, lambda e, q, __: (tile(e, e.add(i0, e.mul(q, rows)), rows), ())[1])
+            rest_at = t.add(i0, t.mul(full, rows))
+            dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1,
+                     lambda e, count: tile(e, rest_at, count))
+
+        def packed(t: VectorEmitter) -> None:
+            if layout == "nt":
+                pack_transposed(t, target, t.offset(bm, t.add(t.mul(j0, ldb), p0)), ldb, kc,
+                                cols, buf)
+            else:
+                pack(t, target, t.offset(bm, t.add(t.mul(p0, ldb), j0)), ldb, kc, cols, buf)
+            tiles(t, "tile", buf, width)
+
         if layout == "nt":
-            pack_transposed(s, target, s.offset(bm, s.add(s.mul(j0, ldb), p0)), ldb, kc, cols,
-                            buf)
-        else:
-            pack(s, target, s.offset(bm, s.add(s.mul(p0, ldb), j0)), ldb, kc, cols, buf)
-
-        def tile(t: Emitter, i: Index, count: int) -> None:
-            call(t, f"recir_gemm_{layout}.tile{count}", a_at(t, i, p0), lda, buf,
-                 t.offset(c, t.add(t.mul(i, ldc), j0)), ldc, kc, cols, add)
-
-        full = s.value(arith.DivSIOp(mb, s.i64(rows)))
-        s.loop(full, lambda e, t, __: (tile(e, e.add(i0, e.mul(t, rows)), rows), ())[1])
-        rest_at = s.add(i0, s.mul(full, rows))
-        dispatch(s, s.sub(mb, s.mul(full, rows)), rows - 1,
-                 lambda e, count: tile(e, rest_at, count))
+            return packed(s) or ()
+        s.when(direct, lambda e: tiles(e, "direct", e.offset(bm, e.add(e.mul(p0, ldb), j0)),
+                                       ldb), packed)
         return ()
 
     b.loop(ceil_div(b, m, block), row_block)
@@ -360,7 +375,8 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed"),
                  nt_driver(target), records_entry()]
     else:
-        made = [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
+        made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
+                for direct in (False, True)]
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}"))
     return [lower_to_llvm(f) for f in made]
 
