@@ -6,7 +6,7 @@ import pytest
 
 import recir
 from recir import frontend as rf
-from recir.backend.kernels import gemm, smallgemm
+from recir.backend.kernels import compiled_gemm, gemm, smallgemm
 from recir.passes.gemm_target import Target, host_target
 
 SHAPES = [(1, 1, 1), (3, 17, 9), (4, 96, 128), (5, 97, 129), (7, 300, 750), (33, 256, 1280)]
@@ -159,3 +159,27 @@ def test_tmath_matmul_runs_the_kernel_natively():
     np.testing.assert_allclose(value, (y * y).sum(), rtol=1e-4)
     np.testing.assert_allclose(grads["w"], 2 * y @ x.T, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(grads["x"], 2 * w.T @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_kernels_for_avx2_match_numpy():
+    """The module an AVX2 host (8 lanes, 16 registers) gets, run here: every
+    layout at shapes off its tiles, nt by dot products and packed."""
+    from recir.backend.engine import cached_engine
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import gemm_module
+
+    lanes = 8
+    target = Target(lanes, 16, 32 << 10, 1 << 20)
+    engine = cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
+        target=target)))
+    rng = np.random.default_rng(lanes)
+    for layout in ("nn", "tn", "nt"):
+        function = compiled_gemm.PROTOTYPES[layout](engine.address(f"recir_gemm_{layout}"))
+        for m, n, k in [(1, 3, 5), (target.tile[0] + 1, 2 * target.width + 1, lanes + 1),
+                        (40, 9, 7), (2, 5, 8 * lanes + 3)]:
+            a, b, want = operands(rng, layout, m, n, k, pad=2)
+            c = np.full((m, n), np.nan, np.float32)
+            function(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
+                     b.strides[0] // 4, c.ctypes.data, n, 0)
+            np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k),
+                                       err_msg=f"{lanes} lanes: {layout} {m}x{n}x{k}")
