@@ -23,7 +23,7 @@ vector accumulator per pair, and a row's sums are reduced together at the
 end (`nt_driver` compares the two costs). The last vector of a row is masked:
 no load or store leaves the arrays, whatever m, n, k and the leading
 dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
-and lowered here to the llvm dialect (`lower_to_llvm`).
+and lowered to the llvm dialect (`llvm_functions.py`).
 
 Sizes: `gemm_target.py`.
 """
@@ -32,58 +32,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, cf, llvm, scf
+from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i64
-from xdsl.ir import Block, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
+from xdsl.ir import SSAValue
 
-from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.gemm_target import Target, host_target
+from recir.passes.llvm_functions import (
+    accumulating,
+    call,
+    ceil_div,
+    dispatch,
+    lower_to_llvm,
+    new_function,
+)
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 
 LAYOUTS = ("nn", "tn", "nt")
 SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
-
-
-# --- building -------------------------------------------------------------------
-
-
-def new_function(name: str, inputs: Sequence, private: bool = True
-                 ) -> tuple[llvm.FuncOp, VectorEmitter, tuple[SSAValue, ...]]:
-    """An llvm.func returning void and an emitter at its (single) block's end."""
-    block = Block(arg_types=inputs)
-    linkage = llvm.LinkageAttr("internal" if private else "external")
-    function = llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)), linkage,
-                           body=Region(block))
-    emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    return function, emitter, tuple(block.args)
-
-
-def ceil_div(b: Emitter, a: Index, d: Index) -> SSAValue:
-    return b.value(arith.DivSIOp(b.add(a, b.sub(d, 1)), b.i64(d)))
-
-
-def call(b: Emitter, name: str, *args: Index) -> None:
-    b.op(llvm.CallOp(name, *(b.i64(a) if isinstance(a, int) else a for a in args)))
-
-
-def accumulating(b: Emitter, accumulate: SSAValue, later: SSAValue) -> SSAValue:
-    """1 where C is added to: `accumulate` set, or a later block of k."""
-    asked = b.compare("ne", accumulate, 0)
-    return b.value(arith.ExtUIOp(b.value(arith.OrIOp(asked, later)), i64))
-
-
-def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
-    """`emit(b, c)` for the c == count among 1..full, the full tile first."""
-    def chain(inner: Emitter, c: int) -> None:
-        if c == 0:
-            return
-        inner.when(inner.compare("eq", count, c), lambda t: emit(t, c),
-                   (lambda e: chain(e, c - 1)) if c > 1 else None)
-
-    chain(b, full)
 
 
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
@@ -101,9 +66,12 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
         [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64])
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
-    for i in range(rows):  # C's lines arrive while the tile computes
-        for v in range(vectors):
-            b.prefetch(b.offset(c, b.add(b.mul(i, ldc), v * lanes)))
+    def prefetch(e: VectorEmitter) -> None:  # C's lines arrive while the tile computes
+        for i in range(rows):
+            for v in range(vectors):
+                e.prefetch(e.offset(c, e.add(e.mul(i, ldc), v * lanes)))
+
+    b.when(b.compare("sge", kc, lanes), prefetch)  # a shorter loop would not hide it
 
     def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
         row = s.mul(p, ldbp)
@@ -167,21 +135,31 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     b.loop(ceil_div(b, kc, lanes), square)
 
 
+def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
+    """A[i, p]: row-major, or a transpose (tn)."""
+    return b.offset(a, b.add(b.mul(i, lda), p) if layout != "tn" else b.add(i, b.mul(p, lda)))
+
+
+def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Index
+         ) -> SSAValue:
+    """B[p, j]: row-major, or a transpose (nt)."""
+    return b.offset(bm, b.add(b.mul(p, ldb), j) if layout != "nt" else b.add(b.mul(j, ldb), p))
+
+
 def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
     each, panels of `width` columns of B, packed, then every tile of rows.
-    B is read in place where A has one tile of rows at most (nn, tn): a
-    packed block would serve that tile only, its copy costing its reading."""
+    nn and tn read B in place, each tile of rows across all panels (C then
+    streams row by row), where a packed block would serve one tile of rows
+    only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
+    weight's gradient over few rows)."""
     rows, width, depth, block = *target.tile[:1], target.width, target.depth, target.block
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
         name, SIGNATURE, private=name.endswith("packed"))
     buf = b.alloca(depth * width)
     m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
-    direct = b.compare("sle", m, rows)
-
-    def a_at(s: Emitter, i: Index, p: Index) -> SSAValue:
-        return s.offset(a, s.add(s.mul(i, lda), p) if layout != "tn" else s.add(i, s.mul(p, lda)))
+    one_tile = b.compare("sle", m, rows)
 
     def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         i0 = s.mul(ib, block)
@@ -192,38 +170,50 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
         p0 = s.mul(kb, depth)
         kc = s.min(depth, s.sub(k, p0))
-        add = accumulating(s, accumulate, s.compare("sgt", kb, 0))
-        s.loop(ceil_div(s, n, width), lambda e, jp, __: panel(e, i0, mb, p0, kc, add, jp))
+        at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)))
+        panels = ceil_div(s, n, width)
+        if layout == "nt":
+            return s.loop(panels, lambda e, jp, __: packed(e, at, jp)) and ()
+        fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
+        s.when(s.value(arith.OrIOp(one_tile, fits)), lambda e: in_place(e, at, panels),
+               lambda e: e.loop(panels, lambda f, jp, __: packed(f, at, jp)) and None)
         return ()
 
-    def panel(s: VectorEmitter, i0, mb, p0, kc, add, jp) -> Sequence:
+    def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
+             stride: Index) -> None:
+        _, _, p0, kc, add = at
+        cols = e.min(width, e.sub(n, j0))
+        call(e, f"recir_gemm_{layout}.{kind}{count}", a_at(e, layout, a, lda, i, p0), lda,
+             source, stride,
+             e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
+
+    def row_tiles(t: Emitter, at, each) -> None:
+        """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
+        i0, mb = at[:2]
+        full = t.value(arith.DivSIOp(mb, t.i64(rows)))
+        t.loop(full, lambda e, q, __: (each(e, e.add(i0, e.mul(q, rows)), rows), ())[1])
+        rest_at = t.add(i0, t.mul(full, rows))
+        dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
+
+    def packed(s: VectorEmitter, at, jp: SSAValue) -> Sequence:
+        _, _, p0, kc, _ = at
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-
-        def tiles(t: Emitter, kind: str, source: SSAValue, stride: Index) -> None:
-            def tile(e: Emitter, i: Index, count: int) -> None:
-                call(e, f"recir_gemm_{layout}.{kind}{count}", a_at(e, i, p0), lda, source,
-                     stride, e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
-
-            full = t.value(arith.DivSIOp(mb, t.i64(rows)))
-            t.loop(full, lambda e, q, __: (tile(e, e.add(i0, e.mul(q, rows)), rows), ())[1])
-            rest_at = t.add(i0, t.mul(full, rows))
-            dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1,
-                     lambda e, count: tile(e, rest_at, count))
-
-        def packed(t: VectorEmitter) -> None:
-            if layout == "nt":
-                pack_transposed(t, target, t.offset(bm, t.add(t.mul(j0, ldb), p0)), ldb, kc,
-                                cols, buf)
-            else:
-                pack(t, target, t.offset(bm, t.add(t.mul(p0, ldb), j0)), ldb, kc, cols, buf)
-            tiles(t, "tile", buf, width)
-
-        if layout == "nt":
-            return packed(s) or ()
-        s.when(direct, lambda e: tiles(e, "direct", e.offset(bm, e.add(e.mul(p0, ldb), j0)),
-                                       ldb), packed)
+        (pack_transposed if layout == "nt" else pack)(
+            s, target, b_at(s, layout, bm, ldb, p0, j0), ldb, kc, cols, buf)
+        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, buf, width))
         return ()
+
+    def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
+        def across(e: Emitter, i: Index, count: int) -> None:
+            def one(f: Emitter, jp: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+                j0 = f.mul(jp, width)
+                tile(f, "direct", count, i, j0, at, b_at(f, layout, bm, ldb, at[2], j0), ldb)
+                return ()
+
+            e.loop(panels, one)
+
+        row_tiles(s, at, across)
 
     b.loop(ceil_div(b, m, block), row_block)
     b.op(llvm.ReturnOp())
@@ -345,25 +335,7 @@ def records_entry() -> llvm.FuncOp:
     return function
 
 
-# --- lowering and modules ---------------------------------------------------------
-
-
-def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
-    """The function's scf, arith and cf ops as llvm ops (in place)."""
-    lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
-    for op in list(function.walk()):
-        pattern = lowerings.get(type(op))
-        if pattern is not None:
-            pattern.match_and_rewrite(op, PatternRewriter(op))
-    for op in list(function.walk()):
-        if isinstance(op, cf.BranchOp):
-            Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
-        elif isinstance(op, cf.ConditionalBranchOp):
-            Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
-                                                  op.else_block, op.else_arguments))
-        elif (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return function
+# --- modules -------------------------------------------------------------------------
 
 
 def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
