@@ -1,9 +1,9 @@
 """The matrix kernels of `recir/passes/gemm_kernels.py`, compiled for the host.
 
-One module holds every layout; it is built and compiled only on an object
-cache miss (the key is the host's sizes, `gemm_target.Target`, and the
-generator's code, which the cache's compiler digest covers), so a warm start
-neither builds the xDSL functions nor runs LLVM.
+One module per layout (`recir_sgemm_nt` is nt's), built and compiled on its
+first use and only on an object cache miss (the key is the host's sizes,
+`gemm_target.Target`, and the generator's code, which the cache's compiler
+digest covers): a warm start neither builds the xDSL functions nor runs LLVM.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ PROTOTYPES = {"nn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PT
 
 
 @cache
-def engine() -> Any:
-    """The compiled kernels of every layout for the host (built only on a
-    cache miss: the key is the host's sizes and the generator's code)."""
+def engine(layout: str) -> Any:
+    """The compiled kernel of `layout` for the host (built only on a cache
+    miss: the key is the host's sizes and the generator's code)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import gemm_module
     from recir.passes.gemm_target import host_target
 
     target = host_target()
-    return cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
-        target=target)))
+    return cached_engine(repr(target), f"recir_gemm_{layout}", lambda: to_llvm_ir(gemm_module(
+        [layout], target=target)))
 
 
 @cache
@@ -38,6 +38,7 @@ def kernel(layout: str) -> Any:
     """`recir_gemm_<layout>` ("nn", "tn", "nt") or `recir_sgemm_nt`
     ("sgemm_nt") as a ctypes function; compiled on first use."""
     name = "recir_sgemm_nt" if layout == "sgemm_nt" else f"recir_gemm_{layout}"
-    fn = PROTOTYPES[layout](engine().address(name))
-    fn.engine = engine()  # the engine owns the code
+    compiled = engine("nt" if layout == "sgemm_nt" else layout)
+    fn = PROTOTYPES[layout](compiled.address(name))
+    fn.engine = compiled  # the engine owns the code
     return fn
