@@ -39,6 +39,7 @@ from xdsl.ir import SSAValue
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (
     accumulating,
+    at_least_zero,
     call,
     ceil_div,
     dispatch,
@@ -66,6 +67,7 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
         [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64])
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
+
     def prefetch(e: VectorEmitter) -> None:  # C's lines arrive while the tile computes
         for i in range(rows):
             for v in range(vectors):
@@ -135,6 +137,12 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     b.loop(ceil_div(b, kc, lanes), square)
 
 
+def pack_block(b: VectorEmitter, target: Target, layout: str, src: SSAValue, ld: SSAValue,
+               kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
+    """B's block at `src` into the buffer: transposed for nt."""
+    (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
+
+
 def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
     """A[i, p]: row-major, or a transpose (tn)."""
     return b.offset(a, b.add(b.mul(i, lda), p) if layout != "tn" else b.add(i, b.mul(p, lda)))
@@ -157,7 +165,7 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
         name, SIGNATURE, private=name.endswith("packed"))
     buf = b.alloca(depth * width)
-    m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
+    m, n, k = at_least_zero(b, m, n, k)
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
     one_tile = b.compare("sle", m, rows)
 
@@ -172,11 +180,16 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         kc = s.min(depth, s.sub(k, p0))
         at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)))
         panels = ceil_div(s, n, width)
+
+        def all_packed(e: VectorEmitter) -> None:
+            e.loop(panels, lambda f, jp, __: packed(f, at, jp))
+
         if layout == "nt":
-            return s.loop(panels, lambda e, jp, __: packed(e, at, jp)) and ()
+            all_packed(s)
+            return ()
         fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
         s.when(s.value(arith.OrIOp(one_tile, fits)), lambda e: in_place(e, at, panels),
-               lambda e: e.loop(panels, lambda f, jp, __: packed(f, at, jp)) and None)
+               all_packed)
         return ()
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
@@ -199,21 +212,18 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         _, _, p0, kc, _ = at
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        (pack_transposed if layout == "nt" else pack)(
-            s, target, b_at(s, layout, bm, ldb, p0, j0), ldb, kc, cols, buf)
+        pack_block(s, target, layout, b_at(s, layout, bm, ldb, p0, j0), ldb, kc, cols, buf)
         row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, buf, width))
         return ()
 
     def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
-        def across(e: Emitter, i: Index, count: int) -> None:
-            def one(f: Emitter, jp: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                j0 = f.mul(jp, width)
-                tile(f, "direct", count, i, j0, at, b_at(f, layout, bm, ldb, at[2], j0), ldb)
-                return ()
+        """Each tile of rows across every panel, reading B where it is."""
+        def direct(f: Emitter, i: Index, count: int, j0: SSAValue) -> Sequence[SSAValue]:
+            tile(f, "direct", count, i, j0, at, b_at(f, layout, bm, ldb, at[2], j0), ldb)
+            return ()
 
-            e.loop(panels, one)
-
-        row_tiles(s, at, across)
+        row_tiles(s, at, lambda e, i, count: e.loop(
+            panels, lambda f, jp, __: direct(f, i, count, f.mul(jp, width))))
 
     b.loop(ceil_div(b, m, block), row_block)
     b.op(llvm.ReturnOp())
@@ -270,7 +280,7 @@ def dot_driver(target: Target) -> llvm.FuncOp:
     rows, cols = target.nt_tile
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
         "recir_gemm_nt.dots", SIGNATURE)
-    m, n, k = (b.value(arith.MaxSIOp(x, b.i64(0))) for x in (m, n, k))
+    m, n, k = at_least_zero(b, m, n, k)
     add = accumulating(b, accumulate, b.const(0, arith.IntegerType(1)))
     fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
         arith.MaxSIOp(k, b.i64(1)))))  # rows of A, all of k, in half of L2

@@ -38,6 +38,11 @@ def ceil_div(b: Emitter, a: Index, d: Index) -> SSAValue:
     return b.value(arith.DivSIOp(b.add(a, b.sub(d, 1)), b.i64(d)))
 
 
+def at_least_zero(b: Emitter, *values: SSAValue) -> list[SSAValue]:
+    """Each of `values` (i64), negatives as 0: loops over them run no time."""
+    return [b.value(arith.MaxSIOp(v, b.i64(0))) for v in values]
+
+
 def call(b: Emitter, name: str, *args: Index) -> None:
     b.op(llvm.CallOp(name, *(b.i64(a) if isinstance(a, int) else a for a in args)))
 
