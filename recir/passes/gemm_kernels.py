@@ -15,8 +15,8 @@ nn and tn broadcast A's elements against vectors of B's row: a register tile
 of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
 first into a contiguous buffer (a stack array of half of L1: B's own rows,
-`ldb` floats apart, fall into few L1 sets), and the tiles of `block` rows of A
-(`depth` deep, half of L2) pass over it. nt does the same on a transposed
+`ldb` floats apart, fall into few L1 sets), and the tiles of a block of A's
+rows pass over it (the block's rows of A and of C in half of L2). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer it
 reads both operands along k: a tile of rows of A by rows of B keeps one
 vector accumulator per pair, and a row's sums are reduced together at the
@@ -161,11 +161,16 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     streams row by row), where a packed block would serve one tile of rows
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows)."""
-    rows, width, depth, block = *target.tile[:1], target.width, target.depth, target.block
+    rows, width, depth = target.tile[0], target.width, target.depth
     function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
         name, SIGNATURE, private=name.endswith("packed"))
     buf = b.alloca(depth * width)
     m, n, k = at_least_zero(b, m, n, k)
+    # a block's rows of A (depth deep) and of C (n wide) fill half of L2
+    # together: C stays there from one block of k to the next
+    block = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.add(n, depth)))
+    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
+                                  b.i64(rows)))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
     one_tile = b.compare("sle", m, rows)
 

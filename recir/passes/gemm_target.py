@@ -8,7 +8,7 @@ BLIS: Low et al., "Analytical modeling is enough for high-performance BLIS",
 2016). nn/tn's panel is a power of two vectors wide, as the widths of the
 matrices are: a panel wider than n's last columns computes lanes it drops.
 nt's dot tile first takes the most rows of B (`Target.nt_tile`). Blocks of
-k and of rows fill half of L1 and of L2 (`depth`, `block`). The lanes and
+k fill half of L1 (`depth`); blocks of rows, with their rows of C, half of L2. The lanes and
 registers come from LLVM's host features, the caches from sysfs.
 """
 
@@ -58,12 +58,6 @@ class Target:
         """Steps of k a block holds: B's packed block (depth x width) fills
         half of L1 (a multiple of lanes: nt's packing writes squares)."""
         return max(self.lanes, self.l1_bytes // 2 // (4 * self.width) // self.lanes * self.lanes)
-
-    @property
-    def block(self) -> int:
-        """Rows of A a block holds: depth steps of them fill half of L2."""
-        rows = self.tile[0]
-        return max(rows, self.l2_bytes // 2 // (4 * self.depth) // rows * rows)
 
 
 def power_of_two(count: int) -> bool:

@@ -125,11 +125,15 @@ def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
 
 
 def test_nn_cuts_a_operand_into_blocks_that_fit_l2():
-    m = TARGET.block + ROWS + 1
+    """More rows than a block holds (its rows of A and of C in half of L2),
+    with k past one block of depth: C is added to across blocks of k."""
+    n, k = 300, TARGET.depth + 5
+    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth) // ROWS * ROWS
+    m = block + ROWS + 1
     rng = np.random.default_rng(6)
-    a = rng.standard_normal((m, 3)).astype(np.float32)
-    b = rng.standard_normal((3, 5)).astype(np.float32)
-    np.testing.assert_allclose(gemm.gemm(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(gemm.gemm(a, b), a @ b, rtol=1e-4, atol=1e-3)
 
 
 def test_tile_sizes_follow_the_register_count():
