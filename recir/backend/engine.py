@@ -109,32 +109,45 @@ class Engine:
 
 
 def text_function(ir_text: str, name: str, prototype: Any) -> Any:
-    """`name` from hand-written LLVM IR text (the frontier's `smallgemm`,
-    `split` and `scatter` kernels) as a ctypes function of `prototype`,
-    compiled once into the on-disk object cache; it keeps its engine. One
-    function per text and name for the process, made under a lock: callers
-    keep its address in records reused call after call, so a second engine
-    made by a Python thread racing another's first use (and then dropped)
-    would leave them pointing into freed code."""
-    key = cache_key(ir_text, name)
+    """`name` from LLVM IR text (the frontier's `split` and `scatter`
+    kernels) as a ctypes function of `prototype`, compiled once into the
+    on-disk object cache; it keeps its engine. One function per text and
+    name for the process, made under a lock: callers keep its address in
+    records reused call after call, so a second engine made by a Python
+    thread racing another's first use (and then dropped) would leave them
+    pointing into freed code."""
+    engine = cached_engine(ir_text, name, lambda: ir_text)
     with _text_lock:
+        key = cache_key(ir_text, name)
         fn = _text_functions.get(key)
-        if fn is not None:
-            return fn
-        objects = ObjectCache()
-        hit = objects.load(key)
-        if hit is None:
-            obj = compile_object(ir_text)
-            objects.store(key, obj, {})
-        else:
-            obj = hit[0]
-        engine = Engine(obj)
-        fn = _text_functions[key] = prototype(engine.address(name))
-        fn.engine = engine  # the engine owns the code
+        if fn is None:
+            fn = _text_functions[key] = prototype(engine.address(name))
+            fn.engine = engine  # the engine owns the code
         return fn
 
 
+def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
+    """The engine of the module that `make_ir()` gives as LLVM IR text, keyed
+    by `description` (the IR itself, or what determines it: a warm start
+    then neither builds nor compiles it) and `entry`; one per process."""
+    key = cache_key(description, entry)
+    with _text_lock:
+        engine = _engines.get(key)
+        if engine is not None:
+            return engine
+        objects = ObjectCache()
+        hit = objects.load(key)
+        if hit is None:
+            obj = compile_object(make_ir())
+            objects.store(key, obj, {})
+        else:
+            obj = hit[0]
+        engine = _engines[key] = Engine(obj)
+        return engine
+
+
 _text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
+_engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key
 _text_lock = threading.Lock()
 
 

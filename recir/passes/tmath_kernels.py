@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerType, f32, i32, i64
+from xdsl.dialects import arith, llvm, math
+from xdsl.dialects.builtin import IntegerType, ModuleOp, f32, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
+from recir.passes import gemm_kernels
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], SSAValue]
@@ -123,34 +124,24 @@ def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
 
 
 def matmul(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    """out[i, :] = sum_k a[i, k] * rhs[k, :], with unit stride innermost."""
+    """A call of the module's `recir_gemm_nn` (`gemm_kernels.py`, added to
+    the module at its first use): the frontier's matrix kernel."""
     m, k = tmath.shape_of(op.operands[0])
     n = tmath.shape_of(op.operands[1])[1]
     a, rhs = args
     out = b.alloca(m * n)
-
-    def row(bi: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        out_row = bi.offset(out, bi.mul(i, n))
-        bi.loop(n, lambda bj, j, __: (bj.store(bj.const(0.0, f32), out_row, j), ())[1])
-
-        def term(bk: Emitter, kk: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            scale = bk.load(a, bk.add(bk.mul(i, k), kk))
-            rhs_row = bk.offset(rhs, bk.mul(kk, n))
-
-            def axpy(bj: Emitter, j: SSAValue, ___: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                product = bj.value(arith.MulfOp(scale, bj.load(rhs_row, j), CONTRACT))
-                bj.store(bj.value(arith.AddfOp(bj.load(out_row, j), product, CONTRACT)),
-                         out_row, j)
-                return ()
-
-            bk.loop(n, axpy)
-            return ()
-
-        bi.loop(k, term)
-        return ()
-
-    b.loop(m, row)
+    name = gemm_kernels.declare_in(enclosing_module(op), "nn")
+    b.op(llvm.CallOp(name, b.i64(m), b.i64(n), b.i64(k), a, b.i64(k), rhs, b.i64(n), out,
+                     b.i64(n), b.i64(0)))
     return out
+
+
+def enclosing_module(op: Operation) -> ModuleOp:
+    parent = op.parent_op()
+    while not isinstance(parent, ModuleOp):
+        assert parent is not None, "a tmath op outside a module"
+        parent = parent.parent_op()
+    return parent
 
 
 def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:

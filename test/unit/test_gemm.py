@@ -1,9 +1,13 @@
-"""The broadcast-and-accumulate kernels (`recir/backend/kernels/gemm.py`) against NumPy."""
+"""The matrix kernels (`recir/passes/gemm_kernels.py`, called through
+`recir/backend/kernels/gemm.py`) against NumPy."""
 
 import numpy as np
 import pytest
 
-from recir.backend.kernels import gemm
+import recir
+from recir import frontend as rf
+from recir.backend.kernels import compiled_gemm, gemm, smallgemm
+from recir.passes.gemm_target import Target, host_target
 
 SHAPES = [(1, 1, 1), (3, 17, 9), (4, 96, 128), (5, 97, 129), (7, 300, 750), (33, 256, 1280)]
 
@@ -29,7 +33,8 @@ def test_nn_matches_numpy_and_stays_inside_its_arrays(m, n, k, accumulate):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     outside = c_buffer.copy()
     outside[1:m + 1, :n] = 0
-    assert np.isnan(outside[0]).all() and np.isnan(outside[:, n:]).all()
+    assert np.isnan(outside[0]).all()
+    assert np.isnan(outside[:, n:]).all()
 
 
 @pytest.mark.parametrize(("m", "n", "k"), SHAPES)
@@ -51,3 +56,134 @@ def test_a_classifier_gradient_goes_through_the_tn_kernel():
     want = acc + dy.T.astype(np.float64) @ x
     gemm.add_outer(acc, dy, x, threads=2)
     np.testing.assert_allclose(acc, want, rtol=1e-4, atol=1e-3)
+
+
+# --- every layout at the edges of the host's tiles and blocks ------------------------
+
+TARGET = host_target()
+ROWS, VECTORS = TARGET.tile
+NT_ROWS, NT_COLS = TARGET.nt_tile
+LANES = TARGET.lanes
+
+
+def edge_shapes():
+    """(m, n, k): one below, at and one past each tile, panel, vector and
+    depth boundary, k = 1, m = 1, n = 1 and an empty k."""
+    width, depth = TARGET.width, TARGET.depth
+    return [(1, 1, 1), (1, width + 1, 3), (ROWS - 1, LANES - 1, 1), (ROWS + 1, width, LANES + 1),
+            (2 * ROWS + 3, 2 * width - 1, depth + 1), (NT_ROWS + 1, NT_COLS * 2 + 1, 2 * LANES),
+            (NT_ROWS - 1 or 1, NT_COLS - 1 or 1, LANES - 1), (3, 5, 0), (7, 1, depth - 1),
+            *nt_packed_shapes()]
+
+
+def nt_packed_shapes():
+    """Shapes with more rows of A than about a tenth of k: nt packs B
+    transposed (squares cut by k's end and by n's) instead of taking dot
+    products (`gemm_kernels.nt_driver`)."""
+    return [(10 * ROWS + 1, 2 * TARGET.width - 3, 2 * TARGET.depth + LANES + 3),
+            (ROWS - 1, LANES + 1, LANES + 3)]
+
+
+def operands(rng, layout, m, n, k, pad):
+    """A, B and the float64 product, each inside a NaN-padded buffer."""
+    if layout == "nn":
+        (_, a), (_, b) = padded(rng, m, k, pad), padded(rng, k, n, pad)
+        return a, b, a.astype(np.float64) @ b
+    if layout == "tn":
+        (_, a), (_, b) = padded(rng, k, m, pad), padded(rng, k, n, pad)
+        return a, b, a.T.astype(np.float64) @ b
+    (_, a), (_, b) = padded(rng, m, k, pad), padded(rng, n, k, pad)
+    return a, b, a.astype(np.float64) @ b.T
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
+    rng = np.random.default_rng(len(layout) + accumulate)
+    for i, (m, n, k) in enumerate(edge_shapes()):
+        a, b, want = operands(rng, layout, m, n, k, pad=3 + i)
+        c_buffer, c = padded(rng, m, n, pad=7)
+        want = want + (c if accumulate else 0)
+        gemm.kernel(layout)(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
+                            b.strides[0] // 4, c.ctypes.data, c.strides[0] // 4, accumulate)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k + 1),
+                                   err_msg=f"{layout} {m}x{n}x{k}")
+        outside = c_buffer.copy()
+        outside[1:m + 1, :n] = 0
+        assert np.isnan(outside[0]).all()
+        assert np.isnan(outside[:, n:]).all()
+
+
+def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
+    """More rows than one block of A holds at this k (a block is half of L2)."""
+    k = 8
+    m = TARGET.l2_bytes // 2 // 4 // k + NT_ROWS + 1
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((3, k)).astype(np.float32)
+    np.testing.assert_allclose(smallgemm.nt(a, b), a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+def test_nn_cuts_a_operand_into_blocks_that_fit_l2():
+    """More rows than a block holds (its rows of A and of C in half of L2),
+    with k past one block of depth: C is added to across blocks of k."""
+    n, k = 300, TARGET.depth + 5
+    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth) // ROWS * ROWS
+    m = block + ROWS + 1
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(gemm.gemm(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_tile_sizes_follow_the_register_count():
+    """AVX-512 (32 registers of 16 lanes) and AVX2 (16 of 8): the tile's
+    accumulators, held vectors and one more fit the registers."""
+    for lanes, registers in ((16, 32), (8, 16)):
+        target = Target(lanes, registers, 48 << 10, 2 << 20)
+        rows, vectors = target.tile
+        assert rows * vectors + vectors + 1 <= registers
+        assert vectors & (vectors - 1) == 0
+        held, streamed = target.nt_tile
+        assert held * streamed + held + 1 <= registers
+        assert target.depth * target.width * 4 <= target.l1_bytes // 2
+
+
+def test_tmath_matmul_runs_the_kernel_natively():
+    """tmath.matmul lowers to a call of `recir_gemm_nn`; its gradient's
+    products (with transposed operands) too."""
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((5, 17)).astype(np.float32)
+    x = rng.standard_normal((17, 19)).astype(np.float32)
+    with recir.trace("products") as model:
+        pw, px = model.param("w", w), model.param("x", x)
+        model.output(rf.sum(rf.matmul(pw, px) * rf.matmul(pw, px)))
+    value, grads = recir.value_and_grad(model.traced, threads=1)()
+    y = w.astype(np.float64) @ x
+    np.testing.assert_allclose(value, (y * y).sum(), rtol=1e-4)
+    np.testing.assert_allclose(grads["w"], 2 * y @ x.T, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(grads["x"], 2 * w.T @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_kernels_for_avx2_match_numpy():
+    """The module an AVX2 host (8 lanes, 16 registers) gets, run here: every
+    layout at shapes off its tiles, nt by dot products and packed."""
+    from recir.backend.engine import cached_engine
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import gemm_module
+
+    lanes = 8
+    target = Target(lanes, 16, 32 << 10, 1 << 20)
+    engine = cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
+        target=target)))
+    rng = np.random.default_rng(lanes)
+    for layout in ("nn", "tn", "nt"):
+        function = compiled_gemm.PROTOTYPES[layout](engine.address(f"recir_gemm_{layout}"))
+        for m, n, k in [(1, 3, 5), (target.tile[0] + 1, 2 * target.width + 1, lanes + 1),
+                        (40, 9, 7), (2, 5, 8 * lanes + 3)]:
+            a, b, want = operands(rng, layout, m, n, k, pad=2)
+            c = np.full((m, n), np.nan, np.float32)
+            function(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
+                     b.strides[0] // 4, c.ctypes.data, n, 0)
+            np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k),
+                                       err_msg=f"{lanes} lanes: {layout} {m}x{n}x{k}")

@@ -1,0 +1,82 @@
+"""Functions in the llvm dialect built with the loop builder, for native kernels.
+
+`new_function` gives an `llvm.func` and a `VectorEmitter` at its body's end;
+the body is written with `scf.for`/`scf.if` and arith ops as anywhere else in
+the lowering, and `lower_to_llvm` then applies xDSL's scf lowerings and
+`arith_to_llvm`'s table to it: such a function needs no later pass (the
+matrix kernels of `gemm_kernels.py` are built so, and called from code that
+convert-recir-to-llvm lowers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, cf, llvm, scf
+from xdsl.dialects.builtin import i64
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
+
+from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.loop_builder import Emitter, Index, VectorEmitter
+
+
+def new_function(name: str, inputs: Sequence, private: bool = True
+                 ) -> tuple[llvm.FuncOp, VectorEmitter, tuple[SSAValue, ...]]:
+    """An llvm.func returning void and an emitter at its (single) block's end."""
+    block = Block(arg_types=inputs)
+    linkage = llvm.LinkageAttr("internal" if private else "external")
+    function = llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)), linkage,
+                           body=Region(block))
+    emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    return function, emitter, tuple(block.args)
+
+
+def ceil_div(b: Emitter, a: Index, d: Index) -> SSAValue:
+    return b.value(arith.DivSIOp(b.add(a, b.sub(d, 1)), b.i64(d)))
+
+
+def at_least_zero(b: Emitter, *values: SSAValue) -> list[SSAValue]:
+    """Each of `values` (i64), negatives as 0: loops over them run no time."""
+    return [b.value(arith.MaxSIOp(v, b.i64(0))) for v in values]
+
+
+def call(b: Emitter, name: str, *args: Index) -> None:
+    b.op(llvm.CallOp(name, *(b.i64(a) if isinstance(a, int) else a for a in args)))
+
+
+def accumulating(b: Emitter, accumulate: SSAValue, later: SSAValue) -> SSAValue:
+    """1 where C is added to: `accumulate` set, or a later block of k."""
+    asked = b.compare("ne", accumulate, 0)
+    return b.value(arith.ExtUIOp(b.value(arith.OrIOp(asked, later)), i64))
+
+
+def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
+    """`emit(b, c)` for the c == count among 1..full, the full tile first."""
+    def chain(inner: Emitter, c: int) -> None:
+        if c == 0:
+            return
+        inner.when(inner.compare("eq", count, c), lambda t: emit(t, c),
+                   (lambda e: chain(e, c - 1)) if c > 1 else None)
+
+    chain(b, full)
+
+
+def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
+    """The function's scf, arith and cf ops as llvm ops (in place)."""
+    lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
+    for op in list(function.walk()):
+        pattern = lowerings.get(type(op))
+        if pattern is not None:
+            pattern.match_and_rewrite(op, PatternRewriter(op))
+    for op in list(function.walk()):
+        if isinstance(op, cf.BranchOp):
+            Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
+        elif isinstance(op, cf.ConditionalBranchOp):
+            Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
+                                                  op.else_block, op.else_arguments))
+        elif (ops := convert_arith(op)) is not None:
+            Rewriter.replace_op(op, ops)
+    return function
