@@ -40,12 +40,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from recir.autodiff import analysis
+from recir.autodiff import analysis, recompute
 from recir.autodiff.analysis import is_float, is_float_tensor
+from recir.autodiff.frames import FrameLayouts, first_block, region_of
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
@@ -70,13 +71,18 @@ def value_bytes(value: SSAValue) -> tuple[int, int]:
 
 @dataclass
 class Scope:
-    """Cotangents of one region of the backward, and primal values loaded in it."""
+    """One region of the backward: the forward region it mirrors, its block,
+    cotangents, primal values loaded in it and, once read, that region's frame."""
 
+    region: Region
+    block: Block
+    frame: SSAValue | None = None
+    parent: Scope | None = None
     cot: dict[SSAValue, SSAValue] = field(default_factory=dict)
     loads: ChainMap[SSAValue, SSAValue] = field(default_factory=ChainMap)
 
-    def inner(self) -> Scope:
-        return Scope({}, self.loads.new_child())
+    def inner(self, region: Region, block: Block) -> Scope:
+        return Scope(region, block, None, self, {}, self.loads.new_child())
 
 
 class Synthesis:
@@ -139,17 +145,26 @@ class Synthesis:
 
 
 class FunctionGradient:
-    """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for."""
+    """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for.
+
+    The backward is built twice: the first build finds the forward values it
+    reads; `recompute.plan` picks those cheap to rebuild from the others; the
+    second build recomputes those and loads the rest from the frames.
+    """
 
     def __init__(self, synthesis: Synthesis, function: func.FuncOp):
         self.s, self.f = synthesis, function
         self.name = function.sym_name.data
         self.keep = synthesis.passthrough[self.name]
         self.varied = analysis.varied(function, self.keep)
-        self.slots: dict[SSAValue | Operation, int] = {}
-        self.size = 0
+        self.recompute: set[SSAValue] = set()
+        self.read: dict[SSAValue, None] = {}
+        self.layouts = FrameLayouts(function.body)
 
     def build(self) -> list[func.FuncOp]:
+        self.backward().erase()
+        self.recompute = recompute.plan(self.f, self.read, self.given)
+        self.layouts = FrameLayouts(self.f.body)
         bwd = self.backward()
         return [self.forward(), bwd]
 
@@ -165,7 +180,8 @@ class FunctionGradient:
         self.given = {self.f.args[p]: next(args) for p in keep}
         self.accs = {self.f.args[p]: next(args) for p in keep
                      if is_float_tensor(self.f.args[p].type)}
-        scope, e = Scope(), Emit(InsertPoint.at_end(block))
+        scope = Scope(self.f.body, block, self.frame)
+        e = Emit(InsertPoint.at_end(block))
         body = self.f.body.blocks[0]
         returned = [v for v in body.last_op.operands if is_float(v.type)]
         for value, d in zip(returned, d_results):
@@ -204,9 +220,10 @@ class FunctionGradient:
         if all(scope.cot.get(r) is None for r in floats):
             return
         g, keep = self.s.functions[callee], sorted(self.s.passthrough[callee])
-        if op not in self.slots:
-            self.slots[op] = self.allocate(8, 8)
-        child = e(tape.LoadOp(self.frame, self.slots[op], tape.FRAME))
+        region = op.parent_region()
+        assert region is not None
+        offset = self.layouts.slot(op, region, 8, 8)
+        child = e(tape.LoadOp(self.frame_of(region, scope), offset, tape.FRAME))
         ds = [scope.cot.get(r) or e.zero(r.type) for r in floats]
         given = [self.primal(op.args[p], scope, e) for p in keep]
         accs = [self.accs[op.args[p]] for p in keep if is_float_tensor(g.args[p].type)]
@@ -226,7 +243,8 @@ class FunctionGradient:
         regions = []
         for fwd_region in op.regions:
             fwd_block = fwd_region.blocks[0]
-            block, inner = Block(), scope.inner()
+            block = Block()
+            inner = scope.inner(fwd_region, block)
             ie = Emit(InsertPoint.at_end(block))
             for value, d in zip(fwd_block.last_op.operands, douts):
                 if d is not None:
@@ -283,17 +301,31 @@ class FunctionGradient:
         owner = value.owner
         if isinstance(owner, arith.ConstantOp | tmath.ConstantOp):
             loaded = e(owner.clone())
+        elif value in self.recompute:
+            assert isinstance(owner, Operation)
+            operands = {v: self.primal(v, scope, e) for v in owner.operands}
+            loaded = e(owner.clone(operands, clone_name_hints=False))
         else:
-            if value not in self.slots:
-                self.slots[value] = self.allocate(*value_bytes(value))
-            loaded = e(tape.LoadOp(self.frame, self.slots[value], value.type))
+            self.read[value] = None
+            region = region_of(value)
+            offset = self.layouts.slot(value, region, *value_bytes(value))
+            loaded = e(tape.LoadOp(self.frame_of(region, scope), offset, value.type))
         scope.loads[value] = loaded
         return loaded
 
-    def allocate(self, size: int, align: int) -> int:
-        offset = -(-self.size // align) * align
-        self.size = offset + size
-        return offset
+    def frame_of(self, region: Region, scope: Scope) -> SSAValue:
+        """The frame of forward `region` in the backward: the function's, or a
+        branch's, loaded at the start of the backward region mirroring it."""
+        while scope.region is not region:
+            assert scope.parent is not None, "a value from outside the function"
+            scope = scope.parent
+        if scope.frame is None:
+            assert scope.parent is not None
+            parent = self.frame_of(scope.parent.region, scope.parent)
+            load = tape.LoadOp(parent, self.layouts.branch_slot(region), tape.FRAME)
+            Rewriter.insert_op(load, InsertPoint.at_start(scope.block))
+            scope.frame = load.result
+        return scope.frame
 
     # the forward
 
@@ -301,26 +333,48 @@ class FunctionGradient:
         mapping: dict[SSAValue, SSAValue] = {}
         clone = self.f.clone(value_mapper=mapping)
         ops = dict(zip(self.f.walk(), clone.walk()))
-        entry = clone.body.blocks[0]
-        frame = tape.NewOp(max(self.size, 8))
-        entry.insert_op_before(frame, entry.first_op)
+        frames = self.new_frames(ops)
         # values first: a save after an invoke follows its result to the `_fwd` call
-        for key, offset in sorted(self.slots.items(), key=lambda s: isinstance(s[0], Operation)):
-            if isinstance(key, Operation):
-                self.call_forward(ops[key], frame.frame, offset)
-                continue
-            value = mapping.get(key, key)
-            point = (InsertPoint.after(frame) if not isinstance(value.owner, Operation)
-                     else InsertPoint.after(value.owner))
-            Emit(point).op(tape.SaveOp(value, frame.frame, offset))
-        ret = entry.last_op
-        ret.operands = [*ret.operands, frame.frame]
+        slots = sorted(self.layouts.slots.items(), key=lambda s: isinstance(s[0], Operation))
+        for key, (region, offset) in slots:
+            frame = frames[region]
+            if isinstance(key, invoke.InvokeOp):
+                self.call_forward(ops[key], frame, offset)
+            elif isinstance(key, SSAValue):
+                value = mapping.get(key, key)
+                after = value.owner if isinstance(value.owner, Operation) else frame.owner
+                assert isinstance(after, Operation)
+                Emit(InsertPoint.after(after)).op(tape.SaveOp(value, frame, offset))
+        ret = first_block(clone.body).last_op
+        assert ret is not None
+        ret.operands = [*ret.operands, frames[self.f.body]]
         typ = self.f.function_type
         clone.function_type = FunctionType.from_lists(typ.inputs.data,
                                                       [*typ.outputs.data, tape.FRAME])
         clone.sym_name = StringAttr(f"{self.name}_fwd")
         clone.sym_visibility = StringAttr("private")
         return clone
+
+    def new_frames(self, ops: dict[Operation, Operation]) -> dict[Region, SSAValue]:
+        """A `tape.new` at the start of each region with a frame, the clone's
+        body first; a branch's frame is saved into the enclosing one."""
+        top = tape.NewOp(self.layouts.size(self.f.body))
+        entry = first_block(ops[self.f].regions[0])
+        entry.insert_op_before(top, entry.ops.first)
+        frames: dict[Region, SSAValue] = {self.f.body: top.frame}
+        for op in self.f.walk():  # enclosing ops first
+            if not isinstance(op, scf.IfOp) or op not in self.layouts.slots:
+                continue
+            parent, offset = self.layouts.slots[op]
+            for index, region in enumerate(op.regions):
+                if region not in self.layouts.sizes:
+                    continue
+                block = first_block(ops[op].regions[index])
+                new = tape.NewOp(self.layouts.size(region))
+                block.insert_op_before(new, block.ops.first)
+                Emit(InsertPoint.after(new)).op(tape.SaveOp(new.frame, frames[parent], offset))
+                frames[region] = new.frame
+        return frames
 
     def call_forward(self, op: Operation, frame: SSAValue, offset: int) -> None:
         """The clone of an invoke whose frame the backward reads: call `_fwd`."""
