@@ -44,9 +44,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from recir.autodiff import analysis, recompute
+from recir.autodiff import analysis, saving
 from recir.autodiff.analysis import is_float, is_float_tensor
-from recir.autodiff.frames import FrameLayouts, first_block, region_of
+from recir.autodiff.saving import FrameLayouts, region_of
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
@@ -148,7 +148,7 @@ class FunctionGradient:
     """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for.
 
     The backward is built twice: the first build finds the forward values it
-    reads; `recompute.plan` picks those cheap to rebuild from the others; the
+    reads; `saving.plan` picks those cheap to rebuild from the others; the
     second build recomputes those and loads the rest from the frames.
     """
 
@@ -163,10 +163,10 @@ class FunctionGradient:
 
     def build(self) -> list[func.FuncOp]:
         self.backward().erase()
-        self.recompute = recompute.plan(self.f, self.read, self.given)
+        self.recompute = saving.plan(self.f, self.read, self.given)
         self.layouts = FrameLayouts(self.f.body)
         bwd = self.backward()
-        return [self.forward(), bwd]
+        return [saving.forward_function(self.f, self.layouts), bwd]
 
     # the backward
 
@@ -326,68 +326,6 @@ class FunctionGradient:
             Rewriter.insert_op(load, InsertPoint.at_start(scope.block))
             scope.frame = load.result
         return scope.frame
-
-    # the forward
-
-    def forward(self) -> func.FuncOp:
-        mapping: dict[SSAValue, SSAValue] = {}
-        clone = self.f.clone(value_mapper=mapping)
-        ops = dict(zip(self.f.walk(), clone.walk()))
-        frames = self.new_frames(ops)
-        # values first: a save after an invoke follows its result to the `_fwd` call
-        slots = sorted(self.layouts.slots.items(), key=lambda s: isinstance(s[0], Operation))
-        for key, (region, offset) in slots:
-            frame = frames[region]
-            if isinstance(key, invoke.InvokeOp):
-                self.call_forward(ops[key], frame, offset)
-            elif isinstance(key, SSAValue):
-                value = mapping.get(key, key)
-                after = value.owner if isinstance(value.owner, Operation) else frame.owner
-                assert isinstance(after, Operation)
-                Emit(InsertPoint.after(after)).op(tape.SaveOp(value, frame, offset))
-        ret = first_block(clone.body).last_op
-        assert ret is not None
-        ret.operands = [*ret.operands, frames[self.f.body]]
-        typ = self.f.function_type
-        clone.function_type = FunctionType.from_lists(typ.inputs.data,
-                                                      [*typ.outputs.data, tape.FRAME])
-        clone.sym_name = StringAttr(f"{self.name}_fwd")
-        clone.sym_visibility = StringAttr("private")
-        return clone
-
-    def new_frames(self, ops: dict[Operation, Operation]) -> dict[Region, SSAValue]:
-        """A `tape.new` at the start of each region with a frame, the clone's
-        body first; a branch's frame is saved into the enclosing one."""
-        top = tape.NewOp(self.layouts.size(self.f.body))
-        entry = first_block(ops[self.f].regions[0])
-        entry.insert_op_before(top, entry.ops.first)
-        frames: dict[Region, SSAValue] = {self.f.body: top.frame}
-        for op in self.f.walk():  # enclosing ops first
-            if not isinstance(op, scf.IfOp) or op not in self.layouts.slots:
-                continue
-            parent, offset = self.layouts.slots[op]
-            for index, region in enumerate(op.regions):
-                if region not in self.layouts.sizes:
-                    continue
-                block = first_block(ops[op].regions[index])
-                new = tape.NewOp(self.layouts.size(region))
-                block.insert_op_before(new, block.ops.first)
-                Emit(InsertPoint.after(new)).op(tape.SaveOp(new.frame, frames[parent], offset))
-                frames[region] = new.frame
-        return frames
-
-    def call_forward(self, op: Operation, frame: SSAValue, offset: int) -> None:
-        """The clone of an invoke whose frame the backward reads: call `_fwd`."""
-        assert isinstance(op, invoke.InvokeOp)
-        call = invoke.InvokeOp(f"{op.callee.string_value()}_fwd", op.args,
-                               [*(r.type for r in op.res), tape.FRAME])
-        e = Emit(InsertPoint.before(op))
-        e.op(call)
-        for old, new in zip(op.res, call.results):
-            old.replace_all_uses_with(new)
-        op.detach()
-        op.erase()
-        Emit(InsertPoint.after(call)).op(tape.SaveOp(call.results[-1], frame, offset))
 
 
 @dataclass(frozen=True)
