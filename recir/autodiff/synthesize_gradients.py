@@ -7,6 +7,9 @@ For every function `@f` reachable from the entry it adds
   frames of its children. Each invocation writes only its own frame, and the
   frames form a tree shaped like the call tree, so a value saved by one of
   the many runs of an op reaches exactly the backward run that needs it.
+  What the backward reads but can cheaply rebuild from what it reads anyway
+  is recomputed there instead, and an `scf.if` branch that saves anything
+  has a frame of its own (`saving.py`).
 - `@f_bwd(frame, d_results, passthrough args, gradient accumulators)
   -> d(other float args)`: the reverse sweep of `@f`'s body, one rule per op
   (`rules.py`), invoking its callees' `_bwd` in reverse order: recursive
@@ -46,8 +49,8 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from recir.autodiff import analysis, saving
 from recir.autodiff.analysis import is_float, is_float_tensor
-from recir.autodiff.saving import FrameLayouts, region_of
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row
+from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
 
