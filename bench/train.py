@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="timed passes per contestant (default 5, quick 2)")
     parser.add_argument("--models", nargs="+", choices=list(HIDDEN),
                         default=list(HIDDEN))
+    parser.add_argument("--hidden", type=int,
+                        help="hidden size of every model run (default: TreeRNN and "
+                             "TreeLSTM 150, RNTN 25)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="skip the timing: the check, peak memory and tape "
+                             "bytes per tree only")
 
 
 def load_trees(n: int) -> tuple[list[Any], int, str]:
@@ -275,12 +281,17 @@ def measure_memory(trainers: dict[str, Any], batch: list[Any],
         resident = trainer.resident_bytes() / 1024
         out[who] = {"rss_before_kb": before, "delta_kb": delta, "resident_kb": resident,
                     "measured_kb": resident + delta}
+    nodes = sum(t.num_nodes for t in batch)
     if "torch" in trainers:
-        out["torch"]["tape_kb"] = max(trainers["torch"].model.saved_bytes(t)
-                                      for t in batch) / 1024
+        saved = [trainers["torch"].model.saved_bytes(t) for t in batch]
+        out["torch"]["tape_kb"] = max(saved) / 1024
+        out["torch"]["tape_bytes_per_tree"] = sum(saved) / len(batch)
+        out["torch"]["tape_bytes_per_node"] = sum(saved) / nodes
     tapes = trainers["recir"].tapes if "recir" in trainers else None
     if tapes and None not in tapes:
         out["recir"]["tape_kb"] = max(tapes) / 1024
+        out["recir"]["tape_bytes_per_tree"] = sum(tapes) / len(batch)
+        out["recir"]["tape_bytes_per_node"] = sum(tapes) / nodes
         out["ideal_kb"] = 2 * param_bytes / 1024 + out["recir"]["tape_kb"]
         for who in trainers:
             out[who]["measured_over_ideal"] = out[who]["measured_kb"] / out["ideal_kb"]
@@ -303,14 +314,14 @@ def build(name: str, params: dict[str, np.ndarray]
     return trainers, status
 
 
-def bench_model(name: str, trees: list[Any], vocab: int,
-                repeats: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def bench_model(name: str, trees: list[Any], vocab: int, repeats: int,
+                timing: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     params = make_params(name, vocab)
     param_bytes = sum(v.nbytes for v in params.values())
     trainers, status = build(name, params)
     check(name, trainers, params, trees[0], status)
     rows = []
-    for batch in BATCHES:
+    for batch in BATCHES if timing else ():
         print(f"  {name}: batch {batch}", flush=True)
         timed = time_batches(trainers, trees, batch, repeats)
         for who in CONTESTANTS:
@@ -333,6 +344,8 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         common.WARMUP_S = 0.2
     n = args.trees or (25 if args.quick else 100)
+    if args.hidden:
+        HIDDEN.update({m: args.hidden for m in args.models})
     if n < max(BATCHES):
         raise SystemExit(f"--trees must be at least {max(BATCHES)}")
     repeats = args.repeats or (2 if args.quick else 5)
@@ -352,7 +365,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(trees)} trees from {source}, {repeats} repeats, lr {LR}, "
           f"cpu {report['machine']['cpu']}", flush=True)
     for name in args.models:
-        report["models"][name], rows = bench_model(name, trees, vocab, repeats)
+        report["models"][name], rows = bench_model(name, trees, vocab, repeats,
+                                                   timing=not args.memory_only)
         report["rows"] += rows
     if "torch" in sys.modules:
         report["config"]["torch_threads"] = sys.modules["torch"].get_num_threads()
@@ -367,16 +381,17 @@ def print_report(report: dict[str, Any]) -> None:
     by_key = {(r["model"], r["batch"], r["contestant"]): r for r in report["rows"]}
     rows = []
     for name, m in report["models"].items():
-        for batch in BATCHES:
+        for batch in BATCHES if (name, BATCHES[0], "recir") in by_key else ():
             rec, tor = by_key[(name, batch, "recir")], by_key[(name, batch, "torch")]
             rows.append([f"{name} h={m['hidden']}", str(batch),
                          fmt(rec.get("trees_per_s")), fmt(tor.get("trees_per_s")),
                          fmt(rec.get("ms_per_batch"), 2),
                          fmt(tor.get("ms_per_batch"), 2),
                          fmt(rec.get("recir_over_torch"), 2)])
-    print_table("training throughput (forward + backward + SGD step), one thread",
-                ["model", "batch", "recir trees/s", "torch trees/s", "recir ms/batch",
-                 "torch ms/batch", "recir/torch"], rows)
+    if rows:
+        print_table("training throughput (forward + backward + SGD step), one thread",
+                    ["model", "batch", "recir trees/s", "torch trees/s",
+                     "recir ms/batch", "torch ms/batch", "recir/torch"], rows)
     print_memory(report)
     for name, m in report["models"].items():
         for who, s in m["contestants"].items():
@@ -406,3 +421,22 @@ def print_memory(report: dict[str, Any]) -> None:
                 "+ peak RSS growth)",
                 ["model", "params", "recir tape", "torch tape", "ideal", "recir +RSS",
                  "recir", "recir/ideal", "torch +RSS", "torch", "torch/ideal"], rows)
+    print_tapes(report)
+
+
+def print_tapes(report: dict[str, Any]) -> None:
+    """Tape bytes per tree: recir's `last_tape_bytes` against the storage torch's
+    autograd saves (`saved_tensors_hooks`), both averaged over the memory batch."""
+    rows = []
+    for name, m in report["models"].items():
+        mem = m["memory"] or {}
+        rec, tor = mem.get("recir", {}), mem.get("torch", {})
+        per_tree = rec.get("tape_bytes_per_tree"), tor.get("tape_bytes_per_tree")
+        rows.append([f"{name} h={m['hidden']}", fmt(per_tree[0], 0),
+                     fmt(per_tree[1], 0), fmt(ratio(*per_tree), 3),
+                     fmt(rec.get("tape_bytes_per_node"), 0),
+                     fmt(tor.get("tape_bytes_per_node"), 0)])
+    print_table(f"tape bytes per tree, mean of the {MEMORY_BATCH} trees of the memory "
+                "batch",
+                ["model", "recir", "torch", "recir/torch", "recir per node",
+                 "torch per node"], rows)

@@ -7,6 +7,9 @@ For every function `@f` reachable from the entry it adds
   frames of its children. Each invocation writes only its own frame, and the
   frames form a tree shaped like the call tree, so a value saved by one of
   the many runs of an op reaches exactly the backward run that needs it.
+  What the backward reads but can cheaply rebuild from what it reads anyway
+  is recomputed there instead, and an `scf.if` branch that saves anything
+  has a frame of its own (`saving.py`).
 - `@f_bwd(frame, d_results, passthrough args, gradient accumulators)
   -> d(other float args)`: the reverse sweep of `@f`'s body, one rule per op
   (`rules.py`), invoking its callees' `_bwd` in reverse order: recursive
@@ -45,13 +48,14 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from recir.autodiff import analysis
+from recir.autodiff import analysis, saving
 from recir.autodiff.analysis import is_float, is_float_tensor
 from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum
+from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
 from recir.dialects.row_types import is_rows
@@ -76,13 +80,18 @@ def value_bytes(value: SSAValue) -> tuple[int, int]:
 
 @dataclass
 class Scope:
-    """Cotangents of one region of the backward, and primal values loaded in it."""
+    """One region of the backward: the forward region it mirrors, its block,
+    cotangents, primal values loaded in it and, once read, that region's frame."""
 
+    region: Region
+    block: Block
+    frame: SSAValue | None = None
+    parent: Scope | None = None
     cot: dict[SSAValue, SSAValue] = field(default_factory=dict)
     loads: ChainMap[SSAValue, SSAValue] = field(default_factory=ChainMap)
 
-    def inner(self) -> Scope:
-        return Scope({}, self.loads.new_child())
+    def inner(self, region: Region, block: Block) -> Scope:
+        return Scope(region, block, None, self, {}, self.loads.new_child())
 
 
 class Synthesis:
@@ -148,19 +157,28 @@ class Synthesis:
 
 
 class FunctionGradient:
-    """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for."""
+    """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for.
+
+    The backward is built twice: the first build finds the forward values it
+    reads; `saving.plan` picks those cheap to rebuild from the others; the
+    second build recomputes those and loads the rest from the frames.
+    """
 
     def __init__(self, synthesis: Synthesis, function: func.FuncOp):
         self.s, self.f = synthesis, function
         self.name = function.sym_name.data
         self.keep = synthesis.passthrough[self.name]
         self.varied = analysis.varied(function, self.keep)
-        self.slots: dict[SSAValue | Operation, int] = {}
-        self.size = 0
+        self.recompute: set[SSAValue] = set()
+        self.read: dict[SSAValue, None] = {}
+        self.layouts = FrameLayouts(function.body)
 
     def build(self) -> list[func.FuncOp]:
+        self.backward().erase()
+        self.recompute = saving.plan(self.f, self.read, self.given)
+        self.layouts = FrameLayouts(self.f.body)
         bwd = self.backward()
-        return [self.forward(), bwd]
+        return [saving.forward_function(self.f, self.layouts), bwd]
 
     # the backward
 
@@ -174,7 +192,8 @@ class FunctionGradient:
         self.given = {self.f.args[p]: next(args) for p in keep}
         self.accs = {self.f.args[p]: next(args) for p in keep
                      if is_float_tensor(self.f.args[p].type)}
-        scope, e = Scope(), Emit(InsertPoint.at_end(block))
+        scope = Scope(self.f.body, block, self.frame)
+        e = Emit(InsertPoint.at_end(block))
         body = self.f.body.blocks[0]
         returned = [v for v in body.last_op.operands if is_float(v.type)]
         for value, d in zip(returned, d_results):
@@ -215,9 +234,10 @@ class FunctionGradient:
         if all(scope.cot.get(r) is None for r in floats):
             return
         g, keep = self.s.functions[callee], sorted(self.s.passthrough[callee])
-        if op not in self.slots:
-            self.slots[op] = self.allocate(8, 8)
-        child = e(tape.LoadOp(self.frame, self.slots[op], tape.FRAME))
+        region = op.parent_region()
+        assert region is not None
+        offset = self.layouts.slot(op, region, 8, 8)
+        child = e(tape.LoadOp(self.frame_of(region, scope), offset, tape.FRAME))
         ds = [scope.cot.get(r) or e.zero(r.type) for r in floats]
         given = [self.primal(op.args[p], scope, e) for p in keep]
         accs = [self.accs[op.args[p]] for p in keep if is_float_tensor(g.args[p].type)]
@@ -252,7 +272,8 @@ class FunctionGradient:
         regions = []
         for fwd_region in op.regions:
             fwd_block = fwd_region.blocks[0]
-            block, inner = Block(), scope.inner()
+            block = Block()
+            inner = scope.inner(fwd_region, block)
             ie = Emit(InsertPoint.at_end(block))
             for value, d in zip(fwd_block.last_op.operands, douts):
                 if d is not None:
@@ -312,15 +333,20 @@ class FunctionGradient:
         if isinstance(owner, arith.ConstantOp | tmath.ConstantOp):
             loaded = e(owner.clone())
         elif is_rows(value) and isinstance(owner, Operation) and not owner.regions:
-            return self.recompute(owner, scope, e)[value.index]  # type: ignore[attr-defined]
+            return self.recompute_rows(owner, scope, e)[value.index]  # type: ignore[attr-defined]
+        elif value in self.recompute:
+            assert isinstance(owner, Operation)
+            operands = {v: self.primal(v, scope, e) for v in owner.operands}
+            loaded = e(owner.clone(operands, clone_name_hints=False))
         else:
-            if value not in self.slots:
-                self.slots[value] = self.allocate(*value_bytes(value))
-            loaded = e(tape.LoadOp(self.frame, self.slots[value], value.type))
+            self.read[value] = None
+            region = region_of(value)
+            offset = self.layouts.slot(value, region, *value_bytes(value))
+            loaded = e(tape.LoadOp(self.frame_of(region, scope), offset, value.type))
         scope.loads[value] = loaded
         return loaded
 
-    def recompute(self, op: Operation, scope: Scope, e: Emit) -> list[SSAValue]:
+    def recompute_rows(self, op: Operation, scope: Scope, e: Emit) -> list[SSAValue]:
         """Rows (a frontier's values) have no static size to save in a frame:
         the backward recomputes them from its arguments (pure, loop-free ops
         of a batched function)."""
@@ -330,50 +356,19 @@ class FunctionGradient:
             scope.loads[old] = new
         return list(clone.results)
 
-    def allocate(self, size: int, align: int) -> int:
-        offset = -(-self.size // align) * align
-        self.size = offset + size
-        return offset
-
-    # the forward
-
-    def forward(self) -> func.FuncOp:
-        mapping: dict[SSAValue, SSAValue] = {}
-        clone = self.f.clone(value_mapper=mapping)
-        ops = dict(zip(self.f.walk(), clone.walk()))
-        entry = clone.body.blocks[0]
-        frame = tape.NewOp(max(self.size, 8))
-        entry.insert_op_before(frame, entry.first_op)
-        # values first: a save after an invoke follows its result to the `_fwd` call
-        for key, offset in sorted(self.slots.items(), key=lambda s: isinstance(s[0], Operation)):
-            if isinstance(key, Operation):
-                self.call_forward(ops[key], frame.frame, offset)
-                continue
-            value = mapping.get(key, key)
-            point = (InsertPoint.after(frame) if not isinstance(value.owner, Operation)
-                     else InsertPoint.after(value.owner))
-            Emit(point).op(tape.SaveOp(value, frame.frame, offset))
-        ret = entry.last_op
-        ret.operands = [*ret.operands, frame.frame]
-        typ = self.f.function_type
-        clone.function_type = FunctionType.from_lists(typ.inputs.data,
-                                                      [*typ.outputs.data, tape.FRAME])
-        clone.sym_name = StringAttr(f"{self.name}_fwd")
-        clone.sym_visibility = StringAttr("private")
-        return clone
-
-    def call_forward(self, op: Operation, frame: SSAValue, offset: int) -> None:
-        """The clone of an invoke whose frame the backward reads: call `_fwd`."""
-        assert isinstance(op, invoke.InvokeOp)
-        call = invoke.InvokeOp(f"{op.callee.string_value()}_fwd", op.args,
-                               [*(r.type for r in op.res), tape.FRAME])
-        e = Emit(InsertPoint.before(op))
-        e.op(call)
-        for old, new in zip(op.res, call.results):
-            old.replace_all_uses_with(new)
-        op.detach()
-        op.erase()
-        Emit(InsertPoint.after(call)).op(tape.SaveOp(call.results[-1], frame, offset))
+    def frame_of(self, region: Region, scope: Scope) -> SSAValue:
+        """The frame of forward `region` in the backward: the function's, or a
+        branch's, loaded at the start of the backward region mirroring it."""
+        while scope.region is not region:
+            assert scope.parent is not None, "a value from outside the function"
+            scope = scope.parent
+        if scope.frame is None:
+            assert scope.parent is not None
+            parent = self.frame_of(scope.parent.region, scope.parent)
+            load = tape.LoadOp(parent, self.layouts.branch_slot(region), tape.FRAME)
+            Rewriter.insert_op(load, InsertPoint.at_start(scope.block))
+            scope.frame = load.result
+        return scope.frame
 
 
 @dataclass(frozen=True)

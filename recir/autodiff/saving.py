@@ -1,0 +1,181 @@
+"""What a function's forward saves for its backward, and where.
+
+*What* (`plan`, the cost model): a forward value the backward reads is
+recomputed in the backward instead of saved when
+
+- its op is cheap: elementwise (the `Elementwise` trait), a slice, a
+  concatenation, a fill, or a row gather from a table: one pass over its
+  result, O(n), where the products that read it (matvec, outer product) are
+  O(n^2). Matrix products, reductions, calls and `scf.if` results are never
+  recomputed; and
+- each operand is at hand in the backward without saving anything new: an
+  argument the backward is given (parameters, structure arrays), a constant,
+  a value the backward reads anyway (so it is saved), or a value recomputed
+  in turn.
+
+So a frame never grows. In TreeLSTM `h = o * tanh(c)` and `c` itself come
+back from the gates and the children's cells, which the backward reads
+anyway, and a leaf's embedding row from the table and the word.
+
+*Where* (`FrameLayouts`): a value is saved in the frame of the region that
+defines it. The function's body has the frame its `_fwd` returns; each
+`scf.if` region that saves anything gets a frame of its own, allocated only
+when that branch runs, its pointer in one slot of the enclosing frame that
+both branches share. So an invocation pays for the branch it takes: a tree's
+leaves do not carry the slots of its inner nodes.
+
+`forward_function` then builds `@f_fwd`: `@f` with a `tape.new` per frame,
+each saved value copied in after its op, and callees' `_fwd` frames saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from recir.dialects import invoke, tape, tmath
+
+CHEAP = (tmath.SliceOp, tmath.ConcatOp, tmath.FillOp, tmath.GatherOp)
+
+# a saved value; an invoke (its child's frame); an scf.if (its taken branch's frame)
+Key = SSAValue | Operation
+
+
+def is_cheap(op: Operation) -> bool:
+    """One pass over a tensor result, no more (see the module docstring)."""
+    if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
+        return False
+    return isinstance(op, CHEAP) or op.has_trait(tmath.Elementwise)
+
+
+def plan(function: func.FuncOp, read: Iterable[SSAValue],
+         given: Iterable[SSAValue]) -> set[SSAValue]:
+    """The values of `function` to recompute, given those the backward `read`
+    and those it is `given`. In program order, so an op's operands are
+    decided before it."""
+    at_hand = {*read, *given}
+    recompute: set[SSAValue] = set()
+    for op in function.walk():
+        if isinstance(op, arith.ConstantOp | tmath.ConstantOp):
+            at_hand.update(op.results)
+            continue
+        if not is_cheap(op) or not all(v in at_hand for v in op.operands):
+            continue
+        recompute.add(op.results[0])
+        at_hand.add(op.results[0])
+    return recompute
+
+
+def region_of(value: SSAValue) -> Region:
+    """The region whose frame holds `value` when it is saved."""
+    owner = value.owner
+    region = owner.parent_region() if isinstance(owner, Operation) else owner.parent
+    assert isinstance(region, Region), f"{value} is not in a region"
+    return region
+
+
+def first_block(region: Region) -> Block:
+    block = region.blocks.first
+    assert block is not None
+    return block
+
+
+class FrameLayouts:
+    """Byte layout of every frame of one function, built as slots are asked for."""
+
+    def __init__(self, body: Region):
+        self.body = body
+        self.sizes: dict[Region, int] = {body: 0}
+        self.slots: dict[Key, tuple[Region, int]] = {}
+
+    def slot(self, key: Key, region: Region, size: int, align: int) -> int:
+        """The offset of `key` in the frame of `region`, allocated on first use."""
+        if key not in self.slots:
+            if region is not self.body:
+                self.branch_slot(region)
+            used = self.sizes.get(region, 0)
+            offset = -(-used // align) * align
+            self.sizes[region] = offset + size
+            self.slots[key] = (region, offset)
+        return self.slots[key][1]
+
+    def branch_slot(self, region: Region) -> int:
+        """The slot of the enclosing frame that holds `region`'s frame."""
+        op = region.parent_op()
+        assert isinstance(op, scf.IfOp), f"frames for {op} regions are not supported"
+        parent = op.parent_region()
+        assert parent is not None
+        return self.slot(op, parent, 8, 8)
+
+    def size(self, region: Region) -> int:
+        return max(self.sizes.get(region, 0), 8)
+
+
+def forward_function(f: func.FuncOp, layouts: FrameLayouts) -> func.FuncOp:
+    """`@f_fwd`: `f` saving what `layouts` places, returning its frame."""
+    mapping: dict[SSAValue, SSAValue] = {}
+    clone = f.clone(value_mapper=mapping)
+    ops = dict(zip(f.walk(), clone.walk()))
+    frames = new_frames(f, layouts, ops)
+    # values first: a save after an invoke follows its result to the `_fwd` call
+    slots = sorted(layouts.slots.items(), key=lambda s: isinstance(s[0], Operation))
+    for key, (region, offset) in slots:
+        frame = frames[region]
+        if isinstance(key, invoke.InvokeOp):
+            call_forward(ops[key], frame, offset)
+        elif isinstance(key, SSAValue):
+            value = mapping.get(key, key)
+            after = value.owner if isinstance(value.owner, Operation) else frame.owner
+            assert isinstance(after, Operation)
+            save = tape.SaveOp(value, frame, offset)
+            Rewriter.insert_op(save, InsertPoint.after(after))
+    ret = first_block(clone.body).last_op
+    assert ret is not None
+    ret.operands = [*ret.operands, frames[f.body]]
+    typ = f.function_type
+    clone.function_type = FunctionType.from_lists(typ.inputs.data,
+                                                  [*typ.outputs.data, tape.FRAME])
+    clone.sym_name = StringAttr(f"{f.sym_name.data}_fwd")
+    clone.sym_visibility = StringAttr("private")
+    return clone
+
+
+def new_frames(f: func.FuncOp, layouts: FrameLayouts,
+               ops: dict[Operation, Operation]) -> dict[Region, SSAValue]:
+    """A `tape.new` at the start of each region with a frame, the clone's body
+    first; a branch's frame is saved into the enclosing one."""
+    top = tape.NewOp(layouts.size(f.body))
+    Rewriter.insert_op(top, InsertPoint.at_start(first_block(ops[f].regions[0])))
+    frames: dict[Region, SSAValue] = {f.body: top.frame}
+    for op in f.walk():  # enclosing ops first
+        if not isinstance(op, scf.IfOp) or op not in layouts.slots:
+            continue
+        parent, offset = layouts.slots[op]
+        for index, region in enumerate(op.regions):
+            if region not in layouts.sizes:
+                continue
+            new = tape.NewOp(layouts.size(region))
+            block = first_block(ops[op].regions[index])
+            Rewriter.insert_op(new, InsertPoint.at_start(block))
+            Rewriter.insert_op(tape.SaveOp(new.frame, frames[parent], offset),
+                               InsertPoint.after(new))
+            frames[region] = new.frame
+    return frames
+
+
+def call_forward(op: Operation, frame: SSAValue, offset: int) -> None:
+    """The clone of an invoke whose frame the backward reads: call `_fwd`."""
+    assert isinstance(op, invoke.InvokeOp)
+    call = invoke.InvokeOp(f"{op.callee.string_value()}_fwd", op.args,
+                           [*(r.type for r in op.res), tape.FRAME])
+    Rewriter.insert_op(call, InsertPoint.before(op))
+    for old, new in zip(op.res, call.results):
+        old.replace_all_uses_with(new)
+    op.detach()
+    op.erase()
+    save = tape.SaveOp(call.results[-1], frame, offset)
+    Rewriter.insert_op(save, InsertPoint.after(call))
