@@ -3,10 +3,10 @@
 `synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line
 code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
 parameter) is the sum over the rows: `accumulate` adds every row,
-`accumulate_outer` adds the sum of the rows' outer products (a product over
-rows: `row_outer_sum`), `accumulate_row` scatter-adds rows at checked row
-numbers into a table (a parameter's, or a rows argument's: the children's
-result gradients). Accumulations write in place and return None.
+`accumulate_outer` adds the sum of the rows' outer products (dY^T X, a
+product over rows: `row_products.row_gemm`), `accumulate_row` scatter-adds
+rows at checked row numbers into a table (a parameter's, or a rows
+argument's: the children's result gradients). Accumulations write in place and return None.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from recir.dialects import adjoint, tmath
 from recir.passes.adjoint_kernels import axpy
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.row_products import row_gemm
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
 from recir.passes.tmath_kernels import checked, dot
 
@@ -33,22 +34,13 @@ def zero_rows(b: RowEmitter, count: SSAValue, op: Operation) -> Rows:
 
 
 def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """out[r] = dy[r] . W: each row a sum of W's rows, unit stride innermost."""
+    """out[r] = dy[r] . W for every row: dY W."""
     dy, w = args
     assert isinstance(dy, Rows)
     rows, cols = tmath.shape_of(op.operands[1])
-    out = zero_rows(b, dy.count, op)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        source, target = row_at(inner, dy, r), row_at(inner, out, r)
-
-        def term(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            axpy(bm, target, bm.load(source, m), bm.offset(w, bm.mul(m, cols)), cols)
-            return ()
-
-        inner.loop(rows, term)
-
-    each_row(b, dy.count, each)
+    out = b.rows(dy.count, op.results[0].type)
+    row_gemm(b, op, "nn", dy.count, cols, rows, (dy.data, dy.stride), (w, cols),
+             (out.data, out.stride))
     return out
 
 
@@ -93,20 +85,6 @@ def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
         inner, row_at(inner, acc, r), one, row_at(inner, value, r), value.width))
 
 
-def row_outer_sum(b: Emitter, acc: SSAValue, lhs: Rows, rhs: Rows, rows: int,
-                  cols: int) -> None:
-    """acc += sum_r lhs[r] (x) rhs[r]: the one place a product of rows with
-    rows is emitted. Each accumulator row stays in L1 while every input row
-    is added into it."""
-    def row(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        target = bm.offset(acc, bm.mul(m, cols))
-        each_row(bm, lhs.count, lambda inner, r: axpy(
-            inner, target, inner.load(row_at(inner, lhs, r), m), row_at(inner, rhs, r), cols))
-        return ()
-
-    b.loop(rows, row)
-
-
 def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
     acc, lhs, rhs = args
     assert isinstance(lhs, Rows)
@@ -114,7 +92,8 @@ def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> N
     assert not isinstance(acc, Rows), "an outer product accumulates into a parameter"
     b.same_count(op, [lhs, rhs])
     rows, cols = tmath.shape_of(op.operands[0])
-    row_outer_sum(b, acc, lhs, rhs, rows, cols)
+    row_gemm(b, op, "tn", rows, cols, lhs.count, (lhs.data, lhs.stride),
+             (rhs.data, rhs.stride), (acc, cols), accumulate=True)
 
 
 def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
