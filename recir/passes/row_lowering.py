@@ -41,6 +41,7 @@ from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS
 from recir.passes.frontier_kernels import FRONTIER_KERNELS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
+from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
     ALIGN,
     RowEmitter,
@@ -106,6 +107,8 @@ class RowFunctionLowering:
         self.function, self.static = function, static
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}
+        self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
+        self.folded: set[Operation] = set()  # adds lowered with their product
 
     def get(self, value: SSAValue) -> Rows | SSAValue:
         found = self.values.get(value)
@@ -160,6 +163,12 @@ class RowFunctionLowering:
         if not involved:
             self.static.lower_op(op)
             return
+        if op in self.folded:
+            self.static.dead.append(op)
+            return
+        if op in self.bias_adds:
+            self.lower_matvec_plus(op)
+            return
         kernel = KERNELS.get(type(op))
         if kernel is None:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
@@ -172,6 +181,15 @@ class RowFunctionLowering:
                 self.values[old] = new
             else:
                 self.static.replace(old, new)
+        self.static.dead.append(op)
+
+    def lower_matvec_plus(self, op: Operation) -> None:
+        """A product and the bias added to it, as one kernel."""
+        add, bias = self.bias_adds[op]
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
+        self.values[op.results[0]] = self.values[add.results[0]] = out
+        self.folded.add(add)
         self.static.dead.append(op)
 
     def lower_return(self, op: func.ReturnOp) -> None:

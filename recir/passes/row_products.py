@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from recir.dialects import tmath
 from recir.passes import gemm_kernels
@@ -50,6 +50,38 @@ def matvec(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     out = b.rows(x.count, op.results[0].type)
     row_product(b, op, matrix, rows, cols, x, out)
     return out
+
+
+def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSAValue) -> Rows:
+    """out[r] = matrix . x[r] + bias: the rows start as the bias and the
+    product is added into them, so the sum takes no pass of its own."""
+    matrix, x = args
+    assert isinstance(x, Rows), "a per-row matrix has no row form"
+    rows, cols = tmath.shape_of(op.operands[0])
+    out = b.rows(x.count, op.results[0].type)
+    each_row(b, x.count, lambda inner, r: inner.copy(row_at(inner, out, r), bias, rows))
+    row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
+             (out.data, out.stride), accumulate=True)
+    return out
+
+
+def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]]:
+    """Each `matvec` over rows whose only use is a `tmath.add` of a uniform
+    argument (a bias), with that add and the bias: `matvec_plus` lowers the
+    two as one."""
+    found: dict[Operation, tuple[Operation, SSAValue]] = {}
+    for op in function.walk():
+        if not isinstance(op, tmath.MatvecOp) or not op.results[0].has_one_use():
+            continue
+        add = next(iter(op.results[0].uses)).operation
+        if not isinstance(add, tmath.AddOp):
+            continue
+        bias = add.operands[1] if add.operands[0] is op.results[0] else add.operands[0]
+        if bias is not op.results[0] and isinstance(bias, BlockArgument) and isinstance(
+                bias.type, TensorType) and bias.type.element_type == f32 and (
+                tmath.shape_of(bias) == tmath.shape_of(op.results[0])[1:]):
+            found[op] = (add, bias)
+    return found
 
 
 def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
