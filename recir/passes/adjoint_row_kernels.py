@@ -74,6 +74,68 @@ def pad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     return out
 
 
+def is_sum(fused: tmath.FusedOp) -> bool:
+    """The body adds all its arguments, each once, and yields the total."""
+    block = fused.body.block
+    *adds, ret = list(block.ops)
+    if not isinstance(ret, tmath.YieldOp) or len(ret.operands) != 1 or len(fused.outputs) != 1:
+        return False
+    if len(adds) != len(block.args) - 1 or not all(isinstance(a, tmath.AddOp) for a in adds):
+        return False
+    values = [*block.args, *(a.results[0] for a in adds)]
+    return all(v.has_one_use() for v in values) and (
+        ret.operands[0] is values[-1] if adds else True)
+
+
+def pad_sums(function: Operation) -> dict[Operation, list[adjoint.PadOp]]:
+    """Each sum (`tmath.add`, or a `tmath.fused` of adds) of `adjoint.pad`s
+    (their only use) whose ranges do not overlap (a slice's gradients:
+    `sum_of_pads` writes them side by side), with its pads."""
+    found: dict[Operation, list[adjoint.PadOp]] = {}
+    for op in function.walk():
+        if isinstance(op, tmath.AddOp) and op.operands[0] is not op.operands[1]:
+            pads = [v.owner for v in op.operands]
+        elif isinstance(op, tmath.FusedOp) and is_sum(op):
+            pads = [v.owner for v in op.inputs]
+        else:
+            continue
+        if not all(isinstance(p, adjoint.PadOp) and p.result.has_one_use() for p in pads):
+            continue
+        spans = sorted((p.offset.value.data, p.offset.value.data + tmath.shape_of(
+            p.operands[0])[1]) for p in pads)  # type: ignore[union-attr]
+        if all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])):
+            found[op] = pads  # type: ignore[assignment]
+    return found
+
+
+def zero_span(b: Emitter, out: Rows, r: SSAValue, lo: int, hi: int) -> None:
+    row = b.offset(row_at(b, out, r), lo)
+    b.loop(hi - lo, lambda bj, j, _: (bj.store(bj.const(0.0, f32), row, j), ())[1])
+
+
+def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
+                sources: Sequence[Lowered]) -> Rows:
+    """The pads' sum without the pads: each source row copied to its offset,
+    the columns none covers zeroed."""
+    count = b.same_count(op, rows_of(sources))
+    out = b.rows(count, op.results[0].type)
+    shape = tmath.shape_of(op.results[0])[1:]
+    unit = out.width // shape[0]
+    spans = []
+    for pad, source in zip(pads, sources, strict=True):
+        assert isinstance(source, Rows)
+        start = pad.offset.value.data * unit
+        spans.append((start, start + source.width))
+        each_row(b, count, lambda inner, r, start=start, source=source: inner.copy(
+            inner.offset(row_at(inner, out, r), start), row_at(inner, source, r), source.width))
+    ends = [0, *(end for _, end in sorted(spans))]
+    starts = [*(start for start, _ in sorted(spans)), out.width]
+    for lo, hi in zip(ends, starts):
+        if lo < hi:
+            each_row(b, count, lambda inner, r, lo=lo, hi=hi: zero_span(inner, out, r, lo, hi))
+    return out
+
+
 def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
     """Rows into a uniform buffer: their sum; rows into rows: row by row."""
     acc, value = args

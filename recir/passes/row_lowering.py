@@ -37,7 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import emit_error
 from recir.dialects import frontier, invoke, tape
 from recir.dialects.row_types import is_rows
-from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS
+from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
@@ -108,7 +108,9 @@ class RowFunctionLowering:
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}
         self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
-        self.folded: set[Operation] = set()  # adds lowered with their product
+        self.pad_sums = pad_sums(function)  # a sum of pads -> its pads
+        self.folded: set[Operation] = {p for pads in self.pad_sums.values() for p in pads}
+        # (and the adds lowered with their product)
 
     def get(self, value: SSAValue) -> Rows | SSAValue:
         found = self.values.get(value)
@@ -169,6 +171,9 @@ class RowFunctionLowering:
         if op in self.bias_adds:
             self.lower_matvec_plus(op)
             return
+        if op in self.pad_sums:
+            self.lower_sum_of_pads(op)
+            return
         kernel = KERNELS.get(type(op))
         if kernel is None:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
@@ -190,6 +195,14 @@ class RowFunctionLowering:
         out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
         self.values[op.results[0]] = self.values[add.results[0]] = out
         self.folded.add(add)
+        self.static.dead.append(op)
+
+    def lower_sum_of_pads(self, op: Operation) -> None:
+        """A sum of pads, each pad's rows written at its offset once."""
+        pads = self.pad_sums[op]
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        self.values[op.results[0]] = sum_of_pads(b, op, pads,
+                                                 [self.get(p.operands[0]) for p in pads])
         self.static.dead.append(op)
 
     def lower_return(self, op: func.ReturnOp) -> None:
