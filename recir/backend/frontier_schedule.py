@@ -75,6 +75,9 @@ class NativeRowFunction:
         # a uniform input (a parameter) is the same array call after call:
         # its address is looked up once per array (kept, so its id stays its own)
         self.known: list[tuple[Any, int, tuple[int, ...]] | None] = [None] * len(self.inputs)
+        # results as views of the scratch, valid until this function's next
+        # call: for a caller that copies them at once (`Schedule.post`)
+        self.borrow = False
 
     def __call__(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
         keep: list[Any] = []
@@ -153,7 +156,8 @@ class NativeRowFunction:
         else:
             raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data),
                                 np.uint8)
-        return raw.view(dtype).reshape(count, *shape).copy()
+        rows = raw.view(dtype).reshape(count, *shape)
+        return rows if self.borrow else rows.copy()
 
     def scratch_ran_out(self, ctx: Context) -> bool:
         return ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites) and (
