@@ -22,7 +22,10 @@ The ABI, which `backend/row_schedule.py` calls:
 
 Every index read at run time is checked (`cf.assert`, an error return):
 native code never reads outside a buffer. Kernels: `row_kernels.py`
-(tmath and arith row forms) and `frontier_kernels.py`.
+(tmath and arith row forms) and `frontier_kernels.py`. Two pairs of ops are
+lowered as one, each sparing a pass over the rows: a product over rows and
+the bias added to it (`row_products.matvec_plus`), and a sum of
+non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
 """
 
 from __future__ import annotations
