@@ -90,6 +90,8 @@ class FrontierFunction:
         for f in functions:
             f.sym_visibility = None  # each is called from outside
         self.native = compile_rows(functions, cache_dir)
+        # `Schedule.post` copies @post's rows into its tables at once
+        self.native.functions[names[1]].borrow = True
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
 

@@ -117,24 +117,22 @@ class FrontierGradFunction(FrontierFunction):
             shape = (len(batch), *row_shape(op.outputs[k].type))
             cotangents.append(np.ones(shape, np.float32) if k == self.loss
                               else np.zeros(shape, np.float32))
-        gradients = backward.run(cotangents)
+        first_param = len(block.args) - len(self.params)
+        # without a prefix to differentiate, a parameter's gradient is added
+        # straight into its buffer in `grads` (no batch-sized copy to add)
+        direct = self.before_bwd is None
+        into = [grads[self.names[v.index - first_param]] if direct and isinstance(
+            v, BlockArgument) and v.index >= first_param else None for v in op.shared]
+        gradients = backward.run(cotangents, into)
         s = backward.s
         tables = [t[s.inv[:len(batch)]] for t in backward.tables]
         values.update(zip(op.outputs, tables, strict=True))
-        first_param = len(block.args) - len(self.params)
         if self.before_bwd is not None:  # the schedule's operands' gradients, back
             accumulators = [grads[self.names[a.index - first_param]] if a.index >= first_param
                             else np.zeros_like(v) for a, v in zip(block.args, args)
                             if is_float_tensor(a.type)]
             cotangents = [d for d in gradients if d is not None]
             self.before_bwd((None, *cotangents, *args, *accumulators))
-            gradients = []
-        shared = gradients[len(gradients) - len(op.shared):] if gradients else []
-        for operand, d in zip(op.shared, shared):
-            if d is None or not isinstance(operand, BlockArgument):
-                continue
-            if operand.index >= first_param:
-                grads[self.names[operand.index - first_param]] += d
         ret = block.last_op
         assert ret is not None
         results = [values[v] for v in ret.operands]

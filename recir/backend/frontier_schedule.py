@@ -58,23 +58,34 @@ class NativeRowFunction:
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
         self.function = ctypes.CFUNCTYPE(None, *argtypes)(engine.address(self.name))
         self.scratch = np.empty(0, np.uint8)
+        self.scratch_at = data_address(self.scratch)
         # per input: (is rows, dtype, the shape or row shape it must have), None
-        # for a scalar; the rows inputs' descriptors live in one array per call
+        # for a scalar
         self.kinds = [(is_rows(t), dtype_of(t), row_shape(t) if is_rows(t) else tuple(
             t.get_shape())) if isinstance(t, TensorType) else None for t in self.inputs]
-        self.row_inputs = sum(1 for k in self.kinds if k is not None and k[0])
+        # the rows inputs' descriptors and the results' slots: made once, a
+        # call fills them (calls of one function never overlap: see
+        # `FrontierFunction.calls`)
+        self.row_descriptors = (ArrayDescriptor * max(1, sum(
+            1 for k in self.kinds if k is not None and k[0])))()
+        self.descriptors = (ArrayDescriptor * max(1, len(self.outputs)))()
         self.rows_outputs = [is_rows(t) for t in self.outputs]
         self.layouts = [(dtype_of(t), row_shape(t), int(np.prod(row_shape(t), dtype=np.int64)))
                         if is_rows(t) else None for t in self.outputs]
+        # a uniform input (a parameter) is the same array call after call:
+        # its address is looked up once per array (kept, so its id stays its own)
+        self.known: list[tuple[Any, int, tuple[int, ...]] | None] = [None] * len(self.inputs)
+        # results as views of the scratch, valid until this function's next
+        # call: for a caller that copies them at once (`Schedule.post`)
+        self.borrow = False
 
     def __call__(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
         keep: list[Any] = []
         args, rows = self.arguments(inputs, keep)
-        descriptors = (ArrayDescriptor * max(1, len(self.outputs)))()
         statics: list[np.ndarray | None] = []
         for k, typ in enumerate(self.outputs):
             if self.rows_outputs[k]:
-                args.append(ctypes.addressof(descriptors[k]))
+                args.append(ctypes.addressof(self.descriptors[k]))
                 statics.append(None)
             else:
                 out = np.empty(typ.get_shape(), dtype_of(typ))
@@ -84,15 +95,15 @@ class NativeRowFunction:
         for _ in range(self.retries):
             if self.scratch.nbytes < needed:
                 self.scratch = np.empty(needed, np.uint8)
+                self.scratch_at = data_address(self.scratch)
             ctx = lone_context(stack.stack_limit())
-            self.function(ctypes.addressof(ctx), *args, data_address(self.scratch),
-                          self.scratch.nbytes)
+            self.function(ctypes.addressof(ctx), *args, self.scratch_at, self.scratch.nbytes)
             if not self.scratch_ran_out(ctx):
                 break
             needed *= 4
         self.raise_error(ctx)
-        return tuple(out if out is not None else copied(descriptors[k], layout, self.scratch)
-                     for k, (out, layout) in enumerate(zip(statics, self.layouts)))
+        return tuple(out if out is not None else self.copied(k)
+                     for k, out in enumerate(statics))
 
     def arguments(self, inputs: Sequence[Any], keep: list[Any]) -> tuple[list[Any], int]:
         """The native arguments for `inputs` (kept alive by `keep`), and the
@@ -100,13 +111,15 @@ class NativeRowFunction:
         if len(inputs) != len(self.kinds):
             raise RecirError(f"error: @{self.name} takes {len(self.kinds)} inputs, "
                              f"got {len(inputs)}")
-        descriptors = (ctypes.c_int64 * (2 * max(1, self.row_inputs)))()
-        keep.append(descriptors)
-        base, used, rows = ctypes.addressof(descriptors), 0, 1
+        used, rows = 0, 1
         args: list[Any] = []
-        for value, kind in zip(inputs, self.kinds):
+        for k, (value, kind) in enumerate(zip(inputs, self.kinds)):
             if kind is None:
                 args.append(value)
+                continue
+            known = self.known[k]
+            if known is not None and known[0] is value and value.shape == known[2]:
+                args.append(known[1])
                 continue
             batched, dtype, shape = kind
             array = value
@@ -119,13 +132,32 @@ class NativeRowFunction:
                                  f"{('?', *shape) if batched else shape}, got {array.shape}")
             if not batched:
                 args.append(data_address(array))
+                if array is value:
+                    self.known[k] = (value, args[-1], shape)
                 continue
-            descriptors[used] = array.shape[0]
-            descriptors[used + 1] = data_address(array)
-            args.append(base + 8 * used)
-            used += 2
+            descriptor = self.row_descriptors[used]
+            descriptor.length, descriptor.data = array.shape[0], data_address(array)
+            args.append(ctypes.addressof(descriptor))
+            used += 1
             rows = max(rows, array.shape[0])
         return args, rows
+
+    def copied(self, k: int) -> np.ndarray:
+        """Rows result `k` out of the scratch (or the argument) it lies in."""
+        dtype, shape, width = self.layouts[k]  # type: ignore[misc]
+        descriptor = self.descriptors[k]
+        count = descriptor.length
+        if count == 0:
+            return np.zeros((0, *shape), dtype)
+        nbytes = count * width * dtype.itemsize
+        start = descriptor.data - self.scratch_at
+        if 0 <= start and start + nbytes <= self.scratch.nbytes:
+            raw = self.scratch[start:start + nbytes]
+        else:
+            raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data),
+                                np.uint8)
+        rows = raw.view(dtype).reshape(count, *shape)
+        return rows if self.borrow else rows.copy()
 
     def scratch_ran_out(self, ctx: Context) -> bool:
         return ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites) and (
@@ -137,22 +169,6 @@ class NativeRowFunction:
         if ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites):
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
         raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
-
-
-def copied(descriptor: ArrayDescriptor, layout: tuple[np.dtype, tuple[int, ...], int],
-           scratch: np.ndarray) -> np.ndarray:
-    """A rows result out of the scratch (or the argument) it lies in."""
-    dtype, shape, width = layout
-    count = descriptor.length
-    if count == 0:
-        return np.zeros((0, *shape), dtype)
-    nbytes = count * width * dtype.itemsize
-    start = descriptor.data - data_address(scratch)
-    if 0 <= start and start + nbytes <= scratch.nbytes:
-        raw = scratch[start:start + nbytes]
-    else:
-        raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data), np.uint8)
-    return raw.view(dtype).reshape(count, *shape).copy()
 
 
 class NativeCalls:

@@ -59,10 +59,12 @@ class Backward:
             schedule.expand_fwd = schedule.callee(f"{expand}_fwd", why)
             self.expand_bwd = schedule.callee(f"{expand}_bwd", why)
 
-    def run(self, cotangents: list[np.ndarray]) -> list[np.ndarray | None]:
+    def run(self, cotangents: list[np.ndarray], into: list[Any] | None = None
+            ) -> list[np.ndarray | None]:
         """The gradients of the roots' moving arguments and of the shared
         ones (None where not f32 tensors), given the float results' cotangents
-        at the roots."""
+        at the roots. `into`: per shared argument, a buffer its gradient is
+        added into (and returned), or None for a fresh one."""
         s = self.s
         batch = len(s.roots[0])
         s.number_by_height(batch)
@@ -71,8 +73,10 @@ class Backward:
         for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
                                 strict=True):
             d[s.inv[:batch]] = cotangent
-        self.d_shared = [np.zeros_like(v) if is_float_tensor(o.type) else None
-                         for v, o in zip(s.shared, s.op.shared, strict=True)]
+        given = into if into is not None else [None] * len(s.shared)
+        self.d_shared = [(d if d is not None else np.zeros_like(v))
+                         if is_float_tensor(o.type) else None
+                         for v, o, d in zip(s.shared, s.op.shared, given, strict=True)]
         d_stored = [np.zeros_like(v) if v.dtype == np.float32 else None for v in s.stored]
         self.post_backward(d_tables, d_stored)
         self.d_moving: list[np.ndarray | None] = [None] * len(self.moving_types)

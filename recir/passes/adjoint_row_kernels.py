@@ -3,10 +3,10 @@
 `synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line
 code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
 parameter) is the sum over the rows: `accumulate` adds every row,
-`accumulate_outer` adds the sum of the rows' outer products (a product over
-rows: `row_outer_sum`), `accumulate_row` scatter-adds rows at checked row
-numbers into a table (a parameter's, or a rows argument's: the children's
-result gradients). Accumulations write in place and return None.
+`accumulate_outer` adds the sum of the rows' outer products (dY^T X, a
+product over rows: `row_products.row_gemm`), `accumulate_row` scatter-adds
+rows at checked row numbers into a table (a parameter's, or a rows
+argument's: the children's result gradients). Accumulations write in place and return None.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from recir.dialects import adjoint, tmath
 from recir.passes.adjoint_kernels import axpy
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.row_products import row_gemm
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
 from recir.passes.tmath_kernels import checked, dot
 
@@ -33,22 +34,13 @@ def zero_rows(b: RowEmitter, count: SSAValue, op: Operation) -> Rows:
 
 
 def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """out[r] = dy[r] . W: each row a sum of W's rows, unit stride innermost."""
+    """out[r] = dy[r] . W for every row: dY W."""
     dy, w = args
     assert isinstance(dy, Rows)
     rows, cols = tmath.shape_of(op.operands[1])
-    out = zero_rows(b, dy.count, op)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        source, target = row_at(inner, dy, r), row_at(inner, out, r)
-
-        def term(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            axpy(bm, target, bm.load(source, m), bm.offset(w, bm.mul(m, cols)), cols)
-            return ()
-
-        inner.loop(rows, term)
-
-    each_row(b, dy.count, each)
+    out = b.rows(dy.count, op.results[0].type)
+    row_gemm(b, op, "nn", dy.count, cols, rows, (dy.data, dy.stride), (w, cols),
+             (out.data, out.stride))
     return out
 
 
@@ -82,6 +74,68 @@ def pad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     return out
 
 
+def is_sum(fused: tmath.FusedOp) -> bool:
+    """The body adds all its arguments, each once, and yields the total."""
+    block = fused.body.block
+    *adds, ret = list(block.ops)
+    if not isinstance(ret, tmath.YieldOp) or len(ret.operands) != 1 or len(fused.outputs) != 1:
+        return False
+    if len(adds) != len(block.args) - 1 or not all(isinstance(a, tmath.AddOp) for a in adds):
+        return False
+    values = [*block.args, *(a.results[0] for a in adds)]
+    return all(v.has_one_use() for v in values) and (
+        ret.operands[0] is values[-1] if adds else True)
+
+
+def pad_sums(function: Operation) -> dict[Operation, list[adjoint.PadOp]]:
+    """Each sum (`tmath.add`, or a `tmath.fused` of adds) of `adjoint.pad`s
+    (their only use) whose ranges do not overlap (a slice's gradients:
+    `sum_of_pads` writes them side by side), with its pads."""
+    found: dict[Operation, list[adjoint.PadOp]] = {}
+    for op in function.walk():
+        if isinstance(op, tmath.AddOp) and op.operands[0] is not op.operands[1]:
+            pads = [v.owner for v in op.operands]
+        elif isinstance(op, tmath.FusedOp) and is_sum(op):
+            pads = [v.owner for v in op.inputs]
+        else:
+            continue
+        if not all(isinstance(p, adjoint.PadOp) and p.result.has_one_use() for p in pads):
+            continue
+        spans = sorted((p.offset.value.data, p.offset.value.data + tmath.shape_of(
+            p.operands[0])[1]) for p in pads)  # type: ignore[union-attr]
+        if all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])):
+            found[op] = pads  # type: ignore[assignment]
+    return found
+
+
+def zero_span(b: Emitter, out: Rows, r: SSAValue, lo: int, hi: int) -> None:
+    row = b.offset(row_at(b, out, r), lo)
+    b.loop(hi - lo, lambda bj, j, _: (bj.store(bj.const(0.0, f32), row, j), ())[1])
+
+
+def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
+                sources: Sequence[Lowered]) -> Rows:
+    """The pads' sum without the pads: each source row copied to its offset,
+    the columns none covers zeroed."""
+    count = b.same_count(op, rows_of(sources))
+    out = b.rows(count, op.results[0].type)
+    shape = tmath.shape_of(op.results[0])[1:]
+    unit = out.width // shape[0]
+    spans = []
+    for pad, source in zip(pads, sources, strict=True):
+        assert isinstance(source, Rows)
+        start = pad.offset.value.data * unit
+        spans.append((start, start + source.width))
+        each_row(b, count, lambda inner, r, start=start, source=source: inner.copy(
+            inner.offset(row_at(inner, out, r), start), row_at(inner, source, r), source.width))
+    ends = [0, *(end for _, end in sorted(spans))]
+    starts = [*(start for start, _ in sorted(spans)), out.width]
+    for lo, hi in zip(ends, starts):
+        if lo < hi:
+            each_row(b, count, lambda inner, r, lo=lo, hi=hi: zero_span(inner, out, r, lo, hi))
+    return out
+
+
 def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
     """Rows into a uniform buffer: their sum; rows into rows: row by row."""
     acc, value = args
@@ -93,20 +147,6 @@ def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
         inner, row_at(inner, acc, r), one, row_at(inner, value, r), value.width))
 
 
-def row_outer_sum(b: Emitter, acc: SSAValue, lhs: Rows, rhs: Rows, rows: int,
-                  cols: int) -> None:
-    """acc += sum_r lhs[r] (x) rhs[r]: the one place a product of rows with
-    rows is emitted. Each accumulator row stays in L1 while every input row
-    is added into it."""
-    def row(bm: Emitter, m: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        target = bm.offset(acc, bm.mul(m, cols))
-        each_row(bm, lhs.count, lambda inner, r: axpy(
-            inner, target, inner.load(row_at(inner, lhs, r), m), row_at(inner, rhs, r), cols))
-        return ()
-
-    b.loop(rows, row)
-
-
 def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
     acc, lhs, rhs = args
     assert isinstance(lhs, Rows)
@@ -114,7 +154,8 @@ def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> N
     assert not isinstance(acc, Rows), "an outer product accumulates into a parameter"
     b.same_count(op, [lhs, rhs])
     rows, cols = tmath.shape_of(op.operands[0])
-    row_outer_sum(b, acc, lhs, rhs, rows, cols)
+    row_gemm(b, op, "tn", rows, cols, lhs.count, (lhs.data, lhs.stride),
+             (rhs.data, rhs.stride), (acc, cols), accumulate=True)
 
 
 def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:

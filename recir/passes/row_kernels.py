@@ -4,7 +4,7 @@ Each op's per-invocation meaning is applied to every row; a uniform operand
 (a parameter: a static buffer) is the same for every row. A kernel gets a
 `RowEmitter` before the op and the operands lowered (`Rows`, buffers,
 scalars) and returns the result. The product of a matrix with every row is
-emitted in one place, `row_products.row_product`.
+emitted in one place, `row_products.row_gemm`.
 """
 
 from __future__ import annotations

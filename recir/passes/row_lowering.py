@@ -22,7 +22,10 @@ The ABI, which `backend/row_schedule.py` calls:
 
 Every index read at run time is checked (`cf.assert`, an error return):
 native code never reads outside a buffer. Kernels: `row_kernels.py`
-(tmath and arith row forms) and `frontier_kernels.py`.
+(tmath and arith row forms) and `frontier_kernels.py`. Two pairs of ops are
+lowered as one, each sparing a pass over the rows: a product over rows and
+the bias added to it (`row_products.matvec_plus`), and a sum of
+non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import emit_error
 from recir.dialects import frontier, invoke, tape
 from recir.dialects.row_types import is_rows
-from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS
+from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
+from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
     ALIGN,
     RowEmitter,
@@ -106,6 +110,10 @@ class RowFunctionLowering:
         self.function, self.static = function, static
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}
+        self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
+        self.pad_sums = pad_sums(function)  # a sum of pads -> its pads
+        self.folded: set[Operation] = {p for pads in self.pad_sums.values() for p in pads}
+        # (and the adds lowered with their product)
 
     def get(self, value: SSAValue) -> Rows | SSAValue:
         found = self.values.get(value)
@@ -160,6 +168,15 @@ class RowFunctionLowering:
         if not involved:
             self.static.lower_op(op)
             return
+        if op in self.folded:
+            self.static.dead.append(op)
+            return
+        if op in self.bias_adds:
+            self.lower_matvec_plus(op)
+            return
+        if op in self.pad_sums:
+            self.lower_sum_of_pads(op)
+            return
         kernel = KERNELS.get(type(op))
         if kernel is None:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
@@ -172,6 +189,23 @@ class RowFunctionLowering:
                 self.values[old] = new
             else:
                 self.static.replace(old, new)
+        self.static.dead.append(op)
+
+    def lower_matvec_plus(self, op: Operation) -> None:
+        """A product and the bias added to it, as one kernel."""
+        add, bias = self.bias_adds[op]
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
+        self.values[op.results[0]] = self.values[add.results[0]] = out
+        self.folded.add(add)
+        self.static.dead.append(op)
+
+    def lower_sum_of_pads(self, op: Operation) -> None:
+        """A sum of pads, each pad's rows written at its offset once."""
+        pads = self.pad_sums[op]
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        self.values[op.results[0]] = sum_of_pads(b, op, pads,
+                                                 [self.get(p.operands[0]) for p in pads])
         self.static.dead.append(op)
 
     def lower_return(self, op: func.ReturnOp) -> None:

@@ -1,85 +1,46 @@
 """Products over rows: a uniform matrix with every row (`matvec`, `bilinear`).
 
-The one place a product over rows is emitted (`row_product`): the forward's
-matrix products and, through it, what a faster GEMM kernel would replace.
-Register blocks of ROW_BLOCK matrix rows by INPUT_BLOCK input rows give
-ROW_BLOCK x INPUT_BLOCK independent sums per loop, each load serving
-several (16 of the 32 vector registers AVX-512 has).
+The one place a product over rows is emitted (`row_gemm`): a call of the
+module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
+its first use, as tmath.matmul's lowering does). A rows value is a matrix
+of `count` rows `stride` elements apart, so the forward's `W x` per row is
+X W^T (nt), the backward's `dy W` per row is dY W (nn) and a weight's
+gradient, the sum of the rows' outer products, is dY^T X (tn).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from recir.dialects import tmath
+from recir.passes import gemm_kernels
 from recir.passes.loop_builder import REASSOC, Emitter
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at, rows_of
-from recir.passes.tmath_kernels import ROW_BLOCK, dot, dots
-
-# Rows of the input per block of `row_product`: with ROW_BLOCK matrix rows,
-# ROW_BLOCK x INPUT_BLOCK independent sums, each load serving several.
-INPUT_BLOCK = 4
+from recir.passes.tmath_kernels import dot, enclosing_module
 
 
-def dot_block(b: Emitter, lhs: Sequence[SSAValue], rhs: Sequence[SSAValue],
-              n: int) -> list[list[SSAValue]]:
-    """sum_i l[i] * r[i] for every pair of `lhs` and `rhs` rows, in one loop."""
-    def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        left = [inner.load(p, i) for p in lhs]
-        right = [inner.load(p, i) for p in rhs]
-        sums = iter(acc)
-        return [inner.value(arith.AddfOp(next(sums), inner.value(
-            arith.MulfOp(x, y, REASSOC)), REASSOC)) for x in left for y in right]
+def row_gemm(b: Emitter, op: Operation, layout: str, m: SSAValue | int, n: SSAValue | int,
+             k: SSAValue | int, a: tuple[SSAValue, int], bm: tuple[SSAValue, int],
+             c: tuple[SSAValue, int], accumulate: bool = False) -> None:
+    """C (+)= op(A) op(B) by `recir_gemm_<layout>`: the one place a product
+    over rows is emitted. `a`, `bm`, `c` are (data, leading dimension)."""
+    def i64(v: SSAValue | int) -> SSAValue:
+        return b.i64(v) if isinstance(v, int) else v
 
-    flat = b.loop(n, body, [b.const(0.0, f32)] * (len(lhs) * len(rhs)))
-    return [list(flat[k * len(rhs):(k + 1) * len(rhs)]) for k in range(len(lhs))]
+    name = gemm_kernels.declare_in(enclosing_module(op), layout)
+    b.op(llvm.CallOp(name, i64(m), i64(n), i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]),
+                     c[0], b.i64(c[1]), b.i64(int(accumulate))))
 
 
-def row_product(b: Emitter, matrix: SSAValue, rows: int, cols: int, x: Rows, out: Rows) -> None:
-    """out[r] = matrix . x[r] for every row r: the one place a product over
-    rows is emitted. Blocks of ROW_BLOCK matrix rows by INPUT_BLOCK input
-    rows; the input rows left over take one at a time, as do the matrix's."""
-    blocked = rows - rows % ROW_BLOCK
-    whole = b.value(arith.SubiOp(x.count, b.value(arith.RemUIOp(x.count, b.i64(INPUT_BLOCK)))))
-
-    def block(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        first = bk.mul(k, ROW_BLOCK)
-        starts = [bk.offset(matrix, bk.mul(bk.add(first, d), cols)) for d in range(ROW_BLOCK)]
-
-        def group(inner: Emitter, g: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            r0 = inner.mul(g, INPUT_BLOCK)
-            rs = [inner.add(r0, j) for j in range(INPUT_BLOCK)]
-            sums = dot_block(inner, starts, [row_at(inner, x, r) for r in rs], cols)
-            for j, r in enumerate(rs):
-                target = row_at(inner, out, r)
-                for d in range(ROW_BLOCK):
-                    inner.store(sums[d][j], target, inner.add(first, d))
-            return ()
-
-        bk.loop(bk.value(arith.DivUIOp(whole, bk.i64(INPUT_BLOCK))), group)
-
-        def each(inner: Emitter, t: SSAValue) -> None:
-            r = inner.add(whole, t)
-            target = row_at(inner, out, r)
-            for d, total in enumerate(dots(inner, starts, row_at(inner, x, r), cols)):
-                inner.store(total, target, inner.add(first, d))
-
-        each_row(bk, bk.value(arith.SubiOp(x.count, whole)), each)
-        return ()
-
-    b.loop(blocked // ROW_BLOCK, block)
-
-    def rest(inner: Emitter, r: SSAValue) -> None:
-        source, target = row_at(inner, x, r), row_at(inner, out, r)
-        for m in range(blocked, rows):
-            inner.store(dot(inner, inner.offset(matrix, m * cols), source, cols), target, m)
-
-    if blocked < rows:
-        each_row(b, x.count, rest)
+def row_product(b: Emitter, op: Operation, matrix: SSAValue, rows: int, cols: int, x: Rows,
+                out: Rows) -> None:
+    """out[r] = matrix . x[r] for every row r: X W^T."""
+    row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
+             (out.data, out.stride))
 
 
 def matvec(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
@@ -87,8 +48,40 @@ def matvec(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     assert isinstance(x, Rows), "a per-row matrix has no row form"
     rows, cols = tmath.shape_of(op.operands[0])
     out = b.rows(x.count, op.results[0].type)
-    row_product(b, matrix, rows, cols, x, out)
+    row_product(b, op, matrix, rows, cols, x, out)
     return out
+
+
+def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSAValue) -> Rows:
+    """out[r] = matrix . x[r] + bias: the rows start as the bias and the
+    product is added into them, so the sum takes no pass of its own."""
+    matrix, x = args
+    assert isinstance(x, Rows), "a per-row matrix has no row form"
+    rows, cols = tmath.shape_of(op.operands[0])
+    out = b.rows(x.count, op.results[0].type)
+    each_row(b, x.count, lambda inner, r: inner.copy(row_at(inner, out, r), bias, rows))
+    row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
+             (out.data, out.stride), accumulate=True)
+    return out
+
+
+def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]]:
+    """Each `matvec` over rows whose only use is a `tmath.add` of a uniform
+    argument (a bias), with that add and the bias: `matvec_plus` lowers the
+    two as one."""
+    found: dict[Operation, tuple[Operation, SSAValue]] = {}
+    for op in function.walk():
+        if not isinstance(op, tmath.MatvecOp) or not op.results[0].has_one_use():
+            continue
+        add = next(iter(op.results[0].uses)).operation
+        if not isinstance(add, tmath.AddOp):
+            continue
+        bias = add.operands[1] if add.operands[0] is op.results[0] else add.operands[0]
+        if bias is not op.results[0] and isinstance(bias, BlockArgument) and isinstance(
+                bias.type, TensorType) and bias.type.element_type == f32 and (
+                tmath.shape_of(bias) == tmath.shape_of(op.results[0])[1:]):
+            found[op] = (add, bias)
+    return found
 
 
 def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:

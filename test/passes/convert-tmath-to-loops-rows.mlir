@@ -70,14 +70,20 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:  }
 
 // The bottom-up part: an embedding row per leaf (checked word index), the
-// product of W with each inner row's concatenated children, then the merge.
+// product of W with each inner row's concatenated children (X W^T: one call
+// of the generated nt kernel, added to the module once) added into rows that
+// start as the bias (no pass of its own for `+ b`), then the merge.
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.gather' op index out of range"
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
-// CHECK:         arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK:         llvm.call @recir_gemm_nt(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64) -> ()
+// CHECK-NOT:     arith.addf
+// CHECK:         math.tanh
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
 // CHECK:         func.return
 // CHECK-NEXT:  }
+// CHECK:       llvm.func internal @recir_gemm_nt(
+// CHECK-NOT:   llvm.func internal @recir_gemm_nt(
 
 // Through convert-recir-to-llvm: each takes the context first and returns
 // nothing (its results are in the descriptors).

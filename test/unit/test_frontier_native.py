@@ -99,3 +99,33 @@ def test_scratch_too_small_is_grown_and_the_call_repeated():
     for k, tree in enumerate(batch):
         np.testing.assert_allclose(outs[k][0], traced.run(*tree_inputs(tree))[0],
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_parameters_are_read_on_every_call_and_checked_when_replaced():
+    """A parameter's address is looked up once per array: an update in place
+    is seen by the next call, and another array is checked again."""
+    traced, native, _ = compiled(tree_rnn)
+    tree = trees()[3]
+    w = traced.params["w"]
+    before = native.batch([tree_inputs(tree)])[0][0]
+    kept = w.copy()
+    w *= 0.5
+    try:
+        after = native.batch([tree_inputs(tree)])[0][0]
+        expected = tree_rnn.reference(tree, tree.root, traced.params)[0]
+    finally:
+        w[...] = kept
+    assert not np.allclose(after, before)
+    np.testing.assert_allclose(after, expected, rtol=1e-4, atol=1e-5)
+    seen: list = []
+    calls = native.native
+    calls.call_op = lambda f, inputs: seen.append(inputs) or type(calls).call_op(calls, f, inputs)
+    try:
+        native.batch([tree_inputs(tree)])
+    finally:
+        del calls.call_op
+    inputs = seen[-1]
+    assert any(x is w for x in inputs)
+    wrong = [np.zeros((3, 3), np.float32) if x is w else x for x in inputs]
+    with pytest.raises(RecirError, match=r"@node__post takes an array of shape \(4, 8\)"):
+        calls.functions["node__post"](wrong)

@@ -1,0 +1,31 @@
+// RUN: recir-opt -p tmath-fuse-elementwise,convert-tmath-to-loops %s | filecheck %s
+
+// A slice's gradients over rows (`adjoint.pad`s summed, as synthesize-gradients
+// writes them for a product's sliced output) are written side by side into one
+// rows buffer: each pad's rows copied to its offset, the columns none covers
+// zeroed; no zero-filled pad and no add.
+func.func @slice_grads(%da: tensor<?x2xf32>, %db: tensor<?x3xf32>) -> tensor<?x6xf32> {
+  %pa = adjoint.pad %da[4] : tensor<?x2xf32> -> tensor<?x6xf32>
+  %pb = adjoint.pad %db[0] : tensor<?x3xf32> -> tensor<?x6xf32>
+  %s = tmath.add %pa, %pb : tensor<?x6xf32>
+  func.return %s : tensor<?x6xf32>
+}
+
+// CHECK-LABEL: func.func @slice_grads(
+// CHECK-NOT:     arith.addf
+// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.add' op operands have different row counts"
+// CHECK-NOT:     arith.addf
+// CHECK:         %[[OUT:.*]] = llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK:         scf.for
+// CHECK:           %[[ROW:.*]] = llvm.getelementptr %[[OUT]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:      %[[FOUR:.*]] = arith.constant 4 : i64
+// CHECK-NEXT:      %{{.*}} = llvm.getelementptr %[[ROW]][%[[FOUR]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:           llvm.load
+// CHECK:         scf.for
+// CHECK:           llvm.load
+// CHECK:         scf.for
+// CHECK:           %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[AT:.*]] = llvm.getelementptr
+// CHECK-NEXT:      llvm.store %[[ZERO]], %[[AT]] : f32, !llvm.ptr
+// CHECK-NOT:     arith.addf
+// CHECK:         func.return
