@@ -6,7 +6,8 @@ alternately (before, after, before, after, ...) so a slow spell of a shared
 host weighs on both sides. Every number in the files becomes a row named by
 its path (list items by their `case`/`name`/`model`... field where they have
 one); a row present on both sides gets the median of each side and their
-ratio, oriented so that above 1 is faster after: times (`ms`, `seconds`,
+ratio (a list of plain numbers, one run's repeats, is left to the
+median the run reports), oriented so that above 1 is faster after: times (`ms`, `seconds`,
 `_s`) are compared before/after, rates (`per_s`, `speedup`, `gflops`, ...)
 after/before. Numbers that are neither (counts, sizes, settings) are left
 out. The last line counts the rows more than `--tolerance` slower.
@@ -24,8 +25,8 @@ from typing import Any
 
 NAME_FIELDS = ("case", "name", "model", "task", "contestant", "mode", "shape", "workload",
                "runtime", "threads", "batch", "hidden")
-TIME = re.compile(r"(^|_)(ms|us|seconds|s|time|times)(_\d+)?$|_ms_|_s_")
-RATE = re.compile(r"per_s|speedup|gflops|trees_s|throughput|ratio_over")
+TIME = re.compile(r"(^|_)(ms|us|seconds|s|time|times)(_\d+)?$|(^|_)(ms|us|s)_")
+RATE = re.compile(r"(per_s|speedup|gflops|trees_s|throughput)(_|$)")
 SKIP = re.compile(r"^(machine|versions|threads_env|peers|blas|env)$")
 
 
@@ -35,6 +36,9 @@ def leaves(value: Any, path: str = "") -> Iterator[tuple[str, float]]:
         for key, item in value.items():
             if not SKIP.match(str(key)):
                 yield from leaves(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list) and value and all(
+            isinstance(v, int | float) for v in value):
+        return  # one run's raw repeats: their median is a row of its own
     elif isinstance(value, list):
         seen: set[str] = set()
         for i, item in enumerate(value):

@@ -39,7 +39,9 @@ def test_items_the_fields_do_not_tell_apart_are_paired_by_position():
 
 @pytest.mark.parametrize(("path", "expected"), [
     ("fib35.ms_2", -1), ("compile.seconds", -1), ("rows[x].trees_per_s.torch", 1),
-    ("fib35.speedup", 1), ("roof.gflops", 1), ("trees[a].work", 0), ("rows[b].batch", 0)])
+    ("fib35.speedup", 1), ("roof.gflops", 1), ("trees[a].work", 0), ("rows[b].batch", 0),
+    ("tree_lstm[x].ms_per_step", -1), ("tree_lstm[x].nodes_per_s", 1), ("compile.cold_ms", -1),
+    ("rows[c].speedup_2", 1)])
 def test_orientation(path, expected):
     assert compare.orientation(path) == expected
 
@@ -50,3 +52,8 @@ def test_the_summary_counts_slower_rows(tmp_path, capsys):
     compare.main(["--before", str(before), "--after", str(after)])
     assert capsys.readouterr().out.splitlines()[-1] == (
         "3 rows: 1 more than 5% slower, 1 more than 5% faster, median speed 0.98")
+
+
+def test_one_runs_raw_repeats_are_left_to_its_median():
+    data = {"fib": {"times_s": [1.0, 2.0, 3.0], "median_s": 2.0}}
+    assert list(compare.leaves(data)) == [("fib.median_s", 2.0)]
