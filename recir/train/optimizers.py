@@ -6,7 +6,9 @@ embedding rows of words not in the minibatch) are skipped, as sparse
 Adagrad in Tai et al. does: a dense update of the 18,000-word SST table
 per minibatch costs a large share of the step, or more: for Adam, more than
 the minibatch's gradients (TreeLSTM h=150, 25 trees). Skipped rows also skip weight decay and,
-for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam).
+for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam). SGD and
+Adagrad take each row set in one native pass (`fused_step`), the same bits
+as the NumPy step that Adam and unusual arrays still take.
 """
 
 from __future__ import annotations
@@ -72,7 +74,12 @@ class Optimizer:
         allow (else False: the NumPy step does it)."""
         param = self.params[name]
         slots = [self.slot(name, kind) for kind in self.SLOTS]
-        if isinstance(rows, slice) and rows != slice(None) or not fits(param, grad, *slots):
+        if isinstance(rows, slice):
+            if rows != slice(None):
+                return False
+        elif np.asarray(rows).dtype.kind not in "iu":  # a mask selects, not lists
+            return False
+        if not fits(param, grad, *slots):
             return False
         fused_step(self.FUSED, param, grad, slots[0] if slots else None, rows, scale,
                    self.weight_decay, self.lr, getattr(self, "eps", 0.0), zero)

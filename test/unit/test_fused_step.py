@@ -102,3 +102,15 @@ def test_a_row_outside_the_table_is_an_error() -> None:
         SGD({"emb": emb}, lr=LR).step({"emb": np.zeros_like(emb)}, rows={"emb": np.array([2, 10])})
     with pytest.raises(IndexError, match="out of range"):
         Adagrad({"emb": emb}).step({"emb": np.zeros_like(emb)}, rows={"emb": np.array([-1])})
+
+
+def test_a_boolean_row_mask_selects_rows_as_in_numpy() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((100, 4)).astype(np.float32)
+    grad = rng.standard_normal((100, 4)).astype(np.float32)
+    mask = np.zeros(100, bool)
+    mask[ROWS] = True
+    by_mask, by_list = {"emb": base.copy()}, {"emb": base.copy()}
+    Adagrad(by_mask, lr=LR).step({"emb": grad.copy()}, rows={"emb": mask})
+    Adagrad(by_list, lr=LR).step({"emb": grad.copy()}, rows={"emb": ROWS})
+    assert np.array_equal(by_mask["emb"], by_list["emb"])
