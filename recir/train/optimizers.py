@@ -6,12 +6,16 @@ embedding rows of words not in the minibatch) are skipped, as sparse
 Adagrad in Tai et al. does: a dense update of the 18,000-word SST table
 per minibatch costs a large share of the step, or more: for Adam, more than
 the minibatch's gradients (TreeLSTM h=150, 25 trees). Skipped rows also skip weight decay and,
-for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam).
+for Adam, momentum ("lazy" updates, like PyTorch's SparseAdam). SGD and
+Adagrad take each row set in one native pass (`fused_step`), the same bits
+as the NumPy step that Adam and unusual arrays still take.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from recir.train.fused_step import ADAGRAD, SGD_KIND, fits, fused_step
 
 Arrays = dict[str, np.ndarray]
 
@@ -27,6 +31,7 @@ def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
 
 class Optimizer:
     SLOTS: tuple[str, ...] = ()  # per-parameter state every step creates
+    FUSED: int | None = None  # the `fused_step` kind that does `delta` in one pass
 
     def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
@@ -51,6 +56,8 @@ class Optimizer:
                 if zero:
                     grads[name][used] = 0
                 continue
+            if self.FUSED is not None and self.fused(name, used, grads[name], scale, zero):
+                continue
             g = grads[name][used] * np.float32(scale)
             # a row list gathers copies: read and write each row set once
             values = param[used]
@@ -61,6 +68,22 @@ class Optimizer:
                 param[used] = values
             if zero:
                 grads[name][used] = 0
+
+    def fused(self, name: str, rows, grad: np.ndarray, scale: float, zero: bool) -> bool:
+        """The step on `rows` of `name` in one native pass, where the arrays
+        allow (else False: the NumPy step does it)."""
+        param = self.params[name]
+        slots = [self.slot(name, kind) for kind in self.SLOTS]
+        if isinstance(rows, slice):
+            if rows != slice(None):
+                return False
+        elif np.asarray(rows).dtype.kind not in "iu":  # a mask selects, not lists
+            return False
+        if not fits(param, grad, *slots):
+            return False
+        fused_step(self.FUSED, param, grad, slots[0] if slots else None, rows, scale,
+                   self.weight_decay, self.lr, getattr(self, "eps", 0.0), zero)
+        return True
 
     def delta(self, name: str, rows, g: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -89,6 +112,8 @@ class Optimizer:
 
 
 class SGD(Optimizer):
+    FUSED = SGD_KIND
+
     def delta(self, name, rows, g):
         return np.float32(self.lr) * g
 
@@ -97,6 +122,7 @@ class Adagrad(Optimizer):
     """Tai et al.'s optimizer (lr 0.05, weight decay 1e-4)."""
 
     SLOTS = ("sum_sq",)
+    FUSED = ADAGRAD
 
     def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
                  eps: float = 1e-8):
