@@ -4,11 +4,12 @@ The NumPy step gathers a row set's gradient, parameter and Adagrad sum into
 copies, makes a dozen elementwise passes over them with a temporary each,
 then scatters two of them back: about fifteen trips through memory for each
 touched row. It grows with the rows a step touches, and a data-parallel step
-touches the union of N ranks' batches. This loop, LLVM IR text compiled once
-like `recir.batching.scatter`'s kernel, reads each float once and writes it
-once. It does the NumPy step's float32 operations in its order with no
-fused multiply-add (LLVM contracts none without fast-math flags) and a
-correctly rounded square root and division, so the results are the same bits.
+touches the union of N ranks' batches. This loop, built with the loop
+builder in the llvm dialect (as the GEMM kernels are) and compiled once per
+host, reads each float once and writes it once. It does the NumPy step's
+float32 operations in its order with no fused multiply-add (no fast-math
+flags: LLVM contracts nothing) and a correctly rounded square root and
+division, so the results are the same bits.
 """
 
 from __future__ import annotations
@@ -23,126 +24,74 @@ from recir.backend.array_address import data_address
 
 SGD_KIND, ADAGRAD = 0, 1  # `kind`
 DECAY, ZERO = 1, 2  # `flags`: add weight decay; clear the gradient rows used
+ENTRY = "recir_fused_step"
 
-# One row of `k` floats: `@sgd_row` and `@adagrad_row` are straight loops
-# (selects, no branches) so that LLVM vectorises them.
-TEXT = """
-declare float @llvm.sqrt.f32(float)
 
-define internal void @sgd_row(i64 %k, ptr noalias %g, ptr noalias %p, float %scale,
-                              float %wd, float %lr, i1 %decay, i1 %zero) {
-entry:
-  br label %col
-col:
-  %j = phi i64 [0, %entry], [%j.next, %col]
-  %gp = getelementptr float, ptr %g, i64 %j
-  %pp = getelementptr float, ptr %p, i64 %j
-  %graw = load float, ptr %gp
-  %x = load float, ptr %pp
-  %gs = fmul float %graw, %scale
-  %wx = fmul float %wd, %x
-  %gw = fadd float %gs, %wx
-  %gd = select i1 %decay, float %gw, float %gs
-  %d = fmul float %lr, %gd
-  %y = fsub float %x, %d
-  store float %y, ptr %pp
-  %gz = select i1 %zero, float 0.0, float %graw
-  store float %gz, ptr %gp
-  %j.next = add i64 %j, 1
-  %more = icmp slt i64 %j.next, %k
-  br i1 %more, label %col, label %done
-done:
-  ret void
-}
+def step_function() -> Any:
+    """`@recir_fused_step(kind, flags, n, k, rows, grad, param, slot, scale,
+    wd, lr, eps)`: rows `rows[0..n)` of k floats each, in the llvm dialect."""
+    from xdsl.dialects import arith, llvm
+    from xdsl.dialects.builtin import f32, i32, i64
 
-define internal void @adagrad_row(i64 %k, ptr noalias %g, ptr noalias %p, ptr noalias %s,
-                                  float %scale, float %wd, float %lr, float %eps,
-                                  i1 %decay, i1 %zero) {
-entry:
-  br label %col
-col:
-  %j = phi i64 [0, %entry], [%j.next, %col]
-  %gp = getelementptr float, ptr %g, i64 %j
-  %pp = getelementptr float, ptr %p, i64 %j
-  %sp = getelementptr float, ptr %s, i64 %j
-  %graw = load float, ptr %gp
-  %x = load float, ptr %pp
-  %sum = load float, ptr %sp
-  %gs = fmul float %graw, %scale
-  %wx = fmul float %wd, %x
-  %gw = fadd float %gs, %wx
-  %gd = select i1 %decay, float %gw, float %gs
-  %sq = fmul float %gd, %gd
-  %sum2 = fadd float %sum, %sq
-  store float %sum2, ptr %sp
-  %root = call float @llvm.sqrt.f32(float %sum2)
-  %root2 = fadd float %root, %eps
-  %gl = fmul float %gd, %lr
-  %d = fdiv float %gl, %root2
-  %y = fsub float %x, %d
-  store float %y, ptr %pp
-  %gz = select i1 %zero, float 0.0, float %graw
-  store float %gz, ptr %gp
-  %j.next = add i64 %j, 1
-  %more = icmp slt i64 %j.next, %k
-  br i1 %more, label %col, label %done
-done:
-  ret void
-}
+    from recir.passes.llvm_functions import lower_to_llvm, new_function
+    from recir.passes.loop_builder import PTR
 
-define void @recir_fused_step(i32 %kind, i32 %flags, i64 %n, i64 %k, ptr %rows,
-                              ptr %grad, ptr %param, ptr %slot, float %scale,
-                              float %wd, float %lr, float %eps) {
-entry:
-  %decay.bit = and i32 %flags, 1
-  %decay = icmp ne i32 %decay.bit, 0
-  %zero.bit = and i32 %flags, 2
-  %zero = icmp ne i32 %zero.bit, 0
-  %adagrad = icmp eq i32 %kind, 1
-  %listed = icmp ne ptr %rows, null
-  %some = icmp sgt i64 %n, 0
-  %wide = icmp sgt i64 %k, 0
-  %go = and i1 %some, %wide
-  br i1 %go, label %row, label %done
-row:
-  %i = phi i64 [0, %entry], [%i.next, %row.end]
-  %ip = getelementptr i64, ptr %rows, i64 %i
-  br i1 %listed, label %lookup, label %place
-lookup:
-  %at = load i64, ptr %ip
-  br label %place
-place:
-  %r = phi i64 [%i, %row], [%at, %lookup]
-  %o = mul i64 %r, %k
-  %g = getelementptr float, ptr %grad, i64 %o
-  %p = getelementptr float, ptr %param, i64 %o
-  br i1 %adagrad, label %ada, label %sgd
-ada:
-  %s = getelementptr float, ptr %slot, i64 %o
-  call void @adagrad_row(i64 %k, ptr %g, ptr %p, ptr %s, float %scale, float %wd,
-                         float %lr, float %eps, i1 %decay, i1 %zero)
-  br label %row.end
-sgd:
-  call void @sgd_row(i64 %k, ptr %g, ptr %p, float %scale, float %wd, float %lr,
-                     i1 %decay, i1 %zero)
-  br label %row.end
-row.end:
-  %i.next = add i64 %i, 1
-  %rows.left = icmp slt i64 %i.next, %n
-  br i1 %rows.left, label %row, label %done
-done:
-  ret void
-}
-"""
+    function, b, args = new_function(
+        ENTRY, [i32, i32, i64, i64, PTR, PTR, PTR, PTR, f32, f32, f32, f32], private=False)
+    kind, flags, n, k, rows, grad, param, slot, scale, wd, lr, eps = args
+
+    def bit(mask: int) -> Any:
+        return b.value(arith.CmpiOp(b.value(arith.AndIOp(flags, b.const(mask, i32))),
+                                    b.const(0, i32), "ne"))
+
+    decay, zero = bit(DECAY), bit(ZERO)
+
+    def each_float(adagrad: bool):
+        def row(r: Any, i: Any, _: Any) -> list:
+            base = r.mul(r.load(rows, i, i64), k)
+
+            def column(c: Any, j: Any, _: Any) -> list:
+                at = c.add(base, j)
+                g, x = c.load(grad, at), c.load(param, at)
+                scaled = c.value(llvm.FMulOp(g, scale))
+                decayed = c.value(llvm.FAddOp(scaled, c.value(llvm.FMulOp(wd, x))))
+                d = c.value(llvm.SelectOp(decay, decayed, scaled))
+                if adagrad:
+                    total = c.value(llvm.FAddOp(c.load(slot, at), c.value(llvm.FMulOp(d, d))))
+                    c.store(total, slot, at)
+                    root = c.value(llvm.CallIntrinsicOp("llvm.sqrt.f32", [total], [f32]))
+                    step = c.value(llvm.FDivOp(c.value(llvm.FMulOp(d, lr)),
+                                               c.value(llvm.FAddOp(root, eps))))
+                else:
+                    step = c.value(llvm.FMulOp(lr, d))
+                c.store(c.value(llvm.FSubOp(x, step)), param, at)
+                c.store(c.value(llvm.SelectOp(zero, c.const(0.0, f32), g)), grad, at)
+                return []
+
+            r.loop(k, column)
+            return []
+        return lambda e: e.loop(n, row)
+
+    adagrad = b.value(arith.CmpiOp(kind, b.const(ADAGRAD, i32), "eq"))
+    b.when(adagrad, each_float(True), each_float(False))
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function)
 
 
 @cache
 def kernel() -> Any:
-    from recir.backend.engine import text_function
+    from xdsl.dialects.builtin import ModuleOp
 
+    from recir.backend.engine import cached_engine
+    from recir.backend.llvm_convert import to_llvm_ir
+
+    engine = cached_engine("fused optimizer step", ENTRY,
+                           lambda: to_llvm_ir(ModuleOp([step_function()])))
     i32, i64, ptr, f32 = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
-    return text_function(TEXT, "recir_fused_step", ctypes.CFUNCTYPE(
-        None, i32, i32, i64, i64, ptr, ptr, ptr, ptr, f32, f32, f32, f32))
+    fn = ctypes.CFUNCTYPE(None, i32, i32, i64, i64, ptr, ptr, ptr, ptr, f32, f32, f32, f32)(
+        engine.address(ENTRY))
+    fn.engine = engine  # the engine owns the code
+    return fn
 
 
 def fits(*arrays: np.ndarray) -> bool:
@@ -159,14 +108,14 @@ def fused_step(kind: int, param: np.ndarray, grad: np.ndarray, slot: np.ndarray 
     """param (and Adagrad's `slot`) updated in place on `rows` (a row list,
     or `slice(None)` for all of it); callers check `fits`."""
     flags = (DECAY if weight_decay else 0) | (ZERO if zero else 0)
-    if isinstance(rows, slice):
-        n, k, address = 1, param.size, None
+    if isinstance(rows, slice):  # the whole array as one row
+        n, k, rows = 1, param.size, np.zeros(1, np.int64)
     else:
         rows = np.ascontiguousarray(rows, np.int64)
         if len(rows) > 1 and not np.all(rows[1:] > rows[:-1]):
             rows = np.unique(rows)  # a repeated row takes one step, as in NumPy
         if len(rows) and (rows[0] < 0 or rows[-1] >= param.shape[0]):
             raise IndexError(f"row index out of range for a table of {param.shape[0]} rows")
-        n, k, address = len(rows), param.size // max(param.shape[0], 1), data_address(rows)
-    kernel()(kind, flags, n, k, address, data_address(grad), data_address(param),
+        n, k = len(rows), param.size // max(param.shape[0], 1)
+    kernel()(kind, flags, n, k, data_address(rows), data_address(grad), data_address(param),
              None if slot is None else data_address(slot), scale, weight_decay, lr, eps)
