@@ -5,7 +5,10 @@ module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
 its first use, as tmath.matmul's lowering does). A rows value is a matrix
 of `count` rows `stride` elements apart, so the forward's `W x` per row is
 X W^T (nt), the backward's `dy W` per row is dY W (nn) and a weight's
-gradient, the sum of the rows' outer products, is dY^T X (tn).
+gradient, the sum of the rows' outer products, is dY^T X (tn). With
+threads (convert-tmath-to-loops{row-threads=T row-team-work=W}), the call is
+of the kernel's team form instead (`gemm_teams.py`), which splits C's rows
+or columns across a team where the product is large enough to repay one.
 """
 
 from __future__ import annotations
@@ -17,26 +20,30 @@ from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from recir.dialects import tmath
-from recir.passes import gemm_kernels
+from recir.passes import gemm_kernels, gemm_teams
 from recir.passes.loop_builder import REASSOC, Emitter
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at, rows_of
 from recir.passes.tmath_kernels import dot, enclosing_module
 
 
-def row_gemm(b: Emitter, op: Operation, layout: str, m: SSAValue | int, n: SSAValue | int,
-             k: SSAValue | int, a: tuple[SSAValue, int], bm: tuple[SSAValue, int],
-             c: tuple[SSAValue, int], accumulate: bool = False) -> None:
-    """C (+)= op(A) op(B) by `recir_gemm_<layout>`: the one place a product
-    over rows is emitted. `a`, `bm`, `c` are (data, leading dimension)."""
-    def i64(v: SSAValue | int) -> SSAValue:
-        return b.i64(v) if isinstance(v, int) else v
+def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
+             n: SSAValue | int, k: SSAValue | int, a: tuple[SSAValue, int],
+             bm: tuple[SSAValue, int], c: tuple[SSAValue, int], accumulate: bool = False
+             ) -> None:
+    """C (+)= op(A) op(B) by `recir_gemm_<layout>`, or on the emitter's team
+    by `recir_gemm_<layout>.team`: the one place a product over rows is
+    emitted. `a`, `bm`, `c` are (data, leading dimension)."""
+    args = [b.i64(m), b.i64(n), b.i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]), c[0],
+            b.i64(c[1]), b.i64(int(accumulate))]
+    module = enclosing_module(op)
+    if b.team.threads < 2:
+        b.op(llvm.CallOp(gemm_kernels.declare_in(module, layout), *args))
+        return
+    name = gemm_teams.declare_team_in(module, layout)
+    b.op(llvm.CallOp(name, *args, b.i64(b.team.threads), b.i64(b.team.min_work)))
 
-    name = gemm_kernels.declare_in(enclosing_module(op), layout)
-    b.op(llvm.CallOp(name, i64(m), i64(n), i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]),
-                     c[0], b.i64(c[1]), b.i64(int(accumulate))))
 
-
-def row_product(b: Emitter, op: Operation, matrix: SSAValue, rows: int, cols: int, x: Rows,
+def row_product(b: RowEmitter, op: Operation, matrix: SSAValue, rows: int, cols: int, x: Rows,
                 out: Rows) -> None:
     """out[r] = matrix . x[r] for every row r: X W^T."""
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),

@@ -18,6 +18,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.diagnostics import format_error
+from recir.passes.gemm_teams import SERIAL, RowTeam
 from recir.passes.loop_builder import Emitter
 
 SCRATCH_EXHAUSTED = "error: the frontier's scratch buffer is too small"
@@ -78,11 +79,13 @@ class Scratch:
 
 
 class RowEmitter(Emitter):
-    """An `Emitter` that also allocates rows from the function's scratch."""
+    """An `Emitter` that also allocates rows from the function's scratch;
+    `team` says how its products over rows use threads."""
 
-    def __init__(self, point: InsertPoint, allocas: InsertPoint, scratch: Scratch):
+    def __init__(self, point: InsertPoint, allocas: InsertPoint, scratch: Scratch,
+                 team: RowTeam = SERIAL):
         super().__init__(point, allocas)
-        self.scratch = scratch
+        self.scratch, self.team = scratch, team
 
     def at(self, point: InsertPoint) -> Emitter:
         return Emitter(point, self.allocas)
