@@ -6,10 +6,11 @@
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. With `threads`,
 the products over rows split across an OpenMP team inside the native
-functions (`passes/gemm_teams.py`); the schedule stays on the calling thread. A batch of
-inputs becomes the batched entry's arguments as `invoke-to-frontier` lays
-them out: a dynamic array as the trees' arrays one after another plus the
-offsets where each starts, anything else stacked one row per element.
+functions (`passes/row_products.py`); the schedule stays on the calling
+thread. A batch of inputs becomes the batched entry's arguments as
+`invoke-to-frontier` lays them out: a dynamic array as the trees' arrays one
+after another plus the offsets where each starts, anything else stacked one
+row per element.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ the smaller ones included).
 
 Options `row-threads=T` and `row-team-work=W` (defaults 1 and -1): the
 functions over rows run each product over rows with at least W multiply-adds
-on a team of up to T threads (`gemm_teams.py`; W from `policy.team_min_work`).
+on a team of up to T threads (`row_products.team_function`; W from `policy.team_min_work`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.gemm_teams import RowTeam
+from recir.passes.rows import RowTeam
 from recir.passes.row_lowering import (
     RowFunctionLowering,
     is_row_function,

@@ -42,14 +42,15 @@ from recir.dialects import frontier, invoke, tape
 from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS
-from recir.passes.gemm_teams import SERIAL, RowTeam
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
     ALIGN,
+    SERIAL,
     RowEmitter,
     Rows,
+    RowTeam,
     Scratch,
     element_bytes,
     row_at,
@@ -109,7 +110,7 @@ class RowFunctionLowering:
     def __init__(self, function: func.FuncOp, static: StaticLowering,
                  team: RowTeam = SERIAL):
         """`static` lowers the uniform ops, as in every other function;
-        `team` runs its products over rows (`gemm_teams.py`)."""
+        `team` runs its products over rows (`row_products.team_function`)."""
         self.function, self.static, self.team = function, static, team
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}

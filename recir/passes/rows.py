@@ -18,7 +18,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.diagnostics import format_error
-from recir.passes.gemm_teams import SERIAL, RowTeam
 from recir.passes.loop_builder import Emitter
 
 SCRATCH_EXHAUSTED = "error: the frontier's scratch buffer is too small"
@@ -76,6 +75,19 @@ class Scratch:
         data = b.offset(self.base, self.used, i8)
         self.used = end
         return data
+
+
+@dataclass(frozen=True)
+class RowTeam:
+    """How a function's products over rows are run: on up to `threads`
+    threads where they have at least `min_work` multiply-adds
+    (`row_products.team_function`)."""
+
+    threads: int = 1
+    min_work: int = -1
+
+
+SERIAL = RowTeam()
 
 
 class RowEmitter(Emitter):

@@ -1,10 +1,11 @@
 """batching="frontier-ir" on threads: each product over rows split across a
-libgomp team (`passes/gemm_teams.py`) by C's rows or columns. The team form
-of each kernel against NumPy at shapes that split either way (and stay on
-one thread), and TreeRNN and TreeLSTM at threads=2 against threads=1, the
-recursive path and NumPy, with a kept policy whose team start costs nothing:
-then every product with two tiles of rows or columns runs on the team,
-frontiers of one row included."""
+libgomp team (`passes/row_products.team_function`) by C's rows or columns.
+The team form of each kernel against NumPy at shapes that split either way
+(and stay on one thread); TreeRNN and TreeLSTM at threads=2 against
+threads=1, NumPy and the interpreter (the batched IR, and the recursive
+function), with a kept policy whose team start costs nothing: then every
+product with two tiles of rows or columns runs on the team, frontiers of one
+row included."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ import functools
 
 import numpy as np
 import pytest
+from test_frontier_gradients import batched_gradients
 from test_frontier_products import reference_grads
+from test_invoke_to_frontier import tree_batch_args
 
 import recir
 from recir.backend import policy
 from recir.backend.engine import openmp
 from recir.data.synthetic import make_treebank
 from recir.data.trees import Tree
+from recir.interpreter import run_function
 from recir.models import tree_lstm, tree_rnn
+from recir.pipeline import run_passes
 
 HIDDEN = 19  # neither a multiple of a vector nor of a register tile (as test_frontier_products)
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
@@ -38,7 +43,7 @@ def team_kernels():
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_target import host_target
-    from recir.passes.gemm_teams import declare_team_in
+    from recir.passes.row_products import declare_team_in
 
     def build() -> str:
         module = ModuleOp([])
@@ -148,28 +153,25 @@ def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path):
         np.testing.assert_array_equal(grads[k], again[k], err_msg=f"{k}: not deterministic")
 
 
-@functools.cache
-def lstm_model():
-    params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
-    return tree_lstm.trace_model(params)
-
-
-def test_tree_lstm_on_two_threads_matches_the_recursive_path(tmp_path):
+def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path(tmp_path):
     """Outputs and every parameter gradient at threads=2 against the
-    recursive path's, tree by tree summed (itself checked against the
-    interpreter elsewhere)."""
-    traced = lstm_model()
+    interpreter running the batched gradient IR (NumPy), and the outputs
+    against the recursive function run tree by tree."""
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
+    traced = tree_lstm.trace_model(params)
     trees = batch()
-    two = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
-                               cache_dir=free_teams(tmp_path))
-    outs, grads = two.batch(inputs(trees))
-    recursive = recir.value_and_grad(traced, threads=1)
-    expected = {k: np.zeros_like(v) for k, v in traced.params.items()}
-    for out, tree in zip(outs, trees, strict=True):
-        value, g = recursive(*inputs([tree])[0])
-        for got, want in zip(out, value, strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-        for k in expected:
-            expected[k] += g[k]
+    into = {k: np.ones_like(v) for k, v in params.items()}  # added into
+    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
+                                cache_dir=free_teams(tmp_path))
+    outs, grads = grad.batch(inputs(trees), into)
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(5, "node", traced.entry))
+    expected = {k: np.ones_like(v) for k, v in params.items()}
+    h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
+                                 [*tree_batch_args(trees, params), *expected.values()])
+    for k, item in enumerate(inputs(trees)):
+        np.testing.assert_allclose(outs[k][0], h[k], rtol=1e-4, atol=1e-5)
+        assert outs[k][1] == pytest.approx(losses[k], rel=1e-4)
+        np.testing.assert_allclose(outs[k][0], traced.run(*item)[0], rtol=1e-4, atol=1e-5)
     for k, g in expected.items():
         np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
