@@ -30,7 +30,7 @@ from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction, run_schedule
 from recir.backend.llvm_convert import to_llvm_ir
-from recir.diagnostics import RecirError, emit_error
+from recir.diagnostics import emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of

@@ -23,8 +23,8 @@ from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
-from recir.backend.runtime import NativeFunction
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
+from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry

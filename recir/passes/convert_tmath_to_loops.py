@@ -52,12 +52,12 @@ from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.rows import RowTeam
 from recir.passes.row_lowering import (
     RowFunctionLowering,
     is_row_function,
     runs_schedule,
 )
+from recir.passes.rows import RowTeam
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import SCALAR, size
 
