@@ -176,3 +176,16 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
         np.testing.assert_allclose(outs[k][0], traced.run(*item)[0], rtol=1e-4, atol=1e-5)
     for k, g in expected.items():
         np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+def test_a_team_starts_where_the_cost_model_says_it_pays():
+    """`team_min_work` is `team_pays` without tasks solved for the work:
+    below it one thread is faster; none where extra threads get too
+    little of a core, or there is one thread."""
+    costs = policy.Costs(unit_s=1e-10, task_s=1e-6, team_s=50e-6, share=1.0)
+    least = policy.team_min_work(2, costs)
+    assert policy.team_pays(1.01 * least, 2, costs, tasks=0)
+    assert not policy.team_pays(0.99 * least, 2, costs, tasks=0)
+    assert policy.team_min_work(16, costs) < least  # more threads repay a start sooner
+    assert policy.team_min_work(1, costs) == -1
+    assert policy.team_min_work(2, policy.Costs(1e-10, 1e-6, 50e-6, share=0.1)) == -1
