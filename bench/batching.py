@@ -116,13 +116,11 @@ def recir_frontier_ir(params, mode, threads):
     import recir
     from recir.models import tree_lstm
 
-    if threads != 1:
-        raise Skipped("frontier-ir: one thread so far")
     traced = tree_lstm.trace_model(params)
     if mode == "infer":
-        fn = recir.compile(traced, batching="frontier-ir")
+        fn = recir.compile(traced, batching="frontier-ir", threads=threads)
         return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
-    grad = recir.value_and_grad(traced, batching="frontier-ir")
+    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=threads)
     into = {k: np.zeros_like(v) for k, v in params.items()}
     return lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into)[0]]
 

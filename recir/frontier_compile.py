@@ -4,10 +4,13 @@
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
-`backend/frontier_schedule.py` runs the schedule with them. A batch of
-inputs becomes the batched entry's arguments as `invoke-to-frontier` lays
-them out: a dynamic array as the trees' arrays one after another plus the
-offsets where each starts, anything else stacked one row per element.
+`backend/frontier_schedule.py` runs the schedule with them. With `threads`,
+the products over rows split across an OpenMP team inside the native
+functions (`passes/row_products.py`); the schedule stays on the calling
+thread. A batch of inputs becomes the batched entry's arguments as
+`invoke-to-frontier` lays them out: a dynamic array as the trees' arrays one
+after another plus the offsets where each starts, anything else stacked one
+row per element.
 """
 
 from __future__ import annotations
@@ -27,22 +30,21 @@ from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction, run_schedule
 from recir.backend.llvm_convert import to_llvm_ir
-from recir.diagnostics import RecirError, emit_error
+from recir.diagnostics import emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of
-from recir.pipeline import FRONTIER, FRONTIER_LOWER, run_passes
+from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
 
 
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
                      threads: int | None = 1) -> FrontierFunction:
-    if threads not in (None, 1):
-        raise RecirError("error: batching='frontier-ir' runs on one thread so far")
     module = model.module.clone()
     run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
-    return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir)
+    return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
+                            threads=resolve_threads(threads))
 
 
 def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | None]:
@@ -76,8 +78,9 @@ class FrontierFunction:
     """A batch of inputs in, each element's outputs out (as `NativeFunction.batch`)."""
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
-                 cache_dir: Path | str | None, extra: Sequence[str] = ()):
-        """`extra`: more functions of `module` to compile (a backward)."""
+                 cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1):
+        """`extra`: more functions of `module` to compile (a backward);
+        `threads`: the most threads a product over rows runs on."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
@@ -89,7 +92,7 @@ class FrontierFunction:
             functions.append(before)
         for f in functions:
             f.sym_visibility = None  # each is called from outside
-        self.native = compile_rows(functions, cache_dir)
+        self.native = compile_rows(functions, cache_dir, threads)
         # `Schedule.post` copies @post's rows into its tables at once
         self.native.functions[names[1]].borrow = True
         self.before = self.native.functions.get(before.sym_name.data) if before else None
@@ -135,15 +138,17 @@ class FrontierFunction:
         return [tuple(r[k] for r in results) for k in range(len(batch))]
 
 
-def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None) -> NativeCalls:
-    """The functions over rows through `FRONTIER_LOWER`, from the object cache
-    when it has them."""
+def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
+                 threads: int = 1) -> NativeCalls:
+    """The functions over rows through `FRONTIER_LOWER` (its products over
+    rows on up to `threads` threads), from the object cache when it has them."""
     module = ModuleOp([f.clone() for f in functions])
-    key = cache_key(located_text(module), f"frontier-ir {FRONTIER_LOWER}")
+    passes = frontier_lower_passes(threads, cache_dir)
+    key = cache_key(located_text(module), f"frontier-ir {passes}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str]})
     if hit is None:
-        run_passes(module, FRONTIER_LOWER)
+        run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites})

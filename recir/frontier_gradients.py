@@ -25,7 +25,7 @@ from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
-from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, run_passes
+from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, resolve_threads, run_passes
 
 BACKWARD = "_bwd"
 
@@ -33,8 +33,6 @@ BACKWARD = "_bwd"
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = 1) -> FrontierGradFunction:
-    if threads not in (None, 1):
-        raise RecirError("error: batching='frontier-ir' runs on one thread so far")
     module = model.module.clone()
     run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
     schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
@@ -47,7 +45,8 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         names.append(before.sym_name.data)
     run_passes(module, ",".join(FRONTIER_GRADIENT.format(name) for name in names))
     return FrontierGradFunction(module, model, loss, cache_dir,
-                                [f"{name}{BACKWARD}" for name in names])
+                                [f"{name}{BACKWARD}" for name in names],
+                                resolve_threads(threads))
 
 
 def makes_floats(module: Any, schedule: Any) -> bool:
@@ -62,10 +61,10 @@ class FrontierGradFunction(FrontierFunction):
     losses)/d parameters (added into `into`'s arrays where given)."""
 
     def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
-                 backwards: list[str]):
+                 backwards: list[str], threads: int = 1):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=backwards)
+                         extra=backwards, threads=threads)
         self.before_bwd = self.native.functions.get(
             f"{model.entry}__frontier{BEFORE}{BACKWARD}")
         ret = self.entry.body.blocks[0].last_op

@@ -23,8 +23,8 @@ from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
+from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
 from recir.backend.runtime import NativeFunction
-from recir.backend.policy import defer_outer_bytes, max_budget
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
@@ -68,6 +68,16 @@ def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
         passes = passes.replace("convert-tmath-to-loops", f"{tasks},convert-tmath-to-loops")
         passes = passes.replace("convert-scf-to-cf,", f"convert-scf-to-cf,{SPAWN},")
     return passes
+
+
+def frontier_lower_passes(threads: int, cache_dir: Path | str | None = None) -> str:
+    """FRONTIER_LOWER with the products over rows on up to `threads` threads
+    where the policy's cost model says a team repays its start."""
+    team_work = team_min_work(threads, costs(cache_dir))
+    if threads < 2 or team_work < 0:
+        return FRONTIER_LOWER
+    return FRONTIER_LOWER.replace("convert-tmath-to-loops", (
+        f"convert-tmath-to-loops{{row-threads={threads} row-team-work={team_work}}}"))
 
 
 def gradient_passes(entry: str, loss: int = -1) -> str:

@@ -178,6 +178,19 @@ def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None 
     return team < alone
 
 
+def team_min_work(threads: int, costs: Costs) -> int:
+    """The fewest units of work (multiply-adds) that one product split
+    across a team of `threads` does faster than one thread: where a
+    thread's share plus the largest block's imbalance and the team's start
+    is below the whole (`team_pays` without tasks); -1 where no size does
+    (one thread, or extra threads that get too little of a core)."""
+    cores = 1 + (max(threads, 1) - 1) * costs.share
+    saved = 1 - (1 + IMBALANCE) / cores  # the part of the time a team saves
+    if threads < 2 or saved <= 0:
+        return -1
+    return math.ceil(costs.team_s / (costs.unit_s * saved))
+
+
 def call_budget(work: float | None, threads: int, costs: Costs) -> int:
     """The levels of tasks of one call of `work` units on `threads` threads."""
     if work is None:

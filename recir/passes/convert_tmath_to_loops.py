@@ -29,6 +29,10 @@ the whole buffer: from L2 where the weights fit (TreeLSTM h=150, U's
 gradient 900 KB: deferring was slower), from memory where the largest
 does not (h=256, 2.6 MB: deferring every weight's products was faster,
 the smaller ones included).
+
+Options `row-threads=T` and `row-team-work=W` (defaults 1 and -1): the
+functions over rows run each product over rows with at least W multiply-adds
+on a team of up to T threads (`row_products.team_function`; W from `policy.team_min_work`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from recir.passes.row_lowering import (
     is_row_function,
     runs_schedule,
 )
+from recir.passes.rows import RowTeam
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import SCALAR, size
 
@@ -300,6 +305,8 @@ TAPE = {tape.NewOp: lower_new, tape.SaveOp: lower_save, tape.LoadOp: lower_load}
 class ConvertTmathToLoopsPass(ModulePass):
     name = "convert-tmath-to-loops"
     defer_outer_bytes: int = -1
+    row_threads: int = 1
+    row_team_work: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         concurrent = any(isinstance(inner, invoke.InvokeOp) and inner.concurrent is not None
@@ -316,7 +323,8 @@ class ConvertTmathToLoopsPass(ModulePass):
                     op.body.blocks[0].erase_op(function)  # by `frontier_compile.py`
                     continue
                 if is_row_function(function):  # invoke-to-frontier's batched functions
-                    RowFunctionLowering(function, FunctionLowering(function)).run()
+                    team = RowTeam(self.row_threads, self.row_team_work)
+                    RowFunctionLowering(function, FunctionLowering(function), team).run()
                     continue
                 FunctionLowering(function, slots, logged).run()
 

@@ -47,8 +47,10 @@ from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
     ALIGN,
+    SERIAL,
     RowEmitter,
     Rows,
+    RowTeam,
     Scratch,
     element_bytes,
     row_at,
@@ -105,9 +107,11 @@ def is_row_function(function: func.FuncOp) -> bool:
 class RowFunctionLowering:
     """Lowers one straight-line function over rows (see the module docstring)."""
 
-    def __init__(self, function: func.FuncOp, static: StaticLowering):
-        """`static` lowers the uniform ops, as in every other function."""
-        self.function, self.static = function, static
+    def __init__(self, function: func.FuncOp, static: StaticLowering,
+                 team: RowTeam = SERIAL):
+        """`static` lowers the uniform ops, as in every other function;
+        `team` runs its products over rows (`row_products.team_function`)."""
+        self.function, self.static, self.team = function, static, team
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}
         self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
@@ -181,7 +185,7 @@ class RowFunctionLowering:
         if kernel is None:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
                              "it over rows")
-        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         result = kernel(b, op, [self.get(v) for v in op.operands])
         results = result if isinstance(result, tuple) else () if result is None else (result,)
         for old, new in zip(op.results, results, strict=True):
@@ -194,7 +198,7 @@ class RowFunctionLowering:
     def lower_matvec_plus(self, op: Operation) -> None:
         """A product and the bias added to it, as one kernel."""
         add, bias = self.bias_adds[op]
-        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
         self.values[op.results[0]] = self.values[add.results[0]] = out
         self.folded.add(add)
@@ -203,13 +207,13 @@ class RowFunctionLowering:
     def lower_sum_of_pads(self, op: Operation) -> None:
         """A sum of pads, each pad's rows written at its offset once."""
         pads = self.pad_sums[op]
-        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         self.values[op.results[0]] = sum_of_pads(b, op, pads,
                                                  [self.get(p.operands[0]) for p in pads])
         self.static.dead.append(op)
 
     def lower_return(self, op: func.ReturnOp) -> None:
-        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch)
+        b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         outs = iter(self.outs)
         kept: list[SSAValue] = []
         for value in op.arguments:

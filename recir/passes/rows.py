@@ -77,12 +77,27 @@ class Scratch:
         return data
 
 
-class RowEmitter(Emitter):
-    """An `Emitter` that also allocates rows from the function's scratch."""
+@dataclass(frozen=True)
+class RowTeam:
+    """How a function's products over rows are run: on up to `threads`
+    threads where they have at least `min_work` multiply-adds
+    (`row_products.team_function`)."""
 
-    def __init__(self, point: InsertPoint, allocas: InsertPoint, scratch: Scratch):
+    threads: int = 1
+    min_work: int = -1
+
+
+SERIAL = RowTeam()
+
+
+class RowEmitter(Emitter):
+    """An `Emitter` that also allocates rows from the function's scratch;
+    `team` says how its products over rows use threads."""
+
+    def __init__(self, point: InsertPoint, allocas: InsertPoint, scratch: Scratch,
+                 team: RowTeam = SERIAL):
         super().__init__(point, allocas)
-        self.scratch = scratch
+        self.scratch, self.team = scratch, team
 
     def at(self, point: InsertPoint) -> Emitter:
         return Emitter(point, self.allocas)

@@ -1,0 +1,57 @@
+// RUN: recir-opt -p "capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops{row-threads=7 row-team-work=4096}" %s | filecheck %s
+// RUN: recir-opt -p capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops %s | filecheck %s --check-prefix=SERIAL
+
+// With row-threads, a product over rows calls the GEMM kernel's team form
+// with the thread count and the policy's least work for a team; the team
+// form starts a libgomp team whose threads each call the kernel on their
+// own block of C, or calls the kernel itself.
+// TreeRNN's shape: a leaf embeds its word; an inner node combines its two
+// children's vectors. The structure arrays are per tree (ragged), the
+// weights uniform; the second result counts leaves (a scalar per row).
+func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>, %root: i32,
+                    %emb: tensor<10x2xf32>, %w: tensor<2x4xf32>, %b: tensor<2xf32>) -> (tensor<2xf32>, f32) {
+  invoke.subgraph @node(%i: i32) -> (tensor<2xf32>, f32) {
+    %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+    %zero = arith.constant 0 : i32
+    %leaf = arith.cmpi slt, %l, %zero : i32
+    %h, %s = scf.if %leaf -> (tensor<2xf32>, f32) {
+      %wd = tmath.extract %word[%i] : tensor<?xi32>, i32 -> i32
+      %e = tmath.gather %emb[%wd] : tensor<10x2xf32>, i32 -> tensor<2xf32>
+      %one = arith.constant 1.0 : f32
+      scf.yield %e, %one : tensor<2xf32>, f32
+    } else {
+      %r = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
+      %hl, %sl = invoke.invoke @node(%l) : (i32) -> (tensor<2xf32>, f32)
+      %hr, %sr = invoke.invoke @node(%r) : (i32) -> (tensor<2xf32>, f32)
+      %c = tmath.concat %hl, %hr : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+      %m = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<4xf32> -> tensor<2xf32>
+      %a = tmath.add %m, %b : tensor<2xf32>
+      %t = tmath.tanh %a : tensor<2xf32>
+      %n = arith.addf %sl, %sr : f32
+      scf.yield %t, %n : tensor<2xf32>, f32
+    }
+    invoke.return %h, %s : tensor<2xf32>, f32
+  }
+  %h, %s = invoke.invoke @node(%root) : (i32) -> (tensor<2xf32>, f32)
+  func.return %h, %s : tensor<2xf32>, f32
+}
+
+// CHECK-LABEL: func.func private @node__post(
+// CHECK:         %[[THREADS:.*]] = arith.constant 7 : i64
+// CHECK-NEXT:    %[[WORK:.*]] = arith.constant 4096 : i64
+// CHECK-NEXT:    llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
+// CHECK:       llvm.func internal @recir_gemm_nt(
+// CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK:       llvm.func internal @recir_gemm_nt.part(%{{.*}}: !llvm.ptr) {
+// CHECK:         llvm.call @omp_get_thread_num()
+// CHECK:         llvm.call @omp_get_num_threads()
+// CHECK:         llvm.call @recir_gemm_nt(
+// CHECK:       llvm.func internal @recir_gemm_nt.team(
+// CHECK:         %[[PART:.*]] = llvm.mlir.addressof @recir_gemm_nt.part : !llvm.ptr
+// CHECK:         llvm.call @GOMP_parallel(%[[PART]],
+// CHECK:         llvm.call @recir_gemm_nt(
+
+// SERIAL-LABEL: func.func private @node__post(
+// SERIAL:         llvm.call @recir_gemm_nt(
+// SERIAL-NOT:     @recir_gemm_nt.team
+// SERIAL-NOT:     @GOMP_parallel

@@ -1,0 +1,191 @@
+"""batching="frontier-ir" on threads: each product over rows split across a
+libgomp team (`passes/row_products.team_function`) by C's rows or columns.
+The team form of each kernel against NumPy at shapes that split either way
+(and stay on one thread); TreeRNN and TreeLSTM at threads=2 against
+threads=1, NumPy and the interpreter (the batched IR, and the recursive
+function), with a kept policy whose team start costs nothing: then every
+product with two tiles of rows or columns runs on the team, frontiers of one
+row included."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+import pytest
+from test_frontier_gradients import batched_gradients
+from test_frontier_products import reference_grads
+from test_invoke_to_frontier import tree_batch_args
+
+import recir
+from recir.backend import policy
+from recir.backend.engine import openmp
+from recir.data.synthetic import make_treebank
+from recir.data.trees import Tree
+from recir.interpreter import run_function
+from recir.models import tree_lstm, tree_rnn
+from recir.pipeline import run_passes
+
+HIDDEN = 19  # neither a multiple of a vector nor of a register tile (as test_frontier_products)
+I64, PTR = ctypes.c_int64, ctypes.c_void_p
+TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, I64, I64)
+
+pytestmark = pytest.mark.skipif(openmp() is None, reason="no OpenMP runtime")
+
+
+@functools.cache
+def team_kernels():
+    """The three layouts' team forms, compiled once (made external to be called)."""
+    from xdsl.dialects import llvm
+    from xdsl.dialects.builtin import ModuleOp
+
+    from recir.backend.engine import cached_engine
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_target import host_target
+    from recir.passes.row_products import declare_team_in
+
+    def build() -> str:
+        module = ModuleOp([])
+        for layout in ("nn", "tn", "nt"):
+            declare_team_in(module, layout)
+        for op in module.ops:
+            if isinstance(op, llvm.FuncOp) and op.sym_name.data.endswith(".team"):
+                op.linkage = llvm.LinkageAttr("external")
+        return to_llvm_ir(module)
+
+    engine = cached_engine(f"gemm teams {host_target()!r}", "recir_gemm_teams", build)
+    return engine, {layout: TEAM(engine.address(f"recir_gemm_{layout}.team"))
+                    for layout in ("nn", "tn", "nt")}
+
+
+def run_team(layout: str, m: int, n: int, k: int, threads: int, accumulate: bool
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """C from the team form (pads around it must stay NaN), and NumPy's."""
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a_shape = (k, m) if layout == "tn" else (m, k)
+    b_shape = (n, k) if layout == "nt" else (k, n)
+    a = rng.standard_normal((a_shape[0], a_shape[1] + 3)).astype(np.float32)[:, :a_shape[1]]
+    b = rng.standard_normal((b_shape[0], b_shape[1] + 2)).astype(np.float32)[:, :b_shape[1]]
+    op_a = a.T if layout == "tn" else a
+    op_b = b.T if layout == "nt" else b
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    c = np.full((m + 1, n + 4), np.nan, np.float32)
+    c[:m, :n] = start
+    want = op_a.astype(np.float64) @ op_b + (start if accumulate else 0)
+    function = team_kernels()[1][layout]
+    function(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data, b.strides[0] // 4,
+             c.ctypes.data, n + 4, int(accumulate), threads, 0)
+    assert np.isnan(c[m:]).all(), "wrote below C"
+    assert np.isnan(c[:, n:]).all(), "wrote right of C"
+    return c[:m, :n], want
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_team_forms_split_rows_or_columns_and_match_numpy(layout):
+    """Many rows split by rows, few rows and many columns by columns, and
+    a product too small to split on one thread; accumulating too (dY^T X
+    into a gradient); one thread count gives the same bits every call."""
+    shapes = [(53, 7, 11), (1, 150, 9), (2, 70, 33), (3, 5, 4), (1, 1, 1), (64, 40, 0)]
+    for m, n, k in shapes:
+        for threads in (2, 3):
+            for accumulate in (False, True):
+                got, want = run_team(layout, m, n, k, threads, accumulate)
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k + 1),
+                                           err_msg=f"{layout} {m}x{n}x{k} on {threads}")
+        again, _ = run_team(layout, m, n, k, 2, True)
+        np.testing.assert_array_equal(again, run_team(layout, m, n, k, 2, True)[0])
+
+
+def free_teams(tmp_path) -> str:
+    """A cache directory whose kept policy has a team start of 0 s: every
+    product that splits into two tiles runs on the team."""
+    policy.save_tuned(policy.DEFAULT_TASK_S, 0.0, 1.0, tmp_path)
+    assert policy.team_min_work(2, policy.costs(tmp_path)) == 0
+    return str(tmp_path)
+
+
+def batch() -> list[Tree]:
+    """A single leaf, linear trees (frontiers of one row) and random and
+    balanced ones (frontiers of many rows)."""
+    leaf = Tree(left=[-1], right=[-1], word=[7], label=[3])
+    return [leaf, *make_treebank(2, "linear", num_leaves=9, seed=2),
+            *make_treebank(6, seed=3), *make_treebank(2, "balanced", num_leaves=16, seed=4)]
+
+
+def inputs(trees: list[Tree]) -> list[tuple]:
+    return [(t.left, t.right, t.word, t.label, t.root) for t in trees]
+
+
+def test_tree_rnn_inference_on_two_threads_matches_one_and_numpy(tmp_path):
+    params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
+    traced = tree_rnn.trace_model(params)
+    cache = free_teams(tmp_path)
+    trees = batch()
+    two = recir.compile(traced, batching="frontier-ir", threads=2, cache_dir=cache)
+    one = recir.compile(traced, batching="frontier-ir", threads=1, cache_dir=cache)
+    outs_two, outs_one = two.batch(inputs(trees)), one.batch(inputs(trees))
+    again = two.batch(inputs(trees))
+    for (h2, l2), (h1, l1), (h, _), tree in zip(outs_two, outs_one, again, trees, strict=True):
+        np.testing.assert_array_equal(h2, h, err_msg="not deterministic")
+        np.testing.assert_allclose(h2, h1, rtol=1e-5, atol=1e-6)
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        h_ref, loss_ref = tree_rnn.reference(tree, len(tree.left) - 1, params)
+        np.testing.assert_allclose(h2, h_ref, rtol=1e-4, atol=1e-5)
+        assert l2 == pytest.approx(loss_ref, rel=1e-4)
+
+
+def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path):
+    params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
+    traced = tree_rnn.trace_model(params)
+    trees = batch()
+    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
+                                cache_dir=free_teams(tmp_path))
+    outs, grads = grad.batch(inputs(trees))
+    _, again = grad.batch(inputs(trees))
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    expected = {k: np.zeros_like(v) for k, v in p64.items()}
+    for (h, _), tree in zip(outs, trees, strict=True):
+        np.testing.assert_allclose(h, tree_rnn.reference(tree, len(tree.left) - 1, params)[0],
+                                   rtol=1e-4, atol=1e-5)
+        reference_grads(tree, p64, expected)
+    for k, g in expected.items():
+        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+        np.testing.assert_array_equal(grads[k], again[k], err_msg=f"{k}: not deterministic")
+
+
+def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path(tmp_path):
+    """Outputs and every parameter gradient at threads=2 against the
+    interpreter running the batched gradient IR (NumPy), and the outputs
+    against the recursive function run tree by tree."""
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    trees = batch()
+    into = {k: np.ones_like(v) for k, v in params.items()}  # added into
+    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
+                                cache_dir=free_teams(tmp_path))
+    outs, grads = grad.batch(inputs(trees), into)
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(5, "node", traced.entry))
+    expected = {k: np.ones_like(v) for k, v in params.items()}
+    h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
+                                 [*tree_batch_args(trees, params), *expected.values()])
+    for k, item in enumerate(inputs(trees)):
+        np.testing.assert_allclose(outs[k][0], h[k], rtol=1e-4, atol=1e-5)
+        assert outs[k][1] == pytest.approx(losses[k], rel=1e-4)
+        np.testing.assert_allclose(outs[k][0], traced.run(*item)[0], rtol=1e-4, atol=1e-5)
+    for k, g in expected.items():
+        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+def test_a_team_starts_where_the_cost_model_says_it_pays():
+    """`team_min_work` is `team_pays` without tasks solved for the work:
+    below it one thread is faster; none where extra threads get too
+    little of a core, or there is one thread."""
+    costs = policy.Costs(unit_s=1e-10, task_s=1e-6, team_s=50e-6, share=1.0)
+    least = policy.team_min_work(2, costs)
+    assert policy.team_pays(1.01 * least, 2, costs, tasks=0)
+    assert not policy.team_pays(0.99 * least, 2, costs, tasks=0)
+    assert policy.team_min_work(16, costs) < least  # more threads repay a start sooner
+    assert policy.team_min_work(1, costs) == -1
+    assert policy.team_min_work(2, policy.Costs(1e-10, 1e-6, 50e-6, share=0.1)) == -1
