@@ -24,6 +24,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
+from recir.backend.frontier_schedule import FORWARD
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
@@ -32,7 +33,7 @@ from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
 from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, run_passes
 
-FORWARD, BACKWARD = "_fwd", "_bwd"
+BACKWARD = "_bwd"
 
 
 def value_and_grad_frontier(model: Any, loss: int = -1, *,

@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.diagnostics import emit_error
 from recir.dialects import frontier, invoke, tape, tmath
 
 CHEAP = (tmath.SliceOp, tmath.ConcatOp, tmath.FillOp, tmath.GatherOp)
@@ -89,6 +90,35 @@ def plan(function: func.FuncOp, read: Iterable[SSAValue],
         recompute.add(op.results[0])
         at_hand.add(op.results[0])
     return recompute
+
+
+def drop_unread_rows(bwd: func.FuncOp, rows: list[SSAValue]) -> list[SSAValue]:
+    """The saved `rows` `bwd` reads, its unread leading arguments erased: a
+    costly row rebuilt only to rebuild another is not read once that one is
+    given."""
+    block = first_block(bwd.body)
+    unread = {v: a for v, a in zip(rows, block.args) if not a.uses}
+    for arg in unread.values():
+        block.erase_arg(arg)
+    bwd.function_type = FunctionType.from_lists(block.arg_types, bwd.function_type.outputs.data)
+    return [v for v in rows if v not in unread]
+
+
+def value_bytes(value: SSAValue) -> tuple[int, int]:
+    """(size, alignment) of a saved value in a frame."""
+    typ = value.type
+    if isinstance(typ, tape.FrameType):
+        return 8, 8
+    if isinstance(typ, TensorType):
+        shape = typ.get_shape()
+        if any(d < 0 for d in shape):
+            raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
+                             f"cannot save a dynamic tensor {typ} for the backward")
+        count = 1
+        for d in shape:
+            count *= d
+        return 4 * count, 16
+    return 8, 8
 
 
 def region_of(value: SSAValue) -> Region:

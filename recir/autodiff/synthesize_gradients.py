@@ -26,15 +26,12 @@ and adds d loss / d arg into one accumulator per f32 tensor argument.
 
 Options: `entry` (default: the only public function), `loss`, `wrapper`
 (false: no `_grad`, as for a frontier's `@f__post`, whose loss is one row
-per invocation and whose backward the frontier schedule runs). Values of
-rows (`row_types.py`) cannot go in a frame: the entry's `_fwd` returns the
-costly ones (products; `saving.rebuilds_row`) after its results and before
-its frame, its `_bwd` takes them as leading arguments, before the frame, and
-the cheap ones are rebuilt in the backward (as are all rows of a function
-that is invoked, whose caller could not keep them). A `frontier.schedule`
-(in a batched entry) gets a `frontier.schedule_grad`, which runs the
-schedule backwards through those functions' `_fwd`/`_bwd`, keeping each
-height's saved rows between the two.
+per invocation and whose backward the frontier schedule runs). Rows
+(`row_types.py`) cannot go in a frame: the entry's `_fwd` returns the costly
+ones (`saving.rebuilds_row`) before its frame, its `_bwd` takes them first,
+and the rest are rebuilt (all of an invoked function's). A
+`frontier.schedule` gets a `frontier.schedule_grad`, which runs the schedule
+backwards through those functions' `_fwd`/`_bwd`.
 """
 
 from __future__ import annotations
@@ -64,23 +61,6 @@ from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
 from recir.dialects.row_types import is_rows
-
-
-def value_bytes(value: SSAValue) -> tuple[int, int]:
-    """(size, alignment) of a saved value in a frame."""
-    typ = value.type
-    if isinstance(typ, tape.FrameType):
-        return 8, 8
-    if isinstance(typ, TensorType):
-        shape = typ.get_shape()
-        if any(d < 0 for d in shape):
-            raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
-                             f"cannot save a dynamic tensor {typ} for the backward")
-        count = 1
-        for d in shape:
-            count *= d
-        return 4 * count, 16
-    return 8, 8
 
 
 @dataclass
@@ -169,11 +149,10 @@ class Synthesis:
 class FunctionGradient:
     """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for.
 
-    The backward is built twice: the first build finds the forward values it
-    reads, and the costly rows; `saving.plan` picks the values cheap to
-    rebuild from the others; the second build recomputes those, loads the
-    rest from the frames and takes the costly rows as arguments (the entry's
-    only: an invoked function's rows are all rebuilt).
+    The backward is built twice: the first build finds the forward values
+    (and costly rows) it reads; `saving.plan` picks those cheap to rebuild
+    from the others; the second build recomputes those, loads the rest from
+    the frames, and takes the entry's costly rows as arguments.
     """
 
     def __init__(self, synthesis: Synthesis, function: func.FuncOp):
@@ -194,24 +173,9 @@ class FunctionGradient:
             self.s.saved_rows[self.name] = list(self.costly_rows)
         self.layouts = FrameLayouts(self.f.body)
         bwd = self.backward()
-        self.drop_unread_rows(bwd)
-        rows = self.s.saved_rows.get(self.name, [])
+        rows = saving.drop_unread_rows(bwd, self.s.saved_rows.get(self.name, []))
+        self.s.saved_rows[self.name] = rows
         return [saving.forward_function(self.f, self.layouts, rows), bwd]
-
-    def drop_unread_rows(self, bwd: func.FuncOp) -> None:
-        """A costly row the first build rebuilt only to rebuild another costly
-        row is not read once that one is given: it is not saved."""
-        rows = self.s.saved_rows.get(self.name, [])
-        block = bwd.body.blocks[0]
-        unread = [(v, a) for v, a in zip(rows, block.args) if not a.uses]
-        if not unread:
-            return
-        for _, arg in unread:
-            block.erase_arg(arg)
-        dropped = {v for v, _ in unread}
-        self.s.saved_rows[self.name] = [v for v in rows if v not in dropped]
-        bwd.function_type = FunctionType.from_lists(
-            block.arg_types, bwd.function_type.outputs.data)
 
     # the backward
 
@@ -380,7 +344,7 @@ class FunctionGradient:
         else:
             self.read[value] = None
             region = region_of(value)
-            offset = self.layouts.slot(value, region, *value_bytes(value))
+            offset = self.layouts.slot(value, region, *saving.value_bytes(value))
             loaded = e(tape.LoadOp(self.frame_of(region, scope), offset, value.type))
         scope.loads[value] = loaded
         return loaded
