@@ -7,8 +7,10 @@ with `@f__expand` and `@f__post` by the one backend, and the interpreter's
 forward, then `@f__post_bwd` height by height from the roots down, calling
 native code; where the expansion makes floats (TD-TreeLSTM), `@f__expand_bwd`
 by depth after it, and where the batched entry computes before its schedule,
-that prefix's own `_bwd` last. The forward's rows are recomputed by each
-`_bwd`, so a function serves as its own `_fwd` (`frontier_schedule.NativeCalls`).
+that prefix's own `_bwd` last. Each `_bwd` takes the rows its `_fwd`
+returned for it (the products' outputs, `saving.rebuilds_row`) and rebuilds
+the cheap rest; the schedule keeps them per height. A batched `_fwd` saves
+nothing in its frame (rows cannot go in one), so it is compiled without it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
-from recir.diagnostics import RecirError
+from recir.backend.frontier_schedule import FORWARD
+from recir.diagnostics import RecirError, emit_error
+from recir.dialects import tape
 from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
@@ -44,9 +50,29 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         module.body.blocks[0].add_op(before)
         names.append(before.sym_name.data)
     run_passes(module, ",".join(FRONTIER_GRADIENT.format(name) for name in names))
+    for name in names:
+        without_frame(find_entry(module, f"{name}{FORWARD}"))
     return FrontierGradFunction(module, model, loss, cache_dir,
-                                [f"{name}{BACKWARD}" for name in names],
+                                [f"{name}{suffix}" for name in names
+                                 for suffix in (FORWARD, BACKWARD)],
                                 resolve_threads(threads))
+
+
+def without_frame(forward: func.FuncOp) -> None:
+    """A batched `_fwd` returns its saved rows, not a frame: the frame its
+    `tape.new` makes holds nothing (its `_bwd`, given None, reads none)."""
+    ret = forward.body.blocks[0].last_op
+    assert ret is not None
+    new = ret.operands[-1].owner
+    if not isinstance(new, tape.NewOp) or len(list(new.frame.uses)) != 1:
+        raise emit_error(forward, "a batched function's forward saves values in a "
+                         "frame, which native code does not keep")
+    ret.operands = ret.operands[:-1]
+    new.detach()
+    new.erase()
+    outputs = forward.function_type.outputs.data[:-1]
+    forward.function_type = FunctionType.from_lists(forward.function_type.inputs.data,
+                                                    outputs)
 
 
 def makes_floats(module: Any, schedule: Any) -> bool:
@@ -65,8 +91,9 @@ class FrontierGradFunction(FrontierFunction):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
                          extra=backwards, threads=threads)
-        self.before_bwd = self.native.functions.get(
-            f"{model.entry}__frontier{BEFORE}{BACKWARD}")
+        prefix = f"{model.entry}__frontier{BEFORE}"
+        self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
+        self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")
         ret = self.entry.body.blocks[0].last_op
         assert ret is not None
         outputs = list(self.schedule.outputs)
@@ -104,8 +131,11 @@ class FrontierGradFunction(FrontierFunction):
         values = dict(zip(block.args, args, strict=True))
         op = self.schedule
         count = len(op.moving)
-        if self.before is not None:
-            values.update(zip(op.operands, self.before(args), strict=True))
+        before_kept: tuple[Any, ...] = ()  # the prefix's saved rows, for its `_bwd`
+        if self.before_fwd is not None:
+            outs = self.before_fwd(args)
+            values.update(zip(op.operands, outs[:len(op.operands)], strict=True))
+            before_kept = outs[len(op.operands):]
         inputs = [values[v] for v in op.operands]
         calls: Any = self.native  # an interpreter's call_op, natively
         backward = Backward(Schedule(calls, op, inputs[:count], inputs[count:]))
@@ -131,7 +161,7 @@ class FrontierGradFunction(FrontierFunction):
                             else np.zeros_like(v) for a, v in zip(block.args, args)
                             if is_float_tensor(a.type)]
             cotangents = [d for d in gradients if d is not None]
-            self.before_bwd((None, *cotangents, *args, *accumulators))
+            self.before_bwd((*before_kept, None, *cotangents, *args, *accumulators))
         ret = block.last_op
         assert ret is not None
         results = [values[v] for v in ret.operands]

@@ -24,6 +24,16 @@ when that branch runs, its pointer in one slot of the enclosing frame that
 both branches share. So an invocation pays for the branch it takes: a tree's
 leaves do not carry the slots of its inner nodes.
 
+*Rows* (a frontier's batched values, `tensor<?x...>`) have no static size, so
+they never go in a frame. The same cost model splits them: a row value made
+in one pass over its operands (`rebuilds_row`: the cheap ops above, arith,
+and the frontier's moves of rows) is rebuilt in the backward; any other (a
+product: matvec, bilinear; a reduction) is saved by being returned. That is
+the batched functions' contract: `@f_fwd` returns the rows it saves after
+`@f`'s results (before the frame), and `@f_bwd` takes them as its leading
+arguments, before the frame; the frontier schedule keeps them per height (or
+depth) between the two.
+
 `forward_function` then builds `@f_fwd`: `@f` with a `tape.new` per frame,
 each saved value copied in after its op, and callees' `_fwd` frames saved.
 """
@@ -37,9 +47,14 @@ from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.dialects import invoke, tape, tmath
+from recir.diagnostics import emit_error
+from recir.dialects import frontier, invoke, tape, tmath
 
 CHEAP = (tmath.SliceOp, tmath.ConcatOp, tmath.FillOp, tmath.GatherOp)
+# rows moved or compared, not computed: one pass over their operands
+ROW_MOVES = (frontier.TakeOp, frontier.MergeOp, frontier.PartitionOp, frontier.BroadcastOp,
+             frontier.CompareOp, frontier.ExtractRaggedOp, frontier.SizeRaggedOp,
+             tmath.ExtractOp)
 
 # a saved value; an invoke (its child's frame); an scf.if (its taken branch's frame)
 Key = SSAValue | Operation
@@ -50,6 +65,13 @@ def is_cheap(op: Operation) -> bool:
     if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
         return False
     return isinstance(op, CHEAP) or op.has_trait(tmath.Elementwise)
+
+
+def rebuilds_row(op: Operation) -> bool:
+    """Whether the backward rebuilds a row value of `op` rather than have the
+    forward return it: one pass over its operands (see the module docstring)."""
+    return (isinstance(op, (*CHEAP, *ROW_MOVES)) or op.has_trait(tmath.Elementwise)
+            or op.dialect_name() == "arith")
 
 
 def plan(function: func.FuncOp, read: Iterable[SSAValue],
@@ -68,6 +90,35 @@ def plan(function: func.FuncOp, read: Iterable[SSAValue],
         recompute.add(op.results[0])
         at_hand.add(op.results[0])
     return recompute
+
+
+def drop_unread_rows(bwd: func.FuncOp, rows: list[SSAValue]) -> list[SSAValue]:
+    """The saved `rows` `bwd` reads, its unread leading arguments erased: a
+    costly row rebuilt only to rebuild another is not read once that one is
+    given."""
+    block = first_block(bwd.body)
+    unread = {v: a for v, a in zip(rows, block.args) if not a.uses}
+    for arg in unread.values():
+        block.erase_arg(arg)
+    bwd.function_type = FunctionType.from_lists(block.arg_types, bwd.function_type.outputs.data)
+    return [v for v in rows if v not in unread]
+
+
+def value_bytes(value: SSAValue) -> tuple[int, int]:
+    """(size, alignment) of a saved value in a frame."""
+    typ = value.type
+    if isinstance(typ, tape.FrameType):
+        return 8, 8
+    if isinstance(typ, TensorType):
+        shape = typ.get_shape()
+        if any(d < 0 for d in shape):
+            raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
+                             f"cannot save a dynamic tensor {typ} for the backward")
+        count = 1
+        for d in shape:
+            count *= d
+        return 4 * count, 16
+    return 8, 8
 
 
 def region_of(value: SSAValue) -> Region:
@@ -115,8 +166,10 @@ class FrameLayouts:
         return max(self.sizes.get(region, 0), 8)
 
 
-def forward_function(f: func.FuncOp, layouts: FrameLayouts) -> func.FuncOp:
-    """`@f_fwd`: `f` saving what `layouts` places, returning its frame."""
+def forward_function(f: func.FuncOp, layouts: FrameLayouts,
+                     rows: Iterable[SSAValue] = ()) -> func.FuncOp:
+    """`@f_fwd`: `f` saving what `layouts` places, returning the saved `rows`
+    after its results, then its frame."""
     mapping: dict[SSAValue, SSAValue] = {}
     clone = f.clone(value_mapper=mapping)
     ops = dict(zip(f.walk(), clone.walk()))
@@ -135,10 +188,11 @@ def forward_function(f: func.FuncOp, layouts: FrameLayouts) -> func.FuncOp:
             Rewriter.insert_op(save, InsertPoint.after(after))
     ret = first_block(clone.body).last_op
     assert ret is not None
-    ret.operands = [*ret.operands, frames[f.body]]
+    rows = list(rows)
+    ret.operands = [*ret.operands, *(mapping[v] for v in rows), frames[f.body]]
     typ = f.function_type
-    clone.function_type = FunctionType.from_lists(typ.inputs.data,
-                                                  [*typ.outputs.data, tape.FRAME])
+    clone.function_type = FunctionType.from_lists(
+        typ.inputs.data, [*typ.outputs.data, *(v.type for v in rows), tape.FRAME])
     clone.sym_name = StringAttr(f"{f.sym_name.data}_fwd")
     clone.sym_visibility = StringAttr("private")
     return clone

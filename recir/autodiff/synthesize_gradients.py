@@ -26,10 +26,12 @@ and adds d loss / d arg into one accumulator per f32 tensor argument.
 
 Options: `entry` (default: the only public function), `loss`, `wrapper`
 (false: no `_grad`, as for a frontier's `@f__post`, whose loss is one row
-per invocation and whose backward the frontier schedule runs). Values of
-rows (`row_types.py`) are recomputed in the backward, not saved; a
-`frontier.schedule` (in a batched entry) gets a `frontier.schedule_grad`,
-which runs the schedule backwards through those functions' `_fwd`/`_bwd`.
+per invocation and whose backward the frontier schedule runs). Rows
+(`row_types.py`) cannot go in a frame: the entry's `_fwd` returns the costly
+ones (`saving.rebuilds_row`) before its frame, its `_bwd` takes them first,
+and the rest are rebuilt (all of an invoked function's). A
+`frontier.schedule` gets a `frontier.schedule_grad`, which runs the schedule
+backwards through those functions' `_fwd`/`_bwd`.
 """
 
 from __future__ import annotations
@@ -61,23 +63,6 @@ from recir.dialects import adjoint, frontier, invoke, tape, tmath
 from recir.dialects.row_types import is_rows
 
 
-def value_bytes(value: SSAValue) -> tuple[int, int]:
-    """(size, alignment) of a saved value in a frame."""
-    typ = value.type
-    if isinstance(typ, tape.FrameType):
-        return 8, 8
-    if isinstance(typ, TensorType):
-        shape = typ.get_shape()
-        if any(d < 0 for d in shape):
-            raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
-                             f"cannot save a dynamic tensor {typ} for the backward")
-        count = 1
-        for d in shape:
-            count *= d
-        return 4 * count, 16
-    return 8, 8
-
-
 @dataclass
 class Scope:
     """One region of the backward: the forward region it mirrors, its block,
@@ -102,6 +87,8 @@ class Synthesis:
         if self.entry not in self.functions:
             raise RecirError(f"error: synthesize-gradients: no function @{self.entry}")
         self.loss, self.wrapper = loss, wrapper
+        # per function, the rows its `_fwd` returns and its `_bwd` takes first
+        self.saved_rows: dict[str, list[SSAValue]] = {}
         self.names = analysis.reachable(self.functions, self.entry)
         self.passthrough = analysis.passthrough(self.functions, self.names)
         for name in self.names:
@@ -127,7 +114,8 @@ class Synthesis:
     def bwd_type(self, name: str) -> FunctionType:
         f = self.functions[name]
         keep = sorted(self.passthrough[name])
-        inputs = [tape.FRAME, *(t for t in f.function_type.outputs if is_float(t)),
+        inputs = [*(v.type for v in self.saved_rows.get(name, [])), tape.FRAME,
+                  *(t for t in f.function_type.outputs if is_float(t)),
                   *(f.args[p].type for p in keep),
                   *(f.args[p].type for p in keep if is_float_tensor(f.args[p].type))]
         outputs = [a.type for i, a in enumerate(f.args)
@@ -146,12 +134,14 @@ class Synthesis:
         block = Block(arg_types=[*args, *(t for t in args if is_float_tensor(t))])
         e = Emit(InsertPoint.at_end(block))
         inputs = block.args[:len(args)]
-        fwd = e.op(invoke.InvokeOp(f"{self.entry}_fwd", inputs, [*outputs, tape.FRAME]))
+        saved = [v.type for v in self.saved_rows.get(self.entry, [])]
+        fwd = e.op(invoke.InvokeOp(f"{self.entry}_fwd", inputs,
+                                   [*outputs, *saved, tape.FRAME]))
         seeds = [e.seed(t, i == loss, fwd.results[i]) for i, t in enumerate(outputs)
                  if is_float(t)]
-        e.op(invoke.InvokeOp(f"{self.entry}_bwd", [fwd.results[-1], *seeds, *inputs,
-                                                    *block.args[len(args):]], []))
-        e.op(func.ReturnOp(*fwd.results[:-1]))
+        e.op(invoke.InvokeOp(f"{self.entry}_bwd", [*fwd.results[len(outputs):], *seeds,
+                                                    *inputs, *block.args[len(args):]], []))
+        e.op(func.ReturnOp(*fwd.results[:len(outputs)]))
         return func.FuncOp(f"{self.entry}_grad", (block.arg_types, outputs),
                            Region(block))
 
@@ -159,9 +149,10 @@ class Synthesis:
 class FunctionGradient:
     """Builds `@f_bwd`, then `@f_fwd` saving what the backward asked for.
 
-    The backward is built twice: the first build finds the forward values it
-    reads; `saving.plan` picks those cheap to rebuild from the others; the
-    second build recomputes those and loads the rest from the frames.
+    The backward is built twice: the first build finds the forward values
+    (and costly rows) it reads; `saving.plan` picks those cheap to rebuild
+    from the others; the second build recomputes those, loads the rest from
+    the frames, and takes the entry's costly rows as arguments.
     """
 
     def __init__(self, synthesis: Synthesis, function: func.FuncOp):
@@ -171,22 +162,30 @@ class FunctionGradient:
         self.varied = analysis.varied(function, self.keep)
         self.recompute: set[SSAValue] = set()
         self.read: dict[SSAValue, None] = {}
+        self.costly_rows: dict[SSAValue, None] = {}
+        self.saved: dict[SSAValue, SSAValue] = {}
         self.layouts = FrameLayouts(function.body)
 
     def build(self) -> list[func.FuncOp]:
         self.backward().erase()
         self.recompute = saving.plan(self.f, self.read, self.given)
+        if self.name == self.s.entry:
+            self.s.saved_rows[self.name] = list(self.costly_rows)
         self.layouts = FrameLayouts(self.f.body)
         bwd = self.backward()
-        return [saving.forward_function(self.f, self.layouts), bwd]
+        rows = saving.drop_unread_rows(bwd, self.s.saved_rows.get(self.name, []))
+        self.s.saved_rows[self.name] = rows
+        return [saving.forward_function(self.f, self.layouts, rows), bwd]
 
     # the backward
 
     def backward(self) -> func.FuncOp:
         typ = self.s.bwd_type(self.name)
         block = Block(arg_types=typ.inputs)
-        self.frame = block.args[0]
-        args = iter(block.args[1:])
+        rows = self.s.saved_rows.get(self.name, [])
+        self.saved = dict(zip(rows, block.args))
+        self.frame = block.args[len(rows)]
+        args = iter(block.args[len(rows) + 1:])
         d_results = [next(args) for t in self.f.function_type.outputs if is_float(t)]
         keep = sorted(self.keep)
         self.given = {self.f.args[p]: next(args) for p in keep}
@@ -327,12 +326,16 @@ class FunctionGradient:
         """`value` of the forward, in the backward: given, rebuilt or loaded."""
         if value in self.given:
             return self.given[value]
+        if value in self.saved:
+            return self.saved[value]
         if value in scope.loads:
             return scope.loads[value]
         owner = value.owner
         if isinstance(owner, arith.ConstantOp | tmath.ConstantOp):
             loaded = e(owner.clone())
         elif is_rows(value) and isinstance(owner, Operation) and not owner.regions:
+            if not saving.rebuilds_row(owner):
+                self.costly_rows[value] = None
             return self.recompute_rows(owner, scope, e)[value.index]  # type: ignore[attr-defined]
         elif value in self.recompute:
             assert isinstance(owner, Operation)
@@ -341,15 +344,15 @@ class FunctionGradient:
         else:
             self.read[value] = None
             region = region_of(value)
-            offset = self.layouts.slot(value, region, *value_bytes(value))
+            offset = self.layouts.slot(value, region, *saving.value_bytes(value))
             loaded = e(tape.LoadOp(self.frame_of(region, scope), offset, value.type))
         scope.loads[value] = loaded
         return loaded
 
     def recompute_rows(self, op: Operation, scope: Scope, e: Emit) -> list[SSAValue]:
         """Rows (a frontier's values) have no static size to save in a frame:
-        the backward recomputes them from its arguments (pure, loop-free ops
-        of a batched function)."""
+        the backward rebuilds those not given from its arguments (pure,
+        loop-free ops of a batched function)."""
         clone = op.clone(value_mapper={v: self.primal(v, scope, e) for v in op.operands})
         e.op(clone)
         for old, new in zip(op.results, clone.results, strict=True):

@@ -178,13 +178,14 @@ class NativeCalls:
         self.functions = functions
 
     def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
-        """A batched function's `_fwd` is the function itself with no frame:
-        its `_bwd` recomputes the rows it needs and reads no frame."""
+        """A batched function's `_fwd` saves nothing in its frame, so it is
+        compiled without one (`frontier_gradients.without_frame`): its
+        results and saved rows come back, and None stands for the frame."""
         name = function.sym_name.data
-        native = self.functions.get(name)
-        if native is not None:
+        native = self.functions[name]
+        if not name.endswith(FORWARD):
             return native(inputs)
-        return (*self.functions[name.removesuffix(FORWARD)](inputs), None)
+        return (*native(inputs), None)
 
 
 def run_schedule(op: frontier.ScheduleOp, calls: NativeCalls, moving: Sequence[Any],

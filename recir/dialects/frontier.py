@@ -447,7 +447,11 @@ class ScheduleGradOp(IRDLOperation):
     The runtime runs the schedule with `@post_fwd` (and `@expand_fwd` where
     the expansion makes floats), then `@post_bwd` by height from the roots
     down and `@expand_bwd` by depth from the deepest up; `synthesize-gradients`
-    makes those functions and emits this op for a schedule.
+    makes those functions and emits this op for a schedule. A `_fwd` returns
+    its results, then the rows it saves for the backward (its products'
+    outputs: rows have no static size for a `!tape.frame`), then its frame;
+    the runtime keeps the saved rows and frame of each height (or depth) and
+    passes them, in that order, as the leading arguments of its `_bwd`.
 
     ```mlir
     %dh0, %dw = frontier.schedule_grad @grow__expand, @grow__post (%dt) moving(%h0, %d0)

@@ -146,7 +146,9 @@ class Schedule:
         self.roots, self.shared = list(roots), tuple(shared)
         self.sites = op.sites.value.data
         self.expand_fwd: func.FuncOp | None = None  # set to differentiate the expansion
-        self.levels: list[tuple[slice, tuple[Any, ...], Any]] = []
+        # per depth of a differentiated expansion: its rows, inputs, and what
+        # its `_fwd` keeps for its `_bwd` (the saved rows, then the frame)
+        self.levels: list[tuple[slice, tuple[Any, ...], tuple[Any, ...]]] = []
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         found = SymbolTable.lookup_symbol(self.op, name)
@@ -196,9 +198,10 @@ class Schedule:
                                  "(a cycle in a tree's structure arrays?)")
             inputs = (*moving, *self.shared)
             outs = self.interp.call_op(self.expand_fwd or self.expand_fn, inputs)
-            if self.expand_fwd is not None:
-                self.levels.append((slice(lo, lo + n), inputs, outs[-1]))
-                outs = outs[:-1]
+            if self.expand_fwd is not None:  # its saved rows and frame, kept
+                count = len(self.expand_fn.function_type.outputs)
+                self.levels.append((slice(lo, lo + n), inputs, tuple(outs[count:])))
+                outs = outs[:count]
             width = 1 + len(moving)
             parts, count = [], 0
             for k in range(self.sites):
@@ -239,17 +242,19 @@ class Schedule:
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
              ) -> list[np.ndarray]:
         """Run `@post` (or `post_fn`, its `_fwd`) height by height; with
-        `post_fn`, `self.frames` keeps each height's inputs and frame."""
+        `post_fn`, `self.frames` keeps each height's rows, inputs, and what the
+        `_fwd` returns for the `_bwd` after the results (the saved rows, then
+        the frame)."""
         tables = [np.zeros((total, *row_shape(t)), dtype_of(t))
                   for t in self.post_fn.function_type.outputs.data]
-        self.frames: list[tuple[slice, tuple[Any, ...], Any]] = []
+        self.frames: list[tuple[slice, tuple[Any, ...], tuple[Any, ...]]] = []
         for lo, hi in pairwise(bounds):
             rows = slice(int(lo), int(hi))
             inputs = (*(s[rows] for s in stored),
                       *(c[rows].astype(np.int32) for c in children), *tables, *self.shared)
             outs = self.interp.call_op(post_fn or self.post_fn, inputs)
             if post_fn is not None:
-                self.frames.append((rows, inputs, outs[-1]))
+                self.frames.append((rows, inputs, tuple(outs[len(tables):])))
             for table, value in zip(tables, outs[:len(tables)], strict=True):
                 table[rows] = value
         return tables

@@ -5,7 +5,8 @@ recursive path's rules table (a row take's gradient is a scatter-add, a
 merge's a take of each side, a broadcast's the sum of its rows) and emits
 `frontier.schedule_grad` for a schedule. Here the forward runs again with
 `@post_fwd` (and `@expand_fwd` where the expansion makes floats), keeping
-each height's and depth's inputs and frame; then `@post_bwd` runs height by
+each height's and depth's inputs, the rows its `_fwd` saves (the products'
+outputs: `saving.rebuilds_row`) and its frame; then `@post_bwd` runs height by
 height from the roots down, each height adding into its children's result
 gradients (lower heights, run later) and into the parameters' gradients, once
 per height rather than once per invocation; then `@expand_bwd` depth by depth
@@ -87,7 +88,7 @@ class Backward:
 
     def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
         post, nstored, nsites = self.s.post_fn, len(self.s.stored), self.s.sites
-        for rows, inputs, frame in reversed(self.s.frames):
+        for rows, inputs, kept in reversed(self.s.frames):
             d_results = [d[rows].copy() for d in d_tables if d is not None]
             accs = []
             for k, arg in enumerate(post.body.block.args):
@@ -97,7 +98,7 @@ class Backward:
                 accs.append(d_stored[k][rows] if k < nstored else
                             d_tables[j] if j < len(d_tables) else
                             self.d_shared[j - len(d_tables)])
-            self.s.interp.call_op(self.post_bwd, (frame, *d_results, *inputs, *accs))
+            self.s.interp.call_op(self.post_bwd, (*kept, *d_results, *inputs, *accs))
 
     def expand_backward(self, d_stored: list[Any]) -> None:
         """Depth by depth from the deepest: a depth's children are the next
@@ -106,11 +107,11 @@ class Backward:
         self.d_moving = [np.zeros((total, *row_shape(t)), np.float32)
                          if is_float_tensor(t) else None for t in self.moving_types]
         floats = [d for d in self.d_moving if d is not None]
-        for rows, inputs, frame in reversed(s.levels):
+        for rows, inputs, kept in reversed(s.levels):
             d_results = []
             for children in s.children_by_depth:
                 ids = children[rows]
                 d_results += [d[ids[ids >= 0]] for d in floats]
             d_results += [d[rows] for d in d_stored if d is not None]
             accs = [*(d[rows] for d in floats), *(d for d in self.d_shared if d is not None)]
-            s.interp.call_op(self.expand_bwd, (frame, *d_results, *inputs, *accs))
+            s.interp.call_op(self.expand_bwd, (*kept, *d_results, *inputs, *accs))

@@ -5,8 +5,9 @@
 // invoke-to-frontier writes), differentiated by the same rules as the
 // recursive path: a merge's gradient takes each side's rows back, a take
 // of the children's results scatter-adds into their gradient table, the
-// weight's gradient is one accumulation over all rows. Rows are recomputed
-// in the backward, not saved in the frame; no @node__post_grad is made.
+// weight's gradient is one accumulation over all rows. Rows cannot go in the
+// frame: the costly ones are returned by the forward and passed to the
+// backward, the rest rebuilt there; no @node__post_grad is made.
 func.func @node__post(%tree: tensor<?xi32>, %leaf: tensor<?xi1>, %word: tensor<?xi32>,
                       %child0: tensor<?xi32>, %child1: tensor<?xi32>, %result0: tensor<?x2xf32>,
                       %emb: tensor<5x2xf32>, %w: tensor<2x4xf32>) -> tensor<?x2xf32> {
@@ -63,27 +64,37 @@ func.func @tree__frontier(%root: tensor<?xi32>, %emb: tensor<5x2xf32>, %w: tenso
 // ENTRY-NEXT:    %[[SEED:.*]] = frontier.broadcast %[[ONE]], %[[LOSS]] : f32, tensor<?xf32> -> tensor<?xf32>
 // ENTRY-NEXT:    invoke.invoke @tree__frontier_bwd(%[[FRAME]], %[[SEED]],
 
+// The forward returns the matrix product's rows after its result (rows have
+// no static size for the frame); the backward takes them first and rebuilds
+// only the cheap rows (tanh, the takes, the concat): its one product is the
+// backward's own (vecmat), and the weight's outer product.
 // CHECK-LABEL: func.func private @node__post_fwd(
-// CHECK-SAME:      -> (tensor<?x2xf32>, !tape.frame) {
-// CHECK-NEXT:    %{{.*}} = tape.new 8 : !tape.frame
+// CHECK-SAME:      -> (tensor<?x2xf32>, tensor<?x2xf32>, !tape.frame) {
+// CHECK-NEXT:    %[[FRAME:.*]] = tape.new 8 : !tape.frame
+// CHECK:         %[[FM:.*]] = tmath.matvec
+// CHECK:         %[[FH:.*]] = frontier.merge
+// CHECK-NEXT:    func.return %[[FH]], %[[FM]], %[[FRAME]] : tensor<?x2xf32>, tensor<?x2xf32>, !tape.frame
 
 // CHECK-LABEL: func.func private @node__post_bwd(
-// CHECK-SAME:      %0: !tape.frame, %1: tensor<?x2xf32>, %2: tensor<?xi32>, %3: tensor<?xi1>, %4: tensor<?xi32>, %5: tensor<?xi32>, %6: tensor<?xi32>, %7: tensor<?x2xf32>, %8: tensor<5x2xf32>, %9: tensor<2x4xf32>, %[[DRESULT:.*]]: tensor<?x2xf32>, %[[DEMB:.*]]: tensor<5x2xf32>, %[[DW:.*]]: tensor<2x4xf32>) {
-// CHECK-NEXT:    %[[LEAVES:.*]], %[[INNER:.*]] = frontier.partition %3 : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
-// CHECK-NEXT:    %[[DE:.*]] = frontier.take %1[%[[LEAVES]]] : tensor<?x2xf32>, tensor<?xi32>
-// CHECK-NEXT:    %[[DT:.*]] = frontier.take %1[%[[INNER]]] : tensor<?x2xf32>, tensor<?xi32>
-// CHECK:         %[[C:.*]] = tmath.concat %{{.*}}, %{{.*}} : tensor<?x2xf32>, tensor<?x2xf32> -> tensor<?x4xf32>
-// CHECK-NEXT:    %[[M:.*]] = tmath.matvec %9, %[[C]] : tensor<2x4xf32>, tensor<?x4xf32> -> tensor<?x2xf32>
+// CHECK-SAME:      %[[M:[^:]*]]: tensor<?x2xf32>, %{{[^:]*}}: !tape.frame, %[[DH:[^:]*]]: tensor<?x2xf32>, %{{[^:]*}}: tensor<?xi32>, %[[LEAF:[^:]*]]: tensor<?xi1>, %[[WORD:[^:]*]]: tensor<?xi32>, %{{[^:]*}}: tensor<?xi32>, %{{[^:]*}}: tensor<?xi32>, %{{[^:]*}}: tensor<?x2xf32>, %{{[^:]*}}: tensor<5x2xf32>, %[[W:[^:]*]]: tensor<2x4xf32>, %[[DRESULT:[^:]*]]: tensor<?x2xf32>, %[[DEMB:[^:]*]]: tensor<5x2xf32>, %[[DW:[^:]*]]: tensor<2x4xf32>) {
+// CHECK-NOT:     tmath.matvec
+// CHECK:         %[[LEAVES:.*]], %[[INNER:.*]] = frontier.partition %[[LEAF]] : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+// CHECK-NEXT:    %[[DE:.*]] = frontier.take %[[DH]][%[[LEAVES]]] : tensor<?x2xf32>, tensor<?xi32>
+// CHECK-NEXT:    %[[DT:.*]] = frontier.take %[[DH]][%[[INNER]]] : tensor<?x2xf32>, tensor<?xi32>
 // CHECK-NEXT:    %[[T:.*]] = tmath.tanh %[[M]] : tensor<?x2xf32>
+// CHECK-NOT:     tmath.matvec
 // CHECK:         %[[DM:.*]] = tmath.sub %[[DT]], %{{.*}} : tensor<?x2xf32>
-// CHECK-NEXT:    %[[DC:.*]] = adjoint.vecmat %[[DM]], %9 : tensor<?x2xf32>, tensor<2x4xf32> -> tensor<?x4xf32>
+// CHECK-NOT:     tmath.matvec
+// CHECK:         %[[C:.*]] = tmath.concat %{{.*}}, %{{.*}} : tensor<?x2xf32>, tensor<?x2xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %[[DC:.*]] = adjoint.vecmat %[[DM]], %[[W]] : tensor<?x2xf32>, tensor<2x4xf32> -> tensor<?x4xf32>
 // CHECK-NEXT:    adjoint.accumulate_outer %[[DW]], %[[DM]], %[[C]] : tensor<2x4xf32>, tensor<?x2xf32>, tensor<?x4xf32>
 // CHECK-NEXT:    %[[DL:.*]] = tmath.slice %[[DC]][0] : tensor<?x4xf32> -> tensor<?x2xf32>
 // CHECK-NEXT:    %[[DR:.*]] = tmath.slice %[[DC]][2] : tensor<?x4xf32> -> tensor<?x2xf32>
 // CHECK-NEXT:    adjoint.accumulate_row %[[DRESULT]][%{{.*}}], %[[DR]] : tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>
 // CHECK-NEXT:    adjoint.accumulate_row %[[DRESULT]][%{{.*}}], %[[DL]] : tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>
-// CHECK-NEXT:    %[[WD:.*]] = frontier.take %4[%[[LEAVES]]] : tensor<?xi32>, tensor<?xi32>
+// CHECK-NEXT:    %[[WD:.*]] = frontier.take %[[WORD]][%[[LEAVES]]] : tensor<?xi32>, tensor<?xi32>
 // CHECK-NEXT:    adjoint.accumulate_row %[[DEMB]][%[[WD]]], %[[DE]] : tensor<5x2xf32>, tensor<?xi32>, tensor<?x2xf32>
+// CHECK-NOT:     tmath.matvec
 // CHECK-NEXT:    func.return
 
 // CHECK-NOT: @node__post_grad

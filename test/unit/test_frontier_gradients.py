@@ -13,7 +13,8 @@ from test_invoke_to_frontier import tree_batch_args, trees
 
 from recir.context import make_context
 from recir.diagnostics import RecirError
-from recir.interpreter import run_function
+from recir.dialects import tmath
+from recir.interpreter import find_entry, run_function
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 from recir.parsing import parse_module
 from recir.pipeline import run_passes
@@ -60,6 +61,49 @@ def test_tree_model_gradients_match_the_recursive_gradients(model):
         assert outputs[-1][k] == pytest.approx(out[-1], rel=1e-5)
     for name in params:
         assert_close(grads[name], expected[name], name)
+
+
+PRODUCTS = (tmath.MatvecOp, tmath.BilinearOp)
+
+
+def saved_rows(module, name: str) -> list:
+    """The values `@name_fwd` returns after `@name`'s results, before its frame."""
+    results = len(find_entry(module, name).function_type.outputs)
+    ret = find_entry(module, f"{name}_fwd").body.blocks[0].last_op
+    return list(ret.operands[results:-1])
+
+
+@pytest.mark.parametrize(("model", "rec", "top_down"), [
+    (tree_rnn, "node", False), (rntn, "node", False), (tree_lstm, "node", False),
+    (td_tree_lstm, "grow", True)], ids=["tree_rnn", "rntn", "tree_lstm", "td_tree_lstm"])
+def test_the_forward_saves_exactly_the_product_rows(model, rec, top_down):
+    """A batched `_fwd` returns every matvec/bilinear row it computes and, of
+    the rest, only a reduction the backward reads (TD-TreeLSTM's expansion):
+    the one-pass rows are rebuilt. Its `_bwd` computes no product of the
+    forward: each one it has is its own (vecmat, outer)."""
+    params = model.init_params(np.random.default_rng(1), hidden=4, **(
+        {"inputs": 4} if top_down else {"vocab": 100}))
+    traced = model.trace_model(params)
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(2 if top_down else 5, rec, traced.entry,
+                                         top_down=top_down))
+    count = 0
+    for name in [f"{rec}__post", *([f"{rec}__expand"] if top_down else []),
+                 f"{traced.entry}__frontier"]:
+        forward = find_entry(module, f"{name}_fwd")
+        products = [op.results[0] for op in forward.walk() if isinstance(op, PRODUCTS)]
+        saved = saved_rows(module, name)
+        others = [v for v in saved if not isinstance(v.owner, PRODUCTS)]
+        assert set(products) <= set(saved) and len(set(saved)) == len(saved), name
+        # a row reduction is not one pass over its result either: saved too
+        assert all(isinstance(v.owner, tmath.SumOp) for v in others), name
+        assert top_down or not others, name
+        count += len(saved)
+        backward = find_entry(module, f"{name}_bwd")
+        assert not [op for op in backward.walk() if isinstance(op, PRODUCTS)], name
+        given = backward.body.blocks[0].args[:len(saved)]
+        assert [a.type for a in given] == [v.type for v in saved], name
+    assert count > 0
 
 
 def test_top_down_tree_lstm_gradients_run_the_expansion_backwards():
