@@ -106,13 +106,14 @@ def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     count = b.same_count(op, parts)
     out = b.rows(count, op.results[0].type)
 
-    def each(inner: Emitter, r: SSAValue) -> None:
-        target, start = row_at(inner, out, r), 0
-        for part in parts:
+    def each(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        target, start = row_at(inner, values[-1], r), 0
+        for part in values[:-1]:
+            assert isinstance(part, Rows)
             copy_row(inner, inner.offset(target, start), row_at(inner, part, r), part.width)
             start += part.width
 
-    each_row(b, count, each)
+    each_row_on_team(b, op, count, out.width, [*parts, out], each)
     return out
 
 

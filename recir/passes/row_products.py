@@ -181,7 +181,8 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSA
     assert isinstance(x, Rows), "a per-row matrix has no row form"
     rows, cols = tmath.shape_of(op.operands[0])
     out = b.rows(x.count, op.results[0].type)
-    each_row(b, x.count, lambda inner, r: inner.copy(row_at(inner, out, r), bias, rows))
+    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.copy(
+        row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
              (out.data, out.stride), accumulate=True)
     return out
