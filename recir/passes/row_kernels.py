@@ -17,7 +17,7 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import tmath
 from recir.passes.loop_builder import REASSOC, Emitter
-from recir.passes.row_products import bilinear, matvec
+from recir.passes.row_products import bilinear, each_row_on_team, matvec
 from recir.passes.rows import (
     Lowered,
     RowEmitter,
@@ -46,15 +46,16 @@ def elem_of(value: SSAValue) -> object:
 
 
 def elementwise(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """One loop over the rows, one over each row's elements."""
+    """One loop over the rows (split on the emitter's team where it pays),
+    one over each row's elements."""
     count = b.same_count(op, rows_of(args))
     out = b.rows(count, op.results[0].type)
     elems = [elem_of(v) for v in op.operands]
     scalar = SCALAR.get(type(op))
 
-    def row(inner: Emitter, r: SSAValue) -> None:
-        sources = [row_at(inner, a, r) for a in args]
-        target = row_at(inner, out, r)
+    def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        sources = [row_at(inner, a, r) for a in values[:-1]]
+        target = row_at(inner, values[-1], r)
 
         def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             values = [bj.load(s, j, e) for s, e in zip(sources, elems)]
@@ -64,21 +65,22 @@ def elementwise(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
         inner.loop(out.width, element)
 
-    each_row(b, count, row)
+    each_row_on_team(b, op, count, out.width, [*args, out], row)
     return out
 
 
 def fused(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, ...]:
     """`tmath.fused` on every element of every row: one pass over the rows
-    for the whole elementwise chain."""
+    for the whole elementwise chain, its rows split on the emitter's team
+    where the chain's work (rows x width x ops) pays for one."""
     assert isinstance(op, tmath.FusedOp)
     count = b.same_count(op, rows_of(args))
     outs = [b.rows(count, r.type) for r in op.outputs]
     body = op.body.blocks[0]
 
-    def row(inner: Emitter, r: SSAValue) -> None:
-        sources = [row_at(inner, a, r) for a in args]
-        targets = [row_at(inner, o, r) for o in outs]
+    def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        sources = [row_at(inner, a, r) for a in values[:len(args)]]
+        targets = [row_at(inner, o, r) for o in values[len(args):]]
 
         def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             scalars = {arg: bj.load(src, j) for arg, src in zip(body.args, sources)}
@@ -93,7 +95,8 @@ def fused(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, 
 
         inner.loop(outs[0].width, element)
 
-    each_row(b, count, row)
+    ops = sum(1 for inner_op in body.ops if not isinstance(inner_op, tmath.YieldOp))
+    each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
     return tuple(outs)
 
 
@@ -103,13 +106,14 @@ def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     count = b.same_count(op, parts)
     out = b.rows(count, op.results[0].type)
 
-    def each(inner: Emitter, r: SSAValue) -> None:
-        target, start = row_at(inner, out, r), 0
-        for part in parts:
+    def each(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        target, start = row_at(inner, values[-1], r), 0
+        for part in values[:-1]:
+            assert isinstance(part, Rows)
             copy_row(inner, inner.offset(target, start), row_at(inner, part, r), part.width)
             start += part.width
 
-    each_row(b, count, each)
+    each_row_on_team(b, op, count, out.width, [*parts, out], each)
     return out
 
 

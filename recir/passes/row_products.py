@@ -17,20 +17,25 @@ element of C, so a weight's gradient dY^T X (accumulated into the
 parameter's gradient) needs no reduction, and the split depends only on
 (m, n, k, threads): one thread count gives the same bits on every call. The
 team's threads need no native context: the kernels read and write only
-their operands, and cannot fail.
+their operands, and cannot fail. An elementwise loop over rows
+(`each_row_on_team`, for `row_kernels`' elementwise ops and fused chains)
+uses the same team: its body is outlined into `.rows(data, lo, hi)` and a
+team's `.part` gives each thread a block of rows, where rows x width x ops
+reaches the same least work; every row runs the same code either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from xdsl.dialects import arith, llvm
+from xdsl.dialects import arith, func, llvm, math
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from recir.dialects import tmath
 from recir.passes import gemm_kernels
 from recir.passes.convert_invoke_to_gomp import declare
+from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, REASSOC, Emitter
@@ -176,7 +181,8 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSA
     assert isinstance(x, Rows), "a per-row matrix has no row form"
     rows, cols = tmath.shape_of(op.operands[0])
     out = b.rows(x.count, op.results[0].type)
-    each_row(b, x.count, lambda inner, r: inner.copy(row_at(inner, out, r), bias, rows))
+    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.copy(
+        row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
              (out.data, out.stride), accumulate=True)
     return out
@@ -224,3 +230,80 @@ def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
     each_row(b, count, each)
     return out
+
+
+def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
+                   body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
+    """`<name>.rows(data, lo, hi)`: `body` on rows [lo, hi) of the operands
+    whose data pointers (or scalars) are `data`'s fields 1.. (field 0 is the
+    row count); and `<name>.part(data)`, run by each thread of a team: its
+    own block of the rows, the same code on every row whatever the team."""
+    function, b, (data, lo, hi) = new_function(f"{name}.rows", [PTR, i64, i64])
+    loaded: list[Lowered] = []
+    for i, value in enumerate(values, start=1):
+        field = b.offset(data, i, i64)
+        if isinstance(value, Rows):
+            loaded.append(Rows(value.count, b.load(field, 0, PTR), value.width, value.stride,
+                               value.elem))
+        else:
+            loaded.append(b.load(field, 0, value.type))
+    b.loop(b.sub(hi, lo), lambda inner, i, _: (body(inner, inner.add(lo, i), loaded), ())[1])
+    b.op(llvm.ReturnOp())
+    for op in list(function.walk()):
+        if isinstance(op, (math.ExpOp, math.TanhOp, math.LogOp)):
+            expand_math(op)
+    part, e, (record,) = new_function(f"{name}.part", [PTR])
+    count = e.load(record, 0, i64)
+    thread = e.to_i64(e.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
+    team = e.to_i64(e.value(llvm.CallOp("omp_get_num_threads", return_type=i32)))
+    per = ceil_div(e, count, team)
+    start = e.min(e.mul(thread, per), count)
+    call(e, f"{name}.rows", record, start, e.min(e.add(start, per), count))
+    e.op(llvm.ReturnOp())
+    names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
+    made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in names]
+    module.body.blocks[0].add_ops([*made, lower_to_llvm(function), lower_to_llvm(part)])
+
+
+def fresh_name(module: ModuleOp, op: Operation) -> str:
+    """`<function>.rows<n>`, the first n not yet taken in `module`."""
+    owner = op.parent_op()
+    while owner is not None and not isinstance(owner, func.FuncOp):
+        owner = owner.parent_op()
+    base = owner.sym_name.data if owner is not None else "recir"
+    names = {o.sym_name.data for o in module.ops if isinstance(o, llvm.FuncOp)}
+    n = 0
+    while f"{base}.rows{n}.rows" in names:
+        n += 1
+    return f"{base}.rows{n}"
+
+
+def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row: int,
+                     values: Sequence[Lowered],
+                     body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
+    """`body(e, r, values)` for every row r: on the calling thread, or, with
+    a team whose least work (`RowTeam.min_work`) `count * work_per_row`
+    reaches and at least two rows, on up to `threads` threads, each its own
+    block of rows (an outlined `.part`). Row r runs the same code either
+    way, so an elementwise loop gives the same bits on any thread count."""
+    if b.team.threads < 2:
+        each_row(b, count, lambda inner, r: body(inner, r, values))
+        return
+    module = enclosing_module(op)
+    name = fresh_name(module, op)
+    rows_functions(module, name, values, body)
+    record = b.alloca(len(values) + 1, i64)
+    b.store(count, record, 0)
+    for i, value in enumerate(values, start=1):
+        b.store(value.data if isinstance(value, Rows) else value, b.offset(record, i, i64), 0)
+    team = b.min(b.team.threads, count)
+    work = b.mul(count, work_per_row)
+    pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
+                                b.compare("sge", work, b.team.min_work)))
+
+    def on_team(e: Emitter) -> None:
+        part = e.value(llvm.AddressOfOp(f"{name}.part", PTR))
+        e.op(llvm.CallOp("GOMP_parallel", part, record, e.value(arith.TruncIOp(team, i32)),
+                         e.const(0, i32)))
+
+    b.when(pays, on_team, lambda e: call(e, f"{name}.rows", record, 0, count))

@@ -4,7 +4,12 @@
 // With row-threads, a product over rows calls the GEMM kernel's team form
 // with the thread count and the policy's least work for a team; the team
 // form starts a libgomp team whose threads each call the kernel on their
-// own block of C, or calls the kernel itself.
+// own block of C, or calls the kernel itself. An elementwise loop over rows
+// (the concat, the bias rows, tanh, the leaf counts' addf: rows0 to rows3;
+// tanh's is checked) is outlined into `.rows(data, lo,
+// hi)`; with the rows x width x ops at least the least work and two rows it
+// starts a team whose `.part` runs each thread's block of rows, else it
+// calls `.rows` on all of them.
 // TreeRNN's shape: a leaf embeds its word; an inner node combines its two
 // children's vectors. The structure arrays are per tree (ragged), the
 // weights uniform; the second result counts leaves (a scalar per row).
@@ -37,11 +42,29 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 }
 
 // CHECK-LABEL: func.func private @node__post(
+// CHECK:         llvm.call @node__post.rows1.rows(
 // CHECK:         %[[THREADS:.*]] = arith.constant 7 : i64
 // CHECK-NEXT:    %[[WORK:.*]] = arith.constant 4096 : i64
 // CHECK-NEXT:    llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
-// CHECK:       llvm.func internal @recir_gemm_nt(
+// CHECK:         arith.constant 7 : i64
+// CHECK-NEXT:    %[[TEAM:.*]] = arith.minsi %{{.*}}, %[[COUNT:.*]] : i64
+// CHECK-NEXT:    %[[PER_ROW:.*]] = arith.constant 2 : i64
+// CHECK-NEXT:    %[[ROWS_WORK:.*]] = arith.muli %[[COUNT]], %[[PER_ROW]] : i64
+// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2 : i64
+// CHECK-NEXT:    %[[MANY:.*]] = arith.cmpi sge, %[[TEAM]], %[[TWO]] : i64
+// CHECK-NEXT:    %[[LEAST:.*]] = arith.constant 4096 : i64
+// CHECK-NEXT:    %[[ENOUGH:.*]] = arith.cmpi sge, %[[ROWS_WORK]], %[[LEAST]] : i64
+// CHECK-NEXT:    %[[PAYS:.*]] = arith.andi %[[MANY]], %[[ENOUGH]] : i1
+// CHECK-NEXT:    scf.if %[[PAYS]] {
+// CHECK-NEXT:      %[[ROWS_PART:.*]] = llvm.mlir.addressof @node__post.rows2.part : !llvm.ptr
+// CHECK-NEXT:      %[[SIZE:.*]] = arith.trunci %[[TEAM]] : i64 to i32
+// CHECK-NEXT:      %{{.*}} = arith.constant 0 : i32
+// CHECK-NEXT:      llvm.call @GOMP_parallel(%[[ROWS_PART]], %[[RECORD:.*]], %[[SIZE]], %{{.*}})
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT:      llvm.call @node__post.rows2.rows(%[[RECORD]], %[[ZERO]], %[[COUNT]])
 // CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK:       llvm.func internal @recir_gemm_nt(
 // CHECK:       llvm.func internal @recir_gemm_nt.part(%{{.*}}: !llvm.ptr) {
 // CHECK:         llvm.call @omp_get_thread_num()
 // CHECK:         llvm.call @omp_get_num_threads()
@@ -50,8 +73,15 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:         %[[PART:.*]] = llvm.mlir.addressof @recir_gemm_nt.part : !llvm.ptr
 // CHECK:         llvm.call @GOMP_parallel(%[[PART]],
 // CHECK:         llvm.call @recir_gemm_nt(
+// CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) {
+// CHECK:         llvm.intr.fabs
+// CHECK:       llvm.func internal @node__post.rows2.part(%[[DATA:.*]]: !llvm.ptr) {
+// CHECK:         llvm.call @omp_get_thread_num()
+// CHECK:         llvm.call @omp_get_num_threads()
+// CHECK:         llvm.call @node__post.rows2.rows(%[[DATA]], %{{.*}}, %{{.*}})
 
 // SERIAL-LABEL: func.func private @node__post(
 // SERIAL:         llvm.call @recir_gemm_nt(
 // SERIAL-NOT:     @recir_gemm_nt.team
 // SERIAL-NOT:     @GOMP_parallel
+// SERIAL-NOT:     .rows0.part

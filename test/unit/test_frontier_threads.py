@@ -5,7 +5,8 @@ The team form of each kernel against NumPy at shapes that split either way
 threads=1, NumPy and the interpreter (the batched IR, and the recursive
 function), with a kept policy whose team start costs nothing: then every
 product with two tiles of rows or columns runs on the team, frontiers of one
-row included."""
+row included. A chain of elementwise ops over many rows (split into blocks
+of rows on the team) gives the same bits on two threads as on one."""
 
 from __future__ import annotations
 
@@ -189,3 +190,46 @@ def test_a_team_starts_where_the_cost_model_says_it_pays():
     assert policy.team_min_work(16, costs) < least  # more threads repay a start sooner
     assert policy.team_min_work(1, costs) == -1
     assert policy.team_min_work(2, policy.Costs(1e-10, 1e-6, 50e-6, share=0.1)) == -1
+
+
+def elementwise_cells(tanh, sigmoid):
+    """A cell with no product: h = tanh(l * r + l) * sigmoid(r) - 0.5 * l,
+    one fused elementwise chain over each frontier's rows."""
+    def leaf(p, x):
+        return (x,)
+
+    def combine(p, ls, rs):
+        left, right = ls[0], rs[0]
+        return (tanh(left * right + left) * sigmoid(right) - left * 0.5,)
+
+    return leaf, combine
+
+
+def test_a_fused_chain_over_many_rows_gives_the_same_bits_on_two_threads(tmp_path):
+    """Balanced trees give frontiers of many rows, whose chain runs on the
+    team (a free team start); linear trees frontiers of one row, which stay
+    serial. h comes from elementwise ops only: every thread count gives
+    the same bits, and NumPy's values."""
+    from recir import frontend as rf
+    from recir.models.tree_common import reference_tree, trace_tree_model
+
+    hidden = 37
+    params = tree_rnn.init_params(np.random.default_rng(8), hidden=hidden, vocab=100)
+    traced = trace_tree_model("chain", params, hidden, *elementwise_cells(rf.tanh, rf.sigmoid))
+    cache = free_teams(tmp_path)
+    trees = [*make_treebank(3, "balanced", num_leaves=64, seed=5),
+             *make_treebank(2, "linear", num_leaves=7, seed=6)]
+    two = recir.compile(traced, batching="frontier-ir", threads=2, cache_dir=cache)
+    one = recir.compile(traced, batching="frontier-ir", threads=1, cache_dir=cache)
+
+    def sigmoid(x):
+        return 1 / (1 + np.exp(-x))
+
+    for (h2, l2), (h1, l1), tree in zip(two.batch(inputs(trees)), one.batch(inputs(trees)),
+                                        trees, strict=True):
+        np.testing.assert_array_equal(h2, h1)
+        assert l2 == pytest.approx(l1, rel=1e-5)
+        h_ref, loss_ref = reference_tree(tree, len(tree.left) - 1, params,
+                                         *elementwise_cells(np.tanh, sigmoid))
+        np.testing.assert_allclose(h2, h_ref, rtol=1e-4, atol=1e-5)
+        assert l2 == pytest.approx(loss_ref, rel=1e-4)
