@@ -779,7 +779,9 @@ class FusedOp(IRDLOperation):
 
     The body is the original ops on whole tensors (block arguments stand for
     the inputs), so it means exactly what the unfused ops meant; the native
-    lowering evaluates it one element at a time in a single loop.
+    lowering evaluates it one element at a time in a single loop. Over rows
+    (outputs `tensor<?x...>`), an input may have one row's shape: a uniform
+    value every row shares, as in the unfused row forms.
 
     ```mlir
     %h = tmath.fused(%o, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
@@ -803,10 +805,14 @@ class FusedOp(IRDLOperation):
         block = self.body.blocks[0]
         if [a.type for a in block.args] != [v.type for v in self.inputs]:
             raise VerifyException("body arguments must match the inputs' types")
-        shapes = {shape_of(v) for v in (*self.inputs, *self.outputs)}
+        shapes = {shape_of(v) for v in self.outputs}
+        row = next(iter(shapes))[1:] if len(shapes) == 1 and is_rows(self.outputs[0]) else None
+        # over rows, a uniform input (one row's shape) is shared by every row
+        shapes |= {shape_of(v) for v in self.inputs if shape_of(v) != row}
         if len(shapes) != 1:
             raise VerifyException("inputs and outputs must share one shape, got "
-                                  + ", ".join(sorted(fmt_shape(s) for s in shapes)))
+                                  + ", ".join(sorted(fmt_shape(s) for s in shapes))
+                                  + " (over rows, an input may also have one row's shape)")
         for op in block.ops:
             if not isinstance(op, YieldOp) and not op.has_trait(Elementwise):
                 raise VerifyException(f"'{op.name}' in the body is not elementwise")

@@ -26,7 +26,10 @@ NAMED = {"INFERENCE": pipeline.INFERENCE, "GRADIENT": pipeline.GRADIENT,
          "ROW_LOOPS": pipeline.ROW_LOOPS, "DATAFLOW": pipeline.DATAFLOW,
          "unfused": pipeline.passes_for(fuse=False),
          "tasks": pipeline.passes_for(threads=4),
-         "gradient of @f": pipeline.gradient_passes("f", 0)}
+         "gradient of @f": pipeline.gradient_passes("f", 0),
+         "FRONTIER": pipeline.FRONTIER.format(inputs=5),
+         "FRONTIER_GRADIENT": pipeline.FRONTIER_GRADIENT.format("f__post"),
+         "FRONTIER_LOWER": pipeline.FRONTIER_LOWER}
 
 
 @pytest.mark.parametrize("name", sorted(NAMED))
@@ -82,6 +85,18 @@ def test_recir_opt_prints_what_value_and_grad_lowers(model_file) -> None:
     printed = recir_opt(passes, path)
     assert printed.strip() == str(lowered).strip()
     assert f"@{model.entry}_grad" in printed
+
+
+def test_recir_opt_runs_the_frontier_lists(model_file) -> None:
+    """The batched form, fused and lowered by recir-opt as `frontier-ir`
+    lowers it: a fused loop over rows may share a uniform input (a bias)."""
+    model, path = model_file
+    batched = pipeline.FRONTIER.format(inputs=len(model.input_names))
+    fused = recir_opt(f"{batched},tmath-fuse-elementwise", path)
+    assert re.search(r"tmath.fused\(.*\) : \(.*tensor<\?x4xf32>.*tensor<4xf32>", fused)
+    # (the batched functions are private, so only what the entry reaches stays)
+    lowered = recir_opt(f"{batched},{pipeline.FRONTIER_LOWER}", path)
+    assert f"llvm.func @{model.entry}(" in lowered and " = tmath." not in lowered
 
 
 def test_no_entry_point_assembles_its_own_passes() -> None:
