@@ -38,7 +38,6 @@ on a team of up to T threads (`row_products.team_function`; W from `policy.team_
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -59,7 +58,7 @@ from recir.passes.row_lowering import (
 )
 from recir.passes.rows import RowTeam
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
-from recir.passes.tmath_kernels import SCALAR, size
+from recir.passes.tmath_kernels import fused_elements, size
 
 KERNELS = TMATH_KERNELS | ADJOINT_KERNELS
 
@@ -199,20 +198,7 @@ class FunctionLowering:
         n = size(op.outputs[0])
         outs = [b.alloca(n) for _ in op.outputs]
         inputs = [self.get(v) for v in op.inputs]
-        body = op.body.blocks[0]
-
-        def element(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            scalars = {arg: inner.load(buf, i) for arg, buf in zip(body.args, inputs)}
-            for inner_op in body.ops:
-                if isinstance(inner_op, tmath.YieldOp):
-                    for value, out in zip(inner_op.values, outs):
-                        inner.store(scalars[value], out, i)
-                else:
-                    scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
-                        inner, [scalars[v] for v in inner_op.operands])
-            return ()
-
-        b.loop(n, element)
+        b.loop(n, fused_elements(op.body.blocks[0], inputs, outs))
         for result, out in zip(op.outputs, outs):
             self.replace(result, out)
         self.dead.append(op)

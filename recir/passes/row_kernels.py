@@ -27,7 +27,14 @@ from recir.passes.rows import (
     rows_of,
     storage,
 )
-from recir.passes.tmath_kernels import SCALAR, checked, maximum, reduce, sum_exp_shifted
+from recir.passes.tmath_kernels import (
+    SCALAR,
+    checked,
+    fused_elements,
+    maximum,
+    reduce,
+    sum_exp_shifted,
+)
 
 RowKernel = Callable[[RowEmitter, Operation, Sequence[Lowered]], Lowered | tuple[Lowered, ...]]
 
@@ -81,19 +88,7 @@ def fused(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, 
     def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
         sources = [row_at(inner, a, r) for a in values[:len(args)]]
         targets = [row_at(inner, o, r) for o in values[len(args):]]
-
-        def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            scalars = {arg: bj.load(src, j) for arg, src in zip(body.args, sources)}
-            for inner_op in body.ops:
-                if isinstance(inner_op, tmath.YieldOp):
-                    for value, target in zip(inner_op.values, targets):
-                        bj.store(scalars[value], target, j)
-                else:
-                    scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
-                        bj, [scalars[v] for v in inner_op.operands])
-            return ()
-
-        inner.loop(outs[0].width, element)
+        inner.loop(outs[0].width, fused_elements(body, sources, targets))
 
     ops = sum(1 for inner_op in body.ops if not isinstance(inner_op, tmath.YieldOp))
     each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)

@@ -38,9 +38,9 @@ from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
-from recir.passes.loop_builder import PTR, REASSOC, Emitter
+from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at, rows_of
-from recir.passes.tmath_kernels import dot, enclosing_module
+from recir.passes.tmath_kernels import bilinear_into, enclosing_module
 
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
 POINTERS = (3, 5, 7)  # the fields that hold A, B and C
@@ -209,24 +209,13 @@ def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]
 
 def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     """r[k] = sum_i x[i] * (V[k, i, :] . y), each row's x and y (or shared)."""
-    depth, rows, cols = tmath.shape_of(op.operands[0])
     tensor, x, y = args
     count = b.same_count(op, rows_of(args))
     out = b.rows(count, op.results[0].type)
 
     def each(inner: Emitter, r: SSAValue) -> None:
-        xr, yr, target = row_at(inner, x, r), row_at(inner, y, r), row_at(inner, out, r)
-
-        def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                start = bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-                term = arith.MulfOp(bi.load(xr, i), dot(bi, start, yr, cols), REASSOC)
-                return (bi.value(arith.AddfOp(acc[0], bi.value(term), REASSOC)),)
-
-            bk.store(bk.loop(rows, row, [bk.const(0.0, f32)])[0], target, k)
-            return ()
-
-        inner.loop(depth, slab)
+        bilinear_into(inner, op, tensor, row_at(inner, x, r), row_at(inner, y, r),
+                      row_at(inner, out, r))
 
     each_row(b, count, each)
     return out

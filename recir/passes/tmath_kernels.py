@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import IntegerType, ModuleOp, f32, i32, i64
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
 from recir.passes import gemm_kernels
-from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, LoopBody
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], SSAValue]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
@@ -146,9 +146,15 @@ def enclosing_module(op: Operation) -> ModuleOp:
 
 def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     """r[k] = sum_i x[i] * (V[k, i, :] . y)."""
+    out = b.alloca(tmath.shape_of(op.operands[0])[0])
+    bilinear_into(b, op, *args, out)
+    return out
+
+
+def bilinear_into(b: Emitter, op: Operation, tensor: SSAValue, x: SSAValue, y: SSAValue,
+                  out: SSAValue) -> None:
+    """out[k] = sum_i x[i] * (V[k, i, :] . y) (also one row's, over rows)."""
     depth, rows, cols = tmath.shape_of(op.operands[0])
-    tensor, x, y = args
-    out = b.alloca(depth)
 
     def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
@@ -160,7 +166,24 @@ def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
         return ()
 
     b.loop(depth, slab)
-    return out
+
+
+def fused_elements(body: Block, sources: Sequence[SSAValue],
+                   targets: Sequence[SSAValue]) -> LoopBody:
+    """The loop body evaluating a `tmath.fused` body at element i: its
+    inputs read from `sources`, its yields stored to `targets`."""
+    def element(b: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        scalars = {arg: b.load(src, i) for arg, src in zip(body.args, sources)}
+        for inner_op in body.ops:
+            if isinstance(inner_op, tmath.YieldOp):
+                for value, target in zip(inner_op.values, targets):
+                    b.store(scalars[value], target, i)
+            else:
+                scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
+                    b, [scalars[v] for v in inner_op.operands])
+        return ()
+
+    return element
 
 
 def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
