@@ -21,19 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
-from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction, run_schedule
+from recir.backend.frontier_heights import HeightLoop, NativeSchedule, Spec, loop_spec
+from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.llvm_convert import to_llvm_ir
 from recir.diagnostics import emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of
+from recir.passes.height_loops import height_loop
 from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
@@ -92,9 +94,12 @@ class FrontierFunction:
             functions.append(before)
         for f in functions:
             f.sym_visibility = None  # each is called from outside
-        self.native = compile_rows(functions, cache_dir, threads)
+        post = find_entry(module, names[1])
+        loops = {f.sym_name.data: loop_spec(self.schedule, post, find_entry(
+            module, f.sym_name.data)) for f in functions
+            if f.sym_name.data.startswith(names[1])}
+        self.native = compile_rows(functions, cache_dir, threads, loops)
         # `Schedule.post` copies @post's rows into its tables at once
-        self.native.functions[names[1]].borrow = True
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
 
@@ -130,7 +135,8 @@ class FrontierFunction:
             values.update(zip(operands, self.before(args), strict=True))
         count = len(self.schedule.moving)
         inputs = [values[v] for v in operands]
-        outputs = run_schedule(self.schedule, self.native, inputs[:count], inputs[count:])
+        outputs = NativeSchedule(self.native, self.schedule, inputs[:count],  # type: ignore[arg-type]
+                                 inputs[count:]).run()
         values.update(zip(self.schedule.outputs, outputs, strict=True))
         ret = self.entry.body.blocks[0].last_op
         assert ret is not None
@@ -139,17 +145,24 @@ class FrontierFunction:
 
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
-                 threads: int = 1) -> NativeCalls:
+                 threads: int = 1, loops: dict[str, Spec] | None = None) -> NativeCalls:
     """The functions over rows through `FRONTIER_LOWER` (its products over
-    rows on up to `threads` threads), from the object cache when it has them."""
+    rows on up to `threads` threads), with a height loop beside each
+    function `loops` names, from the object cache when it has them."""
+    loops = loops or {}
     module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
-    key = cache_key(located_text(module), f"frontier-ir {passes}")
+    key = cache_key(located_text(module), f"frontier-ir {passes} heights {sorted(loops)}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str]})
     if hit is None:
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
+        lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
+                   if isinstance(op, llvm.FuncOp)}
+        for name, (inputs, outputs, reverse) in loops.items():
+            module.body.blocks[0].add_op(height_loop(lowered[name], inputs, outputs,
+                                                     reverse, sites))
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites})
     else:
@@ -157,5 +170,7 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
                          for f in functions})
+    calls.loops = {name: HeightLoop(calls.functions[name], spec)
+                   for name, spec in loops.items()}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
     return calls

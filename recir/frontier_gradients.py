@@ -24,13 +24,14 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
+from recir.backend.frontier_heights import NativeBackward, NativeSchedule
 from recir.backend.frontier_schedule import FORWARD
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
 from recir.interpreter import find_entry
-from recir.interpreter.frontier import Schedule, dtype_of, row_shape
-from recir.interpreter.frontier_grad import Backward, is_float_tensor
+from recir.interpreter.frontier import dtype_of, row_shape
+from recir.interpreter.frontier_grad import is_float_tensor
 from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, resolve_threads, run_passes
 
 BACKWARD = "_bwd"
@@ -138,7 +139,7 @@ class FrontierGradFunction(FrontierFunction):
             before_kept = outs[len(op.operands):]
         inputs = [values[v] for v in op.operands]
         calls: Any = self.native  # an interpreter's call_op, natively
-        backward = Backward(Schedule(calls, op, inputs[:count], inputs[count:]))
+        backward = NativeBackward(NativeSchedule(calls, op, inputs[:count], inputs[count:]))
         floats = [k for k, r in enumerate(op.outputs)
                   if dtype_of(r.type) == np.float32]
         cotangents = []

@@ -25,9 +25,9 @@ from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.diagnostics import RecirError
-from recir.dialects import frontier, tape
+from recir.dialects import tape
 from recir.dialects.row_types import is_rows
-from recir.interpreter.frontier import Schedule, dtype_of, row_shape
+from recir.interpreter.frontier import dtype_of, row_shape
 from recir.passes.native_context import ERROR_CHECK
 from recir.passes.row_lowering import scratch_bytes_per_row
 from recir.passes.rows import SCRATCH_EXHAUSTED
@@ -75,9 +75,6 @@ class NativeRowFunction:
         # a uniform input (a parameter) is the same array call after call:
         # its address is looked up once per array (kept, so its id stays its own)
         self.known: list[tuple[Any, int, tuple[int, ...]] | None] = [None] * len(self.inputs)
-        # results as views of the scratch, valid until this function's next
-        # call: for a caller that copies them at once (`Schedule.post`)
-        self.borrow = False
 
     def __call__(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
         keep: list[Any] = []
@@ -157,7 +154,7 @@ class NativeRowFunction:
             raw = np.frombuffer((ctypes.c_char * nbytes).from_address(descriptor.data),
                                 np.uint8)
         rows = raw.view(dtype).reshape(count, *shape)
-        return rows if self.borrow else rows.copy()
+        return rows.copy()
 
     def scratch_ran_out(self, ctx: Context) -> bool:
         return ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites) and (
@@ -176,6 +173,7 @@ class NativeCalls:
 
     def __init__(self, functions: dict[str, NativeRowFunction]):
         self.functions = functions
+        self.loops: dict[str, Any] = {}  # a function's `HeightLoop`, where it has one
 
     def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
         """A batched function's `_fwd` saves nothing in its frame, so it is
@@ -186,9 +184,3 @@ class NativeCalls:
         if not name.endswith(FORWARD):
             return native(inputs)
         return (*native(inputs), None)
-
-
-def run_schedule(op: frontier.ScheduleOp, calls: NativeCalls, moving: Sequence[Any],
-                 shared: Sequence[Any]) -> tuple[np.ndarray, ...]:
-    """The schedule's outputs, one row per root."""
-    return Schedule(calls, op, moving, shared).run()  # type: ignore[arg-type]
