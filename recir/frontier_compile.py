@@ -28,14 +28,18 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
-from recir.backend.frontier_heights import HeightLoop, NativeSchedule, Spec, loop_spec
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.llvm_convert import to_llvm_ir
+from recir.backend.native_schedule import (
+    NativeSchedule,
+    Spec,
+    expansion_spec,
+    height_spec,
+)
 from recir.diagnostics import emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of
-from recir.passes.height_loops import height_loop
 from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
@@ -95,9 +99,10 @@ class FrontierFunction:
         for f in functions:
             f.sym_visibility = None  # each is called from outside
         post = find_entry(module, names[1])
-        loops = {f.sym_name.data: loop_spec(self.schedule, post, find_entry(
+        loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
             module, f.sym_name.data)) for f in functions
             if f.sym_name.data.startswith(names[1])}
+        loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
         self.native = compile_rows(functions, cache_dir, threads, loops)
         # `Schedule.post` copies @post's rows into its tables at once
         self.before = self.native.functions.get(before.sym_name.data) if before else None
@@ -160,9 +165,8 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
         lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
                    if isinstance(op, llvm.FuncOp)}
-        for name, (inputs, outputs, reverse) in loops.items():
-            module.body.blocks[0].add_op(height_loop(lowered[name], inputs, outputs,
-                                                     reverse, sites))
+        for name, spec in loops.items():
+            module.body.blocks[0].add_op(spec.build(lowered[name], sites))
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites})
     else:
@@ -170,7 +174,6 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
                          for f in functions})
-    calls.loops = {name: HeightLoop(calls.functions[name], spec)
-                   for name, spec in loops.items()}
+    calls.loops = {name: spec.runtime(calls.functions[name]) for name, spec in loops.items()}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
     return calls

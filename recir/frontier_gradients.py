@@ -24,8 +24,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
-from recir.backend.frontier_heights import NativeBackward, NativeSchedule
 from recir.backend.frontier_schedule import FORWARD
+from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.frontier_compile import BEFORE, FrontierFunction, split_entry

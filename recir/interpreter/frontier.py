@@ -192,10 +192,7 @@ class Schedule:
         while n:
             levels.append((lo, lo + n))
             if lo + n > MAX_INVOCATIONS or len(levels) > MAX_DEPTH:
-                what = (f"{MAX_INVOCATIONS} invocations" if lo + n > MAX_INVOCATIONS
-                        else f"{MAX_DEPTH} levels")
-                raise emit_error(self.op, f"frontier.schedule expanded more than {what} "
-                                 "(a cycle in a tree's structure arrays?)")
+                raise self.too_large(lo + n > MAX_INVOCATIONS)
             inputs = (*moving, *self.shared)
             outs = self.interp.call_op(self.expand_fwd or self.expand_fn, inputs)
             if self.expand_fwd is not None:  # its saved rows and frame, kept
@@ -220,6 +217,11 @@ class Schedule:
             lo, n = lo + n, count
         children = [np.concatenate(c) if c else np.zeros(0, np.int64) for c in child_chunks]
         return children, [np.concatenate(c) for c in stored_chunks], levels
+
+    def too_large(self, invocations: bool) -> Exception:
+        what = f"{MAX_INVOCATIONS} invocations" if invocations else f"{MAX_DEPTH} levels"
+        return emit_error(self.op, f"frontier.schedule expanded more than {what} "
+                          "(a cycle in a tree's structure arrays?)")
 
     def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
                      total: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""All heights of a native schedule in one call (`passes/height_loops.py`).
+"""All heights of a native schedule in one call (`passes/schedule_loops.py`).
 
 `NativeSchedule` and `NativeBackward` are the interpreter's `Schedule` and
 `Backward` with their height loops replaced: `@post` (or `@post_fwd`, or
@@ -15,23 +15,36 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import TensorType
 
 from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
-from recir.backend.contexts import lone_context
+from recir.backend.contexts import Context, lone_context
 from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
 from recir.diagnostics import RecirError
 from recir.dialects import frontier, tape
 from recir.dialects.row_types import is_rows
-from recir.interpreter.frontier import Schedule, dtype_of, row_shape
+from recir.interpreter.frontier import (
+    MAX_DEPTH,
+    MAX_INVOCATIONS,
+    Schedule,
+    dtype_of,
+    row_shape,
+)
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
-from recir.passes.height_loops import (
+from recir.passes.native_context import ERROR_CHECK
+from recir.passes.rows import element_bytes, row_width
+from recir.passes.schedule_loops import (
+    EXPAND_ENTRY,
+    EXPANSION_FULL,
+    EXPANSION_HEADER,
     HEADER,
     HEIGHTS_ENTRY,
     SAVED,
@@ -41,11 +54,55 @@ from recir.passes.height_loops import (
     TABLE,
     WHOLE,
     Operand,
+    expansion_loop,
+    height_loop,
 )
-from recir.passes.rows import element_bytes, row_width
 
 BACKWARD = "_bwd"
-Spec = tuple[list[Operand], list[Operand], bool]  # inputs, outputs, from the roots down
+
+
+@dataclass(frozen=True)
+class HeightSpec:
+    """A function's height loop: its operands' roles, and its direction."""
+
+    inputs: list[Operand]
+    outputs: list[Operand]
+    reverse: bool
+
+    def build(self, function: llvm.FuncOp, sites: list[str]) -> llvm.FuncOp:
+        return height_loop(function, self.inputs, self.outputs, self.reverse, sites)
+
+    def runtime(self, native: NativeRowFunction) -> HeightLoop:
+        return HeightLoop(native, self)
+
+
+@dataclass(frozen=True)
+class ExpansionSpec:
+    """`@expand`'s depth loop: its inputs (the first `moving` move down the
+    tree), its invoke sites and its stored values."""
+
+    inputs: list[Operand]
+    moving: int
+    sites: int
+    stored: list[Operand]
+
+    def build(self, function: llvm.FuncOp, sites: list[str]) -> llvm.FuncOp:
+        return expansion_loop(function, self.inputs, self.moving, self.sites, self.stored,
+                              sites)
+
+    def runtime(self, native: NativeRowFunction) -> NativeExpansion:
+        return NativeExpansion(native, self)
+
+
+Spec = HeightSpec | ExpansionSpec
+
+
+def expansion_spec(op: frontier.ScheduleOp, expand: func.FuncOp) -> ExpansionSpec:
+    moving, sites = 1 + len(op.moving), op.sites.value.data
+    types = expand.function_type
+    stored = types.outputs.data[sites * (1 + moving):]
+    return ExpansionSpec([operand(t) for t in types.inputs.data], moving, sites,
+                         [operand(t) for t in stored])
 
 
 def operand(typ: Any, kind: str = WHOLE) -> Operand:
@@ -57,7 +114,8 @@ def operand(typ: Any, kind: str = WHOLE) -> Operand:
     return Operand(SCALAR, scalar=typ)
 
 
-def loop_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp) -> Spec:
+def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp
+                ) -> HeightSpec:
     """The height loop of `function`: the schedule's `@post`, its `_fwd` or
     its `_bwd`."""
     types = post.function_type
@@ -68,7 +126,8 @@ def loop_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp)
     outputs = list(function.function_type.outputs.data)
     if not function.sym_name.data.endswith(BACKWARD):
         outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
-        return [operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs, False
+        return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
+                          False)
     forward = func_outputs(post, function)
     accumulated = [SLICE if k < nstored else WHOLE
                    for k, t in enumerate(types.inputs.data)
@@ -79,7 +138,7 @@ def loop_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp)
     if len(kinds) != len(inputs) or outputs:
         raise RecirError(f"error: @{function.sym_name.data} does not take what a "
                          "schedule's backward passes it")
-    return [operand(t, k) for t, k in zip(inputs, kinds)], [], True
+    return HeightSpec([operand(t, k) for t, k in zip(inputs, kinds)], [], True)
 
 
 def func_outputs(post: func.FuncOp, backward: func.FuncOp) -> int:
@@ -96,32 +155,43 @@ def func_outputs(post: func.FuncOp, backward: func.FuncOp) -> int:
 class HeightLoop:
     """`@f__heights` for one native function over rows."""
 
-    def __init__(self, native: NativeRowFunction, spec: Spec):
+    ENTRY = HEIGHTS_ENTRY
+
+    def __init__(self, native: NativeRowFunction, spec: HeightSpec):
         self.native = native
-        self.inputs, self.outputs, _ = spec
+        self.inputs, self.outputs = spec.inputs, spec.outputs
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
-            native.engine.address(native.name + HEIGHTS_ENTRY))
+            native.engine.address(native.name + self.ENTRY))
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray) -> None:
         """Every height of `bounds`; the arrays must outlive the call."""
-        native = self.native
         plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
         plan[:2] = len(bounds) - 1, data_address(bounds)
         plan[4] = data_address(saved_at)
         keep: list[np.ndarray] = []
+        self.fill(plan, HEADER, inputs, keep)
+        for j, array in enumerate(outputs):
+            at = HEADER + 2 * (len(inputs) + j)
+            plan[at:at + 2] = len(array), data_address(array)
+        widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
+        self.native.raise_error(self.run(plan, self.native.per_row * max(widest, 1)))
+
+    def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
+             keep: list[np.ndarray]) -> None:
+        """The inputs' fields of `plan`, from field `header` on."""
         for k, (value, role) in enumerate(zip(inputs, self.inputs, strict=True)):
-            at = HEADER + 2 * k
+            at = header + 2 * k
             if role.kind == SCALAR:
                 raw = np.array(value, np.dtype(c_scalar(role.scalar)))
                 plan[at + 1:at + 2].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
             elif value is not None:
                 plan[at:at + 2] = self.described(k, value, keep)
-        for j, array in enumerate(outputs):
-            at = HEADER + 2 * (len(inputs) + j)
-            plan[at:at + 2] = len(array), data_address(array)
-        widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        needed = native.per_row * max(widest, 1)
+
+    def run(self, plan: np.ndarray, needed: int) -> Context:
+        """One call with a scratch of `needed` bytes, and again with a
+        larger one while it runs out (where repeating is harmless)."""
+        native = self.native
         for _ in range(native.retries):
             if native.scratch.nbytes < needed:
                 native.scratch = np.empty(needed, np.uint8)
@@ -132,7 +202,7 @@ class HeightLoop:
             if not native.scratch_ran_out(ctx):
                 break
             needed *= 4
-        native.raise_error(ctx)
+        return ctx
 
     def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
         """Input `k`'s (rows, data address), checked against its type."""
@@ -150,8 +220,80 @@ class HeightLoop:
         return (len(array) if batched else 0), data_address(array)
 
 
+class NativeExpansion(HeightLoop):
+    """`@expand__depths`: the whole expansion in one call, with the tables
+    grown (and the call repeated) while they are too small."""
+
+    ENTRY = EXPAND_ENTRY
+
+    def __init__(self, native: NativeRowFunction, spec: ExpansionSpec):
+        self.native, self.spec, self.inputs = native, spec, spec.inputs
+        self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
+            native.engine.address(native.name + self.ENTRY))
+        width = 1 + spec.moving
+        self.outputs = len(native.outputs)
+        self.tables = [(dtype_of(t), row_shape(t)) for t in native.inputs[:spec.moving]]
+        self.stored = [(dtype_of(t), row_shape(t)) for t in native.outputs[spec.sites * width:]]
+
+    def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
+        """`Schedule.expand`'s results for these roots."""
+        batch = len(roots[0])
+        capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
+        while True:
+            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared)
+            ctx = self.run(plan, self.native.per_row * capacity)
+            total, depths = int(plan[5]), int(plan[6])
+            if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
+                break
+            if depths >= MAX_DEPTH or capacity >= MAX_INVOCATIONS:
+                raise schedule.too_large(depths < MAX_DEPTH)
+            capacity = min(4 * capacity, MAX_INVOCATIONS)
+        self.native.raise_error(ctx)
+        _, children, stored, levels = arrays
+        starts = [int(x) for x in levels[:depths]] + [total]
+        return ([c[:total] for c in children], [s[:total] for s in stored],
+                list(pairwise(starts)))
+
+    def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
+        """Rows for a first try: twice the roots and the longest structure
+        array (a tree's node count where the model reads one per node)."""
+        sizes = [len(v) for v in shared if isinstance(v, np.ndarray) and v.ndim]
+        return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
+
+    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any]
+             ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        spec, batch = self.spec, len(moving[0])
+        tables = [np.empty((capacity, *shape), dtype) for dtype, shape in self.tables]
+        for table, value in zip(tables, moving, strict=True):
+            table[:batch] = value
+        children = [np.empty(capacity, np.int64) for _ in range(spec.sites)]
+        stored = [np.empty((capacity, *shape), dtype) for dtype, shape in self.stored]
+        levels = np.empty(min(capacity, MAX_DEPTH), np.int64)
+        ninputs = len(self.inputs)
+        plan = np.zeros(EXPANSION_HEADER + 2 * (ninputs + self.outputs + spec.sites), np.int64)
+        plan[[0, 1, 4, 7]] = capacity, len(levels), data_address(levels), batch
+        keep: list[np.ndarray] = []
+        self.fill(plan, EXPANSION_HEADER, [*tables, *shared], keep)
+        targets = [None if j == 0 else tables[j - 1] for _ in range(spec.sites)
+                   for j in range(1 + spec.moving)] + stored + children
+        for k, array in enumerate(targets):
+            if array is not None:
+                at = EXPANSION_HEADER + 2 * (ninputs + k)
+                plan[at:at + 2] = capacity, data_address(array)
+        return plan, (tables, children, stored, levels)
+
+
 class NativeSchedule(Schedule):
-    """`Schedule` whose `@post` (or `_fwd`) runs all heights in one call."""
+    """`Schedule` whose `@expand` runs all depths, and `@post` (or `_fwd`)
+    all heights, in one call each."""
+
+    def expand(self, n: int
+               ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
+        loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
+        if loop is None or self.expand_fwd is not None:  # a differentiated expansion
+            return super().expand(n)
+        return loop(self, self.roots, self.shared)
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None

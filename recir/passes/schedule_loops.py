@@ -1,0 +1,345 @@
+"""The frontier schedule's loops in native code: all depths, all heights.
+
+`frontier.schedule` expands the call tree depth by depth with `@expand` and
+runs `@post` (or its `_fwd`, or its `_bwd` from the roots down) once per
+height. Calling each depth and height from Python costs more than its work
+at small frontiers, so the lowered functions over rows get loops beside
+them, built here in the llvm dialect after `convert-recir-to-llvm` and
+called once per batch, each with a plan of 8-byte fields. An operand takes
+two fields (rows, data; a scalar's value in the second). Every range is
+checked before it is read or written: a failed check sets the context's
+error and site, and the loop stops, as after an error of the function.
+
+`@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
+scratch, scratch bytes, saved_at (i64[heights][saved][2]: each saved value's
+first row and count), then the inputs and the outputs (capacity in rows,
+data). An input is a slice of a table (the height's rows of it), a whole
+table, a value a `_fwd` saved (its rows at that height) or a static tensor
+or scalar; an output goes into its table at the height's rows or, for a
+`_fwd`'s saved values, is appended to its buffer.
+
+`@expand__depths` (`expansion_loop`): capacity (rows of every table), depth
+limit, scratch, scratch bytes, levels (i64[depth limit]: each depth's first
+row), total and depths (written back), roots; then `@expand`'s inputs, the
+moving ones as tables whose first `roots` rows the caller fills; then per
+invoke site a children table (i64: each row's child there, or -1) and per
+stored value a table. Each depth's children get the rows after it, site by
+site (the expansion order of `Schedule.expand`); a table too small, or the
+depth limit reached, fails on `EXPANSION_FULL`, and the caller calls again
+with larger ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, cf, llvm
+from xdsl.dialects.builtin import i1, i8, i32, i64
+from xdsl.ir import Attribute, Block, BlockArgument, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from recir.passes.llvm_functions import lower_to_llvm, new_function
+from recir.passes.loop_builder import PTR, Emitter, Index
+from recir.passes.native_context import ERROR_CHECK, OFFSETS
+
+HEIGHTS_ENTRY = "__heights"
+SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
+TABLE = "table"  # an output's kind besides SAVED
+HEADER = 5  # the height plan's fields before the inputs'
+EXPANSION_HEADER = 8
+EXPAND_ENTRY = "__depths"
+OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
+EXPANSION_FULL = "error: the frontier's expansion tables are too small"
+CHILD_OUT_OF_RANGE = "error: an invoke site's row lies outside its frontier"
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One input or output of the function over rows, as the loop passes it."""
+
+    kind: str
+    row_bytes: int = 0  # rows kinds
+    scalar: Attribute = i64  # SCALAR
+
+
+def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
+                outputs: Sequence[Operand], reverse: bool, sites: list[str]) -> llvm.FuncOp:
+    """`@<function>__heights(ctx, plan)`; appends its checks' messages to
+    `sites` (the module's error sites)."""
+    return HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs, sites).build(reverse)
+
+
+def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int,
+                   sites: int, stored: Sequence[Operand], messages: list[str]
+                   ) -> llvm.FuncOp:
+    """`@<function>__depths(ctx, plan)` for an `@expand` whose first `moving`
+    inputs move down the tree, with `sites` invoke sites and `stored` values."""
+    outputs = [o for _ in range(sites) for o in (Operand(WHOLE, 4), *inputs[:moving])]
+    loop = ExpansionLoopBuilder(function, EXPAND_ENTRY, EXPANSION_HEADER, inputs,
+                         [*outputs, *stored], messages)
+    return loop.build(moving, sites)
+
+
+class PlanFunction:
+    """A loop over calls of one lowered function, reading its plan."""
+
+    def __init__(self, function: llvm.FuncOp, suffix: str, header: int,
+                 inputs: Sequence[Operand], outputs: Sequence[Operand], sites: list[str]):
+        self.name, self.inputs, self.outputs = function.sym_name.data, list(inputs), \
+            list(outputs)
+        self.header, self.sites = header, sites
+        self.loop, b, (self.ctx, self.plan) = new_function(
+            f"{self.name}{suffix}", [PTR, PTR], private=False)
+        self.b = b
+        self.scratch, self.scratch_bytes = b.load(self.plan, 2, PTR), b.load(self.plan, 3, i64)
+        self.error_at = b.offset(self.ctx, OFFSETS["error"], i8)
+        self.descriptors = [b.alloca(2, i64) for _ in range(len(inputs) + len(outputs))]
+        self.slots = self.descriptors[len(inputs):]
+
+    def site(self, message: str) -> int:
+        if message not in self.sites:
+            self.sites.append(message)
+        return self.sites.index(message)
+
+    def fail(self, message: str) -> Callable[[Emitter], None]:
+        def failing(e: Emitter) -> None:
+            e.store(e.const(ERROR_CHECK, i32), self.error_at, 0)
+            e.store(e.const(self.site(message), i32), e.offset(self.ctx, OFFSETS["site"], i8),
+                    0)
+        return failing
+
+    def failed(self, e: Emitter) -> SSAValue:
+        return e.value(arith.CmpiOp(e.load(self.error_at, 0, i32), e.const(0, i32), "ne"))
+
+    def unless_failed(self, e: Emitter, then: Callable[[Emitter], None]) -> None:
+        e.when(self.failed(e), lambda _: None, then)
+
+    def field(self, e: Emitter, k: int, typ: Attribute = i64) -> SSAValue:
+        return e.load(e.offset(self.plan, 8 * k, i8), 0, typ)
+
+    def operand_field(self, k: int) -> int:
+        """The first plan field of input k (outputs follow the inputs)."""
+        return self.header + 2 * k
+
+    def argument(self, e: Emitter, k: int, start: Index = 0,
+                 length: SSAValue | None = None) -> SSAValue:
+        """Input `k`: a scalar's value, a static tensor's data, or a
+        descriptor of rows [start, start + length) of its array (all of it)."""
+        operand, first = self.inputs[k], self.operand_field(k)
+        if operand.kind == SCALAR:
+            if operand.scalar == i1:  # a byte in memory
+                return e.value(arith.TruncIOp(self.field(e, first + 1, i8), i1))
+            return self.field(e, first + 1, operand.scalar)
+        data = self.field(e, first + 1, PTR)
+        if operand.kind == STATIC:
+            return data
+        descriptor = self.descriptors[k]
+        e.store(self.field(e, first) if length is None else length, descriptor, 0)
+        e.store(e.offset(data, e.mul(start, operand.row_bytes), i8), descriptor, 1)
+        return descriptor
+
+    def call(self, e: Emitter, args: Sequence[SSAValue]) -> None:
+        e.op(llvm.CallOp(self.name, self.ctx, *args, *self.slots, self.scratch,
+                         self.scratch_bytes))
+
+    def copy_rows(self, e: Emitter, ok: SSAValue, message: str, output: int,
+                  start: SSAValue) -> None:
+        """Result `output`'s rows into its plan array from row `start`, if `ok`."""
+        operand = self.outputs[output]
+        rows, source = e.load(self.slots[output], 0, i64), e.load(self.slots[output], 1, PTR)
+        data = self.field(e, self.operand_field(len(self.inputs) + output) + 1, PTR)
+        target = e.offset(data, e.mul(start, operand.row_bytes), i8)
+        size = e.mul(rows, operand.row_bytes)
+        e.when(ok, lambda inner: inner.op(llvm.CallIntrinsicOp(
+            "llvm.memmove.p0.p0.i64", [target, source, size, inner.const(0, i1)], [])),
+            self.fail(message))
+
+    def output_rows(self, e: Emitter, output: int) -> SSAValue:
+        return e.load(self.slots[output], 0, i64)
+
+    def capacity(self, e: Emitter, output: int) -> SSAValue:
+        return self.field(e, self.operand_field(len(self.inputs) + output))
+
+    def finish(self) -> llvm.FuncOp:
+        self.b.op(llvm.ReturnOp())
+        return lower_to_llvm(self.loop)
+
+
+def both(e: Emitter, *conditions: SSAValue) -> SSAValue:
+    held = conditions[0]
+    for c in conditions[1:]:
+        held = e.value(arith.AndIOp(held, c))
+    return held
+
+
+class HeightLoopBuilder(PlanFunction):
+    """`@post__heights`: one method per step of a height."""
+
+    def build(self, reverse: bool) -> llvm.FuncOp:
+        b = self.b
+        self.heights, self.bounds = b.load(self.plan, 0, i64), b.load(self.plan, 1, PTR)
+        self.saved_at = b.load(self.plan, 4, PTR)
+        self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
+                          for operands in (self.inputs, self.outputs))
+        self.appended = b.alloca(max(self.nsaved, 1), i64)  # each saved output's rows so far
+        for j in range(self.nsaved):
+            b.store(b.i64(0), self.appended, j)
+
+        def each_height(e: Emitter, index: SSAValue, _: Sequence[SSAValue]
+                        ) -> Sequence[SSAValue]:
+            h = e.sub(e.sub(self.heights, 1), index) if reverse else index
+            self.unless_failed(e, lambda inner: self.run_height(inner, h))
+            return ()
+
+        b.loop(self.heights, each_height)
+        return self.finish()
+
+    def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
+        return e.mul(e.add(e.mul(h, self.nsaved), j), 2)
+
+    def run_height(self, e: Emitter, h: SSAValue) -> None:
+        lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
+        checks = [e.compare("sle", 0, lo), e.compare("sle", lo, hi)]
+        args: list[SSAValue] = []
+        saved = 0
+        for k, operand in enumerate(self.inputs):
+            if operand.kind == SLICE:
+                checks.append(e.compare("sle", hi, self.field(e, self.operand_field(k))))
+                args.append(self.argument(e, k, lo, e.sub(hi, lo)))
+            elif operand.kind == SAVED:
+                at = self.saved_slot(e, h, saved)
+                start, length = e.load(self.saved_at, at, i64), e.load(self.saved_at,
+                                                                       e.add(at, 1), i64)
+                checks += [e.compare("sle", 0, start), e.compare(
+                    "sle", e.add(start, length), self.field(e, self.operand_field(k)))]
+                args.append(self.argument(e, k, start, length))
+                saved += 1
+            else:
+                args.append(self.argument(e, k))
+        e.when(both(e, *checks), lambda inner: self.run_call(inner, h, args, lo, e.sub(hi, lo)),
+               self.fail(OUT_OF_RANGE))
+
+    def run_call(self, e: Emitter, h: SSAValue, args: list[SSAValue], lo: SSAValue,
+                 count: SSAValue) -> None:
+        self.call(e, args)
+        self.unless_failed(e, lambda inner: self.store_outputs(inner, h, lo, count))
+
+    def store_outputs(self, e: Emitter, h: SSAValue, lo: SSAValue, count: SSAValue) -> None:
+        """Each result into its table at the height's rows, or appended to its
+        saved buffer (and where it went into `saved_at`)."""
+        saved = 0
+        for j, operand in enumerate(self.outputs):
+            rows, capacity = self.output_rows(e, j), self.capacity(e, j)
+            if operand.kind == TABLE:
+                start = lo
+                ok = both(e, e.compare("eq", rows, count),
+                          e.compare("sle", e.add(lo, count), capacity))
+            else:
+                start = e.load(self.appended, saved, i64)
+                ok = e.compare("sle", e.add(start, rows), capacity)
+                at = self.saved_slot(e, h, saved)
+                e.store(start, self.saved_at, at)
+                e.store(rows, self.saved_at, e.add(at, 1))
+                e.store(e.add(start, rows), self.appended, saved)
+                saved += 1
+            self.copy_rows(e, ok, OUT_OF_RANGE, j, start)
+
+
+class ExpansionLoopBuilder(PlanFunction):
+    """`@expand__depths`: depth after depth while a depth has rows."""
+
+    def build(self, moving: int, sites: int) -> llvm.FuncOp:
+        b = self.b
+        self.moving, self.nsites = moving, sites
+        self.capacity_rows, self.depth_limit = b.load(self.plan, 0, i64), b.load(self.plan, 1, i64)
+        self.levels = b.load(self.plan, 4, PTR)
+        self.children = [self.field(b, self.child_field(k) + 1, PTR) for k in range(sites)]
+        lo, _, depth = while_loop(b, [b.i64(0), b.load(self.plan, 7, i64), b.i64(0)],
+                                  lambda e, v: e.compare("sgt", v[1], 0), self.depth)
+        assert isinstance(lo, BlockArgument)
+        b = self.b = b.at(InsertPoint.at_end(lo.block))
+        b.store(lo, self.plan, 5)
+        b.store(depth, self.plan, 6)
+        return self.finish()
+
+    def child_field(self, k: int) -> int:
+        return self.operand_field(len(self.inputs) + len(self.outputs)) + 2 * k
+
+    def depth(self, e: Emitter, carried: Sequence[SSAValue]) -> list[SSAValue]:
+        lo, n, depth = carried
+        fits = both(e, e.compare("slt", depth, self.depth_limit),
+                    e.compare("sle", e.add(lo, n), self.capacity_rows))
+        e.when(fits, lambda inner: inner.store(lo, self.levels, depth),
+               self.fail(EXPANSION_FULL))
+        self.unless_failed(e, lambda inner: self.call(inner, [
+            self.argument(inner, k, lo, n) if k < self.moving else self.argument(inner, k)
+            for k in range(len(self.inputs))]))
+        after = e.add(lo, n)
+        count: SSAValue = e.i64(0)
+        width = 1 + self.moving
+        for k in range(self.nsites):
+            m = self.output_rows(e, k * width)
+            start = e.add(after, count)
+            self.unless_failed(e, lambda inner, k=k, m=m, start=start: self.site_children(
+                inner, k, lo, n, m, start))
+            count = e.add(count, m)
+        for s in range(self.nsites * width, len(self.outputs)):
+            ok = e.compare("eq", self.output_rows(e, s), n)
+            self.unless_failed(e, lambda inner, s=s: self.copy_rows(
+                inner, ok, EXPANSION_FULL, s, lo))
+        return [after, e.value(arith.SelectOp(self.failed(e), e.i64(0), count)),
+                e.add(depth, 1)]
+
+    def site_children(self, e: Emitter, k: int, lo: SSAValue, n: SSAValue, m: SSAValue,
+                      start: SSAValue) -> None:
+        """Site k's children: rows `start`.. of every table, and each of the
+        depth's rows' child there (or -1)."""
+        width = 1 + self.moving
+        fits = e.compare("sle", e.add(start, m), self.capacity_rows)
+        for j in range(1, width):
+            fits = both(e, fits, e.compare("eq", self.output_rows(e, k * width + j), m))
+        children = self.children[k]
+
+        def none(f: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            f.store(f.i64(-1), children, f.add(lo, i))
+            return ()
+
+        def fill(inner: Emitter) -> None:
+            inner.loop(n, none)
+            rows = inner.load(self.slots[k * width], 1, PTR)
+
+            def link(f: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+                r = f.to_i64(f.load(rows, i, i32))
+                f.when(f.compare("ult", r, n), lambda g: g.store(
+                    g.add(start, i), children, g.add(lo, r)), self.fail(CHILD_OUT_OF_RANGE))
+                return ()
+
+            inner.loop(m, link)
+            for j in range(1, width):
+                self.copy_rows(inner, fits, EXPANSION_FULL, k * width + j, start)
+
+        e.when(fits, fill, self.fail(EXPANSION_FULL))
+
+
+def while_loop(b: Emitter, inits: Sequence[SSAValue],
+               condition: Callable[[Emitter, Sequence[SSAValue]], SSAValue],
+               body: Callable[[Emitter, Sequence[SSAValue]], Sequence[SSAValue]]
+               ) -> Sequence[SSAValue]:
+    """`while condition(values): values = body(values)` as cf blocks after
+    `b`'s point, which must end its block; the final values are the exit
+    block's arguments (emit after the loop there)."""
+    here = b.point.block
+    region = here.parent
+    assert region is not None
+    types = [v.type for v in inits]
+    header, inside, done = Block(arg_types=types), Block(), Block(arg_types=types)
+    region.insert_block_after(header, here)
+    region.insert_block_after(inside, header)
+    region.insert_block_after(done, inside)
+    b.op(cf.BranchOp(header, *inits))
+    h = b.at(InsertPoint.at_end(header))
+    h.op(cf.ConditionalBranchOp(condition(h, header.args), inside, [], done, header.args))
+    e = b.at(InsertPoint.at_end(inside))
+    e.op(cf.BranchOp(header, *body(e, header.args)))
+    return done.args

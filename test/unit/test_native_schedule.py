@@ -1,0 +1,98 @@
+"""The frontier schedule's native loops (`passes/schedule_loops.py`): the
+expansion in one call equals the depth-by-depth expansion the interpreter's
+driver runs (the same native `@expand`, called from Python), its tables grow
+while too small, a cycle in a tree is an error and not a hang, and the
+height loop checks every range before it reads or writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_frontier_native import compiled, tree_inputs
+from test_invoke_to_frontier import trees
+
+from recir.backend.native_schedule import NativeExpansion, NativeSchedule
+from recir.diagnostics import RecirError
+from recir.interpreter.frontier import MAX_DEPTH, Schedule
+from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
+
+
+def batch_for(model) -> list:
+    if model is not td_tree_lstm:
+        return [tree_inputs(t) for t in trees()]
+    xs = np.random.default_rng(5).standard_normal((6, 4)).astype(np.float32)
+    return [(xs[k], d) for k, d in enumerate([0, 1, 3, 6, 2, 4])]
+
+
+@pytest.fixture
+def expansions(monkeypatch):
+    """Each batch's (native loop, depth by depth) expansions."""
+    found = []
+    loop = NativeSchedule.expand
+
+    def both(self, n):
+        found.append((loop(self, n), Schedule.expand(self, n)))
+        return found[-1][0]
+
+    monkeypatch.setattr(NativeSchedule, "expand", both)
+    return found
+
+
+def assert_same(expansion, reference) -> None:
+    (children, stored, levels), (children2, stored2, levels2) = expansion, reference
+    assert levels == levels2
+    for a, b in zip([*children, *stored], [*children2, *stored2], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("model", [tree_rnn, rntn, tree_lstm, td_tree_lstm],
+                         ids=lambda m: m.__name__.split(".")[-1])
+def test_the_expansion_loop_equals_the_depth_by_depth_expansion(model, expansions):
+    _, native, _ = compiled(model)
+    native.batch(batch_for(model))
+    (expansion, reference), = expansions
+    assert_same(expansion, reference)
+    assert len(reference[2]) > 2  # several depths
+
+
+def test_tables_too_small_grow_and_the_expansion_is_repeated(expansions, monkeypatch):
+    _, native, _ = compiled(tree_lstm)
+    monkeypatch.setattr(NativeExpansion, "first_capacity", lambda self, batch, shared: 1)
+    outs = native.batch(batch_for(tree_lstm))
+    (expansion, reference), = expansions
+    assert_same(expansion, reference)
+    monkeypatch.undo()
+    again = native.batch(batch_for(tree_lstm))
+    for (h, loss), (h2, loss2) in zip(outs, again, strict=True):
+        np.testing.assert_array_equal(h, h2)
+        assert loss == loss2
+
+
+def test_a_cycle_in_a_tree_is_an_error_not_a_hang():
+    """Node 2's left child is itself: the call tree never ends, one more
+    invocation per depth, until the depth limit."""
+    _, native, _ = compiled(tree_rnn)
+    cyclic = ([-1, -1, 2], [-1, -1, 1], [1, 2, 0], [0, 0, 0], 2)
+    with pytest.raises(RecirError, match=f"expanded more than {MAX_DEPTH} levels .*cycle"):
+        native.batch([cyclic])
+    h, _ = native(*tree_inputs(trees()[3]))  # and the next call is fine
+    assert h.shape == (4,)
+
+
+def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatch):
+    """Heights outside the tables, or a range that runs backwards, stop the
+    loop with an error instead of touching memory outside the arrays."""
+    _, native, _ = compiled(tree_rnn)
+    loop = native.native.loops["node__post"]
+    calls: list = []
+    run = type(loop).__call__
+    monkeypatch.setattr(type(loop), "__call__",
+                        lambda self, *args: calls.append(args) or run(self, *args))
+    native.batch([tree_inputs(t) for t in trees()[:3]])
+    monkeypatch.undo()
+    bounds, inputs, outputs, saved_at = calls[-1]
+    total = int(bounds[-1])
+    for bad in ([0, total + 1], [0, total, total - 1], [-1, total]):
+        with pytest.raises(RecirError, match="rows lie outside a frontier table"):
+            loop(np.array(bad, np.int64), inputs, outputs, saved_at)
+    loop(bounds, inputs, outputs, saved_at)  # the recorded call still runs
