@@ -1,6 +1,6 @@
 """The frontier scheduler against the recursive native code, by model, cell, batch and threads.
 
-What `batching="auto"` is set from (`recir/batching/api.py`): 100 SST dev
+What `batching="auto"` is set from (`recir/auto.py`): 100 SST dev
 trees (synthetic SST-like trees without the data) in batches of 5, 10 and
 25, inference (`recir.compile`) and training (`recir.value_and_grad`,
 gradients summed into buffers), both codes in the same rounds (median of

@@ -111,20 +111,6 @@ def recir_frontier(params, mode, threads):
     return run
 
 
-def recir_frontier_ir(params, mode, threads):
-    """invoke-to-frontier's batched IR compiled by the one backend."""
-    import recir
-    from recir.models import tree_lstm
-
-    traced = tree_lstm.trace_model(params)
-    if mode == "infer":
-        fn = recir.compile(traced, batching="frontier-ir", threads=threads)
-        return lambda trees: [o[1] for o in fn.batch([args_of(t) for t in trees])]
-    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=threads)
-    into = {k: np.zeros_like(v) for k, v in params.items()}
-    return lambda trees: [o[1] for o in grad.batch([args_of(t) for t in trees], into)[0]]
-
-
 def recir_recursive(params, mode, threads):
     import recir
     from recir.models import tree_lstm
@@ -266,8 +252,7 @@ class DynetTreeLSTM:
         return [float(x.value()) for x in per_tree]
 
 
-CONTESTANTS = {"recir-frontier": recir_frontier, "recir-frontier-ir": recir_frontier_ir,
-               "recir-recursive": recir_recursive,
+CONTESTANTS = {"recir-frontier": recir_frontier, "recir-recursive": recir_recursive,
                "torch-level": torch_level, "torch-level-1t": torch_level_one,
                "dynet-auto": dynet_autobatch, "torch-eager": torch_eager}
 

@@ -44,7 +44,6 @@ def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
     `nt` the forward x @ W.T, `nn` the backward dY @ W, `tn` the weight
     gradient dY.T @ X over m rows (`gemm.py`)."""
     from recir.backend.kernels import gemm, smallgemm, split
-    from recir.batching import kernels
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
@@ -52,8 +51,7 @@ def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
     if kind == "nt":
         thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
         if threads > 1 and split.available():
-            small = m <= kernels.SMALL_ROWS[1]
-            thunks["split"] = lambda: split.product_nt(x, w, threads, small)
+            thunks["split"] = lambda: split.product_nt(x, w, threads, True)
     elif kind == "nn":
         thunks = {"openblas": lambda: dy @ w, "recir": lambda: gemm.gemm(dy, w)}
     else:  # into kept buffers: a fresh 2.6 MB result faults its pages in at every call

@@ -4,7 +4,7 @@ Sections (each can fail or be skipped alone; the reason is recorded):
 
 - `throughput`: TreeRNN, RNTN, TreeLSTM inference and training at batch 1,
   10 and 25, one thread: recir recursive (native), recir batched (frontier
-  batching, `recir.batching`), iterative (a topologically sorted loop, PyTorch
+  batching, `batching="frontier"`), iterative (a topologically sorted loop, PyTorch
   eager, `bench/iterative_models.py`), static unrolling (PyTorch eager, one
   graph per tree, `bench/torch_models.py`) and PyTorch level-batched
   (`bench/torch_level_batched.py`). The paper's Tables 2-3 / Figures 7-8.
@@ -130,26 +130,26 @@ def tree_inputs(t: Any) -> tuple[Any, ...]:
 
 
 def recir_batched_infer(name: str, params: dict[str, np.ndarray]) -> Any:
-    """recir's frontier-batched mode (issue 9, `recir.batching`): one call per
+    """recir's frontier-batched mode (`batching="frontier"`): one call per
     batch, the frontiers spanning all its trees."""
-    from recir.batching.api import BatchedFunction
+    import recir
 
-    fn = BatchedFunction(importlib.import_module(f"recir.models.{name}")
-                         .trace_model(params))
+    fn = recir.compile(importlib.import_module(f"recir.models.{name}").trace_model(params),
+                       batching="frontier", threads=1)
     return lambda trees: fn.batch([tree_inputs(t) for t in trees])
 
 
 class RecirBatchedTrainer:
-    """`recir.batching`'s gradient function over a whole batch (one forward and
+    """The frontier's gradient function over a whole batch (one forward and
     one backward over its frontiers), then `train.sgd` as for the recursive path."""
 
     def __init__(self, name: str, params: dict[str, np.ndarray]):
-        from recir.batching.api import BatchedGradFunction
+        import recir
 
         module = importlib.import_module(f"recir.models.{name}")
-        self.fn = BatchedGradFunction(
-            module.trace_model({k: v.copy() for k, v in params.items()}))
-        self.params: dict[str, np.ndarray] = self.fn.params
+        self.params: dict[str, np.ndarray] = {k: v.copy() for k, v in params.items()}
+        self.fn = recir.value_and_grad(module.trace_model(self.params), batching="frontier",
+                                       threads=1)
         self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
 
     def step(self, batch: list[Any], lr: float) -> float:
@@ -394,9 +394,7 @@ def td_tree_lstm(args: argparse.Namespace) -> dict[str, Any]:
         return lambda step: [fn(x, TD_MAX_DEPTH) for x in step]
 
     def batched() -> Any:
-        from recir.batching.api import BatchedFunction
-
-        fn = BatchedFunction(td.trace_model(params))
+        fn = recir.compile(td.trace_model(params), batching="frontier", threads=1)
         return lambda step: fn.batch([(x, TD_MAX_DEPTH) for x in step])
 
     # name -> thunk building `f(inputs) -> [(nodes, sum of h) per input]`

@@ -19,17 +19,12 @@ __all__ = ["SubGraph", "TracedModel", "compile", "cond", "configure_runtime", "f
 def compile(model: Any, entry: str | None = None, *, batching: str = "recursive",
             **options: Any) -> Any:
     """Native code for a traced model (see `recir.pipeline.compile`);
-    `batching="frontier"` runs it by the frontier scheduler instead, `"auto"`
-    picks per call (see `recir.batching.api`); `"frontier-ir"` compiles
-    `invoke-to-frontier`'s batched IR (see `recir.frontier_compile`)."""
+    `batching="frontier"` compiles `invoke-to-frontier`'s batched form
+    instead, `"auto"` both, picking per call (see `recir.auto`)."""
     from recir import pipeline
 
-    if batching == "frontier-ir":
-        from recir.frontier_compile import compile_frontier
-
-        return compile_frontier(model, **options)
     if batching != "recursive":
-        from recir.batching.api import compile_batched
+        from recir.auto import compile_batched
 
         return compile_batched(model, batching, **options)
     return pipeline.compile(model, entry, **options)
@@ -38,17 +33,12 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
 def value_and_grad(model: Any, loss: int = -1, *, batching: str = "recursive",
                    **options: Any) -> Any:
     """Outputs and d loss / d parameters (see `recir.gradients`);
-    `batching="frontier"` by the frontier scheduler (`recir.batching.api`),
-    `"auto"` by either, per batch; `"frontier-ir"` through the batched IR
-    (`recir.frontier_gradients`)."""
+    `batching="frontier"` through the batched form
+    (`recir.frontier_gradients`), `"auto"` by either, per batch."""
     from recir import gradients as api
 
-    if batching == "frontier-ir":
-        from recir.frontier_gradients import value_and_grad_frontier
-
-        return value_and_grad_frontier(model, loss, **options)
     if batching != "recursive":
-        from recir.batching.api import value_and_grad_batched
+        from recir.auto import value_and_grad_batched
 
         return value_and_grad_batched(model, loss, batching, **options)
     return api.value_and_grad(model, loss, **options)

@@ -1,6 +1,6 @@
 """A traced model's frontier-batched IR, compiled by the one backend and run natively.
 
-`recir.compile(model, batching="frontier-ir")`: `invoke-to-frontier` gives
+`recir.compile(model, batching="frontier")`: `invoke-to-frontier` gives
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
@@ -36,9 +36,9 @@ from recir.backend.native_schedule import (
     expansion_spec,
     height_spec,
 )
-from recir.diagnostics import emit_error
+from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
-from recir.interpreter import find_entry
+from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
 from recir.interpreter.frontier import dtype_of
 from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
 
@@ -46,7 +46,7 @@ BEFORE = "__before"  # the batched entry's ops before its schedule
 
 
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
-                     threads: int | None = 1) -> FrontierFunction:
+                     threads: int | None = None) -> FrontierFunction:
     module = model.module.clone()
     run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
     return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
@@ -104,23 +104,30 @@ class FrontierFunction:
             if f.sym_name.data.startswith(names[1])}
         loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
         self.native = compile_rows(functions, cache_dir, threads, loops)
-        # `Schedule.post` copies @post's rows into its tables at once
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
-
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
 
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """Each input checked and converted as every path does it
+        (`coerce_argument`), then laid out as the batched entry takes it."""
         count = len(self.original.function_type.inputs) - len(self.params)
+        for k, item in enumerate(batch):
+            if len(item) != count:
+                raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
+                                 f"inputs, got {len(item)} (batch element {k})")
         args: list[Any] = []
         for k, typ in enumerate(list(self.original.function_type.inputs)[:count]):
-            values = [item[k] for item in batch]
+            if isinstance(typ, TensorType):
+                facts = tensor_facts(typ)
+                values = [coerce_tensor(k, item[k], typ, facts) for item in batch]
+            else:
+                values = [coerce_argument(k, item[k], typ) for item in batch]
             if isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()):
-                arrays = [np.asarray(v, np.int32) for v in values]
-                offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])])
-                args += [np.concatenate(arrays).astype(np.int32), offsets.astype(np.int32)]
+                offsets = np.concatenate([[0], np.cumsum([len(a) for a in values])])
+                args += [np.concatenate(values).astype(np.int32), offsets.astype(np.int32)]
             else:
                 args.append(np.asarray(values, dtype_of(typ)))
         return args + self.params
@@ -145,8 +152,16 @@ class FrontierFunction:
         values.update(zip(self.schedule.outputs, outputs, strict=True))
         ret = self.entry.body.blocks[0].last_op
         assert ret is not None
-        results = [values[v] for v in ret.operands]
-        return [tuple(r[k] for r in results) for k in range(len(batch))]
+        return per_element([values[v] for v in ret.operands], len(batch))
+
+
+def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ...]]:
+    """Each batch element's outputs as a native call returns them: a
+    scalar as a Python number, a tensor as its own array."""
+    columns = [r.tolist() if r.ndim == 1 else list(r.copy()) for r in results]
+    if not columns:
+        return [() for _ in range(count)]
+    return list(zip(*columns, strict=True))
 
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,

@@ -1,6 +1,6 @@
 """Gradients of a batch through the frontier-batched IR, natively.
 
-`recir.value_and_grad(model, batching="frontier-ir")`: `synthesize-gradients`
+`recir.value_and_grad(model, batching="frontier")`: `synthesize-gradients`
 differentiates `@f__post` (the one rules table), `@f__post_bwd` is compiled
 with `@f__expand` and `@f__post` by the one backend, and the interpreter's
 `Backward` (`frontier.schedule_grad`'s reference) runs the schedule
@@ -28,7 +28,7 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
-from recir.frontier_compile import BEFORE, FrontierFunction, split_entry
+from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -39,7 +39,7 @@ BACKWARD = "_bwd"
 
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
-                            threads: int | None = 1) -> FrontierGradFunction:
+                            threads: int | None = None) -> FrontierGradFunction:
     module = model.module.clone()
     run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
     schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
@@ -110,8 +110,10 @@ class FrontierGradFunction(FrontierFunction):
         return outputs[0], grads
 
     def batch(self, batch: Sequence[Sequence[Any]],  # type: ignore[override]
-              into: dict[str, np.ndarray] | None = None
+              into: dict[str, np.ndarray] | None = None, threads: int | None = None
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        """`threads`: accepted as the recursive gradient's `batch` takes it;
+        the products' team is the one the function was compiled for."""
         grads = into if into is not None else {
             k: np.zeros_like(p) for k, p in zip(self.names, self.params)}
         for name, param in zip(self.names, self.params):  # native code adds in place
@@ -165,5 +167,4 @@ class FrontierGradFunction(FrontierFunction):
             self.before_bwd((*before_kept, None, *cotangents, *args, *accumulators))
         ret = block.last_op
         assert ret is not None
-        results = [values[v] for v in ret.operands]
-        return [tuple(r[k] for r in results) for k in range(len(batch))]
+        return per_element([values[v] for v in ret.operands], len(batch))

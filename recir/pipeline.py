@@ -44,9 +44,7 @@ SPAWN = "convert-invoke-to-gomp"  # threads > 1, after convert-scf-to-cf
 INFERENCE = (f"{CLOSE},{FUSE},convert-tmath-to-loops{{defer-outer-bytes={DEFER_OUTER_BYTES}}},"
              "convert-scf-to-cf,convert-recir-to-llvm")
 GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passes`
-# What `batching/native.py` runs on the row loops it builds (already loops).
-ROW_LOOPS = "convert-scf-to-cf,convert-recir-to-llvm{entries=false}"
-# `batching="frontier-ir"`: the batched form ({inputs=N}: the entry's
+# `batching="frontier"`: the batched form ({inputs=N}: the entry's
 # per-tree inputs), the batched functions differentiated (one run per
 # function, {entry=f__post wrapper=false}), and lowered as every function is.
 FRONTIER = f"{CLOSE},invoke-to-frontier{{{{inputs={{inputs}}}}}}"

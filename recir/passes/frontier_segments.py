@@ -1,6 +1,6 @@
 """Split a closed recursive function at its invokes: the frontier plan.
 
-The analysis shared by the `invoke-to-frontier` pass and `recir/batching`.
+The analysis behind the `invoke-to-frontier` pass.
 
 The input is a module after `capture-outer-refs`: an entry function that
 invokes one self-recursive function `@f`. Every op of `@f` is put in one of

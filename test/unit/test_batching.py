@@ -1,6 +1,7 @@
-"""Frontier batching against the recursive native path and the NumPy references:
-outputs and gradients of all four models, on random, single-leaf and linear
-trees and on batches mixing them; unsupported shapes are located errors."""
+"""`batching="frontier"` and `"auto"` against the recursive native path and
+the NumPy references: outputs and gradients of all four models, on random,
+single-leaf and linear trees and on batches mixing them; `auto`'s choice;
+unsupported shapes are located errors."""
 
 from __future__ import annotations
 
@@ -8,13 +9,8 @@ import numpy as np
 import pytest
 
 import recir
-from recir.batching.api import (
-    AUTO_TEAM_WORK,
-    AUTO_WORK,
-    AutoFunction,
-    BatchedFunction,
-    BatchedGradFunction,
-)
+from recir.auto import AUTO_TEAM_WORK, AUTO_WORK, AutoFunction
+from recir.frontier_gradients import FrontierGradFunction
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
@@ -66,7 +62,7 @@ def test_tree_model_gradients_match_value_and_grad(model):
     traced = model.trace_model(params)
     reference = recir.value_and_grad(traced)
     batched = recir.value_and_grad(traced, batching="frontier")
-    assert isinstance(batched, BatchedGradFunction)
+    assert isinstance(batched, FrontierGradFunction)
     trees = mixed_trees()
     expected = {k: np.zeros_like(v) for k, v in params.items()}
     losses = [reference(*tree_args(t), into=expected)[0][1] for t in trees]
@@ -85,7 +81,7 @@ def test_top_down_tree_lstm_matches_native_and_reference():
     params = td_tree_lstm.init_params(np.random.default_rng(3))
     traced = td_tree_lstm.trace_model(params)
     native = recir.compile(traced, threads=1)
-    batched = BatchedFunction(traced)
+    batched = recir.compile(traced, batching="frontier", threads=1)
     inputs = td_inputs(10)
     sizes = set()
     for (x, depth), (count, total) in zip(inputs, batched.batch(inputs), strict=True):
@@ -102,7 +98,7 @@ def test_top_down_tree_lstm_gradients():
     params = td_tree_lstm.init_params(np.random.default_rng(3))
     traced = td_tree_lstm.trace_model(params)
     reference = recir.value_and_grad(traced, loss=1)
-    batched = BatchedGradFunction(traced, loss=1)
+    batched = recir.value_and_grad(traced, loss=1, batching="frontier", threads=1)
     inputs = td_inputs(10)
     expected = {k: np.zeros_like(v) for k, v in params.items()}
     for x, depth in inputs:
@@ -118,14 +114,14 @@ def test_top_down_tree_lstm_gradients():
 def test_into_accumulates_and_params_are_read_by_reference():
     params = tree_rnn.init_params(np.random.default_rng(0), vocab=100)
     traced = tree_rnn.trace_model(params)
-    batched = BatchedGradFunction(traced)
+    batched = recir.value_and_grad(traced, batching="frontier", threads=1)
     tree = make_treebank(1, seed=5)[0]
     _, once = batched(*tree_args(tree))
     into = {k: np.zeros_like(v) for k, v in params.items()}
     batched(*tree_args(tree), into=into)
     batched(*tree_args(tree), into=into)
     assert rel(into["w"], 2 * once["w"]) <= 1e-6
-    forward = BatchedFunction(traced)
+    forward = recir.compile(traced, batching="frontier", threads=1)
     before = forward(*tree_args(tree))[1]
     traced.params["w_out"] *= 2  # in place, as optimizers do
     assert forward(*tree_args(tree))[1] != pytest.approx(before)
@@ -145,7 +141,7 @@ def nested_model():
 def test_unbatchable_recursion_is_a_located_error_and_auto_falls_back():
     traced = nested_model()
     with pytest.raises(RecirError, match="invoke.invoke' op cannot be batched"):
-        BatchedFunction(traced)
+        recir.compile(traced, batching="frontier", threads=1)
     auto = recir.compile(traced, batching="auto", threads=1)
     assert isinstance(auto, AutoFunction) and auto.batched is None
     assert auto(3)[0] == 0
@@ -235,90 +231,6 @@ def test_auto_training_picks_by_the_same_rule():
         recir.value_and_grad(traced, batching="sideways")
 
 
-# --- native row kernels (recir/batching/native.py) ---------------------------
-
-ALL_MODELS = [tree_rnn, rntn, tree_lstm, td_tree_lstm]
-
-
-def model_inputs(model, hidden: int = 8):
-    if model is td_tree_lstm:
-        params = td_tree_lstm.init_params(np.random.default_rng(3))
-        return params, td_inputs(10)
-    params = model.init_params(np.random.default_rng(2), hidden=hidden, vocab=100)
-    return params, [tree_args(t) for t in mixed_trees()]
-
-
-@pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m.__name__.split(".")[-1])
-def test_native_row_kernels_match_numpy_path(model):
-    """Outputs and gradients of the compiled row kernels against every op as a
-    NumPy call, within 1e-5 relative."""
-    params, inputs = model_inputs(model)
-    traced = model.trace_model(params)
-    native, numpy_path = BatchedFunction(traced), BatchedFunction(traced, native=False)
-    assert native.runner.kernels is not None and native.runner.kernels.groups
-    assert numpy_path.runner.kernels is None
-    for got, expected in zip(native.batch(inputs), numpy_path.batch(inputs), strict=True):
-        for a, b in zip(got, expected, strict=True):
-            assert rel(a, b) <= 1e-5 or abs(float(np.max(np.abs(np.subtract(a, b))))) <= 1e-6
-    loss = 1 if model is td_tree_lstm else -1
-    _, g_native = BatchedGradFunction(traced, loss=loss).batch(inputs)
-    _, g_numpy = BatchedGradFunction(traced, loss=loss, native=False).batch(inputs)
-    for name in params:
-        assert rel(g_native[name], g_numpy[name]) <= 1e-5 or np.abs(g_numpy[name]).max() == 0, name
-
-
-def test_tree_lstm_cell_is_one_row_kernel_with_chunk_tails():
-    """h=20: one 16-lane chunk and an overlapping tail; the internal cell (add,
-    slices, gates, state) is one group, the loss (bias, cross-entropy, sums)
-    another, and both match the recursive native path and its gradients."""
-    from recir.batching.execute import GROUP
-
-    params, inputs = model_inputs(tree_lstm, hidden=20)
-    params = {k: v / 4 if v.ndim == 2 else v for k, v in params.items()}
-    traced = tree_lstm.trace_model(params)
-    batched = BatchedGradFunction(traced)
-    kinds = [sorted({op.name for op in g.members}) for g in batched.runner.kernels.groups]
-    assert ["tmath.add", "tmath.mul", "tmath.sigmoid", "tmath.slice", "tmath.tanh"] in kinds
-    assert any("tmath.softmax_xent" in k for k in kinds)
-    outs, grads = batched.batch(inputs)
-    assert any(ins[0] == GROUP for prog in batched.runner.programs.values() for ins in prog)
-    native = recir.compile(traced, threads=1)
-    reference = recir.value_and_grad(traced)
-    expected = {k: np.zeros_like(v) for k, v in params.items()}
-    for args, (h, loss) in zip(inputs, outs, strict=True):
-        h_nat, loss_nat = native(*args)
-        assert rel(h, h_nat) <= 1e-5 and loss == pytest.approx(loss_nat, rel=1e-5)
-        reference(*args, into=expected)
-    for name in params:
-        assert rel(grads[name], expected[name]) <= 1e-5, name
-
-
-def test_row_kernel_label_out_of_range_is_a_located_error():
-    params = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
-    batched = BatchedFunction(tree_lstm.trace_model(params))
-    tree = make_treebank(1, seed=5)[0]
-    bad = Tree(left=tree.left, right=tree.right, word=tree.word,
-               label=np.full_like(tree.label, 9))
-    with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: .*index out of range"):
-        batched(*tree_args(bad))
-    h, loss = batched(*tree_args(tree))  # the kernels' context was reset
-    assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
-
-
-def test_weight_gradient_added_by_one_sgemm():
-    """gemm.add_outer: acc += dy.T @ x (SGEMM with beta = 1, NumPy where it cannot)."""
-    from recir.backend.kernels import gemm
-
-    rng = np.random.default_rng(3)
-    dy = rng.standard_normal((7, 5)).astype(np.float32)
-    x = rng.standard_normal((7, 4)).astype(np.float32)
-    start = rng.standard_normal((5, 4)).astype(np.float32)
-    for acc in (start.copy(), np.asfortranarray(start)):
-        gemm.add_outer(acc, dy, x[:, :])
-        gemm.add_outer(acc, dy[:, :], x)
-        np.testing.assert_allclose(acc, start + 2 * dy.T @ x, rtol=1e-5, atol=1e-5)
-
-
 @pytest.mark.parametrize("gradients", [False, True], ids=["infer", "train"])
 def test_a_batch_leaves_no_reference_cycles(gradients):
     """A batch's frames hold its arrays: in a cycle they would live until the
@@ -342,17 +254,3 @@ def test_a_batch_leaves_no_reference_cycles(gradients):
         gc.set_debug(was)
         gc.garbage.clear()
     assert cyclic == []
-
-
-def test_joined_views_adjacent_rows_of_one_buffer_and_copies_others():
-    from recir.batching.grad import joined
-
-    buf = np.arange(60, dtype=np.float32).reshape(12, 5)
-    parts = [buf[2:5], buf[5:9], buf[9:10]]
-    view = joined(parts)
-    assert np.shares_memory(view, buf) and np.array_equal(view, buf[2:10])
-    apart = joined([buf[2:5], buf[6:9]])  # a row between them
-    assert not np.shares_memory(apart, buf) and np.array_equal(apart, buf[[2, 3, 4, 6, 7, 8]])
-    other = joined([buf[2:5], buf.copy()[5:9]])  # adjacent rows of another buffer
-    assert not np.shares_memory(other, buf) and np.array_equal(other, buf[2:9])
-    assert joined([buf[1:3]]) is not None and np.array_equal(joined([buf[1:3]]), buf[1:3])

@@ -1,4 +1,4 @@
-"""batching="frontier-ir": invoke-to-frontier's batched IR compiled by the one
+"""batching="frontier": invoke-to-frontier's batched IR compiled by the one
 backend (convert-tmath-to-loops over rows) and run by the native schedule.
 Each tree's outputs equal the interpreter running the same batched IR and
 the recursive function compiled natively, tree by tree."""
@@ -31,7 +31,7 @@ def compiled(model):
     seed = 3 if model is td_tree_lstm else 0
     params = model.init_params(np.random.default_rng(seed), hidden=4, **kwargs)
     traced = model.trace_model(params)
-    return (traced, recir.compile(traced, batching="frontier-ir"),
+    return (traced, recir.compile(traced, batching="frontier"),
             recir.compile(traced, threads=1))
 
 

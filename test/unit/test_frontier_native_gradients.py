@@ -1,4 +1,4 @@
-"""value_and_grad(batching="frontier-ir"): @f__post_bwd (from the one rules
+"""value_and_grad(batching="frontier"): @f__post_bwd (from the one rules
 table) compiled natively and run by the schedule backwards. The outputs and
 the parameter gradients of a mixed batch equal the interpreter running the
 same batched gradient IR (`@entry__frontier_grad`, NumPy), and the outputs
@@ -26,7 +26,7 @@ def test_batched_gradients_equal_the_interpreted_ones(model):
     batch = trees()  # single leaves, linear, random and balanced trees
     inputs = [(t.left, t.right, t.word, t.label, t.root) for t in batch]
     into = {k: np.ones_like(v) for k, v in params.items()}  # added into
-    outs, grads = recir.value_and_grad(traced, batching="frontier-ir").batch(inputs, into)
+    outs, grads = recir.value_and_grad(traced, batching="frontier").batch(inputs, into)
     assert grads is into
 
     module = traced.module.clone()
@@ -51,7 +51,7 @@ def test_top_down_tree_lstm_gradients_run_the_expansion_and_the_prefix_backwards
     rng = np.random.default_rng(5)
     xs = rng.standard_normal((9, 4)).astype(np.float32)
     depths = np.array([0, 1, 3, 6, 6, 5, 2, 6, 4], np.int32)
-    native = recir.value_and_grad(traced, batching="frontier-ir")
+    native = recir.value_and_grad(traced, batching="frontier")
     outs, grads = native.batch([(xs[k], int(depths[k])) for k in range(len(xs))])
 
     module = traced.module.clone()
@@ -68,7 +68,7 @@ def test_top_down_tree_lstm_gradients_run_the_expansion_and_the_prefix_backwards
 
 def test_gradient_buffers_that_cannot_be_added_into_are_an_error():
     params = tree_lstm.init_params(np.random.default_rng(1), hidden=4, vocab=100)
-    native = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier-ir")
+    native = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier")
     into = {k: np.zeros_like(v) for k, v in params.items()}
     into["u"] = into["u"].astype(np.float64)
     tree = trees()[0]

@@ -1,4 +1,4 @@
-"""batching="frontier-ir"'s products over rows (the generated GEMM kernels:
+"""batching="frontier"'s products over rows (the generated GEMM kernels:
 X W^T forward, dY W and dY^T X backward) at sizes that fill no tile: a
 hidden size of 19 and frontiers of every row count from 1 up, against a
 float64 NumPy TreeRNN and its hand-written gradient."""
@@ -60,7 +60,7 @@ def test_products_at_sizes_that_fill_no_tile_match_numpy():
     trees = batch()
     inputs = [(t.left, t.right, t.word, t.label, t.root) for t in trees]
 
-    outs, grads = recir.value_and_grad(traced, batching="frontier-ir").batch(inputs)
+    outs, grads = recir.value_and_grad(traced, batching="frontier").batch(inputs)
     for (h, loss), tree in zip(outs, trees, strict=True):
         h_ref, loss_ref = tree_rnn.reference(tree, len(tree.left) - 1, params)
         np.testing.assert_allclose(h, h_ref, rtol=1e-4, atol=1e-5)

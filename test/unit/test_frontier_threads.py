@@ -1,4 +1,4 @@
-"""batching="frontier-ir" on threads: each product over rows split across a
+"""batching="frontier" on threads: each product over rows split across a
 libgomp team (`passes/row_products.team_function`) by C's rows or columns.
 The team form of each kernel against NumPy at shapes that split either way
 (and stay on one thread); TreeRNN and TreeLSTM at threads=2 against
@@ -123,8 +123,8 @@ def test_tree_rnn_inference_on_two_threads_matches_one_and_numpy(tmp_path):
     traced = tree_rnn.trace_model(params)
     cache = free_teams(tmp_path)
     trees = batch()
-    two = recir.compile(traced, batching="frontier-ir", threads=2, cache_dir=cache)
-    one = recir.compile(traced, batching="frontier-ir", threads=1, cache_dir=cache)
+    two = recir.compile(traced, batching="frontier", threads=2, cache_dir=cache)
+    one = recir.compile(traced, batching="frontier", threads=1, cache_dir=cache)
     outs_two, outs_one = two.batch(inputs(trees)), one.batch(inputs(trees))
     again = two.batch(inputs(trees))
     for (h2, l2), (h1, l1), (h, _), tree in zip(outs_two, outs_one, again, trees, strict=True):
@@ -140,7 +140,7 @@ def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path):
     params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
     traced = tree_rnn.trace_model(params)
     trees = batch()
-    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
+    grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
     outs, grads = grad.batch(inputs(trees))
     _, again = grad.batch(inputs(trees))
@@ -163,7 +163,7 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
     traced = tree_lstm.trace_model(params)
     trees = batch()
     into = {k: np.ones_like(v) for k, v in params.items()}  # added into
-    grad = recir.value_and_grad(traced, batching="frontier-ir", threads=2,
+    grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
     outs, grads = grad.batch(inputs(trees), into)
     module = traced.module.clone()
@@ -219,8 +219,8 @@ def test_a_fused_chain_over_many_rows_gives_the_same_bits_on_two_threads(tmp_pat
     cache = free_teams(tmp_path)
     trees = [*make_treebank(3, "balanced", num_leaves=64, seed=5),
              *make_treebank(2, "linear", num_leaves=7, seed=6)]
-    two = recir.compile(traced, batching="frontier-ir", threads=2, cache_dir=cache)
-    one = recir.compile(traced, batching="frontier-ir", threads=1, cache_dir=cache)
+    two = recir.compile(traced, batching="frontier", threads=2, cache_dir=cache)
+    one = recir.compile(traced, batching="frontier", threads=1, cache_dir=cache)
 
     def sigmoid(x):
         return 1 / (1 + np.exp(-x))

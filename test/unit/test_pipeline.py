@@ -23,7 +23,7 @@ from recir.parsing import parse_module
 from recir.tools.recir_opt import RecirOptMain, main
 
 NAMED = {"INFERENCE": pipeline.INFERENCE, "GRADIENT": pipeline.GRADIENT,
-         "ROW_LOOPS": pipeline.ROW_LOOPS, "DATAFLOW": pipeline.DATAFLOW,
+         "DATAFLOW": pipeline.DATAFLOW,
          "unfused": pipeline.passes_for(fuse=False),
          "tasks": pipeline.passes_for(threads=4),
          "gradient of @f": pipeline.gradient_passes("f", 0),

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from recir.backend.kernels import smallgemm
-from recir.batching import kernels
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 9, 17])
@@ -76,21 +75,3 @@ def test_nt_stays_inside_its_arrays():
     assert done.returncode == 0, done.stderr
     assert "inside" in done.stdout
 
-
-def test_frontier_product_uses_kernel_in_its_row_range(monkeypatch):
-    """On one thread `kernels.matvec` takes the kernel for 2 to SMALL_ROWS
-    rows, and for a weight of fewer than NARROW rows at any frontier size
-    from 2 rows, BLAS otherwise; the results agree either way."""
-    calls = []
-    real = smallgemm.nt
-    monkeypatch.setattr(smallgemm, "nt", lambda x, w: calls.append(len(x)) or real(x, w))
-    monkeypatch.setattr(kernels, "THREADS", [1, 1])
-    rng = np.random.default_rng(2)
-    w = rng.standard_normal((30, 20), dtype=np.float32)
-    limit = kernels.SMALL_ROWS[1]
-    narrow = rng.standard_normal((kernels.NARROW - 1, 20), dtype=np.float32)
-    for rows, weight in ((1, w), (2, w), (limit, w), (limit + 1, w), (limit + 1, narrow)):
-        x = rng.standard_normal((rows, 20), dtype=np.float32)
-        (y,) = kernels.matvec(None, [weight, x], (False, True), None)
-        np.testing.assert_allclose(y, x @ weight.T, rtol=1e-4, atol=1e-4)
-    assert calls == [2, limit, limit + 1]

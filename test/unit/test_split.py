@@ -1,17 +1,12 @@
-"""Frontier work split across threads (`recir/backend/kernels/split.py`): the cuts,
-each kind of part against float64 NumPy, and whole frontier runs whose every
-product and row kernel is split, against one thread."""
+"""Products split across threads (`recir/backend/kernels/split.py`): the
+cuts, and each kind of part against float64 NumPy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import recir
 from recir.backend.kernels import split
-from recir.batching import kernels, native
-from recir.data import make_treebank
-from recir.models import tree_lstm, tree_rnn
 
 pytestmark = pytest.mark.skipif(not split.available(), reason="needs libgomp and CBLAS")
 
@@ -70,43 +65,4 @@ def test_every_part_runs_whatever_the_team_size():
               16, y.ctypes.data + 4 * lo, 30] for lo, hi in split.ranges(30, 10)]
     split.run(parts, 2)
     assert rel(y, x.astype(np.float64) @ w.T) <= 1e-5
-
-
-@pytest.fixture
-def split_everything(monkeypatch):
-    """Every product and row kernel of a run on more than one thread is split."""
-    monkeypatch.setattr(kernels, "SPLIT_FLOPS", 0)
-    monkeypatch.setattr(native.Kernels, "SPLIT_ELEMENTS", 0)
-    runs = []
-    real = split.run
-    monkeypatch.setattr(split, "run", lambda parts, threads: runs.append(parts[0][0]) or
-                        real(parts, threads))
-    return runs
-
-
-def tree_args(tree):
-    return (tree.left, tree.right, tree.word, tree.label, tree.root)
-
-
-@pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=["tree_rnn", "tree_lstm"])
-def test_split_frontiers_match_one_thread(model, split_everything, monkeypatch):
-    """The Python loop's split calls (the native post segment's records are
-    `test_native_post.py`'s)."""
-    from recir.batching.execute import Runner
-
-    monkeypatch.setattr(Runner, "native_post", lambda self: None)
-    params = model.init_params(np.random.default_rng(4), vocab=100)
-    traced = model.trace_model(params)
-    trees = [tree_args(t) for t in make_treebank(9, seed=6)]
-    one = recir.value_and_grad(traced, batching="frontier", threads=1)
-    (outs1, grads1) = one.batch(trees)
-    assert not split_everything
-    three = recir.value_and_grad(traced, batching="frontier", threads=3)
-    outs3, grads3 = three.batch(trees)
-    kinds = set(split_everything)
-    assert split.NN in kinds and any(k > split.ROWS for k in kinds)  # products, rows
-    for (h1, loss1), (h3, loss3) in zip(outs1, outs3, strict=True):
-        assert rel(h3, h1) <= 1e-5 and loss3 == pytest.approx(loss1, rel=1e-5)
-    for name in params:
-        assert rel(grads3[name], grads1[name]) <= 1e-5, name
 
