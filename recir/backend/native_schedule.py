@@ -1,14 +1,16 @@
-"""All heights of a native schedule in one call (`passes/schedule_loops.py`).
+"""A native schedule's depths and heights, each in one call (`passes/schedule_loops.py`).
 
 `NativeSchedule` and `NativeBackward` are the interpreter's `Schedule` and
-`Backward` with their height loops replaced: `@post` (or `@post_fwd`, or
-`@post_bwd` from the roots down) runs over every height in one native call,
-which reads each height's rows from the whole tables and writes its results
-into them; a `_fwd`'s saved rows go to one buffer per saved value, and each
-height's first row and count there to `saved_at`, which the `_bwd`'s loop
-reads. The operands are the interpreter's, in its order (`Schedule.post`,
-`Backward.post_backward`), whole where it slices: `loop_operands` gives
-their roles for the loop's code.
+`Backward` with their loops replaced. `@expand` runs over every depth in one
+call (`NativeExpansion`), which appends each depth's children to tables that
+grow while too small. `@post` (or `@post_fwd`, or `@post_bwd` from the roots
+down) runs over every height in one call (`HeightLoop`), which reads each
+height's rows from the whole tables and writes its results into them; a
+`_fwd`'s saved rows go to one buffer per saved value, and each height's
+first row and count there to `saved_at`, which the `_bwd`'s loop reads. The
+operands are the interpreter's, in its order (`Schedule.post`,
+`Backward.post_backward`), whole where it slices: `height_spec` and
+`expansion_spec` give their roles for the loops' code.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
         outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
         return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
                           False)
-    forward = func_outputs(post, function)
+    forward = forward_outputs(function)
     accumulated = [SLICE if k < nstored else WHOLE
                    for k, t in enumerate(types.inputs.data)
                    if is_float_tensor(t) and not nstored <= k < nsliced]
@@ -141,7 +143,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
     return HeightSpec([operand(t, k) for t, k in zip(inputs, kinds)], [], True)
 
 
-def func_outputs(post: func.FuncOp, backward: func.FuncOp) -> int:
+def forward_outputs(backward: func.FuncOp) -> int:
     """How many values the `_fwd` beside `backward` returns (its results,
     then its saved rows): the `_bwd` takes the saved rows and a frame first."""
     parent = backward.parent_op()
@@ -152,30 +154,16 @@ def func_outputs(post: func.FuncOp, backward: func.FuncOp) -> int:
     raise RecirError(f"error: no @{name} beside @{backward.sym_name.data}")
 
 
-class HeightLoop:
-    """`@f__heights` for one native function over rows."""
+class NativeLoop:
+    """A generated loop over calls of one native function over rows, called
+    with a plan (`schedule_loops.py`) that this fills from NumPy arrays."""
 
-    ENTRY = HEIGHTS_ENTRY
+    ENTRY = ""
 
-    def __init__(self, native: NativeRowFunction, spec: HeightSpec):
-        self.native = native
-        self.inputs, self.outputs = spec.inputs, spec.outputs
+    def __init__(self, native: NativeRowFunction, inputs: list[Operand]):
+        self.native, self.inputs = native, inputs
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
             native.engine.address(native.name + self.ENTRY))
-
-    def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
-                 outputs: Sequence[np.ndarray], saved_at: np.ndarray) -> None:
-        """Every height of `bounds`; the arrays must outlive the call."""
-        plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
-        plan[:2] = len(bounds) - 1, data_address(bounds)
-        plan[4] = data_address(saved_at)
-        keep: list[np.ndarray] = []
-        self.fill(plan, HEADER, inputs, keep)
-        for j, array in enumerate(outputs):
-            at = HEADER + 2 * (len(inputs) + j)
-            plan[at:at + 2] = len(array), data_address(array)
-        widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        self.native.raise_error(self.run(plan, self.native.per_row * max(widest, 1)))
 
     def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
              keep: list[np.ndarray]) -> None:
@@ -220,16 +208,39 @@ class HeightLoop:
         return (len(array) if batched else 0), data_address(array)
 
 
-class NativeExpansion(HeightLoop):
+class HeightLoop(NativeLoop):
+    """`@f__heights`: every height of a `@post` (`_fwd`, `_bwd`) in one call."""
+
+    ENTRY = HEIGHTS_ENTRY
+
+    def __init__(self, native: NativeRowFunction, spec: HeightSpec):
+        super().__init__(native, spec.inputs)
+        self.outputs = spec.outputs
+
+    def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
+                 outputs: Sequence[np.ndarray], saved_at: np.ndarray) -> None:
+        """Every height of `bounds`; the arrays must outlive the call."""
+        plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
+        plan[:2] = len(bounds) - 1, data_address(bounds)
+        plan[4] = data_address(saved_at)
+        keep: list[np.ndarray] = []
+        self.fill(plan, HEADER, inputs, keep)
+        for j, array in enumerate(outputs):
+            at = HEADER + 2 * (len(inputs) + j)
+            plan[at:at + 2] = len(array), data_address(array)
+        widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
+        self.native.raise_error(self.run(plan, self.native.per_row * max(widest, 1)))
+
+
+class NativeExpansion(NativeLoop):
     """`@expand__depths`: the whole expansion in one call, with the tables
     grown (and the call repeated) while they are too small."""
 
     ENTRY = EXPAND_ENTRY
 
     def __init__(self, native: NativeRowFunction, spec: ExpansionSpec):
-        self.native, self.spec, self.inputs = native, spec, spec.inputs
-        self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
-            native.engine.address(native.name + self.ENTRY))
+        super().__init__(native, spec.inputs)
+        self.spec = spec
         width = 1 + spec.moving
         self.outputs = len(native.outputs)
         self.tables = [(dtype_of(t), row_shape(t)) for t in native.inputs[:spec.moving]]

@@ -67,7 +67,8 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
                 outputs: Sequence[Operand], reverse: bool, sites: list[str]) -> llvm.FuncOp:
     """`@<function>__heights(ctx, plan)`; appends its checks' messages to
     `sites` (the module's error sites)."""
-    return HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs, sites).build(reverse)
+    loop = HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs, sites)
+    return loop.build(reverse)
 
 
 def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int,
@@ -77,7 +78,7 @@ def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int
     inputs move down the tree, with `sites` invoke sites and `stored` values."""
     outputs = [o for _ in range(sites) for o in (Operand(WHOLE, 4), *inputs[:moving])]
     loop = ExpansionLoopBuilder(function, EXPAND_ENTRY, EXPANSION_HEADER, inputs,
-                         [*outputs, *stored], messages)
+                                [*outputs, *stored], messages)
     return loop.build(moving, sites)
 
 
