@@ -190,5 +190,6 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
                          for f in functions})
     calls.loops = {name: spec.runtime(calls.functions[name]) for name, spec in loops.items()}
+    calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
     return calls

@@ -173,7 +173,8 @@ class NativeCalls:
 
     def __init__(self, functions: dict[str, NativeRowFunction]):
         self.functions = functions
-        self.loops: dict[str, Any] = {}  # a function's `HeightLoop`, where it has one
+        self.loops: dict[str, Any] = {}  # a function's `NativeLoop`, where it has one
+        self.callees: dict[Any, func.FuncOp] = {}  # the schedule's functions, by name
 
     def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
         """A batched function's `_fwd` saves nothing in its frame, so it is

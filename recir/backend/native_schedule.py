@@ -261,8 +261,9 @@ class NativeExpansion(NativeLoop):
                 raise schedule.too_large(depths < MAX_DEPTH)
             capacity = min(4 * capacity, MAX_INVOCATIONS)
         self.native.raise_error(ctx)
-        _, children, stored, levels = arrays
+        _, children, stored, levels, heights = arrays
         starts = [int(x) for x in levels[:depths]] + [total]
+        schedule.heights = heights[:total]
         return ([c[:total] for c in children], [s[:total] for s in stored],
                 list(pairwise(starts)))
 
@@ -281,9 +282,11 @@ class NativeExpansion(NativeLoop):
         children = [np.empty(capacity, np.int64) for _ in range(spec.sites)]
         stored = [np.empty((capacity, *shape), dtype) for dtype, shape in self.stored]
         levels = np.empty(min(capacity, MAX_DEPTH), np.int64)
+        heights = np.empty(capacity, np.int64)
         ninputs = len(self.inputs)
         plan = np.zeros(EXPANSION_HEADER + 2 * (ninputs + self.outputs + spec.sites), np.int64)
-        plan[[0, 1, 4, 7]] = capacity, len(levels), data_address(levels), batch
+        plan[[0, 1, 4, 7, 8]] = (capacity, len(levels), data_address(levels), batch,
+                                 data_address(heights))
         keep: list[np.ndarray] = []
         self.fill(plan, EXPANSION_HEADER, [*tables, *shared], keep)
         targets = [None if j == 0 else tables[j - 1] for _ in range(spec.sites)
@@ -292,12 +295,28 @@ class NativeExpansion(NativeLoop):
             if array is not None:
                 at = EXPANSION_HEADER + 2 * (ninputs + k)
                 plan[at:at + 2] = capacity, data_address(array)
-        return plan, (tables, children, stored, levels)
+        return plan, (tables, children, stored, levels, heights)
 
 
 class NativeSchedule(Schedule):
-    """`Schedule` whose `@expand` runs all depths, and `@post` (or `_fwd`)
-    all heights, in one call each."""
+    """`Schedule` whose `@expand` runs all depths (finding every
+    invocation's height), and `@post` (or `_fwd`) all heights, in one call
+    each."""
+
+    heights: np.ndarray | None = None  # the native expansion's
+
+    def callee(self, name: Any, why: str = "") -> func.FuncOp:
+        key = name.root_reference.data if hasattr(name, "root_reference") else name
+        found = self.interp.callees.get(key)
+        return found if found is not None else super().callee(name, why)
+
+    def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
+                     total: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.heights is None:
+            return super().height_order(children, levels, total)
+        perm = np.argsort(self.heights, kind="stable")
+        counts = np.bincount(self.heights)
+        return perm, np.concatenate([[0], np.cumsum(counts[counts > 0])]).astype(np.int64)
 
     def expand(self, n: int
                ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:

@@ -20,7 +20,8 @@ or scalar; an output goes into its table at the height's rows or, for a
 
 `@expand__depths` (`expansion_loop`): capacity (rows of every table), depth
 limit, scratch, scratch bytes, levels (i64[depth limit]: each depth's first
-row), total and depths (written back), roots; then `@expand`'s inputs, the
+row), total and depths (written back), roots, heights (i64[capacity]:
+each invocation's, written after the expansion); then `@expand`'s inputs, the
 moving ones as tables whose first `roots` rows the caller fills; then per
 invoke site a children table (i64: each row's child there, or -1) and per
 stored value a table. Each depth's children get the rows after it, site by
@@ -47,7 +48,7 @@ HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 TABLE = "table"  # an output's kind besides SAVED
 HEADER = 5  # the height plan's fields before the inputs'
-EXPANSION_HEADER = 8
+EXPANSION_HEADER = 9
 EXPAND_ENTRY = "__depths"
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
 EXPANSION_FULL = "error: the frontier's expansion tables are too small"
@@ -262,7 +263,29 @@ class ExpansionLoopBuilder(PlanFunction):
         b = self.b = b.at(InsertPoint.at_end(lo.block))
         b.store(lo, self.plan, 5)
         b.store(depth, self.plan, 6)
+        self.unless_failed(b, lambda e: self.heights(e, lo))
         return self.finish()
+
+    def heights(self, e: Emitter, total: SSAValue) -> None:
+        """Each invocation's height (0 for a leaf, else one more than its
+        highest child's), from the last row up: children lie after their
+        parent."""
+        heights = e.load(self.plan, 8, PTR)
+
+        def each(f: Emitter, index: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            row = f.sub(f.sub(total, 1), index)
+            height: SSAValue = f.i64(0)
+            for children in self.children:
+                child = f.load(children, row, i64)
+                real = f.compare("ult", child, total)  # -1 (none) is not
+                above = f.add(f.load(heights, f.value(arith.SelectOp(real, child, f.i64(0))),
+                                     i64), 1)
+                height = f.value(arith.SelectOp(real, f.value(arith.MaxSIOp(height, above)),
+                                                height))
+            f.store(height, heights, row)
+            return ()
+
+        e.loop(total, each)
 
     def child_field(self, k: int) -> int:
         return self.operand_field(len(self.inputs) + len(self.outputs)) + 2 * k
