@@ -8,8 +8,8 @@ at the row counts a batch of 25 complete 128-leaf trees gives (3,200 leaves;
 1,600 down to 25 internal nodes a height), plus a 2048^3 product (the
 libraries' best case), by NumPy (its BLAS, `numpy.show_config()`), PyTorch
 (MKL in its wheels) and recir's own kernels (`recir.backend.kernels.smallgemm.nt`
-forward, `gemm.gemm` backward; on more than one thread split across an
-OpenMP team by `split.py`). The roof of a thread count is the best rate of
+forward, `gemm.gemm` backward; on more than one thread their team forms,
+`gemm.team_kernel`, each thread a block of C). The roof of a thread count is the best rate of
 any library at any shape: what a core (or N) gives to SGEMM here. Each rate
 is the best of `--repeats` timings of a loop at least `MIN_S` long.
 """
@@ -99,31 +99,25 @@ def torch_product(layout: str, a: np.ndarray, b: np.ndarray) -> Callable[[], Any
 
 
 def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Callable[[], Any]:
-    """recir's kernel for the layout, on a team of `threads` where it splits;
-    the function returns the product (`tn`: the sum of its calls' products)."""
-    from recir.backend.kernels import gemm, smallgemm, split
+    """recir's kernel for the layout, on more than one thread its team form
+    (on every product that has two tiles to share: the roof is the team's
+    rate, not the policy's choice); the function returns the product (`tn`:
+    the sum of its calls' products)."""
+    from recir.backend.kernels import gemm, smallgemm
 
-    team = threads > 1 and split.available()
     if layout == "nt":
-        if team:
-            return lambda: split.product_nt(a, b, threads, small=True)
+        if threads > 1:
+            return lambda: gemm.gemm(a, b.T, threads=threads, min_work=0)
         return lambda: smallgemm.nt(a, b)
-    if layout == "nn":
-        m, k = a.shape
-        n = b.shape[1]
-        c = np.empty((m, n), np.float32)
-        if team:
-            parts = gemm.nn_parts(m, n, k, a.ctypes.data, k, b.ctypes.data, n, c.ctypes.data,
-                                  n, 0, threads)
-            return lambda: (split.run(parts, threads), c)[1]  # c lives while parts point at it
-        return lambda: gemm.gemm(a, b)  # a new array, as NumPy's
+    if layout == "nn":  # a new array, as NumPy's
+        return lambda: gemm.gemm(a, b, threads=threads, min_work=0)
     rows, m = a.shape
     n = b.shape[1]
     acc = np.zeros((m, n), np.float32)  # accumulates: the values grow, the work does not
 
     def add() -> np.ndarray:
         gemm.add_outer_at(acc.ctypes.data, m, n, a.ctypes.data, m, b.ctypes.data, n, rows,
-                          threads)
+                          threads, min_work=0)
         return acc
 
     return add

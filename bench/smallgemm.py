@@ -6,10 +6,10 @@ frontier of 1 to 128 rows: the forward `x @ W.T` (`nt`), the backward
 added into a kept buffer; OpenBLAS writes one with beta 0). OpenBLAS (its
 AVX2 kernels in this environment) at the given thread count and recir's
 kernel on one, in the same rounds (median over the rounds, each the mean
-of a few calls); for `nt` on more than one thread also the product as the
-frontier scheduler splits it (`recir/backend/kernels/split.py`: the weight's rows
-cut across a libgomp team, each part the kernel up to
-`kernels.SMALL_ROWS[1]` rows, one-threaded OpenBLAS above). The weight
+of a few calls); for `nt` on more than one thread also the kernel's team
+form (`gemm.team_kernel`, as a batched function's products over rows run:
+each thread of a libgomp team a block of the weight's rows or of x's rows,
+on every product with two tiles to share). The weight
 stays in cache between calls here, unlike in a frontier run: the in-run
 gain is smaller.
 """
@@ -40,18 +40,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
             ) -> dict[str, Any]:
     """Thunks for one frontier's product (OpenBLAS on `threads`, recir's
-    kernel, for `nt` also recir split on `threads`), results checked equal:
+    kernel, for `nt` also its team form on `threads`), results checked equal:
     `nt` the forward x @ W.T, `nn` the backward dY @ W, `tn` the weight
     gradient dY.T @ X over m rows (`gemm.py`)."""
-    from recir.backend.kernels import gemm, smallgemm, split
+    from recir.backend.kernels import gemm, smallgemm
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
     dy = rng.standard_normal((m, 5 * h), dtype=np.float32)
     if kind == "nt":
         thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
-        if threads > 1 and split.available():
-            thunks["split"] = lambda: split.product_nt(x, w, threads, True)
+        if threads > 1 and gemm.team_kernel("nt") is not None:
+            thunks["team"] = lambda: gemm.gemm(x, w.T, threads=threads, min_work=0)
     elif kind == "nn":
         thunks = {"openblas": lambda: dy @ w, "recir": lambda: gemm.gemm(dy, w)}
     else:  # into kept buffers: a fresh 2.6 MB result faults its pages in at every call
@@ -67,21 +67,21 @@ def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
 
 def timed(thunks: dict[str, Any], calls: int, threads: int, repeats: int
           ) -> dict[str, list[float]]:
-    """OpenBLAS and the kernel in the same rounds; the split product in rounds
+    """OpenBLAS and the kernel in the same rounds; the team form in rounds
     of its own with OpenBLAS on one thread and its workers asleep (a spinning
-    OpenBLAS worker holds the second core, which the scheduler never meets:
-    it keeps OpenBLAS on one thread while it splits)."""
+    OpenBLAS worker holds the second core, which a frontier run never meets:
+    it keeps OpenBLAS on one thread)."""
     from recir.backend.kernels import blas
 
     def many(f: Any) -> Any:
         return lambda: [f() for _ in range(calls)]
 
     blas.set_threads(threads)
-    times = rounds_times({k: many(f) for k, f in thunks.items() if k != "split"}, repeats)
-    if "split" in thunks:
+    times = rounds_times({k: many(f) for k, f in thunks.items() if k != "team"}, repeats)
+    if "team" in thunks:
         blas.set_threads(1)
         time.sleep(0.3)  # past OpenBLAS's spin timeout
-        times.update(rounds_times({"split": many(thunks["split"])}, repeats))
+        times.update(rounds_times({"team": many(thunks["team"])}, repeats))
     return times
 
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                                if k != "openblas"])
         names = [k for k in thunks if k != "openblas"]
         print_table(f"{PRODUCTS[kind]}, W {5 * h}x{2 * h}: OpenBLAS on {threads} thread(s), "
-                    f"recir on 1{', split on ' + str(threads) if 'split' in names else ''}",
+                    f"recir on 1{', team on ' + str(threads) if 'team' in names else ''}",
                     ["rows"] + [c for k in thunks for c in (f"{k} us", "GF/s")]
                     + [f"{k} speedup" for k in names], rows)
     blas.set_threads(1)

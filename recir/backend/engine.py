@@ -108,30 +108,12 @@ class Engine:
         return address
 
 
-def text_function(ir_text: str, name: str, prototype: Any) -> Any:
-    """`name` from LLVM IR text (the frontier's `split` and `scatter`
-    kernels) as a ctypes function of `prototype`, compiled once into the
-    on-disk object cache; it keeps its engine. One function per text and
-    name for the process, made under a lock: callers keep its address in
-    records reused call after call, so a second engine made by a Python
-    thread racing another's first use (and then dropped) would leave them
-    pointing into freed code."""
-    engine = cached_engine(ir_text, name, lambda: ir_text)
-    with _text_lock:
-        key = cache_key(ir_text, name)
-        fn = _text_functions.get(key)
-        if fn is None:
-            fn = _text_functions[key] = prototype(engine.address(name))
-            fn.engine = engine  # the engine owns the code
-        return fn
-
-
 def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
     """The engine of the module that `make_ir()` gives as LLVM IR text, keyed
     by `description` (the IR itself, or what determines it: a warm start
     then neither builds nor compiles it) and `entry`; one per process."""
     key = cache_key(description, entry)
-    with _text_lock:
+    with _engines_lock:
         engine = _engines.get(key)
         if engine is not None:
             return engine
@@ -146,9 +128,11 @@ def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
         return engine
 
 
-_text_functions: dict[str, Any] = {}  # `text_function`'s, by cache key
 _engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key
-_text_lock = threading.Lock()
+# one engine per key for the process: callers keep addresses into its code, so
+# a second engine made by a thread racing another's first use (and then
+# dropped) would leave them pointing into freed code
+_engines_lock = threading.Lock()
 
 
 # What generated code calls in the OpenMP runtime (the GOMP ABI).

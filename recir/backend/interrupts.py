@@ -2,8 +2,8 @@
 
 While a thread is inside a ctypes call, CPython's SIGINT handler only notes
 the signal; its Python-level handler runs once the call returns, which a
-non-terminating recursion never does. So a C-ABI handler, compiled here with
-llvmlite, writes a byte to a pipe and then calls the handler it replaced,
+non-terminating recursion never does. So a C-ABI handler, built here in the
+llvm dialect (`handler_module`) and compiled with llvmlite, writes a byte to a pipe and then calls the handler it replaced,
 CPython's, which goes on as before (KeyboardInterrupt in the main thread). A
 watcher thread reading the pipe stops every running call as a recorded error
 stops it: it sets the call's context's `error` to ERROR_INTERRUPT and raises
@@ -33,6 +33,12 @@ import sys
 import threading
 from typing import Any
 
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import ModuleOp, i8, i32, i64
+
+from recir.passes.convert_invoke_to_gomp import declare
+from recir.passes.llvm_functions import call_pointer, lower_to_llvm, new_function
+from recir.passes.loop_builder import PTR
 from recir.passes.native_context import ERROR_INTERRUPT
 
 STOPPED = (1 << 64) - 1  # a stack limit no frame is above
@@ -56,20 +62,23 @@ _libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 _lock = threading.Lock()
 _installed: dict[str, Any] = {"engines": []}
 
-# write(2) is async-signal-safe; errno is kept for the interrupted code
-HANDLER_IR = """
-declare ptr @__errno_location()
-declare i64 @write(i32, ptr, i64)
-@byte = internal constant i8 1
-define void @recir_on_interrupt(i32 %sig, ptr %info, ptr %context) {{
-  %errno = call ptr @__errno_location()
-  %saved = load i32, ptr %errno
-  %written = call i64 @write(i32 {fd}, ptr @byte, i64 1)
-  store i32 %saved, ptr %errno
-  call void inttoptr (i64 {previous} to ptr)(i32 %sig, ptr %info, ptr %context)
-  ret void
-}}
-"""
+def handler_module(fd: int, previous: int) -> ModuleOp:
+    """`recir_on_interrupt(sig, info, context)`: writes one byte to the pipe
+    `fd` and calls the handler at address `previous` with the same
+    arguments. write(2) is async-signal-safe; errno is kept for the
+    interrupted code."""
+    function, b, (sig, info, context) = new_function("recir_on_interrupt", [i32, PTR, PTR],
+                                                     private=False)
+    errno = b.value(llvm.CallOp("__errno_location", return_type=PTR))
+    saved = b.load(errno, 0, i32)
+    byte = b.alloca(1, i8)
+    b.store(b.const(1, i8), byte, 0)
+    b.op(llvm.CallOp("write", b.const(fd, i32), byte, b.i64(1), return_type=i64))
+    b.store(saved, errno, 0)
+    call_pointer(b, b.value(llvm.IntToPtrOp(b.i64(previous))), sig, info, context)
+    b.op(llvm.ReturnOp())
+    return ModuleOp([declare("__errno_location", [], PTR), declare("write", [i32, PTR, i64], i64),
+                     lower_to_llvm(function)])
 
 
 def stop(held: Any, error: int) -> None:
@@ -117,6 +126,7 @@ def install() -> bool:
 
 def chain() -> bool:
     from recir.backend.engine import Engine, compile_object
+    from recir.backend.llvm_convert import to_llvm_ir
 
     with _lock:
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -132,8 +142,8 @@ def chain() -> bool:
             _installed["pipe"] = (read_end, write_end)
             threading.Thread(target=watch, args=(read_end,), daemon=True,
                              name="recir-interrupts").start()
-        text = HANDLER_IR.format(fd=_installed["pipe"][1], previous=now.handler)
-        engine = Engine(compile_object(text))
+        engine = Engine(compile_object(to_llvm_ir(handler_module(_installed["pipe"][1],
+                                                                 now.handler))))
         ours = SigAction()
         ours.handler = engine.address("recir_on_interrupt")
         ctypes.memmove(ours.mask, now.mask, ctypes.sizeof(ours.mask))

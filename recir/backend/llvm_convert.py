@@ -9,6 +9,8 @@ what it gets wrong or lacks, so no xDSL code is patched:
 - `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results are made opaque too (llvmlite types them).
+- `llvm.call` through a function pointer (its indirect form), which xDSL
+  does not convert.
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
   spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
@@ -26,6 +28,7 @@ from typing import Any
 import llvmlite.binding
 import llvmlite.ir as ir
 from xdsl.backend.llvm.convert import _convert_global, _declare_func
+from xdsl.backend.llvm.convert_op import _convert_call
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
@@ -99,6 +102,26 @@ def _store(op: llvm.StoreOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         builder.block, value, values[op.ptr], ORDERINGS[ordering], _alignment(op, value.type)))
 
 
+def _call(op: llvm.CallOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    """xDSL's call, and its indirect form, which xDSL does not convert: the
+    callee is the first operand, viewed as a pointer to the function's type
+    (llvmlite reads a call's signature from its callee's pointer type)."""
+    if op.callee is not None:
+        _convert_call(op, builder, values)
+        return
+    pointer, *args = op.args
+    result = convert_type(op.returned.type) if op.returned is not None else ir.VoidType()
+    signature = ir.FunctionType(result, [convert_type(arg.type) for arg in args])
+    # (`builder.bitcast` would return the opaque pointer itself, equal to any pointer type)
+    callee = ir.instructions.CastInstr(builder.block, "bitcast", values[pointer],
+                                       signature.as_pointer())
+    builder._insert(callee)
+    instr = builder.call(callee, [values[arg] for arg in args], cconv=op.CConv.cconv_name,
+                         tail=op.TailCallKind.data != "none")
+    if op.returned is not None:
+        values[op.returned] = instr
+
+
 # Row locks: striped by row index, each on its own 64-byte line.
 ROW_LOCKS = 256
 LOCK_STRIDE = 16  # i32s per lock (a cache line)
@@ -158,6 +181,7 @@ FIXES: dict[type[Operation], Fix] = {
     adjoint.LockRowOp: _lock_row,
     adjoint.UnlockRowOp: _unlock_row,
     llvm.AllocaOp: _alloca,
+    llvm.CallOp: _call,
     llvm.GEPOp: _gep,
     llvm.LoadOp: _load,
     llvm.StoreOp: _store,

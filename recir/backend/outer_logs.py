@@ -69,7 +69,8 @@ def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
                   threads: int = 1) -> None:
     """target (rows x cols, at an address) += DY^T X, the log's records being
     rows of [DY | X]: `gemm.py`'s tn kernel (faster than OpenBLAS's SGEMM on
-    these shapes: `python bench/run.py smallgemm`), on `threads` > 1 cut by the target's rows (`split.py`)."""
+    these shapes: `python bench/run.py smallgemm`), on `threads` > 1 its team
+    form where the product pays for a team (`gemm.run`)."""
     from recir.backend.kernels import gemm
 
     stride = rows + cols

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
-from xdsl.dialects.builtin import i64
+from xdsl.dialects.builtin import DenseArrayBase, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -45,6 +45,18 @@ def at_least_zero(b: Emitter, *values: SSAValue) -> list[SSAValue]:
 
 def call(b: Emitter, name: str, *args: Index) -> None:
     b.op(llvm.CallOp(name, *(b.i64(a) if isinstance(a, int) else a for a in args)))
+
+
+def call_pointer(b: Emitter, pointer: SSAValue, *args: SSAValue) -> None:
+    """A call of the void function at `pointer` (llvm.call's indirect form,
+    which xDSL's builder lacks: the callee is the first operand)."""
+    operands = [pointer, *args]
+    b.op(llvm.CallOp.create(operands=operands, properties={
+        "fastmathFlags": llvm.FastMathAttr(None),
+        "CConv": llvm.CallingConventionAttr("ccc"),
+        "TailCallKind": llvm.TailCallKindAttr(llvm.TailCallKind.NONE),
+        "op_bundle_sizes": DenseArrayBase.from_list(i32, ()),
+        "operandSegmentSizes": DenseArrayBase.from_list(i32, [len(operands), 0])}))
 
 
 def accumulating(b: Emitter, accumulate: SSAValue, later: SSAValue) -> SSAValue:

@@ -10,9 +10,6 @@ of rows on the team) gives the same bits on two threads as on one."""
 
 from __future__ import annotations
 
-import ctypes
-import functools
-
 import numpy as np
 import pytest
 from test_frontier_gradients import batched_gradients
@@ -22,6 +19,7 @@ from test_invoke_to_frontier import tree_batch_args
 import recir
 from recir.backend import policy
 from recir.backend.engine import openmp
+from recir.backend.kernels import gemm
 from recir.data.synthetic import make_treebank
 from recir.data.trees import Tree
 from recir.interpreter import run_function
@@ -29,35 +27,8 @@ from recir.models import tree_lstm, tree_rnn
 from recir.pipeline import run_passes
 
 HIDDEN = 19  # neither a multiple of a vector nor of a register tile (as test_frontier_products)
-I64, PTR = ctypes.c_int64, ctypes.c_void_p
-TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, I64, I64)
 
 pytestmark = pytest.mark.skipif(openmp() is None, reason="no OpenMP runtime")
-
-
-@functools.cache
-def team_kernels():
-    """The three layouts' team forms, compiled once (made external to be called)."""
-    from xdsl.dialects import llvm
-    from xdsl.dialects.builtin import ModuleOp
-
-    from recir.backend.engine import cached_engine
-    from recir.backend.llvm_convert import to_llvm_ir
-    from recir.passes.gemm_target import host_target
-    from recir.passes.row_products import declare_team_in
-
-    def build() -> str:
-        module = ModuleOp([])
-        for layout in ("nn", "tn", "nt"):
-            declare_team_in(module, layout)
-        for op in module.ops:
-            if isinstance(op, llvm.FuncOp) and op.sym_name.data.endswith(".team"):
-                op.linkage = llvm.LinkageAttr("external")
-        return to_llvm_ir(module)
-
-    engine = cached_engine(f"gemm teams {host_target()!r}", "recir_gemm_teams", build)
-    return engine, {layout: TEAM(engine.address(f"recir_gemm_{layout}.team"))
-                    for layout in ("nn", "tn", "nt")}
 
 
 def run_team(layout: str, m: int, n: int, k: int, threads: int, accumulate: bool
@@ -74,7 +45,7 @@ def run_team(layout: str, m: int, n: int, k: int, threads: int, accumulate: bool
     c = np.full((m + 1, n + 4), np.nan, np.float32)
     c[:m, :n] = start
     want = op_a.astype(np.float64) @ op_b + (start if accumulate else 0)
-    function = team_kernels()[1][layout]
+    function = gemm.team_kernel(layout)
     function(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data, b.strides[0] // 4,
              c.ctypes.data, n + 4, int(accumulate), threads, 0)
     assert np.isnan(c[m:]).all(), "wrote below C"

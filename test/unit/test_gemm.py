@@ -114,6 +114,69 @@ def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
         assert np.isnan(outside[:, n:]).all()
 
 
+needs_openmp = pytest.mark.skipif(gemm.team_kernel("nn") is None, reason="no OpenMP runtime")
+
+
+@needs_openmp
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_team_forms_at_tile_edges_match_numpy_on_one_to_three_threads(layout):
+    """`recir_gemm_<layout>.team` with a team start that always pays
+    (min_work 0): each thread's block of C, cut at the tile edges, adds up
+    to the whole product, and nothing outside C is written."""
+    rng = np.random.default_rng(len(layout))
+    for i, (m, n, k) in enumerate(edge_shapes()):
+        a, b, want = operands(rng, layout, m, n, k, pad=2 + i)
+        for threads in (1, 2, 3):
+            for accumulate in (0, 1):
+                c_buffer, c = padded(rng, m, n, pad=4)
+                expected = want + (c if accumulate else 0)
+                gemm.team_kernel(layout)(m, n, k, a.ctypes.data, a.strides[0] // 4,
+                                         b.ctypes.data, b.strides[0] // 4, c.ctypes.data,
+                                         c.strides[0] // 4, accumulate, threads, 0)
+                np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4 * np.sqrt(k + 1),
+                                           err_msg=f"{layout} {m}x{n}x{k} on {threads}")
+                outside = c_buffer.copy()
+                outside[1:m + 1, :n] = 0
+                assert np.isnan(outside[0]).all() and np.isnan(outside[-1]).all()
+                assert np.isnan(outside[:, n:]).all()
+
+
+@needs_openmp
+@pytest.mark.parametrize(("m", "n", "k"), [(300, 64, 45), (2 * ROWS + 1, 3 * LANES + 1, 7),
+                                           (5, 256, 994)])
+def test_add_outer_at_on_two_threads_equals_one_thread(m, n, k):
+    """A weight gradient's G += DY^T X on a team (forced: min_work 0, and
+    as the machine's policy decides) gives the one-thread kernel's bits:
+    each element is summed over k in the same order by one thread."""
+    rng = np.random.default_rng(m + n + k)
+    dy = rng.standard_normal((k, m)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    results = []
+    for threads, min_work in ((1, None), (2, 0), (2, None)):
+        g = start.copy()
+        gemm.add_outer_at(g.ctypes.data, m, n, dy.ctypes.data, m, x.ctypes.data, n, k,
+                          threads, min_work)
+        results.append(g)
+    np.testing.assert_allclose(results[0], start + dy.T.astype(np.float64) @ x, rtol=1e-4,
+                               atol=1e-4 * np.sqrt(k))
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[2], results[0])
+
+
+@needs_openmp
+def test_gemm_reads_a_transposed_b_as_nt_on_a_team():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((37, 40)).astype(np.float32)
+    w = rng.standard_normal((70, 40)).astype(np.float32)
+    want = x.astype(np.float64) @ w.T
+    for threads in (1, 2):
+        np.testing.assert_allclose(gemm.gemm(x, w.T, threads=threads, min_work=0), want,
+                                   rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="both be transposed"):
+        gemm.gemm(x.T, w[:, :37].T)
+
+
 def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
     """More rows than one block of A holds at this k (a block is half of L2)."""
     k = 8

@@ -212,7 +212,7 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
 @pytest.mark.parametrize(("rows", "cols"), [(5, 3), (40, 19)])
 def test_outer_log_is_added_into_its_buffer(threads: int, rows: int, cols: int) -> None:
     """A log of records [dy | x] adds DY^T X into its buffer (`gemm.py`'s tn
-    kernel; 16 rows up cut across a team of `threads`)."""
+    kernel, or its team form on `threads` where a team pays)."""
     from recir.backend.outer_logs import add_outer_log
 
     rng = np.random.default_rng(9)

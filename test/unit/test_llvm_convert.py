@@ -93,3 +93,25 @@ def test_unsupported_op_names_itself():
     module.body.block.first_op.body.block.first_op.detach()  # leaves %x's user broken
     with pytest.raises(Exception):  # noqa: B017, PT011
         to_llvm_ir(module)
+
+
+def test_indirect_call_through_a_pointer():
+    """llvm.call's indirect form (callee = the first operand), which xDSL
+    does not convert: here a Python callback at an address."""
+    text = """
+    llvm.func @twice(%f: i64, %x: i32) -> i32 {
+      %p = llvm.inttoptr %f : i64 to !llvm.ptr
+      %y = llvm.call %p(%x) : !llvm.ptr, (i32) -> i32
+      %z = llvm.call %p(%y) : !llvm.ptr, (i32) -> i32
+      llvm.return %z : i32
+    }"""
+    seen = []
+
+    def add_three(x: int) -> int:
+        seen.append(x)
+        return x + 3
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(add_three)
+    twice = native(text, "twice", ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
+    assert twice(ctypes.cast(callback, ctypes.c_void_p).value, 10) == 16
+    assert seen == [10, 13]

@@ -1,7 +1,7 @@
 """The thread count of NumPy's BLAS, set at run time.
 
-The frontier scheduler's NumPy path does its matrix-matrix work through
-NumPy's BLAS (OpenBLAS in NumPy's wheels). Its thread count is read from the
+The benchmarks time NumPy's BLAS (OpenBLAS in NumPy's wheels) beside
+recir's kernels at a given thread count. Its thread count is read from the
 environment at load time (`bench/run.py` pins it to 1); `set_threads`
 changes it through OpenBLAS's own entry point, found among the loaded
 libraries. Without OpenBLAS it does nothing and says so (`available()` is
@@ -17,11 +17,6 @@ NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
          "openblas_set_num_threads64_", "openblas_set_num_threads")
 GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
            "openblas_get_num_threads64_", "openblas_get_num_threads")
-
-
-SGEMMS = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
-          ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int))
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 
 def openblas_libraries() -> list[ctypes.CDLL]:
@@ -57,20 +52,4 @@ def set_threads(count: int) -> None:
     found = library()
     if found is not None:
         found[0](max(1, int(count)))  # type: ignore[operator]
-
-
-@cache
-def sgemm() -> object | None:
-    """CBLAS sgemm of the loaded OpenBLAS (64-bit integers in NumPy's wheels)."""
-    for lib in openblas_libraries():
-        for name, integer in SGEMMS:
-            if hasattr(lib, name):
-                fn = getattr(lib, name)
-                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer,
-                               integer, ctypes.c_float, ctypes.c_void_p, integer,
-                               ctypes.c_void_p, integer, ctypes.c_float, ctypes.c_void_p,
-                               integer]
-                fn.restype = None
-                return fn
-    return None
 

@@ -10,53 +10,133 @@ registers and caches, and compiled once per host (`compiled_gemm.py`):
 read as a transpose (A[i, p] at i + p lda: dY^T for a weight gradient), and
 `recir_sgemm_nt` the forward `x @ W.T` (`smallgemm.py`). No load or store
 leaves the arrays. Against the host's BLAS: `python bench/run.py smallgemm`.
+
+On more than one thread each runs in its team form (`team_kernel`:
+`recir/passes/row_products.py`'s `recir_gemm_<layout>.team`, the one a
+batched function's products over rows call): a libgomp team whose threads
+each compute their own block of C's rows or columns, so no two write one
+element and one thread count gives the same bits on every call.
 """
 
 from __future__ import annotations
+
+import ctypes
+from functools import cache
+from typing import Any
 
 import numpy as np
 
 from recir.backend.array_address import data_address
 from recir.backend.kernels.compiled_gemm import kernel
 
-FEW_ROWS = 16  # weight gradients of fewer rows run on one thread (a classifier's)
+LAYOUTS = ("nn", "tn", "nt")
+I64, PTR = ctypes.c_int64, ctypes.c_void_p
+# the kernel's arguments, then the most threads and the least work (multiply-adds) for a team
+TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, I64, I64)
 
 
-def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+@cache
+def team_engine() -> Any:
+    """The three layouts' team forms compiled for the host (built only on an
+    object cache miss), or None without an OpenMP runtime: loading it first
+    binds the GOMP functions the code calls (`engine.openmp`)."""
+    from recir.backend.engine import cached_engine, openmp
+    from recir.passes.gemm_target import host_target
+
+    if openmp() is None:
+        return None
+    target = host_target()
+    return cached_engine(f"gemm teams {target!r}", "recir_gemm_teams",
+                         lambda: team_module_ir(target))
+
+
+def team_module_ir(target: Any) -> str:
+    """LLVM IR of a module holding `recir_gemm_<layout>.team` (external)
+    for every layout, with the kernels and OpenMP declarations it calls."""
+    from xdsl.dialects import llvm
+    from xdsl.dialects.builtin import ModuleOp
+
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.row_products import declare_team_in
+
+    module = ModuleOp([])
+    names = {declare_team_in(module, layout, target) for layout in LAYOUTS}
+    for op in module.ops:
+        if isinstance(op, llvm.FuncOp) and op.sym_name.data in names:
+            op.linkage = llvm.LinkageAttr("external")
+    return to_llvm_ir(module)
+
+
+@cache
+def team_kernel(layout: str) -> Any:
+    """`recir_gemm_<layout>.team(m, n, k, A, lda, B, ldb, C, ldc, accumulate,
+    threads, min_work)` as a ctypes function, or None without an OpenMP
+    runtime. It calls the kernel itself below `min_work` multiply-adds or
+    with fewer than two register tiles of rows or of columns."""
+    engine = team_engine()
+    if engine is None:
+        return None
+    fn = TEAM(engine.address(f"recir_gemm_{layout}.team"))
+    fn.engine = engine  # the engine owns the code
+    return fn
+
+
+def team_min_work(threads: int) -> int:
+    """The least work a product must have for a team of `threads` to pay
+    (`policy.team_min_work` of the machine's costs); -1 where none does."""
+    from recir.backend import policy
+
+    return policy.team_min_work(threads, policy.costs())
+
+
+def run(layout: str, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
+        ldc: int, accumulate: int, threads: int = 1, min_work: int | None = None) -> None:
+    """C (+)= op(A) op(B) (f32 at addresses) by the layout's kernel, or on a
+    team of up to `threads` where one pays: `min_work` (None: the machine's
+    `team_min_work`; 0 where the caller has decided, -1 for never)."""
+    if threads > 1:
+        least = team_min_work(threads) if min_work is None else min_work
+        team = team_kernel(layout) if least >= 0 else None
+        if team is not None:
+            team(m, n, k, a, lda, b, ldb, c, ldc, accumulate, threads, least)
+            return
+    kernel(layout)(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, threads: int = 1,
+         min_work: int | None = None) -> np.ndarray:
     """a @ b (c += a @ b if `c` is given) for f32 matrices with contiguous
-    rows, `a` also a transposed view of one."""
+    rows, `a` or `b` also a transposed view of one (not both); on up to
+    `threads` threads (`run`)."""
     m, k = a.shape
     n = b.shape[1]
     out = np.empty((m, n), np.float32) if c is None else c
     layout, lda = ("nn", a.strides[0] // 4) if a.strides[1] == 4 else ("tn", a.strides[1] // 4)
-    kernel(layout)(m, n, k, data_address(a), lda, data_address(b), b.strides[0] // 4,
-                   data_address(out), out.strides[0] // 4, int(c is not None))
+    ldb = b.strides[0] // 4
+    if b.strides[1] != 4:
+        if layout != "nn":
+            raise ValueError("gemm: a and b cannot both be transposed views")
+        layout, ldb = "nt", b.strides[1] // 4
+    run(layout, m, n, k, data_address(a), lda, data_address(b), ldb, data_address(out),
+        out.strides[0] // 4, int(c is not None), threads, min_work)
     return out
 
 
 def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k: int,
-                 threads: int = 1) -> None:
+                 threads: int = 1, min_work: int | None = None) -> None:
     """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
     `ldy` apart) and of X (n floats, `ldx` apart), all f32 at addresses: the
-    tn kernel, on a team of `threads` cut by G's rows (`split.py`)."""
-    from recir.backend.kernels import split
-
-    if k <= 0:
-        return
-    if threads > 1 and m >= FEW_ROWS and split.available():
-        fn = split.address(kernel("tn"))
-        split.run([[split.NN, fn, hi - lo, n, k, dy + 4 * lo, ldy, x, ldx, g + 4 * lo * n, n, 1]
-                   for lo, hi in split.ranges(m, threads, 16)], threads)
-        return
-    kernel("tn")(m, n, k, dy, ldy, x, ldx, g, n, 1)
+    tn kernel, on a team of up to `threads` where one pays (`run`)."""
+    if k > 0:
+        run("tn", m, n, k, dy, ldy, x, ldx, g, n, 1, threads, min_work)
 
 
 def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
     """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), in
     place (NumPy's `acc += dy.T @ x` writes a temporary as big as the weight
     matrix and reads it back), by the tn kernel reading dy as a transpose
-    (`python bench/run.py smallgemm` compares it with OpenBLAS); on
-    `threads` > 1 cut by acc's rows across a team (`split.py`)."""
+    (`python bench/run.py smallgemm` compares it with OpenBLAS), on up to
+    `threads` threads (`run`)."""
     n, m = dy.shape
     k = x.shape[1]
     if acc.dtype != np.float32 or not acc.flags.c_contiguous or acc.shape != (m, k) or (
@@ -66,14 +146,3 @@ def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) 
     dy = np.ascontiguousarray(dy, np.float32)
     x = np.ascontiguousarray(x, np.float32)
     add_outer_at(acc.ctypes.data, m, k, dy.ctypes.data, m, x.ctypes.data, k, n, threads)
-
-
-def nn_parts(m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
-             accumulate: int, parts: int) -> list[list[int]]:
-    """`split.py` records of `recir_gemm_nn` for C (+)= A B (f32 at addresses),
-    cut by C's columns into `parts` shares (multiples of 16)."""
-    from recir.backend.kernels import split
-
-    fn = split.address(kernel("nn"))
-    return [[split.NN, fn, m, hi - lo, k, a, lda, b + 4 * lo, ldb, c + 4 * lo, ldc, accumulate]
-            for lo, hi in split.ranges(n, parts, 16)]
