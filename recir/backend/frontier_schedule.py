@@ -118,15 +118,8 @@ class NativeRowFunction:
             if known is not None and known[0] is value and value.shape == known[2]:
                 args.append(known[1])
                 continue
-            batched, dtype, shape = kind
-            array = value
-            if not (type(value) is np.ndarray and value.dtype == dtype
-                    and value.flags.c_contiguous):
-                array = np.ascontiguousarray(value, dtype)
-                keep.append(array)
-            if (array.shape[1:] if batched else array.shape) != shape:
-                raise RecirError(f"error: @{self.name} takes an array of shape "
-                                 f"{('?', *shape) if batched else shape}, got {array.shape}")
+            batched, _, shape = kind
+            array = self.checked(k, value, keep)
             if not batched:
                 args.append(data_address(array))
                 if array is value:
@@ -138,6 +131,22 @@ class NativeRowFunction:
             used += 1
             rows = max(rows, array.shape[0])
         return args, rows
+
+    def checked(self, k: int, value: Any, keep: list[Any]) -> np.ndarray:
+        """Input `k` as a C-contiguous array of its type (a converted copy
+        kept alive by `keep`), its shape checked."""
+        kind = self.kinds[k]
+        assert kind is not None
+        batched, dtype, shape = kind
+        array = value
+        if not (type(value) is np.ndarray and value.dtype == dtype
+                and value.flags.c_contiguous):
+            array = np.ascontiguousarray(value, dtype)
+            keep.append(array)
+        if (array.shape[1:] if batched else array.shape) != shape:
+            raise RecirError(f"error: @{self.name} takes an array of shape "
+                             f"{('?', *shape) if batched else shape}, got {array.shape}")
+        return array
 
     def copied(self, k: int) -> np.ndarray:
         """Rows result `k` out of the scratch (or the argument) it lies in."""

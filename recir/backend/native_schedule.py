@@ -194,17 +194,8 @@ class NativeLoop:
 
     def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
         """Input `k`'s (rows, data address), checked against its type."""
-        kind = self.native.kinds[k]
-        assert kind is not None
-        batched, dtype, shape = kind
-        array = value
-        if not (type(value) is np.ndarray and value.dtype == dtype
-                and value.flags.c_contiguous):
-            array = np.ascontiguousarray(value, dtype)
-            keep.append(array)
-        if (array.shape[1:] if batched else array.shape) != shape:
-            raise RecirError(f"error: @{self.native.name} takes an array of shape "
-                             f"{('?', *shape) if batched else shape}, got {array.shape}")
+        array = self.native.checked(k, value, keep)
+        batched = self.native.kinds[k][0]  # type: ignore[index]
         return (len(array) if batched else 0), data_address(array)
 
 
