@@ -31,15 +31,15 @@ class PureOp(IRDLOperation):
 
 class InferredOp(PureOp):
     """An op whose one result type follows from its operands (as MLIR's
-    InferTypeOpInterface): `infer` is the typing rule the builder uses and
-    the verifier checks, so the two cannot disagree."""
+    InferTypeOpInterface): `infer`, its rule in `type_rules.py`, types the
+    op the builder makes and is what the verifier checks."""
 
     def __init__(self, *operands: SSAValue | Operation):
         values = [SSAValue.get(v) for v in operands]
         super().__init__(operands=values, result_types=[self.result_type(values)])
 
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
+    @staticmethod
+    def infer(*operands: SSAValue) -> Attribute:
         """The result type, or a `VerifyException` naming the bad operand."""
         raise NotImplementedError
 

@@ -68,6 +68,10 @@ def is_rows(value: SSAValue | Attribute) -> bool:
     return len(shape) >= 1 and shape[0] < 0 and all(d >= 0 for d in shape[1:])
 
 
+def is_f32_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
+
+
 def f32_rows_or_static(value: SSAValue | Attribute, what: str) -> tuple[bool, tuple[int, ...]]:
     """(whether rows, the per-row or static shape) of an f32 tensor operand."""
     typ = type_of(value)
@@ -98,6 +102,13 @@ def expect_rank(shape: tuple[int, ...], rank: int, what: str) -> None:
         raise VerifyException(f"{what} must have rank {rank}, got shape {fmt_shape(shape)}")
 
 
+def expect_vector(value: SSAValue, what: str) -> TensorType[Attribute]:
+    typ = value.type
+    if not isinstance(typ, TensorType) or typ.get_num_dims() != 1:
+        raise VerifyException(f"{what} must be a vector, got {typ}")
+    return typ
+
+
 def expect_shape(got: tuple[int, ...], expected: tuple[int, ...], what: str) -> None:
     if got != expected:
         raise VerifyException(
@@ -110,6 +121,12 @@ def expect_index_rows(value: SSAValue | Attribute, what: str) -> None:
     if (not isinstance(typ, TensorType) or typ.get_shape() != (DYNAMIC_INDEX,)
             or not isinstance(typ.element_type, IntegerType | IndexType)):
         raise VerifyException(f"{what} must be rows of integers (tensor<?xi32>), got {typ}")
+
+
+def expect_rows(value: SSAValue | Attribute, what: str) -> None:
+    if not is_rows(value):
+        raise VerifyException(f"{what} must be rows (a tensor with a leading ? and "
+                              f"static other dimensions), got {type_of(value)}")
 
 
 def expect_type(value: SSAValue, expected: Attribute, what: str = "result") -> None:
