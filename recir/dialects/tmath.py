@@ -50,13 +50,12 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from recir.dialects import type_rules
 from recir.dialects.op_base import InferredOp, PureOp, SameShapeOp, named_ops
 from recir.dialects.row_types import (
     expect_f32_tensor,
-    expect_index_rows,
-    expect_rank,
     expect_result,
-    expect_shape,
+    expect_vector,
     f32_rows_or_static,
     fmt_shape,
     is_rows,
@@ -64,8 +63,6 @@ from recir.dialects.row_types import (
     shape_of,
     typed,
 )
-
-__all__ = ["shape_of"]  # re-exported: passes read shapes as `tmath.shape_of`
 
 
 class Elementwise(OpTrait):
@@ -77,11 +74,7 @@ class SameTypeUnaryOp(SameShapeOp):
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        f32_rows_or_static(operands[0], "operand")
-        return operands[0].type
+    infer = staticmethod(type_rules.elementwise_unary)
 
 
 class ElementwiseUnaryOp(SameTypeUnaryOp):
@@ -97,18 +90,7 @@ class ElementwiseBinaryOp(SameShapeOp):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure(), Elementwise())
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """Equal shapes, or rows and one row's shape (the uniform side is
-        shared by every row)."""
-        lhs_rows, lhs = f32_rows_or_static(operands[0], "lhs")
-        rhs_rows, rhs = f32_rows_or_static(operands[1], "rhs")
-        if lhs != rhs:
-            raise VerifyException(
-                f"operand shapes differ: lhs {fmt_shape(lhs)}, rhs {fmt_shape(rhs)}; "
-                "expected equal shapes (or rows of the other's shape)")
-        return typed(lhs_rows or rhs_rows, lhs, f32)
+    infer = staticmethod(type_rules.elementwise_binary)
 
 
 class ReductionOp(InferredOp):
@@ -116,14 +98,7 @@ class ReductionOp(InferredOp):
 
     input = operand_def(TensorType)
     result = result_def(Float32Type | TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """Rows reduce each row (`tensor<?x4xf32> -> tensor<?xf32>`)."""
-        batched, shape = f32_rows_or_static(operands[0], "input")
-        if 0 in shape:
-            raise VerifyException(f"cannot reduce an empty tensor {fmt_shape(shape)}")
-        return typed(batched, (), f32)
+    infer = staticmethod(type_rules.reduction)
 
 
 ELEMENTWISE_BINARY = AddOp, SubOp, MulOp, DivOp = named_ops(
@@ -201,18 +176,7 @@ class MatvecOp(InferredOp):
     matrix = operand_def(TensorType)
     vector = operand_def(TensorType)
     result = result_def(TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """The vector may be rows (`tensor<?xKxf32>`): each row's product."""
-        w = expect_f32_tensor(operands[0], "matrix")
-        batched, x = f32_rows_or_static(operands[1], "vector")
-        expect_rank(w, 2, "matrix")
-        expect_rank(x, 1, "vector")
-        if w[1] != x[0]:
-            raise VerifyException(f"matrix {fmt_shape(w)} cannot multiply vector "
-                                  f"{fmt_shape(x)}: expected a vector of {w[1]} elements")
-        return typed(batched, (w[0],), f32)
+    infer = staticmethod(type_rules.matvec)
 
 
 @irdl_op_definition
@@ -225,17 +189,7 @@ class MatmulOp(InferredOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        a = expect_f32_tensor(operands[0], "lhs")
-        b = expect_f32_tensor(operands[1], "rhs")
-        expect_rank(a, 2, "lhs")
-        expect_rank(b, 2, "rhs")
-        if a[1] != b[0]:
-            raise VerifyException(f"inner dimensions differ: lhs {fmt_shape(a)}, rhs "
-                                  f"{fmt_shape(b)}; expected rhs with {a[1]} rows")
-        return typed(False, (a[0], b[1]), f32)
+    infer = staticmethod(type_rules.matmul)
 
 
 @irdl_op_definition
@@ -250,17 +204,7 @@ class BilinearOp(InferredOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """`lhs` and `rhs` may be rows: each row's product."""
-        v = expect_f32_tensor(operands[0], "tensor")
-        x_rows, x = f32_rows_or_static(operands[1], "lhs")
-        y_rows, y = f32_rows_or_static(operands[2], "rhs")
-        expect_rank(v, 3, "tensor")
-        expect_shape(x, (v[1],), "lhs")
-        expect_shape(y, (v[2],), "rhs")
-        return typed(x_rows or y_rows, (v[0],), f32)
+    infer = staticmethod(type_rules.bilinear)
 
 
 @irdl_op_definition
@@ -272,34 +216,16 @@ class ConcatOp(InferredOp):
     name = "tmath.concat"
     inputs = var_operand_def(TensorType)
     result = result_def(TensorType)
+    infer = staticmethod(type_rules.concat)
 
     def __init__(self, inputs: Sequence[SSAValue | Operation]):
         values = [SSAValue.get(v) for v in inputs]
         IRDLOperation.__init__(self, operands=[values], result_types=[self.result_type(values)])
 
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """Rows inputs (all of them) concatenate each row's first axis."""
-        if not operands:
-            raise VerifyException("expected at least one input")
-        forms = [f32_rows_or_static(v, f"input {i}") for i, v in enumerate(operands)]
-        batched = forms[0][0]
-        if any(rows != batched for rows, _ in forms):
-            raise VerifyException("inputs must be all rows or all static tensors")
-        shapes = [shape for _, shape in forms]
-        trailing = shapes[0][1:]
-        for i, s in enumerate(shapes):
-            if len(s) == 0 or s[1:] != trailing:
-                raise VerifyException(
-                    f"input {i} has shape {fmt_shape(s)}, expected "
-                    f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}")
-        return typed(batched, (sum(s[0] for s in shapes), *trailing), f32)
-
 
 @irdl_op_definition
 class SliceOp(IRDLOperation):
-    """Rows `[offset, offset + size)` of the first axis; size from the result:
-    ```mlir
+    """Rows `[offset, offset + size)` of the first axis, size from the result: ```mlir
     %g = tmath.slice %x[3] : tensor<10xf32> -> tensor<4xf32>
     ```"""
 
@@ -343,16 +269,7 @@ class GatherOp(InferredOp):
     index = operand_def(IntegerType | IndexType | TensorType)
     result = result_def(TensorType)
     assembly_format = "$table `[` $index `]` attr-dict `:` type(operands) `->` type(results)"
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """The index may be rows (`tensor<?xi32>`): one table row per row."""
-        t = expect_f32_tensor(operands[0], "table")
-        expect_rank(t, 2, "table")
-        batched = isinstance(operands[1].type, TensorType)
-        if batched:
-            expect_index_rows(operands[1], "index")
-        return typed(batched, t[1:], f32)
+    infer = staticmethod(type_rules.gather)
 
 
 @irdl_op_definition
@@ -366,24 +283,12 @@ class ExtractOp(InferredOp):
     index = operand_def(IntegerType | IndexType | TensorType)
     result = result_def(IntegerType | Float32Type | TensorType)
     assembly_format = "$input `[` $index `]` attr-dict `:` type(operands) `->` type(results)"
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """The index may be rows (`tensor<?xi32>`): one element per row."""
-        typ = operands[0].type
-        assert isinstance(typ, TensorType)
-        if typ.get_num_dims() != 1:
-            raise VerifyException(f"input must be a vector, got {typ}")
-        batched = isinstance(operands[1].type, TensorType)
-        if batched:
-            expect_index_rows(operands[1], "index")
-        return typed(batched, (), typ.element_type)
+    infer = staticmethod(type_rules.extract)
 
 
 @irdl_op_definition
 class SizeOp(PureOp):
-    """The number of elements of a vector (e.g. nodes in a structure array):
-    ```mlir
+    """The number of elements of a vector (nodes in a structure array): ```mlir
     %n = tmath.size %children : tensor<?xi32> -> i32
     ```"""
 
@@ -395,10 +300,7 @@ class SizeOp(PureOp):
         super().__init__(operands=[input], result_types=[result_type])
 
     def verify_(self) -> None:
-        typ = self.input.type
-        assert isinstance(typ, TensorType)
-        if typ.get_num_dims() != 1:
-            raise VerifyException(f"input must be a vector, got {typ}")
+        expect_vector(self.input, "input")
 
 
 @irdl_op_definition
@@ -410,13 +312,7 @@ class ArgmaxOp(InferredOp):
     name = "tmath.argmax"
     input = operand_def(TensorType)
     result = result_def(IntegerType | TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """Rows give one index per row."""
-        batched, shape = f32_rows_or_static(operands[0], "input")
-        expect_rank(shape, 1, "input")
-        return typed(batched, (), i32)
+    infer = staticmethod(type_rules.argmax)
 
 
 @irdl_op_definition
@@ -426,11 +322,7 @@ class SoftmaxOp(SameTypeUnaryOp):
     ```"""
 
     name = "tmath.softmax"
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        expect_rank(f32_rows_or_static(operands[0], "operand")[1], 1, "input")
-        return operands[0].type
+    infer = staticmethod(type_rules.softmax)
 
 
 @irdl_op_definition
@@ -443,19 +335,7 @@ class SoftmaxCrossEntropyOp(InferredOp):
     logits = operand_def(TensorType)
     label = operand_def(IntegerType | IndexType | TensorType)
     result = result_def(Float32Type | TensorType)
-
-    @classmethod
-    def infer(cls, *operands: SSAValue) -> Attribute:
-        """Rows of logits take rows of labels: one loss per row."""
-        logits, label = operands
-        batched, shape = f32_rows_or_static(logits, "logits")
-        expect_rank(shape, 1, "logits")
-        if batched:
-            expect_index_rows(label, "label")
-        elif isinstance(label.type, TensorType):
-            raise VerifyException(f"label must be an integer for static logits, got "
-                                  f"{label.type}")
-        return typed(batched, (), f32)
+    infer = staticmethod(type_rules.softmax_xent)
 
 
 @irdl_op_definition
