@@ -38,10 +38,11 @@ from recir.dialects.op_base import InferredOp, PureOp, named_ops
 from recir.dialects.row_types import (
     expect_index_rows,
     expect_rank,
-    expect_result,
     expect_shape,
+    expect_type,
     f32_rows_or_static,
     fmt_shape,
+    rows_type,
 )
 from recir.dialects.tmath import ElementwiseBinaryOp
 
@@ -115,7 +116,7 @@ class OnehotOp(PureOp):
         expect_rank(shape, 1, "result")
         if batched:
             expect_index_rows(self.index, "index")
-            expect_result(self.scale, True, (), Float32Type(), "scale")
+            expect_type(self.scale, rows_type(Float32Type()), "scale")
         elif any(isinstance(v.type, TensorType) for v in (self.index, self.scale)):
             raise VerifyException("index and scale must be scalars for a static result")
 

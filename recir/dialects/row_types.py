@@ -139,9 +139,3 @@ def expect_type(value: SSAValue, expected: Attribute, what: str = "result") -> N
         raise VerifyException(f"{what} has shape {fmt_shape(got.get_shape())}, expected "
                               f"{fmt_shape(expected.get_shape())}")
     raise VerifyException(f"{what} has type {got}, expected {expected}")
-
-
-def expect_result(value: SSAValue, batched: bool, shape: tuple[int, ...],
-                  element: Attribute, what: str = "result") -> None:
-    """The result is `element`-typed with `shape` per row (rows if `batched`)."""
-    expect_type(value, typed(batched, shape, element), what)

@@ -12,7 +12,6 @@ carry the `Elementwise` trait, which the fusion pass keys on.
 
 ```mlir
 %c = tmath.add %a, %b : tensor<4xf32>       // also sub, mul, div
-%r = tmath.add %rows, %b : tensor<?x4xf32>, tensor<4xf32>
 %y = tmath.tanh %x : tensor<4xf32>          // also neg, sigmoid, relu, exp, log
 %s = tmath.sum %x : tensor<4xf32> -> f32    // also max
 ```
@@ -54,7 +53,7 @@ from recir.dialects import type_rules
 from recir.dialects.op_base import InferredOp, PureOp, SameShapeOp, named_ops
 from recir.dialects.row_types import (
     expect_f32_tensor,
-    expect_result,
+    expect_type,
     expect_vector,
     f32_rows_or_static,
     fmt_shape,
@@ -125,8 +124,8 @@ class ConstantOp(IRDLOperation):
     def verify_(self) -> None:
         expect_f32_tensor(self.result, "result")
         if self.value.type != self.result.type:
-            raise VerifyException(
-                f"value type {self.value.type} differs from result {self.result.type}")
+            raise VerifyException(f"value type {self.value.type} differs from result "
+                                  f"{self.result.type}")
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
@@ -163,7 +162,7 @@ class FillOp(PureOp):
     def verify_(self) -> None:
         """Rows of scalars fill one tensor per row."""
         batched, _ = f32_rows_or_static(self.result, "result")
-        expect_result(self.scalar, batched, (), f32, "scalar")
+        expect_type(self.scalar, typed(batched, (), f32), "scalar")
 
 
 @irdl_op_definition
