@@ -75,7 +75,8 @@ class SameShapeOp(InferredOp):
         while len(types) < arity and parser.parse_optional_punctuation(",") is not None:
             types.append(parser.parse_type())
         types += types[-1:] * (arity - len(types))
-        op = cls(*(parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)))
+        operands = zip(names, types, strict=True)
+        op = cls(*(parser.resolve_operand(n, t) for n, t in operands))
         op.attributes |= attrs
         return op
 

@@ -72,7 +72,9 @@ def is_f32_tensor(typ: Attribute) -> bool:
     return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
 
 
-def f32_rows_or_static(value: SSAValue | Attribute, what: str) -> tuple[bool, tuple[int, ...]]:
+def f32_rows_or_static(
+    value: SSAValue | Attribute, what: str
+) -> tuple[bool, tuple[int, ...]]:
     """(whether rows, the per-row or static shape) of an f32 tensor operand."""
     typ = type_of(value)
     if not isinstance(typ, TensorType) or not isinstance(typ.element_type, Float32Type):
@@ -99,7 +101,8 @@ def expect_f32_tensor(value: SSAValue | Attribute, what: str) -> tuple[int, ...]
 
 def expect_rank(shape: tuple[int, ...], rank: int, what: str) -> None:
     if len(shape) != rank:
-        raise VerifyException(f"{what} must have rank {rank}, got shape {fmt_shape(shape)}")
+        raise VerifyException(
+            f"{what} must have rank {rank}, got shape {fmt_shape(shape)}")
 
 
 def expect_vector(value: SSAValue, what: str) -> TensorType[Attribute]:
@@ -120,7 +123,8 @@ def expect_index_rows(value: SSAValue | Attribute, what: str) -> None:
     typ = type_of(value)
     if (not isinstance(typ, TensorType) or typ.get_shape() != (DYNAMIC_INDEX,)
             or not isinstance(typ.element_type, IntegerType | IndexType)):
-        raise VerifyException(f"{what} must be rows of integers (tensor<?xi32>), got {typ}")
+        raise VerifyException(
+            f"{what} must be rows of integers (tensor<?xi32>), got {typ}")
 
 
 def expect_rows(value: SSAValue | Attribute, what: str) -> None:
@@ -136,6 +140,6 @@ def expect_type(value: SSAValue, expected: Attribute, what: str = "result") -> N
         return
     if (isinstance(got, TensorType) and isinstance(expected, TensorType)
             and got.element_type == expected.element_type):
-        raise VerifyException(f"{what} has shape {fmt_shape(got.get_shape())}, expected "
-                              f"{fmt_shape(expected.get_shape())}")
+        raise VerifyException(f"{what} has shape {fmt_shape(got.get_shape())}, "
+                              f"expected {fmt_shape(expected.get_shape())}")
     raise VerifyException(f"{what} has type {got}, expected {expected}")

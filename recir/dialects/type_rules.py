@@ -44,7 +44,8 @@ def elementwise_binary(lhs: SSAValue, rhs: SSAValue) -> Attribute:
     rhs_rows, rhs_shape = f32_rows_or_static(rhs, "rhs")
     if lhs_shape != rhs_shape:
         raise VerifyException(
-            f"operand shapes differ: lhs {fmt_shape(lhs_shape)}, rhs {fmt_shape(rhs_shape)}; "
+            f"operand shapes differ: lhs {fmt_shape(lhs_shape)}, "
+            f"rhs {fmt_shape(rhs_shape)}; "
             "expected equal shapes (or rows of the other's shape)")
     return typed(lhs_rows or rhs_rows, lhs_shape, f32)
 
@@ -75,7 +76,8 @@ def softmax_xent(logits: SSAValue, label: SSAValue) -> Attribute:
     if batched:
         expect_index_rows(label, "label")
     elif isinstance(label.type, TensorType):
-        raise VerifyException(f"label must be an integer for static logits, got {label.type}")
+        raise VerifyException(
+            f"label must be an integer for static logits, got {label.type}")
     return typed(batched, (), f32)
 
 
@@ -86,8 +88,8 @@ def matvec(matrix: SSAValue, vector: SSAValue) -> Attribute:
     expect_rank(w, 2, "matrix")
     expect_rank(x, 1, "vector")
     if w[1] != x[0]:
-        raise VerifyException(f"matrix {fmt_shape(w)} cannot multiply vector {fmt_shape(x)}: "
-                              f"expected a vector of {w[1]} elements")
+        raise VerifyException(f"matrix {fmt_shape(w)} cannot multiply vector "
+                              f"{fmt_shape(x)}: expected a vector of {w[1]} elements")
     return typed(batched, (w[0],), f32)
 
 
@@ -162,8 +164,9 @@ def concat(*inputs: SSAValue) -> Attribute:
     trailing = shapes[0][1:]
     for i, s in enumerate(shapes):
         if len(s) == 0 or s[1:] != trailing:
-            raise VerifyException(f"input {i} has shape {fmt_shape(s)}, expected "
-                                  f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}")
+            raise VerifyException(
+                f"input {i} has shape {fmt_shape(s)}, expected "
+                f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}")
     return typed(batched, (sum(s[0] for s in shapes), *trailing), f32)
 
 
@@ -207,9 +210,11 @@ def extract_ragged(values: SSAValue, offsets: SSAValue, tree: SSAValue,
     return rows_type(element)
 
 
-def schedule_callees(op: Operation, expand_name: SymbolRefAttr, post_name: SymbolRefAttr,
-                     sites: int, moving: Sequence[Attribute], shared: Sequence[Attribute],
-                     outputs: Sequence[Attribute]) -> None:
+def schedule_callees(
+    op: Operation, expand_name: SymbolRefAttr, post_name: SymbolRefAttr, sites: int,
+    moving: Sequence[Attribute], shared: Sequence[Attribute],
+    outputs: Sequence[Attribute],
+) -> None:
     """The functions of a `frontier.schedule` take and return what it passes
     them and expects back (its docstring says what)."""
     index = rows_type(i32)
