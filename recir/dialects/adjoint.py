@@ -5,18 +5,19 @@ the inverses of slicing and indexing, and in-place accumulation into a
 parameter's gradient buffer. Accumulation is the one place recir mutates a
 tensor: its target must be an argument of the enclosing function (a buffer
 the caller owns), and the sum does not depend on the order of the adds, so
-invocations may accumulate concurrently into per-thread buffers.
+invocations may accumulate concurrently into per-thread buffers. Where an
+operand is per invocation an op also takes rows of it (`row_types.py`).
 
 ```mlir
 %dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
 adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3xf32>
+adjoint.lock_row %row      // also unlock_row
 ```
 """
 
 from __future__ import annotations
 
 from collections.abc import Set
-from typing import ClassVar
 
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
@@ -32,46 +33,36 @@ from xdsl.irdl import (
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from recir.dialects.row_types import expect_index_rows, expect_result, f32_rows_or_static
-from recir.dialects.tmath import (
-    ElementwiseBinaryOp,
-    expect_f32_tensor,
+from recir.dialects import type_rules
+from recir.dialects.op_base import InferredOp, PureOp, named_ops
+from recir.dialects.row_types import (
+    expect_index_rows,
     expect_rank,
     expect_shape,
+    expect_type,
+    f32_rows_or_static,
     fmt_shape,
+    rows_type,
 )
+from recir.dialects.tmath import ElementwiseBinaryOp
 
 
 @irdl_op_definition
-class VecmatOp(IRDLOperation):
-    """`wᵀ dy`: the gradient of `tmath.matvec` with respect to its vector.
-
-    ```mlir
+class VecmatOp(InferredOp):
+    """`wᵀ dy`, the gradient of `tmath.matvec` with respect to its vector (which
+    may be rows: each row's product): ```mlir
     %dx = adjoint.vecmat %dy, %w : tensor<5xf32>, tensor<5x3xf32> -> tensor<3xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.vecmat"
     vector = operand_def(TensorType)
     matrix = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$vector `,` $matrix attr-dict `:` type($vector) `,` type($matrix) "
-        "`->` type($result)"
-    )
-
-    def verify_(self) -> None:
-        """The vector may be rows (`row_types.py`): each row's product."""
-        w = expect_f32_tensor(self.matrix, "matrix")
-        expect_rank(w, 2, "matrix")
-        batched, x = f32_rows_or_static(self.vector, "vector")
-        expect_shape(x, (w[0],), "vector")
-        expect_result(self.result, batched, (w[1],), Float32Type())
+    infer = staticmethod(type_rules.vecmat)
 
 
 @irdl_op_definition
-class TransposeOp(IRDLOperation):
+class TransposeOp(InferredOp):
     """```mlir
     %t = adjoint.transpose %a : tensor<2x3xf32> -> tensor<3x2xf32>
     ```"""
@@ -79,170 +70,97 @@ class TransposeOp(IRDLOperation):
     name = "adjoint.transpose"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        a = expect_f32_tensor(self.input, "input")
-        expect_rank(a, 2, "input")
-        expect_shape(expect_f32_tensor(self.result, "result"), (a[1], a[0]), "result")
+    infer = staticmethod(type_rules.transpose)
 
 
 @irdl_op_definition
-class PadOp(IRDLOperation):
-    """The inverse of `tmath.slice`: zeros except rows [offset, offset + n).
-
-    ```mlir
+class PadOp(PureOp):
+    """The inverse of `tmath.slice`, zeros except rows [offset, offset + n);
+    rows pad each row: ```mlir
     %x = adjoint.pad %dy[4] : tensor<2xf32> -> tensor<10xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.pad"
     input = operand_def(TensorType)
     offset = prop_def(IntegerAttr[I64])
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
-    )
+    assembly_format = "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        """Rows pad each row."""
         batched, x = f32_rows_or_static(self.input, "input")
         result_rows, r = f32_rows_or_static(self.result, "result")
         offset = self.offset.value.data
         if result_rows != batched:
             raise VerifyException("result must be rows exactly when the input is")
         if len(x) == 0 or len(r) != len(x) or r[1:] != x[1:]:
-            raise VerifyException(
-                f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}"
-            )
+            raise VerifyException(f"input shape {fmt_shape(x)} does not pad to {fmt_shape(r)}")
         if offset < 0 or offset + x[0] > r[0]:
-            raise VerifyException(
-                f"rows [{offset}, {offset + x[0]}) are out of bounds "
-                f"for shape {fmt_shape(r)}"
-            )
+            raise VerifyException(f"rows [{offset}, {offset + x[0]}) are out of bounds "
+                                  f"for shape {fmt_shape(r)}")
 
 
 @irdl_op_definition
-class OnehotOp(IRDLOperation):
-    """Zeros except `scale` at `index` (checked at run time).
-
-    ```mlir
+class OnehotOp(PureOp):
+    """Zeros except `scale` at `index` (checked at run time); rows of indices
+    and scales give one vector per row: ```mlir
     %o = adjoint.onehot %k, %s : i32, f32 -> tensor<5xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.onehot"
     index = operand_def(IntegerType | TensorType)
     scale = operand_def(Float32Type | TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$index `,` $scale attr-dict `:` type($index) `,` type($scale) "
-        "`->` type($result)"
-    )
 
     def verify_(self) -> None:
-        """Rows of indices and scales give one vector per row."""
         batched, shape = f32_rows_or_static(self.result, "result")
         expect_rank(shape, 1, "result")
         if batched:
             expect_index_rows(self.index, "index")
-            expect_result(self.scale, True, (), Float32Type(), "scale")
-        elif isinstance(self.index.type, TensorType) or isinstance(self.scale.type,
-                                                                   TensorType):
+            expect_type(self.scale, rows_type(Float32Type()), "scale")
+        elif any(isinstance(v.type, TensorType) for v in (self.index, self.scale)):
             raise VerifyException("index and scale must be scalars for a static result")
 
 
 @irdl_op_definition
 class ReluGradOp(ElementwiseBinaryOp):
-    """`dy` where `y > 0`, else 0 (`y` is relu's result).
-
-    ```mlir
+    """`dy` where `y > 0`, else 0 (`y` is relu's result): ```mlir
     %g = adjoint.relu_grad %y, %dy : tensor<4xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.relu_grad"
 
 
-class BilinearGradOp(IRDLOperation):
+class BilinearGradOp(InferredOp):
     """`%d = adjoint.bilinear_<side> %v, %dr, %other`: the gradient of
-    `tmath.bilinear` (r[k] = xᵀ v[k] y) with respect to one side."""
+    `tmath.bilinear` (r[k] = xᵀ v[k] y) with respect to one side; `scale`
+    and `other` may be rows (each row's gradient)."""
 
     tensor = operand_def(TensorType)
     scale = operand_def(TensorType)
     other = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = (
-        "$tensor `,` $scale `,` $other attr-dict `:` type($tensor) `,` "
-        "type($scale) `,` type($other) `->` type($result)"
-    )
-    OTHER_AXIS: ClassVar[int] = 2  # the axis of v that `other` contracts with
-
-    def verify_(self) -> None:
-        """`scale` and `other` may be rows: each row's gradient."""
-        v = expect_f32_tensor(self.tensor, "tensor")
-        expect_rank(v, 3, "tensor")
-        scale_rows, scale = f32_rows_or_static(self.scale, "scale")
-        expect_shape(scale, (v[0],), "scale")
-        other_rows, other = f32_rows_or_static(self.other, "other")
-        expect_shape(other, (v[self.OTHER_AXIS],), "other")
-        expect_result(self.result, scale_rows or other_rows, (v[3 - self.OTHER_AXIS],),
-                      Float32Type())
 
 
 @irdl_op_definition
 class BilinearLhsOp(BilinearGradOp):
-    """dx[i] = Σ_k dr[k] Σ_j v[k,i,j] y[j].
-
-    ```mlir
+    """dx[i] = Σ_k dr[k] Σ_j v[k,i,j] y[j]: ```mlir
     %dx = adjoint.bilinear_lhs %v, %dr, %y : tensor<2x3x4xf32>, tensor<2xf32>,
                                              tensor<4xf32> -> tensor<3xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.bilinear_lhs"
+    infer = staticmethod(type_rules.bilinear_lhs)
 
 
 @irdl_op_definition
 class BilinearRhsOp(BilinearGradOp):
-    """dy[j] = Σ_k dr[k] Σ_i v[k,i,j] x[i].
-
-    ```mlir
+    """dy[j] = Σ_k dr[k] Σ_i v[k,i,j] x[i]: ```mlir
     %dy = adjoint.bilinear_rhs %v, %dr, %x : tensor<2x3x4xf32>, tensor<2xf32>,
                                              tensor<3xf32> -> tensor<4xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.bilinear_rhs"
-    OTHER_AXIS: ClassVar[int] = 1
-
-
-class AccumulateBase(IRDLOperation):
-    """Adds into `acc` (each op's first operand), an argument of the enclosing
-    function. Subclasses declare `acc` first: IRDL orders operands by the
-    subclass's own fields. Row forms (`row_types.py`) add every row's
-    contribution; an accumulator of rows (`accumulate_row` into the results
-    of a frontier) has shape `(-1, ...)` here."""
-
-    def verify_(self) -> None:
-        arg = self.operands[0]
-        acc_rows, shape = f32_rows_or_static(arg, "accumulator")
-        shape = (-1, *shape) if acc_rows else shape
-        owner = arg.owner if isinstance(arg, BlockArgument) else None
-        parent = owner.parent_op() if owner is not None else None
-        if not (isinstance(parent, func.FuncOp) and owner is parent.body.blocks.first):
-            raise VerifyException(
-                "the accumulator must be an argument of the enclosing func.func "
-                "(a buffer the caller owns)"
-            )
-        self.verify_shapes(shape)
-
-    def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        raise NotImplementedError
+    infer = staticmethod(type_rules.bilinear_rhs)
 
 
 class WritesAcc(MemoryEffect):
@@ -253,44 +171,58 @@ class WritesAcc(MemoryEffect):
         return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
 
 
+class AccumulateBase(IRDLOperation):
+    """Adds into `acc` (each op's first operand), an argument of the enclosing
+    function. Subclasses declare `acc` first: IRDL orders operands by the
+    subclass's own fields. Row forms (`row_types.py`) add every row's
+    contribution; an accumulator of rows (`accumulate_row` into the results
+    of a frontier) has shape `(-1, ...)` here."""
+
+    traits = traits_def(WritesAcc())
+    assembly_format = "operands attr-dict `:` type(operands)"
+
+    def verify_(self) -> None:
+        arg = self.operands[0]
+        acc_rows, shape = f32_rows_or_static(arg, "accumulator")
+        owner = arg.owner if isinstance(arg, BlockArgument) else None
+        parent = owner.parent_op() if owner is not None else None
+        if not (isinstance(parent, func.FuncOp) and owner is parent.body.blocks.first):
+            raise VerifyException("the accumulator must be an argument of the enclosing "
+                                  "func.func (a buffer the caller owns)")
+        self.verify_shapes((-1, *shape) if acc_rows else shape)
+
+    def verify_shapes(self, acc: tuple[int, ...]) -> None:
+        raise NotImplementedError
+
+
 @irdl_op_definition
 class AccumulateOp(AccumulateBase):
-    """```mlir
+    """A value of rows of the accumulator's shape adds every row: ```mlir
     adjoint.accumulate %db, %dy : tensor<4xf32>, tensor<4xf32>
     ```"""
 
     name = "adjoint.accumulate"
     acc = operand_def(TensorType)
     value = operand_def(TensorType)
-    traits = traits_def(WritesAcc())
-    assembly_format = "$acc `,` $value attr-dict `:` type($acc) `,` type($value)"
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        """A value of rows of the accumulator's shape adds every row."""
         rows, value = f32_rows_or_static(self.value, "value")
         expect_shape((-1, *value) if rows and acc and acc[0] < 0 else value, acc, "value")
 
 
 @irdl_op_definition
 class AccumulateOuterOp(AccumulateBase):
-    """acc[i, j] += a[i] * b[j]: a matvec's matrix gradient, never materialised.
-
-    ```mlir
+    """acc[i, j] += a[i] * b[j], a matvec's matrix gradient, never materialised;
+    rows of `a` and `b` add every row's outer product (`aᵀ b`): ```mlir
     adjoint.accumulate_outer %dw, %dy, %x : tensor<5x3xf32>, tensor<5xf32>, tensor<3xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.accumulate_outer"
     acc = operand_def(TensorType)
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
-    traits = traits_def(WritesAcc())
-    assembly_format = (
-        "$acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,` type($rhs)"
-    )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        """Rows of `a` and `b` add every row's outer product (`aᵀ b`)."""
         expect_rank(acc, 2, "accumulator")
         lhs_rows, lhs = f32_rows_or_static(self.lhs, "lhs")
         rhs_rows, rhs = f32_rows_or_static(self.rhs, "rhs")
@@ -302,25 +234,19 @@ class AccumulateOuterOp(AccumulateBase):
 
 @irdl_op_definition
 class AccumulateRowOp(AccumulateBase):
-    """acc[index, :] += value (checked at run time): an embedding's gradient.
-
+    """acc[index, :] += value (checked at run time), an embedding's gradient;
+    rows of indices and values add each row at its index (a scatter-add):
     ```mlir
     adjoint.accumulate_row %demb[%w], %dx : tensor<100x8xf32>, i32, tensor<8xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.accumulate_row"
     acc = operand_def(TensorType)
     index = operand_def(IntegerType | TensorType)
     value = operand_def(TensorType)
-    traits = traits_def(WritesAcc())
-    assembly_format = (
-        "$acc `[` $index `]` `,` $value attr-dict `:` type($acc) `,` "
-        "type($index) `,` type($value)"
-    )
+    assembly_format = "$acc `[` $index `]` `,` $value attr-dict `:` type(operands)"
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        """Rows of indices and values add each row at its index (a scatter-add)."""
         if not (acc and acc[0] < 0):  # rows of scalars are a table too
             expect_rank(acc, 2, "accumulator")
         rows, value = f32_rows_or_static(self.value, "value")
@@ -333,34 +259,25 @@ class AccumulateRowOp(AccumulateBase):
 
 @irdl_op_definition
 class AccumulateBilinearOp(AccumulateBase):
-    """acc[k, i, j] += dr[k] x[i] y[j]: the RNTN tensor's gradient.
-
-    ```mlir
+    """acc[k, i, j] += dr[k] x[i] y[j], the RNTN tensor's gradient; rows of all
+    three add every row's product: ```mlir
     adjoint.accumulate_bilinear %dv, %dr, %x, %y : tensor<2x3x4xf32>, tensor<2xf32>,
                                                    tensor<3xf32>, tensor<4xf32>
-    ```
-    """
+    ```"""
 
     name = "adjoint.accumulate_bilinear"
     acc = operand_def(TensorType)
     scale = operand_def(TensorType)
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
-    traits = traits_def(WritesAcc())
-    assembly_format = (
-        "$acc `,` $scale `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` "
-        "type($scale) `,` type($lhs) `,` type($rhs)"
-    )
 
     def verify_shapes(self, acc: tuple[int, ...]) -> None:
-        """Rows of all three add every row's product."""
         expect_rank(acc, 3, "accumulator")
-        forms = [f32_rows_or_static(v, w) for v, w in ((self.scale, "scale"),
-                                                        (self.lhs, "lhs"), (self.rhs, "rhs"))]
+        names = ("scale", "lhs", "rhs")
+        forms = [f32_rows_or_static(v, what) for v, what in zip(self.operands[1:], names, strict=True)]
         if len({rows for rows, _ in forms}) != 1:
             raise VerifyException("scale, lhs and rhs must be all rows or all vectors")
-        for (_, shape), axis, what in zip(forms, range(3), ("scale", "lhs", "rhs"),
-                                          strict=True):
+        for (_, shape), axis, what in zip(forms, range(3), names, strict=True):
             expect_shape(shape, (acc[axis],), what)
 
 
@@ -404,7 +321,14 @@ class WritesMemory(MemoryEffect):
 
 
 class RowLockBase(IRDLOperation):
-    """A row lock op: the row index (i64) it locks or unlocks."""
+    """`adjoint.lock_row %row` takes the lock of a table row (i64), in parallel
+    native code (acquire); `adjoint.unlock_row %row` releases it (release).
+
+    Embedding rows stay shared between threads (a per-thread copy of a whole
+    table would cost more to sum than the few rows one tree touches), so a
+    row is added between `lock_row` and `unlock_row`, with plain vector
+    arithmetic: one lock per row instead of an atomic add per element (on
+    x86 a compare-and-swap loop each). Locks are striped by row index."""
 
     row = operand_def(I64)
     traits = traits_def(WritesMemory())
@@ -414,34 +338,7 @@ class RowLockBase(IRDLOperation):
         super().__init__(operands=[row])
 
 
-@irdl_op_definition
-class LockRowOp(RowLockBase):
-    """Takes the lock of a table row, in parallel native code (acquire).
-
-    Embedding rows stay shared between threads (a per-thread copy of a whole
-    table would cost more to sum than the few rows one tree touches), so a
-    row is added between `lock_row` and `unlock_row`, with plain vector
-    arithmetic: one lock per row instead of an atomic add per element (on
-    x86 a compare-and-swap loop each). Locks are striped by row index.
-
-    ```mlir
-    adjoint.lock_row %row
-    ```
-    """
-
-    name = "adjoint.lock_row"
-
-
-@irdl_op_definition
-class UnlockRowOp(RowLockBase):
-    """Releases the lock `lock_row` took for this row (release).
-
-    ```mlir
-    adjoint.unlock_row %row
-    ```
-    """
-
-    name = "adjoint.unlock_row"
+LockRowOp, UnlockRowOp = named_ops(RowLockBase, "adjoint", "lock_row", "unlock_row")
 
 
 @irdl_op_definition

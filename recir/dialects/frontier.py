@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects import func
 from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS, CMPI_COMPARISON_OPERATIONS
 from xdsl.dialects.builtin import (
     I64,
@@ -30,105 +29,66 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     i1,
+    i32,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
+    VarConstraint,
+    base,
     irdl_op_definition,
     operand_def,
     prop_def,
     result_def,
-    traits_def,
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
-from xdsl.traits import Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from recir.dialects.row_types import expect_index_rows, is_rows, rows_type, type_of
-
-
-def expect_rows(value: SSAValue | Attribute, what: str) -> None:
-    if not is_rows(value):
-        raise VerifyException(f"{what} must be rows (a tensor with a leading ? and "
-                              f"static other dimensions), got {type_of(value)}")
+from recir.dialects import type_rules
+from recir.dialects.op_base import InferredOp, PureOp
+from recir.dialects.row_types import (
+    expect_index_rows,
+    expect_rows,
+    is_f32_tensor,
+    is_rows,
+    rows_type,
+)
 
 
 @irdl_op_definition
-class TakeOp(IRDLOperation):
-    """Rows of a rows value by row number: `result[i] = source[rows[i]]`.
-
-    ```mlir
+class TakeOp(InferredOp):
+    """Rows of a rows value by row number, `result[i] = source[rows[i]]`: ```mlir
     %c = frontier.take %h[%children] : tensor<?x8xf32>, tensor<?xi32>
-    ```
-    """
+    ```"""
 
     name = "frontier.take"
-    source = operand_def(TensorType)
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    source = operand_def(T)
     rows = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
-
-    def __init__(self, source: SSAValue, rows: SSAValue):
-        super().__init__(operands=[source, rows], result_types=[source.type])
-
-    @classmethod
-    def parse(cls, parser: Parser) -> TakeOp:
-        source = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        rows = parser.parse_unresolved_operand()
-        parser.parse_punctuation("]")
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        source_t = parser.parse_type()
-        parser.parse_punctuation(",")
-        rows_t = parser.parse_type()
-        op = cls(parser.resolve_operand(source, source_t), parser.resolve_operand(rows, rows_t))
-        op.attributes |= attrs
-        return op
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.source)
-        printer.print_string("[")
-        printer.print_operand(self.rows)
-        printer.print_string("]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(f" : {self.source.type}, {self.rows.type}")
-
-    def verify_(self) -> None:
-        expect_rows(self.source, "source")
-        expect_index_rows(self.rows, "rows")
-        if self.result.type != self.source.type:
-            raise VerifyException(f"result type {self.result.type} differs from the "
-                                  f"source's {self.source.type}")
+    result = result_def(T)
+    assembly_format = "$source `[` $rows `]` attr-dict `:` type($source) `,` type($rows)"
+    infer = staticmethod(type_rules.take)
 
 
 @irdl_op_definition
-class PartitionOp(IRDLOperation):
+class PartitionOp(PureOp):
     """The row numbers where a predicate holds and where it does not, each
-    ascending: a branch runs on each part.
-
-    ```mlir
+    ascending: a branch runs on each part. ```mlir
     %yes, %no = frontier.partition %p : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
-    ```
-    """
+    ```"""
 
     name = "frontier.partition"
     predicate = operand_def(TensorType)
     taken = result_def(TensorType)
     others = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = ("$predicate attr-dict `:` type($predicate) `->` type($taken) `,` "
-                       "type($others)")
 
     def __init__(self, predicate: SSAValue):
-        index = rows_type(IntegerType(32))
-        super().__init__(operands=[predicate], result_types=[index, index])
+        super().__init__(operands=[predicate], result_types=[rows_type(i32)] * 2)
 
     def verify_(self) -> None:
         if self.predicate.type != rows_type(i1):
@@ -138,14 +98,11 @@ class PartitionOp(IRDLOperation):
 
 
 @irdl_op_definition
-class MergeOp(IRDLOperation):
-    """The inverse of a partition: `result[lhs_rows[i]] = lhs[i]`, likewise
-    for `rhs`; the two row lists together number every result row once.
-
-    ```mlir
+class MergeOp(PureOp):
+    """The inverse of a partition, `result[lhs_rows[i]] = lhs[i]`, likewise for
+    `rhs`; the two row lists together number every result row once. ```mlir
     %h = frontier.merge %a[%yes], %b[%no] : tensor<?x8xf32>
-    ```
-    """
+    ```"""
 
     name = "frontier.merge"
     lhs = operand_def(TensorType)
@@ -153,15 +110,15 @@ class MergeOp(IRDLOperation):
     rhs = operand_def(TensorType)
     rhs_rows = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    assembly_format = None
 
     def __init__(self, lhs: SSAValue, lhs_rows: SSAValue, rhs: SSAValue, rhs_rows: SSAValue):
         super().__init__(operands=[lhs, lhs_rows, rhs, rhs_rows], result_types=[lhs.type])
 
     @classmethod
     def parse(cls, parser: Parser) -> MergeOp:
-        names = []
-        for k in range(2):
+        names: list[UnresolvedOperand] = []
+        for k in range(2):  # `%lhs[%lhs_rows], %rhs[%rhs_rows]`
             if k:
                 parser.parse_punctuation(",")
             names.append(parser.parse_unresolved_operand())
@@ -170,24 +127,19 @@ class MergeOp(IRDLOperation):
             parser.parse_punctuation("]")
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        typ = parser.parse_type()
-        index = rows_type(IntegerType(32))
-        values = [parser.resolve_operand(n, t)
-                  for n, t in zip(names, [typ, index, typ, index], strict=True)]
-        op = cls(*values)
+        typ, index = parser.parse_type(), rows_type(i32)
+        op = cls(*(parser.resolve_operand(n, t)
+                   for n, t in zip(names, (typ, index) * 2, strict=True)))
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.lhs)
-        printer.print_string("[")
-        printer.print_operand(self.lhs_rows)
-        printer.print_string("], ")
-        printer.print_operand(self.rhs)
-        printer.print_string("[")
-        printer.print_operand(self.rhs_rows)
-        printer.print_string("]")
+        for k in (0, 2):  # `%lhs[%lhs_rows], %rhs[%rhs_rows]`
+            printer.print_string(", " if k else " ")
+            printer.print_operand(self.operands[k])
+            printer.print_string("[")
+            printer.print_operand(self.operands[k + 1])
+            printer.print_string("]")
         printer.print_op_attributes(self.attributes)
         printer.print_string(f" : {self.result.type}")
 
@@ -201,34 +153,24 @@ class MergeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class BroadcastOp(IRDLOperation):
-    """A uniform value repeated once per row of `like` (only its row count
-    is read).
-
-    ```mlir
+class BroadcastOp(InferredOp):
+    """A uniform value repeated once per row of `like` (only its row count is
+    read): ```mlir
     %zeros = frontier.broadcast %z, %like : tensor<8xf32>, tensor<?xi32> -> tensor<?x8xf32>
-    ```
-    """
+    ```"""
 
     name = "frontier.broadcast"
     value = operand_def()
     like = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = ("$value `,` $like attr-dict `:` type($value) `,` type($like) `->` "
-                       "type($result)")
-
-    def __init__(self, value: SSAValue, like: SSAValue):
-        super().__init__(operands=[value, like], result_types=[rows_type(value.type)])
+    infer = staticmethod(type_rules.broadcast)
 
     def verify_(self) -> None:
-        expect_rows(self.like, "like")
-        if self.result.type != rows_type(self.value.type):
-            raise VerifyException(f"result has type {self.result.type}, expected "
-                                  f"{rows_type(self.value.type)}")
+        if self.result.type != (expected := self.infer(*self.operands)):
+            raise VerifyException(f"result has type {self.result.type}, expected {expected}")
 
 
-class CompareOp(IRDLOperation):
+class CompareOp(PureOp):
     """`arith.cmpi`/`cmpf` on rows: xDSL's arith types those results as i1."""
 
     PREDICATES: ClassVar[list[str]] = []
@@ -237,7 +179,7 @@ class CompareOp(IRDLOperation):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    assembly_format = None
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, predicate: int):
         super().__init__(operands=[lhs, rhs], result_types=[rows_type(i1)],
@@ -263,9 +205,7 @@ class CompareOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.PREDICATES[self.predicate.value.data]}, ")
-        printer.print_operand(self.lhs)
-        printer.print_string(", ")
-        printer.print_operand(self.rhs)
+        printer.print_list((self.lhs, self.rhs), printer.print_operand)
         printer.print_op_attributes(self.attributes)
         printer.print_string(f" : {self.lhs.type}")
 
@@ -305,7 +245,7 @@ class CmpfOp(CompareOp):
 
 
 @irdl_op_definition
-class ExtractRaggedOp(IRDLOperation):
+class ExtractRaggedOp(InferredOp):
     """Element `index[r]` of row r's tree's array: `values` holds every
     tree's array one after the other, tree t's from `offsets[t]` to
     `offsets[t + 1]` (so `offsets` has one more entry than there are trees).
@@ -322,51 +262,26 @@ class ExtractRaggedOp(IRDLOperation):
     tree = operand_def(TensorType)
     index = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
     assembly_format = ("$values `,` $offsets `[` $tree `,` $index `]` attr-dict `:` "
-                       "type($values) `,` type($offsets) `,` type($tree) `,` type($index) "
-                       "`->` type($result)")
-
-    def __init__(self, values: SSAValue, offsets: SSAValue, tree: SSAValue, index: SSAValue):
-        typ = values.type
-        assert isinstance(typ, TensorType)
-        super().__init__(operands=[values, offsets, tree, index],
-                         result_types=[rows_type(typ.element_type)])
-
-    def verify_(self) -> None:
-        typ = self.values.type
-        assert isinstance(typ, TensorType)
-        if typ.get_num_dims() != 1:
-            raise VerifyException(f"values must be a vector, got {typ}")
-        expect_index_rows(self.offsets, "offsets")
-        expect_index_rows(self.tree, "tree")
-        expect_index_rows(self.index, "index")
-        if self.result.type != rows_type(typ.element_type):
-            raise VerifyException(f"result has type {self.result.type}, expected "
-                                  f"{rows_type(typ.element_type)}")
+                       "type(operands) `->` type(results)")
+    infer = staticmethod(type_rules.extract_ragged)
 
 
 @irdl_op_definition
-class SizeRaggedOp(IRDLOperation):
-    """The length of row r's tree's array (see `extract_ragged`).
-
-    ```mlir
+class SizeRaggedOp(PureOp):
+    """The length of row r's tree's array (see `extract_ragged`): ```mlir
     %n = frontier.size_ragged %offsets[%tree] : tensor<?xi32>, tensor<?xi32> -> tensor<?xi32>
-    ```
-    """
+    ```"""
 
     name = "frontier.size_ragged"
     offsets = operand_def(TensorType)
     tree = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
-    assembly_format = ("$offsets `[` $tree `]` attr-dict `:` type($offsets) `,` type($tree) "
-                       "`->` type($result)")
+    assembly_format = "$offsets `[` $tree `]` attr-dict `:` type(operands) `->` type(results)"
 
     def verify_(self) -> None:
-        expect_index_rows(self.offsets, "offsets")
-        expect_index_rows(self.tree, "tree")
-        expect_index_rows(self.result, "result")
+        for v, what in ((self.offsets, "offsets"), (self.tree, "tree"), (self.result, "result")):
+            expect_index_rows(v, what)
 
 
 @irdl_op_definition
@@ -416,27 +331,8 @@ class ScheduleOp(IRDLOperation):
     def verify_(self) -> None:
         for v in self.moving:
             expect_rows(v, "each root argument")
-        index = rows_type(IntegerType(32))
-        moving = [index, *(v.type for v in self.moving)]
-        shared = [v.type for v in self.shared]
-        outputs = [r.type for r in self.outputs]
-        sites = self.sites.value.data
-        expand = self.callee(self.expand)
-        per_site = [index, *moving]
-        expect_types(expand, "inputs", expand.function_type.inputs.data, [*moving, *shared])
-        results = list(expand.function_type.outputs.data)
-        stored = results[sites * len(per_site):]
-        expect_types(expand, "results", results[:sites * len(per_site)], per_site * sites)
-        post = self.callee(self.post)
-        expect_types(post, "inputs", post.function_type.inputs.data,
-                     [*stored, *[index] * sites, *outputs, *shared])
-        expect_types(post, "results", post.function_type.outputs.data, outputs)
-
-    def callee(self, name: SymbolRefAttr) -> func.FuncOp:
-        found = SymbolTable.lookup_symbol(self, name)
-        if not isinstance(found, func.FuncOp):
-            raise VerifyException(f"no function {name} in the module")
-        return found
+        type_rules.schedule_callees(self, self.expand, self.post, self.sites.value.data,
+                                    self.moving.types, self.shared.types, self.outputs.types)
 
 
 @irdl_op_definition
@@ -489,18 +385,6 @@ class ScheduleGradOp(IRDLOperation):
         if [r.type for r in self.gradients] != floats:
             raise VerifyException("results must be the f32 tensor operands' gradients, "
                                   f"({', '.join(map(str, floats))})")
-
-
-def is_f32_tensor(typ: Attribute) -> bool:
-    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
-
-
-def expect_types(fn: func.FuncOp, what: str, got: Sequence[Attribute],
-                 expected: Sequence[Attribute]) -> None:
-    if list(got) != list(expected):
-        raise VerifyException(
-            f"@{fn.sym_name.data} {what} are ({', '.join(map(str, got))}), expected "
-            f"({', '.join(map(str, expected))})")
 
 
 Frontier = Dialect(

@@ -1,4 +1,5 @@
-"""Row types: one value per row of a frontier, as `invoke-to-frontier` writes them.
+"""Row types, and the shape checks the verifiers of `tmath`, `adjoint` and
+`frontier` share.
 
 A frontier-batched function works on many invocations at once. A value of
 type `T` per invocation becomes a *rows* value with one extra leading
@@ -6,11 +7,12 @@ dynamic dimension: `tensor<8xf32>` becomes `tensor<?x8xf32>`, `f32`
 becomes `tensor<?xf32>`, `i32` `tensor<?xi32>`. `tmath` ops accept rows
 where an operand is per invocation and apply their per-invocation meaning to
 each row; a uniform operand (a parameter) keeps its type and is shared by
-every row. These helpers check those forms for the verifiers of `tmath` and
-`frontier`.
+every row. Each check raises a `VerifyException` that names what it checked.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -27,6 +29,16 @@ def type_of(value: SSAValue | Attribute) -> Attribute:
     return value.type if isinstance(value, SSAValue) else value
 
 
+def shape_of(value: SSAValue | Attribute) -> tuple[int, ...]:
+    typ = type_of(value)
+    assert isinstance(typ, TensorType)
+    return tuple(typ.get_shape())
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    return "x".join("?" if d < 0 else str(d) for d in shape) or "scalar"
+
+
 def rows_type(typ: Attribute) -> TensorType[Attribute]:
     """The rows form of a per-invocation type: a leading `?` dimension."""
     if isinstance(typ, TensorType):
@@ -41,6 +53,12 @@ def row_type(typ: Attribute) -> Attribute:
     return TensorType(typ.element_type, shape) if shape else typ.element_type
 
 
+def typed(batched: bool, shape: Sequence[int], element: Attribute) -> Attribute:
+    """`element` with `shape` (a scalar when empty), as rows when `batched`."""
+    typ = TensorType(element, list(shape)) if shape else element
+    return rows_type(typ) if batched else typ
+
+
 def is_rows(value: SSAValue | Attribute) -> bool:
     """A tensor whose first dimension is dynamic and the others static."""
     typ = type_of(value)
@@ -50,7 +68,13 @@ def is_rows(value: SSAValue | Attribute) -> bool:
     return len(shape) >= 1 and shape[0] < 0 and all(d >= 0 for d in shape[1:])
 
 
-def f32_rows_or_static(value: SSAValue | Attribute, what: str) -> tuple[bool, tuple[int, ...]]:
+def is_f32_tensor(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
+
+
+def f32_rows_or_static(
+    value: SSAValue | Attribute, what: str
+) -> tuple[bool, tuple[int, ...]]:
     """(whether rows, the per-row or static shape) of an f32 tensor operand."""
     typ = type_of(value)
     if not isinstance(typ, TensorType) or not isinstance(typ.element_type, Float32Type):
@@ -64,29 +88,58 @@ def f32_rows_or_static(value: SSAValue | Attribute, what: str) -> tuple[bool, tu
                           f"(tensor<?x...xf32>), got {typ}")
 
 
+def expect_f32_tensor(value: SSAValue | Attribute, what: str) -> tuple[int, ...]:
+    """The static shape of an f32 tensor, or a verifier error about `what`."""
+    typ = type_of(value)
+    if not isinstance(typ, TensorType) or not isinstance(typ.element_type, Float32Type):
+        raise VerifyException(f"{what} must be an f32 tensor, got {typ}")
+    shape = tuple(typ.get_shape())
+    if any(d < 0 for d in shape):
+        raise VerifyException(f"{what} must have a static shape, got {typ}")
+    return shape
+
+
+def expect_rank(shape: tuple[int, ...], rank: int, what: str) -> None:
+    if len(shape) != rank:
+        raise VerifyException(
+            f"{what} must have rank {rank}, got shape {fmt_shape(shape)}")
+
+
+def expect_vector(value: SSAValue, what: str) -> TensorType[Attribute]:
+    typ = value.type
+    if not isinstance(typ, TensorType) or typ.get_num_dims() != 1:
+        raise VerifyException(f"{what} must be a vector, got {typ}")
+    return typ
+
+
+def expect_shape(got: tuple[int, ...], expected: tuple[int, ...], what: str) -> None:
+    if got != expected:
+        raise VerifyException(
+            f"{what} has shape {fmt_shape(got)}, expected {fmt_shape(expected)}")
+
+
 def expect_index_rows(value: SSAValue | Attribute, what: str) -> None:
     """`tensor<?xi32>` (or another integer/index element): one index per row."""
     typ = type_of(value)
     if (not isinstance(typ, TensorType) or typ.get_shape() != (DYNAMIC_INDEX,)
             or not isinstance(typ.element_type, IntegerType | IndexType)):
-        raise VerifyException(f"{what} must be rows of integers (tensor<?xi32>), got {typ}")
+        raise VerifyException(
+            f"{what} must be rows of integers (tensor<?xi32>), got {typ}")
 
 
-def expect_result(value: SSAValue, batched: bool, shape: tuple[int, ...],
-                  element: Attribute, what: str = "result") -> None:
-    """The result is `element`-typed with `shape` per row (rows if `batched`)."""
-    expected: Attribute = TensorType(element, list(shape)) if shape else element
-    if batched:
-        expected = rows_type(expected)
+def expect_rows(value: SSAValue | Attribute, what: str) -> None:
+    if not is_rows(value):
+        raise VerifyException(f"{what} must be rows (a tensor with a leading ? and "
+                              f"static other dimensions), got {type_of(value)}")
+
+
+def expect_type(value: SSAValue, expected: Attribute, what: str = "result") -> None:
+    """`value` has type `expected`; tensors of one element type differ in shape."""
     got = value.type
     if got == expected:
         return
     if (isinstance(got, TensorType) and isinstance(expected, TensorType)
             and got.element_type == expected.element_type):
-        raise VerifyException(f"{what} has shape {shape_text(got)}, expected "
-                              f"{shape_text(expected)}")
+        raise VerifyException(f"{what} has shape {fmt_shape(got.get_shape())}, "
+                              f"expected {fmt_shape(expected.get_shape())}")
     raise VerifyException(f"{what} has type {got}, expected {expected}")
-
-
-def shape_text(typ: TensorType[Attribute]) -> str:
-    return "x".join("?" if d < 0 else str(d) for d in typ.get_shape()) or "scalar"
