@@ -29,6 +29,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
+from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
 from recir.backend.native_schedule import (
     NativeSchedule,
@@ -40,6 +41,7 @@ from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
 from recir.interpreter.frontier import dtype_of
+from recir.passes import gemm_kernels
 from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
@@ -174,18 +176,20 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     passes = frontier_lower_passes(threads, cache_dir)
     key = cache_key(located_text(module), f"frontier-ir {passes} heights {sorted(loops)}")
     cache = ObjectCache(cache_dir)
-    hit = cache.load(key, {"sites": list[str]})
+    hit = cache.load(key, {"sites": list[str], "links": list[str]})
     if hit is None:
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
+        links = gemm_kernels.links(module)
         lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
                    if isinstance(op, llvm.FuncOp)}
         for name, spec in loops.items():
             module.body.blocks[0].add_op(spec.build(lowered[name], sites))
         obj = compile_object(to_llvm_ir(module))
-        cache.store(key, obj, {"sites": sites})
+        cache.store(key, obj, {"sites": sites, "links": links})
     else:
-        obj, sites = hit[0], hit[1]["sites"]
+        obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]
+    link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
                          for f in functions})

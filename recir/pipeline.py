@@ -162,12 +162,14 @@ def call_work(module: ModuleOp) -> int:
 def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0,
             entry: str | None = None, verify: bool = True,
             timings: dict[str, float] | None = None
-            ) -> tuple[str, list[str], list[int], list[int]]:
+            ) -> tuple[str, list[str], list[int], list[int], list[str]]:
     """LLVM IR text for `module` (the functions `entry` reaches, where
     given; options as `lower`'s), the messages of its run-time checks, the
-    arguments whose buffers each thread has its own copy of, and those whose
-    outer products are logged (`adjoint.log_reserve`)."""
+    arguments whose buffers each thread has its own copy of, those whose
+    outer products are logged (`adjoint.log_reserve`), and the objects its
+    engine loads beside it (`gemm_kernels.links`)."""
     from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import links
 
     lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth, entry=entry,
                     verify=verify, timings=timings)
@@ -180,12 +182,12 @@ def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: in
     text = to_llvm_ir(lowered)
     if timings is not None:
         timings["llvm-convert"] = time.process_time() - start
-    return text, sites, slots, logs
+    return text, sites, slots, logs, links(lowered)
 
 
 def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
               timings: dict[str, float] | None = None, max_depth: int = 0
-              ) -> tuple[str, list[str], list[int], list[int]]:
+              ) -> tuple[str, list[str], list[int], list[int], list[str]]:
     """`llvm_ir` as compiling `@entry` produces it: only what `@entry`
     reaches, and verified by LLVM's verifier alone (`compile_object`), which
     checks the same IR again. Python's cycle collector pauses meanwhile: the
@@ -213,6 +215,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     """Native code for `@entry` of `module`, from the object cache when
     possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_object
+    from recir.backend.kernels.compiled_gemm import link
 
     clock, times = time.process_time, {}
     start = clock()
@@ -223,20 +226,23 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     # the lowering is the pass list with its options
     key = cache_key(located_text(module), f"{entry} {passes_for(fuse, threads, depth)}")
     times["cache-key"], start = clock() - start, clock()
-    hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int]})
+    hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int],
+                           "links": list[str]})
     times["cache-load"] = clock() - start
     if hit is None:
         wall = time.perf_counter()
-        ir_text, sites, copied, logged = native_ir(module, entry, fuse, threads, times, depth)
+        ir_text, sites, copied, logged, links = native_ir(module, entry, fuse, threads, times,
+                                                          depth)
         obj = compile_object(ir_text, times)
         start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
-                               "seconds": time.perf_counter() - wall})
+                               "links": links, "seconds": time.perf_counter() - wall})
         times["cache-store"] = clock() - start
     else:
         obj, sites = hit[0], hit[1]["sites"]
-        copied, logged = hit[1]["copied"], hit[1]["logged"]
+        copied, logged, links = hit[1]["copied"], hit[1]["logged"], hit[1]["links"]
     start = clock()
+    link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
     native = NativeFunction(engine, entry, signature, sites, params, threads, copied,

@@ -115,17 +115,22 @@ def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
     key = cache_key(description, entry)
     with _engines_lock:
         engine = _engines.get(key)
-        if engine is not None:
-            return engine
-        objects = ObjectCache()
-        hit = objects.load(key)
-        if hit is None:
-            obj = compile_object(make_ir())
-            objects.store(key, obj, {})
-        else:
-            obj = hit[0]
-        engine = _engines[key] = Engine(obj)
+        if engine is None:
+            engine = _engines[key] = Engine(cached_object(description, entry, make_ir))
         return engine
+
+
+def cached_object(description: str, entry: str, make_ir: Any) -> bytes:
+    """`cached_engine`'s object file: from the on-disk cache, else compiled
+    and stored there."""
+    key = cache_key(description, entry)
+    objects = ObjectCache()
+    hit = objects.load(key)
+    if hit is not None:
+        return hit[0]
+    obj = compile_object(make_ir())
+    objects.store(key, obj, {})
+    return obj
 
 
 _engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key

@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import ModuleOp, i1, i64
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
+from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (
@@ -373,14 +373,37 @@ def gemm_module(layouts: Sequence[str] = LAYOUTS, target: Target | None = None) 
     return ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
 
 
-def declare_in(module: ModuleOp, layout: str, target: Target | None = None) -> str:
-    """`recir_gemm_<layout>`'s functions added to `module` (once; internal
-    there), and the name to call."""
-    name = f"recir_gemm_{layout}"
-    if any(isinstance(op, llvm.FuncOp) and op.sym_name.data == name for op in module.ops):
-        return name
-    functions = kernel_functions(layout, target or host_target())
-    for function in functions:
-        function.linkage = llvm.LinkageAttr("internal")
-    module.body.blocks[0].add_ops(functions)
+def declare_in(module: ModuleOp, layout: str) -> str:
+    """`recir_gemm_<layout>` declared in `module` (once), and the name to
+    call: its code is the host's kernel object (`gemm_module`, compiled once
+    per host), which an engine loads beside the module (`links`)."""
+    return declare_linked(module, f"recir_gemm_{layout}", SIGNATURE, KERNELS)
+
+
+# --- objects a module's engine loads beside it ----------------------------------------
+
+LINKS = "recir.links"  # a module attribute: the compiled objects its code calls into
+KERNELS, TEAMS = "gemm", "gemm-teams"  # the kernels; their team forms (`row_products`)
+
+
+def declare_linked(module: ModuleOp, name: str, inputs: Sequence[Attribute], link: str
+                   ) -> str:
+    """An external declaration of `name` in `module` (once), and `link`
+    recorded in its `LINKS`: the object that defines it."""
+    if not any(isinstance(op, llvm.FuncOp) and op.sym_name.data == name for op in module.ops):
+        module.body.blocks[0].add_op(llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)),
+                                                 llvm.LinkageAttr("external")))
+    if link not in links(module):
+        module.attributes[LINKS] = ArrayAttr([StringAttr(x) for x in [*links(module), link]])
     return name
+
+
+def entry_names() -> list[str]:
+    """The kernel object's functions that modules call (`declare_in`) or
+    Python does (`compiled_gemm.kernel`)."""
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_sgemm_nt"]
+
+
+def links(module: ModuleOp) -> list[str]:
+    found = module.attributes.get(LINKS)
+    return [x.data for x in found.data] if isinstance(found, ArrayAttr) else []

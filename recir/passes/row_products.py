@@ -125,20 +125,32 @@ def team_function(layout: str, target: Target) -> llvm.FuncOp:
     return function
 
 
-def declare_team_in(module: ModuleOp, layout: str, target: Target | None = None) -> str:
-    """`recir_gemm_<layout>` and its team functions added to `module` (once;
-    internal there), with the OpenMP functions they call; the name to call."""
+def declare_team_in(module: ModuleOp, layout: str) -> str:
+    """`recir_gemm_<layout>.team` declared in `module` (once), and the name
+    to call: its code is the host's team object (`team_module`)."""
+    gemm_kernels.declare_in(module, layout)
+    return gemm_kernels.declare_linked(module, team_name(layout),
+                                       [*gemm_kernels.SIGNATURE, i64, i64], gemm_kernels.TEAMS)
+
+
+def team_name(layout: str) -> str:
+    return f"recir_gemm_{layout}.team"
+
+
+def team_module(layouts: Sequence[str], target: Target | None = None) -> ModuleOp:
+    """The team forms of the layouts' kernels, with the OpenMP functions
+    they call (the kernels themselves declared: the kernel object's)."""
     target = target or host_target()
-    gemm_kernels.declare_in(module, layout, target)
-    name = f"recir_gemm_{layout}.team"
-    names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
-    if name in names:
-        return name
-    made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in names]
-    made += [lower_to_llvm(part_function(layout, target)),
-             lower_to_llvm(team_function(layout, target))]
-    module.body.blocks[0].add_ops(made)
-    return name
+    module = ModuleOp([declare(*d) for d in DECLARATIONS])
+    for layout in layouts:
+        gemm_kernels.declare_in(module, layout)
+        module.body.blocks[0].add_ops([lower_to_llvm(part_function(layout, target)),
+                                       lower_to_llvm(team_function(layout, target))])
+    names = {team_name(layout) for layout in layouts}
+    for op in module.ops:
+        if isinstance(op, llvm.FuncOp) and op.sym_name.data in names:
+            op.linkage = llvm.LinkageAttr("external")
+    return module
 
 
 def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,

@@ -1,7 +1,8 @@
 // RUN: recir-opt -p convert-tmath-to-loops %s | filecheck %s
-// tmath.matmul calls the module's matrix kernel (`gemm_kernels.py`), added
-// once however many products the module has: vector tiles over a packed
-// block of the right operand, the last vector of a row masked.
+// tmath.matmul calls the host's matrix kernel (`gemm_kernels.py`): the module
+// declares it once however many products it has, and records in `recir.links`
+// that its engine needs the kernel object, compiled once per host
+// (`backend/kernels/compiled_gemm.py`).
 
 func.func @two(%a: tensor<3x5xf32>, %b: tensor<5x7xf32>, %c: tensor<7x2xf32>) -> tensor<3x2xf32> {
   %ab = tmath.matmul %a, %b : tensor<3x5xf32>, tensor<5x7xf32> -> tensor<3x7xf32>
@@ -9,6 +10,7 @@ func.func @two(%a: tensor<3x5xf32>, %b: tensor<5x7xf32>, %c: tensor<7x2xf32>) ->
   func.return %abc : tensor<3x2xf32>
 }
 
+// CHECK:       builtin.module attributes {recir.links = ["gemm"]} {
 // CHECK-LABEL: func.func @two(%0: !llvm.ptr, %1: !llvm.ptr, %2: !llvm.ptr, %3: !llvm.ptr) {
 // CHECK:         %[[AB:.*]] = llvm.alloca %{{.*}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
 // CHECK-NEXT:    %[[M:.*]] = arith.constant 3 : i64
@@ -23,17 +25,5 @@ func.func @two(%a: tensor<3x5xf32>, %b: tensor<5x7xf32>, %c: tensor<7x2xf32>) ->
 // CHECK:         func.return
 // CHECK-NEXT:  }
 
-// One kernel: tile functions per count of rows (over the packed block of B,
-// and over B in place for a single tile of rows), then the driver.
-// CHECK:       llvm.func internal @recir_gemm_nn.tile1(%{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64)
-// CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<[[LANES:[0-9]+]]xf32>
-// CHECK:         llvm.shufflevector
-// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<[[LANES]]xf32>, vector<[[LANES]]xf32>, vector<[[LANES]]xf32>) -> vector<[[LANES]]xf32>
-// CHECK:         llvm.call_intrinsic "llvm.masked.load.v[[LANES]]f32.p0"
-// CHECK:         llvm.call_intrinsic "llvm.masked.store.v[[LANES]]f32.p0"
-// CHECK:       llvm.func internal @recir_gemm_nn.direct1(
-// CHECK:         llvm.call_intrinsic "llvm.masked.load.v[[LANES]]f32.p0"
-// CHECK:       llvm.func internal @recir_gemm_nn(
-// CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
-// CHECK:         llvm.call @recir_gemm_nn.tile
-// CHECK-NOT:   llvm.func internal @recir_gemm_nn(
+// CHECK:       llvm.func @recir_gemm_nn(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
+// CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nn

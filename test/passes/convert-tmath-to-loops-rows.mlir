@@ -82,8 +82,8 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
 // CHECK:         func.return
 // CHECK-NEXT:  }
-// CHECK:       llvm.func internal @recir_gemm_nt(
-// CHECK-NOT:   llvm.func internal @recir_gemm_nt(
+// CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
+// CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nt(
 
 // Through convert-recir-to-llvm: each takes the context first and returns
 // nothing (its results are in the descriptors).

@@ -2,9 +2,10 @@
 // RUN: recir-opt -p capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops %s | filecheck %s --check-prefix=SERIAL
 
 // With row-threads, a product over rows calls the GEMM kernel's team form
-// with the thread count and the policy's least work for a team; the team
-// form starts a libgomp team whose threads each call the kernel on their
-// own block of C, or calls the kernel itself. An elementwise loop over rows
+// with the thread count and the policy's least work for a team (declared:
+// the host's team object, `row_products.team_module`, starts a libgomp team
+// whose threads each call the kernel on their own block of C, or calls the
+// kernel itself). An elementwise loop over rows
 // (the concat, the bias rows, tanh, the leaf counts' addf: rows0 to rows3;
 // tanh's is checked) is outlined into `.rows(data, lo,
 // hi)`; with the rows x width x ops at least the least work and two rows it
@@ -64,15 +65,8 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0 : i64
 // CHECK-NEXT:      llvm.call @node__post.rows2.rows(%[[RECORD]], %[[ZERO]], %[[COUNT]])
 // CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
-// CHECK:       llvm.func internal @recir_gemm_nt(
-// CHECK:       llvm.func internal @recir_gemm_nt.part(%{{.*}}: !llvm.ptr) {
-// CHECK:         llvm.call @omp_get_thread_num()
-// CHECK:         llvm.call @omp_get_num_threads()
-// CHECK:         llvm.call @recir_gemm_nt(
-// CHECK:       llvm.func internal @recir_gemm_nt.team(
-// CHECK:         %[[PART:.*]] = llvm.mlir.addressof @recir_gemm_nt.part : !llvm.ptr
-// CHECK:         llvm.call @GOMP_parallel(%[[PART]],
-// CHECK:         llvm.call @recir_gemm_nt(
+// CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
+// CHECK:       llvm.func @recir_gemm_nt.team(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64)
 // CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) {
 // CHECK:         llvm.intr.fabs
 // CHECK:       llvm.func internal @node__post.rows2.part(%[[DATA:.*]]: !llvm.ptr) {

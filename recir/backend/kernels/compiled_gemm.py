@@ -1,14 +1,19 @@
 """The matrix kernels of `recir/passes/gemm_kernels.py`, compiled for the host.
 
-One module per layout (`recir_sgemm_nt` is nt's), built and compiled on its
-first use and only on an object cache miss (the key is the host's sizes,
-`gemm_target.Target`, and the generator's code, which the cache's compiler
-digest covers): a warm start neither builds the xDSL functions nor runs LLVM.
+One object for every layout (`recir_sgemm_nt` is nt's), and one for their
+team forms, built and compiled on first use and only on an object cache
+miss (the key is the host's sizes, `gemm_target.Target`, and the
+generator's code, which the cache's compiler digest covers): a warm start
+neither builds the xDSL functions nor runs LLVM. A module that calls the
+kernels only declares them (`gemm_kernels.declare_in`), and its engine
+loads these objects beside it (`linked`), so LLVM compiles them once per
+host rather than once per module.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -20,17 +25,65 @@ PROTOTYPES = {"nn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PT
 
 
 @cache
-def engine(layout: str) -> Any:
-    """The compiled kernel of `layout` for the host (built only on a cache
-    miss: the key is the host's sizes and the generator's code)."""
+def engine() -> Any:
+    """Every layout's kernel for the host in one engine (its object built
+    only on a cache miss: the key is the host's sizes and the generator's
+    code)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
-    from recir.passes.gemm_kernels import gemm_module
+    from recir.passes.gemm_kernels import LAYOUTS, gemm_module
     from recir.passes.gemm_target import host_target
 
     target = host_target()
-    return cached_engine(repr(target), f"recir_gemm_{layout}", lambda: to_llvm_ir(gemm_module(
-        [layout], target=target)))
+    return cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
+        LAYOUTS, target=target)))
+
+
+@cache
+def team_engine() -> Any:
+    """The kernels' team forms for the host (`row_products.team_module`),
+    calling into `engine`'s kernels; None without an OpenMP runtime."""
+    from recir.backend.engine import cached_engine, openmp
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import KERNELS, LAYOUTS
+    from recir.passes.gemm_target import host_target
+    from recir.passes.row_products import team_module
+
+    if openmp() is None:
+        return None
+    link([KERNELS])
+    target = host_target()
+    return cached_engine(repr(target), "recir_gemm_teams", lambda: to_llvm_ir(team_module(
+        LAYOUTS, target)))
+
+
+def link(links: Sequence[str]) -> None:
+    """Makes the functions a module's `gemm_kernels.LINKS` name resolvable
+    by every engine loaded after: each is the address of its code in
+    `engine` or `team_engine`, in LLVM's process-wide symbol table."""
+    import llvmlite.binding as llvm
+
+    from recir.diagnostics import RecirError
+    from recir.passes.gemm_kernels import KERNELS, LAYOUTS, TEAMS, entry_names
+    from recir.passes.row_products import team_name
+
+    for kind in links:
+        if kind in _linked:
+            continue
+        if kind == KERNELS:
+            found, names = engine(), entry_names()
+        elif kind == TEAMS:
+            found, names = team_engine(), [team_name(layout) for layout in LAYOUTS]
+            if found is None:
+                raise RecirError("error: code compiled for a team needs an OpenMP runtime")
+        else:
+            raise RecirError(f"error: no compiled kernels named '{kind}'")
+        for name in names:
+            llvm.add_symbol(name, found.address(name))
+        _linked.add(kind)
+
+
+_linked: set[str] = set()  # what `link` has made resolvable in this process
 
 
 @cache
@@ -38,7 +91,7 @@ def kernel(layout: str) -> Any:
     """`recir_gemm_<layout>` ("nn", "tn", "nt") or `recir_sgemm_nt`
     ("sgemm_nt") as a ctypes function; compiled on first use."""
     name = "recir_sgemm_nt" if layout == "sgemm_nt" else f"recir_gemm_{layout}"
-    compiled = engine("nt" if layout == "sgemm_nt" else layout)
+    compiled = engine()
     fn = PROTOTYPES[layout](compiled.address(name))
     fn.engine = compiled  # the engine owns the code
     return fn

@@ -36,43 +36,13 @@ TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, 
 
 
 @cache
-def team_engine() -> Any:
-    """The three layouts' team forms compiled for the host (built only on an
-    object cache miss), or None without an OpenMP runtime: loading it first
-    binds the GOMP functions the code calls (`engine.openmp`)."""
-    from recir.backend.engine import cached_engine, openmp
-    from recir.passes.gemm_target import host_target
-
-    if openmp() is None:
-        return None
-    target = host_target()
-    return cached_engine(f"gemm teams {target!r}", "recir_gemm_teams",
-                         lambda: team_module_ir(target))
-
-
-def team_module_ir(target: Any) -> str:
-    """LLVM IR of a module holding `recir_gemm_<layout>.team` (external)
-    for every layout, with the kernels and OpenMP declarations it calls."""
-    from xdsl.dialects import llvm
-    from xdsl.dialects.builtin import ModuleOp
-
-    from recir.backend.llvm_convert import to_llvm_ir
-    from recir.passes.row_products import declare_team_in
-
-    module = ModuleOp([])
-    names = {declare_team_in(module, layout, target) for layout in LAYOUTS}
-    for op in module.ops:
-        if isinstance(op, llvm.FuncOp) and op.sym_name.data in names:
-            op.linkage = llvm.LinkageAttr("external")
-    return to_llvm_ir(module)
-
-
-@cache
 def team_kernel(layout: str) -> Any:
     """`recir_gemm_<layout>.team(m, n, k, A, lda, B, ldb, C, ldc, accumulate,
     threads, min_work)` as a ctypes function, or None without an OpenMP
     runtime. It calls the kernel itself below `min_work` multiply-adds or
     with fewer than two register tiles of rows or of columns."""
+    from recir.backend.kernels.compiled_gemm import team_engine
+
     engine = team_engine()
     if engine is None:
         return None
