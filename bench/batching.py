@@ -1,7 +1,8 @@
 """Frontier batching: recir against PyTorch level-batched, DyNet autobatch and eager.
 
 TreeLSTM, identical weights and trees, side by side in one process: recir's
-frontier scheduler (`recir.compile(batching="frontier")`, training through
+frontier form (`recir.compile(batching="frontier")`: invoke-to-frontier's
+batched IR compiled natively; training through
 `value_and_grad(batching="frontier")`), recir's recursive native code,
 PyTorch level-batched (nodes grouped by height, one batched cell per level:
 the Fold/DGL method, `bench/torch_level_batched.py`), DyNet 2.1 with
@@ -10,8 +11,8 @@ eager (one graph per tree). Workloads: SST dev trees (synthetic SST-like
 trees without the data) and complete binary trees of 32 and 256 leaves.
 Each contestant runs `n` trees in minibatches of `batch` and reports
 trees/s (median of the repeats); training computes the gradients of the
-summed loss (no optimizer step). Threads: BLAS threads for recir's frontier
-scheduler, `torch.set_num_threads` for PyTorch, the libgomp team for recir's
+summed loss (no optimizer step). Threads: the team that recir's frontier
+splits its products and row loops across, `torch.set_num_threads` for PyTorch, the libgomp team for recir's
 recursive code. PyTorch level-batched runs at its strongest: on rows of N > 1
 threads it is timed on 1 and on N threads (intra-op threads can lose to one
 thread on few cores) and the faster counts (`torch-level` is the best,
