@@ -12,8 +12,8 @@ trees without the data) and complete binary trees of 32 and 256 leaves.
 Each contestant runs `n` trees in minibatches of `batch` and reports
 trees/s (median of the repeats); training computes the gradients of the
 summed loss (no optimizer step). Threads: the team that recir's frontier
-splits its products and row loops across, `torch.set_num_threads` for PyTorch, the libgomp team for recir's
-recursive code. PyTorch level-batched runs at its strongest: on rows of N > 1
+splits its products and row loops across, `torch.set_num_threads` for
+PyTorch, the libgomp team for recir's recursive code. PyTorch level-batched runs at its strongest: on rows of N > 1
 threads it is timed on 1 and on N threads (intra-op threads can lose to one
 thread on few cores) and the faster counts (`torch-level` is the best,
 `level thr` says which). The SGEMM roof (`bench/roof.py`) is the best rate of
