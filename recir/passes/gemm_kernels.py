@@ -14,9 +14,11 @@ on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
 nn and tn broadcast A's elements against vectors of B's row: a register tile
 of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
-first into a contiguous buffer (a stack array of half of L1: B's own rows,
-`ldb` floats apart, fall into few L1 sets), and the tiles of a block of A's
-rows pass over it (the block's rows of A and of C in half of L2). nt does the same on a transposed
+first into a contiguous buffer (half of L1: B's own rows, `ldb` floats
+apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
+it (the block's rows of A and of C in half of L2). Where several blocks of
+rows reuse B, all of it is packed once into a heap workspace, and tn's
+blocks of A tile by tile (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer it
 reads both operands along k: a tile of rows of A by rows of B keeps one
 vector accumulator per pair, and a row's sums are reduced together at the
@@ -36,6 +38,14 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i64
 from xdsl.ir import SSAValue
 
+from recir.passes.gemm_packing import (
+    allocated,
+    declare_workspace,
+    pack_a_tiles,
+    pack_block,
+    release,
+    workspace,
+)
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (
     accumulating,
@@ -98,51 +108,6 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
     return function
 
 
-def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAValue,
-         cols: SSAValue, buf: SSAValue) -> None:
-    """buf[p, :] = src[p * ld, :cols] for p < kc, zeros past `cols`."""
-    lanes, width = target.lanes, target.width
-    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
-
-    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        for v, mask in enumerate(masks):
-            s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
-                     s.add(s.mul(p, width), v * lanes))
-        return ()
-
-    b.loop(kc, row)
-
-
-def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
-                    kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`, in
-    squares of lanes x lanes: lanes rows of B read along k (masked past kc;
-    rows past `cols` read nothing), transposed in registers, stored as lanes
-    rows of the buffer (whose depth is a multiple of lanes)."""
-    lanes, width = target.lanes, target.width
-    nothing = b.zeros(lanes, i1)
-
-    def square(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        p = s.mul(q, lanes)
-        along = s.lane_mask(s.sub(kc, p), lanes)
-        for v in range(width // lanes):
-            rows = []
-            for r in range(v * lanes, (v + 1) * lanes):
-                mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
-                rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
-            for t, column in enumerate(s.transpose(rows)):
-                s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
-        return ()
-
-    b.loop(ceil_div(b, kc, lanes), square)
-
-
-def pack_block(b: VectorEmitter, target: Target, layout: str, src: SSAValue, ld: SSAValue,
-               kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """B's block at `src` into the buffer: transposed for nt."""
-    (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
-
-
 def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
     """A[i, p]: row-major, or a transpose (tn)."""
     return b.offset(a, b.add(b.mul(i, lda), p) if layout != "tn" else b.add(i, b.mul(p, lda)))
@@ -157,6 +122,11 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
 def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
     each, panels of `width` columns of B, packed, then every tile of rows.
+    Where more than one block of rows reuses B, all of B is packed once
+    first, each (block of k, panel) a buffer of its own in a heap workspace
+    (`gemm_packing.workspace`); tn's blocks of A are packed too, tile by
+    tile, as its rows of dY are far apart. Else (or if the workspace cannot
+    be had) each panel is packed into a stack buffer where the rows use it.
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
@@ -172,7 +142,34 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
                                   b.i64(rows)))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
+    panels = ceil_div(b, n, width)
     one_tile = b.compare("sle", m, rows)
+    chunk = depth * width
+    reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+    b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(steps, panels), chunk), b.i64(0)))
+    a_floats = b.i64(0)
+    if layout == "tn":
+        a_floats = b.value(arith.SelectOp(one_tile, b.i64(0), b.mul(block, depth)))
+    space = workspace(b, b.add(b_floats, a_floats))
+    have = allocated(b, space)
+    whole_b = b.value(arith.AndIOp(have, reused))
+    a_tiles = b.value(arith.AndIOp(have, b.value(arith.XOrIOp(one_tile, b.const(1, i1)))))
+    packed_a = b.offset(space, b_floats)
+
+    def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
+        return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
+
+    def pack_all(e: VectorEmitter) -> None:
+        def panel(f: VectorEmitter, kb: SSAValue, jp: SSAValue) -> Sequence:
+            p0, j0 = f.mul(kb, depth), f.mul(jp, width)
+            pack_block(f, target, layout, b_at(f, layout, bm, ldb, p0, j0), ldb,
+                       f.min(depth, f.sub(k, p0)), f.min(width, f.sub(n, j0)),
+                       chunk_at(f, kb, jp))
+            return ()
+
+        e.loop(steps, lambda f, kb, _: f.loop(panels, lambda g, jp, __: panel(g, kb, jp)))
+
+    b.when(whole_b, pack_all)
 
     def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         i0 = s.mul(ib, block)
@@ -183,26 +180,33 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
         p0 = s.mul(kb, depth)
         kc = s.min(depth, s.sub(k, p0))
-        at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)))
-        panels = ceil_div(s, n, width)
+        at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)), kb)
 
         def all_packed(e: VectorEmitter) -> None:
+            if layout == "tn":
+                e.when(a_tiles, lambda f: pack_a_tiles(
+                    f, target, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
             e.loop(panels, lambda f, jp, __: packed(f, at, jp))
 
         if layout == "nt":
             all_packed(s)
             return ()
         fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
-        s.when(s.value(arith.OrIOp(one_tile, fits)), lambda e: in_place(e, at, panels),
-               all_packed)
+        direct = s.value(arith.AndIOp(s.value(arith.OrIOp(one_tile, fits)),
+                                      s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
+        s.when(direct, lambda e: in_place(e, at, panels), all_packed)
         return ()
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
              stride: Index) -> None:
-        _, _, p0, kc, add = at
+        i0, _, p0, kc, add, _ = at
         cols = e.min(width, e.sub(n, j0))
-        call(e, f"recir_gemm_{layout}.{kind}{count}", a_at(e, layout, a, lda, i, p0), lda,
-             source, stride,
+        rows_of_a, a_stride = a_at(e, layout, a, lda, i, p0), lda
+        if layout == "tn" and kind == "tile":
+            rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
+                e.sub(i, i0), depth)), rows_of_a))
+            a_stride = e.value(arith.SelectOp(a_tiles, e.i64(rows), lda))
+        call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, a_stride, source, stride,
              e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
 
     def row_tiles(t: Emitter, at, each) -> None:
@@ -214,11 +218,13 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
 
     def packed(s: VectorEmitter, at, jp: SSAValue) -> Sequence:
-        _, _, p0, kc, _ = at
+        _, _, p0, kc, _, kb = at
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        pack_block(s, target, layout, b_at(s, layout, bm, ldb, p0, j0), ldb, kc, cols, buf)
-        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, buf, width))
+        s.when(s.value(arith.XOrIOp(whole_b, s.const(1, i1))), lambda e: pack_block(
+            e, target, layout, b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, buf))
+        panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
+        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width))
         return ()
 
     def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
@@ -231,6 +237,7 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
             panels, lambda f, jp, __: direct(f, i, count, f.mul(jp, width))))
 
     b.loop(ceil_div(b, m, block), row_block)
+    release(b, space)
     b.op(llvm.ReturnOp())
     return function
 
@@ -370,7 +377,9 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
 
 def gemm_module(layouts: Sequence[str] = LAYOUTS, target: Target | None = None) -> ModuleOp:
     target = target or host_target()
-    return ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
+    module = ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
+    declare_workspace(module)
+    return module
 
 
 def declare_in(module: ModuleOp, layout: str, target: Target | None = None) -> str:
@@ -383,4 +392,5 @@ def declare_in(module: ModuleOp, layout: str, target: Target | None = None) -> s
     for function in functions:
         function.linkage = llvm.LinkageAttr("internal")
     module.body.blocks[0].add_ops(functions)
+    declare_workspace(module)
     return name

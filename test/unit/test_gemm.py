@@ -96,11 +96,10 @@ def operands(rng, layout, m, n, k, pad):
     return a, b, a.astype(np.float64) @ b.T
 
 
-@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
-@pytest.mark.parametrize("accumulate", [0, 1])
-def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
-    rng = np.random.default_rng(len(layout) + accumulate)
-    for i, (m, n, k) in enumerate(edge_shapes()):
+def check_inside(layout, accumulate, shapes, seed):
+    """Each shape's product (+ C) against NumPy, C's padding untouched."""
+    rng = np.random.default_rng(seed)
+    for i, (m, n, k) in enumerate(shapes):
         a, b, want = operands(rng, layout, m, n, k, pad=3 + i)
         c_buffer, c = padded(rng, m, n, pad=7)
         want = want + (c if accumulate else 0)
@@ -112,6 +111,31 @@ def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
         outside[1:m + 1, :n] = 0
         assert np.isnan(outside[0]).all()
         assert np.isnan(outside[:, n:]).all()
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
+    check_inside(layout, accumulate, edge_shapes(), len(layout) + accumulate)
+
+
+def block_rows(n):
+    """Rows of A a block holds at this n (its rows of A and of C in half of L2)."""
+    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth)
+    return max(block // ROWS * ROWS, ROWS)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_b_packed_once_serves_every_block_of_rows(layout, accumulate):
+    """More rows than two blocks hold, ending in a partial tile, k past two
+    blocks of depth and n in a partial panel: B is packed once into the
+    heap workspace and read by every block (tn's A packed tile by tile);
+    one block of rows with a partial tile packs per panel on the stack."""
+    n = 4 * TARGET.width + 3
+    k = 2 * TARGET.depth + LANES + 3
+    shapes = [(2 * block_rows(n) + ROWS + 1, n, k), (block_rows(n) - 1, n - 2, k - 5)]
+    check_inside(layout, accumulate, shapes, 3 * len(layout) + accumulate)
 
 
 def test_nt_cuts_a_operand_into_blocks_that_fit_l2():

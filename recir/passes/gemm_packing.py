@@ -1,0 +1,136 @@
+"""The matrix kernels' copies of their operands (`gemm_kernels.py`).
+
+A register tile reads B's block as `depth` rows of the tile's width, one
+after another, and A's rows one element a step. Where B's rows are far apart
+(its leading dimension) or read across (nt's B^T), or A's steps are far apart
+(tn's A^T: a step is a row of dY), those reads touch a new line, often in the
+same few L1 sets, every step; the copies make both contiguous:
+
+- `pack`, `pack_transposed`: B's block of `depth` steps by `width` columns
+  (transposed from nt's rows of B in squares of lanes);
+- `pack_a_tiles`: A's block of rows, tile by tile, each tile's `rows`
+  elements of a step side by side (tn's tiles then read one line in
+  sixteen steps);
+- `workspace`: a heap buffer for copies that outlive one block (nt's whole
+  B^T, packed once a call however many blocks of A's rows reuse it), with
+  the `aligned_alloc` and `free` it calls (`frame_buffers.declare_heap`).
+  A failed allocation returns null, and the kernels then copy block by
+  block on the stack as they would without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import ModuleOp, i1, i64
+from xdsl.ir import SSAValue
+
+from recir.passes.frame_buffers import ALLOC, FREE, declare_heap
+from recir.passes.gemm_target import Target
+from recir.passes.llvm_functions import ceil_div
+from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
+
+ALIGN = 64  # a cache line: a packed panel's rows start on one
+
+
+def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAValue,
+         cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, :] = src[p * ld, :cols] for p < kc, zeros past `cols`."""
+    lanes, width = target.lanes, target.width
+    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
+
+    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        for v, mask in enumerate(masks):
+            s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
+                     s.add(s.mul(p, width), v * lanes))
+        return ()
+
+    b.loop(kc, row)
+
+
+def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
+                    kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`, in
+    squares of lanes x lanes: lanes rows of B read along k (masked past kc;
+    rows past `cols` read nothing), transposed in registers, stored as lanes
+    rows of the buffer (whose depth is a multiple of lanes)."""
+    lanes, width = target.lanes, target.width
+    nothing = b.zeros(lanes, i1)
+
+    def square(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        p = s.mul(q, lanes)
+        along = s.lane_mask(s.sub(kc, p), lanes)
+        for v in range(width // lanes):
+            rows = []
+            for r in range(v * lanes, (v + 1) * lanes):
+                mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
+                rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
+            for t, column in enumerate(s.transpose(rows)):
+                s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
+        return ()
+
+    b.loop(ceil_div(b, kc, lanes), square)
+
+
+def pack_block(b: VectorEmitter, target: Target, layout: str, src: SSAValue, ld: SSAValue,
+               kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
+    """B's block at `src` into the buffer: transposed for nt."""
+    (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
+
+
+def pack_a_tiles(b: VectorEmitter, target: Target, src: SSAValue, lda: SSAValue,
+                 mb: SSAValue, kc: SSAValue, buf: SSAValue) -> None:
+    """tn's A block (A[i, p] at src + i + p lda, i < mb, p < kc) as tiles of
+    `rows`: tile q's step p at buf[(q depth + p) rows ...], its rows side by
+    side (zeros past mb). A tile reads it as a transposed A of leading
+    dimension `rows` from buf + q rows depth."""
+    lanes, rows, depth = target.lanes, target.tile[0], target.depth
+    chunks = range(0, rows, lanes)  # a tile's step in vectors of at most lanes
+
+    def tile(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        left = s.sub(mb, s.mul(q, rows))
+        reads = [s.lane_mask(s.sub(left, c), lanes) for c in chunks]
+        writes = [s.lane_mask(min(lanes, rows - c), lanes) for c in chunks]
+        base = s.mul(q, rows * depth)
+
+        def step(e: VectorEmitter, p: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            at = e.add(e.mul(q, rows), e.mul(p, lda))
+            to = e.add(base, e.mul(p, rows))
+            for c, read, write in zip(chunks, reads, writes, strict=True):
+                e.masked_store(e.masked_load(src, e.add(at, c), read), buf, e.add(to, c), write)
+            return ()
+
+        s.loop(kc, step)
+        return ()
+
+    b.loop(ceil_div(b, mb, rows), tile)
+
+
+def workspace(b: Emitter, count: SSAValue) -> SSAValue:
+    """`count` floats on the heap where `count` > 0, else null; null too if
+    the allocation fails. `release` gives it back."""
+    slot = b.alloca(1, PTR)
+    b.store(b.value(llvm.ZeroOp(result_types=[PTR])), slot, 0)
+
+    def allocate(e: Emitter) -> None:
+        size = e.mul(ceil_div(e, e.mul(count, 4), ALIGN), ALIGN)
+        e.store(e.op(llvm.CallOp(ALLOC, e.i64(ALIGN), size, return_type=PTR)).results[0],
+                slot, 0)
+
+    b.when(b.compare("sgt", count, 0), allocate)
+    return b.load(slot, 0, PTR)
+
+
+def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
+    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
+
+
+def release(b: Emitter, pointer: SSAValue) -> None:
+    """`free` (which takes null too)."""
+    b.op(llvm.CallOp(FREE, pointer))
+
+
+def declare_workspace(module: ModuleOp) -> None:
+    """The allocator `workspace` calls, once in `module`."""
+    declare_heap(module)
