@@ -142,6 +142,9 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
                                   b.i64(rows)))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
+    # the blocks of k as even as lanes allow: no short last block to
+    # load and store C for
+    even = b.mul(ceil_div(b, ceil_div(b, k, steps), target.lanes), target.lanes)
     panels = ceil_div(b, n, width)
     one_tile = b.compare("sle", m, rows)
     chunk = depth * width
@@ -161,9 +164,9 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
 
     def pack_all(e: VectorEmitter) -> None:
         def panel(f: VectorEmitter, kb: SSAValue, jp: SSAValue) -> Sequence:
-            p0, j0 = f.mul(kb, depth), f.mul(jp, width)
+            p0, j0 = f.mul(kb, even), f.mul(jp, width)
             pack_block(f, target, layout, b_at(f, layout, bm, ldb, p0, j0), ldb,
-                       f.min(depth, f.sub(k, p0)), f.min(width, f.sub(n, j0)),
+                       f.min(even, f.sub(k, p0)), f.min(width, f.sub(n, j0)),
                        chunk_at(f, kb, jp))
             return ()
 
@@ -178,8 +181,8 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         return ()
 
     def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
-        p0 = s.mul(kb, depth)
-        kc = s.min(depth, s.sub(k, p0))
+        p0 = s.mul(kb, even)
+        kc = s.min(even, s.sub(k, p0))
         at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)), kb)
 
         def all_packed(e: VectorEmitter) -> None:

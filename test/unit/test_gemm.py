@@ -164,13 +164,15 @@ def test_tile_sizes_follow_the_register_count():
     """AVX-512 (32 registers of 16 lanes) and AVX2 (16 of 8): the tile's
     accumulators, held vectors and one more fit the registers."""
     for lanes, registers in ((16, 32), (8, 16)):
-        target = Target(lanes, registers, 48 << 10, 2 << 20)
+        target = Target(lanes, registers, 48 << 10, 2 << 20, 12)
         rows, vectors = target.tile
         assert rows * vectors + vectors + 1 <= registers
         assert vectors & (vectors - 1) == 0
         held, streamed = target.nt_tile
         assert held * streamed + held + 1 <= registers
-        assert target.depth * target.width * 4 <= target.l1_bytes // 2
+        way = target.l1_bytes // target.l1_ways  # B's block and A's tile in all ways but one
+        assert -(-target.depth * (target.width + rows) * 4 // way) <= target.l1_ways - 1
+        assert target.depth % lanes == 0
 
 
 def test_tmath_matmul_runs_the_kernel_natively():
