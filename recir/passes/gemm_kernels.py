@@ -337,14 +337,19 @@ def nt_driver(target: Target) -> llvm.FuncOp:
     each row of A, cols - 1 combinations of two vectors at two shuffles,
     log2(lanes / cols) halvings and a gather) and the masked last step;
     packing B transposed pays log2(lanes) shuffles per lanes elements of B
-    (the square's transpose) and then runs nn's tiles."""
-    lanes, (rows, cols) = target.lanes, target.nt_tile
+    (the square's transpose) and then runs nn's tiles, whose last panel
+    computes columns past n that it drops (FMAs, two a cycle: a classifier's
+    5 rows of B take a panel of width)."""
+    lanes, (rows, cols), width = target.lanes, target.nt_tile, target.width
     sums = rows * (2 * (cols - 1) + (lanes // cols).bit_length() - 1 + 1)
     per_pair = sums + rows * cols // 2  # and the masked step's FMAs, two a cycle
     function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
-    m, k = args[0], args[2]
-    dots = b.mul(m, per_pair * lanes)  # per n (rows * cols) / lanes elements
-    packing = b.mul(k, (lanes.bit_length() - 1) * rows * cols)
+    m, n, k = at_least_zero(b, *args[:3])
+    # both in units of 2 n / ((rows * cols) / lanes) elements of C
+    dots = b.mul(b.mul(m, n), per_pair * lanes * 2)
+    dropped = b.sub(b.mul(ceil_div(b, n, width), width), n)
+    packing = b.add(b.mul(b.mul(k, n), (lanes.bit_length() - 1) * rows * cols * 2),
+                    b.mul(b.mul(b.mul(m, k), dropped), rows * cols))
     b.when(b.compare("sle", dots, packing), lambda e: call(e, "recir_gemm_nt.dots", *args),
            lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())

@@ -119,6 +119,14 @@ def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
     check_inside(layout, accumulate, edge_shapes(), len(layout) + accumulate)
 
 
+def test_nt_with_few_rows_of_b_takes_dot_products_over_many_rows_of_a():
+    """A classifier's 5 rows of B against many rows of A: dot products (a
+    packed panel would compute `width` columns for 5), every row of A's
+    tiles and the last partial ones."""
+    m = 300 * NT_ROWS + NT_ROWS - 1
+    check_inside("nt", 1, [(m, 5, 16 * LANES + 3), (m, NT_COLS + 1, LANES - 1)], 9)
+
+
 def block_rows(n):
     """Rows of A a block holds at this n (its rows of A and of C in half of L2)."""
     block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth)
