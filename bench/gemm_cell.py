@@ -32,21 +32,21 @@ MIN_S = 0.01  # one timing: enough calls of the product to last this long
 
 
 def products(hidden: int, leaves: int, batch: int) -> list[tuple[str, str, int, int, int]]:
-    """(name, layout, m, n, k) of one batch: the leaf and node forward
-    products (inference) and, for training, each one's dX and dW."""
+    """(name, layout, m, n, k) of one batch: each height's forward products
+    (the leaves' `x W^T` or the nodes' `x U^T`, and the classifier's `h
+    W_out^T`, 5 classes; inference) and, for training, each one's dX and dW."""
     h = hidden
-    out = [("leaf x W^T", "nt", batch * leaves, 3 * h, h)]
-    rows = batch * leaves // 2
-    heights = []
-    while rows >= batch:
-        heights.append(rows)
-        out.append((f"node{rows} x U^T", "nt", rows, 5 * h, 2 * h))
-        rows //= 2
-    out += [("leaf dY W", "nn", batch * leaves, h, 3 * h),
-            ("leaf dY^T X", "tn", 3 * h, h, batch * leaves)]
+    heights = [batch * leaves]
+    while heights[-1] // 2 >= batch:
+        heights.append(heights[-1] // 2)
+    out = []
     for rows in heights:
-        out += [(f"node{rows} dY U", "nn", rows, 2 * h, 5 * h),
-                (f"node{rows} dY^T X", "tn", 5 * h, 2 * h, rows)]
+        name, n, k = ("leaf", 3 * h, h) if rows == heights[0] else (f"node{rows}", 5 * h, 2 * h)
+        out += [(f"{name} x W^T", "nt", rows, n, k), (f"{name} h Wo^T", "nt", rows, 5, h)]
+    for rows in heights:
+        name, n, k = ("leaf", 3 * h, h) if rows == heights[0] else (f"node{rows}", 5 * h, 2 * h)
+        out += [(f"{name} dY W", "nn", rows, k, n), (f"{name} dY^T X", "tn", n, k, rows),
+                (f"{name} dYo Wo", "nn", rows, h, 5), (f"{name} dYo^T h", "tn", 5, h, rows)]
     return out
 
 
