@@ -42,7 +42,7 @@ from recir.passes.gemm_packing import (
     allocated,
     declare_workspace,
     pack_a_tiles,
-    pack_block,
+    pack_function,
     release,
     workspace,
 )
@@ -165,9 +165,8 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     def pack_all(e: VectorEmitter) -> None:
         def panel(f: VectorEmitter, kb: SSAValue, jp: SSAValue) -> Sequence:
             p0, j0 = f.mul(kb, even), f.mul(jp, width)
-            pack_block(f, target, layout, b_at(f, layout, bm, ldb, p0, j0), ldb,
-                       f.min(even, f.sub(k, p0)), f.min(width, f.sub(n, j0)),
-                       chunk_at(f, kb, jp))
+            call(f, f"recir_gemm_{layout}.pack", b_at(f, layout, bm, ldb, p0, j0), ldb,
+                 f.min(even, f.sub(k, p0)), f.min(width, f.sub(n, j0)), chunk_at(f, kb, jp))
             return ()
 
         e.loop(steps, lambda f, kb, _: f.loop(panels, lambda g, jp, __: panel(g, kb, jp)))
@@ -224,8 +223,8 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         _, _, p0, kc, _, kb = at
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        s.when(s.value(arith.XOrIOp(whole_b, s.const(1, i1))), lambda e: pack_block(
-            e, target, layout, b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, buf))
+        s.when(s.value(arith.XOrIOp(whole_b, s.const(1, i1))), lambda e: call(
+            e, f"recir_gemm_{layout}.pack", b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, buf))
         panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
         row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width))
         return ()
@@ -374,11 +373,13 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         rows, cols = target.nt_tile
         made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
         made += [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
+        made.append(pack_function(target, layout))
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed"),
                  nt_driver(target), records_entry()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
                 for direct in (False, True)]
+        made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}"))
     return [lower_to_llvm(f) for f in made]
 

@@ -28,7 +28,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import ALLOC, FREE, declare_heap
 from recir.passes.gemm_target import Target
-from recir.passes.llvm_functions import ceil_div
+from recir.passes.llvm_functions import ceil_div, new_function
 from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
 
 ALIGN = 64  # a cache line: a packed panel's rows start on one
@@ -73,10 +73,15 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     b.loop(ceil_div(b, kc, lanes), square)
 
 
-def pack_block(b: VectorEmitter, target: Target, layout: str, src: SSAValue, ld: SSAValue,
-               kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """B's block at `src` into the buffer: transposed for nt."""
+def pack_function(target: Target, layout: str) -> llvm.FuncOp:
+    """`recir_gemm_<layout>.pack(src, ld, kc, cols, buf)`: B's block at `src`
+    into the buffer (transposed for nt), one function for the driver's two
+    callers (all of B at once, or a panel where it is used)."""
+    function, b, (src, ld, kc, cols, buf) = new_function(
+        f"recir_gemm_{layout}.pack", [PTR, i64, i64, i64, PTR])
     (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
+    b.op(llvm.ReturnOp())
+    return function
 
 
 def pack_a_tiles(b: VectorEmitter, target: Target, src: SSAValue, lda: SSAValue,
