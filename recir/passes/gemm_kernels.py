@@ -38,6 +38,7 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i64
 from xdsl.ir import SSAValue
 
+from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile
 from recir.passes.gemm_packing import (
     allocated,
     declare_workspace,
@@ -59,7 +60,6 @@ from recir.passes.llvm_functions import (
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 
 LAYOUTS = ("nn", "tn", "nt")
-SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
 
 
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
@@ -67,14 +67,16 @@ SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
 
 def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
                    ) -> llvm.FuncOp:
-    """`tile(A, lda, Bp, ldbp, C, ldc, kc, cols, add)`: C's `rows` x width
-    tile (+)= A's rows (kc steps from A) times Bp (kc rows `ldbp` apart: the
-    packed block, or B itself if `direct`, read masked past `cols`), of
-    which the first `cols` columns are stored."""
+    """`tile(A, lda, Bp, ldbp, C, ldc, kc, cols, add, base, ldbase)`: C's
+    `rows` x width tile = A's rows (kc steps from A) times Bp (kc rows `ldbp`
+    apart: the packed block, or B itself if `direct`, read masked past
+    `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart: C
+    itself, or a bias row repeated, ldbase 0); the first `cols` columns are
+    stored."""
     lanes, vectors = target.lanes, target.tile[1]
-    function, b, (a, lda, bp, ldbp, c, ldc, kc, cols, add) = new_function(
+    function, b, (a, lda, bp, ldbp, c, ldc, kc, cols, add, base, ldbase) = new_function(
         f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
-        [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64])
+        [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64])
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
 
@@ -101,9 +103,9 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
     for v, mask in enumerate(masks):
         reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
         for i in range(rows):
-            at = b.add(b.mul(i, ldc), v * lanes)
-            total = b.vadd(b.masked_load(c, at, reads), sums[i * vectors + v])
-            b.masked_store(total, c, at, mask)
+            old = b.masked_load(base, b.add(b.mul(i, ldbase), v * lanes), reads)
+            b.masked_store(b.vadd(old, sums[i * vectors + v]), c,
+                           b.add(b.mul(i, ldc), v * lanes), mask)
     b.op(llvm.ReturnOp())
     return function
 
@@ -119,7 +121,8 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
     return b.offset(bm, b.add(b.mul(p, ldb), j) if layout != "nt" else b.add(b.mul(j, ldb), p))
 
 
-def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
+def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
+                     ) -> llvm.FuncOp:
     """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
     each, panels of `width` columns of B, packed, then every tile of rows.
     Where more than one block of rows reuses B, all of B is packed once
@@ -130,10 +133,13 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
-    weight's gradient over few rows)."""
+    weight's gradient over few rows). `biased`: a last argument, a row of n
+    (or null), that C's rows start from instead of C or zeros."""
     rows, width, depth = target.tile[0], target.width, target.depth
-    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        name, SIGNATURE, private=name.endswith("packed"))
+    function, b, args = new_function(name, SIGNATURE + [PTR] * biased,
+                                     private=name.endswith("packed"))
+    m, n, k, a, lda, bm, ldb, c, ldc, accumulate = args[:10]
+    bias = args[10] if biased else None
     buf = b.alloca(depth * width)
     m, n, k = at_least_zero(b, m, n, k)
     # a block's rows of A (depth deep) and of C (n wide) fill half of L2
@@ -182,7 +188,10 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
         p0 = s.mul(kb, even)
         kc = s.min(even, s.sub(k, p0))
-        at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)), kb)
+        later = s.compare("sgt", kb, 0)
+        at = (i0, mb, p0, kc, accumulating(s, accumulate, later), kb,
+              None if bias is None else s.value(arith.AndIOp(
+                  allocated(s, bias), s.value(arith.XOrIOp(later, s.const(1, i1))))))
 
         def all_packed(e: VectorEmitter) -> None:
             if layout == "tn":
@@ -201,15 +210,21 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
              stride: Index) -> None:
-        i0, _, p0, kc, add, _ = at
+        i0, _, p0, kc, add, _, from_bias = at
         cols = e.min(width, e.sub(n, j0))
+        tile_of_c = e.offset(c, e.add(e.mul(i, ldc), j0))
+        base, ldbase = tile_of_c, ldc
+        if from_bias is not None:
+            base = e.value(arith.SelectOp(from_bias, e.offset(bias, j0), base))
+            ldbase = e.value(arith.SelectOp(from_bias, e.i64(0), ldc))
+            add = e.value(arith.SelectOp(from_bias, e.i64(1), add))
         rows_of_a, a_stride = a_at(e, layout, a, lda, i, p0), lda
         if layout == "tn" and kind == "tile":
             rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
                 e.sub(i, i0), depth)), rows_of_a))
             a_stride = e.value(arith.SelectOp(a_tiles, e.i64(rows), lda))
         call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, a_stride, source, stride,
-             e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
+             tile_of_c, ldc, kc, cols, add, base, ldbase)
 
     def row_tiles(t: Emitter, at, each) -> None:
         """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
@@ -220,7 +235,7 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
 
     def packed(s: VectorEmitter, at, jp: SSAValue) -> Sequence:
-        _, _, p0, kc, _, kb = at
+        p0, kc, kb = at[2], at[3], at[5]
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
         s.when(s.value(arith.XOrIOp(whole_b, s.const(1, i1))), lambda e: call(
@@ -244,105 +259,19 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
     return function
 
 
-# --- nt: dot products along k ----------------------------------------------------
-
-
-def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
-    """`tile(A, lda, B, ldb, C, ldc, k, add)`: C[i, j] (+)= A[i, :k] . B[j, :k]
-    for `rows` rows of A by `cols` rows of B; k's last vector (1 to lanes
-    of it) masked."""
-    lanes = target.lanes
-    function, b, (a, lda, bm, ldb, c, ldc, k, add) = new_function(
-        f"recir_gemm_nt.tile{rows}x{cols}", [PTR, i64, PTR, i64, PTR, i64, i64, i64])
-    a_rows = [b.offset(a, b.mul(i, lda)) for i in range(rows)]
-    b_rows = [b.offset(bm, b.mul(j, ldb)) for j in range(cols)]
-    whole = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(b.sub(k, 1), b.i64(lanes))),
-                                  b.i64(0)))
-
-    def step(s: VectorEmitter, mask: SSAValue | None, at: SSAValue,
-             acc: Sequence[SSAValue]) -> list[SSAValue]:
-        """A's vectors at `at` held, then each of B's loaded and used at once."""
-        def read(r: SSAValue) -> SSAValue:
-            return s.vload(r, at, lanes) if mask is None else s.masked_load(r, at, mask)
-
-        av = [read(r) for r in a_rows]
-        out = list(acc)
-        for j, r in enumerate(b_rows):
-            bv = read(r)
-            for i in range(rows):
-                out[i * cols + j] = s.fma(av[i], bv, acc[i * cols + j])
-        return out
-
-    sums = b.loop(whole, lambda s, q, acc: step(s, None, s.mul(q, lanes), acc),
-                  [b.zeros(lanes)] * (rows * cols))
-    done = b.mul(whole, lanes)
-    sums = step(b, b.lane_mask(b.sub(k, done), lanes), done, sums)
-    on = b.compare("ne", add, 0)
-    mask = b.lane_mask(cols, lanes)
-    for i in range(rows):
-        total = b.lane_sums(sums[i * cols:(i + 1) * cols])
-        at = b.mul(i, ldc)
-        old = b.masked_load(c, at, b.value(arith.SelectOp(on, mask, b.zeros(lanes, i1))))
-        b.masked_store(b.vadd(old, total), c, at, mask)
-    b.op(llvm.ReturnOp())
-    return function
-
-
-def dot_driver(target: Target) -> llvm.FuncOp:
-    """Blocks of A's rows (all of k of them in half of L2); in each, tiles of
-    B's rows outside (one stays in L1) and tiles of A's rows inside."""
-    rows, cols = target.nt_tile
-    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        "recir_gemm_nt.dots", SIGNATURE)
-    m, n, k = at_least_zero(b, m, n, k)
-    add = accumulating(b, accumulate, b.const(0, arith.IntegerType(1)))
-    fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
-        arith.MaxSIOp(k, b.i64(1)))))  # rows of A, all of k, in half of L2
-    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(fitting, b.i64(rows))), rows),
-                                  b.i64(rows)))
-
-    def tile(s: Emitter, i: Index, j: Index, r: int, q: int) -> None:
-        call(s, f"recir_gemm_nt.tile{r}x{q}", s.offset(a, s.mul(i, lda)), lda,
-             s.offset(bm, s.mul(j, ldb)), ldb, s.offset(c, s.add(s.mul(i, ldc), j)), ldc, k, add)
-
-    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        i0 = s.mul(ib, block)
-        mb = s.min(block, s.sub(m, i0))
-        s.loop(ceil_div(s, n, cols), lambda e, jt, __: b_tile(e, i0, mb, e.mul(jt, cols)))
-        return ()
-
-    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> Sequence:
-        q = s.min(cols, s.sub(n, j))
-        s.loop(ceil_div(s, mb, rows), lambda e, it, __: a_tile(e, e.add(i0, e.mul(it, rows)),
-                                                            e.sub(mb, e.mul(it, rows)), j, q))
-        return ()
-
-    def a_tile(s: VectorEmitter, i: SSAValue, left: SSAValue, j: SSAValue, q: SSAValue
-               ) -> Sequence:
-        r = s.min(rows, left)
-        whole = s.value(arith.AndIOp(s.compare("eq", r, rows), s.compare("eq", q, cols)))
-        s.when(whole, lambda e: tile(e, i, j, rows, cols), lambda e: dispatch(
-            e, r, rows, lambda f, rr: dispatch(f, q, cols, lambda g, qq: tile(g, i, j, rr, qq))))
-        return ()
-
-    b.loop(ceil_div(b, m, block), row_block)
-    b.op(llvm.ReturnOp())
-    return function
-
-
 def nt_driver(target: Target) -> llvm.FuncOp:
-    """The cheaper of two, by the shuffle port's cycles (the port both
-    extras run on). Dot products pay per pair of tiles the row sums (for
-    each row of A, cols - 1 combinations of two vectors at two shuffles,
-    log2(lanes / cols) halvings and a gather) and the masked last step;
-    packing B transposed pays log2(lanes) shuffles per lanes elements of B
-    (the square's transpose) and then runs nn's tiles, whose last panel
-    computes columns past n that it drops (FMAs, two a cycle: a classifier's
-    5 rows of B take a panel of width)."""
+    """`recir_gemm_nt.choose(..., bias)`: the cheaper of two, by the
+    shuffle port's cycles (the port both extras run on). Dot products pay
+    per pair of tiles the row sums (for each row of A, cols - 1 combinations
+    of two vectors at two shuffles, log2(lanes / cols) halvings and a
+    gather) and the masked last step; packing B transposed pays log2(lanes)
+    shuffles per lanes elements of B (the square's transpose) and then runs
+    nn's tiles, whose last panel computes columns past n that it drops
+    (FMAs, two a cycle: a classifier's 5 rows of B take a panel of width)."""
     lanes, (rows, cols), width = target.lanes, target.nt_tile, target.width
     sums = rows * (2 * (cols - 1) + (lanes // cols).bit_length() - 1 + 1)
     per_pair = sums + rows * cols // 2  # and the masked step's FMAs, two a cycle
-    function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
+    function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
     m, n, k = at_least_zero(b, *args[:3])
     # both in units of 2 n / ((rows * cols) / lanes) elements of C
     dots = b.mul(b.mul(m, n), per_pair * lanes * 2)
@@ -353,6 +282,19 @@ def nt_driver(target: Target) -> llvm.FuncOp:
            lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function
+
+
+def nt_entries() -> list[llvm.FuncOp]:
+    """`recir_gemm_nt` (the layouts' signature) and `recir_gemm_nt_bias(m,
+    n, k, A, lda, B, ldb, C, ldc, bias)`: C = A B^T + the row `bias` in
+    every row (a matvec over rows and its bias in one pass over C)."""
+    plain, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
+    call(b, "recir_gemm_nt.choose", *args, b.value(llvm.ZeroOp(result_types=[PTR])))
+    b.op(llvm.ReturnOp())
+    biased, b, args = new_function("recir_gemm_nt_bias", [*SIGNATURE[:-1], PTR], private=False)
+    call(b, "recir_gemm_nt.choose", *args[:-1], 0, args[-1])
+    b.op(llvm.ReturnOp())
+    return [plain, biased]
 
 
 def records_entry() -> llvm.FuncOp:
@@ -374,8 +316,9 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
         made += [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
         made.append(pack_function(target, layout))
-        made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed"),
-                 nt_driver(target), records_entry()]
+        made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
+                                                      biased=True),
+                 nt_driver(target), *nt_entries(), records_entry()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
                 for direct in (False, True)]

@@ -127,6 +127,45 @@ def test_nt_with_few_rows_of_b_takes_dot_products_over_many_rows_of_a():
     check_inside("nt", 1, [(m, 5, 16 * LANES + 3), (m, NT_COLS + 1, LANES - 1)], 9)
 
 
+@pytest.mark.parametrize(("m", "n", "k"), [
+    (1, 1, 1), (ROWS + 1, 5, 2 * LANES + 3), (300 * NT_ROWS + 1, 5, 16 * LANES + 3),
+    (2 * ROWS - 1, TARGET.width + 3, TARGET.depth + LANES + 1), (0, 7, 3), (4, 9, 0),
+    (10 * ROWS + 1, 2 * TARGET.width, 2 * TARGET.depth + LANES + 3)])
+def test_nt_bias_starts_every_row_from_the_bias(m, n, k):
+    """recir_gemm_nt_bias: C = A B^T + bias in each row, by dot products
+    (few rows of B or of A) or by the packed path (k past a block), C's
+    padding and the bias's neighbours untouched."""
+    rng = np.random.default_rng(m + n + k)
+    _, a = padded(rng, m, k, 3)
+    _, b = padded(rng, n, k, 4)
+    bias_buffer, bias = padded(rng, 1, n, 2)
+    c_buffer, c = padded(rng, m, n, pad=7)
+    want = a.astype(np.float64) @ b.T + bias
+    gemm.kernel("nt_bias")(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
+                           b.strides[0] // 4, c.ctypes.data, c.strides[0] // 4,
+                           bias.ctypes.data)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k + 1))
+    outside = c_buffer.copy()
+    outside[1:m + 1, :n] = 0
+    assert np.isnan(outside[0]).all() and np.isnan(outside[:, n:]).all()
+    assert np.isnan(bias_buffer[0]).all() and np.isnan(bias_buffer[1, n:]).all()
+
+
+def test_nt_bias_over_several_blocks_of_rows():
+    """Many rows (B packed once) and k past two blocks: only the first
+    block of k starts from the bias, the later ones add to C."""
+    n, k = 4 * TARGET.width + 3, 2 * TARGET.depth + LANES + 3
+    m = 2 * block_rows(n) + ROWS + 1
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm.kernel("nt_bias")(m, n, k, a.ctypes.data, k, b.ctypes.data, k, c.ctypes.data, n,
+                           bias.ctypes.data)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=1e-4, atol=1e-3)
+
+
 def block_rows(n):
     """Rows of A a block holds at this n (its rows of A and of C in half of L2)."""
     block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth)

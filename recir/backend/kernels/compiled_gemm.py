@@ -16,7 +16,9 @@ I64, PTR = ctypes.c_int64, ctypes.c_void_p
 PROTOTYPES = {"nn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
               "tn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
               "nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
-              "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64)}
+              "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64),
+              "nt_bias": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, PTR)}
+NAMES = {"sgemm_nt": "recir_sgemm_nt", "nt_bias": "recir_gemm_nt_bias"}  # in nt's module
 
 
 @cache
@@ -35,10 +37,11 @@ def engine(layout: str) -> Any:
 
 @cache
 def kernel(layout: str) -> Any:
-    """`recir_gemm_<layout>` ("nn", "tn", "nt") or `recir_sgemm_nt`
-    ("sgemm_nt") as a ctypes function; compiled on first use."""
-    name = "recir_sgemm_nt" if layout == "sgemm_nt" else f"recir_gemm_{layout}"
-    compiled = engine("nt" if layout == "sgemm_nt" else layout)
+    """`recir_gemm_<layout>` ("nn", "tn", "nt"), `recir_sgemm_nt`
+    ("sgemm_nt") or `recir_gemm_nt_bias` ("nt_bias") as a ctypes function;
+    compiled on first use."""
+    name = NAMES.get(layout, f"recir_gemm_{layout}")
+    compiled = engine("nt" if layout in NAMES else layout)
     fn = PROTOTYPES[layout](compiled.address(name))
     fn.engine = compiled  # the engine owns the code
     return fn
