@@ -4,7 +4,9 @@
 of `recir/passes/gemm_kernels.py` (and its sizes, `gemm_target.py`) as they
 are at git revision REV and as they are in the working tree, and times each
 shape with both and with NumPy's sgemm, interleaved, keeping each one's best
-time: on a host shared with other jobs only times taken side by side compare.
+time, in CPU time of the thread (`time.thread_time`): on a host shared with
+other jobs only times taken side by side compare, and a wall clock counts
+the time the other jobs hold the core.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -24,10 +27,17 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from bench.gemm_cell import calls_for, seconds  # noqa: E402
+from bench.gemm_cell import calls_for  # noqa: E402
 from bench.roof import numpy_product, operands  # noqa: E402
 
 MODULES = ("gemm_target", "gemm_packing", "gemm_kernels")
+
+
+def seconds(fn, calls: int) -> float:
+    start = time.thread_time()
+    for _ in range(calls):
+        fn()
+    return (time.thread_time() - start) / calls
 
 
 def modules_at(revision: str, folder: str) -> dict:
@@ -74,7 +84,7 @@ def kernel(modules: dict, layout: str, tag: str):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", required=True, help="git revision of the other kernels")
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("shapes", nargs="+", help="layout:MxNxK, e.g. nt:1600x1280x512")
     args = parser.parse_args()
     from recir.passes import gemm_kernels, gemm_target

@@ -58,19 +58,21 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     lanes, width = target.lanes, target.width
     nothing = b.zeros(lanes, i1)
 
-    def square(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def square(s: VectorEmitter, q: SSAValue, v: int) -> None:
         p = s.mul(q, lanes)
         along = s.lane_mask(s.sub(kc, p), lanes)
-        for v in range(width // lanes):
-            rows = []
-            for r in range(v * lanes, (v + 1) * lanes):
-                mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
-                rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
-            for t, column in enumerate(s.transpose(rows)):
-                s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
-        return ()
+        rows = []
+        for r in range(v * lanes, (v + 1) * lanes):
+            mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
+            rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
+        for t, column in enumerate(s.transpose(rows)):
+            s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
 
-    b.loop(ceil_div(b, kc, lanes), square)
+    # lanes rows of B at a time, along all of kc: lanes streams of lines,
+    # as many as a prefetcher follows
+    squares = ceil_div(b, kc, lanes)
+    for v in range(width // lanes):
+        b.loop(squares, lambda s, q, _, v=v: (square(s, q, v), ())[1])
 
 
 def pack_function(target: Target, layout: str) -> llvm.FuncOp:
