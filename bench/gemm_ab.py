@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -27,17 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from bench.gemm_cell import calls_for  # noqa: E402
+from bench.gemm_cell import calls_for, seconds  # noqa: E402
 from bench.roof import numpy_product, operands  # noqa: E402
 
 MODULES = ("gemm_target", "gemm_packing", "gemm_kernels")
-
-
-def seconds(fn, calls: int) -> float:
-    start = time.thread_time()
-    for _ in range(calls):
-        fn()
-    return (time.thread_time() - start) / calls
 
 
 def modules_at(revision: str, folder: str) -> dict:
