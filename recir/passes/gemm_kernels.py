@@ -123,8 +123,10 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
 
 def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
                      ) -> llvm.FuncOp:
-    """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
-    each, panels of `width` columns of B, packed, then every tile of rows.
+    """Blocks of rows of A (as many as half of L2 needs, as even as tiles
+    allow); in each, blocks of k (as many as `depth` needs, as even as lanes
+    allow); in each, panels of `width` columns of B, packed, then every
+    tile of rows.
     Where more than one block of rows reuses B, all of B is packed once
     first, each (block of k, panel) a buffer of its own in a heap workspace
     (`gemm_packing.workspace`); tn's blocks of A are packed too, tile by
@@ -147,6 +149,10 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     block = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.add(n, depth)))
     block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
                                   b.i64(rows)))
+    # as even as tiles allow: no short last block re-reading all of B for a few rows
+    count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
+    block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
+    block = b.value(arith.MaxSIOp(block, b.i64(rows)))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
     # the blocks of k as even as lanes allow: no short last block to
     # load and store C for
