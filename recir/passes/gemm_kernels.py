@@ -8,21 +8,23 @@ on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
   tmath.matmul);
 - `recir_gemm_tn`: A[i, p] at A + i + p lda (a transpose: `dY^T X`, a
   weight's gradient);
-- `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward), and
-  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records).
+- `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward),
+  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records),
+  and `recir_gemm_nt_bias(..., C, ldc, bias)`: C = A B^T + the row `bias`
+  in every row (a matvec over rows plus its bias, with no pass over C to
+  copy the bias in: the tiles start from it).
 
 nn and tn broadcast A's elements against vectors of B's row: a register tile
 of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
-first into a contiguous buffer (half of L1: B's own rows, `ldb` floats
+first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in half of L2). Where several blocks of
 rows reuse B, all of it is packed once into a heap workspace, and tn's
 blocks of A tile by tile (`gemm_packing.py`). nt does the same on a transposed
-copy of B where there are enough rows of A to repay the copy; with fewer it
-reads both operands along k: a tile of rows of A by rows of B keeps one
-vector accumulator per pair, and a row's sums are reduced together at the
-end (`nt_driver` compares the two costs). The last vector of a row is masked:
+copy of B where there are enough rows of A to repay the copy; with fewer (or
+few rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
+compares the two costs). The last vector of a row is masked:
 no load or store leaves the arrays, whatever m, n, k and the leading
 dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
 and lowered to the llvm dialect (`llvm_functions.py`).
