@@ -19,7 +19,7 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
-it (the block's rows of A and of C in half of L2). Where several blocks of
+it (the block's rows of A and of C in L2). Where several blocks of
 rows reuse B, all of it is packed once into a heap workspace, and tn's
 blocks of A tile by tile (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
@@ -125,10 +125,10 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
 
 def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
                      ) -> llvm.FuncOp:
-    """Blocks of rows of A (as many as half of L2 needs, as even as tiles
-    allow); in each, blocks of k (as many as `depth` needs, as even as lanes
-    allow); in each, panels of `width` columns of B, packed, then every
-    tile of rows.
+    """Blocks of rows of A (as many as L2 needs, as even as tiles allow);
+    in each, blocks of k (as many as `depth` needs, as even as lanes allow);
+    in each, panels of `width` columns of B, packed, then every tile of
+    rows.
     Where more than one block of rows reuses B, all of B is packed once
     first, each (block of k, panel) a buffer of its own in a heap workspace
     (`gemm_packing.workspace`); tn's blocks of A are packed too, tile by
@@ -146,9 +146,15 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     bias = args[10] if biased else None
     buf = b.alloca(depth * width)
     m, n, k = at_least_zero(b, m, n, k)
-    # a block's rows of A (depth deep) and of C (n wide) fill half of L2
-    # together: C stays there from one block of k to the next
-    block = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.add(n, depth)))
+    # a block's rows of A (depth deep) and of C (n wide) fill L2 together
+    # (C stays there from one block of k to the next), less B's packed
+    # panels where they fit in half of it (they stay too), else less what
+    # L1 holds (B's block passes through)
+    packed_bytes = b.mul(b.mul(k, ceil_div(b, n, width)), width * 4)
+    kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
+                                  packed_bytes, b.i64(target.l1_bytes)))
+    block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
+                                                        b.i64(4))), b.add(n, depth)))
     block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
                                   b.i64(rows)))
     # as even as tiles allow: no short last block re-reading all of B for a few rows

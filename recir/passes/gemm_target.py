@@ -11,8 +11,8 @@ nt's dot tile first takes the most rows of B (`Target.nt_tile`). Blocks of
 k (`depth`) take the L1 ways that A's tile leaves: the packed block of B
 (depth x width) stays there while A's tile (rows x depth) streams through
 and C's tile lines pass, one way kept for them (BLIS's model of the L1 as
-ways of a set-associative cache); blocks of rows, with their rows of C, half
-of L2. The lanes and registers come from LLVM's host features, the caches
+ways of a set-associative cache); blocks of rows, with their rows of C, L2
+less what L1 holds. The lanes and registers come from LLVM's host features, the caches
 (sizes, L1's ways) from sysfs.
 """
 

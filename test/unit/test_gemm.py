@@ -155,7 +155,7 @@ def test_nt_bias_over_several_blocks_of_rows():
     """Many rows (B packed once) and k past two blocks: only the first
     block of k starts from the bias, the later ones add to C."""
     n, k = 4 * TARGET.width + 3, 2 * TARGET.depth + LANES + 3
-    m = 2 * block_rows(n) + ROWS + 1
+    m = 2 * block_rows(n, k) + ROWS + 1
     rng = np.random.default_rng(12)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((n, k)).astype(np.float32)
@@ -166,9 +166,12 @@ def test_nt_bias_over_several_blocks_of_rows():
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=1e-4, atol=1e-3)
 
 
-def block_rows(n):
-    """Rows of A a block holds at this n (its rows of A and of C in half of L2)."""
-    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth)
+def block_rows(n, k):
+    """Rows of A a block holds at this n and k (its rows of A and of C in L2,
+    less B's packed panels where they fit in half of it, else less L1)."""
+    packed = k * -(-n // TARGET.width) * TARGET.width * 4
+    kept = packed if packed <= TARGET.l2_bytes // 2 else TARGET.l1_bytes
+    block = (TARGET.l2_bytes - kept) // 4 // (n + TARGET.depth)
     return max(block // ROWS * ROWS, ROWS)
 
 
@@ -181,7 +184,7 @@ def test_b_packed_once_serves_every_block_of_rows(layout, accumulate):
     one block of rows with a partial tile packs per panel on the stack."""
     n = 4 * TARGET.width + 3
     k = 2 * TARGET.depth + LANES + 3
-    shapes = [(2 * block_rows(n) + ROWS + 1, n, k), (block_rows(n) - 1, n - 2, k - 5)]
+    shapes = [(2 * block_rows(n, k) + ROWS + 1, n, k), (block_rows(n, k) - 1, n - 2, k - 5)]
     check_inside(layout, accumulate, shapes, 3 * len(layout) + accumulate)
 
 
@@ -196,10 +199,10 @@ def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
 
 
 def test_nn_cuts_a_operand_into_blocks_that_fit_l2():
-    """More rows than a block holds (its rows of A and of C in half of L2),
+    """More rows than a block holds (its rows of A and of C in L2, less L1),
     with k past one block of depth: C is added to across blocks of k."""
     n, k = 300, TARGET.depth + 5
-    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth) // ROWS * ROWS
+    block = block_rows(n, k)
     m = block + ROWS + 1
     rng = np.random.default_rng(6)
     a = rng.standard_normal((m, k)).astype(np.float32)
