@@ -21,7 +21,8 @@ first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
 rows reuse B, all of it is packed once into a heap workspace, and tn's
-blocks of A tile by tile (`gemm_packing.py`). nt does the same on a transposed
+blocks of A tile by tile, nn's and nt's too where a tile's rows would share
+L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
 few rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
 compares the two costs). The last vector of a row is masked:
@@ -69,18 +70,19 @@ LAYOUTS = ("nn", "tn", "nt")
 
 def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
                    ) -> llvm.FuncOp:
-    """`tile(A, lda, Bp, ldbp, C, ldc, kc, cols, add, base, ldbase)`: C's
-    `rows` x width tile = A's rows (kc steps from A) times Bp (kc rows `ldbp`
-    apart: the packed block, or B itself if `direct`, read masked past
-    `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart: C
-    itself, or a bias row repeated, ldbase 0); the first `cols` columns are
-    stored."""
+    """`tile(A, across, along, Bp, ldbp, C, ldc, kc, cols, add, base,
+    ldbase)`: C's `rows` x width tile = A's rows (A[i, p] at A + i across +
+    p along: row-major, a transpose or a packed tile) times Bp (kc rows
+    `ldbp` apart: the packed block, or B itself if `direct`, read masked
+    past `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart:
+    C itself, or a bias row repeated, ldbase 0); the first `cols` columns
+    are stored."""
     lanes, vectors = target.lanes, target.tile[1]
-    function, b, (a, lda, bp, ldbp, c, ldc, kc, cols, add, base, ldbase) = new_function(
-        f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
-        [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64])
+    function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase) = \
+        new_function(f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
+                     [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64])
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
-    starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
+    starts = [b.offset(a, b.mul(i, across)) for i in range(rows)]
 
     def prefetch(e: VectorEmitter) -> None:  # C's lines arrive while the tile computes
         for i in range(rows):
@@ -94,8 +96,8 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
         bv = [s.masked_load(bp, s.add(row, v * lanes), masks[v]) if direct else
               s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
         out = []
+        at = s.mul(p, along)
         for i in range(rows):
-            at = p if layout != "tn" else s.mul(p, lda)
             broadcast = s.splat(s.load(starts[i], at), lanes)
             out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
         return out
@@ -132,7 +134,8 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     Where more than one block of rows reuses B, all of B is packed once
     first, each (block of k, panel) a buffer of its own in a heap workspace
     (`gemm_packing.workspace`); tn's blocks of A are packed too, tile by
-    tile, as its rows of dY are far apart. Else (or if the workspace cannot
+    tile, as its rows of dY are far apart, and nn's and nt's where lda is a
+    multiple of an L1 way (a tile's rows in the same sets). Else (or if the workspace cannot
     be had) each panel is packed into a stack buffer where the rows use it.
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
@@ -170,13 +173,17 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     chunk = depth * width
     reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
     b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(steps, panels), chunk), b.i64(0)))
-    a_floats = b.i64(0)
-    if layout == "tn":
-        a_floats = b.value(arith.SelectOp(one_tile, b.i64(0), b.mul(block, depth)))
+    # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
+    # all fall in the same L1 sets where lda is a multiple of a way
+    spread = b.i64(1) if layout == "tn" else b.value(arith.RemSIOp(
+        b.mul(lda, 4), b.i64(target.l1_bytes // target.l1_ways)))
+    wanted = b.value(arith.AndIOp(b.compare("eq", spread, 0) if layout != "tn" else
+                                  b.const(1, i1), b.value(arith.XOrIOp(one_tile, b.const(1, i1)))))
+    a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
     space = workspace(b, b.add(b_floats, a_floats))
     have = allocated(b, space)
     whole_b = b.value(arith.AndIOp(have, reused))
-    a_tiles = b.value(arith.AndIOp(have, b.value(arith.XOrIOp(one_tile, b.const(1, i1)))))
+    a_tiles = b.value(arith.AndIOp(have, wanted))
     packed_a = b.offset(space, b_floats)
 
     def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
@@ -208,9 +215,8 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
                   allocated(s, bias), s.value(arith.XOrIOp(later, s.const(1, i1))))))
 
         def all_packed(e: VectorEmitter) -> None:
-            if layout == "tn":
-                e.when(a_tiles, lambda f: pack_a_tiles(
-                    f, target, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
+            e.when(a_tiles, lambda f: pack_a_tiles(
+                f, target, layout, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
             e.loop(panels, lambda f, jp, __: packed(f, at, jp))
 
         if layout == "nt":
@@ -232,12 +238,14 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
             base = e.value(arith.SelectOp(from_bias, e.offset(bias, j0), base))
             ldbase = e.value(arith.SelectOp(from_bias, e.i64(0), ldc))
             add = e.value(arith.SelectOp(from_bias, e.i64(1), add))
-        rows_of_a, a_stride = a_at(e, layout, a, lda, i, p0), lda
-        if layout == "tn" and kind == "tile":
+        rows_of_a = a_at(e, layout, a, lda, i, p0)
+        across, along = (lda, e.i64(1)) if layout != "tn" else (e.i64(1), lda)
+        if kind == "tile":  # A's tile packed: its rows side by side a step
             rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
                 e.sub(i, i0), depth)), rows_of_a))
-            a_stride = e.value(arith.SelectOp(a_tiles, e.i64(rows), lda))
-        call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, a_stride, source, stride,
+            across = e.value(arith.SelectOp(a_tiles, e.i64(1), across))
+            along = e.value(arith.SelectOp(a_tiles, e.i64(rows), along))
+        call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, across, along, source, stride,
              tile_of_c, ldc, kc, cols, add, base, ldbase)
 
     def row_tiles(t: Emitter, at, each) -> None:

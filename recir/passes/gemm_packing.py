@@ -10,7 +10,8 @@ same few L1 sets, every step; the copies make both contiguous:
   (transposed from nt's rows of B in squares of lanes);
 - `pack_a_tiles`: A's block of rows, tile by tile, each tile's `rows`
   elements of a step side by side (tn's tiles then read one line in
-  sixteen steps);
+  sixteen steps; nn's and nt's where lda is a multiple of an L1 way, which
+  puts a tile's rows in the same sets);
 - `workspace`: a heap buffer for copies that outlive one block (nt's whole
   B^T, packed once a call however many blocks of A's rows reuse it), with
   the `aligned_alloc` and `free` it calls (`frame_buffers.declare_heap`).
@@ -86,24 +87,34 @@ def pack_function(target: Target, layout: str) -> llvm.FuncOp:
     return function
 
 
-def pack_a_tiles(b: VectorEmitter, target: Target, src: SSAValue, lda: SSAValue,
-                 mb: SSAValue, kc: SSAValue, buf: SSAValue) -> None:
-    """tn's A block (A[i, p] at src + i + p lda, i < mb, p < kc) as tiles of
-    `rows`: tile q's step p at buf[(q depth + p) rows ...], its rows side by
-    side (zeros past mb). A tile reads it as a transposed A of leading
-    dimension `rows` from buf + q rows depth."""
+def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
+                 lda: SSAValue, mb: SSAValue, kc: SSAValue, buf: SSAValue) -> None:
+    """A's block (i < mb, p < kc; A[i, p] at src + i + p lda for tn, else at
+    src + i lda + p) as tiles of `rows`: tile q's step p at buf[(q depth +
+    p) rows ...], its rows side by side. A tile reads it as a transposed A
+    of leading dimension `rows` from buf + q rows depth. tn's rows of a step
+    are contiguous (masked vectors, zeros past mb); nn's and nt's are read
+    an element each (a partial tile's rows past mb repeat its last row,
+    which its tile, of fewer rows, never reads)."""
     lanes, rows, depth = target.lanes, target.tile[0], target.depth
     chunks = range(0, rows, lanes)  # a tile's step in vectors of at most lanes
 
     def tile(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         left = s.sub(mb, s.mul(q, rows))
+        base = s.mul(q, rows * depth)
         reads = [s.lane_mask(s.sub(left, c), lanes) for c in chunks]
         writes = [s.lane_mask(min(lanes, rows - c), lanes) for c in chunks]
-        base = s.mul(q, rows * depth)
+        last = s.sub(left, 1)
+        firsts = [s.offset(src, s.mul(s.add(s.mul(q, rows), s.min(r, last)), lda))
+                  for r in range(rows)] if layout != "tn" else []
 
         def step(e: VectorEmitter, p: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            at = e.add(e.mul(q, rows), e.mul(p, lda))
             to = e.add(base, e.mul(p, rows))
+            if layout != "tn":
+                for r, first in enumerate(firsts):
+                    e.store(e.load(first, p), buf, e.add(to, r))
+                return ()
+            at = e.add(e.mul(q, rows), e.mul(p, lda))
             for c, read, write in zip(chunks, reads, writes, strict=True):
                 e.masked_store(e.masked_load(src, e.add(at, c), read), buf, e.add(to, c), write)
             return ()

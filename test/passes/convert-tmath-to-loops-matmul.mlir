@@ -25,7 +25,7 @@ func.func @two(%a: tensor<3x5xf32>, %b: tensor<5x7xf32>, %c: tensor<7x2xf32>) ->
 
 // One kernel: tile functions per count of rows (over the packed block of B,
 // and over B in place for a single tile of rows), then the driver.
-// CHECK:       llvm.func internal @recir_gemm_nn.tile1(%{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64)
+// CHECK:       llvm.func internal @recir_gemm_nn.tile1(%{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: i64, %{{[0-9]+}}: !llvm.ptr, %{{[0-9]+}}: i64)
 // CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<[[LANES:[0-9]+]]xf32>
 // CHECK:         llvm.shufflevector
 // CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<[[LANES]]xf32>, vector<[[LANES]]xf32>, vector<[[LANES]]xf32>) -> vector<[[LANES]]xf32>

@@ -166,6 +166,26 @@ def test_nt_bias_over_several_blocks_of_rows():
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_rows_of_a_a_way_apart_are_packed_tile_by_tile(layout):
+    """A's leading dimension a multiple of an L1 way (its tile's rows in the
+    same sets): A's blocks are packed tile by tile, partial tiles too,
+    over several blocks of k and of rows."""
+    lda = TARGET.l1_bytes // TARGET.l1_ways // 4
+    k, n = min(lda, TARGET.depth + LANES + 3), 2 * TARGET.width  # nt: packed, not dots
+    rng = np.random.default_rng(13)
+    for m in (2 * ROWS + 1, 2 * block_rows(n, k) + ROWS - 1):
+        buffer = np.full((m + 1, lda), np.nan, np.float32)
+        a = buffer[:m, :k]
+        a[...] = rng.standard_normal((m, k))
+        b = rng.standard_normal((k, n) if layout == "nn" else (n, k)).astype(np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        gemm.kernel(layout)(m, n, k, a.ctypes.data, lda, b.ctypes.data, b.shape[1],
+                            c.ctypes.data, n, 0)
+        want = a.astype(np.float64) @ (b if layout == "nn" else b.T)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3, err_msg=f"{m} rows")
+
+
 def block_rows(n, k):
     """Rows of A a block holds at this n and k (its rows of A and of C in L2,
     less B's packed panels where they fit in half of it, else less L1)."""
