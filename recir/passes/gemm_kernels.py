@@ -130,13 +130,13 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     """Blocks of rows of A (as many as L2 needs, as even as tiles allow);
     in each, blocks of k (as many as `depth` needs, as even as lanes allow);
     in each, panels of `width` columns of B, packed, then every tile of
-    rows.
-    Where more than one block of rows reuses B, all of B is packed once
-    first, each (block of k, panel) a buffer of its own in a heap workspace
-    (`gemm_packing.workspace`); tn's blocks of A are packed too, tile by
-    tile, as its rows of dY are far apart, and nn's and nt's where lda is a
-    multiple of an L1 way (a tile's rows in the same sets). Else (or if the workspace cannot
-    be had) each panel is packed into a stack buffer where the rows use it.
+    rows. Where more than one block of rows reuses B, the first block packs
+    each (block of k, panel) into a buffer of its own in a heap workspace
+    (`gemm_packing.workspace`) as it uses it, and the later blocks read it
+    there; tn's blocks of A are packed too, tile by tile, as its rows of dY
+    are far apart, and nn's and nt's where lda is a multiple of an L1 way (a
+    tile's rows in the same sets). Else (or if the workspace cannot be had)
+    each block packs each panel into a stack buffer as it uses it.
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
@@ -188,17 +188,6 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
 
     def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
         return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
-
-    def pack_all(e: VectorEmitter) -> None:
-        def panel(f: VectorEmitter, kb: SSAValue, jp: SSAValue) -> Sequence:
-            p0, j0 = f.mul(kb, even), f.mul(jp, width)
-            call(f, f"recir_gemm_{layout}.pack", b_at(f, layout, bm, ldb, p0, j0), ldb,
-                 f.min(even, f.sub(k, p0)), f.min(width, f.sub(n, j0)), chunk_at(f, kb, jp))
-            return ()
-
-        e.loop(steps, lambda f, kb, _: f.loop(panels, lambda g, jp, __: panel(g, kb, jp)))
-
-    b.when(whole_b, pack_all)
 
     def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         i0 = s.mul(ib, block)
@@ -260,9 +249,13 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         p0, kc, kb = at[2], at[3], at[5]
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        s.when(s.value(arith.XOrIOp(whole_b, s.const(1, i1))), lambda e: call(
-            e, f"recir_gemm_{layout}.pack", b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, buf))
+        # the first block of rows packs B (into the workspace, if it has
+        # one, where the later blocks read it), each panel as it uses it
         panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
+        first = s.value(arith.OrIOp(s.compare("eq", at[0], 0),
+                                    s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
+        s.when(first, lambda e: call(e, f"recir_gemm_{layout}.pack",
+                                     b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, panel))
         row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width))
         return ()
 

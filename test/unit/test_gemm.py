@@ -154,7 +154,7 @@ def test_nt_bias_starts_every_row_from_the_bias(m, n, k):
 def test_nt_bias_over_several_blocks_of_rows():
     """Many rows (B packed once) and k past two blocks: only the first
     block of k starts from the bias, the later ones add to C."""
-    n, k = 4 * TARGET.width + 3, 2 * TARGET.depth + LANES + 3
+    n, k = 4 * TARGET.width - 3, 2 * TARGET.depth + LANES + 3
     m = 2 * block_rows(n, k) + ROWS + 1
     rng = np.random.default_rng(12)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -202,7 +202,7 @@ def test_b_packed_once_serves_every_block_of_rows(layout, accumulate):
     blocks of depth and n in a partial panel: B is packed once into the
     heap workspace and read by every block (tn's A packed tile by tile);
     one block of rows with a partial tile packs per panel on the stack."""
-    n = 4 * TARGET.width + 3
+    n = 4 * TARGET.width - 3
     k = 2 * TARGET.depth + LANES + 3
     shapes = [(2 * block_rows(n, k) + ROWS + 1, n, k), (block_rows(n, k) - 1, n - 2, k - 5)]
     check_inside(layout, accumulate, shapes, 3 * len(layout) + accumulate)
