@@ -104,12 +104,13 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
 
     sums = b.loop(kc, step, [b.zeros(lanes)] * (rows * vectors))
     on = b.compare("ne", add, 0)
+    bases = [b.offset(base, b.mul(i, ldbase)) for i in range(rows)]
+    outs = [b.offset(c, b.mul(i, ldc)) for i in range(rows)]
     for v, mask in enumerate(masks):
         reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
         for i in range(rows):
-            old = b.masked_load(base, b.add(b.mul(i, ldbase), v * lanes), reads)
-            b.masked_store(b.vadd(old, sums[i * vectors + v]), c,
-                           b.add(b.mul(i, ldc), v * lanes), mask)
+            old = b.masked_load(bases[i], v * lanes, reads)
+            b.masked_store(b.vadd(old, sums[i * vectors + v]), outs[i], v * lanes, mask)
     b.op(llvm.ReturnOp())
     return function
 
@@ -185,6 +186,10 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     whole_b = b.value(arith.AndIOp(have, reused))
     a_tiles = b.value(arith.AndIOp(have, wanted))
     packed_a = b.offset(space, b_floats)
+    # A's strides (across rows, along k) in place, and as the tile reads it
+    plain = (lda, b.i64(1)) if layout != "tn" else (b.i64(1), lda)
+    tiled = (b.value(arith.SelectOp(a_tiles, b.i64(1), plain[0])),
+             b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
 
     def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
         return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
@@ -199,9 +204,13 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         p0 = s.mul(kb, even)
         kc = s.min(even, s.sub(k, p0))
         later = s.compare("sgt", kb, 0)
-        at = (i0, mb, p0, kc, accumulating(s, accumulate, later), kb,
-              None if bias is None else s.value(arith.AndIOp(
-                  allocated(s, bias), s.value(arith.XOrIOp(later, s.const(1, i1))))))
+        add, from_bias, ldbase = accumulating(s, accumulate, later), None, ldc
+        if bias is not None:  # the first block of k starts from the bias row
+            from_bias = s.value(arith.AndIOp(allocated(s, bias),
+                                             s.value(arith.XOrIOp(later, s.const(1, i1)))))
+            add = s.value(arith.SelectOp(from_bias, s.i64(1), add))
+            ldbase = s.value(arith.SelectOp(from_bias, s.i64(0), ldc))
+        at = (i0, mb, p0, kc, add, kb, from_bias, ldbase)
 
         def all_packed(e: VectorEmitter) -> None:
             e.when(a_tiles, lambda f: pack_a_tiles(
@@ -218,22 +227,18 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         return ()
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
-             stride: Index) -> None:
-        i0, _, p0, kc, add, _, from_bias = at
+             stride: Index, bias_row: SSAValue | None = None) -> None:
+        i0, _, p0, kc, add, _, from_bias, ldbase = at
         cols = e.min(width, e.sub(n, j0))
         tile_of_c = e.offset(c, e.add(e.mul(i, ldc), j0))
-        base, ldbase = tile_of_c, ldc
-        if from_bias is not None:
-            base = e.value(arith.SelectOp(from_bias, e.offset(bias, j0), base))
-            ldbase = e.value(arith.SelectOp(from_bias, e.i64(0), ldc))
-            add = e.value(arith.SelectOp(from_bias, e.i64(1), add))
-        rows_of_a = a_at(e, layout, a, lda, i, p0)
-        across, along = (lda, e.i64(1)) if layout != "tn" else (e.i64(1), lda)
+        base = tile_of_c
+        if from_bias is not None and bias_row is not None:
+            base = e.value(arith.SelectOp(from_bias, bias_row, base))
+        rows_of_a, (across, along) = a_at(e, layout, a, lda, i, p0), plain
         if kind == "tile":  # A's tile packed: its rows side by side a step
             rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
                 e.sub(i, i0), depth)), rows_of_a))
-            across = e.value(arith.SelectOp(a_tiles, e.i64(1), across))
-            along = e.value(arith.SelectOp(a_tiles, e.i64(rows), along))
+            across, along = tiled
         call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, across, along, source, stride,
              tile_of_c, ldc, kc, cols, add, base, ldbase)
 
@@ -256,7 +261,9 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
                                     s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{layout}.pack",
                                      b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, panel))
-        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width))
+        bias_row = None if bias is None else s.offset(bias, j0)
+        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width,
+                                                  bias_row))
         return ()
 
     def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:

@@ -59,21 +59,27 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     lanes, width = target.lanes, target.width
     nothing = b.zeros(lanes, i1)
 
-    def square(s: VectorEmitter, q: SSAValue, v: int) -> None:
+    def square(s: VectorEmitter, q: SSAValue, first: SSAValue) -> None:
         p = s.mul(q, lanes)
         along = s.lane_mask(s.sub(kc, p), lanes)
         rows = []
-        for r in range(v * lanes, (v + 1) * lanes):
+        for t in range(lanes):
+            r = s.add(first, t)
             mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
             rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
         for t, column in enumerate(s.transpose(rows)):
-            s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
+            s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), first))
 
     # lanes rows of B at a time, along all of kc: lanes streams of lines,
     # as many as a prefetcher follows
     squares = ceil_div(b, kc, lanes)
-    for v in range(width // lanes):
-        b.loop(squares, lambda s, q, _, v=v: (square(s, q, v), ())[1])
+
+    def group(s: VectorEmitter, v: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        first = s.mul(v, lanes)
+        s.loop(squares, lambda e, q, __: (square(e, q, first), ())[1])
+        return ()
+
+    b.loop(width // lanes, group)
 
 
 def pack_function(target: Target, layout: str) -> llvm.FuncOp:
