@@ -8,19 +8,24 @@ on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
   tmath.matmul);
 - `recir_gemm_tn`: A[i, p] at A + i + p lda (a transpose: `dY^T X`, a
   weight's gradient);
-- `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward), and
-  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records).
+- `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward),
+  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records),
+  and `recir_gemm_nt_bias(..., C, ldc, bias)`: C = A B^T + the row `bias`
+  in every row (a matvec over rows plus its bias, with no pass over C to
+  copy the bias in: the tiles start from it).
 
 nn and tn broadcast A's elements against vectors of B's row: a register tile
 of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
-first into a contiguous buffer (a stack array of half of L1: B's own rows,
-`ldb` floats apart, fall into few L1 sets), and the tiles of a block of A's
-rows pass over it (the block's rows of A and of C in half of L2). nt does the same on a transposed
-copy of B where there are enough rows of A to repay the copy; with fewer it
-reads both operands along k: a tile of rows of A by rows of B keeps one
-vector accumulator per pair, and a row's sums are reduced together at the
-end (`nt_driver` compares the two costs). The last vector of a row is masked:
+first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
+apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
+it (the block's rows of A and of C in L2). Where several blocks of
+rows reuse B, all of it is packed once into a heap workspace, and tn's
+blocks of A tile by tile, nn's and nt's too where a tile's rows would share
+L1 sets (`gemm_packing.py`). nt does the same on a transposed
+copy of B where there are enough rows of A to repay the copy; with fewer (or
+few rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
+compares the two costs). The last vector of a row is masked:
 no load or store leaves the arrays, whatever m, n, k and the leading
 dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
 and lowered to the llvm dialect (`llvm_functions.py`).
@@ -36,6 +41,15 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
+from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile
+from recir.passes.gemm_packing import (
+    allocated,
+    declare_workspace,
+    pack_a_tiles,
+    pack_function,
+    release,
+    workspace,
+)
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (
     accumulating,
@@ -49,7 +63,6 @@ from recir.passes.llvm_functions import (
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 
 LAYOUTS = ("nn", "tn", "nt")
-SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
 
 
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
@@ -57,16 +70,19 @@ SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
 
 def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
                    ) -> llvm.FuncOp:
-    """`tile(A, lda, Bp, ldbp, C, ldc, kc, cols, add)`: C's `rows` x width
-    tile (+)= A's rows (kc steps from A) times Bp (kc rows `ldbp` apart: the
-    packed block, or B itself if `direct`, read masked past `cols`), of
-    which the first `cols` columns are stored."""
+    """`tile(A, across, along, Bp, ldbp, C, ldc, kc, cols, add, base,
+    ldbase)`: C's `rows` x width tile = A's rows (A[i, p] at A + i across +
+    p along: row-major, a transpose or a packed tile) times Bp (kc rows
+    `ldbp` apart: the packed block, or B itself if `direct`, read masked
+    past `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart:
+    C itself, or a bias row repeated, ldbase 0); the first `cols` columns
+    are stored."""
     lanes, vectors = target.lanes, target.tile[1]
-    function, b, (a, lda, bp, ldbp, c, ldc, kc, cols, add) = new_function(
-        f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
-        [PTR, i64, PTR, i64, PTR, i64, i64, i64, i64])
+    function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase) = \
+        new_function(f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
+                     [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64])
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
-    starts = [b.offset(a, b.mul(i, lda) if layout != "tn" else i) for i in range(rows)]
+    starts = [b.offset(a, b.mul(i, across)) for i in range(rows)]
 
     def prefetch(e: VectorEmitter) -> None:  # C's lines arrive while the tile computes
         for i in range(rows):
@@ -80,67 +96,23 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
         bv = [s.masked_load(bp, s.add(row, v * lanes), masks[v]) if direct else
               s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
         out = []
+        at = s.mul(p, along)
         for i in range(rows):
-            at = p if layout != "tn" else s.mul(p, lda)
             broadcast = s.splat(s.load(starts[i], at), lanes)
             out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
         return out
 
     sums = b.loop(kc, step, [b.zeros(lanes)] * (rows * vectors))
     on = b.compare("ne", add, 0)
+    bases = [b.offset(base, b.mul(i, ldbase)) for i in range(rows)]
+    outs = [b.offset(c, b.mul(i, ldc)) for i in range(rows)]
     for v, mask in enumerate(masks):
         reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
         for i in range(rows):
-            at = b.add(b.mul(i, ldc), v * lanes)
-            total = b.vadd(b.masked_load(c, at, reads), sums[i * vectors + v])
-            b.masked_store(total, c, at, mask)
+            old = b.masked_load(bases[i], v * lanes, reads)
+            b.masked_store(b.vadd(old, sums[i * vectors + v]), outs[i], v * lanes, mask)
     b.op(llvm.ReturnOp())
     return function
-
-
-def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAValue,
-         cols: SSAValue, buf: SSAValue) -> None:
-    """buf[p, :] = src[p * ld, :cols] for p < kc, zeros past `cols`."""
-    lanes, width = target.lanes, target.width
-    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
-
-    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        for v, mask in enumerate(masks):
-            s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
-                     s.add(s.mul(p, width), v * lanes))
-        return ()
-
-    b.loop(kc, row)
-
-
-def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
-                    kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`, in
-    squares of lanes x lanes: lanes rows of B read along k (masked past kc;
-    rows past `cols` read nothing), transposed in registers, stored as lanes
-    rows of the buffer (whose depth is a multiple of lanes)."""
-    lanes, width = target.lanes, target.width
-    nothing = b.zeros(lanes, i1)
-
-    def square(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        p = s.mul(q, lanes)
-        along = s.lane_mask(s.sub(kc, p), lanes)
-        for v in range(width // lanes):
-            rows = []
-            for r in range(v * lanes, (v + 1) * lanes):
-                mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
-                rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
-            for t, column in enumerate(s.transpose(rows)):
-                s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), v * lanes))
-        return ()
-
-    b.loop(ceil_div(b, kc, lanes), square)
-
-
-def pack_block(b: VectorEmitter, target: Target, layout: str, src: SSAValue, ld: SSAValue,
-               kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
-    """B's block at `src` into the buffer: transposed for nt."""
-    (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
 
 
 def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
@@ -154,25 +126,73 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
     return b.offset(bm, b.add(b.mul(p, ldb), j) if layout != "nt" else b.add(b.mul(j, ldb), p))
 
 
-def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
-    """Blocks of `block` rows of A; in each, blocks of `depth` steps of k; in
-    each, panels of `width` columns of B, packed, then every tile of rows.
+def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
+                     ) -> llvm.FuncOp:
+    """Blocks of rows of A (as many as L2 needs, as even as tiles allow);
+    in each, blocks of k (as many as `depth` needs, as even as lanes allow);
+    in each, panels of `width` columns of B, packed, then every tile of
+    rows. Where more than one block of rows reuses B, the first block packs
+    each (block of k, panel) into a buffer of its own in a heap workspace
+    (`gemm_packing.workspace`) as it uses it, and the later blocks read it
+    there; tn's blocks of A are packed too, tile by tile, as its rows of dY
+    are far apart, and nn's and nt's where lda is a multiple of an L1 way (a
+    tile's rows in the same sets). Else (or if the workspace cannot be had)
+    each block packs each panel into a stack buffer as it uses it.
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
-    weight's gradient over few rows)."""
+    weight's gradient over few rows). `biased`: a last argument, a row of n
+    (or null), that C's rows start from instead of C or zeros."""
     rows, width, depth = target.tile[0], target.width, target.depth
-    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        name, SIGNATURE, private=name.endswith("packed"))
+    function, b, args = new_function(name, SIGNATURE + [PTR] * biased,
+                                     private=name.endswith("packed"))
+    m, n, k, a, lda, bm, ldb, c, ldc, accumulate = args[:10]
+    bias = args[10] if biased else None
     buf = b.alloca(depth * width)
     m, n, k = at_least_zero(b, m, n, k)
-    # a block's rows of A (depth deep) and of C (n wide) fill half of L2
-    # together: C stays there from one block of k to the next
-    block = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.add(n, depth)))
+    # a block's rows of A (depth deep) and of C (n wide) fill L2 together
+    # (C stays there from one block of k to the next), less B's packed
+    # panels where they fit in half of it (they stay too), else less what
+    # L1 holds (B's block passes through)
+    packed_bytes = b.mul(b.mul(k, ceil_div(b, n, width)), width * 4)
+    kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
+                                  packed_bytes, b.i64(target.l1_bytes)))
+    block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
+                                                        b.i64(4))), b.add(n, depth)))
     block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
                                   b.i64(rows)))
+    # as even as tiles allow: no short last block re-reading all of B for a few rows
+    count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
+    block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
+    block = b.value(arith.MaxSIOp(block, b.i64(rows)))
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, depth), b.i64(1)))  # k = 0 still writes C
+    # the blocks of k as even as lanes allow: no short last block to
+    # load and store C for
+    even = b.mul(ceil_div(b, ceil_div(b, k, steps), target.lanes), target.lanes)
+    panels = ceil_div(b, n, width)
     one_tile = b.compare("sle", m, rows)
+    chunk = depth * width
+    reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+    b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(steps, panels), chunk), b.i64(0)))
+    # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
+    # all fall in the same L1 sets where lda is a multiple of a way
+    spread = b.i64(1) if layout == "tn" else b.value(arith.RemSIOp(
+        b.mul(lda, 4), b.i64(target.l1_bytes // target.l1_ways)))
+    wanted = b.value(arith.AndIOp(b.compare("eq", spread, 0) if layout != "tn" else
+                                  b.const(1, i1), b.value(arith.XOrIOp(one_tile, b.const(1, i1)))))
+    a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
+    space = workspace(b, b.add(b_floats, a_floats))
+    have = allocated(b, space)
+    whole_b = b.value(arith.AndIOp(have, reused))
+    a_tiles = b.value(arith.AndIOp(have, wanted))
+    packed_a = b.offset(space, b_floats)
+    # A's strides (across rows, along k) in place, and as the tile reads it
+    plain = (lda, b.i64(1)) if layout != "tn" else (b.i64(1), lda)
+    tiled = (b.value(arith.SelectOp(a_tiles, b.i64(1), plain[0])),
+             b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
+
+    def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
+        return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
 
     def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         i0 = s.mul(ib, block)
@@ -181,29 +201,46 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         return ()
 
     def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
-        p0 = s.mul(kb, depth)
-        kc = s.min(depth, s.sub(k, p0))
-        at = (i0, mb, p0, kc, accumulating(s, accumulate, s.compare("sgt", kb, 0)))
-        panels = ceil_div(s, n, width)
+        p0 = s.mul(kb, even)
+        kc = s.min(even, s.sub(k, p0))
+        later = s.compare("sgt", kb, 0)
+        add, from_bias, ldbase = accumulating(s, accumulate, later), None, ldc
+        if bias is not None:  # the first block of k starts from the bias row
+            from_bias = s.value(arith.AndIOp(allocated(s, bias),
+                                             s.value(arith.XOrIOp(later, s.const(1, i1)))))
+            add = s.value(arith.SelectOp(from_bias, s.i64(1), add))
+            ldbase = s.value(arith.SelectOp(from_bias, s.i64(0), ldc))
+        at = (i0, mb, p0, kc, add, kb, from_bias, ldbase)
 
         def all_packed(e: VectorEmitter) -> None:
+            e.when(a_tiles, lambda f: pack_a_tiles(
+                f, target, layout, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
             e.loop(panels, lambda f, jp, __: packed(f, at, jp))
 
         if layout == "nt":
             all_packed(s)
             return ()
         fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
-        s.when(s.value(arith.OrIOp(one_tile, fits)), lambda e: in_place(e, at, panels),
-               all_packed)
+        direct = s.value(arith.AndIOp(s.value(arith.OrIOp(one_tile, fits)),
+                                      s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
+        s.when(direct, lambda e: in_place(e, at, panels), all_packed)
         return ()
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
-             stride: Index) -> None:
-        _, _, p0, kc, add = at
+             stride: Index, bias_row: SSAValue | None = None) -> None:
+        i0, _, p0, kc, add, _, from_bias, ldbase = at
         cols = e.min(width, e.sub(n, j0))
-        call(e, f"recir_gemm_{layout}.{kind}{count}", a_at(e, layout, a, lda, i, p0), lda,
-             source, stride,
-             e.offset(c, e.add(e.mul(i, ldc), j0)), ldc, kc, cols, add)
+        tile_of_c = e.offset(c, e.add(e.mul(i, ldc), j0))
+        base = tile_of_c
+        if from_bias is not None and bias_row is not None:
+            base = e.value(arith.SelectOp(from_bias, bias_row, base))
+        rows_of_a, (across, along) = a_at(e, layout, a, lda, i, p0), plain
+        if kind == "tile":  # A's tile packed: its rows side by side a step
+            rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
+                e.sub(i, i0), depth)), rows_of_a))
+            across, along = tiled
+        call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, across, along, source, stride,
+             tile_of_c, ldc, kc, cols, add, base, ldbase)
 
     def row_tiles(t: Emitter, at, each) -> None:
         """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
@@ -214,11 +251,19 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
         dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
 
     def packed(s: VectorEmitter, at, jp: SSAValue) -> Sequence:
-        _, _, p0, kc, _ = at
+        p0, kc, kb = at[2], at[3], at[5]
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
-        pack_block(s, target, layout, b_at(s, layout, bm, ldb, p0, j0), ldb, kc, cols, buf)
-        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, buf, width))
+        # the first block of rows packs B (into the workspace, if it has
+        # one, where the later blocks read it), each panel as it uses it
+        panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
+        first = s.value(arith.OrIOp(s.compare("eq", at[0], 0),
+                                    s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
+        s.when(first, lambda e: call(e, f"recir_gemm_{layout}.pack",
+                                     b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, panel))
+        bias_row = None if bias is None else s.offset(bias, j0)
+        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width,
+                                                  bias_row))
         return ()
 
     def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
@@ -231,114 +276,47 @@ def broadcast_driver(target: Target, layout: str, name: str) -> llvm.FuncOp:
             panels, lambda f, jp, __: direct(f, i, count, f.mul(jp, width))))
 
     b.loop(ceil_div(b, m, block), row_block)
-    b.op(llvm.ReturnOp())
-    return function
-
-
-# --- nt: dot products along k ----------------------------------------------------
-
-
-def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
-    """`tile(A, lda, B, ldb, C, ldc, k, add)`: C[i, j] (+)= A[i, :k] . B[j, :k]
-    for `rows` rows of A by `cols` rows of B; k's last vector (1 to lanes
-    of it) masked."""
-    lanes = target.lanes
-    function, b, (a, lda, bm, ldb, c, ldc, k, add) = new_function(
-        f"recir_gemm_nt.tile{rows}x{cols}", [PTR, i64, PTR, i64, PTR, i64, i64, i64])
-    a_rows = [b.offset(a, b.mul(i, lda)) for i in range(rows)]
-    b_rows = [b.offset(bm, b.mul(j, ldb)) for j in range(cols)]
-    whole = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(b.sub(k, 1), b.i64(lanes))),
-                                  b.i64(0)))
-
-    def step(s: VectorEmitter, mask: SSAValue | None, at: SSAValue,
-             acc: Sequence[SSAValue]) -> list[SSAValue]:
-        """A's vectors at `at` held, then each of B's loaded and used at once."""
-        def read(r: SSAValue) -> SSAValue:
-            return s.vload(r, at, lanes) if mask is None else s.masked_load(r, at, mask)
-
-        av = [read(r) for r in a_rows]
-        out = list(acc)
-        for j, r in enumerate(b_rows):
-            bv = read(r)
-            for i in range(rows):
-                out[i * cols + j] = s.fma(av[i], bv, acc[i * cols + j])
-        return out
-
-    sums = b.loop(whole, lambda s, q, acc: step(s, None, s.mul(q, lanes), acc),
-                  [b.zeros(lanes)] * (rows * cols))
-    done = b.mul(whole, lanes)
-    sums = step(b, b.lane_mask(b.sub(k, done), lanes), done, sums)
-    on = b.compare("ne", add, 0)
-    mask = b.lane_mask(cols, lanes)
-    for i in range(rows):
-        total = b.lane_sums(sums[i * cols:(i + 1) * cols])
-        at = b.mul(i, ldc)
-        old = b.masked_load(c, at, b.value(arith.SelectOp(on, mask, b.zeros(lanes, i1))))
-        b.masked_store(b.vadd(old, total), c, at, mask)
-    b.op(llvm.ReturnOp())
-    return function
-
-
-def dot_driver(target: Target) -> llvm.FuncOp:
-    """Blocks of A's rows (all of k of them in half of L2); in each, tiles of
-    B's rows outside (one stays in L1) and tiles of A's rows inside."""
-    rows, cols = target.nt_tile
-    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate) = new_function(
-        "recir_gemm_nt.dots", SIGNATURE)
-    m, n, k = at_least_zero(b, m, n, k)
-    add = accumulating(b, accumulate, b.const(0, arith.IntegerType(1)))
-    fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
-        arith.MaxSIOp(k, b.i64(1)))))  # rows of A, all of k, in half of L2
-    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(fitting, b.i64(rows))), rows),
-                                  b.i64(rows)))
-
-    def tile(s: Emitter, i: Index, j: Index, r: int, q: int) -> None:
-        call(s, f"recir_gemm_nt.tile{r}x{q}", s.offset(a, s.mul(i, lda)), lda,
-             s.offset(bm, s.mul(j, ldb)), ldb, s.offset(c, s.add(s.mul(i, ldc), j)), ldc, k, add)
-
-    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        i0 = s.mul(ib, block)
-        mb = s.min(block, s.sub(m, i0))
-        s.loop(ceil_div(s, n, cols), lambda e, jt, __: b_tile(e, i0, mb, e.mul(jt, cols)))
-        return ()
-
-    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> Sequence:
-        q = s.min(cols, s.sub(n, j))
-        s.loop(ceil_div(s, mb, rows), lambda e, it, __: a_tile(e, e.add(i0, e.mul(it, rows)),
-                                                            e.sub(mb, e.mul(it, rows)), j, q))
-        return ()
-
-    def a_tile(s: VectorEmitter, i: SSAValue, left: SSAValue, j: SSAValue, q: SSAValue
-               ) -> Sequence:
-        r = s.min(rows, left)
-        whole = s.value(arith.AndIOp(s.compare("eq", r, rows), s.compare("eq", q, cols)))
-        s.when(whole, lambda e: tile(e, i, j, rows, cols), lambda e: dispatch(
-            e, r, rows, lambda f, rr: dispatch(f, q, cols, lambda g, qq: tile(g, i, j, rr, qq))))
-        return ()
-
-    b.loop(ceil_div(b, m, block), row_block)
+    release(b, space)
     b.op(llvm.ReturnOp())
     return function
 
 
 def nt_driver(target: Target) -> llvm.FuncOp:
-    """The cheaper of two, by the shuffle port's cycles (the port both
-    extras run on). Dot products pay per pair of tiles the row sums (for
-    each row of A, cols - 1 combinations of two vectors at two shuffles,
-    log2(lanes / cols) halvings and a gather) and the masked last step;
-    packing B transposed pays log2(lanes) shuffles per lanes elements of B
-    (the square's transpose) and then runs nn's tiles."""
-    lanes, (rows, cols) = target.lanes, target.nt_tile
+    """`recir_gemm_nt.choose(..., bias)`: the cheaper of two, by the
+    shuffle port's cycles (the port both extras run on). Dot products pay
+    per pair of tiles the row sums (for each row of A, cols - 1 combinations
+    of two vectors at two shuffles, log2(lanes / cols) halvings and a
+    gather) and the masked last step; packing B transposed pays log2(lanes)
+    shuffles per lanes elements of B (the square's transpose) and then runs
+    nn's tiles, whose last panel computes columns past n that it drops
+    (FMAs, two a cycle: a classifier's 5 rows of B take a panel of width)."""
+    lanes, (rows, cols), width = target.lanes, target.nt_tile, target.width
     sums = rows * (2 * (cols - 1) + (lanes // cols).bit_length() - 1 + 1)
     per_pair = sums + rows * cols // 2  # and the masked step's FMAs, two a cycle
-    function, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
-    m, k = args[0], args[2]
-    dots = b.mul(m, per_pair * lanes)  # per n (rows * cols) / lanes elements
-    packing = b.mul(k, (lanes.bit_length() - 1) * rows * cols)
+    function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
+    m, n, k = at_least_zero(b, *args[:3])
+    # both in units of 2 n / ((rows * cols) / lanes) elements of C
+    dots = b.mul(b.mul(m, n), per_pair * lanes * 2)
+    dropped = b.sub(b.mul(ceil_div(b, n, width), width), n)
+    packing = b.add(b.mul(b.mul(k, n), (lanes.bit_length() - 1) * rows * cols * 2),
+                    b.mul(b.mul(b.mul(m, k), dropped), rows * cols))
     b.when(b.compare("sle", dots, packing), lambda e: call(e, "recir_gemm_nt.dots", *args),
            lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function
+
+
+def nt_entries() -> list[llvm.FuncOp]:
+    """`recir_gemm_nt` (the layouts' signature) and `recir_gemm_nt_bias(m,
+    n, k, A, lda, B, ldb, C, ldc, bias)`: C = A B^T + the row `bias` in
+    every row (a matvec over rows and its bias in one pass over C)."""
+    plain, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
+    call(b, "recir_gemm_nt.choose", *args, b.value(llvm.ZeroOp(result_types=[PTR])))
+    b.op(llvm.ReturnOp())
+    biased, b, args = new_function("recir_gemm_nt_bias", [*SIGNATURE[:-1], PTR], private=False)
+    call(b, "recir_gemm_nt.choose", *args[:-1], 0, args[-1])
+    b.op(llvm.ReturnOp())
+    return [plain, biased]
 
 
 def records_entry() -> llvm.FuncOp:
@@ -359,18 +337,23 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         rows, cols = target.nt_tile
         made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
         made += [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
-        made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed"),
-                 nt_driver(target), records_entry()]
+        made.append(pack_function(target, layout))
+        made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
+                                                      biased=True),
+                 nt_driver(target), *nt_entries(), records_entry()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
                 for direct in (False, True)]
+        made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}"))
     return [lower_to_llvm(f) for f in made]
 
 
 def gemm_module(layouts: Sequence[str] = LAYOUTS, target: Target | None = None) -> ModuleOp:
     target = target or host_target()
-    return ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
+    module = ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
+    declare_workspace(module)
+    return module
 
 
 def declare_in(module: ModuleOp, layout: str) -> str:
@@ -398,10 +381,16 @@ def declare_linked(module: ModuleOp, name: str, inputs: Sequence[Attribute], lin
     return name
 
 
+def declare_bias_in(module: ModuleOp) -> str:
+    """`recir_gemm_nt_bias` declared in `module` (once), as `declare_in`."""
+    return declare_linked(module, "recir_gemm_nt_bias", [*SIGNATURE[:-1], PTR], KERNELS)
+
+
 def entry_names() -> list[str]:
-    """The kernel object's functions that modules call (`declare_in`) or
-    Python does (`compiled_gemm.kernel`)."""
-    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_sgemm_nt"]
+    """The kernel object's functions that modules call (`declare_in`,
+    `declare_bias_in`) or Python does (`compiled_gemm.kernel`)."""
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_sgemm_nt",
+            "recir_gemm_nt_bias"]
 
 
 def links(module: ModuleOp) -> list[str]:

@@ -8,8 +8,12 @@ BLIS: Low et al., "Analytical modeling is enough for high-performance BLIS",
 2016). nn/tn's panel is a power of two vectors wide, as the widths of the
 matrices are: a panel wider than n's last columns computes lanes it drops.
 nt's dot tile first takes the most rows of B (`Target.nt_tile`). Blocks of
-k fill half of L1 (`depth`); blocks of rows, with their rows of C, half of L2. The lanes and
-registers come from LLVM's host features, the caches from sysfs.
+k (`depth`) take the L1 ways that A's tile leaves: the packed block of B
+(depth x width) stays there while A's tile (rows x depth) streams through
+and C's tile lines pass, one way kept for them (BLIS's model of the L1 as
+ways of a set-associative cache); blocks of rows, with their rows of C, L2
+less what L1 holds. The lanes and registers come from LLVM's host features, the caches
+(sizes, L1's ways) from sysfs.
 """
 
 from __future__ import annotations
@@ -18,18 +22,19 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_L1, DEFAULT_L2 = 32 << 10, 1 << 20
+DEFAULT_L1, DEFAULT_L2, DEFAULT_WAYS = 32 << 10, 1 << 20, 8
 
 
 @dataclass(frozen=True)
 class Target:
     """What the kernels are sized by: f32 lanes of a vector register, the
-    registers, and a core's L1 data cache and L2 in bytes."""
+    registers, a core's L1 data cache and L2 in bytes, and L1's ways."""
 
     lanes: int
     registers: int
     l1_bytes: int
     l2_bytes: int
+    l1_ways: int = DEFAULT_WAYS
 
     @functools.cached_property
     def tile(self) -> tuple[int, int]:
@@ -55,9 +60,18 @@ class Target:
 
     @property
     def depth(self) -> int:
-        """Steps of k a block holds: B's packed block (depth x width) fills
-        half of L1 (a multiple of lanes: nt's packing writes squares)."""
-        return max(self.lanes, self.l1_bytes // 2 // (4 * self.width) // self.lanes * self.lanes)
+        """Steps of k a block holds (a multiple of lanes: nt's packing writes
+        squares): the most whose packed block of B (depth x width) and A's
+        tile (rows x depth) take whole L1 ways, all but one."""
+        way = self.l1_bytes // max(self.l1_ways, 2)
+
+        def ways(depth: int) -> int:
+            return -(-4 * depth * self.width // way) - (-4 * depth * self.tile[0] // way)
+
+        depth = self.lanes
+        while ways(depth + self.lanes) <= max(self.l1_ways, 2) - 1:
+            depth += self.lanes
+        return depth
 
 
 def power_of_two(count: int) -> bool:
@@ -74,17 +88,18 @@ def best_tile(registers: int, allowed, first=lambda r, v: 0) -> tuple[int, int]:
     return min(fits, key=lambda t: (first(*t), (t[0] + t[1]) / (t[0] * t[1]), -t[0] * t[1]))
 
 
-def cache_bytes(level: int, default: int) -> int:
-    """A core's data (or unified) cache of `level` from sysfs, else `default`."""
+def cache_fact(level: int, fact: str, default: int) -> int:
+    """A sysfs fact (`size` in bytes, `ways_of_associativity`) of a core's
+    data (or unified) cache of `level`, else `default`."""
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
             if int((index / "level").read_text()) != level or \
                     (index / "type").read_text().strip() == "Instruction":
                 continue
-            size = (index / "size").read_text().strip()
-            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
-            return int(size.rstrip("KM")) * scale
-        except (OSError, ValueError):
+            text = (index / fact).read_text().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 1)
+            return int(text.rstrip("KM")) * scale or default
+        except (OSError, ValueError, IndexError):
             continue
     return default
 
@@ -98,4 +113,6 @@ def host_target() -> Target:
     features = llvm_binding.get_host_cpu_features()
     lanes, registers = (16, 32) if features.get("avx512f") else (
         (8, 16) if features.get("avx2") else (4, 16))
-    return Target(lanes, registers, cache_bytes(1, DEFAULT_L1), cache_bytes(2, DEFAULT_L2))
+    return Target(lanes, registers, cache_fact(1, "size", DEFAULT_L1),
+                  cache_fact(2, "size", DEFAULT_L2),
+                  cache_fact(1, "ways_of_associativity", DEFAULT_WAYS))

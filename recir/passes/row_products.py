@@ -188,11 +188,19 @@ def matvec(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
 def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSAValue) -> Rows:
     """out[r] = matrix . x[r] + bias: the rows start as the bias and the
-    product is added into them, so the sum takes no pass of its own."""
+    product is added into them, so the sum takes no pass of its own. On
+    one thread `recir_gemm_nt_bias` starts C's tiles from the bias itself
+    (no pass over C to copy it); a team's blocks start from a copy."""
     matrix, x = args
     assert isinstance(x, Rows), "a per-row matrix has no row form"
     rows, cols = tmath.shape_of(op.operands[0])
     out = b.rows(x.count, op.results[0].type)
+    if b.team.threads < 2:
+        name = gemm_kernels.declare_bias_in(enclosing_module(op))
+        b.op(llvm.CallOp(name, b.i64(x.count), b.i64(rows), b.i64(cols), x.data,
+                         b.i64(x.stride), matrix, b.i64(cols), out.data, b.i64(out.stride),
+                         bias))
+        return out
     each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.copy(
         row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),

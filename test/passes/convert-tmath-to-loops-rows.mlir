@@ -71,12 +71,13 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 
 // The bottom-up part: an embedding row per leaf (checked word index), the
 // product of W with each inner row's concatenated children (X W^T: one call
-// of the generated nt kernel, added to the module once) added into rows that
-// start as the bias (no pass of its own for `+ b`), then the merge.
+// of the generated nt kernel, added to the module once) in rows that start
+// from the bias (the kernel's tiles start from it: no pass of its own for
+// `+ b`), then the merge.
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.gather' op index out of range"
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
-// CHECK:         llvm.call @recir_gemm_nt(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64) -> ()
+// CHECK:         llvm.call @recir_gemm_nt_bias(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
 // CHECK-NOT:     arith.addf
 // CHECK:         math.tanh
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"

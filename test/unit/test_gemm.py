@@ -96,11 +96,10 @@ def operands(rng, layout, m, n, k, pad):
     return a, b, a.astype(np.float64) @ b.T
 
 
-@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
-@pytest.mark.parametrize("accumulate", [0, 1])
-def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
-    rng = np.random.default_rng(len(layout) + accumulate)
-    for i, (m, n, k) in enumerate(edge_shapes()):
+def check_inside(layout, accumulate, shapes, seed):
+    """Each shape's product (+ C) against NumPy, C's padding untouched."""
+    rng = np.random.default_rng(seed)
+    for i, (m, n, k) in enumerate(shapes):
         a, b, want = operands(rng, layout, m, n, k, pad=3 + i)
         c_buffer, c = padded(rng, m, n, pad=7)
         want = want + (c if accumulate else 0)
@@ -177,6 +176,101 @@ def test_gemm_reads_a_transposed_b_as_nt_on_a_team():
         gemm.gemm(x.T, w[:, :37].T)
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_every_layout_at_tile_edges_stays_inside_its_arrays(layout, accumulate):
+    check_inside(layout, accumulate, edge_shapes(), len(layout) + accumulate)
+
+
+def test_nt_with_few_rows_of_b_takes_dot_products_over_many_rows_of_a():
+    """A classifier's 5 rows of B against many rows of A: dot products (a
+    packed panel would compute `width` columns for 5), every row of A's
+    tiles and the last partial ones."""
+    m = 300 * NT_ROWS + NT_ROWS - 1
+    check_inside("nt", 1, [(m, 5, 16 * LANES + 3), (m, NT_COLS + 1, LANES - 1)], 9)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [
+    (1, 1, 1), (ROWS + 1, 5, 2 * LANES + 3), (300 * NT_ROWS + 1, 5, 16 * LANES + 3),
+    (2 * ROWS - 1, TARGET.width + 3, TARGET.depth + LANES + 1), (0, 7, 3), (4, 9, 0),
+    (10 * ROWS + 1, 2 * TARGET.width, 2 * TARGET.depth + LANES + 3)])
+def test_nt_bias_starts_every_row_from_the_bias(m, n, k):
+    """recir_gemm_nt_bias: C = A B^T + bias in each row, by dot products
+    (few rows of B or of A) or by the packed path (k past a block), C's
+    padding and the bias's neighbours untouched."""
+    rng = np.random.default_rng(m + n + k)
+    _, a = padded(rng, m, k, 3)
+    _, b = padded(rng, n, k, 4)
+    bias_buffer, bias = padded(rng, 1, n, 2)
+    c_buffer, c = padded(rng, m, n, pad=7)
+    want = a.astype(np.float64) @ b.T + bias
+    gemm.kernel("nt_bias")(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
+                           b.strides[0] // 4, c.ctypes.data, c.strides[0] // 4,
+                           bias.ctypes.data)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k + 1))
+    outside = c_buffer.copy()
+    outside[1:m + 1, :n] = 0
+    assert np.isnan(outside[0]).all() and np.isnan(outside[:, n:]).all()
+    assert np.isnan(bias_buffer[0]).all() and np.isnan(bias_buffer[1, n:]).all()
+
+
+def test_nt_bias_over_several_blocks_of_rows():
+    """Many rows (B packed once) and k past two blocks: only the first
+    block of k starts from the bias, the later ones add to C."""
+    n, k = 4 * TARGET.width - 3, 2 * TARGET.depth + LANES + 3
+    m = 2 * block_rows(n, k) + ROWS + 1
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm.kernel("nt_bias")(m, n, k, a.ctypes.data, k, b.ctypes.data, k, c.ctypes.data, n,
+                           bias.ctypes.data)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_rows_of_a_a_way_apart_are_packed_tile_by_tile(layout):
+    """A's leading dimension a multiple of an L1 way (its tile's rows in the
+    same sets): A's blocks are packed tile by tile, partial tiles too,
+    over several blocks of k and of rows."""
+    lda = TARGET.l1_bytes // TARGET.l1_ways // 4
+    k, n = min(lda, TARGET.depth + LANES + 3), 2 * TARGET.width  # nt: packed, not dots
+    rng = np.random.default_rng(13)
+    for m in (2 * ROWS + 1, 2 * block_rows(n, k) + ROWS - 1):
+        buffer = np.full((m + 1, lda), np.nan, np.float32)
+        a = buffer[:m, :k]
+        a[...] = rng.standard_normal((m, k))
+        b = rng.standard_normal((k, n) if layout == "nn" else (n, k)).astype(np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        gemm.kernel(layout)(m, n, k, a.ctypes.data, lda, b.ctypes.data, b.shape[1],
+                            c.ctypes.data, n, 0)
+        want = a.astype(np.float64) @ (b if layout == "nn" else b.T)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3, err_msg=f"{m} rows")
+
+
+def block_rows(n, k):
+    """Rows of A a block holds at this n and k (its rows of A and of C in L2,
+    less B's packed panels where they fit in half of it, else less L1)."""
+    packed = k * -(-n // TARGET.width) * TARGET.width * 4
+    kept = packed if packed <= TARGET.l2_bytes // 2 else TARGET.l1_bytes
+    block = (TARGET.l2_bytes - kept) // 4 // (n + TARGET.depth)
+    return max(block // ROWS * ROWS, ROWS)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_b_packed_once_serves_every_block_of_rows(layout, accumulate):
+    """More rows than two blocks hold, ending in a partial tile, k past two
+    blocks of depth and n in a partial panel: B is packed once into the
+    heap workspace and read by every block (tn's A packed tile by tile);
+    one block of rows with a partial tile packs per panel on the stack."""
+    n = 4 * TARGET.width - 3
+    k = 2 * TARGET.depth + LANES + 3
+    shapes = [(2 * block_rows(n, k) + ROWS + 1, n, k), (block_rows(n, k) - 1, n - 2, k - 5)]
+    check_inside(layout, accumulate, shapes, 3 * len(layout) + accumulate)
+
+
 def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
     """More rows than one block of A holds at this k (a block is half of L2)."""
     k = 8
@@ -188,10 +282,10 @@ def test_nt_cuts_a_operand_into_blocks_that_fit_l2():
 
 
 def test_nn_cuts_a_operand_into_blocks_that_fit_l2():
-    """More rows than a block holds (its rows of A and of C in half of L2),
+    """More rows than a block holds (its rows of A and of C in L2, less L1),
     with k past one block of depth: C is added to across blocks of k."""
     n, k = 300, TARGET.depth + 5
-    block = TARGET.l2_bytes // 2 // 4 // (n + TARGET.depth) // ROWS * ROWS
+    block = block_rows(n, k)
     m = block + ROWS + 1
     rng = np.random.default_rng(6)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -203,13 +297,15 @@ def test_tile_sizes_follow_the_register_count():
     """AVX-512 (32 registers of 16 lanes) and AVX2 (16 of 8): the tile's
     accumulators, held vectors and one more fit the registers."""
     for lanes, registers in ((16, 32), (8, 16)):
-        target = Target(lanes, registers, 48 << 10, 2 << 20)
+        target = Target(lanes, registers, 48 << 10, 2 << 20, 12)
         rows, vectors = target.tile
         assert rows * vectors + vectors + 1 <= registers
         assert vectors & (vectors - 1) == 0
         held, streamed = target.nt_tile
         assert held * streamed + held + 1 <= registers
-        assert target.depth * target.width * 4 <= target.l1_bytes // 2
+        way = target.l1_bytes // target.l1_ways  # B's block and A's tile in all ways but one
+        assert -(-target.depth * (target.width + rows) * 4 // way) <= target.l1_ways - 1
+        assert target.depth % lanes == 0
 
 
 def test_tmath_matmul_runs_the_kernel_natively():

@@ -21,7 +21,9 @@ I64, PTR = ctypes.c_int64, ctypes.c_void_p
 PROTOTYPES = {"nn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
               "tn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
               "nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
-              "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64)}
+              "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64),
+              "nt_bias": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, PTR)}
+NAMES = {"sgemm_nt": "recir_sgemm_nt", "nt_bias": "recir_gemm_nt_bias"}  # in nt's module
 
 
 @cache
@@ -88,9 +90,10 @@ _linked: set[str] = set()  # what `link` has made resolvable in this process
 
 @cache
 def kernel(layout: str) -> Any:
-    """`recir_gemm_<layout>` ("nn", "tn", "nt") or `recir_sgemm_nt`
-    ("sgemm_nt") as a ctypes function; compiled on first use."""
-    name = "recir_sgemm_nt" if layout == "sgemm_nt" else f"recir_gemm_{layout}"
+    """`recir_gemm_<layout>` ("nn", "tn", "nt"), `recir_sgemm_nt`
+    ("sgemm_nt") or `recir_gemm_nt_bias` ("nt_bias") as a ctypes function;
+    compiled on first use."""
+    name = NAMES.get(layout, f"recir_gemm_{layout}")
     compiled = engine()
     fn = PROTOTYPES[layout](compiled.address(name))
     fn.engine = compiled  # the engine owns the code

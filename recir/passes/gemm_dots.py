@@ -1,0 +1,123 @@
+"""nt by dot products along k, for few rows of A or of B (`gemm_kernels.py`).
+
+`recir_gemm_nt.choose` takes these where packing B transposed would not
+repay itself (few rows of A) or would compute mostly dropped columns (few
+rows of B: a classifier's). A tile of rows of A by rows of B keeps one
+vector accumulator per pair, reading both operands along k, and a row's
+sums are reduced together at the end; k's last vector is masked, so no
+load leaves the arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import i1, i64
+from xdsl.ir import SSAValue
+
+from recir.passes.gemm_packing import allocated
+from recir.passes.gemm_target import Target
+from recir.passes.llvm_functions import (
+    accumulating,
+    at_least_zero,
+    call,
+    ceil_div,
+    dispatch,
+    new_function,
+)
+from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
+
+# the layouts' arguments: m, n, k, A, lda, B, ldb, C, ldc, accumulate
+SIGNATURE = [i64, i64, i64, PTR, i64, PTR, i64, PTR, i64, i64]
+
+
+def dot_tile(target: Target, rows: int, cols: int) -> llvm.FuncOp:
+    """`tile(A, lda, B, ldb, C, ldc, k, add, base, ldbase)`: C[i, j] =
+    A[i, :k] . B[j, :k] (plus, if `add`, base[i ldbase + j]: C itself, or a
+    bias row with ldbase 0) for `rows` rows of A by `cols` rows of B; k's
+    last vector (1 to lanes of it) masked."""
+    lanes = target.lanes
+    function, b, (a, lda, bm, ldb, c, ldc, k, add, base, ldbase) = new_function(
+        f"recir_gemm_nt.tile{rows}x{cols}", [PTR, i64, PTR, i64, PTR, i64, i64, i64, PTR, i64])
+    a_rows = [b.offset(a, b.mul(i, lda)) for i in range(rows)]
+    b_rows = [b.offset(bm, b.mul(j, ldb)) for j in range(cols)]
+    whole = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(b.sub(k, 1), b.i64(lanes))),
+                                  b.i64(0)))
+
+    def step(s: VectorEmitter, mask: SSAValue | None, at: SSAValue,
+             acc: Sequence[SSAValue]) -> list[SSAValue]:
+        """A's vectors at `at` held, then each of B's loaded and used at once."""
+        def read(r: SSAValue) -> SSAValue:
+            return s.vload(r, at, lanes) if mask is None else s.masked_load(r, at, mask)
+
+        av = [read(r) for r in a_rows]
+        out = list(acc)
+        for j, r in enumerate(b_rows):
+            bv = read(r)
+            for i in range(rows):
+                out[i * cols + j] = s.fma(av[i], bv, acc[i * cols + j])
+        return out
+
+    sums = b.loop(whole, lambda s, q, acc: step(s, None, s.mul(q, lanes), acc),
+                  [b.zeros(lanes)] * (rows * cols))
+    done = b.mul(whole, lanes)
+    sums = step(b, b.lane_mask(b.sub(k, done), lanes), done, sums)
+    on = b.compare("ne", add, 0)
+    mask = b.lane_mask(cols, lanes)
+    for i in range(rows):
+        total = b.lane_sums(sums[i * cols:(i + 1) * cols])
+        old = b.masked_load(base, b.mul(i, ldbase), b.value(arith.SelectOp(
+            on, mask, b.zeros(lanes, i1))))
+        b.masked_store(b.vadd(old, total), c, b.mul(i, ldc), mask)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def dot_driver(target: Target) -> llvm.FuncOp:
+    """`recir_gemm_nt.dots(..., bias)`: blocks of A's rows (all of k of
+    them in half of L2); in each, tiles of B's rows outside (one stays in
+    L1) and tiles of A's rows inside. C's rows start from `bias` where it
+    is not null."""
+    rows, cols = target.nt_tile
+    function, b, (m, n, k, a, lda, bm, ldb, c, ldc, accumulate, bias) = new_function(
+        "recir_gemm_nt.dots", [*SIGNATURE, PTR])
+    m, n, k = at_least_zero(b, m, n, k)
+    from_bias = allocated(b, bias)
+    add = b.value(arith.SelectOp(from_bias, b.i64(1), accumulating(
+        b, accumulate, b.const(0, arith.IntegerType(1)))))
+    fitting = b.value(arith.DivSIOp(b.i64(target.l2_bytes // 2 // 4), b.value(
+        arith.MaxSIOp(k, b.i64(1)))))  # rows of A, all of k, in half of L2
+    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(fitting, b.i64(rows))), rows),
+                                  b.i64(rows)))
+
+    def tile(s: Emitter, i: Index, j: Index, r: int, q: int) -> None:
+        tile_of_c = s.offset(c, s.add(s.mul(i, ldc), j))
+        base = s.value(arith.SelectOp(from_bias, s.offset(bias, j), tile_of_c))
+        ldbase = s.value(arith.SelectOp(from_bias, s.i64(0), ldc))
+        call(s, f"recir_gemm_nt.tile{r}x{q}", s.offset(a, s.mul(i, lda)), lda,
+             s.offset(bm, s.mul(j, ldb)), ldb, tile_of_c, ldc, k, add, base, ldbase)
+
+    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        i0 = s.mul(ib, block)
+        mb = s.min(block, s.sub(m, i0))
+        s.loop(ceil_div(s, n, cols), lambda e, jt, __: b_tile(e, i0, mb, e.mul(jt, cols)))
+        return ()
+
+    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> Sequence:
+        q = s.min(cols, s.sub(n, j))
+        s.loop(ceil_div(s, mb, rows), lambda e, it, __: a_tile(e, e.add(i0, e.mul(it, rows)),
+                                                            e.sub(mb, e.mul(it, rows)), j, q))
+        return ()
+
+    def a_tile(s: VectorEmitter, i: SSAValue, left: SSAValue, j: SSAValue, q: SSAValue
+               ) -> Sequence:
+        r = s.min(rows, left)
+        whole = s.value(arith.AndIOp(s.compare("eq", r, rows), s.compare("eq", q, cols)))
+        s.when(whole, lambda e: tile(e, i, j, rows, cols), lambda e: dispatch(
+            e, r, rows, lambda f, rr: dispatch(f, q, cols, lambda g, qq: tile(g, i, j, rr, qq))))
+        return ()
+
+    b.loop(ceil_div(b, m, block), row_block)
+    b.op(llvm.ReturnOp())
+    return function

@@ -1,0 +1,160 @@
+"""The matrix kernels' copies of their operands (`gemm_kernels.py`).
+
+A register tile reads B's block as `depth` rows of the tile's width, one
+after another, and A's rows one element a step. Where B's rows are far apart
+(its leading dimension) or read across (nt's B^T), or A's steps are far apart
+(tn's A^T: a step is a row of dY), those reads touch a new line, often in the
+same few L1 sets, every step; the copies make both contiguous:
+
+- `pack`, `pack_transposed`: B's block of `depth` steps by `width` columns
+  (transposed from nt's rows of B in squares of lanes);
+- `pack_a_tiles`: A's block of rows, tile by tile, each tile's `rows`
+  elements of a step side by side (tn's tiles then read one line in
+  sixteen steps; nn's and nt's where lda is a multiple of an L1 way, which
+  puts a tile's rows in the same sets);
+- `workspace`: a heap buffer for copies that outlive one block (nt's whole
+  B^T, packed once a call however many blocks of A's rows reuse it), with
+  the `aligned_alloc` and `free` it calls (`frame_buffers.declare_heap`).
+  A failed allocation returns null, and the kernels then copy block by
+  block on the stack as they would without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import ModuleOp, i1, i64
+from xdsl.ir import SSAValue
+
+from recir.passes.frame_buffers import ALLOC, FREE, declare_heap
+from recir.passes.gemm_target import Target
+from recir.passes.llvm_functions import ceil_div, new_function
+from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
+
+ALIGN = 64  # a cache line: a packed panel's rows start on one
+
+
+def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAValue,
+         cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, :] = src[p * ld, :cols] for p < kc, zeros past `cols`."""
+    lanes, width = target.lanes, target.width
+    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
+
+    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        for v, mask in enumerate(masks):
+            s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
+                     s.add(s.mul(p, width), v * lanes))
+        return ()
+
+    b.loop(kc, row)
+
+
+def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
+                    kc: SSAValue, cols: SSAValue, buf: SSAValue) -> None:
+    """buf[p, j] = src[j * ld + p] for p < kc, j < cols, zeros past `cols`, in
+    squares of lanes x lanes: lanes rows of B read along k (masked past kc;
+    rows past `cols` read nothing), transposed in registers, stored as lanes
+    rows of the buffer (whose depth is a multiple of lanes)."""
+    lanes, width = target.lanes, target.width
+    nothing = b.zeros(lanes, i1)
+
+    def square(s: VectorEmitter, q: SSAValue, first: SSAValue) -> None:
+        p = s.mul(q, lanes)
+        along = s.lane_mask(s.sub(kc, p), lanes)
+        rows = []
+        for t in range(lanes):
+            r = s.add(first, t)
+            mask = s.value(arith.SelectOp(s.compare("slt", r, cols), along, nothing))
+            rows.append(s.masked_load(src, s.add(s.mul(r, ld), p), mask))
+        for t, column in enumerate(s.transpose(rows)):
+            s.vstore(column, buf, s.add(s.mul(s.add(p, t), width), first))
+
+    # lanes rows of B at a time, along all of kc: lanes streams of lines,
+    # as many as a prefetcher follows
+    squares = ceil_div(b, kc, lanes)
+
+    def group(s: VectorEmitter, v: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        first = s.mul(v, lanes)
+        s.loop(squares, lambda e, q, __: (square(e, q, first), ())[1])
+        return ()
+
+    b.loop(width // lanes, group)
+
+
+def pack_function(target: Target, layout: str) -> llvm.FuncOp:
+    """`recir_gemm_<layout>.pack(src, ld, kc, cols, buf)`: B's block at `src`
+    into the buffer (transposed for nt), one function for the driver's two
+    callers (all of B at once, or a panel where it is used)."""
+    function, b, (src, ld, kc, cols, buf) = new_function(
+        f"recir_gemm_{layout}.pack", [PTR, i64, i64, i64, PTR])
+    (pack_transposed if layout == "nt" else pack)(b, target, src, ld, kc, cols, buf)
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
+                 lda: SSAValue, mb: SSAValue, kc: SSAValue, buf: SSAValue) -> None:
+    """A's block (i < mb, p < kc; A[i, p] at src + i + p lda for tn, else at
+    src + i lda + p) as tiles of `rows`: tile q's step p at buf[(q depth +
+    p) rows ...], its rows side by side. A tile reads it as a transposed A
+    of leading dimension `rows` from buf + q rows depth. tn's rows of a step
+    are contiguous (masked vectors, zeros past mb); nn's and nt's are read
+    an element each (a partial tile's rows past mb repeat its last row,
+    which its tile, of fewer rows, never reads)."""
+    lanes, rows, depth = target.lanes, target.tile[0], target.depth
+    chunks = range(0, rows, lanes)  # a tile's step in vectors of at most lanes
+
+    def tile(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        left = s.sub(mb, s.mul(q, rows))
+        base = s.mul(q, rows * depth)
+        reads = [s.lane_mask(s.sub(left, c), lanes) for c in chunks]
+        writes = [s.lane_mask(min(lanes, rows - c), lanes) for c in chunks]
+        last = s.sub(left, 1)
+        firsts = [s.offset(src, s.mul(s.add(s.mul(q, rows), s.min(r, last)), lda))
+                  for r in range(rows)] if layout != "tn" else []
+
+        def step(e: VectorEmitter, p: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            to = e.add(base, e.mul(p, rows))
+            if layout != "tn":
+                for r, first in enumerate(firsts):
+                    e.store(e.load(first, p), buf, e.add(to, r))
+                return ()
+            at = e.add(e.mul(q, rows), e.mul(p, lda))
+            for c, read, write in zip(chunks, reads, writes, strict=True):
+                e.masked_store(e.masked_load(src, e.add(at, c), read), buf, e.add(to, c), write)
+            return ()
+
+        s.loop(kc, step)
+        return ()
+
+    b.loop(ceil_div(b, mb, rows), tile)
+
+
+def workspace(b: Emitter, count: SSAValue) -> SSAValue:
+    """`count` floats on the heap where `count` > 0, else null; null too if
+    the allocation fails. `release` gives it back."""
+    slot = b.alloca(1, PTR)
+    b.store(b.value(llvm.ZeroOp(result_types=[PTR])), slot, 0)
+
+    def allocate(e: Emitter) -> None:
+        size = e.mul(ceil_div(e, e.mul(count, 4), ALIGN), ALIGN)
+        e.store(e.op(llvm.CallOp(ALLOC, e.i64(ALIGN), size, return_type=PTR)).results[0],
+                slot, 0)
+
+    b.when(b.compare("sgt", count, 0), allocate)
+    return b.load(slot, 0, PTR)
+
+
+def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
+    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
+
+
+def release(b: Emitter, pointer: SSAValue) -> None:
+    """`free` (which takes null too)."""
+    b.op(llvm.CallOp(FREE, pointer))
+
+
+def declare_workspace(module: ModuleOp) -> None:
+    """The allocator `workspace` calls, once in `module`."""
+    declare_heap(module)
