@@ -1,7 +1,7 @@
-"""One TreeLSTM batch through recir's frontier-ir, in CPU time, against the SGEMM roof.
+"""One TreeLSTM batch through recir's frontier form, in CPU time, against the SGEMM roof.
 
 `python bench/frontier_cell.py --hidden 256 --leaves 128 --batch 25` runs
-`bench/batching.py`'s `recir-frontier-ir` contestant (inference, training)
+`bench/batching.py`'s `recir-frontier` contestant (inference, training)
 on one batch of complete trees, on one thread, and prints trees/s, the
 cell's matrix-product GFLOP/s (`batching.cell_flops`; training three times
 inference's) and its fraction of the roof: NumPy's best sgemm rate at a
@@ -64,7 +64,7 @@ def main() -> int:
     top = roof(args.hidden, args.batch * args.leaves // 2, args.repeats)
     print(f"SGEMM roof (NumPy, CPU time): {top:.0f} GFLOP/s")
     for mode, scale in (("infer", 1), ("train", 3)):
-        run = batching.CONTESTANTS["recir-frontier-ir"](params, mode, 1)
+        run = batching.CONTESTANTS["recir-frontier"](params, mode, 1)
         seconds = best_seconds(lambda run=run: run(trees), args.repeats)
         rate = scale * flops / seconds / 1e9
         print(f"{mode}: {args.batch / seconds:.1f} trees/s, {rate:.1f} GFLOP/s, "

@@ -174,7 +174,7 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     loops = loops or {}
     module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
-    key = cache_key(located_text(module), f"frontier-ir {passes} heights {sorted(loops)}")
+    key = cache_key(located_text(module), f"frontier {passes} heights {sorted(loops)}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str], "links": list[str]})
     if hit is None:

@@ -88,7 +88,7 @@ def test_recir_opt_prints_what_value_and_grad_lowers(model_file) -> None:
 
 
 def test_recir_opt_runs_the_frontier_lists(model_file) -> None:
-    """The batched form, fused and lowered by recir-opt as `frontier-ir`
+    """The batched form, fused and lowered by recir-opt as `batching="frontier"`
     lowers it: a fused loop over rows may share a uniform input (a bias)."""
     model, path = model_file
     batched = pipeline.FRONTIER.format(inputs=len(model.input_names))
