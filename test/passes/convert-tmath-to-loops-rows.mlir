@@ -71,7 +71,7 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 
 // The bottom-up part: an embedding row per leaf (checked word index), the
 // product of W with each inner row's concatenated children (X W^T: one call
-// of the generated nt kernel, added to the module once) in rows that start
+// of the host's nt kernel, declared in the module once) in rows that start
 // from the bias (the kernel's tiles start from it: no pass of its own for
 // `+ b`), then the merge.
 // CHECK-LABEL: func.func private @node__post(
@@ -83,8 +83,8 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
 // CHECK:         func.return
 // CHECK-NEXT:  }
-// CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
-// CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nt(
+// CHECK:       llvm.func @recir_gemm_nt_bias(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr)
+// CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nt_bias(
 
 // Through convert-recir-to-llvm: each takes the context first and returns
 // nothing (its results are in the descriptors).

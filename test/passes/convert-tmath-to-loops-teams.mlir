@@ -75,7 +75,7 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:         llvm.call @node__post.rows2.rows(%[[DATA]], %{{.*}}, %{{.*}})
 
 // SERIAL-LABEL: func.func private @node__post(
-// SERIAL:         llvm.call @recir_gemm_nt(
+// SERIAL:         llvm.call @recir_gemm_nt_bias(
 // SERIAL-NOT:     @recir_gemm_nt.team
 // SERIAL-NOT:     @GOMP_parallel
 // SERIAL-NOT:     .rows0.part
