@@ -71,7 +71,7 @@ def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
 def frontier_lower_passes(threads: int, cache_dir: Path | str | None = None) -> str:
     """FRONTIER_LOWER with the products over rows on up to `threads` threads
     where the policy's cost model says a team repays its start."""
-    team_work = team_min_work(threads, costs(cache_dir))
+    team_work = team_min_work(threads, costs(cache_dir), warm=True)
     if threads < 2 or team_work < 0:
         return FRONTIER_LOWER
     return FRONTIER_LOWER.replace("convert-tmath-to-loops", (

@@ -52,7 +52,8 @@ ASLEEP_S = 0.01  # past any runtime's spin before its workers sleep (libomp 1 ms
 
 def tune(cache_dir: Path | str | None = None) -> Costs:
     """Measures `team_s` (a no-op parallel region on all cores, its workers
-    asleep), and from fib(30) on one thread and on all cores at two budgets,
+    asleep), `warm_team_s` (the same region right after another, its
+    workers still spinning), and from fib(30) on one thread and on all cores at two budgets,
     `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
     directory for `costs`. Run it ahead of the calls it should serve: their
     functions read the costs when compiled."""
@@ -67,8 +68,15 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
         library.GOMP_parallel(no_op, None, threads, 0)  # free(NULL) on every thread
         starts.append(time.perf_counter() - start)
     team_s = sorted(starts)[TUNE_ROUNDS // 2]
+    library.GOMP_parallel(no_op, None, threads, 0)
+    warm = []
+    for _ in range(TUNE_ROUNDS):
+        start = time.perf_counter()
+        library.GOMP_parallel(no_op, None, threads, 0)
+        warm.append(time.perf_counter() - start)
     share, task_s = fib_share_and_task(threads, cache_dir)
-    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir)
+    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir,
+                      sorted(warm)[TUNE_ROUNDS // 2])
 
 
 def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:

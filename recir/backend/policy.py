@@ -10,7 +10,11 @@ decisions (`Costs`):
 - `task_s`, spawning one task and having another thread steal it (libgomp
   creates a task in 0.1-0.4 us; the steal moves its cache lines);
 - `team_s`, starting a team whose workers sleep (a kernel wake-up of each)
-  and joining it;
+  and joining it; `warm_team_s`, starting one while they still spin after
+  the last (the runtime's block time, `settings.block_time_ms`): a cache
+  line to each and a barrier, what every team after the first of a batched
+  function's call costs, its products and row loops following each other
+  within microseconds;
 - `share`, the part of a core each thread beyond the first gets: 1 on an
   idle machine, less where other processes hold the cores.
 
@@ -51,6 +55,7 @@ DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
 DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
+DEFAULT_WARM_TEAM_S = 2e-6  # spinning workers: a cache line each way and a barrier
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Costs:
     task_s: float
     team_s: float
     share: float = 1.0
+    warm_team_s: float = DEFAULT_WARM_TEAM_S
 
 
 @functools.cache
@@ -132,7 +138,8 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
         try:
             measured = json.loads(kept.read_text())
             return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
-                         float(measured["share"]))
+                         float(measured["share"]),
+                         float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)))
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable file: the defaults (`tune` writes it again)
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
@@ -178,17 +185,19 @@ def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None 
     return team < alone
 
 
-def team_min_work(threads: int, costs: Costs) -> int:
+def team_min_work(threads: int, costs: Costs, warm: bool = False) -> int:
     """The fewest units of work (multiply-adds) that one product split
     across a team of `threads` does faster than one thread: where a
     thread's share plus the largest block's imbalance and the team's start
-    is below the whole (`team_pays` without tasks); -1 where no size does
-    (one thread, or extra threads that get too little of a core)."""
+    (`warm`: with its workers still spinning) is below the whole
+    (`team_pays` without tasks); -1 where no size does (one thread, or
+    extra threads that get too little of a core)."""
     cores = 1 + (max(threads, 1) - 1) * costs.share
     saved = 1 - (1 + IMBALANCE) / cores  # the part of the time a team saves
     if threads < 2 or saved <= 0:
         return -1
-    return math.ceil(costs.team_s / (costs.unit_s * saved))
+    start = costs.warm_team_s if warm else costs.team_s
+    return math.ceil(start / (costs.unit_s * saved))
 
 
 def call_budget(work: float | None, threads: int, costs: Costs) -> int:
@@ -233,8 +242,10 @@ def fixed_budget() -> int | None:
 
 
 def save_tuned(task_s: float, team_s: float, share: float = 1.0,
-               cache_dir: Path | str | None = None) -> Costs:
+               cache_dir: Path | str | None = None,
+               warm_team_s: float = DEFAULT_WARM_TEAM_S) -> Costs:
     path = tuned_path(cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share}))
+    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share,
+                                "warm_team_s": warm_team_s}))
     return costs(cache_dir)

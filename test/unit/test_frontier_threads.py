@@ -161,6 +161,16 @@ def test_a_team_starts_where_the_cost_model_says_it_pays():
     assert policy.team_min_work(16, costs) < least  # more threads repay a start sooner
     assert policy.team_min_work(1, costs) == -1
     assert policy.team_min_work(2, policy.Costs(1e-10, 1e-6, 50e-6, share=0.1)) == -1
+    # a batched function's products follow each other while the workers spin
+    warm = policy.team_min_work(2, costs, warm=True)
+    assert warm == policy.team_min_work(2, policy.Costs(1e-10, 1e-6, costs.warm_team_s))
+    assert 0 < warm < least
+
+
+def test_tune_keeps_the_warm_team_start_beside_the_cold_one(tmp_path):
+    kept = policy.save_tuned(1e-6, 40e-6, 1.0, tmp_path, warm_team_s=3e-6)
+    assert (kept.team_s, kept.warm_team_s) == (40e-6, 3e-6)
+    assert policy.costs(tmp_path).warm_team_s == 3e-6
 
 
 def elementwise_cells(tanh, sigmoid):
