@@ -76,16 +76,6 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     return obj
 
 
-def optimized_ir(ir_text: str) -> str:
-    """The O3 LLVM IR, for inspection (`recir-run --print-llvm`)."""
-    machine = target_machine()
-    module = llvm.parse_assembly(ir_text)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    optimize(module, machine)
-    return str(module)
-
-
 class Engine:
     """An MCJIT engine holding one object file's functions."""
 

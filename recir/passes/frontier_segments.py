@@ -24,7 +24,7 @@ expanded ahead of time: that is an error naming the op.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import ModuleOp, TensorType
@@ -39,7 +39,7 @@ CONSTANTS = (arith.ConstantOp, tmath.ConstantOp)
 
 @dataclass
 class Plan:
-    """Everything the scheduler needs, found once per compiled model."""
+    """What `invoke-to-frontier` needs of a closed recursive function."""
 
     entry: func.FuncOp
     rec: func.FuncOp
@@ -50,27 +50,6 @@ class Plan:
     sites: dict[invoke.InvokeOp, int]  # the recursive invokes, numbered
     stored: list[SSAValue]  # B values of the expansion (and args) read after it
     paths: dict[SSAValue, tuple[tuple[scf.IfOp, int], ...]]  # where a stored value lives
-    ops: dict[tuple[Block, str], list[Operation]] = field(default_factory=dict)
-    moving: dict[invoke.InvokeOp, list[tuple[SSAValue, bool]]] = field(default_factory=dict)
-
-    def moving_args(self, op: invoke.InvokeOp) -> list[tuple[SSAValue, bool]]:
-        """The arguments a recursive invoke does not pass along, each with
-        whether it is uniform (cached: reading `op.args` is not free)."""
-        found = self.moving.get(op)
-        if found is None:
-            found = self.moving[op] = [
-                (v, self.kinds[v] == "U")
-                for v, through in zip(op.args, self.passthrough, strict=True) if not through]
-        return found
-
-    def block_ops(self, block: Block, phase: str) -> list[Operation]:
-        """The ops of `block` one phase runs (cached): expand, post or all."""
-        key = (block, phase)
-        found = self.ops.get(key)
-        if found is None:
-            found = [op for op in block.ops if self.runs(op, phase)]
-            self.ops[key] = found
-        return found
 
     def runs(self, op: Operation, phase: str) -> bool:
         if phase == "all":

@@ -170,10 +170,6 @@ def vector(lanes: int) -> VectorType:
     return VectorType(f32, [lanes])
 
 
-def vector_ops_of(b: Emitter) -> VectorEmitter:
-    return VectorEmitter(b.point, b.allocas)
-
-
 class VectorEmitter(Emitter):
     """An Emitter with vector ops (llvm dialect; `lanes` from the value types)."""
 
