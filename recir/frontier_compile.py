@@ -86,17 +86,21 @@ class FrontierFunction:
     """A batch of inputs in, each element's outputs out (as `NativeFunction.batch`)."""
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
-                 cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1):
+                 cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
+                 forward: bool = True):
         """`extra`: more functions of `module` to compile (a backward);
-        `threads`: the most threads a product over rows runs on."""
+        `threads`: the most threads a product over rows runs on; `forward`:
+        whether to compile `@post` and the entry's ops before the schedule
+        (a gradient function runs their `_fwd`s instead)."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
         self.schedule, before = split_entry(self.entry)
         names = [self.schedule.expand.root_reference.data,
                  self.schedule.post.root_reference.data]
-        functions = [find_entry(module, n).clone() for n in [*names, *extra]]
-        if before is not None:
+        compiled = names if forward else names[:1]
+        functions = [find_entry(module, n).clone() for n in [*compiled, *extra]]
+        if before is not None and forward:
             functions.append(before)
         for f in functions:
             f.sym_visibility = None  # each is called from outside
@@ -106,6 +110,7 @@ class FrontierFunction:
             if f.sym_name.data.startswith(names[1])}
         loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
         self.native = compile_rows(functions, cache_dir, threads, loops)
+        self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
 

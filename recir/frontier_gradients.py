@@ -91,7 +91,7 @@ class FrontierGradFunction(FrontierFunction):
                  backwards: list[str], threads: int = 1):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=backwards, threads=threads)
+                         extra=backwards, threads=threads, forward=False)
         prefix = f"{model.entry}__frontier{BEFORE}"
         self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
         self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")
