@@ -37,6 +37,7 @@ from recir.backend.native_schedule import (
     expansion_spec,
     height_spec,
 )
+from recir.backend.policy import costs
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
@@ -106,7 +107,7 @@ class FrontierFunction:
             f.sym_visibility = None  # each is called from outside
         post = find_entry(module, names[1])
         loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
-            module, f.sym_name.data)) for f in functions
+            module, f.sym_name.data), threads, costs(cache_dir)) for f in functions
             if f.sym_name.data.startswith(names[1])}
         loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
         self.native = compile_rows(functions, cache_dir, threads, loops)
@@ -179,7 +180,8 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     loops = loops or {}
     module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
-    key = cache_key(located_text(module), f"frontier {passes} heights {sorted(loops)}")
+    teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
+    key = cache_key(located_text(module), f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str], "links": list[str]})
     if hit is None:
@@ -189,7 +191,10 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
         lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
                    if isinstance(op, llvm.FuncOp)}
         for name, spec in loops.items():
-            module.body.blocks[0].add_op(spec.build(lowered[name], sites))
+            for op in spec.build(lowered[name], sites):
+                if not (isinstance(op, llvm.FuncOp) and op.sym_name.data in lowered):
+                    module.body.blocks[0].add_op(op)
+                    lowered[op.sym_name.data] = op
         obj = compile_object(to_llvm_ir(module))
         cache.store(key, obj, {"sites": sites, "links": links})
     else:

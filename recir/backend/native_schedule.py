@@ -16,22 +16,27 @@ operands are the interpreter's, in its order (`Schedule.post`,
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from threading import get_ident
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
 
 from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
-from recir.backend.contexts import Context, lone_context
+from recir.backend.contexts import Context, lone_context, team_contexts
 from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
+from recir.backend.interrupts import RUNNING
+from recir.backend.policy import Costs
 from recir.diagnostics import RecirError
-from recir.dialects import frontier, tape
+from recir.dialects import frontier, tape, tmath
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import (
     MAX_DEPTH,
@@ -42,7 +47,7 @@ from recir.interpreter.frontier import (
 )
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
 from recir.passes.native_context import ERROR_CHECK
-from recir.passes.rows import element_bytes, row_width
+from recir.passes.rows import ALIGN, element_bytes, row_width
 from recir.passes.schedule_loops import (
     EXPAND_ENTRY,
     EXPANSION_FULL,
@@ -70,9 +75,13 @@ class HeightSpec:
     inputs: list[Operand]
     outputs: list[Operand]
     reverse: bool
+    threads: int = 1  # > 1: the heights' rows split across a team of these
+    row_work: int = 0  # multiply-adds of a row's products (`team_size`)
+    costs: Costs | None = None  # the machine's (`policy.costs`)
 
-    def build(self, function: llvm.FuncOp, sites: list[str]) -> llvm.FuncOp:
-        return height_loop(function, self.inputs, self.outputs, self.reverse, sites)
+    def build(self, function: llvm.FuncOp, sites: list[str]) -> list[Operation]:
+        return height_loop(function, self.inputs, self.outputs, self.reverse, sites,
+                           team=self.threads > 1)
 
     def runtime(self, native: NativeRowFunction) -> HeightLoop:
         return HeightLoop(native, self)
@@ -88,7 +97,7 @@ class ExpansionSpec:
     sites: int
     stored: list[Operand]
 
-    def build(self, function: llvm.FuncOp, sites: list[str]) -> llvm.FuncOp:
+    def build(self, function: llvm.FuncOp, sites: list[str]) -> list[Operation]:
         return expansion_loop(function, self.inputs, self.moving, self.sites, self.stored,
                               sites)
 
@@ -116,10 +125,13 @@ def operand(typ: Any, kind: str = WHOLE) -> Operand:
     return Operand(SCALAR, scalar=typ)
 
 
-def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp
-                ) -> HeightSpec:
+def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp,
+                threads: int = 1, costs: Costs | None = None) -> HeightSpec:
     """The height loop of `function`: the schedule's `@post`, its `_fwd` or
-    its `_bwd`."""
+    its `_bwd`. `@post`'s rows of a height split across a team of `threads`;
+    a `_fwd`'s and `_bwd`'s heights run on one thread (the `_bwd`s of one
+    height's rows add into the same parameter gradients), their products
+    and row loops on the function's teams."""
     types = post.function_type
     ntables = len(types.outputs.data)
     nstored = len(types.inputs.data) - op.sites.value.data - ntables - len(op.shared)
@@ -128,8 +140,9 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
     outputs = list(function.function_type.outputs.data)
     if not function.sym_name.data.endswith(BACKWARD):
         outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
+        team = threads if len(outputs) == ntables else 1  # `@post`: no saved rows
         return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
-                          False)
+                          False, team, row_work(function), costs)
     forward = forward_outputs(function)
     accumulated = [SLICE if k < nstored else WHOLE
                    for k, t in enumerate(types.inputs.data)
@@ -141,6 +154,12 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
         raise RecirError(f"error: @{function.sym_name.data} does not take what a "
                          "schedule's backward passes it")
     return HeightSpec([operand(t, k) for t, k in zip(inputs, kinds)], [], True)
+
+
+def row_work(function: func.FuncOp) -> int:
+    """Multiply-adds per row of the function's products over rows."""
+    return sum(math.prod(tmath.shape_of(op.operands[0])) for op in function.walk()
+               if isinstance(op, tmath.MatvecOp))
 
 
 def forward_outputs(backward: func.FuncOp) -> int:
@@ -162,6 +181,7 @@ class NativeLoop:
 
     def __init__(self, native: NativeRowFunction, inputs: list[Operand]):
         self.native, self.inputs = native, inputs
+        self.teams: dict[int, Any] = {}  # `contexts`, by team size
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
             native.engine.address(native.name + self.ENTRY))
 
@@ -176,21 +196,27 @@ class NativeLoop:
             elif value is not None:
                 plan[at:at + 2] = self.described(k, value, keep)
 
-    def run(self, plan: np.ndarray, needed: int) -> Context:
-        """One call with a scratch of `needed` bytes, and again with a
-        larger one while it runs out (where repeating is harmless)."""
+    def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Context:
+        """One call with a scratch of `needed` bytes (a thread's, on a team
+        of `threads`: plan fields 5 and 6), and again with a larger one while
+        it runs out (where repeating is harmless); raises a thread's error."""
         native = self.native
         for _ in range(native.retries):
-            if native.scratch.nbytes < needed:
-                native.scratch = np.empty(needed, np.uint8)
+            needed = -(-needed // ALIGN) * ALIGN
+            if native.scratch.nbytes < needed * threads:
+                native.scratch = np.empty(needed * threads, np.uint8)
                 native.scratch_at = data_address(native.scratch)
-            plan[2:4] = native.scratch_at, native.scratch.nbytes
-            ctx = lone_context(stack.stack_limit())
-            self.function(ctypes.addressof(ctx), data_address(plan))
-            if not native.scratch_ran_out(ctx):
+            plan[2:4] = native.scratch_at, needed
+            contexts = self.contexts(threads)
+            plan[6] = contexts.address
+            RUNNING[get_ident()] = contexts  # what Ctrl-C stops
+            self.function(contexts.address, data_address(plan))
+            if not any(native.scratch_ran_out(ctx) for ctx in contexts.views):
                 break
             needed *= 4
-        return ctx
+        failed = [ctx for ctx in contexts.views if ctx.error]
+        native.raise_error(failed[0] if failed else contexts.views[0])
+        return contexts.views[0]
 
     def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
         """Input `k`'s (rows, data address), checked against its type."""
@@ -206,7 +232,32 @@ class HeightLoop(NativeLoop):
 
     def __init__(self, native: NativeRowFunction, spec: HeightSpec):
         super().__init__(native, spec.inputs)
-        self.outputs = spec.outputs
+        self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
+
+    def contexts(self, threads: int) -> Any:
+        """A context per thread, made once per team size (calls of one
+        function take turns: `FrontierFunction.calls`) and cleared for this
+        call; the calling thread's stack is the one checked."""
+        kept = self.teams.get(threads)
+        if kept is None:
+            kept = self.teams[threads] = team_contexts(threads)
+        for ctx in kept.views:
+            ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
+        kept.views[0].stack_limit = stack.stack_limit()
+        return kept
+
+    def team_size(self, bounds: np.ndarray) -> int:
+        """The threads a call's heights split across: the team where the
+        rows it takes off the calling thread save more time than its start
+        and a barrier per height cost (warm: the workers spin between
+        heights), by the policy's costs; else one."""
+        spec, rows = self.spec, np.diff(bounds)
+        if self.threads < 2 or spec.costs is None or not len(rows):
+            return 1
+        costs = spec.costs
+        moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
+        saved = moved * spec.row_work * costs.unit_s * costs.share
+        return self.threads if saved > costs.team_s + len(rows) * costs.warm_team_s else 1
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray) -> None:
@@ -220,7 +271,10 @@ class HeightLoop(NativeLoop):
             at = HEADER + 2 * (len(inputs) + j)
             plan[at:at + 2] = len(array), data_address(array)
         widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        self.native.raise_error(self.run(plan, self.native.per_row * max(widest, 1)))
+        threads = self.team_size(bounds)
+        plan[5] = threads
+        share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
+        self.run(plan, self.native.per_row * share, threads)
 
 
 class NativeExpansion(NativeLoop):
@@ -244,7 +298,7 @@ class NativeExpansion(NativeLoop):
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
             plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared)
-            ctx = self.run(plan, self.native.per_row * capacity)
+            ctx = self.expand(plan, self.native.per_row * capacity)
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
                 break
@@ -257,6 +311,23 @@ class NativeExpansion(NativeLoop):
         schedule.heights = heights[:total]
         return ([c[:total] for c in children], [s[:total] for s in stored],
                 list(pairwise(starts)))
+
+    def expand(self, plan: np.ndarray, needed: int) -> Context:
+        """One call with a scratch of `needed` bytes, and again with a
+        larger one while it runs out; its context (a full table is the
+        caller's to handle)."""
+        native = self.native
+        for _ in range(native.retries):
+            if native.scratch.nbytes < needed:
+                native.scratch = np.empty(needed, np.uint8)
+                native.scratch_at = data_address(native.scratch)
+            plan[2:4] = native.scratch_at, native.scratch.nbytes
+            ctx = lone_context(stack.stack_limit())
+            self.function(ctypes.addressof(ctx), data_address(plan))
+            if not native.scratch_ran_out(ctx):
+                break
+            needed *= 4
+        return ctx
 
     def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
         """Rows for a first try: twice the roots and the longest structure

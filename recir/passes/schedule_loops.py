@@ -11,9 +11,14 @@ checked before it is read or written: a failed check sets the context's
 error and site, and the loop stops, as after an error of the function.
 
 `@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
-scratch, scratch bytes, saved_at (i64[heights][saved][2]: each saved value's
-first row and count), then the inputs and the outputs (capacity in rows,
-data). An input is a slice of a table (the height's rows of it), a whole
+scratch, scratch bytes (each thread's), saved_at (i64[heights][saved][2]:
+each saved value's first row and count), threads, contexts (one per
+thread, `CONTEXT_BYTES` apart), then the inputs and the outputs (capacity
+in rows, data). A loop built for a team (`@post`'s, where the function is
+compiled for several threads) starts one on `threads` > 1 and splits every
+height's rows across it, each thread with its own context and scratch, a
+barrier after each height (the next reads this one's rows): one team start
+per call rather than per product, and every op of a height shared. An input is a slice of a table (the height's rows of it), a whole
 table, a value a `_fwd` saved (its rows at that height) or a static tensor
 or scalar; an output goes into its table at the height's rows or, for a
 `_fwd`'s saved values, is appended to its buffer.
@@ -37,17 +42,19 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import i1, i8, i32, i64
-from xdsl.ir import Attribute, Block, BlockArgument, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from recir.passes.llvm_functions import lower_to_llvm, new_function
+from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter, Index
-from recir.passes.native_context import ERROR_CHECK, OFFSETS
+from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 
 HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 TABLE = "table"  # an output's kind besides SAVED
-HEADER = 5  # the height plan's fields before the inputs'
+HEADER = 7  # the height plan's fields before the inputs'
+TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
+                     ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
 EXPANSION_HEADER = 9
 EXPAND_ENTRY = "__depths"
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
@@ -65,11 +72,25 @@ class Operand:
 
 
 def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
-                outputs: Sequence[Operand], reverse: bool, sites: list[str]) -> llvm.FuncOp:
-    """`@<function>__heights(ctx, plan)`; appends its checks' messages to
-    `sites` (the module's error sites)."""
-    loop = HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs, sites)
-    return loop.build(reverse)
+                outputs: Sequence[Operand], reverse: bool, sites: list[str],
+                team: bool = False) -> list[Operation]:
+    """`@<function>__heights(ctx, plan)` (and, for a team, what it calls);
+    appends its checks' messages to `sites` (the module's error sites)."""
+    if not team:
+        return [HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs,
+                                  sites).build(reverse)]
+    part = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part", HEADER, inputs, outputs,
+                             sites, team).build(reverse)
+    outer, b, (_, plan) = new_function(f"{function.sym_name.data}{HEIGHTS_ENTRY}", [PTR, PTR],
+                                       private=False)
+    name, threads = part.sym_name.data, b.load(plan, 5, i64)
+    b.when(b.compare("sge", threads, 2), lambda e: e.op(llvm.CallOp(
+        "GOMP_parallel", e.value(llvm.AddressOfOp(name, PTR)), plan,
+        e.value(arith.TruncIOp(threads, i32)), e.const(0, i32))), lambda e: call(e, name, plan))
+    b.op(llvm.ReturnOp())
+    return [part, lower_to_llvm(outer),
+            *(llvm.FuncOp(n, llvm.LLVMFunctionType(list(i), o), llvm.LinkageAttr("external"))
+              for n, i, o in TEAM_DECLARATIONS)]
 
 
 def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int,
@@ -80,21 +101,34 @@ def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int
     outputs = [o for _ in range(sites) for o in (Operand(WHOLE, 4), *inputs[:moving])]
     loop = ExpansionLoopBuilder(function, EXPAND_ENTRY, EXPANSION_HEADER, inputs,
                                 [*outputs, *stored], messages)
-    return loop.build(moving, sites)
+    return [loop.build(moving, sites)]
 
 
 class PlanFunction:
     """A loop over calls of one lowered function, reading its plan."""
 
     def __init__(self, function: llvm.FuncOp, suffix: str, header: int,
-                 inputs: Sequence[Operand], outputs: Sequence[Operand], sites: list[str]):
+                 inputs: Sequence[Operand], outputs: Sequence[Operand], sites: list[str],
+                 team: bool = False):
+        """`team`: the function is a team's, `(plan)`: each thread's context
+        and scratch are its share of the plan's (`HEADER`'s fields 6 and 2)."""
         self.name, self.inputs, self.outputs = function.sym_name.data, list(inputs), \
             list(outputs)
-        self.header, self.sites = header, sites
-        self.loop, b, (self.ctx, self.plan) = new_function(
-            f"{self.name}{suffix}", [PTR, PTR], private=False)
+        self.header, self.sites, self.team = header, sites, team
+        if team:
+            self.loop, b, (self.plan,) = new_function(f"{self.name}{suffix}", [PTR])
+            self.thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
+            self.threads = b.to_i64(b.value(llvm.CallOp("omp_get_num_threads",
+                                                        return_type=i32)))
+            self.ctx = b.offset(b.load(self.plan, 6, PTR), b.mul(self.thread, CONTEXT_BYTES), i8)
+        else:
+            self.loop, b, (self.ctx, self.plan) = new_function(
+                f"{self.name}{suffix}", [PTR, PTR], private=False)
         self.b = b
-        self.scratch, self.scratch_bytes = b.load(self.plan, 2, PTR), b.load(self.plan, 3, i64)
+        self.scratch_bytes = b.load(self.plan, 3, i64)
+        self.scratch = b.load(self.plan, 2, PTR)
+        if team:
+            self.scratch = b.offset(self.scratch, b.mul(self.thread, self.scratch_bytes), i8)
         self.error_at = b.offset(self.ctx, OFFSETS["error"], i8)
         self.descriptors = [b.alloca(2, i64) for _ in range(len(inputs) + len(outputs))]
         self.slots = self.descriptors[len(inputs):]
@@ -192,10 +226,21 @@ class HeightLoopBuilder(PlanFunction):
                         ) -> Sequence[SSAValue]:
             h = e.sub(e.sub(self.heights, 1), index) if reverse else index
             self.unless_failed(e, lambda inner: self.run_height(inner, h))
+            if self.team:  # every thread, every height, failed or not: none waits forever
+                e.op(llvm.CallOp("GOMP_barrier"))
             return ()
 
         b.loop(self.heights, each_height)
         return self.finish()
+
+    def share(self, e: Emitter, lo: SSAValue, hi: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """This thread's rows of [lo, hi): all of them, or on a team its block."""
+        if not self.team:
+            return lo, hi
+        count = e.sub(hi, lo)
+        per = ceil_div(e, count, self.threads)
+        first = e.min(e.mul(self.thread, per), count)
+        return e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
 
     def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
         return e.mul(e.add(e.mul(h, self.nsaved), j), 2)
@@ -203,6 +248,7 @@ class HeightLoopBuilder(PlanFunction):
     def run_height(self, e: Emitter, h: SSAValue) -> None:
         lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
         checks = [e.compare("sle", 0, lo), e.compare("sle", lo, hi)]
+        lo, hi = self.share(e, lo, hi)
         args: list[SSAValue] = []
         saved = 0
         for k, operand in enumerate(self.inputs):
