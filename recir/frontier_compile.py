@@ -31,13 +31,9 @@ from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
-from recir.backend.native_schedule import (
-    NativeSchedule,
-    Spec,
-    expansion_spec,
-    height_spec,
-)
+from recir.backend.native_schedule import NativeSchedule, runtime
 from recir.backend.policy import costs
+from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
@@ -203,7 +199,7 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
                          for f in functions})
-    calls.loops = {name: spec.runtime(calls.functions[name]) for name, spec in loops.items()}
+    calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
     calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
     return calls

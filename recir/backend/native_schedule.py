@@ -16,28 +16,21 @@ operands are the interpreter's, in its order (`Schedule.post`,
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from threading import get_ident
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation
+from xdsl.dialects import func
 
 from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, lone_context, team_contexts
-from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
+from recir.backend.frontier_schedule import NativeRowFunction
 from recir.backend.interrupts import RUNNING
-from recir.backend.policy import Costs
-from recir.diagnostics import RecirError
-from recir.dialects import frontier, tape, tmath
-from recir.dialects.row_types import is_rows
+from recir.backend.schedule_specs import ExpansionSpec, HeightSpec, Spec
 from recir.interpreter.frontier import (
     MAX_DEPTH,
     MAX_INVOCATIONS,
@@ -46,131 +39,10 @@ from recir.interpreter.frontier import (
     row_shape,
 )
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
+from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.native_context import ERROR_CHECK
-from recir.passes.rows import ALIGN, element_bytes, row_width
-from recir.passes.schedule_loops import (
-    EXPAND_ENTRY,
-    EXPANSION_FULL,
-    EXPANSION_HEADER,
-    HEADER,
-    HEIGHTS_ENTRY,
-    SAVED,
-    SCALAR,
-    SLICE,
-    STATIC,
-    TABLE,
-    WHOLE,
-    Operand,
-    expansion_loop,
-    height_loop,
-)
-
-BACKWARD = "_bwd"
-
-
-@dataclass(frozen=True)
-class HeightSpec:
-    """A function's height loop: its operands' roles, and its direction."""
-
-    inputs: list[Operand]
-    outputs: list[Operand]
-    reverse: bool
-    threads: int = 1  # > 1: the heights' rows split across a team of these
-    row_work: int = 0  # multiply-adds of a row's products (`team_size`)
-    costs: Costs | None = None  # the machine's (`policy.costs`)
-
-    def build(self, function: llvm.FuncOp, sites: list[str]) -> list[Operation]:
-        return height_loop(function, self.inputs, self.outputs, self.reverse, sites,
-                           team=self.threads > 1)
-
-    def runtime(self, native: NativeRowFunction) -> HeightLoop:
-        return HeightLoop(native, self)
-
-
-@dataclass(frozen=True)
-class ExpansionSpec:
-    """`@expand`'s depth loop: its inputs (the first `moving` move down the
-    tree), its invoke sites and its stored values."""
-
-    inputs: list[Operand]
-    moving: int
-    sites: int
-    stored: list[Operand]
-
-    def build(self, function: llvm.FuncOp, sites: list[str]) -> list[Operation]:
-        return expansion_loop(function, self.inputs, self.moving, self.sites, self.stored,
-                              sites)
-
-    def runtime(self, native: NativeRowFunction) -> NativeExpansion:
-        return NativeExpansion(native, self)
-
-
-Spec = HeightSpec | ExpansionSpec
-
-
-def expansion_spec(op: frontier.ScheduleOp, expand: func.FuncOp) -> ExpansionSpec:
-    moving, sites = 1 + len(op.moving), op.sites.value.data
-    types = expand.function_type
-    stored = types.outputs.data[sites * (1 + moving):]
-    return ExpansionSpec([operand(t) for t in types.inputs.data], moving, sites,
-                         [operand(t) for t in stored])
-
-
-def operand(typ: Any, kind: str = WHOLE) -> Operand:
-    """A value of type `typ` in the loop: rows as `kind`, the rest as they are."""
-    if isinstance(typ, TensorType) and is_rows(typ):
-        return Operand(kind, row_width(typ) * element_bytes(typ.element_type))
-    if isinstance(typ, TensorType | tape.FrameType):
-        return Operand(STATIC)  # a frame: the `_bwd`'s, which reads none
-    return Operand(SCALAR, scalar=typ)
-
-
-def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp,
-                threads: int = 1, costs: Costs | None = None) -> HeightSpec:
-    """The height loop of `function`: the schedule's `@post`, its `_fwd` or
-    its `_bwd`. `@post`'s rows of a height split across a team of `threads`;
-    a `_fwd`'s and `_bwd`'s heights run on one thread (the `_bwd`s of one
-    height's rows add into the same parameter gradients), their products
-    and row loops on the function's teams."""
-    types = post.function_type
-    ntables = len(types.outputs.data)
-    nstored = len(types.inputs.data) - op.sites.value.data - ntables - len(op.shared)
-    nsliced = nstored + op.sites.value.data
-    kinds = [SLICE if k < nsliced else WHOLE for k in range(len(types.inputs.data))]
-    outputs = list(function.function_type.outputs.data)
-    if not function.sym_name.data.endswith(BACKWARD):
-        outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
-        team = threads if len(outputs) == ntables else 1  # `@post`: no saved rows
-        return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
-                          False, team, row_work(function), costs)
-    forward = forward_outputs(function)
-    accumulated = [SLICE if k < nstored else WHOLE
-                   for k, t in enumerate(types.inputs.data)
-                   if is_float_tensor(t) and not nstored <= k < nsliced]
-    floats = sum(1 for t in types.outputs.data if is_float_tensor(t))
-    kinds = [*[SAVED] * (forward - ntables), STATIC, *[SLICE] * floats, *kinds, *accumulated]
-    inputs = function.function_type.inputs.data
-    if len(kinds) != len(inputs) or outputs:
-        raise RecirError(f"error: @{function.sym_name.data} does not take what a "
-                         "schedule's backward passes it")
-    return HeightSpec([operand(t, k) for t, k in zip(inputs, kinds)], [], True)
-
-
-def row_work(function: func.FuncOp) -> int:
-    """Multiply-adds per row of the function's products over rows."""
-    return sum(math.prod(tmath.shape_of(op.operands[0])) for op in function.walk()
-               if isinstance(op, tmath.MatvecOp))
-
-
-def forward_outputs(backward: func.FuncOp) -> int:
-    """How many values the `_fwd` beside `backward` returns (its results,
-    then its saved rows): the `_bwd` takes the saved rows and a frame first."""
-    parent = backward.parent_op()
-    name = backward.sym_name.data[:-len(BACKWARD)] + FORWARD
-    for op in parent.walk() if parent is not None else ():
-        if isinstance(op, func.FuncOp) and op.sym_name.data == name:
-            return len(op.function_type.outputs.data)
-    raise RecirError(f"error: no @{name} beside @{backward.sym_name.data}")
+from recir.passes.rows import ALIGN
+from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY, SCALAR, Operand
 
 
 class NativeLoop:
@@ -358,6 +230,13 @@ class NativeExpansion(NativeLoop):
                 at = EXPANSION_HEADER + 2 * (ninputs + k)
                 plan[at:at + 2] = capacity, data_address(array)
         return plan, (tables, children, stored, levels, heights)
+
+
+def runtime(spec: Spec, native: NativeRowFunction) -> NativeLoop:
+    """The loop a spec describes, over its compiled function `native`."""
+    if isinstance(spec, HeightSpec):
+        return HeightLoop(native, spec)
+    return NativeExpansion(native, spec)
 
 
 class NativeSchedule(Schedule):
