@@ -27,7 +27,7 @@ from xdsl.dialects import func
 from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
-from recir.backend.contexts import Context, lone_context, team_contexts
+from recir.backend.contexts import Context, team_contexts
 from recir.backend.frontier_schedule import NativeRowFunction
 from recir.backend.interrupts import RUNNING
 from recir.backend.schedule_specs import ExpansionSpec, HeightSpec, Spec
@@ -68,10 +68,11 @@ class NativeLoop:
             elif value is not None:
                 plan[at:at + 2] = self.described(k, value, keep)
 
-    def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Context:
-        """One call with a scratch of `needed` bytes (a thread's, on a team
-        of `threads`: plan fields 5 and 6), and again with a larger one while
-        it runs out (where repeating is harmless); raises a thread's error."""
+    def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Sequence[Context]:
+        """One call with a scratch of `needed` bytes (each thread's, on a
+        team of `threads`), and again with a larger one while it runs out
+        (where repeating is harmless); the threads' contexts, the calling
+        thread's first."""
         native = self.native
         for _ in range(native.retries):
             needed = -(-needed // ALIGN) * ALIGN
@@ -80,15 +81,28 @@ class NativeLoop:
                 native.scratch_at = data_address(native.scratch)
             plan[2:4] = native.scratch_at, needed
             contexts = self.contexts(threads)
-            plan[6] = contexts.address
+            self.bind(plan, contexts)
             RUNNING[get_ident()] = contexts  # what Ctrl-C stops
             self.function(contexts.address, data_address(plan))
             if not any(native.scratch_ran_out(ctx) for ctx in contexts.views):
                 break
             needed *= 4
-        failed = [ctx for ctx in contexts.views if ctx.error]
-        native.raise_error(failed[0] if failed else contexts.views[0])
-        return contexts.views[0]
+        return contexts.views
+
+    def bind(self, plan: np.ndarray, contexts: Any) -> None:
+        """Where the plan says the threads' contexts are, if it does."""
+
+    def contexts(self, threads: int) -> Any:
+        """A context per thread, made once per team size (calls of one
+        function take turns: `FrontierFunction.calls`) and cleared for this
+        call; the calling thread's stack is the one checked."""
+        kept = self.teams.get(threads)
+        if kept is None:
+            kept = self.teams[threads] = team_contexts(threads)
+        for ctx in kept.views:
+            ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
+        kept.views[0].stack_limit = stack.stack_limit()
+        return kept
 
     def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
         """Input `k`'s (rows, data address), checked against its type."""
@@ -106,17 +120,8 @@ class HeightLoop(NativeLoop):
         super().__init__(native, spec.inputs)
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
 
-    def contexts(self, threads: int) -> Any:
-        """A context per thread, made once per team size (calls of one
-        function take turns: `FrontierFunction.calls`) and cleared for this
-        call; the calling thread's stack is the one checked."""
-        kept = self.teams.get(threads)
-        if kept is None:
-            kept = self.teams[threads] = team_contexts(threads)
-        for ctx in kept.views:
-            ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
-        kept.views[0].stack_limit = stack.stack_limit()
-        return kept
+    def bind(self, plan: np.ndarray, contexts: Any) -> None:
+        plan[6] = contexts.address
 
     def team_size(self, bounds: np.ndarray) -> int:
         """The threads a call's heights split across: the team where the
@@ -146,7 +151,9 @@ class HeightLoop(NativeLoop):
         threads = self.team_size(bounds)
         plan[5] = threads
         share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
-        self.run(plan, self.native.per_row * share, threads)
+        contexts = self.run(plan, self.native.per_row * share, threads)
+        failed = [ctx for ctx in contexts if ctx.error]
+        self.native.raise_error(failed[0] if failed else contexts[0])
 
 
 class NativeExpansion(NativeLoop):
@@ -164,13 +171,15 @@ class NativeExpansion(NativeLoop):
         self.stored = [(dtype_of(t), row_shape(t)) for t in native.outputs[spec.sites * width:]]
 
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
-        """`Schedule.expand`'s results for these roots."""
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
+                            np.ndarray]:
+        """`Schedule.expand`'s results for these roots, and each
+        invocation's height."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
             plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared)
-            ctx = self.expand(plan, self.native.per_row * capacity)
+            ctx = self.run(plan, self.native.per_row * capacity)[0]
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
                 break
@@ -180,26 +189,8 @@ class NativeExpansion(NativeLoop):
         self.native.raise_error(ctx)
         _, children, stored, levels, heights = arrays
         starts = [int(x) for x in levels[:depths]] + [total]
-        schedule.heights = heights[:total]
         return ([c[:total] for c in children], [s[:total] for s in stored],
-                list(pairwise(starts)))
-
-    def expand(self, plan: np.ndarray, needed: int) -> Context:
-        """One call with a scratch of `needed` bytes, and again with a
-        larger one while it runs out; its context (a full table is the
-        caller's to handle)."""
-        native = self.native
-        for _ in range(native.retries):
-            if native.scratch.nbytes < needed:
-                native.scratch = np.empty(needed, np.uint8)
-                native.scratch_at = data_address(native.scratch)
-            plan[2:4] = native.scratch_at, native.scratch.nbytes
-            ctx = lone_context(stack.stack_limit())
-            self.function(ctypes.addressof(ctx), data_address(plan))
-            if not native.scratch_ran_out(ctx):
-                break
-            needed *= 4
-        return ctx
+                list(pairwise(starts)), heights[:total])
 
     def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
         """Rows for a first try: twice the roots and the longest structure
@@ -264,7 +255,8 @@ class NativeSchedule(Schedule):
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        return loop(self, self.roots, self.shared)
+        children, stored, levels, self.heights = loop(self, self.roots, self.shared)
+        return children, stored, levels
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
