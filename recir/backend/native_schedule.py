@@ -7,7 +7,8 @@ grow while too small. `@post` (or `@post_fwd`, or `@post_bwd` from the roots
 down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
-first row and count there to `saved_at`, which the `_bwd`'s loop reads. The
+(and team thread's) first row and count there to `saved_at`, which the
+`_bwd`'s loop reads: it splits its heights as its `_fwd` did. The
 operands are the interpreter's, in its order (`Schedule.post`,
 `Backward.post_backward`), whole where it slices: `height_spec` and
 `expansion_spec` give their roles for the loops' code.
@@ -28,9 +29,16 @@ from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, team_contexts
-from recir.backend.frontier_schedule import NativeRowFunction
+from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
 from recir.backend.interrupts import RUNNING
-from recir.backend.schedule_specs import ExpansionSpec, HeightSpec, Spec
+from recir.backend.schedule_specs import (
+    BACKWARD,
+    ExpansionSpec,
+    HeightSpec,
+    Spec,
+    copied_elements,
+)
+from recir.diagnostics import RecirError
 from recir.interpreter.frontier import (
     MAX_DEPTH,
     MAX_INVOCATIONS,
@@ -42,7 +50,7 @@ from recir.interpreter.frontier_grad import Backward, is_float_tensor
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.native_context import ERROR_CHECK
 from recir.passes.rows import ALIGN
-from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY, SCALAR, Operand
+from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
 
 
 class NativeLoop:
@@ -119,26 +127,41 @@ class HeightLoop(NativeLoop):
     def __init__(self, native: NativeRowFunction, spec: HeightSpec):
         super().__init__(native, spec.inputs)
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
+        self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
 
-    def team_size(self, bounds: np.ndarray) -> int:
+    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None) -> int:
         """The threads a call's heights split across: the team where the
-        rows it takes off the calling thread save more time than its start
-        and a barrier per height cost (warm: the workers spin between
-        heights), by the policy's costs; else one."""
-        spec, rows = self.spec, np.diff(bounds)
-        if self.threads < 2 or spec.costs is None or not len(rows):
+        rows it takes off the calling thread save more time than its start,
+        a barrier per height (warm: the workers spin between heights) and
+        adding up the threads' gradient copies (an add per element) cost, by
+        the policy's costs; else one. `backward`: the `_bwd` that splits as
+        this `_fwd` (it reads each thread's saved rows), whose work counts too."""
+        loops = [self] if backward is None else [self, backward]
+        rows = np.diff(bounds)
+        costs = self.spec.costs
+        if self.threads < 2 or costs is None or not len(rows) or any(
+                loop.threads != self.threads for loop in loops):
             return 1
-        costs = spec.costs
         moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
-        saved = moved * spec.row_work * costs.unit_s * costs.share
-        return self.threads if saved > costs.team_s + len(rows) * costs.warm_team_s else 1
+        work = sum(loop.spec.row_work for loop in loops)
+        saved = moved * work * costs.unit_s * costs.share
+        summed = sum(copied_elements(loop.spec) for loop in loops) * (
+            self.threads - 1) / self.threads * costs.unit_s
+        start = len(loops) * (costs.team_s + len(rows) * costs.warm_team_s)
+        return self.threads if saved > start + summed else 1
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
-                 outputs: Sequence[np.ndarray], saved_at: np.ndarray) -> None:
-        """Every height of `bounds`; the arrays must outlive the call."""
+                 outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1
+                 ) -> None:
+        """Every height of `bounds` on `threads` (`team_size`; a `_bwd` on
+        its `_fwd`'s, which `saved_at`'s second axis counts); the arrays must
+        outlive the call."""
+        if threads > max(self.threads, 1) or saved_at.shape[1] != threads:
+            raise RecirError(f"error: @{self.native.name}'s heights cannot split "
+                             f"across {threads} threads")
         plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
         plan[:2] = len(bounds) - 1, data_address(bounds)
         plan[4] = data_address(saved_at)
@@ -147,13 +170,32 @@ class HeightLoop(NativeLoop):
         for j, array in enumerate(outputs):
             at = HEADER + 2 * (len(inputs) + j)
             plan[at:at + 2] = len(array), data_address(array)
+        self.place_copies(plan, threads, keep)
         widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        threads = self.team_size(bounds)
         plan[5] = threads
         share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
         contexts = self.run(plan, self.native.per_row * share, threads)
         failed = [ctx for ctx in contexts if ctx.error]
         self.native.raise_error(failed[0] if failed else contexts[0])
+
+    def place_copies(self, plan: np.ndarray, threads: int, keep: list[np.ndarray]) -> None:
+        """Each `COPIED` input's buffers, the caller's then the other
+        threads' copies (made zeroed once per team size; the team adds them
+        into the caller's and zeroes them), as a table in its first field."""
+        copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
+        if not copied:
+            return
+        kept = self.copies.get(threads)
+        if kept is None:
+            kept = self.copies[threads] = [
+                np.zeros((threads - 1, self.inputs[k].row_bytes // 4), np.float32)
+                for k in copied]
+        for k, copies in zip(copied, kept, strict=True):
+            at = HEADER + 2 * k
+            table = np.array([plan[at + 1], *(data_address(copies) + copies.strides[0] * t
+                                              for t in range(threads - 1))], np.int64)
+            keep.append(table)
+            plan[at] = data_address(table)
 
 
 class NativeExpansion(NativeLoop):
@@ -271,10 +313,14 @@ class NativeSchedule(Schedule):
         saved_types = function.function_type.outputs.data[len(tables):]
         # a saved value has at most its height's rows: `total` rows hold them all
         self.saved = [np.empty((total, *row_shape(t)), dtype_of(t)) for t in saved_types]
-        self.saved_at = np.zeros((len(bounds) - 1, len(self.saved), 2), np.int64)
+        name = function.sym_name.data
+        backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
+            FORWARD) else None
+        threads = loop.team_size(bounds, backward)  # the `_bwd` splits its heights alike
+        self.saved_at = np.zeros((len(bounds) - 1, threads, len(self.saved), 2), np.int64)
         self.frames = []
         loop(bounds, (*stored, *self.children32, *tables, *self.shared),
-             [*tables, *self.saved], self.saved_at)
+             [*tables, *self.saved], self.saved_at, threads)
         return tables
 
 
@@ -295,4 +341,5 @@ class NativeBackward(Backward):
                             else self.d_shared[j - ntables])
         inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
-        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at)
+        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at,
+             s.saved_at.shape[1])

@@ -18,14 +18,15 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.policy import Costs
+from recir.backend.policy import Costs, team_min_work
 from recir.diagnostics import RecirError
-from recir.dialects import frontier, tape, tmath
+from recir.dialects import adjoint, frontier, tape, tmath
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier_grad import is_float_tensor
 from recir.passes.expansion_loop import expansion_loop
 from recir.passes.rows import element_bytes, row_width
 from recir.passes.schedule_loops import (
+    COPIED,
     SAVED,
     SCALAR,
     SLICE,
@@ -93,38 +94,62 @@ def operand(typ: Any, kind: str = WHOLE) -> Operand:
 def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp,
                 threads: int = 1, costs: Costs | None = None) -> HeightSpec:
     """The height loop of `function`: the schedule's `@post`, its `_fwd` or
-    its `_bwd`. `@post`'s rows of a height split across a team of `threads`;
-    a `_fwd`'s and `_bwd`'s heights run on one thread (the `_bwd`s of one
-    height's rows add into the same parameter gradients), their products
-    and row loops on the function's teams."""
+    its `_bwd`, each height's rows split across a team of `threads`. A
+    `_bwd`'s rows of a height add into the same parameter gradients: each
+    thread into its own copy of a dense one (`COPIED`); a table that only
+    takes rows (`adjoint.accumulate_row`: embeddings) is shared, its rows
+    added under row locks, which `adjoint_row_kernels` takes only where the
+    function's row loops are lowered for a team: so `_fwd` and `_bwd` split
+    their heights only there."""
     types = post.function_type
     ntables = len(types.outputs.data)
     nstored = len(types.inputs.data) - op.sites.value.data - ntables - len(op.shared)
     nsliced = nstored + op.sites.value.data
     kinds = [SLICE if k < nsliced else WHOLE for k in range(len(types.inputs.data))]
     outputs = list(function.function_type.outputs.data)
+    lowered_for_team = costs is not None and team_min_work(threads, costs, warm=True) >= 0
     if not function.sym_name.data.endswith(BACKWARD):
         outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
-        team = threads if len(outputs) == ntables else 1  # `@post`: no saved rows
+        team = threads if len(outputs) == ntables or lowered_for_team else 1
         return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
                           False, team, row_work(function), costs)
+    team = threads if lowered_for_team else 1
     forward = forward_outputs(function)
-    accumulated = [SLICE if k < nstored else WHOLE
-                   for k, t in enumerate(types.inputs.data)
-                   if is_float_tensor(t) and not nstored <= k < nsliced]
+    gradients = [k for k, t in enumerate(types.inputs.data)
+                 if is_float_tensor(t) and not nstored <= k < nsliced]
+    accumulated = [SLICE if k < nstored else WHOLE for k in gradients]
     floats = sum(1 for t in types.outputs.data if is_float_tensor(t))
     kinds = [*[SAVED] * (forward - ntables), STATIC, *[SLICE] * floats, *kinds, *accumulated]
     inputs = function.function_type.inputs.data
     if len(kinds) != len(inputs) or outputs:
         raise RecirError(f"error: @{function.sym_name.data} does not take what a "
                          "schedule's backward passes it")
-    return HeightSpec([operand(t, k) for t, k in zip(inputs, kinds)], [], True)
+    roles = [operand(t, k) for t, k in zip(inputs, kinds)]
+    first = len(inputs) - len(gradients)
+    for j, k in enumerate(gradients):  # the shared values' gradients, on a team
+        arg = function.body.block.args[first + j]
+        if team > 1 and k >= nsliced + ntables and roles[first + j].kind == STATIC and not all(
+                isinstance(use.operation, adjoint.AccumulateRowOp) and use.index == 0
+                for use in arg.uses):
+            roles[first + j] = Operand(COPIED, math.prod(arg.type.get_shape()) * 4)
+    return HeightSpec(roles, [], True, team, row_work(function), costs)
 
 
 def row_work(function: func.FuncOp) -> int:
-    """Multiply-adds per row of the function's products over rows."""
-    return sum(math.prod(tmath.shape_of(op.operands[0])) for op in function.walk()
-               if isinstance(op, tmath.MatvecOp))
+    """Multiply-adds per row of the function's products over rows (a
+    `_bwd`'s: dY W and dY^T X)."""
+    work = 0
+    for op in function.walk():
+        if isinstance(op, tmath.MatvecOp | adjoint.AccumulateOuterOp):
+            work += math.prod(tmath.shape_of(op.operands[0]))
+        elif isinstance(op, adjoint.VecmatOp):
+            work += math.prod(tmath.shape_of(op.operands[1]))
+    return work
+
+
+def copied_elements(spec: HeightSpec) -> int:
+    """The elements of one thread's copies (`COPIED`), which a team adds up."""
+    return sum(o.row_bytes // 4 for o in spec.inputs if o.kind == COPIED)
 
 
 def forward_outputs(backward: func.FuncOp) -> int:

@@ -7,6 +7,11 @@ parameter) is the sum over the rows: `accumulate` adds every row,
 product over rows: `row_products.row_gemm`), `accumulate_row` scatter-adds
 rows at checked row numbers into a table (a parameter's, or a rows
 argument's: the children's result gradients). Accumulations write in place and return None.
+Where the function is lowered for a team, its heights' rows may be split
+across one (`schedule_loops`): a parameter's table is then shared by the
+threads, and each row is added under its row lock (`adjoint.lock_row`, as the
+recursive path's embedding rows); the children's rows are each one
+invocation's, and a dense parameter gradient is each thread's own copy.
 """
 
 from __future__ import annotations
@@ -169,11 +174,16 @@ def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Non
     data = acc.data if isinstance(acc, Rows) else acc
     stride = acc.stride if isinstance(acc, Rows) else value.width
     one = b.const(1.0, f32)
+    shared = not isinstance(acc, Rows) and b.team.threads > 1
 
     def each(inner: Emitter, r: SSAValue) -> None:
         at = checked(inner, op, inner.load(index.data, r, i32), length)
         target = inner.offset(data, inner.mul(at, stride))
+        if shared:
+            inner.op(adjoint.LockRowOp(at))
         axpy(inner, target, one, row_at(inner, value, r), value.width)
+        if shared:
+            inner.op(adjoint.UnlockRowOp(at))
 
     each_row(b, index.count, each)
 

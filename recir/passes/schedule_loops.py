@@ -11,17 +11,23 @@ checked before it is read or written: a failed check sets the context's
 error and site, and the loop stops, as after an error of the function.
 
 `@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
-scratch, scratch bytes (each thread's), saved_at (i64[heights][saved][2]:
-each saved value's first row and count), threads, contexts (one per
-thread, `CONTEXT_BYTES` apart), then the inputs and the outputs (capacity
-in rows, data). A loop built for a team (`@post`'s, where the function is
-compiled for several threads) starts one on `threads` > 1 and splits every
-height's rows across it, each thread with its own context and scratch, a
-barrier after each height (the next reads this one's rows): one team start
-per call rather than per product, and every op of a height shared. An input is a slice of a table (the height's rows of it), a whole
-table, a value a `_fwd` saved (its rows at that height) or a static tensor
-or scalar; an output goes into its table at the height's rows or, for a
-`_fwd`'s saved values, is appended to its buffer.
+scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
+[saved][2]: each thread's first row and count of each saved value), threads,
+contexts (one per thread, `CONTEXT_BYTES` apart), then the inputs and the
+outputs (capacity in rows, data). A loop built for a team (where the
+function is compiled for several threads) starts one on `threads` > 1 and
+splits every height's rows across it, each thread with its own context and
+scratch, a barrier after each height (the next reads this one's rows): one
+team start per call rather than per product, and every op of a height
+shared. An input is a slice of a table (the height's rows of it), a whole
+table, a value a `_fwd` saved (its rows at that height, the thread's), a
+static tensor or scalar, or a parameter's gradient a `_bwd` adds into
+(`COPIED`: each thread adds into its own buffer, the caller's for thread 0
+and a zeroed copy for the others, which the team adds into the caller's
+after the last height, zeroing them again). An output goes into its table at
+the height's rows or, for a `_fwd`'s saved values, into its buffer from the
+thread's first row of the height on (a saved value has at most the rows it
+was computed from), so the `_bwd` split as its `_fwd` finds each thread's.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import i1, i8, i32, i64
+from xdsl.dialects.builtin import f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
@@ -39,11 +45,13 @@ from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 
 HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
+COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
 TABLE = "table"  # an output's kind besides SAVED
 HEADER = 7  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
+SHORT_TEAM = "error: a schedule's team started with fewer threads than its call asked"
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class Operand:
     """One input or output of the function over rows, as the loop passes it."""
 
     kind: str
-    row_bytes: int = 0  # rows kinds
+    row_bytes: int = 0  # rows kinds; COPIED: the whole buffer's
     scalar: Attribute = i64  # SCALAR
 
 
@@ -97,6 +105,7 @@ class PlanFunction:
         else:
             self.loop, b, (self.ctx, self.plan) = new_function(
                 f"{self.name}{suffix}", [PTR, PTR], private=False)
+            self.thread, self.threads = b.i64(0), b.i64(1)
         self.b = b
         self.scratch_bytes = b.load(self.plan, 3, i64)
         self.scratch = b.load(self.plan, 2, PTR)
@@ -140,6 +149,8 @@ class PlanFunction:
             if operand.scalar == i1:  # a byte in memory
                 return e.value(arith.TruncIOp(self.field(e, first + 1, i8), i1))
             return self.field(e, first + 1, operand.scalar)
+        if operand.kind == COPIED:  # this thread's buffer
+            return e.load(self.field(e, first, PTR), self.thread, PTR)
         data = self.field(e, first + 1, PTR)
         if operand.kind == STATIC:
             return data
@@ -191,9 +202,9 @@ class HeightLoopBuilder(PlanFunction):
         self.saved_at = b.load(self.plan, 4, PTR)
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
-        self.appended = b.alloca(max(self.nsaved, 1), i64)  # each saved output's rows so far
-        for j in range(self.nsaved):
-            b.store(b.i64(0), self.appended, j)
+        if self.team:  # saved rows and copies are laid out for the team asked for
+            b.when(b.compare("ne", self.threads, b.load(self.plan, 5, i64)),
+                   self.fail(SHORT_TEAM))
 
         def each_height(e: Emitter, index: SSAValue, _: Sequence[SSAValue]
                         ) -> Sequence[SSAValue]:
@@ -204,7 +215,34 @@ class HeightLoopBuilder(PlanFunction):
             return ()
 
         b.loop(self.heights, each_height)
+        if self.team:  # after the last height's barrier
+            for k, operand in enumerate(self.inputs):
+                if operand.kind == COPIED:
+                    self.sum_copies(b, k, operand.row_bytes // 4)
         return self.finish()
+
+    def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
+        """This thread's block of the elements of input `k`'s copies (of
+        threads 1 on) added into the caller's buffer, and zeroed."""
+        buffers = self.field(b, self.operand_field(k), PTR)
+        lo = b.value(arith.DivSIOp(b.mul(self.thread, elements), self.threads))
+        hi = b.value(arith.DivSIOp(b.mul(b.add(self.thread, 1), elements), self.threads))
+        target = b.offset(b.load(buffers, 0, PTR), lo)
+
+        def each_copy(e: Emitter, t: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            copy = e.offset(e.load(buffers, e.add(t, 1), PTR), lo)
+
+            def each(inner: Emitter, i: SSAValue, __: Sequence[SSAValue]
+                     ) -> Sequence[SSAValue]:
+                inner.store(inner.value(arith.AddfOp(inner.load(target, i),
+                                                     inner.load(copy, i))), target, i)
+                inner.store(inner.const(0.0, f32), copy, i)
+                return ()
+
+            e.loop(e.sub(hi, lo), each)
+            return ()
+
+        b.loop(b.sub(self.threads, 1), each_copy)
 
     def share(self, e: Emitter, lo: SSAValue, hi: SSAValue) -> tuple[SSAValue, SSAValue]:
         """This thread's rows of [lo, hi): all of them, or on a team its block."""
@@ -216,7 +254,9 @@ class HeightLoopBuilder(PlanFunction):
         return e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
 
     def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
-        return e.mul(e.add(e.mul(h, self.nsaved), j), 2)
+        """Where saved value j's (first row, count) of this thread at height h is."""
+        slot = e.add(e.mul(e.add(e.mul(h, self.threads), self.thread), self.nsaved), j)
+        return e.mul(slot, 2)
 
     def run_height(self, e: Emitter, h: SSAValue) -> None:
         lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
@@ -247,8 +287,9 @@ class HeightLoopBuilder(PlanFunction):
         self.unless_failed(e, lambda inner: self.store_outputs(inner, h, lo, count))
 
     def store_outputs(self, e: Emitter, h: SSAValue, lo: SSAValue, count: SSAValue) -> None:
-        """Each result into its table at the height's rows, or appended to its
-        saved buffer (and where it went into `saved_at`)."""
+        """Each result into its table at the thread's rows of the height, or
+        into its saved buffer from the first of them (and where it went into
+        `saved_at`): at most as many rows."""
         saved = 0
         for j, operand in enumerate(self.outputs):
             rows, capacity = self.output_rows(e, j), self.capacity(e, j)
@@ -257,11 +298,11 @@ class HeightLoopBuilder(PlanFunction):
                 ok = both(e, e.compare("eq", rows, count),
                           e.compare("sle", e.add(lo, count), capacity))
             else:
-                start = e.load(self.appended, saved, i64)
-                ok = e.compare("sle", e.add(start, rows), capacity)
+                start = lo
+                ok = both(e, e.compare("sle", rows, count),
+                          e.compare("sle", e.add(lo, rows), capacity))
                 at = self.saved_slot(e, h, saved)
                 e.store(start, self.saved_at, at)
                 e.store(rows, self.saved_at, e.add(at, 1))
-                e.store(e.add(start, rows), self.appended, saved)
                 saved += 1
             self.copy_rows(e, ok, OUT_OF_RANGE, j, start)
