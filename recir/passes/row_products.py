@@ -10,9 +10,10 @@ threads (convert-tmath-to-loops{row-threads=T row-team-work=W}), the call is
 of the kernel's team form instead (`team_function`): below W multiply-adds
 (a team's start would cost more than the threads save:
 `policy.team_min_work`) or with fewer than two register tiles it calls the
-kernel itself, else it starts a libgomp team (`GOMP_parallel`) whose threads
-each call the kernel on their own block of C: whole tiles of C's rows where
-there are enough for the team, else of its columns. No two threads write one
+kernel itself (as it does on a thread of a team already), else it starts
+a libgomp team (`GOMP_parallel`) whose threads each call the kernel on
+their own block of C: whole tiles of C's rows where there are enough for
+the team, else of its columns. No two threads write one
 element of C, so a weight's gradient dY^T X (accumulated into the
 parameter's gradient) needs no reduction, and the split depends only on
 (m, n, k, threads): one thread count gives the same bits on every call. The
@@ -97,6 +98,14 @@ def part_function(layout: str, target: Target) -> llvm.FuncOp:
     return function
 
 
+def outside_teams(b: Emitter) -> SSAValue:
+    """Whether the calling thread is alone, not one of a team's (a height
+    loop's, `schedule_loops`): a team started there would be nested, which
+    the runtime runs on that thread alone, at the cost of a start."""
+    alone = b.value(llvm.CallOp("omp_get_num_threads", return_type=i32))
+    return b.value(arith.CmpiOp(alone, b.const(1, i32), "eq"))
+
+
 def team_function(layout: str, target: Target) -> llvm.FuncOp:
     """`recir_gemm_<layout>.team(..., threads, min_work)`: the kernel on
     one thread, or on a team of at most `threads`, one block of C each."""
@@ -110,6 +119,7 @@ def team_function(layout: str, target: Target) -> llvm.FuncOp:
     team = b.min(threads, most)
     work = b.mul(b.mul(m, n), k)
     pays = b.value(arith.AndIOp(b.compare("sge", team, 2), b.compare("sge", work, min_work)))
+    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
 
     def on_team(e: Emitter) -> None:
         data = e.alloca(FIELDS, i64)
@@ -309,6 +319,7 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
     work = b.mul(count, work_per_row)
     pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
                                 b.compare("sge", work, b.team.min_work)))
+    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
 
     def on_team(e: Emitter) -> None:
         part = e.value(llvm.AddressOfOp(f"{name}.part", PTR))

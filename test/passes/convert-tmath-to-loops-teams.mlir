@@ -8,9 +8,10 @@
 // kernel itself). An elementwise loop over rows
 // (the concat, the bias rows, tanh, the leaf counts' addf: rows0 to rows3;
 // tanh's is checked) is outlined into `.rows(data, lo,
-// hi)`; with the rows x width x ops at least the least work and two rows it
-// starts a team whose `.part` runs each thread's block of rows, else it
-// calls `.rows` on all of them.
+// hi)`; with the rows x width x ops at least the least work and two rows,
+// on a thread not already one of a team's (a height loop's), it starts a
+// team whose `.part` runs each thread's block of rows, else it calls `.rows`
+// on all of them.
 // TreeRNN's shape: a leaf embeds its word; an inner node combines its two
 // children's vectors. The structure arrays are per tree (ragged), the
 // weights uniform; the second result counts leaves (a scalar per row).
@@ -55,7 +56,11 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:    %[[MANY:.*]] = arith.cmpi sge, %[[TEAM]], %[[TWO]] : i64
 // CHECK-NEXT:    %[[LEAST:.*]] = arith.constant 4096 : i64
 // CHECK-NEXT:    %[[ENOUGH:.*]] = arith.cmpi sge, %[[ROWS_WORK]], %[[LEAST]] : i64
-// CHECK-NEXT:    %[[PAYS:.*]] = arith.andi %[[MANY]], %[[ENOUGH]] : i1
+// CHECK-NEXT:    %[[WORTH:.*]] = arith.andi %[[MANY]], %[[ENOUGH]] : i1
+// CHECK-NEXT:    %[[IN_TEAM:.*]] = llvm.call @omp_get_num_threads() : () -> i32
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK-NEXT:    %[[ALONE:.*]] = arith.cmpi eq, %[[IN_TEAM]], %[[ONE]] : i32
+// CHECK-NEXT:    %[[PAYS:.*]] = arith.andi %[[WORTH]], %[[ALONE]] : i1
 // CHECK-NEXT:    scf.if %[[PAYS]] {
 // CHECK-NEXT:      %[[ROWS_PART:.*]] = llvm.mlir.addressof @node__post.rows2.part : !llvm.ptr
 // CHECK-NEXT:      %[[SIZE:.*]] = arith.trunci %[[TEAM]] : i64 to i32
