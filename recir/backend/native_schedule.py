@@ -31,12 +31,14 @@ from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
 from recir.backend.interrupts import RUNNING
+from recir.backend.policy import defer_outer_bytes
 from recir.backend.schedule_specs import (
     BACKWARD,
     ExpansionSpec,
     HeightSpec,
     Spec,
     copied_elements,
+    largest_copy,
 )
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import (
@@ -138,12 +140,17 @@ class HeightLoop(NativeLoop):
         a barrier per height (warm: the workers spin between heights) and
         adding up the threads' gradient copies (an add per element) cost, by
         the policy's costs; else one. `backward`: the `_bwd` that splits as
-        this `_fwd` (it reads each thread's saved rows), whose work counts too."""
+        this `_fwd` (it reads each thread's saved rows), whose work counts
+        too, and which keeps the products' own teams where a thread's copy
+        of a gradient would not fit half a core's L2 (`policy.defer_outer_bytes`:
+        with its weight, the gradient a thread's products read and write at
+        every height; those teams split each gradient across the threads)."""
         loops = [self] if backward is None else [self, backward]
         rows = np.diff(bounds)
         costs = self.spec.costs
         if self.threads < 2 or costs is None or not len(rows) or any(
-                loop.threads != self.threads for loop in loops):
+                loop.threads != self.threads for loop in loops) or any(
+                largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
             return 1
         moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
         work = sum(loop.spec.row_work for loop in loops)

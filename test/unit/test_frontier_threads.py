@@ -202,6 +202,35 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
         np.testing.assert_allclose(again[k] + 1, g, rtol=1e-5, atol=1e-5, err_msg=k)
 
 
+def test_a_gradients_heights_split_where_the_cost_model_says_so():
+    """`HeightLoop.team_size` for a `_fwd` and its `_bwd`: the team where
+    the rows moved off the calling thread save more than the starts, the
+    barriers and the copies' sum; one thread for a batch too small to repay
+    them, and where a thread's copy of a gradient would not fit half of L2
+    (the products' own teams split that gradient instead)."""
+    from types import SimpleNamespace
+
+    from recir.backend.native_schedule import HeightLoop
+    from recir.backend.schedule_specs import HeightSpec
+    from recir.passes.schedule_loops import COPIED, Operand
+
+    costs = policy.Costs(unit_s=1e-10, task_s=1e-6, team_s=50e-6, share=1.0,
+                         warm_team_s=2e-6)
+
+    def loop(work: int, copy_bytes: int = 0) -> SimpleNamespace:
+        inputs = [Operand(COPIED, copy_bytes)] if copy_bytes else []
+        return SimpleNamespace(threads=2, spec=HeightSpec(inputs, [], False, 2, work, costs))
+
+    wide = np.array([0, 4000, 6000, 7000], np.int64)  # three heights
+    narrow = np.array([0, 2, 3], np.int64)
+    small = 4 * 1000
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, small)) == 2
+    assert HeightLoop.team_size(loop(10_000), narrow, loop(20_000, small)) == 1
+    big = policy.defer_outer_bytes()
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == 1
+    assert HeightLoop.team_size(loop(10_000), wide) == 2  # inference: no copies
+
+
 def test_a_team_starts_where_the_cost_model_says_it_pays():
     """`team_min_work` is `team_pays` without tasks solved for the work:
     below it one thread is faster; none where extra threads get too
