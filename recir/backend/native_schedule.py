@@ -115,10 +115,19 @@ class NativeLoop:
         return kept
 
     def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
-        """Input `k`'s (rows, data address), checked against its type."""
-        array = self.native.checked(k, value, keep)
-        batched = self.native.kinds[k][0]  # type: ignore[index]
-        return (len(array) if batched else 0), data_address(array)
+        """Input `k`'s (rows, data address), checked against its type; a
+        static one (a parameter, its gradient) that is the array checked
+        last time, by the address found then (`NativeRowFunction.known`)."""
+        native = self.native
+        known = native.known[k]
+        if known is not None and known[0] is value and value.shape == known[2]:
+            return 0, known[1]
+        array = native.checked(k, value, keep)
+        batched, _, shape = native.kinds[k]  # type: ignore[misc]
+        address = data_address(array)
+        if not batched and array is value:
+            native.known[k] = (value, address, shape)
+        return (len(array) if batched else 0), address
 
 
 class HeightLoop(NativeLoop):
