@@ -26,6 +26,7 @@ from recir.backend.engine import openmp
 from recir.backend.kernels import gemm
 from recir.data.synthetic import make_treebank
 from recir.data.trees import Tree
+from recir.diagnostics import RecirError
 from recir.interpreter import run_function
 from recir.models import tree_lstm, tree_rnn
 from recir.pipeline import run_passes
@@ -174,7 +175,8 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     heights on the calling thread, so no thread's adds are lost (its dense
     copies summed, its embedding rows, which repeat across threads in a
     vocabulary of 12, added under locks), and the next call, whose copies
-    start from zero again, gives them again."""
+    start from zero again, gives them again; a word outside the vocabulary
+    is an error on the team, not a hang, and the call after it is right."""
     from recir.backend.native_schedule import HeightLoop
 
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=HIDDEN, vocab=12)
@@ -200,6 +202,13 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     for k, g in want.items():
         np.testing.assert_allclose(got[k], g, rtol=1e-5, atol=1e-5, err_msg=k)
         np.testing.assert_allclose(again[k] + 1, g, rtol=1e-5, atol=1e-5, err_msg=k)
+    monkeypatch.undo()
+    bad = Tree(left=[-1, -1, 0], right=[-1, -1, 1], word=[3, 99, 5], label=[0, 1, 2])
+    with pytest.raises(RecirError, match="index out of range"):  # on the team, no hang
+        grad.batch([*trees, inputs([bad])[0]])
+    _, after = grad.batch(trees)
+    for k, g in want.items():
+        np.testing.assert_allclose(after[k] + 1, g, rtol=1e-5, atol=1e-5, err_msg=k)
 
 
 def test_a_gradients_heights_split_where_the_cost_model_says_so():
