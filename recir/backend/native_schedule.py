@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from functools import cache
 from itertools import pairwise
 from threading import get_ident
 from typing import Any
@@ -29,6 +30,7 @@ from recir.backend import stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, team_contexts
+from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
 from recir.backend.interrupts import RUNNING
 from recir.backend.policy import defer_outer_bytes
@@ -130,6 +132,14 @@ class NativeLoop:
         return (len(array) if batched else 0), address
 
 
+@cache
+def thread_limit() -> int:
+    """The most threads the OpenMP runtime gives a team (`OMP_THREAD_LIMIT`):
+    a gradient's loops lay out saved rows and copies for the team asked for."""
+    library = openmp()
+    return int(library.omp_get_thread_limit()) if library is not None else 1
+
+
 class HeightLoop(NativeLoop):
     """`@f__heights`: every height of a `@post` (`_fwd`, `_bwd`) in one call."""
 
@@ -157,7 +167,8 @@ class HeightLoop(NativeLoop):
         loops = [self] if backward is None else [self, backward]
         rows = np.diff(bounds)
         costs = self.spec.costs
-        if self.threads < 2 or costs is None or not len(rows) or any(
+        if self.threads < 2 or costs is None or not len(rows) or (
+                thread_limit() < self.threads) or any(
                 loop.threads != self.threads for loop in loops) or any(
                 largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
             return 1

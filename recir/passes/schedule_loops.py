@@ -202,7 +202,8 @@ class HeightLoopBuilder(PlanFunction):
         self.saved_at = b.load(self.plan, 4, PTR)
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
-        if self.team:  # saved rows and copies are laid out for the team asked for
+        if self.team and (self.nsaved or any(o.kind == COPIED for o in self.inputs)):
+            # saved rows and copies are laid out for the team asked for
             b.when(b.compare("ne", self.threads, b.load(self.plan, 5, i64)),
                    self.fail(SHORT_TEAM))
 
