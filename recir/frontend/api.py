@@ -37,7 +37,7 @@ from xdsl.ir import Attribute, Block, Region
 
 from recir.dialects import invoke
 from recir.frontend.locations import user_error, user_location
-from recir.frontend.tracer import Tracer, as_value, emit, insertion_block
+from recir.frontend.tracer import Tracer, as_value, current_block, emit, insertion_block
 from recir.parsing import verify_located
 
 __all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
@@ -138,7 +138,7 @@ class SubGraph:
         self.op.location = user_location()
         self.inputs = [Tracer(a) for a in self.op.body.block.args]
         self.defined = False
-        emit_declaration(self.op)
+        current_block().add_op(self.op)  # declared where it is created
         self.context = insertion_block(self.op.body.block)
 
     def __enter__(self) -> SubGraph:
@@ -166,12 +166,6 @@ class SubGraph:
         op = emit(invoke.InvokeOp(self.name, values, self.output_types))
         results = [Tracer(r) for r in op.results]
         return results[0] if len(results) == 1 else tuple(results)
-
-
-def emit_declaration(op: invoke.SubgraphOp) -> None:
-    from recir.frontend.tracer import current_block
-
-    current_block().add_op(op)
 
 
 def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
