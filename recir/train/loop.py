@@ -166,6 +166,11 @@ def log(record: dict[str, Any], config: TrainConfig) -> None:
     config.history.append(record)
     if config.on_epoch is not None:
         config.on_epoch(record)
+    append_metrics(record, config)
+
+
+def append_metrics(record: dict[str, Any], config: TrainConfig) -> None:
+    """One JSON line in the --metrics file, if there is one."""
     if config.metrics:
         with open(config.metrics, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -186,9 +191,7 @@ def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
     finally:
         for k, v in last.items():
             params[k][...] = v
-    if config.metrics:
-        with open(config.metrics, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+    append_metrics(record, config)
     return record
 
 
