@@ -45,11 +45,9 @@ def f32(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def checked_index(op: Any, index: int, length: int) -> int:
+def checked_index(index: int, length: int) -> int:
     if not 0 <= index < length:
-        raise InterpretationError(
-            f"index {index} out of range for length {length}"
-        )
+        raise InterpretationError(f"index {index} out of range for length {length}")
     return index
 
 
@@ -58,11 +56,14 @@ def checked_rows(index: np.ndarray, length: int) -> np.ndarray:
     index = np.asarray(index)
     bad = (index < 0) | (index >= length)
     if bad.any():
-        raise InterpretationError(
-            f"index {int(index[bad][0])} out of range for length {length} "
-            f"(row {int(np.argmax(bad))})"
-        )
+        raise InterpretationError(f"index {int(index[bad][0])} out of range for length "
+                                  f"{length} (row {int(np.argmax(bad))})")
     return index
+
+
+def per_row(x: np.ndarray) -> np.ndarray:
+    """Rows as a matrix: each row's elements flattened."""
+    return x.reshape(len(x), int(np.prod(x.shape[1:])))
 
 
 class TMathFunctions(InterpreterFunctions):
@@ -124,14 +125,14 @@ class TMathFunctions(InterpreterFunctions):
         table, index = args
         if isinstance(index, np.ndarray):
             return (table[checked_rows(index, table.shape[0])],)
-        return (table[checked_index(op, index, table.shape[0])].copy(),)
+        return (table[checked_index(index, table.shape[0])].copy(),)
 
     @impl(tmath.ExtractOp)
     def run_extract(self, interp: Interpreter, op: tmath.ExtractOp, args: Any):
         array, index = args
         if isinstance(index, np.ndarray):
             return (array[checked_rows(index, array.shape[0])],)
-        value = array[checked_index(op, index, array.shape[0])]
+        value = array[checked_index(index, array.shape[0])]
         return (int(value) if array.dtype.kind in "iu" else float(value),)
 
     @impl(tmath.SizeOp)
@@ -141,15 +142,13 @@ class TMathFunctions(InterpreterFunctions):
     @impl(tmath.SumOp)
     def run_sum(self, interp: Interpreter, op: tmath.SumOp, args: Any):
         if is_rows(op.result):
-            x = args[0]
-            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).sum(axis=1, dtype=np.float32),)
+            return (per_row(args[0]).sum(axis=1, dtype=np.float32),)
         return (float(np.float32(args[0].sum(dtype=np.float32))),)
 
     @impl(tmath.MaxOp)
     def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
         if is_rows(op.result):
-            x = args[0]
-            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).max(axis=1),)
+            return (per_row(args[0]).max(axis=1),)
         return (float(args[0].max()),)
 
     @impl(tmath.ArgmaxOp)
@@ -170,7 +169,7 @@ class TMathFunctions(InterpreterFunctions):
             shifted = logits - logits.max(axis=1, keepdims=True)
             picked = shifted[np.arange(len(label)), label]
             return (f32(np.log(np.exp(shifted).sum(axis=1)) - picked),)
-        label = checked_index(op, label, logits.shape[0])
+        label = checked_index(label, logits.shape[0])
         shifted = logits - logits.max()
         return (float(np.float32(np.log(np.exp(shifted).sum()) - shifted[label])),)
 
