@@ -197,10 +197,9 @@ def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
 
 def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
               grads: dict[str, np.ndarray], config: TrainConfig, desc: str,
-              reducer: LocalReducer | None = None) -> dict[str, float]:
+              reducer: LocalReducer) -> dict[str, float]:
     """One pass in the given order: a step per minibatch on its mean gradient
     (with several ranks, each computes its share and the sums are reduced)."""
-    reducer = reducer or LocalReducer()
     began, total_loss, seen = time.perf_counter(), 0.0, 0
     with tqdm(total=len(trees), disable=not (config.progress and reducer.is_root),
               desc=desc, unit="tree", leave=False) as bar:
