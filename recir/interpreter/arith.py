@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType
-from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
 from xdsl.utils.exceptions import InterpretationError
+
+from recir.interpreter.tmath import register_table
 
 
 def round_f32(x: float) -> float:
@@ -46,9 +48,7 @@ def _scalar_impl(fn: Any) -> Any:
     return run
 
 
-for _op_type, _fn in SCALAR_ARITH.items():
-    setattr(ArithExtraFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_scalar_impl(_fn)))
-register_impls(ArithExtraFunctions)
+register_table(ArithExtraFunctions, SCALAR_ARITH, _scalar_impl)
 
 
 # The row forms of arith ops (`invoke-to-frontier`): the same op on tensors
@@ -82,6 +82,4 @@ def _row_impl(fn: Any) -> Any:
     return run
 
 
-for _op_type, _fn in ROW_ARITH.items():
-    setattr(ArithRowFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_row_impl(_fn)))
-register_impls(ArithRowFunctions)
+register_table(ArithRowFunctions, ROW_ARITH, _row_impl)

@@ -182,10 +182,16 @@ def _elementwise(fn: Callable[..., np.ndarray]) -> Callable[..., tuple[Any, ...]
     return run
 
 
-# One implementation per concrete elementwise op: xDSL dispatches on exact types.
-for _op_type, _fn in (_UNARY | _BINARY).items():
-    setattr(TMathFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_elementwise(_fn)))
-register_impls(TMathFunctions)
+def register_table(functions: type[InterpreterFunctions], table: dict[type, Any],
+                   make_run: Callable[[Any], Any]) -> None:
+    """Registers `make_run(fn)` as the impl of each op class of `table` (xDSL
+    dispatches on exact classes, so each concrete op gets its own)."""
+    for op_type, fn in table.items():
+        setattr(functions, f"run_{op_type.__name__}", impl(op_type)(make_run(fn)))
+    register_impls(functions)
+
+
+register_table(TMathFunctions, _UNARY | _BINARY, _elementwise)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
