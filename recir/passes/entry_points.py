@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
-from recir.passes.arith_to_llvm import convert_arith
-from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.convert_invoke_to_gomp import byte_offset, call_task, declare
+from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
@@ -33,33 +33,29 @@ PACKED_ENTRY = "__packed"  # one call on the calling thread
 TEAM_ENTRY = "__team"  # one call or a batch of calls on a team
 
 
-def task_function(name: str, callee: str, args: Sequence[Attribute],
-                  results: Sequence[Attribute]) -> llvm.FuncOp:
-    """`@name(data)`: a call of the converted `@callee` as a libgomp task,
-    its context and arguments in 8-byte fields of `data` ({contexts,
-    args..., result slots}), on the context of the thread that runs it."""
+def thread_context(b: Emitter, contexts: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(the thread's number in its team, its context in the array `contexts`)."""
+    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
+    return thread, byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)),
+                                                  CONTEXT_BYTES))
+
+
+def entry_function(name: str, region: Region, linkage: str = "external") -> llvm.FuncOp:
+    """`@name(data)` with the body `region`, its arith ops lowered."""
+    return lower_to_llvm(llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
+                                     llvm.LinkageAttr(linkage), body=region))
+
+
+def task_function(name: str, function: llvm.FuncOp) -> llvm.FuncOp:
+    """`@name(data)`: a call of `function` as a libgomp task, its context
+    and arguments in 8-byte fields of `data` ({contexts, args..., result
+    slot}), on the context of the thread that runs it."""
     block = Block(arg_types=[PTR])
     data = block.args[0]
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
-    contexts = b.load(data, 0, PTR)
-    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
-    ctx = byte_offset(b, contexts, offset)
-    values = [b.load(byte_offset(b, data, 8 * (k + 1)), 0, t) for k, t in enumerate(args)]
-    slots = [b.load(byte_offset(b, data, 8 * (1 + len(args) + k)), 0, PTR)
-             for k in range(len(results))]
-    if len(results) == 1:
-        result = b.value(llvm.CallOp(callee, ctx, *values, return_type=results[0]))
-        b.store(result, slots[0], 0)
-    else:
-        b.op(llvm.CallOp(callee, ctx, *values, *slots))
+    call_unpacked(b, function, data, thread_context(b, b.load(data, 0, PTR))[1], 1)
     b.op(llvm.ReturnOp())
-    region = Region(block)
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
-                       llvm.LinkageAttr("internal"), body=region)
+    return entry_function(name, Region(block), "internal")
 
 
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
@@ -103,12 +99,7 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
     b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
     b.op(llvm.ReturnOp())
-    for op in list(block.ops):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(f"{function.sym_name.data}{PACKED_ENTRY}",
-                       llvm.LLVMFunctionType([PTR], None), llvm.LinkageAttr("external"),
-                       body=Region(block))
+    return entry_function(f"{function.sym_name.data}{PACKED_ENTRY}", Region(block))
 
 
 def team_entry(function: llvm.FuncOp, copies: Copies = ()
@@ -125,16 +116,13 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
     Returns the entry and the call's task function (`@f__item`)."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
+    item = task_function(f"{name}__item", function)
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
         def spawn(w: Emitter, index: SSAValue) -> Emitter:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
-            task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
-            null = w.value(llvm.ZeroOp.create(result_types=[PTR]))
-            w.op(llvm.CallOp("GOMP_task", task, record, null, w.i64(stride), w.i64(8),
-                             w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
+            call_task(w, item.sym_name.data, record, stride)
             return w
 
         lone, spawning = Block(), Block()
@@ -197,8 +185,7 @@ def team_function(name: str, build: Build, sums: str | None = None) -> llvm.Func
     data = entry.args[0]
     b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
     contexts = b.load(data, 0, PTR)
-    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    ctx = byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES))
+    thread, ctx = thread_context(b, contexts)
     b.store(b.i64(0), field(b, ctx, ERROR_OFFSET), 0)  # error and site: contexts are reused
     # the call's spawn budget, which Python sets in thread 0's context only
     b.store(b.load(field(b, contexts, SPAWN_BUDGET), 0, i64), field(b, ctx, SPAWN_BUDGET), 0)
@@ -233,9 +220,4 @@ def team_function(name: str, build: Build, sums: str | None = None) -> llvm.Func
     if sums is not None:
         done.add_op(llvm.CallOp(sums, contexts, thread))
     done.add_op(llvm.ReturnOp())
-    region = Region([entry, main, worker, lookup, ready, call, *extra, done])
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
-                       llvm.LinkageAttr("external"), body=region)
+    return entry_function(name, Region([entry, main, worker, lookup, ready, call, *extra, done]))

@@ -13,12 +13,13 @@ from __future__ import annotations
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, Operation, Region
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
-from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.convert_invoke_to_gomp import byte_offset
+from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ERROR_MEMORY, LOG_BYTES, OUTER_LOGS, field, record_error
-from recir.passes.tape_arena import byte_offset, to_int
+from recir.passes.tape_arena import to_int
 
 RESERVE = "recir_log_reserve"
 GROW_BYTES = 1 << 20
@@ -73,9 +74,6 @@ def reserve_function() -> llvm.FuncOp:
     record_error(b, ctx, ERROR_MEMORY)
     b.op(llvm.ReturnOp(b.value(llvm.ZeroOp.create(result_types=[PTR]))))
 
-    region = Region([entry, look, fast, grow, grown, fail])
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(RESERVE, llvm.LLVMFunctionType([PTR, i64, i64], PTR),
-                       llvm.LinkageAttr("internal"), body=region)
+    return lower_to_llvm(llvm.FuncOp(RESERVE, llvm.LLVMFunctionType([PTR, i64, i64], PTR),
+                                     llvm.LinkageAttr("internal"),
+                                     body=Region([entry, look, fast, grow, grown, fail])))
