@@ -66,27 +66,39 @@ def stack_limit() -> int:
         return _this_thread.limit
 
 
-def on_deep_stack(work: Callable[[], T]) -> T:
-    """Runs `work()` on a fresh thread with a `DEEP_STACK_BYTES` stack."""
-    outcome: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as e:  # re-raised on the caller's thread
-            outcome["error"] = e
-
+def start_deep_thread(target: Callable[[], None], name: str, daemon: bool = False
+                      ) -> threading.Thread:
+    """A started thread that runs `target` on a `DEEP_STACK_BYTES` stack."""
     with _stack_size_lock:
         previous = threading.stack_size(DEEP_STACK_BYTES)
         try:
-            thread = threading.Thread(target=target, name="recir-deep-stack")
+            thread = threading.Thread(target=target, name=name, daemon=daemon)
             thread.start()
         finally:
             threading.stack_size(previous)
-    thread.join()
+    return thread
+
+
+def run_into(work: Callable[[], object], outcome: dict[str, object]) -> None:
+    """work()'s value, or what it raised (for the caller's thread), in `outcome`."""
+    try:
+        outcome["value"] = work()
+    except BaseException as e:
+        outcome["error"] = e
+
+
+def outcome_of(outcome: dict[str, object]) -> Any:
+    """What `run_into` kept: its value returned, its exception raised."""
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    return outcome["value"]
+
+
+def on_deep_stack(work: Callable[[], T]) -> T:
+    """Runs `work()` on a fresh thread with a `DEEP_STACK_BYTES` stack."""
+    outcome: dict[str, object] = {}
+    start_deep_thread(lambda: run_into(work, outcome), "recir-deep-stack").join()
+    return outcome_of(outcome)
 
 
 _stack_size_lock = threading.Lock()
@@ -156,8 +168,7 @@ class DeepStackWorker:
     handed to it: without glibc's ucontext, gradient calls run there from the
     start, because a retry after the backward overflowed would add some
     gradients twice (with it, they start on the caller's switched stack).
-    A job's
-    end is signalled by releasing a lock the caller waits on (cheaper per
+    A job's end is signalled by releasing a lock the caller waits on (cheaper per
     hand-over than a threading.Event)."""
 
     def __init__(self) -> None:
@@ -174,14 +185,7 @@ class DeepStackWorker:
     def submit(self, work: Callable[[], object]) -> tuple[dict[str, object], threading.Lock]:
         with self.lock:
             if self.thread is None:
-                with _stack_size_lock:
-                    previous = threading.stack_size(DEEP_STACK_BYTES)
-                    try:
-                        self.thread = threading.Thread(target=self.serve, daemon=True,
-                                                       name="recir-deep-worker")
-                        self.thread.start()
-                    finally:
-                        threading.stack_size(previous)
+                self.thread = start_deep_thread(self.serve, "recir-deep-worker", daemon=True)
         outcome: dict[str, object] = {}
         done = threading.Lock()
         done.acquire()  # released by the worker when the job is done
@@ -192,18 +196,13 @@ class DeepStackWorker:
     def wait(job: tuple[dict[str, object], threading.Lock]) -> T:  # type: ignore[type-var]
         outcome, done = job
         done.acquire()
-        if "error" in outcome:
-            raise outcome["error"]  # type: ignore[misc]
-        return outcome["value"]  # type: ignore[return-value]
+        return outcome_of(outcome)
 
     def serve(self) -> None:
         _this_thread.lasting = True  # (never ends: it may form teams, `TeamLeaders`)
         while True:
             work, outcome, done = self.jobs.get()
-            try:
-                outcome["value"] = work()
-            except BaseException as e:  # re-raised on the caller's thread
-                outcome["error"] = e
+            run_into(work, outcome)
             done.release()
 
 
