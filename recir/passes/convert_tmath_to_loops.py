@@ -112,11 +112,7 @@ class FunctionLowering:
         signature = self.signature = self.function.function_type
         old_args = [a for a in self.entry.args if is_pointer(a.type)]
         for arg in old_args:
-            new = self.entry.insert_arg(PTR, arg.index)
-            if is_tensor(arg.type):
-                self.buffers[arg] = new
-            else:
-                arg.replace_all_uses_with(new)
+            self.replace(arg, self.entry.insert_arg(PTR, arg.index))
         self.outs = [self.entry.insert_arg(PTR, len(self.entry.args))
                      for t in signature.outputs if is_tensor(t)]
         self.lower_block(self.entry)
