@@ -29,7 +29,7 @@ _libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
 _libc.pthread_attr_getstack.argtypes = [
     ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
 _libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
-_this_thread = threading.local()  # its stack's bounds and limit, once looked up
+_this_thread = threading.local()  # its stack limit once looked up, whether it lasts
 # glibc's ucontext functions (musl has none: team calls then hand over to
 # the deep-stack worker instead)
 SWITCHING = all(hasattr(_libc, name) for name in ("getcontext", "makecontext", "swapcontext"))
@@ -42,28 +42,22 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def stack_bounds() -> tuple[int, int]:
-    """(lowest address, size) of the calling thread's stack."""
-    bounds = getattr(_this_thread, "bounds", None)
-    if bounds is None:
-        attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
-        if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
-            raise OSError("pthread_getattr_np failed")
-        low, size = ctypes.c_void_p(), ctypes.c_size_t()
-        _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
-        _libc.pthread_attr_destroy(attr)
-        bounds = _this_thread.bounds = (low.value or 0, size.value)
-    return bounds
-
-
 def stack_limit() -> int:
-    """The lowest address native code on this thread may use (every call
-    asks: a thread-local attribute is the quickest answer)."""
+    """The lowest address native code on this thread may use: its stack's
+    bottom (`pthread_getattr_np`) plus the margin. Every call asks, so the
+    answer is kept in a thread-local attribute, the quickest to read."""
     try:
         return _this_thread.limit
     except AttributeError:
-        _this_thread.limit = stack_bounds()[0] + MARGIN_BYTES
-        return _this_thread.limit
+        pass
+    attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
+    if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
+        raise OSError("pthread_getattr_np failed")
+    low, size = ctypes.c_void_p(), ctypes.c_size_t()
+    _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
+    _libc.pthread_attr_destroy(attr)
+    _this_thread.limit = (low.value or 0) + MARGIN_BYTES
+    return _this_thread.limit
 
 
 def start_deep_thread(target: Callable[[], None], name: str, daemon: bool = False
