@@ -110,10 +110,8 @@ class Spawner:
         count = 1 + len(args) + len(types)
         data = b.alloca(count, i64)
         b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
-        for k, value in enumerate(args):
-            b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
-        for k, slot in enumerate(slots):
-            b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
+        for k, value in enumerate([*args, *slots], 1):  # after the contexts
+            b.store(value, byte_offset(b, data, 8 * k), 0)
         name = f"{self.prefix}_task{len(self.tasks)}"
         self.tasks.append(task_function(name, op))
         call_task(b, name, data, 8 * count)
