@@ -49,10 +49,9 @@ def buffer_bytes(alloca: llvm.AllocaOp) -> int:
 
 def heap_buffers(allocas: list[llvm.AllocaOp]) -> list[llvm.AllocaOp]:
     """The largest buffers, until the others take at most FRAME_STACK_BYTES."""
-    largest = sorted(allocas, key=buffer_bytes, reverse=True)
-    total = sum(map(buffer_bytes, allocas))
+    total = stack_bytes(allocas)
     heap: list[llvm.AllocaOp] = []
-    for alloca in largest:
+    for alloca in sorted(allocas, key=buffer_bytes, reverse=True):
         if total <= FRAME_STACK_BYTES:
             break
         heap.append(alloca)
