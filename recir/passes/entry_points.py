@@ -46,18 +46,6 @@ def entry_function(name: str, region: Region, linkage: str = "external") -> llvm
                                      llvm.LinkageAttr(linkage), body=region))
 
 
-def task_function(name: str, function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@name(data)`: a call of `function` as a libgomp task, its context
-    and arguments in 8-byte fields of `data` ({contexts, args..., result
-    slot}), on the context of the thread that runs it."""
-    block = Block(arg_types=[PTR])
-    data = block.args[0]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
-    call_unpacked(b, function, data, thread_context(b, b.load(data, 0, PTR))[1], 1)
-    b.op(llvm.ReturnOp())
-    return entry_function(name, Region(block), "internal")
-
-
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
                      ("GOMP_single_start", [], i8), ("GOMP_barrier", [], None),
                      ("omp_get_num_threads", [], i32), ("pthread_self", [], i64),
@@ -74,32 +62,35 @@ Build = Callable[[Emitter, SSAValue, SSAValue, Block], list[Block]]
 Copies = Sequence[tuple[int, int]]  # (entry argument, f32 elements) of each copied buffer
 
 
-def call_unpacked(b: Emitter, function: llvm.FuncOp, data: SSAValue, ctx: SSAValue,
-                  first: int) -> None:
-    """Calls `function(ctx, args...)` with its arguments in 8-byte fields of
-    `data` from field `first` on, storing a scalar result through the
-    pointer in the field after them."""
+def call_entry(name: str, function: llvm.FuncOp, task: bool = False) -> llvm.FuncOp:
+    """`@name(data)`: one call of `function`, its context and arguments
+    packed in 8-byte fields of `data` ({context, args..., result slot if it
+    returns a scalar}). `@f__packed` (`packed_entry`) is one: every call
+    from Python without a team comes there, in one calling convention, and
+    a call with any number of arguments can start on a switched stack
+    (`makecontext` passes a few integers). A `task` (`@f__item`, a call of a
+    team's batch) has the team's context array in the first field instead,
+    and takes the context of the thread that runs it."""
+    block = Block(arg_types=[PTR])
+    data = block.args[0]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    ctx = b.load(data, 0, PTR)
+    if task:
+        ctx = thread_context(b, ctx)[1]
     inputs, output = signature(function)
-    args = [b.load(byte_offset(b, data, 8 * (k + first)), 0, t) for k, t in enumerate(inputs)]
+    args = [b.load(byte_offset(b, data, 8 * k), 0, t) for k, t in enumerate(inputs, 1)]
     result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
     b.op(result)
     if output is not None:
-        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + first)), 0, PTR)
+        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 1)), 0, PTR)
         b.store(result.results[0], slot, 0)
+    b.op(llvm.ReturnOp())
+    return entry_function(name, Region(block), "internal" if task else "external")
 
 
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__packed(data)`: one call of `@f` on the calling thread, its context
-    and arguments packed in 8-byte fields of `data` ({context, args...,
-    result slot if `@f` returns a scalar}). Every call from Python without a
-    team comes here: one calling convention, and a call with any number of
-    arguments can start on a switched stack (`makecontext` passes a few
-    integers)."""
-    block = Block(arg_types=[PTR])
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
-    b.op(llvm.ReturnOp())
-    return entry_function(f"{function.sym_name.data}{PACKED_ENTRY}", Region(block))
+    """`@f__packed(data)`: one call of `@f` on the calling thread (`call_entry`)."""
+    return call_entry(f"{function.sym_name.data}{PACKED_ENTRY}", function)
 
 
 def team_entry(function: llvm.FuncOp, copies: Copies = ()
@@ -116,7 +107,7 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
     Returns the entry and the call's task function (`@f__item`)."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    item = task_function(f"{name}__item", function)
+    item = call_entry(f"{name}__item", function, task=True)
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
