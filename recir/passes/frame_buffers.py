@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import DEEP_STACK_BYTES, MARGIN_BYTES
 
@@ -91,10 +92,5 @@ def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operati
 def declare_heap(module: ModuleOp) -> None:
     """aligned_alloc and free, unless the module declares them already."""
     names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
-    block = module.body.blocks[0]
-    if ALLOC not in names:
-        block.add_op(llvm.FuncOp(ALLOC, llvm.LLVMFunctionType([i64, i64], PTR),
-                                 llvm.LinkageAttr("external")))
-    if FREE not in names:
-        block.add_op(llvm.FuncOp(FREE, llvm.LLVMFunctionType([PTR], None),
-                                 llvm.LinkageAttr("external")))
+    module.body.blocks[0].add_ops(declare(*entry) for entry in (
+        (ALLOC, [i64, i64], PTR), (FREE, [PTR], None)) if entry[0] not in names)

@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, Operation, Region
 from xdsl.rewriter import InsertPoint
 
-from recir.passes.convert_invoke_to_gomp import byte_offset
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
 from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ERROR_MEMORY, LOG_BYTES, OUTER_LOGS, field, record_error
@@ -27,9 +27,7 @@ USED, CAPACITY = 8, 16  # descriptor fields after `data`
 
 
 def log_functions() -> list[Operation]:
-    realloc = llvm.FuncOp("realloc", llvm.LLVMFunctionType([PTR, i64], PTR),
-                          llvm.LinkageAttr("external"))
-    return [realloc, reserve_function()]
+    return [declare("realloc", [PTR, i64], PTR), reserve_function()]
 
 
 def reserve_function() -> llvm.FuncOp:

@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from recir.passes.convert_invoke_to_gomp import byte_offset
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
 from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
@@ -33,9 +33,7 @@ HEADER_BYTES = 64  # the link to the previous chunk, padded to keep frames align
 
 
 def arena_functions() -> list[Operation]:
-    malloc = llvm.FuncOp("malloc", llvm.LLVMFunctionType([i64], PTR),
-                         llvm.LinkageAttr("external"))
-    return [malloc, alloc_function()]
+    return [declare("malloc", [i64], PTR), alloc_function()]
 
 
 def alloc_function() -> llvm.FuncOp:
