@@ -64,6 +64,11 @@ def stack_bytes(allocas: list[llvm.AllocaOp]) -> int:
     return sum(map(buffer_bytes, allocas))
 
 
+def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
+    """Whether `pointer` is not null (an allocation succeeded)."""
+    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
+
+
 def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operation]
                  ) -> SSAValue | None:
     """Replaces each alloca with an allocation where `b` is (the entry) and
@@ -82,7 +87,7 @@ def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operati
         if isinstance(size, Operation) and not size.results[0].uses:
             Rewriter.erase_op(size)
         pointers.append(pointer)
-        got = b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
+        got = allocated(b, pointer)
         ok = got if ok is None else b.value(arith.AndIOp(ok, got))
     for ret in returns:
         Rewriter.insert_op([llvm.CallOp(FREE, p) for p in pointers], InsertPoint.before(ret))

@@ -41,10 +41,9 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
-from recir.passes.frame_buffers import declare_heap
+from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile
 from recir.passes.gemm_packing import (
-    allocated,
     pack_a_tiles,
     pack_function,
     release,

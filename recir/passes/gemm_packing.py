@@ -147,10 +147,6 @@ def workspace(b: Emitter, count: SSAValue) -> SSAValue:
     return b.load(slot, 0, PTR)
 
 
-def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
-    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
-
-
 def release(b: Emitter, pointer: SSAValue) -> None:
     """`free` (which takes null too)."""
     b.op(llvm.CallOp(FREE, pointer))

@@ -16,10 +16,10 @@ from xdsl.ir import Block, Operation, Region
 from xdsl.rewriter import InsertPoint
 
 from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.frame_buffers import allocated
 from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ERROR_MEMORY, LOG_BYTES, OUTER_LOGS, field, record_error
-from recir.passes.tape_arena import to_int
 
 RESERVE = "recir_log_reserve"
 GROW_BYTES = 1 << 20
@@ -39,8 +39,7 @@ def reserve_function() -> llvm.FuncOp:
 
     b = at(entry)
     table = b.load(field(b, ctx, OUTER_LOGS), 0, PTR)
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, table), b.i64(0), "ne")),
-                       look, (), fail, ()))
+    b.op(llvm.CondBrOp(allocated(b, table), look, (), fail, ()))
 
     b = at(look)
     desc = byte_offset(b, table, b.mul(slot, LOG_BYTES))
@@ -59,8 +58,7 @@ def reserve_function() -> llvm.FuncOp:
     new_capacity = b.value(arith.MaxUIOp(doubled, need))
     data = b.op(llvm.CallOp("realloc", b.load(desc, 0, PTR), new_capacity,
                             return_type=PTR)).results[0]
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, data), b.i64(0), "ne")),
-                       grown, (), fail, ()))
+    b.op(llvm.CondBrOp(allocated(b, data), grown, (), fail, ()))
 
     b = at(grown)
     b.store(data, desc, 0)

@@ -15,6 +15,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.frame_buffers import allocated
 from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
@@ -58,8 +59,7 @@ def alloc_function() -> llvm.FuncOp:
     b = at(grow)
     total = b.value(arith.MaxUIOp(b.add(rounded, HEADER_BYTES), b.i64(CHUNK_BYTES)))
     chunk = b.op(llvm.CallOp("malloc", total, return_type=PTR)).results[0]
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, chunk), b.i64(0), "ne")),
-                       link, (), oom, ()))
+    b.op(llvm.CondBrOp(allocated(b, chunk), link, (), oom, ()))
 
     b = at(link)
     chunks = field(b, ctx, TAPE_CHUNKS)
