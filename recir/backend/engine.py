@@ -8,11 +8,13 @@ gets its own TargetMachine: llvmlite crashes if one outlives its engine.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -54,10 +56,11 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3
 
 
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,
-                   level: int | None = None) -> bytes:
+                   level: int | None = None, strength_reduction: bool = True) -> bytes:
     """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
     `timings` gets the CPU seconds of each step (parse, verify, optimize,
-    codegen)."""
+    codegen). `strength_reduction=False` skips codegen's loop strength
+    reduction (see `LSR_GATE`)."""
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
@@ -69,11 +72,55 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     times["llvm-verify"], start = clock() - start, clock()
     optimize(module, machine, OPT_LEVEL if level is None else level)
     times["llvm-optimize"], start = clock() - start, clock()
-    obj = machine.emit_object(module)
+    with LSR_GATE.setting(strength_reduction):
+        obj = machine.emit_object(module)
     times["llvm-codegen"] = clock() - start
     if timings is not None:
         timings.update(times)
     return obj
+
+
+class CodegenSetting:
+    """A codegen option that LLVM holds process-wide (`llvm.set_option`
+    sets a command-line flag), chosen per object: emits under one setting
+    overlap one another, and one under the other setting waits for them to
+    finish, so a compile on another thread never runs under a flag that was
+    not its own."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+        self.changed = threading.Condition()
+        self.current = True  # LLVM's default: the pass runs
+        self.active = 0  # emits running under `current`
+
+    @contextlib.contextmanager
+    def setting(self, enabled: bool) -> Iterator[None]:
+        with self.changed:
+            while self.active and self.current != enabled:
+                self.changed.wait()
+            if self.current != enabled:
+                _initialize()
+                llvm.set_option("", f"-{self.flag}={'false' if enabled else 'true'}")
+                self.current = enabled
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.active -= 1
+                if not self.active:
+                    self.changed.notify_all()
+
+
+# Loop strength reduction, off for the row modules of batched code. Their
+# functions inline many row loops, each with vectorized, epilogue and scalar
+# forms and the runtime alias checks between its row buffers; LSR's search
+# over the addressing formulas of one loop's induction-variable uses grows
+# faster than linearly with the uses, and in such a function it costs more
+# than all other codegen passes together. The loops it would rewrite walk
+# rows with unit or constant strides that x86 addressing modes already
+# cover, so the code is no slower (`bench/run.py batching` cells).
+LSR_GATE = CodegenSetting("disable-lsr")
 
 
 class Engine:
