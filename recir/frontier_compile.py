@@ -191,7 +191,7 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
                 if not (isinstance(op, llvm.FuncOp) and op.sym_name.data in lowered):
                     module.body.blocks[0].add_op(op)
                     lowered[op.sym_name.data] = op
-        obj = compile_object(to_llvm_ir(module), strength_reduction=False)  # `LSR_GATE`
+        obj = compile_object(to_llvm_ir(module), rows=True)  # `engine.ROW_CODE`
         cache.store(key, obj, {"sites": sites, "links": links})
     else:
         obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]

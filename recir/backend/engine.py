@@ -46,21 +46,22 @@ def target_machine() -> llvm.TargetMachine:
 OPT_LEVEL = 3
 
 
-def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3) -> None:
+def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3,
+             unrolling: bool = True) -> None:
     options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
     options.slp_vectorization = True
-    options.loop_unrolling = True
+    options.loop_unrolling = unrolling
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
 
 
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,
-                   level: int | None = None, strength_reduction: bool = True) -> bytes:
+                   level: int | None = None, rows: bool = False) -> bytes:
     """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
     `timings` gets the CPU seconds of each step (parse, verify, optimize,
-    codegen). `strength_reduction=False` skips codegen's loop strength
-    reduction (see `LSR_GATE`)."""
+    codegen). `rows`: the module is batched code over rows, compiled
+    without the loop unroller and loop strength reduction (`ROW_CODE`)."""
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
@@ -70,9 +71,9 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     times["llvm-parse"], start = clock() - start, clock()
     module.verify()
     times["llvm-verify"], start = clock() - start, clock()
-    optimize(module, machine, OPT_LEVEL if level is None else level)
+    optimize(module, machine, OPT_LEVEL if level is None else level, unrolling=not rows)
     times["llvm-optimize"], start = clock() - start, clock()
-    with LSR_GATE.setting(strength_reduction):
+    with LSR_GATE.setting(not rows):
         obj = machine.emit_object(module)
     times["llvm-codegen"] = clock() - start
     if timings is not None:
@@ -112,14 +113,18 @@ class CodegenSetting:
                     self.changed.notify_all()
 
 
-# Loop strength reduction, off for the row modules of batched code. Their
-# functions inline many row loops, each with vectorized, epilogue and scalar
-# forms and the runtime alias checks between its row buffers; LSR's search
-# over the addressing formulas of one loop's induction-variable uses grows
-# faster than linearly with the uses, and in such a function it costs more
-# than all other codegen passes together. The loops it would rewrite walk
-# rows with unit or constant strides that x86 addressing modes already
-# cover, so the code is no slower (`bench/run.py batching` cells).
+# ROW_CODE: batched code over rows (`rows=True`) skips two loop passes.
+# Its functions inline many row loops, each already vectorized and
+# interleaved, with epilogue and scalar forms and runtime alias checks
+# between its row buffers. The trip count of a row loop is the row width, a
+# constant: the full unroller then copies each vectorized body a few times
+# over, doubling the code the rest of the pipeline and codegen work through
+# for a few loop branches saved per row. Loop strength reduction's search
+# over the addressing formulas of a loop's induction-variable uses grows
+# faster than linearly with them; such functions spend most of their codegen
+# there, while the loops step their rows with unit or constant strides that
+# x86 addressing modes cover anyway. The code runs as fast either way
+# (`bench/run.py batching` cells, alternated on one machine).
 LSR_GATE = CodegenSetting("disable-lsr")
 
 

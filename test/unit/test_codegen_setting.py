@@ -32,10 +32,10 @@ done:
 """
 
 
-def test_a_loop_computes_the_same_with_and_without_strength_reduction():
+def test_a_loop_computes_the_same_compiled_as_row_code_or_not():
     xs = np.arange(1, 38, dtype=np.float32)
-    for reduce in (True, False, True):
-        engine = Engine(compile_object(SUM, strength_reduction=reduce))
+    for rows in (False, True, False):
+        engine = Engine(compile_object(SUM, rows=rows))
         total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(
             engine.address("total"))
         assert total(xs.ctypes.data, len(xs)) == float(xs.sum())
