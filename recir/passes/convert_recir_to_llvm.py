@@ -75,6 +75,7 @@ from recir.passes.native_context import (
     field,
     record_error,
 )
+from recir.passes.op_templates import replace
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
@@ -187,7 +188,7 @@ class FunctionConversion:
     def converted(self, body: Region) -> llvm.FuncOp:
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
-                Rewriter.replace_op(op, ops)
+                replace(op, ops)
         private = self.function.sym_visibility == StringAttr("private")
         linkage = llvm.LinkageAttr("internal" if private else "external")
         return llvm.FuncOp(self.function.sym_name, self.type, linkage, body=body)

@@ -21,6 +21,7 @@ from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import Emitter, Index, VectorEmitter
+from recir.passes.op_templates import replace
 
 
 def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool = True
@@ -93,5 +94,5 @@ def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
             Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
                                                   op.else_block, op.else_arguments))
         elif (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
+            replace(op, ops)
     return function
