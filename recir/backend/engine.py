@@ -86,7 +86,7 @@ class CodegenSetting:
     sets a command-line flag), chosen per object: emits under one setting
     overlap one another, and one under the other setting waits for them to
     finish, so a compile on another thread never runs under a flag that was
-    not its own."""
+    not its own. `flag` names one of LLVM's `disable-...` options."""
 
     def __init__(self, flag: str):
         self.flag = flag
@@ -114,16 +114,16 @@ class CodegenSetting:
 
 
 # ROW_CODE: batched code over rows (`rows=True`) skips two loop passes.
-# Its functions inline many row loops, each already vectorized and
-# interleaved, with epilogue and scalar forms and runtime alias checks
-# between its row buffers. The trip count of a row loop is the row width, a
-# constant: the full unroller then copies each vectorized body a few times
-# over, doubling the code the rest of the pipeline and codegen work through
-# for a few loop branches saved per row. Loop strength reduction's search
-# over the addressing formulas of a loop's induction-variable uses grows
-# faster than linearly with them; such functions spend most of their codegen
-# there, while the loops step their rows with unit or constant strides that
-# x86 addressing modes cover anyway. The code runs as fast either way
+# Its functions hold many row loops, each vectorized and interleaved, with
+# epilogue and scalar forms and runtime alias checks between its row
+# buffers. The trip count of a row loop is the row width, a constant: the
+# full unroller then copies each vectorized body a few times over, doubling
+# the code the rest of the pipeline and codegen work through for a few loop
+# branches saved per row. Loop strength reduction's search over the
+# addressing formulas of a loop's induction-variable uses grows faster than
+# linearly with them; such functions spend most of their codegen there,
+# while the loops step their rows with unit or constant strides that x86
+# addressing modes cover anyway. The code runs as fast either way
 # (`bench/run.py batching` cells, alternated on one machine).
 LSR_GATE = CodegenSetting("disable-lsr")
 
