@@ -28,7 +28,8 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
-from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_entry
+from recir.frontier_compile import (BEFORE, FrontierFunction, collector_paused, per_element,
+                                    split_entry)
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -37,6 +38,7 @@ from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, resolve_threads, run_pas
 BACKWARD = "_bwd"
 
 
+@collector_paused()
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
