@@ -15,10 +15,8 @@ row per element.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,42 +39,12 @@ from recir.dialects import frontier
 from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
-from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
+from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
+                            run_passes)
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
 
 
-class CollectorPause:
-    """Python's cyclic garbage collector off while compiles build and lower
-    IR, on again when the last one on any thread ends (unless it was off
-    before the first); `with collector_paused():`, or `@collector_paused()`
-    on a function. A module's IR is tens of thousands of linked objects,
-    each allocation counting towards a collection that traverses them all,
-    and all of them stay reachable until the compile ends: collections during
-    it free nothing and cost a tenth of the compile."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.compiles = 0
-        self.was_enabled = False
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self.lock:
-            if not self.compiles:
-                self.was_enabled = gc.isenabled()
-                gc.disable()
-            self.compiles += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.compiles -= 1
-                if not self.compiles and self.was_enabled:
-                    gc.enable()
-
-
-collector_paused = CollectorPause()
 
 
 @collector_paused()

@@ -28,12 +28,12 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
-from recir.frontier_compile import (BEFORE, FrontierFunction, collector_paused, per_element,
-                                    split_entry)
+from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
-from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, resolve_threads, run_passes
+from recir.pipeline import (FRONTIER, FRONTIER_GRADIENT, collector_paused, resolve_threads,
+                            run_passes)
 
 BACKWARD = "_bwd"
 

@@ -1,4 +1,4 @@
-"""The garbage collector's pause during compiles (`frontier_compile.CollectorPause`):
+"""The garbage collector's pause during compiles (`pipeline.CollectorPause`):
 off while any compile runs, back as it was when the last one ends."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from recir.frontier_compile import CollectorPause
+from recir.pipeline import CollectorPause
 
 
 def test_the_collector_resumes_when_the_last_overlapping_compile_ends():
