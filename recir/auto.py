@@ -119,6 +119,15 @@ def frontier_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in ("cache_dir", "threads")}
 
 
+def frontier_or_none(build: Any, *args: Any, **options: Any) -> Any:
+    """`build`'s frontier form, or None for a recursion `invoke-to-frontier`
+    cannot batch (then `auto` runs the recursive code only)."""
+    try:
+        return build(*args, **frontier_options(options))
+    except RecirError:
+        return None
+
+
 def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     """`recir.compile(model, batching="frontier" | "auto")`."""
     from recir import pipeline
@@ -126,10 +135,7 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     checked_mode(batching)
     if batching == "frontier":
         return compile_frontier(model, **frontier_options(options))
-    try:
-        batched: FrontierFunction | None = compile_frontier(model, **frontier_options(options))
-    except RecirError:
-        batched = None  # a recursion invoke-to-frontier cannot batch: recursive only
+    batched = frontier_or_none(compile_frontier, model, **options)
     return AutoFunction(model, pipeline.compile(model, **options), batched)
 
 
@@ -140,9 +146,5 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     checked_mode(batching)
     if batching == "frontier":
         return value_and_grad_frontier(model, loss, **frontier_options(options))
-    try:
-        batched: FrontierGradFunction | None = value_and_grad_frontier(
-            model, loss, **frontier_options(options))
-    except RecirError:
-        batched = None
+    batched = frontier_or_none(value_and_grad_frontier, model, loss, **options)
     return AutoGradFunction(model, api.value_and_grad(model, loss, **options), batched)

@@ -13,12 +13,7 @@ from recir.dialects.tmath import TMath
 
 def make_context() -> Context:
     ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, cf.Cf, llvm.LLVM):
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, cf.Cf, llvm.LLVM,
+                    Invoke, TMath, Tape, Adjoint, Dataflow, Frontier):
         ctx.load_dialect(dialect)
-    ctx.load_dialect(Invoke)
-    ctx.load_dialect(TMath)
-    ctx.load_dialect(Tape)
-    ctx.load_dialect(Adjoint)
-    ctx.load_dialect(Dataflow)
-    ctx.load_dialect(Frontier)
     return ctx

@@ -39,11 +39,15 @@ from recir.dialects import frontier
 from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
-from recir.pipeline import FRONTIER, frontier_lower_passes, resolve_threads, run_passes
+from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
+                            run_passes)
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
 
 
+
+
+@collector_paused()
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
                      threads: int | None = None) -> FrontierFunction:
     module = model.module.clone()
@@ -174,6 +178,22 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     rows on up to `threads` threads), with a height loop beside each
     function `loops` names, from the object cache when it has them."""
     loops = loops or {}
+    with collector_paused():
+        obj, sites, links = lowered_object(functions, cache_dir, threads, loops)
+    link(links)  # the kernels it calls, resolvable before it loads
+    engine = Engine(obj)
+    calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
+                         for f in functions})
+    calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
+    calls.callees = {f.sym_name.data: f for f in functions}
+    calls.engine = engine  # type: ignore[attr-defined]  # owns the code
+    return calls
+
+
+def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
+                   loops: dict[str, Spec]) -> tuple[bytes, list[str], list[str]]:
+    """`compile_rows`'s object (compiled on a cache miss), its error sites
+    and the kernel sets it links."""
     module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
     teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
@@ -191,15 +211,8 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
                 if not (isinstance(op, llvm.FuncOp) and op.sym_name.data in lowered):
                     module.body.blocks[0].add_op(op)
                     lowered[op.sym_name.data] = op
-        obj = compile_object(to_llvm_ir(module))
+        obj = compile_object(to_llvm_ir(module), rows=True)  # `engine.ROW_CODE`
         cache.store(key, obj, {"sites": sites, "links": links})
     else:
         obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]
-    link(links)  # the kernels it calls, resolvable before it loads
-    engine = Engine(obj)
-    calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
-                         for f in functions})
-    calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
-    calls.callees = {f.sym_name.data: f for f in functions}
-    calls.engine = engine  # type: ignore[attr-defined]  # owns the code
-    return calls
+    return obj, sites, links

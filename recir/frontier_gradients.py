@@ -32,11 +32,13 @@ from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
-from recir.pipeline import FRONTIER, FRONTIER_GRADIENT, resolve_threads, run_passes
+from recir.pipeline import (FRONTIER, FRONTIER_GRADIENT, collector_paused, resolve_threads,
+                            run_passes)
 
 BACKWARD = "_bwd"
 
 
+@collector_paused()
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:

@@ -70,9 +70,7 @@ class GradFunction:
     def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
              ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
         """`__call__` with `grads` already checked (`accumulators`)."""
-        accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
-                for name, shape in self.wrt]
-        args = [*inputs, *self.params.values(), *accs]
+        args = [*inputs, *self.params.values(), *self.gradient_args(grads)]
         if self.native is not None:
             outputs = self.native(*args)
         else:
@@ -80,6 +78,12 @@ class GradFunction:
 
             outputs = run_function(self.module, self.entry, args)
         return outputs, grads
+
+    def gradient_args(self, grads: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The gradient function's accumulator arguments: a parameter's adds
+        into `grads`, a float input's into a scratch array."""
+        return [grads[name] if name in self.params else np.zeros(shape, np.float32)
+                for name, shape in self.wrt]
 
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
               threads: int | None = None) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
@@ -96,9 +100,7 @@ class GradFunction:
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
         if self.native.batch_team:
-            accs = [grads[name] if name in self.params else np.zeros(shape, np.float32)
-                    for name, shape in self.wrt]
-            shared = [*self.params.values(), *accs]
+            shared = [*self.params.values(), *self.gradient_args(grads)]
             return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
         pool = self.pool(threads)
         own = self.thread_grads(threads)
@@ -114,9 +116,7 @@ class GradFunction:
         `own[w - 1]`, then into `grads`."""
 
         def one(worker: int, inputs: Any) -> tuple[Any, ...]:
-            target = grads if worker == 0 else own[worker - 1]
-            accs = [target[name] if name in self.params else np.zeros(shape, np.float32)
-                    for name, shape in self.wrt]
+            accs = self.gradient_args(grads if worker == 0 else own[worker - 1])
             return self.native.call_here(  # type: ignore[union-attr]
                 *inputs, *self.params.values(), *accs)
 

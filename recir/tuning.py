@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recir.backend.engine import openmp
@@ -61,22 +62,28 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     if library is None or threads < 2:
         return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir)
     no_op = ctypes.c_void_p(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value)
-    starts = []
-    for _ in range(TUNE_ROUNDS):
-        time.sleep(ASLEEP_S)
-        start = time.perf_counter()
+
+    def team() -> None:
         library.GOMP_parallel(no_op, None, threads, 0)  # free(NULL) on every thread
-        starts.append(time.perf_counter() - start)
-    team_s = sorted(starts)[TUNE_ROUNDS // 2]
-    library.GOMP_parallel(no_op, None, threads, 0)
-    warm = []
-    for _ in range(TUNE_ROUNDS):
-        start = time.perf_counter()
-        library.GOMP_parallel(no_op, None, threads, 0)
-        warm.append(time.perf_counter() - start)
+
+    team_s = median_seconds(team, before=lambda: time.sleep(ASLEEP_S))
+    team()
+    warm_team_s = median_seconds(team)
     share, task_s = fib_share_and_task(threads, cache_dir)
-    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir,
-                      sorted(warm)[TUNE_ROUNDS // 2])
+    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir, warm_team_s)
+
+
+def median_seconds(run: Callable[[], object],
+                   before: Callable[[], object] = lambda: None) -> float:
+    """The median time of `run()` over `TUNE_ROUNDS` calls, each after an
+    untimed `before()`."""
+    times = []
+    for _ in range(TUNE_ROUNDS):
+        before()
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[TUNE_ROUNDS // 2]
 
 
 def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:
@@ -87,18 +94,13 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
                          cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
-    def median_seconds(budget: int) -> float:
+    def fib_seconds(budget: int) -> float:
         fib.fixed_budget = budget  # 0: one thread, no tasks
         fib(FIB_N)
-        times = []
-        for _ in range(TUNE_ROUNDS):
-            start = time.perf_counter()
-            fib(FIB_N)
-            times.append(time.perf_counter() - start)
-        return sorted(times)[TUNE_ROUNDS // 2]
+        return median_seconds(lambda: fib(FIB_N))
 
     few = max_budget(threads) + 4
-    alone, with_few, with_many = median_seconds(0), median_seconds(few), median_seconds(few + 6)
+    alone, with_few, with_many = fib_seconds(0), fib_seconds(few), fib_seconds(few + 6)
     cores = max(alone / with_few, 1.0)
     share = min((cores - 1) / (threads - 1), 1.0)
     task_s = (with_many - with_few) * cores / (2 ** (few + 7) - 2 ** (few + 1))

@@ -15,6 +15,7 @@ from xdsl.ir import Attribute, BlockArgument, SSAValue
 
 from recir.diagnostics import emit_error
 from recir.dialects import invoke
+from recir.dialects.row_types import is_f32_tensor as is_float_tensor
 
 
 def is_float(typ: Attribute) -> bool:
@@ -22,10 +23,6 @@ def is_float(typ: Attribute) -> bool:
     if isinstance(typ, TensorType):
         return isinstance(typ.element_type, Float32Type)
     return isinstance(typ, Float32Type)
-
-
-def is_float_tensor(typ: Attribute) -> bool:
-    return isinstance(typ, TensorType) and is_float(typ)
 
 
 def functions_of(module: ModuleOp) -> dict[str, func.FuncOp]:

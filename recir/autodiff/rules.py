@@ -222,10 +222,6 @@ def softmax_xent(e, op, dl, p):
     return [(0, e(tmath.SubOp(probs, e.onehot(p(op.label), dl, logits))))]
 
 
-def addf(e, op, dy, p):
-    return [(0, dy), (1, dy)]
-
-
 def subf(e, op, dy, p):
     return [(0, dy), (1, e(arith.NegfOp(dy)))]
 
@@ -271,7 +267,7 @@ VJP_RULES: dict[type[Operation], Rule] = {
     tmath.ConcatOp: concat, tmath.SliceOp: slice_, tmath.GatherOp: gather,
     tmath.ExtractOp: extract, tmath.SumOp: sum_, tmath.MaxOp: max_,
     tmath.SoftmaxOp: softmax, tmath.SoftmaxCrossEntropyOp: softmax_xent,
-    arith.AddfOp: addf, arith.SubfOp: subf, arith.MulfOp: mulf, arith.DivfOp: divf,
+    arith.AddfOp: add, arith.SubfOp: subf, arith.MulfOp: mulf, arith.DivfOp: divf,
     arith.NegfOp: negf, arith.SelectOp: select, arith.ConstantOp: nothing,
     arith.SIToFPOp: nothing, arith.UIToFPOp: nothing,
     frontier.TakeOp: take, frontier.MergeOp: merge, frontier.BroadcastOp: broadcast,

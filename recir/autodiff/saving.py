@@ -40,6 +40,7 @@ each saved value copied in after its op, and callees' `_fwd` frames saved.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from xdsl.dialects import arith, func, scf
@@ -114,10 +115,7 @@ def value_bytes(value: SSAValue) -> tuple[int, int]:
         if any(d < 0 for d in shape):
             raise emit_error(value.owner if isinstance(value.owner, Operation) else None,
                              f"cannot save a dynamic tensor {typ} for the backward")
-        count = 1
-        for d in shape:
-            count *= d
-        return 4 * count, 16
+        return 4 * math.prod(shape), 16
     return 8, 8
 
 

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
-    Float32Type,
     FunctionType,
     ModuleOp,
     StringAttr,

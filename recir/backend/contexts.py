@@ -68,15 +68,11 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
     return contexts
 
 
-def release_contexts(contexts: Any) -> None:
-    """Gives kept contexts' tape chunks back to the pool (or frees them)."""
-    for ctx in contexts:
-        TAPES.release(ctx)
-
-
 def release_kept(kept: dict[int, list[Any]]) -> None:
-    """A function's kept team contexts, when it goes."""
+    """A function's kept team contexts, when it goes: their tape chunks go
+    back to the pool (or are freed)."""
     for same_size in kept.values():
         for contexts in same_size:
-            release_contexts(contexts)
+            for ctx in contexts:
+                TAPES.release(ctx)
     kept.clear()

@@ -8,11 +8,13 @@ gets its own TargetMachine: llvmlite crashes if one outlives its engine.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -44,20 +46,22 @@ def target_machine() -> llvm.TargetMachine:
 OPT_LEVEL = 3
 
 
-def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3) -> None:
+def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3,
+             unrolling: bool = True) -> None:
     options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
     options.slp_vectorization = True
-    options.loop_unrolling = True
+    options.loop_unrolling = unrolling
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
 
 
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,
-                   level: int | None = None) -> bytes:
+                   level: int | None = None, rows: bool = False) -> bytes:
     """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
     `timings` gets the CPU seconds of each step (parse, verify, optimize,
-    codegen)."""
+    codegen). `rows`: the module is batched code over rows, compiled
+    without the loop unroller and loop strength reduction (`ROW_CODE`)."""
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
@@ -67,13 +71,61 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     times["llvm-parse"], start = clock() - start, clock()
     module.verify()
     times["llvm-verify"], start = clock() - start, clock()
-    optimize(module, machine, OPT_LEVEL if level is None else level)
+    optimize(module, machine, OPT_LEVEL if level is None else level, unrolling=not rows)
     times["llvm-optimize"], start = clock() - start, clock()
-    obj = machine.emit_object(module)
+    with LSR_GATE.setting(not rows):
+        obj = machine.emit_object(module)
     times["llvm-codegen"] = clock() - start
     if timings is not None:
         timings.update(times)
     return obj
+
+
+class CodegenSetting:
+    """A codegen option that LLVM holds process-wide (`llvm.set_option`
+    sets a command-line flag), chosen per object: emits under one setting
+    overlap one another, and one under the other setting waits for them to
+    finish, so a compile on another thread never runs under a flag that was
+    not its own. `flag` names one of LLVM's `disable-...` options."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+        self.changed = threading.Condition()
+        self.current = True  # LLVM's default: the pass runs
+        self.active = 0  # emits running under `current`
+
+    @contextlib.contextmanager
+    def setting(self, enabled: bool) -> Iterator[None]:
+        with self.changed:
+            while self.active and self.current != enabled:
+                self.changed.wait()
+            if self.current != enabled:
+                _initialize()
+                llvm.set_option("", f"-{self.flag}={'false' if enabled else 'true'}")
+                self.current = enabled
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.active -= 1
+                if not self.active:
+                    self.changed.notify_all()
+
+
+# ROW_CODE: batched code over rows (`rows=True`) skips two loop passes.
+# Its functions hold many row loops, each vectorized and interleaved, with
+# epilogue and scalar forms and runtime alias checks between its row
+# buffers. The trip count of a row loop is the row width, a constant: the
+# full unroller then copies each vectorized body a few times over, doubling
+# the code the rest of the pipeline and codegen work through for a few loop
+# branches saved per row. Loop strength reduction's search over the
+# addressing formulas of a loop's induction-variable uses grows faster than
+# linearly with them; such functions spend most of their codegen there,
+# while the loops step their rows with unit or constant strides that x86
+# addressing modes cover anyway. The code runs as fast either way
+# (`bench/run.py batching` cells, alternated on one machine).
+LSR_GATE = CodegenSetting("disable-lsr")
 
 
 class Engine:

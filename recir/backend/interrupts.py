@@ -90,19 +90,16 @@ def stop(held: Any, error: int) -> None:
         ctx.stack_limit = STOPPED
 
 
-def stop_running() -> None:
-    for held in list(RUNNING.values()):
-        stop(held, ERROR_INTERRUPT)
-
-
 def watch(fd: int) -> None:
+    """Stops every running call each time the handler writes to `fd`."""
     while True:
         try:
             if not os.read(fd, 64):
                 return
         except OSError:
             return
-        stop_running()
+        for held in list(RUNNING.values()):
+            stop(held, ERROR_INTERRUPT)
 
 
 def current() -> SigAction:

@@ -22,18 +22,24 @@ lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import llvmlite.binding
 import llvmlite.ir as ir
 from xdsl.backend.llvm.convert import _convert_global, _declare_func
-from xdsl.backend.llvm.convert_op import _convert_call
+from xdsl.backend.llvm.convert_op import (
+    _convert_br,
+    _convert_call,
+    _convert_condbr,
+    create_constant,
+)
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
@@ -65,6 +71,20 @@ def _gep(op: llvm.GEPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
                for i in op.rawConstantIndices.iter_values()]
     values[op.result] = builder.gep(values[op.ptr], indices, inbounds=op.inbounds is not None,
                                     source_etype=convert_type(op.elem_type))
+
+
+def _constant(op: llvm.ConstantOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    value = op.value
+    shared = isinstance(value, IntegerAttr) or (  # (NaNs compare equal whatever
+        isinstance(value, FloatAttr) and value.value.data == value.value.data)  # their bits)
+    values[op.result] = (_scalar_constant if shared else create_constant)(op.result.type, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_constant(typ: Attribute, value: Attribute) -> ir.Constant:
+    """One llvmlite constant per type and value (llvmlite prints a constant
+    where it is used, so one object serves every use)."""
+    return create_constant(typ, value)
 
 
 def _alignment(op: llvm.LoadOp | llvm.StoreOp, typ: ir.Type) -> int:
@@ -178,6 +198,7 @@ def _unlock_row(op: adjoint.UnlockRowOp, builder: ir.IRBuilder, values: ValueMap
 
 
 FIXES: dict[type[Operation], Fix] = {
+    llvm.ConstantOp: _constant,  # xDSL's converter tries it last
     adjoint.LockRowOp: _lock_row,
     adjoint.UnlockRowOp: _unlock_row,
     llvm.AllocaOp: _alloca,
@@ -188,11 +209,19 @@ FIXES: dict[type[Operation], Fix] = {
 }
 
 
+BRANCHES: dict[type[Operation], Callable[..., None]] = {
+    llvm.BrOp: _convert_br, llvm.CondBrOp: _convert_condbr}
+
+
 def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,
                blocks: dict[Block, ir.Block]) -> None:
     fix = FIXES.get(type(op))
     if fix is not None:
         fix(op, builder, values)
+        return
+    branch = BRANCHES.get(type(op))  # the most frequent ops after FIXES' (xDSL's
+    if branch is not None:  # converter tries its other cases first)
+        branch(op, builder, values, blocks)
         return
     try:
         xdsl_convert_op(op, builder, values, blocks)

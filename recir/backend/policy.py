@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recir.diagnostics import RecirError
+from recir.passes.gemm_target import cache_fact
 
 IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
 GRAIN = 32  # a task carries at least this many times its own cost: at most 3% overhead
@@ -90,18 +91,12 @@ def machine() -> Machine:
 
 def l2_bytes() -> int:
     """A core's L2 size (sysfs, else sysconf, else 1 MiB)."""
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    size = cache_fact(2, "size", 0)
+    if not size:
         try:
-            if (index / "level").read_text().strip() == "2":
-                size = (index / "size").read_text().strip()
-                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
-                return int(size.rstrip("KM")) * scale
-        except (OSError, ValueError):
-            continue
-    try:
-        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
-    except (ValueError, OSError):
-        size = 0
+            size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+        except (ValueError, OSError):
+            size = 0
     return size if size > 0 else DEFAULT_L2_BYTES
 
 

@@ -29,7 +29,7 @@ _libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
 _libc.pthread_attr_getstack.argtypes = [
     ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
 _libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
-_this_thread = threading.local()  # its stack's bounds and limit, once looked up
+_this_thread = threading.local()  # its stack limit once looked up, whether it lasts
 # glibc's ucontext functions (musl has none: team calls then hand over to
 # the deep-stack worker instead)
 SWITCHING = all(hasattr(_libc, name) for name in ("getcontext", "makecontext", "swapcontext"))
@@ -42,51 +42,57 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def stack_bounds() -> tuple[int, int]:
-    """(lowest address, size) of the calling thread's stack."""
-    bounds = getattr(_this_thread, "bounds", None)
-    if bounds is None:
-        attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
-        if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
-            raise OSError("pthread_getattr_np failed")
-        low, size = ctypes.c_void_p(), ctypes.c_size_t()
-        _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
-        _libc.pthread_attr_destroy(attr)
-        bounds = _this_thread.bounds = (low.value or 0, size.value)
-    return bounds
-
-
 def stack_limit() -> int:
-    """The lowest address native code on this thread may use (every call
-    asks: a thread-local attribute is the quickest answer)."""
+    """The lowest address native code on this thread may use: its stack's
+    bottom (`pthread_getattr_np`) plus the margin. Every call asks, so the
+    answer is kept in a thread-local attribute, the quickest to read."""
     try:
         return _this_thread.limit
     except AttributeError:
-        _this_thread.limit = stack_bounds()[0] + MARGIN_BYTES
-        return _this_thread.limit
+        pass
+    attr = ctypes.create_string_buffer(256)  # pthread_attr_t is 56 bytes on glibc
+    if _libc.pthread_getattr_np(_libc.pthread_self(), attr) != 0:
+        raise OSError("pthread_getattr_np failed")
+    low, size = ctypes.c_void_p(), ctypes.c_size_t()
+    _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
+    _libc.pthread_attr_destroy(attr)
+    _this_thread.limit = (low.value or 0) + MARGIN_BYTES
+    return _this_thread.limit
+
+
+def start_deep_thread(target: Callable[[], None], name: str, daemon: bool = False
+                      ) -> threading.Thread:
+    """A started thread that runs `target` on a `DEEP_STACK_BYTES` stack."""
+    with _stack_size_lock:
+        previous = threading.stack_size(DEEP_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=target, name=name, daemon=daemon)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    return thread
+
+
+def run_into(work: Callable[[], object], outcome: dict[str, object]) -> None:
+    """work()'s value, or what it raised (for the caller's thread), in `outcome`."""
+    try:
+        outcome["value"] = work()
+    except BaseException as e:
+        outcome["error"] = e
+
+
+def outcome_of(outcome: dict[str, object]) -> Any:
+    """What `run_into` kept: its value returned, its exception raised."""
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]
 
 
 def on_deep_stack(work: Callable[[], T]) -> T:
     """Runs `work()` on a fresh thread with a `DEEP_STACK_BYTES` stack."""
     outcome: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as e:  # re-raised on the caller's thread
-            outcome["error"] = e
-
-    with _stack_size_lock:
-        previous = threading.stack_size(DEEP_STACK_BYTES)
-        try:
-            thread = threading.Thread(target=target, name="recir-deep-stack")
-            thread.start()
-        finally:
-            threading.stack_size(previous)
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    start_deep_thread(lambda: run_into(work, outcome), "recir-deep-stack").join()
+    return outcome_of(outcome)
 
 
 _stack_size_lock = threading.Lock()
@@ -156,8 +162,7 @@ class DeepStackWorker:
     handed to it: without glibc's ucontext, gradient calls run there from the
     start, because a retry after the backward overflowed would add some
     gradients twice (with it, they start on the caller's switched stack).
-    A job's
-    end is signalled by releasing a lock the caller waits on (cheaper per
+    A job's end is signalled by releasing a lock the caller waits on (cheaper per
     hand-over than a threading.Event)."""
 
     def __init__(self) -> None:
@@ -174,14 +179,7 @@ class DeepStackWorker:
     def submit(self, work: Callable[[], object]) -> tuple[dict[str, object], threading.Lock]:
         with self.lock:
             if self.thread is None:
-                with _stack_size_lock:
-                    previous = threading.stack_size(DEEP_STACK_BYTES)
-                    try:
-                        self.thread = threading.Thread(target=self.serve, daemon=True,
-                                                       name="recir-deep-worker")
-                        self.thread.start()
-                    finally:
-                        threading.stack_size(previous)
+                self.thread = start_deep_thread(self.serve, "recir-deep-worker", daemon=True)
         outcome: dict[str, object] = {}
         done = threading.Lock()
         done.acquire()  # released by the worker when the job is done
@@ -192,18 +190,13 @@ class DeepStackWorker:
     def wait(job: tuple[dict[str, object], threading.Lock]) -> T:  # type: ignore[type-var]
         outcome, done = job
         done.acquire()
-        if "error" in outcome:
-            raise outcome["error"]  # type: ignore[misc]
-        return outcome["value"]  # type: ignore[return-value]
+        return outcome_of(outcome)
 
     def serve(self) -> None:
         _this_thread.lasting = True  # (never ends: it may form teams, `TeamLeaders`)
         while True:
             work, outcome, done = self.jobs.get()
-            try:
-                outcome["value"] = work()
-            except BaseException as e:  # re-raised on the caller's thread
-                outcome["error"] = e
+            run_into(work, outcome)
             done.release()
 
 

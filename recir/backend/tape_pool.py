@@ -2,14 +2,13 @@
 
 The native arena (`passes/tape_arena.py`) mallocs a chunk whenever the
 current one is full, and the deferred outer products (`passes/outer_log.py`)
-grow their logs with realloc; the runtime freed both after each call. Freed
-megabytes go back to the kernel (an mmap, or a worker thread's arena
-trimmed), so the next call faulted every page in again: ~2,300 faults and a
-quarter of the time of a 25-tree TreeRNN gradient batch on 2 threads. Here
-a context starts with a chunk from `TAPES` (the arena's first chunk: its
-link word is null) and each log with a buffer from `LOGS`; after the call
-they go back, a tape chunk grown to what the call used if the call outgrew
-it, so the next call of that size allocates nothing.
+grow their logs with realloc. Freed after each call, those megabytes would
+go back to the kernel (an mmap, or a worker thread's arena trimmed), and the
+next call would fault every page in again. Here a context starts with a
+chunk from `TAPES` (the arena's first chunk: its link word is null) and
+each log with a buffer from `LOGS`; after the call they go back, a tape
+chunk grown to what the call used if the call outgrew it, so the next call
+of that size allocates nothing.
 """
 
 from __future__ import annotations

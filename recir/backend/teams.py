@@ -17,6 +17,7 @@ import array
 import ctypes
 import weakref
 from collections.abc import Sequence
+from functools import cache
 from threading import get_ident
 from typing import Any
 
@@ -118,11 +119,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     return found
 
 
-_GOMP_PARALLEL: list[Any] = []
-
-
+@cache
 def gomp_parallel() -> Any:
     """The OpenMP runtime's `GOMP_parallel`, looked up once."""
-    if not _GOMP_PARALLEL:
-        _GOMP_PARALLEL.append(openmp().GOMP_parallel)  # type: ignore[union-attr]
-    return _GOMP_PARALLEL[0]
+    return openmp().GOMP_parallel  # type: ignore[union-attr]

@@ -41,23 +41,9 @@ SST_NAMES = frozenset({
 })
 
 __all__ = [
-    "SHAPES",
-    "Tree",
-    "TreeBatch",
-    "TreeParseError",
-    "TreeStructureError",
-    "Vocabulary",
-    "batch_trees",
-    "build_vocabulary",
-    "download",
-    "load_sst",
-    "make_tree",
-    "make_treebank",
-    "parse_tree",
-    "sentiment_label",
-    "sst_folder",
-    "sst_path",
-    "validate_structure",
+    "SHAPES", "Tree", "TreeBatch", "TreeParseError", "TreeStructureError", "Vocabulary",
+    "batch_trees", "build_vocabulary", "download", "load_sst", "make_tree", "make_treebank",
+    "parse_tree", "sentiment_label", "sst_folder", "sst_path", "validate_structure",
     "word_polarity",
 ]
 

@@ -23,7 +23,7 @@ from recir.dataflow.engine import DEAD, Stats, execute
 from recir.dataflow.graph import Graph, compile_graph
 from recir.diagnostics import RecirError
 from recir.dialects import dataflow as df
-from recir.interpreter import coerce_argument
+from recir.interpreter import coerce_arguments
 from recir.pipeline import DATAFLOW, run_passes
 
 __all__ = ["DEAD", "Graph", "Stats", "compile", "lower", "run"]
@@ -58,9 +58,5 @@ def run(program: ModuleOp | Graph, name: str, args: Sequence[Any],
         raise RecirError(f"error: unknown engine {engine!r} "
                          f"(one of {', '.join(ENGINES)})")
     graph = program if isinstance(program, Graph) else compile(program, name)
-    inputs = graph.op.function_type.inputs.data
-    if len(args) != len(inputs):
-        raise RecirError(f"error: @{name} takes {len(inputs)} arguments, "
-                         f"got {len(args)}")
-    values = [coerce_argument(i, a, t) for i, (a, t) in enumerate(zip(args, inputs))]
+    values = coerce_arguments(name, args, graph.op.function_type.inputs.data)
     return execute(graph, values, dynamic=engine == "dynamic")

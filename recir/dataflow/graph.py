@@ -11,6 +11,7 @@ path's interpreter computes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -73,7 +74,7 @@ def compile_graph(module: ModuleOp, graph: df.GraphOp) -> Graph:
         elif isinstance(op, df.CallOp | df.ReturnOp):
             node.site = op.site.value.data
         elif node.kind == OP:
-            node.fn = evaluator(interp, op)
+            node.fn = partial(interp.run_op, op)
     for op, node in nodes.items():
         for port, value in enumerate(token_ports(op)):
             if value in static:
@@ -98,12 +99,6 @@ def source(value: SSAValue, nodes: dict[Operation, Node]) -> list[Edge]:
     owner = value.owner
     assert isinstance(owner, Operation)
     return nodes[owner].outs[value.index]
-
-
-def evaluator(interp: Any, op: Operation
-              ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    run_op = interp.run_op
-    return lambda args: run_op(op, args)
 
 
 def link_calls(nodes: dict[Operation, Node]) -> None:

@@ -36,15 +36,11 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     I64,
     FlatSymbolRefAttrConstr,
-    FunctionType,
     IntegerAttr,
-    StringAttr,
-    SymbolNameConstraint,
     SymbolRefAttr,
     i1,
 )
-from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -52,17 +48,14 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     prop_def,
-    region_def,
     result_def,
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from recir.dialects.invoke import verify_named_body, verify_results
+from recir.dialects.invoke import NamedRegionOp, verify_named_body, verify_results
 
 
 def site_key(op: CallOp | ReturnOp) -> tuple[str, int]:
@@ -70,7 +63,7 @@ def site_key(op: CallOp | ReturnOp) -> tuple[str, int]:
 
 
 @irdl_op_definition
-class GraphOp(IRDLOperation):
+class GraphOp(NamedRegionOp):
     """A whole program as one static graph: entry inputs in, `dataflow.output` out.
 
     Its single block is a graph region: ops are nodes, operands may be
@@ -85,19 +78,7 @@ class GraphOp(IRDLOperation):
     """
 
     name = "dataflow.graph"
-    body = region_def("single_block")
-    sym_name = prop_def(SymbolNameConstraint())
-    function_type = prop_def(FunctionType)
     traits = traits_def(SymbolOpInterface(), IsolatedFromAbove())
-
-    def __init__(self, name: str, function_type: FunctionType,
-                 region: Region | None = None):
-        if region is None:
-            region = Region(Block(arg_types=function_type.inputs))
-        super().__init__(
-            properties={"sym_name": StringAttr(name), "function_type": function_type},
-            regions=[region],
-        )
 
     def verify_(self) -> None:
         block = self.body.block
@@ -111,22 +92,6 @@ class GraphOp(IRDLOperation):
                     f"@{name}: 'dataflow.return' from @{callee}[{site}] has no "
                     f"'dataflow.call' to @{callee}[{site}]"
                 )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> GraphOp:
-        name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
-            parser, reserved_attr_names=("sym_name", "function_type")
-        )
-        op = cls(name, FunctionType.from_lists(inputs, outputs), region)
-        if extra is not None:
-            op.attributes |= extra.data
-        return op
-
-    def print(self, printer: Printer) -> None:
-        print_func_op_like(
-            printer, self.sym_name, self.function_type, self.body, self.attributes,
-            reserved_attr_names=("sym_name", "function_type"),
-        )
 
 
 @irdl_op_definition
@@ -211,8 +176,17 @@ class ReturnOp(SiteOp):
     assembly_format = "$input `from` $callee `[` $site `]` attr-dict `:` type($input)"
 
 
+class SameTypeInputsOp(IRDLOperation):
+    """`%r = <op> %a, %b, ... : T`: tokens of one type in, one out."""
+
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    inputs = var_operand_def(T)
+    output = result_def(T)
+    assembly_format = "$inputs attr-dict `:` type($output)"
+
+
 @irdl_op_definition
-class MergeOp(IRDLOperation):
+class MergeOp(SameTypeInputsOp):
     """Joins the tokens arriving from a callee's call sites into its parameter.
 
     Non-strict: every token on any input is forwarded as it is; tokens from
@@ -224,10 +198,6 @@ class MergeOp(IRDLOperation):
     """
 
     name = "dataflow.merge"
-    T: ClassVar = VarConstraint("T", AnyAttr())
-    inputs = var_operand_def(T)
-    output = result_def(T)
-    assembly_format = "$inputs attr-dict `:` type($output)"
 
     def __init__(self, inputs: Sequence[SSAValue | Operation], typ: Attribute):
         super().__init__(operands=[inputs], result_types=[typ])
@@ -263,7 +233,7 @@ class SwitchOp(IRDLOperation):
 
 
 @irdl_op_definition
-class JoinOp(IRDLOperation):
+class JoinOp(SameTypeInputsOp):
     """Joins the branches of a Switch (an `scf.if`'s results).
 
     Strict: fires when every input holds a token of one tag, of which at most
@@ -277,10 +247,6 @@ class JoinOp(IRDLOperation):
     """
 
     name = "dataflow.join"
-    T: ClassVar = VarConstraint("T", AnyAttr())
-    inputs = var_operand_def(T)
-    output = result_def(T)
-    assembly_format = "$inputs attr-dict `:` type($output)"
 
     def __init__(self, inputs: Sequence[SSAValue | Operation]):
         typ = SSAValue.get(inputs[0]).type

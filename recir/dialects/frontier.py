@@ -284,8 +284,17 @@ class SizeRaggedOp(PureOp):
             expect_index_rows(v, what)
 
 
+class ScheduleBase(IRDLOperation):
+    """The functions a schedule runs (`@expand`, `@post`) and its invoke sites."""
+
+    expand = prop_def(SymbolRefAttr)
+    post = prop_def(SymbolRefAttr)
+    sites = prop_def(IntegerAttr[I64])
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+
 @irdl_op_definition
-class ScheduleOp(IRDLOperation):
+class ScheduleOp(ScheduleBase):
     """Run a recursive function for a batch, frontier by frontier.
 
     `@expand` runs once per depth on that depth's invocations (rows). Its
@@ -310,13 +319,9 @@ class ScheduleOp(IRDLOperation):
     """
 
     name = "frontier.schedule"
-    expand = prop_def(SymbolRefAttr)
-    post = prop_def(SymbolRefAttr)
-    sites = prop_def(IntegerAttr[I64])
     moving = var_operand_def(TensorType)
     shared = var_operand_def()
     outputs = var_result_def(TensorType)
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = ("$expand `,` $post `(` $moving `)` `shared` `(` $shared `)` "
                        "attr-dict `:` `(` type($moving) `)` `,` `(` type($shared) `)` "
                        "`->` `(` type($outputs) `)`")
@@ -336,7 +341,7 @@ class ScheduleOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ScheduleGradOp(IRDLOperation):
+class ScheduleGradOp(ScheduleBase):
     """The gradient of a `frontier.schedule`: given the cotangents of its
     float results (one row per batch element), the gradients of its float
     operands (the roots' moving arguments, then the shared ones), in order.
@@ -357,14 +362,10 @@ class ScheduleGradOp(IRDLOperation):
     """
 
     name = "frontier.schedule_grad"
-    expand = prop_def(SymbolRefAttr)
-    post = prop_def(SymbolRefAttr)
-    sites = prop_def(IntegerAttr[I64])
     cotangents = var_operand_def(TensorType)
     moving = var_operand_def(TensorType)
     shared = var_operand_def()
     gradients = var_result_def(TensorType)
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = ("$expand `,` $post `(` $cotangents `)` `moving` `(` $moving `)` "
                        "`shared` `(` $shared `)` attr-dict `:` `(` type($cotangents) `)` `,` "
                        "`(` type($moving) `)` `,` `(` type($shared) `)` `->` "

@@ -22,6 +22,7 @@ func.func @main(%n: i32) -> i32 {
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
 
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import (
@@ -78,19 +79,10 @@ def verify_results(verb: str, types: Sequence[Attribute], name: str,
         )
 
 
-@irdl_op_definition
-class SubgraphOp(IRDLOperation):
-    """A named, possibly recursive region that may use outer SSA values.
+class NamedRegionOp(IRDLOperation):
+    """A named single-block region with a signature, written as a `func.func`
+    is (`invoke.subgraph`, `dataflow.graph`)."""
 
-    ```mlir
-    invoke.subgraph @leaf_sum(%node: i32) -> f32 {
-      ...
-      invoke.return %s : f32
-    }
-    ```
-    """
-
-    name = "invoke.subgraph"
     body = region_def("single_block")
     sym_name = prop_def(SymbolNameConstraint())
     function_type = prop_def(FunctionType)
@@ -110,17 +102,8 @@ class SubgraphOp(IRDLOperation):
             regions=[region],
         )
 
-    def verify_(self) -> None:
-        verify_named_body(self.sym_name.data, self.body.block, self.function_type,
-                          ReturnOp)
-        duplicates = [
-            op for op in callables(self) if op.sym_name == self.sym_name
-        ]
-        if len(duplicates) > 1:
-            raise VerifyException(f"the name @{self.sym_name.data} is defined twice")
-
     @classmethod
-    def parse(cls, parser: Parser) -> SubgraphOp:
+    def parse(cls, parser: Parser) -> Self:
         name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
             parser, reserved_attr_names=("sym_name", "function_type")
         )
@@ -131,13 +114,33 @@ class SubgraphOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         print_func_op_like(
-            printer,
-            self.sym_name,
-            self.function_type,
-            self.body,
-            self.attributes,
+            printer, self.sym_name, self.function_type, self.body, self.attributes,
             reserved_attr_names=("sym_name", "function_type"),
         )
+
+
+@irdl_op_definition
+class SubgraphOp(NamedRegionOp):
+    """A named, possibly recursive region that may use outer SSA values.
+
+    ```mlir
+    invoke.subgraph @leaf_sum(%node: i32) -> f32 {
+      ...
+      invoke.return %s : f32
+    }
+    ```
+    """
+
+    name = "invoke.subgraph"
+
+    def verify_(self) -> None:
+        verify_named_body(self.sym_name.data, self.body.block, self.function_type,
+                          ReturnOp)
+        duplicates = [
+            op for op in callables(self) if op.sym_name == self.sym_name
+        ]
+        if len(duplicates) > 1:
+            raise VerifyException(f"the name @{self.sym_name.data} is defined twice")
 
 
 @irdl_op_definition

@@ -20,7 +20,7 @@ order; subgraphs use both as outer values (`capture-outer-refs` closes them).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from xdsl.dialects import func, scf
@@ -37,7 +37,7 @@ from xdsl.ir import Attribute, Block, Region
 
 from recir.dialects import invoke
 from recir.frontend.locations import user_error, user_location
-from recir.frontend.tracer import Tracer, as_value, emit, insertion_block
+from recir.frontend.tracer import Tracer, as_value, current_block, emit, insertion_block
 from recir.parsing import verify_located
 
 __all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
@@ -74,28 +74,36 @@ class TracedModel:
         return run_function(self.module, self.entry, [*inputs, *self.params.values()])
 
 
-class trace:
-    """Context manager building the entry function `name` of a new module."""
+class TracedRegion:
+    """Inside `with`, traced ops go into `block`; leaving the `with` without
+    `.output(...)` is an error naming `what`."""
 
-    def __init__(self, name: str):
-        self.name = name
-        self.block = Block()
-        self.function = func.FuncOp(name, ([], []), Region(self.block))
-        self.function.location = user_location()
-        self.module = ModuleOp([self.function])
-        self.inputs: list[str] = []
-        self.params: dict[str, np.ndarray] = {}
-        self.outputs: list[Tracer] | None = None
-        self.context = insertion_block(self.block)
+    def __init__(self, what: str, block: Block):
+        self.what, self.has_outputs = what, False
+        self.context = insertion_block(block)
 
-    def __enter__(self) -> trace:
+    def __enter__(self) -> Self:
         self.context.__enter__()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         self.context.__exit__()
-        if kind is None and self.outputs is None:
-            raise user_error(f"model '{self.name}' has no outputs: call .output(...)")
+        if kind is None and not self.has_outputs:
+            raise user_error(f"{self.what} has no outputs: call .output(...)")
+
+
+class trace(TracedRegion):
+    """Context manager building the entry function `name` of a new module."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.block = Block()
+        super().__init__(f"model '{name}'", self.block)
+        self.function = func.FuncOp(name, ([], []), Region(self.block))
+        self.function.location = user_location()
+        self.module = ModuleOp([self.function])
+        self.inputs: list[str] = []
+        self.params: dict[str, np.ndarray] = {}
 
     def input(self, name: str, typ: Attribute) -> Tracer:
         arg = self.block.insert_arg(typ, len(self.inputs))
@@ -115,7 +123,7 @@ class trace:
     def output(self, *values: Tracer) -> None:
         results = [as_value(v) for v in values]
         emit(func.ReturnOp(*results), verify=False)
-        self.outputs = list(values)
+        self.has_outputs = True
         types = [a.type for a in self.block.args]
         self.function.function_type = FunctionType.from_lists(types, [r.type for r in results])
 
@@ -125,7 +133,7 @@ class trace:
         return TracedModel(self.module, self.name, self.inputs, self.params)
 
 
-class SubGraph:
+class SubGraph(TracedRegion):
     """A named, possibly recursive function traced in place (`invoke.subgraph`).
 
     Creating it declares it (so it can be called before its body is traced:
@@ -137,18 +145,8 @@ class SubGraph:
         self.op = invoke.SubgraphOp(name, (list(inputs), list(outputs)))
         self.op.location = user_location()
         self.inputs = [Tracer(a) for a in self.op.body.block.args]
-        self.defined = False
-        emit_declaration(self.op)
-        self.context = insertion_block(self.op.body.block)
-
-    def __enter__(self) -> SubGraph:
-        self.context.__enter__()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        self.context.__exit__()
-        if kind is None and not self.defined:
-            raise user_error(f"subgraph '{self.name}' has no outputs: call .output(...)")
+        current_block().add_op(self.op)  # declared where it is created
+        super().__init__(f"subgraph '{name}'", self.op.body.block)
 
     def output(self, *values: Any) -> None:
         results = [as_value(v) for v in values]
@@ -159,19 +157,13 @@ class SubGraph:
                 f"declares ({', '.join(map(str, self.output_types))})"
             )
         emit(invoke.ReturnOp(*results), verify=False)
-        self.defined = True
+        self.has_outputs = True
 
     def __call__(self, *args: Any) -> Any:
         values = [as_value(a) for a in args]
         op = emit(invoke.InvokeOp(self.name, values, self.output_types))
         results = [Tracer(r) for r in op.results]
         return results[0] if len(results) == 1 else tuple(results)
-
-
-def emit_declaration(op: invoke.SubgraphOp) -> None:
-    from recir.frontend.tracer import current_block
-
-    current_block().add_op(op)
 
 
 def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:

@@ -2,103 +2,80 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32
+from xdsl.irdl import IRDLOperation
 
 from recir.dialects import tmath
-from recir.frontend.tracer import Tracer, as_value, emit
+from recir.frontend.tracer import Tracer, as_value, traced
 
 
-def _unary(op: type, x: Any) -> Tracer:
-    return Tracer(emit(op(as_value(x))).results[0])
+def unary(op: type[IRDLOperation], name: str) -> Callable[[Any], Tracer]:
+    """The function `name(x)` that traces `op` on one value."""
+
+    def apply(x: Any) -> Tracer:
+        return traced(op(as_value(x)))  # pyright: ignore[reportCallIssue]
+
+    apply.__name__ = apply.__qualname__ = name
+    apply.__doc__ = f"`{op.name}` of `x`."
+    return apply
 
 
-def sigmoid(x: Any) -> Tracer:
-    return _unary(tmath.SigmoidOp, x)
-
-
-def tanh(x: Any) -> Tracer:
-    return _unary(tmath.TanhOp, x)
-
-
-def relu(x: Any) -> Tracer:
-    return _unary(tmath.ReluOp, x)
-
-
-def exp(x: Any) -> Tracer:
-    return _unary(tmath.ExpOp, x)
-
-
-def log(x: Any) -> Tracer:
-    return _unary(tmath.LogOp, x)
-
-
-def softmax(x: Any) -> Tracer:
-    return _unary(tmath.SoftmaxOp, x)
-
-
-def sum(x: Any) -> Tracer:  # noqa: A001 - mirrors numpy's name
-    return _unary(tmath.SumOp, x)
-
-
-def max(x: Any) -> Tracer:  # noqa: A001
-    return _unary(tmath.MaxOp, x)
-
-
-def argmax(x: Any) -> Tracer:
-    return _unary(tmath.ArgmaxOp, x)
-
-
-def size(x: Any) -> Tracer:
-    return _unary(tmath.SizeOp, x)
+sigmoid = unary(tmath.SigmoidOp, "sigmoid")
+tanh = unary(tmath.TanhOp, "tanh")
+relu = unary(tmath.ReluOp, "relu")
+exp = unary(tmath.ExpOp, "exp")
+log = unary(tmath.LogOp, "log")
+softmax = unary(tmath.SoftmaxOp, "softmax")
+sum = unary(tmath.SumOp, "sum")  # noqa: A001 - mirrors numpy's name
+max = unary(tmath.MaxOp, "max")  # noqa: A001
+argmax = unary(tmath.ArgmaxOp, "argmax")
+size = unary(tmath.SizeOp, "size")
 
 
 def matvec(w: Any, x: Any) -> Tracer:
-    return Tracer(emit(tmath.MatvecOp(as_value(w), as_value(x))).results[0])
+    return traced(tmath.MatvecOp(as_value(w), as_value(x)))
 
 
 def matmul(a: Any, b: Any) -> Tracer:
-    return Tracer(emit(tmath.MatmulOp(as_value(a), as_value(b))).results[0])
+    return traced(tmath.MatmulOp(as_value(a), as_value(b)))
 
 
 def bilinear(v: Any, x: Any, y: Any) -> Tracer:
     """`r[k] = x^T V[k] y`: the RNTN tensor product."""
-    op = tmath.BilinearOp(as_value(v), as_value(x), as_value(y))
-    return Tracer(emit(op).results[0])
+    return traced(tmath.BilinearOp(as_value(v), as_value(x), as_value(y)))
 
 
 def concat(values: Sequence[Any]) -> Tracer:
-    return Tracer(emit(tmath.ConcatOp([as_value(v) for v in values])).results[0])
+    return traced(tmath.ConcatOp([as_value(v) for v in values]))
 
 
 def slice(x: Any, offset: int, size: int) -> Tracer:  # noqa: A001
-    return Tracer(emit(tmath.SliceOp(as_value(x), offset, size)).results[0])
+    return traced(tmath.SliceOp(as_value(x), offset, size))
 
 
 def gather(table: Any, index: Any) -> Tracer:
-    return Tracer(emit(tmath.GatherOp(as_value(table), as_value(index))).results[0])
+    return traced(tmath.GatherOp(as_value(table), as_value(index)))
 
 
 def softmax_xent(logits: Any, label: Any) -> Tracer:
-    op = tmath.SoftmaxCrossEntropyOp(as_value(logits), as_value(label))
-    return Tracer(emit(op).results[0])
+    return traced(tmath.SoftmaxCrossEntropyOp(as_value(logits), as_value(label)))
 
 
 def fill(scalar: Any, shape: Sequence[int]) -> Tracer:
-    op = tmath.FillOp(as_value(scalar), TensorType(f32, list(shape)))
-    return Tracer(emit(op).results[0])
+    return traced(tmath.FillOp(as_value(scalar), TensorType(f32, list(shape))))
 
 
 def constant(value: Any) -> Tracer:
     array = np.asarray(value, dtype=np.float32)
-    typ = TensorType(f32, list(array.shape))
-    dense = DenseIntOrFPElementsAttr.from_list(typ, array.ravel().tolist())
-    return Tracer(emit(tmath.ConstantOp(dense)).results[0])
+    dense = DenseIntOrFPElementsAttr.from_list(TensorType(f32, list(array.shape)),
+                                               array.ravel().tolist())
+    return traced(tmath.ConstantOp(dense))
 
 
 def zeros(*shape: int) -> Tracer:
     typ = TensorType(f32, list(shape))
-    return Tracer(emit(tmath.ConstantOp(DenseIntOrFPElementsAttr.from_list(typ, [0.0]))).results[0])
+    return traced(tmath.ConstantOp(DenseIntOrFPElementsAttr.from_list(typ, [0.0])))

@@ -69,6 +69,16 @@ def emit(op: Operation, verify: bool = True) -> Operation:
     return op
 
 
+def emit_value(op: Operation) -> SSAValue:
+    """`emit(op)`'s one result."""
+    return emit(op).results[0]
+
+
+def traced(op: Operation) -> Tracer:
+    """`emit(op)`'s one result, as a traced value."""
+    return Tracer(emit_value(op))
+
+
 def is_tensor(value: SSAValue) -> bool:
     return isinstance(value.type, TensorType)
 
@@ -80,11 +90,11 @@ def constant_like(value: Any, like: SSAValue) -> SSAValue:
         raise user_error(f"cannot use a Python {type(value).__name__} with a {typ} value")
     if isinstance(typ, TensorType):
         dense = DenseIntOrFPElementsAttr.from_list(typ, [float(value)])
-        return emit(tmath.ConstantOp(dense)).results[0]
+        return emit_value(tmath.ConstantOp(dense))
     if isinstance(typ, Float32Type):
-        return emit(arith.ConstantOp(FloatAttr(float(value), f32))).results[0]
+        return emit_value(arith.ConstantOp(FloatAttr(float(value), f32)))
     if isinstance(typ, IntegerType | IndexType) and isinstance(value, int):
-        return emit(arith.ConstantOp(IntegerAttr(value, typ))).results[0]
+        return emit_value(arith.ConstantOp(IntegerAttr(value, typ)))
     raise user_error(f"cannot use the Python value {value!r} as a {typ}")
 
 
@@ -94,11 +104,11 @@ def as_value(value: Any, like: SSAValue | None = None) -> SSAValue:
     if like is not None:
         return constant_like(value, like)
     if isinstance(value, bool):
-        return emit(arith.ConstantOp(IntegerAttr(int(value), IntegerType(1)))).results[0]
+        return emit_value(arith.ConstantOp(IntegerAttr(int(value), IntegerType(1))))
     if isinstance(value, int):
-        return emit(arith.ConstantOp(IntegerAttr(value, i32))).results[0]
+        return emit_value(arith.ConstantOp(IntegerAttr(value, i32)))
     if isinstance(value, float):
-        return emit(arith.ConstantOp(FloatAttr(value, f32))).results[0]
+        return emit_value(arith.ConstantOp(FloatAttr(value, f32)))
     raise user_error(f"unsupported Python value {value!r} of type {type(value).__name__}")
 
 
@@ -112,25 +122,33 @@ FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", 
 def binary(symbol: str, lhs: Any, rhs: Any) -> Tracer:
     anchor = lhs if isinstance(lhs, Tracer) else rhs
     a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
-    typ = a.type
-    table: dict[str, Callable[..., Operation]]
-    if isinstance(typ, TensorType):
-        table = TENSOR_BINARY
-    elif isinstance(typ, Float32Type):
-        table = FLOAT_BINARY
-    else:
-        table = INT_BINARY
-    return Tracer(emit(table[symbol](a, b)).results[0])
+    if isinstance(a.type, TensorType):
+        return traced(TENSOR_BINARY[symbol](a, b))
+    table = FLOAT_BINARY if isinstance(a.type, Float32Type) else INT_BINARY
+    return traced(table[symbol](a, b))
 
 
 def compare(symbol: str, lhs: Any, rhs: Any) -> Tracer:
     anchor = lhs if isinstance(lhs, Tracer) else rhs
     a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
     if isinstance(a.type, Float32Type):
-        return Tracer(emit(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol])).results[0])
+        return traced(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol]))
     if isinstance(a.type, IntegerType | IndexType):
-        return Tracer(emit(arith.CmpiOp(a, b, INT_COMPARE[symbol])).results[0])
+        return traced(arith.CmpiOp(a, b, INT_COMPARE[symbol]))
     raise user_error(f"cannot compare values of type {a.type}")
+
+
+Combine = Callable[[str, Any, Any], "Tracer"]
+
+
+def infix(combine: Combine, symbol: str) -> Callable[[Tracer, Any], Tracer]:
+    """`tracer <symbol> other` as a method."""
+    return lambda self, other: combine(symbol, self, other)
+
+
+def reflected(combine: Combine, symbol: str) -> Callable[[Tracer, Any], Tracer]:
+    """`other <symbol> tracer`, Python's reflected operand order."""
+    return lambda self, other: combine(symbol, other, self)
 
 
 class Tracer:
@@ -152,66 +170,33 @@ class Tracer:
     def __repr__(self) -> str:
         return f"Tracer({self.value.type})"
 
-    def __add__(self, other: Any) -> Tracer:
-        return binary("+", self, other)
-
-    def __radd__(self, other: Any) -> Tracer:
-        return binary("+", other, self)
-
-    def __sub__(self, other: Any) -> Tracer:
-        return binary("-", self, other)
-
-    def __rsub__(self, other: Any) -> Tracer:
-        return binary("-", other, self)
-
-    def __mul__(self, other: Any) -> Tracer:
-        return binary("*", self, other)
-
-    def __rmul__(self, other: Any) -> Tracer:
-        return binary("*", other, self)
-
-    def __truediv__(self, other: Any) -> Tracer:
-        return binary("/", self, other)
-
-    def __rtruediv__(self, other: Any) -> Tracer:
-        return binary("/", other, self)
+    __add__, __radd__ = infix(binary, "+"), reflected(binary, "+")
+    __sub__, __rsub__ = infix(binary, "-"), reflected(binary, "-")
+    __mul__, __rmul__ = infix(binary, "*"), reflected(binary, "*")
+    __truediv__, __rtruediv__ = infix(binary, "/"), reflected(binary, "/")
+    __lt__, __le__ = infix(compare, "<"), infix(compare, "<=")
+    __gt__, __ge__ = infix(compare, ">"), infix(compare, ">=")
+    __eq__ = infix(compare, "==")  # type: ignore[assignment]
+    __ne__ = infix(compare, "!=")  # type: ignore[assignment]
 
     def __neg__(self) -> Tracer:
         if is_tensor(self.value):
-            return Tracer(emit(tmath.NegOp(self.value)).results[0])
+            return traced(tmath.NegOp(self.value))
         return binary("-", 0 if isinstance(self.type, IntegerType) else 0.0, self)
 
     def __matmul__(self, other: Tracer) -> Tracer:
         rhs = as_value(other)
         op = tmath.MatvecOp if len(tmath.shape_of(rhs)) == 1 else tmath.MatmulOp
-        return Tracer(emit(op(self.value, rhs)).results[0])
-
-    def __lt__(self, other: Any) -> Tracer:
-        return compare("<", self, other)
-
-    def __le__(self, other: Any) -> Tracer:
-        return compare("<=", self, other)
-
-    def __gt__(self, other: Any) -> Tracer:
-        return compare(">", self, other)
-
-    def __ge__(self, other: Any) -> Tracer:
-        return compare(">=", self, other)
-
-    def __eq__(self, other: Any) -> Tracer:  # type: ignore[override]
-        return compare("==", self, other)
-
-    def __ne__(self, other: Any) -> Tracer:  # type: ignore[override]
-        return compare("!=", self, other)
+        return traced(op(self.value, rhs))
 
     def __and__(self, other: Any) -> Tracer:
-        return Tracer(emit(arith.AndIOp(self.value, as_value(other, self.value))).results[0])
+        return traced(arith.AndIOp(self.value, as_value(other, self.value)))
 
     def __or__(self, other: Any) -> Tracer:
-        return Tracer(emit(arith.OrIOp(self.value, as_value(other, self.value))).results[0])
+        return traced(arith.OrIOp(self.value, as_value(other, self.value)))
 
     def __getitem__(self, index: Any) -> Tracer:
-        return Tracer(emit(tmath.ExtractOp(self.value, as_value(index))).results[0])
+        return traced(tmath.ExtractOp(self.value, as_value(index)))
 
     def __bool__(self) -> bool:
         raise user_error(

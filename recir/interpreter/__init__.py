@@ -188,15 +188,18 @@ def check_dtype(where: ArgumentName, value: np.ndarray, dtype: np.dtype[Any]) ->
         raise RecirError(f"error: {where} holds {bad}, which does not fit in int32")
 
 
+def coerce_arguments(name: str, args: Sequence[Any], inputs: Sequence[Attribute]
+                     ) -> list[Any]:
+    """`args` for `@name`'s parameter types `inputs`, each `coerce_argument`ed."""
+    if len(args) != len(inputs):
+        raise RecirError(f"error: @{name} takes {len(inputs)} arguments, got {len(args)}")
+    return [coerce_argument(i, a, t) for i, (a, t) in enumerate(zip(args, inputs))]
+
+
 def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
     """Run `@name` on `args`; integers, floats and ndarrays in and out."""
     entry = find_entry(module, name)
-    inputs = entry.function_type.inputs.data
-    if len(args) != len(inputs):
-        raise RecirError(
-            f"error: @{name} takes {len(inputs)} arguments, got {len(args)}"
-        )
-    values = [coerce_argument(i, a, t) for i, (a, t) in enumerate(zip(args, inputs))]
+    values = coerce_arguments(name, args, entry.function_type.inputs.data)
     return run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
 
 

@@ -41,7 +41,7 @@ class AdjointFunctions(InterpreterFunctions):
             out[np.arange(len(index)), checked_rows(index, out.shape[1])] = scale
             return (out,)
         out = np.zeros(op.result.type.get_shape(), np.float32)
-        out[checked_index(op, args[0], out.shape[0])] = args[1]
+        out[checked_index(args[0], out.shape[0])] = args[1]
         return (out,)
 
     @impl(adjoint.ReluGradOp)
@@ -74,7 +74,7 @@ class AdjointFunctions(InterpreterFunctions):
         if isinstance(index, np.ndarray):  # rows: a scatter-add
             np.add.at(acc, checked_rows(index, acc.shape[0]), value)
             return ()
-        acc[checked_index(op, index, acc.shape[0])] += value
+        acc[checked_index(index, acc.shape[0])] += value
         return ()
 
     @impl(adjoint.AccumulateBilinearOp)

@@ -7,15 +7,16 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType
-from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
 from xdsl.utils.exceptions import InterpretationError
+
+from recir.interpreter.tmath import register_table
 
 
 def round_f32(x: float) -> float:
     return float(np.float32(x))
 
 
-@register_impls
 class ArithExtraFunctions(InterpreterFunctions):
     @impl(arith.DivfOp)
     def run_divf(self, interp: Interpreter, op: arith.DivfOp, args: Any):
@@ -25,39 +26,29 @@ class ArithExtraFunctions(InterpreterFunctions):
             return (inf,)
         return (round_f32(lhs / rhs),)
 
-    @impl(arith.NegfOp)
-    def run_negf(self, interp: Interpreter, op: arith.NegfOp, args: Any):
-        return (-args[0],)
-
-    @impl(arith.SIToFPOp)
-    def run_sitofp(self, interp: Interpreter, op: arith.SIToFPOp, args: Any):
-        return (round_f32(float(args[0])),)
-
-    @impl(arith.FPToSIOp)
-    def run_fptosi(self, interp: Interpreter, op: arith.FPToSIOp, args: Any):
-        return (int(args[0]),)
-
-    @impl(arith.ExtUIOp)
-    def run_extui(self, interp: Interpreter, op: arith.ExtUIOp, args: Any):
-        return (int(args[0]),)
-
-    @impl(arith.ExtSIOp)
-    def run_extsi(self, interp: Interpreter, op: arith.ExtSIOp, args: Any):
-        return (int(args[0]),)
-
-    @impl(arith.MaxSIOp)
-    def run_maxsi(self, interp: Interpreter, op: arith.MaxSIOp, args: Any):
-        return (max(args),)
-
-    @impl(arith.MinSIOp)
-    def run_minsi(self, interp: Interpreter, op: arith.MinSIOp, args: Any):
-        return (min(args),)
-
     @impl(arith.DivUIOp)
     def run_divui(self, interp: Interpreter, op: arith.DivUIOp, args: Any):
         if args[1] == 0:
             raise InterpretationError("'arith.divui' division by zero")
         return (args[0] // args[1],)
+
+
+# The scalar ops whose semantics are one Python function of the operands.
+SCALAR_ARITH: dict[type, Any] = {
+    arith.NegfOp: lambda x: -x, arith.SIToFPOp: lambda x: round_f32(float(x)),
+    arith.FPToSIOp: int, arith.ExtUIOp: int, arith.ExtSIOp: int,
+    arith.MaxSIOp: max, arith.MinSIOp: min,
+}
+
+
+def _scalar_impl(fn: Any) -> Any:
+    def run(self: Any, interp: Interpreter, op: Any, args: Any):
+        return (fn(*args),)
+
+    return run
+
+
+register_table(ArithExtraFunctions, SCALAR_ARITH, _scalar_impl)
 
 
 # The row forms of arith ops (`invoke-to-frontier`): the same op on tensors
@@ -91,6 +82,4 @@ def _row_impl(fn: Any) -> Any:
     return run
 
 
-for _op_type, _fn in ROW_ARITH.items():
-    setattr(ArithRowFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_row_impl(_fn)))
-register_impls(ArithRowFunctions)
+register_table(ArithRowFunctions, ROW_ARITH, _row_impl)

@@ -18,18 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
-from xdsl.ir import Attribute
 
 from recir.dialects import frontier
+from recir.dialects.row_types import is_f32_tensor as is_float_tensor
 from recir.interpreter.frontier import Schedule, row_shape
 
 HOW = " (run synthesize-gradients{{entry={} wrapper=false}} first)"
-
-
-def is_float_tensor(typ: Attribute) -> bool:
-    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type)
 
 
 @register_impls

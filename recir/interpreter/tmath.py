@@ -45,11 +45,9 @@ def f32(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def checked_index(op: Any, index: int, length: int) -> int:
+def checked_index(index: int, length: int) -> int:
     if not 0 <= index < length:
-        raise InterpretationError(
-            f"index {index} out of range for length {length}"
-        )
+        raise InterpretationError(f"index {index} out of range for length {length}")
     return index
 
 
@@ -58,11 +56,14 @@ def checked_rows(index: np.ndarray, length: int) -> np.ndarray:
     index = np.asarray(index)
     bad = (index < 0) | (index >= length)
     if bad.any():
-        raise InterpretationError(
-            f"index {int(index[bad][0])} out of range for length {length} "
-            f"(row {int(np.argmax(bad))})"
-        )
+        raise InterpretationError(f"index {int(index[bad][0])} out of range for length "
+                                  f"{length} (row {int(np.argmax(bad))})")
     return index
+
+
+def per_row(x: np.ndarray) -> np.ndarray:
+    """Rows as a matrix: each row's elements flattened."""
+    return x.reshape(len(x), int(np.prod(x.shape[1:])))
 
 
 class TMathFunctions(InterpreterFunctions):
@@ -124,14 +125,14 @@ class TMathFunctions(InterpreterFunctions):
         table, index = args
         if isinstance(index, np.ndarray):
             return (table[checked_rows(index, table.shape[0])],)
-        return (table[checked_index(op, index, table.shape[0])].copy(),)
+        return (table[checked_index(index, table.shape[0])].copy(),)
 
     @impl(tmath.ExtractOp)
     def run_extract(self, interp: Interpreter, op: tmath.ExtractOp, args: Any):
         array, index = args
         if isinstance(index, np.ndarray):
             return (array[checked_rows(index, array.shape[0])],)
-        value = array[checked_index(op, index, array.shape[0])]
+        value = array[checked_index(index, array.shape[0])]
         return (int(value) if array.dtype.kind in "iu" else float(value),)
 
     @impl(tmath.SizeOp)
@@ -141,15 +142,13 @@ class TMathFunctions(InterpreterFunctions):
     @impl(tmath.SumOp)
     def run_sum(self, interp: Interpreter, op: tmath.SumOp, args: Any):
         if is_rows(op.result):
-            x = args[0]
-            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).sum(axis=1, dtype=np.float32),)
+            return (per_row(args[0]).sum(axis=1, dtype=np.float32),)
         return (float(np.float32(args[0].sum(dtype=np.float32))),)
 
     @impl(tmath.MaxOp)
     def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
         if is_rows(op.result):
-            x = args[0]
-            return (x.reshape(len(x), int(np.prod(x.shape[1:]))).max(axis=1),)
+            return (per_row(args[0]).max(axis=1),)
         return (float(args[0].max()),)
 
     @impl(tmath.ArgmaxOp)
@@ -170,7 +169,7 @@ class TMathFunctions(InterpreterFunctions):
             shifted = logits - logits.max(axis=1, keepdims=True)
             picked = shifted[np.arange(len(label)), label]
             return (f32(np.log(np.exp(shifted).sum(axis=1)) - picked),)
-        label = checked_index(op, label, logits.shape[0])
+        label = checked_index(label, logits.shape[0])
         shifted = logits - logits.max()
         return (float(np.float32(np.log(np.exp(shifted).sum()) - shifted[label])),)
 
@@ -183,10 +182,16 @@ def _elementwise(fn: Callable[..., np.ndarray]) -> Callable[..., tuple[Any, ...]
     return run
 
 
-# One implementation per concrete elementwise op: xDSL dispatches on exact types.
-for _op_type, _fn in (_UNARY | _BINARY).items():
-    setattr(TMathFunctions, f"run_{_op_type.__name__}", impl(_op_type)(_elementwise(_fn)))
-register_impls(TMathFunctions)
+def register_table(functions: type[InterpreterFunctions], table: dict[type, Any],
+                   make_run: Callable[[Any], Any]) -> None:
+    """Registers `make_run(fn)` as the impl of each op class of `table` (xDSL
+    dispatches on exact classes, so each concrete op gets its own)."""
+    for op_type, fn in table.items():
+        setattr(functions, f"run_{op_type.__name__}", impl(op_type)(make_run(fn)))
+    register_impls(functions)
+
+
+register_table(TMathFunctions, _UNARY | _BINARY, _elementwise)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

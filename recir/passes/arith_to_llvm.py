@@ -90,17 +90,15 @@ def _constant(op: arith.ConstantOp) -> list[Operation]:
     return [build((llvm.ConstantOp, value, typ), lambda: llvm.ConstantOp(value, typ), ())]
 
 
-def _cmpi(op: arith.CmpiOp) -> list[Operation]:
-    # arith and llvm number their predicates the same way
-    code, operands = op.predicate.value.data, (op.lhs, op.rhs)
-    return [build((llvm.ICmpOp, code, operands[0].type),
-                  lambda: llvm.ICmpOp(*operands, IntegerAttr(code, i64)), operands)]
+def _compare(target: type[llvm.ICmpOp | llvm.FCmpOp]) -> Callable[..., list[Operation]]:
+    """arith.cmpi as llvm.icmp, arith.cmpf as llvm.fcmp: arith and llvm
+    number their predicates the same way."""
+    def convert(op: arith.CmpiOp | arith.CmpfOp) -> list[Operation]:
+        code, operands = op.predicate.value.data, (op.lhs, op.rhs)
+        return [build((target, code, operands[0].type),
+                      lambda: target(*operands, IntegerAttr(code, i64)), operands)]
 
-
-def _cmpf(op: arith.CmpfOp) -> list[Operation]:
-    code, operands = op.predicate.value.data, (op.lhs, op.rhs)
-    return [build((llvm.FCmpOp, code, operands[0].type),
-                  lambda: llvm.FCmpOp(*operands, IntegerAttr(code, i64)), operands)]
+    return convert
 
 
 def _fptosi(op: arith.FPToSIOp) -> list[Operation]:
@@ -117,8 +115,8 @@ def _uitofp(op: arith.UIToFPOp) -> list[Operation]:
 
 _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
     arith.ConstantOp: _constant,
-    arith.CmpiOp: _cmpi,
-    arith.CmpfOp: _cmpf,
+    arith.CmpiOp: _compare(llvm.ICmpOp),
+    arith.CmpfOp: _compare(llvm.FCmpOp),
     arith.SelectOp: lambda op: [llvm.SelectOp(*op.operands)],
     arith.NegfOp: lambda op: [llvm.FNegOp(op.operands[0])],
     arith.FPToSIOp: _fptosi,

@@ -30,18 +30,12 @@ from recir.dialects import invoke, tmath
 CONSTANTS = (arith.ConstantOp, tmath.ConstantOp)
 
 
-def defining_op(value: SSAValue) -> Operation | None:
-    if isinstance(value, OpResult):
-        return value.op
-    assert isinstance(value, BlockArgument)
-    return value.block.parent_op()
-
-
 def defined_inside(value: SSAValue, op: Operation) -> bool:
     """Whether `value` is defined in `op`'s regions (block args included)."""
-    owner = defining_op(value)
-    if isinstance(value, OpResult) and owner is op:
-        return False
+    if isinstance(value, OpResult):
+        return value.op is not op and op.is_ancestor(value.op)
+    assert isinstance(value, BlockArgument)
+    owner = value.block.parent_op()
     return owner is not None and op.is_ancestor(owner)
 
 
@@ -63,15 +57,10 @@ def all_captures(subs: list[invoke.SubgraphOp]) -> dict[str, list[SSAValue]]:
     """Captures per subgraph name, closed over the invoke graph (a fixpoint)."""
     by_name = {s.sym_name.data: s for s in subs}
     captures = {name: direct_captures(s) for name, s in by_name.items()}
-    callees = {
-        name: [
-            op.callee.root_reference.data
-            for op in s.body.walk()
-            if isinstance(op, invoke.InvokeOp)
-            and op.callee.root_reference.data in by_name
-        ]
-        for name, s in by_name.items()
-    }
+    callees = {name: [op.callee.root_reference.data for op in s.body.walk()
+                      if isinstance(op, invoke.InvokeOp)
+                      and op.callee.root_reference.data in by_name]
+               for name, s in by_name.items()}
     changed = True
     while changed:
         changed = False
@@ -112,9 +101,8 @@ def to_function(sub: invoke.SubgraphOp, captured: list[SSAValue]) -> func.FuncOp
         arg = block.insert_arg(value.type, len(block.args))
         arg.name_hint = value.name_hint
         value.replace_uses_with_if(arg, lambda use: region_contains(region, use.operation))
-    function = func.FuncOp(
-        sub.sym_name.data, FunctionType.from_lists(inputs, outputs), region, "private"
-    )
+    function = func.FuncOp(sub.sym_name.data, FunctionType.from_lists(inputs, outputs), region,
+                           "private")
     function.location = sub.location  # errors about the function point at the subgraph
     return function
 
@@ -150,18 +138,10 @@ class CaptureOuterRefsPass(ModulePass):
                 site.operands = [*site.operands, *extra]
         # Innermost first: an inner subgraph's uses leave its parent's body.
         for sub in reversed(subs):
-            top = top_level_op(sub, op)
+            top = op.body.block.find_ancestor_op_in_block(sub)
+            assert top is not None
             fn = to_function(sub, captures[sub.sym_name.data])
             replace_returns(fn)
             clone_outer_constants(fn.body, fn)
             Rewriter.erase_op(sub)
             op.body.block.insert_op_before(fn, top)
-
-
-def top_level_op(inner: Operation, module: ModuleOp) -> Operation:
-    current = inner
-    while current.parent_op() is not module:
-        parent = current.parent_op()
-        assert parent is not None
-        current = parent
-    return current

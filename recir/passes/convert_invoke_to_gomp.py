@@ -31,7 +31,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
-from recir.passes.invoke_clone_serial import BUDGET_GUARDS
+from recir.passes.invoke_clone_serial import BUDGET_GUARDS, is_spawn
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import CONTEXTS, field
 
@@ -52,6 +52,15 @@ def declarations() -> list[Operation]:
 
 def byte_offset(b: Emitter, ptr: SSAValue, count: SSAValue | int) -> SSAValue:
     return b.value(llvm.GEPOp.from_mixed_indices(ptr, [b.i64(count)], i8))
+
+
+def call_task(b: Emitter, function: str, data: SSAValue, data_bytes: SSAValue | int) -> None:
+    """GOMP_task: `@function(copy)` as a deferred task, on its own copy of
+    the `data_bytes` (8-byte aligned) at `data`."""
+    address = b.value(llvm.AddressOfOp(function, PTR))
+    null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
+    b.op(llvm.CallOp("GOMP_task", address, data, null, b.i64(data_bytes), b.i64(8),
+                     b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
 
 
 def task_function(name: str, op: invoke.InvokeOp) -> func.FuncOp:
@@ -101,16 +110,11 @@ class Spawner:
         count = 1 + len(args) + len(types)
         data = b.alloca(count, i64)
         b.store(b.load(field(b, self.ctx, CONTEXTS), 0, PTR), data, 0)
-        for k, value in enumerate(args):
-            b.store(value, byte_offset(b, data, 8 * (k + 1)), 0)
-        for k, slot in enumerate(slots):
-            b.store(slot, byte_offset(b, data, 8 * (1 + len(args) + k)), 0)
+        for k, value in enumerate([*args, *slots], 1):  # after the contexts
+            b.store(value, byte_offset(b, data, 8 * k), 0)
         name = f"{self.prefix}_task{len(self.tasks)}"
         self.tasks.append(task_function(name, op))
-        function = b.value(llvm.AddressOfOp(name, PTR))
-        null = b.value(llvm.ZeroOp.create(result_types=[PTR]))
-        b.op(llvm.CallOp("GOMP_task", function, data, null, b.i64(8 * count), b.i64(8),
-                         b.const(1, i8), b.const(0, i32), null, b.const(0, i32), null))
+        call_task(b, name, data, 8 * count)
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
         for result, slot in zip(op.res, slots):
             placeholder = b.value(llvm.ZeroOp.create(result_types=[result.type]))
@@ -172,11 +176,6 @@ class Spawner:
         return Emitter(InsertPoint.before(op), InsertPoint.before(op))
 
 
-def spawns(function: func.FuncOp) -> bool:
-    return any(isinstance(op, invoke.InvokeOp) and op.concurrent is not None
-               for op in function.walk())
-
-
 @dataclass(frozen=True)
 class ConvertInvokeToGompPass(ModulePass):
     name = "convert-invoke-to-gomp"
@@ -184,8 +183,7 @@ class ConvertInvokeToGompPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         tasks: list[func.FuncOp] = []
         for function in list(op.ops):
-            if not isinstance(function, func.FuncOp) or not function.body.blocks or not spawns(
-                    function):
+            if not isinstance(function, func.FuncOp) or not any(map(is_spawn, function.walk())):
                 continue
             entry = function.body.blocks[0]
             context = invoke.ContextOp()
@@ -194,7 +192,7 @@ class ConvertInvokeToGompPass(ModulePass):
             spawner = Spawner(context.ctx, function.sym_name.data, tasks, budget,
                               InsertPoint.at_start(entry))
             for inner in list(function.walk()):
-                if isinstance(inner, invoke.InvokeOp) and inner.concurrent is not None:
+                if is_spawn(inner):
                     spawner.spawn(inner)
                 elif isinstance(inner, invoke.JoinOp):
                     spawner.join(inner)

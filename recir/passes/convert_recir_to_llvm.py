@@ -75,6 +75,7 @@ from recir.passes.native_context import (
     field,
     record_error,
 )
+from recir.passes.op_templates import replace
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
@@ -166,6 +167,7 @@ class FunctionConversion:
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
+        self.check_block: Block | None = None  # `failed_check`'s
         for op in list(body.walk()):
             if isinstance(op, CONVERTED):  # one check for the many ops that are not
                 self.convert(op)
@@ -186,7 +188,7 @@ class FunctionConversion:
     def converted(self, body: Region) -> llvm.FuncOp:
         for op in list(body.walk()):
             if (ops := convert_arith(op)) is not None:
-                Rewriter.replace_op(op, ops)
+                replace(op, ops)
         private = self.function.sym_visibility == StringAttr("private")
         linkage = llvm.LinkageAttr("internal" if private else "external")
         return llvm.FuncOp(self.function.sym_name, self.type, linkage, body=body)
@@ -201,7 +203,7 @@ class FunctionConversion:
         body.add_block(block)
         return block
 
-    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int = 0) -> None:
+    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int | SSAValue = 0) -> None:
         record_error(Emitter(at, at), self.ctx, code, site)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
@@ -237,13 +239,27 @@ class FunctionConversion:
                 op.else_block, op.else_arguments))
 
     def convert_assert(self, op: cf.AssertOp) -> None:
-        failure = Block()
-        self.set_error(InsertPoint.at_end(failure), ERROR_CHECK, len(self.sites))
-        failure.add_op(llvm.BrOp(self.fail))
+        """A branch to the function's one failed-check block, passing the
+        site (one block rather than one per check: a batched function
+        holds hundreds of checks)."""
+        site = Emitter(InsertPoint.before(op), InsertPoint.before(op)).const(len(self.sites), i32)
         self.sites.append(op.msg.data)
-        self.fail.parent.insert_block_before(failure, self.fail)
-        self.branch_unless(op, op.arg, failure)
+        block = op.parent_block()
+        assert block is not None and op.next_op is not None
+        rest = block.split_before(op.next_op)
+        block.add_op(llvm.CondBrOp(op.arg, rest, (), self.failed_check(), (site,)))
         Rewriter.erase_op(op)
+
+    def failed_check(self) -> Block:
+        """The block that records a failed check (its site the block's
+        argument) and returns the error."""
+        if self.check_block is None:
+            self.check_block = Block(arg_types=[i32])
+            self.set_error(InsertPoint.at_end(self.check_block), ERROR_CHECK,
+                           self.check_block.args[0])
+            self.check_block.add_op(llvm.BrOp(self.fail))
+            self.fail.parent.insert_block_before(self.check_block, self.fail)
+        return self.check_block
 
     def convert_invoke(self, op: invoke.InvokeOp) -> None:
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))

@@ -112,11 +112,7 @@ class FunctionLowering:
         signature = self.signature = self.function.function_type
         old_args = [a for a in self.entry.args if is_pointer(a.type)]
         for arg in old_args:
-            new = self.entry.insert_arg(PTR, arg.index)
-            if is_tensor(arg.type):
-                self.buffers[arg] = new
-            else:
-                arg.replace_all_uses_with(new)
+            self.replace(arg, self.entry.insert_arg(PTR, arg.index))
         self.outs = [self.entry.insert_arg(PTR, len(self.entry.args))
                      for t in signature.outputs if is_tensor(t)]
         self.lower_block(self.entry)
@@ -243,23 +239,22 @@ class FunctionLowering:
         self.dead.append(op)
 
     def lower_yield(self, block: Block, buffers: list[SSAValue | None]) -> None:
-        old = block.last_op
-        assert isinstance(old, scf.YieldOp)
-        b = self.emitter(old)
-        for buf, value in zip(buffers, old.operands):
-            if buf is not None:
-                b.copy(buf, self.get(value), size(value))
-        kept = [v for v, buf in zip(old.operands, buffers) if buf is None]
-        Rewriter.replace_op(old, scf.YieldOp(*kept))
+        assert isinstance(block.last_op, scf.YieldOp)
+        self.copy_out(block.last_op, buffers)
 
     def lower_return(self, op: func.ReturnOp) -> None:
+        outs = iter(self.outs)
+        self.copy_out(op, [next(outs) if is_tensor(t) else None for t in self.signature.outputs])
+
+    def copy_out(self, op: scf.YieldOp | func.ReturnOp, buffers: list[SSAValue | None]) -> None:
+        """Copies each tensor `op` passes on into its buffer; `op` then
+        passes on the scalars only."""
         b = self.emitter(op)
-        returned = list(zip(op.arguments, self.signature.outputs))
-        tensors = [(v, t) for v, t in returned if is_tensor(t)]
-        for out, (value, typ) in zip(self.outs, tensors):
-            b.copy(out, self.get(value), size(typ))
-        kept = [v for v, t in returned if not is_tensor(t)]
-        Rewriter.replace_op(op, func.ReturnOp(*kept))
+        for buf, value in zip(buffers, op.operands):
+            if buf is not None:
+                b.copy(buf, self.get(value), size(value))
+        kept = [v for v, buf in zip(op.operands, buffers) if buf is None]
+        Rewriter.replace_op(op, type(op)(*kept))
 
 
 def lower_new(lowering: FunctionLowering, b: Emitter, op: tape.NewOp) -> None:

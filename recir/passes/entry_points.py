@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
-from recir.passes.arith_to_llvm import convert_arith
-from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.convert_invoke_to_gomp import byte_offset, call_task, declare
+from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
@@ -33,33 +33,17 @@ PACKED_ENTRY = "__packed"  # one call on the calling thread
 TEAM_ENTRY = "__team"  # one call or a batch of calls on a team
 
 
-def task_function(name: str, callee: str, args: Sequence[Attribute],
-                  results: Sequence[Attribute]) -> llvm.FuncOp:
-    """`@name(data)`: a call of the converted `@callee` as a libgomp task,
-    its context and arguments in 8-byte fields of `data` ({contexts,
-    args..., result slots}), on the context of the thread that runs it."""
-    block = Block(arg_types=[PTR])
-    data = block.args[0]
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_end(block))
-    contexts = b.load(data, 0, PTR)
+def thread_context(b: Emitter, contexts: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(the thread's number in its team, its context in the array `contexts`)."""
     thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
-    ctx = byte_offset(b, contexts, offset)
-    values = [b.load(byte_offset(b, data, 8 * (k + 1)), 0, t) for k, t in enumerate(args)]
-    slots = [b.load(byte_offset(b, data, 8 * (1 + len(args) + k)), 0, PTR)
-             for k in range(len(results))]
-    if len(results) == 1:
-        result = b.value(llvm.CallOp(callee, ctx, *values, return_type=results[0]))
-        b.store(result, slots[0], 0)
-    else:
-        b.op(llvm.CallOp(callee, ctx, *values, *slots))
-    b.op(llvm.ReturnOp())
-    region = Region(block)
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
-                       llvm.LinkageAttr("internal"), body=region)
+    return thread, byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)),
+                                                  CONTEXT_BYTES))
+
+
+def entry_function(name: str, region: Region, linkage: str = "external") -> llvm.FuncOp:
+    """`@name(data)` with the body `region`, its arith ops lowered."""
+    return lower_to_llvm(llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
+                                     llvm.LinkageAttr(linkage), body=region))
 
 
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
@@ -78,37 +62,35 @@ Build = Callable[[Emitter, SSAValue, SSAValue, Block], list[Block]]
 Copies = Sequence[tuple[int, int]]  # (entry argument, f32 elements) of each copied buffer
 
 
-def call_unpacked(b: Emitter, function: llvm.FuncOp, data: SSAValue, ctx: SSAValue,
-                  first: int) -> None:
-    """Calls `function(ctx, args...)` with its arguments in 8-byte fields of
-    `data` from field `first` on, storing a scalar result through the
-    pointer in the field after them."""
+def call_entry(name: str, function: llvm.FuncOp, task: bool = False) -> llvm.FuncOp:
+    """`@name(data)`: one call of `function`, its context and arguments
+    packed in 8-byte fields of `data` ({context, args..., result slot if it
+    returns a scalar}). `@f__packed` (`packed_entry`) is one: every call
+    from Python without a team comes there, in one calling convention, and
+    a call with any number of arguments can start on a switched stack
+    (`makecontext` passes a few integers). A `task` (`@f__item`, a call of a
+    team's batch) has the team's context array in the first field instead,
+    and takes the context of the thread that runs it."""
+    block = Block(arg_types=[PTR])
+    data = block.args[0]
+    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    ctx = b.load(data, 0, PTR)
+    if task:
+        ctx = thread_context(b, ctx)[1]
     inputs, output = signature(function)
-    args = [b.load(byte_offset(b, data, 8 * (k + first)), 0, t) for k, t in enumerate(inputs)]
+    args = [b.load(byte_offset(b, data, 8 * k), 0, t) for k, t in enumerate(inputs, 1)]
     result = llvm.CallOp(function.sym_name.data, ctx, *args, return_type=output)
     b.op(result)
     if output is not None:
-        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + first)), 0, PTR)
+        slot = b.load(byte_offset(b, data, 8 * (len(inputs) + 1)), 0, PTR)
         b.store(result.results[0], slot, 0)
+    b.op(llvm.ReturnOp())
+    return entry_function(name, Region(block), "internal" if task else "external")
 
 
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
-    """`@f__packed(data)`: one call of `@f` on the calling thread, its context
-    and arguments packed in 8-byte fields of `data` ({context, args...,
-    result slot if `@f` returns a scalar}). Every call from Python without a
-    team comes here: one calling convention, and a call with any number of
-    arguments can start on a switched stack (`makecontext` passes a few
-    integers)."""
-    block = Block(arg_types=[PTR])
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    call_unpacked(b, function, block.args[0], b.load(block.args[0], 0, PTR), 1)
-    b.op(llvm.ReturnOp())
-    for op in list(block.ops):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(f"{function.sym_name.data}{PACKED_ENTRY}",
-                       llvm.LLVMFunctionType([PTR], None), llvm.LinkageAttr("external"),
-                       body=Region(block))
+    """`@f__packed(data)`: one call of `@f` on the calling thread (`call_entry`)."""
+    return call_entry(f"{function.sym_name.data}{PACKED_ENTRY}", function)
 
 
 def team_entry(function: llvm.FuncOp, copies: Copies = ()
@@ -125,16 +107,13 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
     Returns the entry and the call's task function (`@f__item`)."""
     inputs, output = signature(function)
     name = function.sym_name.data
-    item = task_function(f"{name}__item", name, inputs, [output] if output else [])
+    item = call_entry(f"{name}__item", function, task=True)
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
         def spawn(w: Emitter, index: SSAValue) -> Emitter:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
-            task = w.value(llvm.AddressOfOp(item.sym_name.data, PTR))
-            null = w.value(llvm.ZeroOp.create(result_types=[PTR]))
-            w.op(llvm.CallOp("GOMP_task", task, record, null, w.i64(stride), w.i64(8),
-                             w.const(1, i8), w.const(0, i32), null, w.const(0, i32), null))
+            call_task(w, item.sym_name.data, record, stride)
             return w
 
         lone, spawning = Block(), Block()
@@ -197,8 +176,7 @@ def team_function(name: str, build: Build, sums: str | None = None) -> llvm.Func
     data = entry.args[0]
     b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
     contexts = b.load(data, 0, PTR)
-    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    ctx = byte_offset(b, contexts, b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES))
+    thread, ctx = thread_context(b, contexts)
     b.store(b.i64(0), field(b, ctx, ERROR_OFFSET), 0)  # error and site: contexts are reused
     # the call's spawn budget, which Python sets in thread 0's context only
     b.store(b.load(field(b, contexts, SPAWN_BUDGET), 0, i64), field(b, ctx, SPAWN_BUDGET), 0)
@@ -233,9 +211,4 @@ def team_function(name: str, build: Build, sums: str | None = None) -> llvm.Func
     if sums is not None:
         done.add_op(llvm.CallOp(sums, contexts, thread))
     done.add_op(llvm.ReturnOp())
-    region = Region([entry, main, worker, lookup, ready, call, *extra, done])
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(name, llvm.LLVMFunctionType([PTR], None),
-                       llvm.LinkageAttr("external"), body=region)
+    return entry_function(name, Region([entry, main, worker, lookup, ready, call, *extra, done]))

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import DEEP_STACK_BYTES, MARGIN_BYTES
 
@@ -49,10 +50,9 @@ def buffer_bytes(alloca: llvm.AllocaOp) -> int:
 
 def heap_buffers(allocas: list[llvm.AllocaOp]) -> list[llvm.AllocaOp]:
     """The largest buffers, until the others take at most FRAME_STACK_BYTES."""
-    largest = sorted(allocas, key=buffer_bytes, reverse=True)
-    total = sum(map(buffer_bytes, allocas))
+    total = stack_bytes(allocas)
     heap: list[llvm.AllocaOp] = []
-    for alloca in largest:
+    for alloca in sorted(allocas, key=buffer_bytes, reverse=True):
         if total <= FRAME_STACK_BYTES:
             break
         heap.append(alloca)
@@ -62,6 +62,11 @@ def heap_buffers(allocas: list[llvm.AllocaOp]) -> list[llvm.AllocaOp]:
 
 def stack_bytes(allocas: list[llvm.AllocaOp]) -> int:
     return sum(map(buffer_bytes, allocas))
+
+
+def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
+    """Whether `pointer` is not null (an allocation succeeded)."""
+    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
 
 
 def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operation]
@@ -82,7 +87,7 @@ def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operati
         if isinstance(size, Operation) and not size.results[0].uses:
             Rewriter.erase_op(size)
         pointers.append(pointer)
-        got = b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
+        got = allocated(b, pointer)
         ok = got if ok is None else b.value(arith.AndIOp(ok, got))
     for ret in returns:
         Rewriter.insert_op([llvm.CallOp(FREE, p) for p in pointers], InsertPoint.before(ret))
@@ -92,10 +97,5 @@ def move_to_heap(b: Emitter, buffers: list[llvm.AllocaOp], returns: list[Operati
 def declare_heap(module: ModuleOp) -> None:
     """aligned_alloc and free, unless the module declares them already."""
     names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
-    block = module.body.blocks[0]
-    if ALLOC not in names:
-        block.add_op(llvm.FuncOp(ALLOC, llvm.LLVMFunctionType([i64, i64], PTR),
-                                 llvm.LinkageAttr("external")))
-    if FREE not in names:
-        block.add_op(llvm.FuncOp(FREE, llvm.LLVMFunctionType([PTR], None),
-                                 llvm.LinkageAttr("external")))
+    module.body.blocks[0].add_ops(declare(*entry) for entry in (
+        (ALLOC, [i64, i64], PTR), (FREE, [PTR], None)) if entry[0] not in names)

@@ -16,7 +16,7 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import SSAValue
 
-from recir.passes.gemm_packing import allocated
+from recir.passes.frame_buffers import allocated
 from recir.passes.gemm_target import Target
 from recir.passes.llvm_functions import (
     accumulating,

@@ -41,10 +41,9 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
+from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile
 from recir.passes.gemm_packing import (
-    allocated,
-    declare_workspace,
     pack_a_tiles,
     pack_function,
     release,
@@ -352,7 +351,7 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
 def gemm_module(layouts: Sequence[str] = LAYOUTS, target: Target | None = None) -> ModuleOp:
     target = target or host_target()
     module = ModuleOp([f for layout in layouts for f in kernel_functions(layout, target)])
-    declare_workspace(module)
+    declare_heap(module)  # the allocator of the workspaces
     return module
 
 

@@ -14,7 +14,8 @@ same few L1 sets, every step; the copies make both contiguous:
   puts a tile's rows in the same sets);
 - `workspace`: a heap buffer for copies that outlive one block (nt's whole
   B^T, packed once a call however many blocks of A's rows reuse it), with
-  the `aligned_alloc` and `free` it calls (`frame_buffers.declare_heap`).
+  the `aligned_alloc` and `free` it calls (which `frame_buffers.declare_heap`
+  declares).
   A failed allocation returns null, and the kernels then copy block by
   block on the stack as they would without it.
 """
@@ -24,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import ModuleOp, i1, i64
+from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import SSAValue
 
-from recir.passes.frame_buffers import ALLOC, FREE, declare_heap
+from recir.passes.frame_buffers import ALLOC, FREE
 from recir.passes.gemm_target import Target
 from recir.passes.llvm_functions import ceil_div, new_function
 from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
@@ -146,15 +147,6 @@ def workspace(b: Emitter, count: SSAValue) -> SSAValue:
     return b.load(slot, 0, PTR)
 
 
-def allocated(b: Emitter, pointer: SSAValue) -> SSAValue:
-    return b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(pointer, i64)), b.i64(0), "ne"))
-
-
 def release(b: Emitter, pointer: SSAValue) -> None:
     """`free` (which takes null too)."""
     b.op(llvm.CallOp(FREE, pointer))
-
-
-def declare_workspace(module: ModuleOp) -> None:
-    """The allocator `workspace` calls, once in `module`."""
-    declare_heap(module)

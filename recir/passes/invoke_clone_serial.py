@@ -26,6 +26,7 @@ Options: `budget`.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -38,7 +39,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Block, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -53,26 +54,34 @@ BUDGET_GUARDS = "invoke.budget_guards"
 CHECK_SHARE = 100
 
 
+def is_spawn(op: Operation) -> bool:
+    return isinstance(op, invoke.InvokeOp) and op.concurrent is not None
+
+
+def calls_to(root: Operation | Block, names: Container[str]) -> list[invoke.InvokeOp]:
+    """The invokes in `root` of the functions named in `names`."""
+    return [op for op in root.walk()
+            if isinstance(op, invoke.InvokeOp) and op.callee.string_value() in names]
+
+
 def guarded(function: func.FuncOp) -> bool:
     """Whether `function`'s checks cost under 1% of its own work."""
-    spawns = sum(isinstance(op, invoke.InvokeOp) and op.concurrent is not None
-                 for op in function.walk())
-    return work(function) >= CHECK_SHARE * 2 * spawns
+    return work(function) >= CHECK_SHARE * 2 * sum(map(is_spawn, function.walk()))
 
 
 def spawning(module: ModuleOp) -> dict[str, func.FuncOp]:
-    return {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)
-            and any(isinstance(op, invoke.InvokeOp) and op.concurrent is not None
-                    for op in f.walk())}
+    return {f.sym_name.data: f for f in module.ops
+            if isinstance(f, func.FuncOp) and any(map(is_spawn, f.walk()))}
 
 
-def serial_clone(function: func.FuncOp, serial: dict[str, str], guards: set[str],
-                 name: str) -> func.FuncOp:
-    """`function` as `name` without markers or joins, calling the serial
-    version (`serial`: name to name) of every function it calls that has
-    one, and those with budget guards with no budget."""
+def serial_clone(function: func.FuncOp, serial: dict[str, str], guards: set[str]
+                 ) -> func.FuncOp:
+    """`function`'s private serial version (`serial`: name to name) without
+    markers or joins, calling the serial version of every function it calls
+    that has one, and those with budget guards with no budget."""
     clone = function.clone()
-    clone.sym_name = StringAttr(name)
+    clone.sym_name = StringAttr(serial[function.sym_name.data])
+    clone.sym_visibility = StringAttr("private")
     for op in list(clone.walk()):
         if isinstance(op, invoke.JoinOp):
             for old, new in zip(op.joined, op.spawned):
@@ -90,27 +99,26 @@ def serial_clone(function: func.FuncOp, serial: dict[str, str], guards: set[str]
     return clone
 
 
-def pass_budget_on(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
-    """`@f(budget, args)` with one body, marked `invoke.budget_guards`: it
-    passes `budget - 1` to the spawning functions it calls."""
-    entry = function.body.blocks[0]
-    budget = entry.insert_arg(i32, 0)
-    one = arith.ConstantOp(IntegerAttr(1, i32))
-    less = arith.SubiOp(budget, one)
-    entry.insert_ops_before([one, less], entry.first_op)
-    for op in function.walk():
-        if isinstance(op, invoke.InvokeOp) and op.callee.string_value() in names:
-            op.operands = [less.result, *op.operands]
+def add_budget_argument(function: func.FuncOp, block: Block, names: Container[str]
+                        ) -> SSAValue:
+    """A new leading `budget` argument of `function`, returned; `budget - 1`,
+    computed at `block`'s start, goes to the spawning functions (`names`)
+    that `block` invokes."""
     typ = function.function_type
     function.function_type = FunctionType.from_lists([i32, *typ.inputs.data], typ.outputs.data)
-    function.attributes[BUDGET_GUARDS] = UnitAttr()
+    budget = function.body.blocks[0].insert_arg(i32, 0)
+    one = arith.ConstantOp(IntegerAttr(1, i32))
+    less = arith.SubiOp(budget, one)
+    block.insert_ops_before([one, less], block.first_op)
+    for op in calls_to(block, names):
+        op.operands = [less.result, *op.operands]
+    return budget
 
 
-def add_budget(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
+def add_budget(function: func.FuncOp, names: Container[str]) -> None:
     """`@f(budget, args)`: the body if budget > 0, else `@f_serial(args)`."""
     entry = function.body.blocks[0]
-    budget = entry.insert_arg(i32, 0)
-    args = entry.args[1:]
+    args = list(entry.args)
     ret = entry.last_op
     assert isinstance(ret, func.ReturnOp)
     types = [v.type for v in ret.arguments]
@@ -119,20 +127,13 @@ def add_budget(function: func.FuncOp, names: dict[str, func.FuncOp]) -> None:
         op.detach()
         work.add_op(op)
     Rewriter.replace_op(ret, scf.YieldOp(*ret.arguments))
-    one = arith.ConstantOp(IntegerAttr(1, i32))
-    less = arith.SubiOp(budget, one)
-    work.insert_ops_before([one, less], work.first_op)
-    for op in work.walk():
-        if isinstance(op, invoke.InvokeOp) and op.callee.string_value() in names:
-            op.operands = [less.result, *op.operands]
+    budget = add_budget_argument(function, work, names)
     serial = invoke.InvokeOp(f"{function.sym_name.data}_serial", args, types)
     fallback.add_ops([serial, scf.YieldOp(*serial.results)])
     zero = arith.ConstantOp(IntegerAttr(0, i32))
     left = arith.CmpiOp(budget, zero, "sgt")
     branch = scf.IfOp(left, types, Region(work), Region(fallback))
     entry.add_ops([zero, left, branch, func.ReturnOp(*branch.results)])
-    typ = function.function_type
-    function.function_type = FunctionType.from_lists([i32, *typ.inputs.data], typ.outputs.data)
 
 
 def outline_public(module: ModuleOp) -> None:
@@ -144,9 +145,8 @@ def outline_public(module: ModuleOp) -> None:
         if f.sym_visibility == StringAttr("private"):
             continue
         name, inner = f.sym_name.data, f"{f.sym_name.data}_spawning"
-        for call in module.walk():
-            if isinstance(call, invoke.InvokeOp) and call.callee.string_value() == name:
-                call.callee = invoke.SymbolRefAttr(inner)
+        for call in calls_to(module, {name}):
+            call.callee = invoke.SymbolRefAttr(inner)
         f.sym_name, f.sym_visibility = StringAttr(inner), StringAttr("private")
         typ = f.function_type
         block = Block(arg_types=typ.inputs.data)
@@ -167,20 +167,16 @@ class InvokeCloneSerialPass(ModulePass):
         outside = [f for f in op.ops if isinstance(f, func.FuncOp)
                    and f.sym_name.data not in names]
         guards = {name for name, f in names.items() if guarded(f)}
-        cheap = {name: f for name, f in names.items() if name not in guards}
-        serial = {name: f"{name}_serial" for name in cheap}
-        clones = [serial_clone(f, serial, guards, serial[name]) for name, f in cheap.items()]
-        for clone in clones:
-            clone.sym_visibility = StringAttr("private")
+        serial = {name: f"{name}_serial" for name in names if name not in guards}
+        clones = [serial_clone(names[name], serial, guards) for name in serial]
         for name, f in names.items():
-            if name in guards:
-                pass_budget_on(f, names)
+            if name in guards:  # one body, passing `budget - 1` on to the functions it spawns
+                add_budget_argument(f, f.body.blocks[0], names)
+                f.attributes[BUDGET_GUARDS] = UnitAttr()
             else:
                 add_budget(f, names)
-        for f in outside:
-            for call in f.walk():
-                if isinstance(call, invoke.InvokeOp) and call.callee.string_value() in names:
-                    start = invoke.SpawnBudgetOp(self.budget)
-                    Rewriter.insert_op(start, InsertPoint.before(call))
-                    call.operands = [start.budget, *call.operands]
+        for call in (call for f in outside for call in calls_to(f, names)):
+            start = invoke.SpawnBudgetOp(self.budget)
+            Rewriter.insert_op(start, InsertPoint.before(call))
+            call.operands = [start.budget, *call.operands]
         op.body.blocks[0].add_ops(clones)

@@ -34,16 +34,6 @@ from xdsl.traits import is_side_effect_free
 from recir.dialects import invoke, tape
 
 
-def top_level(op: Operation, block: Block) -> Operation | None:
-    """The op of `block` that is or contains `op`."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        if parent is None:
-            return None
-        op = parent
-    return op
-
-
 def dependents(op: Operation, block: Block) -> set[Operation]:
     """Ops of `block` that use `op`'s results, transitively."""
     seen: set[Operation] = set()
@@ -51,7 +41,7 @@ def dependents(op: Operation, block: Block) -> set[Operation]:
     while todo:
         for result in todo.pop().results:
             for use in result.uses:
-                user = top_level(use.operation, block)
+                user = block.find_ancestor_op_in_block(use.operation)
                 if user is not None and user not in seen:
                     seen.add(user)
                     todo.append(user)

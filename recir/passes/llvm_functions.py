@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
-from xdsl.dialects.builtin import DenseArrayBase, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -21,15 +21,19 @@ from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.loop_builder import Emitter, Index, VectorEmitter
+from recir.passes.op_templates import replace
 
 
-def new_function(name: str, inputs: Sequence, private: bool = True
+def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool = True
                  ) -> tuple[llvm.FuncOp, VectorEmitter, tuple[SSAValue, ...]]:
-    """An llvm.func returning void and an emitter at its (single) block's end."""
+    """An llvm.func returning void and an emitter at its (single) block's end;
+    `inline=False` keeps LLVM from inlining it (`noinline`)."""
     block = Block(arg_types=inputs)
     linkage = llvm.LinkageAttr("internal" if private else "external")
     function = llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)), linkage,
                            body=Region(block))
+    if not inline:
+        function.attributes["passthrough"] = ArrayAttr([StringAttr("noinline")])
     emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     return function, emitter, tuple(block.args)
 
@@ -90,5 +94,5 @@ def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
             Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
                                                   op.else_block, op.else_arguments))
         elif (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
+            replace(op, ops)
     return function

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import ModuleOp, UnrealizedConversionCastOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnrealizedConversionCastOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.traits import SymbolTable
@@ -72,7 +72,10 @@ class GraphBuilder:
             new.name_hint = old.name_hint
         scope = Scope(None)
         scope.values = dict(zip(entry.args, block.args, strict=True))
-        scope.trigger = first_arg(entry, block.args)
+        if not block.args:
+            raise emit_error(entry, "an entry without arguments cannot be lowered to "
+                             "dataflow: no token would start it")
+        scope.trigger = block.args[0]
         results = self.place_body(entry, scope)
         while self.queue:
             self.place_callee(self.callees[self.queue.pop(0)])
@@ -207,13 +210,6 @@ class GraphBuilder:
         return scope.trigger
 
 
-def first_arg(fn: func.FuncOp, args: tuple[SSAValue, ...]) -> SSAValue:
-    if not args:
-        raise emit_error(fn, "an entry without arguments cannot be lowered to "
-                         "dataflow: no token would start it")
-    return args[0]
-
-
 @dataclass(frozen=True)
 class LowerInvokeToCallReturnPass(ModulePass):
     name = "lower-invoke-to-call-return"
@@ -221,9 +217,7 @@ class LowerInvokeToCallReturnPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = [f for f in op.ops if isinstance(f, func.FuncOp)]
         for f in funcs:
-            if f.sym_visibility is not None and f.sym_visibility.data == "private":
-                continue
-            if f.is_declaration:
+            if f.sym_visibility == StringAttr("private") or f.is_declaration:
                 continue
             graph = GraphBuilder(op).build(f)
             op.body.block.insert_op_before(graph, f)

@@ -35,3 +35,17 @@ def build(key: Hashable, make: Callable[[], Op], operands: Sequence[SSAValue]) -
     kind, results, properties, attributes = template
     return kind.create(operands=operands, result_types=results, properties=properties,
                        attributes=attributes)  # type: ignore[return-value]
+
+
+def replace(op: Operation, new_ops: Sequence[Operation]) -> None:
+    """`Rewriter.replace_op(op, new_ops)` for an op whose results the last
+    of `new_ops` replaces one for one, without its per-op overheads (it
+    gives every erased result an `ErasedSSAValue` to take its uses, which
+    are gone by then): the lowerings replace every arith op so."""
+    block = op.parent
+    assert block is not None
+    block.insert_ops_before(new_ops, op)
+    for old, new in zip(op.results, new_ops[-1].results, strict=True):
+        old.replace_all_uses_with(new)
+    block.detach_op(op)
+    op.drop_all_references()

@@ -13,12 +13,13 @@ from __future__ import annotations
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, Operation, Region
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
-from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.frame_buffers import allocated
+from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ERROR_MEMORY, LOG_BYTES, OUTER_LOGS, field, record_error
-from recir.passes.tape_arena import byte_offset, to_int
 
 RESERVE = "recir_log_reserve"
 GROW_BYTES = 1 << 20
@@ -26,9 +27,7 @@ USED, CAPACITY = 8, 16  # descriptor fields after `data`
 
 
 def log_functions() -> list[Operation]:
-    realloc = llvm.FuncOp("realloc", llvm.LLVMFunctionType([PTR, i64], PTR),
-                          llvm.LinkageAttr("external"))
-    return [realloc, reserve_function()]
+    return [declare("realloc", [PTR, i64], PTR), reserve_function()]
 
 
 def reserve_function() -> llvm.FuncOp:
@@ -40,8 +39,7 @@ def reserve_function() -> llvm.FuncOp:
 
     b = at(entry)
     table = b.load(field(b, ctx, OUTER_LOGS), 0, PTR)
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, table), b.i64(0), "ne")),
-                       look, (), fail, ()))
+    b.op(llvm.CondBrOp(allocated(b, table), look, (), fail, ()))
 
     b = at(look)
     desc = byte_offset(b, table, b.mul(slot, LOG_BYTES))
@@ -60,8 +58,7 @@ def reserve_function() -> llvm.FuncOp:
     new_capacity = b.value(arith.MaxUIOp(doubled, need))
     data = b.op(llvm.CallOp("realloc", b.load(desc, 0, PTR), new_capacity,
                             return_type=PTR)).results[0]
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, data), b.i64(0), "ne")),
-                       grown, (), fail, ()))
+    b.op(llvm.CondBrOp(allocated(b, data), grown, (), fail, ()))
 
     b = at(grown)
     b.store(data, desc, 0)
@@ -73,9 +70,6 @@ def reserve_function() -> llvm.FuncOp:
     record_error(b, ctx, ERROR_MEMORY)
     b.op(llvm.ReturnOp(b.value(llvm.ZeroOp.create(result_types=[PTR]))))
 
-    region = Region([entry, look, fast, grow, grown, fail])
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(RESERVE, llvm.LLVMFunctionType([PTR, i64, i64], PTR),
-                       llvm.LinkageAttr("internal"), body=region)
+    return lower_to_llvm(llvm.FuncOp(RESERVE, llvm.LLVMFunctionType([PTR, i64, i64], PTR),
+                                     llvm.LinkageAttr("internal"),
+                                     body=Region([entry, look, fast, grow, grown, fail])))

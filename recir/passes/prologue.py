@@ -57,8 +57,7 @@ def emit_prologue(entry: Block, ctx: SSAValue, fail: Block, record: Recorder,
     b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_end(entry))
     frame = b.value(llvm.CallIntrinsicOp("llvm.frameaddress.p0", [b.const(0, i32)], [PTR]))
     address = b.value(llvm.PtrToIntOp(frame, i64))
-    held = stack_bytes(heap)
-    below = stack_bytes([a for a in allocas if a not in heap]) + held
+    held, below = stack_bytes(heap), stack_bytes(allocas)
     if below:  # the frame's bottom, roughly: its buffers lie under the frame address
         address = b.value(arith.SubiOp(address, b.i64(below)))
     limit = b.value(llvm.LoadOp(ctx, i64, ordering=MONOTONIC))

@@ -257,7 +257,9 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
     whose data pointers (or scalars) are `data`'s fields 1.. (field 0 is the
     row count); and `<name>.part(data)`, run by each thread of a team: its
     own block of the rows, the same code on every row whatever the team."""
-    function, b, (data, lo, hi) = new_function(f"{name}.rows", [PTR, i64, i64])
+    # not inlined: its callers (`.part` and the serial path) call it once per
+    # block of rows, and LLVM would otherwise optimize its loops once per caller
+    function, b, (data, lo, hi) = new_function(f"{name}.rows", [PTR, i64, i64], inline=False)
     loaded: list[Lowered] = []
     for i, value in enumerate(values, start=1):
         field = b.offset(data, i, i64)

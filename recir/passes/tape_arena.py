@@ -10,11 +10,13 @@ one per invocation. Out of memory records an error and returns null.
 from __future__ import annotations
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import i8, i64
+from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
-from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.convert_invoke_to_gomp import byte_offset, declare
+from recir.passes.frame_buffers import allocated
+from recir.passes.llvm_functions import lower_to_llvm
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ERROR_MEMORY,
@@ -32,9 +34,7 @@ HEADER_BYTES = 64  # the link to the previous chunk, padded to keep frames align
 
 
 def arena_functions() -> list[Operation]:
-    malloc = llvm.FuncOp("malloc", llvm.LLVMFunctionType([i64], PTR),
-                         llvm.LinkageAttr("external"))
-    return [malloc, alloc_function()]
+    return [declare("malloc", [i64], PTR), alloc_function()]
 
 
 def alloc_function() -> llvm.FuncOp:
@@ -59,8 +59,7 @@ def alloc_function() -> llvm.FuncOp:
     b = at(grow)
     total = b.value(arith.MaxUIOp(b.add(rounded, HEADER_BYTES), b.i64(CHUNK_BYTES)))
     chunk = b.op(llvm.CallOp("malloc", total, return_type=PTR)).results[0]
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(to_int(b, chunk), b.i64(0), "ne")),
-                       link, (), oom, ()))
+    b.op(llvm.CondBrOp(allocated(b, chunk), link, (), oom, ()))
 
     b = at(link)
     chunks = field(b, ctx, TAPE_CHUNKS)
@@ -75,22 +74,15 @@ def alloc_function() -> llvm.FuncOp:
     record_error(b, ctx, ERROR_MEMORY)
     b.op(llvm.ReturnOp(b.value(llvm.ZeroOp.create(result_types=[PTR]))))
 
-    region = Region([entry, fast, grow, link, oom])
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    return llvm.FuncOp(ALLOC, llvm.LLVMFunctionType([PTR, i64], PTR),
-                       llvm.LinkageAttr("internal"), body=region)
+    return lower_to_llvm(llvm.FuncOp(ALLOC, llvm.LLVMFunctionType([PTR, i64], PTR),
+                                     llvm.LinkageAttr("internal"),
+                                     body=Region([entry, fast, grow, link, oom])))
 
 
 def bump(b: Emitter, ctx: SSAValue, after: SSAValue, rounded: SSAValue) -> None:
     b.store(after, field(b, ctx, TAPE_NEXT), 0)
     used = field(b, ctx, TAPE_BYTES)
     b.store(b.value(arith.AddiOp(b.load(used, 0, i64), rounded)), used, 0)
-
-
-def byte_offset(b: Emitter, ptr: SSAValue, count: SSAValue) -> SSAValue:
-    return b.value(llvm.GEPOp.from_mixed_indices(ptr, [count], i8))
 
 
 def to_int(b: Emitter, ptr: SSAValue) -> SSAValue:

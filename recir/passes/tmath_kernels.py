@@ -11,6 +11,7 @@ error return: native code never reads outside a buffer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import prod
 
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import IntegerType, ModuleOp, f32, i32, i64
@@ -26,10 +27,7 @@ Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
 
 
 def size(value: SSAValue | Attribute) -> int:
-    count = 1
-    for dim in tmath.shape_of(value):
-        count *= dim
-    return count
+    return prod(tmath.shape_of(value))
 
 
 # scalar bodies of the elementwise ops
@@ -39,15 +37,10 @@ def _sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
     return b.value(arith.DivfOp(one, b.value(arith.AddfOp(one, e, CONTRACT)), CONTRACT))
 
 
-def _relu(b: Emitter, x: SSAValue) -> SSAValue:
+def _where_positive(b: Emitter, y: SSAValue, value: SSAValue) -> SSAValue:
+    """`value` where y > 0, else 0: relu(x) is (x, x), its gradient (y, dy)."""
     zero = b.const(0.0, f32)
-    positive = b.value(arith.CmpfOp(x, zero, "ogt"))
-    return b.value(arith.SelectOp(positive, x, zero))
-
-
-def _relu_grad(b: Emitter, y: SSAValue, dy: SSAValue) -> SSAValue:
-    zero = b.const(0.0, f32)
-    return b.value(arith.SelectOp(b.value(arith.CmpfOp(y, zero, "ogt")), dy, zero))
+    return b.value(arith.SelectOp(b.value(arith.CmpfOp(y, zero, "ogt")), value, zero))
 
 
 SCALAR: dict[type[Operation], Scalar] = {
@@ -58,10 +51,10 @@ SCALAR: dict[type[Operation], Scalar] = {
     tmath.NegOp: lambda b, v: b.value(arith.NegfOp(v[0])),
     tmath.SigmoidOp: lambda b, v: _sigmoid(b, v[0]),
     tmath.TanhOp: lambda b, v: b.value(math.TanhOp(v[0])),
-    tmath.ReluOp: lambda b, v: _relu(b, v[0]),
+    tmath.ReluOp: lambda b, v: _where_positive(b, v[0], v[0]),
     tmath.ExpOp: lambda b, v: b.value(math.ExpOp(v[0])),
     tmath.LogOp: lambda b, v: b.value(math.LogOp(v[0])),
-    adjoint.ReluGradOp: lambda b, v: _relu_grad(b, v[0], v[1]),
+    adjoint.ReluGradOp: lambda b, v: _where_positive(b, v[0], v[1]),
 }
 
 
@@ -137,11 +130,9 @@ def matmul(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
 
 
 def enclosing_module(op: Operation) -> ModuleOp:
-    parent = op.parent_op()
-    while not isinstance(parent, ModuleOp):
-        assert parent is not None, "a tmath op outside a module"
-        parent = parent.parent_op()
-    return parent
+    module = op.get_toplevel_object()
+    assert isinstance(module, ModuleOp), "a tmath op outside a module"
+    return module
 
 
 def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:

@@ -36,24 +36,22 @@ from recir.interpreter import find_entry, run_function
 from recir.parsing import decode_source, parse_module
 
 
+# scalar parameter types: (types, how an `--arg` reads, what it must be)
+SCALAR_ARGUMENTS = ((IntegerType | IndexType, lambda text: int(text, 0), "an integer"),
+                    (Float32Type | Float64Type, float, "a number"))
+
+
 def parse_argument(index: int, text: str, typ: Attribute) -> Any:
     """Turn one `--arg` into a value of the entry's parameter type."""
-    if isinstance(typ, IntegerType | IndexType):
-        try:
-            return int(text, 0)
-        except ValueError:
-            raise RecirError(
-                f"error: --arg {index + 1} ('{text}') must be an integer for {typ}"
-            ) from None
-    if isinstance(typ, Float32Type | Float64Type):
-        try:
-            return float(text)
-        except ValueError:
-            raise RecirError(
-                f"error: --arg {index + 1} ('{text}') must be a number for {typ}"
-            ) from None
     if isinstance(typ, TensorType):
         return load_npy(index, text)
+    for types, read, what in SCALAR_ARGUMENTS:
+        if isinstance(typ, types):
+            try:
+                return read(text)
+            except ValueError:
+                raise RecirError(f"error: --arg {index + 1} ('{text}') must be {what} "
+                                 f"for {typ}") from None
     raise RecirError(f"error: --arg {index + 1}: unsupported parameter type {typ}")
 
 

@@ -88,6 +88,14 @@ def scalar(data: Arrays, key: str, path: Path) -> Any:
     return value[()]
 
 
+def count(data: Arrays, key: str, path: Path, what: str) -> int:
+    """The entry `key`, a non-negative integer (`what` names it in errors)."""
+    value = scalar(data, key, path)
+    if not np.issubdtype(np.asarray(value).dtype, np.integer) or value < 0:
+        raise CheckpointError(f"{path}: {what} {value} is not a non-negative integer")
+    return int(value)
+
+
 def model_info(data: Arrays, path: Path) -> dict[str, Any] | None:
     if "model" not in data:
         return None
@@ -129,11 +137,7 @@ def check_optimizer(data: Arrays, optimizer: Optimizer, path: Path) -> None:
     if "optimizer" in data and str(scalar(data, "optimizer", path)) != name:
         raise CheckpointError(f"{path}: saved with {scalar(data, 'optimizer', path)}, "
                               f"this run uses {name}")
-    steps = scalar(data, "opt/steps", path)
-    if not np.issubdtype(np.asarray(steps).dtype, np.integer) or steps < 0:
-        raise CheckpointError(f"{path}: optimizer step count {steps} is not a "
-                              f"non-negative integer")
-    if steps == 0:
+    if count(data, "opt/steps", path, "optimizer step count") == 0:
         return
     trained = {k: v for k, v in optimizer.params.items() if k not in optimizer.frozen}
     for slot in optimizer.SLOTS:
@@ -151,9 +155,7 @@ def read_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
                               f"{kind}")
     check_arrays(data, "param", params, path, "parameter")
     check_optimizer(data, optimizer, path)
-    epoch = scalar(data, "epoch", path)
-    if not np.issubdtype(np.asarray(epoch).dtype, np.integer) or epoch < 0:
-        raise CheckpointError(f"{path}: epoch {epoch} is not a non-negative integer")
+    epoch = count(data, "epoch", path, "epoch")
     best_epoch = int(data.get("best_epoch", np.array(0))[()])
     if not 0 <= best_epoch <= epoch:
         raise CheckpointError(f"{path}: best epoch {best_epoch} is outside 0..{epoch}")

@@ -166,6 +166,11 @@ def log(record: dict[str, Any], config: TrainConfig) -> None:
     config.history.append(record)
     if config.on_epoch is not None:
         config.on_epoch(record)
+    append_metrics(record, config)
+
+
+def append_metrics(record: dict[str, Any], config: TrainConfig) -> None:
+    """One JSON line in the --metrics file, if there is one."""
     if config.metrics:
         with open(config.metrics, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -186,18 +191,15 @@ def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
     finally:
         for k, v in last.items():
             params[k][...] = v
-    if config.metrics:
-        with open(config.metrics, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+    append_metrics(record, config)
     return record
 
 
 def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
               grads: dict[str, np.ndarray], config: TrainConfig, desc: str,
-              reducer: LocalReducer | None = None) -> dict[str, float]:
+              reducer: LocalReducer) -> dict[str, float]:
     """One pass in the given order: a step per minibatch on its mean gradient
     (with several ranks, each computes its share and the sums are reduced)."""
-    reducer = reducer or LocalReducer()
     began, total_loss, seen = time.perf_counter(), 0.0, 0
     with tqdm(total=len(trees), disable=not (config.progress and reducer.is_root),
               desc=desc, unit="tree", leave=False) as bar:

@@ -29,18 +29,10 @@ SCORE_BATCH = 256
 MIN_CAPACITY = 64
 
 
-def class_probabilities(h: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
-    return softmax_rows(params["w_out"] @ h + params["b_out"])
-
-
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
     """Softmax over the last axis."""
     e = np.exp(logits - logits.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
-
-
-def binary_prediction(probs: np.ndarray) -> int:
-    return int(probs[3:].sum() > probs[:2].sum())
 
 
 class Accuracy:
@@ -48,9 +40,6 @@ class Accuracy:
 
     def __init__(self) -> None:
         self.fine = self.fine_total = self.binary = self.binary_total = 0
-
-    def add(self, probs: np.ndarray, label: int) -> None:
-        self.add_many(np.asarray(probs)[None], np.array([label]))
 
     def add_many(self, probs: np.ndarray, labels: np.ndarray) -> None:
         """Rows of class probabilities and their gold labels (-1: skipped)."""

@@ -1,10 +1,10 @@
 // RUN: recir-opt -p convert-recir-to-llvm %s | filecheck %s
 // Functions take a context first; the prologue checks the stack (a recorded
 // error, Ctrl-C or a timeout moves the limit to the top; the load is atomic,
-// so loops made of tail calls read it again); failed checks record the first error,
-// raise the limit and branch to one failure
-// return; calls stay in tail position; two results go through out-pointers;
-// division is guarded.
+// so loops made of tail calls read it again); failed checks branch to one block
+// that records the first error (the site its argument) and raises the limit,
+// then to one failure return; calls stay in tail position; two results go
+// through out-pointers; division is guarded.
 
 func.func private @half(%n: i32, %d: i32) -> (i32, i32) {
   %q = arith.divsi %n, %d : i32
@@ -29,15 +29,19 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:  ^[[BODY]]:
 // CHECK-NEXT:    %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[NONZERO:.*]] = llvm.icmp "ne" %d, %[[ZERO]] : i32
-// CHECK-NEXT:    llvm.cond_br %[[NONZERO]], ^{{.*}}, ^[[DIV0:.*]]
+// CHECK-NEXT:    %[[SITE0:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT:    llvm.cond_br %[[NONZERO]], ^{{.*}}, ^[[CHECK:.*]](%[[SITE0]] : i32)
+// CHECK:         %[[SITE1:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT:    llvm.cond_br %{{.*}}, ^{{.*}}, ^[[CHECK]](%[[SITE1]] : i32)
 // CHECK:         %q = llvm.sdiv %n, %d : i32
 // CHECK-NEXT:    %ok = llvm.icmp "sge" %q, %d : i32
-// CHECK-NEXT:    llvm.cond_br %ok, ^[[RET:.*]], ^[[ASSERT:.*]]
+// CHECK-NEXT:    %[[SITE2:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT:    llvm.cond_br %ok, ^[[RET:.*]], ^[[CHECK]](%[[SITE2]] : i32)
 // CHECK-NEXT:  ^[[RET]]:
 // CHECK-NEXT:    llvm.store %q, %1 : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.store %d, %2 : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.return
-// CHECK-NEXT:  ^[[DIV0]]:
+// CHECK-NEXT:  ^[[CHECK]](%[[SITE:.*]]: i32):
 // CHECK-NEXT:    %[[E8:.*]] = llvm.mlir.constant(8) : i64
 // CHECK-NEXT:    %[[E:.*]] = llvm.getelementptr %0[%[[E8]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK-NEXT:    %[[S12:.*]] = llvm.mlir.constant(12) : i64
@@ -49,15 +53,11 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    %[[TWO:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-NEXT:    %[[NEWE:.*]] = llvm.select %[[FIRST]], %[[TWO]], %[[OLDE]] : i1, i32
 // CHECK-NEXT:    llvm.store %[[NEWE]], %[[E]] : i32, !llvm.ptr
-// CHECK-NEXT:    %[[SITE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[NEWS:.*]] = llvm.select %[[FIRST]], %[[SITE]], %[[OLDS]] : i1, i32
 // CHECK-NEXT:    llvm.store %[[NEWS]], %[[S]] : i32, !llvm.ptr
 // CHECK-NEXT:    %[[TOP:.*]] = llvm.mlir.constant(-1) : i64
 // CHECK-NEXT:    llvm.store %[[TOP]], %0 : i64, !llvm.ptr
 // CHECK-NEXT:    llvm.br ^[[FAIL:.*]]
-// CHECK:       ^[[ASSERT]]:
-// CHECK:         %{{.*}} = llvm.mlir.constant(2 : i32) : i32
-// CHECK:         llvm.br ^[[FAIL]]
 // CHECK-NEXT:  ^[[STOP]]:
 // CHECK-NEXT:    %[[STACK:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK:         llvm.select %{{.*}}, %[[STACK]], %{{.*}} : i1, i32

@@ -8,10 +8,10 @@
 // kernel itself). An elementwise loop over rows
 // (the concat, the bias rows, tanh, the leaf counts' addf: rows0 to rows3;
 // tanh's is checked) is outlined into `.rows(data, lo,
-// hi)`; with the rows x width x ops at least the least work and two rows,
-// on a thread not already one of a team's (a height loop's), it starts a
-// team whose `.part` runs each thread's block of rows, else it calls `.rows`
-// on all of them.
+// hi)` (noinline: compiled once, not in each caller); with the rows x width
+// x ops at least the least work and two rows, on a thread not already one of
+// a team's (a height loop's), it starts a team whose `.part` runs each
+// thread's block of rows, else it calls `.rows` on all of them.
 // TreeRNN's shape: a leaf embeds its word; an inner node combines its two
 // children's vectors. The structure arrays are per tree (ragged), the
 // weights uniform; the second result counts leaves (a scalar per row).
@@ -72,7 +72,7 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
 // CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
 // CHECK:       llvm.func @recir_gemm_nt.team(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64)
-// CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) {
+// CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) attributes {passthrough = ["noinline"]} {
 // CHECK:         llvm.intr.fabs
 // CHECK:       llvm.func internal @node__post.rows2.part(%[[DATA:.*]]: !llvm.ptr) {
 // CHECK:         llvm.call @omp_get_thread_num()

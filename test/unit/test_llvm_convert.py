@@ -115,3 +115,22 @@ def test_indirect_call_through_a_pointer():
     twice = native(text, "twice", ctypes.c_int32, ctypes.c_int64, ctypes.c_int32)
     assert twice(ctypes.cast(callback, ctypes.c_void_p).value, 10) == 16
     assert seen == [10, 13]
+
+
+def test_constants_shared_by_value_keep_negative_zero_apart():
+    text = """
+    llvm.func @zeros(%p: !llvm.ptr) {
+      %neg = llvm.mlir.constant(-0.0 : f32) : f32
+      %pos = llvm.mlir.constant(0.0 : f32) : f32
+      %neg2 = llvm.mlir.constant(-0.0 : f32) : f32
+      %one = llvm.mlir.constant(1 : i64) : i64
+      %q = llvm.getelementptr %p[%one] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+      llvm.store %neg, %p : f32, !llvm.ptr
+      llvm.store %pos, %q : f32, !llvm.ptr
+      llvm.store %neg2, %q : f32, !llvm.ptr
+      llvm.return
+    }"""
+    ir_text = to_llvm_ir(parse(text))
+    stores = [line.split()[2].rstrip(",") for line in ir_text.splitlines()
+              if line.strip().startswith("store float")]
+    assert stores == ["0x8000000000000000", "0x0", "0x8000000000000000"]

@@ -30,7 +30,7 @@ from recir.train import (
     save_checkpoint,
     train,
 )
-from recir.train.metrics import Accuracy, binary_prediction, class_probabilities
+from recir.train.metrics import Accuracy, softmax_rows
 
 
 def test_sgd_adagrad_adam_two_steps() -> None:
@@ -67,10 +67,11 @@ def test_weight_decay_and_untouched_embedding_rows() -> None:
 
 def test_accuracy_fine_and_binary() -> None:
     acc = Accuracy()
-    acc.add(np.array([0.6, 0.1, 0.1, 0.1, 0.1]), 0)  # fine hit, binary hit
-    acc.add(np.array([0.1, 0.1, 0.2, 0.3, 0.3]), 1)  # fine miss, binary miss
-    acc.add(np.array([0.1, 0.1, 0.6, 0.1, 0.1]), 2)  # fine hit, neutral: no binary
-    acc.add(np.array([0.0, 0.1, 0.3, 0.2, 0.4]), 3)  # fine miss (4), binary hit
+    acc.add_many(np.array([[0.6, 0.1, 0.1, 0.1, 0.1],  # fine hit, binary hit
+                           [0.1, 0.1, 0.2, 0.3, 0.3],  # fine miss, binary miss
+                           [0.1, 0.1, 0.6, 0.1, 0.1],  # fine hit, neutral: no binary
+                           [0.0, 0.1, 0.3, 0.2, 0.4]]),  # fine miss (4), binary hit
+                 np.array([0, 1, 2, 3]))
     assert acc.as_dict("root") == {"root_fine": 0.5, "root_binary": 2 / 3}
 
 
@@ -192,7 +193,7 @@ class SoftmaxRegressionDouble:
         tree = Tree(left, right, word, label)
         words = subtree_words(tree, int(root))
         h = self.params["emb"][words].mean(axis=0)
-        p = class_probabilities(h, self.params)
+        p = softmax_rows(self.params["w_out"] @ h + self.params["b_out"])
         return (h, np.float32(-np.log(p[label[root]]))), (words, p)
 
     def __call__(self, *inputs, into=None):
@@ -335,10 +336,12 @@ def test_resume_continues_like_an_uninterrupted_run(double, tmp_path) -> None:
 
 
 def test_binary_prediction_sums_class_probabilities() -> None:
-    # argmax is class 4 (positive), but negative mass 0.6 beats positive 0.4
-    assert binary_prediction(np.array([0.3, 0.3, 0.0, 0.0, 0.4])) == 0
-    assert binary_prediction(np.array([0.0, 0.45, 0.1, 0.2, 0.25])) == 0
-    assert binary_prediction(np.array([0.0, 0.4, 0.1, 0.2, 0.3])) == 1
+    # argmax is class 4 (positive), but negative mass 0.6 beats positive 0.4;
+    # gold labels 0 (negative) for the first two, 4 (positive) for the third
+    acc = Accuracy()
+    acc.add_many(np.array([[0.3, 0.3, 0.0, 0.0, 0.4], [0.0, 0.45, 0.1, 0.2, 0.25],
+                           [0.0, 0.4, 0.1, 0.2, 0.3]]), np.array([0, 0, 4]))
+    assert acc.binary == 3 and acc.binary_total == 3
 
 
 def test_evaluate_from_logits_root_and_all_nodes() -> None:

@@ -4,8 +4,7 @@ The benchmarks time NumPy's BLAS (OpenBLAS in NumPy's wheels) beside
 recir's kernels at a given thread count. Its thread count is read from the
 environment at load time (`bench/run.py` pins it to 1); `set_threads`
 changes it through OpenBLAS's own entry point, found among the loaded
-libraries. Without OpenBLAS it does nothing and says so (`available()` is
-False).
+libraries. Without OpenBLAS it does nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from functools import cache
 
 NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
          "openblas_set_num_threads64_", "openblas_set_num_threads")
-GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-           "openblas_get_num_threads64_", "openblas_get_num_threads")
 
 
 def openblas_libraries() -> list[ctypes.CDLL]:
@@ -29,27 +26,17 @@ def openblas_libraries() -> list[ctypes.CDLL]:
 
 
 @cache
-def library() -> tuple[object, object] | None:
+def setter() -> object | None:
+    """OpenBLAS's `openblas_set_num_threads` (by any of its names), if loaded."""
     for lib in openblas_libraries():
-        setter = next((getattr(lib, n) for n in NAMES if hasattr(lib, n)), None)
-        getter = next((getattr(lib, n) for n in GETTERS if hasattr(lib, n)), None)
-        if setter is not None and getter is not None:
-            setter.argtypes = [ctypes.c_int]
-            return setter, getter
+        found = next((getattr(lib, n) for n in NAMES if hasattr(lib, n)), None)
+        if found is not None:
+            found.argtypes = [ctypes.c_int]
+            return found
     return None
 
 
-def available() -> bool:
-    return library() is not None
-
-
-def threads() -> int:
-    found = library()
-    return int(found[1]()) if found is not None else 1  # type: ignore[operator]
-
-
 def set_threads(count: int) -> None:
-    found = library()
+    found = setter()
     if found is not None:
-        found[0](max(1, int(count)))  # type: ignore[operator]
-
+        found(max(1, int(count)))  # type: ignore[operator]

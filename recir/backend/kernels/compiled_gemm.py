@@ -18,9 +18,8 @@ from functools import cache
 from typing import Any
 
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
-PROTOTYPES = {"nn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
-              "tn": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
-              "nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64),
+GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64)
+PROTOTYPES = {"nn": GEMM, "tn": GEMM, "nt": GEMM,
               "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64),
               "nt_bias": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, PTR)}
 NAMES = {"sgemm_nt": "recir_sgemm_nt", "nt_bias": "recir_gemm_nt_bias"}  # in nt's module

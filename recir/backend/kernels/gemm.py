@@ -26,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend import policy
 from recir.backend.array_address import data_address
-from recir.backend.kernels.compiled_gemm import kernel
+from recir.backend.kernels.compiled_gemm import I64, PTR, kernel
 
-LAYOUTS = ("nn", "tn", "nt")
-I64, PTR = ctypes.c_int64, ctypes.c_void_p
 # the kernel's arguments, then the most threads and the least work (multiply-adds) for a team
 TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, I64, I64)
 
@@ -51,21 +50,13 @@ def team_kernel(layout: str) -> Any:
     return fn
 
 
-def team_min_work(threads: int) -> int:
-    """The least work a product must have for a team of `threads` to pay
-    (`policy.team_min_work` of the machine's costs); -1 where none does."""
-    from recir.backend import policy
-
-    return policy.team_min_work(threads, policy.costs())
-
-
 def run(layout: str, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
         ldc: int, accumulate: int, threads: int = 1, min_work: int | None = None) -> None:
     """C (+)= op(A) op(B) (f32 at addresses) by the layout's kernel, or on a
     team of up to `threads` where one pays: `min_work` (None: the machine's
     `team_min_work`; 0 where the caller has decided, -1 for never)."""
     if threads > 1:
-        least = team_min_work(threads) if min_work is None else min_work
+        least = policy.team_min_work(threads, policy.costs()) if min_work is None else min_work
         team = team_kernel(layout) if least >= 0 else None
         if team is not None:
             team(m, n, k, a, lda, b, ldb, c, ldc, accumulate, threads, least)
@@ -100,19 +91,3 @@ def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k:
     if k > 0:
         run("tn", m, n, k, dy, ldy, x, ldx, g, n, 1, threads, min_work)
 
-
-def add_outer(acc: np.ndarray, dy: np.ndarray, x: np.ndarray, threads: int = 1) -> None:
-    """acc += dy.T @ x for a frontier: dy (n, m), x (n, k), acc (m, k), in
-    place (NumPy's `acc += dy.T @ x` writes a temporary as big as the weight
-    matrix and reads it back), by the tn kernel reading dy as a transpose
-    (`python bench/run.py smallgemm` compares it with OpenBLAS), on up to
-    `threads` threads (`run`)."""
-    n, m = dy.shape
-    k = x.shape[1]
-    if acc.dtype != np.float32 or not acc.flags.c_contiguous or acc.shape != (m, k) or (
-            x.shape[0] != n):
-        acc += dy.T @ x
-        return
-    dy = np.ascontiguousarray(dy, np.float32)
-    x = np.ascontiguousarray(x, np.float32)
-    add_outer_at(acc.ctypes.data, m, k, dy.ctypes.data, m, x.ctypes.data, k, n, threads)

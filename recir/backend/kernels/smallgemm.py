@@ -19,15 +19,11 @@ import numpy as np
 
 from recir.backend.array_address import data_address
 from recir.backend.kernels.compiled_gemm import kernel as compiled
-from recir.passes.gemm_target import host_target
 
 
 def kernel() -> Any:
     """`recir_sgemm_nt(m, n, k, X, ldx, W, ldw, Y, ldy)` as a ctypes function."""
     return compiled("sgemm_nt")
-
-
-NT_COLS = host_target().nt_tile[1]  # w's rows a tile takes: splits cut w at multiples of it
 
 
 def fits(x: np.ndarray, w: np.ndarray) -> bool:
