@@ -52,7 +52,9 @@ from recir.interpreter.frontier import (
 )
 from recir.interpreter.frontier_grad import Backward, is_float_tensor
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
+from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
+from recir.passes.row_products import grains
 from recir.passes.rows import ALIGN
 from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
 
@@ -133,6 +135,14 @@ class NativeLoop:
 
 
 @cache
+def row_tile() -> int:
+    """Rows of the products' register tiles (their team forms' grain): a
+    height whose rows give each thread fewer is left to those teams."""
+    target = host_target()
+    return max(grains(layout, target)[0] for layout in ("nt", "nn", "tn"))
+
+
+@cache
 def thread_limit() -> int:
     """The most threads the OpenMP runtime gives a team (`OMP_THREAD_LIMIT`):
     a gradient's loops lay out saved rows and copies for the team asked for."""
@@ -153,10 +163,14 @@ class HeightLoop(NativeLoop):
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
 
-    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None) -> int:
-        """The threads a call's heights split across: the team where the
-        rows it takes off the calling thread save more time than its start,
-        a barrier per height (warm: the workers spin between heights) and
+    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None
+                  ) -> tuple[int, int]:
+        """The threads a call's heights split across, and how many of its
+        first heights do: those whose rows give each thread at least a
+        register tile of the products (`row_tile`; thinner ones the
+        products' own teams split by columns). The team where the rows it
+        takes off the calling thread there save more time than its start, a
+        barrier per height (warm: the workers spin between heights) and
         adding up the threads' gradient copies (an add per element) cost, by
         the policy's costs; else one. `backward`: the `_bwd` that splits as
         this `_fwd` (it reads each thread's saved rows), whose work counts
@@ -171,22 +185,25 @@ class HeightLoop(NativeLoop):
                 thread_limit() < self.threads) or any(
                 loop.threads != self.threads for loop in loops) or any(
                 largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
-            return 1
+            return 1, 0
+        split = int(np.count_nonzero(rows >= self.threads * row_tile()))
+        rows = rows[:split]
         moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
         work = sum(loop.spec.row_work for loop in loops)
         saved = moved * work * costs.unit_s * costs.share
         summed = sum(copied_elements(loop.spec) for loop in loops) * (
             self.threads - 1) / self.threads * costs.unit_s
-        start = len(loops) * (costs.team_s + len(rows) * costs.warm_team_s)
-        return self.threads if saved > start + summed else 1
+        start = len(loops) * (costs.team_s + split * costs.warm_team_s)
+        return (self.threads, split) if split and saved > start + summed else (1, 0)
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
-                 outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1
-                 ) -> None:
-        """Every height of `bounds` on `threads` (`team_size`; a `_bwd` on
-        its `_fwd`'s, which `saved_at`'s second axis counts); the arrays must
-        outlive the call."""
-        if threads > max(self.threads, 1) or saved_at.shape[1] != threads:
+                 outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
+                 split: int = 0) -> None:
+        """Every height of `bounds`, the first `split` on `threads`
+        (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
+        axis counts); the arrays must outlive the call."""
+        if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
+                0 <= split <= len(bounds) - 1) or (threads > 1) != (split > 0):
             raise RecirError(f"error: @{self.native.name}'s heights cannot split "
                              f"across {threads} threads")
         plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
@@ -199,7 +216,7 @@ class HeightLoop(NativeLoop):
             plan[at:at + 2] = len(array), data_address(array)
         self.place_copies(plan, threads, keep)
         widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        plan[5] = threads
+        plan[5], plan[7] = threads, split
         share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
         contexts = self.run(plan, self.native.per_row * share, threads)
         failed = [ctx for ctx in contexts if ctx.error]
@@ -305,6 +322,7 @@ class NativeSchedule(Schedule):
     each."""
 
     heights: np.ndarray | None = None  # the native expansion's
+    team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         key = name.root_reference.data if hasattr(name, "root_reference") else name
@@ -343,11 +361,12 @@ class NativeSchedule(Schedule):
         name = function.sym_name.data
         backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
             FORWARD) else None
-        threads = loop.team_size(bounds, backward)  # the `_bwd` splits its heights alike
-        self.saved_at = np.zeros((len(bounds) - 1, threads, len(self.saved), 2), np.int64)
+        self.team = loop.team_size(bounds, backward)  # the `_bwd` splits its heights alike
+        self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
+                                 np.int64)
         self.frames = []
         loop(bounds, (*stored, *self.children32, *tables, *self.shared),
-             [*tables, *self.saved], self.saved_at, threads)
+             [*tables, *self.saved], self.saved_at, *self.team)
         return tables
 
 
@@ -368,5 +387,4 @@ class NativeBackward(Backward):
                             else self.d_shared[j - ntables])
         inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
-        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at,
-             s.saved_at.shape[1])
+        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team)

@@ -10,12 +10,13 @@ the costs a height loop's team is chosen by; `native_schedule.py` runs them.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.policy import Costs, team_min_work
@@ -137,13 +138,27 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
 
 def row_work(function: func.FuncOp) -> int:
     """Multiply-adds per row of the function's products over rows (a
-    `_bwd`'s: dY W and dY^T X)."""
-    work = 0
+    `_bwd`'s: dY W and dY^T X), a branch's (the rows of one side of a
+    `frontier.partition`) counted for its cheaper side: a height's rows may
+    all take that one (a leaf's height takes only the leaf's product)."""
+    sides: dict[SSAValue, frozenset[tuple[Operation, int]]] = {}
+    totals: dict[frozenset[tuple[Operation, int]], int] = defaultdict(int)
+    partitions: list[Operation] = []
     for op in function.walk():
+        if isinstance(op, frontier.PartitionOp):
+            partitions.append(op)
+            sides.update((r, frozenset({(op, j)})) for j, r in enumerate(op.results))
+            continue
+        under = frozenset[tuple[Operation, int]]() if isinstance(op, frontier.MergeOp) \
+            else frozenset().union(*(sides.get(v, frozenset()) for v in op.operands))
+        sides.update((r, under) for r in op.results)
         if isinstance(op, tmath.MatvecOp | adjoint.AccumulateOuterOp):
-            work += math.prod(tmath.shape_of(op.operands[0]))
+            totals[under] += math.prod(tmath.shape_of(op.operands[0]))
         elif isinstance(op, adjoint.VecmatOp):
-            work += math.prod(tmath.shape_of(op.operands[1]))
+            totals[under] += math.prod(tmath.shape_of(op.operands[1]))
+    work = totals[frozenset()]
+    for p in partitions:
+        work += min(sum(w for key, w in totals.items() if (p, j) in key) for j in (0, 1))
     return work
 
 

@@ -13,13 +13,18 @@ error and site, and the loop stops, as after an error of the function.
 `@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
 scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
 [saved][2]: each thread's first row and count of each saved value), threads,
-contexts (one per thread, `CONTEXT_BYTES` apart), then the inputs and the
-outputs (capacity in rows, data). A loop built for a team (where the
-function is compiled for several threads) starts one on `threads` > 1 and
-splits every height's rows across it, each thread with its own context and
-scratch, a barrier after each height (the next reads this one's rows): one
-team start per call rather than per product, and every op of a height
-shared. An input is a slice of a table (the height's rows of it), a whole
+contexts (one per thread, `CONTEXT_BYTES` apart), the heights split across
+the team (the first ones: rows per height never grow with the height), then
+three fields of the loop's own (a phase's heights and team), then the inputs
+and the outputs (capacity in rows, data). A loop built for a team (where the
+function is compiled for several threads) starts one on `threads` > 1 for
+the heights it splits, each thread taking a block of every such height's
+rows with its own context and scratch, a barrier after each height (the
+next reads this one's rows): one team start per call rather than per
+product, and every op of a height shared. The other heights (few rows: the
+products' own teams split those by columns) run on the calling thread, after
+the team's for `@post` and `_fwd`, before them for a `_bwd` (roots first).
+An input is a slice of a table (the height's rows of it), a whole
 table, a value a `_fwd` saved (its rows at that height, the thread's), a
 static tensor or scalar, or a parameter's gradient a `_bwd` adds into
 (`COPIED`: each thread adds into its own buffer, the caller's for thread 0
@@ -47,7 +52,7 @@ HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
 TABLE = "table"  # an output's kind besides SAVED
-HEADER = 7  # the height plan's fields before the inputs'
+HEADER = 11  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
@@ -73,12 +78,21 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
                                   sites).build(reverse)]
     part = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part", HEADER, inputs, outputs,
                              sites, team).build(reverse)
-    outer, b, (_, plan) = new_function(f"{function.sym_name.data}{HEIGHTS_ENTRY}", [PTR, PTR],
-                                       private=False)
-    name, threads = part.sym_name.data, b.load(plan, 5, i64)
-    b.when(b.compare("sge", threads, 2), lambda e: e.op(llvm.CallOp(
-        "GOMP_parallel", e.value(llvm.AddressOfOp(name, PTR)), plan,
-        e.value(arith.TruncIOp(threads, i32)), e.const(0, i32))), lambda e: call(e, name, plan))
+    name = f"{function.sym_name.data}{HEIGHTS_ENTRY}"
+    outer, b, (_, plan) = new_function(name, [PTR, PTR], private=False)
+    name, threads, split = part.sym_name.data, b.load(plan, 5, i64), b.load(plan, 7, i64)
+
+    def phase(e: Emitter, first: SSAValue, end: SSAValue, size: SSAValue) -> None:
+        """Heights [first, end) on `size` threads (the calling thread alone: 1)."""
+        for field, value in ((8, first), (9, end), (10, size)):
+            e.store(value, plan, field)
+        e.when(e.compare("sge", size, 2), lambda t: t.op(llvm.CallOp(
+            "GOMP_parallel", t.value(llvm.AddressOfOp(name, PTR)), plan,
+            t.value(arith.TruncIOp(size, i32)), t.const(0, i32))), lambda t: call(t, name, plan))
+
+    phases = [(b.i64(0), split, threads), (split, b.load(plan, 0, i64), b.i64(1))]
+    for first, end, size in reversed(phases) if reverse else phases:
+        phase(b, first, end, size)
     b.op(llvm.ReturnOp())
     return [part, lower_to_llvm(outer),
             *(llvm.FuncOp(n, llvm.LLVMFunctionType(list(i), o), llvm.LinkageAttr("external"))
@@ -198,25 +212,28 @@ class HeightLoopBuilder(PlanFunction):
 
     def build(self, reverse: bool) -> llvm.FuncOp:
         b = self.b
-        self.heights, self.bounds = b.load(self.plan, 0, i64), b.load(self.plan, 1, PTR)
-        self.saved_at = b.load(self.plan, 4, PTR)
+        self.bounds, self.saved_at = b.load(self.plan, 1, PTR), b.load(self.plan, 4, PTR)
+        self.stride = b.load(self.plan, 5, i64) if self.team else b.i64(1)  # saved_at's
+        first, end = (b.load(self.plan, 8, i64), b.load(self.plan, 9, i64)) if self.team \
+            else (b.i64(0), b.load(self.plan, 0, i64))
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
         if self.team and (self.nsaved or any(o.kind == COPIED for o in self.inputs)):
             # saved rows and copies are laid out for the team asked for
-            b.when(b.compare("ne", self.threads, b.load(self.plan, 5, i64)),
+            b.when(b.compare("ne", self.threads, b.load(self.plan, 10, i64)),
                    self.fail(SHORT_TEAM))
+        shared = b.compare("sge", self.threads, 2) if self.team else None
 
         def each_height(e: Emitter, index: SSAValue, _: Sequence[SSAValue]
                         ) -> Sequence[SSAValue]:
-            h = e.sub(e.sub(self.heights, 1), index) if reverse else index
+            h = e.sub(e.sub(end, 1), index) if reverse else e.add(first, index)
             self.unless_failed(e, lambda inner: self.run_height(inner, h))
-            if self.team:  # every thread, every height, failed or not: none waits forever
-                e.op(llvm.CallOp("GOMP_barrier"))
+            if shared is not None:  # every thread, every height, failed or not: none waits
+                e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
             return ()
 
-        b.loop(self.heights, each_height)
-        if self.team:  # after the last height's barrier
+        b.loop(b.sub(end, first), each_height)
+        if self.team:  # after the last height's barrier (nothing to add on one thread)
             for k, operand in enumerate(self.inputs):
                 if operand.kind == COPIED:
                     self.sum_copies(b, k, operand.row_bytes // 4)
@@ -256,7 +273,7 @@ class HeightLoopBuilder(PlanFunction):
 
     def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
         """Where saved value j's (first row, count) of this thread at height h is."""
-        slot = e.add(e.mul(e.add(e.mul(h, self.threads), self.thread), self.nsaved), j)
+        slot = e.add(e.mul(e.add(e.mul(h, self.stride), self.thread), self.nsaved), j)
         return e.mul(slot, 2)
 
     def run_height(self, e: Emitter, h: SSAValue) -> None:

@@ -187,12 +187,12 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     teams: list[tuple[str, int]] = []
     run = HeightLoop.__call__
     monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
-        (self.native.name, args[-1])) or run(self, *args))
+        (self.native.name, args[4])) or run(self, *args))
     got = {k: np.ones_like(v) for k, v in params.items()}
     outs, _ = grad.batch(trees, got)
     _, again = grad.batch(trees)
     assert teams == [("node__post_fwd", 2), ("node__post_bwd", 2)] * 2
-    monkeypatch.setattr(HeightLoop, "team_size", lambda self, bounds, backward=None: 1)
+    monkeypatch.setattr(HeightLoop, "team_size", lambda self, bounds, backward=None: (1, 0))
     want = {k: np.ones_like(v) for k, v in params.items()}
     outs_one, _ = grad.batch(trees, want)
     assert teams[-2:] == [("node__post_fwd", 1), ("node__post_bwd", 1)]
@@ -212,14 +212,15 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
 
 
 def test_a_gradients_heights_split_where_the_cost_model_says_so():
-    """`HeightLoop.team_size` for a `_fwd` and its `_bwd`: the team where
-    the rows moved off the calling thread save more than the starts, the
+    """`HeightLoop.team_size` for a `_fwd` and its `_bwd`: the team, for
+    the heights that give each thread a register tile of rows, where the
+    rows moved off the calling thread save more than the starts, the
     barriers and the copies' sum; one thread for a batch too small to repay
     them, and where a thread's copy of a gradient would not fit half of L2
     (the products' own teams split that gradient instead)."""
     from types import SimpleNamespace
 
-    from recir.backend.native_schedule import HeightLoop
+    from recir.backend.native_schedule import HeightLoop, row_tile
     from recir.backend.schedule_specs import HeightSpec
     from recir.passes.schedule_loops import COPIED, Operand
 
@@ -232,12 +233,15 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
 
     wide = np.array([0, 4000, 6000, 7000], np.int64)  # three heights
     narrow = np.array([0, 2, 3], np.int64)
+    thin = 2 * row_tile() - 1  # too few rows for a register tile on each thread
+    tapering = np.array([0, 4000, 4000 + thin, 4001 + thin], np.int64)
     small = 4 * 1000
-    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, small)) == 2
-    assert HeightLoop.team_size(loop(10_000), narrow, loop(20_000, small)) == 1
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, small)) == (2, 3)
+    assert HeightLoop.team_size(loop(10_000), tapering, loop(20_000, small)) == (2, 1)
+    assert HeightLoop.team_size(loop(10_000), narrow, loop(20_000, small)) == (1, 0)
     big = policy.defer_outer_bytes()
-    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == 1
-    assert HeightLoop.team_size(loop(10_000), wide) == 2  # inference: no copies
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == (1, 0)
+    assert HeightLoop.team_size(loop(10_000), wide) == (2, 3)  # inference: no copies
 
 
 def test_a_team_starts_where_the_cost_model_says_it_pays():

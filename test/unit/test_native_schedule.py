@@ -90,9 +90,9 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
-    bounds, inputs, outputs, saved_at, threads = calls[-1]
+    bounds, inputs, outputs, saved_at, *team = calls[-1]
     total = int(bounds[-1])
     for bad in ([0, total + 1], [0, total, total - 1], [-1, total]):
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
-            loop(np.array(bad, np.int64), inputs, outputs, saved_at, threads)
-    loop(bounds, inputs, outputs, saved_at, threads)  # the recorded call still runs
+            loop(np.array(bad, np.int64), inputs, outputs, saved_at)
+    loop(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
