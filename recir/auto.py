@@ -29,7 +29,10 @@ costs that `recir.tune()` may measure):
 
 Gradients: each product's backward is two products of its size (its
 `vecmat` and weight gradient), so the products' work and their streaming
-count three times; the frontier runs two schedules (forward, backward), so
+count three times, and a height streams a weight's size four times (those
+three and the gradient's write; twice that where the weights are out of
+L2: the backward's GEMMs pack them, reading each, writing its copy and
+reading that); the frontier runs two schedules (forward, backward), so
 its call, height and row costs count twice. The recursive code adds a weight
 gradient from logged outer products by one GEMM where the weight is large
 (`policy.defer_outer_bytes`): that third runs at the GEMM rate there.
@@ -187,7 +190,7 @@ class Estimate:
 
     def __init__(self, cell: CellCost, costs: Costs, gradient: bool):
         self.cell, self.costs, self.gradient = cell, costs, gradient
-        self.stream = policy.stream_factor(cell.weight_bytes)
+        self.stream = policy.stream_factor(cell.weight_bytes, costs)
 
     def recursive(self, sizes: Sequence[int], threads: int) -> float:
         cell, costs = self.cell, self.costs
@@ -211,7 +214,9 @@ class Estimate:
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
-        streams = GRADIENT_STREAMS if self.gradient else 1
+        streams = 1
+        if self.gradient:  # out of L2, packing a weight reads it, writes and reads its copy
+            streams = GRADIENT_STREAMS * (2 if self.stream > 1 else 1)
         stream = heights * cell.weights * streams * self.stream * costs.unit_s
         rows = nodes * (cell.products * products / policy.gemm_gain(nodes / heights)
                         + cell.row_kernels * products) * costs.unit_s

@@ -107,12 +107,12 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     workers still spinning), and from fib(30) on one thread and on all cores at two budgets,
     `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
     directory for `costs`, with the frontier's costs a call, a height and
-    a row (`frontier_costs`). Run it ahead of the calls it should serve: their
+    a row (`frontier_costs`) and L3's slowdown (`l3_slowdown`). Run it ahead of the calls it should serve: their
     functions read the costs when compiled."""
     library, threads = openmp(), machine().cores
     if library is None or threads < 2:
         return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir,
-                          **frontier_costs(cache_dir))
+                          **frontier_costs(cache_dir), l3_slowdown=l3_slowdown())
     no_op = ctypes.c_void_p(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value)
 
     def team() -> None:
@@ -123,7 +123,7 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     warm_team_s = median_seconds(team)
     share, task_s = fib_share_and_task(threads, cache_dir)
     return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir, warm_team_s,
-                      **frontier_costs(cache_dir))
+                      **frontier_costs(cache_dir), l3_slowdown=l3_slowdown())
 
 
 def median_seconds(run: Callable[[], object],
@@ -193,3 +193,21 @@ def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     height_s, row_s = np.maximum(np.linalg.solve(counts, over), 0.0)
     return {"frontier_call_s": float(max(leaf - height_s - row_s, 0.0)),
             "height_s": float(height_s), "row_s": float(row_s)}
+
+
+def l3_slowdown() -> float:
+    """How many times longer an element of BLAS's dot product (two vectors
+    streamed, as a matrix-vector product streams its weights) takes from L3
+    (vectors of 8 x L2's bytes) than from L2 (an eighth of it); at least 1."""
+    per_element = []
+    for nbytes in (machine().l2_bytes // 8, 8 * machine().l2_bytes):
+        x = np.ones(nbytes // 8, np.float32)  # two vectors of nbytes in all
+        y = np.ones_like(x)
+        repeats = max(1, (32 << 20) // nbytes)
+
+        def dots(x: np.ndarray = x, y: np.ndarray = y, repeats: int = repeats) -> None:
+            for _ in range(repeats):
+                np.dot(x, y)
+
+        per_element.append(median_seconds(dots, dots) / (repeats * len(x)))
+    return max(1.0, per_element[1] / per_element[0])

@@ -35,11 +35,11 @@ From them:
 
 `batching="auto"` (`recir/auto.py`) weighs the recursive code against the
 frontier with three more costs: `frontier_call_s`, a batched call's fixed
-cost; `height_s`, a height's; `row_s`, a row's beyond its products (their
-defaults below say why), and two machine facts: how much faster the GEMM
-kernel's register tile runs a product than a matrix-vector product does
-(`gemm_gain`), and how much slower weights stream from L3 than from L2
-(`stream_factor`).
+cost; `height_s`, a height's; `row_s`, a row's beyond its products;
+`l3_slowdown`, how much slower weights stream from L3 than from L2
+(`stream_factor`) (their defaults below say why), and how much faster the
+GEMM kernel's register tile runs a product than a matrix-vector product
+does (`gemm_gain`).
 
 `recir.tune()` may measure `team_s`, `task_s`, `share` and the frontier's costs once, ahead of the calls;
 its result is kept in the cache directory and read by later processes on
@@ -76,10 +76,11 @@ DEFAULT_HEIGHT_S = 0.5e-6
 # take and merge, a few cache lines each (the recursive code reads its
 # children's results where they were written).
 DEFAULT_ROW_S = 50e-9
-# L3 gives a core about a 64-byte line every 3 cycles (some 20 B/cycle on
-# Intel's and AMD's server cores), L2 one a cycle: a matrix-vector product
-# whose weights are out of L2 runs at a third of the rate.
-L3_SLOWDOWN = 3.0
+# L3 gives a core about a 64-byte line every 4 cycles (some 16 B/cycle on
+# Intel's mesh and AMD's CCX with other cores at work), L2 one a cycle: a
+# matrix-vector product whose weights are out of L2 runs at a quarter of
+# the rate.
+L3_SLOWDOWN = 4.0
 # The share of its tile's rate (`gemm_gain`) the GEMM kernel reaches at a
 # frontier's shapes (tens to hundreds of rows, a few hundred columns): its
 # packing, edge tiles and the k loop's blocks take the rest; `bench/run.py
@@ -111,6 +112,7 @@ class Costs:
     frontier_call_s: float = DEFAULT_FRONTIER_CALL_S
     height_s: float = DEFAULT_HEIGHT_S
     row_s: float = DEFAULT_ROW_S
+    l3_slowdown: float = L3_SLOWDOWN
 
 
 @functools.cache
@@ -173,7 +175,7 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
 
 
 FRONTIER_DEFAULTS = {"frontier_call_s": DEFAULT_FRONTIER_CALL_S, "height_s": DEFAULT_HEIGHT_S,
-                     "row_s": DEFAULT_ROW_S}
+                     "row_s": DEFAULT_ROW_S, "l3_slowdown": L3_SLOWDOWN}
 
 
 def tuned_path(cache_dir: Path | str | None = None) -> Path:
@@ -283,10 +285,10 @@ def gemm_gain(rows: float) -> float:
     return filled * vectors / (filled + vectors) * GEMM_EFFICIENCY
 
 
-def stream_factor(weight_bytes: int) -> float:
+def stream_factor(weight_bytes: int, costs: Costs) -> float:
     """How many times slower than `unit_s` a matrix-vector product runs
     whose weights (with the rest of a call's) do not stay in a core's L2."""
-    return 1.0 if weight_bytes <= machine().l2_bytes else L3_SLOWDOWN
+    return 1.0 if weight_bytes <= machine().l2_bytes else costs.l3_slowdown
 
 
 def fixed_budget() -> int | None:

@@ -197,7 +197,7 @@ def test_auto_estimates_follow_the_costs():
     """Both modes' seconds by the model's terms: the frontier's call,
     height and row costs count once (twice for gradients), a bilinear
     kernel adds the same to both, weights out of L2 slow the recursive
-    products by L3_SLOWDOWN."""
+    products by `l3_slowdown`."""
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
                                row_kernels=0.0, product_ops=1, fan_out=2)
@@ -218,7 +218,7 @@ def test_auto_estimates_follow_the_costs():
         assert added == pytest.approx(sum(sizes) * 1e5 * 1e-11)
     big = auto_model.Estimate(replace(cell, weight_bytes=policy.machine().l2_bytes + 1),
                               costs, False)
-    assert big.recursive(sizes, 1) == pytest.approx(policy.L3_SLOWDOWN *
+    assert big.recursive(sizes, 1) == pytest.approx(costs.l3_slowdown *
                                                     base.recursive(sizes, 1))
     shared = replace(costs, share=0.0)  # a second thread that gets no core
     assert auto_model.Estimate(cell, shared, False).recursive(sizes, 2) == \

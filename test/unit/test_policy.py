@@ -115,7 +115,8 @@ def test_the_gemm_gain_follows_the_register_tile() -> None:
     assert policy.gemm_gain(1) == pytest.approx(vectors / (1 + vectors) * policy.GEMM_EFFICIENCY)
     assert policy.gemm_gain(0.5) == policy.gemm_gain(1)  # no fewer than one row filled
     l2 = policy.machine().l2_bytes
-    assert policy.stream_factor(l2) == 1 and policy.stream_factor(l2 + 1) == policy.L3_SLOWDOWN
+    assert policy.stream_factor(l2, COSTS) == 1
+    assert policy.stream_factor(l2 + 1, COSTS) == COSTS.l3_slowdown == policy.L3_SLOWDOWN
 
 
 def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
@@ -141,4 +142,5 @@ def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
     # and a row far less
     assert 1e-6 < measured.frontier_call_s < 0.1
     assert 0 <= measured.height_s < 1e-3 and 0 <= measured.row_s < 1e-4
+    assert 1 <= measured.l3_slowdown < 100
     assert policy.costs(tmp_path) == measured
