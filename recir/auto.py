@@ -30,9 +30,10 @@ costs that `recir.tune()` may measure):
 Gradients: each product's backward is two products of its size (its
 `vecmat` and weight gradient), so the products' work and their streaming
 count three times, and a height streams a weight's size four times (those
-three and the gradient's write; twice that where the weights are out of
-L2: the backward's GEMMs pack them, reading each, writing its copy and
-reading that); the frontier runs two schedules (forward, backward), so
+three and the gradient's write): at L3's rate where the weights, their
+gradients and the GEMMs' packed copies of them do not fit L2 together, and
+twice over where the weights alone do not (a pack reads a weight, writes
+its copy and reads that, each from L3); the frontier runs two schedules (forward, backward), so
 its call, height and row costs count twice. The recursive code adds a weight
 gradient from logged outer products by one GEMM where the weight is large
 (`policy.defer_outer_bytes`): that third runs at the GEMM rate there.
@@ -64,6 +65,7 @@ from recir.frontier_gradients import FrontierGradFunction, value_and_grad_fronti
 MODES = ("recursive", "frontier", "auto")
 GRADIENT_PRODUCTS = 3  # a product, its vecmat and its weight gradient
 GRADIENT_STREAMS = 4  # passes over a weight's size: those three, the gradient's write
+GRADIENT_WORKING_SET = 3  # a weight, its gradient and the GEMMs' packed copy of it
 GRADIENT_PASSES = 2  # the frontier's forward and backward schedules
 
 
@@ -191,6 +193,11 @@ class Estimate:
     def __init__(self, cell: CellCost, costs: Costs, gradient: bool):
         self.cell, self.costs, self.gradient = cell, costs, gradient
         self.stream = policy.stream_factor(cell.weight_bytes, costs)
+        # what a height's GEMMs stream, in weights' sizes at the L2 rate
+        self.height_streams = self.stream
+        if gradient:  # the weights, their gradients and the packed copies compete for L2
+            held = policy.stream_factor(GRADIENT_WORKING_SET * cell.weight_bytes, costs)
+            self.height_streams = GRADIENT_STREAMS * held * (2 if self.stream > 1 else 1)
 
     def recursive(self, sizes: Sequence[int], threads: int) -> float:
         cell, costs = self.cell, self.costs
@@ -214,10 +221,7 @@ class Estimate:
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
-        streams = 1
-        if self.gradient:  # out of L2, packing a weight reads it, writes and reads its copy
-            streams = GRADIENT_STREAMS * (2 if self.stream > 1 else 1)
-        stream = heights * cell.weights * streams * self.stream * costs.unit_s
+        stream = heights * cell.weights * self.height_streams * costs.unit_s
         rows = nodes * (cell.products * products / policy.gemm_gain(nodes / heights)
                         + cell.row_kernels * products) * costs.unit_s
         alone = fixed + stream + rows
