@@ -193,11 +193,18 @@ class Estimate:
     def __init__(self, cell: CellCost, costs: Costs, gradient: bool):
         self.cell, self.costs, self.gradient = cell, costs, gradient
         self.stream = policy.stream_factor(cell.weight_bytes, costs)
-        # what a height's GEMMs stream, in weights' sizes at the L2 rate
-        self.height_streams = self.stream
-        if gradient:  # the weights, their gradients and the packed copies compete for L2
-            held = policy.stream_factor(GRADIENT_WORKING_SET * cell.weight_bytes, costs)
-            self.height_streams = GRADIENT_STREAMS * held * (2 if self.stream > 1 else 1)
+
+    def height_streams(self, cores: int) -> float:
+        """What a height's products stream, in weights' sizes at the L2
+        rate, with their columns split across `cores` (each core's L2 then
+        holds its share of the weights)."""
+        weight_bytes = self.cell.weight_bytes // max(cores, 1)
+        alone = policy.stream_factor(weight_bytes, self.costs)
+        if not self.gradient:
+            return alone
+        # the weights, their gradients and the packed copies compete for L2
+        held = policy.stream_factor(GRADIENT_WORKING_SET * weight_bytes, self.costs)
+        return GRADIENT_STREAMS * held * (2 if alone > 1 else 1)
 
     def recursive(self, sizes: Sequence[int], threads: int) -> float:
         cell, costs = self.cell, self.costs
@@ -221,15 +228,15 @@ class Estimate:
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
-        stream = heights * cell.weights * self.height_streams * costs.unit_s
+        streamed = heights * cell.weights * costs.unit_s  # one stream of its weights
         rows = nodes * (cell.products * products / policy.gemm_gain(nodes / heights)
                         + cell.row_kernels * products) * costs.unit_s
-        alone = fixed + stream + rows
+        alone = fixed + streamed * self.height_streams(1) + rows
         if threads < 2:
             return alone
         starts = heights * passes * cell.product_ops * products
-        team = fixed + policy.team_seconds(stream + rows, threads, costs, 0) \
-            + starts * costs.warm_team_s
+        split = streamed * self.height_streams(threads) + rows
+        team = fixed + policy.team_seconds(split, threads, costs, 0) + starts * costs.warm_team_s
         return min(alone, team)
 
 
@@ -242,6 +249,7 @@ class Auto:
         self.cell = cell_cost(model.module)
         self.costs = policy.costs(cache_dir)
         self.gradient = gradient
+        self.estimate: Estimate | None = None
         inputs = list(batched.original.function_type.inputs)[:len(model.input_names)] \
             if batched is not None else []
         self.structures = [k for k, t in enumerate(inputs)
@@ -256,7 +264,9 @@ class Auto:
                 ) -> dict[str, float]:
         """Each mode's predicted time for `batch`, the recursive code on
         `threads`, the frontier's products on up to `frontier_threads`."""
-        estimate = Estimate(self.cell, self.costs, self.gradient)
+        estimate = self.estimate
+        if estimate is None or estimate.costs is not self.costs:  # (`costs` replaced)
+            estimate = self.estimate = Estimate(self.cell, self.costs, self.gradient)
         sizes = self.sizes(batch)
         return {"recursive": estimate.recursive(sizes, threads),
                 "frontier": estimate.frontier(sizes, frontier_threads)}
