@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import recir
-from recir import auto as auto_model
+from recir import auto_costs as auto_model
+from recir import auto as recir_auto
 from recir.auto import AutoFunction
 from recir.backend import policy
 from recir.frontier_gradients import FrontierGradFunction
@@ -235,6 +236,20 @@ def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():
     assert auto_model.estimated_heights(40, 1) == 40  # a list: a level a node
 
 
+def test_auto_walks_the_heights_of_trees_it_can_read():
+    """TreeLSTM's children are `left[i]`, `right[i]`: a batch's heights are
+    its tallest tree's levels; arrays that make no tree give none."""
+    params = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
+    traced = tree_lstm.trace_model(params)
+    assert recir_auto.child_arrays(traced.module, 5) == ([0, 1], 4)
+    complete = make_treebank(2, "balanced", num_leaves=32, seed=1)
+    assert recir_auto.tree_levels([complete[0].left, complete[0].right], complete[0].root) == 6
+    assert recir_auto.tree_levels([chain(201)[0], chain(201)[1]], chain(201)[4]) == 101
+    assert recir_auto.tree_levels([np.array([1, -1]), np.array([0, -1])], 0) is None  # a cycle
+    assert recir_auto.tree_levels([np.array([5]), np.array([-1])], 0) is None  # out of range
+    assert recir_auto.child_arrays(nested_model().module, 1) is None  # f(f(i - 1) - 1)
+
+
 def test_auto_picks_the_mode_the_model_predicts_faster():
     """`auto` takes the mode of fewer predicted seconds, by the batch's
     nodes (the frontier for one big tree as for many small ones); with the
@@ -264,6 +279,10 @@ def test_auto_picks_the_mode_the_model_predicts_faster():
         for tree, (_, loss) in zip(trees, outs, strict=True):
             assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1],
                                          rel=1e-5)
+    tall = [chain(201)]  # the frontier's heights walked: 101, not estimated
+    assert auto.auto.heights(tall) == 101
+    seconds = auto.auto.seconds(tall, 1, 1)
+    assert seconds["frontier"] == auto.auto.model().frontier([201], 1, 101)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
     seconds = team.auto.seconds(batch, 2 if team.native.team else 1, 2)
     assert team.choose(batch) == min(seconds, key=seconds.__getitem__)
