@@ -107,8 +107,9 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     workers still spinning), and from fib(30) on one thread and on all cores at two budgets,
     `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
     directory for `costs`, with the frontier's costs a call, a height and
-    a row (`frontier_costs`) and L3's slowdown (`l3_slowdown`). Run it ahead of the calls it should serve: their
-    functions read the costs when compiled."""
+    a row (`frontier_costs`) and L3's slowdown (`l3_slowdown`). Run it
+    ahead of the calls it should serve: their functions read the costs
+    when compiled."""
     library, threads = openmp(), machine().cores
     if library is None or threads < 2:
         return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir,

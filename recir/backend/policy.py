@@ -41,9 +41,9 @@ cost; `height_s`, a height's; `row_s`, a row's beyond its products;
 GEMM kernel's register tile runs a product than a matrix-vector product
 does (`gemm_gain`).
 
-`recir.tune()` may measure `team_s`, `task_s`, `share` and the frontier's costs once, ahead of the calls;
-its result is kept in the cache directory and read by later processes on
-the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
+`recir.tune()` may measure `team_s`, `task_s`, `share` and `auto`'s costs
+once, ahead of the calls; its result is kept in the cache directory and
+read by later processes on the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
 """
 
 from __future__ import annotations

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 import recir
-from recir import auto_costs as auto_model
 from recir import auto as recir_auto
+from recir import auto_costs as auto_model
 from recir.auto import AutoFunction
 from recir.backend import policy
-from recir.frontier_gradients import FrontierGradFunction
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
+from recir.frontier_gradients import FrontierGradFunction
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 
 TREE_MODELS = [tree_rnn, rntn, tree_lstm]
@@ -185,10 +185,12 @@ def test_auto_reads_its_cell_off_the_recursive_ir():
     assert cell.products == (math.prod(leaf) + math.prod(inner)) / 2 + math.prod(out)
     assert cell.product_units == pytest.approx(
         (dot_units(*leaf) + dot_units(*inner)) / 2 + dot_units(*out))
-    assert cell.weights == math.prod(inner) + math.prod(out) and cell.product_ops == 2
+    assert cell.weights == math.prod(inner) + math.prod(out)
+    assert cell.product_ops == 2
     assert cell.weight_bytes == 4 * sum(v.size for k, v in params.items()
                                         if k in ("w_leaf", "u", "w_out"))
-    assert cell.fan_out == 2 and cell.row_kernels == 0
+    assert cell.fan_out == 2
+    assert cell.row_kernels == 0
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     cell = auto_model.cell_cost(rntn.trace_model(d25).module)
     assert cell.row_kernels == pytest.approx(dot_units(25 * 50, 50) / 2)  # internal nodes'

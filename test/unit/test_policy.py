@@ -141,6 +141,7 @@ def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
     # a tiny tree model's frontier calls: tens of us to a few ms, a height
     # and a row far less
     assert 1e-6 < measured.frontier_call_s < 0.1
-    assert 0 <= measured.height_s < 1e-3 and 0 <= measured.row_s < 1e-4
+    assert 0 <= measured.height_s < 1e-3
+    assert 0 <= measured.row_s < 1e-4
     assert 1 <= measured.l3_slowdown < 100
     assert policy.costs(tmp_path) == measured
