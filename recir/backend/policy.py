@@ -33,17 +33,18 @@ From them:
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
 
-`batching="auto"` (`recir/auto.py`) weighs the recursive code against the
-frontier with three more costs: `frontier_call_s`, a batched call's fixed
-cost; `height_s`, a height's; `row_s`, a row's beyond its products;
-`l3_slowdown`, how much slower weights stream from L3 than from L2
-(`stream_factor`) (their defaults below say why), and how much faster the
-GEMM kernel's register tile runs a product than a matrix-vector product
-does (`gemm_gain`).
+`batching="auto"` (`recir/auto_costs.py`) weighs the recursive code against
+the frontier with four more costs (their defaults below say why):
+`frontier_call_s`, a batched call's fixed cost; `height_s`, a height's;
+`row_s`, a row's beyond its products; `l3_slowdown`, how much slower
+weights stream from L3 than from L2 (`stream_factor`); and with how much
+faster the GEMM kernel's register tile runs a product than a matrix-vector
+product does (`gemm_gain`).
 
 `recir.tune()` may measure `team_s`, `task_s`, `share` and `auto`'s costs
 once, ahead of the calls; its result is kept in the cache directory and
-read by later processes on the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
+read by later processes on the same machine. `$RECIR_SPAWN_BUDGET` fixes
+the budget instead.
 """
 
 from __future__ import annotations
