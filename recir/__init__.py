@@ -61,9 +61,10 @@ def configure_runtime(**settings: int) -> Any:
 
 
 def tune(cache_dir: Any = None) -> Any:
-    """Measures this machine's cost of a team start and of a task once, ahead
-    of any call, and keeps them in the cache directory, where functions
-    compiled later read them (see `recir.backend.policy`); returns them."""
+    """Measures this machine's costs once, ahead of any call (a team start,
+    a task, the frontier's fixed costs, L3's slowdown), and keeps them in the
+    cache directory, where functions compiled later read them (see
+    `recir.backend.policy`, `recir.auto_costs`); returns them."""
     from recir import tuning
 
     return tuning.tune(cache_dir)

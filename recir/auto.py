@@ -3,16 +3,14 @@
 `"frontier"` is `invoke-to-frontier`'s batched IR compiled by the one
 backend (`frontier_compile.py`, `frontier_gradients.py`). `"auto"` holds both
 the recursive native code and the frontier form and runs each call through
-one of them: the frontier where the batch's work, the multiply-adds of the
-cell's largest product over the batch's invocations, reaches AUTO_WORK (one
-thread) or AUTO_TEAM_WORK (a team, which runs the recursive code's trees as
-its tasks). A tree's invocations are its nodes, read off its longest
-structure array (1 per input tuple without one); a cell's work is 750 x 300
-for TreeLSTM h=150, RNTN's bilinear tensor counted 5x: the recursive code
-runs it at about a fifth of a matrix-vector product's rate. The thresholds
-sit where the frontier overtook the recursive code in trees/s over SST dev
-trees (`python bench/run.py auto`). One tree of many nodes is the
-frontier's too: the work counts nodes, not trees.
+the one a cost model says is faster for that batch (`Estimate`): the same
+batch always gets the same mode, and nothing is timed during the calls.
+
+The model is `auto_costs.py`'s. The number of heights it needs is walked
+off the largest trees where the recursion reads its children off structure
+arrays (`tmath.extract` of an input at the invocation's argument) and the
+decision turns on it (the bounds of `auto_costs.height_bounds` would not
+agree); else estimated.
 """
 
 from __future__ import annotations
@@ -21,58 +19,166 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
+from xdsl.ir import BlockArgument
 
+from recir.auto_costs import Estimate, cell_cost, estimated_heights, height_bounds
+from recir.backend import policy
 from recir.diagnostics import RecirError
-from recir.dialects import tmath
+from recir.dialects import invoke, tmath
 from recir.frontier_compile import FrontierFunction, compile_frontier
 from recir.frontier_gradients import FrontierGradFunction, value_and_grad_frontier
 
-AUTO_WORK, AUTO_TEAM_WORK = 30_000_000, 50_000_000
-BILINEAR_COST = 5
 MODES = ("recursive", "frontier", "auto")
+# The largest trees of a batch whose levels are walked (the tallest is
+# almost always among them; the rest are estimated): a walk takes a few
+# hundred ns a node, four SST-sized trees a few percent of a frontier call.
+WALKED_TREES = 4
 
 
-def cell_work(module: Any) -> int:
-    """Multiply-adds of the model's largest product (bilinear weighted)."""
-    work = [int(np.prod(tmath.shape_of(op.matrix))) for op in module.walk()
-            if isinstance(op, tmath.MatvecOp)]
-    work += [BILINEAR_COST * int(np.prod(tmath.shape_of(op.tensor)))
-             for op in module.walk() if isinstance(op, tmath.BilinearOp)]
-    return max(work, default=0)
+class Auto:
+    """`auto`'s choice for one compiled model: its cell's costs, the
+    machine's costs (`costs`, replaceable), and the batch's node counts."""
 
-
-class Work:
-    """A batch's work for `auto`: invocations x the cell's largest product."""
-
-    def __init__(self, model: Any, batched: FrontierFunction | None):
+    def __init__(self, model: Any, batched: Any, gradient: bool, cache_dir: Any = None):
         self.batched = batched
-        self.cell = cell_work(model.module) if batched is not None else 0
+        self.cell = cell_cost(model.module)
+        self.costs = policy.costs(cache_dir)
+        self.gradient = gradient
+        self.estimate: Estimate | None = None
         inputs = list(batched.original.function_type.inputs)[:len(model.input_names)] \
             if batched is not None else []
         self.structures = [k for k, t in enumerate(inputs)
                            if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape())]
+        self.tree = child_arrays(model.module, len(inputs)) if batched is not None else None
 
-    def of(self, batch: Sequence[Sequence[Any]]) -> int:
+    def sizes(self, batch: Sequence[Sequence[Any]]) -> list[int]:
+        """Each input tuple's invocations: its longest structure array's length."""
         structures = self.structures
-        return self.cell * sum(max((len(inputs[j]) for j in structures), default=1)
-                               for inputs in batch)
+        return [max((len(inputs[j]) for j in structures), default=1) for inputs in batch]
 
-    def mode(self, batch: Sequence[Sequence[Any]], team: bool) -> str:
-        least = AUTO_TEAM_WORK if team else AUTO_WORK
-        return "frontier" if self.batched is not None and self.of(batch) >= least else \
-            "recursive"
+    def model(self) -> Estimate:
+        estimate = self.estimate
+        if estimate is None or estimate.costs is not self.costs:  # (`costs` replaced)
+            estimate = self.estimate = Estimate(self.cell, self.costs, self.gradient)
+        return estimate
+
+    def seconds(self, batch: Sequence[Sequence[Any]], threads: int, frontier_threads: int
+                ) -> dict[str, float]:
+        """Each mode's predicted time for `batch`, the recursive code on
+        `threads`, the frontier's products on up to `frontier_threads`
+        (the heights walked where the trees give them)."""
+        estimate, sizes = self.model(), self.sizes(batch)
+        return {"recursive": estimate.recursive(sizes, threads),
+                "frontier": estimate.frontier(sizes, frontier_threads, self.heights(batch))}
+
+    def mode(self, batch: Sequence[Sequence[Any]], threads: int, frontier_threads: int
+             ) -> str:
+        """The cheaper mode: by the bounds of the heights where both agree,
+        else by the heights walked (or estimated)."""
+        if self.batched is None or not batch:
+            return "recursive"
+        estimate, sizes = self.model(), self.sizes(batch)
+        recursive = estimate.recursive(sizes, threads)
+        picks = {estimate.frontier(sizes, frontier_threads, h) < recursive
+                 for h in height_bounds(max(sizes), self.cell.fan_out)}
+        if len(picks) > 1:
+            picks = {estimate.frontier(sizes, frontier_threads, self.heights(batch)) < recursive}
+        return "frontier" if picks.pop() else "recursive"
+
+    def heights(self, batch: Sequence[Sequence[Any]]) -> float | None:
+        """The batch's heights: its tallest tree's levels where the trees
+        give them, walking its `WALKED_TREES` largest (None: estimate them)."""
+        if self.tree is None:
+            return None
+        children, root = self.tree
+        sizes = self.sizes(batch)
+        order = sorted(range(len(batch)), key=sizes.__getitem__, reverse=True)
+        tallest = max((estimated_heights(sizes[k], self.cell.fan_out)
+                       for k in order[WALKED_TREES:]), default=0.0)
+        for k in order[:WALKED_TREES]:
+            if height_bounds(sizes[k], self.cell.fan_out)[1] <= tallest:
+                break  # no smaller tree can be taller
+            levels = tree_levels([batch[k][j] for j in children], batch[k][root])
+            if levels is None:
+                return None
+            tallest = max(tallest, float(levels))
+        return tallest
+
+
+def tree_levels(children: Sequence[Any], root: Any) -> int | None:
+    """The levels below and at `root` of the tree whose nodes' children are
+    `children`'s entries (negative: none), walked in Python (a few hundred
+    ns a node); None for arrays that do not make a tree (the call itself
+    says what is wrong)."""
+    try:
+        lists = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in children]
+        nodes = min(len(c) for c in lists)
+        deepest, seen, stack = 0, 0, [(int(root), 1)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, level = pop()
+            seen += 1
+            if seen > nodes or not 0 <= node < nodes:
+                return None
+            if level > deepest:
+                deepest = level
+            for c in lists:
+                child = c[node]
+                if child >= 0:
+                    push((child, level + 1))
+        return deepest
+    except (ValueError, TypeError, IndexError):
+        return None
+
+
+def child_arrays(module: Any, inputs: int) -> tuple[list[int], int] | None:
+    """Which inputs hold each invocation's children and which its root,
+    where the recursion reads every child off an input at its argument
+    (`tmath.extract %left[%i]`) and the entry invokes it on an input."""
+    subgraphs = [op for op in module.walk() if isinstance(op, invoke.SubgraphOp)]
+    if len(subgraphs) != 1:
+        return None
+    sub = subgraphs[0]
+    entry = sub.parent_op()
+    if not isinstance(entry, func.FuncOp) or len(sub.body.block.args) != 1:
+        return None
+    children: list[int] = []
+    for op in sub.walk():
+        if not isinstance(op, invoke.InvokeOp) or len(op.operands) != 1:
+            continue
+        extract = op.operands[0].owner
+        if not (isinstance(extract, tmath.ExtractOp) and extract.index == sub.body.block.args[0]
+                and entry_input(extract.input, entry, inputs) is not None):
+            return None
+        children.append(entry_input(extract.input, entry, inputs))  # type: ignore[arg-type]
+    calls = [op for op in entry.body.block.ops if isinstance(op, invoke.InvokeOp)]
+    if not children or len(calls) != 1 or len(calls[0].operands) != 1:
+        return None
+    root = entry_input(calls[0].operands[0], entry, inputs)
+    return (sorted(set(children)), root) if root is not None else None
+
+
+def entry_input(value: Any, entry: func.FuncOp, inputs: int) -> int | None:
+    """The input `value` is, if it is one of the entry's first `inputs`."""
+    if isinstance(value, BlockArgument) and value.owner is entry.body.block \
+            and value.index < inputs:
+        return value.index
+    return None
 
 
 class AutoFunction:
     """`batching="auto"`: recursive native code or the frontier, per call."""
 
-    def __init__(self, model: Any, native: Any, batched: FrontierFunction | None):
+    def __init__(self, model: Any, native: Any, batched: FrontierFunction | None,
+                 cache_dir: Any = None):
         self.native, self.batched = native, batched
-        self.work = Work(model, batched)
+        self.auto = Auto(model, batched, False, cache_dir)
 
     def choose(self, batch: Sequence[Sequence[Any]]) -> str:
-        return self.work.mode(batch, bool(self.native.batch_team))
+        native = self.native
+        return self.auto.mode(batch, native.threads if native.team else 1, native.threads)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -85,22 +191,24 @@ class AutoFunction:
 
 class AutoGradFunction:
     """`value_and_grad(batching="auto")`: the recursive gradient code or the
-    frontier's batched backward, per batch, by the same rule."""
+    frontier's batched backward, per batch, by the same model."""
 
-    def __init__(self, model: Any, recursive: Any, batched: FrontierGradFunction | None):
+    def __init__(self, model: Any, recursive: Any, batched: FrontierGradFunction | None,
+                 cache_dir: Any = None):
         self.recursive, self.batched = recursive, batched
-        self.work = Work(model, batched)
+        self.auto = Auto(model, batched, True, cache_dir)
         self.params = recursive.params
 
     def choose(self, batch: Sequence[Sequence[Any]], threads: int) -> str:
+        """By the recursive code on `threads` (a team's or the pool's) and
+        the frontier on the function's."""
         native = self.recursive.native
-        return self.work.mode(batch, threads > 1 and native is not None and
-                              bool(native.batch_team))
+        return self.auto.mode(batch, threads, native.threads if native is not None else 1)
 
-    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None) -> Any:
+    def __call__(self, *inputs: Any, into: dict[str, Any] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
 
-    def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, np.ndarray] | None = None,
+    def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, Any] | None = None,
               threads: int | None = None) -> Any:
         """`threads` (default: the function's) for the recursive code."""
         native = self.recursive.native
@@ -136,7 +244,8 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     if batching == "frontier":
         return compile_frontier(model, **frontier_options(options))
     batched = frontier_or_none(compile_frontier, model, **options)
-    return AutoFunction(model, pipeline.compile(model, **options), batched)
+    return AutoFunction(model, pipeline.compile(model, **options), batched,
+                        options.get("cache_dir"))
 
 
 def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any) -> Any:
@@ -147,4 +256,5 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     if batching == "frontier":
         return value_and_grad_frontier(model, loss, **frontier_options(options))
     batched = frontier_or_none(value_and_grad_frontier, model, loss, **options)
-    return AutoGradFunction(model, api.value_and_grad(model, loss, **options), batched)
+    return AutoGradFunction(model, api.value_and_grad(model, loss, **options), batched,
+                            options.get("cache_dir"))

@@ -1,7 +1,8 @@
 """`recir.tune()`: measures the policy's machine costs once, ahead of any call.
 
-It compiles and runs a program (fib), so it sits above the pipeline; the
-policy (`backend/policy.py`) only reads what it saved.
+It compiles and runs programs (fib; a tiny tree model's frontier form), so
+it sits above the pipeline and the frontier's compiler; the policy
+(`backend/policy.py`) only reads what it saved.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import ctypes
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from recir.backend.engine import openmp
 from recir.backend.policy import (
@@ -21,6 +24,8 @@ from recir.backend.policy import (
     save_tuned,
 )
 from recir.context import make_context
+from recir.frontend import TracedModel
+from recir.frontier_compile import compile_frontier
 from recir.parsing import parse_module
 from recir.pipeline import compile_module
 
@@ -46,6 +51,51 @@ func.func @fib(%n: i32) -> i32 {
   func.return %r : i32
 }
 """
+# TreeRNN with a 2-wide state: its products take no time, what remains is
+# the frontier's cost per call, per height and per row
+TINY_TREE_IR = """
+func.func @tiny(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>,
+                %label: tensor<?xi32>, %root: i32, %emb: tensor<3x2xf32>,
+                %w: tensor<2x4xf32>, %b: tensor<2xf32>, %w_out: tensor<5x2xf32>,
+                %b_out: tensor<5xf32>) -> (tensor<2xf32>, f32) {
+  invoke.subgraph @node(%i: i32) -> (tensor<2xf32>, f32) {
+    %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+    %zero = arith.constant 0 : i32
+    %is_leaf = arith.cmpi slt, %l, %zero : i32
+    %h, %s = scf.if %is_leaf -> (tensor<2xf32>, f32) {
+      %wd = tmath.extract %word[%i] : tensor<?xi32>, i32 -> i32
+      %x = tmath.gather %emb[%wd] : tensor<3x2xf32>, i32 -> tensor<2xf32>
+      %o = tmath.matvec %w_out, %x : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
+      %ob = tmath.add %o, %b_out : tensor<5xf32>
+      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
+      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
+      scf.yield %x, %loss : tensor<2xf32>, f32
+    } else {
+      %li = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
+      %hl, %sl = invoke.invoke @node(%li) : (i32) -> (tensor<2xf32>, f32)
+      %ri = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
+      %hr, %sr = invoke.invoke @node(%ri) : (i32) -> (tensor<2xf32>, f32)
+      %c = tmath.concat %hl, %hr : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+      %p = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<4xf32> -> tensor<2xf32>
+      %pb = tmath.add %p, %b : tensor<2xf32>
+      %hi = tmath.tanh %pb : tensor<2xf32>
+      %sum = arith.addf %sl, %sr : f32
+      %o = tmath.matvec %w_out, %hi : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
+      %ob = tmath.add %o, %b_out : tensor<5xf32>
+      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
+      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
+      %total = arith.addf %loss, %sum : f32
+      scf.yield %hi, %total : tensor<2xf32>, f32
+    }
+    invoke.return %h, %s : tensor<2xf32>, f32
+  }
+  %h, %s = invoke.invoke @node(%root) : (i32) -> (tensor<2xf32>, f32)
+  func.return %h, %s : tensor<2xf32>, f32
+}
+"""
+TINY_SHAPES = {"emb": (3, 2), "w": (2, 4), "b": (2,), "w_out": (5, 2), "b_out": (5,)}
+CHAIN_HEIGHTS = 64  # a caterpillar: one internal node and a leaf a height
+COMPLETE_HEIGHTS = 10  # a complete tree: 1023 nodes in 10 heights
 TUNE_ROUNDS = 9
 FIB_N = 30  # ~1.3M calls of a few ns: milliseconds
 ASLEEP_S = 0.01  # past any runtime's spin before its workers sleep (libomp 1 ms here)
@@ -56,11 +106,14 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     asleep), `warm_team_s` (the same region right after another, its
     workers still spinning), and from fib(30) on one thread and on all cores at two budgets,
     `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
-    directory for `costs`. Run it ahead of the calls it should serve: their
-    functions read the costs when compiled."""
+    directory for `costs`, with the frontier's costs a call, a height and
+    a row (`frontier_costs`) and L3's slowdown (`l3_slowdown`). Run it
+    ahead of the calls it should serve: their functions read the costs
+    when compiled."""
     library, threads = openmp(), machine().cores
     if library is None or threads < 2:
-        return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir)
+        return save_tuned(DEFAULT_TASK_S, DEFAULT_TEAM_S, 1.0, cache_dir,
+                          **frontier_costs(cache_dir), l3_slowdown=l3_slowdown())
     no_op = ctypes.c_void_p(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value)
 
     def team() -> None:
@@ -70,7 +123,8 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     team()
     warm_team_s = median_seconds(team)
     share, task_s = fib_share_and_task(threads, cache_dir)
-    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir, warm_team_s)
+    return save_tuned(max(task_s, 1e-8), team_s, share, cache_dir, warm_team_s,
+                      **frontier_costs(cache_dir), l3_slowdown=l3_slowdown())
 
 
 def median_seconds(run: Callable[[], object],
@@ -105,3 +159,56 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
     share = min((cores - 1) / (threads - 1), 1.0)
     task_s = (with_many - with_few) * cores / (2 ** (few + 7) - 2 ** (few + 1))
     return share, task_s
+
+
+def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
+    """`frontier_call_s`, `height_s` and `row_s` (`batching="auto"`'s), from
+    one-thread frontier calls of a tiny tree model (`TINY_TREE_IR`) on a
+    leaf, a caterpillar and a complete tree: the two trees' times over the
+    leaf's are (heights - 1) x height_s + (nodes - 1) x row_s each."""
+    rng = np.random.default_rng(0)
+    params = {k: rng.standard_normal(shape).astype(np.float32)
+              for k, shape in TINY_SHAPES.items()}
+    module = parse_module(make_context(), TINY_TREE_IR, "tiny")
+    model = TracedModel(module, "tiny", ["left", "right", "word", "label", "root"], params)
+    frontier = compile_frontier(model, cache_dir=cache_dir, threads=1)
+
+    def seconds(children: list[tuple[int, int]], root: int) -> float:
+        left = np.array([c[0] for c in children], np.int32)
+        right = np.array([c[1] for c in children], np.int32)
+        zeros = np.zeros(len(children), np.int32)
+        batch = [(left, right, zeros, zeros, root)]
+        frontier.batch(batch)
+        return median_seconds(lambda: frontier.batch(batch))
+
+    leaf = seconds([(-1, -1)], 0)
+    chain: list[tuple[int, int]] = [(-1, -1)]  # node 2j: internal over (2j - 2, 2j - 1)
+    for j in range(1, CHAIN_HEIGHTS):
+        chain += [(-1, -1), (2 * j - 2, 2 * j - 1)]
+    nodes = 2 ** COMPLETE_HEIGHTS - 1  # heap order: node i's children 2i + 1, 2i + 2
+    complete = [(2 * i + 1, 2 * i + 2) if 2 * i + 2 < nodes else (-1, -1)
+                for i in range(nodes)]
+    over = np.array([seconds(chain, len(chain) - 1) - leaf, seconds(complete, 0) - leaf])
+    counts = np.array([[CHAIN_HEIGHTS - 1, len(chain) - 1], [COMPLETE_HEIGHTS - 1, nodes - 1]],
+                      np.float64)
+    height_s, row_s = np.maximum(np.linalg.solve(counts, over), 0.0)
+    return {"frontier_call_s": float(max(leaf - height_s - row_s, 0.0)),
+            "height_s": float(height_s), "row_s": float(row_s)}
+
+
+def l3_slowdown() -> float:
+    """How many times longer an element of BLAS's dot product (two vectors
+    streamed, as a matrix-vector product streams its weights) takes from L3
+    (vectors of 8 x L2's bytes) than from L2 (an eighth of it); at least 1."""
+    per_element = []
+    for nbytes in (machine().l2_bytes // 8, 8 * machine().l2_bytes):
+        x = np.ones(nbytes // 8, np.float32)  # two vectors of nbytes in all
+        y = np.ones_like(x)
+        repeats = max(1, (32 << 20) // nbytes)
+
+        def dots(x: np.ndarray = x, y: np.ndarray = y, repeats: int = repeats) -> None:
+            for _ in range(repeats):
+                np.dot(x, y)
+
+        per_element.append(median_seconds(dots, dots) / (repeats * len(x)))
+    return max(1.0, per_element[1] / per_element[0])

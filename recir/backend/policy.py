@@ -33,9 +33,18 @@ From them:
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
 
-`recir.tune()` may measure `team_s`, `task_s` and `share` once, ahead of the calls;
-its result is kept in the cache directory and read by later processes on
-the same machine. `$RECIR_SPAWN_BUDGET` fixes the budget instead.
+`batching="auto"` (`recir/auto_costs.py`) weighs the recursive code against
+the frontier with four more costs (their defaults below say why):
+`frontier_call_s`, a batched call's fixed cost; `height_s`, a height's;
+`row_s`, a row's beyond its products; `l3_slowdown`, how much slower
+weights stream from L3 than from L2 (`stream_factor`); and with how much
+faster the GEMM kernel's register tile runs a product than a matrix-vector
+product does (`gemm_gain`).
+
+`recir.tune()` may measure `team_s`, `task_s`, `share` and `auto`'s costs
+once, ahead of the calls; its result is kept in the cache directory and
+read by later processes on the same machine. `$RECIR_SPAWN_BUDGET` fixes
+the budget instead.
 """
 
 from __future__ import annotations
@@ -57,6 +66,27 @@ DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
 DEFAULT_WARM_TEAM_S = 2e-6  # spinning workers: a cache line each way and a barrier
+# A batched call's driver: its inputs converted and laid out, the expansion's
+# tables, plans and height order made, the outputs split per element (about
+# a hundred NumPy calls of a microsecond or two), and two native loops started.
+DEFAULT_FRONTIER_CALL_S = 150e-6
+# A height: each op of `@post` (a few dozen after fusion) starts a loop over
+# the height's rows, a product a kernel call, at some 20 ns each.
+DEFAULT_HEIGHT_S = 0.5e-6
+# A row beyond its products: its children's rows gathered, its partition's
+# take and merge, a few cache lines each (the recursive code reads its
+# children's results where they were written).
+DEFAULT_ROW_S = 50e-9
+# L3 gives a core about a 64-byte line every 4 cycles (some 16 B/cycle on
+# Intel's mesh and AMD's CCX with other cores at work), L2 one a cycle: a
+# matrix-vector product whose weights are out of L2 runs at a quarter of
+# the rate.
+L3_SLOWDOWN = 4.0
+# The share of its tile's rate (`gemm_gain`) the GEMM kernel reaches at a
+# frontier's shapes (tens to hundreds of rows, a few hundred columns): its
+# packing, edge tiles and the k loop's blocks take the rest; `bench/run.py
+# roof` measures 0.5-0.7 of the one-core roof at 25-400 rows.
+GEMM_EFFICIENCY = 0.55
 
 
 @dataclass(frozen=True)
@@ -80,6 +110,10 @@ class Costs:
     team_s: float
     share: float = 1.0
     warm_team_s: float = DEFAULT_WARM_TEAM_S
+    frontier_call_s: float = DEFAULT_FRONTIER_CALL_S
+    height_s: float = DEFAULT_HEIGHT_S
+    row_s: float = DEFAULT_ROW_S
+    l3_slowdown: float = L3_SLOWDOWN
 
 
 @functools.cache
@@ -134,10 +168,15 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
             measured = json.loads(kept.read_text())
             return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
                          float(measured["share"]),
-                         float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)))
+                         float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
+                         *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable file: the defaults (`tune` writes it again)
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
+
+
+FRONTIER_DEFAULTS = {"frontier_call_s": DEFAULT_FRONTIER_CALL_S, "height_s": DEFAULT_HEIGHT_S,
+                     "row_s": DEFAULT_ROW_S, "l3_slowdown": L3_SLOWDOWN}
 
 
 def tuned_path(cache_dir: Path | str | None = None) -> Path:
@@ -175,9 +214,18 @@ def team_pays(work: float | None, threads: int, costs: Costs, tasks: int | None 
         if not tasks:
             return False
     alone = work * costs.unit_s
-    cores = 1 + (threads - 1) * costs.share  # what the team's threads amount to
-    team = alone / cores * (1 + IMBALANCE) + costs.team_s + tasks * costs.task_s / cores
-    return team < alone
+    return team_seconds(alone, threads, costs, tasks) < alone
+
+
+def team_seconds(alone_s: float, threads: int, costs: Costs, tasks: int, warm: bool = False
+                 ) -> float:
+    """The time on a team of `threads` of what takes `alone_s` on one
+    thread in `tasks` tasks: a thread's share of it and the largest task's
+    imbalance, the team's start (`warm`: its workers still spinning) and a
+    share of its tasks' cost."""
+    cores = 1 + (max(threads, 1) - 1) * costs.share  # what the team's threads amount to
+    start = costs.warm_team_s if warm else costs.team_s
+    return alone_s / cores * (1 + IMBALANCE) + start + tasks * costs.task_s / cores
 
 
 def team_min_work(threads: int, costs: Costs, warm: bool = False) -> int:
@@ -225,6 +273,25 @@ def defer_outer_bytes() -> int:
     return machine().l2_bytes // 2
 
 
+def gemm_gain(rows: float) -> float:
+    """How many times `unit_s`'s rate the GEMM kernel runs a product of
+    `rows` rows at: `unit_s` is a load of a weight per multiply-add, the
+    kernel's tile of r x v vectors (`gemm_target`) loads r + v values per
+    r v vector multiply-adds, with at most `rows` of its r rows filled; of
+    that, `GEMM_EFFICIENCY`."""
+    from recir.passes.gemm_target import host_target
+
+    tile_rows, vectors = host_target().tile
+    filled = min(float(tile_rows), max(rows, 1.0))
+    return filled * vectors / (filled + vectors) * GEMM_EFFICIENCY
+
+
+def stream_factor(weight_bytes: int, costs: Costs) -> float:
+    """How many times slower than `unit_s` a matrix-vector product runs
+    whose weights (with the rest of a call's) do not stay in a core's L2."""
+    return 1.0 if weight_bytes <= machine().l2_bytes else costs.l3_slowdown
+
+
 def fixed_budget() -> int | None:
     """`$RECIR_SPAWN_BUDGET`'s budget, None where unset."""
     fixed = os.environ.get("RECIR_SPAWN_BUDGET", "").strip()
@@ -238,9 +305,14 @@ def fixed_budget() -> int | None:
 
 def save_tuned(task_s: float, team_s: float, share: float = 1.0,
                cache_dir: Path | str | None = None,
-               warm_team_s: float = DEFAULT_WARM_TEAM_S) -> Costs:
+               warm_team_s: float = DEFAULT_WARM_TEAM_S, **frontier: float) -> Costs:
+    """Keeps measured costs for `costs`; `frontier`: any of
+    `FRONTIER_DEFAULTS`'s (the others keep their defaults)."""
+    unknown = set(frontier) - set(FRONTIER_DEFAULTS)
+    if unknown:
+        raise RecirError(f"error: unknown costs {sorted(unknown)}")
     path = tuned_path(cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share,
-                                "warm_team_s": warm_team_s}))
+                                "warm_team_s": warm_team_s, **frontier}))
     return costs(cache_dir)

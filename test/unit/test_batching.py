@@ -5,15 +5,21 @@ unsupported shapes are located errors."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import recir
-from recir.auto import AUTO_TEAM_WORK, AUTO_WORK, AutoFunction
-from recir.frontier_gradients import FrontierGradFunction
+from recir import auto as recir_auto
+from recir import auto_costs as auto_model
+from recir.auto import AutoFunction
+from recir.backend import policy
 from recir.data import make_treebank
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
+from recir.frontier_gradients import FrontierGradFunction
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
 
 TREE_MODELS = [tree_rnn, rntn, tree_lstm]
@@ -156,72 +162,152 @@ def chain(nodes: int) -> tuple:
     return tree_args(tree)
 
 
-def around(limit: int, cell: int) -> tuple[int, int]:
-    """The chains (odd node counts) just below and just at `limit` multiply-adds."""
-    below = (limit - 1) // cell
-    below -= 1 - below % 2
-    assert below * cell < limit <= (below + 2) * cell
-    return below, below + 2
+def dot_units(rows: int, cols: int) -> float:
+    """`rows` dots of `cols` as the recursive code runs them, in lanes' units."""
+    lanes = policy.machine().lanes
+    return rows * (cols // lanes + cols % lanes + math.log2(lanes)) * lanes
 
 
-def test_auto_picks_frontier_by_the_batchs_invocations_and_cell():
-    """`auto`: the scheduler where invocations (tree nodes) x the cell's largest
-    product reach AUTO_WORK (one thread) or AUTO_TEAM_WORK (a team)."""
-    narrow = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
-    auto = recir.compile(tree_lstm.trace_model(narrow), batching="auto", threads=1)
-    assert auto.choose([chain(201)] * 25) == "recursive"  # 40 x 16 multiply-adds a node
-    h150 = tree_lstm.init_params(np.random.default_rng(0), hidden=150, vocab=100)
-    auto = recir.compile(tree_lstm.trace_model(h150), batching="auto", threads=1)
-    assert auto.work.cell == 750 * 300
-    below, at = around(AUTO_WORK, 750 * 300)
-    assert auto.choose([chain(below)]) == "recursive"
-    assert auto.choose([chain(at)]) == "frontier"
-    assert auto.choose([chain(61)] * 3) == "frontier"  # nodes, not trees, count
-    params = tree_lstm.init_params(np.random.default_rng(0), hidden=256, vocab=100)
+def forced(auto, mode: str):
+    """`auto`'s model with costs that make `mode` the cheaper for any batch:
+    a frontier call of a second, or one of nothing."""
+    slow = 1.0 if mode == "recursive" else 0.0
+    auto.costs = replace(auto.costs, frontier_call_s=slow, height_s=0.0, row_s=0.0)
+
+
+def test_auto_reads_its_cell_off_the_recursive_ir():
+    """A node's products are its branches' mean (leaf: w_leaf, w_out;
+    internal: u, w_out), a height streams the larger branch's weights, a
+    bilinear tensor is a per-row kernel of both modes."""
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=24, embed=16, vocab=100)
+    cell = auto_model.cell_cost(tree_lstm.trace_model(params).module)
+    leaf, inner, out = (72, 16), (120, 48), (5, 24)
+    assert cell.products == (math.prod(leaf) + math.prod(inner)) / 2 + math.prod(out)
+    assert cell.product_units == pytest.approx(
+        (dot_units(*leaf) + dot_units(*inner)) / 2 + dot_units(*out))
+    assert cell.weights == math.prod(inner) + math.prod(out)
+    assert cell.product_ops == 2
+    assert cell.weight_bytes == 4 * sum(v.size for k, v in params.items()
+                                        if k in ("w_leaf", "u", "w_out"))
+    assert cell.fan_out == 2
+    assert cell.row_kernels == 0
+    d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
+    cell = auto_model.cell_cost(rntn.trace_model(d25).module)
+    assert cell.row_kernels == pytest.approx(dot_units(25 * 50, 50) / 2)  # internal nodes'
+
+
+def test_auto_estimates_follow_the_costs():
+    """Both modes' seconds by the model's terms: the frontier's call,
+    height and row costs count once (twice for gradients), a bilinear
+    kernel adds the same to both, weights out of L2 slow the recursive
+    products by `l3_slowdown`."""
+    cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
+                               gradient_gemm=0.0, weights=1e5, weight_bytes=4,
+                               row_kernels=0.0, product_ops=1, fan_out=2)
+    costs = policy.Costs(1e-11, 1e-6, 50e-6)
+    sizes = [37] * 5
+    base = auto_model.Estimate(cell, costs, False)
+    assert base.recursive(sizes, 1) == pytest.approx(sum(sizes) * 2e5 * 1e-11)
+    later = auto_model.Estimate(cell, replace(costs, frontier_call_s=costs.frontier_call_s
+                                               + 1e-3), False)
+    assert later.frontier(sizes, 1) == pytest.approx(base.frontier(sizes, 1) + 1e-3)
+    grad = auto_model.Estimate(cell, replace(costs, frontier_call_s=costs.frontier_call_s
+                                              + 1e-3), True)
+    assert grad.frontier(sizes, 1) - auto_model.Estimate(cell, costs, True).frontier(
+        sizes, 1) == pytest.approx(2e-3)
+    kernels = auto_model.Estimate(replace(cell, row_kernels=1e5), costs, False)
+    for mode in ("recursive", "frontier"):
+        added = getattr(kernels, mode)(sizes, 1) - getattr(base, mode)(sizes, 1)
+        assert added == pytest.approx(sum(sizes) * 1e5 * 1e-11)
+    big = auto_model.Estimate(replace(cell, weight_bytes=policy.machine().l2_bytes + 1),
+                              costs, False)
+    assert big.recursive(sizes, 1) == pytest.approx(costs.l3_slowdown *
+                                                    base.recursive(sizes, 1))
+    shared = replace(costs, share=0.0)  # a second thread that gets no core
+    assert auto_model.Estimate(cell, shared, False).recursive(sizes, 2) == \
+        base.recursive(sizes, 1)
+    assert auto_model.Estimate(cell, costs, False).recursive(sizes, 2) < \
+        base.recursive(sizes, 1)
+
+
+def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():
+    for nodes in (3, 37, 255, 4095):
+        heights = auto_model.estimated_heights(nodes, 2)
+        assert math.log2(nodes + 1) <= heights <= (nodes + 1) / 2
+    assert auto_model.estimated_heights(1, 2) == 1
+    assert auto_model.estimated_heights(40, 1) == 40  # a list: a level a node
+
+
+def test_auto_walks_the_heights_of_trees_it_can_read():
+    """TreeLSTM's children are `left[i]`, `right[i]`: a batch's heights are
+    its tallest tree's levels; arrays that make no tree give none."""
+    params = tree_lstm.init_params(np.random.default_rng(0), vocab=100)
+    traced = tree_lstm.trace_model(params)
+    assert recir_auto.child_arrays(traced.module, 5) == ([0, 1], 4)
+    complete = make_treebank(2, "balanced", num_leaves=32, seed=1)
+    assert recir_auto.tree_levels([complete[0].left, complete[0].right], complete[0].root) == 6
+    assert recir_auto.tree_levels([chain(201)[0], chain(201)[1]], chain(201)[4]) == 101
+    assert recir_auto.tree_levels([np.array([1, -1]), np.array([0, -1])], 0) is None  # a cycle
+    assert recir_auto.tree_levels([np.array([5]), np.array([-1])], 0) is None  # out of range
+    assert recir_auto.child_arrays(nested_model().module, 1) is None  # f(f(i - 1) - 1)
+
+
+def test_auto_picks_the_mode_the_model_predicts_faster():
+    """`auto` takes the mode of fewer predicted seconds, by the batch's
+    nodes (the frontier for one big tree as for many small ones); with the
+    frontier's call cost moved past the difference the pick flips; either
+    mode's results equal the references."""
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=64, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}  # not chaotic
     auto = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=1)
+    assert isinstance(auto, AutoFunction)
     trees = make_treebank(20, seed=6)
-    below, at = around(AUTO_WORK, auto.work.cell)
-    assert auto.choose([chain(below)]) == "recursive" and auto.choose([chain(at)]) == "frontier"
-    assert auto.choose([tree_args(t) for t in trees]) == "frontier"
-    outs = auto.batch([tree_args(t) for t in trees])
-    for tree, (_, loss) in zip(trees, outs, strict=True):
-        assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1], rel=1e-5)
-    _, loss1 = auto(*chain(201))  # one call, by the scheduler
-    assert loss1 == pytest.approx(recir.compile(tree_lstm.trace_model(params), threads=1)(
-        *chain(201))[1], rel=1e-5)
+    batch = [tree_args(t) for t in trees]
+    for inputs in ([chain(3)], [chain(201)], [chain(61)] * 3, batch):
+        seconds = auto.auto.seconds(inputs, 1, 1)
+        assert auto.choose(inputs) == min(seconds, key=seconds.__getitem__)
+    costs = auto.auto.costs
+    auto.auto.costs = replace(costs, frontier_call_s=0.0)
+    seconds = auto.auto.seconds(batch, 1, 1)
+    gap = seconds["recursive"] - seconds["frontier"]  # what a call may cost the frontier
+    assert gap > 0
+    for call_s, mode in ((gap - 1e-6, "frontier"), (gap + 1e-6, "recursive")):
+        auto.auto.costs = replace(costs, frontier_call_s=call_s)
+        assert auto.choose(batch) == mode
+    for mode in ("frontier", "recursive"):
+        forced(auto.auto, mode)
+        assert auto.choose(batch) == mode
+        outs = auto.batch(batch)
+        for tree, (_, loss) in zip(trees, outs, strict=True):
+            assert loss == pytest.approx(tree_lstm.reference(tree, tree.root, params)[1],
+                                         rel=1e-5)
+    tall = [chain(201)]  # the frontier's heights walked: 101, not estimated
+    assert auto.auto.heights(tall) == 101
+    seconds = auto.auto.seconds(tall, 1, 1)
+    assert seconds["frontier"] == auto.auto.model().frontier([201], 1, 101)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
-    assert team.choose([chain(below)]) == "recursive" and team.choose([chain(at)]) == "frontier"
-    for (_, loss), (_, loss2) in zip(outs, team.batch([tree_args(t) for t in trees]),
-                                     strict=True):
-        assert loss2 == pytest.approx(loss, rel=1e-5)
-    d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
-    auto = recir.compile(rntn.trace_model(d25), batching="auto", threads=2)
-    assert auto.work.cell == 5 * 25 * 50 * 50  # the bilinear tensor, weighted
-    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
-    assert auto.choose([chain(below)]) == "recursive" and auto.choose([chain(at)]) == "frontier"
+    seconds = team.auto.seconds(batch, 2 if team.native.team else 1, 2)
+    assert team.choose(batch) == min(seconds, key=seconds.__getitem__)
 
 
-def test_auto_training_picks_by_the_same_rule():
-    """`value_and_grad(batching="auto")`: the scheduler for big cells and big
-    batches (with a team only from more work), gradients as the recursive
-    code's either way."""
-    params = tree_lstm.init_params(np.random.default_rng(0), hidden=160, vocab=100)
+def test_auto_training_picks_by_the_same_model():
+    """`value_and_grad(batching="auto")`: the mode of fewer predicted
+    seconds (the recursive code on the call's threads), gradients as the
+    recursive code's either way."""
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=32, vocab=100)
     params = {k: v / 8 if v.ndim == 2 else v for k, v in params.items()}
     traced = tree_lstm.trace_model(params)
     auto = recir.value_and_grad(traced, batching="auto", threads=2)
-    assert auto.work.cell == 800 * 320
-    below, at = around(AUTO_WORK, auto.work.cell)
-    assert auto.choose([chain(below)], 1) == "recursive"
-    assert auto.choose([chain(at)], 1) == "frontier"
-    below, at = around(AUTO_TEAM_WORK, auto.work.cell)
-    assert auto.choose([chain(below)], 2) == "recursive"
-    assert auto.choose([chain(at)], 2) == "frontier"
+    assert auto.auto.gradient and auto.auto.cell == auto_model.cell_cost(traced.module)
     trees = make_treebank(20, seed=6)
     batch = [tree_args(t) for t in trees]
-    want_out, want = recir.value_and_grad(traced).batch(batch)
     for threads in (1, 2):
+        seconds = auto.auto.seconds(batch, threads, auto.recursive.native.threads)
+        assert auto.choose(batch, threads) == min(seconds, key=seconds.__getitem__)
+    want_out, want = recir.value_and_grad(traced).batch(batch)
+    for mode, threads in (("frontier", 1), ("recursive", 2)):
+        forced(auto.auto, mode)
+        assert auto.choose(batch, threads) == mode
         outs, grads = auto.batch(batch, threads=threads)
         for (_, loss), (_, loss2) in zip(want_out, outs, strict=True):
             assert loss2 == pytest.approx(loss, rel=1e-5)

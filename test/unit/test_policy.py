@@ -98,11 +98,38 @@ def test_fixed_budget_from_the_environment(monkeypatch) -> None:
         policy.fixed_budget()
 
 
+def test_a_team_takes_a_share_of_the_work_its_start_and_its_tasks() -> None:
+    # 2 threads: 1 ms / 2 x 1.125 + 50 us (2 us warm) + 4 tasks' 1 us / 2
+    assert policy.team_seconds(1e-3, 2, COSTS, 4) == pytest.approx(562.5e-6 + 50e-6 + 2e-6)
+    assert policy.team_seconds(1e-3, 2, COSTS, 4, warm=True) == pytest.approx(566.5e-6)
+    idle = Costs(COSTS.unit_s, COSTS.task_s, COSTS.team_s, share=0.0)  # no second core
+    assert policy.team_seconds(1e-3, 2, idle, 0) == pytest.approx(1.125e-3 + 50e-6)
+
+
+def test_the_gemm_gain_follows_the_register_tile() -> None:
+    from recir.passes.gemm_target import host_target
+
+    rows, vectors = host_target().tile
+    full = rows * vectors / (rows + vectors) * policy.GEMM_EFFICIENCY
+    assert policy.gemm_gain(rows) == pytest.approx(full) == policy.gemm_gain(10 * rows)
+    assert policy.gemm_gain(1) == pytest.approx(vectors / (1 + vectors) * policy.GEMM_EFFICIENCY)
+    assert policy.gemm_gain(0.5) == policy.gemm_gain(1)  # no fewer than one row filled
+    l2 = policy.machine().l2_bytes
+    assert policy.stream_factor(l2, COSTS) == 1
+    assert policy.stream_factor(l2 + 1, COSTS) == COSTS.l3_slowdown == policy.L3_SLOWDOWN
+
+
 def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
     kept = policy.save_tuned(task_s=2e-6, team_s=30e-6, share=0.5, cache_dir=tmp_path)
     assert (kept.task_s, kept.team_s, kept.share) == (2e-6, 30e-6, 0.5)
     assert policy.costs(tmp_path) == kept
+    assert kept.frontier_call_s == policy.DEFAULT_FRONTIER_CALL_S  # not measured: stated
+    kept = policy.save_tuned(2e-6, 30e-6, 0.5, tmp_path, frontier_call_s=1e-4, row_s=2e-8)
+    assert (kept.frontier_call_s, kept.height_s, kept.row_s) == (
+        1e-4, policy.DEFAULT_HEIGHT_S, 2e-8)
+    with pytest.raises(RecirError, match="unknown costs"):
+        policy.save_tuned(2e-6, 30e-6, 0.5, tmp_path, call_s=1.0)
     policy.tuned_path(tmp_path).write_text("not json")
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
 
@@ -111,4 +138,10 @@ def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
     measured = recir.tune(tmp_path)
     assert 0.0 <= measured.share <= 1.0
     assert 0 < measured.task_s < 1e-3 and 0 < measured.team_s < 0.1
+    # a tiny tree model's frontier calls: tens of us to a few ms, a height
+    # and a row far less
+    assert 1e-6 < measured.frontier_call_s < 0.1
+    assert 0 <= measured.height_s < 1e-3
+    assert 0 <= measured.row_s < 1e-4
+    assert 1 <= measured.l3_slowdown < 100
     assert policy.costs(tmp_path) == measured

@@ -1,0 +1,239 @@
+"""The cost model of `batching="auto"` (`auto.py`): both modes' seconds for a batch.
+
+The model reads the recursive function's IR once (`cell_cost`): a node's
+products (the mean of its `scf.if` branches: a binary tree's nodes are half
+leaves), in multiply-adds and in what the recursive code's dots take
+(`row_units`: cols // lanes vector multiply-adds, the remainder one at a
+time, a reduction); the weights a height streams (its largest branch's
+matrices); whether they stay in a core's L2; the per-row kernels both
+modes run alike (a bilinear form's dots); the recursion's fan-out. Per call
+it reads the batch's node counts (each input tuple's longest structure
+array; 1 without one). With the machine's costs (`policy.Costs`: `unit_s`,
+a lane's multiply-add; the frontier's call, height and row costs and
+L3's slowdown, stated defaults that `recir.tune()` may measure):
+
+- recursive: nodes x a node's dots at `unit_s` (x `l3_slowdown` where the
+  weights are out of L2); on a team as `policy.team_seconds` reckons it,
+  its trees (or one tree's spawned subtrees) the tasks;
+- frontier: `frontier_call_s` + heights x (`height_s` + the products'
+  weights streamed once) + nodes x (`row_s` + a node's multiply-adds at
+  `gemm_gain` times `unit_s`'s rate, the tile filled by the rows a height
+  has on average); on a team its products split by columns, a warm team
+  start each, each core's L2 holding its share of the weights.
+
+Gradients: a product's backward is two products of its size (`vecmat`, the
+weight gradient), so products count three times, and a height streams a
+weight's size four times (those three and the gradient's write): at L3's
+rate where a weight, its gradient and the GEMMs' packed copy do not fit L2
+together, and twice over where the weights alone do not (a pack reads a
+weight, writes its copy and reads that). The frontier runs two schedules,
+so its call, height and row costs count twice; the recursive code adds a
+large weight's gradient by one GEMM (`policy.defer_outer_bytes`).
+
+The number of heights is the one statistic a batch does not give cheaply
+(it takes a walk of each tree): it is estimated from the largest tree's
+node count n as the geometric mean of its bounds, a complete tree's
+log_k(n) and a caterpillar's n / k levels (k the fan-out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects import scf
+from xdsl.ir import Block
+
+from recir.backend import policy
+from recir.backend.policy import Costs
+from recir.dialects import invoke, tmath
+
+GRADIENT_PRODUCTS = 3  # a product, its vecmat and its weight gradient
+GRADIENT_STREAMS = 4  # passes over a weight's size: those three, the gradient's write
+GRADIENT_WORKING_SET = 3  # a weight, its gradient and the GEMMs' packed copy of it
+GRADIENT_PASSES = 2  # the frontier's forward and backward schedules
+
+
+@dataclass(frozen=True)
+class CellCost:
+    """One invocation's static costs, read off the recursive IR."""
+
+    products: float  # matrix multiply-adds, the mean of the branches
+    product_units: float  # what they take the recursive code, in `unit_s` (`row_units`)
+    gradient_units: float  # what their gradients take it, streaming weights
+    gradient_gemm: float  # multiply-adds of weight gradients it adds by one GEMM
+    weights: int  # matrix elements of the largest branch: what a height streams
+    weight_bytes: int  # the bytes of all the cell's matrices and tensors
+    row_kernels: float  # units of kernels run row by row in both modes (bilinear)
+    product_ops: int  # matrix products of the largest branch (team starts a height)
+    fan_out: int  # invoke sites of the recursive function
+
+
+MEAN, LARGEST = range(2)
+
+
+@dataclass(frozen=True)
+class BlockCost:
+    """`CellCost`'s sums over a block: each field a branch's `MEAN` or its
+    `LARGEST` (the one with the most weights) where an `scf.if` chooses."""
+
+    products: float = 0.0
+    product_units: float = 0.0
+    gradient_units: float = 0.0
+    gradient_gemm: float = 0.0
+    row_kernels: float = 0.0
+    weights: float = 0.0
+    product_ops: float = 0.0
+
+    KINDS = (MEAN,) * 5 + (LARGEST,) * 2
+
+    def __add__(self, other: BlockCost) -> BlockCost:
+        return BlockCost(*(a + b for a, b in zip(self.fields(), other.fields(), strict=True)))
+
+    def fields(self) -> tuple[float, ...]:
+        return (self.products, self.product_units, self.gradient_units, self.gradient_gemm,
+                self.row_kernels, self.weights, self.product_ops)
+
+    @staticmethod
+    def branches(costs: list[BlockCost]) -> BlockCost:
+        largest = max(costs, key=lambda c: (c.weights, c.product_ops)).fields()
+        return BlockCost(*(sum(c.fields()[k] for c in costs) / len(costs) if kind == MEAN
+                           else largest[k] for k, kind in enumerate(BlockCost.KINDS)))
+
+
+def row_units(rows: int, cols: int, lanes: int) -> float:
+    """`unit_s` units of `rows` dot products of `cols` elements as the
+    recursive code runs them (`tmath_kernels.dots`): cols // lanes vector
+    multiply-adds, the cols % lanes left over one at a time, and log2(lanes)
+    steps that reduce the vector to its sum; a unit is a lane's share of a
+    vector operation."""
+    return rows * (cols // lanes + cols % lanes + math.log2(lanes)) * lanes
+
+
+def product_cost(rows: int, cols: int, lanes: int, deferred: bool) -> BlockCost:
+    """A matrix-vector product's costs. Its gradient is a product of its size
+    (`vecmat`) and the weight gradient's outer product, which reads and
+    writes the gradient: four passes over a matrix's size, of which the
+    outer product's two become a GEMM's multiply-adds where the recursive
+    code logs them (`deferred`)."""
+    macs, units = rows * cols, row_units(rows, cols, lanes)
+    return BlockCost(macs, units, (2 if deferred else 4) * units, macs if deferred else 0.0,
+                     0.0, macs, 1)
+
+
+def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
+    """A block's costs; an `scf.if` counts its branches' mean work and its
+    largest branch's weights."""
+    total = BlockCost()
+    for op in block.ops:
+        if isinstance(op, tmath.MatvecOp):
+            total += product_cost(*tmath.shape_of(op.matrix), lanes, deferred)
+        elif isinstance(op, tmath.BilinearOp):  # each row's dots, in both modes
+            depth, rows, cols = tmath.shape_of(op.tensor)
+            total += BlockCost(row_kernels=row_units(depth * rows, cols, lanes))
+        elif isinstance(op, scf.IfOp):
+            total += BlockCost.branches([block_cost(r.blocks[0], lanes, deferred)
+                                         for r in op.regions if r.blocks])
+        else:
+            for region in op.regions:
+                for inner in region.blocks:
+                    total += block_cost(inner, lanes, deferred)
+    return total
+
+
+def cell_cost(module: Any) -> CellCost:
+    """The costs of an invocation of the model's recursive function (the
+    costliest, where there are several)."""
+    lanes = policy.machine().lanes
+    matrices = {op.matrix for op in module.walk() if isinstance(op, tmath.MatvecOp)}
+    sizes = [4 * math.prod(tmath.shape_of(m)) for m in matrices]
+    # the recursive gradient logs every outer product where the largest
+    # weight reaches `defer_outer_bytes` (`convert-tmath-to-loops`)
+    deferred = max(sizes, default=-1) >= policy.defer_outer_bytes()
+    costs = []
+    for sub in module.walk():
+        if isinstance(sub, invoke.SubgraphOp):
+            block = block_cost(sub.body.block, lanes, deferred)
+            sites = sum(1 for op in sub.walk() if isinstance(op, invoke.InvokeOp))
+            costs.append((block, sites))
+    block, sites = max(costs, key=lambda c: c[0].product_units + c[0].row_kernels,
+                       default=(BlockCost(), 1))
+    tensors = {op.tensor for op in module.walk() if isinstance(op, tmath.BilinearOp)}
+    weight_bytes = sum(sizes) + sum(4 * math.prod(tmath.shape_of(t)) for t in tensors)
+    return CellCost(block.products, block.product_units, block.gradient_units,
+                    block.gradient_gemm, int(block.weights), weight_bytes, block.row_kernels,
+                    int(block.product_ops), max(sites, 1))
+
+
+def height_bounds(nodes: int, fan_out: int) -> tuple[float, float]:
+    """The fewest and most levels a tree of `nodes` invocations has: a
+    complete tree's log_k and a caterpillar's (one internal node a level)."""
+    if fan_out < 2 or nodes < 3:
+        return (float(max(nodes, 1)),) * 2
+    return math.log(nodes * (fan_out - 1) + 1, fan_out), (nodes - 1) / fan_out + 1
+
+
+def estimated_heights(nodes: int, fan_out: int) -> float:
+    """The geometric mean of `height_bounds`."""
+    low, high = height_bounds(nodes, fan_out)
+    return math.sqrt(low * high)
+
+
+class Estimate:
+    """Both modes' predicted seconds for a batch, by the model above."""
+
+    def __init__(self, cell: CellCost, costs: Costs, gradient: bool):
+        self.cell, self.costs, self.gradient = cell, costs, gradient
+        self.stream = policy.stream_factor(cell.weight_bytes, costs)
+
+    def height_streams(self, cores: int) -> float:
+        """What a height's products stream, in weights' sizes at the L2
+        rate, with their columns split across `cores` (each core's L2 then
+        holds its share of the weights)."""
+        weight_bytes = self.cell.weight_bytes // max(cores, 1)
+        alone = policy.stream_factor(weight_bytes, self.costs)
+        if not self.gradient:
+            return alone
+        # the weights, their gradients and the packed copies compete for L2
+        held = policy.stream_factor(GRADIENT_WORKING_SET * weight_bytes, self.costs)
+        return GRADIENT_STREAMS * held * (2 if alone > 1 else 1)
+
+    def recursive(self, sizes: Sequence[int], threads: int) -> float:
+        cell, costs = self.cell, self.costs
+        products = cell.product_units * self.stream
+        if self.gradient:
+            products = cell.gradient_units * self.stream \
+                + cell.gradient_gemm / policy.gemm_gain(math.inf)
+        kernels = cell.row_kernels * (GRADIENT_PRODUCTS if self.gradient else 1)
+        alone = sum(sizes) * (products + kernels) * costs.unit_s
+        if threads < 2:
+            return alone
+        tasks = len(sizes) if len(sizes) > 1 else 2 ** policy.call_budget(
+            alone / costs.unit_s, threads, costs) - 1
+        return min(alone, policy.team_seconds(alone, threads, costs, max(tasks, 1)))
+
+    def frontier(self, sizes: Sequence[int], threads: int, heights: float | None = None
+                 ) -> float:
+        """`heights`: the batch's (default: `estimated_heights`)."""
+        cell, costs = self.cell, self.costs
+        nodes = sum(sizes)
+        if heights is None:
+            heights = estimated_heights(max(sizes, default=1), cell.fan_out)
+        products = GRADIENT_PRODUCTS if self.gradient else 1
+        passes = GRADIENT_PASSES if self.gradient else 1
+        fixed = passes * (costs.frontier_call_s + heights * costs.height_s
+                          + nodes * costs.row_s)
+        streamed = heights * cell.weights * costs.unit_s  # one stream of its weights
+        rows = nodes * (cell.products * products / policy.gemm_gain(nodes / heights)
+                        + cell.row_kernels * products) * costs.unit_s
+        alone = fixed + streamed * self.height_streams(1) + rows
+        if threads < 2:
+            return alone
+        starts = heights * passes * cell.product_ops * products
+        split = streamed * self.height_streams(threads) + rows
+        team = fixed + policy.team_seconds(split, threads, costs, 0) + starts * costs.warm_team_s
+        return min(alone, team)
+
+
