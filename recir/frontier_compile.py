@@ -5,9 +5,9 @@
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. With `threads`,
-the products over rows split across an OpenMP team inside the native
-functions (`passes/row_products.py`); the schedule stays on the calling
-thread. A batch of inputs becomes the batched entry's arguments as
+a height's rows split across one OpenMP team per call where the cost model
+says it pays (`backend/native_schedule.py`), else the products over rows
+split across their own teams (`passes/row_products.py`). A batch of inputs becomes the batched entry's arguments as
 `invoke-to-frontier` lays them out: a dynamic array as the trees' arrays one
 after another plus the offsets where each starts, anything else stacked one
 row per element.
