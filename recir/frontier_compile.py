@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
@@ -36,7 +36,8 @@ from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
-from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
+from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, find_entry,
+                               tensor_facts)
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
 from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
@@ -114,6 +115,8 @@ class FrontierFunction:
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
+        self.columns = input_columns(self.original, len(self.params))
+        self.flow = Flow(self.entry, self.schedule, before is not None)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -121,23 +124,26 @@ class FrontierFunction:
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """Each input checked and converted as every path does it
         (`coerce_argument`), then laid out as the batched entry takes it."""
-        count = len(self.original.function_type.inputs) - len(self.params)
+        count = len(self.columns)
         for k, item in enumerate(batch):
             if len(item) != count:
                 raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
                                  f"inputs, got {len(item)} (batch element {k})")
         args: list[Any] = []
-        for k, typ in enumerate(list(self.original.function_type.inputs)[:count]):
-            if isinstance(typ, TensorType):
-                facts = tensor_facts(typ)
-                values = [coerce_tensor(k, item[k], typ, facts) for item in batch]
+        for k, (typ, facts, ragged, dtype) in enumerate(self.columns):
+            column = [item[k] for item in batch]
+            if facts is None:
+                values: list[Any] = [coerce_argument(k, v, typ) for v in column]
+            elif plain_column(column, facts):
+                values = column  # what `coerce_tensor` returns for them, bar the layout
             else:
-                values = [coerce_argument(k, item[k], typ) for item in batch]
-            if isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()):
-                offsets = np.concatenate([[0], np.cumsum([len(a) for a in values])])
-                args += [np.concatenate(values).astype(np.int32), offsets.astype(np.int32)]
+                values = [coerce_tensor(k, v, typ, facts) for v in column]
+            if ragged:
+                offsets = np.zeros(len(values) + 1, np.int32)
+                np.cumsum([len(a) for a in values], out=offsets[1:])
+                args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
             else:
-                args.append(np.asarray(values, dtype_of(typ)))
+                args.append(np.asarray(values, dtype))
         return args + self.params
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
@@ -148,19 +154,65 @@ class FrontierFunction:
 
     def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         args = self.entry_args(batch)
-        values: dict[SSAValue, Any] = dict(zip(self.entry.body.blocks[0].args, args,
-                                               strict=True))
-        operands = list(self.schedule.operands)
-        if self.before is not None:
-            values.update(zip(operands, self.before(args), strict=True))
-        count = len(self.schedule.moving)
-        inputs = [values[v] for v in operands]
+        inputs = self.flow.inputs(args, self.before(args) if self.before is not None else ())
+        count = self.flow.moving
         calls: Any = self.native  # an interpreter's call_op, natively
         outputs = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:]).run()
-        values.update(zip(self.schedule.outputs, outputs, strict=True))
-        ret = self.entry.body.blocks[0].last_op
+        return per_element(self.flow.results(args, inputs, outputs), len(batch))
+
+
+def input_columns(original: func.FuncOp, params: int
+                  ) -> list[tuple[Attribute, TensorFacts | None, bool, np.dtype[Any]]]:
+    """Per public input of the entry: its type, its `tensor_facts` (None
+    for a scalar), whether its length varies (its trees' arrays go one
+    after another) and the dtype its elements stack to otherwise."""
+    inputs = list(original.function_type.inputs)
+    return [(typ, tensor_facts(typ) if isinstance(typ, TensorType) else None,
+             isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()),
+             dtype_of(typ)) for typ in inputs[:len(inputs) - params]]
+
+
+def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
+    """Whether every value of a column is an array of the dtype, rank and
+    fixed sizes `facts` gives, which `coerce_tensor` would pass unchanged."""
+    dtype, rank, fixed = facts
+    if not all(type(v) is np.ndarray and v.dtype == dtype and v.ndim == rank for v in column):
+        return False
+    return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
+
+
+class Flow:
+    """Where the schedule's operands and the batched entry's results come
+    from, as positions worked out once: the entry's arguments, the
+    schedule's operands (the prefix's results, where there is a prefix),
+    then the schedule's outputs (later ones win, as values bound later)."""
+
+    def __init__(self, entry: func.FuncOp, schedule: frontier.ScheduleOp, before: bool):
+        block = entry.body.blocks[0]
+        args, operands = list(block.args), list(schedule.operands)
+        places: dict[SSAValue, int] = {v: k for k, v in enumerate(args)}
+        self.operands = None if before else [places[v] for v in operands]
+        self.moving, self.count = len(schedule.moving), len(operands)
+        if before:
+            places.update((v, len(args) + j) for j, v in enumerate(operands))
+        places.update((v, len(args) + len(operands) + j)
+                      for j, v in enumerate(schedule.outputs))
+        ret = block.last_op
         assert ret is not None
-        return per_element([values[v] for v in ret.operands], len(batch))
+        missing = [v for v in ret.operands if v not in places]
+        if missing:
+            raise emit_error(ret, "a batched entry returns only its arguments and "
+                             "its schedule's operands and outputs")
+        self.returned = [places[v] for v in ret.operands]
+
+    def inputs(self, args: Sequence[Any], before: Sequence[Any]) -> list[Any]:
+        """The schedule's operands: the prefix's results where it has one."""
+        return list(before) if self.operands is None else [args[k] for k in self.operands]
+
+    def results(self, args: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]
+                ) -> list[Any]:
+        bound = [*args, *inputs, *outputs]
+        return [bound[k] for k in self.returned]
 
 
 def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ...]]:
