@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -37,7 +38,7 @@ from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, find_entry,
-                               tensor_facts)
+                               integer_range, tensor_facts)
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
 from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
@@ -117,6 +118,7 @@ class FrontierFunction:
         self.calls = threading.Lock()  # the native functions' scratch serves one call
         self.columns = input_columns(self.original, len(self.params))
         self.flow = Flow(self.entry, self.schedule, before is not None)
+        self.facts: Any = None  # `Schedule.facts`, from the first call
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -133,14 +135,14 @@ class FrontierFunction:
         for k, (typ, facts, ragged, dtype) in enumerate(self.columns):
             column = [item[k] for item in batch]
             if facts is None:
-                values: list[Any] = [coerce_argument(k, v, typ) for v in column]
+                values: list[Any] = column if plain_integers(column, typ) else [
+                    coerce_argument(k, v, typ) for v in column]
             elif plain_column(column, facts):
                 values = column  # what `coerce_tensor` returns for them, bar the layout
             else:
                 values = [coerce_tensor(k, v, typ, facts) for v in column]
             if ragged:
-                offsets = np.zeros(len(values) + 1, np.int32)
-                np.cumsum([len(a) for a in values], out=offsets[1:])
+                offsets = np.array([0, *accumulate(map(len, values))], np.int32)
                 args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
             else:
                 args.append(np.asarray(values, dtype))
@@ -157,7 +159,10 @@ class FrontierFunction:
         inputs = self.flow.inputs(args, self.before(args) if self.before is not None else ())
         count = self.flow.moving
         calls: Any = self.native  # an interpreter's call_op, natively
-        outputs = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:]).run()
+        schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
+                                  self.facts)
+        self.facts = schedule.facts  # the callees, found once
+        outputs = schedule.run()
         return per_element(self.flow.results(args, inputs, outputs), len(batch))
 
 
@@ -179,6 +184,21 @@ def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
     if not all(type(v) is np.ndarray and v.dtype == dtype and v.ndim == rank for v in column):
         return False
     return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
+
+
+# integer types a Python list of scalars holds, which `coerce_argument`
+# passes as their value once in range (bool and others take its own path)
+PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
+
+
+def plain_integers(column: Sequence[Any], typ: Attribute) -> bool:
+    """Whether every value of a scalar column is a plain integer within the
+    range of `typ` (an integer type), as `coerce_argument` would pass it."""
+    if not isinstance(typ, IntegerType | IndexType) or not all(
+            type(v) in PLAIN_INTEGERS for v in column):
+        return False
+    low, high = integer_range(typ)
+    return low <= min(column) and max(column) <= high
 
 
 class Flow:

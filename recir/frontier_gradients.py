@@ -105,6 +105,7 @@ class FrontierGradFunction(FrontierFunction):
             raise RecirError(f"error: output {loss} of @{model.entry} is not a loss "
                              "the schedule computes")
         self.loss = outputs.index(ret.operands[loss])  # type: ignore[arg-type]
+        self.backward_facts: Any = None  # `Backward.facts`, from the first call
         # the float outputs' row shapes (their cotangents), and per shared
         # operand the parameter whose buffer in `grads` its gradient is added
         # straight into, where there is no prefix to differentiate (no
@@ -151,7 +152,9 @@ class FrontierGradFunction(FrontierFunction):
             before, before_kept = outs[:flow.count], outs[flow.count:]
         inputs = flow.inputs(args, before)
         calls: Any = self.native  # an interpreter's call_op, natively
-        backward = NativeBackward(NativeSchedule(calls, op, inputs[:count], inputs[count:]))
+        schedule = NativeSchedule(calls, op, inputs[:count], inputs[count:], self.facts)
+        backward = NativeBackward(schedule, self.backward_facts)
+        self.facts, self.backward_facts = schedule.facts, backward.facts  # found once
         cotangents = [(np.ones if k == self.loss else np.zeros)((len(batch), *shape), np.float32)
                       for k, shape in self.float_rows]
         into = [None if name is None else grads[name] for name in self.direct]

@@ -118,14 +118,8 @@ def test_parameters_are_read_on_every_call_and_checked_when_replaced():
     assert not np.allclose(after, before)
     np.testing.assert_allclose(after, expected, rtol=1e-4, atol=1e-5)
     loop = native.native.loops["node__post"]  # all heights' calls of @node__post
-    seen: list = []
-    described = loop.described
-    loop.described = lambda k, value, keep: seen.append((k, value)) or described(k, value, keep)
-    try:
-        native.batch([tree_inputs(tree)])
-    finally:
-        del loop.described
-    k = next(k for k, value in seen if value is w)
+    known = loop.native.known  # the arrays whose addresses the calls reuse
+    k = next(k for k, seen in enumerate(known) if seen is not None and seen[0] is w)
     with pytest.raises(RecirError, match=r"@node__post takes an array of shape \(4, 8\)"):
         loop.described(k, np.zeros((3, 3), np.float32), [])
 
