@@ -53,9 +53,18 @@ BEFORE = "__before"  # the batched entry's ops before its schedule
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
                      threads: int | None = None) -> FrontierFunction:
     module = model.module.clone()
-    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
+    passes = FRONTIER.format(inputs=len(model.input_names))
+    run_passes(module, passes)
     return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
-                            threads=resolve_threads(threads))
+                            threads=resolve_threads(threads), origin=origin(model, passes))
+
+
+def origin(model: Any, passes: str) -> str:
+    """What a frontier function's IR is made from: the traced module printed
+    with its locations and the passes run on it. With the code that runs
+    them (`cache.compiler_digest`), it determines the IR, so the object
+    cache is keyed by it, not by the larger IR printed again."""
+    return f"{located_text(model.module)}\0{passes}"
 
 
 def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | None]:
@@ -90,11 +99,13 @@ class FrontierFunction:
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
                  cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
-                 forward: bool = True):
+                 forward: bool = True, origin: str | None = None):
         """`extra`: more functions of `module` to compile (a backward);
         `threads`: the most threads a product over rows runs on; `forward`:
         whether to compile `@post` and the entry's ops before the schedule
-        (a gradient function runs their `_fwd`s instead)."""
+        (a gradient function runs their `_fwd`s instead); `origin`: what
+        `module` was made from (`origin()`), else the functions are printed
+        for the cache key."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
@@ -102,17 +113,16 @@ class FrontierFunction:
         names = [self.schedule.expand.root_reference.data,
                  self.schedule.post.root_reference.data]
         compiled = names if forward else names[:1]
-        functions = [find_entry(module, n).clone() for n in [*compiled, *extra]]
+        functions = [find_entry(module, n) for n in [*compiled, *extra]]
         if before is not None and forward:
             functions.append(before)
-        for f in functions:
-            f.sym_visibility = None  # each is called from outside
         post = find_entry(module, names[1])
         loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
             module, f.sym_name.data), threads, costs(cache_dir)) for f in functions
             if f.sym_name.data.startswith(names[1])}
         loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
-        self.native = compile_rows(functions, cache_dir, threads, loops)
+        made = None if origin is None else f"{origin}\0{entry} {[*compiled, *extra]} {forward}"
+        self.native = compile_rows(functions, cache_dir, threads, loops, made)
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
@@ -245,13 +255,15 @@ def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ..
 
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
-                 threads: int = 1, loops: dict[str, Spec] | None = None) -> NativeCalls:
+                 threads: int = 1, loops: dict[str, Spec] | None = None,
+                 origin: str | None = None) -> NativeCalls:
     """The functions over rows through `FRONTIER_LOWER` (its products over
     rows on up to `threads` threads), with a height loop beside each
-    function `loops` names, from the object cache when it has them."""
+    function `loops` names, from the object cache when it has them (keyed
+    by `origin`, what determines the functions, where given)."""
     loops = loops or {}
     with collector_paused():
-        obj, sites, links = lowered_object(functions, cache_dir, threads, loops)
+        obj, sites, links = lowered_object(functions, cache_dir, threads, loops, origin)
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
@@ -263,16 +275,18 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
 
 
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
-                   loops: dict[str, Spec]) -> tuple[bytes, list[str], list[str]]:
+                   loops: dict[str, Spec], origin: str | None = None
+                   ) -> tuple[bytes, list[str], list[str]]:
     """`compile_rows`'s object (compiled on a cache miss), its error sites
     and the kernel sets it links."""
-    module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
     teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
-    key = cache_key(located_text(module), f"frontier {passes} loops {teams}")
+    text = origin if origin is not None else located_text(public_copies(functions))
+    key = cache_key(text, f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str], "links": list[str]})
     if hit is None:
+        module = public_copies(functions)
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
         links = gemm_kernels.links(module)
@@ -288,3 +302,11 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     else:
         obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]
     return obj, sites, links
+
+
+def public_copies(functions: list[func.FuncOp]) -> ModuleOp:
+    """A module of copies of `functions`, each public: called from outside."""
+    copies = [f.clone() for f in functions]
+    for f in copies:
+        f.sym_visibility = None
+    return ModuleOp(copies)

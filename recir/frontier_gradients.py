@@ -28,7 +28,7 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
-from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_entry
+from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -43,7 +43,8 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
     module = model.module.clone()
-    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
+    batching = FRONTIER.format(inputs=len(model.input_names))
+    run_passes(module, batching)
     schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
     names = [schedule.post.root_reference.data]
     if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
@@ -52,13 +53,15 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         before.sym_visibility = None
         module.body.blocks[0].add_op(before)
         names.append(before.sym_name.data)
-    run_passes(module, ",".join(FRONTIER_GRADIENT.format(name) for name in names))
+    gradients = ",".join(FRONTIER_GRADIENT.format(name) for name in names)
+    run_passes(module, gradients)
     for name in names:
         without_frame(find_entry(module, f"{name}{FORWARD}"))
     return FrontierGradFunction(module, model, loss, cache_dir,
                                 [f"{name}{suffix}" for name in names
                                  for suffix in (FORWARD, BACKWARD)],
-                                resolve_threads(threads))
+                                resolve_threads(threads),
+                                origin(model, f"{batching}\0{gradients}"))
 
 
 def without_frame(forward: func.FuncOp) -> None:
@@ -90,10 +93,10 @@ class FrontierGradFunction(FrontierFunction):
     losses)/d parameters (added into `into`'s arrays where given)."""
 
     def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
-                 backwards: list[str], threads: int = 1):
+                 backwards: list[str], threads: int = 1, origin: str | None = None):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=backwards, threads=threads, forward=False)
+                         extra=backwards, threads=threads, forward=False, origin=origin)
         prefix = f"{model.entry}__frontier{BEFORE}"
         self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
         self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")
