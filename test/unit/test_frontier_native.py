@@ -123,3 +123,23 @@ def test_parameters_are_read_on_every_call_and_checked_when_replaced():
     with pytest.raises(RecirError, match=r"@node__post takes an array of shape \(4, 8\)"):
         loop.described(k, np.zeros((3, 3), np.float32), [])
 
+
+
+def test_a_frontier_entry_is_found_again_for_the_same_traced_ir_only(tmp_path):
+    """The object cache keys a frontier function by the traced IR it is
+    made from: compiling it again loads its entry, another IR gets its own."""
+    tree = trees()[3]
+
+    def compiled_with(hidden: int):
+        params = tree_rnn.init_params(np.random.default_rng(0), hidden=hidden, vocab=100)
+        traced = tree_rnn.trace_model(params)
+        native = recir.compile(traced, batching="frontier", cache_dir=tmp_path)
+        got = native.batch([tree_inputs(tree)])[0][0]
+        np.testing.assert_allclose(got, tree_rnn.reference(tree, tree.root, params)[0],
+                                   rtol=1e-4, atol=1e-5)
+        return sorted(p.name for p in tmp_path.glob("*.o"))
+
+    first = compiled_with(4)
+    assert len(first) == 1
+    assert compiled_with(4) == first  # a hit: nothing compiled or written
+    assert len(compiled_with(5)) == 2
