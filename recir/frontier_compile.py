@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
+from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
@@ -36,7 +37,8 @@ from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
-from recir.interpreter import coerce_argument, coerce_tensor, find_entry, tensor_facts
+from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, find_entry,
+                               integer_range, tensor_facts)
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
 from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
@@ -51,9 +53,18 @@ BEFORE = "__before"  # the batched entry's ops before its schedule
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
                      threads: int | None = None) -> FrontierFunction:
     module = model.module.clone()
-    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
+    passes = FRONTIER.format(inputs=len(model.input_names))
+    run_passes(module, passes)
     return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
-                            threads=resolve_threads(threads))
+                            threads=resolve_threads(threads), origin=origin(model, passes))
+
+
+def origin(model: Any, passes: str) -> str:
+    """What a frontier function's IR is made from: the traced module printed
+    with its locations and the passes run on it. With the code that runs
+    them (`cache.compiler_digest`), it determines the IR, so the object
+    cache is keyed by it, not by the larger IR printed again."""
+    return f"{located_text(model.module)}\0{passes}"
 
 
 def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | None]:
@@ -88,11 +99,13 @@ class FrontierFunction:
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
                  cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
-                 forward: bool = True):
+                 forward: bool = True, origin: str | None = None):
         """`extra`: more functions of `module` to compile (a backward);
         `threads`: the most threads a product over rows runs on; `forward`:
         whether to compile `@post` and the entry's ops before the schedule
-        (a gradient function runs their `_fwd`s instead)."""
+        (a gradient function runs their `_fwd`s instead); `origin`: what
+        `module` was made from (`origin()`), else the functions are printed
+        for the cache key."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
@@ -100,20 +113,22 @@ class FrontierFunction:
         names = [self.schedule.expand.root_reference.data,
                  self.schedule.post.root_reference.data]
         compiled = names if forward else names[:1]
-        functions = [find_entry(module, n).clone() for n in [*compiled, *extra]]
+        functions = [find_entry(module, n) for n in [*compiled, *extra]]
         if before is not None and forward:
             functions.append(before)
-        for f in functions:
-            f.sym_visibility = None  # each is called from outside
         post = find_entry(module, names[1])
         loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
             module, f.sym_name.data), threads, costs(cache_dir)) for f in functions
             if f.sym_name.data.startswith(names[1])}
         loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
-        self.native = compile_rows(functions, cache_dir, threads, loops)
+        made = None if origin is None else f"{origin}\0{entry} {[*compiled, *extra]} {forward}"
+        self.native = compile_rows(functions, cache_dir, threads, loops, made)
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
+        self.columns = input_columns(self.original, len(self.params))
+        self.flow = Flow(self.entry, self.schedule, before is not None)
+        self.facts: Any = None  # `Schedule.facts`, from the first call
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -121,23 +136,26 @@ class FrontierFunction:
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """Each input checked and converted as every path does it
         (`coerce_argument`), then laid out as the batched entry takes it."""
-        count = len(self.original.function_type.inputs) - len(self.params)
+        count = len(self.columns)
         for k, item in enumerate(batch):
             if len(item) != count:
                 raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
                                  f"inputs, got {len(item)} (batch element {k})")
         args: list[Any] = []
-        for k, typ in enumerate(list(self.original.function_type.inputs)[:count]):
-            if isinstance(typ, TensorType):
-                facts = tensor_facts(typ)
-                values = [coerce_tensor(k, item[k], typ, facts) for item in batch]
+        for k, (typ, facts, ragged, dtype) in enumerate(self.columns):
+            column = [item[k] for item in batch]
+            if facts is None:
+                values: list[Any] = column if plain_integers(column, typ) else [
+                    coerce_argument(k, v, typ) for v in column]
+            elif plain_column(column, facts):
+                values = column  # what `coerce_tensor` returns for them, bar the layout
             else:
-                values = [coerce_argument(k, item[k], typ) for item in batch]
-            if isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()):
-                offsets = np.concatenate([[0], np.cumsum([len(a) for a in values])])
-                args += [np.concatenate(values).astype(np.int32), offsets.astype(np.int32)]
+                values = [coerce_tensor(k, v, typ, facts) for v in column]
+            if ragged:
+                offsets = np.array([0, *accumulate(map(len, values))], np.int32)
+                args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
             else:
-                args.append(np.asarray(values, dtype_of(typ)))
+                args.append(np.asarray(values, dtype))
         return args + self.params
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
@@ -148,19 +166,83 @@ class FrontierFunction:
 
     def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         args = self.entry_args(batch)
-        values: dict[SSAValue, Any] = dict(zip(self.entry.body.blocks[0].args, args,
-                                               strict=True))
-        operands = list(self.schedule.operands)
-        if self.before is not None:
-            values.update(zip(operands, self.before(args), strict=True))
-        count = len(self.schedule.moving)
-        inputs = [values[v] for v in operands]
+        inputs = self.flow.inputs(args, self.before(args) if self.before is not None else ())
+        count = self.flow.moving
         calls: Any = self.native  # an interpreter's call_op, natively
-        outputs = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:]).run()
-        values.update(zip(self.schedule.outputs, outputs, strict=True))
-        ret = self.entry.body.blocks[0].last_op
+        schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
+                                  self.facts)
+        self.facts = schedule.facts  # the callees, found once
+        outputs = schedule.run()
+        return per_element(self.flow.results(args, inputs, outputs), len(batch))
+
+
+def input_columns(original: func.FuncOp, params: int
+                  ) -> list[tuple[Attribute, TensorFacts | None, bool, np.dtype[Any]]]:
+    """Per public input of the entry: its type, its `tensor_facts` (None
+    for a scalar), whether its length varies (its trees' arrays go one
+    after another) and the dtype its elements stack to otherwise."""
+    inputs = list(original.function_type.inputs)
+    return [(typ, tensor_facts(typ) if isinstance(typ, TensorType) else None,
+             isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()),
+             dtype_of(typ)) for typ in inputs[:len(inputs) - params]]
+
+
+def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
+    """Whether every value of a column is an array of the dtype, rank and
+    fixed sizes `facts` gives, which `coerce_tensor` would pass unchanged."""
+    dtype, rank, fixed = facts
+    if not all(type(v) is np.ndarray and v.dtype == dtype and v.ndim == rank for v in column):
+        return False
+    return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
+
+
+# integer types a Python list of scalars holds, which `coerce_argument`
+# passes as their value once in range (bool and others take its own path)
+PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
+
+
+def plain_integers(column: Sequence[Any], typ: Attribute) -> bool:
+    """Whether every value of a scalar column is a plain integer within the
+    range of `typ` (an integer type), as `coerce_argument` would pass it."""
+    if not isinstance(typ, IntegerType | IndexType) or not all(
+            type(v) in PLAIN_INTEGERS for v in column):
+        return False
+    low, high = integer_range(typ)
+    return low <= min(column) and max(column) <= high
+
+
+class Flow:
+    """Where the schedule's operands and the batched entry's results come
+    from, as positions worked out once: the entry's arguments, the
+    schedule's operands (the prefix's results, where there is a prefix),
+    then the schedule's outputs (later ones win, as values bound later)."""
+
+    def __init__(self, entry: func.FuncOp, schedule: frontier.ScheduleOp, before: bool):
+        block = entry.body.blocks[0]
+        args, operands = list(block.args), list(schedule.operands)
+        places: dict[SSAValue, int] = {v: k for k, v in enumerate(args)}
+        self.operands = None if before else [places[v] for v in operands]
+        self.moving, self.count = len(schedule.moving), len(operands)
+        if before:
+            places.update((v, len(args) + j) for j, v in enumerate(operands))
+        places.update((v, len(args) + len(operands) + j)
+                      for j, v in enumerate(schedule.outputs))
+        ret = block.last_op
         assert ret is not None
-        return per_element([values[v] for v in ret.operands], len(batch))
+        missing = [v for v in ret.operands if v not in places]
+        if missing:
+            raise emit_error(ret, "a batched entry returns only its arguments and "
+                             "its schedule's operands and outputs")
+        self.returned = [places[v] for v in ret.operands]
+
+    def inputs(self, args: Sequence[Any], before: Sequence[Any]) -> list[Any]:
+        """The schedule's operands: the prefix's results where it has one."""
+        return list(before) if self.operands is None else [args[k] for k in self.operands]
+
+    def results(self, args: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]
+                ) -> list[Any]:
+        bound = [*args, *inputs, *outputs]
+        return [bound[k] for k in self.returned]
 
 
 def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ...]]:
@@ -173,13 +255,15 @@ def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ..
 
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
-                 threads: int = 1, loops: dict[str, Spec] | None = None) -> NativeCalls:
+                 threads: int = 1, loops: dict[str, Spec] | None = None,
+                 origin: str | None = None) -> NativeCalls:
     """The functions over rows through `FRONTIER_LOWER` (its products over
     rows on up to `threads` threads), with a height loop beside each
-    function `loops` names, from the object cache when it has them."""
+    function `loops` names, from the object cache when it has them (keyed
+    by `origin`, what determines the functions, where given)."""
     loops = loops or {}
     with collector_paused():
-        obj, sites, links = lowered_object(functions, cache_dir, threads, loops)
+        obj, sites, links = lowered_object(functions, cache_dir, threads, loops, origin)
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(engine, f, sites)
@@ -191,16 +275,18 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
 
 
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
-                   loops: dict[str, Spec]) -> tuple[bytes, list[str], list[str]]:
+                   loops: dict[str, Spec], origin: str | None = None
+                   ) -> tuple[bytes, list[str], list[str]]:
     """`compile_rows`'s object (compiled on a cache miss), its error sites
     and the kernel sets it links."""
-    module = ModuleOp([f.clone() for f in functions])
     passes = frontier_lower_passes(threads, cache_dir)
     teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
-    key = cache_key(located_text(module), f"frontier {passes} loops {teams}")
+    text = origin if origin is not None else located_text(public_copies(functions))
+    key = cache_key(text, f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str], "links": list[str]})
     if hit is None:
+        module = public_copies(functions)
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
         links = gemm_kernels.links(module)
@@ -216,3 +302,11 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     else:
         obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]
     return obj, sites, links
+
+
+def public_copies(functions: list[func.FuncOp]) -> ModuleOp:
+    """A module of copies of `functions`, each public: called from outside."""
+    copies = [f.clone() for f in functions]
+    for f in copies:
+        f.sym_visibility = None
+    return ModuleOp(copies)

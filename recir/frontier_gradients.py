@@ -28,7 +28,7 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
-from recir.frontier_compile import BEFORE, FrontierFunction, per_element, split_entry
+from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -43,7 +43,8 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
     module = model.module.clone()
-    run_passes(module, FRONTIER.format(inputs=len(model.input_names)))
+    batching = FRONTIER.format(inputs=len(model.input_names))
+    run_passes(module, batching)
     schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
     names = [schedule.post.root_reference.data]
     if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
@@ -52,13 +53,15 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
         before.sym_visibility = None
         module.body.blocks[0].add_op(before)
         names.append(before.sym_name.data)
-    run_passes(module, ",".join(FRONTIER_GRADIENT.format(name) for name in names))
+    gradients = ",".join(FRONTIER_GRADIENT.format(name) for name in names)
+    run_passes(module, gradients)
     for name in names:
         without_frame(find_entry(module, f"{name}{FORWARD}"))
     return FrontierGradFunction(module, model, loss, cache_dir,
                                 [f"{name}{suffix}" for name in names
                                  for suffix in (FORWARD, BACKWARD)],
-                                resolve_threads(threads))
+                                resolve_threads(threads),
+                                origin(model, f"{batching}\0{gradients}"))
 
 
 def without_frame(forward: func.FuncOp) -> None:
@@ -90,10 +93,10 @@ class FrontierGradFunction(FrontierFunction):
     losses)/d parameters (added into `into`'s arrays where given)."""
 
     def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
-                 backwards: list[str], threads: int = 1):
+                 backwards: list[str], threads: int = 1, origin: str | None = None):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=backwards, threads=threads, forward=False)
+                         extra=backwards, threads=threads, forward=False, origin=origin)
         prefix = f"{model.entry}__frontier{BEFORE}"
         self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
         self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")
@@ -105,6 +108,17 @@ class FrontierGradFunction(FrontierFunction):
             raise RecirError(f"error: output {loss} of @{model.entry} is not a loss "
                              "the schedule computes")
         self.loss = outputs.index(ret.operands[loss])  # type: ignore[arg-type]
+        self.backward_facts: Any = None  # `Backward.facts`, from the first call
+        # the float outputs' row shapes (their cotangents), and per shared
+        # operand the parameter whose buffer in `grads` its gradient is added
+        # straight into, where there is no prefix to differentiate (no
+        # batch-sized copy to add)
+        self.float_rows = [(k, row_shape(r.type)) for k, r in enumerate(outputs)
+                           if dtype_of(r.type) == np.float32]
+        block = self.entry.body.blocks[0]
+        first_param = len(block.args) - len(self.params)
+        self.direct = [self.names[v.index - first_param] if self.before_bwd is None and isinstance(
+            v, BlockArgument) and v.index >= first_param else None for v in self.schedule.shared]
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:  # type: ignore[override]
@@ -132,41 +146,30 @@ class FrontierGradFunction(FrontierFunction):
     def run_grad(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray]
                  ) -> list[tuple[Any, ...]]:
         args = self.entry_args(batch)
-        block = self.entry.body.blocks[0]
-        values = dict(zip(block.args, args, strict=True))
-        op = self.schedule
-        count = len(op.moving)
+        op, flow = self.schedule, self.flow
+        count = flow.moving
         before_kept: tuple[Any, ...] = ()  # the prefix's saved rows, for its `_bwd`
+        before: tuple[Any, ...] = ()
         if self.before_fwd is not None:
             outs = self.before_fwd(args)
-            values.update(zip(op.operands, outs[:len(op.operands)], strict=True))
-            before_kept = outs[len(op.operands):]
-        inputs = [values[v] for v in op.operands]
+            before, before_kept = outs[:flow.count], outs[flow.count:]
+        inputs = flow.inputs(args, before)
         calls: Any = self.native  # an interpreter's call_op, natively
-        backward = NativeBackward(NativeSchedule(calls, op, inputs[:count], inputs[count:]))
-        floats = [k for k, r in enumerate(op.outputs)
-                  if dtype_of(r.type) == np.float32]
-        cotangents = []
-        for k in floats:
-            shape = (len(batch), *row_shape(op.outputs[k].type))
-            cotangents.append(np.ones(shape, np.float32) if k == self.loss
-                              else np.zeros(shape, np.float32))
-        first_param = len(block.args) - len(self.params)
-        # without a prefix to differentiate, a parameter's gradient is added
-        # straight into its buffer in `grads` (no batch-sized copy to add)
-        direct = self.before_bwd is None
-        into = [grads[self.names[v.index - first_param]] if direct and isinstance(
-            v, BlockArgument) and v.index >= first_param else None for v in op.shared]
+        schedule = NativeSchedule(calls, op, inputs[:count], inputs[count:], self.facts)
+        backward = NativeBackward(schedule, self.backward_facts)
+        self.facts, self.backward_facts = schedule.facts, backward.facts  # found once
+        cotangents = [(np.ones if k == self.loss else np.zeros)((len(batch), *shape), np.float32)
+                      for k, shape in self.float_rows]
+        into = [None if name is None else grads[name] for name in self.direct]
         gradients = backward.run(cotangents, into)
         s = backward.s
         tables = [t[s.inv[:len(batch)]] for t in backward.tables]
-        values.update(zip(op.outputs, tables, strict=True))
         if self.before_bwd is not None:  # the schedule's operands' gradients, back
+            block = self.entry.body.blocks[0]
+            first_param = len(block.args) - len(self.params)
             accumulators = [grads[self.names[a.index - first_param]] if a.index >= first_param
                             else np.zeros_like(v) for a, v in zip(block.args, args)
                             if is_float_tensor(a.type)]
             cotangents = [d for d in gradients if d is not None]
             self.before_bwd((*before_kept, None, *cotangents, *args, *accumulators))
-        ret = block.last_op
-        assert ret is not None
-        return per_element([values[v] for v in ret.operands], len(batch))
+        return per_element(flow.results(args, inputs, tables), len(batch))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -33,19 +34,30 @@ VERSION = "recir-object-cache-3"
 
 @functools.cache
 def host_description() -> str:
-    """What a cached object depends on besides the IR: CPU and library versions."""
+    """What a cached object depends on besides the IR: CPU and library
+    versions (xDSL's: its passes and printer run before the key's IR and after)."""
     llvm.initialize_native_target()
     return "|".join((llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__))
+                     llvm.get_host_cpu_features().flatten(), llvmlite.__version__,
+                     xdsl_version()))
+
+
+def xdsl_version() -> str:
+    try:
+        return importlib.metadata.version("xdsl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @functools.cache
 def compiler_digest() -> str:
     """A hash of the code that turns IR into objects: a changed lowering must
-    not load objects an older one produced (the key hashes the input IR)."""
+    not load objects an older one produced (the key hashes the input IR).
+    The package's top level and interpreter count too: a frontier function
+    is keyed by the traced IR it is made from (`frontier_compile.origin`)."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for folder in ("passes", "backend", "autodiff", "dialects"):
+    for folder in (".", "interpreter", "passes", "backend", "autodiff", "dialects"):
         for path in sorted((root / folder).glob("*.py")):
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

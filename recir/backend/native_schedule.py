@@ -50,7 +50,7 @@ from recir.interpreter.frontier import (
     dtype_of,
     row_shape,
 )
-from recir.interpreter.frontier_grad import Backward, is_float_tensor
+from recir.interpreter.frontier_grad import Backward
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
@@ -73,14 +73,23 @@ class NativeLoop:
 
     def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
              keep: list[np.ndarray]) -> None:
-        """The inputs' fields of `plan`, from field `header` on."""
-        for k, (value, role) in enumerate(zip(inputs, self.inputs, strict=True)):
-            at = header + 2 * k
-            if role.kind == SCALAR:
-                raw = np.array(value, np.dtype(c_scalar(role.scalar)))
-                plan[at + 1:at + 2].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
+        """The inputs' fields of `plan`, from field `header` on (written at
+        once; a parameter that is the array of last time by its known address)."""
+        assert len(inputs) == len(self.inputs), self.native.name
+        fields, known, scalars = [0] * (2 * len(inputs)), self.native.known, []
+        for k, value in enumerate(inputs):
+            seen = known[k]
+            if seen is not None and seen[0] is value and value.shape == seen[2]:
+                fields[2 * k + 1] = seen[1]
+            elif self.inputs[k].kind == SCALAR:
+                scalars.append(k)
             elif value is not None:
-                plan[at:at + 2] = self.described(k, value, keep)
+                fields[2 * k:2 * k + 2] = self.described(k, value, keep)
+        plan[header:header + len(fields)] = fields
+        for k in scalars:
+            raw = np.array(inputs[k], np.dtype(c_scalar(self.inputs[k].scalar)))
+            at = header + 2 * k + 1
+            plan[at:at + 1].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
 
     def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Sequence[Context]:
         """One call with a scratch of `needed` bytes (each thread's, on a
@@ -378,13 +387,7 @@ class NativeBackward(Backward):
         loop: HeightLoop | None = s.interp.loops.get(self.post_bwd.sym_name.data)
         if loop is None or not isinstance(s, NativeSchedule):
             return super().post_backward(d_tables, d_stored)
-        nstored, nsites, ntables = len(s.stored), s.sites, len(d_tables)
-        accs = []
-        for k, arg in enumerate(s.post_fn.body.block.args):
-            if is_float_tensor(arg.type) and not nstored <= k < nstored + nsites:
-                j = k - nstored - nsites
-                accs.append(d_stored[k] if k < nstored else d_tables[j] if j < ntables
-                            else self.d_shared[j - ntables])
+        accs = self.accumulators(d_tables, d_stored)
         inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
         loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team)

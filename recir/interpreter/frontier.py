@@ -139,12 +139,15 @@ class Schedule:
     height order, post."""
 
     def __init__(self, interp: Interpreter, op: frontier.ScheduleOp | frontier.ScheduleGradOp,
-                 roots: Sequence[Any], shared: Sequence[Any]):
+                 roots: Sequence[Any], shared: Sequence[Any], facts: Any = None):
+        """`facts`: another call's `self.facts` for the same op and callees
+        (what does not change from call to call, found once)."""
         self.interp, self.op = interp, op
-        self.expand_fn = self.callee(op.expand)
-        self.post_fn = self.callee(op.post)
+        if facts is None:
+            facts = (self.callee(op.expand), self.callee(op.post), op.sites.value.data)
+        self.facts = facts
+        self.expand_fn, self.post_fn, self.sites = facts
         self.roots, self.shared = list(roots), tuple(shared)
-        self.sites = op.sites.value.data
         self.expand_fwd: func.FuncOp | None = None  # set to differentiate the expansion
         # per depth of a differentiated expansion: its rows, inputs, and what
         # its `_fwd` keeps for its `_bwd` (the saved rows, then the frame)
@@ -173,10 +176,11 @@ class Schedule:
         self.children_by_depth = children
         total = self.total = levels[-1][1]
         perm, self.bounds = self.height_order(children, levels, total)
-        inv = self.inv = np.empty(total, np.int64)
+        inv = np.empty(total + 1, np.int64)  # and -1 after the rows: no child's row
         inv[perm] = np.arange(total)
-        self.children = [np.where(c[perm] >= 0, inv[np.maximum(c[perm], 0)], -1)
-                         for c in children]
+        inv[total] = -1
+        self.inv = inv[:total]
+        self.children = [inv[c[perm]] for c in children]
         self.stored = [s[perm] for s in stored]
 
     def expand(self, n: int

@@ -41,19 +41,48 @@ class Backward:
     height from the roots down, then `@expand_bwd` (if the expansion makes
     float values, TD-TreeLSTM's states) by depth from the deepest up."""
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, facts: Any = None):
+        """`facts`: another call's `self.facts` for the same schedule op."""
         self.s = schedule
-        post, expand = schedule.post_fn.sym_name.data, schedule.expand_fn.sym_name.data
-        self.post_fwd = schedule.callee(f"{post}_fwd", HOW.format(post))
-        self.post_bwd = schedule.callee(f"{post}_bwd", HOW.format(post))
-        self.moving_types = schedule.expand_fn.function_type.inputs.data[
-            :1 + len(schedule.roots)]
-        self.top_down = any(is_float_tensor(t) for t in (
-            *self.moving_types, *schedule.expand_fn.function_type.outputs.data))
+        if facts is None:
+            facts = self.find_facts(schedule)
+        self.facts = facts
+        (self.post_fwd, self.post_bwd, self.moving_types, self.top_down, expand_fwd,
+         self.expand_bwd, self.float_shared, self.accumulated) = facts
         if self.top_down:
+            schedule.expand_fwd = expand_fwd
+
+    @staticmethod
+    def find_facts(schedule: Schedule) -> tuple[Any, ...]:
+        """The `_fwd`/`_bwd` functions, the moving arguments' types, whether
+        the expansion is differentiated, which shared operands are f32
+        tensors and where `@post_bwd`'s accumulators come from
+        (`accumulated`: per accumulated argument of `@post`, its stored
+        value's, result table's or shared operand's number, by kind)."""
+        post, expand = schedule.post_fn.sym_name.data, schedule.expand_fn.sym_name.data
+        post_fwd = schedule.callee(f"{post}_fwd", HOW.format(post))
+        post_bwd = schedule.callee(f"{post}_bwd", HOW.format(post))
+        moving_types = schedule.expand_fn.function_type.inputs.data[:1 + len(schedule.roots)]
+        top_down = any(is_float_tensor(t) for t in (
+            *moving_types, *schedule.expand_fn.function_type.outputs.data))
+        expand_fwd = expand_bwd = None
+        if top_down:
             why = HOW.format(expand) + ": the expansion makes float values"
-            schedule.expand_fwd = schedule.callee(f"{expand}_fwd", why)
-            self.expand_bwd = schedule.callee(f"{expand}_bwd", why)
+            expand_fwd = schedule.callee(f"{expand}_fwd", why)
+            expand_bwd = schedule.callee(f"{expand}_bwd", why)
+        float_shared = [is_float_tensor(o.type) for o in schedule.op.shared]
+        nsites = schedule.sites
+        nstored = len(schedule.expand_fn.function_type.outputs.data) - nsites * (
+            2 + len(schedule.roots))  # after each site's rows and moving values
+        ntables = len(schedule.post_fn.function_type.outputs.data)
+        accumulated = []
+        for k, arg in enumerate(schedule.post_fn.body.block.args):
+            if is_float_tensor(arg.type) and not nstored <= k < nstored + nsites:
+                j = k - nstored - nsites
+                accumulated.append(("stored", k) if k < nstored else ("table", j)
+                                   if j < ntables else ("shared", j - ntables))
+        return (post_fwd, post_bwd, moving_types, top_down, expand_fwd, expand_bwd,
+                float_shared, accumulated)
 
     def run(self, cotangents: list[np.ndarray], into: list[Any] | None = None
             ) -> list[np.ndarray | None]:
@@ -65,15 +94,17 @@ class Backward:
         batch = len(s.roots[0])
         s.number_by_height(batch)
         tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
-        d_tables = [np.zeros_like(t) if t.dtype == np.float32 else None for t in tables]
+        d_tables = [np.zeros(t.shape, t.dtype) if t.dtype == np.float32 else None
+                    for t in tables]
         for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
                                 strict=True):
             d[s.inv[:batch]] = cotangent
         given = into if into is not None else [None] * len(s.shared)
-        self.d_shared = [(d if d is not None else np.zeros_like(v))
-                         if is_float_tensor(o.type) else None
-                         for v, o, d in zip(s.shared, s.op.shared, given, strict=True)]
-        d_stored = [np.zeros_like(v) if v.dtype == np.float32 else None for v in s.stored]
+        self.d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
+                         for v, is_float, d in zip(s.shared, self.float_shared, given,
+                                                   strict=True)]
+        d_stored = [np.zeros(v.shape, v.dtype) if v.dtype == np.float32 else None
+                    for v in s.stored]
         self.post_backward(d_tables, d_stored)
         self.d_moving: list[np.ndarray | None] = [None] * len(self.moving_types)
         if self.top_down:
@@ -81,18 +112,16 @@ class Backward:
         roots = [d if d is None else d[:batch] for d in self.d_moving[1:]]
         return [*roots, *self.d_shared]
 
+    def accumulators(self, d_tables: list[Any], d_stored: list[Any]) -> list[Any]:
+        """`@post_bwd`'s accumulator operands, whole (`find_facts`)."""
+        sources = {"stored": d_stored, "table": d_tables, "shared": self.d_shared}
+        return [sources[kind][k] for kind, k in self.accumulated]
+
     def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
-        post, nstored, nsites = self.s.post_fn, len(self.s.stored), self.s.sites
         for rows, inputs, kept in reversed(self.s.frames):
             d_results = [d[rows].copy() for d in d_tables if d is not None]
-            accs = []
-            for k, arg in enumerate(post.body.block.args):
-                if not is_float_tensor(arg.type) or nstored <= k < nstored + nsites:
-                    continue
-                j = k - nstored - nsites
-                accs.append(d_stored[k][rows] if k < nstored else
-                            d_tables[j] if j < len(d_tables) else
-                            self.d_shared[j - len(d_tables)])
+            accs = [d_stored[k][rows] if kind == "stored" else acc for (kind, k), acc in zip(
+                self.accumulated, self.accumulators(d_tables, d_stored), strict=True)]
             self.s.interp.call_op(self.post_bwd, (*kept, *d_results, *inputs, *accs))
 
     def expand_backward(self, d_stored: list[Any]) -> None:
