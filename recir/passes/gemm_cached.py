@@ -10,8 +10,10 @@ module, in the thread's context (`packed`), and each product calls
 the same B (address, leading dimension, n and k), else B packed into a
 fresh heap copy first (the old one freed). The loop frees the copies when
 it ends (`close_table`). A copy is B as the driver's first block of rows
-packs it (`gemm_packing.pack_whole_function`), so a product gives the same
-bits with or without it. Each thread has its own table: no copy is written
+packs it (`gemm_packing.pack_whole_function`): nn's products give the
+plain kernel's bits; nt's, packed already, take the broadcast tiles for all
+but few rows of B (`gemm_dots.dots_pay`), where the plain kernel would take
+dot products for few rows of A (the same sums, in another order). Each thread has its own table: no copy is written
 while another thread reads it. Where the copy cannot be had (allocation
 failed, n or k zero), the product calls the plain kernel.
 """
@@ -82,8 +84,8 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
                               f"recir_gemm_{layout}", *plain))
 
     plain: Sequence[SSAValue] = args[:-1]
-    if layout == "nt":  # where the plain kernel takes dot products, so does this one
-        b.when(dots_pay(b, target, at_least_zero(b, args[0])[0], n, k),
+    if layout == "nt":  # dot products where they cost less than the dropped columns
+        b.when(dots_pay(b, target, at_least_zero(b, args[0])[0], n, k, packed=True),
                lambda e: call(e, "recir_gemm_nt.dots", *plain), lambda e: cached(e, plain))
     else:
         cached(b, plain)

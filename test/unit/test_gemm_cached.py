@@ -1,6 +1,7 @@
 """A weight packed once for many products (`recir/passes/gemm_cached.py`):
-`recir_gemm_<layout>.cached` against NumPy and against the plain kernel, the
-same B at several heights (one copy, made on the first), then another B."""
+`recir_gemm_<layout>.cached` against NumPy and against the plain kernel (nn:
+the same bits), the same B at several heights (one copy, made on the first),
+then another B."""
 
 import ctypes
 
@@ -70,10 +71,12 @@ def test_one_copy_serves_every_height_with_the_plain_kernels_bits(layout, n, k):
                 biased(*args(a, weight, again, accumulate)[:-1], *extra)
             else:
                 plain(*args(a, weight, again, accumulate))
-            np.testing.assert_array_equal(c, again)  # the same bits
+            if layout == "nn":  # the plain kernel's bits (nt's may take dot products)
+                np.testing.assert_array_equal(c, again)
+            else:
+                np.testing.assert_allclose(c, again, rtol=1e-5, atol=1e-5 * np.sqrt(k))
             copies.add(int(entry[4]))
-        # nn always packs B; nt where the plain kernel would (surely for
-        # TreeLSTM h=150's U forward), else it takes dot products as that would
+        # nn always packs B; nt unless few rows of B make dot products cheaper
         packs = layout == "nn" or (n, k) == (750, 300)
         assert len(copies - {0}) <= 1, "packed more than once"
         assert len(copies - {0}) == 1 or not packs, "never packed"
