@@ -13,9 +13,11 @@ it ends (`close_table`). A copy is B as the driver's first block of rows
 packs it (`gemm_packing.pack_whole_function`): nn's products give the
 plain kernel's bits; nt's, packed already, take the broadcast tiles for all
 but few rows of B (`gemm_dots.dots_pay`), where the plain kernel would take
-dot products for few rows of A (the same sums, in another order). Each thread has its own table: no copy is written
-while another thread reads it. Where the copy cannot be had (allocation
-failed, n or k zero), the product calls the plain kernel.
+dot products for few rows of A (the same sums, in another order). Each
+thread of a height loop's team has its own table: no copy is written while
+another thread reads it, and each stays in its own core's caches. Where the
+copy cannot be had (allocation failed, n or k zero), the product calls the
+plain kernel.
 """
 
 from __future__ import annotations

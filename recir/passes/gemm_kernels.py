@@ -20,7 +20,8 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace, and tn's
+rows reuse B, all of it is packed once into a heap workspace (or is
+given packed: a weight's copy for many calls, `gemm_cached.py`), and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
 L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
