@@ -33,6 +33,8 @@ after the last height, zeroing them again). An output goes into its table at
 the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's.
+Each thread's products by a weight read one packed copy of it for all
+its heights (`gemm_cached`: a table in its context for the loop's call).
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import ModuleOp, f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from recir.passes.frame_buffers import declare_heap
+from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter, Index
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
+from recir.passes.row_products import packed_sites
 
 HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
@@ -110,6 +115,7 @@ class PlanFunction:
         self.name, self.inputs, self.outputs = function.sym_name.data, list(inputs), \
             list(outputs)
         self.header, self.sites, self.team = header, sites, team
+        self.function = function
         if team:
             self.loop, b, (self.plan,) = new_function(f"{self.name}{suffix}", [PTR])
             self.thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
@@ -232,7 +238,14 @@ class HeightLoopBuilder(PlanFunction):
                 e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
             return ()
 
+        module = self.function.parent_op()
+        sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
+        if sites:
+            declare_heap(module)  # the copies' `free`
+        packed = open_table(b, self.ctx, sites) if sites else None
         b.loop(b.sub(end, first), each_height)
+        if packed is not None:  # each thread's own weights' copies, for all its heights
+            close_table(b, self.ctx, *packed, sites)
         if self.team:  # after the last height's barrier (nothing to add on one thread)
             for k, operand in enumerate(self.inputs):
                 if operand.kind == COPIED:
