@@ -72,23 +72,25 @@ class NativeLoop:
             native.engine.address(native.name + self.ENTRY))
 
     def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
-             keep: list[np.ndarray]) -> None:
-        """The inputs' fields of `plan`, from field `header` on (written at
-        once; a parameter that is the array of last time by its known address)."""
-        assert len(inputs) == len(self.inputs), self.native.name
+             keep: list[np.ndarray], first: int = 0) -> None:
+        """The fields of inputs `first`.. of `plan`, from field `header` on
+        (written at once; a parameter that is the array of last time by its
+        known address)."""
+        assert len(inputs) == len(self.inputs) - first, self.native.name
         fields, known, scalars = [0] * (2 * len(inputs)), self.native.known, []
-        for k, value in enumerate(inputs):
+        for i, value in enumerate(inputs):
+            k = first + i
             seen = known[k]
             if seen is not None and seen[0] is value and value.shape == seen[2]:
-                fields[2 * k + 1] = seen[1]
+                fields[2 * i + 1] = seen[1]
             elif self.inputs[k].kind == SCALAR:
-                scalars.append(k)
+                scalars.append(i)
             elif value is not None:
-                fields[2 * k:2 * k + 2] = self.described(k, value, keep)
+                fields[2 * i:2 * i + 2] = self.described(k, value, keep)
         plan[header:header + len(fields)] = fields
-        for k in scalars:
-            raw = np.array(inputs[k], np.dtype(c_scalar(self.inputs[k].scalar)))
-            at = header + 2 * k + 1
+        for i in scalars:
+            raw = np.array(inputs[i], np.dtype(c_scalar(self.inputs[first + i].scalar)))
+            at = header + 2 * i + 1
             plan[at:at + 1].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
 
     def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Sequence[Context]:
@@ -264,20 +266,25 @@ class NativeExpansion(NativeLoop):
         self.outputs = len(native.outputs)
         self.tables = [(dtype_of(t), row_shape(t)) for t in native.inputs[:spec.moving]]
         self.stored = [(dtype_of(t), row_shape(t)) for t in native.outputs[spec.sites * width:]]
+        self.kept: tuple[np.ndarray, tuple[list[np.ndarray], ...]] | None = None
 
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
                             np.ndarray]:
         """`Schedule.expand`'s results for these roots, and each
-        invocation's height."""
+        invocation's height: views of this loop's tables, which the next
+        call overwrites (calls of one function take turns, and a schedule
+        copies what it keeps)."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
-            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared)
-            ctx = self.run(plan, self.native.per_row * capacity)[0]
+            keep: list[np.ndarray] = []  # converted inputs, alive through the call
+            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared, keep)
+            ctx = self.run(plan, self.native.per_row * int(plan[0]))[0]
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
                 break
+            capacity = int(plan[0])
             if depths >= MAX_DEPTH or capacity >= MAX_INVOCATIONS:
                 raise schedule.too_large(depths < MAX_DEPTH)
             capacity = min(4 * capacity, MAX_INVOCATIONS)
@@ -289,26 +296,42 @@ class NativeExpansion(NativeLoop):
 
     def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
         """Rows for a first try: twice the roots and the longest structure
-        array (a tree's node count where the model reads one per node)."""
-        sizes = [len(v) for v in shared if isinstance(v, np.ndarray) and v.ndim]
+        array (a tree's node count where the model reads one per node; an
+        integer array: a parameter's rows say nothing of the trees)."""
+        sizes = [len(v) for v in shared if isinstance(v, np.ndarray) and v.ndim
+                 and v.dtype.kind in "iu"]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 
-    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any]
-             ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
-        spec, batch = self.spec, len(moving[0])
-        tables = [np.empty((capacity, *shape), dtype) for dtype, shape in self.tables]
+    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any],
+             keep: list[np.ndarray]) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        """The plan for these roots and shared inputs: the tables' part made
+        once per capacity (kept while large enough), the rest written here."""
+        if self.kept is None or self.kept[0][0] < capacity:
+            self.kept = self.tables_plan(capacity)
+        plan, arrays = self.kept
+        tables, batch = arrays[0], len(moving[0])
         for table, value in zip(tables, moving, strict=True):
             table[:batch] = value
+        plan[5:8] = 0, 0, batch  # total and depths: written back
+        self.fill(plan, EXPANSION_HEADER + 2 * len(tables), shared, keep, len(tables))
+        return plan, arrays
+
+    def tables_plan(self, capacity: int
+                    ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        """A plan whose tables (the moving inputs', children's, stored
+        values', levels' and heights') have `capacity` rows, and those tables."""
+        spec = self.spec
+        tables = [np.empty((capacity, *shape), dtype) for dtype, shape in self.tables]
         children = [np.empty(capacity, np.int64) for _ in range(spec.sites)]
         stored = [np.empty((capacity, *shape), dtype) for dtype, shape in self.stored]
         levels = np.empty(min(capacity, MAX_DEPTH), np.int64)
         heights = np.empty(capacity, np.int64)
         ninputs = len(self.inputs)
         plan = np.zeros(EXPANSION_HEADER + 2 * (ninputs + self.outputs + spec.sites), np.int64)
-        plan[[0, 1, 4, 7, 8]] = (capacity, len(levels), data_address(levels), batch,
-                                 data_address(heights))
-        keep: list[np.ndarray] = []
-        self.fill(plan, EXPANSION_HEADER, [*tables, *shared], keep)
+        plan[[0, 1, 4, 8]] = capacity, len(levels), data_address(levels), data_address(heights)
+        for j, table in enumerate(tables):
+            plan[EXPANSION_HEADER + 2 * j:EXPANSION_HEADER + 2 * j + 2] = (
+                self.described(j, table, []))
         targets = [None if j == 0 else tables[j - 1] for _ in range(spec.sites)
                    for j in range(1 + spec.moving)] + stored + children
         for k, array in enumerate(targets):
@@ -342,9 +365,13 @@ class NativeSchedule(Schedule):
                      total: int) -> tuple[np.ndarray, np.ndarray]:
         if self.heights is None:
             return super().height_order(children, levels, total)
-        perm = np.argsort(self.heights, kind="stable")
         counts = np.bincount(self.heights)
-        return perm, np.concatenate([[0], np.cumsum(counts[counts > 0])]).astype(np.int64)
+        # heights of 16 bits or fewer take NumPy's radix sort (stable)
+        small = np.int16 if len(counts) <= np.iinfo(np.int16).max else np.int64
+        perm = np.argsort(self.heights.astype(small), kind="stable")
+        bounds = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        return perm, bounds if counts.all() else np.unique(bounds)
 
     def expand(self, n: int
                ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
@@ -363,7 +390,7 @@ class NativeSchedule(Schedule):
             return super().post(children, stored, bounds, total, post_fn)
         tables = [np.empty((total, *row_shape(t)), dtype_of(t))
                   for t in self.post_fn.function_type.outputs.data]
-        self.children32 = [c.astype(np.int32) for c in children]
+        self.children32 = [c.astype(np.int32, copy=False) for c in children]
         saved_types = function.function_type.outputs.data[len(tables):]
         # a saved value has at most its height's rows: `total` rows hold them all
         self.saved = [np.empty((total, *row_shape(t)), dtype_of(t)) for t in saved_types]

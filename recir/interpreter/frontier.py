@@ -176,8 +176,10 @@ class Schedule:
         self.children_by_depth = children
         total = self.total = levels[-1][1]
         perm, self.bounds = self.height_order(children, levels, total)
-        inv = np.empty(total + 1, np.int64)  # and -1 after the rows: no child's row
-        inv[perm] = np.arange(total)
+        # and -1 after the rows: no child's row; int32 as `@post` takes
+        # children (rows fit: at most MAX_INVOCATIONS)
+        inv = np.empty(total + 1, np.int32)
+        inv[perm] = np.arange(total, dtype=np.int32)
         inv[total] = -1
         self.inv = inv[:total]
         self.children = [inv[c[perm]] for c in children]
@@ -257,7 +259,8 @@ class Schedule:
         for lo, hi in pairwise(bounds):
             rows = slice(int(lo), int(hi))
             inputs = (*(s[rows] for s in stored),
-                      *(c[rows].astype(np.int32) for c in children), *tables, *self.shared)
+                      *(c[rows].astype(np.int32, copy=False) for c in children), *tables,
+                      *self.shared)
             outs = self.interp.call_op(post_fn or self.post_fn, inputs)
             if post_fn is not None:
                 self.frames.append((rows, inputs, tuple(outs[len(tables):])))
