@@ -59,6 +59,9 @@ from recir.passes.rows import ALIGN
 from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
 
 
+INT16_MAX = 32767
+
+
 class NativeLoop:
     """A generated loop over calls of one native function over rows, called
     with a plan (`schedule_loops.py`) that this fills from NumPy arrays."""
@@ -73,21 +76,41 @@ class NativeLoop:
 
     def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
              keep: list[np.ndarray], first: int = 0) -> None:
-        """The fields of inputs `first`.. of `plan`, from field `header` on
-        (written at once; a parameter that is the array of last time by its
-        known address)."""
+        """The fields of inputs `first`.. of `plan`, from field `header` on."""
+        fields, scalars = self.fields(inputs, keep, first)
+        plan[header:header + len(fields)] = fields
+        self.write_scalars(plan, header, inputs, scalars, first)
+
+    def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0
+               ) -> tuple[list[int], list[int]]:
+        """The (rows, address) fields of inputs `first`.., and which of
+        them are scalars (`write_scalars`): a parameter that is the array of
+        last time by its known address, a rows array already of its type
+        checked inline, anything else by `described`."""
         assert len(inputs) == len(self.inputs) - first, self.native.name
-        fields, known, scalars = [0] * (2 * len(inputs)), self.native.known, []
+        fields, scalars = [0] * (2 * len(inputs)), []
+        known, kinds, roles = self.native.known, self.native.kinds, self.inputs
         for i, value in enumerate(inputs):
             k = first + i
             seen = known[k]
             if seen is not None and seen[0] is value and value.shape == seen[2]:
                 fields[2 * i + 1] = seen[1]
-            elif self.inputs[k].kind == SCALAR:
+                continue
+            kind = kinds[k]
+            if kind is not None and kind[0] and type(value) is np.ndarray and (
+                    value.dtype == kind[1] and value.shape[1:] == kind[2]
+                    and value.flags.c_contiguous):
+                fields[2 * i] = len(value)  # what `described` gives it
+                fields[2 * i + 1] = data_address(value)
+            elif roles[k].kind == SCALAR:
                 scalars.append(i)
             elif value is not None:
                 fields[2 * i:2 * i + 2] = self.described(k, value, keep)
-        plan[header:header + len(fields)] = fields
+        return fields, scalars
+
+    def write_scalars(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
+                      scalars: list[int], first: int = 0) -> None:
+        """Scalar inputs' values into their fields, in their C type's bytes."""
         for i in scalars:
             raw = np.array(inputs[i], np.dtype(c_scalar(self.inputs[first + i].scalar)))
             at = header + 2 * i + 1
@@ -170,6 +193,7 @@ class HeightLoop(NativeLoop):
         super().__init__(native, spec.inputs)
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
         self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
+        self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
@@ -217,17 +241,17 @@ class HeightLoop(NativeLoop):
                 0 <= split <= len(bounds) - 1) or (threads > 1) != (split > 0):
             raise RecirError(f"error: @{self.native.name}'s heights cannot split "
                              f"across {threads} threads")
-        plan = np.zeros(HEADER + 2 * (len(inputs) + len(outputs)), np.int64)
-        plan[:2] = len(bounds) - 1, data_address(bounds)
-        plan[4] = data_address(saved_at)
         keep: list[np.ndarray] = []
-        self.fill(plan, HEADER, inputs, keep)
-        for j, array in enumerate(outputs):
-            at = HEADER + 2 * (len(inputs) + j)
-            plan[at:at + 2] = len(array), data_address(array)
+        fields, scalars = self.fields(inputs, keep)
+        for array in outputs:
+            fields += (len(array), data_address(array))
+        heights = len(bounds) - 1
+        widest = int((bounds[1:] - bounds[:-1]).max()) if heights else 0
+        plan = np.array([heights, data_address(bounds), 0, 0, data_address(saved_at),
+                         threads, 0, split, 0, 0, 0, *fields], np.int64)
+        assert len(plan) == HEADER + 2 * (len(inputs) + len(outputs)), self.native.name
+        self.write_scalars(plan, HEADER, inputs, scalars)
         self.place_copies(plan, threads, keep)
-        widest = int(np.max(np.diff(bounds))) if len(bounds) > 1 else 0
-        plan[5], plan[7] = threads, split
         share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
         contexts = self.run(plan, self.native.per_row * share, threads)
         failed = [ctx for ctx in contexts if ctx.error]
@@ -237,7 +261,7 @@ class HeightLoop(NativeLoop):
         """Each `COPIED` input's buffers, the caller's then the other
         threads' copies (made zeroed once per team size; the team adds them
         into the caller's and zeroes them), as a table in its first field."""
-        copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
+        copied = self.copied
         if not copied:
             return
         kept = self.copies.get(threads)
@@ -367,7 +391,7 @@ class NativeSchedule(Schedule):
             return super().height_order(children, levels, total)
         counts = np.bincount(self.heights)
         # heights of 16 bits or fewer take NumPy's radix sort (stable)
-        small = np.int16 if len(counts) <= np.iinfo(np.int16).max else np.int64
+        small = np.int16 if len(counts) <= INT16_MAX else np.int64
         perm = np.argsort(self.heights.astype(small), kind="stable")
         bounds = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=bounds[1:])
