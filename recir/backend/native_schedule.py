@@ -127,7 +127,8 @@ class NativeLoop:
             if native.scratch.nbytes < needed * threads:
                 native.scratch = np.empty(needed * threads, np.uint8)
                 native.scratch_at = data_address(native.scratch)
-            plan[2:4] = native.scratch_at, needed
+            plan[2] = native.scratch_at
+            plan[3] = needed
             contexts = self.contexts(threads)
             self.bind(plan, contexts)
             RUNNING[get_ident()] = contexts  # what Ctrl-C stops
@@ -194,6 +195,7 @@ class HeightLoop(NativeLoop):
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
         self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
         self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
+        self.layouts: Any = None  # `NativeSchedule.post_layouts`, from the first call
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
@@ -291,6 +293,8 @@ class NativeExpansion(NativeLoop):
         self.tables = [(dtype_of(t), row_shape(t)) for t in native.inputs[:spec.moving]]
         self.stored = [(dtype_of(t), row_shape(t)) for t in native.outputs[spec.sites * width:]]
         self.kept: tuple[np.ndarray, tuple[list[np.ndarray], ...]] | None = None
+        self.structure = [k for k, kind in enumerate(native.kinds[spec.moving:])
+                          if kind is not None and kind[1].kind in "iu"]  # integer arrays
 
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
@@ -314,7 +318,7 @@ class NativeExpansion(NativeLoop):
             capacity = min(4 * capacity, MAX_INVOCATIONS)
         self.native.raise_error(ctx)
         _, children, stored, levels, heights = arrays
-        starts = [int(x) for x in levels[:depths]] + [total]
+        starts = [*levels[:depths].tolist(), total]
         return ([c[:total] for c in children], [s[:total] for s in stored],
                 list(pairwise(starts)), heights[:total])
 
@@ -322,8 +326,8 @@ class NativeExpansion(NativeLoop):
         """Rows for a first try: twice the roots and the longest structure
         array (a tree's node count where the model reads one per node; an
         integer array: a parameter's rows say nothing of the trees)."""
-        sizes = [len(v) for v in shared if isinstance(v, np.ndarray) and v.ndim
-                 and v.dtype.kind in "iu"]
+        sizes = [len(v) for v in (shared[k] for k in self.structure)
+                 if isinstance(v, np.ndarray) and v.ndim]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 
     def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any],
@@ -412,15 +416,13 @@ class NativeSchedule(Schedule):
         loop: HeightLoop | None = self.interp.loops.get(function.sym_name.data)
         if loop is None:
             return super().post(children, stored, bounds, total, post_fn)
-        tables = [np.empty((total, *row_shape(t)), dtype_of(t))
-                  for t in self.post_fn.function_type.outputs.data]
+        if loop.layouts is None:  # the same for every call of the function
+            loop.layouts = self.post_layouts(function)
+        tables_layout, saved_layout, backward = loop.layouts
+        tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
         self.children32 = [c.astype(np.int32, copy=False) for c in children]
-        saved_types = function.function_type.outputs.data[len(tables):]
         # a saved value has at most its height's rows: `total` rows hold them all
-        self.saved = [np.empty((total, *row_shape(t)), dtype_of(t)) for t in saved_types]
-        name = function.sym_name.data
-        backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
-            FORWARD) else None
+        self.saved = [np.empty((total, *shape), dtype) for dtype, shape in saved_layout]
         self.team = loop.team_size(bounds, backward)  # the `_bwd` splits its heights alike
         self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
                                  np.int64)
@@ -428,6 +430,18 @@ class NativeSchedule(Schedule):
         loop(bounds, (*stored, *self.children32, *tables, *self.shared),
              [*tables, *self.saved], self.saved_at, *self.team)
         return tables
+
+
+    def post_layouts(self, function: func.FuncOp) -> tuple[list[Any], list[Any], Any]:
+        """`function`'s tables' and saved values' (dtype, row shape), and
+        for a `_fwd` the loop of its `_bwd`."""
+        tables = [(dtype_of(t), row_shape(t)) for t in self.post_fn.function_type.outputs.data]
+        saved = [(dtype_of(t), row_shape(t))
+                 for t in function.function_type.outputs.data[len(tables):]]
+        name = function.sym_name.data
+        backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
+            FORWARD) else None
+        return tables, saved, backward
 
 
 class NativeBackward(Backward):
