@@ -28,7 +28,7 @@ from xdsl.dialects import func
 
 from recir.backend import stack
 from recir.backend.arguments import c_scalar
-from recir.backend.array_address import data_address
+from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import FORWARD, NativeRowFunction
@@ -90,6 +90,7 @@ class NativeLoop:
         assert len(inputs) == len(self.inputs) - first, self.native.name
         fields, scalars = [0] * (2 * len(inputs)), []
         known, kinds, roles = self.native.known, self.native.kinds, self.inputs
+        address = ctypes.c_void_p.from_address  # `data_address`, inline
         for i, value in enumerate(inputs):
             k = first + i
             seen = known[k]
@@ -101,7 +102,8 @@ class NativeLoop:
                     value.dtype == kind[1] and value.shape[1:] == kind[2]
                     and value.flags.c_contiguous):
                 fields[2 * i] = len(value)  # what `described` gives it
-                fields[2 * i + 1] = data_address(value)
+                fields[2 * i + 1] = (address(id(value) + DATA_FIELD).value or 0
+                                     if DATA_FIELD else data_address(value))
             elif roles[k].kind == SCALAR:
                 scalars.append(i)
             elif value is not None:
@@ -216,13 +218,13 @@ class HeightLoop(NativeLoop):
         with its weight, the gradient a thread's products read and write at
         every height; those teams split each gradient across the threads)."""
         loops = [self] if backward is None else [self, backward]
-        rows = np.diff(bounds)
         costs = self.spec.costs
-        if self.threads < 2 or costs is None or not len(rows) or (
+        if self.threads < 2 or costs is None or len(bounds) < 2 or (
                 thread_limit() < self.threads) or any(
                 loop.threads != self.threads for loop in loops) or any(
                 largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
             return 1, 0
+        rows = bounds[1:] - bounds[:-1]
         split = int(np.count_nonzero(rows >= self.threads * row_tile()))
         rows = rows[:split]
         moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
