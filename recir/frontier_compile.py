@@ -32,7 +32,8 @@ from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
-from recir.backend.native_schedule import NativeSchedule, runtime
+from recir.backend.native_loops import runtime
+from recir.backend.native_schedule import NativeSchedule
 from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import RecirError, emit_error

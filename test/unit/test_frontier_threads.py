@@ -177,7 +177,7 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     vocabulary of 12, added under locks), and the next call, whose copies
     start from zero again, gives them again; a word outside the vocabulary
     is an error on the team, not a hang, and the call after it is right."""
-    from recir.backend.native_schedule import HeightLoop
+    from recir.backend.native_loops import HeightLoop
 
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=HIDDEN, vocab=12)
     traced = tree_rnn.trace_model(params)
@@ -220,7 +220,7 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     (the products' own teams split that gradient instead)."""
     from types import SimpleNamespace
 
-    from recir.backend.native_schedule import HeightLoop, row_tile
+    from recir.backend.native_loops import HeightLoop, row_tile
     from recir.backend.schedule_specs import HeightSpec
     from recir.passes.schedule_loops import COPIED, Operand
 

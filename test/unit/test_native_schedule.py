@@ -11,7 +11,8 @@ import pytest
 from test_frontier_native import compiled, tree_inputs
 from test_invoke_to_frontier import trees
 
-from recir.backend.native_schedule import NativeExpansion, NativeSchedule
+from recir.backend.native_loops import NativeExpansion
+from recir.backend.native_schedule import NativeSchedule
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import MAX_DEPTH, Schedule
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn

@@ -1,0 +1,369 @@
+"""A native schedule's loops: `@expand__depths` and `@f__heights`, each one call.
+
+`NativeExpansion` runs every depth of `@expand` in one call, appending
+each depth's children to tables (made once per capacity and kept) that grow
+while too small. `HeightLoop` runs every height of a `@post` (`_fwd`,
+`_bwd`) in one call, reading each height's rows from the whole tables and
+writing its results into them. Both are called with a plan
+(`passes/schedule_loops.py`, `passes/expansion_loop.py`) that `NativeLoop`
+fills from NumPy arrays, checked against the function's types.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from functools import cache
+from itertools import pairwise
+from threading import get_ident
+from typing import Any
+
+import numpy as np
+
+from recir.backend import stack
+from recir.backend.arguments import c_scalar
+from recir.backend.array_address import DATA_FIELD, data_address
+from recir.backend.contexts import Context, team_contexts
+from recir.backend.engine import openmp
+from recir.backend.frontier_schedule import NativeRowFunction
+from recir.backend.interrupts import RUNNING
+from recir.backend.policy import defer_outer_bytes
+from recir.backend.schedule_specs import (
+    ExpansionSpec,
+    HeightSpec,
+    Spec,
+    copied_elements,
+    largest_copy,
+)
+from recir.diagnostics import RecirError
+from recir.interpreter.frontier import (
+    MAX_DEPTH,
+    MAX_INVOCATIONS,
+    Schedule,
+    dtype_of,
+    row_shape,
+)
+from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
+from recir.passes.gemm_target import host_target
+from recir.passes.native_context import ERROR_CHECK
+from recir.passes.row_products import grains
+from recir.passes.rows import ALIGN
+from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
+
+
+
+
+class NativeLoop:
+    """A generated loop over calls of one native function over rows, called
+    with a plan (`schedule_loops.py`) that this fills from NumPy arrays."""
+
+    ENTRY = ""
+
+    def __init__(self, native: NativeRowFunction, inputs: list[Operand]):
+        self.native, self.inputs = native, inputs
+        self.teams: dict[int, Any] = {}  # `contexts`, by team size
+        self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
+            native.engine.address(native.name + self.ENTRY))
+
+    def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
+             keep: list[np.ndarray], first: int = 0) -> None:
+        """The fields of inputs `first`.. of `plan`, from field `header` on."""
+        fields, scalars = self.fields(inputs, keep, first)
+        plan[header:header + len(fields)] = fields
+        self.write_scalars(plan, header, inputs, scalars, first)
+
+    def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0
+               ) -> tuple[list[int], list[int]]:
+        """The (rows, address) fields of inputs `first`.., and which of
+        them are scalars (`write_scalars`): a parameter that is the array of
+        last time by its known address, a rows array already of its type
+        checked inline, anything else by `described`."""
+        assert len(inputs) == len(self.inputs) - first, self.native.name
+        fields, scalars = [0] * (2 * len(inputs)), []
+        known, kinds, roles = self.native.known, self.native.kinds, self.inputs
+        address = ctypes.c_void_p.from_address  # `data_address`, inline
+        for i, value in enumerate(inputs):
+            k = first + i
+            seen = known[k]
+            if seen is not None and seen[0] is value and value.shape == seen[2]:
+                fields[2 * i + 1] = seen[1]
+                continue
+            kind = kinds[k]
+            if kind is not None and kind[0] and type(value) is np.ndarray and (
+                    value.dtype == kind[1] and value.shape[1:] == kind[2]
+                    and value.flags.c_contiguous):
+                fields[2 * i] = len(value)  # what `described` gives it
+                fields[2 * i + 1] = (address(id(value) + DATA_FIELD).value or 0
+                                     if DATA_FIELD else data_address(value))
+            elif roles[k].kind == SCALAR:
+                scalars.append(i)
+            elif value is not None:
+                fields[2 * i:2 * i + 2] = self.described(k, value, keep)
+        return fields, scalars
+
+    def write_scalars(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
+                      scalars: list[int], first: int = 0) -> None:
+        """Scalar inputs' values into their fields, in their C type's bytes."""
+        for i in scalars:
+            raw = np.array(inputs[i], np.dtype(c_scalar(self.inputs[first + i].scalar)))
+            at = header + 2 * i + 1
+            plan[at:at + 1].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
+
+    def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Sequence[Context]:
+        """One call with a scratch of `needed` bytes (each thread's, on a
+        team of `threads`), and again with a larger one while it runs out
+        (where repeating is harmless); the threads' contexts, the calling
+        thread's first."""
+        native = self.native
+        for _ in range(native.retries):
+            needed = -(-needed // ALIGN) * ALIGN
+            if native.scratch.nbytes < needed * threads:
+                native.scratch = np.empty(needed * threads, np.uint8)
+                native.scratch_at = data_address(native.scratch)
+            plan[2] = native.scratch_at
+            plan[3] = needed
+            contexts = self.contexts(threads)
+            self.bind(plan, contexts)
+            RUNNING[get_ident()] = contexts  # what Ctrl-C stops
+            self.function(contexts.address, data_address(plan))
+            if not any(native.scratch_ran_out(ctx) for ctx in contexts.views):
+                break
+            needed *= 4
+        return contexts.views
+
+    def bind(self, plan: np.ndarray, contexts: Any) -> None:
+        """Where the plan says the threads' contexts are, if it does."""
+
+    def contexts(self, threads: int) -> Any:
+        """A context per thread, made once per team size (calls of one
+        function take turns: `FrontierFunction.calls`) and cleared for this
+        call; the calling thread's stack is the one checked."""
+        kept = self.teams.get(threads)
+        if kept is None:
+            kept = self.teams[threads] = team_contexts(threads)
+        for ctx in kept.views:
+            ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
+        kept.views[0].stack_limit = stack.stack_limit()
+        return kept
+
+    def described(self, k: int, value: Any, keep: list[np.ndarray]) -> tuple[int, int]:
+        """Input `k`'s (rows, data address), checked against its type; a
+        static one (a parameter, its gradient) that is the array checked
+        last time, by the address found then (`NativeRowFunction.known`)."""
+        native = self.native
+        known = native.known[k]
+        if known is not None and known[0] is value and value.shape == known[2]:
+            return 0, known[1]
+        array = native.checked(k, value, keep)
+        batched, _, shape = native.kinds[k]  # type: ignore[misc]
+        address = data_address(array)
+        if not batched and array is value:
+            native.known[k] = (value, address, shape)
+        return (len(array) if batched else 0), address
+
+
+@cache
+def row_tile() -> int:
+    """Rows of the products' register tiles (their team forms' grain): a
+    height whose rows give each thread fewer is left to those teams."""
+    target = host_target()
+    return max(grains(layout, target)[0] for layout in ("nt", "nn", "tn"))
+
+
+@cache
+def thread_limit() -> int:
+    """The most threads the OpenMP runtime gives a team (`OMP_THREAD_LIMIT`):
+    a gradient's loops lay out saved rows and copies for the team asked for."""
+    library = openmp()
+    return int(library.omp_get_thread_limit()) if library is not None else 1
+
+
+class HeightLoop(NativeLoop):
+    """`@f__heights`: every height of a `@post` (`_fwd`, `_bwd`) in one call."""
+
+    ENTRY = HEIGHTS_ENTRY
+
+    def __init__(self, native: NativeRowFunction, spec: HeightSpec):
+        super().__init__(native, spec.inputs)
+        self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
+        self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
+        self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
+        self.layouts: Any = None  # `NativeSchedule.post_layouts`, from the first call
+
+    def bind(self, plan: np.ndarray, contexts: Any) -> None:
+        plan[6] = contexts.address
+
+    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None
+                  ) -> tuple[int, int]:
+        """The threads a call's heights split across, and how many of its
+        first heights do: those whose rows give each thread at least a
+        register tile of the products (`row_tile`; thinner ones the
+        products' own teams split by columns). The team where the rows it
+        takes off the calling thread there save more time than its start, a
+        barrier per height (warm: the workers spin between heights) and
+        adding up the threads' gradient copies (an add per element) cost, by
+        the policy's costs; else one. `backward`: the `_bwd` that splits as
+        this `_fwd` (it reads each thread's saved rows), whose work counts
+        too, and which keeps the products' own teams where a thread's copy
+        of a gradient would not fit half a core's L2 (`policy.defer_outer_bytes`:
+        with its weight, the gradient a thread's products read and write at
+        every height; those teams split each gradient across the threads)."""
+        loops = [self] if backward is None else [self, backward]
+        costs = self.spec.costs
+        if self.threads < 2 or costs is None or len(bounds) < 2 or (
+                thread_limit() < self.threads) or any(
+                loop.threads != self.threads for loop in loops) or any(
+                largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
+            return 1, 0
+        rows = bounds[1:] - bounds[:-1]
+        split = int(np.count_nonzero(rows >= self.threads * row_tile()))
+        rows = rows[:split]
+        moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
+        work = sum(loop.spec.row_work for loop in loops)
+        saved = moved * work * costs.unit_s * costs.share
+        summed = sum(copied_elements(loop.spec) for loop in loops) * (
+            self.threads - 1) / self.threads * costs.unit_s
+        start = len(loops) * (costs.team_s + split * costs.warm_team_s)
+        return (self.threads, split) if split and saved > start + summed else (1, 0)
+
+    def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
+                 outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
+                 split: int = 0) -> None:
+        """Every height of `bounds`, the first `split` on `threads`
+        (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
+        axis counts); the arrays must outlive the call."""
+        if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
+                0 <= split <= len(bounds) - 1) or (threads > 1) != (split > 0):
+            raise RecirError(f"error: @{self.native.name}'s heights cannot split "
+                             f"across {threads} threads")
+        keep: list[np.ndarray] = []
+        fields, scalars = self.fields(inputs, keep)
+        for array in outputs:
+            fields += (len(array), data_address(array))
+        heights = len(bounds) - 1
+        widest = int((bounds[1:] - bounds[:-1]).max()) if heights else 0
+        plan = np.array([heights, data_address(bounds), 0, 0, data_address(saved_at),
+                         threads, 0, split, 0, 0, 0, *fields], np.int64)
+        assert len(plan) == HEADER + 2 * (len(inputs) + len(outputs)), self.native.name
+        self.write_scalars(plan, HEADER, inputs, scalars)
+        self.place_copies(plan, threads, keep)
+        share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
+        contexts = self.run(plan, self.native.per_row * share, threads)
+        failed = [ctx for ctx in contexts if ctx.error]
+        self.native.raise_error(failed[0] if failed else contexts[0])
+
+    def place_copies(self, plan: np.ndarray, threads: int, keep: list[np.ndarray]) -> None:
+        """Each `COPIED` input's buffers, the caller's then the other
+        threads' copies (made zeroed once per team size; the team adds them
+        into the caller's and zeroes them), as a table in its first field."""
+        copied = self.copied
+        if not copied:
+            return
+        kept = self.copies.get(threads)
+        if kept is None:
+            kept = self.copies[threads] = [
+                np.zeros((threads - 1, self.inputs[k].row_bytes // 4), np.float32)
+                for k in copied]
+        for k, copies in zip(copied, kept, strict=True):
+            at = HEADER + 2 * k
+            table = np.array([plan[at + 1], *(data_address(copies) + copies.strides[0] * t
+                                              for t in range(threads - 1))], np.int64)
+            keep.append(table)
+            plan[at] = data_address(table)
+
+
+class NativeExpansion(NativeLoop):
+    """`@expand__depths`: the whole expansion in one call, with the tables
+    grown (and the call repeated) while they are too small."""
+
+    ENTRY = EXPAND_ENTRY
+
+    def __init__(self, native: NativeRowFunction, spec: ExpansionSpec):
+        super().__init__(native, spec.inputs)
+        self.spec = spec
+        width = 1 + spec.moving
+        self.outputs = len(native.outputs)
+        self.tables = [(dtype_of(t), row_shape(t)) for t in native.inputs[:spec.moving]]
+        self.stored = [(dtype_of(t), row_shape(t)) for t in native.outputs[spec.sites * width:]]
+        self.kept: tuple[np.ndarray, tuple[list[np.ndarray], ...]] | None = None
+        self.structure = [k for k, kind in enumerate(native.kinds[spec.moving:])
+                          if kind is not None and kind[1].kind in "iu"]  # integer arrays
+
+    def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
+                            np.ndarray]:
+        """`Schedule.expand`'s results for these roots, and each
+        invocation's height: views of this loop's tables, which the next
+        call overwrites (calls of one function take turns, and a schedule
+        copies what it keeps)."""
+        batch = len(roots[0])
+        capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
+        while True:
+            keep: list[np.ndarray] = []  # converted inputs, alive through the call
+            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared, keep)
+            ctx = self.run(plan, self.native.per_row * int(plan[0]))[0]
+            total, depths = int(plan[5]), int(plan[6])
+            if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
+                break
+            capacity = int(plan[0])
+            if depths >= MAX_DEPTH or capacity >= MAX_INVOCATIONS:
+                raise schedule.too_large(depths < MAX_DEPTH)
+            capacity = min(4 * capacity, MAX_INVOCATIONS)
+        self.native.raise_error(ctx)
+        _, children, stored, levels, heights = arrays
+        starts = [*levels[:depths].tolist(), total]
+        return ([c[:total] for c in children], [s[:total] for s in stored],
+                list(pairwise(starts)), heights[:total])
+
+    def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
+        """Rows for a first try: twice the roots and the longest structure
+        array (a tree's node count where the model reads one per node; an
+        integer array: a parameter's rows say nothing of the trees)."""
+        sizes = [len(v) for v in (shared[k] for k in self.structure)
+                 if isinstance(v, np.ndarray) and v.ndim]
+        return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
+
+    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any],
+             keep: list[np.ndarray]) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        """The plan for these roots and shared inputs: the tables' part made
+        once per capacity (kept while large enough), the rest written here."""
+        if self.kept is None or self.kept[0][0] < capacity:
+            self.kept = self.tables_plan(capacity)
+        plan, arrays = self.kept
+        tables, batch = arrays[0], len(moving[0])
+        for table, value in zip(tables, moving, strict=True):
+            table[:batch] = value
+        plan[5:8] = 0, 0, batch  # total and depths: written back
+        self.fill(plan, EXPANSION_HEADER + 2 * len(tables), shared, keep, len(tables))
+        return plan, arrays
+
+    def tables_plan(self, capacity: int
+                    ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        """A plan whose tables (the moving inputs', children's, stored
+        values', levels' and heights') have `capacity` rows, and those tables."""
+        spec = self.spec
+        tables = [np.empty((capacity, *shape), dtype) for dtype, shape in self.tables]
+        children = [np.empty(capacity, np.int64) for _ in range(spec.sites)]
+        stored = [np.empty((capacity, *shape), dtype) for dtype, shape in self.stored]
+        levels = np.empty(min(capacity, MAX_DEPTH), np.int64)
+        heights = np.empty(capacity, np.int64)
+        ninputs = len(self.inputs)
+        plan = np.zeros(EXPANSION_HEADER + 2 * (ninputs + self.outputs + spec.sites), np.int64)
+        plan[[0, 1, 4, 8]] = capacity, len(levels), data_address(levels), data_address(heights)
+        for j, table in enumerate(tables):
+            plan[EXPANSION_HEADER + 2 * j:EXPANSION_HEADER + 2 * j + 2] = (
+                self.described(j, table, []))
+        targets = [None if j == 0 else tables[j - 1] for _ in range(spec.sites)
+                   for j in range(1 + spec.moving)] + stored + children
+        for k, array in enumerate(targets):
+            if array is not None:
+                at = EXPANSION_HEADER + 2 * (ninputs + k)
+                plan[at:at + 2] = capacity, data_address(array)
+        return plan, (tables, children, stored, levels, heights)
+
+
+def runtime(spec: Spec, native: NativeRowFunction) -> NativeLoop:
+    """The loop a spec describes, over its compiled function `native`."""
+    if isinstance(spec, HeightSpec):
+        return HeightLoop(native, spec)
+    return NativeExpansion(native, spec)
