@@ -69,6 +69,33 @@ def test_tables_too_small_grow_and_the_expansion_is_repeated(expansions, monkeyp
         assert loss == loss2
 
 
+def test_kept_tables_serve_a_smaller_batch_after_a_larger_one(expansions):
+    """The expansion's tables are made once per capacity and kept: a
+    smaller batch after a larger one reuses them (rows past its own are
+    left from before) and still equals the depth-by-depth expansion."""
+    _, native, _ = compiled(tree_lstm)
+    batch = batch_for(tree_lstm)
+    loop = native.native.loops[native.schedule.expand.root_reference.data]
+    kept = None
+    for part in (batch, batch[:1], batch[1:3]):
+        native.batch(part)
+        kept = kept or loop.kept
+        expansion, reference = expansions[-1]  # views the next call overwrites
+        assert_same(expansion, reference)
+    assert loop.kept is kept
+
+
+def test_the_first_try_is_sized_by_integer_arrays_not_parameters():
+    """A parameter's rows (a float embedding) say nothing of the trees."""
+    _, native, _ = compiled(tree_lstm)
+    loop = native.native.loops[native.schedule.expand.root_reference.data]
+    count = len(loop.inputs) - loop.spec.moving
+    assert 0 < len(loop.structure) < count  # trees' arrays and parameters
+    shared = [np.zeros(300, np.int32) if k in loop.structure else np.zeros((5000, 4), np.float32)
+              for k in range(count)]
+    assert loop.first_capacity(2, shared) == 2 * 2 + 2 * 300
+
+
 def test_a_cycle_in_a_tree_is_an_error_not_a_hang():
     """Node 2's left child is itself: the call tree never ends, one more
     invocation per depth, until the depth limit."""
