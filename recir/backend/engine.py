@@ -186,29 +186,28 @@ class CollectorPause:
 collector_paused = CollectorPause()
 
 
-def cached_engine(description: str, entry: str, make_ir: Any, rows: bool = False) -> Engine:
+def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
     """The engine of the module that `make_ir()` gives as LLVM IR text, keyed
     by `description` (the IR itself, or what determines it: a warm start
-    then neither builds nor compiles it) and `entry`; one per process.
-    `rows`: compiled under `ROW_CODE`'s settings (`compile_object`)."""
-    key = cache_key(description, f"{entry} rows" if rows else entry)
+    then neither builds nor compiles it) and `entry`; one per process."""
+    key = cache_key(description, entry)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = Engine(cached_object(description, entry, make_ir, rows))
+            engine = _engines[key] = Engine(cached_object(description, entry, make_ir))
         return engine
 
 
-def cached_object(description: str, entry: str, make_ir: Any, rows: bool = False) -> bytes:
-    """`cached_engine`'s object file: from the on-disk cache, else compiled
-    and stored there."""
-    key = cache_key(description, f"{entry} rows" if rows else entry)
+def cached_object(description: str, entry: str, make_ir: Any) -> bytes:
+    """`cached_engine`'s object file: from the on-disk cache, else built and
+    compiled (the cyclic collector paused) and stored there."""
+    key = cache_key(description, entry)
     objects = ObjectCache()
     hit = objects.load(key)
     if hit is not None:
         return hit[0]
     with collector_paused():
-        obj = compile_object(make_ir(), rows=rows)
+        obj = compile_object(make_ir())
     objects.store(key, obj, {})
     return obj
 

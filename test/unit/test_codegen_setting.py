@@ -64,27 +64,3 @@ def test_an_emit_under_the_other_setting_waits_and_one_under_the_same_does_not()
     assert events == ["same setting", "released", "other setting"]
     with gate.setting(True):  # LLVM's default again for the rest of the process
         assert gate.current
-
-
-def test_a_cached_object_is_keyed_by_its_codegen_setting(tmp_path, monkeypatch):
-    """An object compiled as row code is stored apart from the default one
-    (`cached_object(rows=...)`): a cache hit never hands back an object
-    compiled under the other setting."""
-    from recir.backend import engine
-
-    monkeypatch.setenv("RECIR_CACHE_DIR", str(tmp_path))
-    settings: list[bool] = []
-    real = engine.compile_object
-
-    def recording(text, timings=None, level=None, rows=False):
-        settings.append(rows)
-        return real(text, timings, level, rows=rows)
-
-    monkeypatch.setattr(engine, "compile_object", recording)
-    for rows in (True, False, True, False):
-        loaded = Engine(engine.cached_object("a sum loop", "total", lambda: SUM, rows=rows))
-        total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(
-            loaded.address("total"))
-        xs = np.arange(1, 6, dtype=np.float32)
-        assert total(xs.ctypes.data, 5) == 15.0
-    assert settings == [True, False]  # compiled once per setting, then hits

@@ -29,15 +29,11 @@ NAMES = {"sgemm_nt": "recir_sgemm_nt", "nt_bias": "recir_gemm_nt_bias"}  # in nt
 def engine() -> Any:
     """Every layout's kernel for the host in one engine (its object built
     only on a cache miss: the key is the host's sizes and the generator's
-    code). Compiled under the row code's settings (`engine.ROW_CODE`: no
-    loop unroller, no loop strength reduction): the generator already writes
-    out each register tile's multiply-adds, so unrolling copies loop bodies
-    that are already a tile wide (a third more multiply-adds in the object),
-    and a tile's many loads from a few pointers are what LSR's formula
-    search grows with. Without both the
-    one-time compile is cheaper and the kernels run as fast, every layout at
-    the frontier's shapes and at large squares (alternating A/B of the two
-    objects side by side in one process)."""
+    code). LLVM's default loop passes, unlike row code (`engine.ROW_CODE`):
+    without the unroller and loop strength reduction the one-time compile
+    is cheaper, but the nt kernel at the frontier's shapes (tens to
+    thousands of rows times a few hundred to a thousand) runs measurably
+    slower (alternating A/B of both objects side by side in one process)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import LAYOUTS, gemm_module
@@ -45,7 +41,7 @@ def engine() -> Any:
 
     target = host_target()
     return cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
-        LAYOUTS, target=target)), rows=True)
+        LAYOUTS, target=target)))
 
 
 @cache
