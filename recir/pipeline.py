@@ -9,9 +9,6 @@ compiler does, and `compile` goes on to a callable backed by the object cache.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +21,7 @@ from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
+from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
 from recir.backend.runtime import NativeFunction
 from recir.context import make_context
@@ -199,37 +197,6 @@ def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
         return llvm_ir(module, fuse, threads, max_depth, entry, verify=False, timings=timings)
 
 
-class CollectorPause:
-    """Python's cyclic garbage collector off while compiles build and lower
-    IR, on again when the last one on any thread ends (unless it was off
-    before the first); `with collector_paused():`, or `@collector_paused()`
-    on a function. A module's IR is tens of thousands of linked objects,
-    each allocation counting towards a collection that traverses them all,
-    and all of them stay reachable until the compile ends: collections during
-    it free nothing and cost a tenth of the compile."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.compiles = 0
-        self.was_enabled = False
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self.lock:
-            if not self.compiles:
-                self.was_enabled = gc.isenabled()
-                gc.disable()
-            self.compiles += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.compiles -= 1
-                if not self.compiles and self.was_enabled:
-                    gc.enable()
-
-
-collector_paused = CollectorPause()
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import gc
 import os
 import threading
 import time
@@ -150,6 +151,41 @@ class Engine:
         return address
 
 
+class CollectorPause:
+    """Python's cyclic garbage collector off while compiles build and lower
+    IR, on again when the last one on any thread ends (unless it was off
+    before the first); `with collector_paused():`, or `@collector_paused()`
+    on a function (`pipeline` re-exports it; `cached_object`'s builds, the
+    matrix kernels' among them, run under it too). A module's IR is tens of
+    thousands of linked objects, each allocation counting towards a
+    collection that traverses them all, and all of them stay reachable until
+    the compile ends: collections during it free nothing and cost a tenth of
+    the compile."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.compiles = 0
+        self.was_enabled = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if not self.compiles:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.compiles += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.compiles -= 1
+                if not self.compiles and self.was_enabled:
+                    gc.enable()
+
+
+collector_paused = CollectorPause()
+
+
 def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
     """The engine of the module that `make_ir()` gives as LLVM IR text, keyed
     by `description` (the IR itself, or what determines it: a warm start
@@ -163,14 +199,15 @@ def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
 
 
 def cached_object(description: str, entry: str, make_ir: Any) -> bytes:
-    """`cached_engine`'s object file: from the on-disk cache, else compiled
-    and stored there."""
+    """`cached_engine`'s object file: from the on-disk cache, else built and
+    compiled (the cyclic collector paused) and stored there."""
     key = cache_key(description, entry)
     objects = ObjectCache()
     hit = objects.load(key)
     if hit is not None:
         return hit[0]
-    obj = compile_object(make_ir())
+    with collector_paused():
+        obj = compile_object(make_ir())
     objects.store(key, obj, {})
     return obj
 

@@ -38,7 +38,8 @@ from xdsl.backend.llvm.convert_op import (
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr,
+                                   ModuleOp, StringAttr, VectorType)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
@@ -75,15 +76,20 @@ def _gep(op: llvm.GEPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
 
 def _constant(op: llvm.ConstantOp, builder: ir.IRBuilder, values: ValueMap) -> None:
     value = op.value
-    shared = isinstance(value, IntegerAttr) or (  # (NaNs compare equal whatever
-        isinstance(value, FloatAttr) and value.value.data == value.value.data)  # their bits)
+    # shared where equal values give the same bits: a float unless a NaN (NaNs
+    # compare equal whatever their bits), a vector always (it compares its bytes)
+    shared = (isinstance(value, IntegerAttr)
+              or (isinstance(value, FloatAttr) and value.value.data == value.value.data)
+              or (isinstance(value, DenseIntOrFPElementsAttr)
+                  and isinstance(op.result.type, VectorType)))
     values[op.result] = (_scalar_constant if shared else create_constant)(op.result.type, value)
 
 
 @functools.lru_cache(maxsize=4096)
 def _scalar_constant(typ: Attribute, value: Attribute) -> ir.Constant:
     """One llvmlite constant per type and value (llvmlite prints a constant
-    where it is used, so one object serves every use)."""
+    where it is used, so one object serves every use; a vector's elements are
+    wrapped one by one, the matrix kernels' splats a few thousand times)."""
     return create_constant(typ, value)
 
 

@@ -134,3 +134,27 @@ def test_constants_shared_by_value_keep_negative_zero_apart():
     stores = [line.split()[2].rstrip(",") for line in ir_text.splitlines()
               if line.strip().startswith("store float")]
     assert stores == ["0x8000000000000000", "0x0", "0x8000000000000000"]
+
+
+def test_shared_vector_constants_keep_negative_zero_apart():
+    """Vector constants are shared by value too (`_scalar_constant`): equal
+    values give equal bits, and a -0.0 splat stays apart from a 0.0 one."""
+    text = """
+    llvm.func @splats(%p: !llvm.ptr) {
+      %neg = llvm.mlir.constant(dense<-0.0> : vector<4xf32>) : vector<4xf32>
+      %pos = llvm.mlir.constant(dense<0.0> : vector<4xf32>) : vector<4xf32>
+      %neg2 = llvm.mlir.constant(dense<-0.0> : vector<4xf32>) : vector<4xf32>
+      %four = llvm.mlir.constant(4 : i64) : i64
+      %q = llvm.getelementptr %p[%four] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+      llvm.store %neg, %p : vector<4xf32>, !llvm.ptr
+      llvm.store %pos, %q : vector<4xf32>, !llvm.ptr
+      llvm.store %neg2, %q : vector<4xf32>, !llvm.ptr
+      llvm.store %pos, %p : vector<4xf32>, !llvm.ptr
+      llvm.store %neg, %p : vector<4xf32>, !llvm.ptr
+      llvm.return
+    }"""
+    splats = native(text, "splats", None, ctypes.c_void_p)
+    out = (ctypes.c_float * 8)(*[7.0] * 8)
+    splats(ctypes.addressof(out))
+    assert [math.copysign(1.0, x) for x in out] == [-1.0] * 8
+    assert list(out) == [0.0] * 8
