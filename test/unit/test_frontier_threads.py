@@ -14,6 +14,11 @@ two threads as on one."""
 
 from __future__ import annotations
 
+import ctypes.util
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from test_frontier_gradients import batched_gradients
@@ -56,6 +61,40 @@ def run_team(layout: str, m: int, n: int, k: int, threads: int, accumulate: bool
     assert np.isnan(c[m:]).all(), "wrote below C"
     assert np.isnan(c[:, n:]).all(), "wrote right of C"
     return c[:m, :n], want
+
+
+SHRINKING_TEAMS = """
+import os
+import numpy as np
+from recir.backend.kernels import gemm
+from recir.passes.gemm_target import host_target
+from recir.passes.row_products import grains
+
+kernel, (rows, cols) = gemm.team_kernel("nt"), grains("nt", host_target())
+def product(m, n, k=64):  # a team of min(4, its blocks of C)
+    a, b = np.ones((m, k), np.float32), np.ones((n, k), np.float32)
+    c = np.zeros((m, n), np.float32)
+    kernel(m, n, k, a.ctypes.data, k, b.ctypes.data, k, c.ctypes.data, n, 0, 4, 0)
+    assert (c == k).all()
+threads = []
+for _ in range(4):
+    product(2 * rows, cols)  # two blocks
+    product(4 * rows, cols)  # four
+    threads.append(sorted(os.listdir("/proc/self/task")))
+print(threads[1] == threads[-1])
+"""
+
+
+@pytest.mark.skipif(ctypes.util.find_library("gomp") is None, reason="no libgomp")
+def test_a_product_with_few_blocks_keeps_libgomps_threads() -> None:
+    """A team form starts all its threads (those without a block return):
+    libgomp ends the pool threads a smaller team leaves out and creates new
+    ones for the next larger team, a thread creation per product."""
+    env = dict(os.environ, RECIR_OPENMP="libgomp.so.1")
+    done = subprocess.run([sys.executable, "-c", SHRINKING_TEAMS], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
 
 
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
