@@ -98,6 +98,10 @@ CHAIN_HEIGHTS = 64  # a caterpillar: one internal node and a leaf a height
 COMPLETE_HEIGHTS = 10  # a complete tree: 1023 nodes in 10 heights
 TUNE_ROUNDS = 9
 FIB_N = 30  # ~1.3M calls of a few ns: milliseconds
+# fib's one-thread time per thread of the team, at least: a team's start
+# (a wake-up of each sleeping worker, hundreds of microseconds on many cores)
+# and its steals then cost a few percent of each thread's share
+SHARE_S = 2e-3
 ASLEEP_S = 0.01  # past any runtime's spin before its workers sleep (libomp 1 ms here)
 
 
@@ -142,23 +146,36 @@ def median_seconds(run: Callable[[], object],
 
 def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:
     """fib's speedup on `threads` threads with few tasks (`max_budget` + 4
-    levels: fib's tree is unbalanced) gives the cores the team amounts to;
+    levels: fib's tree is unbalanced; n large enough that each thread's
+    share is `SHARE_S`) gives the cores the team amounts to;
     the time that 2^6 times as many tasks add, times those cores, their cost."""
     fib = compile_module(parse_module(make_context(), FIB_IR, "fib"), "fib",
                          cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
-    def fib_seconds(budget: int) -> float:
+    def fib_seconds(n: int, budget: int) -> float:
         fib.fixed_budget = budget  # 0: one thread, no tasks
-        fib(FIB_N)
-        return median_seconds(lambda: fib(FIB_N))
+        fib(n)
+        return median_seconds(lambda: fib(n))
 
+    n, alone = fib_size(lambda k: fib_seconds(k, 0), threads)
     few = max_budget(threads) + 4
-    alone, with_few, with_many = fib_seconds(0), fib_seconds(few), fib_seconds(few + 6)
+    with_few, with_many = fib_seconds(n, few), fib_seconds(n, few + 6)
     cores = max(alone / with_few, 1.0)
     share = min((cores - 1) / (threads - 1), 1.0)
     task_s = (with_many - with_few) * cores / (2 ** (few + 7) - 2 ** (few + 1))
     return share, task_s
+
+
+def fib_size(alone_seconds: Callable[[int], float], threads: int) -> tuple[int, float]:
+    """The first fib n from `FIB_N` up (by 2: 2.6 times the calls each) whose
+    one-thread time gives each of `threads` threads `SHARE_S`, at most
+    `FIB_N` + 10, and that time."""
+    n, alone = FIB_N, alone_seconds(FIB_N)
+    while alone < threads * SHARE_S and n < FIB_N + 10:
+        n += 2
+        alone = alone_seconds(n)
+    return n, alone
 
 
 def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:

@@ -134,6 +134,22 @@ def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
 
 
+def test_tunes_fib_gives_each_thread_of_a_large_team_enough_work() -> None:
+    """On many cores fib(30) is over before a team's sleeping workers wake:
+    `tune` grows n until each thread's share of fib's time is `SHARE_S`."""
+    from recir.tuning import FIB_N, SHARE_S, fib_size
+
+    def seconds(n: int) -> float:  # fib(30) in a millisecond
+        return 1e-3 * 1.618 ** (n - FIB_N)
+
+    for threads in (1, 2, 16, 64):
+        n, alone = fib_size(seconds, threads)
+        assert alone == seconds(n) and (n - FIB_N) % 2 == 0 and n <= FIB_N + 10
+        assert alone >= threads * SHARE_S or n == FIB_N + 10
+        assert n == FIB_N or seconds(n - 2) < threads * SHARE_S
+    assert fib_size(seconds, 16)[0] == 38 and fib_size(seconds, 64)[0] == FIB_N + 10
+
+
 def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
     measured = recir.tune(tmp_path)
     assert 0.0 <= measured.share <= 1.0
