@@ -6,13 +6,13 @@
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. The expansion
 gets an object of its own, which the model's gradient loads (it runs the same
-`@f__expand`) rather than compiling it again. With `threads`,
-a height's rows split across one OpenMP team per call where the cost model
-says it pays (`backend/native_schedule.py`), else the products over rows
-split across their own teams (`passes/row_products.py`). A batch of inputs becomes the batched entry's arguments as
-`invoke-to-frontier` lays them out: a dynamic array as the trees' arrays one
-after another plus the offsets where each starts, anything else stacked one
-row per element.
+`@f__expand`) rather than compiling it again. With `threads`, a height's rows
+split across one OpenMP team per call where the cost model says it pays
+(`backend/native_schedule.py`), else the products over rows split across
+their own teams (`passes/row_products.py`). A batch of inputs becomes the
+batched entry's arguments as `invoke-to-frontier` lays them out: a dynamic
+array as the trees' arrays one after another plus the offsets where each
+starts, anything else stacked one row per element.
 """
 
 from __future__ import annotations

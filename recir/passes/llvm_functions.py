@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i32, i64
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
@@ -80,8 +80,10 @@ def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
     chain(b, full)
 
 
-def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
-    """The function's scf, arith and cf ops as llvm ops (in place)."""
+def lower_to_llvm(function: llvm.FuncOp, arith: bool = True) -> llvm.FuncOp:
+    """The function's scf, arith and cf ops as llvm ops (in place);
+    `arith=False` leaves the arith ops (`convert_arith_ops` or the
+    translation to LLVM IR takes them)."""
     lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
     for op in list(function.walk()):
         pattern = lowerings.get(type(op))
@@ -93,6 +95,13 @@ def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
         elif isinstance(op, cf.ConditionalBranchOp):
             Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
                                                   op.else_block, op.else_arguments))
-        elif (ops := convert_arith(op)) is not None:
+        elif arith and (ops := convert_arith(op)) is not None:
             replace(op, ops)
     return function
+
+
+def convert_arith_ops(function: Operation) -> None:
+    """Every arith op in `function` as its llvm ops (in place)."""
+    for op in list(function.walk()):
+        if (ops := convert_arith(op)) is not None:
+            replace(op, ops)
