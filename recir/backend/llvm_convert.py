@@ -19,10 +19,10 @@ what it gets wrong or lacks, so no xDSL code is patched:
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
 lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
 
-`ARITH` takes arith ops as they are (the frontier's lowering leaves them:
-`convert-recir-to-llvm{arith=false}`), each to the instructions its
-`arith_to_llvm` replacement would give: building and replacing those llvm
-ops first costs more than the rest of the translation.
+`ARITH` takes arith ops as they are, and `BRANCHES` cf's branches (the
+frontier's lowering leaves them: `convert-recir-to-llvm{arith-cf=false}`),
+each to the instructions its llvm replacement would give: building and
+replacing those llvm ops first costs more than the rest of the translation.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from xdsl.backend.llvm.convert_op import (
 )
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
-from xdsl.dialects import arith, llvm
+from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr,
                                    ModuleOp, StringAttr, VectorType)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -322,8 +322,9 @@ ARITH: dict[type[Operation], Fix] = {
 FIXES.update(ARITH)
 
 
-BRANCHES: dict[type[Operation], Callable[..., None]] = {
-    llvm.BrOp: _convert_br, llvm.CondBrOp: _convert_condbr}
+BRANCHES: dict[type[Operation], Callable[..., None]] = {  # cf's branches read alike
+    llvm.BrOp: _convert_br, llvm.CondBrOp: _convert_condbr,
+    cf.BranchOp: _convert_br, cf.ConditionalBranchOp: _convert_condbr}
 
 
 def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,

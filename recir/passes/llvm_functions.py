@@ -80,28 +80,27 @@ def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
     chain(b, full)
 
 
-def lower_to_llvm(function: llvm.FuncOp, arith: bool = True) -> llvm.FuncOp:
+def lower_to_llvm(function: llvm.FuncOp, arith_cf: bool = True) -> llvm.FuncOp:
     """The function's scf, arith and cf ops as llvm ops (in place);
-    `arith=False` leaves the arith ops (`convert_arith_ops` or the
-    translation to LLVM IR takes them)."""
+    `arith_cf=False` lowers its scf ops alone (`convert_arith_cf` or the
+    translation to LLVM IR takes the arith and cf ops)."""
     lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
     for op in list(function.walk()):
         pattern = lowerings.get(type(op))
         if pattern is not None:
             pattern.match_and_rewrite(op, PatternRewriter(op))
+    if arith_cf:
+        convert_arith_cf(function)
+    return function
+
+
+def convert_arith_cf(function: Operation) -> None:
+    """Every arith op and cf branch in `function` as llvm ops (in place)."""
     for op in list(function.walk()):
         if isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
         elif isinstance(op, cf.ConditionalBranchOp):
             Rewriter.replace_op(op, llvm.CondBrOp(op.cond, op.then_block, op.then_arguments,
                                                   op.else_block, op.else_arguments))
-        elif arith and (ops := convert_arith(op)) is not None:
-            replace(op, ops)
-    return function
-
-
-def convert_arith_ops(function: Operation) -> None:
-    """Every arith op in `function` as its llvm ops (in place)."""
-    for op in list(function.walk()):
-        if (ops := convert_arith(op)) is not None:
+        elif (ops := convert_arith(op)) is not None:
             replace(op, ops)

@@ -334,9 +334,9 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
     e.op(llvm.ReturnOp())
     names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in names]
-    # their arith ops stay for convert-recir-to-llvm (or the translation to LLVM IR)
-    module.body.blocks[0].add_ops([*made, lower_to_llvm(function, arith=False),
-                                   lower_to_llvm(part, arith=False)])
+    # their arith and cf ops stay for convert-recir-to-llvm (or the translation)
+    module.body.blocks[0].add_ops([*made, lower_to_llvm(function, arith_cf=False),
+                                   lower_to_llvm(part, arith_cf=False)])
 
 
 def fresh_name(module: ModuleOp, op: Operation) -> str:

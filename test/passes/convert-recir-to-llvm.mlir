@@ -83,8 +83,9 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    %[[ZR:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    llvm.return %[[ZR]] : i32
 
-// With arith=false the arith ops stay (the translation to LLVM IR takes them):
-// RUN: recir-opt -p "convert-recir-to-llvm{arith=false}" %s | filecheck %s --check-prefix=ARITH
+// With arith-cf=false the arith ops and cf branches stay (the translation to
+// LLVM IR takes them):
+// RUN: recir-opt -p "convert-recir-to-llvm{arith-cf=false}" %s | filecheck %s --check-prefix=ARITH
 // ARITH-LABEL: llvm.func internal @half(
 // ARITH:         %q = arith.divsi %n, %d : i32
 // ARITH-NEXT:    %ok = arith.cmpi sge, %q, %d : i32

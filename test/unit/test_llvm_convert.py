@@ -9,12 +9,12 @@ import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, llvm
+from xdsl.dialects import arith, builtin, cf, llvm
 from xdsl.parser import Parser
 
 from recir.backend.engine import Engine, compile_object
 from recir.backend.llvm_convert import ARITH, to_llvm_ir
-from recir.passes.llvm_functions import convert_arith_ops
+from recir.passes.llvm_functions import convert_arith_cf
 
 
 def parse(text: str) -> builtin.ModuleOp:
@@ -22,6 +22,7 @@ def parse(text: str) -> builtin.ModuleOp:
     ctx.load_dialect(builtin.Builtin)
     ctx.load_dialect(llvm.LLVM)
     ctx.load_dialect(arith.Arith)
+    ctx.load_dialect(cf.Cf)
     return Parser(ctx, text).parse_module()
 
 
@@ -198,7 +199,10 @@ llvm.func @mix(%a: i64, %b: i64, %x: f32, %y: f32, %n: i32) -> f32 {
   %neg = arith.negf %v : f32
   %half = arith.constant 0.5 : f32
   %gt = arith.cmpf ogt, %neg, %half : f32
-  %big = arith.select %gt, %neg, %half : f32
+  cf.cond_br %gt, ^more(%neg : f32), ^less
+^less:
+  cf.br ^more(%half : f32)
+^more(%big: f32):
   %i = arith.fptosi %big : f32 to i32
   %bits = arith.bitcast %i : i32 to f32
   %z = arith.addf %big, %bits : f32
@@ -207,13 +211,16 @@ llvm.func @mix(%a: i64, %b: i64, %x: f32, %y: f32, %n: i32) -> f32 {
 
 
 def test_arith_ops_translate_as_their_llvm_replacements():
-    """Arith ops left for the translation (`convert-recir-to-llvm{arith=false}`)
-    give the module that converting them to llvm ops first gives."""
+    """Arith ops and cf branches left for the translation
+    (`convert-recir-to-llvm{arith-cf=false}`) give the module that
+    converting them to llvm ops first gives."""
     direct = parse(ARITH_OPS)
     converted = parse(ARITH_OPS)
-    convert_arith_ops(converted)
+    convert_arith_cf(converted)
     kinds = {type(op) for op in direct.walk() if op.dialect_name() == "arith"}
-    assert not {type(op) for op in converted.walk() if op.dialect_name() == "arith"}
+    assert not {type(op) for op in converted.walk() if op.dialect_name() in ("arith", "cf")}
+    assert {type(op) for op in direct.walk() if op.dialect_name() == "cf"} == {
+        cf.BranchOp, cf.ConditionalBranchOp}
     assert len(kinds) == len(ARITH)  # every op the table takes, once at least
     assert (str(llvm_binding.parse_assembly(to_llvm_ir(direct)))
             == str(llvm_binding.parse_assembly(to_llvm_ir(converted))))
