@@ -49,6 +49,7 @@ from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr,
                                    ModuleOp, StringAttr, VectorType)
+from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
@@ -235,10 +236,11 @@ def _binary(method: str, flags: Callable[[Any], list[str]] | None = None) -> Fix
 
 
 @functools.lru_cache(maxsize=64)
-def _float_flags(flags: tuple[Any, ...]) -> list[str]:
+def _float_flags(flags: frozenset[FastMathFlag]) -> list[str]:
     """The fast-math flags of the llvm op `arith_to_llvm` makes (`_fastmath`),
-    in the order it gives them (keyed by the flags in their order)."""
-    return [f.value for f in llvm.FastMathAttr(list(flags) or None).data]
+    in `FastMathFlag`'s order (a set's order varies from process to process)."""
+    made = llvm.FastMathAttr(list(flags) or None).data
+    return [f.value for f in FastMathFlag if f in made]
 
 
 def _cast_to(name: str, value: ir.Value, typ: ir.Type, builder: ir.IRBuilder) -> ir.Value:
@@ -307,7 +309,7 @@ assert set(_INT_METHODS) == set(_INT_BINARY) and set(_FLOAT_METHODS) == set(_FLO
 
 ARITH: dict[type[Operation], Fix] = {
     **{kind: _binary(method) for kind, method in _INT_METHODS.items()},
-    **{kind: _binary(method, lambda op: _float_flags(tuple(op.fastmath.data)))
+    **{kind: _binary(method, lambda op: _float_flags(frozenset(op.fastmath.data)))
        for kind, method in _FLOAT_METHODS.items()},
     **{kind: _cast for kind in _CASTS},
     **{kind: _min_max for kind in _MIN_MAX},
