@@ -172,6 +172,14 @@ class Emitter:
 
         self.loop(count, body)
 
+    def move(self, dst: SSAValue, src: SSAValue, count: Index, elem: Attribute = f32) -> None:
+        """`count` elements from `src` to `dst` as one `llvm.memmove`: for the
+        frontier's row copies (dozens per batched function), where `copy`'s
+        loops are each vectorized by LLVM, a sixth of the function's compile."""
+        width = elem.width.data // 8 if isinstance(elem, IntegerType) else 4
+        self.op(llvm.CallIntrinsicOp("llvm.memmove.p0.p0.i64",
+                                     [dst, src, self.mul(count, width), self.const(0, i1)], []))
+
 
 
 # vectors of f32

@@ -262,7 +262,7 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSA
         with_packed(b, module, "nt", [*args, b.i64(0)], bias,
                     lambda e: e.op(llvm.CallOp(name, *args, bias)))
         return out
-    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.copy(
+    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(
         row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
              (out.data, out.stride), accumulate=True)
