@@ -18,8 +18,10 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
 - frontier: `frontier_call_s` + heights x (`height_s` + the products'
   weights streamed once) + nodes x (`row_s` + a node's multiply-adds at
   `gemm_gain` times `unit_s`'s rate, the tile filled by the rows a height
-  has on average); on a team its products split by columns, a warm team
-  start each, each core's L2 holding its share of the weights.
+  has on average); on a team each thread takes its share of every height's
+  rows (or its own trees', `backend/height_groups.py`) and multiplies them
+  by all of the height's weights: the tile is filled by a thread's rows a
+  height, every thread streams the weights, and a height ends at a barrier.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
 weight gradient), so products count three times, and a height streams a
@@ -188,11 +190,9 @@ class Estimate:
         self.cell, self.costs, self.gradient = cell, costs, gradient
         self.stream = policy.stream_factor(cell.weight_bytes, costs)
 
-    def height_streams(self, cores: int) -> float:
-        """What a height's products stream, in weights' sizes at the L2
-        rate, with their columns split across `cores` (each core's L2 then
-        holds its share of the weights)."""
-        weight_bytes = self.cell.weight_bytes // max(cores, 1)
+    def height_streams(self) -> float:
+        """What a height's products stream, in weights' sizes at the L2 rate."""
+        weight_bytes = self.cell.weight_bytes
         alone = policy.stream_factor(weight_bytes, self.costs)
         if not self.gradient:
             return alone
@@ -225,15 +225,19 @@ class Estimate:
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
-        streamed = heights * cell.weights * costs.unit_s  # one stream of its weights
-        rows = nodes * (cell.products * products / policy.gemm_gain(nodes / heights)
-                        + cell.row_kernels * products) * costs.unit_s
-        alone = fixed + streamed * self.height_streams(1) + rows
+        streamed = heights * cell.weights * costs.unit_s * self.height_streams()
+
+        def rows(threads: int) -> float:  # a thread's rows a height fill the tile
+            gain = policy.gemm_gain(nodes / (heights * threads))
+            return nodes * (cell.products * products / gain
+                            + cell.row_kernels * products) * costs.unit_s
+
+        alone = fixed + streamed + rows(1)
         if threads < 2:
             return alone
-        starts = heights * passes * cell.product_ops * products
-        split = streamed * self.height_streams(threads) + rows
-        team = fixed + policy.team_seconds(split, threads, costs, 0) + starts * costs.warm_team_s
+        barriers = heights * passes * costs.warm_team_s
+        team = fixed + streamed + policy.team_seconds(rows(threads), threads, costs, 0) \
+            + barriers
         return min(alone, team)
 
 

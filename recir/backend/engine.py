@@ -13,6 +13,7 @@ import ctypes
 import functools
 import gc
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -236,13 +237,21 @@ _openmp: list[ctypes.CDLL | None] = []
 # Tried in order unless $RECIR_OPENMP names one. LLVM's libomp first: its
 # taskwait runs any queued task where libgomp's runs only the waiting task's
 # children, so fib(35) on 2 threads gains more over 1 (`python bench/run.py
-# parallel`, docs/benchmarks.md). libgomp, on every Linux machine, where libomp
-# is not installed.
-OPENMP_LIBRARIES = ("libomp.so.5", "libgomp.so.1")
+# parallel`, docs/benchmarks.md). Then Intel's libiomp5 (the same runtime's
+# code), which `pip install intel-openmp` (recir's `openmp` extra) puts in
+# the environment's lib/. libgomp, on every Linux machine, where neither is.
+OPENMP_LIBRARIES = ("libomp.so.5", "libiomp5.so", "libgomp.so.1")
+
+
+def openmp_libraries() -> tuple[str, ...]:
+    """OPENMP_LIBRARIES, the intel-openmp wheel's by its path where installed."""
+    wheel = os.path.join(sys.prefix, "lib", "libiomp5.so")
+    return tuple(wheel if name == "libiomp5.so" and os.path.exists(wheel) else name
+                 for name in OPENMP_LIBRARIES)
 
 
 def openmp() -> ctypes.CDLL | None:
-    """The OpenMP runtime (the first of OPENMP_LIBRARIES found, or the library
+    """The OpenMP runtime (the first of `openmp_libraries` found, or the library
     with the GOMP ABI that `$RECIR_OPENMP` names), loaded once, None if
     missing. Its task API is bound into generated code by address: an
     imported library may have brought another OpenMP runtime into the process
@@ -255,7 +264,7 @@ def openmp() -> ctypes.CDLL | None:
 
 def load_openmp() -> ctypes.CDLL | None:
     names = [os.environ["RECIR_OPENMP"]] if os.environ.get("RECIR_OPENMP") else \
-        OPENMP_LIBRARIES
+        openmp_libraries()
     for name in names:
         try:
             with openmp_environment():  # `recir.configure_runtime`'s settings

@@ -193,8 +193,8 @@ class HeightLoop(NativeLoop):
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
 
-    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None
-                  ) -> tuple[int, int]:
+    def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None,
+                  groups: np.ndarray | None = None) -> tuple[int, int]:
         """The threads a call's heights split across, and how many of its
         first heights do: those whose rows give each thread at least a
         register tile of the products (`row_tile`; thinner ones the
@@ -202,7 +202,9 @@ class HeightLoop(NativeLoop):
         takes off the calling thread there save more time than its start, a
         barrier per height (warm: the workers spin between heights) and
         adding up the threads' gradient copies (an add per element) cost, by
-        the policy's costs; else one. `backward`: the `_bwd` that splits as
+        the policy's costs; else one. With `groups` (`height_groups`), every
+        height on the team, each thread its own trees' rows, no barriers:
+        all rows but the largest group's move. `backward`: the `_bwd` that splits as
         this `_fwd` (it reads each thread's saved rows), whose work counts
         too, and which keeps the products' own teams where a thread's copy
         of a gradient would not fit half a core's L2 (`policy.defer_outer_bytes`:
@@ -216,34 +218,42 @@ class HeightLoop(NativeLoop):
                 largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
             return 1, 0
         rows = bounds[1:] - bounds[:-1]
-        split = int(np.count_nonzero(rows >= self.threads * row_tile()))
-        rows = rows[:split]
-        moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
+        if groups is not None:  # every height, no barriers; the largest group stays
+            split, barriers = len(rows), 0
+            moved = int(rows.sum() - (groups[:, 1:] - groups[:, :-1]).sum(axis=0).max())
+        else:
+            split = barriers = int(np.count_nonzero(rows >= self.threads * row_tile()))
+            rows = rows[:split]
+            moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
         work = sum(loop.spec.row_work for loop in loops)
         saved = moved * work * costs.unit_s * costs.share
         summed = sum(copied_elements(loop.spec) for loop in loops) * (
             self.threads - 1) / self.threads * costs.unit_s
-        start = len(loops) * (costs.team_s + split * costs.warm_team_s)
+        start = len(loops) * (costs.team_s + barriers * costs.warm_team_s)
         return (self.threads, split) if split and saved > start + summed else (1, 0)
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
-                 split: int = 0) -> None:
+                 split: int = 0, groups: np.ndarray | None = None) -> None:
         """Every height of `bounds`, the first `split` on `threads`
         (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
-        axis counts); the arrays must outlive the call."""
+        axis counts; with `groups`, i64[heights][threads + 1], each thread's
+        rows of each height, on all heights); the arrays must outlive the call."""
+        heights = len(bounds) - 1
         if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
-                0 <= split <= len(bounds) - 1) or (threads > 1) != (split > 0):
+                0 <= split <= heights) or (threads > 1) != (split > 0) or (
+                groups is not None and (groups.shape != (heights, threads + 1) or split
+                                        != heights or groups.dtype != np.int64)):
             raise RecirError(f"error: @{self.native.name}'s heights cannot split "
                              f"across {threads} threads")
         keep: list[np.ndarray] = []
         fields, scalars = self.fields(inputs, keep)
         for array in outputs:
             fields += (len(array), data_address(array))
-        heights = len(bounds) - 1
         widest = int((bounds[1:] - bounds[:-1]).max()) if heights else 0
+        table = 0 if groups is None else data_address(groups)
         plan = np.array([heights, data_address(bounds), 0, 0, data_address(saved_at),
-                         threads, 0, split, 0, 0, 0, *fields], np.int64)
+                         threads, 0, split, 0, 0, 0, table, *fields], np.int64)
         assert len(plan) == HEADER + 2 * (len(inputs) + len(outputs)), self.native.name
         self.write_scalars(plan, HEADER, inputs, scalars)
         self.place_copies(plan, threads, keep)

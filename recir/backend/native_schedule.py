@@ -22,12 +22,11 @@ import numpy as np
 from xdsl.dialects import func
 
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.native_loops import HeightLoop, NativeExpansion
+from recir.backend.height_groups import INT16_MAX, grouped, tree_of
+from recir.backend.native_loops import HeightLoop, NativeExpansion, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
-
-INT16_MAX = 32767  # heights below it sort as int16: NumPy radix-sorts those
 
 
 class NativeSchedule(Schedule):
@@ -37,6 +36,8 @@ class NativeSchedule(Schedule):
 
     heights: np.ndarray | None = None  # the native expansion's
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
+    groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
+    team_groups: np.ndarray | None = None  # the groups where the team runs by them
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         key = name.root_reference.data if hasattr(name, "root_reference") else name
@@ -48,12 +49,25 @@ class NativeSchedule(Schedule):
         if self.heights is None:
             return super().height_order(children, levels, total)
         counts = np.bincount(self.heights)
+        bounds = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        threads = self.team_threads()
+        self.groups = None
+        if threads > 1 and len(levels) > 1 and counts.all():
+            by_group = grouped(self.heights, counts, tree_of(
+                children, levels, levels[0][1], total), threads, row_tile())
+            if by_group is not None:
+                perm, self.groups = by_group
+                return perm, bounds
         # heights of 16 bits or fewer take NumPy's radix sort (stable)
         small = np.int16 if len(counts) <= INT16_MAX else np.int64
         perm = np.argsort(self.heights.astype(small), kind="stable")
-        bounds = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=bounds[1:])
         return perm, bounds if counts.all() else np.unique(bounds)
+
+    def team_threads(self) -> int:
+        """The threads the height loops are compiled for."""
+        return max((loop.threads for loop in self.interp.loops.values()
+                    if isinstance(loop, HeightLoop)), default=1)
 
     def expand(self, n: int
                ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
@@ -77,12 +91,18 @@ class NativeSchedule(Schedule):
         self.children32 = [c.astype(np.int32, copy=False) for c in children]
         # a saved value has at most its height's rows: `total` rows hold them all
         self.saved = [np.empty((total, *shape), dtype) for dtype, shape in saved_layout]
-        self.team = loop.team_size(bounds, backward)  # the `_bwd` splits its heights alike
+        # the `_bwd` splits its heights alike
+        self.team, self.team_groups = (1, 0), None
+        if self.groups is not None:
+            self.team = loop.team_size(bounds, backward, self.groups)
+            self.team_groups = self.groups if self.team[0] > 1 else None
+        if self.team_groups is None:
+            self.team = loop.team_size(bounds, backward)
         self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
                                  np.int64)
         self.frames = []
         loop(bounds, (*stored, *self.children32, *tables, *self.shared),
-             [*tables, *self.saved], self.saved_at, *self.team)
+             [*tables, *self.saved], self.saved_at, *self.team, self.team_groups)
         return tables
 
 
@@ -109,4 +129,5 @@ class NativeBackward(Backward):
         accs = self.accumulators(d_tables, d_stored)
         inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
-        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team)
+        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team,
+             s.team_groups)

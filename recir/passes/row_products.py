@@ -13,7 +13,10 @@ of the kernel's team form instead (`team_function`): below W multiply-adds
 kernel itself (as it does on a thread of a team already), else it starts
 a libgomp team (`GOMP_parallel`) whose threads each call the kernel on
 their own block of C: whole tiles of C's rows where there are enough for
-the team, else of its columns. No two threads write one
+the team, else of its columns. A team always has all `threads` threads,
+those without a block returning at once: libgomp ends the threads of its
+pool that a smaller team leaves out and creates them again for the next
+larger one, a thread creation per product. No two threads write one
 element of C, so a weight's gradient dY^T X (accumulated into the
 parameter's gradient) needs no reduction, and the split depends only on
 (m, n, k, threads): one thread count gives the same bits on every call. The
@@ -136,7 +139,7 @@ def team_function(layout: str, target: Target) -> llvm.FuncOp:
             e.store(value, e.offset(data, i, i64), 0)
         part = e.value(llvm.AddressOfOp(f"{kernel}.part", PTR))
         e.op(llvm.CallOp("GOMP_parallel", part, data,
-                         e.value(arith.TruncIOp(team, i32)), e.const(0, i32)))
+                         e.value(arith.TruncIOp(threads, i32)), e.const(0, i32)))
 
     b.when(pays, on_team, lambda e: call(e, kernel, *args[:10]))
     b.op(llvm.ReturnOp())
@@ -378,7 +381,7 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
 
     def on_team(e: Emitter) -> None:
         part = e.value(llvm.AddressOfOp(f"{name}.part", PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, record, e.value(arith.TruncIOp(team, i32)),
+        e.op(llvm.CallOp("GOMP_parallel", part, record, e.const(b.team.threads, i32),
                          e.const(0, i32)))
 
     b.when(pays, on_team, lambda e: call(e, f"{name}.rows", record, 0, count))

@@ -15,8 +15,9 @@ scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
 [saved][2]: each thread's first row and count of each saved value), threads,
 contexts (one per thread, `CONTEXT_BYTES` apart), the heights split across
 the team (the first ones: rows per height never grow with the height), then
-three fields of the loop's own (a phase's heights and team), then the inputs
-and the outputs (capacity in rows, data). A loop built for a team (where the
+three fields of the loop's own (a phase's heights and team), the groups
+(0, or i64[heights][threads + 1]: each thread's rows of each height), then
+the inputs and the outputs (capacity in rows, data). A loop built for a team (where the
 function is compiled for several threads) starts one on `threads` > 1 for
 the heights it splits, each thread taking a block of every such height's
 rows with its own context and scratch, a barrier after each height (the
@@ -24,6 +25,10 @@ next reads this one's rows): one team start per call rather than per
 product, and every op of a height shared. The other heights (few rows: the
 products' own teams split those by columns) run on the calling thread, after
 the team's for `@post` and `_fwd`, before them for a `_bwd` (roots first).
+With groups, each thread runs every height on its own rows, those of its
+own trees (`backend/height_groups.py`): a tree's rows read only the same
+tree's, so no thread waits for another until the gradients' copies are
+added up.
 An input is a slice of a table (the height's rows of it), a whole
 table, a value a `_fwd` saved (its rows at that height, the thread's), a
 static tensor or scalar, or a parameter's gradient a `_bwd` adds into
@@ -57,7 +62,7 @@ HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
 TABLE = "table"  # an output's kind besides SAVED
-HEADER = 11  # the height plan's fields before the inputs'
+HEADER = 12  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
@@ -224,11 +229,15 @@ class HeightLoopBuilder(PlanFunction):
             else (b.i64(0), b.load(self.plan, 0, i64))
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
-        if self.team and (self.nsaved or any(o.kind == COPIED for o in self.inputs)):
-            # saved rows and copies are laid out for the team asked for
-            b.when(b.compare("ne", self.threads, b.load(self.plan, 10, i64)),
-                   self.fail(SHORT_TEAM))
-        shared = b.compare("sge", self.threads, 2) if self.team else None
+        copies = any(o.kind == COPIED for o in self.inputs)
+        self.grouped = b.compare("ne", b.load(self.plan, 11, i64), 0) if self.team else None
+        if self.grouped is not None:
+            # saved rows, copies and groups are laid out for the team asked for
+            laid_out = b.const(1, i1) if self.nsaved or copies else self.grouped
+            short = b.compare("ne", self.threads, b.load(self.plan, 10, i64))
+            b.when(both(b, laid_out, short), self.fail(SHORT_TEAM))
+        shared = both(b, b.compare("sge", self.threads, 2), b.value(arith.XOrIOp(
+            self.grouped, b.const(1, i1)))) if self.grouped is not None else None
 
         def each_height(e: Emitter, index: SSAValue, _: Sequence[SSAValue]
                         ) -> Sequence[SSAValue]:
@@ -246,7 +255,9 @@ class HeightLoopBuilder(PlanFunction):
         b.loop(b.sub(end, first), each_height)
         if packed is not None:  # each thread's own weights' copies, for all its heights
             close_table(b, self.ctx, *packed, sites)
-        if self.team:  # after the last height's barrier (nothing to add on one thread)
+        if self.team and copies:  # after the last height's barrier (none on one thread)
+            assert self.grouped is not None
+            b.when(self.grouped, lambda e: e.op(llvm.CallOp("GOMP_barrier")))
             for k, operand in enumerate(self.inputs):
                 if operand.kind == COPIED:
                     self.sum_copies(b, k, operand.row_bytes // 4)
@@ -275,14 +286,30 @@ class HeightLoopBuilder(PlanFunction):
 
         b.loop(b.sub(self.threads, 1), each_copy)
 
-    def share(self, e: Emitter, lo: SSAValue, hi: SSAValue) -> tuple[SSAValue, SSAValue]:
-        """This thread's rows of [lo, hi): all of them, or on a team its block."""
-        if not self.team:
-            return lo, hi
+    def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue
+              ) -> tuple[SSAValue, SSAValue, list[SSAValue]]:
+        """This thread's rows of height h's [lo, hi), and the checks they
+        need: all of them; on a team its block, or its group's rows."""
+        if self.grouped is None:
+            return lo, hi, []
         count = e.sub(hi, lo)
         per = ceil_div(e, count, self.threads)
         first = e.min(e.mul(self.thread, per), count)
-        return e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
+        block_lo, block_hi = e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
+        slot = e.alloca(2, i64)  # the block, or where the thread's group has its rows
+        e.store(block_lo, slot, 0)
+        e.store(block_hi, slot, 1)
+        at = e.add(e.mul(h, e.add(self.threads, 1)), self.thread)
+
+        def group_rows(t: Emitter) -> None:
+            table = t.load(self.plan, 11, PTR)
+            t.store(t.load(table, at, i64), slot, 0)
+            t.store(t.load(table, t.add(at, 1), i64), slot, 1)
+
+        e.when(self.grouped, group_rows)
+        lo_, hi_ = e.load(slot, 0, i64), e.load(slot, 1, i64)
+        return lo_, hi_, [e.compare("sle", lo, lo_), e.compare("sle", lo_, hi_),
+                          e.compare("sle", hi_, hi)]
 
     def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
         """Where saved value j's (first row, count) of this thread at height h is."""
@@ -292,7 +319,8 @@ class HeightLoopBuilder(PlanFunction):
     def run_height(self, e: Emitter, h: SSAValue) -> None:
         lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
         checks = [e.compare("sle", 0, lo), e.compare("sle", lo, hi)]
-        lo, hi = self.share(e, lo, hi)
+        lo, hi, within = self.share(e, h, lo, hi)
+        checks += within
         args: list[SSAValue] = []
         saved = 0
         for k, operand in enumerate(self.inputs):

@@ -14,6 +14,11 @@ two threads as on one."""
 
 from __future__ import annotations
 
+import ctypes.util
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from test_frontier_gradients import batched_gradients
@@ -56,6 +61,40 @@ def run_team(layout: str, m: int, n: int, k: int, threads: int, accumulate: bool
     assert np.isnan(c[m:]).all(), "wrote below C"
     assert np.isnan(c[:, n:]).all(), "wrote right of C"
     return c[:m, :n], want
+
+
+SHRINKING_TEAMS = """
+import os
+import numpy as np
+from recir.backend.kernels import gemm
+from recir.passes.gemm_target import host_target
+from recir.passes.row_products import grains
+
+kernel, (rows, cols) = gemm.team_kernel("nt"), grains("nt", host_target())
+def product(m, n, k=64):  # a team of min(4, its blocks of C)
+    a, b = np.ones((m, k), np.float32), np.ones((n, k), np.float32)
+    c = np.zeros((m, n), np.float32)
+    kernel(m, n, k, a.ctypes.data, k, b.ctypes.data, k, c.ctypes.data, n, 0, 4, 0)
+    assert (c == k).all()
+threads = []
+for _ in range(4):
+    product(2 * rows, cols)  # two blocks
+    product(4 * rows, cols)  # four
+    threads.append(sorted(os.listdir("/proc/self/task")))
+print(threads[1] == threads[-1])
+"""
+
+
+@pytest.mark.skipif(ctypes.util.find_library("gomp") is None, reason="no libgomp")
+def test_a_product_with_few_blocks_keeps_libgomps_threads() -> None:
+    """A team form starts all its threads (those without a block return):
+    libgomp ends the pool threads a smaller team leaves out and creates new
+    ones for the next larger team, a thread creation per product."""
+    env = dict(os.environ, RECIR_OPENMP="libgomp.so.1")
+    done = subprocess.run([sys.executable, "-c", SHRINKING_TEAMS], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
 
 
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
@@ -167,35 +206,40 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
         np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
 
 
+@pytest.mark.parametrize("by_groups", [False, True])
 def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, by_groups):
     """The `_fwd`'s and `_bwd`'s heights on a team of two (the cost model's
-    free start and barrier make it pay): every parameter gradient, added
+    free start and barrier make it pay), each height's rows split, or each
+    thread's own trees' rows (`height_groups`): every parameter gradient, added
     into buffers that hold ones, equals the same function's with its
     heights on the calling thread, so no thread's adds are lost (its dense
     copies summed, its embedding rows, which repeat across threads in a
     vocabulary of 12, added under locks), and the next call, whose copies
     start from zero again, gives them again; a word outside the vocabulary
     is an error on the team, not a hang, and the call after it is right."""
+    from recir.backend import native_schedule
     from recir.backend.native_loops import HeightLoop
 
+    if not by_groups:
+        monkeypatch.setattr(native_schedule, "grouped", lambda *args: None)
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=HIDDEN, vocab=12)
     traced = tree_rnn.trace_model(params)
     trees = inputs(make_treebank(10, seed=7, vocab_size=12))
     grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
-    teams: list[tuple[str, int]] = []
+    teams: list[tuple[str, int, bool]] = []
     run = HeightLoop.__call__
     monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
-        (self.native.name, args[4])) or run(self, *args))
+        (self.native.name, args[4], args[6] is not None)) or run(self, *args))
     got = {k: np.ones_like(v) for k, v in params.items()}
     outs, _ = grad.batch(trees, got)
     _, again = grad.batch(trees)
-    assert teams == [("node__post_fwd", 2), ("node__post_bwd", 2)] * 2
-    monkeypatch.setattr(HeightLoop, "team_size", lambda self, bounds, backward=None: (1, 0))
+    assert teams == [("node__post_fwd", 2, by_groups), ("node__post_bwd", 2, by_groups)] * 2
+    monkeypatch.setattr(HeightLoop, "team_size", lambda self, *args: (1, 0))
     want = {k: np.ones_like(v) for k, v in params.items()}
     outs_one, _ = grad.batch(trees, want)
-    assert teams[-2:] == [("node__post_fwd", 1), ("node__post_bwd", 1)]
+    assert teams[-2:] == [("node__post_fwd", 1, False), ("node__post_bwd", 1, False)]
     for (h, loss), (h1, loss1) in zip(outs, outs_one, strict=True):
         np.testing.assert_allclose(h, h1, rtol=1e-5, atol=1e-6)
         assert loss == pytest.approx(loss1, rel=1e-5)

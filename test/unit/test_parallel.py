@@ -509,16 +509,28 @@ def test_calls_below_the_work_cutoff_run_without_a_team(monkeypatch) -> None:
     assert fib.team_size([(20,)]) == 2 and fib(20) == (10946,)
 
 
+def test_the_intel_openmp_wheel_is_found_in_the_environment(tmp_path, monkeypatch) -> None:
+    """libiomp5 is looked for where its wheel installs it: `<prefix>/lib`."""
+    from recir.backend import engine
+
+    monkeypatch.setattr(engine.sys, "prefix", str(tmp_path))
+    assert engine.openmp_libraries() == ("libomp.so.5", "libiomp5.so", "libgomp.so.1")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libiomp5.so").write_bytes(b"")
+    assert engine.openmp_libraries() == (
+        "libomp.so.5", str(tmp_path / "lib" / "libiomp5.so"), "libgomp.so.1")
+
+
 def test_default_runtime_is_libomp_where_installed() -> None:
-    """Without $RECIR_OPENMP the first of OPENMP_LIBRARIES that loads is used."""
+    """Without $RECIR_OPENMP the first of `openmp_libraries` that loads is used."""
     import ctypes
 
-    from recir.backend.engine import OPENMP_LIBRARIES, openmp
+    from recir.backend.engine import openmp, openmp_libraries
 
     if os.environ.get("RECIR_OPENMP"):
         pytest.skip("$RECIR_OPENMP chooses the runtime")
     available = []
-    for name in OPENMP_LIBRARIES:
+    for name in openmp_libraries():
         try:
             ctypes.CDLL(name)
             available.append(name)

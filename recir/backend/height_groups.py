@@ -1,0 +1,76 @@
+"""Heights by groups of trees: each thread of a team its own trees' rows.
+
+A frontier's team splits each height's rows, with a barrier after every
+height (the next reads this one's rows); a height with fewer rows than a
+register tile per thread runs on the calling thread (its products split by
+columns). But trees share nothing: a tree's rows read only the same tree's
+lower rows. So a batch of several trees can instead give each thread a
+group of whole trees, all their heights, with no barrier between heights:
+each height's rows are numbered group by group (invocations sorted by
+(height, group)), and a table gives each thread its rows of each height
+(`schedule_loops`, the height plan's groups).
+
+The choice counts rows (a row's work is the same either way): split, a
+height with a register tile of rows per thread costs rows / threads of a
+thread's time and a thinner one all its rows; grouped, the largest group's
+rows. Groups are runs of consecutive trees of about equal node counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+INT16_MAX = 32767  # keys below it sort as int16: NumPy radix-sorts those
+
+
+def tree_of(children: Sequence[np.ndarray], levels: Sequence[tuple[int, int]], batch: int,
+            total: int) -> np.ndarray:
+    """Each invocation's tree (its root's number), depth by depth from the
+    roots (`Schedule.expand`'s children: global rows, -1 where none)."""
+    tree = np.empty(total, np.int64)
+    tree[:batch] = np.arange(batch)
+    for lo, hi in levels:
+        here = tree[lo:hi]
+        for c in children:
+            child = c[lo:hi]
+            has = child >= 0
+            tree[child[has]] = here[has]
+    return tree
+
+
+def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
+    """Each tree's group: a tree goes to the group its middle node falls in
+    when the batch's nodes are cut into `threads` equal runs."""
+    ends = np.cumsum(sizes)
+    middle = ends - sizes / 2
+    return np.minimum((middle * threads / ends[-1]).astype(np.int64), threads - 1)
+
+
+def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
+    """A thread's rows when each height splits across the team where its
+    rows give every thread a register tile, and runs alone where not."""
+    wide = counts >= threads * tile
+    return float(counts[wide].sum() / threads + counts[~wide].sum())
+
+
+def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
+            tile: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The invocations' order by (height, group) and each thread's rows of
+    each height (i64[heights][threads + 1]), where groups leave a thread
+    fewer rows than splitting each height does; else None."""
+    sizes = np.bincount(tree)
+    if len(sizes) < 2:
+        return None
+    group_of_tree = groups_of(sizes, threads)
+    largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
+    if largest >= split_rows(counts, threads, tile):
+        return None
+    key = heights.astype(np.int64) * threads + group_of_tree[tree]
+    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
+    order = np.argsort(key.astype(small), kind="stable")
+    starts = np.zeros(len(counts) * threads + 1, np.int64)
+    np.cumsum(np.bincount(key, minlength=len(counts) * threads), out=starts[1:])
+    table = starts[np.arange(len(counts))[:, None] * threads + np.arange(threads + 1)]
+    return order, table
