@@ -176,7 +176,7 @@ class Emitter:
         """`count` elements from `src` to `dst` as one `llvm.memmove`: for the
         frontier's row copies (dozens per batched function), where `copy`'s
         loops are each vectorized by LLVM, a sixth of the function's compile."""
-        width = elem.width.data // 8 if isinstance(elem, IntegerType) else 4
+        width = max(1, elem.width.data // 8) if isinstance(elem, IntegerType) else 4
         self.op(llvm.CallIntrinsicOp("llvm.memmove.p0.p0.i64",
                                      [dst, src, self.mul(count, width), self.const(0, i1)], []))
 
