@@ -4,13 +4,15 @@
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
-`backend/frontier_schedule.py` runs the schedule with them. With `threads`,
-a height's rows split across one OpenMP team per call where the cost model
-says it pays (`backend/native_schedule.py`), else the products over rows
-split across their own teams (`passes/row_products.py`). A batch of inputs becomes the batched entry's arguments as
-`invoke-to-frontier` lays them out: a dynamic array as the trees' arrays one
-after another plus the offsets where each starts, anything else stacked one
-row per element.
+`backend/frontier_schedule.py` runs the schedule with them. The expansion
+gets an object of its own, which the model's gradient loads (it runs the same
+`@f__expand`) rather than compiling it again. With `threads`, a height's rows
+split across one OpenMP team per call where the cost model says it pays
+(`backend/native_schedule.py`), else the products over rows split across
+their own teams (`passes/row_products.py`). A batch of inputs becomes the
+batched entry's arguments as `invoke-to-frontier` lays them out: a dynamic
+array as the trees' arrays one after another plus the offsets where each
+starts, anything else stacked one row per element.
 """
 
 from __future__ import annotations
@@ -100,30 +102,37 @@ class FrontierFunction:
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
                  cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
-                 forward: bool = True, origin: str | None = None):
+                 forward: bool = True, origin: str | None = None, later: str = ""):
         """`extra`: more functions of `module` to compile (a backward);
         `threads`: the most threads a product over rows runs on; `forward`:
         whether to compile `@post` and the entry's ops before the schedule
         (a gradient function runs their `_fwd`s instead); `origin`: what
-        `module` was made from (`origin()`), else the functions are printed
-        for the cache key."""
+        `module` was made from (`origin()`) before `later`, passes that
+        leave `@expand` as it is (a gradient's), else the functions are
+        printed for the cache keys."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
         self.schedule, before = split_entry(self.entry)
         names = [self.schedule.expand.root_reference.data,
                  self.schedule.post.root_reference.data]
-        compiled = names if forward else names[:1]
-        functions = [find_entry(module, n) for n in [*compiled, *extra]]
+        compiled = [*names[1:2], *extra] if forward else list(extra)
+        functions = [find_entry(module, n) for n in compiled]
         if before is not None and forward:
             functions.append(before)
         post = find_entry(module, names[1])
         loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
             module, f.sym_name.data), threads, costs(cache_dir)) for f in functions
             if f.sym_name.data.startswith(names[1])}
-        loops[names[0]] = expansion_spec(self.schedule, find_entry(module, names[0]))
-        made = None if origin is None else f"{origin}\0{entry} {[*compiled, *extra]} {forward}"
-        self.native = compile_rows(functions, cache_dir, threads, loops, made)
+        made = None if origin is None else f"{origin}\0{later}\0{entry} {compiled} {forward}"
+        expand = find_entry(module, names[0])
+        # the expansion in an object of its own, keyed without `later`: a
+        # gradient runs the inference's `@expand` (the same schedule forward),
+        # so whichever of the two compiles second loads it
+        expansion = compile_rows([expand], cache_dir, threads,
+                                 {names[0]: expansion_spec(self.schedule, expand)},
+                                 None if origin is None else f"{origin}\0{entry} expansion")
+        self.native = joined(expansion, compile_rows(functions, cache_dir, threads, loops, made))
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
@@ -272,6 +281,15 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
     calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
+    return calls
+
+
+def joined(*parts: NativeCalls) -> NativeCalls:
+    """One `NativeCalls` over the functions of several objects."""
+    calls = NativeCalls({name: f for part in parts for name, f in part.functions.items()})
+    calls.loops = {name: loop for part in parts for name, loop in part.loops.items()}
+    calls.callees = {name: f for part in parts for name, f in part.callees.items()}
+    calls.engines = [part.engine for part in parts]  # type: ignore[attr-defined]
     return calls
 
 

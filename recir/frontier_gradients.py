@@ -60,8 +60,7 @@ def value_and_grad_frontier(model: Any, loss: int = -1, *,
     return FrontierGradFunction(module, model, loss, cache_dir,
                                 [f"{name}{suffix}" for name in names
                                  for suffix in (FORWARD, BACKWARD)],
-                                resolve_threads(threads),
-                                origin(model, f"{batching}\0{gradients}"))
+                                resolve_threads(threads), origin(model, batching), gradients)
 
 
 def without_frame(forward: func.FuncOp) -> None:
@@ -93,10 +92,12 @@ class FrontierGradFunction(FrontierFunction):
     losses)/d parameters (added into `into`'s arrays where given)."""
 
     def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
-                 backwards: list[str], threads: int = 1, origin: str | None = None):
+                 backwards: list[str], threads: int = 1, origin: str | None = None,
+                 later: str = ""):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
-                         extra=backwards, threads=threads, forward=False, origin=origin)
+                         extra=backwards, threads=threads, forward=False, origin=origin,
+                         later=later)
         prefix = f"{model.entry}__frontier{BEFORE}"
         self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
         self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")

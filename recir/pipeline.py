@@ -49,7 +49,7 @@ GRADIENT = f"{CLOSE},synthesize-gradients"  # {entry=f loss=-1}: `gradient_passe
 FRONTIER = f"{CLOSE},invoke-to-frontier{{{{inputs={{inputs}}}}}}"
 FRONTIER_GRADIENT = "synthesize-gradients{{entry={} wrapper=false}}"
 FRONTIER_LOWER = (f"{FUSE},convert-tmath-to-loops,convert-scf-to-cf,"
-                  "convert-recir-to-llvm{entries=false}")  # called from Python as they are
+                  "convert-recir-to-llvm{entries=false arith-cf=false}")  # called from Python as they are
 # `recir.dataflow`'s token-machine form.
 DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
 

@@ -18,6 +18,11 @@ what it gets wrong or lacks, so no xDSL code is patched:
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
 lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
+
+`ARITH` takes arith ops as they are, and `BRANCHES` cf's branches (the
+frontier's lowering leaves them: `convert-recir-to-llvm{arith-cf=false}`),
+each to the instructions its llvm replacement would give: building and
+replacing those llvm ops first costs more than the rest of the translation.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ import llvmlite.binding
 import llvmlite.ir as ir
 from xdsl.backend.llvm.convert import _convert_global, _declare_func
 from xdsl.backend.llvm.convert_op import (
+    _CAST_OP_NAMES,
+    _FCMP_CMP_MAP,
+    _ICMP_PRED_MAP,
+    CastInstrWithFlags,
     _convert_br,
     _convert_call,
     _convert_condbr,
@@ -37,13 +46,15 @@ from xdsl.backend.llvm.convert_op import (
 )
 from xdsl.backend.llvm.convert_op import convert_op as xdsl_convert_op
 from xdsl.backend.llvm.convert_type import convert_type
-from xdsl.dialects import llvm
+from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr,
                                    ModuleOp, StringAttr, VectorType)
+from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
+from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
 
 ValueMap = dict[SSAValue, ir.Value]
 Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
@@ -215,8 +226,107 @@ FIXES: dict[type[Operation], Fix] = {
 }
 
 
-BRANCHES: dict[type[Operation], Callable[..., None]] = {
-    llvm.BrOp: _convert_br, llvm.CondBrOp: _convert_condbr}
+def _binary(method: str, flags: Callable[[Any], list[str]] | None = None) -> Fix:
+    def convert(op: Any, builder: ir.IRBuilder, values: ValueMap) -> None:
+        lhs, rhs = op.operands
+        emit = getattr(builder, method)
+        values[op.results[0]] = (emit(values[lhs], values[rhs]) if flags is None
+                                 else emit(values[lhs], values[rhs], flags=flags(op)))
+    return convert
+
+
+@functools.lru_cache(maxsize=64)
+def _float_flags(flags: frozenset[FastMathFlag]) -> list[str]:
+    """The fast-math flags of the llvm op `arith_to_llvm` makes (`_fastmath`),
+    in `FastMathFlag`'s order (a set's order varies from process to process)."""
+    made = llvm.FastMathAttr(list(flags) or None).data
+    return [f.value for f in FastMathFlag if f in made]
+
+
+def _cast_to(name: str, value: ir.Value, typ: ir.Type, builder: ir.IRBuilder) -> ir.Value:
+    instr = CastInstrWithFlags(builder.block, name, value, typ, flags=[])
+    builder._insert(instr)
+    return instr
+
+
+def _cast(op: Any, builder: ir.IRBuilder, values: ValueMap) -> None:
+    values[op.results[0]] = _cast_to(_CAST_OP_NAMES[_CASTS[type(op)]], values[op.operands[0]],
+                                     convert_type(op.results[0].type), builder)
+
+
+def _icmp_as(predicate: str, lhs: ir.Value, rhs: ir.Value, builder: ir.IRBuilder) -> ir.Value:
+    symbol, signed = _ICMP_PRED_MAP[predicate]
+    return (builder.icmp_signed if signed else builder.icmp_unsigned)(symbol, lhs, rhs)
+
+
+def _min_max(op: Any, builder: ir.IRBuilder, values: ValueMap) -> None:
+    lhs, rhs = values[op.operands[0]], values[op.operands[1]]
+    compare = _icmp_as(_MIN_MAX[type(op)], lhs, rhs, builder)
+    values[op.results[0]] = builder.select(compare, lhs, rhs)
+
+
+def _cmpi(op: arith.CmpiOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    predicate = llvm.ICmpPredicateFlag.from_int(op.predicate.value.data).value
+    values[op.result] = _icmp_as(predicate, values[op.lhs], values[op.rhs], builder)
+
+
+def _cmpf(op: arith.CmpfOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    predicate = llvm.FCmpPredicateFlag.from_int(op.predicate.value.data).value
+    emit = builder.fcmp_ordered if predicate[0] == "o" else builder.fcmp_unordered
+    values[op.result] = emit(_FCMP_CMP_MAP.get(predicate[1:], predicate), values[op.lhs],
+                             values[op.rhs])
+
+
+def _select(op: arith.SelectOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    values[op.result] = builder.select(*(values[v] for v in op.operands))
+
+
+def _negf(op: arith.NegfOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    values[op.result] = builder.fneg(values[op.operands[0]], flags=[])
+
+
+def _fptosi(op: arith.FPToSIOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    """The saturating intrinsic (`arith_to_llvm._fptosi`)."""
+    name = f"llvm.fptosi.sat.i{op.result.type.width.data}.f32"
+    intrinsic = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(
+        convert_type(op.result.type), [values[op.input].type]), name=name)
+    values[op.result] = builder.call(intrinsic, [values[op.input]])
+
+
+def _uitofp(op: arith.UIToFPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
+    wide = _cast_to("zext", values[op.input], I64, builder)
+    values[op.result] = _cast_to("sitofp", wide, convert_type(op.result.type), builder)
+
+
+_INT_METHODS = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul",
+                arith.AndIOp: "and_", arith.OrIOp: "or_", arith.XOrIOp: "xor",
+                arith.ShLIOp: "shl", arith.ShRSIOp: "ashr", arith.ShRUIOp: "lshr",
+                arith.DivSIOp: "sdiv", arith.DivUIOp: "udiv", arith.RemSIOp: "srem",
+                arith.RemUIOp: "urem"}
+_FLOAT_METHODS = {arith.AddfOp: "fadd", arith.SubfOp: "fsub", arith.MulfOp: "fmul",
+                  arith.DivfOp: "fdiv"}
+assert set(_INT_METHODS) == set(_INT_BINARY) and set(_FLOAT_METHODS) == set(_FLOAT_BINARY)
+
+ARITH: dict[type[Operation], Fix] = {
+    **{kind: _binary(method) for kind, method in _INT_METHODS.items()},
+    **{kind: _binary(method, lambda op: _float_flags(frozenset(op.fastmath.data)))
+       for kind, method in _FLOAT_METHODS.items()},
+    **{kind: _cast for kind in _CASTS},
+    **{kind: _min_max for kind in _MIN_MAX},
+    arith.ConstantOp: _constant,  # as the llvm.mlir.constant it would become
+    arith.CmpiOp: _cmpi,
+    arith.CmpfOp: _cmpf,
+    arith.SelectOp: _select,
+    arith.NegfOp: _negf,
+    arith.FPToSIOp: _fptosi,
+    arith.UIToFPOp: _uitofp,
+}
+FIXES.update(ARITH)
+
+
+BRANCHES: dict[type[Operation], Callable[..., None]] = {  # cf's branches read alike
+    llvm.BrOp: _convert_br, llvm.CondBrOp: _convert_condbr,
+    cf.BranchOp: _convert_br, cf.ConditionalBranchOp: _convert_condbr}
 
 
 def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,

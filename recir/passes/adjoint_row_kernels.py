@@ -131,7 +131,7 @@ def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
         assert isinstance(source, Rows)
         start = pad.offset.value.data * unit
         spans.append((start, start + source.width))
-        each_row(b, count, lambda inner, r, start=start, source=source: inner.copy(
+        each_row(b, count, lambda inner, r, start=start, source=source: inner.move(
             inner.offset(row_at(inner, out, r), start), row_at(inner, source, r), source.width))
     ends = [0, *(end for _, end in sorted(spans))]
     starts = [*(start for start, _ in sorted(spans)), out.width]

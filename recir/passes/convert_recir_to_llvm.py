@@ -36,7 +36,10 @@ batch of calls on a team.
 
 Options: `max_depth` (default 0: none): prologues count the calls a thread is
 nested in and fail beyond it (`error = 5`); `entries` (default true): false
-gives no entry points (code called by address, as the frontier's row kernels).
+gives no entry points (code called by address, as the frontier's row kernels);
+`arith-cf` (default true): false leaves the arith ops and cf branches, which
+the translation to LLVM IR takes as they are (`llvm_convert.ARITH`: the
+frontier's lowering).
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
-from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.frame_buffers import declare_heap
+from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
@@ -75,7 +78,6 @@ from recir.passes.native_context import (
     field,
     record_error,
 )
-from recir.passes.op_templates import replace
 from recir.passes.outer_log import RESERVE, log_functions
 from recir.passes.prologue import emit_prologue
 from recir.passes.tape_arena import ALLOC, arena_functions
@@ -146,8 +148,9 @@ def thread_context(entry: Block) -> SSAValue:
 class FunctionConversion:
     """Converts one func.func; `sites` collects assert messages module-wide."""
 
-    def __init__(self, function: func.FuncOp, sites: list[str], max_depth: int = 0):
-        self.function, self.max_depth = function, max_depth
+    def __init__(self, function: func.FuncOp, sites: list[str], max_depth: int = 0,
+                 arith_cf: bool = True):
+        self.function, self.max_depth, self.arith_cf = function, max_depth, arith_cf
         self.uses_heap = False
         self.sites = sites
         signature = function.function_type
@@ -186,9 +189,8 @@ class FunctionConversion:
         return self.converted(body)
 
     def converted(self, body: Region) -> llvm.FuncOp:
-        for op in list(body.walk()):
-            if (ops := convert_arith(op)) is not None:
-                replace(op, ops)
+        if self.arith_cf:  # (its cf branches are llvm ones by now)
+            convert_arith_cf(body)
         private = self.function.sym_visibility == StringAttr("private")
         linkage = llvm.LinkageAttr("internal" if private else "external")
         return llvm.FuncOp(self.function.sym_name, self.type, linkage, body=body)
@@ -231,9 +233,9 @@ class FunctionConversion:
         elif isinstance(op, invoke.ContextOp):
             op.ctx.replace_all_uses_with(self.ctx)
             Rewriter.erase_op(op)
-        elif isinstance(op, cf.BranchOp):
+        elif isinstance(op, cf.BranchOp) and self.arith_cf:
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
-        elif isinstance(op, cf.ConditionalBranchOp):
+        elif isinstance(op, cf.ConditionalBranchOp) and self.arith_cf:
             Rewriter.replace_op(op, llvm.CondBrOp(
                 op.cond, op.then_block, op.then_arguments,
                 op.else_block, op.else_arguments))
@@ -332,12 +334,15 @@ class ConvertRecirToLlvmPass(ModulePass):
     name = "convert-recir-to-llvm"
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
     entries: bool = True  # each public function's `@f__packed` (and `@f__team`)
+    arith_cf: bool = True  # false: arith and cf ops left for the translation to LLVM IR
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         needs_arena = needs_tasks = False
         elements: dict[int, int] = {}  # copied slot -> its f32 elements
         logged_slots: set[int] = set()
-        for inner in list(op.walk()):  # one walk: the module is large
+        # one walk: the module is large (an earlier pass's llvm.func is lowered already,
+        # bar its arith and cf ops: `row_products.rows_functions`)
+        for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
             if isinstance(inner, DIVISIONS):
                 guard_division(inner)
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
@@ -355,9 +360,12 @@ class ConvertRecirToLlvmPass(ModulePass):
         uses_heap = False
         for function in list(op.ops):
             if isinstance(function, func.FuncOp) and function.body.blocks:
-                conversion = FunctionConversion(function, sites, self.max_depth)
+                conversion = FunctionConversion(function, sites, self.max_depth,
+                                                self.arith_cf)
                 Rewriter.replace_op(function, conversion.run())
                 uses_heap |= conversion.uses_heap
+            elif isinstance(function, llvm.FuncOp) and self.arith_cf:
+                convert_arith_cf(function)  # an earlier pass's (`row_products.rows_functions`)
         public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
                   and f.linkage.linkage.data == "external" and f.body.blocks]
         entries = [packed_entry(f) for f in public] if self.entries else []

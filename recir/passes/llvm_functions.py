@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm, scf
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i32, i64
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
@@ -80,13 +80,22 @@ def dispatch(b: Emitter, count: SSAValue, full: int, emit) -> None:
     chain(b, full)
 
 
-def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
-    """The function's scf, arith and cf ops as llvm ops (in place)."""
+def lower_to_llvm(function: llvm.FuncOp, arith_cf: bool = True) -> llvm.FuncOp:
+    """The function's scf, arith and cf ops as llvm ops (in place);
+    `arith_cf=False` lowers its scf ops alone (`convert_arith_cf` or the
+    translation to LLVM IR takes the arith and cf ops)."""
     lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
     for op in list(function.walk()):
         pattern = lowerings.get(type(op))
         if pattern is not None:
             pattern.match_and_rewrite(op, PatternRewriter(op))
+    if arith_cf:
+        convert_arith_cf(function)
+    return function
+
+
+def convert_arith_cf(function: Operation) -> None:
+    """Every arith op and cf branch in `function` as llvm ops (in place)."""
     for op in list(function.walk()):
         if isinstance(op, cf.BranchOp):
             Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
@@ -95,4 +104,3 @@ def lower_to_llvm(function: llvm.FuncOp) -> llvm.FuncOp:
                                                   op.else_block, op.else_arguments))
         elif (ops := convert_arith(op)) is not None:
             replace(op, ops)
-    return function

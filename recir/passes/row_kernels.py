@@ -44,7 +44,7 @@ ARITH_ROWS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIO
 
 
 def copy_row(b: Emitter, dst: SSAValue, src: SSAValue, width: int, elem=f32) -> None:
-    b.loop(width, lambda bj, j, _: (bj.store(bj.load(src, j, elem), dst, j), ())[1])
+    b.move(dst, src, width, elem)
 
 
 def elem_of(value: SSAValue) -> object:

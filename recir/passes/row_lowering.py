@@ -223,7 +223,7 @@ class RowFunctionLowering:
                 continue
             out = next(outs)
             if not isinstance(lowered, Rows):
-                b.copy(out, lowered, size(value))
+                b.move(out, lowered, size(value))
                 continue
             if lowered.stride != lowered.width:  # a slice view: made contiguous
                 lowered = contiguous(b, lowered, value.type)

@@ -265,7 +265,7 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSA
         with_packed(b, module, "nt", [*args, b.i64(0)], bias,
                     lambda e: e.op(llvm.CallOp(name, *args, bias)))
         return out
-    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.copy(
+    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(
         row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
              (out.data, out.stride), accumulate=True)
@@ -337,7 +337,9 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
     e.op(llvm.ReturnOp())
     names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in names]
-    module.body.blocks[0].add_ops([*made, lower_to_llvm(function), lower_to_llvm(part)])
+    # their arith and cf ops stay for convert-recir-to-llvm (or the translation)
+    module.body.blocks[0].add_ops([*made, lower_to_llvm(function, arith_cf=False),
+                                   lower_to_llvm(part, arith_cf=False)])
 
 
 def fresh_name(module: ModuleOp, op: Operation) -> str:

@@ -66,12 +66,11 @@ class Scratch:
 
     def take(self, b: Emitter, count: SSAValue, row_bytes: int) -> SSAValue:
         """`count * row_bytes` bytes, 64-byte aligned, checked to fit."""
-        fits = b.value(arith.CmpiOp(count, self.capacity, "ule"))
-        rounded = b.value(arith.AndIOp(b.add(b.mul(count, row_bytes), ALIGN - 1),
-                                       b.i64(-ALIGN)))
+        fits = b.compare("ule", count, self.capacity)
+        rounded = b.binary(arith.AndIOp, b.add(b.mul(count, row_bytes), ALIGN - 1), -ALIGN)
         end = b.add(self.used, rounded)
-        within = b.value(arith.CmpiOp(end, self.capacity, "ule"))
-        b.check(b.value(arith.AndIOp(fits, within)), SCRATCH_EXHAUSTED)
+        within = b.compare("ule", end, self.capacity)
+        b.check(b.binary(arith.AndIOp, fits, within), SCRATCH_EXHAUSTED)
         data = b.offset(self.base, self.used, i8)
         self.used = end
         return data

@@ -104,7 +104,7 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
     for first, end, size in reversed(phases) if reverse else phases:
         phase(b, first, end, size)
     b.op(llvm.ReturnOp())
-    return [part, lower_to_llvm(outer),
+    return [part, lower_to_llvm(outer, arith_cf=False),  # `llvm_convert.ARITH`
             *(llvm.FuncOp(n, llvm.LLVMFunctionType(list(i), o), llvm.LinkageAttr("external"))
               for n, i, o in TEAM_DECLARATIONS)]
 
@@ -208,7 +208,7 @@ class PlanFunction:
 
     def finish(self) -> llvm.FuncOp:
         self.b.op(llvm.ReturnOp())
-        return lower_to_llvm(self.loop)
+        return lower_to_llvm(self.loop, arith_cf=False)  # `llvm_convert.ARITH`
 
 
 def both(e: Emitter, *conditions: SSAValue) -> SSAValue:

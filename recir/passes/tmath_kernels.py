@@ -198,7 +198,7 @@ def slice_view(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
 def checked(b: Emitter, op: Operation, index: SSAValue, length: SSAValue | int) -> SSAValue:
     """`index` as i64 after asserting 0 <= index < length (one unsigned compare)."""
     wide = b.to_i64(index)
-    ok = b.value(arith.CmpiOp(wide, b.i64(length), "ult"))
+    ok = b.compare("ult", wide, length)
     b.check(ok, format_error(op, "index out of range"))
     return wide
 

@@ -82,3 +82,15 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:  ^[[MAINFAIL]]:
 // CHECK-NEXT:    %[[ZR:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    llvm.return %[[ZR]] : i32
+
+// With arith-cf=false the arith ops and cf branches stay (the translation to
+// LLVM IR takes them):
+// RUN: recir-opt -p "convert-recir-to-llvm{arith-cf=false}" %s | filecheck %s --check-prefix=ARITH
+// ARITH-LABEL: llvm.func internal @half(
+// ARITH:         %q = arith.divsi %n, %d : i32
+// ARITH-NEXT:    %ok = arith.cmpi sge, %q, %d : i32
+// ARITH-NEXT:    %[[SITE2:.*]] = arith.constant 2 : i32
+// ARITH-NEXT:    llvm.cond_br %ok, ^{{.*}}, ^{{.*}}(%[[SITE2]] : i32)
+// ARITH-LABEL: llvm.func @main(
+// ARITH-NOT:     llvm.mlir.constant(2 : i32)
+// ARITH:         arith.constant 2 : i32

@@ -2,8 +2,8 @@
 
 // A slice's gradients over rows (`adjoint.pad`s summed, as synthesize-gradients
 // writes them for a product's sliced output) are written side by side into one
-// rows buffer: each pad's rows copied to its offset, the columns none covers
-// zeroed; no zero-filled pad and no add.
+// rows buffer: each pad's rows moved to its offset (one llvm.memmove per row),
+// the columns none covers zeroed; no zero-filled pad and no add.
 func.func @slice_grads(%da: tensor<?x2xf32>, %db: tensor<?x3xf32>) -> tensor<?x6xf32> {
   %pa = adjoint.pad %da[4] : tensor<?x2xf32> -> tensor<?x6xf32>
   %pb = adjoint.pad %db[0] : tensor<?x3xf32> -> tensor<?x6xf32>
@@ -19,10 +19,12 @@ func.func @slice_grads(%da: tensor<?x2xf32>, %db: tensor<?x3xf32>) -> tensor<?x6
 // CHECK:         scf.for
 // CHECK:           %[[ROW:.*]] = llvm.getelementptr %[[OUT]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK-NEXT:      %[[FOUR:.*]] = arith.constant 4 : i64
-// CHECK-NEXT:      %{{.*}} = llvm.getelementptr %[[ROW]][%[[FOUR]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK:           llvm.load
+// CHECK-NEXT:      %[[AT4:.*]] = llvm.getelementptr %[[ROW]][%[[FOUR]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:           %[[BYTES2:.*]] = arith.constant 8 : i64
+// CHECK:           llvm.call_intrinsic "llvm.memmove.p0.p0.i64"(%[[AT4]], %{{.*}}, %[[BYTES2]], %{{.*}})
 // CHECK:         scf.for
-// CHECK:           llvm.load
+// CHECK:           %[[BYTES3:.*]] = arith.constant 12 : i64
+// CHECK:           llvm.call_intrinsic "llvm.memmove.p0.p0.i64"(%{{.*}}, %{{.*}}, %[[BYTES3]], %{{.*}})
 // CHECK:         scf.for
 // CHECK:           %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:      %[[AT:.*]] = llvm.getelementptr

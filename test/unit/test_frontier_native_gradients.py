@@ -12,7 +12,9 @@ from test_frontier_gradients import batched_gradients
 from test_invoke_to_frontier import tree_batch_args, trees
 
 import recir
+from recir.backend.cache import located_text
 from recir.diagnostics import RecirError
+from recir.frontier_compile import public_copies
 from recir.interpreter import run_function
 from recir.models import rntn, td_tree_lstm, tree_lstm
 from recir.pipeline import run_passes
@@ -75,3 +77,21 @@ def test_gradient_buffers_that_cannot_be_added_into_are_an_error():
     with pytest.raises(RecirError, match="'u' must be a C-contiguous float32 array of "
                        r"shape \(20, 8\)"):
         native.batch([(tree.left, tree.right, tree.word, tree.label, tree.root)], into)
+
+
+@pytest.mark.parametrize("model", [tree_lstm, td_tree_lstm],
+                         ids=lambda m: m.__name__.split(".")[-1])
+def test_the_gradient_loads_the_expansion_the_inference_compiled(model, tmp_path):
+    """A gradient's passes leave `@expand` as the inference has it (what
+    the expansion's object is keyed by assumes), so the gradient compiled
+    after the inference writes only its own object."""
+    params = model.init_params(np.random.default_rng(2), hidden=4)
+    traced = model.trace_model(params)
+    inference = recir.compile(traced, batching="frontier", cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.o"))) == 2  # the expansion's and the rest's
+    gradient = recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.o"))) == 3
+    expand = inference.schedule.expand.root_reference.data
+    assert expand in gradient.native.functions
+    assert (located_text(public_copies([gradient.native.callees[expand]]))
+            == located_text(public_copies([inference.native.callees[expand]])))

@@ -5,19 +5,24 @@ from __future__ import annotations
 import ctypes
 import math
 
+import llvmlite.binding as llvm_binding
+import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import builtin, llvm
+from xdsl.dialects import arith, builtin, cf, llvm
 from xdsl.parser import Parser
 
 from recir.backend.engine import Engine, compile_object
-from recir.backend.llvm_convert import to_llvm_ir
+from recir.backend.llvm_convert import ARITH, to_llvm_ir
+from recir.passes.llvm_functions import convert_arith_cf
 
 
 def parse(text: str) -> builtin.ModuleOp:
     ctx = Context()
     ctx.load_dialect(builtin.Builtin)
     ctx.load_dialect(llvm.LLVM)
+    ctx.load_dialect(arith.Arith)
+    ctx.load_dialect(cf.Cf)
     return Parser(ctx, text).parse_module()
 
 
@@ -158,3 +163,93 @@ def test_shared_vector_constants_keep_negative_zero_apart():
     splats(ctypes.addressof(out))
     assert [math.copysign(1.0, x) for x in out] == [-1.0] * 8
     assert list(out) == [0.0] * 8
+
+
+ARITH_OPS = """
+llvm.func @mix(%a: i64, %b: i64, %x: f32, %y: f32, %n: i32) -> f32 {
+  %c3 = arith.constant 3 : i64
+  %s = arith.addi %a, %c3 : i64
+  %d = arith.subi %s, %b : i64
+  %m = arith.muli %d, %b : i64
+  %q = arith.divsi %m, %c3 : i64
+  %u = arith.divui %m, %c3 : i64
+  %r = arith.remsi %q, %c3 : i64
+  %ru = arith.remui %u, %c3 : i64
+  %an = arith.andi %r, %ru : i64
+  %o = arith.ori %an, %a : i64
+  %xo = arith.xori %o, %b : i64
+  %sh = arith.shli %xo, %c3 : i64
+  %sr = arith.shrsi %sh, %c3 : i64
+  %su = arith.shrui %sr, %c3 : i64
+  %lo = arith.minsi %su, %a : i64
+  %hi = arith.maxsi %lo, %b : i64
+  %ulo = arith.minui %hi, %a : i64
+  %uhi = arith.maxui %ulo, %b : i64
+  %t = arith.trunci %uhi : i64 to i32
+  %w = arith.extsi %t : i32 to i64
+  %wu = arith.extui %n : i32 to i64
+  %lt = arith.cmpi slt, %w, %wu : i64
+  %pick = arith.select %lt, %w, %wu : i64
+  %f = arith.sitofp %pick : i64 to f32
+  %g = arith.uitofp %n : i32 to f32
+  %h = arith.addf %f, %g fastmath<reassoc,contract> : f32
+  %k = arith.subf %h, %x : f32
+  %p = arith.mulf %k, %y fastmath<contract> : f32
+  %v = arith.divf %p, %y : f32
+  %neg = arith.negf %v : f32
+  %half = arith.constant 0.5 : f32
+  %gt = arith.cmpf ogt, %neg, %half : f32
+  cf.cond_br %gt, ^more(%neg : f32), ^less
+^less:
+  cf.br ^more(%half : f32)
+^more(%big: f32):
+  %i = arith.fptosi %big : f32 to i32
+  %bits = arith.bitcast %i : i32 to f32
+  %z = arith.addf %big, %bits : f32
+  llvm.return %z : f32
+}"""
+
+
+def test_arith_ops_translate_as_their_llvm_replacements():
+    """Arith ops and cf branches left for the translation
+    (`convert-recir-to-llvm{arith-cf=false}`) give the module that
+    converting them to llvm ops first gives."""
+    direct = parse(ARITH_OPS)
+    converted = parse(ARITH_OPS)
+    convert_arith_cf(converted)
+    kinds = {type(op) for op in direct.walk() if op.dialect_name() == "arith"}
+    assert not {type(op) for op in converted.walk() if op.dialect_name() in ("arith", "cf")}
+    assert {type(op) for op in direct.walk() if op.dialect_name() == "cf"} == {
+        cf.BranchOp, cf.ConditionalBranchOp}
+    assert len(kinds) == len(ARITH)  # every op the table takes, once at least
+    assert (str(llvm_binding.parse_assembly(to_llvm_ir(direct)))
+            == str(llvm_binding.parse_assembly(to_llvm_ir(converted))))
+    mix = native(ARITH_OPS, "mix", ctypes.c_float, ctypes.c_int64, ctypes.c_int64,
+                 ctypes.c_float, ctypes.c_float, ctypes.c_int32)
+    for args in ((7, 2, 30.0, 2.0, 5), (100, 9, 3.0, 0.5, 1), (7, 2, 1.5, 2.0, 5)):
+        assert mix(*args) == pytest.approx(reference_mix(*args))
+
+
+def reference_mix(a: int, b: int, x: float, y: float, n: int) -> float:
+    """@mix in Python, for its values (no overflow, no wrap, positive shifts)."""
+    import struct
+
+    def trunc_div(p: int, q: int) -> int:
+        return abs(p) // abs(q) * (1 if (p >= 0) == (q >= 0) else -1)
+
+    s = a + 3
+    d = s - b
+    m = d * b
+    q, u = trunc_div(m, 3), m // 3
+    r, ru = q - 3 * trunc_div(q, 3), u % 3
+    su = ((((r & ru) | a) ^ b) << 3) >> 3 >> 3
+    hi = max(min(su, a), b)
+    uhi = max(min(hi, a), b)
+    w = uhi
+    pick = w if w < n else n
+    f = np.float32(pick) + np.float32(n)
+    v = np.float32((f - np.float32(x)) * np.float32(y)) / np.float32(y)
+    big = -v if -v > 0.5 else np.float32(0.5)
+    i = int(big)
+    bits = struct.unpack("<f", struct.pack("<i", i))[0]
+    return float(np.float32(big) + np.float32(bits))
