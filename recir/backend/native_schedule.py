@@ -53,9 +53,10 @@ class NativeSchedule(Schedule):
         np.cumsum(counts, out=bounds[1:])
         threads = self.team_threads()
         self.groups = None
-        if threads > 1 and len(levels) > 1 and counts.all():
-            by_group = grouped(self.heights, counts, tree_of(
-                children, levels, levels[0][1], total), threads, row_tile())
+        batch = levels[0][1]  # the roots: one a tree
+        if threads > 1 and batch > 1 and len(levels) > 1 and counts.all():
+            by_group = grouped(self.heights, counts, tree_of(children, levels, batch, total),
+                               threads, row_tile())
             if by_group is not None:
                 perm, self.groups = by_group
                 return perm, bounds
