@@ -25,19 +25,19 @@ import numpy as np
 INT16_MAX = 32767  # keys below it sort as int16: NumPy radix-sorts those
 
 
-def tree_of(children: Sequence[np.ndarray], levels: Sequence[tuple[int, int]], batch: int,
-            total: int) -> np.ndarray:
-    """Each invocation's tree (its root's number), depth by depth from the
-    roots (`Schedule.expand`'s children: global rows, -1 where none)."""
-    tree = np.empty(total, np.int64)
-    tree[:batch] = np.arange(batch)
-    for lo, hi in levels:
-        here = tree[lo:hi]
-        for c in children:
-            child = c[lo:hi]
-            has = child >= 0
-            tree[child[has]] = here[has]
-    return tree
+def tree_of(children: Sequence[np.ndarray], total: int) -> np.ndarray:
+    """Each invocation's tree: its root's row (the roots are rows 0..batch-1
+    of `Schedule.expand`'s children, global rows, -1 where none), by pointer
+    jumping from each row's parent: log2(depth) steps."""
+    tree = np.arange(total)
+    for c in children:
+        has = np.flatnonzero(c >= 0)
+        tree[c[has]] = has
+    while True:
+        up = tree[tree]
+        if np.array_equal(up, tree):
+            return tree
+        tree = up
 
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:

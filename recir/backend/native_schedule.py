@@ -55,8 +55,8 @@ class NativeSchedule(Schedule):
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
         if threads > 1 and batch > 1 and len(levels) > 1 and counts.all():
-            by_group = grouped(self.heights, counts, tree_of(children, levels, batch, total),
-                               threads, row_tile())
+            by_group = grouped(self.heights, counts, tree_of(children, total), threads,
+                               row_tile())
             if by_group is not None:
                 perm, self.groups = by_group
                 return perm, bounds

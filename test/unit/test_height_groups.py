@@ -1,0 +1,85 @@
+"""Heights by groups of trees (`backend/height_groups.py`) against plain
+Python: each invocation's tree, groups of consecutive trees, and the order
+and table a team runs by."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recir.backend.height_groups import grouped, groups_of, split_rows, tree_of
+
+
+def forest(sizes: list[int], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray, list[int]]:
+    """Random binary trees of `sizes` leaves, numbered depth by depth as
+    `Schedule.expand` numbers them (roots 0..batch-1, each depth's children
+    in their parents' order): the two children arrays, each row's height,
+    and each row's tree by a walk from the roots."""
+    rng = np.random.default_rng(seed)
+    left, right, owner, leaves_of = [], [], [], []
+    level = [(t, k) for t, k in enumerate(sizes)]
+    while level:
+        start = len(owner) + len(level)
+        below = []
+        for t, k in level:
+            owner.append(t)
+            if k == 1:
+                left.append(-1)
+                right.append(-1)
+                continue
+            split = int(rng.integers(1, k))
+            left.append(start + len(below))
+            below.append((t, split))
+            right.append(start + len(below))
+            below.append((t, k - split))
+        leaves_of += [k for _, k in level]
+        level = below
+    left_a, right_a = np.array(left), np.array(right)
+    height = np.zeros(len(owner), np.int64)
+    for row in reversed(range(len(owner))):  # children after their parents
+        kids = [c for c in (left_a[row], right_a[row]) if c >= 0]
+        height[row] = 1 + max(height[k] for k in kids) if kids else 0
+    return [left_a, right_a], height, owner
+
+
+def test_each_invocation_finds_its_tree() -> None:
+    children, _, owner = forest([1, 7, 3, 12, 2])
+    assert tree_of(children, len(owner)).tolist() == owner
+
+
+def test_groups_are_runs_of_trees_of_about_equal_nodes() -> None:
+    sizes = np.array([5, 9, 1, 30, 7, 7, 8, 2, 11, 4])
+    groups = groups_of(sizes, 3)
+    assert (np.diff(groups) >= 0).all() and groups[0] == 0 and groups[-1] == 2
+    totals = np.bincount(groups, weights=sizes)
+    assert totals.max() <= sizes.sum() / 3 + sizes.max()
+
+
+def test_grouped_order_and_table_give_each_thread_its_trees_rows() -> None:
+    sizes = [9, 4, 13, 6, 8, 11, 5, 7]
+    children, height, owner = forest(sizes, seed=3)
+    counts = np.bincount(height)
+    threads = 3
+    found = grouped(height, counts, np.array(owner), threads, tile=8)
+    assert found is not None
+    order, table = found
+    tree_group = groups_of(np.bincount(owner), threads)
+    rows = [(int(height[i]), int(tree_group[owner[i]])) for i in order]
+    assert rows == sorted(rows)  # by height, then group
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    assert (table[:, 0] == bounds[:-1]).all() and (table[:, -1] == bounds[1:]).all()
+    for h in range(len(counts)):
+        for g in range(threads):
+            got = rows[table[h, g]:table[h, g + 1]]
+            assert got == [(h, g)] * sum(1 for i in range(len(owner))
+                                         if height[i] == h and tree_group[owner[i]] == g)
+
+
+def test_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
+    children, height, owner = forest([40], seed=1)  # one tree: nothing to share
+    assert grouped(height, np.bincount(height), np.array(owner), 2, 8) is None
+    # two trees of very different sizes: the large one is a group alone,
+    # more rows than splitting each wide height gives a thread
+    children, height, owner = forest([200, 3], seed=2)
+    counts = np.bincount(height)
+    assert split_rows(counts, 2, 1) < owner.count(0)  # the large tree's 399 rows
+    assert grouped(height, counts, np.array(owner), 2, 1) is None
