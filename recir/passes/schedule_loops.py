@@ -34,7 +34,10 @@ the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's.
 Each thread's products by a weight read one packed copy of it for all
-its heights (`gemm_cached`: a table in its context for the loop's call).
+its heights (`gemm_cached`: a table in its context for the loop's call),
+and its thin heights' outer products into a weight's gradient go to a log
+added a block of rows at a time and when its heights end (`row_logs`: a
+team's threads each into its own buffer, all before the copies' sum).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter, Index
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
+from recir.passes.row_logs import close_logs, log_sites, open_logs
 from recir.passes.row_products import packed_sites
 
 HEIGHTS_ENTRY = "__heights"
@@ -240,16 +244,22 @@ class HeightLoopBuilder(PlanFunction):
 
         module = self.function.parent_op()
         sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
+        logs = log_sites(module) if isinstance(module, ModuleOp) else 0
         if sites:
             declare_heap(module)  # the copies' `free`
         packed = open_table(b, self.ctx, sites) if sites else None
+        logged = open_logs(b, self.ctx, logs) if logs else None
         b.loop(b.sub(end, first), each_height)
         if packed is not None:  # each thread's own weights' copies, for all its heights
             close_table(b, self.ctx, *packed, sites)
+        copied = [k for k, operand in enumerate(self.inputs) if operand.kind == COPIED]
+        if logged is not None:  # each thread's outer products into its own buffers
+            close_logs(b, self.ctx, *logged, logs)
+            if shared is not None and copied:  # all added before any thread sums them
+                b.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
         if self.team:  # after the last height's barrier (nothing to add on one thread)
-            for k, operand in enumerate(self.inputs):
-                if operand.kind == COPIED:
-                    self.sum_copies(b, k, operand.row_bytes // 4)
+            for k in copied:
+                self.sum_copies(b, k, self.inputs[k].row_bytes // 4)
         return self.finish()
 
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
