@@ -8,7 +8,8 @@ down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
 (and team thread's) first row and count there to `saved_at`, which the
-`_bwd`'s loop reads: it splits its heights as its `_fwd` did. The
+`_bwd`'s loop reads: it splits its heights as its `_fwd` did. A wide
+height runs as several, a block of rows each (`in_blocks`). The
 operands are the interpreter's, in its order (`Schedule.post`,
 `Backward.post_backward`), whole where it slices: `height_spec` and
 `expansion_spec` give their roles for the loops' code.
@@ -26,8 +27,32 @@ from recir.backend.native_loops import HeightLoop, NativeExpansion
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
+from recir.passes.gemm_target import host_target
 
 INT16_MAX = 32767  # heights below it sort as int16: NumPy radix-sorts those
+
+
+def block_rows(threads: int) -> int:
+    """Rows a height loop takes at a time: a block of the kernels' k
+    (`Target.depth`) per thread. Every op of a row function writes its rows
+    to fresh scratch, so a whole wide height's intermediates (tens of kB a
+    row) stream through memory; a block's stay nearer the core, while each
+    thread's share still fills a block of its outer products' k (one pass
+    over a gradient: `row_logs`) and many register tiles of rows."""
+    return max(threads, 1) * host_target().depth
+
+
+def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
+    """`bounds` with each height of more than `rows` rows cut into as few
+    near-equal blocks of at most `rows`: a height's rows depend only on
+    lower heights', so its blocks run in any order, each as a height."""
+    counts = np.diff(bounds)
+    pieces = -(-counts // rows)
+    if len(counts) == 0 or pieces.max() <= 1:
+        return bounds
+    n, k = np.repeat(counts, pieces), np.repeat(pieces, pieces)
+    j = np.arange(len(n)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    return np.append(np.repeat(bounds[:-1], pieces) + n * j // k, bounds[-1])
 
 
 class NativeSchedule(Schedule):
@@ -73,6 +98,8 @@ class NativeSchedule(Schedule):
         if loop.layouts is None:  # the same for every call of the function
             loop.layouts = self.post_layouts(function)
         tables_layout, saved_layout, backward = loop.layouts
+        # the `_bwd` (`NativeBackward`) runs the same blocks
+        bounds = self.bounds = in_blocks(bounds, block_rows(loop.threads))
         tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
         self.children32 = [c.astype(np.int32, copy=False) for c in children]
         # a saved value has at most its height's rows: `total` rows hold them all
