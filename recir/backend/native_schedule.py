@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 
+from recir.backend import policy
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.native_loops import HeightLoop, NativeExpansion
 from recir.backend.schedule_specs import BACKWARD
@@ -32,14 +33,17 @@ from recir.passes.gemm_target import host_target
 INT16_MAX = 32767  # heights below it sort as int16: NumPy radix-sorts those
 
 
-def block_rows(threads: int) -> int:
-    """Rows a height loop takes at a time: a block of the kernels' k
-    (`Target.depth`) per thread. Every op of a row function writes its rows
-    to fresh scratch, so a whole wide height's intermediates (tens of kB a
-    row) stream through memory; a block's stay nearer the core, while each
-    thread's share still fills a block of its outer products' k (one pass
-    over a gradient: `row_logs`) and many register tiles of rows."""
-    return max(threads, 1) * host_target().depth
+def block_rows(threads: int, per_row: int) -> int:
+    """Rows a height loop takes at a time, where its functions take
+    `per_row` bytes of scratch a row: each thread's block of them within
+    half its share of the last-level cache (`policy.llc_share`), but at
+    least a block of the kernels' k (`Target.depth`: a whole block of its
+    outer products, one pass over a gradient, `row_logs`, and many register
+    tiles). Every op of a row function writes its rows to fresh scratch, tens
+    of kB a row, so a wide height's intermediates would stream through
+    memory whole."""
+    fitting = policy.llc_share() // 2 // max(per_row, 1)
+    return max(threads, 1) * max(host_target().depth, fitting)
 
 
 def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
@@ -99,7 +103,8 @@ class NativeSchedule(Schedule):
             loop.layouts = self.post_layouts(function)
         tables_layout, saved_layout, backward = loop.layouts
         # the `_bwd` (`NativeBackward`) runs the same blocks
-        bounds = self.bounds = in_blocks(bounds, block_rows(loop.threads))
+        per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
+        bounds = self.bounds = in_blocks(bounds, block_rows(loop.threads, per_row))
         tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
         self.children32 = [c.astype(np.int32, copy=False) for c in children]
         # a saved value has at most its height's rows: `total` rows hold them all

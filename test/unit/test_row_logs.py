@@ -6,7 +6,8 @@ against NumPy, two calls in a row: a batch whose wide heights give each
 thread a whole block of rows (added at once), and one whose heights give
 each thread less (logged) but more than a block together (a full log added
 mid-loop, the rest when the loop ends). A wide height runs a block of
-rows per thread at a time (`native_schedule.in_blocks`)."""
+rows per thread at a time (`native_schedule.in_blocks`): at least a
+block of k each (`block_rows`), the least here."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from test_frontier_threads import HIDDEN, free_teams, inputs
 import recir
 from recir.backend.engine import openmp
 from recir.backend.native_loops import HeightLoop
+from recir.backend import native_schedule
 from recir.backend.native_schedule import block_rows, in_blocks
 from recir.data.synthetic import make_treebank
 from recir.models import tree_rnn
@@ -33,8 +35,10 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
     block = log_rows()
     count = block // per_block  # 4: 8n leaves, 2 blocks (a team's: 1), 4n the next height
     trees = make_treebank(count, "balanced", num_leaves=8, seed=11, vocab_size=100)
+    # the least blocks (as where a row's scratch fills the cache share)
+    monkeypatch.setattr(native_schedule, "block_rows", lambda t, per_row: t * block)
     heights = in_blocks(np.cumsum([0, 8 * count, 4 * count, 2 * count, count]),
-                        block_rows(threads))
+                        threads * block)
     shares = -(-np.diff(heights) // threads)  # a thread's rows of each height
     if per_block == 4:  # the leaves' a whole block a thread
         assert shares[0] == block
@@ -59,6 +63,11 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
 
 
 def test_a_wide_height_runs_in_blocks_of_near_equal_rows():
+    """Near-equal blocks of at most the rows given; a block's scratch
+    within half a cache share, but at least a block of k per thread."""
+    depth = log_rows()
+    assert block_rows(1, 1 << 40) == depth and block_rows(3, 1 << 40) == 3 * depth
+    assert block_rows(2, 1) >= 2 * depth
     bounds = np.array([0, 545, 674, 757, 800], np.int64)
     np.testing.assert_array_equal(in_blocks(bounds, 160),
                                   [0, 136, 272, 408, 545, 674, 757, 800])
