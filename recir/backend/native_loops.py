@@ -207,8 +207,7 @@ class HeightLoop(NativeLoop):
         too, and which keeps the products' own teams where a thread's copy
         of a gradient would not fit half a core's L2 (`policy.defer_outer_bytes`:
         with its weight, the gradient a thread's products read and write at
-        every height; those teams split each gradient across the threads),
-        unless only logged outer products add into it (`largest_copy`)."""
+        every height; those teams split each gradient across the threads)."""
         loops = [self] if backward is None else [self, backward]
         costs = self.spec.costs
         if self.threads < 2 or costs is None or len(bounds) < 2 or (

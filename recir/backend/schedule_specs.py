@@ -132,10 +132,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
         if team > 1 and k >= nsliced + ntables and roles[first + j].kind == STATIC and not all(
                 isinstance(use.operation, adjoint.AccumulateRowOp) and use.index == 0
                 for use in arg.uses):
-            roles[first + j] = Operand(COPIED, math.prod(arg.type.get_shape()) * 4,
-                                       logged=all(isinstance(use.operation,
-                                                             adjoint.AccumulateOuterOp)
-                                                  and use.index == 0 for use in arg.uses))
+            roles[first + j] = Operand(COPIED, math.prod(arg.type.get_shape()) * 4)
     return HeightSpec(roles, [], True, team, row_work(function), costs)
 
 
@@ -172,11 +169,8 @@ def copied_elements(spec: HeightSpec) -> int:
 
 def largest_copy(spec: HeightSpec) -> int:
     """The bytes of the largest gradient each thread of a team adds into
-    its own copy of at every height (`COPIED`), 0 where none: a copy that
-    only outer products add into (`logged`) is passed over once per block
-    of rows (`row_logs`), however many heights they come from."""
-    return max((o.row_bytes for o in spec.inputs if o.kind == COPIED and not o.logged),
-               default=0)
+    its own copy of (`COPIED`), 0 where none."""
+    return max((o.row_bytes for o in spec.inputs if o.kind == COPIED), default=0)
 
 
 def forward_outputs(backward: func.FuncOp) -> int:

@@ -75,7 +75,6 @@ class Operand:
     kind: str
     row_bytes: int = 0  # rows kinds; COPIED: the whole buffer's
     scalar: Attribute = i64  # SCALAR
-    logged: bool = False  # COPIED: only outer products add into it (`row_logs`)
 
 
 def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],

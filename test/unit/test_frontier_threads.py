@@ -216,10 +216,8 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     the heights that give each thread a register tile of rows, where the
     rows moved off the calling thread save more than the starts, the
     barriers and the copies' sum; one thread for a batch too small to repay
-    them, and where a thread's copy of a gradient that is added into at
-    every height would not fit half of L2 (the products' own teams split
-    that gradient instead), but not one only logged outer products add
-    into (`row_logs`)."""
+    them, and where a thread's copy of a gradient would not fit half of L2
+    (the products' own teams split that gradient instead)."""
     from types import SimpleNamespace
 
     from recir.backend.native_loops import HeightLoop, row_tile
@@ -229,8 +227,8 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     costs = policy.Costs(unit_s=1e-10, task_s=1e-6, team_s=50e-6, share=1.0,
                          warm_team_s=2e-6)
 
-    def loop(work: int, copy_bytes: int = 0, logged: bool = False) -> SimpleNamespace:
-        inputs = [Operand(COPIED, copy_bytes, logged=logged)] if copy_bytes else []
+    def loop(work: int, copy_bytes: int = 0) -> SimpleNamespace:
+        inputs = [Operand(COPIED, copy_bytes)] if copy_bytes else []
         return SimpleNamespace(threads=2, spec=HeightSpec(inputs, [], False, 2, work, costs))
 
     wide = np.array([0, 4000, 6000, 7000], np.int64)  # three heights
@@ -243,8 +241,6 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     assert HeightLoop.team_size(loop(10_000), narrow, loop(20_000, small)) == (1, 0)
     big = policy.defer_outer_bytes()
     assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == (1, 0)
-    # only logged outer products add into it: passed over once per block of rows
-    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big, logged=True)) == (2, 3)
     assert HeightLoop.team_size(loop(10_000), wide) == (2, 3)  # inference: no copies
 
 
