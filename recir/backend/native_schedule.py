@@ -17,6 +17,7 @@ operands are the interpreter's, in its order (`Schedule.post`,
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from recir.passes.gemm_target import host_target
 INT16_MAX = 32767  # heights below it sort as int16: NumPy radix-sorts those
 
 
+@functools.cache
 def block_rows(threads: int, per_row: int) -> int:
     """Rows a height loop takes at a time, where its functions take
     `per_row` bytes of scratch a row: each thread's block of them within
@@ -50,9 +52,11 @@ def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
     """`bounds` with each height of more than `rows` rows cut into as few
     near-equal blocks of at most `rows`: a height's rows depend only on
     lower heights', so its blocks run in any order, each as a height."""
+    if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
+        return bounds
     counts = np.diff(bounds)
     pieces = -(-counts // rows)
-    if len(counts) == 0 or pieces.max() <= 1:
+    if pieces.max() <= 1:
         return bounds
     n, k = np.repeat(counts, pieces), np.repeat(pieces, pieces)
     j = np.arange(len(n)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
