@@ -8,7 +8,8 @@ down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
 (and team thread's) first row and count there to `saved_at`, which the
-`_bwd`'s loop reads: it splits its heights as its `_fwd` did. The
+`_bwd`'s loop reads: it splits its heights as its `_fwd` did. A wide
+height runs as several, a block of rows each (`in_blocks`). The
 operands are the interpreter's, in its order (`Schedule.post`,
 `Backward.post_backward`), whole where it slices: `height_spec` and
 `expansion_spec` give their roles for the loops' code.
@@ -16,17 +17,49 @@ operands are the interpreter's, in its order (`Schedule.post`,
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
 
+from recir.backend import policy
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import INT16_MAX, grouped, tree_of
 from recir.backend.native_loops import HeightLoop, NativeExpansion, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
+from recir.passes.gemm_target import host_target
+
+
+@functools.cache
+def block_rows(threads: int, per_row: int) -> int:
+    """Rows a height loop takes at a time, where its functions take
+    `per_row` bytes of scratch a row: each thread's block of them within
+    half its share of the last-level cache (`policy.llc_share`), but at
+    least a block of the kernels' k (`Target.depth`: a whole block of its
+    outer products, one pass over a gradient, `row_logs`, and many register
+    tiles). Every op of a row function writes its rows to fresh scratch, tens
+    of kB a row, so a wide height's intermediates would stream through
+    memory whole."""
+    fitting = policy.llc_share() // 2 // max(per_row, 1)
+    return max(threads, 1) * max(host_target().depth, fitting)
+
+
+def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
+    """`bounds` with each height of more than `rows` rows cut into as few
+    near-equal blocks of at most `rows`: a height's rows depend only on
+    lower heights', so its blocks run in any order, each as a height."""
+    if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
+        return bounds
+    counts = np.diff(bounds)
+    pieces = -(-counts // rows)
+    if pieces.max() <= 1:
+        return bounds
+    n, k = np.repeat(counts, pieces), np.repeat(pieces, pieces)
+    j = np.arange(len(n)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    return np.append(np.repeat(bounds[:-1], pieces) + n * j // k, bounds[-1])
 
 
 class NativeSchedule(Schedule):
@@ -88,17 +121,24 @@ class NativeSchedule(Schedule):
         if loop.layouts is None:  # the same for every call of the function
             loop.layouts = self.post_layouts(function)
         tables_layout, saved_layout, backward = loop.layouts
+        # the `_bwd` (`NativeBackward`) runs the same blocks, groups and team
+        per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
+        block = block_rows(loop.threads, per_row)
+        # groups where no thread's rows of a height are more than its block
+        groups = self.groups if self.groups is not None and int(
+            np.diff(self.groups).max()) <= block // max(loop.threads, 1) else None
+        self.team, self.team_groups = (1, 0), None
+        if groups is not None:
+            self.team = loop.team_size(bounds, backward, groups)
+            self.team_groups = groups if self.team[0] > 1 else None
+        if self.team_groups is None:
+            bounds = in_blocks(bounds, block)
+            self.team = loop.team_size(bounds, backward)
+        self.bounds = bounds
         tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
         self.children32 = [c.astype(np.int32, copy=False) for c in children]
         # a saved value has at most its height's rows: `total` rows hold them all
         self.saved = [np.empty((total, *shape), dtype) for dtype, shape in saved_layout]
-        # the `_bwd` splits its heights alike
-        self.team, self.team_groups = (1, 0), None
-        if self.groups is not None:
-            self.team = loop.team_size(bounds, backward, self.groups)
-            self.team_groups = self.groups if self.team[0] > 1 else None
-        if self.team_groups is None:
-            self.team = loop.team_size(bounds, backward)
         self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
                                  np.int64)
         self.frames = []

@@ -4,7 +4,8 @@
 code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
 parameter) is the sum over the rows: `accumulate` adds every row,
 `accumulate_outer` adds the sum of the rows' outer products (dY^T X, a
-product over rows: `row_products.row_gemm`), `accumulate_row` scatter-adds
+product over rows: `row_products.row_gemm`, through a height loop's log of
+them where it keeps one: `row_logs`), `accumulate_row` scatter-adds
 rows at checked row numbers into a table (a parameter's, or a rows
 argument's: the children's result gradients). Accumulations write in place and return None.
 Where the function is lowered for a team, its heights' rows may be split
@@ -26,9 +27,10 @@ from recir.dialects import adjoint, tmath
 from recir.passes.adjoint_kernels import axpy
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.row_logs import logged_outer
 from recir.passes.row_products import row_gemm
 from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
-from recir.passes.tmath_kernels import checked, dot
+from recir.passes.tmath_kernels import checked, dot, enclosing_module
 
 
 def zero_rows(b: RowEmitter, count: SSAValue, op: Operation) -> Rows:
@@ -159,8 +161,7 @@ def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> N
     assert not isinstance(acc, Rows), "an outer product accumulates into a parameter"
     b.same_count(op, [lhs, rhs])
     rows, cols = tmath.shape_of(op.operands[0])
-    row_gemm(b, op, "tn", rows, cols, lhs.count, (lhs.data, lhs.stride),
-             (rhs.data, rhs.stride), (acc, cols), accumulate=True)
+    logged_outer(b, enclosing_module(op), rows, cols, lhs, rhs, acc)
 
 
 def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:

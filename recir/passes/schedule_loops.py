@@ -39,7 +39,10 @@ the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's.
 Each thread's products by a weight read one packed copy of it for all
-its heights (`gemm_cached`: a table in its context for the loop's call).
+its heights (`gemm_cached`: a table in its context for the loop's call),
+and its thin heights' outer products into a weight's gradient go to a log
+added a block of rows at a time and when its heights end (`row_logs`: a
+team's threads each into its own buffer, all before the copies' sum).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter, Index
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
+from recir.passes.row_logs import close_logs, log_sites, open_logs
 from recir.passes.row_products import packed_sites
 
 HEIGHTS_ENTRY = "__heights"
@@ -229,11 +233,11 @@ class HeightLoopBuilder(PlanFunction):
             else (b.i64(0), b.load(self.plan, 0, i64))
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
-        copies = any(o.kind == COPIED for o in self.inputs)
+        copied = [k for k, operand in enumerate(self.inputs) if operand.kind == COPIED]
         self.grouped = b.compare("ne", b.load(self.plan, 11, i64), 0) if self.team else None
         if self.grouped is not None:
             # saved rows, copies and groups are laid out for the team asked for
-            laid_out = b.const(1, i1) if self.nsaved or copies else self.grouped
+            laid_out = b.const(1, i1) if self.nsaved or copied else self.grouped
             short = b.compare("ne", self.threads, b.load(self.plan, 10, i64))
             b.when(both(b, laid_out, short), self.fail(SHORT_TEAM))
         shared = both(b, b.compare("sge", self.threads, 2), b.value(arith.XOrIOp(
@@ -249,18 +253,25 @@ class HeightLoopBuilder(PlanFunction):
 
         module = self.function.parent_op()
         sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
+        logs = log_sites(module) if isinstance(module, ModuleOp) else 0
         if sites:
             declare_heap(module)  # the copies' `free`
         packed = open_table(b, self.ctx, sites) if sites else None
+        logged = open_logs(b, self.ctx, logs) if logs else None
         b.loop(b.sub(end, first), each_height)
         if packed is not None:  # each thread's own weights' copies, for all its heights
             close_table(b, self.ctx, *packed, sites)
-        if self.team and copies:  # after the last height's barrier (none on one thread)
+        if logged is not None:  # each thread's outer products into its own buffers
+            close_logs(b, self.ctx, *logged, logs)
+        if self.team and copied:
             assert self.grouped is not None
-            b.when(self.grouped, lambda e: e.op(llvm.CallOp("GOMP_barrier")))
-            for k, operand in enumerate(self.inputs):
-                if operand.kind == COPIED:
-                    self.sum_copies(b, k, operand.row_bytes // 4)
+            # all added before any thread sums them: the last height's barrier
+            # does, unless logs were added after it or groups have none
+            late = b.const(1, i1) if logged is not None else self.grouped
+            b.when(both(b, b.compare("sge", self.threads, 2), late),
+                   lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
+            for k in copied:
+                self.sum_copies(b, k, self.inputs[k].row_bytes // 4)
         return self.finish()
 
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:

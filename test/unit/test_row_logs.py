@@ -1,0 +1,78 @@
+"""A height loop's logged outer products (`recir/passes/row_logs.py`): a
+`_bwd`'s weight gradients dY^T X added a block of rows at a time. TreeRNN
+over complete trees of 8 leaves, on one thread and on a team of two (each
+thread's log into its own copy, all added before the copies are summed),
+against NumPy, two calls in a row: a batch whose wide heights give each
+thread a whole block of rows (added at once), and one whose heights give
+each thread less (logged) but more than a block together (a full log added
+mid-loop, the rest when the loop ends). A wide height runs a block of
+rows per thread at a time (`native_schedule.in_blocks`): at least a
+block of k each (`block_rows`), the least here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_frontier_products import reference_grads
+from test_frontier_threads import HIDDEN, free_teams, inputs
+
+import recir
+from recir.backend.engine import openmp
+from recir.backend.native_loops import HeightLoop
+from recir.backend import native_schedule
+from recir.backend.native_schedule import block_rows, in_blocks
+from recir.data.synthetic import make_treebank
+from recir.models import tree_rnn
+from recir.passes.row_logs import log_rows
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("per_block", [4, 5], ids=["at-once", "logged"])
+def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_path,
+                                                       monkeypatch):
+    if threads > 1 and openmp() is None:
+        pytest.skip("no OpenMP runtime")
+    block = log_rows()
+    count = block // per_block  # 4: 8n leaves, 2 blocks (a team's: 1), 4n the next height
+    trees = make_treebank(count, "balanced", num_leaves=8, seed=11, vocab_size=100)
+    # the least blocks (as where a row's scratch fills the cache share)
+    monkeypatch.setattr(native_schedule, "block_rows", lambda t, per_row: t * block)
+    heights = in_blocks(np.cumsum([0, 8 * count, 4 * count, 2 * count, count]),
+                        threads * block)
+    shares = -(-np.diff(heights) // threads)  # a thread's rows of each height
+    if per_block == 4:  # the leaves' a whole block a thread
+        assert shares[0] == block
+    else:  # less than a block a call, more than one over a thread's heights
+        assert shares.max() < block < shares.sum()
+    params = tree_rnn.init_params(np.random.default_rng(12), hidden=HIDDEN, vocab=100)
+    want = {k: np.ones_like(v) for k, v in params.items()}
+    for tree in trees:
+        reference_grads(tree, params, want)
+    grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
+                                threads=threads, cache_dir=free_teams(tmp_path))
+    teams: list[int] = []
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
+        args[4]) or run(self, *args))
+    for _ in range(2):
+        got = {k: np.ones_like(v) for k, v in params.items()}
+        grad.batch(inputs(trees), got)
+        for k, g in want.items():
+            np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=k)
+    assert teams == [threads] * 4  # the `_fwd`'s and `_bwd`'s heights, twice
+
+
+def test_a_wide_height_runs_in_blocks_of_near_equal_rows():
+    """Near-equal blocks of at most the rows given; a block's scratch
+    within half a cache share, but at least a block of k per thread."""
+    depth = log_rows()
+    assert block_rows(1, 1 << 40) == depth and block_rows(3, 1 << 40) == 3 * depth
+    assert block_rows(2, 1) >= 2 * depth
+    bounds = np.array([0, 545, 674, 757, 800], np.int64)
+    np.testing.assert_array_equal(in_blocks(bounds, 160),
+                                  [0, 136, 272, 408, 545, 674, 757, 800])
+    np.testing.assert_array_equal(in_blocks(np.array([0, 320, 480]), 160),
+                                  [0, 160, 320, 480])
+    narrow = np.array([0, 100, 150], np.int64)
+    assert in_blocks(narrow, 160) is narrow
+    assert len(in_blocks(np.array([0], np.int64), 160)) == 1
