@@ -24,13 +24,14 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
   height, every thread streams the weights, and a height ends at a barrier.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
-weight gradient), so products count three times, and a height streams a
-weight's size four times (those three and the gradient's write): at L3's
-rate where a weight, its gradient and the GEMMs' packed copy do not fit L2
-together, and twice over where the weights alone do not (a pack reads a
-weight, writes its copy and reads that). The frontier runs two schedules,
-so its call, height and row costs count twice; the recursive code adds a
-large weight's gradient by one GEMM (`policy.defer_outer_bytes`).
+weight gradient), so products count three times. The frontier's weight
+gradient adds a depth block of logged rows at a time (`row_logs`: at the
+tile's full gain), so a height streams a weight's size twice (the product
+and its vecmat): at L3's rate where a weight and the GEMMs' packed copy do
+not fit L2 together, and twice over where the weights alone do not (a pack
+reads a weight, writes its copy and reads that). The frontier runs two
+schedules, so its call, height and row costs count twice; the recursive
+code adds a large weight's gradient by one GEMM (`policy.defer_outer_bytes`).
 
 The number of heights is the one statistic a batch does not give cheaply
 (it takes a walk of each tree): it is estimated from the largest tree's
@@ -53,8 +54,8 @@ from recir.backend.policy import Costs
 from recir.dialects import invoke, tmath
 
 GRADIENT_PRODUCTS = 3  # a product, its vecmat and its weight gradient
-GRADIENT_STREAMS = 4  # passes over a weight's size: those three, the gradient's write
-GRADIENT_WORKING_SET = 3  # a weight, its gradient and the GEMMs' packed copy of it
+GRADIENT_STREAMS = 2  # a height's passes over a weight's size: its product and vecmat
+GRADIENT_WORKING_SET = 2  # a weight and the GEMMs' packed copy of it
 GRADIENT_PASSES = 2  # the frontier's forward and backward schedules
 
 
@@ -190,9 +191,11 @@ class Estimate:
         self.cell, self.costs, self.gradient = cell, costs, gradient
         self.stream = policy.stream_factor(cell.weight_bytes, costs)
 
-    def height_streams(self) -> float:
-        """What a height's products stream, in weights' sizes at the L2 rate."""
-        weight_bytes = self.cell.weight_bytes
+    def height_streams(self, cores: int = 1) -> float:
+        """What a height's products stream, in weights' sizes at the L2
+        rate, with their columns split across `cores` (each core's L2 then
+        holds its share of the weights)."""
+        weight_bytes = self.cell.weight_bytes // max(cores, 1)
         alone = policy.stream_factor(weight_bytes, self.costs)
         if not self.gradient:
             return alone
@@ -221,23 +224,30 @@ class Estimate:
         nodes = sum(sizes)
         if heights is None:
             heights = estimated_heights(max(sizes, default=1), cell.fan_out)
-        products = GRADIENT_PRODUCTS if self.gradient else 1
+        # a gradient's product and vecmat run at a height's rows, its weight
+        # gradient a depth block of logged rows at a time (`row_logs`)
+        products, logged = (GRADIENT_PRODUCTS - 1, 1) if self.gradient else (1, 0)
+        kernels = GRADIENT_PRODUCTS if self.gradient else 1
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
-        streamed = heights * cell.weights * costs.unit_s * self.height_streams()
+        weights = heights * cell.weights * costs.unit_s  # one stream of a height's weights
 
-        def rows(threads: int) -> float:  # a thread's rows a height fill the tile
-            gain = policy.gemm_gain(nodes / (heights * threads))
-            return nodes * (cell.products * products / gain
-                            + cell.row_kernels * products) * costs.unit_s
+        def rows(per_height: float) -> float:  # products whose tile `per_height` rows fill
+            tiles = products / policy.gemm_gain(per_height) + logged / policy.gemm_gain(math.inf)
+            return nodes * (cell.products * tiles + cell.row_kernels * kernels) * costs.unit_s
 
-        alone = fixed + streamed + rows(1)
+        alone = fixed + weights * self.height_streams() + rows(nodes / heights)
         if threads < 2:
             return alone
-        barriers = heights * passes * costs.warm_team_s
-        team = fixed + streamed + policy.team_seconds(rows(threads), threads, costs, 0) \
-            + barriers
-        return min(alone, team)
-
-
+        # each thread a share of every height's rows (or its own trees'), all
+        # of the height's weights, a barrier a height
+        by_rows = fixed + weights * self.height_streams() + policy.team_seconds(
+            rows(nodes / (heights * threads)), threads, costs, 0) \
+            + heights * passes * costs.warm_team_s
+        # the products' own teams: each core its columns, a team start each
+        starts = heights * passes * cell.product_ops * kernels
+        by_columns = fixed + policy.team_seconds(
+            weights * self.height_streams(threads) + rows(nodes / heights), threads, costs, 0) \
+            + starts * costs.warm_team_s
+        return min(alone, by_rows, by_columns)
