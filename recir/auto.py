@@ -69,9 +69,9 @@ class Auto:
         """Each mode's predicted time for `batch`, the recursive code on
         `threads`, the frontier's products on up to `frontier_threads`
         (the heights walked where the trees give them)."""
-        estimate, sizes = self.model(), self.sizes(batch)
-        return {"recursive": estimate.recursive(sizes, threads),
-                "frontier": estimate.frontier(sizes, frontier_threads, self.heights(batch))}
+        estimate, sizes, heights = self.model(), self.sizes(batch), self.heights(batch)
+        return {"recursive": estimate.recursive(sizes, threads, heights),
+                "frontier": estimate.frontier(sizes, frontier_threads, heights)}
 
     def mode(self, batch: Sequence[Sequence[Any]], threads: int, frontier_threads: int
              ) -> str:
@@ -80,11 +80,13 @@ class Auto:
         if self.batched is None or not batch:
             return "recursive"
         estimate, sizes = self.model(), self.sizes(batch)
-        recursive = estimate.recursive(sizes, threads)
-        picks = {estimate.frontier(sizes, frontier_threads, h) < recursive
+        picks = {estimate.frontier(sizes, frontier_threads, h)
+                 < estimate.recursive(sizes, threads, h)
                  for h in height_bounds(max(sizes), self.cell.fan_out)}
         if len(picks) > 1:
-            picks = {estimate.frontier(sizes, frontier_threads, self.heights(batch)) < recursive}
+            h = self.heights(batch)
+            picks = {estimate.frontier(sizes, frontier_threads, h)
+                     < estimate.recursive(sizes, threads, h)}
         return "frontier" if picks.pop() else "recursive"
 
     def heights(self, batch: Sequence[Sequence[Any]]) -> float | None:

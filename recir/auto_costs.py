@@ -189,7 +189,11 @@ class Estimate:
 
     def __init__(self, cell: CellCost, costs: Costs, gradient: bool):
         self.cell, self.costs, self.gradient = cell, costs, gradient
-        self.stream = policy.stream_factor(cell.weight_bytes, costs)
+        # a recursive gradient adds each outer product into its weight's
+        # gradient, which then shares L2 with the weights (unless logged:
+        # `gradient_gemm`)
+        held = 2 if gradient and not cell.gradient_gemm else 1
+        self.stream = policy.stream_factor(held * cell.weight_bytes, costs)
 
     def height_streams(self, cores: int = 1) -> float:
         """What a height's products stream, in weights' sizes at the L2
@@ -203,19 +207,26 @@ class Estimate:
         held = policy.stream_factor(GRADIENT_WORKING_SET * weight_bytes, self.costs)
         return GRADIENT_STREAMS * held * (2 if alone > 1 else 1)
 
-    def recursive(self, sizes: Sequence[int], threads: int) -> float:
+    def recursive(self, sizes: Sequence[int], threads: int, heights: float | None = None
+                  ) -> float:
+        """`heights`: the batch's (default: `estimated_heights`); on a team no
+        faster than its tallest tree's nodes one after another (the span)."""
         cell, costs = self.cell, self.costs
         products = cell.product_units * self.stream
         if self.gradient:
             products = cell.gradient_units * self.stream \
                 + cell.gradient_gemm / policy.gemm_gain(math.inf)
         kernels = cell.row_kernels * (GRADIENT_PRODUCTS if self.gradient else 1)
-        alone = sum(sizes) * (products + kernels) * costs.unit_s
+        node = (products + kernels) * costs.unit_s
+        alone = sum(sizes) * node
         if threads < 2:
             return alone
+        if heights is None:
+            heights = estimated_heights(max(sizes, default=1), cell.fan_out)
         tasks = len(sizes) if len(sizes) > 1 else 2 ** policy.call_budget(
             alone / costs.unit_s, threads, costs) - 1
-        return min(alone, policy.team_seconds(alone, threads, costs, max(tasks, 1)))
+        team = policy.team_seconds(alone, threads, costs, max(tasks, 1))
+        return min(alone, max(team, heights * node))
 
     def frontier(self, sizes: Sequence[int], threads: int, heights: float | None = None
                  ) -> float:

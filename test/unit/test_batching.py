@@ -200,7 +200,8 @@ def test_auto_estimates_follow_the_costs():
     """Both modes' seconds by the model's terms: the frontier's call,
     height and row costs count once (twice for gradients), a bilinear
     kernel adds the same to both, weights out of L2 slow the recursive
-    products by `l3_slowdown`."""
+    products by `l3_slowdown` (a gradient's with its gradient), a team
+    takes at least the span."""
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
                                row_kernels=0.0, product_ops=1, fan_out=2)
@@ -228,6 +229,18 @@ def test_auto_estimates_follow_the_costs():
         base.recursive(sizes, 1)
     assert auto_model.Estimate(cell, costs, False).recursive(sizes, 2) < \
         base.recursive(sizes, 1)
+    # on a team, no faster than the tallest tree's nodes one after another
+    node = 2e5 * 1e-11
+    assert base.recursive([37], 64, heights=30) == pytest.approx(30 * node)
+    # a recursive gradient's weights and their gradient share L2, unless
+    # its outer products are logged (`gradient_gemm`)
+    half = policy.machine().l2_bytes // 2 + 1
+    for logged, slower in ((0.0, costs.l3_slowdown), (1e5, 1.0)):
+        fits = replace(cell, gradient_gemm=logged)
+        held = auto_model.Estimate(replace(fits, weight_bytes=half), costs, True)
+        small = auto_model.Estimate(fits, costs, True)
+        assert held.recursive(sizes, 1) - small.recursive(sizes, 1) == pytest.approx(
+            (slower - 1) * sum(sizes) * 8e5 * 1e-11)
 
 
 def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():
