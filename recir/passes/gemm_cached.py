@@ -95,10 +95,11 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
     return [pack_whole_function(target, layout), function]
 
 
-def open_table(b: Emitter, ctx: SSAValue, sites: int) -> tuple[SSAValue, SSAValue]:
-    """A table of `sites` empty entries (field 0: their count) on the
-    function's stack, made the context's `packed`; returns it and the
-    `packed` it replaced."""
+def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED
+               ) -> tuple[SSAValue, SSAValue]:
+    """A table of `sites` empty entries of `ENTRY` fields (field 0: their
+    count) on the function's stack, made the context's `field` (`packed`,
+    or `row_logs`' table); returns it and the table it replaced."""
     table = b.alloca(1 + ENTRY * sites, i64)
     b.store(b.i64(sites), table, 0)
 
@@ -107,7 +108,7 @@ def open_table(b: Emitter, ctx: SSAValue, sites: int) -> tuple[SSAValue, SSAValu
         return ()
 
     b.loop(ENTRY * sites, empty)
-    slot = b.offset(ctx, PACKED, i8)
+    slot = b.offset(ctx, field, i8)
     old = b.load(slot, 0, PTR)
     b.store(table, slot, 0)
     return table, old
