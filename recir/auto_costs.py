@@ -13,15 +13,19 @@ a lane's multiply-add; the frontier's call, height and row costs and
 L3's slowdown, stated defaults that `recir.tune()` may measure):
 
 - recursive: nodes x a node's dots at `unit_s` (x `l3_slowdown` where the
-  weights are out of L2); on a team as `policy.team_seconds` reckons it,
-  its trees (or one tree's spawned subtrees) the tasks;
+  weights, with a gradient's weight gradients, are out of L2); on a team as
+  `policy.team_seconds` reckons it, its trees (or one tree's spawned
+  subtrees) the tasks, but no faster than the tallest tree's nodes one
+  after another (the span);
 - frontier: `frontier_call_s` + heights x (`height_s` + the products'
   weights streamed once) + nodes x (`row_s` + a node's multiply-adds at
   `gemm_gain` times `unit_s`'s rate, the tile filled by the rows a height
   has on average); on a team each thread takes its share of every height's
   rows (or its own trees', `backend/height_groups.py`) and multiplies them
   by all of the height's weights: the tile is filled by a thread's rows a
-  height, every thread streams the weights, and a height ends at a barrier.
+  height, every thread streams the weights, and a height ends at a barrier;
+  or the products' own teams split each by columns (each core's L2 its
+  share of the weights, a team start each), whichever is cheaper.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
 weight gradient), so products count three times. The frontier's weight
