@@ -29,7 +29,6 @@ from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.passes.native_context import ERROR_CHECK
-from recir.passes.row_lowering import scratch_bytes_per_row
 from recir.passes.rows import SCRATCH_EXHAUSTED
 
 # A scratch buffer grows (and a call is repeated) at most this often: each
@@ -41,14 +40,17 @@ FORWARD = "_fwd"
 class NativeRowFunction:
     """One lowered function over rows, called with NumPy arrays."""
 
-    def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str]):
+    def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str],
+                 per_row: int):
+        """`per_row`: the scratch bytes a row of the largest frontier
+        (`row_lowering.scratch_per_row`)."""
         self.name = function.sym_name.data
         self.engine, self.sites = engine, list(sites)
         signature = function.function_type
         self.inputs, self.outputs = list(signature.inputs), list(signature.outputs)
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
-        self.per_row = scratch_bytes_per_row(function)
+        self.per_row = per_row
         # a backward adds into its arguments: a call cut short and repeated
         # would add twice, so it is not repeated (the size is an upper bound)
         accumulates = any(op.name.startswith("adjoint.accumulate") for op in function.walk())

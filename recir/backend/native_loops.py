@@ -250,15 +250,14 @@ class HeightLoop(NativeLoop):
         fields, scalars = self.fields(inputs, keep)
         for array in outputs:
             fields += (len(array), data_address(array))
-        widest = int((bounds[1:] - bounds[:-1]).max()) if heights else 0
         table = 0 if groups is None else data_address(groups)
         plan = np.array([heights, data_address(bounds), 0, 0, data_address(saved_at),
                          threads, 0, split, 0, 0, 0, table, *fields], np.int64)
         assert len(plan) == HEADER + 2 * (len(inputs) + len(outputs)), self.native.name
         self.write_scalars(plan, HEADER, inputs, scalars)
         self.place_copies(plan, threads, keep)
-        share = -(-max(widest, 1) // threads)  # a thread's most rows of a height
-        contexts = self.run(plan, self.native.per_row * share, threads)
+        contexts = self.run(plan, self.native.per_row * most_rows(bounds, threads, split,
+                                                                  groups), threads)
         failed = [ctx for ctx in contexts if ctx.error]
         self.native.raise_error(failed[0] if failed else contexts[0])
 
@@ -280,6 +279,18 @@ class HeightLoop(NativeLoop):
                                               for t in range(threads - 1))], np.int64)
             keep.append(table)
             plan[at] = data_address(table)
+
+
+def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray | None) -> int:
+    """The most rows one call of a height loop's function takes (what its
+    thread's scratch is sized by): a thread's block of a height the team
+    splits (ceil(rows / threads)), its group's rows, or a whole height the
+    calling thread runs alone."""
+    rows = np.diff(bounds)
+    if groups is not None:
+        return max(int(np.diff(groups, axis=1).max(initial=0)), 1)
+    split_rows = -(-rows[:split] // max(threads, 1))
+    return max(int(split_rows.max(initial=0)), int(rows[split:].max(initial=0)), 1)
 
 
 class NativeExpansion(NativeLoop):

@@ -13,12 +13,15 @@ The ABI, which `backend/row_schedule.py` calls:
   which the function fills (its data lies in the scratch buffer or in an
   argument), a static tensor's buffer; scalar results are returned;
 - last come `scratch: ptr` and `scratch_bytes: i64`. Every temporary whose
-  row count is known only at run time is bump-allocated from it, each
-  64-byte aligned; a `partition` output takes its input's row count (the
-  upper bound) and keeps the count it found. The caller sizes the buffer
-  (`scratch_bytes_per_row` times its largest frontier) and, where a check
-  fails on `SCRATCH_EXHAUSTED`, calls again with a larger one: the
-  functions write nothing but their results.
+  row count is known only at run time lies in a slot of it (`rows.Scratch`:
+  its row bytes, rounded up to 64, times the rows the buffer holds), and a
+  slot is handed out again after the last use of every value whose rows lie
+  in it (`ScratchLiveness`), so the buffer a row needs is the most bytes
+  live at once, not the sum of all temporaries; a `partition` output takes
+  its input's row count (the upper bound) and keeps the count it found. The
+  caller sizes the buffer (the module's `SCRATCH_PER_ROW` entry times its
+  largest frontier) and, where a check fails on `SCRATCH_EXHAUSTED`, calls
+  again with a larger one: the functions write nothing but their results.
 
 Every index read at run time is checked (`cf.assert`, an error return):
 native code never reads outside a buffer. Kernels: `row_kernels.py`
@@ -30,10 +33,20 @@ non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from itertools import count
 from typing import Protocol
 
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import FunctionType, TensorType, i8, i64
+from xdsl.dialects.builtin import (
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+    i8,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -46,13 +59,11 @@ from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
-    ALIGN,
     SERIAL,
     RowEmitter,
     Rows,
     RowTeam,
     Scratch,
-    element_bytes,
     row_at,
     row_width,
     storage,
@@ -74,15 +85,17 @@ class StaticLowering(Protocol):
     def lower_op(self, op: Operation) -> None: ...
 
 
-def scratch_bytes_per_row(function: func.FuncOp) -> int:
-    """An upper bound of the scratch one row of the largest frontier takes:
-    every rows result of every op, each with its alignment."""
-    total = 0
-    for op in function.walk():
-        for r in op.results:
-            if is_rows(r.type):
-                total += row_width(r.type) * element_bytes(r.type.element_type) + ALIGN
-    return total
+SCRATCH_PER_ROW = "recir.scratch_per_row"  # a module attribute: function -> bytes a row
+
+
+def scratch_per_row(module: ModuleOp) -> dict[str, int]:
+    """Each lowered row function's scratch bytes per row of its largest
+    frontier (`rows.Scratch.finish`), taken off the module."""
+    found = module.attributes.pop(SCRATCH_PER_ROW, None)
+    if not isinstance(found, DictionaryAttr):
+        return {}
+    return {name: value.value.data for name, value in found.data.items()
+            if isinstance(value, IntegerAttr)}
 
 
 def runs_schedule(function: func.FuncOp) -> bool:
@@ -141,9 +154,14 @@ class RowFunctionLowering:
                      for t in signature.outputs if isinstance(t, TensorType)]
         base = entry.insert_arg(PTR, len(entry.args))
         capacity = entry.insert_arg(i64, len(entry.args))
-        self.scratch = Scratch(base, capacity, start.i64(0))
-        for op in list(entry.ops):
+        self.scratch = Scratch(start, base, capacity)
+        ops = list(entry.ops)
+        self.liveness = ScratchLiveness(ops, self.pad_sums)
+        for k, op in enumerate(ops):
             self.lower_op(op)
+            for offset, size in self.liveness.dead(k):
+                self.scratch.release(offset, size)
+        self.record_per_row(self.scratch.finish())
         for op in reversed(self.static.dead):
             op.detach()
             op.erase(safe_erase=False)
@@ -154,6 +172,18 @@ class RowFunctionLowering:
         scalars = [t for t in signature.outputs if not isinstance(t, TensorType)]
         self.function.function_type = FunctionType.from_lists(
             [*inputs, *(PTR for _ in self.outs), PTR, i64], scalars)
+
+    def record_per_row(self, per_row: int) -> None:
+        module = self.function.parent_op()
+        assert isinstance(module, ModuleOp)
+        found = module.attributes.get(SCRATCH_PER_ROW)
+        entries = dict(found.data) if isinstance(found, DictionaryAttr) else {}
+        entries[self.function.sym_name.data] = IntegerAttr(per_row, i64)
+        module.attributes[SCRATCH_PER_ROW] = DictionaryAttr(entries)
+
+    def settle(self, op: Operation, results: Sequence[SSAValue]) -> None:
+        """Which slots `op`'s results lie in (`ScratchLiveness.record`)."""
+        self.liveness.record(op, results, self.values.get, self.scratch.taken())
 
     @staticmethod
     def descriptor(b: Emitter, pointer: SSAValue, typ: Attribute) -> Rows:
@@ -193,6 +223,7 @@ class RowFunctionLowering:
                 self.values[old] = new
             else:
                 self.static.replace(old, new)
+        self.settle(op, op.results)
         self.static.dead.append(op)
 
     def lower_matvec_plus(self, op: Operation) -> None:
@@ -201,6 +232,7 @@ class RowFunctionLowering:
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
         self.values[op.results[0]] = self.values[add.results[0]] = out
+        self.settle(op, [op.results[0], add.results[0]])
         self.folded.add(add)
         self.static.dead.append(op)
 
@@ -210,6 +242,7 @@ class RowFunctionLowering:
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
         self.values[op.results[0]] = sum_of_pads(b, op, pads,
                                                  [self.get(p.operands[0]) for p in pads])
+        self.settle(op, op.results)
         self.static.dead.append(op)
 
     def lower_return(self, op: func.ReturnOp) -> None:
@@ -230,6 +263,60 @@ class RowFunctionLowering:
             b.store(lowered.count, out, 0)
             b.store(lowered.data, b.offset(out, 8, i8), 0)
         Rewriter.replace_op(op, func.ReturnOp(*kept))
+
+
+class ScratchLiveness:
+    """When a scratch slot is free again: after the op of the last use of
+    every value whose rows lie in it. A use inside an op's regions counts as
+    the op's, and a pad folded into a sum of pads is read where the sum is
+    lowered. A result that is none of its op's fresh slots (a slice, a view)
+    may lie in any slot of the op's operands or of the op itself, so it keeps
+    them all. A value returned is used by the last op: its slot is never
+    handed out again."""
+
+    def __init__(self, ops: list[Operation], deferred: dict[Operation, list[Operation]]):
+        """`ops`: the function's ops in order; `deferred`: an op lowered
+        later than its place, under the op that lowers it."""
+        place = {op: k for k, op in enumerate(ops)}
+        self.last: dict[SSAValue, int] = {}
+        for k, op in enumerate(ops):
+            for inner in op.walk():
+                self.last.update((v, k) for v in inner.operands)
+        for later, folded in deferred.items():
+            for op in folded:
+                self.last.update((v, max(self.last.get(v, -1), place[later]))
+                                 for v in op.operands)
+        self.slots: dict[SSAValue, set[int]] = {}  # value -> the slots its rows may lie in
+        self.holders: dict[int, set[SSAValue]] = {}  # slot -> the values in it
+        self.spans: dict[int, tuple[int, int]] = {}  # slot -> (per-row offset, bytes)
+        self.ids = count()
+
+    def record(self, op: Operation, results: Sequence[SSAValue],
+               lowered: Callable[[SSAValue], Rows | None],
+               taken: Sequence[tuple[SSAValue, int, int]]) -> None:
+        """`results` of `op`, lowered to `lowered(r)`, and the slots it took."""
+        fresh: dict[SSAValue, int] = {}
+        for data, offset, size in taken:
+            slot = next(self.ids)
+            self.spans[slot], self.holders[slot], fresh[data] = (offset, size), set(), slot
+        around = set(fresh.values()).union(*(self.slots.get(v, ()) for inner in op.walk()
+                                             for v in inner.operands))
+        for r in results:
+            rows = lowered(r)
+            if rows is None:
+                continue
+            own = fresh.get(rows.data)
+            self.slots[r] = {own} if own is not None else around
+            for slot in self.slots[r]:
+                self.holders[slot].add(r)
+
+    def dead(self, k: int) -> list[tuple[int, int]]:
+        """The slots whose values are all dead after op `k`, now forgotten."""
+        gone = [slot for slot, values in self.holders.items()
+                if all(self.last.get(v, -1) <= k for v in values)]
+        for slot in gone:
+            del self.holders[slot]
+        return [self.spans.pop(slot) for slot in gone]
 
 
 def contiguous(b: RowEmitter, value: Rows, typ: Attribute) -> Rows:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerType, TensorType, i8
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i8, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import format_error
 from recir.passes.loop_builder import Emitter
@@ -58,22 +58,65 @@ class Rows:
 
 
 class Scratch:
-    """The function's scratch buffer, bump-allocated as the ops are lowered
-    (the functions are straight-line: `used` is one chain of adds)."""
+    """The function's scratch buffer as slots: a temporary of `w` bytes a
+    row takes `w` rounded up to `ALIGN` bytes of every row, at a per-row
+    offset chosen as the ops are lowered (first fit). Slot `o` starts at
+    `base + o * rows`, where `rows` is `capacity // per_row`: each slot holds
+    `rows` rows, 64-byte aligned to the base, and all of them fit. `per_row`
+    is known once the function is lowered (`finish`). `release` hands a
+    slot's bytes out again: the caller frees a temporary after its last use
+    (`row_lowering.ScratchLiveness`), so a height's working set is its live
+    temporaries, not all of them."""
 
-    def __init__(self, base: SSAValue, capacity: SSAValue, used: SSAValue):
-        self.base, self.capacity, self.used = base, capacity, used
+    def __init__(self, b: Emitter, base: SSAValue, capacity: SSAValue):
+        self.base = base
+        self.per_row = b.op(arith.ConstantOp(IntegerAttr(1, i64)))  # set by `finish`
+        self.rows = b.binary(arith.DivUIOp, capacity, self.per_row.results[0])
+        self.top = 0  # per-row bytes of the slots so far
+        self.free: list[tuple[int, int]] = []  # (offset, bytes) not in use, sorted
+        self.fresh: list[tuple[SSAValue, int, int]] = []  # (data, offset, bytes) since `taken`
 
     def take(self, b: Emitter, count: SSAValue, row_bytes: int) -> SSAValue:
-        """`count * row_bytes` bytes, 64-byte aligned, checked to fit."""
-        fits = b.compare("ule", count, self.capacity)
-        rounded = b.binary(arith.AndIOp, b.add(b.mul(count, row_bytes), ALIGN - 1), -ALIGN)
-        end = b.add(self.used, rounded)
-        within = b.compare("ule", end, self.capacity)
-        b.check(b.binary(arith.AndIOp, fits, within), SCRATCH_EXHAUSTED)
-        data = b.offset(self.base, self.used, i8)
-        self.used = end
+        """A slot for `count` rows of `row_bytes`, checked to hold them."""
+        size = max(ALIGN, -(-row_bytes // ALIGN) * ALIGN)
+        offset = self.first_fit(size)
+        b.check(b.compare("ule", count, self.rows), SCRATCH_EXHAUSTED)
+        data = b.offset(self.base, b.mul(self.rows, offset), i8) if offset else self.base
+        self.fresh.append((data, offset, size))
         return data
+
+    def first_fit(self, size: int) -> int:
+        for k, (offset, room) in enumerate(self.free):
+            if room >= size:
+                self.free[k:k + 1] = [(offset + size, room - size)] if room > size else []
+                return offset
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.top:  # extend the last gap
+            offset = self.free.pop()[0]
+        else:
+            offset = self.top
+        self.top = offset + size
+        return offset
+
+    def taken(self) -> list[tuple[SSAValue, int, int]]:
+        """The slots taken since the last call."""
+        fresh, self.fresh = self.fresh, []
+        return fresh
+
+    def release(self, offset: int, size: int) -> None:
+        """Slot (`offset`, `size`) free again, merged with free neighbours."""
+        spans = sorted([*self.free, (offset, size)])
+        merged: list[tuple[int, int]] = []
+        for start, room in spans:
+            if merged and merged[-1][0] + merged[-1][1] == start:
+                merged[-1] = (merged[-1][0], merged[-1][1] + room)
+            else:
+                merged.append((start, room))
+        self.free = merged
+
+    def finish(self) -> int:
+        """The function's scratch bytes a row, written where `rows` is found."""
+        Rewriter.replace_op(self.per_row, arith.ConstantOp(IntegerAttr(max(self.top, 1), i64)))
+        return self.top
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 
 // TreeRNN's shape (as in invoke-to-frontier.mlir), its batched functions
 // lowered over rows: a rows value is a pointer to {i64 rows, ptr data}, and
-// every temporary is bump-allocated from the trailing scratch buffer.
+// every temporary lies in a slot of the trailing scratch buffer, handed out
+// again after its last use.
 // TreeRNN's shape: a leaf embeds its word; an inner node combines its two
 // children's vectors. The structure arrays are per tree (ragged), the
 // weights uniform; the second result counts leaves (a scalar per row).
@@ -35,6 +36,11 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
   func.return %h, %s : tensor<2xf32>, f32
 }
 
+// Each batched function's scratch bytes a row: the most its live slots take
+// at once (a slot is a multiple of 64 bytes a row), for the runtime to size
+// the buffer by.
+// CHECK:       builtin.module attributes {recir.scratch_per_row = {node__expand = 384 : i64, node__post = 512 : i64}
+
 // The recursive function keeps its own lowering; the batched entry is left
 // to the runtime (it runs frontier.schedule from the IR before lowering).
 // CHECK-LABEL: func.func private @node(%i: i32
@@ -49,12 +55,17 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:    %[[EIGHT:.*]] = arith.constant 8 : i64
 // CHECK-NEXT:    %[[AT:.*]] = llvm.getelementptr %[[TREE]][%[[EIGHT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK-NEXT:    %{{.*}} = llvm.load %[[AT]] : !llvm.ptr -> !llvm.ptr
-// extract_ragged: the row counts agree, the result fits the scratch, then
-// per row the tree id, the index in its tree and the flat index are checked.
-// CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.extract_ragged' op operands have different row counts"
-// CHECK:         %[[END:.*]] = arith.cmpi ule, %{{.*}}, %[[BYTES]] : i64
-// CHECK:         cf.assert %{{.*}}, "error: the frontier's scratch buffer is too small"
-// CHECK-NEXT:    %{{.*}} = llvm.getelementptr %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// The rows each slot holds: the buffer's bytes over the bytes a row.
+// CHECK:         %[[PER_ROW:.*]] = arith.constant 384 : i64
+// CHECK-NEXT:    %[[HOLDS:.*]] = arith.divui %[[BYTES]], %[[PER_ROW]] : i64
+// extract_ragged: the row counts agree, the result fits its slot (the
+// first, at the buffer's start), then per row the tree id, the index in its
+// tree and the flat index are checked.
+// CHECK-NEXT:    %{{.*}} = arith.cmpi eq, %[[ROWS]], %{{.*}} : i64
+// CHECK-NEXT:    cf.assert %{{.*}}, "{{.*}}: error: 'frontier.extract_ragged' op operands have different row counts"
+// CHECK-NEXT:    %{{.*}} = arith.cmpi ule, %[[ROWS]], %[[HOLDS]] : i64
+// CHECK-NEXT:    cf.assert %{{.*}}, "error: the frontier's scratch buffer is too small"
+// CHECK-NOT:     llvm.getelementptr %[[SCRATCH]]
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %[[ROWS]] step %{{.*}} : i64 {
 // CHECK-COUNT-3:   cf.assert %{{.*}}, "{{.*}}: error: 'frontier.extract_ragged' op index out of range"
 // partition: one pass over the rows with the two counts carried, branch-free.
