@@ -36,14 +36,14 @@ from recir.passes.gemm_target import host_target
 @functools.cache
 def block_rows(threads: int, per_row: int) -> int:
     """Rows a height loop takes at a time, where its functions take
-    `per_row` bytes of scratch a row: each thread's block of them within
-    half its share of the last-level cache (`policy.llc_share`), but at
-    least a block of the kernels' k (`Target.depth`: a whole block of its
-    outer products, one pass over a gradient, `row_logs`, and many register
-    tiles). Every op of a row function writes its rows to fresh scratch, tens
-    of kB a row, so a wide height's intermediates would stream through
-    memory whole."""
-    fitting = policy.llc_share() // 2 // max(per_row, 1)
+    `per_row` bytes of scratch a row (the most their live temporaries take
+    at once): each thread's block of them within its core's L2
+    (`policy.l2_bytes`), so that an op's rows are still there when the next
+    op reads them, but at least a block of the kernels' k (`Target.depth`: a
+    whole block of its outer products, one pass over a gradient, `row_logs`,
+    and many register tiles). A row's temporaries take kB to tens of kB, so
+    a wide height's whole would stream through memory op after op."""
+    fitting = policy.l2_bytes() // max(per_row, 1)
     return max(threads, 1) * max(host_target().depth, fitting)
 
 

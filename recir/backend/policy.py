@@ -134,14 +134,6 @@ def l2_bytes() -> int:
     return size if size > 0 else DEFAULT_L2_BYTES
 
 
-@functools.cache
-def llc_share() -> int:
-    """A core's share of the last-level cache: L3 (sysfs) over the CPUs,
-    else its L2."""
-    size = cache_fact(3, "size", 0)
-    return size // (os.cpu_count() or 1) if size > 0 else l2_bytes()
-
-
 def vector_lanes() -> int:
     """f32 lanes of the host's widest vector registers (LLVM's host features)."""
     import llvmlite.binding as llvm

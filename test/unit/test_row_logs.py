@@ -19,7 +19,7 @@ from test_frontier_threads import HIDDEN, free_teams, inputs
 import recir
 from recir.backend.engine import openmp
 from recir.backend.native_loops import HeightLoop
-from recir.backend import native_schedule
+from recir.backend import native_schedule, policy
 from recir.backend.native_schedule import block_rows, in_blocks
 from recir.data.synthetic import make_treebank
 from recir.models import tree_rnn
@@ -64,10 +64,12 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
 
 def test_a_wide_height_runs_in_blocks_of_near_equal_rows():
     """Near-equal blocks of at most the rows given; a block's scratch
-    within half a cache share, but at least a block of k per thread."""
+    within a core's L2, but at least a block of k per thread."""
     depth = log_rows()
     assert block_rows(1, 1 << 40) == depth and block_rows(3, 1 << 40) == 3 * depth
     assert block_rows(2, 1) >= 2 * depth
+    per_row = policy.l2_bytes() // (4 * depth)  # four blocks of k fill L2
+    assert block_rows(1, per_row) == 4 * depth and block_rows(2, per_row) == 8 * depth
     bounds = np.array([0, 545, 674, 757, 800], np.int64)
     np.testing.assert_array_equal(in_blocks(bounds, 160),
                                   [0, 136, 272, 408, 545, 674, 757, 800])
