@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType, i8, i32, i64
+from xdsl.dialects.builtin import TensorType, i1, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import frontier
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import RowKernel, copy_row
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.rows import Gathered, Lowered, RowEmitter, Rows, each_row, row_at
 from recir.passes.tmath_kernels import checked
 
 
@@ -35,6 +35,20 @@ def take(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
     each_row(b, index.count, each)
     return out
+
+
+def take_in_place(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Gathered:
+    """`take` as a view its one reader follows: every row number checked
+    here, before any row is read, and no rows copied."""
+    source, index = args
+    assert isinstance(source, Rows) and not isinstance(source, Gathered)
+    assert isinstance(index, Rows)
+    def each(inner: Emitter, r: SSAValue) -> None:
+        checked(inner, op, inner.load(index.data, r, i32), source.count)
+
+    each_row(b, index.count, each)
+    return Gathered(index.count, source.data, source.width, source.stride, source.elem,
+                    index.data)
 
 
 def partition(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, Rows]:
@@ -60,21 +74,45 @@ def partition(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Ro
 
 
 def merge(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """The inverse of partition: each side's rows to its row numbers."""
+    """The inverse of partition: each side's rows to its row numbers. Where
+    one side is every row in order (a height of leaves only, or of inner
+    nodes only: every height of a tree), the result is that side's rows
+    themselves, not a copy."""
     lhs, lhs_rows, rhs, rhs_rows = args
     assert all(isinstance(a, Rows) for a in args)
     b.same_count(op, [lhs, lhs_rows])  # type: ignore[list-item]
     b.same_count(op, [rhs, rhs_rows])  # type: ignore[list-item]
     total = b.add(lhs.count, rhs.count)  # type: ignore[union-attr]
     out = b.rows(total, op.results[0].type)
-    for side, numbers in ((lhs, lhs_rows), (rhs, rhs_rows)):
-        def each(inner: Emitter, r: SSAValue, side=side, numbers=numbers) -> None:
-            at = checked(inner, op, inner.load(numbers.data, r, i32), total)
-            copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
-                     out.elem)
+    sides = ((lhs, lhs_rows), (rhs, rhs_rows))
 
-        each_row(b, side.count, each)  # type: ignore[union-attr]
-    return out
+    def copies(e: Emitter) -> None:
+        for side, numbers in sides:
+            def each(inner: Emitter, r: SSAValue, side=side, numbers=numbers) -> None:
+                at = checked(inner, op, inner.load(numbers.data, r, i32), total)
+                copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
+                         out.elem)
+
+            each_row(e, side.count, each)  # type: ignore[union-attr]
+
+    if any(side.stride != side.width for side, _ in sides):  # type: ignore[union-attr]
+        copies(b)
+        return out
+    whole = [b.binary(arith.AndIOp, b.compare("eq", side.count, total),  # type: ignore
+                      in_order(b, numbers)) for side, numbers in sides]  # type: ignore
+    b.when(b.binary(arith.OrIOp, *whole), lambda _: None, copies)
+    data = b.value(arith.SelectOp(whole[0], lhs.data, b.value(  # type: ignore[union-attr]
+        arith.SelectOp(whole[1], rhs.data, out.data))))  # type: ignore[union-attr]
+    return Rows(total, data, out.width, out.stride, out.elem)
+
+
+def in_order(b: Emitter, numbers: Rows) -> SSAValue:
+    """Whether `numbers` are 0, 1, ... (an `i1`)."""
+    def each(inner: Emitter, r: SSAValue, held: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        same = inner.compare("eq", inner.to_i64(inner.load(numbers.data, r, i32)), r)
+        return (inner.binary(arith.AndIOp, held[0], same),)
+
+    return b.loop(numbers.count, each, [b.const(1, i1)])[0]
 
 
 def broadcast(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:

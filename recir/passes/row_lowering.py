@@ -51,10 +51,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import frontier, invoke, tape
+from recir.dialects import frontier, invoke, tape, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
-from recir.passes.frontier_kernels import FRONTIER_KERNELS
+from recir.passes.frontier_kernels import FRONTIER_KERNELS, take_in_place
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
@@ -130,6 +130,7 @@ class RowFunctionLowering:
         self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
         self.pad_sums = pad_sums(function)  # a sum of pads -> its pads
         self.folded: set[Operation] = {p for pads in self.pad_sums.values() for p in pads}
+        self.in_place = in_place_takes(function) if team.threads < 2 else set()
         # (and the adds lowered with their product)
 
     def get(self, value: SSAValue) -> Rows | SSAValue:
@@ -211,7 +212,7 @@ class RowFunctionLowering:
         if op in self.pad_sums:
             self.lower_sum_of_pads(op)
             return
-        kernel = KERNELS.get(type(op))
+        kernel = take_in_place if op in self.in_place else KERNELS.get(type(op))
         if kernel is None:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
                              "it over rows")
@@ -263,6 +264,24 @@ class RowFunctionLowering:
             b.store(lowered.count, out, 0)
             b.store(lowered.data, b.offset(out, 8, i8), 0)
         Rewriter.replace_op(op, func.ReturnOp(*kept))
+
+
+IN_PLACE_READERS = (tmath.ConcatOp, tmath.FusedOp)  # kernels that read rows by `row_at` only
+
+
+def in_place_takes(function: func.FuncOp) -> set[Operation]:
+    """The `frontier.take`s of rows read only by ops whose kernels read
+    them row by row (`IN_PLACE_READERS`): each is lowered as a view of its
+    source (`frontier_kernels.take_in_place`), not a copy. On one thread
+    only: a team's outlined loops rebuild their rows from a pointer each."""
+    found: set[Operation] = set()
+    for op in function.body.blocks[0].ops:
+        if isinstance(op, frontier.TakeOp) and is_rows(op.operands[0].type) and all(
+                isinstance(use.operation, IN_PLACE_READERS)
+                and use.operation.parent_block() is op.parent_block()
+                for use in op.results[0].uses):
+            found.add(op)
+    return found
 
 
 class ScratchLiveness:

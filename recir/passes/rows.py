@@ -163,10 +163,22 @@ class RowEmitter(Emitter):
         return count
 
 
+@dataclass(frozen=True)
+class Gathered(Rows):
+    """Row r is row `index[r]` (an i32, checked when made) of the rows at
+    `data`: a `frontier.take` read in place by the op it feeds
+    (`row_lowering.in_place_takes`), which reads it through `row_at` only."""
+
+    index: SSAValue | None = None
+
+
 def row_at(b: Emitter, value: Rows | SSAValue, r: SSAValue) -> SSAValue:
     """Row `r` of `value`; a uniform buffer (or scalar) is every row."""
     if not isinstance(value, Rows):
         return value
+    if isinstance(value, Gathered):
+        assert value.index is not None
+        r = b.to_i64(b.load(value.index, r, IntegerType(32)))
     return b.offset(value.data, b.mul(r, value.stride), value.elem)
 
 
