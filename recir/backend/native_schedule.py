@@ -124,13 +124,14 @@ class NativeSchedule(Schedule):
         # the `_bwd` (`NativeBackward`) runs the same blocks, groups and team
         per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
         block = block_rows(loop.threads, per_row)
-        # groups where no thread's rows of a height are more than its block
-        groups = self.groups if self.groups is not None and int(
-            np.diff(self.groups).max()) <= block // max(loop.threads, 1) else None
+        # groups (a thread's own trees, no barrier between heights) however
+        # many rows a thread's group holds: each call's scratch is sized by
+        # them (`native_loops.most_rows`), and the barriers of a height cut
+        # into blocks cost more than a group's rows beyond its block
         self.team, self.team_groups = (1, 0), None
-        if groups is not None:
-            self.team = loop.team_size(bounds, backward, groups)
-            self.team_groups = groups if self.team[0] > 1 else None
+        if self.groups is not None:
+            self.team = loop.team_size(bounds, backward, self.groups)
+            self.team_groups = self.groups if self.team[0] > 1 else None
         if self.team_groups is None:
             bounds = in_blocks(bounds, block)
             self.team = loop.team_size(bounds, backward)
