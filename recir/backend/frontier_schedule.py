@@ -95,6 +95,8 @@ class NativeRowFunction:
             if self.scratch.nbytes < needed:
                 self.scratch = np.empty(needed, np.uint8)
                 self.scratch_at = data_address(self.scratch)
+            for descriptor in self.descriptors:  # no room given: results go to the scratch
+                descriptor.length, descriptor.data = 0, 0
             ctx = lone_context(stack.stack_limit())
             self.function(ctypes.addressof(ctx), *args, self.scratch_at, self.scratch.nbytes)
             if not self.scratch_ran_out(ctx):

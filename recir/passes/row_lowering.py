@@ -10,13 +10,16 @@ The ABI, which `backend/row_schedule.py` calls:
   element is one byte (NumPy's `bool`);
 - static tensors are pointers to their data, scalars stay scalars;
 - after the inputs come the results' slots: a rows result's descriptor,
-  which the function fills (its data lies in the scratch buffer or in an
-  argument), a static tensor's buffer; scalar results are returned;
+  which the function fills (its data lies in the scratch buffer, in an
+  argument or in the slot's room), a static tensor's buffer; scalar results
+  are returned. On entry a descriptor holds the room the caller has for the
+  result (rows that fit and their address; 0 rows: none), where the op that
+  makes it may write it directly (`result_rooms`): the caller's copy is saved;
 - last come `scratch: ptr` and `scratch_bytes: i64`. Every temporary whose
   row count is known only at run time lies in a slot of it (`rows.Scratch`:
   its row bytes, rounded up to 64, times the rows the buffer holds), and a
   slot is handed out again after the last use of every value whose rows lie
-  in it (`ScratchLiveness`), so the buffer a row needs is the most bytes
+  in it (`rows.ScratchLiveness`), so the buffer a row needs is the most bytes
   live at once, not the sum of all temporaries; a `partition` output takes
   its input's row count (the upper bound) and keeps the count it found. The
   caller sizes the buffer (the module's `SCRATCH_PER_ROW` entry times its
@@ -29,32 +32,34 @@ native code never reads outside a buffer. Kernels: `row_kernels.py`
 lowered as one, each sparing a pass over the rows: a product over rows and
 the bias added to it (`row_products.matvec_plus`), and a sum of
 non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
+On one thread a `take` read only by a concatenation or a fused chain is not
+copied: they read its source's rows through its row numbers (`in_place_takes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import count
 from typing import Protocol
 
-from xdsl.dialects import func, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
     DictionaryAttr,
     FunctionType,
     IntegerAttr,
     ModuleOp,
     TensorType,
+    i1,
     i8,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import frontier, invoke, tape, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
-from recir.passes.frontier_kernels import FRONTIER_KERNELS, take_in_place
+from recir.passes.frontier_kernels import FRONTIER_KERNELS, in_order, take_in_place
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
@@ -64,6 +69,7 @@ from recir.passes.rows import (
     Rows,
     RowTeam,
     Scratch,
+    ScratchLiveness,
     row_at,
     row_width,
     storage,
@@ -156,6 +162,7 @@ class RowFunctionLowering:
         base = entry.insert_arg(PTR, len(entry.args))
         capacity = entry.insert_arg(i64, len(entry.args))
         self.scratch = Scratch(start, base, capacity)
+        self.rooms = self.result_rooms(start, signature.outputs)
         ops = list(entry.ops)
         self.liveness = ScratchLiveness(ops, self.pad_sums)
         for k, op in enumerate(ops):
@@ -173,6 +180,55 @@ class RowFunctionLowering:
         scalars = [t for t in signature.outputs if not isinstance(t, TensorType)]
         self.function.function_type = FunctionType.from_lists(
             [*inputs, *(PTR for _ in self.outs), PTR, i64], scalars)
+
+    def result_rooms(self, b: Emitter, outputs: Sequence[Attribute]
+                     ) -> dict[Operation, dict[int, tuple[Callable[[Emitter], SSAValue],
+                                                          SSAValue, SSAValue]]]:
+        """For the ops whose rows may be written straight to a result's room
+        (the rows and address its slot holds on entry: the caller's table or
+        buffer), which of their allocations and when: a `PLACED` op's result
+        returned, always where it fits; a side of a merge that is returned,
+        where its side is every row in order (the merge is then that side).
+        Per op: allocation number -> (whether, rows there, address)."""
+        returned = self.entry.last_op
+        assert isinstance(returned, func.ReturnOp)
+        rooms: dict[Operation, dict[int, tuple[Callable[[Emitter], SSAValue], SSAValue,
+                                               SSAValue]]] = {}
+        placed: set[SSAValue] = set()
+        read: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}  # a slot's room, read once
+
+        def place(value: SSAValue, whether: Callable[[Emitter], SSAValue], out: SSAValue
+                  ) -> None:
+            owner = value.owner
+            if not (isinstance(owner, PLACED) and owner.parent_block() is self.entry
+                    and value not in placed and isinstance(value, OpResult)):
+                return
+            if out not in read:
+                read[out] = (b.load(out, 0, i64), b.load(b.offset(out, 8, i8), 0, PTR))
+            placed.add(value)
+            rooms.setdefault(owner, {})[value.index] = (whether, *read[out])
+
+        tensors = [v for v in returned.arguments if isinstance(v.type, TensorType)]
+        for value, out in zip(tensors, self.outs, strict=True):
+            if not is_rows(value.type):
+                continue
+            merge = value.owner
+            if not isinstance(merge, frontier.MergeOp):
+                place(value, lambda e: e.const(1, i1), out)
+                continue
+            lhs, lhs_rows, rhs, rhs_rows = merge.operands
+            for side, numbers, other in ((lhs, lhs_rows, rhs_rows), (rhs, rhs_rows, lhs_rows)):
+                place(side, lambda e, numbers=numbers, other=other: self.whole(e, numbers, other),
+                      out)
+        return rooms
+
+    def whole(self, e: Emitter, numbers: SSAValue, other: SSAValue) -> SSAValue:
+        """Whether a merge's side numbered `numbers` is every row in order
+        (its other side, numbered `other`, has none), where both are lowered."""
+        mine, theirs = self.values.get(numbers), self.values.get(other)
+        if mine is None or theirs is None:
+            return e.const(0, i1)
+        return e.binary(arith.AndIOp, e.compare("eq", theirs.count, 0), in_order(e, mine))
 
     def record_per_row(self, per_row: int) -> None:
         module = self.function.parent_op()
@@ -217,6 +273,7 @@ class RowFunctionLowering:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
                              "it over rows")
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
+        self.scratch.placing = self.rooms.get(op, {})
         result = kernel(b, op, [self.get(v) for v in op.operands])
         results = result if isinstance(result, tuple) else () if result is None else (result,)
         for old, new in zip(op.results, results, strict=True):
@@ -231,6 +288,7 @@ class RowFunctionLowering:
         """A product and the bias added to it, as one kernel."""
         add, bias = self.bias_adds[op]
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
+        self.scratch.placing = self.rooms.get(op, {})
         out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
         self.values[op.results[0]] = self.values[add.results[0]] = out
         self.settle(op, [op.results[0], add.results[0]])
@@ -266,6 +324,9 @@ class RowFunctionLowering:
         Rewriter.replace_op(op, func.ReturnOp(*kept))
 
 
+# kernels that allocate their results' rows, in order, and nothing else: the
+# ops whose results may be written straight to a result's room
+PLACED = (tmath.FusedOp, tmath.MatvecOp)
 IN_PLACE_READERS = (tmath.ConcatOp, tmath.FusedOp)  # kernels that read rows by `row_at` only
 
 
@@ -282,60 +343,6 @@ def in_place_takes(function: func.FuncOp) -> set[Operation]:
                 for use in op.results[0].uses):
             found.add(op)
     return found
-
-
-class ScratchLiveness:
-    """When a scratch slot is free again: after the op of the last use of
-    every value whose rows lie in it. A use inside an op's regions counts as
-    the op's, and a pad folded into a sum of pads is read where the sum is
-    lowered. A result that is none of its op's fresh slots (a slice, a view)
-    may lie in any slot of the op's operands or of the op itself, so it keeps
-    them all. A value returned is used by the last op: its slot is never
-    handed out again."""
-
-    def __init__(self, ops: list[Operation], deferred: dict[Operation, list[Operation]]):
-        """`ops`: the function's ops in order; `deferred`: an op lowered
-        later than its place, under the op that lowers it."""
-        place = {op: k for k, op in enumerate(ops)}
-        self.last: dict[SSAValue, int] = {}
-        for k, op in enumerate(ops):
-            for inner in op.walk():
-                self.last.update((v, k) for v in inner.operands)
-        for later, folded in deferred.items():
-            for op in folded:
-                self.last.update((v, max(self.last.get(v, -1), place[later]))
-                                 for v in op.operands)
-        self.slots: dict[SSAValue, set[int]] = {}  # value -> the slots its rows may lie in
-        self.holders: dict[int, set[SSAValue]] = {}  # slot -> the values in it
-        self.spans: dict[int, tuple[int, int]] = {}  # slot -> (per-row offset, bytes)
-        self.ids = count()
-
-    def record(self, op: Operation, results: Sequence[SSAValue],
-               lowered: Callable[[SSAValue], Rows | None],
-               taken: Sequence[tuple[SSAValue, int, int]]) -> None:
-        """`results` of `op`, lowered to `lowered(r)`, and the slots it took."""
-        fresh: dict[SSAValue, int] = {}
-        for data, offset, size in taken:
-            slot = next(self.ids)
-            self.spans[slot], self.holders[slot], fresh[data] = (offset, size), set(), slot
-        around = set(fresh.values()).union(*(self.slots.get(v, ()) for inner in op.walk()
-                                             for v in inner.operands))
-        for r in results:
-            rows = lowered(r)
-            if rows is None:
-                continue
-            own = fresh.get(rows.data)
-            self.slots[r] = {own} if own is not None else around
-            for slot in self.slots[r]:
-                self.holders[slot].add(r)
-
-    def dead(self, k: int) -> list[tuple[int, int]]:
-        """The slots whose values are all dead after op `k`, now forgotten."""
-        gone = [slot for slot, values in self.holders.items()
-                if all(self.last.get(v, -1) <= k for v in values)]
-        for slot in gone:
-            del self.holders[slot]
-        return [self.spans.pop(slot) for slot in gone]
 
 
 def contiguous(b: RowEmitter, value: Rows, typ: Attribute) -> Rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import count
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i8, i64
@@ -65,7 +66,7 @@ class Scratch:
     `rows` rows, 64-byte aligned to the base, and all of them fit. `per_row`
     is known once the function is lowered (`finish`). `release` hands a
     slot's bytes out again: the caller frees a temporary after its last use
-    (`row_lowering.ScratchLiveness`), so a height's working set is its live
+    (`ScratchLiveness`), so a height's working set is its live
     temporaries, not all of them."""
 
     def __init__(self, b: Emitter, base: SSAValue, capacity: SSAValue):
@@ -75,13 +76,22 @@ class Scratch:
         self.top = 0  # per-row bytes of the slots so far
         self.free: list[tuple[int, int]] = []  # (offset, bytes) not in use, sorted
         self.fresh: list[tuple[SSAValue, int, int]] = []  # (data, offset, bytes) since `taken`
+        # the op being lowered: its k-th rows may go to a result's room
+        # (`row_lowering.Placement`): k -> (whether, rows there, address)
+        self.placing: dict[int, tuple[Callable[[Emitter], SSAValue], SSAValue, SSAValue]] = {}
 
     def take(self, b: Emitter, count: SSAValue, row_bytes: int) -> SSAValue:
-        """A slot for `count` rows of `row_bytes`, checked to hold them."""
+        """A slot for `count` rows of `row_bytes`, checked to hold them, or
+        the room `placing` names for them where it holds them."""
         size = max(ALIGN, -(-row_bytes // ALIGN) * ALIGN)
         offset = self.first_fit(size)
         b.check(b.compare("ule", count, self.rows), SCRATCH_EXHAUSTED)
         data = b.offset(self.base, b.mul(self.rows, offset), i8) if offset else self.base
+        placed = self.placing.get(len(self.fresh))
+        if placed is not None:
+            whether, rows, target = placed
+            there = b.binary(arith.AndIOp, whether(b), b.compare("ule", count, rows))
+            data = b.value(arith.SelectOp(there, target, data))
         self.fresh.append((data, offset, size))
         return data
 
@@ -98,8 +108,8 @@ class Scratch:
         return offset
 
     def taken(self) -> list[tuple[SSAValue, int, int]]:
-        """The slots taken since the last call."""
-        fresh, self.fresh = self.fresh, []
+        """The slots taken since the last call (an op's), its rooms forgotten."""
+        fresh, self.fresh, self.placing = self.fresh, [], {}
         return fresh
 
     def release(self, offset: int, size: int) -> None:
@@ -195,3 +205,57 @@ def each_row(b: Emitter, count: SSAValue, body: Callable[[Emitter, SSAValue], No
 
 def rows_of(args: Sequence[Lowered]) -> list[Rows]:
     return [a for a in args if isinstance(a, Rows)]
+
+
+class ScratchLiveness:
+    """When a scratch slot is free again: after the op of the last use of
+    every value whose rows lie in it. A use inside an op's regions counts as
+    the op's, and a pad folded into a sum of pads is read where the sum is
+    lowered. A result that is none of its op's fresh slots (a slice, a view)
+    may lie in any slot of the op's operands or of the op itself, so it keeps
+    them all. A value returned is used by the last op: its slot is never
+    handed out again."""
+
+    def __init__(self, ops: list[Operation], deferred: dict[Operation, list[Operation]]):
+        """`ops`: the function's ops in order; `deferred`: an op lowered
+        later than its place, under the op that lowers it."""
+        place = {op: k for k, op in enumerate(ops)}
+        self.last: dict[SSAValue, int] = {}
+        for k, op in enumerate(ops):
+            for inner in op.walk():
+                self.last.update((v, k) for v in inner.operands)
+        for later, folded in deferred.items():
+            for op in folded:
+                self.last.update((v, max(self.last.get(v, -1), place[later]))
+                                 for v in op.operands)
+        self.slots: dict[SSAValue, set[int]] = {}  # value -> the slots its rows may lie in
+        self.holders: dict[int, set[SSAValue]] = {}  # slot -> the values in it
+        self.spans: dict[int, tuple[int, int]] = {}  # slot -> (per-row offset, bytes)
+        self.ids = count()
+
+    def record(self, op: Operation, results: Sequence[SSAValue],
+               lowered: Callable[[SSAValue], Rows | None],
+               taken: Sequence[tuple[SSAValue, int, int]]) -> None:
+        """`results` of `op`, lowered to `lowered(r)`, and the slots it took."""
+        fresh: dict[SSAValue, int] = {}
+        for data, offset, size in taken:
+            slot = next(self.ids)
+            self.spans[slot], self.holders[slot], fresh[data] = (offset, size), set(), slot
+        around = set(fresh.values()).union(*(self.slots.get(v, ()) for inner in op.walk()
+                                             for v in inner.operands))
+        for r in results:
+            rows = lowered(r)
+            if rows is None:
+                continue
+            own = fresh.get(rows.data)
+            self.slots[r] = {own} if own is not None else around
+            for slot in self.slots[r]:
+                self.holders[slot].add(r)
+
+    def dead(self, k: int) -> list[tuple[int, int]]:
+        """The slots whose values are all dead after op `k`, now forgotten."""
+        gone = [slot for slot, values in self.holders.items()
+                if all(self.last.get(v, -1) <= k for v in values)]
+        for slot in gone:
+            del self.holders[slot]
+        return [self.spans.pop(slot) for slot in gone]

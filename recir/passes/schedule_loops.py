@@ -37,7 +37,8 @@ and a zeroed copy for the others, which the team adds into the caller's
 after the last height, zeroing them again). An output goes into its table at
 the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
-was computed from), so the `_bwd` split as its `_fwd` finds each thread's.
+was computed from), so the `_bwd` split as its `_fwd` finds each thread's;
+the slot holds that room on entry, and rows written there are not copied.
 Each thread's products by a weight read one packed copy of it for all
 its heights (`gemm_cached`: a table in its context for the loop's call),
 and its thin heights' outer products into a weight's gradient go to a log
@@ -188,7 +189,14 @@ class PlanFunction:
         e.store(e.offset(data, e.mul(start, operand.row_bytes), i8), descriptor, 1)
         return descriptor
 
-    def call(self, e: Emitter, args: Sequence[SSAValue]) -> None:
+    def call(self, e: Emitter, args: Sequence[SSAValue],
+             room: Sequence[tuple[SSAValue, SSAValue]] = ()) -> None:
+        """Each result's slot first holds where its rows may go (`room`: rows
+        and address, else none; `row_lowering`'s ABI)."""
+        null = e.value(llvm.ZeroOp.create(result_types=[PTR]))
+        for k, slot in enumerate(self.slots):
+            e.store(room[k][0] if room else e.i64(0), slot, 0)
+            e.store(room[k][1] if room else null, slot, 1)
         e.op(llvm.CallOp(self.name, self.ctx, *args, *self.slots, self.scratch,
                          self.scratch_bytes))
 
@@ -200,8 +208,11 @@ class PlanFunction:
         data = self.field(e, self.operand_field(len(self.inputs) + output) + 1, PTR)
         target = e.offset(data, e.mul(start, operand.row_bytes), i8)
         size = e.mul(rows, operand.row_bytes)
-        e.when(ok, lambda inner: inner.op(llvm.CallIntrinsicOp(
-            "llvm.memmove.p0.p0.i64", [target, source, size, inner.const(0, i1)], [])),
+        elsewhere = e.value(arith.CmpiOp(e.value(llvm.PtrToIntOp(target, i64)),
+                                         e.value(llvm.PtrToIntOp(source, i64)), "ne"))
+        e.when(ok, lambda inner: inner.when(elsewhere, lambda moving: moving.op(  # not in place
+            llvm.CallIntrinsicOp("llvm.memmove.p0.p0.i64",
+                                 [target, source, size, moving.const(0, i1)], []))),
             self.fail(message))
 
     def output_rows(self, e: Emitter, output: int) -> SSAValue:
@@ -353,8 +364,18 @@ class HeightLoopBuilder(PlanFunction):
 
     def run_call(self, e: Emitter, h: SSAValue, args: list[SSAValue], lo: SSAValue,
                  count: SSAValue) -> None:
-        self.call(e, args)
+        self.call(e, args, [self.room(e, j, lo, count) for j in range(len(self.outputs))])
         self.unless_failed(e, lambda inner: self.store_outputs(inner, h, lo, count))
+
+    def room(self, e: Emitter, output: int, lo: SSAValue, count: SSAValue
+             ) -> tuple[SSAValue, SSAValue]:
+        """Where result `output`'s rows go (`store_outputs`): rows that fit
+        there (a table: the height's or none) and their address."""
+        operand, left = self.outputs[output], e.sub(self.capacity(e, output), lo)
+        data = self.field(e, self.operand_field(len(self.inputs) + output) + 1, PTR)
+        rows = e.value(arith.SelectOp(e.compare("sle", count, left), count, e.i64(0))
+                       if operand.kind == TABLE else arith.MaxSIOp(e.min(count, left), e.i64(0)))
+        return rows, e.offset(data, e.mul(lo, operand.row_bytes), i8)
 
     def store_outputs(self, e: Emitter, h: SSAValue, lo: SSAValue, count: SSAValue) -> None:
         """Each result into its table at the thread's rows of the height, or
