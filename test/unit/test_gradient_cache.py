@@ -14,9 +14,11 @@ import recir
 from recir import pipeline
 from recir.autodiff import synthesize_gradients
 from recir.backend.cache import ObjectCache
+from recir.context import make_context
 from recir.data import make_tree
 from recir.diagnostics import RecirError
 from recir.models import tree_rnn
+from recir.parsing import parse_module
 
 TREES = [make_tree(shape, leaves, np.random.default_rng(4), vocab_size=10)
          for shape, leaves in [("moderate", 1), ("balanced", 4), ("linear", 5)]]
@@ -145,3 +147,34 @@ def test_an_entry_with_an_unreadable_signature_is_rebuilt(tmp_path, synthesized,
         recir.value_and_grad(model, engine="interpret")(*inputs(TREES[0]))[0][1], rel=1e-5)
     _, meta = cache.load(obj.stem, pipeline.META_FIELDS)
     assert meta["signature"] != signature
+
+
+LOOKUP = """func.func @lookup(%i: i32, %emb: tensor<4x2xf32>) -> f32 {
+  %x = tmath.gather %emb[%i] : tensor<4x2xf32>, i32 -> tensor<2xf32>
+  %s = tmath.sum %x : tensor<2xf32> -> f32
+  func.return %s : f32
+}
+"""
+
+
+def test_same_ops_at_other_lines_report_their_own_location(tmp_path):
+    """The traced module is keyed with its locations: a gradient's run-time
+    errors name the lines of the program it was made from."""
+    emb = np.arange(8, dtype=np.float32).reshape(4, 2)
+
+    def gradient(text: str, name: str):
+        model = recir.TracedModel(parse_module(make_context(), text, name), "lookup", ["i"],
+                                  {"emb": emb})
+        return recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+
+    first = gradient(LOOKUP, "first.mlir")
+    second = gradient("// another program\n\n" + LOOKUP, "second.mlir")
+    again = gradient(LOOKUP, "first.mlir")  # the first's entry, loaded
+    assert len(list(tmp_path.glob("*.o"))) == 2
+    for vg, where in ((first, "first.mlir:2:3"), (second, "second.mlir:4:3"),
+                      (again, "first.mlir:2:3")):
+        (value,), grads = vg(2)
+        assert value == 9.0
+        np.testing.assert_array_equal(grads["emb"], [[0, 0], [0, 0], [1, 1], [0, 0]])
+        with pytest.raises(RecirError, match=f"{where}: error: 'tmath.gather' op index"):
+            vg(4)
