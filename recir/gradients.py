@@ -1,7 +1,9 @@
 """`recir.value_and_grad` and `recir.grad`: gradients of a traced model's loss.
 
 The model's module is closed (`capture-outer-refs`), differentiated
-(`synthesize-gradients`) and run natively or by the interpreter. Gradients
+(`synthesize-gradients`) and run natively or by the interpreter; the native
+code's cache entry is keyed by the traced module and those passes, so a
+warm start loads it without differentiating anything. Gradients
 land in float32 arrays, one per parameter; `into=` accumulates over calls
 (a minibatch) without allocating. Native gradient calls run on a deep stack
 from the start (`recir.backend.stack`): a retry after running out of stack
