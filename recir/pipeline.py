@@ -27,7 +27,7 @@ from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
-from recir.passes.work_estimate import work
+from recir.passes.work_estimate import larger_share, work
 from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
@@ -237,7 +237,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
     native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
-                            call_work(module), logged)
+                            call_work(module), logged, larger_share(module))
     native.max_depth = depth
     times["native-function"] = clock() - start
     if timings is not None:
