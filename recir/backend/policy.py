@@ -28,8 +28,9 @@ From them:
   the largest task is at most `IMBALANCE` of a thread's share (Graham's
   bound: the schedule is then within that fraction of ideal), each level
   cutting the largest piece to the share its largest call does
-  (`work_estimate.larger_share`: 1/2 unless the IR shows a less even split), but no level whose tasks carry less than `GRAIN` times `task_s` of
-  work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
+  (`work_estimate.larger_share`: 1/2 unless the IR shows a less even
+  split), but no level whose tasks carry less than `GRAIN` times `task_s`
+  of work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
 - gradients log outer products and add them by one SGEMM (`defer-outer-bytes`)
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
