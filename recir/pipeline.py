@@ -29,7 +29,7 @@ from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
-from recir.passes.work_estimate import work
+from recir.passes.work_estimate import larger_share, work
 from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
@@ -210,7 +210,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     `module` after those passes (a gradient's synthesis): the entry is keyed
     by `module` and the passes, what determines the derived IR, so a hit
     neither runs them nor prints their larger result, and takes the entry's
-    signature and work estimate from the cached metadata. `timings` gets the
+    signature and work estimates from the cached metadata. `timings` gets the
     CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_object
     from recir.backend.kernels.compiled_gemm import link
@@ -238,27 +238,28 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
             run_passes(module, derive)
             times["derive"] = clock() - start
             signature = find_entry(module, entry).function_type
-        work = call_work(module)
+        work, share = call_work(module), larger_share(module)
         ir_text, sites, copied, logged, links = native_ir(module, entry, fuse, threads, times,
                                                           depth)
         obj = compile_object(ir_text, times)
         start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
                                "links": links, "signature": str(signature), "work": work,
-                               "seconds": time.perf_counter() - wall})
+                               "share": share, "seconds": time.perf_counter() - wall})
         times["cache-store"] = clock() - start
     else:
         obj, meta = hit
         sites, copied, logged, links = (meta["sites"], meta["copied"], meta["logged"],
                                         meta["links"])
         # a derived module is not at hand; the module itself is as cheap
-        work = meta["work"] if derive else call_work(module)
+        work, share = ((meta["work"], meta["share"]) if derive
+                       else (call_work(module), larger_share(module)))
     start = clock()
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
     native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
-                            work, logged)
+                            work, logged, share)
     native.max_depth = depth
     times["native-function"] = clock() - start
     if timings is not None:
@@ -268,7 +269,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
 
 # what a cache entry of `compile_module` holds besides the object
 META_FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int],
-               "links": list[str], "signature": str, "work": int}
+               "links": list[str], "signature": str, "work": int, "share": float}
 
 
 def cached_signature(text: str) -> FunctionType | None:

@@ -72,6 +72,10 @@ def test_a_hit_synthesizes_nothing_and_computes_the_same(tmp_path, synthesized, 
     interpreted = recir.value_and_grad(model, engine="interpret")
     assert len(synthesized) == 2
     assert warm.wrt == cold.wrt == interpreted.wrt
+    # what the runtime's schedule reads, from the entry's metadata
+    assert (warm.native.call_work, warm.native.larger_share) == (
+        cold.native.call_work, cold.native.larger_share)
+    assert warm.native.arguments.inputs == cold.native.arguments.inputs
     for tree in TREES:
         (h1, l1), g1 = warm(*inputs(tree))
         (h2, l2), g2 = cold(*inputs(tree))
