@@ -15,7 +15,16 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.passes.loop_builder import CONTRACT, Emitter
-from recir.passes.tmath_kernels import Kernel, checked, dot, elementwise, fill, size
+from recir.passes.tmath_kernels import (
+    Kernel,
+    allocating,
+    checked,
+    dot,
+    elementwise,
+    shape,
+    size,
+    zero_fill,
+)
 
 Body = Sequence[SSAValue]
 Accumulate = Callable[[Emitter, Operation, Sequence[SSAValue]], None]
@@ -32,32 +41,25 @@ def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> Non
     b.loop(n, body)
 
 
-def zeros(b: Emitter, op: Operation, n: int) -> SSAValue:
-    out = fill(b, op, [b.const(0.0, f32)])
-    assert size(op.results[0]) == n
-    return out
-
-
-def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    dy, w = args
+def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    dy, w, out = args
     rows, cols = tmath.shape_of(op.operands[1])
-    out = zeros(b, op, cols)
+    zero_fill(b, out, cols)
 
     def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
         axpy(inner, out, inner.load(dy, r), inner.offset(w, inner.mul(r, cols)), cols)
         return ()
 
     b.loop(rows, row)
-    return out
 
 
-def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    source, out = args
     rows, cols = tmath.shape_of(op.operands[0])
-    out = b.alloca(rows * cols)
 
     def row(bi: Emitter, i: SSAValue, _: Body) -> Body:
         def col(bj: Emitter, j: SSAValue, __: Body) -> Body:
-            bj.store(bj.load(args[0], bj.add(bj.mul(i, cols), j)), out,
+            bj.store(bj.load(source, bj.add(bj.mul(i, cols), j)), out,
                      bj.add(bj.mul(j, rows), i))
             return ()
 
@@ -65,30 +67,29 @@ def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
         return ()
 
     b.loop(rows, row)
-    return out
 
 
-def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     assert isinstance(op, adjoint.PadOp)
-    out = zeros(b, op, size(op.result))
-    start = op.offset.value.data * (size(op.result) // tmath.shape_of(op.result)[0])
-    b.copy(b.offset(out, start), args[0], size(op.input))
-    return out
+    source, out = args
+    zero_fill(b, out, size(op.result))
+    start = op.offset.value.data * (size(op.result) // shape(op.result)[0])
+    b.copy(b.offset(out, start), source, size(op.input))
 
 
-def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    index, scale, out = args
     n = size(op.results[0])
-    out = zeros(b, op, n)
-    b.store(args[1], out, checked(b, op, args[0], n))
-    return out
+    zero_fill(b, out, n)
+    b.store(scale, out, checked(b, op, index, n))
 
 
-def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     """Σ_k dr[k] V[k] y (lhs) or Σ_k dr[k] V[k]ᵀ x (rhs), row by row."""
     depth, rows, cols = tmath.shape_of(op.operands[0])
-    v, dr, other = args
+    v, dr, other, out = args
     lhs = isinstance(op, adjoint.BilinearLhsOp)
-    out = zeros(b, op, rows if lhs else cols)
+    zero_fill(b, out, rows if lhs else cols)
 
     def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
         def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
@@ -106,7 +107,6 @@ def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAVal
         return ()
 
     b.loop(depth, slab)
-    return out
 
 
 def accumulate(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -160,7 +160,7 @@ def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> 
     b.loop(depth, slab)
 
 
-ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
+ADJOINT_INTO: dict[type[Operation], Kernel] = {
     # relu_grad is elementwise: its scalar body is in tmath_kernels.SCALAR
     adjoint.ReluGradOp: elementwise,
     adjoint.VecmatOp: vecmat,
@@ -169,6 +169,9 @@ ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
     adjoint.OnehotOp: onehot,
     adjoint.BilinearLhsOp: bilinear_grad,
     adjoint.BilinearRhsOp: bilinear_grad,
+}
+ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
+    **{op: allocating(into) for op, into in ADJOINT_INTO.items()},
     adjoint.AccumulateOp: accumulate,
     adjoint.AccumulateOuterOp: accumulate_outer,
     adjoint.AccumulateRowOp: accumulate_row,

@@ -1,4 +1,4 @@
-"""Products over rows: a uniform matrix with every row (`matvec`, `bilinear`).
+"""Products over rows: a uniform matrix with every row (`matvec`).
 
 The one place a product over rows is emitted (`row_gemm`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
@@ -50,8 +50,8 @@ from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import PACKED
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at, rows_of
-from recir.passes.tmath_kernels import bilinear_into, enclosing_module
+from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.tmath_kernels import enclosing_module
 
 PACKED_SITES = "recir.packed_sites"  # a module attribute: its products by a weight
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
@@ -289,20 +289,6 @@ def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]
                 tmath.shape_of(bias) == tmath.shape_of(op.results[0])[1:]):
             found[op] = (add, bias)
     return found
-
-
-def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """r[k] = sum_i x[i] * (V[k, i, :] . y), each row's x and y (or shared)."""
-    tensor, x, y = args
-    count = b.same_count(op, rows_of(args))
-    out = b.rows(count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        bilinear_into(inner, op, tensor, row_at(inner, x, r), row_at(inner, y, r),
-                      row_at(inner, out, r))
-
-    each_row(b, count, each)
-    return out
 
 
 def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
