@@ -126,10 +126,11 @@ def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> Non
 
 
 def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
-                   locked: bool = False) -> None:
+                   locked: bool = False, length: SSAValue | None = None) -> None:
+    """acc[index] += value; `length`: the table's rows where they are many."""
     acc, index, value = args
-    rows, cols = tmath.shape_of(op.operands[0])
-    row = checked(b, op, index, rows)
+    rows, cols = tmath.shape_of(op.operands[0])[0], size(op.operands[2])
+    row = checked(b, op, index, rows if length is None else length)
     if locked:
         b.op(adjoint.LockRowOp(row))
     axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import f32, i32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import i32
+from xdsl.ir import Operation
 
 from recir.dialects import adjoint, tmath
-from recir.passes.adjoint_kernels import axpy
-from recir.passes.loop_builder import Emitter
+from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
 from recir.passes.row_kernels import RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
 from recir.passes.row_products import row_gemm
@@ -112,28 +111,19 @@ def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> N
 
 
 def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
-    """acc[index[r]] += value[r], each row number checked against the table."""
+    """acc[index[r]] += value[r] (the static kernel on each row), each row
+    number checked against the table: a parameter's (on a team, shared by
+    its threads: under the row's lock) or a rows argument's."""
     acc, index, value = args
     assert isinstance(index, Rows)
     assert isinstance(value, Rows)
     b.same_count(op, [index, value])
-    length: SSAValue | int = acc.count if isinstance(acc, Rows) else tmath.shape_of(
-        op.operands[0])[0]
-    data = acc.data if isinstance(acc, Rows) else acc
-    stride = acc.stride if isinstance(acc, Rows) else value.width
-    one = b.const(1.0, f32)
+    table, length = (acc.data, acc.count) if isinstance(acc, Rows) else (acc, None)
+    assert not isinstance(acc, Rows) or acc.stride == acc.width, "a table is contiguous"
     shared = not isinstance(acc, Rows) and b.team.threads > 1
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        at = checked(inner, op, inner.load(index.data, r, i32), length)
-        target = inner.offset(data, inner.mul(at, stride))
-        if shared:
-            inner.op(adjoint.LockRowOp(at))
-        axpy(inner, target, one, row_at(inner, value, r), value.width)
-        if shared:
-            inner.op(adjoint.UnlockRowOp(at))
-
-    each_row(b, index.count, each)
+    each_row(b, index.count, lambda inner, r: static_accumulate_row(
+        inner, op, [table, inner.load(index.data, r, i32), row_at(inner, value, r)], shared,
+        length))
 
 
 ADJOINT_ROW_KERNELS: dict[type[Operation], RowKernel] = {

@@ -15,6 +15,7 @@ buffers, scalars) and returns the result.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType, f32, i32
@@ -35,16 +36,21 @@ from recir.passes.rows import (
     rows_of,
     storage,
 )
-from recir.passes.tmath_kernels import INTO, KERNELS, SCALAR, checked, row_size, size
+from recir.passes.tmath_kernels import (
+    INTO,
+    KERNELS,
+    SCALAR,
+    Kernel,
+    checked,
+    row_size,
+    size,
+)
 
 RowKernel = Callable[[RowEmitter, Operation, Sequence[Lowered]], Lowered | tuple[Lowered, ...]]
 
 ARITH_ROWS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
               arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
               arith.MulfOp, arith.DivfOp, arith.NegfOp)
-STATIC = KERNELS | ADJOINT_KERNELS | {op: lambda b, op, args: b.value(type(op)(*args))
-                                      for op in ARITH_ROWS}
-STATIC_INTO = INTO | ADJOINT_INTO
 # the elementwise loops, whose rows a team splits where their work pays
 ON_TEAM = (*SCALAR, *ARITH_ROWS, tmath.FusedOp)
 
@@ -70,38 +76,44 @@ def one_row(b: Emitter, value: Lowered, r: SSAValue, scalar: bool) -> SSAValue:
     return b.load(at, 0, value.elem) if scalar and isinstance(value, Rows) else at
 
 
-def per_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]
-            ) -> Lowered | tuple[Lowered, ...] | None:
-    """The op's kernel for one invocation on each row: written into the
-    row of each result (a destination-passing kernel: `INTO`), else its
+def per_row(kernel: Kernel, into: bool = False) -> RowKernel:
+    """`kernel`, the op's for one invocation, on each row: written into the
+    row of each result (`into`: a destination-passing kernel), else its
     value stored there (a scalar) or copied (a view, as a gather's). An
     elementwise loop's rows are split on the emitter's team where rows x
     width x ops pays for one (`each_row_on_team`)."""
-    count = b.same_count(op, rows_of(args))
-    outs = [b.rows(count, r.type) for r in op.results]
-    into = STATIC_INTO.get(type(op))
-    scalars = [is_scalar_rows(v) for v in (*op.operands, *op.results)]
+    def rows_kernel(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Any:
+        count = b.same_count(op, rows_of(args))
+        outs = [b.rows(count, r.type) for r in op.results]
+        scalars = [is_scalar_rows(v) for v in op.operands]
 
-    def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
-        sources = [one_row(inner, v, r, s) for v, s in zip(values[:len(args)], scalars)]
-        targets = [row_at(inner, o, r) for o in values[len(args):]]
-        if into is not None:
-            into(inner, op, [*sources, *targets])
-            return
-        found = STATIC[type(op)](inner, op, sources)
-        results = found if isinstance(found, tuple) else () if found is None else (found,)
-        for target, value, old in zip(targets, results, op.results, strict=True):
-            if is_scalar_rows(old):
-                inner.store(value, target, 0)
-            else:
-                inner.move(target, value, size(old))
+        def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+            sources = [one_row(inner, v, r, s) for v, s in zip(values[:len(args)], scalars)]
+            targets = [row_at(inner, o, r) for o in values[len(args):]]
+            if into:
+                kernel(inner, op, [*sources, *targets])
+                return
+            found = kernel(inner, op, sources)
+            results = found if isinstance(found, tuple) else () if found is None else (found,)
+            for target, value, old in zip(targets, results, op.results, strict=True):
+                if is_scalar_rows(old):
+                    inner.store(value, target, 0)
+                else:
+                    inner.move(target, value, size(old), elem_of(old))
 
-    if isinstance(op, ON_TEAM):
-        ops = len(list(op.body.block.ops)) - 1 if isinstance(op, tmath.FusedOp) else 1
-        each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
-    else:
-        each_row(b, count, lambda inner, r: row(inner, r, [*args, *outs]))
-    return tuple(outs) if len(outs) > 1 else outs[0] if outs else None
+        if isinstance(op, ON_TEAM):
+            ops = len(list(op.body.block.ops)) - 1 if isinstance(op, tmath.FusedOp) else 1
+            each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
+        else:
+            each_row(b, count, lambda inner, r: row(inner, r, [*args, *outs]))
+        return tuple(outs) if len(outs) > 1 else outs[0] if outs else None
+
+    return rows_kernel
+
+
+def apply(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """An arith op on one row's values."""
+    return b.value(type(op)(*args))
 
 
 def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
@@ -158,12 +170,15 @@ def size_of(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> SSAValue:
     return b.value(arith.TruncIOp(array.count, op.results[0].type))
 
 
-PER_ROW = (*SCALAR, *ARITH_ROWS, tmath.FusedOp, tmath.BilinearOp, tmath.GatherOp, tmath.SumOp, tmath.MaxOp,
+PER_ROW = (*SCALAR, tmath.FusedOp, tmath.BilinearOp, tmath.GatherOp, tmath.SumOp, tmath.MaxOp,
            tmath.ArgmaxOp, tmath.SoftmaxOp, tmath.SoftmaxCrossEntropyOp, tmath.FillOp,
            adjoint.OnehotOp, adjoint.PadOp, adjoint.BilinearLhsOp, adjoint.BilinearRhsOp,
            adjoint.AccumulateOp, adjoint.AccumulateBilinearOp)
+INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
-    **{op: per_row for op in PER_ROW},  # type: ignore[misc]
+    **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
+       for op in PER_ROW},
+    **{op: per_row(apply) for op in ARITH_ROWS},
     tmath.MatvecOp: matvec,
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,

@@ -52,12 +52,13 @@ from recir.passes.rows import (
     Rows,
     RowTeam,
     Scratch,
+    each_row,
     element_bytes,
     row_at,
     row_width,
     storage,
 )
-from recir.passes.tmath_kernels import size
+from recir.passes.tmath_kernels import size, structure
 
 KERNELS = FRONTIER_KERNELS | ROW_KERNELS | ADJOINT_ROW_KERNELS
 
@@ -158,8 +159,7 @@ class RowFunctionLowering:
     @staticmethod
     def descriptor(b: Emitter, pointer: SSAValue, typ: Attribute) -> Rows:
         assert isinstance(typ, TensorType)
-        count = b.load(pointer, 0, i64)
-        data = b.load(b.offset(pointer, 8, i8), 0, PTR)
+        count, data = structure(b, pointer)
         width = row_width(typ)
         return Rows(count, data, width, width, storage(typ.element_type))
 
@@ -234,12 +234,6 @@ class RowFunctionLowering:
 
 def contiguous(b: RowEmitter, value: Rows, typ: Attribute) -> Rows:
     out = b.rows(value.count, typ)
-
-    def row(inner: Emitter, r: SSAValue, _: object) -> tuple[()]:
-        src, dst = row_at(inner, value, r), row_at(inner, out, r)
-        inner.loop(value.width, lambda bj, j, __: (
-            bj.store(bj.load(src, j, value.elem), dst, j), ())[1])
-        return ()
-
-    b.loop(value.count, row)
+    each_row(b, value.count, lambda inner, r: inner.move(
+        row_at(inner, out, r), row_at(inner, value, r), value.width, value.elem))
     return out
