@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import TensorType, f32, i32
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
-from recir.dialects.row_types import is_rows
+from recir.dialects.row_types import ROW_ARITH, is_rows
 from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_products import each_row_on_team, matvec
@@ -48,11 +48,8 @@ from recir.passes.tmath_kernels import (
 
 RowKernel = Callable[[RowEmitter, Operation, Sequence[Lowered]], Lowered | tuple[Lowered, ...]]
 
-ARITH_ROWS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
-              arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
-              arith.MulfOp, arith.DivfOp, arith.NegfOp)
 # the elementwise loops, whose rows a team splits where their work pays
-ON_TEAM = (*SCALAR, *ARITH_ROWS, tmath.FusedOp)
+ON_TEAM = (*SCALAR, *ROW_ARITH, tmath.FusedOp)
 
 
 def copy_row(b: Emitter, dst: SSAValue, src: SSAValue, width: int, elem=f32) -> None:
@@ -178,7 +175,7 @@ INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
-    **{op: per_row(apply) for op in ARITH_ROWS},
+    **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec,
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,

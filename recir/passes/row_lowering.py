@@ -52,13 +52,12 @@ from recir.passes.rows import (
     Rows,
     RowTeam,
     Scratch,
-    each_row,
     element_bytes,
     row_at,
     row_width,
     storage,
 )
-from recir.passes.tmath_kernels import size, structure
+from recir.passes.tmath_kernels import size
 
 KERNELS = FRONTIER_KERNELS | ROW_KERNELS | ADJOINT_ROW_KERNELS
 
@@ -159,7 +158,8 @@ class RowFunctionLowering:
     @staticmethod
     def descriptor(b: Emitter, pointer: SSAValue, typ: Attribute) -> Rows:
         assert isinstance(typ, TensorType)
-        count, data = structure(b, pointer)
+        count = b.load(pointer, 0, i64)
+        data = b.load(b.offset(pointer, 8, i8), 0, PTR)
         width = row_width(typ)
         return Rows(count, data, width, width, storage(typ.element_type))
 
@@ -234,6 +234,12 @@ class RowFunctionLowering:
 
 def contiguous(b: RowEmitter, value: Rows, typ: Attribute) -> Rows:
     out = b.rows(value.count, typ)
-    each_row(b, value.count, lambda inner, r: inner.move(
-        row_at(inner, out, r), row_at(inner, value, r), value.width, value.elem))
+
+    def row(inner: Emitter, r: SSAValue, _: object) -> tuple[()]:
+        src, dst = row_at(inner, value, r), row_at(inner, out, r)
+        inner.loop(value.width, lambda bj, j, __: (
+            bj.store(bj.load(src, j, value.elem), dst, j), ())[1])
+        return ()
+
+    b.loop(value.count, row)
     return out
