@@ -20,25 +20,23 @@ from recir.passes.tmath_kernels import (
     allocating,
     checked,
     dot,
+    each_vector,
     elementwise,
     shape,
     size,
     zero_fill,
 )
 
-Body = Sequence[SSAValue]
 Accumulate = Callable[[Emitter, Operation, Sequence[SSAValue]], None]
 
 
 def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
     """out[:n] += scale * x[:n]."""
-    def body(inner: Emitter, i: SSAValue, _: Body) -> Body:
+    def body(inner: Emitter, i: SSAValue) -> None:
         product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
-        total = inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT))
-        inner.store(total, out, i)
-        return ()
+        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
 
-    b.loop(n, body)
+    b.each(n, body)
 
 
 def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -46,27 +44,16 @@ def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     rows, cols = tmath.shape_of(op.operands[1])
     zero_fill(b, out, cols)
 
-    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
-        axpy(inner, out, inner.load(dy, r), inner.offset(w, inner.mul(r, cols)), cols)
-        return ()
-
-    b.loop(rows, row)
+    b.each(rows, lambda inner, r: axpy(inner, out, inner.load(dy, r),
+                                       inner.offset(w, inner.mul(r, cols)), cols))
 
 
 def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     source, out = args
     rows, cols = tmath.shape_of(op.operands[0])
 
-    def row(bi: Emitter, i: SSAValue, _: Body) -> Body:
-        def col(bj: Emitter, j: SSAValue, __: Body) -> Body:
-            bj.store(bj.load(source, bj.add(bj.mul(i, cols), j)), out,
-                     bj.add(bj.mul(j, rows), i))
-            return ()
-
-        bi.loop(cols, col)
-        return ()
-
-    b.loop(rows, row)
+    b.each(rows, lambda bi, i: bi.each(cols, lambda bj, j: bj.store(
+        bj.load(source, bj.add(bj.mul(i, cols), j)), out, bj.add(bj.mul(j, rows), i))))
 
 
 def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -91,22 +78,15 @@ def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     lhs = isinstance(op, adjoint.BilinearLhsOp)
     zero_fill(b, out, rows if lhs else cols)
 
-    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
-        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
-            start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            if lhs:
-                dotted = dot(bi, start, other, cols)
-                term = bi.value(arith.MulfOp(bi.load(dr, k), dotted))
-                bi.store(bi.value(arith.AddfOp(bi.load(out, i), term)), out, i)
-            else:
-                scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
-                axpy(bi, out, scale, start, cols)
-            return ()
+    def term(bi: Emitter, k: SSAValue, i: SSAValue, start: SSAValue) -> None:
+        if lhs:
+            dotted = bi.value(arith.MulfOp(bi.load(dr, k), dot(bi, start, other, cols)))
+            bi.store(bi.value(arith.AddfOp(bi.load(out, i), dotted)), out, i)
+        else:
+            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
+            axpy(bi, out, scale, start, cols)
 
-        bk.loop(rows, row)
-        return ()
-
-    b.loop(depth, slab)
+    each_vector(b, v, (depth, rows, cols), term)
 
 
 def accumulate(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -117,12 +97,8 @@ def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> Non
     acc, lhs, rhs = args
     rows, cols = tmath.shape_of(op.operands[0])
 
-    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
-        start = inner.offset(acc, inner.mul(r, cols))
-        axpy(inner, start, inner.load(lhs, r), rhs, cols)
-        return ()
-
-    b.loop(rows, row)
+    b.each(rows, lambda inner, r: axpy(inner, inner.offset(acc, inner.mul(r, cols)),
+                                       inner.load(lhs, r), rhs, cols))
 
 
 def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
@@ -146,19 +122,9 @@ def accumulate_row_locked(b: Emitter, op: Operation, args: Sequence[SSAValue]) -
 
 def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     acc, dr, x, y = args
-    depth, rows, cols = tmath.shape_of(op.operands[0])
-
-    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
-        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
-            start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i)))
-            axpy(bi, start, scale, y, cols)
-            return ()
-
-        bk.loop(rows, row)
-        return ()
-
-    b.loop(depth, slab)
+    cols = tmath.shape_of(op.operands[0])[2]
+    each_vector(b, acc, tmath.shape_of(op.operands[0]), lambda bi, k, i, start: axpy(
+        bi, start, bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i))), y, cols))
 
 
 ADJOINT_INTO: dict[type[Operation], Kernel] = {

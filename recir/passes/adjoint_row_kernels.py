@@ -27,7 +27,7 @@ from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
 from recir.passes.row_kernels import RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
 from recir.passes.row_products import row_gemm
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
 from recir.passes.tmath_kernels import checked, enclosing_module, zero_fill
 
 
@@ -89,13 +89,13 @@ def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
         assert isinstance(source, Rows)
         start = pad.offset.value.data * unit
         spans.append((start, start + source.width))
-        each_row(b, count, lambda inner, r, start=start, source=source: inner.move(
+        b.each(count, lambda inner, r, start=start, source=source: inner.move(
             inner.offset(row_at(inner, out, r), start), row_at(inner, source, r), source.width))
     ends = [0, *(end for _, end in sorted(spans))]
     starts = [*(start for start, _ in sorted(spans)), out.width]
     for lo, hi in zip(ends, starts):
         if lo < hi:
-            each_row(b, count, lambda inner, r, lo=lo, hi=hi: zero_fill(
+            b.each(count, lambda inner, r, lo=lo, hi=hi: zero_fill(
                 inner, inner.offset(row_at(inner, out, r), lo), hi - lo))
     return out
 
@@ -121,7 +121,7 @@ def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Non
     table, length = (acc.data, acc.count) if isinstance(acc, Rows) else (acc, None)
     assert not isinstance(acc, Rows) or acc.stride == acc.width, "a table is contiguous"
     shared = not isinstance(acc, Rows) and b.team.threads > 1
-    each_row(b, index.count, lambda inner, r: static_accumulate_row(
+    b.each(index.count, lambda inner, r: static_accumulate_row(
         inner, op, [table, inner.load(index.data, r, i32), row_at(inner, value, r)], shared,
         length))
 

@@ -17,7 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from recir.dialects import frontier
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import RowKernel, copy_row, per_row
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
 from recir.passes.tmath_kernels import checked
 
 
@@ -33,7 +33,7 @@ def take(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         copy_row(inner, row_at(inner, out, r), row_at(inner, source, at), out.width,
                  out.elem)
 
-    each_row(b, index.count, each)
+    b.each(index.count, each)
     return out
 
 
@@ -73,7 +73,7 @@ def merge(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
             copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
                      out.elem)
 
-        each_row(b, side.count, each)  # type: ignore[union-attr]
+        b.each(side.count, each)  # type: ignore[union-attr]
     return out
 
 
@@ -119,7 +119,7 @@ def extract_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Row
         at = checked(inner, op, inner.add(start, within), values.count)
         inner.store(inner.load(values.data, at, out.elem), out.data, r)
 
-    each_row(b, count, each)
+    b.each(count, each)
     return out
 
 
@@ -133,7 +133,7 @@ def size_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         _, length = tree_span(inner, op, offsets, tree, r)
         inner.store(inner.value(arith.TruncIOp(length, i32)), out.data, r)
 
-    each_row(b, tree.count, each)
+    b.each(tree.count, each)
     return out
 
 

@@ -30,7 +30,6 @@ from recir.passes.rows import (
     Lowered,
     RowEmitter,
     Rows,
-    each_row,
     row_at,
     row_width,
     rows_of,
@@ -102,7 +101,7 @@ def per_row(kernel: Kernel, into: bool = False) -> RowKernel:
             ops = len(list(op.body.block.ops)) - 1 if isinstance(op, tmath.FusedOp) else 1
             each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
         else:
-            each_row(b, count, lambda inner, r: row(inner, r, [*args, *outs]))
+            b.each(count, lambda inner, r: row(inner, r, [*args, *outs]))
         return tuple(outs) if len(outs) > 1 else outs[0] if outs else None
 
     return rows_kernel
@@ -157,7 +156,7 @@ def extract(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:
         at = checked(inner, op, inner.load(index.data, r, i32), length)
         inner.store(inner.load(data, at, elem), out.data, r)
 
-    each_row(b, index.count, each)
+    b.each(index.count, each)
     return out
 
 

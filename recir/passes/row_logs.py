@@ -112,15 +112,14 @@ def add_function(gemm: GEMM) -> llvm.FuncOp:
     def logged(e: Emitter) -> None:
         xs = e.offset(data, e.mul(m, rows))
 
-        def row(f: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def row(f: Emitter, r: SSAValue) -> None:
             used = f.load(entry, 1, i64)  # below `rows`: a full log is added at once
             memcpy(f, f.offset(data, f.mul(used, m)), f.offset(dy, f.mul(r, ldy)), m)
             memcpy(f, f.offset(xs, f.mul(used, n)), f.offset(x, f.mul(r, ldx)), n)
             f.store(f.add(used, 1), entry, 1)
             f.when(f.compare("sge", f.add(used, 1), rows), lambda g: call(g, FLUSH, entry))
-            return ()
 
-        e.loop(count, row)
+        e.each(count, row)
 
     b.when(b.value(arith.AndIOp(few, allocated(b, data))), logged,
            lambda e: gemm(e, [m, n, count, dy, ldy, x, ldx, c, n, e.i64(1)]))
@@ -169,13 +168,12 @@ def close_logs(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites:
                ) -> None:
     """Each log added into its C and given back; the context's `row_logs`
     as it was."""
-    def close(e: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def close(e: Emitter, i: SSAValue) -> None:
         entry = e.offset(table, e.add(e.mul(i, ENTRY), 1), i64)
         e.when(allocated(e, e.load(entry, 0, PTR)), lambda f: call(f, FLUSH, entry))
         release(e, e.load(entry, 0, PTR))
-        return ()
 
-    b.loop(sites, close)
+    b.each(sites, close)
     b.store(old, b.offset(ctx, ROW_LOGS, i8), 0)
 
 

@@ -50,7 +50,7 @@ from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import PACKED
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
 from recir.passes.tmath_kernels import enclosing_module
 
 PACKED_SITES = "recir.packed_sites"  # a module attribute: its products by a weight
@@ -308,7 +308,7 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
                                value.elem))
         else:
             loaded.append(b.load(field, 0, value.type))
-    b.loop(b.sub(hi, lo), lambda inner, i, _: (body(inner, inner.add(lo, i), loaded), ())[1])
+    b.each(b.sub(hi, lo), lambda inner, i: body(inner, inner.add(lo, i), loaded))
     b.op(llvm.ReturnOp())
     for op in list(function.walk()):
         if isinstance(op, (math.ExpOp, math.TanhOp, math.LogOp)):
@@ -350,7 +350,7 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
     block of rows (an outlined `.part`). Row r runs the same code either
     way, so an elementwise loop gives the same bits on any thread count."""
     if b.team.threads < 2:
-        each_row(b, count, lambda inner, r: body(inner, r, values))
+        b.each(count, lambda inner, r: body(inner, r, values))
         return
     module = enclosing_module(op)
     name = fresh_name(module, op)

@@ -20,13 +20,13 @@ from typing import Any
 
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import IntegerType, ModuleOp, f32, i32, i64
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels
-from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, LoopBody
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
@@ -74,11 +74,8 @@ def elementwise(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     *sources, out = args
     scalar = SCALAR[type(op)]
 
-    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        inner.store(scalar(inner, [inner.load(a, i) for a in sources]), out, i)
-        return ()
-
-    b.loop(size(op.results[0]), body)
+    b.each(size(op.results[0]), lambda inner, i: inner.store(
+        scalar(inner, [inner.load(a, i) for a in sources]), out, i))
 
 
 def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
@@ -112,15 +109,14 @@ def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     out = b.alloca(rows)
     blocked = rows - rows % ROW_BLOCK
 
-    def block(inner: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def block(inner: Emitter, k: SSAValue) -> None:
         first = inner.mul(k, ROW_BLOCK)
         starts = [inner.offset(matrix, inner.mul(inner.add(first, d), cols))
                   for d in range(ROW_BLOCK)]
         for d, total in enumerate(dots(inner, starts, vector, cols)):
             inner.store(total, out, inner.add(first, d))
-        return ()
 
-    b.loop(blocked // ROW_BLOCK, block)
+    b.each(blocked // ROW_BLOCK, block)
     for r in range(blocked, rows):
         b.store(dot(b, b.offset(matrix, r * cols), vector, cols), out, r)
     return out
@@ -150,30 +146,32 @@ def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     tensor, x, y, out = args
     depth, rows, cols = tmath.shape_of(op.operands[0])
 
-    def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def slab(bk: Emitter, k: SSAValue) -> None:
         def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
             start = bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols))
             term = arith.MulfOp(bi.load(x, i), dot(bi, start, y, cols), REASSOC)
             return (bi.value(arith.AddfOp(acc[0], bi.value(term), REASSOC)),)
 
         bk.store(bk.loop(rows, row, [bk.const(0.0, f32)])[0], out, k)
-        return ()
 
-    b.loop(depth, slab)
+    b.each(depth, slab)
+
+
+def each_vector(b: Emitter, tensor: SSAValue, shape: Sequence[int],
+                body: Callable[[Emitter, SSAValue, SSAValue, SSAValue], None]) -> None:
+    """`body(b, k, i, V[k, i, :])` for each vector of a depth x rows x cols tensor."""
+    depth, rows, cols = shape
+    b.each(depth, lambda bk, k: bk.each(rows, lambda bi, i: body(
+        bi, k, i, bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols)))))
 
 
 def fused(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """One loop; each body op becomes its scalar function on element i."""
+    """One loop; each body op becomes its scalar function on element i (the
+    inputs read from the first buffers, the yields stored to the others)."""
     assert isinstance(op, tmath.FusedOp)
-    inputs = len(op.inputs)
-    b.loop(size(op.outputs[0]), fused_elements(op.body.block, args[:inputs], args[inputs:]))
+    body, sources, targets = op.body.block, args[:len(op.inputs)], args[len(op.inputs):]
 
-
-def fused_elements(body: Block, sources: Sequence[SSAValue],
-                   targets: Sequence[SSAValue]) -> LoopBody:
-    """The loop body evaluating a `tmath.fused` body at element i: its
-    inputs read from `sources`, its yields stored to `targets`."""
-    def element(b: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def element(b: Emitter, i: SSAValue) -> None:
         scalars = {arg: b.load(src, i) for arg, src in zip(body.args, sources)}
         for inner_op in body.ops:
             if isinstance(inner_op, tmath.YieldOp):
@@ -182,9 +180,8 @@ def fused_elements(body: Block, sources: Sequence[SSAValue],
             else:
                 scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
                     b, [scalars[v] for v in inner_op.operands])
-        return ()
 
-    return element
+    b.each(size(op.outputs[0]), element)
 
 
 def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -301,12 +298,11 @@ def softmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     shift = maximum(b, x, n)
     scale = b.value(arith.DivfOp(b.const(1.0, f32), sum_exp_shifted(b, x, n, shift)))
 
-    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def body(inner: Emitter, i: SSAValue) -> None:
         e = inner.value(math.ExpOp(inner.value(arith.SubfOp(inner.load(x, i), shift))))
         inner.store(inner.value(arith.MulfOp(e, scale)), out, i)
-        return ()
 
-    b.loop(n, body)
+    b.each(n, body)
 
 
 def softmax_xent(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
@@ -327,7 +323,7 @@ def fill(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 def zero_fill(b: Emitter, out: SSAValue, n: int, value: SSAValue | None = None) -> None:
     """out[:n] = value (0.0 by default)."""
     value = b.const(0.0, f32) if value is None else value
-    b.loop(n, lambda inner, i, _: (inner.store(value, out, i), ())[1])
+    b.each(n, lambda inner, i: inner.store(value, out, i))
 
 
 def constant(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
