@@ -16,7 +16,7 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import frontier
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_kernels import RowKernel, copy_row, per_row
+from recir.passes.row_kernels import RowKernel, per_row
 from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
 from recir.passes.tmath_kernels import checked
 
@@ -30,8 +30,7 @@ def take(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
     def each(inner: Emitter, r: SSAValue) -> None:
         at = checked(inner, op, inner.load(index.data, r, i32), source.count)
-        copy_row(inner, row_at(inner, out, r), row_at(inner, source, at), out.width,
-                 out.elem)
+        inner.move(row_at(inner, out, r), row_at(inner, source, at), out.width, out.elem)
 
     b.each(index.count, each)
     return out
@@ -70,8 +69,7 @@ def merge(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     for side, numbers in ((lhs, lhs_rows), (rhs, rhs_rows)):
         def each(inner: Emitter, r: SSAValue, side=side, numbers=numbers) -> None:
             at = checked(inner, op, inner.load(numbers.data, r, i32), total)
-            copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
-                     out.elem)
+            inner.move(row_at(inner, out, at), row_at(inner, side, r), out.width, out.elem)
 
         b.each(side.count, each)  # type: ignore[union-attr]
     return out

@@ -18,14 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType, f32, i32
+from xdsl.dialects.builtin import TensorType, i32
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import ROW_ARITH, is_rows
 from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_products import each_row_on_team, matvec
+from recir.passes.row_products import each_row_on_team, matvec_plus
 from recir.passes.rows import (
     Lowered,
     RowEmitter,
@@ -49,10 +49,6 @@ RowKernel = Callable[[RowEmitter, Operation, Sequence[Lowered]], Lowered | tuple
 
 # the elementwise loops, whose rows a team splits where their work pays
 ON_TEAM = (*SCALAR, *ROW_ARITH, tmath.FusedOp)
-
-
-def copy_row(b: Emitter, dst: SSAValue, src: SSAValue, width: int, elem=f32) -> None:
-    b.move(dst, src, width, elem)
 
 
 def elem_of(value: SSAValue) -> object:
@@ -124,7 +120,7 @@ def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         target, start = row_at(inner, values[-1], r), 0
         for part in values[:-1]:
             assert isinstance(part, Rows)
-            copy_row(inner, inner.offset(target, start), row_at(inner, part, r), part.width)
+            inner.move(inner.offset(target, start), row_at(inner, part, r), part.width)
             start += part.width
 
     each_row_on_team(b, op, count, out.width, [*parts, out], each)
@@ -175,7 +171,7 @@ ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
     **{op: per_row(apply) for op in ROW_ARITH},
-    tmath.MatvecOp: matvec,
+    tmath.MatvecOp: matvec_plus,
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,
     tmath.ExtractOp: extract,

@@ -21,27 +21,24 @@ log cannot be allocated, the product is added at once, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i1, i8, i64
 from xdsl.ir import SSAValue
 
 from recir.dialects import invoke
-from recir.passes import gemm_cached, gemm_kernels
+from recir.passes import gemm_cached
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_packing import release, workspace
 from recir.passes.gemm_target import host_target
 from recir.passes.llvm_functions import call, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ROW_LOGS
-from recir.passes.row_products import declare_team_in
-from recir.passes.rows import RowEmitter, Rows, RowTeam
+from recir.passes.row_products import GEMM, gemm_call
+from recir.passes.rows import RowEmitter, Rows
 
 LOG_SITES = "recir.log_sites"  # a module attribute: its logged outer products
 ENTRY = 5  # an entry's i64 fields: the log (or null), rows used, C, m, n
 ADD, FLUSH = "recir_rows_log.add", "recir_rows_log.flush"
-GEMM = Callable[[Emitter, Sequence[SSAValue]], None]  # emits C += A^T B (tn's 10 arguments)
 
 
 def log_rows() -> int:
@@ -143,7 +140,7 @@ def logged_outer(b: RowEmitter, module: ModuleOp, rows: int, cols: int, dy: Rows
     site's log where the context has a table with it, else at once."""
     site = log_sites(module)
     module.attributes[LOG_SITES] = IntegerAttr(site + 1, i64)
-    gemm = tn_gemm(module, b.team)
+    gemm = gemm_call(module, "tn", b.team)
     declare_logs(module, gemm)
     m, n, ldy, ldx = b.i64(rows), b.i64(cols), b.i64(dy.stride), b.i64(x.stride)
     args = [m, n, dy.count, dy.data, ldy, x.data, ldx, c, n, b.i64(1)]
@@ -175,13 +172,3 @@ def close_logs(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites:
 
     b.each(sites, close)
     b.store(old, b.offset(ctx, ROW_LOGS, i8), 0)
-
-
-def tn_gemm(module: ModuleOp, team: RowTeam) -> GEMM:
-    """The module's tn product call: the kernel, or its team form."""
-    if team.threads < 2:
-        name = gemm_kernels.declare_in(module, "tn")
-        return lambda e, args: e.op(llvm.CallOp(name, *args))
-    name = declare_team_in(module, "tn")
-    return lambda e, args: e.op(llvm.CallOp(name, *args, e.i64(team.threads),
-                                            e.i64(team.min_work)))
