@@ -33,7 +33,6 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import invoke, tmath
 
-TERMINATORS = (scf.YieldOp, func.ReturnOp)
 CONSTANTS = (arith.ConstantOp, tmath.ConstantOp)
 
 

@@ -98,9 +98,6 @@ class RowEmitter(Emitter):
         super().__init__(point, allocas)
         self.scratch, self.team = scratch, team
 
-    def at(self, point: InsertPoint) -> Emitter:
-        return Emitter(point, self.allocas)
-
     def rows(self, count: SSAValue, typ: Attribute) -> Rows:
         """Fresh contiguous rows of rows type `typ`."""
         assert isinstance(typ, TensorType)
