@@ -1,18 +1,19 @@
 """Loop kernels for the `adjoint` ops whose row form is not `row_kernels.per_row`'s.
 
-`synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line
-code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
-parameter) is the sum over the rows: `accumulate` adds every row (its
-kernel on each row, `per_row`), `accumulate_outer` adds the sum of the rows' outer products (dY^T X, a
-product over rows: `row_products.row_gemm`, through a height loop's log of
-them where it keeps one: `row_logs`), `accumulate_row` scatter-adds
-rows at checked row numbers into a table (a parameter's, or a rows
-argument's: the children's result gradients). Accumulations write in place and return None.
-Where the function is lowered for a team, its heights' rows may be split
-across one (`schedule_loops`): a parameter's table is then shared by the
-threads, and each row is added under its row lock (`adjoint.lock_row`, as the
-recursive path's embedding rows); the children's rows are each one
-invocation's, and a dense parameter gradient is each thread's own copy.
+`synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line code
+over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
+parameter) is the sum over the rows: `accumulate` adds every row (its kernel
+on each row, `per_row`), `accumulate_outer` adds the sum of the rows' outer
+products (dY^T X, a product over rows: `row_products.row_gemm`, through a
+height loop's log of them where it keeps one: `row_logs`), `accumulate_row`
+scatter-adds rows at checked row numbers into a table (a parameter's, or a
+rows argument's: the children's result gradients). Accumulations write in
+place and return None. Where the function is lowered for a team, its heights'
+rows may be split across one (`schedule_loops`): a parameter's table is then
+shared by the threads, and each row is added under its row lock
+(`adjoint.lock_row`, as the recursive path's embedding rows); the children's
+rows are each one invocation's, and a dense parameter gradient is each
+thread's own copy.
 """
 
 from __future__ import annotations

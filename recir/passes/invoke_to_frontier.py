@@ -59,6 +59,7 @@ from recir.passes.frontier_segments import (
     Plan,
     callees,
     entry_kinds,
+    find_recursive,
     functions,
     make_plan,
 )
@@ -288,10 +289,8 @@ class InvokeToFrontierPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         entry_name = self.entry or default_entry(op)
+        entry, _ = find_recursive(op, entry_name)
         funcs = functions(op)
-        if entry_name not in funcs:
-            raise RecirError(f"error: no function @{entry_name} in the module")
-        entry = funcs[entry_name]
         inputs = self.inputs if self.inputs >= 0 else default_inputs(entry)
         plan = make_plan(op, entry_name, entry_kinds(entry, inputs))
         layout = Layout(plan)

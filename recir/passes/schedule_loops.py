@@ -359,15 +359,13 @@ class HeightLoopBuilder(PlanFunction):
         for j, operand in enumerate(self.outputs):
             rows, capacity = self.output_rows(e, j), self.capacity(e, j)
             if operand.kind == TABLE:
-                start = lo
                 ok = both(e, e.compare("eq", rows, count),
                           e.compare("sle", e.add(lo, count), capacity))
             else:
-                start = lo
                 ok = both(e, e.compare("sle", rows, count),
                           e.compare("sle", e.add(lo, rows), capacity))
                 at = self.saved_slot(e, h, saved)
-                e.store(start, self.saved_at, at)
+                e.store(lo, self.saved_at, at)
                 e.store(rows, self.saved_at, e.add(at, 1))
                 saved += 1
-            self.copy_rows(e, ok, OUT_OF_RANGE, j, start)
+            self.copy_rows(e, ok, OUT_OF_RANGE, j, lo)

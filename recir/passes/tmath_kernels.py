@@ -7,9 +7,9 @@ destination-passing kernel in `INTO` (its operands, then one buffer per
 result, written in place): `KERNELS` allocates the buffers for it, and the
 functions over rows (`row_kernels.per_row`) call it on each row's buffers.
 Values are immutable, so `slice` and `gather` return views into their
-operand instead of copying. Indices read at run time
-are bounds-checked with `cf.assert`, which the LLVM lowering turns into an
-error return: native code never reads outside a buffer.
+operand instead of copying. Indices read at run time are bounds-checked with
+`cf.assert`, which the LLVM lowering turns into an error return: native code
+never reads outside a buffer.
 """
 
 from __future__ import annotations
