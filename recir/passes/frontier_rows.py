@@ -34,7 +34,8 @@ from recir.dialects.row_types import ROW_ARITH, rows_type
 
 SAME_OP = (*tmath.ELEMENTWISE_BINARY, *tmath.ELEMENTWISE_UNARY, *ROW_ARITH, tmath.SoftmaxOp,
            tmath.SumOp, tmath.MaxOp, tmath.ArgmaxOp, tmath.MatvecOp, tmath.BilinearOp,
-           tmath.ConcatOp, tmath.SliceOp, tmath.GatherOp, tmath.SoftmaxCrossEntropyOp)
+           tmath.ConcatOp, tmath.SliceOp, tmath.GatherOp, tmath.SoftmaxCrossEntropyOp,
+           tmath.FillOp)
 SHARED = {tmath.MatvecOp: "matrix", tmath.BilinearOp: "tensor", tmath.GatherOp: "table"}
 EITHER = (*tmath.ELEMENTWISE_BINARY, tmath.BilinearOp)
 
