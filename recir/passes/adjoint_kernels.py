@@ -114,12 +114,6 @@ def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
         b.op(adjoint.UnlockRowOp(row))
 
 
-def accumulate_row_locked(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """`accumulate_row` in parallel code, where the threads share the table:
-    the row is added under its lock."""
-    accumulate_row(b, op, args, locked=True)
-
-
 def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     acc, dr, x, y = args
     cols = tmath.shape_of(op.operands[0])[2]

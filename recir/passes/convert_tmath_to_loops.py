@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from xdsl.context import Context
 from xdsl.dialects import func, scf
@@ -49,7 +50,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
-from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
+from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_lowering import (
     RowFunctionLowering,
@@ -143,7 +144,7 @@ class FunctionLowering:
             operands = [self.get(v) for v in op.operands]
             kernel = KERNELS[type(op)]
             if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
-                kernel = accumulate_row_locked
+                kernel = partial(accumulate_row, locked=True)  # the threads share the table
             elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
                 operands[0] = self.thread_copy(op, operands[0])
             self.replace_results(op, kernel(self.emitter(op), op, operands))
