@@ -1,4 +1,4 @@
-"""Products over rows: a uniform matrix with every row (`matvec`).
+"""Products over rows: a uniform matrix with every row (`matvec_plus`).
 
 The one place a product over rows is emitted (`row_gemm`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
