@@ -29,19 +29,15 @@ def leaf(p, x):
     return (rf.sigmoid(x),)
 
 
-def cell(with_max: bool):
-    """Every per-row op: softmax, sum, max (not differentiated over rows),
-    argmax (a row's gather index), fill (a row's scalar), exp, log, relu,
-    division, subtraction."""
-    def combine(p, ls, rs):
-        a = p["w"] @ rf.concat([ls[0], rs[0]]) + p["b"]
-        s = rf.softmax(a)
-        picked = rf.gather(p["emb"], rf.argmax(a))
-        shift = rf.fill(rf.max(a), (HIDDEN,)) if with_max else p["b"]
-        spread = rf.log(rf.exp(s) + 1.0) / (rf.fill(rf.sum(s * s), (HIDDEN,)) + 1.0)
-        return (rf.relu(a - shift) + spread - 0.5 * picked,)
-
-    return combine
+def combine(p, ls, rs):
+    """Every per-row op: softmax, sum, max, argmax (a row's gather index),
+    fill (a row's scalar), exp, log, relu, division, subtraction."""
+    a = p["w"] @ rf.concat([ls[0], rs[0]]) + p["b"]
+    s = rf.softmax(a)
+    picked = rf.gather(p["emb"], rf.argmax(a))
+    shift = rf.fill(rf.max(a), (HIDDEN,))
+    spread = rf.log(rf.exp(s) + 1.0) / (rf.fill(rf.sum(s * s), (HIDDEN,)) + 1.0)
+    return (rf.relu(a - shift) + spread - 0.5 * picked,)
 
 
 def inputs(tree):
@@ -49,7 +45,7 @@ def inputs(tree):
 
 
 def test_per_row_kernels_give_the_recursive_outputs():
-    model = trace_tree_model("per_row", params(), HIDDEN, leaf, cell(with_max=True))
+    model = trace_tree_model("per_row", params(), HIDDEN, leaf, combine)
     batch = [inputs(t) for t in trees()]
     outs = recir.compile(model, batching="frontier").batch(batch)
     recursive = recir.compile(model, threads=1)
@@ -60,7 +56,7 @@ def test_per_row_kernels_give_the_recursive_outputs():
 
 
 def test_per_row_kernels_give_the_recursive_gradients():
-    model = trace_tree_model("per_row_grad", params(), HIDDEN, leaf, cell(with_max=False))
+    model = trace_tree_model("per_row_grad", params(), HIDDEN, leaf, combine)
     batch = [inputs(t) for t in trees()]
     outs, grads = recir.value_and_grad(model, batching="frontier").batch(batch)
     recursive = recir.value_and_grad(model, batching="recursive")
