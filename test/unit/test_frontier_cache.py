@@ -17,6 +17,7 @@ import recir
 from recir import frontier_compile, frontier_gradients
 from recir.autodiff import synthesize_gradients
 from recir.backend.cache import entry_digest
+from recir.backend.engine import openmp
 from recir.models import td_tree_lstm, tree_lstm
 
 TD_XS = np.random.default_rng(5).standard_normal((6, 4)).astype(np.float32)
@@ -151,6 +152,24 @@ def test_a_summary_whose_objects_are_not_cached_builds_the_ir(tmp_path, passes_r
     passes_run.clear()
     both(traced, tmp_path)
     assert passes_run == []
+
+
+@pytest.mark.skipif(openmp() is None, reason="no OpenMP runtime")
+def test_another_thread_count_compiles_its_objects_from_the_ir(tmp_path, passes_run, compiled):
+    """The summary does not depend on the threads; the objects do (their
+    products' and heights' teams), so they are compiled from the IR."""
+    directory, traced, batch, _, expected = compiled
+    shutil.copytree(directory, tmp_path, dirs_exist_ok=True)
+    passes_run.clear()
+    two = both(traced, tmp_path, threads=2)
+    assert sum("invoke-to-frontier" in p for p in passes_run) == 2
+    (outs, (grad_outs, grads)), (outs1, (_, grads1)) = results(two, batch), expected
+    for a, b, c in zip(outs, grad_outs, outs1, strict=True):
+        for x, y, z in zip(a, b, c, strict=True):
+            np.testing.assert_allclose(x, z, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(x, y)
+    for name, g in grads1.items():
+        np.testing.assert_allclose(grads[name], g, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 def garbled(meta: dict, how: str) -> dict:
