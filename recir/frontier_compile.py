@@ -45,6 +45,7 @@ from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, find
                                integer_range, tensor_facts)
 from recir.interpreter.frontier import dtype_of
 from recir.passes import gemm_kernels
+from recir.passes.row_lowering import scratch_bytes_per_row
 from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
                             run_passes)
 
@@ -296,11 +297,13 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     their `RowFacts`, else found in their bodies."""
     loops = loops or {}
     with collector_paused():
-        obj, sites, links = lowered_object(functions, cache_dir, threads, loops, origin)
+        obj, sites, links, per_row = lowered_object(functions, cache_dir, threads, loops,
+                                                    origin)
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(
-        engine, f, sites, None if facts is None else facts[f.sym_name.data]) for f in functions})
+        engine, f, sites, per_row.get(f.sym_name.data, 0),
+        None if facts is None else facts[f.sym_name.data]) for f in functions})
     calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
     calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
@@ -318,18 +321,20 @@ def joined(*parts: NativeCalls) -> NativeCalls:
 
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
                    loops: dict[str, Spec], origin: str | None = None
-                   ) -> tuple[bytes, list[str], list[str]]:
-    """`compile_rows`'s object (compiled on a cache miss), its error sites
-    and the kernel sets it links."""
+                   ) -> tuple[bytes, list[str], list[str], dict[str, int]]:
+    """`compile_rows`'s object (compiled on a cache miss), its error sites,
+    the kernel sets it links and each function's scratch bytes a row."""
     passes = frontier_lower_passes(threads, cache_dir)
     teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
     text = origin if origin is not None else located_text(public_copies(functions))
     key = cache_key(text, f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
-    hit = cache.load(key, {"sites": list[str], "links": list[str]})
+    hit = cache.load(key, {"sites": list[str], "links": list[str], "scratch": list[str],
+                           "per_row": list[int]})
     if hit is None:
         if any(not f.body.blocks for f in functions):  # a summary's declarations
             raise NotCached(key)
+        per_row = {f.sym_name.data: scratch_bytes_per_row(f) for f in functions}
         module = public_copies(functions)
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
@@ -342,10 +347,12 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
                     module.body.blocks[0].add_op(op)
                     lowered[op.sym_name.data] = op
         obj = compile_object(to_llvm_ir(module), rows=True)  # `engine.ROW_CODE`
-        cache.store(key, obj, {"sites": sites, "links": links})
+        cache.store(key, obj, {"sites": sites, "links": links, "scratch": list(per_row),
+                               "per_row": list(per_row.values())})
     else:
-        obj, sites, links = hit[0], hit[1]["sites"], hit[1]["links"]
-    return obj, sites, links
+        obj, (sites, links) = hit[0], (hit[1]["sites"], hit[1]["links"])
+        per_row = dict(zip(hit[1]["scratch"], hit[1]["per_row"], strict=False))
+    return obj, sites, links, per_row
 
 
 def public_copies(functions: list[func.FuncOp]) -> ModuleOp:

@@ -42,16 +42,18 @@ class NativeRowFunction:
     """One lowered function over rows, called with NumPy arrays."""
 
     def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str],
-                 facts: RowFacts | None = None):
-        """`facts`: `function`'s (`row_facts`), given where it is a declaration."""
+                 per_row: int, facts: RowFacts | None = None):
+        """`per_row`: the scratch bytes a row of the largest frontier takes
+        (the object's metadata); `facts`: `function`'s (`row_facts`), given
+        where it is a declaration."""
         self.name = function.sym_name.data
         self.engine, self.sites = engine, list(sites)
         signature = function.function_type
         self.inputs, self.outputs = list(signature.inputs), list(signature.outputs)
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
+        self.per_row = per_row
         self.facts = facts or row_facts(function)
-        self.per_row = self.facts.per_row
         # a backward adds into its arguments: a call cut short and repeated
         # would add twice, so it is not repeated (the size is an upper bound)
         self.retries = 1 if self.facts.accumulates else MAX_SCRATCH_RETRIES

@@ -3,8 +3,8 @@
 The runtime (`frontier_compile.FrontierFunction`, the interpreter's
 `Schedule` and `Backward` it runs) reads the batched entry (its schedule,
 what feeds it and what it returns), the other functions' signatures and each
-compiled function's `RowFacts` (what `NativeRowFunction` sizes its scratch
-by and `height_spec` builds a height loop from), found in its body. A
+compiled function's `RowFacts` (what `NativeRowFunction` and `height_spec`
+read of its body; its scratch a row is the object's metadata). A
 summary keeps just that, in a cache entry of its own keyed by what the IR is
 made from, so a warm compile rebuilds it (its types parsed at once) instead
 of running `invoke-to-frontier` and `synthesize-gradients`. In the rebuilt
@@ -32,7 +32,6 @@ from recir.backend.cache import ObjectCache, cache_key
 from recir.context import make_context
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, tmath
-from recir.passes.row_lowering import scratch_bytes_per_row
 
 T = TypeVar("T")
 FIELDS = {"types": list[str], "functions": list, "entry": dict, "facts": dict, "details": dict}
@@ -41,31 +40,29 @@ BATCHED, BEFORE = "__frontier", "__before"  # `invoke-to-frontier`'s and `split_
 
 @dataclass(frozen=True)
 class RowFacts:
-    """`per_row`: scratch bytes a row takes (`scratch_bytes_per_row`);
-    `accumulates`: whether the function adds into its arguments (a call cut
+    """`accumulates`: whether the function adds into its arguments (a call cut
     short must not be repeated); `row_work`: multiply-adds of a row's
     products; `row_only`: the arguments only ever added into by rows
     (`adjoint.accumulate_row`'s target), which a team shares under row
     locks."""
 
-    per_row: int
     accumulates: bool
     row_work: int
     row_only: tuple[int, ...]
 
     def as_json(self) -> list[Any]:
-        return [self.per_row, self.accumulates, self.row_work, list(self.row_only)]
+        return [self.accumulates, self.row_work, list(self.row_only)]
 
     @staticmethod
     def from_json(value: Any) -> RowFacts | None:
         """The facts `as_json` wrote, None where `value` is not such a record."""
-        if not (isinstance(value, list) and len(value) == 4):
+        if not (isinstance(value, list) and len(value) == 3):
             return None
-        per_row, accumulates, work, row_only = value
-        if not (plain_int(per_row) and isinstance(accumulates, bool) and plain_int(work)
+        accumulates, work, row_only = value
+        if not (isinstance(accumulates, bool) and plain_int(work)
                 and isinstance(row_only, list) and all(plain_int(k) for k in row_only)):
             return None
-        return RowFacts(per_row, accumulates, work, tuple(row_only))
+        return RowFacts(accumulates, work, tuple(row_only))
 
 
 def plain_int(value: Any) -> bool:
@@ -78,7 +75,6 @@ def row_facts(function: func.FuncOp) -> RowFacts:
         raise emit_error(function, "a declaration's row facts come from the cache entry")
     args = function.body.blocks[0].args
     return RowFacts(
-        scratch_bytes_per_row(function),
         any(op.name.startswith("adjoint.accumulate") for op in function.walk()),
         row_work(function),
         tuple(k for k, arg in enumerate(args) if all(
