@@ -24,12 +24,12 @@ from recir.backend.arguments import ArrayDescriptor, c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
+from recir.backend.frontier_summary import RowFacts, row_facts
 from recir.diagnostics import RecirError
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.passes.native_context import ERROR_CHECK
-from recir.passes.row_lowering import scratch_bytes_per_row
 from recir.passes.rows import SCRATCH_EXHAUSTED
 
 # A scratch buffer grows (and a call is repeated) at most this often: each
@@ -41,18 +41,22 @@ FORWARD = "_fwd"
 class NativeRowFunction:
     """One lowered function over rows, called with NumPy arrays."""
 
-    def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str]):
+    def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str],
+                 per_row: int, facts: RowFacts | None = None):
+        """`per_row`: the scratch bytes a row of the largest frontier takes
+        (the object's metadata); `facts`: `function`'s (`row_facts`), given
+        where it is a declaration."""
         self.name = function.sym_name.data
         self.engine, self.sites = engine, list(sites)
         signature = function.function_type
         self.inputs, self.outputs = list(signature.inputs), list(signature.outputs)
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
-        self.per_row = scratch_bytes_per_row(function)
+        self.per_row = per_row
+        self.facts = facts or row_facts(function)
         # a backward adds into its arguments: a call cut short and repeated
         # would add twice, so it is not repeated (the size is an upper bound)
-        accumulates = any(op.name.startswith("adjoint.accumulate") for op in function.walk())
-        self.retries = 1 if accumulates else MAX_SCRATCH_RETRIES
+        self.retries = 1 if self.facts.accumulates else MAX_SCRATCH_RETRIES
         argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if isinstance(
             t, TensorType | tape.FrameType) else c_scalar(t) for t in self.inputs]
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]
