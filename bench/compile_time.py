@@ -231,7 +231,7 @@ def run_speed(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from recir.pipeline import compile_module
+    from recir.pipeline import compile_module, gradient_passes
 
     if args.speed is not None:
         return run_speed(args)
@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         wall0, cpu0 = frontier_end_to_end(traced, threads_list[0], f"{scratch}/frontier-first")
         report["frontier_first_in_process"] = {"wall_s": wall0, "cpu_s": cpu0}
         for threads in threads_list:
-            stages, walls, warm_walls, warm_stages = [], [], [], []
+            stages, walls, warm_walls, warm_stages, warm_grads = [], [], [], [], []
             for k in range(args.repeats):
                 stages.append(cold_stages(traced, threads, f"{scratch}/s{threads}-{k}"))
                 cache = f"{scratch}/e{threads}-{k}"
@@ -265,12 +265,18 @@ def run(args: argparse.Namespace) -> int:
                 compile_module(traced.module, traced.entry, list(traced.params.values()),
                                cache_dir=cache, threads=threads, timings=warm)
                 warm_stages.append(warm)
+                warm_grad: dict[str, float] = {}  # the key `recir.value_and_grad` uses
+                compile_module(traced.module, f"{traced.entry}_grad", cache_dir=cache,
+                               threads=threads, timings=warm_grad,
+                               derive=gradient_passes(traced.entry))
+                warm_grads.append(warm_grad)
             row = {kind: minima([s[kind] for s in stages]) for kind in stages[0]}
             row["cold_wall_s"] = min(w for w, _ in walls)
             row["cold_cpu_s"] = min(c for _, c in walls)
             row["warm_wall_s"] = min(w for w, _ in warm_walls)
             row["warm_cpu_s"] = min(c for _, c in warm_walls)
             row["warm_inference_stages"] = minima(warm_stages)
+            row["warm_gradient_stages"] = minima(warm_grads)
             frontier = [frontier_end_to_end(traced, threads, f"{scratch}/f{threads}-{k}")
                         for k in range(args.repeats)]
             frontier_warm = [frontier_end_to_end(traced, threads, f"{scratch}/f{threads}-{k}")
@@ -336,10 +342,12 @@ def print_report(report: dict[str, Any]) -> None:
                 ["threads", "cold wall s", "cold CPU s", "warm wall ms", "warm CPU ms"], rows)
     rows = []
     for t, r in report["threads"].items():
-        for name, value in r["warm_inference_stages"].items():
-            rows.append([f"{t}", name, fmt(1e3 * value, 2)])
-    print_table("warm path of recir.compile (object-cache hit), CPU ms",
-                ["threads", "stage", "ms"], rows)
+        inference, gradient = r["warm_inference_stages"], r["warm_gradient_stages"]
+        for name in dict.fromkeys([*inference, *gradient]):
+            rows.append([f"{t}", name, *(fmt(1e3 * s[name], 2) if name in s else "-"
+                                         for s in (inference, gradient))])
+    print_table("warm path of recir.compile and recir.value_and_grad (object-cache hit), "
+                "CPU ms", ["threads", "stage", "inference", "gradient"], rows)
     rows = []
     for t, r in report["threads"].items():
         for kind, levels in r["llvm_levels"].items():

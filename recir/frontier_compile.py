@@ -32,6 +32,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
+from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
 from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
 from recir.backend.native_loops import runtime
@@ -56,11 +57,17 @@ BEFORE = "__before"  # the batched entry's ops before its schedule
 @collector_paused()
 def compile_frontier(model: Any, *, cache_dir: Path | str | None = None,
                      threads: int | None = None) -> FrontierFunction:
-    module = model.module.clone()
     passes = FRONTIER.format(inputs=len(model.input_names))
-    run_passes(module, passes)
-    return FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
-                            threads=resolve_threads(threads), origin=origin(model, passes))
+    made_of, threads = origin(model, passes), resolve_threads(threads)
+
+    def batched() -> tuple[ModuleOp, dict[str, Any]]:
+        module = model.module.clone()
+        run_passes(module, passes)
+        return module, {}
+
+    return through_summary(cache_dir, made_of, model.entry, batched, lambda module, facts, _: (
+        FrontierFunction(module, model.entry, list(model.params.values()), cache_dir,
+                         threads=threads, origin=made_of, facts=facts)))
 
 
 def origin(model: Any, passes: str) -> str:
@@ -103,14 +110,16 @@ class FrontierFunction:
 
     def __init__(self, module: ModuleOp, entry: str, params: Sequence[np.ndarray],
                  cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
-                 forward: bool = True, origin: str | None = None, later: str = ""):
+                 forward: bool = True, origin: str | None = None, later: str = "",
+                 facts: dict[str, RowFacts] | None = None):
         """`extra`: more functions of `module` to compile (a backward);
         `threads`: the most threads a product over rows runs on; `forward`:
         whether to compile `@post` and the entry's ops before the schedule
         (a gradient function runs their `_fwd`s instead); `origin`: what
         `module` was made from (`origin()`) before `later`, passes that
         leave `@expand` as it is (a gradient's), else the functions are
-        printed for the cache keys."""
+        printed for the cache keys; `facts`: the compiled functions'
+        `RowFacts` where they are declarations (`frontier_summary`)."""
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]
@@ -121,19 +130,22 @@ class FrontierFunction:
         functions = [find_entry(module, n) for n in compiled]
         if before is not None and forward:
             functions.append(before)
-        post = find_entry(module, names[1])
-        loops: dict[str, Spec] = {f.sym_name.data: height_spec(self.schedule, post, find_entry(
-            module, f.sym_name.data), threads, costs(cache_dir)) for f in functions
+        post, expand = find_entry(module, names[1]), find_entry(module, names[0])
+        self.row_facts = {f.sym_name.data: known_facts(f, facts) for f in [expand, *functions]}
+        loops: dict[str, Spec] = {f.sym_name.data: height_spec(
+            self.schedule, post, find_entry(module, f.sym_name.data), threads, costs(cache_dir),
+            self.row_facts[f.sym_name.data]) for f in functions
             if f.sym_name.data.startswith(names[1])}
         made = None if origin is None else f"{origin}\0{later}\0{entry} {compiled} {forward}"
-        expand = find_entry(module, names[0])
         # the expansion in an object of its own, keyed without `later`: a
         # gradient runs the inference's `@expand` (the same schedule forward),
         # so whichever of the two compiles second loads it
         expansion = compile_rows([expand], cache_dir, threads,
                                  {names[0]: expansion_spec(self.schedule, expand)},
-                                 None if origin is None else f"{origin}\0{entry} expansion")
-        self.native = joined(expansion, compile_rows(functions, cache_dir, threads, loops, made))
+                                 None if origin is None else f"{origin}\0{entry} expansion",
+                                 self.row_facts)
+        self.native = joined(expansion, compile_rows(functions, cache_dir, threads, loops, made,
+                                                     self.row_facts))
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
@@ -185,6 +197,15 @@ class FrontierFunction:
         self.facts = schedule.facts  # the callees, found once
         outputs = schedule.run()
         return per_element(self.flow.results(args, inputs, outputs), len(batch))
+
+
+def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
+    """`function`'s `RowFacts`: found in its body, or given (a summary's)."""
+    if facts is None:
+        return row_facts(function)
+    if function.sym_name.data not in facts:
+        raise NotCached(function.sym_name.data)
+    return facts[function.sym_name.data]
 
 
 def input_columns(original: func.FuncOp, params: int
@@ -267,11 +288,13 @@ def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ..
 
 def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
                  threads: int = 1, loops: dict[str, Spec] | None = None,
-                 origin: str | None = None) -> NativeCalls:
+                 origin: str | None = None, facts: dict[str, RowFacts] | None = None
+                 ) -> NativeCalls:
     """The functions over rows through `FRONTIER_LOWER` (its products over
     rows on up to `threads` threads), with a height loop beside each
     function `loops` names, from the object cache when it has them (keyed
-    by `origin`, what determines the functions, where given)."""
+    by `origin`, what determines the functions, where given); `facts`:
+    their `RowFacts`, else found in their bodies."""
     loops = loops or {}
     with collector_paused():
         obj, sites, links, per_row = lowered_object(functions, cache_dir, threads, loops,
@@ -279,7 +302,8 @@ def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(
-        engine, f, sites, per_row.get(f.sym_name.data, 0)) for f in functions})
+        engine, f, sites, per_row.get(f.sym_name.data, 0),
+        None if facts is None else facts[f.sym_name.data]) for f in functions})
     calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
     calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
@@ -308,6 +332,8 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     hit = cache.load(key, {"sites": list[str], "links": list[str], "scratch": list[str],
                            "per_row": list[int]})
     if hit is None:
+        if any(not f.body.blocks for f in functions):  # a summary's declarations
+            raise NotCached(key)
         module = public_copies(functions)
         run_passes(module, passes)
         sites = [s.data for s in module.attributes.pop("recir.error_sites").data]

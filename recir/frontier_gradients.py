@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
 from recir.backend.frontier_schedule import FORWARD
+from recir.backend.frontier_summary import RowFacts, through_summary
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
@@ -42,25 +43,35 @@ BACKWARD = "_bwd"
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
-    module = model.module.clone()
     batching = FRONTIER.format(inputs=len(model.input_names))
-    run_passes(module, batching)
-    schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
-    names = [schedule.post.root_reference.data]
-    if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
-        names.append(schedule.expand.root_reference.data)
-    if before is not None:  # the entry's ops before the schedule, differentiated too
-        before.sym_visibility = None
-        module.body.blocks[0].add_op(before)
-        names.append(before.sym_name.data)
-    gradients = ",".join(FRONTIER_GRADIENT.format(name) for name in names)
-    run_passes(module, gradients)
-    for name in names:
-        without_frame(find_entry(module, f"{name}{FORWARD}"))
-    return FrontierGradFunction(module, model, loss, cache_dir,
-                                [f"{name}{suffix}" for name in names
-                                 for suffix in (FORWARD, BACKWARD)],
-                                resolve_threads(threads), origin(model, batching), gradients)
+    made_of, threads = origin(model, batching), resolve_threads(threads)
+
+    def differentiated() -> tuple[Any, dict[str, Any]]:
+        module = model.module.clone()
+        run_passes(module, batching)
+        schedule, before = split_entry(find_entry(module, f"{model.entry}__frontier"))
+        names = [schedule.post.root_reference.data]
+        if makes_floats(module, schedule):  # TD-TreeLSTM's states grow top down
+            names.append(schedule.expand.root_reference.data)
+        if before is not None:  # the entry's ops before the schedule, differentiated too
+            before.sym_visibility = None
+            module.body.blocks[0].add_op(before)
+            names.append(before.sym_name.data)
+        gradients = ",".join(FRONTIER_GRADIENT.format(name) for name in names)
+        run_passes(module, gradients)
+        for name in names:
+            without_frame(find_entry(module, f"{name}{FORWARD}"))
+        return module, {"gradients": gradients, "backwards": [
+            f"{name}{suffix}" for name in names for suffix in (FORWARD, BACKWARD)]}
+
+    # the summary is keyed by what the gradient's IR is made from: the traced
+    # IR, the batching passes and the gradient passes' template (the functions
+    # they run on follow from the batched IR)
+    return through_summary(
+        cache_dir, f"{made_of}\0{FRONTIER_GRADIENT}", model.entry, differentiated,
+        lambda module, facts, found: FrontierGradFunction(
+            module, model, loss, cache_dir, list(found["backwards"]), threads, made_of,
+            str(found["gradients"]), facts))
 
 
 def without_frame(forward: func.FuncOp) -> None:
@@ -93,11 +104,11 @@ class FrontierGradFunction(FrontierFunction):
 
     def __init__(self, module: Any, model: Any, loss: int, cache_dir: Path | str | None,
                  backwards: list[str], threads: int = 1, origin: str | None = None,
-                 later: str = ""):
+                 later: str = "", facts: dict[str, RowFacts] | None = None):
         self.names = list(model.params)
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
                          extra=backwards, threads=threads, forward=False, origin=origin,
-                         later=later)
+                         later=later, facts=facts)
         prefix = f"{model.entry}__frontier{BEFORE}"
         self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
         self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")

@@ -1,7 +1,9 @@
 """`recir.value_and_grad` and `recir.grad`: gradients of a traced model's loss.
 
 The model's module is closed (`capture-outer-refs`), differentiated
-(`synthesize-gradients`) and run natively or by the interpreter. Gradients
+(`synthesize-gradients`) and run natively or by the interpreter; the native
+code's cache entry is keyed by the traced module and those passes, so a
+warm start loads it without differentiating anything. Gradients
 land in float32 arrays, one per parameter; `into=` accumulates over calls
 (a minibatch) without allocating. Native gradient calls run on a deep stack
 from the start (`recir.backend.stack`): a retry after running out of stack
@@ -22,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
 from recir.diagnostics import RecirError
+from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
 
 ENGINES = ("native", "interpret")
@@ -41,22 +45,36 @@ class GradFunction:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
         self.params: dict[str, np.ndarray] = model.params
         self.engine = engine
-        module = model.module.clone()
-        run_passes(module, gradient_passes(model.entry, loss))
-        self.module, self.entry = module, f"{model.entry}_grad"
-        entry = next(f for f in module.ops if getattr(f, "sym_name", None) is not None
-                     and f.sym_name.data == model.entry)
-        names = [*model.input_names, *self.params]
-        self.wrt = [(name, tuple(t.get_shape())) for name, t in
-                    zip(names, entry.function_type.inputs) if is_float_tensor(t)]
+        self.entry = f"{model.entry}_grad"
+        self.origin, self.passes = model.module, gradient_passes(model.entry, loss)
+        self._module: ModuleOp | None = None
         self.native = None
         if engine == "native":
-            self.native = compile_module(module, self.entry, cache_dir=cache_dir, fuse=fuse,
-                                         threads=threads)
+            # keyed by the traced module and the passes: a cache hit synthesizes nothing
+            self.native = compile_module(model.module, self.entry, cache_dir=cache_dir,
+                                         fuse=fuse, threads=threads, derive=self.passes)
             self.native.deep_only = True
+            inputs = self.native.arguments.inputs
+        else:
+            inputs = list(find_entry(self.module, self.entry).function_type.inputs)
+        # the gradient function takes the model's arguments, then an
+        # accumulator for each float tensor among them
+        names = [*model.input_names, *self.params]
+        self.wrt = [(name, tuple(t.get_shape())) for name, t in
+                    zip(names, inputs) if is_float_tensor(t)]
         self._pool: Any = None
         self._pool_lock = threading.Lock()
         self._spare_grads: list[list[dict[str, np.ndarray]]] = []  # `thread_grads`' sets
+
+    @property
+    def module(self) -> ModuleOp:
+        """The gradient module (synthesized here on first use: a native
+        function loaded from the object cache was compiled without it)."""
+        if self._module is None:
+            module = self.origin.clone()
+            run_passes(module, self.passes)
+            self._module = module
+        return self._module
 
     @property
     def last_tape_bytes(self) -> int | None:

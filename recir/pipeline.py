@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, SymbolRefAttr
+from xdsl.dialects.builtin import (ArrayAttr, DictionaryAttr, FunctionType, ModuleOp,
+                                   SymbolRefAttr)
 from xdsl.ir import Attribute
+from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
@@ -27,7 +29,7 @@ from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
-from recir.passes.work_estimate import work
+from recir.passes.work_estimate import larger_share, work
 from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
@@ -202,47 +204,82 @@ def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                    cache_dir: Path | str | None = None, fuse: bool = True,
                    threads: int | None = 1, max_depth: int | None = None,
-                   timings: dict[str, float] | None = None) -> NativeFunction:
+                   timings: dict[str, float] | None = None, derive: str = "") -> NativeFunction:
     """Native code for `@entry` of `module`, from the object cache when
-    possible; `timings` gets the CPU seconds of each step (`bench/run.py compile`)."""
+    possible. With `derive`, a pass list, the code is that of a copy of
+    `module` after those passes (a gradient's synthesis): the entry is keyed
+    by `module` and the passes, what determines the derived IR, so a hit
+    neither runs them nor prints their larger result, and takes the entry's
+    signature and work estimates from the cached metadata. `timings` gets the
+    CPU seconds of each step (`bench/run.py compile`)."""
     from recir.backend.engine import Engine, compile_object
     from recir.backend.kernels.compiled_gemm import link
 
     clock, times = time.process_time, {}
     start = clock()
-    signature = find_entry(module, entry).function_type
+    # a derived module's entry is made by `derive`
+    signature = None if derive else find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)
     depth = checked_max_depth(max_depth)
-    # the lowering is the pass list with its options
-    key = cache_key(located_text(module), f"{entry} {passes_for(fuse, threads, depth)}")
+    # the lowering is the pass list with its options, after `derive`'s
+    lowering = passes_for(fuse, threads, depth)
+    key = cache_key(located_text(module), f"{entry} {lowering}" + (
+        f" derived by {derive}" if derive else ""))
     times["cache-key"], start = clock() - start, clock()
-    hit = cache.load(key, {"sites": list[str], "copied": list[int], "logged": list[int],
-                           "links": list[str]})
+    hit = cache.load(key, META_FIELDS)
+    if hit is not None and derive:
+        signature = cached_signature(hit[1]["signature"])
     times["cache-load"] = clock() - start
-    if hit is None:
+    if hit is None or signature is None:  # (an unreadable signature: compile again)
         wall = time.perf_counter()
+        if derive:
+            start, module = clock(), module.clone()
+            run_passes(module, derive)
+            times["derive"] = clock() - start
+            signature = find_entry(module, entry).function_type
+        work, share = call_work(module), larger_share(module)
         ir_text, sites, copied, logged, links = native_ir(module, entry, fuse, threads, times,
                                                           depth)
         obj = compile_object(ir_text, times)
         start = clock()
         cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
-                               "links": links, "seconds": time.perf_counter() - wall})
+                               "links": links, "signature": str(signature), "work": work,
+                               "share": share, "seconds": time.perf_counter() - wall})
         times["cache-store"] = clock() - start
     else:
-        obj, sites = hit[0], hit[1]["sites"]
-        copied, logged, links = hit[1]["copied"], hit[1]["logged"], hit[1]["links"]
+        obj, meta = hit
+        sites, copied, logged, links = (meta["sites"], meta["copied"], meta["logged"],
+                                        meta["links"])
+        # a derived module is not at hand; the module itself is as cheap
+        work, share = ((meta["work"], meta["share"]) if derive
+                       else (call_work(module), larger_share(module)))
     start = clock()
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     times["load-object"], start = clock() - start, clock()
     native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
-                            call_work(module), logged)
+                            work, logged, share)
     native.max_depth = depth
     times["native-function"] = clock() - start
     if timings is not None:
         timings.update(times)
     return native
+
+
+# what a cache entry of `compile_module` holds besides the object
+META_FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int],
+               "links": list[str], "signature": str, "work": int, "share": float}
+
+
+def cached_signature(text: str) -> FunctionType | None:
+    """The function type printed as `text` (a cache entry's), None where it
+    does not parse as one."""
+    try:
+        parsed = Parser(make_context(), text).parse_attribute()
+    except Exception:  # whatever the text holds, the entry is compiled again
+        return None
+    return parsed if isinstance(parsed, FunctionType) else None
 
 
 def checked_max_depth(max_depth: int | None) -> int:

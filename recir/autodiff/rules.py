@@ -205,8 +205,8 @@ def sum_(e, op, dy, p):
 
 def max_(e, op, dy, p):
     x = p(op.input)
-    if len(tmath.shape_of(x)) != 1:
-        raise emit_error(op, "has a gradient rule for vectors only")
+    if len(tmath.shape_of(x)) != 1 + is_rows(x):
+        raise emit_error(op, "has a gradient rule for vectors (or rows of them) only")
     return [(0, e.onehot(e(tmath.ArgmaxOp(x)), dy, x))]
 
 

@@ -53,8 +53,10 @@ def xdsl_version() -> str:
 def compiler_digest() -> str:
     """A hash of the code that turns IR into objects: a changed lowering must
     not load objects an older one produced (the key hashes the input IR).
-    The package's top level and interpreter count too: a frontier function
-    is keyed by the traced IR it is made from (`frontier_compile.origin`)."""
+    The package's top level, interpreter and autodiff count too: a frontier
+    function and a recursive gradient are keyed by the traced IR they are
+    made from (`frontier_compile.origin`, `pipeline.compile_module`'s
+    `derive`), not by the IR their passes make of it."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for folder in (".", "interpreter", "passes", "backend", "autodiff", "dialects"):

@@ -24,6 +24,7 @@ from recir.backend.arguments import ArrayDescriptor, c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
+from recir.backend.frontier_summary import RowFacts, row_facts
 from recir.diagnostics import RecirError
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
@@ -41,9 +42,10 @@ class NativeRowFunction:
     """One lowered function over rows, called with NumPy arrays."""
 
     def __init__(self, engine: Engine, function: func.FuncOp, sites: Sequence[str],
-                 per_row: int):
-        """`per_row`: the scratch bytes a row of the largest frontier
-        (`row_lowering.scratch_per_row`)."""
+                 per_row: int, facts: RowFacts | None = None):
+        """`per_row`: the scratch bytes a row of the largest frontier takes
+        (the object's metadata); `facts`: `function`'s (`row_facts`), given
+        where it is a declaration."""
         self.name = function.sym_name.data
         self.engine, self.sites = engine, list(sites)
         signature = function.function_type
@@ -51,10 +53,10 @@ class NativeRowFunction:
         if not all(isinstance(t, TensorType) for t in self.outputs):
             raise RecirError(f"error: @{self.name}: a batched function returns tensors only")
         self.per_row = per_row
+        self.facts = facts or row_facts(function)
         # a backward adds into its arguments: a call cut short and repeated
         # would add twice, so it is not repeated (the size is an upper bound)
-        accumulates = any(op.name.startswith("adjoint.accumulate") for op in function.walk())
-        self.retries = 1 if accumulates else MAX_SCRATCH_RETRIES
+        self.retries = 1 if self.facts.accumulates else MAX_SCRATCH_RETRIES
         argtypes = [ctypes.c_void_p] + [ctypes.c_void_p if isinstance(
             t, TensorType | tape.FrameType) else c_scalar(t) for t in self.inputs]
         argtypes += [ctypes.c_void_p] * len(self.outputs) + [ctypes.c_void_p, ctypes.c_int64]

@@ -25,10 +25,12 @@ From them:
   team's start and a share of its tasks' cost, is below one thread's time
   (`team_pays`);
 - a call spawns tasks `budget` levels down the call tree: enough levels that
-  a binary recursion's largest task is at most `IMBALANCE` of a thread's
-  share (Graham's bound: the schedule is then within that fraction of
-  ideal), but no level whose tasks carry less than `GRAIN` times `task_s` of
-  work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
+  the largest task is at most `IMBALANCE` of a thread's share (Graham's
+  bound: the schedule is then within that fraction of ideal), each level
+  cutting the largest piece to the share its largest call does
+  (`work_estimate.larger_share`: 1/2 unless the IR shows a less even
+  split), but no level whose tasks carry less than `GRAIN` times `task_s`
+  of work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
 - gradients log outer products and add them by one SGEMM (`defer-outer-bytes`)
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
@@ -187,10 +189,11 @@ def tuned_path(cache_dir: Path | str | None = None) -> Path:
     return root / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
 
 
-def max_budget(threads: int) -> int:
-    """Levels whose 2^levels tasks split a balanced binary recursion into
-    pieces of at most `IMBALANCE` of a thread's share: log2(threads / IMBALANCE)."""
-    return max(0, math.ceil(math.log2(max(threads, 1) / IMBALANCE)))
+def max_budget(threads: int, share: float = 0.5) -> int:
+    """Levels that split a recursion whose largest call does `share` of its
+    caller's work (`work_estimate.larger_share`; 1/2: balanced) into pieces
+    of at most `IMBALANCE` of a thread's share: log(threads / IMBALANCE) / log(1 / share)."""
+    return max(0, math.ceil(math.log(max(threads, 1) / IMBALANCE) / -math.log(share)))
 
 
 def grain_levels(work: float, costs: Costs) -> int:
@@ -243,14 +246,15 @@ def team_min_work(threads: int, costs: Costs, warm: bool = False) -> int:
     return math.ceil(start / (costs.unit_s * saved))
 
 
-def call_budget(work: float | None, threads: int, costs: Costs) -> int:
+def call_budget(work: float | None, threads: int, costs: Costs, share: float = 0.5) -> int:
     """The levels of tasks of one call of `work` units on `threads` threads."""
     if work is None:
-        return max_budget(threads)
-    return min(max_budget(threads), grain_levels(work, costs))
+        return max_budget(threads, share)
+    return min(max_budget(threads, share), grain_levels(work, costs))
 
 
-def batch_budget(works: list[float] | None, count: int, threads: int, costs: Costs) -> int:
+def batch_budget(works: list[float] | None, count: int, threads: int, costs: Costs,
+                 share: float = 0.5) -> int:
     """The levels of tasks below each call of a batch of `count` calls of
     `works` units (None: unknown, taken as equal and large), themselves a
     team's tasks: none where the largest call is at most `IMBALANCE` of a
@@ -262,8 +266,8 @@ def batch_budget(works: list[float] | None, count: int, threads: int, costs: Cos
         if total <= 0:
             return 0
         ratio = largest * threads / (IMBALANCE * total)
-    levels = math.ceil(math.log2(ratio)) if ratio > 1 else 0
-    levels = min(levels, max_budget(threads))
+    levels = math.ceil(math.log(ratio) / -math.log(share)) if ratio > 1 else 0
+    levels = min(levels, max_budget(threads, share))
     return levels if works is None else min(levels, grain_levels(max(works), costs))
 
 

@@ -50,18 +50,20 @@ class NativeFunction:
     def __init__(self, engine: Engine, name: str, signature: FunctionType,
                  sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
                  copied: Sequence[int] = (), call_work: int = 0,
-                 logged: Sequence[int] = ()):
+                 logged: Sequence[int] = (), larger_share: float = 0.5):
         """`copied`: the arguments (gradient buffers) that each thread of a
         team adds into its own copy of (`adjoint.thread_copy`); `call_work`:
         the estimated work of one recursive call (`pipeline.call_work`), 0
         where unknown; `logged`: the gradient buffers whose outer products
-        each thread logs, added after the call (`adjoint.log_reserve`)."""
+        each thread logs, added after the call (`adjoint.log_reserve`);
+        `larger_share`: of a call's work, its largest recursive call's
+        (`work_estimate.larger_share`), which sets how deep calls spawn."""
         self.engine, self.name, self.sites = engine, name, list(sites)
         self.arguments = arguments = Arguments(name, signature, params)
         self.deep_only = False
         self.threads = threads
         self.last_tape_bytes = 0
-        self.call_work = call_work
+        self.call_work, self.larger_share = call_work, larger_share
         # the public inputs whose length sizes a call (for `team_size`)
         self.sized = [i for i, sh in enumerate(arguments.shapes[:arguments.public])
                       if sh and sh[0] and sh[0][0] < 0] if call_work and threads > 1 else []
@@ -97,7 +99,7 @@ class NativeFunction:
         work = None if size is None else size * self.call_work
         if not self.team or not policy.team_pays(work, self.threads, self.costs):
             return 1, 0
-        budget = policy.call_budget(work, self.threads, self.costs) if \
+        budget = policy.call_budget(work, self.threads, self.costs, self.larger_share) if \
             self.fixed_budget is None else self.fixed_budget
         return (self.threads if budget else 1), budget
 
@@ -233,7 +235,7 @@ class NativeFunction:
         threads = self.threads_for(sizes)
         works = None if sizes is None else [n * self.call_work for n in sizes]
         budget = self.fixed_budget if self.fixed_budget is not None else \
-            policy.batch_budget(works, len(items), threads, self.costs)
+            policy.batch_budget(works, len(items), threads, self.costs, self.larger_share)
         arguments, keep = self.arguments, []
         prepared = [arguments.prepare(inputs, keep, outputs=False)[0] for inputs in items]
         first = prepared[0]

@@ -10,18 +10,18 @@ the costs a height loop's team is chosen by; `native_schedule.py` runs them.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.policy import Costs, team_min_work
+from recir.backend.frontier_summary import RowFacts, row_facts
 from recir.diagnostics import RecirError
-from recir.dialects import adjoint, frontier, tape, tmath
+from recir.dialects import frontier, tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier_grad import is_float_tensor
 from recir.passes.expansion_loop import expansion_loop
@@ -93,7 +93,8 @@ def operand(typ: Any, kind: str = WHOLE) -> Operand:
 
 
 def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncOp,
-                threads: int = 1, costs: Costs | None = None) -> HeightSpec:
+                threads: int = 1, costs: Costs | None = None,
+                facts: RowFacts | None = None) -> HeightSpec:
     """The height loop of `function`: the schedule's `@post`, its `_fwd` or
     its `_bwd`, each height's rows split across a team of `threads`. A
     `_bwd`'s rows of a height add into the same parameter gradients: each
@@ -101,7 +102,9 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
     takes rows (`adjoint.accumulate_row`: embeddings) is shared, its rows
     added under row locks, which `adjoint_row_kernels` takes only where the
     function's row loops are lowered for a team: so `_fwd` and `_bwd` split
-    their heights only there."""
+    their heights only there. `facts`: `function`'s (`row_facts`), given
+    where it is a declaration (a cache hit's)."""
+    facts = facts or row_facts(function)
     types = post.function_type
     ntables = len(types.outputs.data)
     nstored = len(types.inputs.data) - op.sites.value.data - ntables - len(op.shared)
@@ -113,7 +116,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
         outs = [operand(t, TABLE if k < ntables else SAVED) for k, t in enumerate(outputs)]
         team = threads if len(outputs) == ntables or lowered_for_team else 1
         return HeightSpec([operand(t, k) for t, k in zip(types.inputs.data, kinds)], outs,
-                          False, team, row_work(function), costs)
+                          False, team, facts.row_work, costs)
     team = threads if lowered_for_team else 1
     forward = forward_outputs(function)
     gradients = [k for k, t in enumerate(types.inputs.data)
@@ -128,38 +131,10 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
     roles = [operand(t, k) for t, k in zip(inputs, kinds)]
     first = len(inputs) - len(gradients)
     for j, k in enumerate(gradients):  # the shared values' gradients, on a team
-        arg = function.body.block.args[first + j]
-        if team > 1 and k >= nsliced + ntables and roles[first + j].kind == STATIC and not all(
-                isinstance(use.operation, adjoint.AccumulateRowOp) and use.index == 0
-                for use in arg.uses):
-            roles[first + j] = Operand(COPIED, math.prod(arg.type.get_shape()) * 4)
-    return HeightSpec(roles, [], True, team, row_work(function), costs)
-
-
-def row_work(function: func.FuncOp) -> int:
-    """Multiply-adds per row of the function's products over rows (a
-    `_bwd`'s: dY W and dY^T X), a branch's (the rows of one side of a
-    `frontier.partition`) counted for its cheaper side: a height's rows may
-    all take that one (a leaf's height takes only the leaf's product)."""
-    sides: dict[SSAValue, frozenset[tuple[Operation, int]]] = {}
-    totals: dict[frozenset[tuple[Operation, int]], int] = defaultdict(int)
-    partitions: list[Operation] = []
-    for op in function.walk():
-        if isinstance(op, frontier.PartitionOp):
-            partitions.append(op)
-            sides.update((r, frozenset({(op, j)})) for j, r in enumerate(op.results))
-            continue
-        under = frozenset[tuple[Operation, int]]() if isinstance(op, frontier.MergeOp) \
-            else frozenset().union(*(sides.get(v, frozenset()) for v in op.operands))
-        sides.update((r, under) for r in op.results)
-        if isinstance(op, tmath.MatvecOp | adjoint.AccumulateOuterOp):
-            totals[under] += math.prod(tmath.shape_of(op.operands[0]))
-        elif isinstance(op, adjoint.VecmatOp):
-            totals[under] += math.prod(tmath.shape_of(op.operands[1]))
-    work = totals[frozenset()]
-    for p in partitions:
-        work += min(sum(w for key, w in totals.items() if (p, j) in key) for j in (0, 1))
-    return work
+        if team > 1 and k >= nsliced + ntables and roles[first + j].kind == STATIC and (
+                first + j not in facts.row_only):
+            roles[first + j] = Operand(COPIED, math.prod(inputs[first + j].get_shape()) * 4)
+    return HeightSpec(roles, [], True, team, facts.row_work, costs)
 
 
 def copied_elements(spec: HeightSpec) -> int:

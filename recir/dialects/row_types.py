@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float32Type,
@@ -23,6 +24,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
+
+# the arith ops on scalars that have a row form: the same op on tensors of rows
+ROW_ARITH = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
+             arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
+             arith.MulfOp, arith.DivfOp, arith.NegfOp)
 
 
 def type_of(value: SSAValue | Attribute) -> Attribute:

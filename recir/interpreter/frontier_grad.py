@@ -76,8 +76,8 @@ class Backward:
             2 + len(schedule.roots))  # after each site's rows and moving values
         ntables = len(schedule.post_fn.function_type.outputs.data)
         accumulated = []
-        for k, arg in enumerate(schedule.post_fn.body.block.args):
-            if is_float_tensor(arg.type) and not nstored <= k < nstored + nsites:
+        for k, typ in enumerate(schedule.post_fn.function_type.inputs.data):
+            if is_float_tensor(typ) and not nstored <= k < nstored + nsites:
                 j = k - nstored - nsites
                 accumulated.append(("stored", k) if k < nstored else ("table", j)
                                    if j < ntables else ("shared", j - ntables))

@@ -15,98 +15,78 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.passes.loop_builder import CONTRACT, Emitter
-from recir.passes.tmath_kernels import Kernel, checked, dot, elementwise, fill, size
+from recir.passes.tmath_kernels import (
+    Kernel,
+    allocating,
+    checked,
+    dot,
+    each_vector,
+    elementwise,
+    shape,
+    size,
+    zero_fill,
+)
 
-Body = Sequence[SSAValue]
 Accumulate = Callable[[Emitter, Operation, Sequence[SSAValue]], None]
 
 
 def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
     """out[:n] += scale * x[:n]."""
-    def body(inner: Emitter, i: SSAValue, _: Body) -> Body:
+    def body(inner: Emitter, i: SSAValue) -> None:
         product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
-        total = inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT))
-        inner.store(total, out, i)
-        return ()
+        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
 
-    b.loop(n, body)
+    b.each(n, body)
 
 
-def zeros(b: Emitter, op: Operation, n: int) -> SSAValue:
-    out = fill(b, op, [b.const(0.0, f32)])
-    assert size(op.results[0]) == n
-    return out
-
-
-def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    dy, w = args
+def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    dy, w, out = args
     rows, cols = tmath.shape_of(op.operands[1])
-    out = zeros(b, op, cols)
+    zero_fill(b, out, cols)
 
-    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
-        axpy(inner, out, inner.load(dy, r), inner.offset(w, inner.mul(r, cols)), cols)
-        return ()
-
-    b.loop(rows, row)
-    return out
+    b.each(rows, lambda inner, r: axpy(inner, out, inner.load(dy, r),
+                                       inner.offset(w, inner.mul(r, cols)), cols))
 
 
-def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def transpose(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    source, out = args
     rows, cols = tmath.shape_of(op.operands[0])
-    out = b.alloca(rows * cols)
 
-    def row(bi: Emitter, i: SSAValue, _: Body) -> Body:
-        def col(bj: Emitter, j: SSAValue, __: Body) -> Body:
-            bj.store(bj.load(args[0], bj.add(bj.mul(i, cols), j)), out,
-                     bj.add(bj.mul(j, rows), i))
-            return ()
-
-        bi.loop(cols, col)
-        return ()
-
-    b.loop(rows, row)
-    return out
+    b.each(rows, lambda bi, i: bi.each(cols, lambda bj, j: bj.store(
+        bj.load(source, bj.add(bj.mul(i, cols), j)), out, bj.add(bj.mul(j, rows), i))))
 
 
-def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     assert isinstance(op, adjoint.PadOp)
-    out = zeros(b, op, size(op.result))
-    start = op.offset.value.data * (size(op.result) // tmath.shape_of(op.result)[0])
-    b.copy(b.offset(out, start), args[0], size(op.input))
-    return out
+    source, out = args
+    zero_fill(b, out, size(op.result))
+    start = op.offset.value.data * (size(op.result) // shape(op.result)[0])
+    b.copy(b.offset(out, start), source, size(op.input))
 
 
-def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    index, scale, out = args
     n = size(op.results[0])
-    out = zeros(b, op, n)
-    b.store(args[1], out, checked(b, op, args[0], n))
-    return out
+    zero_fill(b, out, n)
+    b.store(scale, out, checked(b, op, index, n))
 
 
-def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     """Σ_k dr[k] V[k] y (lhs) or Σ_k dr[k] V[k]ᵀ x (rhs), row by row."""
     depth, rows, cols = tmath.shape_of(op.operands[0])
-    v, dr, other = args
+    v, dr, other, out = args
     lhs = isinstance(op, adjoint.BilinearLhsOp)
-    out = zeros(b, op, rows if lhs else cols)
+    zero_fill(b, out, rows if lhs else cols)
 
-    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
-        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
-            start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            if lhs:
-                dotted = dot(bi, start, other, cols)
-                term = bi.value(arith.MulfOp(bi.load(dr, k), dotted))
-                bi.store(bi.value(arith.AddfOp(bi.load(out, i), term)), out, i)
-            else:
-                scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
-                axpy(bi, out, scale, start, cols)
-            return ()
+    def term(bi: Emitter, k: SSAValue, i: SSAValue, start: SSAValue) -> None:
+        if lhs:
+            dotted = bi.value(arith.MulfOp(bi.load(dr, k), dot(bi, start, other, cols)))
+            bi.store(bi.value(arith.AddfOp(bi.load(out, i), dotted)), out, i)
+        else:
+            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
+            axpy(bi, out, scale, start, cols)
 
-        bk.loop(rows, row)
-        return ()
-
-    b.loop(depth, slab)
-    return out
+    each_vector(b, v, (depth, rows, cols), term)
 
 
 def accumulate(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -117,19 +97,16 @@ def accumulate_outer(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> Non
     acc, lhs, rhs = args
     rows, cols = tmath.shape_of(op.operands[0])
 
-    def row(inner: Emitter, r: SSAValue, _: Body) -> Body:
-        start = inner.offset(acc, inner.mul(r, cols))
-        axpy(inner, start, inner.load(lhs, r), rhs, cols)
-        return ()
-
-    b.loop(rows, row)
+    b.each(rows, lambda inner, r: axpy(inner, inner.offset(acc, inner.mul(r, cols)),
+                                       inner.load(lhs, r), rhs, cols))
 
 
 def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
-                   locked: bool = False) -> None:
+                   locked: bool = False, length: SSAValue | None = None) -> None:
+    """acc[index] += value; `length`: the table's rows where they are many."""
     acc, index, value = args
-    rows, cols = tmath.shape_of(op.operands[0])
-    row = checked(b, op, index, rows)
+    rows, cols = tmath.shape_of(op.operands[0])[0], size(op.operands[2])
+    row = checked(b, op, index, rows if length is None else length)
     if locked:
         b.op(adjoint.LockRowOp(row))
     axpy(b, b.offset(acc, b.mul(row, cols)), b.const(1.0, f32), value, cols)
@@ -137,30 +114,14 @@ def accumulate_row(b: Emitter, op: Operation, args: Sequence[SSAValue],
         b.op(adjoint.UnlockRowOp(row))
 
 
-def accumulate_row_locked(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """`accumulate_row` in parallel code, where the threads share the table:
-    the row is added under its lock."""
-    accumulate_row(b, op, args, locked=True)
-
-
 def accumulate_bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     acc, dr, x, y = args
-    depth, rows, cols = tmath.shape_of(op.operands[0])
-
-    def slab(bk: Emitter, k: SSAValue, _: Body) -> Body:
-        def row(bi: Emitter, i: SSAValue, __: Body) -> Body:
-            start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i)))
-            axpy(bi, start, scale, y, cols)
-            return ()
-
-        bk.loop(rows, row)
-        return ()
-
-    b.loop(depth, slab)
+    cols = tmath.shape_of(op.operands[0])[2]
+    each_vector(b, acc, tmath.shape_of(op.operands[0]), lambda bi, k, i, start: axpy(
+        bi, start, bi.value(arith.MulfOp(bi.load(dr, k), bi.load(x, i))), y, cols))
 
 
-ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
+ADJOINT_INTO: dict[type[Operation], Kernel] = {
     # relu_grad is elementwise: its scalar body is in tmath_kernels.SCALAR
     adjoint.ReluGradOp: elementwise,
     adjoint.VecmatOp: vecmat,
@@ -169,6 +130,9 @@ ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
     adjoint.OnehotOp: onehot,
     adjoint.BilinearLhsOp: bilinear_grad,
     adjoint.BilinearRhsOp: bilinear_grad,
+}
+ADJOINT_KERNELS: dict[type[Operation], Kernel | Accumulate] = {
+    **{op: allocating(into) for op, into in ADJOINT_INTO.items()},
     adjoint.AccumulateOp: accumulate,
     adjoint.AccumulateOuterOp: accumulate_outer,
     adjoint.AccumulateRowOp: accumulate_row,

@@ -1,43 +1,35 @@
-"""Loop kernels for the row forms of `adjoint` ops: the batched backward functions.
+"""Loop kernels for the `adjoint` ops whose row form is not `row_kernels.per_row`'s.
 
-`synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line
-code over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
-parameter) is the sum over the rows: `accumulate` adds every row,
-`accumulate_outer` adds the sum of the rows' outer products (dY^T X, a
-product over rows: `row_products.row_gemm`, through a height loop's log of
-them where it keeps one: `row_logs`), `accumulate_row` scatter-adds
-rows at checked row numbers into a table (a parameter's, or a rows
-argument's: the children's result gradients). Accumulations write in place and return None.
-Where the function is lowered for a team, its heights' rows may be split
-across one (`schedule_loops`): a parameter's table is then shared by the
-threads, and each row is added under its row lock (`adjoint.lock_row`, as the
-recursive path's embedding rows); the children's rows are each one
-invocation's, and a dense parameter gradient is each thread's own copy.
+`synthesize-gradients` on `@f__post` gives `@f__post_bwd`, straight-line code
+over rows (see `row_lowering.py`). A gradient into a uniform buffer (a
+parameter) is the sum over the rows: `accumulate` adds every row (its kernel
+on each row, `per_row`), `accumulate_outer` adds the sum of the rows' outer
+products (dY^T X, a product over rows: `row_products.row_gemm`, through a
+height loop's log of them where it keeps one: `row_logs`), `accumulate_row`
+scatter-adds rows at checked row numbers into a table (a parameter's, or a
+rows argument's: the children's result gradients). Accumulations write in
+place and return None. Where the function is lowered for a team, its heights'
+rows may be split across one (`schedule_loops`): a parameter's table is then
+shared by the threads, and each row is added under its row lock
+(`adjoint.lock_row`, as the recursive path's embedding rows); the children's
+rows are each one invocation's, and a dense parameter gradient is each
+thread's own copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import f32, i32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import i32
+from xdsl.ir import Operation
 
 from recir.dialects import adjoint, tmath
-from recir.passes.adjoint_kernels import axpy
-from recir.passes.loop_builder import Emitter
+from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
 from recir.passes.row_kernels import RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
 from recir.passes.row_products import row_gemm
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at
-from recir.passes.tmath_kernels import checked, dot, enclosing_module
-
-
-def zero_rows(b: RowEmitter, count: SSAValue, op: Operation) -> Rows:
-    out = b.rows(count, op.results[0].type)
-    each_row(b, count, lambda inner, r: inner.loop(out.width, lambda bj, j, _: (
-        bj.store(bj.const(0.0, f32), row_at(bj, out, r), j), ())[1]))
-    return out
+from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
+from recir.passes.tmath_kernels import checked, enclosing_module, zero_fill
 
 
 def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
@@ -48,36 +40,6 @@ def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     out = b.rows(dy.count, op.results[0].type)
     row_gemm(b, op, "nn", dy.count, cols, rows, (dy.data, dy.stride), (w, cols),
              (out.data, out.stride))
-    return out
-
-
-def onehot(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """Zeros but each row's scale at its (checked) index."""
-    index, scale = args
-    assert isinstance(index, Rows)
-    count = b.same_count(op, rows_of(args))
-    out = zero_rows(b, count, op)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        value = inner.load(scale.data, r) if isinstance(scale, Rows) else scale
-        at = checked(inner, op, inner.load(index.data, r, i32), out.width)
-        inner.store(value, row_at(inner, out, r), at)
-
-    each_row(b, count, each)
-    return out
-
-
-def pad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """Each row into zeros at its offset (along the row's first axis)."""
-    assert isinstance(op, adjoint.PadOp)
-    source = args[0]
-    assert isinstance(source, Rows)
-    out = zero_rows(b, source.count, op)
-    shape = tmath.shape_of(op.result)[1:]
-    start = op.offset.value.data * (out.width // shape[0])
-    each_row(b, source.count, lambda inner, r: inner.loop(source.width, lambda bj, j, _: (
-        bj.store(bj.load(row_at(bj, source, r), j),
-                 bj.offset(row_at(bj, out, r), start), j), ())[1]))
     return out
 
 
@@ -115,11 +77,6 @@ def pad_sums(function: Operation) -> dict[Operation, list[adjoint.PadOp]]:
     return found
 
 
-def zero_span(b: Emitter, out: Rows, r: SSAValue, lo: int, hi: int) -> None:
-    row = b.offset(row_at(b, out, r), lo)
-    b.loop(hi - lo, lambda bj, j, _: (bj.store(bj.const(0.0, f32), row, j), ())[1])
-
-
 def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
                 sources: Sequence[Lowered]) -> Rows:
     """The pads' sum without the pads: each source row copied to its offset,
@@ -133,25 +90,15 @@ def sum_of_pads(b: RowEmitter, op: Operation, pads: Sequence[adjoint.PadOp],
         assert isinstance(source, Rows)
         start = pad.offset.value.data * unit
         spans.append((start, start + source.width))
-        each_row(b, count, lambda inner, r, start=start, source=source: inner.move(
+        b.each(count, lambda inner, r, start=start, source=source: inner.move(
             inner.offset(row_at(inner, out, r), start), row_at(inner, source, r), source.width))
     ends = [0, *(end for _, end in sorted(spans))]
     starts = [*(start for start, _ in sorted(spans)), out.width]
     for lo, hi in zip(ends, starts):
         if lo < hi:
-            each_row(b, count, lambda inner, r, lo=lo, hi=hi: zero_span(inner, out, r, lo, hi))
+            b.each(count, lambda inner, r, lo=lo, hi=hi: zero_fill(
+                inner, inner.offset(row_at(inner, out, r), lo), hi - lo))
     return out
-
-
-def accumulate(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
-    """Rows into a uniform buffer: their sum; rows into rows: row by row."""
-    acc, value = args
-    assert isinstance(value, Rows)
-    if isinstance(acc, Rows):
-        b.same_count(op, [acc, value])
-    one = b.const(1.0, f32)
-    each_row(b, value.count, lambda inner, r: axpy(
-        inner, row_at(inner, acc, r), one, row_at(inner, value, r), value.width))
 
 
 def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
@@ -165,92 +112,23 @@ def accumulate_outer(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> N
 
 
 def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
-    """acc[index[r]] += value[r], each row number checked against the table."""
+    """acc[index[r]] += value[r] (the static kernel on each row), each row
+    number checked against the table: a parameter's (on a team, shared by
+    its threads: under the row's lock) or a rows argument's."""
     acc, index, value = args
     assert isinstance(index, Rows)
     assert isinstance(value, Rows)
     b.same_count(op, [index, value])
-    length: SSAValue | int = acc.count if isinstance(acc, Rows) else tmath.shape_of(
-        op.operands[0])[0]
-    data = acc.data if isinstance(acc, Rows) else acc
-    stride = acc.stride if isinstance(acc, Rows) else value.width
-    one = b.const(1.0, f32)
+    table, length = (acc.data, acc.count) if isinstance(acc, Rows) else (acc, None)
+    assert not isinstance(acc, Rows) or acc.stride == acc.width, "a table is contiguous"
     shared = not isinstance(acc, Rows) and b.team.threads > 1
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        at = checked(inner, op, inner.load(index.data, r, i32), length)
-        target = inner.offset(data, inner.mul(at, stride))
-        if shared:
-            inner.op(adjoint.LockRowOp(at))
-        axpy(inner, target, one, row_at(inner, value, r), value.width)
-        if shared:
-            inner.op(adjoint.UnlockRowOp(at))
-
-    each_row(b, index.count, each)
-
-
-def bilinear_grad(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """Per row: sum_k dr[k] V[k] y (lhs) or sum_k dr[k] V[k]^T x (rhs)."""
-    depth, rows, cols = tmath.shape_of(op.operands[0])
-    v, dr, other = args
-    count = b.same_count(op, rows_of(args))
-    out = zero_rows(b, count, op)
-    lhs = isinstance(op, adjoint.BilinearLhsOp)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        d, o, target = row_at(inner, dr, r), row_at(inner, other, r), row_at(inner, out, r)
-
-        def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            def row(bi: Emitter, i: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                start = bi.offset(v, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-                if lhs:
-                    term = bi.value(arith.MulfOp(bi.load(d, k), dot(bi, start, o, cols)))
-                    bi.store(bi.value(arith.AddfOp(bi.load(target, i), term)), target, i)
-                else:
-                    axpy(bi, target, bi.value(arith.MulfOp(bi.load(d, k), bi.load(o, i))),
-                         start, cols)
-                return ()
-
-            bk.loop(rows, row)
-            return ()
-
-        inner.loop(depth, slab)
-
-    each_row(b, count, each)
-    return out
-
-
-def accumulate_bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
-    """acc[k, i, :] += sum_r dr[r][k] x[r][i] y[r]."""
-    acc, dr, x, y = args
-    depth, rows, cols = tmath.shape_of(op.operands[0])
-    count = b.same_count(op, rows_of(args))
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        d, xr, yr = row_at(inner, dr, r), row_at(inner, x, r), row_at(inner, y, r)
-
-        def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            def row(bi: Emitter, i: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                start = bi.offset(acc, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-                axpy(bi, start, bi.value(arith.MulfOp(bi.load(d, k), bi.load(xr, i))), yr, cols)
-                return ()
-
-            bk.loop(rows, row)
-            return ()
-
-        inner.loop(depth, slab)
-
-    each_row(b, count, each)
+    b.each(index.count, lambda inner, r: static_accumulate_row(
+        inner, op, [table, inner.load(index.data, r, i32), row_at(inner, value, r)], shared,
+        length))
 
 
 ADJOINT_ROW_KERNELS: dict[type[Operation], RowKernel] = {
     adjoint.VecmatOp: vecmat,
-    adjoint.OnehotOp: onehot,
-    adjoint.PadOp: pad,
-    adjoint.BilinearLhsOp: bilinear_grad,
-    adjoint.BilinearRhsOp: bilinear_grad,
-    adjoint.AccumulateBilinearOp: accumulate_bilinear,  # type: ignore[dict-item]
-    adjoint.AccumulateOp: accumulate,  # type: ignore[dict-item]
     adjoint.AccumulateOuterOp: accumulate_outer,  # type: ignore[dict-item]
     adjoint.AccumulateRowOp: accumulate_row,  # type: ignore[dict-item]
 }

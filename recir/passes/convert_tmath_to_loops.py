@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from xdsl.context import Context
 from xdsl.dialects import func, scf
@@ -49,7 +50,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
-from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row_locked
+from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.row_lowering import (
     RowFunctionLowering,
@@ -58,7 +59,7 @@ from recir.passes.row_lowering import (
 )
 from recir.passes.rows import RowTeam
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
-from recir.passes.tmath_kernels import fused_elements, size
+from recir.passes.tmath_kernels import size
 
 KERNELS = TMATH_KERNELS | ADJOINT_KERNELS
 
@@ -108,6 +109,14 @@ class FunctionLowering:
         else:
             old.replace_all_uses_with(new)
 
+    def replace_results(self, op: Operation, result: object) -> None:
+        """`op`'s results by a kernel's: one value, a tuple, or None (an
+        accumulation writes through `acc`); `op` dies with the others."""
+        results = result if isinstance(result, tuple) else () if result is None else (result,)
+        for old, new in zip(op.results, results, strict=True):
+            self.replace(old, new)
+        self.dead.append(op)
+
     def run(self) -> None:
         signature = self.signature = self.function.function_type
         old_args = [a for a in self.entry.args if is_pointer(a.type)]
@@ -135,16 +144,10 @@ class FunctionLowering:
             operands = [self.get(v) for v in op.operands]
             kernel = KERNELS[type(op)]
             if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
-                kernel = accumulate_row_locked
+                kernel = partial(accumulate_row, locked=True)  # the threads share the table
             elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
                 operands[0] = self.thread_copy(op, operands[0])
-            result = kernel(self.emitter(op), op, operands)
-            if op.results:  # accumulation kernels write through `acc` and return None
-                assert result is not None, op.name
-                self.replace(op.results[0], result)
-            self.dead.append(op)
-        elif isinstance(op, tmath.FusedOp):
-            self.lower_fused(op)
+            self.replace_results(op, kernel(self.emitter(op), op, operands))
         elif isinstance(op, invoke.InvokeOp):
             self.lower_invoke(op)
         elif isinstance(op, invoke.JoinOp):
@@ -187,17 +190,6 @@ class FunctionLowering:
         for region in op.regions:
             for block in region.blocks:
                 self.lower_block(block)
-
-    def lower_fused(self, op: tmath.FusedOp) -> None:
-        """One loop; each body op becomes its scalar function on element i."""
-        b = self.emitter(op)
-        n = size(op.outputs[0])
-        outs = [b.alloca(n) for _ in op.outputs]
-        inputs = [self.get(v) for v in op.inputs]
-        b.loop(n, fused_elements(op.body.blocks[0], inputs, outs))
-        for result, out in zip(op.outputs, outs):
-            self.replace(result, out)
-        self.dead.append(op)
 
     def lower_invoke(self, op: invoke.InvokeOp) -> None:
         b = self.emitter(op)

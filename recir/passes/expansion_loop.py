@@ -65,7 +65,7 @@ class ExpansionLoopBuilder(PlanFunction):
         parent."""
         heights = e.load(self.plan, 8, PTR)
 
-        def each(f: Emitter, index: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def each(f: Emitter, index: SSAValue) -> None:
             row = f.sub(f.sub(total, 1), index)
             height: SSAValue = f.i64(0)
             for children in self.children:
@@ -76,9 +76,8 @@ class ExpansionLoopBuilder(PlanFunction):
                 height = f.value(arith.SelectOp(real, f.value(arith.MaxSIOp(height, above)),
                                                 height))
             f.store(height, heights, row)
-            return ()
 
-        e.loop(total, each)
+        e.each(total, each)
 
     def child_field(self, k: int) -> int:
         return self.operand_field(len(self.inputs) + len(self.outputs)) + 2 * k
@@ -118,21 +117,16 @@ class ExpansionLoopBuilder(PlanFunction):
             fits = both(e, fits, e.compare("eq", self.output_rows(e, k * width + j), m))
         children = self.children[k]
 
-        def none(f: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            f.store(f.i64(-1), children, f.add(lo, i))
-            return ()
-
         def fill(inner: Emitter) -> None:
-            inner.loop(n, none)
+            inner.each(n, lambda f, i: f.store(f.i64(-1), children, f.add(lo, i)))
             rows = inner.load(self.slots[k * width], 1, PTR)
 
-            def link(f: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            def link(f: Emitter, i: SSAValue) -> None:
                 r = f.to_i64(f.load(rows, i, i32))
                 f.when(f.compare("ult", r, n), lambda g: g.store(
                     g.add(start, i), children, g.add(lo, r)), self.fail(CHILD_OUT_OF_RANGE))
-                return ()
 
-            inner.loop(m, link)
+            inner.each(m, link)
             for j in range(1, width):
                 self.copy_rows(inner, fits, EXPANSION_FULL, k * width + j, start)
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType, i1, i8, i32, i64
+from xdsl.dialects.builtin import i1, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import frontier
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_kernels import RowKernel, copy_row
-from recir.passes.rows import Gathered, Lowered, RowEmitter, Rows, each_row, row_at
+from recir.passes.row_kernels import RowKernel, per_row
+from recir.passes.rows import Gathered, Lowered, RowEmitter, Rows, row_at
 from recir.passes.tmath_kernels import checked
 
 
@@ -30,10 +30,9 @@ def take(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
 
     def each(inner: Emitter, r: SSAValue) -> None:
         at = checked(inner, op, inner.load(index.data, r, i32), source.count)
-        copy_row(inner, row_at(inner, out, r), row_at(inner, source, at), out.width,
-                 out.elem)
+        inner.move(row_at(inner, out, r), row_at(inner, source, at), out.width, out.elem)
 
-    each_row(b, index.count, each)
+    b.each(index.count, each)
     return out
 
 
@@ -43,10 +42,11 @@ def take_in_place(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Gath
     source, index = args
     assert isinstance(source, Rows) and not isinstance(source, Gathered)
     assert isinstance(index, Rows)
+
     def each(inner: Emitter, r: SSAValue) -> None:
         checked(inner, op, inner.load(index.data, r, i32), source.count)
 
-    each_row(b, index.count, each)
+    b.each(index.count, each)
     return Gathered(index.count, source.data, source.width, source.stride, source.elem,
                     index.data)
 
@@ -90,10 +90,9 @@ def merge(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         for side, numbers in sides:
             def each(inner: Emitter, r: SSAValue, side=side, numbers=numbers) -> None:
                 at = checked(inner, op, inner.load(numbers.data, r, i32), total)
-                copy_row(inner, row_at(inner, out, at), row_at(inner, side, r), out.width,
-                         out.elem)
+                inner.move(row_at(inner, out, at), row_at(inner, side, r), out.width, out.elem)
 
-            each_row(e, side.count, each)  # type: ignore[union-attr]
+            e.each(side.count, each)  # type: ignore[union-attr]
 
     if any(side.stride != side.width for side, _ in sides):  # type: ignore[union-attr]
         copies(b)
@@ -115,40 +114,18 @@ def in_order(b: Emitter, numbers: Rows) -> SSAValue:
     return b.loop(numbers.count, each, [b.const(1, i1)])[0]
 
 
-def broadcast(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """A uniform scalar or tensor as every row of a rows value as long as `like`."""
-    value, like = args
-    assert isinstance(like, Rows)
-    assert not isinstance(value, Rows)
-    out = b.rows(like.count, op.results[0].type)
-    if isinstance(op.operands[0].type, TensorType):
-        each_row(b, like.count, lambda inner, r: copy_row(
-            inner, row_at(inner, out, r), value, out.width, out.elem))
-        return out
-    if out.elem != value.type:  # an i1 stored as a byte
-        value = b.value(arith.ExtUIOp(value, out.elem))  # type: ignore[arg-type]
-    each_row(b, like.count, lambda inner, r: inner.store(value, out.data, r))
-    return out
+def broadcast(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """A uniform scalar or tensor as a row (`per_row`: every row of one as
+    long as `like`); an `i1` is stored as a byte."""
+    value = args[0]
+    return b.value(arith.ExtUIOp(value, i8)) if value.type == i1 else value
 
 
-def compare(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """Per row, as `arith.cmpi`/`cmpf`; the `i1` is stored as a byte."""
+def compare(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """One row's `arith.cmpi`/`cmpf` (`per_row`); the `i1` is stored as a byte."""
     assert isinstance(op, frontier.CmpiOp | frontier.CmpfOp)
-    lhs, rhs = args
-    assert isinstance(lhs, Rows)
-    assert isinstance(rhs, Rows)
-    count = b.same_count(op, [lhs, rhs])
-    out = b.rows(count, op.results[0].type)
-    predicate = op.predicate.value.data
     make = arith.CmpiOp if isinstance(op, frontier.CmpiOp) else arith.CmpfOp
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        held = inner.value(make(inner.load(lhs.data, r, lhs.elem),
-                                inner.load(rhs.data, r, rhs.elem), predicate))
-        inner.store(inner.value(arith.ExtUIOp(held, i8)), out.data, r)
-
-    each_row(b, count, each)
-    return out
+    return b.value(arith.ExtUIOp(b.value(make(*args, op.predicate.value.data)), i8))
 
 
 def tree_span(b: Emitter, op: Operation, offsets: Rows, tree: Rows,
@@ -179,7 +156,7 @@ def extract_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Row
         at = checked(inner, op, inner.add(start, within), values.count)
         inner.store(inner.load(values.data, at, out.elem), out.data, r)
 
-    each_row(b, count, each)
+    b.each(count, each)
     return out
 
 
@@ -193,7 +170,7 @@ def size_ragged(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         _, length = tree_span(inner, op, offsets, tree, r)
         inner.store(inner.value(arith.TruncIOp(length, i32)), out.data, r)
 
-    each_row(b, tree.count, each)
+    b.each(tree.count, each)
     return out
 
 
@@ -201,9 +178,9 @@ FRONTIER_KERNELS: dict[type[Operation], RowKernel] = {
     frontier.TakeOp: take,
     frontier.PartitionOp: partition,
     frontier.MergeOp: merge,
-    frontier.BroadcastOp: broadcast,
-    frontier.CmpiOp: compare,
-    frontier.CmpfOp: compare,
+    frontier.BroadcastOp: per_row(broadcast),
+    frontier.CmpiOp: per_row(compare),
+    frontier.CmpfOp: per_row(compare),
     frontier.ExtractRaggedOp: extract_ragged,
     frontier.SizeRaggedOp: size_ragged,
 }

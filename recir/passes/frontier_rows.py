@@ -30,13 +30,14 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier, invoke, tmath
-from recir.dialects.row_types import rows_type
+from recir.dialects.row_types import ROW_ARITH, rows_type
 
-ROW_ARITH = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
-             arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
-             arith.MulfOp, arith.DivfOp, arith.NegfOp)
-SAME_FORM = (*tmath.ELEMENTWISE_UNARY, tmath.SoftmaxOp, tmath.SumOp, tmath.MaxOp,
-             tmath.ArgmaxOp)
+SAME_OP = (*tmath.ELEMENTWISE_BINARY, *tmath.ELEMENTWISE_UNARY, *ROW_ARITH, tmath.SoftmaxOp,
+           tmath.SumOp, tmath.MaxOp, tmath.ArgmaxOp, tmath.MatvecOp, tmath.BilinearOp,
+           tmath.ConcatOp, tmath.SliceOp, tmath.GatherOp, tmath.SoftmaxCrossEntropyOp,
+           tmath.FillOp)
+SHARED = {tmath.MatvecOp: "matrix", tmath.BilinearOp: "tensor", tmath.GatherOp: "table"}
+EITHER = (*tmath.ELEMENTWISE_BINARY, tmath.BilinearOp)
 
 
 def outer_operands(op: Operation) -> list[SSAValue]:
@@ -234,39 +235,21 @@ class RowBuilder:
 RowRule = Callable[[RowBuilder, Rows, Any], Operation]
 
 
-def elementwise_binary(b: RowBuilder, at: Rows, op: Any) -> Operation:
-    """A uniform side stays as it is: the row form broadcasts it."""
-    return type(op)(b.operand(at, op.lhs)[0], b.operand(at, op.rhs)[0])
-
-
-def same_form(b: RowBuilder, at: Rows, op: Any) -> Operation:
-    return type(op)(b.rows_of(at, op.input))
-
-
-def matvec(b: RowBuilder, at: Rows, op: tmath.MatvecOp) -> Operation:
-    return tmath.MatvecOp(b.shared(op, op.matrix, "matrix"), b.rows_of(at, op.vector))
-
-
-def bilinear(b: RowBuilder, at: Rows, op: tmath.BilinearOp) -> Operation:
-    return tmath.BilinearOp(b.shared(op, op.tensor, "tensor"), b.operand(at, op.lhs)[0],
-                            b.operand(at, op.rhs)[0])
-
-
-def concat(b: RowBuilder, at: Rows, op: tmath.ConcatOp) -> Operation:
-    return tmath.ConcatOp([b.rows_of(at, v) for v in op.inputs])
-
-
-def slice_rows(b: RowBuilder, at: Rows, op: tmath.SliceOp) -> Operation:
-    return tmath.SliceOp(b.rows_of(at, op.input), op.offset.value.data,
-                         tmath.shape_of(op.result)[0])
-
-
-def gather(b: RowBuilder, at: Rows, op: tmath.GatherOp) -> Operation:
-    return tmath.GatherOp(b.shared(op, op.table, "table"), b.rows_of(at, op.index))
-
-
-def softmax_xent(b: RowBuilder, at: Rows, op: tmath.SoftmaxCrossEntropyOp) -> Operation:
-    return tmath.SoftmaxCrossEntropyOp(b.rows_of(at, op.logits), b.rows_of(at, op.label))
+def same_op(b: RowBuilder, at: Rows, op: Operation) -> Operation:
+    """The op itself on rows (its properties kept): operand 0 of a `SHARED`
+    op must be uniform; an operand of an `EITHER` op stays as it is where it
+    is uniform (the row form broadcasts it); any other is rows."""
+    operands = []
+    for k, value in enumerate(op.operands):
+        if k == 0 and type(op) in SHARED:
+            operands.append(b.shared(op, value, SHARED[type(op)]))
+        elif isinstance(op, EITHER):
+            operands.append(b.operand(at, value)[0])
+        else:
+            operands.append(b.rows_of(at, value))
+    return type(op).create(operands=operands, result_types=[rows_type(r.type) for r in
+                                                            op.results],
+                           properties=dict(op.properties), attributes=dict(op.attributes))
 
 
 def compare(b: RowBuilder, at: Rows, op: arith.CmpiOp | arith.CmpfOp) -> Operation:
@@ -275,23 +258,8 @@ def compare(b: RowBuilder, at: Rows, op: arith.CmpiOp | arith.CmpfOp) -> Operati
     return cls(b.rows_of(at, op.lhs), b.rows_of(at, op.rhs), op.predicate.value.data)
 
 
-def arith_rows(b: RowBuilder, at: Rows, op: Operation) -> Operation:
-    """The same arith op on tensors of rows (its flags kept)."""
-    operands = [b.rows_of(at, v) for v in op.operands]
-    return type(op).create(operands=operands, result_types=[operands[0].type],
-                           properties=dict(op.properties), attributes=dict(op.attributes))
-
-
 ROW_RULES: dict[type[Operation], RowRule] = {
-    **{t: elementwise_binary for t in tmath.ELEMENTWISE_BINARY},
-    **{t: same_form for t in SAME_FORM},
-    **{t: arith_rows for t in ROW_ARITH},
-    tmath.MatvecOp: matvec,
-    tmath.BilinearOp: bilinear,
-    tmath.ConcatOp: concat,
-    tmath.SliceOp: slice_rows,
-    tmath.GatherOp: gather,
-    tmath.SoftmaxCrossEntropyOp: softmax_xent,
+    **{t: same_op for t in SAME_OP},
     tmath.ExtractOp: RowBuilder.structure_read,
     tmath.SizeOp: RowBuilder.structure_read,
     arith.CmpiOp: compare,

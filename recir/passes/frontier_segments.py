@@ -33,7 +33,6 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import invoke, tmath
 
-TERMINATORS = (scf.YieldOp, func.ReturnOp)
 CONSTANTS = (arith.ConstantOp, tmath.ConstantOp)
 
 
@@ -52,8 +51,6 @@ class Plan:
     paths: dict[SSAValue, tuple[tuple[scf.IfOp, int], ...]]  # where a stored value lives
 
     def runs(self, op: Operation, phase: str) -> bool:
-        if phase == "all":
-            return True
         if phase == "expand":
             return op in self.expand or op in self.structural or op in self.sites
         return op not in self.expand

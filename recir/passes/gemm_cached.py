@@ -103,11 +103,7 @@ def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED
     table = b.alloca(1 + ENTRY * sites, i64)
     b.store(b.i64(sites), table, 0)
 
-    def empty(e: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        e.store(e.i64(0), table, e.add(i, 1))
-        return ()
-
-    b.loop(ENTRY * sites, empty)
+    b.each(ENTRY * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
     slot = b.offset(ctx, field, i8)
     old = b.load(slot, 0, PTR)
     b.store(table, slot, 0)
@@ -117,10 +113,6 @@ def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED
 def close_table(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites: int
                 ) -> None:
     """The table's copies freed, and the context's `packed` as it was."""
-    def free(e: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        release(e, e.load(table, e.add(e.mul(i, ENTRY), 1 + 4), PTR))
-        return ()
-
-    b.loop(sites, free)
+    b.each(sites, lambda e, i: release(e, e.load(table, e.add(e.mul(i, ENTRY), 1 + 4), PTR)))
     b.store(old, b.offset(ctx, PACKED, i8), 0)
 

@@ -98,27 +98,24 @@ def dot_driver(target: Target) -> llvm.FuncOp:
         call(s, f"recir_gemm_nt.tile{r}x{q}", s.offset(a, s.mul(i, lda)), lda,
              s.offset(bm, s.mul(j, ldb)), ldb, tile_of_c, ldc, k, add, base, ldbase)
 
-    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def row_block(s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, block)
         mb = s.min(block, s.sub(m, i0))
-        s.loop(ceil_div(s, n, cols), lambda e, jt, __: b_tile(e, i0, mb, e.mul(jt, cols)))
-        return ()
+        s.each(ceil_div(s, n, cols), lambda e, jt: b_tile(e, i0, mb, e.mul(jt, cols)))
 
-    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> Sequence:
+    def b_tile(s: VectorEmitter, i0: SSAValue, mb: SSAValue, j: SSAValue) -> None:
         q = s.min(cols, s.sub(n, j))
-        s.loop(ceil_div(s, mb, rows), lambda e, it, __: a_tile(e, e.add(i0, e.mul(it, rows)),
-                                                            e.sub(mb, e.mul(it, rows)), j, q))
-        return ()
+        s.each(ceil_div(s, mb, rows), lambda e, it: a_tile(e, e.add(i0, e.mul(it, rows)),
+                                                         e.sub(mb, e.mul(it, rows)), j, q))
 
     def a_tile(s: VectorEmitter, i: SSAValue, left: SSAValue, j: SSAValue, q: SSAValue
-               ) -> Sequence:
+               ) -> None:
         r = s.min(rows, left)
         whole = s.value(arith.AndIOp(s.compare("eq", r, rows), s.compare("eq", q, cols)))
         s.when(whole, lambda e: tile(e, i, j, rows, cols), lambda e: dispatch(
             e, r, rows, lambda f, rr: dispatch(f, q, cols, lambda g, qq: tile(g, i, j, rr, qq))))
-        return ()
 
-    b.loop(ceil_div(b, m, block), row_block)
+    b.each(ceil_div(b, m, block), row_block)
     b.op(llvm.ReturnOp())
     return function
 

@@ -202,13 +202,12 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
         return e.offset(packed_b, e.mul(e.add(e.mul(kb, panels), jp), chunk))
 
-    def row_block(s: VectorEmitter, ib: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def row_block(s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, block)
         mb = s.min(block, s.sub(m, i0))
-        s.loop(steps, lambda d, kb, __: depth_block(d, i0, mb, kb))
-        return ()
+        s.each(steps, lambda d, kb: depth_block(d, i0, mb, kb))
 
-    def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> Sequence:
+    def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> None:
         p0 = s.mul(kb, even)
         kc = s.min(even, s.sub(k, p0))
         later = s.compare("sgt", kb, 0)
@@ -223,16 +222,15 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         def all_packed(e: VectorEmitter) -> None:
             e.when(a_tiles, lambda f: pack_a_tiles(
                 f, target, layout, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
-            e.loop(panels, lambda f, jp, __: packed(f, at, jp))
+            e.each(panels, lambda f, jp: packed(f, at, jp))
 
         if layout == "nt":
             all_packed(s)
-            return ()
+            return
         fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
         direct = s.value(arith.AndIOp(s.value(arith.OrIOp(one_tile, fits)),
                                       s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
         s.when(direct, lambda e: in_place(e, at, panels), all_packed)
-        return ()
 
     def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
              stride: Index, bias_row: SSAValue | None = None) -> None:
@@ -254,11 +252,11 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
         i0, mb = at[:2]
         full = t.value(arith.DivSIOp(mb, t.i64(rows)))
-        t.loop(full, lambda e, q, __: (each(e, e.add(i0, e.mul(q, rows)), rows), ())[1])
+        t.each(full, lambda e, q: each(e, e.add(i0, e.mul(q, rows)), rows))
         rest_at = t.add(i0, t.mul(full, rows))
         dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
 
-    def packed(s: VectorEmitter, at, jp: SSAValue) -> Sequence:
+    def packed(s: VectorEmitter, at, jp: SSAValue) -> None:
         p0, kc, kb = at[2], at[3], at[5]
         j0 = s.mul(jp, width)
         cols = s.min(width, s.sub(n, j0))
@@ -272,18 +270,16 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         bias_row = None if bias is None else s.offset(bias, j0)
         row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width,
                                                   bias_row))
-        return ()
 
     def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
         """Each tile of rows across every panel, reading B where it is."""
-        def direct(f: Emitter, i: Index, count: int, j0: SSAValue) -> Sequence[SSAValue]:
+        def direct(f: Emitter, i: Index, count: int, j0: SSAValue) -> None:
             tile(f, "direct", count, i, j0, at, b_at(f, layout, bm, ldb, at[2], j0), ldb)
-            return ()
 
-        row_tiles(s, at, lambda e, i, count: e.loop(
-            panels, lambda f, jp, __: direct(f, i, count, f.mul(jp, width))))
+        row_tiles(s, at, lambda e, i, count: e.each(
+            panels, lambda f, jp: direct(f, i, count, f.mul(jp, width))))
 
-    b.loop(ceil_div(b, m, block), row_block)
+    b.each(ceil_div(b, m, block), row_block)
     release(b, space)
     b.op(llvm.ReturnOp())
     return function

@@ -25,8 +25,6 @@ same few L1 sets, every step; the copies make both contiguous:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import SSAValue
@@ -45,13 +43,12 @@ def pack(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue, kc: SSAV
     lanes, width = target.lanes, target.width
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(width // lanes)]
 
-    def row(s: VectorEmitter, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def row(s: VectorEmitter, p: SSAValue) -> None:
         for v, mask in enumerate(masks):
             s.vstore(s.masked_load(src, s.add(s.mul(p, ld), v * lanes), mask), buf,
                      s.add(s.mul(p, width), v * lanes))
-        return ()
 
-    b.loop(kc, row)
+    b.each(kc, row)
 
 
 def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValue,
@@ -78,12 +75,11 @@ def pack_transposed(b: VectorEmitter, target: Target, src: SSAValue, ld: SSAValu
     # as many as a prefetcher follows
     squares = ceil_div(b, kc, lanes)
 
-    def group(s: VectorEmitter, v: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def group(s: VectorEmitter, v: SSAValue) -> None:
         first = s.mul(v, lanes)
-        s.loop(squares, lambda e, q, __: (square(e, q, first), ())[1])
-        return ()
+        s.each(squares, lambda e, q: square(e, q, first))
 
-    b.loop(width // lanes, group)
+    b.each(width // lanes, group)
 
 
 def pack_function(target: Target, layout: str) -> llvm.FuncOp:
@@ -122,22 +118,20 @@ def pack_whole_function(target: Target, layout: str) -> llvm.FuncOp:
     steps, even = k_blocks(b, target, k)
     panels = ceil_div(b, n, width)
 
-    def block(s: VectorEmitter, kb: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def block(s: VectorEmitter, kb: SSAValue) -> None:
         p0 = s.mul(kb, even)
         kc = s.min(even, s.sub(k, p0))
 
-        def panel(e: VectorEmitter, jp: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def panel(e: VectorEmitter, jp: SSAValue) -> None:
             j0 = e.mul(jp, width)
             at = e.add(e.mul(p0, ldb), j0) if layout != "nt" else e.add(e.mul(j0, ldb), p0)
             call(e, f"recir_gemm_{layout}.pack", e.offset(bm, at), ldb, kc,
                  e.min(width, e.sub(n, j0)), e.offset(buf, e.mul(e.add(e.mul(kb, panels), jp),
                                                                  chunk)))
-            return ()
 
-        s.loop(panels, panel)
-        return ()
+        s.each(panels, panel)
 
-    b.loop(steps, block)
+    b.each(steps, block)
     b.op(llvm.ReturnOp())
     return function
 
@@ -154,7 +148,7 @@ def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
     lanes, rows, depth = target.lanes, target.tile[0], target.depth
     chunks = range(0, rows, lanes)  # a tile's step in vectors of at most lanes
 
-    def tile(s: VectorEmitter, q: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def tile(s: VectorEmitter, q: SSAValue) -> None:
         left = s.sub(mb, s.mul(q, rows))
         base = s.mul(q, rows * depth)
         reads = [s.lane_mask(s.sub(left, c), lanes) for c in chunks]
@@ -163,21 +157,19 @@ def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
         firsts = [s.offset(src, s.mul(s.add(s.mul(q, rows), s.min(r, last)), lda))
                   for r in range(rows)] if layout != "tn" else []
 
-        def step(e: VectorEmitter, p: SSAValue, __: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def step(e: VectorEmitter, p: SSAValue) -> None:
             to = e.add(base, e.mul(p, rows))
             if layout != "tn":
                 for r, first in enumerate(firsts):
                     e.store(e.load(first, p), buf, e.add(to, r))
-                return ()
+                return
             at = e.add(e.mul(q, rows), e.mul(p, lda))
             for c, read, write in zip(chunks, reads, writes, strict=True):
                 e.masked_store(e.masked_load(src, e.add(at, c), read), buf, e.add(to, c), write)
-            return ()
 
-        s.loop(kc, step)
-        return ()
+        s.each(kc, step)
 
-    b.loop(ceil_div(b, mb, rows), tile)
+    b.each(ceil_div(b, mb, rows), tile)
 
 
 def workspace(b: Emitter, count: SSAValue) -> SSAValue:

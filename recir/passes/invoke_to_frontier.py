@@ -59,6 +59,7 @@ from recir.passes.frontier_segments import (
     Plan,
     callees,
     entry_kinds,
+    find_recursive,
     functions,
     make_plan,
 )
@@ -88,38 +89,47 @@ class Layout:
     def shared(self) -> list[int]:
         return [j for j, through in enumerate(self.plan.passthrough) if through]
 
-    def shared_names(self) -> list[str | None]:
-        names: list[str | None] = []
-        for j in self.shared:
-            arg = self.args[j]
-            hint = arg.name_hint
-            ragged = self.plan.kinds[arg] == "R" and is_ragged(arg.type)
-            names += [hint, hint and f"{hint}_offsets"] if ragged else [hint]
-        return names
-
-    def shared_types(self) -> list[Attribute]:
-        types: list[Attribute] = []
-        for j in self.shared:
-            arg = self.args[j]
-            if self.plan.kinds[arg] == "U":
-                types.append(arg.type)
-            elif is_ragged(arg.type):
-                types += [arg.type, INDEX_ROWS]
-            else:
-                types.append(rows_type(arg.type))
-        return types
+    def shared_args(self) -> list[tuple[SSAValue, str]]:
+        return [(self.args[j], self.plan.kinds[self.args[j]]) for j in self.shared]
 
     def bind_shared(self, builder: RowBuilder, values: list[SSAValue]) -> None:
         """Map `@f`'s shared arguments to a new function's `values`."""
-        values = list(values)
-        for j in self.shared:
-            arg = self.args[j]
-            if self.plan.kinds[arg] == "U":
-                builder.uniform[arg] = values.pop(0)
-            elif is_ragged(arg.type):
-                builder.ragged[arg] = (values.pop(0), values.pop(0))
-            else:
-                builder.per_tree[arg] = values.pop(0)
+        builder.per_tree.update(bind(builder, self.shared_args(), values))
+
+
+def passed_as(args: list[tuple[SSAValue, str]]) -> tuple[list[Attribute], list[str | None]]:
+    """The types and names a batched function takes arguments of these
+    kinds as: a uniform one as it is, a per-tree array of dynamic shape as
+    the trees' arrays and their offsets, any other as rows."""
+    types: list[Attribute] = []
+    names: list[str | None] = []
+    for arg, kind in args:
+        hint = arg.name_hint
+        if kind == "U":
+            types.append(arg.type)
+            names.append(hint)
+        elif is_ragged(arg.type):
+            types += [arg.type, INDEX_ROWS]
+            names += [hint, hint and f"{hint}_offsets"]
+        else:
+            types.append(rows_type(arg.type))
+            names.append(hint)
+    return types, names
+
+
+def bind(builder: RowBuilder, args: list[tuple[SSAValue, str]], values: list[SSAValue]
+         ) -> dict[SSAValue, SSAValue]:
+    """Map arguments of these kinds to a batched function's `values` (as
+    `passed_as`); returns those passed as rows."""
+    values, rows = list(values), {}
+    for arg, kind in args:
+        if kind == "U":
+            builder.uniform[arg] = values.pop(0)
+        elif is_ragged(arg.type):
+            builder.ragged[arg] = (values.pop(0), values.pop(0))
+        else:
+            rows[arg] = values.pop(0)
+    return rows
 
 
 def new_function(name: str, block: Block, outputs: list[SSAValue],
@@ -144,8 +154,8 @@ def top_rows(builder: RowBuilder, tree: SSAValue) -> Rows:
 
 def build_expand(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
     moving = [layout.args[j] for j in layout.moving]
-    block = Block(arg_types=[INDEX_ROWS, *(rows_type(a.type) for a in moving),
-                             *layout.shared_types()])
+    shared_types, shared_names = passed_as(layout.shared_args())
+    block = Block(arg_types=[INDEX_ROWS, *(rows_type(a.type) for a in moving), *shared_types])
     sites: dict[int, list[SSAValue]] = {}
 
     def record(at: Rows, op: invoke.InvokeOp) -> None:
@@ -158,7 +168,7 @@ def build_expand(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
 
     builder = RowBuilder(block, plan.kinds, lambda op: plan.runs(op, "expand"),
                          lambda op: op not in plan.structural, record)
-    name_args(block, ["tree", *(a.name_hint for a in moving), *layout.shared_names()])
+    name_args(block, ["tree", *(a.name_hint for a in moving), *shared_names])
     top = top_rows(builder, block.args[0])
     top.local.update(zip(moving, block.args[1:1 + len(moving)], strict=True))
     layout.bind_shared(builder, list(block.args[1 + len(moving):]))
@@ -174,9 +184,10 @@ def build_expand(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
 def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
     rec_outputs = list(plan.rec.function_type.outputs.data)
     nsites = len(plan.sites)
+    shared_types, shared_names = passed_as(layout.shared_args())
     block = Block(arg_types=[INDEX_ROWS, *(rows_type(v.type) for v in plan.stored),
                              *[INDEX_ROWS] * nsites, *(rows_type(t) for t in rec_outputs),
-                             *layout.shared_types()])
+                             *shared_types])
     args = list(block.args)
     stored = args[1:1 + len(plan.stored)]
     children = args[1 + len(plan.stored):1 + len(plan.stored) + nsites]
@@ -192,8 +203,7 @@ def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
                          lambda op: True, gather)
     name_args(block, ["tree", *(v.name_hint for v in plan.stored),
                       *(f"child{k}" for k in range(nsites)),
-                      *(f"result{k}" for k in range(len(rec_outputs))),
-                      *layout.shared_names()])
+                      *(f"result{k}" for k in range(len(rec_outputs))), *shared_names])
     top = top_rows(builder, args[0])
     top.local.update(zip(plan.stored, stored, strict=True))
     top.local.update((c, c) for c in children)
@@ -203,33 +213,16 @@ def build_post(plan: Plan, layout: Layout, name: str) -> func.FuncOp:
     return new_function(name, block, [builder.rows_of(top, v) for v in returned])
 
 
-def entry_block(plan: Plan) -> Block:
-    """The batched entry's arguments: rows for a per-element input, the
-    trees' arrays and their offsets for a per-tree array, parameters as they are."""
-    types: list[Attribute] = []
-    names: list[str | None] = []
-    for arg in plan.entry.body.block.args:
-        kind, hint = plan.kinds[arg], arg.name_hint
-        types += ([arg.type] if kind == "U" else [arg.type, INDEX_ROWS] if kind == "R"
-                  else [rows_type(arg.type)])
-        names += [hint, hint and f"{hint}_offsets"] if kind == "R" else [hint]
-    block = Block(arg_types=types)
-    name_args(block, names)
-    return block
+def entry_args(plan: Plan) -> list[tuple[SSAValue, str]]:
+    """The entry's arguments and kinds: the batched entry takes rows for a
+    per-element input (B), a per-tree array (R, of dynamic shape) as the
+    trees' arrays and their offsets, parameters (U) as they are."""
+    return [(arg, plan.kinds[arg]) for arg in plan.entry.body.block.args]
 
 
 def bind_entry(plan: Plan, builder: RowBuilder, block: Block) -> Rows:
     """Map the entry's arguments to the batched entry's: its top rows."""
-    new_args = iter(block.args)
-    local: dict[SSAValue, SSAValue] = {}
-    for arg in plan.entry.body.block.args:
-        kind = plan.kinds[arg]
-        if kind == "U":
-            builder.uniform[arg] = next(new_args)
-        elif kind == "R":
-            builder.ragged[arg] = (next(new_args), next(new_args))
-        else:
-            local[arg] = next(new_args)
+    local = bind(builder, entry_args(plan), list(block.args))
     if not local:
         raise emit_error(plan.entry, "frontier batching needs an input of fixed shape "
                          "(one row per batch element)")
@@ -238,7 +231,9 @@ def bind_entry(plan: Plan, builder: RowBuilder, block: Block) -> Rows:
 
 
 def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func.FuncOp:
-    block = entry_block(plan)
+    types, arg_names = passed_as(entry_args(plan))
+    block = Block(arg_types=types)
+    name_args(block, arg_names)
     rec_outputs = list(plan.rec.function_type.outputs.data)
 
     def schedule(at: Rows, op: invoke.InvokeOp) -> None:
@@ -294,10 +289,8 @@ class InvokeToFrontierPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         entry_name = self.entry or default_entry(op)
+        entry, _ = find_recursive(op, entry_name)
         funcs = functions(op)
-        if entry_name not in funcs:
-            raise RecirError(f"error: no function @{entry_name} in the module")
-        entry = funcs[entry_name]
         inputs = self.inputs if self.inputs >= 0 else default_inputs(entry)
         plan = make_plan(op, entry_name, entry_kinds(entry, inputs))
         layout = Layout(plan)

@@ -150,6 +150,10 @@ class Emitter:
         loop = scf.ForOp(self.i64(0), self.i64(count), self.i64(1), inits, block)
         return self.op(loop).results
 
+    def each(self, count: Index, body: Callable[[Emitter, SSAValue], object]) -> None:
+        """`scf.for %i = 0 to count` carrying nothing: `body(inner, i)`."""
+        self.loop(count, lambda inner, i, _: (body(inner, i), ())[1])
+
     def when(self, condition: SSAValue, then: Callable[[Emitter], None],
              otherwise: Callable[[Emitter], None] | None = None) -> None:
         """`scf.if` without results: `then`'s ops if `condition`, else `otherwise`'s."""
@@ -166,11 +170,7 @@ class Emitter:
         self.op(cf.AssertOp(ok, message))
 
     def copy(self, dst: SSAValue, src: SSAValue, count: int) -> None:
-        def body(b: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            b.store(b.load(src, i), dst, i)
-            return ()
-
-        self.loop(count, body)
+        self.each(count, lambda b, i: b.store(b.load(src, i), dst, i))
 
     def move(self, dst: SSAValue, src: SSAValue, count: Index, elem: Attribute = f32) -> None:
         """`count` elements from `src` to `dst` as one `llvm.memmove`: for the

@@ -1,50 +1,54 @@
-"""Loop kernels for the row forms of `tmath` and `arith` ops (see `row_lowering.py`).
+"""Loop kernels for the row forms of `tmath`, `adjoint` and `arith` ops (see `row_lowering.py`).
 
-Each op's per-invocation meaning is applied to every row; a uniform operand
-(a parameter: a static buffer) is the same for every row. A kernel gets a
-`RowEmitter` before the op and the operands lowered (`Rows`, buffers,
-scalars) and returns the result. The product of a matrix with every row is
-emitted in one place, `row_products.row_gemm`.
+Most ops mean on every row what they mean on one invocation: their kernel is
+`per_row`, a loop over the rows around the op's own kernel (`tmath_kernels`,
+`adjoint_kernels`) called with each row's values; the inner loop over a
+row's elements is that kernel's, and vectorizes as it does. A uniform
+operand (a parameter: a static buffer) is the same for every row. The ops
+whose row form differs have kernels of their own: products over rows (one
+GEMM, `row_products`), views and copies of whole rows, reads of a shared
+array, and the accumulations into parameters (`adjoint_row_kernels`). A
+kernel gets a `RowEmitter` before the op and the operands lowered (`Rows`,
+buffers, scalars) and returns the result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import TensorType, f32, i32
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType, i32
 from xdsl.ir import Operation, SSAValue
 
-from recir.dialects import tmath
-from recir.passes.loop_builder import REASSOC, Emitter
-from recir.passes.row_products import bilinear, each_row_on_team, matvec
+from recir.dialects import adjoint, tmath
+from recir.dialects.row_types import ROW_ARITH, is_rows
+from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
+from recir.passes.loop_builder import Emitter
+from recir.passes.row_products import each_row_on_team, matvec_plus
 from recir.passes.rows import (
     Lowered,
     RowEmitter,
     Rows,
-    each_row,
     row_at,
+    row_width,
     rows_of,
     storage,
 )
 from recir.passes.tmath_kernels import (
+    INTO,
+    KERNELS,
     SCALAR,
+    Kernel,
     checked,
-    fused_elements,
-    maximum,
-    reduce,
-    sum_exp_shifted,
+    row_size,
+    size,
 )
 
 RowKernel = Callable[[RowEmitter, Operation, Sequence[Lowered]], Lowered | tuple[Lowered, ...]]
 
-ARITH_ROWS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
-              arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
-              arith.MulfOp, arith.DivfOp, arith.NegfOp)
-
-
-def copy_row(b: Emitter, dst: SSAValue, src: SSAValue, width: int, elem=f32) -> None:
-    b.move(dst, src, width, elem)
+# the elementwise loops, whose rows a team splits where their work pays
+ON_TEAM = (*SCALAR, *ROW_ARITH, tmath.FusedOp)
 
 
 def elem_of(value: SSAValue) -> object:
@@ -52,50 +56,61 @@ def elem_of(value: SSAValue) -> object:
     return storage(typ.element_type if isinstance(typ, TensorType) else typ)
 
 
-def elementwise(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """One loop over the rows (split on the emitter's team where it pays),
-    one over each row's elements."""
-    count = b.same_count(op, rows_of(args))
-    out = b.rows(count, op.results[0].type)
-    elems = [elem_of(v) for v in op.operands]
-    scalar = SCALAR.get(type(op))
-
-    def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
-        sources = [row_at(inner, a, r) for a in values[:-1]]
-        target = row_at(inner, values[-1], r)
-
-        def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            values = [bj.load(s, j, e) for s, e in zip(sources, elems)]
-            result = scalar(bj, values) if scalar else bj.value(type(op)(*values))
-            bj.store(result, target, j)
-            return ()
-
-        inner.loop(out.width, element)
-
-    each_row_on_team(b, op, count, out.width, [*args, out], row)
-    return out
+def is_scalar_rows(value: SSAValue) -> bool:
+    """Rows of scalars: a row is a value, not a buffer."""
+    return is_rows(value) and len(tmath.shape_of(value)) == 1
 
 
-def fused(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> tuple[Rows, ...]:
-    """`tmath.fused` on every element of every row: one pass over the rows
-    for the whole elementwise chain, its rows split on the emitter's team
-    where the chain's work (rows x width x ops) pays for one."""
-    assert isinstance(op, tmath.FusedOp)
-    count = b.same_count(op, rows_of(args))
-    outs = [b.rows(count, r.type) for r in op.outputs]
-    body = op.body.blocks[0]
+def one_row(b: Emitter, value: Lowered, r: SSAValue, scalar: bool) -> SSAValue:
+    """Row `r` of `value` as the op's kernel takes it: a scalar's value, a
+    tensor's data; a uniform operand as it is."""
+    at = row_at(b, value, r)
+    return b.load(at, 0, value.elem) if scalar and isinstance(value, Rows) else at
 
-    def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
-        sources = [row_at(inner, a, r) for a in values[:len(args)]]
-        targets = [row_at(inner, o, r) for o in values[len(args):]]
-        inner.loop(outs[0].width, fused_elements(body, sources, targets))
 
-    ops = sum(1 for inner_op in body.ops if not isinstance(inner_op, tmath.YieldOp))
-    each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
-    return tuple(outs)
+def per_row(kernel: Kernel, into: bool = False) -> RowKernel:
+    """`kernel`, the op's for one invocation, on each row: written into the
+    row of each result (`into`: a destination-passing kernel), else its
+    value stored there (a scalar) or copied (a view, as a gather's). An
+    elementwise loop's rows are split on the emitter's team where rows x
+    width x ops pays for one (`each_row_on_team`)."""
+    def rows_kernel(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Any:
+        count = b.same_count(op, rows_of(args))
+        outs = [b.rows(count, r.type) for r in op.results]
+        scalars = [is_scalar_rows(v) for v in op.operands]
+
+        def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+            sources = [one_row(inner, v, r, s) for v, s in zip(values[:len(args)], scalars)]
+            targets = [row_at(inner, o, r) for o in values[len(args):]]
+            if into:
+                kernel(inner, op, [*sources, *targets])
+                return
+            found = kernel(inner, op, sources)
+            results = found if isinstance(found, tuple) else () if found is None else (found,)
+            for target, value, old in zip(targets, results, op.results, strict=True):
+                if is_scalar_rows(old):
+                    inner.store(value, target, 0)
+                else:
+                    inner.move(target, value, size(old), elem_of(old))
+
+        if isinstance(op, ON_TEAM):
+            ops = len(list(op.body.block.ops)) - 1 if isinstance(op, tmath.FusedOp) else 1
+            each_row_on_team(b, op, count, outs[0].width * max(ops, 1), [*args, *outs], row)
+        else:
+            b.each(count, lambda inner, r: row(inner, r, [*args, *outs]))
+        return tuple(outs) if len(outs) > 1 else outs[0] if outs else None
+
+    return rows_kernel
+
+
+def apply(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+    """An arith op on one row's values."""
+    return b.value(type(op)(*args))
 
 
 def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+    """Each part's row copied to its place (`llvm.memmove`: dozens of row
+    copies per function, each a loop LLVM would vectorize at compile time)."""
     parts = rows_of(args)
     assert len(parts) == len(args), "concat over rows takes rows only"
     count = b.same_count(op, parts)
@@ -105,7 +120,7 @@ def concat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
         target, start = row_at(inner, values[-1], r), 0
         for part in values[:-1]:
             assert isinstance(part, Rows)
-            copy_row(inner, inner.offset(target, start), row_at(inner, part, r), part.width)
+            inner.move(inner.offset(target, start), row_at(inner, part, r), part.width)
             start += part.width
 
     each_row_on_team(b, op, count, out.width, [*parts, out], each)
@@ -117,37 +132,8 @@ def slice_view(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
     assert isinstance(op, tmath.SliceOp)
     source = args[0]
     assert isinstance(source, Rows)
-    inner_shape = tmath.shape_of(op.input)[2:]
-    inner = 1
-    for d in inner_shape:
-        inner *= d
-    result_width = _width(op.results[0].type)
-    start = b.offset(source.data, op.offset.value.data * inner, source.elem)
-    return Rows(source.count, start, result_width, source.stride, source.elem)
-
-
-def _width(typ: object) -> int:
-    assert isinstance(typ, TensorType)
-    width = 1
-    for d in typ.get_shape()[1:]:
-        width *= d
-    return width
-
-
-def gather(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """Row r is the table's row index[r], checked."""
-    table, index = args
-    assert isinstance(index, Rows)
-    shape = tmath.shape_of(op.operands[0])
-    out = b.rows(index.count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        at = checked(inner, op, inner.load(index.data, r, i32), shape[0])
-        source = inner.offset(table, inner.mul(at, out.width))
-        copy_row(inner, row_at(inner, out, r), source, out.width)
-
-    each_row(b, index.count, each)
-    return out
+    start = b.offset(source.data, op.offset.value.data * row_size(op.input), source.elem)
+    return Rows(source.count, start, row_width(op.result.type), source.stride, source.elem)
 
 
 def extract(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:
@@ -166,7 +152,7 @@ def extract(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:
         at = checked(inner, op, inner.load(index.data, r, i32), length)
         inner.store(inner.load(data, at, elem), out.data, r)
 
-    each_row(b, index.count, each)
+    b.each(index.count, each)
     return out
 
 
@@ -176,117 +162,18 @@ def size_of(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> SSAValue:
     return b.value(arith.TruncIOp(array.count, op.results[0].type))
 
 
-def per_row_scalar(b: RowEmitter, op: Operation, x: Rows,
-                   body: Callable[[Emitter, SSAValue], SSAValue]) -> Rows:
-    """A rows result of one scalar per row, `body` of each row's data."""
-    out = b.rows(x.count, op.results[0].type)
-    each_row(b, x.count, lambda inner, r: inner.store(body(inner, row_at(inner, x, r)),
-                                                     out.data, r))
-    return out
-
-
-def sum_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    x = args[0]
-    assert isinstance(x, Rows)
-    return per_row_scalar(b, op, x, lambda inner, row: reduce(
-        inner, row, x.width, inner.const(0.0, f32),
-        lambda bi, acc, v: bi.value(arith.AddfOp(acc, v, REASSOC))))
-
-
-def max_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    x = args[0]
-    assert isinstance(x, Rows)
-    return per_row_scalar(b, op, x, lambda inner, row: maximum(inner, row, x.width))
-
-
-def argmax_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """The first index of each row's largest element."""
-    x = args[0]
-    assert isinstance(x, Rows)
-
-    def best(inner: Emitter, row: SSAValue) -> SSAValue:
-        def body(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            v = bi.load(row, i)
-            better = bi.value(arith.CmpfOp(v, acc[0], "ogt"))
-            return (bi.value(arith.SelectOp(better, v, acc[0])),
-                    bi.value(arith.SelectOp(better, i, acc[1])))
-
-        found = inner.loop(x.width, body, [inner.load(row, 0), inner.i64(0)])[1]
-        return inner.value(arith.TruncIOp(found, i32))
-
-    return per_row_scalar(b, op, x, best)
-
-
-def softmax_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    x = args[0]
-    assert isinstance(x, Rows)
-    out = b.rows(x.count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        row, target = row_at(inner, x, r), row_at(inner, out, r)
-        shift = maximum(inner, row, x.width)
-        scale = inner.value(arith.DivfOp(inner.const(1.0, f32),
-                                         sum_exp_shifted(inner, row, x.width, shift)))
-
-        def element(bj: Emitter, j: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            e = bj.value(math.ExpOp(bj.value(arith.SubfOp(bj.load(row, j), shift))))
-            bj.store(bj.value(arith.MulfOp(e, scale)), target, j)
-            return ()
-
-        inner.loop(x.width, element)
-
-    each_row(b, x.count, each)
-    return out
-
-
-def softmax_xent_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """log(sum exp(x - m)) - (x[label] - m) for each row and its label."""
-    x, label = args
-    assert isinstance(x, Rows)
-    count = b.same_count(op, rows_of(args))
-    out = b.rows(count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        row = row_at(inner, x, r)
-        at = inner.load(label.data, r, i32) if isinstance(label, Rows) else label
-        picked = inner.load(row, checked(inner, op, at, x.width))
-        shift = maximum(inner, row, x.width)
-        log_total = inner.value(math.LogOp(sum_exp_shifted(inner, row, x.width, shift)))
-        loss = inner.value(arith.SubfOp(log_total, inner.value(arith.SubfOp(picked, shift))))
-        inner.store(loss, out.data, r)
-
-    each_row(b, count, each)
-    return out
-
-
-def fill_rows(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    value = args[0]
-    assert isinstance(value, Rows)
-    out = b.rows(value.count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        v, target = inner.load(value.data, r), row_at(inner, out, r)
-        inner.loop(out.width, lambda bj, j, _: (bj.store(v, target, j), ())[1])
-
-    each_row(b, value.count, each)
-    return out
-
-
+PER_ROW = (*SCALAR, tmath.FusedOp, tmath.BilinearOp, tmath.GatherOp, tmath.SumOp, tmath.MaxOp,
+           tmath.ArgmaxOp, tmath.SoftmaxOp, tmath.SoftmaxCrossEntropyOp, tmath.FillOp,
+           adjoint.OnehotOp, adjoint.PadOp, adjoint.BilinearLhsOp, adjoint.BilinearRhsOp,
+           adjoint.AccumulateOp, adjoint.AccumulateBilinearOp)
+INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
-    **{op: elementwise for op in SCALAR},
-    **{op: elementwise for op in ARITH_ROWS},
-    tmath.FusedOp: fused,
-    tmath.MatvecOp: matvec,
-    tmath.BilinearOp: bilinear,
+    **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
+       for op in PER_ROW},
+    **{op: per_row(apply) for op in ROW_ARITH},
+    tmath.MatvecOp: matvec_plus,
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,
-    tmath.GatherOp: gather,
     tmath.ExtractOp: extract,
     tmath.SizeOp: size_of,
-    tmath.SumOp: sum_rows,
-    tmath.MaxOp: max_rows,
-    tmath.ArgmaxOp: argmax_rows,
-    tmath.SoftmaxOp: softmax_rows,
-    tmath.SoftmaxCrossEntropyOp: softmax_xent_rows,
-    tmath.FillOp: fill_rows,
 }

@@ -21,27 +21,24 @@ log cannot be allocated, the product is added at once, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i1, i8, i64
 from xdsl.ir import SSAValue
 
 from recir.dialects import invoke
-from recir.passes import gemm_cached, gemm_kernels
+from recir.passes import gemm_cached
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_packing import release, workspace
 from recir.passes.gemm_target import host_target
 from recir.passes.llvm_functions import call, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ROW_LOGS
-from recir.passes.row_products import declare_team_in
-from recir.passes.rows import RowEmitter, Rows, RowTeam
+from recir.passes.row_products import GEMM, gemm_call
+from recir.passes.rows import RowEmitter, Rows
 
 LOG_SITES = "recir.log_sites"  # a module attribute: its logged outer products
 ENTRY = 5  # an entry's i64 fields: the log (or null), rows used, C, m, n
 ADD, FLUSH = "recir_rows_log.add", "recir_rows_log.flush"
-GEMM = Callable[[Emitter, Sequence[SSAValue]], None]  # emits C += A^T B (tn's 10 arguments)
 
 
 def log_rows() -> int:
@@ -112,15 +109,14 @@ def add_function(gemm: GEMM) -> llvm.FuncOp:
     def logged(e: Emitter) -> None:
         xs = e.offset(data, e.mul(m, rows))
 
-        def row(f: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def row(f: Emitter, r: SSAValue) -> None:
             used = f.load(entry, 1, i64)  # below `rows`: a full log is added at once
             memcpy(f, f.offset(data, f.mul(used, m)), f.offset(dy, f.mul(r, ldy)), m)
             memcpy(f, f.offset(xs, f.mul(used, n)), f.offset(x, f.mul(r, ldx)), n)
             f.store(f.add(used, 1), entry, 1)
             f.when(f.compare("sge", f.add(used, 1), rows), lambda g: call(g, FLUSH, entry))
-            return ()
 
-        e.loop(count, row)
+        e.each(count, row)
 
     b.when(b.value(arith.AndIOp(few, allocated(b, data))), logged,
            lambda e: gemm(e, [m, n, count, dy, ldy, x, ldx, c, n, e.i64(1)]))
@@ -144,7 +140,7 @@ def logged_outer(b: RowEmitter, module: ModuleOp, rows: int, cols: int, dy: Rows
     site's log where the context has a table with it, else at once."""
     site = log_sites(module)
     module.attributes[LOG_SITES] = IntegerAttr(site + 1, i64)
-    gemm = tn_gemm(module, b.team)
+    gemm = gemm_call(module, "tn", b.team)
     declare_logs(module, gemm)
     m, n, ldy, ldx = b.i64(rows), b.i64(cols), b.i64(dy.stride), b.i64(x.stride)
     args = [m, n, dy.count, dy.data, ldy, x.data, ldx, c, n, b.i64(1)]
@@ -169,21 +165,10 @@ def close_logs(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites:
                ) -> None:
     """Each log added into its C and given back; the context's `row_logs`
     as it was."""
-    def close(e: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def close(e: Emitter, i: SSAValue) -> None:
         entry = e.offset(table, e.add(e.mul(i, ENTRY), 1), i64)
         e.when(allocated(e, e.load(entry, 0, PTR)), lambda f: call(f, FLUSH, entry))
         release(e, e.load(entry, 0, PTR))
-        return ()
 
-    b.loop(sites, close)
+    b.each(sites, close)
     b.store(old, b.offset(ctx, ROW_LOGS, i8), 0)
-
-
-def tn_gemm(module: ModuleOp, team: RowTeam) -> GEMM:
-    """The module's tn product call: the kernel, or its team form."""
-    if team.threads < 2:
-        name = gemm_kernels.declare_in(module, "tn")
-        return lambda e, args: e.op(llvm.CallOp(name, *args))
-    name = declare_team_in(module, "tn")
-    return lambda e, args: e.op(llvm.CallOp(name, *args, e.i64(team.threads),
-                                            e.i64(team.min_work)))

@@ -1,4 +1,4 @@
-"""Products over rows: a uniform matrix with every row (`matvec`, `bilinear`).
+"""Products over rows: a uniform matrix with every row (`matvec_plus`).
 
 The one place a product over rows is emitted (`row_gemm`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
@@ -50,8 +50,8 @@ from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import PACKED
-from recir.passes.rows import Lowered, RowEmitter, Rows, each_row, row_at, rows_of
-from recir.passes.tmath_kernels import bilinear_into, enclosing_module
+from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
+from recir.passes.tmath_kernels import enclosing_module
 
 PACKED_SITES = "recir.packed_sites"  # a module attribute: its products by a weight
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
@@ -174,6 +174,19 @@ def team_module(layouts: Sequence[str], target: Target | None = None) -> ModuleO
     return module
 
 
+GEMM = Callable[[Emitter, Sequence[SSAValue]], None]  # emits a call with the 10 arguments
+
+
+def gemm_call(module: ModuleOp, layout: str, team: RowTeam) -> GEMM:
+    """The module's call of `recir_gemm_<layout>`, or of its team form."""
+    if team.threads < 2:
+        name = gemm_kernels.declare_in(module, layout)
+        return lambda e, args: e.op(llvm.CallOp(name, *args))
+    name = declare_team_in(module, layout)
+    return lambda e, args: e.op(llvm.CallOp(name, *args, e.i64(team.threads),
+                                            e.i64(team.min_work)))
+
+
 def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
              n: SSAValue | int, k: SSAValue | int, a: tuple[SSAValue, int],
              bm: tuple[SSAValue, int], c: tuple[SSAValue, int], accumulate: bool = False
@@ -184,15 +197,10 @@ def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
     args = [b.i64(m), b.i64(n), b.i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]), c[0],
             b.i64(c[1]), b.i64(int(accumulate))]
     module = enclosing_module(op)
-    if b.team.threads < 2:
-        name = gemm_kernels.declare_in(module, layout)
-        extra = []
-    else:
-        name = declare_team_in(module, layout)
-        extra = [b.i64(b.team.threads), b.i64(b.team.min_work)]
+    gemm = gemm_call(module, layout, b.team)
 
     def plain(e: Emitter) -> None:
-        e.op(llvm.CallOp(name, *args, *extra))
+        gemm(e, args)
 
     if layout in CACHED:
         with_packed(b, module, layout, args, None, plain)
@@ -232,32 +240,18 @@ def with_packed(b: RowEmitter, module: ModuleOp, layout: str, args: list[SSAValu
     b.when(allocated(b, table), listed, plain)
 
 
-def row_product(b: RowEmitter, op: Operation, matrix: SSAValue, rows: int, cols: int, x: Rows,
-                out: Rows) -> None:
-    """out[r] = matrix . x[r] for every row r: X W^T."""
-    row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
-             (out.data, out.stride))
-
-
-def matvec(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
+def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
+                bias: SSAValue | None = None) -> Rows:
+    """out[r] = matrix . x[r] for every row r (X W^T), + `bias` if given:
+    the rows start as the bias and the product is added into them, so the
+    sum takes no pass of its own. On one thread `recir_gemm_nt_bias` starts
+    C's tiles from the bias itself (no pass over C to copy it); a team's
+    blocks start from a copy."""
     matrix, x = args
     assert isinstance(x, Rows), "a per-row matrix has no row form"
     rows, cols = tmath.shape_of(op.operands[0])
     out = b.rows(x.count, op.results[0].type)
-    row_product(b, op, matrix, rows, cols, x, out)
-    return out
-
-
-def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSAValue) -> Rows:
-    """out[r] = matrix . x[r] + bias: the rows start as the bias and the
-    product is added into them, so the sum takes no pass of its own. On
-    one thread `recir_gemm_nt_bias` starts C's tiles from the bias itself
-    (no pass over C to copy it); a team's blocks start from a copy."""
-    matrix, x = args
-    assert isinstance(x, Rows), "a per-row matrix has no row form"
-    rows, cols = tmath.shape_of(op.operands[0])
-    out = b.rows(x.count, op.results[0].type)
-    if b.team.threads < 2:
+    if bias is not None and b.team.threads < 2:
         module = enclosing_module(op)
         name = gemm_kernels.declare_bias_in(module)
         args = [b.i64(x.count), b.i64(rows), b.i64(cols), x.data, b.i64(x.stride), matrix,
@@ -265,10 +259,11 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered], bias: SSA
         with_packed(b, module, "nt", [*args, b.i64(0)], bias,
                     lambda e: e.op(llvm.CallOp(name, *args, bias)))
         return out
-    each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(
-        row_at(inner, v[0], r), v[1], rows))
+    if bias is not None:
+        each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(
+            row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
-             (out.data, out.stride), accumulate=True)
+             (out.data, out.stride), accumulate=bias is not None)
     return out
 
 
@@ -291,20 +286,6 @@ def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]
     return found
 
 
-def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
-    """r[k] = sum_i x[i] * (V[k, i, :] . y), each row's x and y (or shared)."""
-    tensor, x, y = args
-    count = b.same_count(op, rows_of(args))
-    out = b.rows(count, op.results[0].type)
-
-    def each(inner: Emitter, r: SSAValue) -> None:
-        bilinear_into(inner, op, tensor, row_at(inner, x, r), row_at(inner, y, r),
-                      row_at(inner, out, r))
-
-    each_row(b, count, each)
-    return out
-
-
 def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
                    body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
     """`<name>.rows(data, lo, hi)`: `body` on rows [lo, hi) of the operands
@@ -322,7 +303,7 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
                                value.elem))
         else:
             loaded.append(b.load(field, 0, value.type))
-    b.loop(b.sub(hi, lo), lambda inner, i, _: (body(inner, inner.add(lo, i), loaded), ())[1])
+    b.each(b.sub(hi, lo), lambda inner, i: body(inner, inner.add(lo, i), loaded))
     b.op(llvm.ReturnOp())
     for op in list(function.walk()):
         if isinstance(op, (math.ExpOp, math.TanhOp, math.LogOp)):
@@ -364,7 +345,7 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
     block of rows (an outlined `.part`). Row r runs the same code either
     way, so an elementwise loop gives the same bits on any thread count."""
     if b.team.threads < 2:
-        each_row(b, count, lambda inner, r: body(inner, r, values))
+        b.each(count, lambda inner, r: body(inner, r, values))
         return
     module = enclosing_module(op)
     name = fresh_name(module, op)

@@ -9,7 +9,7 @@ the lowering are `row_lowering.py`'s; the kernels `row_kernels.py`' and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -151,9 +151,6 @@ class RowEmitter(Emitter):
         super().__init__(point, allocas)
         self.scratch, self.team = scratch, team
 
-    def at(self, point: InsertPoint) -> Emitter:
-        return Emitter(point, self.allocas)
-
     def rows(self, count: SSAValue, typ: Attribute) -> Rows:
         """Fresh contiguous rows of rows type `typ`."""
         assert isinstance(typ, TensorType)
@@ -193,14 +190,6 @@ def row_at(b: Emitter, value: Rows | SSAValue, r: SSAValue) -> SSAValue:
 
 
 Lowered = Rows | SSAValue  # what a kernel gets: rows, a buffer or a scalar
-
-
-def each_row(b: Emitter, count: SSAValue, body: Callable[[Emitter, SSAValue], None]) -> None:
-    def step(inner: Emitter, r: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        body(inner, r)
-        return ()
-
-    b.loop(count, step)
 
 
 def rows_of(args: Sequence[Lowered]) -> list[Rows]:

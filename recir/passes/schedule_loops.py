@@ -254,13 +254,11 @@ class HeightLoopBuilder(PlanFunction):
         shared = both(b, b.compare("sge", self.threads, 2), b.value(arith.XOrIOp(
             self.grouped, b.const(1, i1)))) if self.grouped is not None else None
 
-        def each_height(e: Emitter, index: SSAValue, _: Sequence[SSAValue]
-                        ) -> Sequence[SSAValue]:
+        def each_height(e: Emitter, index: SSAValue) -> None:
             h = e.sub(e.sub(end, 1), index) if reverse else e.add(first, index)
             self.unless_failed(e, lambda inner: self.run_height(inner, h))
             if shared is not None:  # every thread, every height, failed or not: none waits
                 e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
-            return ()
 
         module = self.function.parent_op()
         sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
@@ -269,7 +267,7 @@ class HeightLoopBuilder(PlanFunction):
             declare_heap(module)  # the copies' `free`
         packed = open_table(b, self.ctx, sites) if sites else None
         logged = open_logs(b, self.ctx, logs) if logs else None
-        b.loop(b.sub(end, first), each_height)
+        b.each(b.sub(end, first), each_height)
         if packed is not None:  # each thread's own weights' copies, for all its heights
             close_table(b, self.ctx, *packed, sites)
         if logged is not None:  # each thread's outer products into its own buffers
@@ -293,20 +291,17 @@ class HeightLoopBuilder(PlanFunction):
         hi = b.value(arith.DivSIOp(b.mul(b.add(self.thread, 1), elements), self.threads))
         target = b.offset(b.load(buffers, 0, PTR), lo)
 
-        def each_copy(e: Emitter, t: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        def each_copy(e: Emitter, t: SSAValue) -> None:
             copy = e.offset(e.load(buffers, e.add(t, 1), PTR), lo)
 
-            def each(inner: Emitter, i: SSAValue, __: Sequence[SSAValue]
-                     ) -> Sequence[SSAValue]:
+            def each(inner: Emitter, i: SSAValue) -> None:
                 inner.store(inner.value(arith.AddfOp(inner.load(target, i),
                                                      inner.load(copy, i))), target, i)
                 inner.store(inner.const(0.0, f32), copy, i)
-                return ()
 
-            e.loop(e.sub(hi, lo), each)
-            return ()
+            e.each(e.sub(hi, lo), each)
 
-        b.loop(b.sub(self.threads, 1), each_copy)
+        b.each(b.sub(self.threads, 1), each_copy)
 
     def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue
               ) -> tuple[SSAValue, SSAValue, list[SSAValue]]:
@@ -385,15 +380,13 @@ class HeightLoopBuilder(PlanFunction):
         for j, operand in enumerate(self.outputs):
             rows, capacity = self.output_rows(e, j), self.capacity(e, j)
             if operand.kind == TABLE:
-                start = lo
                 ok = both(e, e.compare("eq", rows, count),
                           e.compare("sle", e.add(lo, count), capacity))
             else:
-                start = lo
                 ok = both(e, e.compare("sle", rows, count),
                           e.compare("sle", e.add(lo, rows), capacity))
                 at = self.saved_slot(e, h, saved)
-                e.store(start, self.saved_at, at)
+                e.store(lo, self.saved_at, at)
                 e.store(rows, self.saved_at, e.add(at, 1))
                 saved += 1
-            self.copy_rows(e, ok, OUT_OF_RANGE, j, start)
+            self.copy_rows(e, ok, OUT_OF_RANGE, j, lo)

@@ -2,32 +2,44 @@
 
 A kernel gets an `Emitter` placed before the op and the op's operands already
 lowered (buffers are `!llvm.ptr`, scalars stay scalars) and returns the value
-that replaces the op's result. Values are immutable, so `slice` and `gather`
-return views into their operand instead of copying. Indices read at run time
-are bounds-checked with `cf.assert`, which the LLVM lowering turns into an
-error return: native code never reads outside a buffer.
+that replaces the op's result. An op whose result is a new buffer has a
+destination-passing kernel in `INTO` (its operands, then one buffer per
+result, written in place): `KERNELS` allocates the buffers for it, and the
+functions over rows (`row_kernels.per_row`) call it on each row's buffers.
+Values are immutable, so `slice` and `gather` return views into their
+operand instead of copying. Indices read at run time are bounds-checked with
+`cf.assert`, which the LLVM lowering turns into an error return: native code
+never reads outside a buffer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import prod
+from typing import Any
 
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import IntegerType, ModuleOp, f32, i32, i64
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
+from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels
-from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, LoopBody
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
-Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], SSAValue]
+Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
 
 
+def shape(value: SSAValue | Attribute) -> list[int]:
+    """The shape of one invocation's value: a rows value's row."""
+    found = list(tmath.shape_of(value))
+    return found[1:] if is_rows(value) else found
+
+
 def size(value: SSAValue | Attribute) -> int:
-    return prod(tmath.shape_of(value))
+    return prod(shape(value))
 
 
 # scalar bodies of the elementwise ops
@@ -58,17 +70,12 @@ SCALAR: dict[type[Operation], Scalar] = {
 }
 
 
-def elementwise(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    n = size(op.results[0])
-    out = b.alloca(n)
+def elementwise(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    *sources, out = args
     scalar = SCALAR[type(op)]
 
-    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        inner.store(scalar(inner, [inner.load(a, i) for a in args]), out, i)
-        return ()
-
-    b.loop(n, body)
-    return out
+    b.each(size(op.results[0]), lambda inner, i: inner.store(
+        scalar(inner, [inner.load(a, i) for a in sources]), out, i))
 
 
 def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
@@ -102,15 +109,14 @@ def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     out = b.alloca(rows)
     blocked = rows - rows % ROW_BLOCK
 
-    def block(inner: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def block(inner: Emitter, k: SSAValue) -> None:
         first = inner.mul(k, ROW_BLOCK)
         starts = [inner.offset(matrix, inner.mul(inner.add(first, d), cols))
                   for d in range(ROW_BLOCK)]
         for d, total in enumerate(dots(inner, starts, vector, cols)):
             inner.store(total, out, inner.add(first, d))
-        return ()
 
-    b.loop(blocked // ROW_BLOCK, block)
+    b.each(blocked // ROW_BLOCK, block)
     for r in range(blocked, rows):
         b.store(dot(b, b.offset(matrix, r * cols), vector, cols), out, r)
     return out
@@ -135,35 +141,37 @@ def enclosing_module(op: Operation) -> ModuleOp:
     return module
 
 
-def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    """r[k] = sum_i x[i] * (V[k, i, :] . y)."""
-    out = b.alloca(tmath.shape_of(op.operands[0])[0])
-    bilinear_into(b, op, *args, out)
-    return out
-
-
-def bilinear_into(b: Emitter, op: Operation, tensor: SSAValue, x: SSAValue, y: SSAValue,
-                  out: SSAValue) -> None:
-    """out[k] = sum_i x[i] * (V[k, i, :] . y) (also one row's, over rows)."""
+def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    """out[k] = sum_i x[i] * (V[k, i, :] . y)."""
+    tensor, x, y, out = args
     depth, rows, cols = tmath.shape_of(op.operands[0])
 
-    def slab(bk: Emitter, k: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def slab(bk: Emitter, k: SSAValue) -> None:
         def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
             start = bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols))
             term = arith.MulfOp(bi.load(x, i), dot(bi, start, y, cols), REASSOC)
             return (bi.value(arith.AddfOp(acc[0], bi.value(term), REASSOC)),)
 
         bk.store(bk.loop(rows, row, [bk.const(0.0, f32)])[0], out, k)
-        return ()
 
-    b.loop(depth, slab)
+    b.each(depth, slab)
 
 
-def fused_elements(body: Block, sources: Sequence[SSAValue],
-                   targets: Sequence[SSAValue]) -> LoopBody:
-    """The loop body evaluating a `tmath.fused` body at element i: its
-    inputs read from `sources`, its yields stored to `targets`."""
-    def element(b: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+def each_vector(b: Emitter, tensor: SSAValue, shape: Sequence[int],
+                body: Callable[[Emitter, SSAValue, SSAValue, SSAValue], None]) -> None:
+    """`body(b, k, i, V[k, i, :])` for each vector of a depth x rows x cols tensor."""
+    depth, rows, cols = shape
+    b.each(depth, lambda bk, k: bk.each(rows, lambda bi, i: body(
+        bi, k, i, bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols)))))
+
+
+def fused(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    """One loop; each body op becomes its scalar function on element i (the
+    inputs read from the first buffers, the yields stored to the others)."""
+    assert isinstance(op, tmath.FusedOp)
+    body, sources, targets = op.body.block, args[:len(op.inputs)], args[len(op.inputs):]
+
+    def element(b: Emitter, i: SSAValue) -> None:
         scalars = {arg: b.load(src, i) for arg, src in zip(body.args, sources)}
         for inner_op in body.ops:
             if isinstance(inner_op, tmath.YieldOp):
@@ -172,22 +180,20 @@ def fused_elements(body: Block, sources: Sequence[SSAValue],
             else:
                 scalars[inner_op.results[0]] = SCALAR[type(inner_op)](
                     b, [scalars[v] for v in inner_op.operands])
-        return ()
 
-    return element
+    b.each(size(op.outputs[0]), element)
 
 
-def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    out = b.alloca(size(op.results[0]))
+def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    *parts, out = args
     start = 0
-    for operand, buffer in zip(op.operands, args):
+    for operand, buffer in zip(op.operands, parts):
         b.copy(b.offset(out, start), buffer, size(operand))
         start += size(operand)
-    return out
 
 
 def row_size(value: SSAValue) -> int:
-    return size(value) // tmath.shape_of(value)[0]
+    return size(value) // shape(value)[0]
 
 
 def slice_view(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
@@ -284,22 +290,19 @@ def argmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
                 inner.value(arith.SelectOp(better, i, acc[1])))
 
     best = b.loop(size(op.operands[0]), body, [b.load(x, 0), b.i64(0)])[1]
-    return b.value(arith.TruncIOp(best, op.results[0].type))
+    return b.value(arith.TruncIOp(best, i32))
 
 
-def softmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    x, n = args[0], size(op.operands[0])
+def softmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    (x, out), n = args, size(op.operands[0])
     shift = maximum(b, x, n)
     scale = b.value(arith.DivfOp(b.const(1.0, f32), sum_exp_shifted(b, x, n, shift)))
-    out = b.alloca(n)
 
-    def body(inner: Emitter, i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def body(inner: Emitter, i: SSAValue) -> None:
         e = inner.value(math.ExpOp(inner.value(arith.SubfOp(inner.load(x, i), shift))))
         inner.store(inner.value(arith.MulfOp(e, scale)), out, i)
-        return ()
 
-    b.loop(n, body)
-    return out
+    b.each(n, body)
 
 
 def softmax_xent(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
@@ -312,30 +315,50 @@ def softmax_xent(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValu
     return b.value(arith.SubfOp(log_total, b.value(arith.SubfOp(picked, shift))))
 
 
-def fill(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    n = size(op.results[0])
-    out = b.alloca(n)
-    b.loop(n, lambda inner, i, _: (inner.store(args[0], out, i), ())[1])
-    return out
+def fill(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+    value, out = args
+    zero_fill(b, out, size(op.results[0]), value)
 
 
-def constant(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
+def zero_fill(b: Emitter, out: SSAValue, n: int, value: SSAValue | None = None) -> None:
+    """out[:n] = value (0.0 by default)."""
+    value = b.const(0.0, f32) if value is None else value
+    b.each(n, lambda inner, i: inner.store(value, out, i))
+
+
+def constant(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     assert isinstance(op, tmath.ConstantOp)
-    values = op.value.get_values()
+    values, out = op.value.get_values(), args[0]
     if len(set(values)) == 1:  # a splat (a gradient's zeros): one loop, not a store each
-        return fill(b, op, [b.const(values[0], f32)])
-    out = b.alloca(len(values))
+        zero_fill(b, out, len(values), b.const(values[0], f32))
+        return
     for i, v in enumerate(values):
         b.store(b.const(v, f32), out, i)
-    return out
 
 
-KERNELS: dict[type[Operation], Kernel] = {
+def allocating(into: Kernel) -> Kernel:
+    """A destination-passing kernel with its results' buffers allocated."""
+    def kernel(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> Any:
+        outs = [b.alloca(size(r)) for r in op.results]
+        into(b, op, [*args, *outs])
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return kernel
+
+
+INTO: dict[type[Operation], Kernel] = {
     **{op: elementwise for op in SCALAR},
-    tmath.MatvecOp: matvec,
-    tmath.MatmulOp: matmul,
+    tmath.FusedOp: fused,
     tmath.BilinearOp: bilinear,
     tmath.ConcatOp: concat,
+    tmath.SoftmaxOp: softmax,
+    tmath.FillOp: fill,
+    tmath.ConstantOp: constant,
+}
+KERNELS: dict[type[Operation], Kernel] = {
+    **{op: allocating(into) for op, into in INTO.items()},
+    tmath.MatvecOp: matvec,
+    tmath.MatmulOp: matmul,
     tmath.SliceOp: slice_view,
     tmath.GatherOp: gather,
     tmath.ExtractOp: extract,
@@ -343,8 +366,5 @@ KERNELS: dict[type[Operation], Kernel] = {
     tmath.SumOp: sum_all,
     tmath.MaxOp: max_all,
     tmath.ArgmaxOp: argmax,
-    tmath.SoftmaxOp: softmax,
     tmath.SoftmaxCrossEntropyOp: softmax_xent,
-    tmath.FillOp: fill,
-    tmath.ConstantOp: constant,
 }

@@ -50,9 +50,7 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         llvm.call @node__post.rows1.rows(
-// CHECK:         %[[THREADS:.*]] = arith.constant 7 : i64
-// CHECK-NEXT:    %[[WORK:.*]] = arith.constant 4096 : i64
-// CHECK-NEXT:    %[[CTX:.*]] = invoke.context
+// CHECK:         %[[CTX:.*]] = invoke.context
 // CHECK-NEXT:    %[[AT:.*]] = arith.constant 96 : i64
 // CHECK-NEXT:    %[[SLOT:.*]] = llvm.getelementptr %[[CTX]][%[[AT]]]
 // CHECK-NEXT:    %[[TABLE:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
@@ -67,10 +65,14 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:        %[[ENTRY:.*]] = llvm.getelementptr %[[TABLE]][%[[FIRST]]]
 // CHECK-NEXT:        llvm.call @recir_gemm_nt.cached(%{{.*}}, %[[ENTRY]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NEXT:      } else {
+// CHECK-NEXT:        %[[THREADS:.*]] = arith.constant 7 : i64
+// CHECK-NEXT:        %[[WORK:.*]] = arith.constant 4096 : i64
 // CHECK-NEXT:        llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
 // CHECK-NEXT:      }
 // CHECK-NEXT:    } else {
-// CHECK-NEXT:      llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
+// CHECK-NEXT:      %[[THREADS2:.*]] = arith.constant 7 : i64
+// CHECK-NEXT:      %[[WORK2:.*]] = arith.constant 4096 : i64
+// CHECK-NEXT:      llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS2]], %[[WORK2]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
 // CHECK:         arith.constant 7 : i64
 // CHECK-NEXT:    %[[TEAM:.*]] = arith.minsi %{{.*}}, %[[COUNT:.*]] : i64
 // CHECK-NEXT:    %[[PER_ROW:.*]] = arith.constant 2 : i64

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,12 +11,17 @@ import pytest
 import recir
 from recir.backend import policy
 from recir.backend.policy import Costs
+from recir.context import make_context
 from recir.data import make_tree
 from recir.diagnostics import RecirError
 from recir.models import tree_rnn
+from recir.parsing import parse_module
+from recir.passes.work_estimate import larger_share
+from recir.pipeline import run_passes
 
 # one unit 0.025 ns (16 lanes at 2.5 GHz), a task 1 us, a team start 50 us
 COSTS = Costs(unit_s=2.5e-11, task_s=1e-6, team_s=50e-6)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ir"
 
 
 def test_machine_facts_are_read() -> None:
@@ -53,6 +59,30 @@ def test_the_budget_stops_where_pieces_balance_or_get_too_small() -> None:
     assert policy.call_budget(1_280_000 * 4, 2, COSTS) == 2
     assert policy.call_budget(10**9, 2, COSTS) == 4
     assert policy.call_budget(None, 16, COSTS) == 7
+
+
+def test_an_uneven_recursion_spawns_deeper(monkeypatch) -> None:
+    """fib's calls do 1/golden ratio and its square of the work: its largest
+    piece shrinks by 0.62 a level, not 0.5, so reaching 1/8 of a thread's
+    share takes more levels: log(threads x 8) / log(1.618)."""
+    fib = load_example("fib")
+    share = larger_share(fib)
+    assert share == pytest.approx(2 / (1 + math.sqrt(5)))
+    closed = load_example("fib")
+    run_passes(closed, "capture-outer-refs")
+    assert larger_share(closed) == share
+    assert [policy.max_budget(t, share) for t in (2, 16)] == [6, 11]
+    assert policy.call_budget(None, 2, COSTS, share) == 6
+    for even in ("ackermann", "takeuchi", "tree_lstm"):  # no argument less constants in both
+        assert larger_share(load_example(even)) == 0.5
+    monkeypatch.delenv("RECIR_SPAWN_BUDGET", raising=False)
+    native = recir.compile(fib, entry="fib", threads=2)
+    assert native.schedule((30,)) == (2, 6)
+    assert native(30) == (1346269,)
+
+
+def load_example(name: str):
+    return parse_module(make_context(), (EXAMPLES / f"{name}.mlir").read_text(), name)
 
 
 def test_a_batch_spawns_only_for_its_largest_calls() -> None:
