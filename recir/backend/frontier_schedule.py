@@ -4,9 +4,10 @@ The schedule's bookkeeping (expand by depth, number by height, post by
 height) is the interpreter's `Schedule`, the reference, run unchanged: its
 calls of the two batched functions go to native code here
 (`NativeRowFunction`), over NumPy arrays. Each call passes rows by
-`{i64 rows, ptr data}` descriptors and a scratch buffer the temporaries are
-bump-allocated from (the ABI is `passes/row_lowering.py`'s); the results are
-copied out of it before the next call reuses it.
+`{i64 rows, ptr data}` descriptors and a scratch buffer the temporaries lie
+in, each in a slot reused after its last use (the ABI is
+`passes/row_lowering.py`'s); the results are copied out of it before the
+next call reuses it.
 """
 
 from __future__ import annotations
