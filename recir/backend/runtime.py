@@ -153,22 +153,15 @@ class NativeFunction:
         the stack the call needs, and raises its error: inference on this
         thread's stack, again on a deep one if the recursion ran out there;
         gradients on a deep stack from the start (this thread's switched
-        stack, else the deep-stack worker's)."""
-        # (without switching stacks, a retry runs alone on a deep-stack thread)
-        retry = (lambda: self.alone(args)) if once is None else (lambda: once(False))
+        stack, else the deep-stack worker's, which lasts: it may form teams)."""
         if once is None:
             once = (lambda switch: self.alone(args, switch)) if threads < 2 else (
                 lambda switch: self.one_on_team(args, threads, budget, switch))
-        if self.deep_only and stack.SWITCHING:
-            ctx, returned = once(True)
-        elif self.deep_only:
-            ctx, returned = stack.DEEP_WORKER.run(lambda: once(False))
-        else:
+        if not self.deep_only:
             ctx, returned = once(False)
-            if ctx.error == ERROR_STACK and stack.SWITCHING:
-                ctx, returned = once(True)
-            elif ctx.error == ERROR_STACK:
-                ctx, returned = stack.on_deep_stack(retry)
+        if self.deep_only or ctx.error == ERROR_STACK:
+            ctx, returned = once(True) if stack.SWITCHING else \
+                stack.DEEP_WORKER.run(lambda: once(False))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
