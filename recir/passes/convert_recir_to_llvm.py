@@ -222,12 +222,12 @@ class FunctionConversion:
             self.convert_invoke(op)
         elif isinstance(op, func.ReturnOp):
             self.convert_return(op)
-        elif isinstance(op, tape.NewOp):
-            self.convert_new_frame(op)
+        elif isinstance(op, tape.NewOp):  # a frame from the arena
+            self.allocate(op, op.frame, ALLOC, op.bytes.value.data)
         elif isinstance(op, adjoint.ThreadCopyOp):
             self.convert_thread_copy(op)
-        elif isinstance(op, adjoint.LogReserveOp):
-            self.convert_log_reserve(op)
+        elif isinstance(op, adjoint.LogReserveOp):  # room in this thread's log
+            self.allocate(op, op.result, RESERVE, op.slot.value.data, op.bytes.value.data)
         elif isinstance(op, invoke.SpawnBudgetOp):
             self.convert_spawn_budget(op)
         elif isinstance(op, invoke.ContextOp):
@@ -277,24 +277,14 @@ class FunctionConversion:
             old.replace_all_uses_with(new)
         Rewriter.erase_op(op)
 
-    def convert_new_frame(self, op: tape.NewOp) -> None:
-        """A frame from the arena; out of memory is an error return."""
+    def allocate(self, op: Operation, result: SSAValue, callee: str, *sizes: int) -> None:
+        """`op`'s `result` as `callee(ctx, *sizes)`'s pointer; out of memory
+        (a null one) is an error return."""
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        call = b.op(llvm.CallOp(ALLOC, self.ctx, b.i64(op.bytes.value.data), return_type=PTR))
+        call = b.op(llvm.CallOp(callee, self.ctx, *map(b.i64, sizes), return_type=PTR))
         address = b.value(llvm.PtrToIntOp(call.results[0], i64))
         ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
-        op.frame.replace_all_uses_with(call.results[0])
-        self.branch_unless(ok.owner, ok, self.fail)
-        Rewriter.erase_op(op)
-
-    def convert_log_reserve(self, op: adjoint.LogReserveOp) -> None:
-        """Room in this thread's log; out of memory is an error return."""
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        call = b.op(llvm.CallOp(RESERVE, self.ctx, b.i64(op.slot.value.data),
-                                b.i64(op.bytes.value.data), return_type=PTR))
-        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
-        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
-        op.result.replace_all_uses_with(call.results[0])
+        result.replace_all_uses_with(call.results[0])
         self.branch_unless(ok.owner, ok, self.fail)
         Rewriter.erase_op(op)
 
