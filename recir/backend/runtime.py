@@ -72,7 +72,6 @@ class NativeFunction:
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}{TEAM_ENTRY}"
         self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
-        self.batch_team = self.team  # whether `batch` runs on a team (`recir/auto.py` reads it)
         self.contexts = KeptContexts(len(arguments.inputs), copied if self.team else (),
                                      arguments.shapes)
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)

@@ -72,7 +72,6 @@ from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
-    CONTEXT_BYTES,
     ERROR_CHECK,
     SPAWN_BUDGET,
     field,
@@ -87,6 +86,7 @@ from recir.passes.entry_points import (
     signature,
     team_declarations,
     team_entry,
+    thread_context,
 )
 from recir.passes.thread_copies import sum_copies_function
 
@@ -135,14 +135,11 @@ def expand_math(op: Operation) -> None:
     Rewriter.erase_op(op)
 
 
-def thread_context(entry: Block) -> SSAValue:
+def task_context(entry: Block) -> SSAValue:
     """The context of the thread running a task: its own in the team's
     array, whose address is the first field of the task's data."""
     b = Emitter(InsertPoint.at_start(entry), InsertPoint.at_start(entry))
-    contexts = b.load(entry.args[0], 0, PTR)
-    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
-    return b.value(llvm.GEPOp.from_mixed_indices(contexts, [offset], i8))
+    return thread_context(b, b.load(entry.args[0], 0, PTR))[1]
 
 
 class FunctionConversion:
@@ -166,7 +163,7 @@ class FunctionConversion:
     def run(self) -> llvm.FuncOp:
         body = self.function.detach_region(self.function.body)
         entry = body.blocks[0]
-        self.ctx = thread_context(entry) if self.task else entry.insert_arg(PTR, 0)
+        self.ctx = task_context(entry) if self.task else entry.insert_arg(PTR, 0)
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
