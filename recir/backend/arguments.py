@@ -154,10 +154,7 @@ class Arguments:
     def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
         """What the native entry takes for `value`, converted and checked
         (`prepare` passes arrays already in the right form without this)."""
-        value = coerce_argument(index, value, typ)
-        if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
-                -(1 << 31) <= value < (1 << 31)):
-            raise RecirError(f"error: argument {index} ({typ}) does not fit: {value}")
+        value = coerce_argument(index, value, typ)  # (an integer in its type's range)
         if not isinstance(typ, TensorType):
             return value
         keep.append(value)

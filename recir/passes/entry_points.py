@@ -111,10 +111,9 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
     def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
-        def spawn(w: Emitter, index: SSAValue) -> Emitter:
+        def spawn(w: Emitter, index: SSAValue) -> None:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
             call_task(w, item.sym_name.data, record, stride)
-            return w
 
         lone, spawning = Block(), Block()
         count = b.load(byte_offset(b, data, 16), 0, i64)
@@ -123,32 +122,15 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
         here = b.at(InsertPoint.at_end(lone))
         here.op(llvm.CallOp(item.sym_name.data, byte_offset(here, data, 24)))
         here.op(llvm.BrOp(done))
-        blocks: list[Block] = [lone, spawning]
         w = b.at(InsertPoint.at_end(spawning))
-        counted_loop(w, w.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
-        return blocks
+        w.each(count, spawn)  # (`entry_function` lowers the scf.for)
+        w.op(llvm.BrOp(done))
+        return [lone, spawning]
 
     return team_function(f"{name}{TEAM_ENTRY}", run_all, summer(function, copies)), item
 
 
 SUM_COPIES = "__sum_copies"  # `thread_copies.sum_copies_function`
-
-
-def counted_loop(b: Emitter, lo: SSAValue, hi: SSAValue, blocks: list[Block],
-                 body: Callable[[Emitter, SSAValue], Emitter]) -> Emitter:
-    """`for i in [lo, hi)` in blocks (appended to `blocks` so that values are
-    defined before the blocks that use them: llvm_convert converts in order);
-    `body` emits one iteration and returns where it ends. Returns the
-    emitter after the loop."""
-    head, loop, after = Block(arg_types=[i64]), Block(), Block()
-    b.op(llvm.BrOp(head, lo))
-    h = b.at(InsertPoint.at_end(head))
-    h.op(llvm.CondBrOp(h.value(arith.CmpiOp(head.args[0], hi, "slt")), loop, (), after, ()))
-    blocks += [head, loop]
-    end = body(b.at(InsertPoint.at_end(loop)), head.args[0])
-    end.op(llvm.BrOp(head, end.add(head.args[0], 1)))
-    blocks.append(after)
-    return b.at(InsertPoint.at_end(after))
 
 
 def signature(function: llvm.FuncOp) -> tuple[list[Attribute], Attribute | None]:
