@@ -11,8 +11,10 @@ import ctypes
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import f32, i32
 
 from recir.backend.engine import openmp
 from recir.backend.policy import (
@@ -23,8 +25,9 @@ from recir.backend.policy import (
     max_budget,
     save_tuned,
 )
+from recir import frontend as rf
 from recir.context import make_context
-from recir.frontend import TracedModel
+from recir.frontend import SubGraph, TracedModel, cond, structure, trace, vector
 from recir.frontier_compile import compile_frontier
 from recir.parsing import parse_module
 from recir.pipeline import compile_module
@@ -49,48 +52,6 @@ func.func @fib(%n: i32) -> i32 {
   }
   %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
   func.return %r : i32
-}
-"""
-# TreeRNN with a 2-wide state: its products take no time, what remains is
-# the frontier's cost per call, per height and per row
-TINY_TREE_IR = """
-func.func @tiny(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>,
-                %label: tensor<?xi32>, %root: i32, %emb: tensor<3x2xf32>,
-                %w: tensor<2x4xf32>, %b: tensor<2xf32>, %w_out: tensor<5x2xf32>,
-                %b_out: tensor<5xf32>) -> (tensor<2xf32>, f32) {
-  invoke.subgraph @node(%i: i32) -> (tensor<2xf32>, f32) {
-    %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
-    %zero = arith.constant 0 : i32
-    %is_leaf = arith.cmpi slt, %l, %zero : i32
-    %h, %s = scf.if %is_leaf -> (tensor<2xf32>, f32) {
-      %wd = tmath.extract %word[%i] : tensor<?xi32>, i32 -> i32
-      %x = tmath.gather %emb[%wd] : tensor<3x2xf32>, i32 -> tensor<2xf32>
-      %o = tmath.matvec %w_out, %x : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
-      %ob = tmath.add %o, %b_out : tensor<5xf32>
-      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
-      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
-      scf.yield %x, %loss : tensor<2xf32>, f32
-    } else {
-      %li = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
-      %hl, %sl = invoke.invoke @node(%li) : (i32) -> (tensor<2xf32>, f32)
-      %ri = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
-      %hr, %sr = invoke.invoke @node(%ri) : (i32) -> (tensor<2xf32>, f32)
-      %c = tmath.concat %hl, %hr : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
-      %p = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<4xf32> -> tensor<2xf32>
-      %pb = tmath.add %p, %b : tensor<2xf32>
-      %hi = tmath.tanh %pb : tensor<2xf32>
-      %sum = arith.addf %sl, %sr : f32
-      %o = tmath.matvec %w_out, %hi : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
-      %ob = tmath.add %o, %b_out : tensor<5xf32>
-      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
-      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
-      %total = arith.addf %loss, %sum : f32
-      scf.yield %hi, %total : tensor<2xf32>, f32
-    }
-    invoke.return %h, %s : tensor<2xf32>, f32
-  }
-  %h, %s = invoke.invoke @node(%root) : (i32) -> (tensor<2xf32>, f32)
-  func.return %h, %s : tensor<2xf32>, f32
 }
 """
 TINY_SHAPES = {"emb": (3, 2), "w": (2, 4), "b": (2,), "w_out": (5, 2), "b_out": (5,)}
@@ -183,12 +144,7 @@ def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     one-thread frontier calls of a tiny tree model (`TINY_TREE_IR`) on a
     leaf, a caterpillar and a complete tree: the two trees' times over the
     leaf's are (heights - 1) x height_s + (nodes - 1) x row_s each."""
-    rng = np.random.default_rng(0)
-    params = {k: rng.standard_normal(shape).astype(np.float32)
-              for k, shape in TINY_SHAPES.items()}
-    module = parse_module(make_context(), TINY_TREE_IR, "tiny")
-    model = TracedModel(module, "tiny", ["left", "right", "word", "label", "root"], params)
-    frontier = compile_frontier(model, cache_dir=cache_dir, threads=1)
+    frontier = compile_frontier(tiny_tree_model(), cache_dir=cache_dir, threads=1)
 
     def seconds(children: list[tuple[int, int]], root: int) -> float:
         left = np.array([c[0] for c in children], np.int32)
@@ -211,6 +167,37 @@ def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     height_s, row_s = np.maximum(np.linalg.solve(counts, over), 0.0)
     return {"frontier_call_s": float(max(leaf - height_s - row_s, 0.0)),
             "height_s": float(height_s), "row_s": float(row_s)}
+
+
+def tiny_tree_model() -> TracedModel:
+    """TreeRNN with a 2-wide state (`TINY_SHAPES`): its products take no
+    time, what remains is the frontier's cost per call, per height and per row."""
+    rng = np.random.default_rng(0)
+    with trace("tiny") as m:
+        left, right, word, label = (m.input(n, structure())
+                                    for n in ("left", "right", "word", "label"))
+        root = m.input("root", i32)
+        p = {k: m.param(k, rng.standard_normal(shape).astype(np.float32))
+             for k, shape in TINY_SHAPES.items()}
+        with SubGraph("node", [i32], [vector(2), f32]) as node:
+            (i,) = node.inputs
+
+            def loss(h: Any) -> Any:
+                return rf.softmax_xent(p["w_out"] @ h + p["b_out"], label[i])
+
+            def leaf() -> Any:
+                x = rf.gather(p["emb"], word[i])
+                return x, loss(x)
+
+            def inner() -> Any:
+                (hl, sl), (hr, sr) = node(left[i]), node(right[i])
+                h = rf.tanh(p["w"] @ rf.concat([hl, hr]) + p["b"])
+                below = sl + sr
+                return h, loss(h) + below
+
+            node.output(*cond(left[i] < 0, leaf, inner))
+        m.output(*node(root))
+    return m.traced
 
 
 def l3_slowdown() -> float:
