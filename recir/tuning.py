@@ -26,34 +26,10 @@ from recir.backend.policy import (
     save_tuned,
 )
 from recir import frontend as rf
-from recir.context import make_context
 from recir.frontend import SubGraph, TracedModel, cond, structure, trace, vector
 from recir.frontier_compile import compile_frontier
-from recir.parsing import parse_module
 from recir.pipeline import compile_module
 
-FIB_IR = """
-func.func @fib(%n: i32) -> i32 {
-  invoke.subgraph @fib_rec(%k: i32) -> i32 {
-    %one = arith.constant 1 : i32
-    %two = arith.constant 2 : i32
-    %base = arith.cmpi sle, %k, %one : i32
-    %r = scf.if %base -> (i32) {
-      scf.yield %one : i32
-    } else {
-      %k1 = arith.subi %k, %one : i32
-      %k2 = arith.subi %k, %two : i32
-      %a = invoke.invoke @fib_rec(%k1) : (i32) -> i32
-      %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
-      %s = arith.addi %a, %b : i32
-      scf.yield %s : i32
-    }
-    invoke.return %r : i32
-  }
-  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
-  func.return %r : i32
-}
-"""
 TINY_SHAPES = {"emb": (3, 2), "w": (2, 4), "b": (2,), "w_out": (5, 2), "b_out": (5,)}
 CHAIN_HEIGHTS = 64  # a caterpillar: one internal node and a leaf a height
 COMPLETE_HEIGHTS = 10  # a complete tree: 1023 nodes in 10 heights
@@ -110,8 +86,7 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
     levels: fib's tree is unbalanced; n large enough that each thread's
     share is `SHARE_S`) gives the cores the team amounts to;
     the time that 2^6 times as many tasks add, times those cores, their cost."""
-    fib = compile_module(parse_module(make_context(), FIB_IR, "fib"), "fib",
-                         cache_dir=cache_dir, threads=threads)
+    fib = compile_module(fib_model().module, "fib", cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
     def fib_seconds(n: int, budget: int) -> float:
@@ -128,6 +103,22 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
     return share, task_s
 
 
+def fib_model() -> TracedModel:
+    """fib(n) with its two recursive calls independent: tasks at threads > 1."""
+    with trace("fib") as m:
+        n = m.input("n", i32)
+        with SubGraph("fib_rec", [i32], [i32]) as rec:
+            (k,) = rec.inputs
+
+            def smaller() -> Any:
+                k1, k2 = k - 1, k - 2
+                return rec(k1) + rec(k2)
+
+            rec.output(cond(k <= 1, lambda: 1, smaller))
+        m.output(rec(n))
+    return m.traced
+
+
 def fib_size(alone_seconds: Callable[[int], float], threads: int) -> tuple[int, float]:
     """The first fib n from `FIB_N` up (by 2: 2.6 times the calls each) whose
     one-thread time gives each of `threads` threads `SHARE_S`, at most
@@ -141,7 +132,7 @@ def fib_size(alone_seconds: Callable[[int], float], threads: int) -> tuple[int, 
 
 def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     """`frontier_call_s`, `height_s` and `row_s` (`batching="auto"`'s), from
-    one-thread frontier calls of a tiny tree model (`TINY_TREE_IR`) on a
+    one-thread frontier calls of a tiny tree model (`tiny_tree_model`) on a
     leaf, a caterpillar and a complete tree: the two trees' times over the
     leaf's are (heights - 1) x height_s + (nodes - 1) x row_s each."""
     frontier = compile_frontier(tiny_tree_model(), cache_dir=cache_dir, threads=1)
