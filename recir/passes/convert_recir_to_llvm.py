@@ -67,7 +67,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
-from recir.passes.frame_buffers import declare_heap
+from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
@@ -279,8 +279,7 @@ class FunctionConversion:
         (a null one) is an error return."""
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
         call = b.op(llvm.CallOp(callee, self.ctx, *map(b.i64, sizes), return_type=PTR))
-        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
-        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
+        ok = allocated(b, call.results[0])
         result.replace_all_uses_with(call.results[0])
         self.branch_unless(ok.owner, ok, self.fail)
         Rewriter.erase_op(op)

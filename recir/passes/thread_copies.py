@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import f32, i32, i64
 from xdsl.ir import SSAValue
 
 from recir.passes.entry_points import SUM_COPIES, Copies, byte_offset
+from recir.passes.frame_buffers import allocated
 from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, field
@@ -45,7 +46,7 @@ def sum_copies_function(name: str, copies: Copies) -> list[llvm.FuncOp]:
             e.op(llvm.CallOp(f"{name}{SUM_COPY}", contexts, own, me, count, e.i64(8 * slot),
                              e.i64(elements)))
 
-    b.when(b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(own, i64)), b.i64(0), "ne")), add)
+    b.when(allocated(b, own), add)
     b.op(llvm.ReturnOp())
     return [sum_copy_function(name), lower_to_llvm(function)]
 
