@@ -22,7 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import FunctionType
 
 from recir.backend import interrupts, policy, stack
-from recir.backend.arguments import Arguments, pack, rows_of
+from recir.backend.arguments import Arguments, rows_of
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -249,13 +249,9 @@ class NativeFunction:
 
         def payload(contexts: Any) -> list[int]:
             words = [count]
-            record = [contexts.address, *range(arguments.public), *arguments.param_fields]
-            public = arguments.public
-            for k, args in enumerate(prepared):
-                record[1:1 + public] = args[:public]
-                for i, typ in arguments.scalar_inputs:
-                    record[1 + i] = pack(args[i], typ)
-                words += record
+            for k, args in enumerate(prepared):  # a record per call, as `one_on_team`'s
+                words.append(contexts.address)
+                words += arguments.fields(args)
                 words += [base + k * stride for base, stride in rows]
             return words
 
