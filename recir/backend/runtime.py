@@ -71,7 +71,7 @@ class NativeFunction:
         self.packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.packed_address)
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}{TEAM_ENTRY}"
-        self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
+        self.team = engine.lookup(team) if threads > 1 else 0  # (0 where it has none)
         self.contexts = KeptContexts(len(arguments.inputs), copied if self.team else (),
                                      arguments.shapes)
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)
