@@ -179,12 +179,14 @@ class NativeFunction:
                                  ctypes.addressof(slot)])
         address = data.buffer_info()[0]
         unwatch = watch(ctx) if watch is not None else None
+        key = interrupts.begin(ctx)
         try:
             if deep is None:
                 self.packed(address)
             else:
                 deep.call(self.packed_address, address)
         finally:
+            interrupts.end(key)
             if unwatch is not None:
                 unwatch()
             TAPES.release(ctx)
@@ -208,9 +210,11 @@ class NativeFunction:
         buffers, which every call of a batch adds into)."""
         contexts = self.contexts.take(threads, budget, args, self.deep_only)
         logs = self.outer_logs(contexts.views)
+        key = interrupts.begin(contexts)
         try:
             return run_team(self.team, contexts, payload(contexts), switch)
         finally:
+            interrupts.end(key)
             logs.add_into(args)
             self.contexts.give_back(contexts, self.deep_only)
 

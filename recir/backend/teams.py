@@ -17,7 +17,6 @@ import array
 import ctypes
 import weakref
 from collections.abc import Sequence
-from threading import get_ident
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ import numpy as np
 from recir.backend import stack
 from recir.backend.contexts import NO_ERROR, NO_TASKS, Context, release_kept, team_contexts
 from recir.backend.engine import openmp, openmp_entry
-from recir.backend.interrupts import RUNNING
 from recir.backend.tape_pool import TAPES
 
 
@@ -56,7 +54,6 @@ class KeptContexts:
             for k in self.copied:
                 first[k] = args[k]
         contexts.views[0].spawn_budget = budget or NO_TASKS
-        RUNNING[get_ident()] = contexts  # what Ctrl-C stops
         return contexts
 
     def give_back(self, contexts: Any, tape: bool) -> None:
