@@ -125,6 +125,7 @@ def module(name):
     return parse_module(make_context(), sources[name])
 
 def outcome(call):
+    print("calling", len(found), file=sys.stderr, flush=True)  # where a hang was
     start = time.monotonic()
     try:
         value = call()
@@ -194,9 +195,12 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def endless(cache_dir):
     env = dict(os.environ, RECIR_CACHE_DIR=str(cache_dir))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)],
-                          input=json.dumps(ENDLESS), capture_output=True, text=True,
-                          timeout=120, env=env)
+    try:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)],
+                              input=json.dumps(ENDLESS), capture_output=True, text=True,
+                              timeout=120, env=env)
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"the calls did not stop; their progress: {hung.stderr!r}")
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
