@@ -19,28 +19,29 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import f32, i32
-from xdsl.ir import SSAValue
-
 from xdsl.dialects.utils.fast_math import FastMathFlag
+from xdsl.ir import SSAValue
 
 from recir.passes.loop_builder import CONTRACT, Emitter
 from recir.passes.op_templates import build
 
-LOG2E = 1.4426950408889634
-LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
+# exp(x) = 2^n exp(r), x = n ln2 + r, |r| <= ln(2)/2, n rounded to nearest by
+# adding SHIFT (1.5 * 2^23), whose bits then hold n; ln2 in two parts.
+LOG2E, SHIFT = 1.4426950408889634, 12582912.0
+LN2_HI, LN2_LO = float.fromhex("0x1.62e4p-1"), float.fromhex("0x1.7f7d1cp-20")
 EXP_MIN, EXP_MAX = -87.0, 88.72283
-# Cephes expf: exp(r) = 1 + r + r^2 * P(r) on |r| <= ln(2)/2.
-EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-            4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-# Eigen's float tanh (`generic_fast_tanh_float`): x P(x^2) / Q(x^2), highest
-# power first, on |x| <= TANH_CLAMP, where it reaches 1.0 in f32; below
-# TANH_TINY tanh(x) is x to f32 precision.
-TANH_NUMERATOR = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
-                  5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
-                  4.89352455891786e-03)
-TANH_DENOMINATOR = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
-                    4.89352518554385e-03)
-TANH_CLAMP, TANH_TINY = 7.99881172180175781, 0.0004
+# exp(r) = 1 + r P(r), highest power first: Arm's optimized-routines
+# `v_expf` (1.45 ulp with the rest of the reduction).
+EXP_POLY = tuple(float.fromhex(h) for h in (
+    "0x1.0e4020p-7", "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2", "0x1.ffffecp-1"))
+# Eigen's float tanh (`generic_fast_tanh_float`) on |x| <= TANH_CLAMP:
+# |x| P(x^2) / Q(x^2), highest power first, both divided by P's constant
+# term so that each starts at 1 (the ratio is then |x| itself near 0, with
+# no select for tiny x). Beyond the clamp tanh is 1 within 2.2e-7.
+TANH_NUMERATOR = (-5.6416768365276024e-14, 4.087417904141688e-11, -1.7583792200071002e-08,
+                  1.0467500942468178e-05, 0.003036098787561059, 0.1302255541086197, 1.0)
+TANH_DENOMINATOR = (0.00024486612528562546, 0.02422276698052883, 0.4635584354400635, 1.0)
+TANH_CLAMP = 7.99881172180175781
 # The sigmoid's exp(-x) for -x within +-SIGMOID_LIMIT: 2^n stays a normal
 # float and the sum 1 + exp(-x) finite. Below -SIGMOID_LIMIT the sigmoid
 # (under 2e-38) is 0; above it, 1 + exp(-x) rounds to 1.
@@ -84,29 +85,26 @@ def horner(b: Emitter, x: SSAValue, coefficients: tuple[float, ...]) -> SSAValue
     return acc
 
 
-def _reduced(b: Emitter, clamped: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """n and exp(r) with clamped = n ln2 + r, |r| <= ln(2)/2."""
-    n = b.value(llvm.FFloorOp(_add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, 0.5))))
+def _reduced(b: Emitter, clamped: SSAValue, bias: int) -> tuple[SSAValue, SSAValue]:
+    """exp(r) - 1 and 2^(n + bias - 127), with clamped = n ln2 + r."""
+    shifted = _add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, SHIFT))
+    n = _sub(b, shifted, _f(b, SHIFT))
     r = _sub(b, clamped, _mul(b, n, _f(b, LN2_HI)))
     r = _sub(b, r, _mul(b, n, _f(b, LN2_LO)))
-    poly = _mul(b, _mul(b, horner(b, r, EXP_POLY), r), r)
-    return n, _add(b, _add(b, poly, r), _f(b, 1.0))
-
-
-def _power_of_two(b: Emitter, n: SSAValue, bias: int) -> SSAValue:
-    """2^(n + bias - 127) from the bits of n + 1.5 * 2^23 (exact for |n| < 2^22)."""
-    magic = b.value(arith.BitcastOp(_add(b, n, _f(b, 12582912.0)), i32))
-    biased = b.value(arith.SubiOp(magic, b.const(0x4B400000 - bias, i32)))
-    return b.value(arith.BitcastOp(b.value(arith.ShLIOp(biased, b.const(23, i32))), f32))
+    # The low bits of `shifted` are n (|n| < 2^22); shifted into the exponent
+    # field, the bits above fall off.
+    exponent = b.value(arith.ShLIOp(b.value(arith.BitcastOp(shifted, i32)), b.const(23, i32)))
+    scale = b.value(arith.AddiOp(exponent, b.const(bias << 23, i32)))
+    return _mul(b, horner(b, r, EXP_POLY), r), b.value(arith.BitcastOp(scale, f32))
 
 
 def exp(b: Emitter, x: SSAValue) -> SSAValue:
     """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 far below."""
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
-    n, y = _reduced(b, clamped)
     # 2^(n-1), times 2 afterwards, so that n = 128 does not overflow the exponent field.
-    result = _mul(b, _mul(b, y, _power_of_two(b, n, 126)), _f(b, 2.0))
+    less_one, scale = _reduced(b, clamped, 126)
+    result = _mul(b, _add(b, _mul(b, less_one, scale), scale), _f(b, 2.0))
     result = _select(b, x, "ogt", EXP_MAX, _f(b, float("inf")), result)
     return _select(b, x, "olt", -87.33654, _f(b, 0.0), result)
 
@@ -117,20 +115,20 @@ def sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
     minus = b.value(arith.NegfOp(x))
     clamped = _select(b, minus, "olt", -SIGMOID_LIMIT, _f(b, -SIGMOID_LIMIT), minus)
     clamped = _select(b, clamped, "ogt", SIGMOID_LIMIT, _f(b, SIGMOID_LIMIT), clamped)
-    n, y = _reduced(b, clamped)
+    less_one, scale = _reduced(b, clamped, 127)
     one = _f(b, 1.0)
-    denominator = _add(b, _mul(b, y, _power_of_two(b, n, 127)), one)
+    denominator = _add(b, _add(b, _mul(b, less_one, scale), scale), one)
     quotient = b.value(arith.DivfOp(one, denominator, CONTRACT))
     return _select(b, x, "olt", -SIGMOID_LIMIT, _f(b, 0.0), quotient)
 
 
 def tanh(b: Emitter, x: SSAValue) -> SSAValue:
-    """A rational function of the clamped x (exactly +-1 beyond the clamp);
-    x itself near 0, where the ratio's coefficients would cost an ulp."""
-    clamped = _select(b, x, "olt", -TANH_CLAMP, _f(b, -TANH_CLAMP), x)
-    clamped = _select(b, clamped, "ogt", TANH_CLAMP, _f(b, TANH_CLAMP), clamped)
+    """A rational function of the clamped |x|, exactly 1 beyond the clamp,
+    with x's sign (so tanh(-0) = -0, and NaN stays NaN)."""
+    magnitude = b.value(llvm.FAbsOp(x, f32))
+    clamped = _select(b, magnitude, "ogt", TANH_CLAMP, _f(b, TANH_CLAMP), magnitude)
     z = _mul(b, clamped, clamped)
     numerator = _mul(b, clamped, horner(b, z, TANH_NUMERATOR))
     ratio = b.value(arith.DivfOp(numerator, horner(b, z, TANH_DENOMINATOR), RECIPROCAL))
-    magnitude = b.value(llvm.FAbsOp(x, f32))
-    return _select(b, magnitude, "olt", TANH_TINY, x, ratio)
+    saturated = _select(b, magnitude, "ogt", TANH_CLAMP, _f(b, 1.0), ratio)
+    return b.value(llvm.FCopySignOp(saturated, x))
