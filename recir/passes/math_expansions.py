@@ -2,7 +2,7 @@
 
 LLVM turns `llvm.exp` on a vector into one libm call per lane, which costs
 more than the matrix-vector product of a TreeLSTM node. These expansions use
-only arithmetic, selects, floor and bit casts, so the loop vectorizer keeps
+only arithmetic, selects and bit casts, so the loop vectorizer keeps
 whole gate loops in SIMD registers; their products and sums may contract into
 FMAs (half the instructions of a polynomial, and no less accurate).
 
