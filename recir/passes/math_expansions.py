@@ -113,8 +113,9 @@ def sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
     """1 / (1 + exp(-x)) without exp's selects for inf and 0: 0 below
     -SIGMOID_LIMIT (and at -inf), 1 above about 17 (and at inf), NaN for NaN."""
     minus = b.value(arith.NegfOp(x))
+    # -x above the limit needs no clamp: the last select replaces whatever
+    # the divide made of it (no flag lets LLVM assume it finite).
     clamped = _select(b, minus, "olt", -SIGMOID_LIMIT, _f(b, -SIGMOID_LIMIT), minus)
-    clamped = _select(b, clamped, "ogt", SIGMOID_LIMIT, _f(b, SIGMOID_LIMIT), clamped)
     less_one, scale = _reduced(b, clamped, 127)
     one = _f(b, 1.0)
     denominator = _add(b, _add(b, _mul(b, less_one, scale), scale), one)
