@@ -7,8 +7,8 @@ backward `dY @ W` and the weight gradient `dY^T X`. This section times each
 at the row counts a batch of 25 complete 128-leaf trees gives (3,200 leaves;
 1,600 down to 25 internal nodes a height), plus a 2048^3 product (the
 libraries' best case), by NumPy (its BLAS, `numpy.show_config()`), PyTorch
-(MKL in its wheels) and recir's own kernels (`recir.backend.kernels.smallgemm.nt`
-forward, `gemm.gemm` backward; on more than one thread their team forms,
+(MKL in its wheels) and recir's own kernels (`recir.backend.kernels.gemm.gemm`,
+forward and backward; on more than one thread their team forms,
 `gemm.team_kernel`, each thread a block of C). The roof of a thread count is the best rate of
 any library at any shape: what a core (or N) gives to SGEMM here. Each rate
 is the best of `--repeats` timings of a loop at least `MIN_S` long.
@@ -103,12 +103,12 @@ def recir_product(layout: str, a: np.ndarray, b: np.ndarray, threads: int) -> Ca
     (on every product that has two tiles to share: the roof is the team's
     rate, not the policy's choice); the function returns the product (`tn`:
     the sum of its calls' products)."""
-    from recir.backend.kernels import gemm, smallgemm
+    from recir.backend.kernels import gemm
 
     if layout == "nt":
         if threads > 1:
             return lambda: gemm.gemm(a, b.T, threads=threads, min_work=0)
-        return lambda: smallgemm.nt(a, b)
+        return lambda: gemm.gemm(a, b.T)
     if layout == "nn":  # a new array, as NumPy's
         return lambda: gemm.gemm(a, b, threads=threads, min_work=0)
     rows, m = a.shape
@@ -186,7 +186,7 @@ def quick_roof(threads: int, hidden: int, repeats: int = 3) -> dict[str, float]:
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
-    print_table("SGEMM GFLOP/s (best of the repeats); recir: smallgemm.nt (nt), gemm (nn, tn)",
+    print_table("SGEMM GFLOP/s (best of the repeats); recir: gemm (nt, nn, tn)",
                 ["product", "h", "m x n x k", "thr", *LIBRARIES, "recir / best peer"],
                 [[r["product"], str(r["hidden"] or "-"), f"{r['m']}x{r['n']}x{r['k']}",
                   str(r["threads"]), *[fmt(r["gflops"].get(lib)) for lib in LIBRARIES],

@@ -1,4 +1,4 @@
-"""Frontier products: recir's kernels (`smallgemm.py`, `gemm.py`) against OpenBLAS.
+"""Frontier products: recir's kernels (`gemm.py`) against OpenBLAS.
 
 A TreeLSTM's internal-node weight W (5h x 2h), h = 150 and 256, against a
 frontier of 1 to 128 rows: the forward `x @ W.T` (`nt`), the backward
@@ -43,13 +43,13 @@ def product(kind: str, m: int, h: int, threads: int, rng: np.random.Generator
     kernel, for `nt` also its team form on `threads`), results checked equal:
     `nt` the forward x @ W.T, `nn` the backward dY @ W, `tn` the weight
     gradient dY.T @ X over m rows (`gemm.py`)."""
-    from recir.backend.kernels import gemm, smallgemm
+    from recir.backend.kernels import gemm
 
     w = rng.standard_normal((5 * h, 2 * h), dtype=np.float32)
     x = rng.standard_normal((m, 2 * h), dtype=np.float32)
     dy = rng.standard_normal((m, 5 * h), dtype=np.float32)
     if kind == "nt":
-        thunks = {"openblas": lambda: x @ w.T, "recir": lambda: smallgemm.nt(x, w)}
+        thunks = {"openblas": lambda: x @ w.T, "recir": lambda: gemm.gemm(x, w.T)}
         if threads > 1 and gemm.team_kernel("nt") is not None:
             thunks["team"] = lambda: gemm.gemm(x, w.T, threads=threads, min_work=0)
     elif kind == "nn":

@@ -117,7 +117,7 @@ class GradFunction:
         grads = self.accumulators(into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
-        if self.native.batch_team:
+        if self.native.team:
             shared = [*self.params.values(), *self.gradient_args(grads)]
             return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
         pool = self.pool(threads)

@@ -11,8 +11,10 @@ import ctypes
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import f32, i32
 
 from recir.backend.engine import openmp
 from recir.backend.policy import (
@@ -23,76 +25,11 @@ from recir.backend.policy import (
     max_budget,
     save_tuned,
 )
-from recir.context import make_context
-from recir.frontend import TracedModel
+from recir import frontend as rf
+from recir.frontend import SubGraph, TracedModel, cond, structure, trace, vector
 from recir.frontier_compile import compile_frontier
-from recir.parsing import parse_module
 from recir.pipeline import compile_module
 
-FIB_IR = """
-func.func @fib(%n: i32) -> i32 {
-  invoke.subgraph @fib_rec(%k: i32) -> i32 {
-    %one = arith.constant 1 : i32
-    %two = arith.constant 2 : i32
-    %base = arith.cmpi sle, %k, %one : i32
-    %r = scf.if %base -> (i32) {
-      scf.yield %one : i32
-    } else {
-      %k1 = arith.subi %k, %one : i32
-      %k2 = arith.subi %k, %two : i32
-      %a = invoke.invoke @fib_rec(%k1) : (i32) -> i32
-      %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
-      %s = arith.addi %a, %b : i32
-      scf.yield %s : i32
-    }
-    invoke.return %r : i32
-  }
-  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
-  func.return %r : i32
-}
-"""
-# TreeRNN with a 2-wide state: its products take no time, what remains is
-# the frontier's cost per call, per height and per row
-TINY_TREE_IR = """
-func.func @tiny(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>,
-                %label: tensor<?xi32>, %root: i32, %emb: tensor<3x2xf32>,
-                %w: tensor<2x4xf32>, %b: tensor<2xf32>, %w_out: tensor<5x2xf32>,
-                %b_out: tensor<5xf32>) -> (tensor<2xf32>, f32) {
-  invoke.subgraph @node(%i: i32) -> (tensor<2xf32>, f32) {
-    %l = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
-    %zero = arith.constant 0 : i32
-    %is_leaf = arith.cmpi slt, %l, %zero : i32
-    %h, %s = scf.if %is_leaf -> (tensor<2xf32>, f32) {
-      %wd = tmath.extract %word[%i] : tensor<?xi32>, i32 -> i32
-      %x = tmath.gather %emb[%wd] : tensor<3x2xf32>, i32 -> tensor<2xf32>
-      %o = tmath.matvec %w_out, %x : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
-      %ob = tmath.add %o, %b_out : tensor<5xf32>
-      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
-      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
-      scf.yield %x, %loss : tensor<2xf32>, f32
-    } else {
-      %li = tmath.extract %left[%i] : tensor<?xi32>, i32 -> i32
-      %hl, %sl = invoke.invoke @node(%li) : (i32) -> (tensor<2xf32>, f32)
-      %ri = tmath.extract %right[%i] : tensor<?xi32>, i32 -> i32
-      %hr, %sr = invoke.invoke @node(%ri) : (i32) -> (tensor<2xf32>, f32)
-      %c = tmath.concat %hl, %hr : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
-      %p = tmath.matvec %w, %c : tensor<2x4xf32>, tensor<4xf32> -> tensor<2xf32>
-      %pb = tmath.add %p, %b : tensor<2xf32>
-      %hi = tmath.tanh %pb : tensor<2xf32>
-      %sum = arith.addf %sl, %sr : f32
-      %o = tmath.matvec %w_out, %hi : tensor<5x2xf32>, tensor<2xf32> -> tensor<5xf32>
-      %ob = tmath.add %o, %b_out : tensor<5xf32>
-      %y = tmath.extract %label[%i] : tensor<?xi32>, i32 -> i32
-      %loss = tmath.softmax_xent %ob, %y : tensor<5xf32>, i32 -> f32
-      %total = arith.addf %loss, %sum : f32
-      scf.yield %hi, %total : tensor<2xf32>, f32
-    }
-    invoke.return %h, %s : tensor<2xf32>, f32
-  }
-  %h, %s = invoke.invoke @node(%root) : (i32) -> (tensor<2xf32>, f32)
-  func.return %h, %s : tensor<2xf32>, f32
-}
-"""
 TINY_SHAPES = {"emb": (3, 2), "w": (2, 4), "b": (2,), "w_out": (5, 2), "b_out": (5,)}
 CHAIN_HEIGHTS = 64  # a caterpillar: one internal node and a leaf a height
 COMPLETE_HEIGHTS = 10  # a complete tree: 1023 nodes in 10 heights
@@ -149,8 +86,7 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
     levels: fib's tree is unbalanced; n large enough that each thread's
     share is `SHARE_S`) gives the cores the team amounts to;
     the time that 2^6 times as many tasks add, times those cores, their cost."""
-    fib = compile_module(parse_module(make_context(), FIB_IR, "fib"), "fib",
-                         cache_dir=cache_dir, threads=threads)
+    fib = compile_module(fib_model().module, "fib", cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
     def fib_seconds(n: int, budget: int) -> float:
@@ -167,6 +103,22 @@ def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[floa
     return share, task_s
 
 
+def fib_model() -> TracedModel:
+    """fib(n) with its two recursive calls independent: tasks at threads > 1."""
+    with trace("fib") as m:
+        n = m.input("n", i32)
+        with SubGraph("fib_rec", [i32], [i32]) as rec:
+            (k,) = rec.inputs
+
+            def smaller() -> Any:
+                k1, k2 = k - 1, k - 2
+                return rec(k1) + rec(k2)
+
+            rec.output(cond(k <= 1, lambda: 1, smaller))
+        m.output(rec(n))
+    return m.traced
+
+
 def fib_size(alone_seconds: Callable[[int], float], threads: int) -> tuple[int, float]:
     """The first fib n from `FIB_N` up (by 2: 2.6 times the calls each) whose
     one-thread time gives each of `threads` threads `SHARE_S`, at most
@@ -180,15 +132,10 @@ def fib_size(alone_seconds: Callable[[int], float], threads: int) -> tuple[int, 
 
 def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     """`frontier_call_s`, `height_s` and `row_s` (`batching="auto"`'s), from
-    one-thread frontier calls of a tiny tree model (`TINY_TREE_IR`) on a
+    one-thread frontier calls of a tiny tree model (`tiny_tree_model`) on a
     leaf, a caterpillar and a complete tree: the two trees' times over the
     leaf's are (heights - 1) x height_s + (nodes - 1) x row_s each."""
-    rng = np.random.default_rng(0)
-    params = {k: rng.standard_normal(shape).astype(np.float32)
-              for k, shape in TINY_SHAPES.items()}
-    module = parse_module(make_context(), TINY_TREE_IR, "tiny")
-    model = TracedModel(module, "tiny", ["left", "right", "word", "label", "root"], params)
-    frontier = compile_frontier(model, cache_dir=cache_dir, threads=1)
+    frontier = compile_frontier(tiny_tree_model(), cache_dir=cache_dir, threads=1)
 
     def seconds(children: list[tuple[int, int]], root: int) -> float:
         left = np.array([c[0] for c in children], np.int32)
@@ -211,6 +158,37 @@ def frontier_costs(cache_dir: Path | str | None) -> dict[str, float]:
     height_s, row_s = np.maximum(np.linalg.solve(counts, over), 0.0)
     return {"frontier_call_s": float(max(leaf - height_s - row_s, 0.0)),
             "height_s": float(height_s), "row_s": float(row_s)}
+
+
+def tiny_tree_model() -> TracedModel:
+    """TreeRNN with a 2-wide state (`TINY_SHAPES`): its products take no
+    time, what remains is the frontier's cost per call, per height and per row."""
+    rng = np.random.default_rng(0)
+    with trace("tiny") as m:
+        left, right, word, label = (m.input(n, structure())
+                                    for n in ("left", "right", "word", "label"))
+        root = m.input("root", i32)
+        p = {k: m.param(k, rng.standard_normal(shape).astype(np.float32))
+             for k, shape in TINY_SHAPES.items()}
+        with SubGraph("node", [i32], [vector(2), f32]) as node:
+            (i,) = node.inputs
+
+            def loss(h: Any) -> Any:
+                return rf.softmax_xent(p["w_out"] @ h + p["b_out"], label[i])
+
+            def leaf() -> Any:
+                x = rf.gather(p["emb"], word[i])
+                return x, loss(x)
+
+            def inner() -> Any:
+                (hl, sl), (hr, sr) = node(left[i]), node(right[i])
+                h = rf.tanh(p["w"] @ rf.concat([hl, hr]) + p["b"])
+                below = sl + sr
+                return h, loss(h) + below
+
+            node.output(*cond(left[i] < 0, leaf, inner))
+        m.output(*node(root))
+    return m.traced
 
 
 def l3_slowdown() -> float:

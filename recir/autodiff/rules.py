@@ -106,21 +106,32 @@ def add(e, op, dy, p):
     return [(0, dy), (1, dy)]
 
 
+def ops_like(op: Operation) -> tuple[type[Operation], type[Operation], type[Operation]]:
+    """(neg, mul, div) of `op`'s dialect: the same rules serve tmath's ops and
+    arith's f32 ones (on scalars, or on rows: `ROW_ARITH`)."""
+    if isinstance(op, arith.FloatingPointLikeBinaryOperation | arith.NegfOp):
+        return arith.NegfOp, arith.MulfOp, arith.DivfOp
+    return tmath.NegOp, tmath.MulOp, tmath.DivOp
+
+
 def sub(e, op, dy, p):
-    return [(0, dy), (1, e(tmath.NegOp(dy)))]
+    negate, _, _ = ops_like(op)
+    return [(0, dy), (1, e(negate(dy)))]
 
 
 def mul(e, op, dy, p):
-    return [(0, e(tmath.MulOp(dy, p(op.rhs)))), (1, e(tmath.MulOp(dy, p(op.lhs))))]
+    _, times, _ = ops_like(op)
+    return [(0, e(times(dy, p(op.rhs)))), (1, e(times(dy, p(op.lhs))))]
 
 
 def div(e, op, dy, p):
-    da = e(tmath.DivOp(dy, p(op.rhs)))
-    return [(0, da), (1, e(tmath.NegOp(e(tmath.MulOp(da, p(op.result))))))]
+    negate, times, over = ops_like(op)
+    da = e(over(dy, p(op.rhs)))
+    return [(0, da), (1, e(negate(e(times(da, p(op.result))))))]
 
 
 def neg(e, op, dy, p):
-    return [(0, e(tmath.NegOp(dy)))]
+    return [(0, e(ops_like(op)[0](dy)))]
 
 
 def sigmoid(e, op, dy, p):
@@ -222,23 +233,6 @@ def softmax_xent(e, op, dl, p):
     return [(0, e(tmath.SubOp(probs, e.onehot(p(op.label), dl, logits))))]
 
 
-def subf(e, op, dy, p):
-    return [(0, dy), (1, e(arith.NegfOp(dy)))]
-
-
-def mulf(e, op, dy, p):
-    return [(0, e(arith.MulfOp(dy, p(op.rhs)))), (1, e(arith.MulfOp(dy, p(op.lhs))))]
-
-
-def divf(e, op, dy, p):
-    da = e(arith.DivfOp(dy, p(op.rhs)))
-    return [(0, da), (1, e(arith.NegfOp(e(arith.MulfOp(da, p(op.result))))))]
-
-
-def negf(e, op, dy, p):
-    return [(0, e(arith.NegfOp(dy)))]
-
-
 def select(e, op, dy, p):
     zero = e.zero(dy.type)
     cond = p(op.cond)
@@ -267,8 +261,8 @@ VJP_RULES: dict[type[Operation], Rule] = {
     tmath.ConcatOp: concat, tmath.SliceOp: slice_, tmath.GatherOp: gather,
     tmath.ExtractOp: extract, tmath.SumOp: sum_, tmath.MaxOp: max_,
     tmath.SoftmaxOp: softmax, tmath.SoftmaxCrossEntropyOp: softmax_xent,
-    arith.AddfOp: add, arith.SubfOp: subf, arith.MulfOp: mulf, arith.DivfOp: divf,
-    arith.NegfOp: negf, arith.SelectOp: select, arith.ConstantOp: nothing,
+    arith.AddfOp: add, arith.SubfOp: sub, arith.MulfOp: mul, arith.DivfOp: div,
+    arith.NegfOp: neg, arith.SelectOp: select, arith.ConstantOp: nothing,
     arith.SIToFPOp: nothing, arith.UIToFPOp: nothing,
     frontier.TakeOp: take, frontier.MergeOp: merge, frontier.BroadcastOp: broadcast,
 }

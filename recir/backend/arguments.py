@@ -37,10 +37,6 @@ def c_scalar(typ: Attribute) -> type:
     raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
 
 
-def is_tensor(typ: Attribute) -> bool:
-    return isinstance(typ, TensorType)
-
-
 class Arguments:
     """How the inputs of `@name` (bound parameters last) become its entry
     points' fields, and its results come back. What calls share is read-only
@@ -52,7 +48,7 @@ class Arguments:
         self.outputs = list(signature.outputs)
         self.params = [np.ascontiguousarray(p, dtype=np.float32) for p in params]
         self.shapes = [(tuple(t.get_shape()), np.dtype(np.int32 if isinstance(
-            t.element_type, IntegerType) else np.float32)) if is_tensor(t) else None
+            t.element_type, IntegerType) else np.float32)) if isinstance(t, TensorType) else None
             for t in self.inputs]
         # per argument: how `prepare` passes it; per output: its shape (a
         # tensor) or its ctype
@@ -60,14 +56,14 @@ class Arguments:
                         for sh, t in zip(self.shapes, self.inputs, strict=True)]
         self.sized_count = sum(kind == SIZED for kind, _, _ in self.passing)
         public = self.public = len(self.inputs) - len(self.params)
-        self.out_kinds = [tuple(t.get_shape()) if is_tensor(t) else c_scalar(t)
+        self.out_kinds = [tuple(t.get_shape()) if isinstance(t, TensorType) else c_scalar(t)
                           for t in self.outputs]
-        scalars = [t for t in self.outputs if not is_tensor(t)]
+        scalars = [t for t in self.outputs if not isinstance(t, TensorType)]
         self.returns_one = len(scalars) == 1
         self.restype = c_scalar(scalars[0]) if self.returns_one else None
         # the public scalar inputs `fields` packs, with their ctypes
         self.scalar_inputs = [(i, c_scalar(typ)) for i, typ in enumerate(self.inputs[:public])
-                              if not is_tensor(typ)]
+                              if not isinstance(typ, TensorType)]
         # per argument: the last array of fixed shape passed, its shape, address and dtype
         self.last: list[tuple[np.ndarray, tuple[int, ...], int, np.dtype] | None] = [None] * len(
             self.inputs)
@@ -158,11 +154,8 @@ class Arguments:
     def argument(self, index: int, value: Any, typ: Attribute, keep: list[Any]) -> Any:
         """What the native entry takes for `value`, converted and checked
         (`prepare` passes arrays already in the right form without this)."""
-        value = coerce_argument(index, value, typ)
-        if isinstance(typ, IntegerType) and typ.width.data == 32 and not (
-                -(1 << 31) <= value < (1 << 31)):
-            raise RecirError(f"error: argument {index} ({typ}) does not fit: {value}")
-        if not is_tensor(typ):
+        value = coerce_argument(index, value, typ)  # (an integer in its type's range)
+        if not isinstance(typ, TensorType):
             return value
         keep.append(value)
         if typ.get_shape()[0] >= 0:

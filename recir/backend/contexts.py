@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from threading import get_ident
 from typing import Any
 
-from recir.backend.interrupts import RUNNING
 from recir.backend.tape_pool import TAPES
 from recir.passes.native_context import CONTEXT_BYTES, CONTEXT_FIELDS, OFFSETS
 
@@ -44,7 +42,6 @@ def lone_context(stack_limit: int, tape: bool = False) -> Context:
     ctx = Context(stack_limit)
     ctx.spawn_budget = NO_TASKS
     ctx.contexts = ctypes.addressof(ctx)
-    RUNNING[get_ident()] = ctx  # what Ctrl-C stops
     if tape:
         TAPES.seed(ctx)
     return ctx

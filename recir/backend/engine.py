@@ -149,10 +149,8 @@ class Engine:
         self.engine.finalize_object()
 
     def lookup(self, name: str) -> int:
+        """The address of `name`'s code, 0 where the object has none."""
         return self.engine.get_function_address(name)
-
-    def has(self, name: str) -> bool:
-        return bool(self.lookup(name))
 
     def address(self, name: str) -> int:
         address = self.lookup(name)

@@ -20,7 +20,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
-from recir.backend import stack
+from recir.backend import interrupts, stack
 from recir.backend.arguments import ArrayDescriptor, c_scalar
 from recir.backend.array_address import data_address
 from recir.backend.contexts import Context, lone_context
@@ -101,7 +101,11 @@ class NativeRowFunction:
             for descriptor in self.descriptors:  # no room given: results go to the scratch
                 descriptor.length, descriptor.data = 0, 0
             ctx = lone_context(stack.stack_limit())
-            self.function(ctypes.addressof(ctx), *args, self.scratch_at, self.scratch.nbytes)
+            key = interrupts.begin(ctx)
+            try:
+                self.function(ctypes.addressof(ctx), *args, self.scratch_at, self.scratch.nbytes)
+            finally:
+                interrupts.end(key)
             if not self.scratch_ran_out(ctx):
                 break
             needed *= 4

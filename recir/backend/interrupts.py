@@ -13,10 +13,11 @@ calls: `passes/prologue.py`). The runtime then raises KeyboardInterrupt in
 the thread that made the call, whichever it is. The watcher needs the GIL,
 which the native call has released.
 
-A call's contexts are registered per thread when they are made
-(`running`): a dictionary store, no work in native code. A team's contexts
-are set up again by the team entry when it starts; a Ctrl-C in the few
-microseconds between is lost, as one is before a call starts.
+A call's contexts are registered per thread while it runs (`begin`, `end`):
+a dictionary store, no work in native code. A team entry sets its contexts
+up again when it starts, which clears a stop made since the call began, so
+the watcher stops the calls that began before a Ctrl-C again every
+`RESTOP_S` while they run. A Ctrl-C before a call begins is CPython's alone.
 
 The handler is installed only over CPython's own, while the Python-level
 handler is `signal.default_int_handler`: with a handler of the user's,
@@ -31,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from xdsl.dialects import llvm
@@ -45,9 +47,10 @@ STOPPED = (1 << 64) - 1  # a stack limit no frame is above
 SIG_IGN, SA_SIGINFO = 1, 4  # Linux values (SIG_DFL is 0)
 
 # per thread (by `threading.get_ident`), the context or team contexts of its
-# latest call; a stopped finished call's are never read again, or are reset
-# by the team entry
-RUNNING: dict[int, Any] = {}
+# running call and the count of Ctrl-Cs the watcher had seen when it began
+RUNNING: dict[int, tuple[Any, int]] = {}
+SEEN = [0]  # Ctrl-Cs the watcher has read
+RESTOP_S = 1e-3  # how often calls begun before a Ctrl-C are stopped again while they run
 
 
 class SigAction(ctypes.Structure):
@@ -90,16 +93,33 @@ def stop(held: Any, error: int) -> None:
         ctx.stack_limit = STOPPED
 
 
+def begin(held: Any) -> int:
+    """Registers `held` (a context, or a team's) as this thread's running
+    call, what Ctrl-C stops; the key for `end`."""
+    key = threading.get_ident()
+    RUNNING[key] = (held, SEEN[0])
+    return key
+
+
+def end(key: int) -> None:
+    RUNNING.pop(key, None)
+
+
 def watch(fd: int) -> None:
-    """Stops every running call each time the handler writes to `fd`."""
+    """Stops every running call each time the handler writes to `fd`, and
+    again while any that began before it still runs (its team entry may
+    have set its contexts up after the stop)."""
     while True:
         try:
             if not os.read(fd, 64):
                 return
         except OSError:
             return
-        for held in list(RUNNING.values()):
-            stop(held, ERROR_INTERRUPT)
+        SEEN[0] += 1
+        while began := [held for held, seen in list(RUNNING.values()) if seen < SEEN[0]]:
+            for held in began:
+                stop(held, ERROR_INTERRUPT)
+            time.sleep(RESTOP_S)
 
 
 def current() -> SigAction:
@@ -172,6 +192,7 @@ def forked() -> None:
     for fd in _installed.pop("pipe", ()):
         os.close(fd)
     RUNNING.clear()
+    SEEN[0] = 0
 
 
 os.register_at_fork(after_in_child=forked)

@@ -15,18 +15,16 @@ import ctypes
 from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
-from threading import get_ident
 from typing import Any
 
 import numpy as np
 
-from recir.backend import stack
+from recir.backend import interrupts, stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
-from recir.backend.interrupts import RUNNING
 from recir.backend.policy import defer_outer_bytes
 from recir.backend.schedule_specs import (
     ExpansionSpec,
@@ -124,8 +122,11 @@ class NativeLoop:
             plan[3] = needed
             contexts = self.contexts(threads)
             self.bind(plan, contexts)
-            RUNNING[get_ident()] = contexts  # what Ctrl-C stops
-            self.function(contexts.address, data_address(plan))
+            key = interrupts.begin(contexts)
+            try:
+                self.function(contexts.address, data_address(plan))
+            finally:
+                interrupts.end(key)
             if not any(native.scratch_ran_out(ctx) for ctx in contexts.views):
                 break
             needed *= 4

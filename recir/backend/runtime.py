@@ -22,7 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import FunctionType
 
 from recir.backend import interrupts, policy, stack
-from recir.backend.arguments import Arguments, pack, rows_of
+from recir.backend.arguments import Arguments, rows_of
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -71,8 +71,7 @@ class NativeFunction:
         self.packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.packed_address)
         # code with tasks has a team entry; code without (no independent calls) runs as is
         team = f"{name}{TEAM_ENTRY}"
-        self.team = engine.address(team) if threads > 1 and engine.has(team) else 0
-        self.batch_team = self.team  # whether `batch` runs on a team (`recir/auto.py` reads it)
+        self.team = engine.lookup(team) if threads > 1 else 0  # (0 where it has none)
         self.contexts = KeptContexts(len(arguments.inputs), copied if self.team else (),
                                      arguments.shapes)
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)
@@ -153,22 +152,15 @@ class NativeFunction:
         the stack the call needs, and raises its error: inference on this
         thread's stack, again on a deep one if the recursion ran out there;
         gradients on a deep stack from the start (this thread's switched
-        stack, else the deep-stack worker's)."""
-        # (without switching stacks, a retry runs alone on a deep-stack thread)
-        retry = (lambda: self.alone(args)) if once is None else (lambda: once(False))
+        stack, else the deep-stack worker's, which lasts: it may form teams)."""
         if once is None:
             once = (lambda switch: self.alone(args, switch)) if threads < 2 else (
                 lambda switch: self.one_on_team(args, threads, budget, switch))
-        if self.deep_only and stack.SWITCHING:
-            ctx, returned = once(True)
-        elif self.deep_only:
-            ctx, returned = stack.DEEP_WORKER.run(lambda: once(False))
-        else:
+        if not self.deep_only:
             ctx, returned = once(False)
-            if ctx.error == ERROR_STACK and stack.SWITCHING:
-                ctx, returned = once(True)
-            elif ctx.error == ERROR_STACK:
-                ctx, returned = stack.on_deep_stack(retry)
+        if self.deep_only or ctx.error == ERROR_STACK:
+            ctx, returned = once(True) if stack.SWITCHING else \
+                stack.DEEP_WORKER.run(lambda: once(False))
         self.last_tape_bytes = ctx.tape_bytes
         self.raise_error(ctx)
         return returned
@@ -187,12 +179,14 @@ class NativeFunction:
                                  ctypes.addressof(slot)])
         address = data.buffer_info()[0]
         unwatch = watch(ctx) if watch is not None else None
+        key = interrupts.begin(ctx)
         try:
             if deep is None:
                 self.packed(address)
             else:
                 deep.call(self.packed_address, address)
         finally:
+            interrupts.end(key)
             if unwatch is not None:
                 unwatch()
             TAPES.release(ctx)
@@ -216,9 +210,11 @@ class NativeFunction:
         buffers, which every call of a batch adds into)."""
         contexts = self.contexts.take(threads, budget, args, self.deep_only)
         logs = self.outer_logs(contexts.views)
+        key = interrupts.begin(contexts)
         try:
             return run_team(self.team, contexts, payload(contexts), switch)
         finally:
+            interrupts.end(key)
             logs.add_into(args)
             self.contexts.give_back(contexts, self.deep_only)
 
@@ -257,13 +253,9 @@ class NativeFunction:
 
         def payload(contexts: Any) -> list[int]:
             words = [count]
-            record = [contexts.address, *range(arguments.public), *arguments.param_fields]
-            public = arguments.public
-            for k, args in enumerate(prepared):
-                record[1:1 + public] = args[:public]
-                for i, typ in arguments.scalar_inputs:
-                    record[1 + i] = pack(args[i], typ)
-                words += record
+            for k, args in enumerate(prepared):  # a record per call, as `one_on_team`'s
+                words.append(contexts.address)
+                words += arguments.fields(args)
                 words += [base + k * stride for base, stride in rows]
             return words
 

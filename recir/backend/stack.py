@@ -4,7 +4,7 @@ Generated functions compare their frame address with a limit before running,
 so recursion that would overflow returns an error instead of killing Python.
 The limit is the calling thread's stack bottom (from `pthread_getattr_np`)
 plus a margin for the deepest frame; a call that runs out is retried once on
-a thread with a `DEEP_STACK_BYTES` stack. Team calls instead switch the
+a thread with a `DEEP_STACK_BYTES` stack (`DEEP_WORKER`). Team calls instead switch the
 calling thread onto a stack that deep (`SwitchedStack`, glibc's ucontext):
 no hand-over to another thread, and every team is formed by the caller, if
 it lives as long as the process (`TeamLeaders` says why and what others do).
@@ -86,13 +86,6 @@ def outcome_of(outcome: dict[str, object]) -> Any:
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]
-
-
-def on_deep_stack(work: Callable[[], T]) -> T:
-    """Runs `work()` on a fresh thread with a `DEEP_STACK_BYTES` stack."""
-    outcome: dict[str, object] = {}
-    start_deep_thread(lambda: run_into(work, outcome), "recir-deep-stack").join()
-    return outcome_of(outcome)
 
 
 _stack_size_lock = threading.Lock()

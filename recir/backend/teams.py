@@ -17,8 +17,6 @@ import array
 import ctypes
 import weakref
 from collections.abc import Sequence
-from functools import cache
-from threading import get_ident
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,6 @@ import numpy as np
 from recir.backend import stack
 from recir.backend.contexts import NO_ERROR, NO_TASKS, Context, release_kept, team_contexts
 from recir.backend.engine import openmp, openmp_entry
-from recir.backend.interrupts import RUNNING
 from recir.backend.tape_pool import TAPES
 
 
@@ -57,7 +54,6 @@ class KeptContexts:
             for k in self.copied:
                 first[k] = args[k]
         contexts.views[0].spawn_budget = budget or NO_TASKS
-        RUNNING[get_ident()] = contexts  # what Ctrl-C stops
         return contexts
 
     def give_back(self, contexts: Any, tape: bool) -> None:
@@ -103,7 +99,7 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
         if deep is not None:
             deep.call(openmp_entry(), entry, address, len(contexts), 0)
         else:
-            gomp_parallel()(entry, address, len(contexts), 0)
+            openmp().GOMP_parallel(entry, address, len(contexts), 0)  # type: ignore[union-attr]
 
     stack.LEADERS.run(start)
     failed, tape_bytes = None, 0
@@ -117,9 +113,3 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     found = Context.from_buffer_copy(failed if failed is not None else contexts.views[0])
     found.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
     return found
-
-
-@cache
-def gomp_parallel() -> Any:
-    """The OpenMP runtime's `GOMP_parallel`, looked up once."""
-    return openmp().GOMP_parallel  # type: ignore[union-attr]

@@ -67,12 +67,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
-from recir.passes.frame_buffers import declare_heap
+from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
-    CONTEXT_BYTES,
     ERROR_CHECK,
     SPAWN_BUDGET,
     field,
@@ -87,6 +86,7 @@ from recir.passes.entry_points import (
     signature,
     team_declarations,
     team_entry,
+    thread_context,
 )
 from recir.passes.thread_copies import sum_copies_function
 
@@ -135,14 +135,11 @@ def expand_math(op: Operation) -> None:
     Rewriter.erase_op(op)
 
 
-def thread_context(entry: Block) -> SSAValue:
+def task_context(entry: Block) -> SSAValue:
     """The context of the thread running a task: its own in the team's
     array, whose address is the first field of the task's data."""
     b = Emitter(InsertPoint.at_start(entry), InsertPoint.at_start(entry))
-    contexts = b.load(entry.args[0], 0, PTR)
-    thread = b.value(llvm.CallOp("omp_get_thread_num", return_type=i32))
-    offset = b.mul(b.value(arith.ExtSIOp(thread, i64)), CONTEXT_BYTES)
-    return b.value(llvm.GEPOp.from_mixed_indices(contexts, [offset], i8))
+    return thread_context(b, b.load(entry.args[0], 0, PTR))[1]
 
 
 class FunctionConversion:
@@ -166,7 +163,7 @@ class FunctionConversion:
     def run(self) -> llvm.FuncOp:
         body = self.function.detach_region(self.function.body)
         entry = body.blocks[0]
-        self.ctx = thread_context(entry) if self.task else entry.insert_arg(PTR, 0)
+        self.ctx = task_context(entry) if self.task else entry.insert_arg(PTR, 0)
         self.out_params = [] if self.returns_one else [
             entry.insert_arg(PTR, len(entry.args)) for _ in self.results]
         self.fail = self.failure_block(body)
@@ -222,12 +219,12 @@ class FunctionConversion:
             self.convert_invoke(op)
         elif isinstance(op, func.ReturnOp):
             self.convert_return(op)
-        elif isinstance(op, tape.NewOp):
-            self.convert_new_frame(op)
+        elif isinstance(op, tape.NewOp):  # a frame from the arena
+            self.allocate(op, op.frame, ALLOC, op.bytes.value.data)
         elif isinstance(op, adjoint.ThreadCopyOp):
             self.convert_thread_copy(op)
-        elif isinstance(op, adjoint.LogReserveOp):
-            self.convert_log_reserve(op)
+        elif isinstance(op, adjoint.LogReserveOp):  # room in this thread's log
+            self.allocate(op, op.result, RESERVE, op.slot.value.data, op.bytes.value.data)
         elif isinstance(op, invoke.SpawnBudgetOp):
             self.convert_spawn_budget(op)
         elif isinstance(op, invoke.ContextOp):
@@ -277,24 +274,13 @@ class FunctionConversion:
             old.replace_all_uses_with(new)
         Rewriter.erase_op(op)
 
-    def convert_new_frame(self, op: tape.NewOp) -> None:
-        """A frame from the arena; out of memory is an error return."""
+    def allocate(self, op: Operation, result: SSAValue, callee: str, *sizes: int) -> None:
+        """`op`'s `result` as `callee(ctx, *sizes)`'s pointer; out of memory
+        (a null one) is an error return."""
         b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        call = b.op(llvm.CallOp(ALLOC, self.ctx, b.i64(op.bytes.value.data), return_type=PTR))
-        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
-        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
-        op.frame.replace_all_uses_with(call.results[0])
-        self.branch_unless(ok.owner, ok, self.fail)
-        Rewriter.erase_op(op)
-
-    def convert_log_reserve(self, op: adjoint.LogReserveOp) -> None:
-        """Room in this thread's log; out of memory is an error return."""
-        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-        call = b.op(llvm.CallOp(RESERVE, self.ctx, b.i64(op.slot.value.data),
-                                b.i64(op.bytes.value.data), return_type=PTR))
-        address = b.value(llvm.PtrToIntOp(call.results[0], i64))
-        ok = b.value(arith.CmpiOp(address, b.i64(0), "ne"))
-        op.result.replace_all_uses_with(call.results[0])
+        call = b.op(llvm.CallOp(callee, self.ctx, *map(b.i64, sizes), return_type=PTR))
+        ok = allocated(b, call.results[0])
+        result.replace_all_uses_with(call.results[0])
         self.branch_unless(ok.owner, ok, self.fail)
         Rewriter.erase_op(op)
 

@@ -16,7 +16,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.passes.convert_invoke_to_gomp import byte_offset, call_task, declare
-from recir.passes.llvm_functions import lower_to_llvm
+from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     CONTEXT_BYTES,
@@ -58,7 +58,7 @@ def team_declarations() -> list[Operation]:
     return [declare(*entry) for entry in TEAM_DECLARATIONS]
 
 
-Build = Callable[[Emitter, SSAValue, SSAValue, Block], list[Block]]
+Build = Callable[[Emitter, SSAValue], None]  # (the thread running the call(s), data)
 Copies = Sequence[tuple[int, int]]  # (entry argument, f32 elements) of each copied buffer
 
 
@@ -110,45 +110,20 @@ def team_entry(function: llvm.FuncOp, copies: Copies = ()
     item = call_entry(f"{name}__item", function, task=True)
     stride = 8 * (1 + len(inputs) + (1 if output else 0))
 
-    def run_all(b: Emitter, data: SSAValue, ctx: SSAValue, done: Block) -> list[Block]:
-        def spawn(w: Emitter, index: SSAValue) -> Emitter:
+    def run_all(b: Emitter, data: SSAValue) -> None:
+        def spawn(w: Emitter, index: SSAValue) -> None:
             record = byte_offset(w, data, w.add(24, w.mul(index, stride)))
             call_task(w, item.sym_name.data, record, stride)
-            return w
 
-        lone, spawning = Block(), Block()
         count = b.load(byte_offset(b, data, 16), 0, i64)
-        b.op(llvm.CondBrOp(b.value(arith.CmpiOp(count, b.i64(1), "eq")), lone, (),
-                           spawning, ()))
-        here = b.at(InsertPoint.at_end(lone))
-        here.op(llvm.CallOp(item.sym_name.data, byte_offset(here, data, 24)))
-        here.op(llvm.BrOp(done))
-        blocks: list[Block] = [lone, spawning]
-        w = b.at(InsertPoint.at_end(spawning))
-        counted_loop(w, w.i64(0), count, blocks, spawn).op(llvm.BrOp(done))
-        return blocks
+        b.when(b.value(arith.CmpiOp(count, b.i64(1), "eq")),
+               lambda here: here.op(llvm.CallOp(item.sym_name.data, byte_offset(here, data, 24))),
+               lambda w: w.each(count, spawn))
 
     return team_function(f"{name}{TEAM_ENTRY}", run_all, summer(function, copies)), item
 
 
 SUM_COPIES = "__sum_copies"  # `thread_copies.sum_copies_function`
-
-
-def counted_loop(b: Emitter, lo: SSAValue, hi: SSAValue, blocks: list[Block],
-                 body: Callable[[Emitter, SSAValue], Emitter]) -> Emitter:
-    """`for i in [lo, hi)` in blocks (appended to `blocks` so that values are
-    defined before the blocks that use them: llvm_convert converts in order);
-    `body` emits one iteration and returns where it ends. Returns the
-    emitter after the loop."""
-    head, loop, after = Block(arg_types=[i64]), Block(), Block()
-    b.op(llvm.BrOp(head, lo))
-    h = b.at(InsertPoint.at_end(head))
-    h.op(llvm.CondBrOp(h.value(arith.CmpiOp(head.args[0], hi, "slt")), loop, (), after, ()))
-    blocks += [head, loop]
-    end = body(b.at(InsertPoint.at_end(loop)), head.args[0])
-    end.op(llvm.BrOp(head, end.add(head.args[0], 1)))
-    blocks.append(after)
-    return b.at(InsertPoint.at_end(after))
 
 
 def signature(function: llvm.FuncOp) -> tuple[list[Attribute], Attribute | None]:
@@ -172,43 +147,38 @@ def team_function(name: str, build: Build, sums: str | None = None) -> llvm.Func
     (the `thread_copies.sum_copies_function` of gradient buffers each
     thread adds into its own copy of), every thread then calls it to add
     them up."""
-    entry, call, done = Block(arg_types=[PTR]), Block(), Block()
-    data = entry.args[0]
-    b = Emitter(InsertPoint.at_end(entry), InsertPoint.at_start(entry))
+    function, b, (data,) = new_function(name, [PTR], private=False)
     contexts = b.load(data, 0, PTR)
     thread, ctx = thread_context(b, contexts)
     b.store(b.i64(0), field(b, ctx, ERROR_OFFSET), 0)  # error and site: contexts are reused
     # the call's spawn budget, which Python sets in thread 0's context only
     b.store(b.load(field(b, contexts, SPAWN_BUDGET), 0, i64), field(b, ctx, SPAWN_BUDGET), 0)
-    main, worker, ready = Block(), Block(), Block()
-    first = b.value(arith.CmpiOp(thread, b.const(0, i32), "eq"))
-    b.op(llvm.CondBrOp(first, main, (), worker, ()))
-    b = Emitter(InsertPoint.at_end(main), InsertPoint.at_start(entry))
-    b.store(b.load(byte_offset(b, data, 8), 0, i64), ctx, 0)
-    b.op(llvm.BrOp(ready))
-    b = Emitter(InsertPoint.at_end(worker), InsertPoint.at_start(entry))
-    # a kept context remembers its thread's limit (pthread_getattr_np costs
-    # a malloc and a system call on the worker's way to its first task)
-    me = b.value(llvm.CallOp("pthread_self", return_type=i64))
-    owner = b.value(arith.CmpiOp(b.load(field(b, ctx, STACK_OWNER), 0, i64), me, "eq"))
-    intact = b.value(arith.CmpiOp(b.load(ctx, 0, i64), b.i64(-1), "ne"))  # no error raised it
-    lookup = Block()
-    b.op(llvm.CondBrOp(b.value(arith.AndIOp(owner, intact)), ready, (), lookup, ()))
-    b = Emitter(InsertPoint.at_end(lookup), InsertPoint.at_start(entry))
-    attr = b.alloca(16, i64)  # pthread_attr_t: 56 bytes on glibc
-    low, size = b.alloca(1, PTR), b.alloca(1, i64)
-    b.op(llvm.CallOp("pthread_getattr_np", me, attr, return_type=i32))
-    b.op(llvm.CallOp("pthread_attr_getstack", attr, low, size, return_type=i32))
-    b.op(llvm.CallOp("pthread_attr_destroy", attr, return_type=i32))
-    bottom = b.value(llvm.PtrToIntOp(b.load(low, 0, PTR), i64))
-    b.store(b.add(bottom, MARGIN_BYTES), ctx, 0)
-    b.store(me, field(b, ctx, STACK_OWNER), 0)
-    b.op(llvm.BrOp(ready))
-    b = Emitter(InsertPoint.at_end(ready), InsertPoint.at_start(entry))
+
+    def look_up(e: Emitter, me: SSAValue) -> None:
+        attr = e.alloca(16, i64)  # pthread_attr_t: 56 bytes on glibc
+        low, size = e.alloca(1, PTR), e.alloca(1, i64)
+        e.op(llvm.CallOp("pthread_getattr_np", me, attr, return_type=i32))
+        e.op(llvm.CallOp("pthread_attr_getstack", attr, low, size, return_type=i32))
+        e.op(llvm.CallOp("pthread_attr_destroy", attr, return_type=i32))
+        bottom = e.value(llvm.PtrToIntOp(e.load(low, 0, PTR), i64))
+        e.store(e.add(bottom, MARGIN_BYTES), ctx, 0)
+        e.store(me, field(e, ctx, STACK_OWNER), 0)
+
+    def worker(e: Emitter) -> None:
+        # a kept context remembers its thread's limit (pthread_getattr_np costs
+        # a malloc and a system call on the worker's way to its first task)
+        me = e.value(llvm.CallOp("pthread_self", return_type=i64))
+        owner = e.value(arith.CmpiOp(e.load(field(e, ctx, STACK_OWNER), 0, i64), me, "eq"))
+        intact = e.value(arith.CmpiOp(e.load(ctx, 0, i64), e.i64(-1), "ne"))  # no error raised it
+        e.when(e.value(arith.AndIOp(owner, intact)), lambda kept: None,
+               lambda lost: look_up(lost, me))
+
+    b.when(b.value(arith.CmpiOp(thread, b.const(0, i32), "eq")),
+           lambda first: first.store(first.load(byte_offset(first, data, 8), 0, i64), ctx, 0),
+           worker)
     single = b.value(llvm.CallOp("GOMP_single_start", return_type=i8))
-    b.op(llvm.CondBrOp(b.value(arith.CmpiOp(single, b.const(0, i8), "ne")), call, (), done, ()))
-    extra = build(Emitter(InsertPoint.at_end(call), InsertPoint.at_start(entry)), data, ctx, done)
+    b.when(b.value(arith.CmpiOp(single, b.const(0, i8), "ne")), lambda e: build(e, data))
     if sums is not None:
-        done.add_op(llvm.CallOp(sums, contexts, thread))
-    done.add_op(llvm.ReturnOp())
-    return entry_function(name, Region([entry, main, worker, lookup, ready, call, *extra, done]))
+        b.op(llvm.CallOp(sums, contexts, thread))
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function)

@@ -9,7 +9,6 @@ on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
 - `recir_gemm_tn`: A[i, p] at A + i + p lda (a transpose: `dY^T X`, a
   weight's gradient);
 - `recir_gemm_nt`: B[p, j] at B + j ldb + p (`x W^T`, the forward),
-  `recir_sgemm_nt`, the same without `accumulate` (the frontier's records),
   and `recir_gemm_nt_bias(..., C, ldc, bias)`: C = A B^T + the row `bias`
   in every row (a matvec over rows plus its bias, with no pass over C to
   copy the bias in: the tiles start from it).
@@ -309,15 +308,6 @@ def nt_entries() -> list[llvm.FuncOp]:
     return [plain, biased]
 
 
-def records_entry() -> llvm.FuncOp:
-    """`recir_sgemm_nt(m, n, k, A, lda, B, ldb, C, ldc)`: nt without
-    `accumulate`, as the frontier's records call it."""
-    function, b, args = new_function("recir_sgemm_nt", SIGNATURE[:-1], private=False)
-    call(b, "recir_gemm_nt", *args, 0)
-    b.op(llvm.ReturnOp())
-    return function
-
-
 # --- modules -------------------------------------------------------------------------
 
 
@@ -330,7 +320,7 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
                                                       biased=True),
-                 nt_driver(target), *nt_entries(), records_entry()]
+                 nt_driver(target), *nt_entries()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
                 for direct in (False, True)]
@@ -385,8 +375,8 @@ def entry_names() -> list[str]:
     """The kernel object's functions that modules call (`declare_in`,
     `declare_bias_in`, `row_products.with_packed`) or Python does
     (`compiled_gemm.kernel`)."""
-    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_sgemm_nt",
-            "recir_gemm_nt_bias", *(cached_name(layout) for layout in CACHED)]
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias",
+            *(cached_name(layout) for layout in CACHED)]
 
 
 def links(module: ModuleOp) -> list[str]:

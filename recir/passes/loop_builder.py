@@ -140,19 +140,20 @@ class Emitter:
         self.op(build(llvm.StoreOp, lambda: llvm.StoreOp(value, at), (value, at)))
 
     # control
-    def loop(self, count: Index, body: LoopBody,
-             inits: Sequence[SSAValue] = ()) -> Sequence[SSAValue]:
-        """`scf.for %i = 0 to count` with loop-carried `inits`; returns their finals."""
+    def loop(self, count: Index, body: LoopBody, inits: Sequence[SSAValue] = (),
+             start: Index = 0) -> Sequence[SSAValue]:
+        """`scf.for %i = start to count` with loop-carried `inits`; returns their finals."""
         block = Block(arg_types=[i64, *(v.type for v in inits)])
         inner = self.at(InsertPoint.at_end(block))
         yielded = tuple(body(inner, block.args[0], block.args[1:]))
         block.add_op(build(scf.YieldOp, lambda: scf.YieldOp(*yielded), yielded))
-        loop = scf.ForOp(self.i64(0), self.i64(count), self.i64(1), inits, block)
+        loop = scf.ForOp(self.i64(start), self.i64(count), self.i64(1), inits, block)
         return self.op(loop).results
 
-    def each(self, count: Index, body: Callable[[Emitter, SSAValue], object]) -> None:
-        """`scf.for %i = 0 to count` carrying nothing: `body(inner, i)`."""
-        self.loop(count, lambda inner, i, _: (body(inner, i), ())[1])
+    def each(self, count: Index, body: Callable[[Emitter, SSAValue], object],
+             start: Index = 0) -> None:
+        """`scf.for %i = start to count` carrying nothing: `body(inner, i)`."""
+        self.loop(count, lambda inner, i, _: (body(inner, i), ())[1], start=start)
 
     def when(self, condition: SSAValue, then: Callable[[Emitter], None],
              otherwise: Callable[[Emitter], None] | None = None) -> None:

@@ -9,33 +9,17 @@ that LLVM optimises them once per module.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import ArrayAttr, StringAttr, f32, i32, i64
-from xdsl.ir import Attribute, Block, Region, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.dialects.builtin import f32, i32, i64
+from xdsl.ir import SSAValue
 
-from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.entry_points import SUM_COPIES, Copies, byte_offset
+from recir.passes.frame_buffers import allocated
+from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, field
-from recir.passes.entry_points import SUM_COPIES, Copies, byte_offset, counted_loop
 
 SUM_COPY = "__sum_copy"  # its loop over one copied buffer, shared by the buffers
-
-
-def internal_function(name: str, inputs: Sequence[Attribute], blocks: list[Block]
-                      ) -> llvm.FuncOp:
-    """An internal, `noinline` function of `blocks` (arith converted): code
-    that several callers share, so that LLVM optimises its loops once."""
-    region = Region(blocks)
-    for op in list(region.walk()):
-        if (ops := convert_arith(op)) is not None:
-            Rewriter.replace_op(op, ops)
-    function = llvm.FuncOp(name, llvm.LLVMFunctionType(inputs, None),
-                           llvm.LinkageAttr("internal"), body=region)
-    function.attributes["passthrough"] = ArrayAttr([StringAttr("noinline")])
-    return function
 
 
 def sum_copies_function(name: str, copies: Copies) -> list[llvm.FuncOp]:
@@ -46,25 +30,25 @@ def sum_copies_function(name: str, copies: Copies) -> list[llvm.FuncOp]:
     team, not after it in Python. The team, batch and serial batch wrappers
     call it, and it calls `@name__sum_copy` (`sum_copy_function`) for each
     buffer: one copy of the loops, not one per wrapper and buffer. Nothing
-    to add where thread 0 has no table (a team of one). Returns both."""
-    block = Block(arg_types=[PTR, i32])
-    contexts, thread = block.args
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
+    to add where thread 0 has no table (a team of one). Returns both; each
+    is internal and `noinline` (code that several callers share, so that
+    LLVM optimises its loops once)."""
+    function, b, (contexts, thread) = new_function(f"{name}{SUM_COPIES}", [PTR, i32],
+                                                   inline=False)
     b.op(llvm.CallOp("GOMP_barrier"))
     own = b.load(field(b, contexts, ACC_COPIES), 0, PTR)
-    add, finish = Block(), Block([llvm.ReturnOp()])
-    none = b.value(arith.CmpiOp(b.value(llvm.PtrToIntOp(own, i64)), b.i64(0), "eq"))
-    b.op(llvm.CondBrOp(none, finish, (), add, ()))
-    b = b.at(InsertPoint.at_end(add))
-    count = b.value(arith.ExtSIOp(b.value(llvm.CallOp("omp_get_num_threads",
-                                                      return_type=i32)), i64))
-    me = b.value(arith.ExtSIOp(thread, i64))
-    for slot, elements in copies:
-        b.op(llvm.CallOp(f"{name}{SUM_COPY}", contexts, own, me, count, b.i64(8 * slot),
-                         b.i64(elements)))
-    b.op(llvm.BrOp(finish))
-    return [sum_copy_function(name),
-            internal_function(f"{name}{SUM_COPIES}", [PTR, i32], [block, add, finish])]
+
+    def add(e: Emitter) -> None:
+        count = e.value(arith.ExtSIOp(e.value(llvm.CallOp("omp_get_num_threads",
+                                                          return_type=i32)), i64))
+        me = e.value(arith.ExtSIOp(thread, i64))
+        for slot, elements in copies:
+            e.op(llvm.CallOp(f"{name}{SUM_COPY}", contexts, own, me, count, e.i64(8 * slot),
+                             e.i64(elements)))
+
+    b.when(allocated(b, own), add)
+    b.op(llvm.ReturnOp())
+    return [sum_copy_function(name), lower_to_llvm(function)]
 
 
 def sum_copy_function(name: str) -> llvm.FuncOp:
@@ -73,27 +57,25 @@ def sum_copy_function(name: str) -> llvm.FuncOp:
     elements / count) of the other threads' copies of the buffer at byte
     `slot` of their copy tables into `own`'s (thread 0's table), zeroing
     the copies."""
-    block = Block(arg_types=[PTR, PTR, i64, i64, i64, i64])
-    contexts, own, me, count, slot, elements = block.args
-    b = Emitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
-    blocks: list[Block] = []
+    function, b, args = new_function(f"{name}{SUM_COPY}", [PTR, PTR, i64, i64, i64, i64],
+                                     inline=False)
+    contexts, own, me, count, slot, elements = args
     lo = b.value(arith.DivSIOp(b.mul(me, elements), count))
     hi = b.value(arith.DivSIOp(b.mul(b.add(me, 1), elements), count))
     target = b.load(byte_offset(b, own, slot), 0, PTR)
 
-    def each_thread(w: Emitter, other: SSAValue) -> Emitter:
+    def each_thread(w: Emitter, other: SSAValue) -> None:
         ctx = byte_offset(w, contexts, w.mul(other, CONTEXT_BYTES))
         table = w.load(field(w, ctx, ACC_COPIES), 0, PTR)
         copy = w.load(byte_offset(w, table, slot), 0, PTR)
 
-        def each_element(e: Emitter, i: SSAValue) -> Emitter:
+        def each_element(e: Emitter, i: SSAValue) -> None:
             total = e.value(llvm.FAddOp(e.load(target, i), e.load(copy, i)))
             e.store(total, target, i)
             e.store(e.const(0.0, f32), copy, i)
-            return e
 
-        return counted_loop(w, lo, hi, blocks, each_element)
+        w.each(hi, each_element, start=lo)
 
-    counted_loop(b, b.i64(1), count, blocks, each_thread).op(llvm.ReturnOp())
-    return internal_function(f"{name}{SUM_COPY}", [PTR, PTR, i64, i64, i64, i64],
-                             [block, *blocks])
+    b.each(count, each_thread, start=1)
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function)

@@ -47,10 +47,10 @@ def step_function() -> Any:
     decay, zero = bit(DECAY), bit(ZERO)
 
     def each_float(adagrad: bool):
-        def row(r: Any, i: Any, _: Any) -> list:
+        def row(r: Any, i: Any) -> None:
             base = r.mul(r.load(rows, i, i64), k)
 
-            def column(c: Any, j: Any, _: Any) -> list:
+            def column(c: Any, j: Any) -> None:
                 at = c.add(base, j)
                 g, x = c.load(grad, at), c.load(param, at)
                 scaled = c.value(llvm.FMulOp(g, scale))
@@ -66,11 +66,9 @@ def step_function() -> Any:
                     step = c.value(llvm.FMulOp(lr, d))
                 c.store(c.value(llvm.FSubOp(x, step)), param, at)
                 c.store(c.value(llvm.SelectOp(zero, c.const(0.0, f32), g)), grad, at)
-                return []
 
-            r.loop(k, column)
-            return []
-        return lambda e: e.loop(n, row)
+            r.each(k, column)
+        return lambda e: e.each(n, row)
 
     adagrad = b.value(arith.CmpiOp(kind, b.const(ADAGRAD, i32), "eq"))
     b.when(adagrad, each_float(True), each_float(False))

@@ -95,6 +95,11 @@ RULES = {
     "sum+fill+max": (lambda p: rf.fill(rf.sum(p["a"]) * rf.max(p["b"]), [3]),
                      lambda p: np.full(3, p["a"].sum() * p["b"].max()), (3,)),
     "softmax": (lambda p: rf.softmax(p["a"]), lambda p: softmax(p["a"]), (4,)),
+    "scalar sub+mul+div": (  # arith.subf, mulf, divf on f32 scalars
+        lambda p: rf.fill((rf.sum(p["a"]) - rf.sum(p["b"])) * rf.sum(p["a"])
+                          / (rf.sum(p["b"] * p["b"]) + 1.0), [3]),
+        lambda p: np.full(3, (p["a"].sum() - p["b"].sum()) * p["a"].sum()
+                          / ((p["b"] * p["b"]).sum() + 1.0)), (3,)),
     "softmax_xent": (lambda p: rf.softmax_xent(p["a"], 1),
                      lambda p: -np.log(softmax(p["a"])[1]), ()),
 }

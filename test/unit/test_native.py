@@ -214,10 +214,19 @@ def linear_tree(depth: int):
     return left, right, zeros, zeros
 
 
-def test_deep_recursion_runs_on_a_big_stack(lstm):
+@pytest.mark.parametrize("switching", [True, False])
+def test_deep_recursion_runs_on_a_big_stack(lstm, switching, monkeypatch):
+    """Retried on this thread's switched deep stack, or (as without glibc's
+    ucontext) on the deep-stack worker: the same outputs either way."""
+    from recir.backend import stack
+
+    monkeypatch.setattr(stack, "SWITCHING", switching)
     left, right, word, label = linear_tree(50_000)
     h, loss = lstm(left, right, word, label, 0)
     assert np.isfinite(h).all() and np.isfinite(loss)
+    if not switching:
+        monkeypatch.setattr(stack, "SWITCHING", True)
+        np.testing.assert_array_equal(lstm(left, right, word, label, 0)[0], h)
 
 
 def test_recursion_deeper_than_any_stack_is_an_error(cache_dir):

@@ -143,6 +143,23 @@ for name in ("count", "down", "ping", "pair"):
     found[name + " sigint"] = outcome(lambda: f(5))
     found[name + " timeout"] = outcome(lambda: f(5, timeout=0.1))
 found["after"] = outcome(lambda: f(5, timeout=0.05))  # a stale flag would interrupt
+
+# Ctrl-C after a team call began but before its team set its contexts up
+# (which clears a stop): the watcher stops it again
+import recir.backend.runtime as runtime
+team_start = runtime.run_team
+
+def late_team(*args):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the watcher stops the call now
+    except KeyboardInterrupt:  # CPython's own, raised here: not the call's
+        time.sleep(0.05)
+    return team_start(*args)
+
+runtime.run_team = late_team
+found["late"] = outcome(lambda: compiled["pair"](5))
+runtime.run_team = team_start
 f = recir.compile(module("count"), "count", threads=1, max_depth=1000)
 found["max_depth"] = outcome(lambda: f(5))
 f = recir.compile(module("deep"), "deep", threads=1)
@@ -210,6 +227,11 @@ def test_timeout_stops_endless_recursion(endless, name):
     assert kind == "RecirError", message
     assert message == f"error: native @{name} did not finish within 0.1 s (timeout)"
     assert 0.1 <= seconds < 0.1 + 1.0
+
+
+def test_ctrl_c_before_a_team_starts_stops_it(endless):
+    kind, _, seconds = endless["late"]
+    assert kind == "KeyboardInterrupt" and seconds < 0.1 + 1.0
 
 
 def test_no_stale_interrupt_after_ctrl_c(endless):

@@ -89,7 +89,7 @@ def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
     serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
-    assert parallel.batch_team
+    assert parallel.team
     assert parallel.fixed_budget == budget
     alike = [inputs(make_tree("balanced", 32, np.random.default_rng(s), 100)) for s in range(4)]
     dominant = [inputs(make_tree("balanced", 400, np.random.default_rng(9), 100)), *alike]
@@ -308,7 +308,7 @@ def test_gradient_batch_of_calls_that_spawn_nothing(module, monkeypatch) -> None
     serial = recir.value_and_grad(model, threads=1)
     parallel = recir.value_and_grad(model, threads=2)
     alike = [inputs(make_tree("balanced", 24, np.random.default_rng(s), 80)) for s in range(6)]
-    assert parallel.native.batch_team != 0 and parallel.native.fixed_budget == 0
+    assert parallel.native.team != 0 and parallel.native.fixed_budget == 0
     outputs1, g1 = serial.batch(alike)
     outputs2, g2 = parallel.batch(alike, threads=2)
     for (h1, l1), (h2, l2) in zip(outputs1, outputs2, strict=True):

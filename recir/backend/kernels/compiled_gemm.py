@@ -1,6 +1,6 @@
 """The matrix kernels of `recir/passes/gemm_kernels.py`, compiled for the host.
 
-One object for every layout (`recir_sgemm_nt` is nt's), and one for their
+One object for every layout (`recir_gemm_nt_bias` is nt's), and one for their
 team forms, built and compiled on first use and only on an object cache
 miss (the key is the host's sizes, `gemm_target.Target`, and the
 generator's code, which the cache's compiler digest covers): a warm start
@@ -20,9 +20,7 @@ from typing import Any
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
 GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64)
 PROTOTYPES = {"nn": GEMM, "tn": GEMM, "nt": GEMM,
-              "sgemm_nt": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64),
               "nt_bias": ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, PTR)}
-NAMES = {"sgemm_nt": "recir_sgemm_nt", "nt_bias": "recir_gemm_nt_bias"}  # in nt's module
 
 
 @cache
@@ -93,11 +91,9 @@ _linked: set[str] = set()  # what `link` has made resolvable in this process
 
 @cache
 def kernel(layout: str) -> Any:
-    """`recir_gemm_<layout>` ("nn", "tn", "nt"), `recir_sgemm_nt`
-    ("sgemm_nt") or `recir_gemm_nt_bias` ("nt_bias") as a ctypes function;
-    compiled on first use."""
-    name = NAMES.get(layout, f"recir_gemm_{layout}")
+    """`recir_gemm_<layout>` ("nn", "tn", "nt", or "nt_bias" in nt's module)
+    as a ctypes function; compiled on first use."""
     compiled = engine()
-    fn = PROTOTYPES[layout](compiled.address(name))
+    fn = PROTOTYPES[layout](compiled.address(f"recir_gemm_{layout}"))
     fn.engine = compiled  # the engine owns the code
     return fn

@@ -8,7 +8,7 @@ registers and caches, and compiled once per host (`compiled_gemm.py`):
 `recir_gemm_nn(m, n, k, A, lda, B, ldb, C, ldc, accumulate)` computes C
 (+)= A B (row-major f32, A m x k, B k x n), `recir_gemm_tn` the same with A
 read as a transpose (A[i, p] at i + p lda: dY^T for a weight gradient), and
-`recir_sgemm_nt` the forward `x @ W.T` (`smallgemm.py`). No load or store
+`recir_gemm_nt` the forward `x @ W.T` (`gemm(x, w.T)`). No load or store
 leaves the arrays. Against the host's BLAS: `python bench/run.py smallgemm`.
 
 On more than one thread each runs in its team form (`team_kernel`:

@@ -1,4 +1,4 @@
-"""The few-row product kernel (`recir/backend/kernels/smallgemm.py`) against NumPy."""
+"""The forward product `x @ w.T` (`gemm.gemm(x, w.T)`: the nt kernel) against NumPy."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from recir.backend.kernels import smallgemm
+from recir.backend.kernels import gemm
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 9, 17])
@@ -18,7 +18,7 @@ def test_nt_matches_numpy(m, n, k):
     x = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((n, k), dtype=np.float32)
     want = x.astype(np.float64) @ w.T.astype(np.float64)
-    np.testing.assert_allclose(smallgemm.nt(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    np.testing.assert_allclose(gemm.gemm(x, w.T), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
 def test_nt_reads_rows_of_views():
@@ -26,15 +26,7 @@ def test_nt_reads_rows_of_views():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6, 40), dtype=np.float32)[:, 3:30]
     w = rng.standard_normal((10, 33), dtype=np.float32)[:, 1:28]
-    assert smallgemm.fits(x, w)
-    np.testing.assert_allclose(smallgemm.nt(x, w), x @ w.T, rtol=1e-4, atol=1e-4)
-
-
-def test_fits_refuses_what_nt_cannot_read():
-    x = np.ones((3, 8), np.float32)
-    assert not smallgemm.fits(x.astype(np.float64), np.ones((2, 8)))
-    assert not smallgemm.fits(x[:, ::2], np.ones((2, 4), np.float32))
-    assert not smallgemm.fits(x, np.ones((2, 7), np.float32))
+    np.testing.assert_allclose(gemm.gemm(x, w.T), x @ w.T, rtol=1e-4, atol=1e-4)
 
 
 def test_nt_stays_inside_its_arrays():
@@ -43,7 +35,7 @@ def test_nt_stays_inside_its_arrays():
     code = textwrap.dedent("""
         import ctypes, mmap
         import numpy as np
-        from recir.backend.kernels import smallgemm
+        from recir.backend.kernels.compiled_gemm import kernel
 
         PAGE = mmap.PAGESIZE
         libc = ctypes.CDLL(None)
@@ -66,7 +58,7 @@ def test_nt_stays_inside_its_arrays():
             x[...] = rng.standard_normal((m, k))
             w[...] = rng.standard_normal((n, k))
             y = at_page_end((m, n))
-            smallgemm.kernel()(m, n, k, x.ctypes.data, k, w.ctypes.data, k, y.ctypes.data, n)
+            kernel("nt")(m, n, k, x.ctypes.data, k, w.ctypes.data, k, y.ctypes.data, n, 0)
             np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-3)
         print("inside")
     """)
