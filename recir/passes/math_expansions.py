@@ -1,31 +1,54 @@
-"""Vectorizable f32 `math.exp` and `math.tanh` as arith polynomials.
+"""Vectorizable f32 `math.exp`, `math.tanh` and the sigmoid as arith polynomials.
 
 LLVM turns `llvm.exp` on a vector into one libm call per lane, which costs
 more than the matrix-vector product of a TreeLSTM node. These expansions use
-only arithmetic, selects, floor and bit casts, so the loop vectorizer keeps
+only arithmetic, selects and bit casts, so the loop vectorizer keeps
 whole gate loops in SIMD registers; their products and sums may contract into
-FMAs (half the instructions of a polynomial, and no less accurate). Accuracy (checked against NumPy in the
-tests): about 2 ulp for exp, a relative 4e-7 for tanh.
+FMAs (half the instructions of a polynomial, and no less accurate).
+
+tanh is one rational function (no exp, one branch); its divide has a finite
+divisor, so it carries `arcp` and `ninf`: on vectors LLVM may then use a
+reciprocal estimate and a Newton step instead of `vdivps` (scalar code keeps
+the divide). The sigmoid is an exp of a clamped argument and a true divide,
+which keeps 1 / (1 + 0) exactly 1. Accuracy (checked against NumPy in the
+tests): about 2 ulp for exp, a relative 3e-7 for tanh and the sigmoid; both
+saturate exactly.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import f32, i32
+from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import SSAValue
 
 from recir.passes.loop_builder import CONTRACT, Emitter
 from recir.passes.op_templates import build
 
-LOG2E = 1.4426950408889634
-LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
+# exp(x) = 2^n exp(r), x = n ln2 + r, |r| <= ln(2)/2, n rounded to nearest by
+# adding SHIFT (1.5 * 2^23), whose bits then hold n; ln2 in two parts.
+LOG2E, SHIFT = 1.4426950408889634, 12582912.0
+LN2_HI, LN2_LO = float.fromhex("0x1.62e4p-1"), float.fromhex("0x1.7f7d1cp-20")
 EXP_MIN, EXP_MAX = -87.0, 88.72283
-# Cephes expf: exp(r) = 1 + r + r^2 * P(r) on |r| <= ln(2)/2.
-EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-            4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-# tanh(x) = x + x^3 * Q(x^2), the Taylor series through x^13, for |x| < 0.55.
-TANH_POLY = (21844 / 6081075, -1382 / 155925, 62 / 2835, -17 / 315, 2 / 15, -1 / 3)
-TANH_SMALL = 0.55
+# exp(r) = 1 + r P(r), highest power first: Arm's optimized-routines
+# `v_expf` (1.45 ulp with the rest of the reduction).
+EXP_POLY = tuple(float.fromhex(h) for h in (
+    "0x1.0e4020p-7", "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2", "0x1.ffffecp-1"))
+# Eigen's float tanh (`generic_fast_tanh_float`) on |x| <= TANH_CLAMP:
+# |x| P(x^2) / Q(x^2), highest power first, both divided by P's constant
+# term so that each starts at 1 (the ratio is then |x| itself near 0, with
+# no select for tiny x). Beyond the clamp tanh is 1 within 2.2e-7.
+TANH_NUMERATOR = (-5.6416768365276024e-14, 4.087417904141688e-11, -1.7583792200071002e-08,
+                  1.0467500942468178e-05, 0.003036098787561059, 0.1302255541086197, 1.0)
+TANH_DENOMINATOR = (0.00024486612528562546, 0.02422276698052883, 0.4635584354400635, 1.0)
+TANH_CLAMP = 7.99881172180175781
+# The sigmoid's exp(-x) for -x within +-SIGMOID_LIMIT: 2^n stays a normal
+# float and the sum 1 + exp(-x) finite. Below -SIGMOID_LIMIT the sigmoid
+# (under 2e-38) is 0; above it, 1 + exp(-x) rounds to 1.
+SIGMOID_LIMIT = 87.0
+# A divide whose operands are finite: LLVM may use a reciprocal estimate.
+RECIPROCAL = arith.FastMathFlagsAttr([FastMathFlag.ALLOW_RECIP, FastMathFlag.NO_INFS,
+                                      FastMathFlag.ALLOW_CONTRACT])
 
 
 def _f(b: Emitter, value: float) -> SSAValue:
@@ -62,31 +85,51 @@ def horner(b: Emitter, x: SSAValue, coefficients: tuple[float, ...]) -> SSAValue
     return acc
 
 
+def _reduced(b: Emitter, clamped: SSAValue, bias: int) -> tuple[SSAValue, SSAValue]:
+    """exp(r) - 1 and 2^(n + bias - 127), with clamped = n ln2 + r."""
+    shifted = _add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, SHIFT))
+    n = _sub(b, shifted, _f(b, SHIFT))
+    r = _sub(b, clamped, _mul(b, n, _f(b, LN2_HI)))
+    r = _sub(b, r, _mul(b, n, _f(b, LN2_LO)))
+    # The low bits of `shifted` are n (|n| < 2^22); shifted into the exponent
+    # field, the bits above fall off.
+    exponent = b.value(arith.ShLIOp(b.value(arith.BitcastOp(shifted, i32)), b.const(23, i32)))
+    scale = b.value(arith.AddiOp(exponent, b.const(bias << 23, i32)))
+    return _mul(b, horner(b, r, EXP_POLY), r), b.value(arith.BitcastOp(scale, f32))
+
+
 def exp(b: Emitter, x: SSAValue) -> SSAValue:
     """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 far below."""
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
-    n = b.value(llvm.FFloorOp(_add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, 0.5))))
-    r = _sub(b, clamped, _mul(b, n, _f(b, LN2_HI)))
-    r = _sub(b, r, _mul(b, n, _f(b, LN2_LO)))
-    poly = _mul(b, _mul(b, horner(b, r, EXP_POLY), r), r)
-    y = _add(b, _add(b, poly, r), _f(b, 1.0))
-    # 2^(n-1) from the bits of n + 1.5 * 2^23 (exact for |n| < 2^22); times 2
-    # afterwards so that n = 128 does not overflow the exponent field.
-    magic = b.value(arith.BitcastOp(_add(b, n, _f(b, 12582912.0)), i32))
-    biased = b.value(arith.SubiOp(magic, b.const(0x4B400000 - 126, i32)))
-    scale = b.value(arith.BitcastOp(b.value(arith.ShLIOp(biased, b.const(23, i32))), f32))
-    result = _mul(b, _mul(b, y, scale), _f(b, 2.0))
+    # 2^(n-1), times 2 afterwards, so that n = 128 does not overflow the exponent field.
+    less_one, scale = _reduced(b, clamped, 126)
+    result = _mul(b, _add(b, _mul(b, less_one, scale), scale), _f(b, 2.0))
     result = _select(b, x, "ogt", EXP_MAX, _f(b, float("inf")), result)
     return _select(b, x, "olt", -87.33654, _f(b, 0.0), result)
 
 
+def sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
+    """1 / (1 + exp(-x)) without exp's selects for inf and 0: 0 below
+    -SIGMOID_LIMIT (and at -inf), 1 above about 17 (and at inf), NaN for NaN."""
+    minus = b.value(arith.NegfOp(x))
+    # -x above the limit needs no clamp: the last select replaces whatever
+    # the divide made of it (no flag lets LLVM assume it finite).
+    clamped = _select(b, minus, "olt", -SIGMOID_LIMIT, _f(b, -SIGMOID_LIMIT), minus)
+    less_one, scale = _reduced(b, clamped, 127)
+    one = _f(b, 1.0)
+    denominator = _add(b, _add(b, _mul(b, less_one, scale), scale), one)
+    quotient = b.value(arith.DivfOp(one, denominator, CONTRACT))
+    return _select(b, x, "olt", -SIGMOID_LIMIT, _f(b, 0.0), quotient)
+
+
 def tanh(b: Emitter, x: SSAValue) -> SSAValue:
-    """A series near 0 (no cancellation), 1 - 2 / (exp(2|x|) + 1) elsewhere."""
-    z = _mul(b, x, x)
-    small = _add(b, x, _mul(b, _mul(b, x, z), horner(b, z, TANH_POLY)))
+    """A rational function of the clamped |x|, exactly 1 beyond the clamp,
+    with x's sign (so tanh(-0) = -0, and NaN stays NaN)."""
     magnitude = b.value(llvm.FAbsOp(x, f32))
-    e = exp(b, _mul(b, magnitude, _f(b, 2.0)))
-    large = _sub(b, _f(b, 1.0), b.value(arith.DivfOp(_f(b, 2.0), _add(b, e, _f(b, 1.0)))))
-    signed = b.value(llvm.FCopySignOp(large, x))
-    return _select(b, magnitude, "olt", TANH_SMALL, small, signed)
+    clamped = _select(b, magnitude, "ogt", TANH_CLAMP, _f(b, TANH_CLAMP), magnitude)
+    z = _mul(b, clamped, clamped)
+    numerator = _mul(b, clamped, horner(b, z, TANH_NUMERATOR))
+    ratio = b.value(arith.DivfOp(numerator, horner(b, z, TANH_DENOMINATOR), RECIPROCAL))
+    saturated = _select(b, magnitude, "ogt", TANH_CLAMP, _f(b, 1.0), ratio)
+    return b.value(llvm.FCopySignOp(saturated, x))

@@ -25,7 +25,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
-from recir.passes import gemm_kernels
+from recir.passes import gemm_kernels, math_expansions
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
@@ -43,12 +43,6 @@ def size(value: SSAValue | Attribute) -> int:
 
 
 # scalar bodies of the elementwise ops
-def _sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
-    one = b.const(1.0, f32)
-    e = b.value(math.ExpOp(b.value(arith.NegfOp(x))))
-    return b.value(arith.DivfOp(one, b.value(arith.AddfOp(one, e, CONTRACT)), CONTRACT))
-
-
 def _where_positive(b: Emitter, y: SSAValue, value: SSAValue) -> SSAValue:
     """`value` where y > 0, else 0: relu(x) is (x, x), its gradient (y, dy)."""
     zero = b.const(0.0, f32)
@@ -61,7 +55,7 @@ SCALAR: dict[type[Operation], Scalar] = {
     tmath.MulOp: lambda b, v: b.value(arith.MulfOp(v[0], v[1], CONTRACT)),
     tmath.DivOp: lambda b, v: b.value(arith.DivfOp(v[0], v[1], CONTRACT)),
     tmath.NegOp: lambda b, v: b.value(arith.NegfOp(v[0])),
-    tmath.SigmoidOp: lambda b, v: _sigmoid(b, v[0]),
+    tmath.SigmoidOp: lambda b, v: math_expansions.sigmoid(b, v[0]),
     tmath.TanhOp: lambda b, v: b.value(math.TanhOp(v[0])),
     tmath.ReluOp: lambda b, v: _where_positive(b, v[0], v[0]),
     tmath.ExpOp: lambda b, v: b.value(math.ExpOp(v[0])),

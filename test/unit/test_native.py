@@ -113,6 +113,29 @@ def test_vectorized_math_is_accurate(name, cache_dir):
     assert np.allclose(got, want, rtol=2e-6, atol=1e-30)
 
 
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+def test_vectorized_math_saturates_exactly_and_keeps_nan(name, cache_dir):
+    """Each value at every position of a 37-element vector: in the SIMD body
+    (whose tanh divides by a reciprocal estimate) and in the scalar rest."""
+    from recir.frontend import ops
+
+    inf = np.inf
+    special = np.array([inf, -inf, 100.0, -100.0, 9.5, -9.5, 0.0, -0.0, np.nan], np.float32)
+    want = {"tanh": [1, -1, 1, -1, 1, -1, 0, -0.0, np.nan],
+            "sigmoid": [1, 0, 1, 0, 1 / (1 + np.exp(-9.5)), 1 / (1 + np.exp(9.5)), 0.5, 0.5,
+                        np.nan]}[name]
+    native = recir.compile(elementwise_model(getattr(ops, name), 37), cache_dir=cache_dir)
+    for shift in range(0, 37, 4):
+        x = np.roll(np.resize(special, 37), shift)
+        (got,) = native(x)
+        expected = np.roll(np.resize(np.array(want, np.float32), 37), shift)
+        exact = np.abs(x) > 9 if name == "tanh" else np.isinf(x) | (np.abs(x) == 100)
+        exact |= x == 0
+        assert np.array_equal(got[exact], expected[exact])
+        assert np.array_equal(np.signbit(got[exact]), np.signbit(expected[exact]))
+        assert np.allclose(got, expected, rtol=2e-6, atol=0, equal_nan=True)
+
+
 @pytest.fixture(scope="module")
 def lstm(cache_dir):
     params = tree_lstm.init_params(np.random.default_rng(1), vocab=50)
