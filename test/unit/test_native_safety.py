@@ -115,6 +115,7 @@ SCRIPT = """
 import json, os, signal, sys, threading, time
 import numpy as np
 import recir
+from recir.backend import interrupts
 from recir.context import make_context
 from recir.parsing import parse_module
 
@@ -133,14 +134,21 @@ def outcome(call):
     except BaseException as e:
         return [type(e).__name__, str(e), time.monotonic() - start]
 
-def interrupt_soon():
-    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+def interrupt_once_running(thread):
+    # SIGINT 0.1 s after `thread`'s call began (a loaded host may take longer
+    # than that to begin it; one sent before would be CPython's alone)
+    def send():
+        while thread not in interrupts.RUNNING:
+            time.sleep(0.001)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=send, daemon=True).start()
 
 compiled = {}
 for name in ("count", "down", "ping", "pair"):
     threads = 2 if name == "pair" else 1
     f = compiled[name] = recir.compile(module(name), name, threads=threads)
-    interrupt_soon()
+    interrupt_once_running(threading.get_ident())
     found[name + " sigint"] = outcome(lambda: f(5))
     found[name + " timeout"] = outcome(lambda: f(5, timeout=0.1))
 found["after"] = outcome(lambda: f(5, timeout=0.05))  # a stale flag would interrupt
@@ -172,9 +180,11 @@ found["hog"] = outcome(lambda: f(3, np.ones(20000, np.float32)))
 # KeyboardInterrupt while it waits (CPython's handler is still called)
 f = compiled["count"]
 other = {}
-worker = threading.Thread(target=lambda: other.update(worker=outcome(lambda: f(5))))
+worker = threading.Thread(target=lambda: other.update(worker=outcome(lambda: f(5))),
+                          daemon=True)  # (one never stopped must not keep the process)
 worker.start()
-time.sleep(0.1)
+while worker.ident not in interrupts.RUNNING:
+    time.sleep(0.001)
 try:
     os.kill(os.getpid(), signal.SIGINT)
     worker.join()
