@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,26 +13,9 @@ from recir.models import tree_lstm
 from recir.parsing import parse_module
 from recir.pipeline import compile_module, lower, native_ir
 
-TWO_ENTRIES = """func.func @fib(%n: i32) -> i32 {
-  invoke.subgraph @fib_rec(%k: i32) -> i32 {
-    %one = arith.constant 1 : i32
-    %two = arith.constant 2 : i32
-    %base = arith.cmpi sle, %k, %one : i32
-    %r = scf.if %base -> (i32) {
-      scf.yield %one : i32
-    } else {
-      %k1 = arith.subi %k, %one : i32
-      %k2 = arith.subi %k, %two : i32
-      %a = invoke.invoke @fib_rec(%k1) : (i32) -> i32
-      %b = invoke.invoke @fib_rec(%k2) : (i32) -> i32
-      %s = arith.addi %a, %b : i32
-      scf.yield %s : i32
-    }
-    invoke.return %r : i32
-  }
-  %r = invoke.invoke @fib_rec(%n) : (i32) -> i32
-  func.return %r : i32
-}
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ir"
+# fib (examples/ir/fib.mlir) and a function of splat constants beside it
+TWO_ENTRIES = (EXAMPLES / "fib.mlir").read_text() + """
 func.func @sums() -> f32 {
   %z = tmath.constant dense<2.5> : tensor<64xf32>
   %k = tmath.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
