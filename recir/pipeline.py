@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (ArrayAttr, DictionaryAttr, FunctionType, ModuleOp,
+from xdsl.dialects.builtin import (ArrayAttr, DictionaryAttr, ModuleOp,
                                    SymbolRefAttr)
 from xdsl.ir import Attribute
-from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from recir.backend.cache import ObjectCache, cache_key, located_text
+from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
 from recir.backend.runtime import NativeFunction
@@ -229,7 +228,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     times["cache-key"], start = clock() - start, clock()
     hit = cache.load(key, META_FIELDS)
     if hit is not None and derive:
-        signature = cached_signature(hit[1]["signature"])
+        signature = stored_function_type(hit[1]["signature"])
     times["cache-load"] = clock() - start
     if hit is None or signature is None:  # (an unreadable signature: compile again)
         wall = time.perf_counter()
@@ -270,16 +269,6 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
 # what a cache entry of `compile_module` holds besides the object
 META_FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int],
                "links": list[str], "signature": str, "work": int, "share": float}
-
-
-def cached_signature(text: str) -> FunctionType | None:
-    """The function type printed as `text` (a cache entry's), None where it
-    does not parse as one."""
-    try:
-        parsed = Parser(make_context(), text).parse_attribute()
-    except Exception:  # whatever the text holds, the entry is compiled again
-        return None
-    return parsed if isinstance(parsed, FunctionType) else None
 
 
 def checked_max_depth(max_depth: int | None) -> int:

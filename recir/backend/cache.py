@@ -26,8 +26,12 @@ from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
+from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import Operation
+from xdsl.parser import Parser
 from xdsl.printer import Printer
+
+from recir.context import make_context
 
 VERSION = "recir-object-cache-3"
 
@@ -147,3 +151,13 @@ class ObjectCache:
         except OSError:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def stored_function_type(text: str) -> FunctionType | None:
+    """The function type an entry's metadata holds printed, None where it
+    does not parse as one (the entry is then built again)."""
+    try:
+        parsed = Parser(make_context(), text).parse_attribute()
+    except Exception:  # whatever the text holds
+        return None
+    return parsed if isinstance(parsed, FunctionType) else None

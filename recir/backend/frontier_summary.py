@@ -26,10 +26,8 @@ from typing import Any, TypeVar
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, FunctionType, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.parser import Parser
 
-from recir.backend.cache import ObjectCache, cache_key
-from recir.context import make_context
+from recir.backend.cache import ObjectCache, cache_key, stored_function_type
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, tmath
 
@@ -183,9 +181,8 @@ def skeleton(meta: dict[str, Any], entry: str
     """The module, facts and details `summary` describes; None where the
     metadata does not describe them (the IR is built again)."""
     try:
-        listed = ", ".join(meta["types"])
-        parsed = Parser(make_context(), f"({listed}) -> ()").parse_attribute()
-        assert isinstance(parsed, FunctionType) and len(parsed.inputs.data) == len(meta["types"])
+        parsed = stored_function_type(f"({', '.join(meta['types'])}) -> ()")
+        assert parsed is not None and len(parsed.inputs.data) == len(meta["types"])
         types = list(parsed.inputs.data)
         functions = [func.FuncOp.external(name, [types[k] for k in inputs],
                                           [types[k] for k in outputs])
