@@ -29,7 +29,7 @@ from recir.passes.op_templates import build
 # adding SHIFT (1.5 * 2^23), whose bits then hold n; ln2 in two parts.
 LOG2E, SHIFT = 1.4426950408889634, 12582912.0
 LN2_HI, LN2_LO = float.fromhex("0x1.62e4p-1"), float.fromhex("0x1.7f7d1cp-20")
-EXP_MIN, EXP_MAX = -87.0, 88.72283
+EXP_MIN, EXP_MAX = -87.33654, 88.72283  # float32's least normal and its largest
 # exp(r) = 1 + r P(r), highest power first: Arm's optimized-routines
 # `v_expf` (1.45 ulp with the rest of the reduction).
 EXP_POLY = tuple(float.fromhex(h) for h in (
@@ -85,8 +85,9 @@ def horner(b: Emitter, x: SSAValue, coefficients: tuple[float, ...]) -> SSAValue
     return acc
 
 
-def _reduced(b: Emitter, clamped: SSAValue, bias: int) -> tuple[SSAValue, SSAValue]:
-    """exp(r) - 1 and 2^(n + bias - 127), with clamped = n ln2 + r."""
+def _reduced(b: Emitter, clamped: SSAValue, bias: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """exp(r) - 1 and 2^(n + bias - 127), with clamped = n ln2 + r (`bias`
+    an i32 already shifted into the exponent field)."""
     shifted = _add(b, _mul(b, clamped, _f(b, LOG2E)), _f(b, SHIFT))
     n = _sub(b, shifted, _f(b, SHIFT))
     r = _sub(b, clamped, _mul(b, n, _f(b, LN2_HI)))
@@ -94,7 +95,7 @@ def _reduced(b: Emitter, clamped: SSAValue, bias: int) -> tuple[SSAValue, SSAVal
     # The low bits of `shifted` are n (|n| < 2^22); shifted into the exponent
     # field, the bits above fall off.
     exponent = b.value(arith.ShLIOp(b.value(arith.BitcastOp(shifted, i32)), b.const(23, i32)))
-    scale = b.value(arith.AddiOp(exponent, b.const(bias << 23, i32)))
+    scale = b.value(arith.AddiOp(exponent, bias))
     return _mul(b, horner(b, r, EXP_POLY), r), b.value(arith.BitcastOp(scale, f32))
 
 
@@ -102,11 +103,15 @@ def exp(b: Emitter, x: SSAValue) -> SSAValue:
     """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 far below."""
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
-    # 2^(n-1), times 2 afterwards, so that n = 128 does not overflow the exponent field.
-    less_one, scale = _reduced(b, clamped, 126)
-    result = _mul(b, _add(b, _mul(b, less_one, scale), scale), _f(b, 2.0))
+    # Above 0, 2^(n-1) times 2, so that n = 128 does not overflow the
+    # exponent field; below, 2^n, so that n = -126 does not underflow it.
+    positive = b.value(arith.CmpfOp(clamped, _f(b, 0.0), "ogt"))
+    bias = b.value(arith.SelectOp(positive, b.const(126 << 23, i32), b.const(127 << 23, i32)))
+    less_one, scale = _reduced(b, clamped, bias)
+    result = _mul(b, _add(b, _mul(b, less_one, scale), scale),
+                  b.value(arith.SelectOp(positive, _f(b, 2.0), _f(b, 1.0))))
     result = _select(b, x, "ogt", EXP_MAX, _f(b, float("inf")), result)
-    return _select(b, x, "olt", -87.33654, _f(b, 0.0), result)
+    return _select(b, x, "olt", EXP_MIN, _f(b, 0.0), result)
 
 
 def sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
@@ -116,7 +121,7 @@ def sigmoid(b: Emitter, x: SSAValue) -> SSAValue:
     # -x above the limit needs no clamp: the last select replaces whatever
     # the divide made of it (no flag lets LLVM assume it finite).
     clamped = _select(b, minus, "olt", -SIGMOID_LIMIT, _f(b, -SIGMOID_LIMIT), minus)
-    less_one, scale = _reduced(b, clamped, 127)
+    less_one, scale = _reduced(b, clamped, b.const(127 << 23, i32))
     one = _f(b, 1.0)
     denominator = _add(b, _add(b, _mul(b, less_one, scale), scale), one)
     quotient = b.value(arith.DivfOp(one, denominator, CONTRACT))
