@@ -44,9 +44,15 @@ def size(value: SSAValue | Attribute) -> int:
 
 # scalar bodies of the elementwise ops
 def _where_positive(b: Emitter, y: SSAValue, value: SSAValue) -> SSAValue:
-    """`value` where y > 0, else 0: relu(x) is (x, x), its gradient (y, dy)."""
+    """`value` where y > 0, else 0: relu's gradient, (y, dy)."""
     zero = b.const(0.0, f32)
     return b.value(arith.SelectOp(b.value(arith.CmpfOp(y, zero, "ogt")), value, zero))
+
+
+def _relu(b: Emitter, x: SSAValue) -> SSAValue:
+    """0 where x < 0, else x: NaN stays NaN, as in `np.maximum(x, 0)`."""
+    zero = b.const(0.0, f32)
+    return b.value(arith.SelectOp(b.value(arith.CmpfOp(x, zero, "olt")), zero, x))
 
 
 SCALAR: dict[type[Operation], Scalar] = {
@@ -57,7 +63,7 @@ SCALAR: dict[type[Operation], Scalar] = {
     tmath.NegOp: lambda b, v: b.value(arith.NegfOp(v[0])),
     tmath.SigmoidOp: lambda b, v: math_expansions.sigmoid(b, v[0]),
     tmath.TanhOp: lambda b, v: b.value(math.TanhOp(v[0])),
-    tmath.ReluOp: lambda b, v: _where_positive(b, v[0], v[0]),
+    tmath.ReluOp: lambda b, v: _relu(b, v[0]),
     tmath.ExpOp: lambda b, v: b.value(math.ExpOp(v[0])),
     tmath.LogOp: lambda b, v: b.value(math.LogOp(v[0])),
     adjoint.ReluGradOp: lambda b, v: _where_positive(b, v[0], v[1]),

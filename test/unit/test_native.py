@@ -139,6 +139,15 @@ def test_vectorized_math_saturates_exactly_and_keeps_nan(name, cache_dir):
         assert np.allclose(got, expected, rtol=2e-6, atol=0, equal_nan=True)
 
 
+def test_relu_is_numpys_maximum_with_zero_nan_included(cache_dir):
+    from recir.frontend import ops
+
+    x = np.resize(np.array([np.nan, -1.0, 2.0, -np.inf, np.inf, 0.0, 3e-39], np.float32), 37)
+    native = recir.compile(elementwise_model(ops.relu, x.size), cache_dir=cache_dir)
+    (got,) = native(x)
+    assert np.array_equal(got, np.maximum(x, 0), equal_nan=True)
+
+
 @pytest.fixture(scope="module")
 def lstm(cache_dir):
     params = tree_lstm.init_params(np.random.default_rng(1), vocab=50)
