@@ -251,8 +251,16 @@ def reduce(b: Emitter, x: SSAValue, n: int, init: SSAValue,
     return b.loop(n, body, [init])[0]
 
 
+def _beats(b: Emitter, x: SSAValue, acc: SSAValue) -> SSAValue:
+    """Whether x replaces the largest so far: it is larger, or the first NaN
+    (NumPy's max and argmax propagate NaN and point at the first one)."""
+    first_nan = b.value(arith.AndIOp(b.value(arith.CmpfOp(x, x, "uno")),
+                                     b.value(arith.CmpfOp(acc, acc, "ord"))))
+    return b.value(arith.OrIOp(b.value(arith.CmpfOp(x, acc, "ogt")), first_nan))
+
+
 def _max(b: Emitter, acc: SSAValue, x: SSAValue) -> SSAValue:
-    return b.value(arith.SelectOp(b.value(arith.CmpfOp(x, acc, "ogt")), x, acc))
+    return b.value(arith.SelectOp(_beats(b, x, acc), x, acc))
 
 
 def _sum(b: Emitter, acc: SSAValue, x: SSAValue) -> SSAValue:
@@ -285,7 +293,7 @@ def argmax(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
 
     def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
         v = inner.load(x, i)
-        better = inner.value(arith.CmpfOp(v, acc[0], "ogt"))
+        better = _beats(inner, v, acc[0])
         return (inner.value(arith.SelectOp(better, v, acc[0])),
                 inner.value(arith.SelectOp(better, i, acc[1])))
 

@@ -148,6 +148,19 @@ def test_relu_is_numpys_maximum_with_zero_nan_included(cache_dir):
     assert np.array_equal(got, np.maximum(x, 0), equal_nan=True)
 
 
+@pytest.mark.parametrize("name", ["max", "argmax"])
+def test_max_and_argmax_propagate_nan_as_numpy(name, cache_dir):
+    from recir.frontend import ops
+
+    native = recir.compile(elementwise_model(getattr(ops, name), 5), cache_dir=cache_dir)
+    nan = np.nan
+    for x in ([1, nan, 3, nan, 0], [nan, 1, 3, 2, 0], [1, 2, 3, 2, nan], [1, 3, 3, 0, -1],
+              [-np.inf] * 5):
+        x = np.array(x, np.float32)
+        (got,) = native(x)
+        assert np.array_equal(got, getattr(np, name)(x), equal_nan=True), x
+
+
 @pytest.fixture(scope="module")
 def lstm(cache_dir):
     params = tree_lstm.init_params(np.random.default_rng(1), vocab=50)
