@@ -42,12 +42,14 @@ def is_spawn(op: Operation) -> bool:
 
 
 CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
+BRANCHES_LATER = (is_branch, "run {pass_} before convert-scf-to-cf (it reads scf.if)")
 
 # pass -> (an op the pass cannot handle, what to do about it)
 PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
     "convert-scf-to-cf": [CLOSE_FIRST],
-    "convert-tmath-to-loops": [CLOSE_FIRST, (is_branch, "run {pass_} before "
-                                             "convert-scf-to-cf (it lowers scf.if itself)")],
+    "invoke-to-frontier": [CLOSE_FIRST, BRANCHES_LATER],
+    "lower-invoke-to-call-return": [CLOSE_FIRST, BRANCHES_LATER],
+    "convert-tmath-to-loops": [CLOSE_FIRST, BRANCHES_LATER],
     "convert-invoke-to-gomp": [CLOSE_FIRST,
                                (has_tensor, "run convert-tmath-to-loops before {pass_}"),
                                (is_scf, "run convert-scf-to-cf before {pass_} (a spawn "

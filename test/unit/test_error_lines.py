@@ -149,6 +149,7 @@ TREE_CELL = """func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %r : tensor<4xf32>
 }
 """
+FIB = (Path(__file__).parents[2] / "examples" / "ir" / "fib.mlir").read_text()
 OUT_OF_ORDER = [
     ("convert-recir-to-llvm", VEC, r"^x.mlir:2:3: error: 'tmath.add' op is not handled by "
      r"convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm$"),
@@ -163,6 +164,11 @@ OUT_OF_ORDER = [
                        "  %q = arith"),
      r"^x.mlir:1:1: error: 'func.func' op holds 'cf.cond_br', which is not handled by "
      r"convert-tmath-to-loops: run convert-tmath-to-loops before convert-scf-to-cf"),
+    ("invoke-to-frontier", TREE_CELL, r"^x.mlir:2:3: error: 'invoke.subgraph' op is not "
+     r"handled by invoke-to-frontier: run capture-outer-refs before invoke-to-frontier$"),
+    *[(f"capture-outer-refs,convert-scf-to-cf,{p}", FIB, r"^x.mlir:4:3: error: 'func.func' op "
+       rf"holds 'cf.cond_br', which is not handled by {p}: run {p} before convert-scf-to-cf")
+      for p in ("invoke-to-frontier", "lower-invoke-to-call-return")],
 ]
 
 
