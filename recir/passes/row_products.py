@@ -23,10 +23,9 @@ parameter's gradient) needs no reduction, and the split depends only on
 team's threads need no native context: the kernels read and write only
 their operands, and cannot fail. An elementwise loop over rows
 (`each_row_on_team`, for `row_kernels`' elementwise ops and fused chains)
-uses the same team: its body is outlined into `.rows(data, lo, hi)` (one
-per distinct loop of the module) and the module's one `recir_rows.part`
-gives each thread a block of rows, where rows x width x ops reaches the
-same least work; every row runs the same code either way.
+is outlined into `.rows(data, lo, hi)`, one per distinct loop of the
+module; the module's one `recir_rows.run` runs it on the same team where
+rows x width x ops reaches the same least work (each thread `recir_rows.part`).
 A product by a weight (nt's and nn's B) looks first for a table of packed
 weights in the thread's context (`gemm_cached`: a height loop's, which
 packs each weight once for all its heights); each such product of the
@@ -289,6 +288,7 @@ def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]
 
 
 ROWS_PART = "recir_rows.part"  # the module's one team part of every `.rows`
+ROWS_RUN = "recir_rows.run"  # its one choice of a team or the calling thread
 
 
 def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
@@ -325,7 +325,7 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
             return existing.sym_name.data
     made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in functions]
     if ROWS_PART not in functions:
-        made.append(rows_part())
+        made += [rows_part(), rows_run()]
     # their arith and cf ops stay for convert-recir-to-llvm (or the translation)
     module.body.blocks[0].add_ops([*made, function])
     return function.sym_name.data
@@ -345,6 +345,28 @@ def rows_part() -> llvm.FuncOp:
     return lower_to_llvm(part, arith_cf=False)
 
 
+def rows_run() -> llvm.FuncOp:
+    """`ROWS_RUN(data, work_per_row, threads, min_work)`: the `.rows` at
+    `data`'s field 1 on its rows (field 0): on a team of `threads` where rows
+    x `work_per_row` reaches `min_work`, there are two rows or more and the
+    thread is not a team's already, else alone; compiled once (`noinline`)."""
+    function, b, (record, per_row, threads, min_work) = new_function(
+        ROWS_RUN, [PTR, i64, i64, i64], inline=False)
+    count, rows = b.load(record, 0, i64), b.load(record, 1, PTR)
+    team, work = b.min(threads, count), b.mul(count, per_row)
+    pays = b.value(arith.AndIOp(b.compare("sge", team, 2), b.compare("sge", work, min_work)))
+    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
+
+    def on_team(e: Emitter) -> None:
+        part = e.value(llvm.AddressOfOp(ROWS_PART, PTR))
+        e.op(llvm.CallOp("GOMP_parallel", part, record, e.value(arith.TruncIOp(threads, i32)),
+                         e.const(0, i32)))
+
+    b.when(pays, on_team, lambda e: call_pointer(e, rows, record, e.i64(0), count))
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function, arith_cf=False)
+
+
 def fresh_name(module: ModuleOp, op: Operation) -> str:
     """`<function>.rows<n>`, the first n not yet taken in `module`."""
     owner = op.parent_op()
@@ -361,12 +383,9 @@ def fresh_name(module: ModuleOp, op: Operation) -> str:
 def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row: int,
                      values: Sequence[Lowered],
                      body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
-    """`body(e, r, values)` for every row r: on the calling thread, or, with
-    a team whose least work (`RowTeam.min_work`) `count * work_per_row`
-    reaches and at least two rows, on up to `threads` threads, each its own
-    block of rows (`ROWS_PART` on an outlined `.rows`). Row r runs the same
-    code either way, so an elementwise loop gives the same bits on any
-    thread count."""
+    """`body(e, r, values)` for every row r: here, or, with a team, by
+    `ROWS_RUN` on an outlined `.rows` (`count * work_per_row` against
+    `RowTeam.min_work`): the same code, so the same bits, on any team."""
     if b.team.threads < 2:
         b.each(count, lambda inner, r: body(inner, r, values))
         return
@@ -377,15 +396,4 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
     b.store(b.value(llvm.AddressOfOp(name, PTR)), record, 1)
     for i, value in enumerate(values, start=2):
         b.store(value.data if isinstance(value, Rows) else value, b.offset(record, i, i64), 0)
-    team = b.min(b.team.threads, count)
-    work = b.mul(count, work_per_row)
-    pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
-                                b.compare("sge", work, b.team.min_work)))
-    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
-
-    def on_team(e: Emitter) -> None:
-        part = e.value(llvm.AddressOfOp(ROWS_PART, PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, record, e.const(b.team.threads, i32),
-                         e.const(0, i32)))
-
-    b.when(pays, on_team, lambda e: call(e, name, record, 0, count))
+    call(b, ROWS_RUN, record, work_per_row, b.team.threads, b.team.min_work)

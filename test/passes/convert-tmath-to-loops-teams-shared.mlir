@@ -4,8 +4,8 @@
 // `.rows(data, lo, hi)`; one whose body is that of a `.rows` the module has
 // already (here the second tanh, over rows of the same width and stride as
 // the first's) calls that one instead, so that LLVM compiles the loop once.
-// Every team runs the module's one `recir_rows.part`, which calls the `.rows`
-// whose address its record holds.
+// Each loop calls the module's one `recir_rows.run` with a record holding the
+// address of its `.rows`; every team runs the module's one `recir_rows.part`.
 func.func @two_tanh(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?xi32>, %root: i32,
                     %emb: tensor<10x2xf32>, %w: tensor<2x4xf32>, %v: tensor<2x4xf32>) -> tensor<2xf32> {
   invoke.subgraph @node(%i: i32) -> tensor<2xf32> {
@@ -36,17 +36,21 @@ func.func @two_tanh(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         llvm.mlir.addressof @node__post.rows0.rows
+// CHECK:         llvm.call @recir_rows.run(
 // CHECK:         llvm.call @recir_gemm_nt.team(
-// CHECK:         %[[FIRST:.*]] = llvm.mlir.addressof @node__post.rows1.rows
-// CHECK:         %[[PART:.*]] = llvm.mlir.addressof @recir_rows.part
-// CHECK:         llvm.call @GOMP_parallel(%[[PART]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:         llvm.mlir.addressof @node__post.rows1.rows
+// CHECK-NEXT:    arith.constant 1 : i64
+// CHECK-NEXT:    llvm.getelementptr %[[FIRST:.*]][%{{.*}}]
+// CHECK:         llvm.call @recir_rows.run(%[[FIRST]],
 // CHECK:         llvm.call @recir_gemm_nt.team(
-// CHECK:         %[[SECOND:.*]] = llvm.mlir.addressof @node__post.rows1.rows
-// CHECK:         %[[PART2:.*]] = llvm.mlir.addressof @recir_rows.part
-// CHECK:         llvm.call @GOMP_parallel(%[[PART2]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK:         llvm.mlir.addressof @node__post.rows1.rows
+// CHECK-NEXT:    arith.constant 1 : i64
+// CHECK-NEXT:    llvm.getelementptr %[[SECOND:.*]][%{{.*}}]
+// CHECK:         llvm.call @recir_rows.run(%[[SECOND]],
 // CHECK:         llvm.mlir.addressof @node__post.rows2.rows
 // CHECK-COUNT-1: llvm.func internal @recir_rows.part(
 // CHECK-NOT:     llvm.func internal @recir_rows.part(
+// CHECK:         llvm.func internal @recir_rows.run(
 // CHECK:         llvm.func internal @node__post.rows0.rows(
 // CHECK:         llvm.func internal @node__post.rows1.rows(
 // CHECK:         llvm.intr.copysign
