@@ -23,9 +23,9 @@ parameter's gradient) needs no reduction, and the split depends only on
 team's threads need no native context: the kernels read and write only
 their operands, and cannot fail. An elementwise loop over rows
 (`each_row_on_team`, for `row_kernels`' elementwise ops and fused chains)
-uses the same team: its body is outlined into `.rows(data, lo, hi)` and a
-team's `.part` gives each thread a block of rows, where rows x width x ops
-reaches the same least work; every row runs the same code either way.
+is outlined into `.rows(data, lo, hi)`, one per distinct loop of the
+module; the module's one `recir_rows.run` runs it on the same team where
+rows x width x ops reaches the same least work (each thread `recir_rows.part`).
 A product by a weight (nt's and nn's B) looks first for a table of packed
 weights in the thread's context (`gemm_cached`: a height loop's, which
 packs each weight once for all its heights); each such product of the
@@ -47,7 +47,8 @@ from recir.passes.gemm_cached import CACHED, ENTRY, cached_inputs, cached_name
 from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
-from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
+from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_llvm,
+                                         new_function)
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import PACKED
 from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
@@ -286,17 +287,25 @@ def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]
     return found
 
 
+ROWS_PART = "recir_rows.part"  # the module's one team part of every `.rows`
+ROWS_RUN = "recir_rows.run"  # its one choice of a team or the calling thread
+
+
 def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
-                   body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
+                   body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> str:
     """`<name>.rows(data, lo, hi)`: `body` on rows [lo, hi) of the operands
-    whose data pointers (or scalars) are `data`'s fields 1.. (field 0 is the
-    row count); and `<name>.part(data)`, run by each thread of a team: its
-    own block of the rows, the same code on every row whatever the team."""
-    # not inlined: its callers (`.part` and the serial path) call it once per
+    whose data pointers (or scalars) are `data`'s fields 2.. (field 0 is the
+    row count, field 1 the address of the `.rows` to run); returns the name
+    to call, that of an identical `.rows` the module has already (the same
+    elementwise loop over rows of the same widths, as a `_bwd` rebuilds its
+    `_fwd`'s), where it has one: LLVM then compiles that loop once. Each
+    thread of a team runs `ROWS_PART` (`rows_part`), its own block of the rows,
+    the same code on every row whatever the team."""
+    # not inlined: its callers (the part and the serial path) call it once per
     # block of rows, and LLVM would otherwise optimize its loops once per caller
     function, b, (data, lo, hi) = new_function(f"{name}.rows", [PTR, i64, i64], inline=False)
     loaded: list[Lowered] = []
-    for i, value in enumerate(values, start=1):
+    for i, value in enumerate(values, start=2):
         field = b.offset(data, i, i64)
         if isinstance(value, Rows):
             loaded.append(Rows(value.count, b.load(field, 0, PTR), value.width, value.stride,
@@ -308,19 +317,54 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
     for op in list(function.walk()):
         if isinstance(op, (math.ExpOp, math.TanhOp, math.LogOp)):
             expand_math(op)
-    part, e, (record,) = new_function(f"{name}.part", [PTR])
-    count = e.load(record, 0, i64)
+    lower_to_llvm(function, arith_cf=False)
+    functions = {op.sym_name.data: op for op in module.ops if isinstance(op, llvm.FuncOp)}
+    for existing in functions.values():
+        if existing.sym_name.data.endswith(".rows") and existing.body.is_structurally_equivalent(
+                function.body):
+            return existing.sym_name.data
+    made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in functions]
+    if ROWS_PART not in functions:
+        made += [rows_part(), rows_run()]
+    # their arith and cf ops stay for convert-recir-to-llvm (or the translation)
+    module.body.blocks[0].add_ops([*made, function])
+    return function.sym_name.data
+
+
+def rows_part() -> llvm.FuncOp:
+    """`ROWS_PART(data)`, run by each thread of a team: the `.rows` whose
+    address is `data`'s field 1 on the thread's block of the rows."""
+    part, e, (record,) = new_function(ROWS_PART, [PTR])
+    count, rows = e.load(record, 0, i64), e.load(record, 1, PTR)
     thread = e.to_i64(e.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
     team = e.to_i64(e.value(llvm.CallOp("omp_get_num_threads", return_type=i32)))
     per = ceil_div(e, count, team)
     start = e.min(e.mul(thread, per), count)
-    call(e, f"{name}.rows", record, start, e.min(e.add(start, per), count))
+    call_pointer(e, rows, record, start, e.min(e.add(start, per), count))
     e.op(llvm.ReturnOp())
-    names = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
-    made: list[Operation] = [declare(*d) for d in DECLARATIONS if d[0] not in names]
-    # their arith and cf ops stay for convert-recir-to-llvm (or the translation)
-    module.body.blocks[0].add_ops([*made, lower_to_llvm(function, arith_cf=False),
-                                   lower_to_llvm(part, arith_cf=False)])
+    return lower_to_llvm(part, arith_cf=False)
+
+
+def rows_run() -> llvm.FuncOp:
+    """`ROWS_RUN(data, work_per_row, threads, min_work)`: the `.rows` at
+    `data`'s field 1 on its rows (field 0): on a team of `threads` where rows
+    x `work_per_row` reaches `min_work`, there are two rows or more and the
+    thread is not a team's already, else alone; compiled once (`noinline`)."""
+    function, b, (record, per_row, threads, min_work) = new_function(
+        ROWS_RUN, [PTR, i64, i64, i64], inline=False)
+    count, rows = b.load(record, 0, i64), b.load(record, 1, PTR)
+    team, work = b.min(threads, count), b.mul(count, per_row)
+    pays = b.value(arith.AndIOp(b.compare("sge", team, 2), b.compare("sge", work, min_work)))
+    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
+
+    def on_team(e: Emitter) -> None:
+        part = e.value(llvm.AddressOfOp(ROWS_PART, PTR))
+        e.op(llvm.CallOp("GOMP_parallel", part, record, e.value(arith.TruncIOp(threads, i32)),
+                         e.const(0, i32)))
+
+    b.when(pays, on_team, lambda e: call_pointer(e, rows, record, e.i64(0), count))
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function, arith_cf=False)
 
 
 def fresh_name(module: ModuleOp, op: Operation) -> str:
@@ -339,30 +383,17 @@ def fresh_name(module: ModuleOp, op: Operation) -> str:
 def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row: int,
                      values: Sequence[Lowered],
                      body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> None:
-    """`body(e, r, values)` for every row r: on the calling thread, or, with
-    a team whose least work (`RowTeam.min_work`) `count * work_per_row`
-    reaches and at least two rows, on up to `threads` threads, each its own
-    block of rows (an outlined `.part`). Row r runs the same code either
-    way, so an elementwise loop gives the same bits on any thread count."""
+    """`body(e, r, values)` for every row r: here, or, with a team, by
+    `ROWS_RUN` on an outlined `.rows` (`count * work_per_row` against
+    `RowTeam.min_work`): the same code, so the same bits, on any team."""
     if b.team.threads < 2:
         b.each(count, lambda inner, r: body(inner, r, values))
         return
     module = enclosing_module(op)
-    name = fresh_name(module, op)
-    rows_functions(module, name, values, body)
-    record = b.alloca(len(values) + 1, i64)
+    name = rows_functions(module, fresh_name(module, op), values, body)
+    record = b.alloca(len(values) + 2, i64)
     b.store(count, record, 0)
-    for i, value in enumerate(values, start=1):
+    b.store(b.value(llvm.AddressOfOp(name, PTR)), record, 1)
+    for i, value in enumerate(values, start=2):
         b.store(value.data if isinstance(value, Rows) else value, b.offset(record, i, i64), 0)
-    team = b.min(b.team.threads, count)
-    work = b.mul(count, work_per_row)
-    pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
-                                b.compare("sge", work, b.team.min_work)))
-    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
-
-    def on_team(e: Emitter) -> None:
-        part = e.value(llvm.AddressOfOp(f"{name}.part", PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, record, e.const(b.team.threads, i32),
-                         e.const(0, i32)))
-
-    b.when(pays, on_team, lambda e: call(e, f"{name}.rows", record, 0, count))
+    call(b, ROWS_RUN, record, work_per_row, b.team.threads, b.team.min_work)

@@ -34,7 +34,8 @@ table, a value a `_fwd` saved (its rows at that height, the thread's), a
 static tensor or scalar, or a parameter's gradient a `_bwd` adds into
 (`COPIED`: each thread adds into its own buffer, the caller's for thread 0
 and a zeroed copy for the others, which the team adds into the caller's
-after the last height, zeroing them again). An output goes into its table at
+after the last height, zeroing them again: `thread_copies`' one function
+for every such input). An output goes into its table at
 the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's;
@@ -62,6 +63,7 @@ from recir.passes.loop_builder import PTR, Emitter, Index
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 from recir.passes.row_logs import close_logs, log_sites, open_logs
 from recir.passes.row_products import packed_sites
+from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
@@ -109,7 +111,9 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
     for first, end, size in reversed(phases) if reverse else phases:
         phase(b, first, end, size)
     b.op(llvm.ReturnOp())
+    shared = [sum_row_copies_function()] if any(o.kind == COPIED for o in inputs) else []
     return [part, lower_to_llvm(outer, arith_cf=False),  # `llvm_convert.ARITH`
+            *shared,
             *(llvm.FuncOp(n, llvm.LLVMFunctionType(list(i), o), llvm.LinkageAttr("external"))
               for n, i, o in TEAM_DECLARATIONS)]
 
@@ -286,22 +290,8 @@ class HeightLoopBuilder(PlanFunction):
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
         """This thread's block of the elements of input `k`'s copies (of
         threads 1 on) added into the caller's buffer, and zeroed."""
-        buffers = self.field(b, self.operand_field(k), PTR)
-        lo = b.value(arith.DivSIOp(b.mul(self.thread, elements), self.threads))
-        hi = b.value(arith.DivSIOp(b.mul(b.add(self.thread, 1), elements), self.threads))
-        target = b.offset(b.load(buffers, 0, PTR), lo)
-
-        def each_copy(e: Emitter, t: SSAValue) -> None:
-            copy = e.offset(e.load(buffers, e.add(t, 1), PTR), lo)
-
-            def each(inner: Emitter, i: SSAValue) -> None:
-                inner.store(inner.value(arith.AddfOp(inner.load(target, i),
-                                                     inner.load(copy, i))), target, i)
-                inner.store(inner.const(0.0, f32), copy, i)
-
-            e.each(e.sub(hi, lo), each)
-
-        b.each(b.sub(self.threads, 1), each_copy)
+        call(b, SUM_ROW_COPIES, self.field(b, self.operand_field(k), PTR), self.thread,
+             self.threads, b.i64(elements))
 
     def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue
               ) -> tuple[SSAValue, SSAValue, list[SSAValue]]:

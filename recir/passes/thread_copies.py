@@ -4,7 +4,8 @@ At threads > 1 each thread of a team adds gradients into its own zeroed
 copy of each weight-gradient buffer (`adjoint.thread_copy`); after the
 call, the team adds the copies into the caller's buffers. Those loops are
 internal functions that the team entry (`entry_points.team_function`) calls, so
-that LLVM optimises them once per module.
+that LLVM optimises them once per module. A frontier team's height loop
+(`schedule_loops`) sums its copied inputs the same way, by one function.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import ACC_COPIES, CONTEXT_BYTES, field
 
 SUM_COPY = "__sum_copy"  # its loop over one copied buffer, shared by the buffers
+SUM_ROW_COPIES = "recir_heights.sum_copies"  # a frontier team loop's, per copied input
 
 
 def sum_copies_function(name: str, copies: Copies) -> list[llvm.FuncOp]:
@@ -79,3 +81,31 @@ def sum_copy_function(name: str) -> llvm.FuncOp:
     b.each(count, each_thread, start=1)
     b.op(llvm.ReturnOp())
     return lower_to_llvm(function)
+
+
+def sum_row_copies_function() -> llvm.FuncOp:
+    """`SUM_ROW_COPIES(buffers, thread, threads, elements)`: thread `thread` of
+    `threads` adds its block of the elements of the copies at `buffers`[1..]
+    (threads 1 on) into `buffers`[0] (the caller's), zeroing them: after a
+    frontier team's heights (`schedule_loops`), one function for every
+    copied input of the module's loops, so that LLVM optimises the loops
+    once (internal and `noinline`)."""
+    function, b, (buffers, thread, threads, elements) = new_function(
+        SUM_ROW_COPIES, [PTR, i64, i64, i64], inline=False)
+    lo = b.value(arith.DivSIOp(b.mul(thread, elements), threads))
+    hi = b.value(arith.DivSIOp(b.mul(b.add(thread, 1), elements), threads))
+    target = b.offset(b.load(buffers, 0, PTR), lo)
+
+    def each_copy(e: Emitter, t: SSAValue) -> None:
+        copy = e.offset(e.load(buffers, e.add(t, 1), PTR), lo)
+
+        def each(inner: Emitter, i: SSAValue) -> None:
+            inner.store(inner.value(llvm.FAddOp(inner.load(target, i),
+                                                inner.load(copy, i))), target, i)
+            inner.store(inner.const(0.0, f32), copy, i)
+
+        e.each(e.sub(hi, lo), each)
+
+    b.each(b.sub(threads, 1), each_copy)
+    b.op(llvm.ReturnOp())
+    return lower_to_llvm(function, arith_cf=False)  # `llvm_convert.ARITH`

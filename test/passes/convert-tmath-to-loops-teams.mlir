@@ -14,9 +14,12 @@
 // tanh's is checked) is outlined into `.rows(data, lo,
 // hi)` (noinline: compiled once, not in each caller); with the rows x width
 // x ops at least the least work and two rows, on a thread not already one of
-// a team's (a height loop's), it starts a team of all row-threads (libgomp would end
-// and recreate the threads a smaller team leaves out) whose `.part` runs each
-// thread's block of rows, else it calls `.rows` on all of them.
+// a team's (a height loop's), the module's one `recir_rows.run` (called with
+// a record of the row count, the `.rows`' address and the operands) starts a
+// team of all row-threads (libgomp would end and recreate the threads a
+// smaller team leaves out) whose threads run the module's one
+// `recir_rows.part`: the `.rows` at the record's field 1 on the thread's
+// block of rows; else it calls that `.rows` on all of them.
 // TreeRNN's shape: a leaf embeds its word; an inner node combines its two
 // children's vectors. The structure arrays are per tree (ragged), the
 // weights uniform; the second result counts leaves (a scalar per row).
@@ -49,7 +52,8 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 }
 
 // CHECK-LABEL: func.func private @node__post(
-// CHECK:         llvm.call @node__post.rows1.rows(
+// CHECK:         llvm.mlir.addressof @node__post.rows1.rows
+// CHECK:         llvm.call @recir_rows.run(
 // CHECK:         %[[CTX:.*]] = invoke.context
 // CHECK-NEXT:    %[[AT:.*]] = arith.constant 96 : i64
 // CHECK-NEXT:    %[[SLOT:.*]] = llvm.getelementptr %[[CTX]][%[[AT]]]
@@ -73,39 +77,51 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-NEXT:      %[[THREADS2:.*]] = arith.constant 7 : i64
 // CHECK-NEXT:      %[[WORK2:.*]] = arith.constant 4096 : i64
 // CHECK-NEXT:      llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS2]], %[[WORK2]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
-// CHECK:         arith.constant 7 : i64
-// CHECK-NEXT:    %[[TEAM:.*]] = arith.minsi %{{.*}}, %[[COUNT:.*]] : i64
-// CHECK-NEXT:    %[[PER_ROW:.*]] = arith.constant 2 : i64
+// CHECK:         llvm.store %{{.*}}, %[[RECORD:.*]] : i64, !llvm.ptr
+// CHECK-NEXT:    %[[ADDRESS:.*]] = llvm.mlir.addressof @node__post.rows2.rows : !llvm.ptr
+// CHECK-NEXT:    %[[FIELD_ONE:.*]] = arith.constant 1 : i64
+// CHECK-NEXT:    %[[AT_ONE:.*]] = llvm.getelementptr %[[RECORD]][%[[FIELD_ONE]]]
+// CHECK-NEXT:    llvm.store %[[ADDRESS]], %[[AT_ONE]] : !llvm.ptr, !llvm.ptr
+// CHECK:         %[[SEVEN:.*]] = arith.constant 7 : i64
+// CHECK-NEXT:    %[[LEAST:.*]] = arith.constant 4096 : i64
+// CHECK-NEXT:    llvm.call @recir_rows.run(%[[RECORD]], %{{.*}}, %[[SEVEN]], %[[LEAST]])
+// CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK:       llvm.func internal @recir_rows.part(%[[DATA:.*]]: !llvm.ptr) {
+// CHECK:         %[[FIELD:.*]] = llvm.getelementptr %[[DATA]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+// CHECK-NEXT:    %[[ROWS:.*]] = llvm.load %[[FIELD]] : !llvm.ptr -> !llvm.ptr
+// CHECK:         llvm.call @omp_get_thread_num()
+// CHECK:         llvm.call @omp_get_num_threads()
+// CHECK:         llvm.call %[[ROWS]](%[[DATA]], %{{.*}}, %{{.*}})
+// CHECK:       llvm.func internal @recir_rows.run(%[[DATA:.*]]: !llvm.ptr, %[[PER_ROW:.*]]: i64, %[[THREADS:.*]]: i64, %[[LEAST:.*]]: i64) attributes {passthrough = ["noinline"]} {
+// CHECK-NEXT:    %[[COUNT:.*]] = llvm.load %[[DATA]] : !llvm.ptr -> i64
+// CHECK:         %[[ROWS:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
+// CHECK-NEXT:    %[[TEAM:.*]] = arith.minsi %[[THREADS]], %[[COUNT]] : i64
 // CHECK-NEXT:    %[[ROWS_WORK:.*]] = arith.muli %[[COUNT]], %[[PER_ROW]] : i64
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2 : i64
 // CHECK-NEXT:    %[[MANY:.*]] = arith.cmpi sge, %[[TEAM]], %[[TWO]] : i64
-// CHECK-NEXT:    %[[LEAST:.*]] = arith.constant 4096 : i64
 // CHECK-NEXT:    %[[ENOUGH:.*]] = arith.cmpi sge, %[[ROWS_WORK]], %[[LEAST]] : i64
 // CHECK-NEXT:    %[[WORTH:.*]] = arith.andi %[[MANY]], %[[ENOUGH]] : i1
 // CHECK-NEXT:    %[[IN_TEAM:.*]] = llvm.call @omp_get_num_threads() : () -> i32
 // CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : i32
 // CHECK-NEXT:    %[[ALONE:.*]] = arith.cmpi eq, %[[IN_TEAM]], %[[ONE]] : i32
 // CHECK-NEXT:    %[[PAYS:.*]] = arith.andi %[[WORTH]], %[[ALONE]] : i1
-// CHECK-NEXT:    scf.if %[[PAYS]] {
-// CHECK-NEXT:      %[[ROWS_PART:.*]] = llvm.mlir.addressof @node__post.rows2.part : !llvm.ptr
-// CHECK-NEXT:      %[[SIZE:.*]] = arith.constant 7 : i32
-// CHECK-NEXT:      %{{.*}} = arith.constant 0 : i32
-// CHECK-NEXT:      llvm.call @GOMP_parallel(%[[ROWS_PART]], %[[RECORD:.*]], %[[SIZE]], %{{.*}})
-// CHECK-NEXT:    } else {
-// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0 : i64
-// CHECK-NEXT:      llvm.call @node__post.rows2.rows(%[[RECORD]], %[[ZERO]], %[[COUNT]])
-// CHECK:       llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK-NEXT:    cf.cond_br %[[PAYS]], ^[[ON_TEAM:.*]], ^[[ALONE_BLOCK:.*]]
+// CHECK-NEXT:  ^[[ON_TEAM]]:
+// CHECK-NEXT:    %[[ROWS_PART:.*]] = llvm.mlir.addressof @recir_rows.part : !llvm.ptr
+// CHECK-NEXT:    %[[SIZE:.*]] = arith.trunci %[[THREADS]] : i64 to i32
+// CHECK-NEXT:    %{{.*}} = arith.constant 0 : i32
+// CHECK-NEXT:    llvm.call @GOMP_parallel(%[[ROWS_PART]], %[[DATA]], %[[SIZE]], %{{.*}})
+// CHECK:       ^[[ALONE_BLOCK]]:
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT:    llvm.call %[[ROWS]](%[[DATA]], %[[ZERO]], %[[COUNT]])
+// CHECK-NOT:   .part
 // CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
 // CHECK:       llvm.func @recir_gemm_nt.team(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64)
 // CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) attributes {passthrough = ["noinline"]} {
 // CHECK:         llvm.intr.fabs
-// CHECK:       llvm.func internal @node__post.rows2.part(%[[DATA:.*]]: !llvm.ptr) {
-// CHECK:         llvm.call @omp_get_thread_num()
-// CHECK:         llvm.call @omp_get_num_threads()
-// CHECK:         llvm.call @node__post.rows2.rows(%[[DATA]], %{{.*}}, %{{.*}})
 
 // SERIAL-LABEL: func.func private @node__post(
 // SERIAL:         llvm.call @recir_gemm_nt_bias(
 // SERIAL-NOT:     @recir_gemm_nt.team
 // SERIAL-NOT:     @GOMP_parallel
-// SERIAL-NOT:     .rows0.part
+// SERIAL-NOT:     recir_rows.part
