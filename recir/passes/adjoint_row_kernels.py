@@ -29,7 +29,7 @@ from recir.passes.row_kernels import RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
 from recir.passes.row_products import row_gemm
 from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
-from recir.passes.tmath_kernels import checked, enclosing_module, zero_fill
+from recir.passes.tmath_kernels import enclosing_module, zero_fill
 
 
 def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:

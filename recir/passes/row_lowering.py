@@ -167,8 +167,8 @@ class RowFunctionLowering:
         self.liveness = ScratchLiveness(ops, self.pad_sums)
         for k, op in enumerate(ops):
             self.lower_op(op)
-            for offset, size in self.liveness.dead(k):
-                self.scratch.release(offset, size)
+            for offset, length in self.liveness.dead(k):
+                self.scratch.release(offset, length)
         self.record_per_row(self.scratch.finish())
         for op in reversed(self.static.dead):
             op.detach()

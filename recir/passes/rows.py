@@ -9,7 +9,7 @@ the lowering are `row_lowering.py`'s; the kernels `row_kernels.py`' and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import count
 

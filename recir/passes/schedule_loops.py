@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import ModuleOp, f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import ModuleOp, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
