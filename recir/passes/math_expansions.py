@@ -100,7 +100,8 @@ def _reduced(b: Emitter, clamped: SSAValue, bias: SSAValue) -> tuple[SSAValue, S
 
 
 def exp(b: Emitter, x: SSAValue) -> SSAValue:
-    """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 far below."""
+    """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 where
+    exp(x) is below its least normal."""
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
     # Above 0, 2^(n-1) times 2, so that n = 128 does not overflow the

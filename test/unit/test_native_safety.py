@@ -119,6 +119,10 @@ from recir.backend import interrupts
 from recir.context import make_context
 from recir.parsing import parse_module
 
+# Python's own Ctrl-C handler, also where this process inherited SIGINT
+# ignored (a job started in the background by a non-interactive shell):
+# native calls are stopped only over that handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sources = json.loads(sys.stdin.read())
 found = {}
 
