@@ -68,3 +68,37 @@ def test_per_row_kernels_give_the_recursive_gradients():
     for k, g in expected.items():
         assert np.abs(g).max() > 0, k
         np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+SLICES = """
+func.func @tanh_slice(%x: tensor<?x8xf32>) -> tensor<?x4xf32> {
+  %t = tmath.tanh %x : tensor<?x8xf32>
+  %s = tmath.slice %t[2] : tensor<?x8xf32> -> tensor<?x4xf32>
+  func.return %s : tensor<?x4xf32>
+}
+func.func @taken_slice(%x: tensor<?x8xf32>, %i: tensor<?xi32>) -> tensor<?x4xf32> {
+  %a = frontier.take %x[%i] : tensor<?x8xf32>, tensor<?xi32>
+  %s = tmath.slice %a[3] : tensor<?x8xf32> -> tensor<?x4xf32>
+  func.return %s : tensor<?x4xf32>
+}
+"""
+
+
+def test_a_returned_slice_of_rows_comes_back_contiguous(tmp_path):
+    """A slice over rows is a view with its input's stride; returned, it is
+    copied row by row into a contiguous result."""
+    from xdsl.dialects import func
+
+    from recir.context import make_context
+    from recir.frontier_compile import compile_rows
+    from recir.parsing import parse_module
+
+    module = parse_module(make_context(), SLICES)
+    calls = compile_rows([op for op in module.ops if isinstance(op, func.FuncOp)],
+                         tmp_path).functions
+    x = np.random.default_rng(0).standard_normal((7, 8)).astype(np.float32)
+    (out,) = calls["tanh_slice"]([x.copy()])
+    np.testing.assert_allclose(out, np.tanh(x)[:, 2:6], rtol=2e-6)
+    numbers = np.array([6, 0, 3, 3, 1], np.int32)
+    (out,) = calls["taken_slice"]([x.copy(), numbers])
+    np.testing.assert_array_equal(out, x[numbers][:, 3:7])
