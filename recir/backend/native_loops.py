@@ -25,13 +25,11 @@ from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
-from recir.backend.policy import defer_outer_bytes
 from recir.backend.schedule_specs import (
     ExpansionSpec,
     HeightSpec,
     Spec,
     copied_elements,
-    largest_copy,
 )
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import (
@@ -207,16 +205,15 @@ class HeightLoop(NativeLoop):
         height on the team, each thread its own trees' rows, no barriers:
         all rows but the largest group's move. `backward`: the `_bwd` that splits as
         this `_fwd` (it reads each thread's saved rows), whose work counts
-        too, and which keeps the products' own teams where a thread's copy
-        of a gradient would not fit half a core's L2 (`policy.defer_outer_bytes`:
-        with its weight, the gradient a thread's products read and write at
-        every height; those teams split each gradient across the threads)."""
+        too. A thread's copy of a gradient larger than its L2 costs no
+        traffic per height beyond the sum: thin heights log their outer
+        products (`row_logs`), and a wide one's product reads and writes
+        the copy once for many rows."""
         loops = [self] if backward is None else [self, backward]
         costs = self.spec.costs
         if self.threads < 2 or costs is None or len(bounds) < 2 or (
                 thread_limit() < self.threads) or any(
-                loop.threads != self.threads for loop in loops) or any(
-                largest_copy(loop.spec) >= defer_outer_bytes() for loop in loops):
+                loop.threads != self.threads for loop in loops):
             return 1, 0
         rows = bounds[1:] - bounds[:-1]
         if groups is not None:  # every height, no barriers; the largest group stays

@@ -142,12 +142,6 @@ def copied_elements(spec: HeightSpec) -> int:
     return sum(o.row_bytes // 4 for o in spec.inputs if o.kind == COPIED)
 
 
-def largest_copy(spec: HeightSpec) -> int:
-    """The bytes of the largest gradient each thread of a team adds into
-    its own copy of (`COPIED`), 0 where none."""
-    return max((o.row_bytes for o in spec.inputs if o.kind == COPIED), default=0)
-
-
 def forward_outputs(backward: func.FuncOp) -> int:
     """How many values the `_fwd` beside `backward` returns (its results,
     then its saved rows): the `_bwd` takes the saved rows and a frame first."""

@@ -260,8 +260,7 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     the heights that give each thread a register tile of rows, where the
     rows moved off the calling thread save more than the starts, the
     barriers and the copies' sum; one thread for a batch too small to repay
-    them, and where a thread's copy of a gradient would not fit half of L2
-    (the products' own teams split that gradient instead)."""
+    them, or whose gradient copies cost more to add up than the team saves."""
     from types import SimpleNamespace
 
     from recir.backend.native_loops import HeightLoop, row_tile
@@ -283,8 +282,10 @@ def test_a_gradients_heights_split_where_the_cost_model_says_so():
     assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, small)) == (2, 3)
     assert HeightLoop.team_size(loop(10_000), tapering, loop(20_000, small)) == (2, 1)
     assert HeightLoop.team_size(loop(10_000), narrow, loop(20_000, small)) == (1, 0)
-    big = policy.defer_outer_bytes()
-    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == (1, 0)
+    big = 4 * policy.defer_outer_bytes()  # larger than L2: the team all the same
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, big)) == (2, 3)
+    huge = 4 * 300_000_000  # adding up its copies costs more than the moved rows save
+    assert HeightLoop.team_size(loop(10_000), wide, loop(20_000, huge)) == (1, 0)
     assert HeightLoop.team_size(loop(10_000), wide) == (2, 3)  # inference: no copies
 
 
