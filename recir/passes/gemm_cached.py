@@ -7,13 +7,14 @@ few tiles of rows; a height loop runs every height's products, so it keeps
 a table of packed copies (`open_table`), one entry per product of its
 module, in the thread's context (`packed`), and each product calls
 `recir_gemm_<layout>.cached(..., entry)`: its entry's copy where that is of
-the same B (address, leading dimension, n and k), else B packed into a
-fresh heap copy first (the old one freed), but only where the plain kernel
-would pack B anyway (nt: not dot products; nn: more than a tile of rows and
-a block of B larger than half of L1): a copy costs no call more than the
-plain kernel, and few rows of A read B where it is. The loop frees the
-copies when it ends (`close_table`). A copy is B as the driver's first block of rows
-packs it (`gemm_packing.pack_whole_function`): nn's products give the
+the same B (address, leading dimension, n and k). The first product of a B
+only names it in the entry; the second packs it into a fresh heap copy
+(the old one freed), and only where the plain kernel would pack B anyway
+(nt: not dot products; nn: more than a tile of rows and a block of B over
+half of L1). So a weight multiplied once a call (a leaf's) is never copied,
+and no product costs more than the plain kernel but for that copy. The
+loop frees the copies when it ends (`close_table`). A copy is B as the
+driver's first block of rows packs it (`gemm_packing.pack_whole_function`): nn's products give the
 plain kernel's bits; nt's, packed already, take the broadcast tiles for all
 but few rows of B (`gemm_dots.dots_pay`), where the plain kernel would take
 dot products for few rows of A (the same sums, in another order). Each
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import i8, i64
+from xdsl.dialects.builtin import i1, i8, i64
 from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import allocated
@@ -73,33 +74,45 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
         call(e, f"recir_gemm_{layout}.packed", *plain, e.load(entry, 4, PTR))
 
     def repack(e: Emitter) -> None:
-        """B packed into a fresh copy (the entry's old one freed), then used."""
-        release(e, e.load(entry, 4, PTR))
-        e.store(e.value(llvm.ZeroOp(result_types=[PTR])), entry, 4)
+        """B packed into a fresh copy, then used."""
         fresh = workspace(e, whole_floats(e, target, n, k))
 
         def keep(f: Emitter) -> None:
             call(f, f"recir_gemm_{layout}.pack_whole", bm, ldb, n, k, fresh)
-            for i, key in enumerate(keys):
-                f.store(key, entry, i)
             f.store(fresh, entry, 4)
             copy_of(f)
 
         e.when(allocated(e, fresh), keep, kernel)
 
-    same = allocated(b, b.load(entry, 4, PTR))
+    seen = b.const(1, i1)  # the entry names B already
     for i, key in enumerate(keys):
-        same = b.value(arith.AndIOp(same, b.compare("eq", b.load(entry, i, i64), key)))
+        seen = b.value(arith.AndIOp(seen, b.compare("eq", b.load(entry, i, i64), key)))
+    hit = b.value(arith.AndIOp(seen, allocated(b, b.load(entry, 4, PTR))))
+
+    def miss(e: Emitter, packs: SSAValue) -> None:
+        """Another B forgotten and this one named; B packed into the copy
+        where this is its second product and the kernel would pack it."""
+        def name(f: Emitter) -> None:
+            release(f, f.load(entry, 4, PTR))
+            f.store(f.value(llvm.ZeroOp(result_types=[PTR])), entry, 4)
+            for i, key in enumerate(keys):
+                f.store(key, entry, i)
+
+        e.when(seen, lambda _: None, name)
+        e.when(e.value(arith.AndIOp(seen, packs)), repack, kernel)
+
     if layout == "nt":  # dot products where they cost less than the copy's extras
         def dots(e: Emitter) -> None:
             call(e, "recir_gemm_nt.dots", *plain)
 
-        b.when(same, lambda e: e.when(dots_pay(e, target, m, n, k, packed=True), dots, copy_of),
-               lambda e: e.when(dots_pay(e, target, m, n, k), dots, repack))
+        b.when(hit, lambda e: e.when(dots_pay(e, target, m, n, k, packed=True), dots, copy_of),
+               lambda e: miss(e, e.value(arith.XOrIOp(dots_pay(e, target, m, n, k),
+                                                      e.const(1, i1)))))
     else:  # nn reads B in place for one tile of rows, or where its block fits L1
         in_place = b.value(arith.OrIOp(b.compare("sle", m, target.tile[0]), b.compare(
             "sle", b.mul(b.mul(k_blocks(b, target, k)[1], n), 4), target.l1_bytes // 2)))
-        b.when(same, copy_of, lambda e: e.when(in_place, kernel, repack))
+        b.when(hit, copy_of, lambda e: miss(e, e.value(arith.XOrIOp(in_place,
+                                                                     e.const(1, i1)))))
     b.op(llvm.ReturnOp())
     return [pack_whole_function(target, layout), function]
 

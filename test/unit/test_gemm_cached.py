@@ -1,7 +1,7 @@
 """A weight packed once for many products (`recir/passes/gemm_cached.py`):
 `recir_gemm_<layout>.cached` against NumPy and against the plain kernel (nn:
-the same bits), the same B at several heights (one copy, made at the first
-height whose product packs B), then another B."""
+the same bits), the same B at several heights (one copy, made at its second
+product where the plain kernel packs B), then another B."""
 
 import ctypes
 
@@ -84,12 +84,16 @@ def test_one_copy_serves_every_height_with_the_plain_kernels_bits(layout, n, k):
         assert len(copies - {0}) == 1 or not packs, "never packed"
         if copies - {0}:
             assert list(entry[:4]) == [weight.ctypes.data, weight.strides[0] // 4, n, k]
-        _, other = padded(rng, *weight.shape)  # another weight: packed afresh
-        _, a = padded(rng, 160, k)  # rows enough for nt to pack rather than take dots
-        c = np.zeros((160, n), np.float32)
-        cached(*args(a, other, c, 0), *([None] if layout == "nt" else []), entry.ctypes.data)
-        np.testing.assert_allclose(c, a.astype(np.float64) @ (
-            other.T if layout == "nt" else other), rtol=1e-4, atol=1e-4 * np.sqrt(k))
-        assert entry[0] == other.ctypes.data or not packs
+        _, other = padded(rng, *weight.shape)  # another weight: named, then packed afresh
+        _, a = padded(rng, 160, k)  # rows enough for nt to pack rather than take dot products
+        for product in range(2):
+            c = np.zeros((160, n), np.float32)
+            cached(*args(a, other, c, 0), *([None] if layout == "nt" else []),
+                   entry.ctypes.data)
+            np.testing.assert_allclose(c, a.astype(np.float64) @ (
+                other.T if layout == "nt" else other), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+            assert entry[0] == other.ctypes.data
+            assert entry[4] != 0 or not (product and packs), "its second product did not pack"
+            assert entry[4] == 0 or product, "a weight's first product packed"
     finally:
         LIBC.free(int(entry[4]) or None)
