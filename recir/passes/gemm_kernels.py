@@ -19,8 +19,7 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace (or is
-given packed: a weight's copy for many calls, `gemm_cached.py`), and tn's
+rows reuse B, all of it is packed once into a heap workspace, and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
 L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
@@ -43,7 +42,6 @@ from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, dots_pay
-from recir.passes.gemm_cached import CACHED, cached_functions, cached_name
 from recir.passes.gemm_packing import (
     k_blocks,
     pack_a_tiles,
@@ -148,14 +146,11 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
-    zeros. The last argument, where not null, is all of B packed already
-    (`gemm_packing.pack_whole_function`), which every block reads."""
+    zeros."""
     rows, width, depth = target.tile[0], target.width, target.depth
-    function, b, args = new_function(name, SIGNATURE + [PTR] * biased + [PTR])
+    function, b, args = new_function(name, SIGNATURE + [PTR] * biased)
     m, n, k, a, lda, bm, ldb, c, ldc, accumulate = args[:10]
-    bias, given = (args[10] if biased else None), args[-1]
-    prepacked = allocated(b, given)
-    unpacked = b.value(arith.XOrIOp(prepacked, b.const(1, i1)))
+    bias = args[10] if biased else None
     buf = b.alloca(depth * width)
     m, n, k = at_least_zero(b, m, n, k)
     # a block's rows of A (depth deep) and of C (n wide) fill L2 together
@@ -177,8 +172,7 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     panels = ceil_div(b, n, width)
     one_tile = b.compare("sle", m, rows)
     chunk = depth * width
-    reused = b.value(arith.AndIOp(b.value(arith.AndIOp(b.compare("sgt", m, block),
-                                                       b.compare("sgt", k, 0))), unpacked))
+    reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
     b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(steps, panels), chunk), b.i64(0)))
     # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
     # all fall in the same L1 sets where lda is a multiple of a way
@@ -189,8 +183,7 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
     space = workspace(b, b.add(b_floats, a_floats))
     have = allocated(b, space)
-    whole_b = b.value(arith.OrIOp(b.value(arith.AndIOp(have, reused)), prepacked))
-    packed_b = b.value(arith.SelectOp(prepacked, given, space))
+    whole_b = b.value(arith.AndIOp(have, reused))
     a_tiles = b.value(arith.AndIOp(have, wanted))
     packed_a = b.offset(space, b_floats)
     # A's strides (across rows, along k) in place, and as the tile reads it
@@ -199,7 +192,7 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
              b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
 
     def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
-        return e.offset(packed_b, e.mul(e.add(e.mul(kb, panels), jp), chunk))
+        return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
 
     def row_block(s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, block)
@@ -262,8 +255,8 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
         # the first block of rows packs B (into the workspace, if it has
         # one, where the later blocks read it), each panel as it uses it
         panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
-        first = s.value(arith.AndIOp(s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
-            arith.XOrIOp(whole_b, s.const(1, i1))))), unpacked))
+        first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
+            arith.XOrIOp(whole_b, s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{layout}.pack",
                                      b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, panel))
         bias_row = None if bias is None else s.offset(bias, j0)
@@ -290,7 +283,7 @@ def nt_driver(target: Target) -> llvm.FuncOp:
     function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
     b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
            lambda e: call(e, "recir_gemm_nt.dots", *args),
-           lambda e: call(e, "recir_gemm_nt.packed", *args, null(e)))
+           lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function
 
@@ -327,10 +320,9 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)
-        call(b, f"recir_gemm_{layout}.packed", *args, null(b))
+        call(b, f"recir_gemm_{layout}.packed", *args)
         b.op(llvm.ReturnOp())
         made.append(public)
-    made += cached_functions(target, layout)
     return [lower_to_llvm(f) for f in made]
 
 
@@ -373,10 +365,8 @@ def declare_bias_in(module: ModuleOp) -> str:
 
 def entry_names() -> list[str]:
     """The kernel object's functions that modules call (`declare_in`,
-    `declare_bias_in`, `row_products.with_packed`) or Python does
-    (`compiled_gemm.kernel`)."""
-    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias",
-            *(cached_name(layout) for layout in CACHED)]
+    `declare_bias_in`) or Python does (`compiled_gemm.kernel`)."""
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias"]
 
 
 def links(module: ModuleOp) -> list[str]:

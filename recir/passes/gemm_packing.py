@@ -17,10 +17,7 @@ same few L1 sets, every step; the copies make both contiguous:
   the `aligned_alloc` and `free` it calls (which `frame_buffers.declare_heap`
   declares).
   A failed allocation returns null, and the kernels then copy block by
-  block on the stack as they would without it;
-- `pack_whole_function`: all of B in the workspace's layout (`k_blocks` of
-  k by panels of `width`), for a weight that several calls reuse
-  (`gemm_cached.py`).
+  block on the stack as they would without it.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import ALLOC, FREE
 from recir.passes.gemm_target import Target
-from recir.passes.llvm_functions import call, ceil_div, new_function
+from recir.passes.llvm_functions import ceil_div, new_function
 from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
 
 ALIGN = 64  # a cache line: a packed panel's rows start on one
@@ -99,41 +96,6 @@ def k_blocks(b: Emitter, target: Target, k: SSAValue) -> tuple[SSAValue, SSAValu
     short last block to load and store C for)."""
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, target.depth), b.i64(1)))
     return steps, b.mul(ceil_div(b, ceil_div(b, k, steps), target.lanes), target.lanes)
-
-
-def whole_floats(b: Emitter, target: Target, n: SSAValue, k: SSAValue) -> SSAValue:
-    """The floats all of B takes packed: a depth x width chunk per block of
-    k and panel (n, k at least 0)."""
-    steps = k_blocks(b, target, k)[0]
-    return b.mul(b.mul(steps, ceil_div(b, n, target.width)), target.depth * target.width)
-
-
-def pack_whole_function(target: Target, layout: str) -> llvm.FuncOp:
-    """`recir_gemm_<layout>.pack_whole(B, ldb, n, k, buf)`: every (block of
-    k, panel) of B at buf + (block * panels + panel) depth width, as the
-    driver's first block of rows packs them (`whole_floats` floats)."""
-    function, b, (bm, ldb, n, k, buf) = new_function(
-        f"recir_gemm_{layout}.pack_whole", [PTR, i64, i64, i64, PTR])
-    width, chunk = target.width, target.depth * target.width
-    steps, even = k_blocks(b, target, k)
-    panels = ceil_div(b, n, width)
-
-    def block(s: VectorEmitter, kb: SSAValue) -> None:
-        p0 = s.mul(kb, even)
-        kc = s.min(even, s.sub(k, p0))
-
-        def panel(e: VectorEmitter, jp: SSAValue) -> None:
-            j0 = e.mul(jp, width)
-            at = e.add(e.mul(p0, ldb), j0) if layout != "nt" else e.add(e.mul(j0, ldb), p0)
-            call(e, f"recir_gemm_{layout}.pack", e.offset(bm, at), ldb, kc,
-                 e.min(width, e.sub(n, j0)), e.offset(buf, e.mul(e.add(e.mul(kb, panels), jp),
-                                                                 chunk)))
-
-        s.each(panels, panel)
-
-    b.each(steps, block)
-    b.op(llvm.ReturnOp())
-    return function
 
 
 def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,

@@ -14,9 +14,7 @@ budget a call starts spawning with (`invoke.spawn_budget`), 0 for the
 compiled default; `stack_owner` the thread whose stack `stack_limit` was
 read off (a team's worker keeps it from one call to the next); `depth` the
 calls this thread is nested in, in code compiled with a max-depth (each
-returns it as it found it); `packed` this thread's table of weights packed
-for the products of a height loop's call (`gemm_cached.open_table`), or null;
-`row_logs` its table of logged outer products (`row_logs.open_logs`), or null.
+returns it as it found it); `row_logs` this thread's table of logged outer products (`row_logs.open_logs`), or null.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ CONTEXT_FIELDS: tuple[tuple[str, str], ...] = (
     ("tape_next", "ptr"), ("tape_end", "ptr"), ("tape_chunks", "ptr"),
     ("tape_bytes", "u64"), ("contexts", "ptr"), ("acc_copies", "ptr"),
     ("outer_logs", "ptr"), ("spawn_budget", "i64"), ("stack_owner", "u64"),
-    ("depth", "u64"), ("packed", "ptr"), ("row_logs", "ptr"))
+    ("depth", "u64"), ("row_logs", "ptr"))
 KIND_BYTES = {"u64": 8, "i64": 8, "i32": 4, "ptr": 8}
 
 
@@ -75,7 +73,7 @@ TAPE_NEXT, TAPE_END = OFFSETS["tape_next"], OFFSETS["tape_end"]
 TAPE_CHUNKS, TAPE_BYTES = OFFSETS["tape_chunks"], OFFSETS["tape_bytes"]
 CONTEXTS, ACC_COPIES, OUTER_LOGS = OFFSETS["contexts"], OFFSETS["acc_copies"], OFFSETS["outer_logs"]
 SPAWN_BUDGET, STACK_OWNER, DEPTH = OFFSETS["spawn_budget"], OFFSETS["stack_owner"], OFFSETS["depth"]
-PACKED, ROW_LOGS = OFFSETS["packed"], OFFSETS["row_logs"]
+ROW_LOGS = OFFSETS["row_logs"]
 LOG_BYTES = 32  # one log descriptor
 
 

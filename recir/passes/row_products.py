@@ -26,10 +26,6 @@ their operands, and cannot fail. An elementwise loop over rows
 is outlined into `.rows(data, lo, hi)`, one per distinct loop of the
 module; the module's one `recir_rows.run` runs it on the same team where
 rows x width x ops reaches the same least work (each thread `recir_rows.part`).
-A product by a weight (nt's and nn's B) looks first for a table of packed
-weights in the thread's context (`gemm_cached`: a height loop's, which
-packs each weight once for all its heights); each such product of the
-module has an entry there (`PACKED_SITES` counts them).
 """
 
 from __future__ import annotations
@@ -37,24 +33,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, func, llvm, math
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from recir.dialects import invoke, tmath
+from recir.dialects import tmath
 from recir.passes import gemm_kernels
-from recir.passes.frame_buffers import allocated
-from recir.passes.gemm_cached import CACHED, ENTRY, cached_inputs, cached_name
 from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_llvm,
                                          new_function)
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.native_context import PACKED
 from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
 from recir.passes.tmath_kernels import enclosing_module
 
-PACKED_SITES = "recir.packed_sites"  # a module attribute: its products by a weight
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
 POINTERS = (3, 5, 7)  # the fields that hold A, B and C
 DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
@@ -197,48 +189,7 @@ def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
     emitted. `a`, `bm`, `c` are (data, leading dimension)."""
     args = [b.i64(m), b.i64(n), b.i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]), c[0],
             b.i64(c[1]), b.i64(int(accumulate))]
-    module = enclosing_module(op)
-    gemm = gemm_call(module, layout, b.team)
-
-    def plain(e: Emitter) -> None:
-        gemm(e, args)
-
-    if layout in CACHED:
-        with_packed(b, module, layout, args, None, plain)
-    else:
-        plain(b)
-
-
-def packed_sites(module: ModuleOp) -> int:
-    """The module's products by a weight (entries of a height loop's table)."""
-    found = module.attributes.get(PACKED_SITES)
-    return found.value.data if isinstance(found, IntegerAttr) else 0
-
-
-def with_packed(b: RowEmitter, module: ModuleOp, layout: str, args: list[SSAValue],
-                bias: SSAValue | None, plain: Callable[[Emitter], None]) -> None:
-    """`recir_gemm_<layout>.cached` on this product's entry of the
-    context's table where it has one (and, for a team's function, the
-    thread is one of a height loop's team: on the calling thread the
-    product's own team splits it), else `plain`."""
-    site = packed_sites(module)
-    module.attributes[PACKED_SITES] = IntegerAttr(site + 1, i64)
-    name = gemm_kernels.declare_linked(module, cached_name(layout), cached_inputs(layout),
-                                       gemm_kernels.KERNELS)
-    ctx = b.value(invoke.ContextOp())
-    table = b.load(b.offset(ctx, PACKED, i8), 0, PTR)
-    if layout == "nt":
-        args = [*args, bias if bias is not None else b.value(llvm.ZeroOp(result_types=[PTR]))]
-
-    def listed(e: Emitter) -> None:
-        ok = e.compare("slt", site, e.load(table, 0, i64))
-        if b.team.threads >= 2:
-            ok = e.value(arith.AndIOp(ok, e.value(arith.XOrIOp(outside_teams(e),
-                                                               e.const(1, i1)))))
-        e.when(ok, lambda f: f.op(llvm.CallOp(name, *args, f.offset(table, 1 + ENTRY * site,
-                                                                    i64))), plain)
-
-    b.when(allocated(b, table), listed, plain)
+    gemm_call(enclosing_module(op), layout, b.team)(b, args)
 
 
 def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
@@ -257,8 +208,7 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
         name = gemm_kernels.declare_bias_in(module)
         args = [b.i64(x.count), b.i64(rows), b.i64(cols), x.data, b.i64(x.stride), matrix,
                 b.i64(cols), out.data, b.i64(out.stride)]
-        with_packed(b, module, "nt", [*args, b.i64(0)], bias,
-                    lambda e: e.op(llvm.CallOp(name, *args, bias)))
+        b.op(llvm.CallOp(name, *args, bias))
         return out
     if bias is not None:
         each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(

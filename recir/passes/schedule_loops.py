@@ -40,9 +40,7 @@ the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's;
 the slot holds that room on entry, and rows written there are not copied.
-Each thread's products by a weight read one packed copy of it for all
-its heights (`gemm_cached`: a table in its context for the loop's call),
-and its thin heights' outer products into a weight's gradient go to a log
+Each thread's thin heights' outer products into a weight's gradient go to a log
 added a block of rows at a time and when its heights end (`row_logs`: a
 team's threads each into its own buffer, all before the copies' sum).
 """
@@ -56,13 +54,10 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from recir.passes.frame_buffers import declare_heap
-from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter, Index
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 from recir.passes.row_logs import close_logs, log_sites, open_logs
-from recir.passes.row_products import packed_sites
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
@@ -265,15 +260,9 @@ class HeightLoopBuilder(PlanFunction):
                 e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
 
         module = self.function.parent_op()
-        sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
         logs = log_sites(module) if isinstance(module, ModuleOp) else 0
-        if sites:
-            declare_heap(module)  # the copies' `free`
-        packed = open_table(b, self.ctx, sites) if sites else None
         logged = open_logs(b, self.ctx, logs) if logs else None
         b.each(b.sub(end, first), each_height)
-        if packed is not None:  # each thread's own weights' copies, for all its heights
-            close_table(b, self.ctx, *packed, sites)
         if logged is not None:  # each thread's outer products into its own buffers
             close_logs(b, self.ctx, *logged, logs)
         if self.team and copied:

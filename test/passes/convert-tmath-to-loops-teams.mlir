@@ -1,10 +1,6 @@
 // RUN: recir-opt -p "capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops{row-threads=7 row-team-work=4096}" %s | filecheck %s
 // RUN: recir-opt -p capture-outer-refs,invoke-to-frontier,convert-tmath-to-loops %s | filecheck %s --check-prefix=SERIAL
 
-// A product by a weight first looks in the context (`packed`, at byte 96)
-// for a height loop's table of packed weights: on one of that loop's team's
-// threads it calls `recir_gemm_nt.cached` with its entry (site 0, the
-// table's first after its count), else as without a table.
 // With row-threads, a product over rows calls the GEMM kernel's team form
 // with the thread count and the policy's least work for a team (declared:
 // the host's team object, `row_products.team_module`, starts a libgomp team
@@ -54,29 +50,9 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         llvm.mlir.addressof @node__post.rows1.rows
 // CHECK:         llvm.call @recir_rows.run(
-// CHECK:         %[[CTX:.*]] = invoke.context
-// CHECK-NEXT:    %[[AT:.*]] = arith.constant 96 : i64
-// CHECK-NEXT:    %[[SLOT:.*]] = llvm.getelementptr %[[CTX]][%[[AT]]]
-// CHECK-NEXT:    %[[TABLE:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
-// CHECK:         scf.if %{{.*}} {
-// CHECK-NEXT:      %[[SITES:.*]] = llvm.load %[[TABLE]] : !llvm.ptr -> i64
-// CHECK-NEXT:      %[[SITE:.*]] = arith.constant 0 : i64
-// CHECK-NEXT:      %[[LISTED:.*]] = arith.cmpi slt, %[[SITE]], %[[SITES]] : i64
-// CHECK-NEXT:      %[[IN:.*]] = llvm.call @omp_get_num_threads() : () -> i32
-// CHECK:           %[[USE:.*]] = arith.andi %[[LISTED]], %{{.*}} : i1
-// CHECK-NEXT:      scf.if %[[USE]] {
-// CHECK-NEXT:        %[[FIRST:.*]] = arith.constant 1 : i64
-// CHECK-NEXT:        %[[ENTRY:.*]] = llvm.getelementptr %[[TABLE]][%[[FIRST]]]
-// CHECK-NEXT:        llvm.call @recir_gemm_nt.cached(%{{.*}}, %[[ENTRY]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
-// CHECK-NEXT:      } else {
-// CHECK-NEXT:        %[[THREADS:.*]] = arith.constant 7 : i64
-// CHECK-NEXT:        %[[WORK:.*]] = arith.constant 4096 : i64
-// CHECK-NEXT:        llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
-// CHECK-NEXT:      }
-// CHECK-NEXT:    } else {
-// CHECK-NEXT:      %[[THREADS2:.*]] = arith.constant 7 : i64
-// CHECK-NEXT:      %[[WORK2:.*]] = arith.constant 4096 : i64
-// CHECK-NEXT:      llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS2]], %[[WORK2]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
+// CHECK:         %[[THREADS:.*]] = arith.constant 7 : i64
+// CHECK-NEXT:    %[[WORK:.*]] = arith.constant 4096 : i64
+// CHECK-NEXT:    llvm.call @recir_gemm_nt.team(%{{.*}}, %[[THREADS]], %[[WORK]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64) -> ()
 // CHECK:         llvm.store %{{.*}}, %[[RECORD:.*]] : i64, !llvm.ptr
 // CHECK-NEXT:    %[[ADDRESS:.*]] = llvm.mlir.addressof @node__post.rows2.rows : !llvm.ptr
 // CHECK-NEXT:    %[[FIELD_ONE:.*]] = arith.constant 1 : i64
