@@ -47,6 +47,9 @@ LEARNING_RATES = {"adagrad": 0.05, "adam": 0.01, "sgd": 0.1}
 SYNTHETIC_VOCAB = 1000
 SYNTHETIC_SPLITS = (2500, 500, 500)  # train, dev, test trees
 DEFAULT_SIZE = 150
+# RNTN's tensor V holds 4 d^3 weights: d = 25 as in Socher et al. 2013 (at 150
+# it is 54 MB, read from memory at every node)
+MODEL_SIZES = {"rntn": 25}
 
 
 class UsageError(ValueError):
@@ -75,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "levels off there)")
     add("--batch-size", type=int, default=25, metavar="N",
         help="trees per optimizer step, gradients averaged (default %(default)s)")
-    add("--hidden", type=int, default=DEFAULT_SIZE, metavar="N",
-        help="state size (default %(default)s)")
+    add("--hidden", type=int, metavar="N",
+        help=f"state size (default {DEFAULT_SIZE}; RNTN {MODEL_SIZES['rntn']})")
     add("--embed", type=int, metavar="N",
         help=f"embedding size (default {DEFAULT_SIZE}, or the --embeddings file's; "
         "TreeLSTM only, the others embed at --hidden)")
@@ -114,8 +117,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also score every node of the dev trees (default: on)")
     add("--engine", choices=["native", "interpret"], default="native",
         help="compiled code (default) or the reference interpreter (slow)")
+    add("--batching", choices=["auto", "frontier", "recursive"], default="auto",
+        help="how a minibatch's gradient runs: the frontier's batched form, the "
+        "recursive code, or whichever the cost model says is faster (default)")
     add("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    if args.hidden is None:
+        args.hidden = MODEL_SIZES.get(args.model, DEFAULT_SIZE)
     check_args(args)
     return args
 
@@ -322,10 +330,12 @@ def run(args: argparse.Namespace) -> int:
                          seed=args.seed, engine=args.engine, checkpoint=args.checkpoint,
                          resume=args.resume, metrics=args.metrics,
                          all_nodes=args.all_nodes, threads=args.threads,
+                         batching=args.batching,
                          progress=not args.no_progress, info=info,
                          distributed=args.distributed)
     print(f"model: {args.model}, hidden {args.hidden}, {args.optimizer} lr {lr}, "
-          f"batch {args.batch_size}, engine {args.engine}, {args.threads} threads")
+          f"batch {args.batch_size} ({args.batching}), engine {args.engine}, "
+          f"{args.threads} threads")
     start = time.perf_counter()
     config.on_epoch = lambda record: print(epoch_line(record, args.epochs), flush=True)
     history = train(model, optimizer, train_trees, dev_trees, config, test_trees)

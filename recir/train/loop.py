@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
+from recir.auto import MODES
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, make_reducer
 from recir.train.metrics import NodeScorer, evaluate
@@ -43,6 +44,10 @@ class TrainConfig:
     metrics: Path | None = None
     all_nodes: bool = False  # evaluate every node too
     threads: int = 1  # trees of a minibatch run side by side
+    # how a minibatch's gradient runs (`recir.value_and_grad`'s batching,
+    # compiled code only): "auto" takes the frontier's batched form or the
+    # recursive code, whichever the cost model says is faster for the batch
+    batching: str = "auto"
     progress: bool = True
     on_epoch: Callable[[dict[str, Any]], None] | None = None  # gets each record
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +73,8 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
                                    f"got {value}")
     if config.engine not in ("native", "interpret"):
         raise TrainConfigError(f"unknown engine '{config.engine}' (native, interpret)")
+    if config.batching not in MODES:
+        raise TrainConfigError(f"unknown batching '{config.batching}' ({', '.join(MODES)})")
     lr = getattr(optimizer, "lr", 1.0)
     if not (math.isfinite(lr) and lr >= 0):
         raise TrainConfigError(f"the learning rate must be 0 or more, got {lr}")
@@ -125,7 +132,9 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
         first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer,
                                            best, (config.info or {}).get("kind"))
     start = time.perf_counter()
-    step = recir.value_and_grad(model, engine=config.engine, threads=config.threads)
+    step = recir.value_and_grad(model, engine=config.engine, threads=config.threads,
+                                batching=config.batching if config.engine == "native"
+                                else "recursive")
     scorer = NodeScorer(model, config.threads, config.engine,
                         roots_only=not config.all_nodes)
     if reducer.is_root:  # rank 0 alone evaluates

@@ -115,6 +115,29 @@ def test_training_lowers_the_loss_and_resumes(tmp_path) -> None:
 
 
 @needs_grad
+def test_every_batching_trains_to_the_same_parameters() -> None:
+    """The loop's minibatch gradients by the frontier's batched form, by the
+    recursive code and by `auto`'s choice: the same steps (the recursive
+    code is the reference; sums in another order differ in the last bits)."""
+    trees = make_treebank(24, vocab_size=50, seed=7)
+    trained = {}
+    for batching in ("recursive", "frontier", "auto"):
+        model = tiny_model()
+        train(model, Adagrad(model.params, lr=0.1), trees, trees[:4],
+              TrainConfig(epochs=2, batch_size=6, batching=batching, progress=False))
+        trained[batching] = model.params
+    start = tiny_model().params
+    for batching in ("frontier", "auto"):
+        for name, value in trained["recursive"].items():
+            assert not np.allclose(value, start[name]), name  # it trained
+            np.testing.assert_allclose(trained[batching][name], value, rtol=1e-4,
+                                       atol=1e-5, err_msg=f"{batching}: {name}")
+    with pytest.raises(TrainConfigError, match="batching"):
+        train(tiny_model(), SGD(tiny_model().params, lr=0.1), trees, trees[:4],
+              TrainConfig(batching="levels", progress=False))
+
+
+@needs_grad
 def test_shuffling_is_reproducible() -> None:
     trees = make_treebank(30, vocab_size=50, seed=2)
     results = []
