@@ -72,11 +72,11 @@ class NodeScorer:
     `roots_only`, one per tree, giving the root's row only)."""
 
     def __init__(self, model: Any, threads: int = 1, engine: str = "native",
-                 roots_only: bool = False, batching: str = "recursive"):
-        """`batching`: how `recir.compile` runs a batch of trees. The recursive
-        code is the default: on SST dev (TreeLSTM h=150, 2 cores) it scored
-        all nodes several times faster than the frontier scheduler or `auto`
-        (`bench/sst_eval_time.py --batching`)."""
+                 roots_only: bool = False, batching: str = "auto"):
+        """`batching`: how `recir.compile` runs a batch of trees; `auto`
+        takes the frontier's batched form or the recursive code, whichever
+        the cost model says is faster for the batch
+        (`bench/sst_eval_time.py --batching` times each)."""
         self.model, self.threads, self.engine = model, threads, engine
         self.roots_only, self.batching = roots_only, batching
         self.compiled: dict[int, Callable[..., Any]] = {}
