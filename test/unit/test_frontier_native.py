@@ -145,3 +145,37 @@ def test_a_frontier_entry_is_found_again_for_the_same_traced_ir_only(tmp_path):
     assert len(first) == 3  # the expansion's object, the rest's, the IR's summary
     assert compiled_with(4) == first  # a hit: nothing compiled or written
     assert len(compiled_with(5)) == 6
+
+
+def test_a_trees_size_read_in_the_recursion_matches_numpy():
+    """`size` of a per-tree array inside the recursion: in the batched form a
+    `frontier.size_ragged` (each row its own tree's length), natively. Each
+    leaf adds the embedding row its tree's node count picks."""
+    from recir import frontend as rf
+
+    rng = np.random.default_rng(6)
+    emb = rng.standard_normal((128, 3)).astype(np.float32)  # rows past the largest tree
+    w = (0.5 * rng.standard_normal((3, 6))).astype(np.float32)
+    with recir.trace("sized") as m:
+        left, right, word = (m.input(n, recir.structure()) for n in ("left", "right", "word"))
+        root = m.input("root", recir.i32)
+        e, u = m.param("emb", emb), m.param("w", w)
+        with recir.SubGraph("node", [recir.i32], [recir.vector(3)]) as node:
+            (i,) = node.inputs
+            node.output(recir.cond(
+                left[i] < 0,
+                lambda: rf.gather(e, word[i]) + rf.gather(e, rf.size(word)),
+                lambda: rf.tanh(u @ rf.concat([node(left[i]), node(right[i])]))))
+        m.output(node(root))
+    traced = m.traced
+
+    def reference(t: Tree, i: int) -> np.ndarray:
+        if t.left[i] < 0:
+            return emb[t.word[i]] + emb[len(t.word)]
+        return np.tanh(w @ np.concatenate([reference(t, t.left[i]), reference(t, t.right[i])]))
+
+    batch = trees()
+    native = recir.compile(traced, batching="frontier")
+    outs = native.batch([(t.left, t.right, t.word, t.root) for t in batch])
+    for (h,), t in zip(outs, batch, strict=True):
+        np.testing.assert_allclose(h, reference(t, t.root), rtol=1e-5, atol=1e-6)
