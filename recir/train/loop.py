@@ -23,7 +23,6 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
-from recir.auto import MODES
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, make_reducer
 from recir.train.metrics import NodeScorer, evaluate
@@ -73,6 +72,8 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
                                    f"got {value}")
     if config.engine not in ("native", "interpret"):
         raise TrainConfigError(f"unknown engine '{config.engine}' (native, interpret)")
+    from recir.auto import MODES  # (the frontier's modules: imported when training)
+
     if config.batching not in MODES:
         raise TrainConfigError(f"unknown batching '{config.batching}' ({', '.join(MODES)})")
     lr = getattr(optimizer, "lr", 1.0)
