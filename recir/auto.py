@@ -15,7 +15,7 @@ agree); else estimated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -170,17 +170,41 @@ def entry_input(value: Any, entry: func.FuncOp, inputs: int) -> int | None:
     return None
 
 
+class LazyRecursive:
+    """The recursive code of an `auto` function, compiled at its first use
+    where the frontier form exists: a batch the cost model gives to the
+    frontier never needs it, so a cold start compiles one form, not two.
+    Without the frontier form it is compiled at once (its errors then
+    surface where the call to `recir.compile` is)."""
+
+    def __init__(self, build: Callable[[], Any], batched: Any, threads: int):
+        """`threads`: the compiled code's, as `pipeline.resolve_threads` gives them."""
+        self.build, self.threads = build, threads
+        self.built = None if batched is not None else build()
+
+    @property
+    def compiled(self) -> Any:
+        if self.built is None:
+            self.built = self.build()
+        return self.built
+
+
 class AutoFunction:
     """`batching="auto"`: recursive native code or the frontier, per call."""
 
-    def __init__(self, model: Any, native: Any, batched: FrontierFunction | None,
+    def __init__(self, model: Any, native: LazyRecursive, batched: FrontierFunction | None,
                  cache_dir: Any = None):
-        self.native, self.batched = native, batched
+        self.lazy, self.batched = native, batched
         self.auto = Auto(model, batched, False, cache_dir)
 
+    @property
+    def native(self) -> Any:
+        return self.lazy.compiled
+
     def choose(self, batch: Sequence[Sequence[Any]]) -> str:
-        native = self.native
-        return self.auto.mode(batch, native.threads if native.team else 1, native.threads)
+        """The recursive code runs a batch on a team where it has threads."""
+        threads = self.lazy.threads
+        return self.auto.mode(batch, threads, threads)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -195,17 +219,20 @@ class AutoGradFunction:
     """`value_and_grad(batching="auto")`: the recursive gradient code or the
     frontier's batched backward, per batch, by the same model."""
 
-    def __init__(self, model: Any, recursive: Any, batched: FrontierGradFunction | None,
-                 cache_dir: Any = None):
-        self.recursive, self.batched = recursive, batched
+    def __init__(self, model: Any, recursive: LazyRecursive,
+                 batched: FrontierGradFunction | None, cache_dir: Any = None):
+        self.lazy, self.batched = recursive, batched
         self.auto = Auto(model, batched, True, cache_dir)
-        self.params = recursive.params
+        self.params = model.params
+
+    @property
+    def recursive(self) -> Any:
+        return self.lazy.compiled
 
     def choose(self, batch: Sequence[Sequence[Any]], threads: int) -> str:
         """By the recursive code on `threads` (a team's or the pool's) and
         the frontier on the function's."""
-        native = self.recursive.native
-        return self.auto.mode(batch, threads, native.threads if native is not None else 1)
+        return self.auto.mode(batch, threads, self.lazy.threads)
 
     def __call__(self, *inputs: Any, into: dict[str, Any] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
@@ -213,8 +240,7 @@ class AutoGradFunction:
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, Any] | None = None,
               threads: int | None = None) -> Any:
         """`threads` (default: the function's) for the recursive code."""
-        native = self.recursive.native
-        threads = threads or (native.threads if native is not None else 1)
+        threads = threads or self.lazy.threads
         if self.choose(batch, threads) == "frontier":
             return self.batched.batch(batch, into)  # type: ignore[union-attr]
         return self.recursive.batch(batch, into, threads)
@@ -246,17 +272,22 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     if batching == "frontier":
         return compile_frontier(model, **frontier_options(options))
     batched = frontier_or_none(compile_frontier, model, **options)
-    return AutoFunction(model, pipeline.compile(model, **options), batched,
-                        options.get("cache_dir"))
+    native = LazyRecursive(lambda: pipeline.compile(model, **options), batched,
+                           pipeline.resolve_threads(options.get("threads")))
+    return AutoFunction(model, native, batched, options.get("cache_dir"))
 
 
 def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any) -> Any:
     """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
     from recir import gradients as api
+    from recir.pipeline import resolve_threads
 
     checked_mode(batching)
     if batching == "frontier":
         return value_and_grad_frontier(model, loss, **frontier_options(options))
     batched = frontier_or_none(value_and_grad_frontier, model, loss, **options)
-    return AutoGradFunction(model, api.value_and_grad(model, loss, **options), batched,
-                            options.get("cache_dir"))
+    threads = resolve_threads(options.get("threads")) if options.get(
+        "engine", "native") == "native" else 1  # (the interpreter: one)
+    recursive = LazyRecursive(lambda: api.value_and_grad(model, loss, **options), batched,
+                              threads)
+    return AutoGradFunction(model, recursive, batched, options.get("cache_dir"))

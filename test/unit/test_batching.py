@@ -303,6 +303,25 @@ def test_auto_picks_the_mode_the_model_predicts_faster():
     assert team.choose(batch) == min(seconds, key=seconds.__getitem__)
 
 
+def test_auto_compiles_the_recursive_code_when_a_batch_first_needs_it():
+    """`auto` with a frontier form builds its recursive code at the first
+    batch the model gives it, with the threads it predicted for: batches
+    the frontier runs never compile it."""
+    params = tree_lstm.init_params(np.random.default_rng(1), hidden=16, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    batch = [tree_args(t) for t in make_treebank(10, seed=8)]
+    for auto in (recir.compile(traced, batching="auto", threads=2),
+                 recir.value_and_grad(traced, batching="auto", threads=2)):
+        forced(auto.auto, "frontier")
+        auto.batch(batch)
+        assert auto.lazy.built is None
+        forced(auto.auto, "recursive")
+        auto.batch(batch)
+        assert auto.lazy.built is not None
+        built = auto.lazy.built if isinstance(auto, AutoFunction) else auto.lazy.built.native
+        assert auto.lazy.threads == built.threads
+
+
 def test_auto_training_picks_by_the_same_model():
     """`value_and_grad(batching="auto")`: the mode of fewer predicted
     seconds (the recursive code on the call's threads), gradients as the
