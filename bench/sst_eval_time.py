@@ -44,7 +44,7 @@ def main() -> int:
                         help="trees scored the old way (slow; an even sample), "
                         "scaled up")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batching", nargs="+", default=["recursive"],
+    parser.add_argument("--batching", nargs="+", default=["auto"],
                         choices=["recursive", "frontier", "auto"],
                         help="how the one-pass scorer runs its batches")
     args = parser.parse_args()

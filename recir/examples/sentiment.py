@@ -118,8 +118,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--engine", choices=["native", "interpret"], default="native",
         help="compiled code (default) or the reference interpreter (slow)")
     add("--batching", choices=["auto", "frontier", "recursive"], default="auto",
-        help="how a minibatch's gradient runs: the frontier's batched form, the "
-        "recursive code, or whichever the cost model says is faster (default)")
+        help="how minibatches train and dev trees are scored: the frontier's batched "
+        "form, the recursive code, or whichever the cost model says is faster (default)")
     add("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.hidden is None:

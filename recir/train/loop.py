@@ -43,9 +43,10 @@ class TrainConfig:
     metrics: Path | None = None
     all_nodes: bool = False  # evaluate every node too
     threads: int = 1  # trees of a minibatch run side by side
-    # how a minibatch's gradient runs (`recir.value_and_grad`'s batching,
-    # compiled code only): "auto" takes the frontier's batched form or the
-    # recursive code, whichever the cost model says is faster for the batch
+    # how a minibatch's gradient and the scoring's batches run (the batching
+    # of `recir.value_and_grad` and `NodeScorer`, compiled code only): "auto"
+    # takes the frontier's batched form or the recursive code, whichever the
+    # cost model says is faster for the batch
     batching: str = "auto"
     progress: bool = True
     on_epoch: Callable[[dict[str, Any]], None] | None = None  # gets each record
@@ -133,11 +134,11 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
         first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer,
                                            best, (config.info or {}).get("kind"))
     start = time.perf_counter()
+    batching = config.batching if config.engine == "native" else "recursive"
     step = recir.value_and_grad(model, engine=config.engine, threads=config.threads,
-                                batching=config.batching if config.engine == "native"
-                                else "recursive")
+                                batching=batching)
     scorer = NodeScorer(model, config.threads, config.engine,
-                        roots_only=not config.all_nodes)
+                        roots_only=not config.all_nodes, batching=batching)
     if reducer.is_root:  # rank 0 alone evaluates
         scorer.prepare(dev, test)
     compile_seconds = time.perf_counter() - start
