@@ -249,3 +249,14 @@ def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> No
     monkeypatch.setattr(sentiment, "download", lambda **_: sst_dir)
     assert sentiment.main([*TINY, "--embed", "8", "--fetch"]) == 0
     assert f"data: SST ({sst_dir}): 60 train" in capsys.readouterr().out
+
+
+def test_each_model_gets_its_own_default_size_and_auto_batching() -> None:
+    """RNTN at d = 25 (Socher et al. 2013: its tensor grows as d^3), the
+    others at 150; minibatches by `auto` unless --batching says otherwise."""
+    sizes = {m: sentiment.parse_args(["--model", m]) for m in ("rntn", "tree_rnn", "tree_lstm")}
+    assert {m: a.hidden for m, a in sizes.items()} == {"rntn": 25, "tree_rnn": 150,
+                                                       "tree_lstm": 150}
+    assert all(a.batching == "auto" for a in sizes.values())
+    assert sentiment.parse_args(["--model", "rntn", "--hidden", "8",
+                                 "--batching", "recursive"]).hidden == 8
