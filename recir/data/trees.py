@@ -26,6 +26,8 @@ class TreeStructureError(ValueError):
 def as_index_array(values: npt.ArrayLike, name: str) -> IntArray:
     """A 1-D int32 array, refusing floats and anything that would not fit."""
     array = np.asarray(values)
+    if array.dtype == np.int32 and array.ndim == 1:  # the parsers' (nothing to check)
+        return np.ascontiguousarray(array)
     integral = array.size == 0 or np.issubdtype(array.dtype, np.integer)
     if array.ndim != 1 or not integral:
         raise TreeStructureError(f"{name} must be a 1-d integer array, "
