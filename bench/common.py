@@ -195,6 +195,17 @@ def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
         print(line(row))
 
 
+def sst_folder_or_complain() -> Any:
+    """SST's folder with its train and dev splits, or None once the user is
+    told how to fetch it (the sentiment scripts' first step)."""
+    from recir.data import sst_folder
+
+    folder = sst_folder("train", "dev")
+    if folder is None:
+        print("error: SST not found: python -m recir.data.sst fetch", file=sys.stderr)
+    return folder
+
+
 def write_json(path: str, data: dict[str, Any]) -> None:
     with open(path, "w") as f:
         json.dump(data, f, indent=2, default=float)

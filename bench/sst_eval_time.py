@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from recir.data import load_sst, sst_folder
-from recir.examples.sentiment import init_params, parse_args
-from recir.models import tree_lstm
-from recir.train import NodeScorer, evaluate
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import sst_folder_or_complain  # noqa: E402
+from recir.data import load_sst  # noqa: E402
+from recir.examples.sentiment import init_params, parse_args  # noqa: E402
+from recir.models import tree_lstm  # noqa: E402
+from recir.train import NodeScorer, evaluate  # noqa: E402
 
 
 class PerNode:
@@ -48,9 +52,8 @@ def main() -> int:
                         choices=["recursive", "frontier", "auto"],
                         help="how the one-pass scorer runs its batches")
     args = parser.parse_args()
-    folder = sst_folder("train", "dev")
+    folder = sst_folder_or_complain()
     if folder is None:
-        print("error: SST not found: python -m recir.data.sst fetch", file=sys.stderr)
         return 1
     train, vocab = load_sst(folder / "train.txt")
     split = "test" if (folder / "test.txt").is_file() else "train"

@@ -21,7 +21,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from recir.data import load_sst, sst_folder  # noqa: E402
+from bench.common import sst_folder_or_complain  # noqa: E402
+from recir.data import load_sst  # noqa: E402
 from recir.examples.sentiment import init_params, parse_args  # noqa: E402
 from recir.models import tree_lstm  # noqa: E402
 from recir.train import OPTIMIZERS, NodeScorer, TrainConfig, evaluate, loop, train  # noqa: E402
@@ -47,9 +48,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batching", nargs="+", default=list(MODES), choices=MODES)
     args = parser.parse_args()
-    folder = sst_folder("train", "dev")
+    folder = sst_folder_or_complain()
     if folder is None:
-        print("error: SST not found: python -m recir.data.sst fetch", file=sys.stderr)
         return 1
     trees, vocab = load_sst(folder / "train.txt")
     dev = load_sst(folder / "dev.txt", vocab, grow_vocab=False)[0]
