@@ -4,9 +4,10 @@
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
-`backend/frontier_schedule.py` runs the schedule with them. The expansion
-gets an object of its own, which the model's gradient loads (it runs the same
-`@f__expand`) rather than compiling it again. With `threads`, a height's rows
+`backend/frontier_schedule.py` runs the schedule with them. Each function
+gets an object of its own, LLVM compiling one while Python lowers the next;
+the model's gradient loads the expansion's (it runs the same `@f__expand`)
+rather than compiling it again. With `threads`, a height's rows
 split across one OpenMP team per call where the cost model says it pays
 (`backend/native_schedule.py`), else the products over rows split across
 their own teams (`passes/row_products.py`). A batch of inputs becomes the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -137,15 +139,14 @@ class FrontierFunction:
             self.row_facts[f.sym_name.data]) for f in functions
             if f.sym_name.data.startswith(names[1])}
         made = None if origin is None else f"{origin}\0{later}\0{entry} {compiled} {forward}"
-        # the expansion in an object of its own, keyed without `later`: a
-        # gradient runs the inference's `@expand` (the same schedule forward),
-        # so whichever of the two compiles second loads it
-        expansion = compile_rows([expand], cache_dir, threads,
-                                 {names[0]: expansion_spec(self.schedule, expand)},
-                                 None if origin is None else f"{origin}\0{entry} expansion",
-                                 self.row_facts)
-        self.native = joined(expansion, compile_rows(functions, cache_dir, threads, loops, made,
-                                                     self.row_facts))
+        # each function an object of its own; the expansion's keyed without
+        # `later`: a gradient runs the inference's `@expand` (the same
+        # schedule forward), so whichever of the two compiles second loads it
+        loops[names[0]] = expansion_spec(self.schedule, expand)
+        self.native = compile_rows(
+            [([expand], None if origin is None else f"{origin}\0{entry} expansion"),
+             *(([f], None if made is None else f"{made}\0{f.sym_name.data}")
+               for f in functions)], cache_dir, threads, loops, self.row_facts)
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
@@ -286,25 +287,41 @@ def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ..
     return list(zip(*columns, strict=True))
 
 
-def compile_rows(functions: list[func.FuncOp], cache_dir: Path | str | None,
-                 threads: int = 1, loops: dict[str, Spec] | None = None,
-                 origin: str | None = None, facts: dict[str, RowFacts] | None = None
-                 ) -> NativeCalls:
-    """The functions over rows through `FRONTIER_LOWER` (its products over
-    rows on up to `threads` threads), with a height loop beside each
-    function `loops` names, from the object cache when it has them (keyed
-    by `origin`, what determines the functions, where given); `facts`:
-    their `RowFacts`, else found in their bodies."""
+Part = tuple[list[func.FuncOp], str | None]  # functions, what determines them
+
+
+def compile_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: int = 1,
+                 loops: dict[str, Spec] | None = None,
+                 facts: dict[str, RowFacts] | None = None) -> NativeCalls:
+    """Each part's functions over rows through `FRONTIER_LOWER` (its
+    products over rows on up to `threads` threads) as an object of its own,
+    with a height loop beside each function `loops` names, from the object
+    cache when it has them (keyed by the part's origin, what determines its
+    functions, where given); `facts`: their `RowFacts`, else found in their
+    bodies. LLVM compiles a part on a thread of its own while this one
+    lowers the next: llvmlite's calls release the GIL, so a compile's
+    Python and LLVM halves overlap where there is a second core."""
     loops = loops or {}
-    with collector_paused():
-        obj, sites, links, per_row = lowered_object(functions, cache_dir, threads, loops,
-                                                    origin)
+    with collector_paused(), ThreadPoolExecutor(1, "recir-llvm") as llvm_thread:
+        pending = [lowered_object(functions, cache_dir, threads, loops, origin, llvm_thread)
+                   for functions, origin in parts]
+        built = [(functions, *made.result())
+                 for (functions, _), made in zip(parts, pending, strict=True)]
+    return joined(*(loaded(functions, obj, sites, links, per_row, loops, facts)
+                    for functions, obj, sites, links, per_row in built))
+
+
+def loaded(functions: list[func.FuncOp], obj: bytes, sites: list[str], links: list[str],
+           per_row: dict[str, int], loops: dict[str, Spec],
+           facts: dict[str, RowFacts] | None) -> NativeCalls:
+    """`compile_rows`' calls into one object's functions."""
     link(links)  # the kernels it calls, resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(
         engine, f, sites, per_row.get(f.sym_name.data, 0),
         None if facts is None else facts[f.sym_name.data]) for f in functions})
-    calls.loops = {name: runtime(spec, calls.functions[name]) for name, spec in loops.items()}
+    calls.loops = {f.sym_name.data: runtime(loops[f.sym_name.data], calls.functions[
+        f.sym_name.data]) for f in functions if f.sym_name.data in loops}
     calls.callees = {f.sym_name.data: f for f in functions}
     calls.engine = engine  # type: ignore[attr-defined]  # owns the code
     return calls
@@ -319,40 +336,50 @@ def joined(*parts: NativeCalls) -> NativeCalls:
     return calls
 
 
+Built = tuple[bytes, list[str], list[str], dict[str, int]]
+
+
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
-                   loops: dict[str, Spec], origin: str | None = None
-                   ) -> tuple[bytes, list[str], list[str], dict[str, int]]:
-    """`compile_rows`'s object (compiled on a cache miss), its error sites,
-    the kernel sets it links and each function's scratch bytes a row."""
+                   loops: dict[str, Spec], origin: str | None, llvm_thread: Executor
+                   ) -> Future[Built]:
+    """A part's object (lowered here and compiled on `llvm_thread` on a
+    cache miss), its error sites, the kernel sets it links and each
+    function's scratch bytes a row."""
     passes = frontier_lower_passes(threads, cache_dir)
-    teams = sorted((name, getattr(spec, "threads", 1)) for name, spec in loops.items())
+    teams = sorted((f.sym_name.data, getattr(loops.get(f.sym_name.data), "threads", 1))
+                   for f in functions if f.sym_name.data in loops)
     text = origin if origin is not None else located_text(public_copies(functions))
     key = cache_key(text, f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
     hit = cache.load(key, {"sites": list[str], "links": list[str], "scratch": list[str],
                            "per_row": list[int]})
-    if hit is None:
-        if any(not f.body.blocks for f in functions):  # a summary's declarations
-            raise NotCached(key)
-        module = public_copies(functions)
-        run_passes(module, passes)
-        sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
-        per_row = scratch_per_row(module)
-        links = gemm_kernels.links(module)
-        lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
-                   if isinstance(op, llvm.FuncOp)}
-        for name, spec in loops.items():
-            for op in spec.build(lowered[name], sites):
-                if not (isinstance(op, llvm.FuncOp) and op.sym_name.data in lowered):
-                    module.body.blocks[0].add_op(op)
-                    lowered[op.sym_name.data] = op
-        obj = compile_object(to_llvm_ir(module), rows=True)  # `engine.ROW_CODE`
+    if hit is not None:
+        done: Future[Built] = Future()
+        per_row = dict(zip(hit[1]["scratch"], hit[1]["per_row"], strict=False))
+        done.set_result((hit[0], hit[1]["sites"], hit[1]["links"], per_row))
+        return done
+    if any(not f.body.blocks for f in functions):  # a summary's declarations
+        raise NotCached(key)
+    module = public_copies(functions)
+    run_passes(module, passes)
+    sites = [s.data for s in module.attributes.pop("recir.error_sites").data]
+    per_row = scratch_per_row(module)
+    links = gemm_kernels.links(module)
+    lowered = {op.sym_name.data: op for op in module.body.blocks[0].ops
+               if isinstance(op, llvm.FuncOp)}
+    for name in [f.sym_name.data for f in functions if f.sym_name.data in loops]:
+        for op in loops[name].build(lowered[name], sites):
+            if not (isinstance(op, llvm.FuncOp) and op.sym_name.data in lowered):
+                module.body.blocks[0].add_op(op)
+                lowered[op.sym_name.data] = op
+    text = to_llvm_ir(module)
+
+    def compiled() -> Built:
+        obj = compile_object(text, rows=True)  # `engine.ROW_CODE`
         cache.store(key, obj, {"sites": sites, "links": links, "scratch": list(per_row),
                                "per_row": list(per_row.values())})
-    else:
-        obj, (sites, links) = hit[0], (hit[1]["sites"], hit[1]["links"])
-        per_row = dict(zip(hit[1]["scratch"], hit[1]["per_row"], strict=False))
-    return obj, sites, links, per_row
+        return obj, sites, links, per_row
+    return llvm_thread.submit(compiled)
 
 
 def public_copies(functions: list[func.FuncOp]) -> ModuleOp:

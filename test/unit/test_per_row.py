@@ -94,8 +94,8 @@ def test_a_returned_slice_of_rows_comes_back_contiguous(tmp_path):
     from recir.parsing import parse_module
 
     module = parse_module(make_context(), SLICES)
-    calls = compile_rows([op for op in module.ops if isinstance(op, func.FuncOp)],
-                         tmp_path).functions
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    calls = compile_rows([(functions, None)], tmp_path).functions
     x = np.random.default_rng(0).standard_normal((7, 8)).astype(np.float32)
     (out,) = calls["tanh_slice"]([x.copy()])
     np.testing.assert_allclose(out, np.tanh(x)[:, 2:6], rtol=2e-6)
