@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
-from recir.backend.engine import Engine, compile_object
+from recir.backend.engine import Engine, compile_object, llvm_thread
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
 from recir.backend.kernels.compiled_gemm import link
@@ -298,12 +298,11 @@ def compile_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: i
     with a height loop beside each function `loops` names, from the object
     cache when it has them (keyed by the part's origin, what determines its
     functions, where given); `facts`: their `RowFacts`, else found in their
-    bodies. LLVM compiles a part on a thread of its own while this one
-    lowers the next: llvmlite's calls release the GIL, so a compile's
-    Python and LLVM halves overlap where there is a second core."""
+    bodies. LLVM compiles a part (`engine.llvm_thread`) while this thread
+    lowers the next."""
     loops = loops or {}
-    with collector_paused(), ThreadPoolExecutor(1, "recir-llvm") as llvm_thread:
-        pending = [lowered_object(functions, cache_dir, threads, loops, origin, llvm_thread)
+    with collector_paused(), llvm_thread() as compiling:
+        pending = [lowered_object(functions, cache_dir, threads, loops, origin, compiling)
                    for functions, origin in parts]
         built = [(functions, *made.result())
                  for (functions, _), made in zip(parts, pending, strict=True)]
@@ -340,9 +339,9 @@ Built = tuple[bytes, list[str], list[str], dict[str, int]]
 
 
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
-                   loops: dict[str, Spec], origin: str | None, llvm_thread: Executor
+                   loops: dict[str, Spec], origin: str | None, compiling: Executor
                    ) -> Future[Built]:
-    """A part's object (lowered here and compiled on `llvm_thread` on a
+    """A part's object (lowered here and compiled on `compiling` on a
     cache miss), its error sites, the kernel sets it links and each
     function's scratch bytes a row."""
     passes = frontier_lower_passes(threads, cache_dir)
@@ -379,7 +378,7 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
         cache.store(key, obj, {"sites": sites, "links": links, "scratch": list(per_row),
                                "per_row": list(per_row.values())})
         return obj, sites, links, per_row
-    return llvm_thread.submit(compiled)
+    return compiling.submit(compiled)
 
 
 def public_copies(functions: list[func.FuncOp]) -> ModuleOp:

@@ -16,7 +16,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -140,17 +141,20 @@ LSR_GATE = CodegenSetting("disable-lsr")
 
 
 class Engine:
-    """An MCJIT engine holding one object file's functions."""
+    """Object files' functions, an MCJIT engine each: one engine given a
+    second object crashes in its code."""
 
-    def __init__(self, obj: bytes):
-        self.machine = target_machine()
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.machine)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        self.engine.finalize_object()
+    def __init__(self, *objects: bytes):
+        self.machines = [target_machine() for _ in objects]
+        self.engines = [llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+                        for machine in self.machines]
+        for engine, obj in zip(self.engines, objects, strict=True):
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
 
     def lookup(self, name: str) -> int:
-        """The address of `name`'s code, 0 where the object has none."""
-        return self.engine.get_function_address(name)
+        """The address of `name`'s code, 0 where the objects have none."""
+        return next(filter(None, (e.get_function_address(name) for e in self.engines)), 0)
 
     def address(self, name: str) -> int:
         address = self.lookup(name)
@@ -194,30 +198,51 @@ class CollectorPause:
 collector_paused = CollectorPause()
 
 
-def cached_engine(description: str, entry: str, make_ir: Any) -> Engine:
-    """The engine of the module that `make_ir()` gives as LLVM IR text, keyed
-    by `description` (the IR itself, or what determines it: a warm start
-    then neither builds nor compiles it) and `entry`; one per process."""
+def cached_engine(description: str, entry: str, *make_irs: Callable[[], str]) -> Engine:
+    """The engine of the modules that `make_irs` give as LLVM IR text, each
+    an object of its own, keyed by `description` (the IR itself, or what
+    determines it: a warm start then neither builds nor compiles them) and
+    `entry`; one per process."""
     key = cache_key(description, entry)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = Engine(cached_object(description, entry, make_ir))
+            engine = _engines[key] = Engine(*cached_objects(description, entry, make_irs))
         return engine
 
 
-def cached_object(description: str, entry: str, make_ir: Any) -> bytes:
-    """`cached_engine`'s object file: from the on-disk cache, else built and
-    compiled (the cyclic collector paused) and stored there."""
-    key = cache_key(description, entry)
+def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[], str]]
+                   ) -> list[bytes]:
+    """`cached_engine`'s object files: from the on-disk cache, else built
+    (the cyclic collector paused) and compiled, LLVM compiling one while
+    the next is built, and stored there."""
     objects = ObjectCache()
-    hit = objects.load(key)
-    if hit is not None:
-        return hit[0]
-    with collector_paused():
-        obj = compile_object(make_ir())
-    objects.store(key, obj, {})
-    return obj
+
+    def compiled(key: str, text: str) -> bytes:
+        obj = compile_object(text)
+        objects.store(key, obj, {})
+        return obj
+
+    pending: list[Future[bytes]] = []
+    with collector_paused(), llvm_thread() as compiling:
+        for k, make_ir in enumerate(make_irs):
+            key = cache_key(description, f"{entry} part {k}")
+            hit = objects.load(key)
+            if hit is not None:
+                pending.append(Future())
+                pending[-1].set_result(hit[0])
+            else:
+                pending.append(compiling.submit(compiled, key, make_ir()))
+        return [made.result() for made in pending]
+
+
+def llvm_thread() -> ThreadPoolExecutor:
+    """A compile's thread for LLVM, which runs one module while the caller
+    builds the next: llvmlite's calls release the GIL (taking a lock of
+    their own), so the Python and LLVM halves of a compile overlap where
+    there is a second core. One per compile, not per process: a forked
+    child would inherit a pool whose thread it does not have."""
+    return ThreadPoolExecutor(1, "recir-llvm")
 
 
 _engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key

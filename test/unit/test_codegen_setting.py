@@ -64,3 +64,32 @@ def test_an_emit_under_the_other_setting_waits_and_one_under_the_same_does_not()
     assert events == ["same setting", "released", "other setting"]
     with gate.setting(True):  # LLVM's default again for the rest of the process
         assert gate.current
+
+
+def test_an_engine_of_several_objects_runs_each_ones_code(tmp_path, monkeypatch):
+    """`cached_engine` over several modules: each an object (compiled while
+    the next is built) that the one engine calls into, stored apart in the
+    cache, from which a second engine loads them without building any."""
+    from recir.backend import engine as engine_module
+
+    monkeypatch.setenv("RECIR_CACHE_DIR", str(tmp_path))
+    built: list[str] = []
+
+    def module(name: str, scale: float):
+        def build() -> str:
+            built.append(name)
+            return SUM.replace("@total", f"@{name}").replace(
+                "ret float %acc", f"%out = fmul float %acc, {scale:e}\n  ret float %out")
+        return build
+
+    xs = np.arange(1, 38, dtype=np.float32)
+    for run in range(2):
+        monkeypatch.setattr(engine_module, "_engines", {})  # a fresh process's
+        engine = engine_module.cached_engine("parts", "test", module("once", 1.0),
+                                             module("twice", 2.0), module("thrice", 3.0))
+        for name, scale in [("once", 1), ("twice", 2), ("thrice", 3)]:
+            total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(
+                engine.address(name))
+            assert total(xs.ctypes.data, len(xs)) == scale * float(xs.sum())
+        assert built == ["once", "twice", "thrice"]  # the second run built none
+    assert len(list(tmp_path.glob("*.o"))) == 3

@@ -1,7 +1,7 @@
 """The matrix kernels of `recir/passes/gemm_kernels.py`, compiled for the host.
 
-One object for every layout (`recir_gemm_nt_bias` is nt's), and one for their
-team forms, built and compiled on first use and only on an object cache
+An object per layout (`recir_gemm_nt_bias` is nt's) in one engine, and one for
+their team forms, built and compiled on first use and only on an object cache
 miss (the key is the host's sizes, `gemm_target.Target`, and the
 generator's code, which the cache's compiler digest covers): a warm start
 neither builds the xDSL functions nor runs LLVM. A module that calls the
@@ -25,9 +25,9 @@ PROTOTYPES = {"nn": GEMM, "tn": GEMM, "nt": GEMM,
 
 @cache
 def engine() -> Any:
-    """Every layout's kernel for the host in one engine (its object built
-    only on a cache miss: the key is the host's sizes and the generator's
-    code). LLVM's default loop passes, unlike row code (`engine.ROW_CODE`):
+    """Every layout's kernel for the host in one engine, an object a layout
+    (built only on a cache miss: the key is the host's sizes and the
+    generator's code; LLVM compiles one while the next is built). LLVM's default loop passes, unlike row code (`engine.ROW_CODE`):
     without the unroller and loop strength reduction the one-time compile
     is cheaper, but the nt kernel at the frontier's shapes (tens to
     thousands of rows times a few hundred to a thousand) runs measurably
@@ -38,8 +38,9 @@ def engine() -> Any:
     from recir.passes.gemm_target import host_target
 
     target = host_target()
-    return cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
-        LAYOUTS, target=target)))
+    return cached_engine(repr(target), "recir_gemm", *(
+        lambda layout=layout: to_llvm_ir(gemm_module([layout], target=target))
+        for layout in LAYOUTS))
 
 
 @cache
