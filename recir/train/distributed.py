@@ -228,11 +228,6 @@ def import_mpi() -> Any:
     return MPI
 
 
-def make_reducer(distributed: bool, rows_of: RowsOf,
-                 timeout: float = COLLECTIVE_TIMEOUT_S) -> LocalReducer:
-    return MPIReducer(rows_of, timeout) if distributed else LocalReducer()
-
-
 def world() -> tuple[int, int, int, list[str]]:
     """(rank, ranks, ranks on this host, each rank's host:pid) of the MPI
     job: the launcher names a rank that dies by its process id."""
