@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ class GradFunction:
         self.engine = engine
         self.entry = f"{model.entry}_grad"
         self.origin, self.passes = model.module, gradient_passes(model.entry, loss)
-        self._module: ModuleOp | None = None
         self.native = None
         if engine == "native":
             # keyed by the traced module and the passes: a cache hit synthesizes nothing
@@ -66,15 +66,13 @@ class GradFunction:
         self._pool_lock = threading.Lock()
         self._spare_grads: list[list[dict[str, np.ndarray]]] = []  # `thread_grads`' sets
 
-    @property
+    @cached_property
     def module(self) -> ModuleOp:
         """The gradient module (synthesized here on first use: a native
         function loaded from the object cache was compiled without it)."""
-        if self._module is None:
-            module = self.origin.clone()
-            run_passes(module, self.passes)
-            self._module = module
-        return self._module
+        module = self.origin.clone()
+        run_passes(module, self.passes)
+        return module
 
     @property
     def last_tape_bytes(self) -> int | None:
