@@ -204,7 +204,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     from recir.backend.engine import Engine, compile_object
     from recir.backend.kernels.compiled_gemm import link
 
-    clock, times = time.process_time, {}
+    clock, times = time.process_time, {} if timings is None else timings
     start = clock()
     # a derived module's entry is made by `derive`
     signature = None if derive else find_entry(module, entry).function_type
@@ -251,8 +251,6 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                             work, logged, share)
     native.max_depth = depth
     times["native-function"] = clock() - start
-    if timings is not None:
-        timings.update(times)
     return native
 
 
