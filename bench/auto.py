@@ -85,7 +85,7 @@ def compare(model: Any, mode: str, threads: int, batch: int, items: list[Any], r
         codes = {"frontier": recir.compile(model, batching="frontier", threads=threads),
                  "recursive": recir.compile(model, threads=threads)}
         picks = majority([auto.choose(c) for c in chunks])
-        threads_of = (threads if auto.native.team else 1, threads)
+        threads_of = (threads if auto.recursive.team else 1, threads)
         fns = {name: (lambda f=f: [f.batch(c) for c in chunks]) for name, f in codes.items()}
     else:
         auto = recir.value_and_grad(model, batching="auto", threads=threads)

@@ -27,8 +27,8 @@ from recir.auto_costs import Estimate, cell_cost, estimated_heights, height_boun
 from recir.backend import policy
 from recir.diagnostics import RecirError
 from recir.dialects import invoke, tmath
-from recir.frontier_compile import FrontierFunction, compile_frontier
-from recir.frontier_gradients import FrontierGradFunction, value_and_grad_frontier
+from recir.frontier_compile import compile_frontier
+from recir.frontier_gradients import value_and_grad_frontier
 
 MODES = ("recursive", "frontier", "auto")
 # The largest trees of a batch whose levels are walked (the tallest is
@@ -170,69 +170,50 @@ def entry_input(value: Any, entry: func.FuncOp, inputs: int) -> int | None:
     return None
 
 
-class LazyRecursive:
-    """The recursive code of an `auto` function, compiled at its first use
-    where the frontier form exists: a batch the cost model gives to the
-    frontier never needs it, so a cold start compiles one form, not two.
-    Without the frontier form it is compiled at once (its errors then
-    surface where the call to `recir.compile` is)."""
+class AutoFunction:
+    """`batching="auto"`: recursive native code or the frontier, per call.
+    The recursive code is compiled at its first use where the frontier form
+    exists: a batch the cost model gives to the frontier never needs it, so
+    a cold start compiles one form, not two. Without the frontier form it
+    is compiled at once (its errors then surface where the call to
+    `recir.compile` is)."""
 
-    def __init__(self, build: Callable[[], Any], batched: Any, threads: int):
-        """`threads`: the compiled code's, as `pipeline.resolve_threads` gives them."""
-        self.build, self.threads = build, threads
+    gradient = False
+
+    def __init__(self, model: Any, build: Callable[[], Any], batched: Any, threads: int,
+                 cache_dir: Any = None):
+        """`threads`: the recursive code's, as `pipeline.resolve_threads` gives them."""
+        self.build, self.batched, self.threads = build, batched, threads
         self.built = None if batched is not None else build()
+        self.auto = Auto(model, batched, self.gradient, cache_dir)
+        self.params = model.params
 
     @property
-    def compiled(self) -> Any:
+    def recursive(self) -> Any:
         if self.built is None:
             self.built = self.build()
         return self.built
 
-
-class AutoFunction:
-    """`batching="auto"`: recursive native code or the frontier, per call."""
-
-    def __init__(self, model: Any, native: LazyRecursive, batched: FrontierFunction | None,
-                 cache_dir: Any = None):
-        self.lazy, self.batched = native, batched
-        self.auto = Auto(model, batched, False, cache_dir)
-
-    @property
-    def native(self) -> Any:
-        return self.lazy.compiled
-
-    def choose(self, batch: Sequence[Sequence[Any]]) -> str:
-        """The recursive code runs a batch on a team where it has threads."""
-        threads = self.lazy.threads
-        return self.auto.mode(batch, threads, threads)
+    def choose(self, batch: Sequence[Sequence[Any]], threads: int | None = None) -> str:
+        """By the recursive code on `threads` (default: the function's; a
+        gradient batch's may run on a team's or the pool's) and the frontier
+        on the function's."""
+        return self.auto.mode(batch, threads or self.threads, self.threads)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if self.choose(batch) == "frontier":
-            return self.batched.batch(batch)  # type: ignore[union-attr]
-        return self.native.batch(batch)
+            return self.batched.batch(batch)
+        return self.recursive.batch(batch)
 
 
-class AutoGradFunction:
+class AutoGradFunction(AutoFunction):
     """`value_and_grad(batching="auto")`: the recursive gradient code or the
     frontier's batched backward, per batch, by the same model."""
 
-    def __init__(self, model: Any, recursive: LazyRecursive,
-                 batched: FrontierGradFunction | None, cache_dir: Any = None):
-        self.lazy, self.batched = recursive, batched
-        self.auto = Auto(model, batched, True, cache_dir)
-        self.params = model.params
-
-    @property
-    def recursive(self) -> Any:
-        return self.lazy.compiled
-
-    def choose(self, batch: Sequence[Sequence[Any]], threads: int) -> str:
-        """By the recursive code on `threads` (a team's or the pool's) and
-        the frontier on the function's."""
-        return self.auto.mode(batch, threads, self.lazy.threads)
+    gradient = True
 
     def __call__(self, *inputs: Any, into: dict[str, Any] | None = None) -> Any:
         return self.recursive(*inputs, into=into)
@@ -240,54 +221,46 @@ class AutoGradFunction:
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, Any] | None = None,
               threads: int | None = None) -> Any:
         """`threads` (default: the function's) for the recursive code."""
-        threads = threads or self.lazy.threads
+        threads = threads or self.threads
         if self.choose(batch, threads) == "frontier":
-            return self.batched.batch(batch, into)  # type: ignore[union-attr]
+            return self.batched.batch(batch, into)
         return self.recursive.batch(batch, into, threads)
-
-
-def checked_mode(batching: str) -> None:
-    if batching not in MODES:
-        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
-
-
-def frontier_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in ("cache_dir", "threads")}
-
-
-def frontier_or_none(build: Any, *args: Any, **options: Any) -> Any:
-    """`build`'s frontier form, or None for a recursion `invoke-to-frontier`
-    cannot batch (then `auto` runs the recursive code only)."""
-    try:
-        return build(*args, **frontier_options(options))
-    except RecirError:
-        return None
 
 
 def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     """`recir.compile(model, batching="frontier" | "auto")`."""
     from recir import pipeline
 
-    checked_mode(batching)
-    if batching == "frontier":
-        return compile_frontier(model, **frontier_options(options))
-    batched = frontier_or_none(compile_frontier, model, **options)
-    native = LazyRecursive(lambda: pipeline.compile(model, **options), batched,
-                           pipeline.resolve_threads(options.get("threads")))
-    return AutoFunction(model, native, batched, options.get("cache_dir"))
+    return batched_or_auto(model, batching, compile_frontier, (), AutoFunction,
+                           lambda: pipeline.compile(model, **options), options)
 
 
 def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any) -> Any:
     """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
     from recir import gradients as api
+
+    return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
+                           lambda: api.value_and_grad(model, loss, **options), options)
+
+
+def batched_or_auto(model: Any, batching: str, frontier: Callable[..., Any],
+                    args: tuple[Any, ...], auto: type[AutoFunction],
+                    recursive: Callable[[], Any], options: dict[str, Any]) -> Any:
+    """`frontier`'s form (given the options it takes), or for `"auto"`
+    `auto` over it and the `recursive` code; a recursion `invoke-to-frontier`
+    cannot batch has no frontier form, and `auto` then runs the recursive
+    code only."""
     from recir.pipeline import resolve_threads
 
-    checked_mode(batching)
+    if batching not in MODES:
+        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
+    kept = {k: v for k, v in options.items() if k in ("cache_dir", "threads")}
     if batching == "frontier":
-        return value_and_grad_frontier(model, loss, **frontier_options(options))
-    batched = frontier_or_none(value_and_grad_frontier, model, loss, **options)
+        return frontier(model, *args, **kept)
+    try:
+        batched = frontier(model, *args, **kept)
+    except RecirError:
+        batched = None
     threads = resolve_threads(options.get("threads")) if options.get(
         "engine", "native") == "native" else 1  # (the interpreter: one)
-    recursive = LazyRecursive(lambda: api.value_and_grad(model, loss, **options), batched,
-                              threads)
-    return AutoGradFunction(model, recursive, batched, options.get("cache_dir"))
+    return auto(model, recursive, batched, threads, options.get("cache_dir"))

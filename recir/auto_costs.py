@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from xdsl.dialects import scf
@@ -97,16 +97,12 @@ class BlockCost:
     KINDS = (MEAN,) * 5 + (LARGEST,) * 2
 
     def __add__(self, other: BlockCost) -> BlockCost:
-        return BlockCost(*(a + b for a, b in zip(self.fields(), other.fields(), strict=True)))
-
-    def fields(self) -> tuple[float, ...]:
-        return (self.products, self.product_units, self.gradient_units, self.gradient_gemm,
-                self.row_kernels, self.weights, self.product_ops)
+        return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     @staticmethod
     def branches(costs: list[BlockCost]) -> BlockCost:
-        largest = max(costs, key=lambda c: (c.weights, c.product_ops)).fields()
-        return BlockCost(*(sum(c.fields()[k] for c in costs) / len(costs) if kind == MEAN
+        largest = astuple(max(costs, key=lambda c: (c.weights, c.product_ops)))
+        return BlockCost(*(sum(astuple(c)[k] for c in costs) / len(costs) if kind == MEAN
                            else largest[k] for k, kind in enumerate(BlockCost.KINDS)))
 
 

@@ -30,6 +30,7 @@ from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
+from recir.gradients import accumulators
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -142,14 +143,7 @@ class FrontierGradFunction(FrontierFunction):
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """`threads`: accepted as the recursive gradient's `batch` takes it;
         the products' team is the one the function was compiled for."""
-        grads = into if into is not None else {
-            k: np.zeros_like(p) for k, p in zip(self.names, self.params)}
-        for name, param in zip(self.names, self.params):  # native code adds in place
-            d = grads.get(name)
-            if not (type(d) is np.ndarray and d.dtype == np.float32 and d.shape == param.shape
-                    and d.flags.c_contiguous and d.flags.writeable):
-                raise RecirError(f"error: gradient buffer '{name}' must be a C-contiguous "
-                                 f"float32 array of shape {param.shape}")
+        grads = accumulators(dict(zip(self.names, self.params, strict=True)), into)
         if not batch:
             return [], grads
         with self.calls:

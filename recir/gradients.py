@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ class GradFunction:
         self.engine = engine
         self.entry = f"{model.entry}_grad"
         self.origin, self.passes = model.module, gradient_passes(model.entry, loss)
-        self._module: ModuleOp | None = None
         self.native = None
         if engine == "native":
             # keyed by the traced module and the passes: a cache hit synthesizes nothing
@@ -66,15 +66,13 @@ class GradFunction:
         self._pool_lock = threading.Lock()
         self._spare_grads: list[list[dict[str, np.ndarray]]] = []  # `thread_grads`' sets
 
-    @property
+    @cached_property
     def module(self) -> ModuleOp:
         """The gradient module (synthesized here on first use: a native
         function loaded from the object cache was compiled without it)."""
-        if self._module is None:
-            module = self.origin.clone()
-            run_passes(module, self.passes)
-            self._module = module
-        return self._module
+        module = self.origin.clone()
+        run_passes(module, self.passes)
+        return module
 
     @property
     def last_tape_bytes(self) -> int | None:
@@ -83,7 +81,7 @@ class GradFunction:
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
-        return self.call(inputs, self.accumulators(into))
+        return self.call(inputs, accumulators(self.params, into))
 
     def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
              ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
@@ -114,7 +112,7 @@ class GradFunction:
         time."""
         if threads is None:
             threads = self.native.threads if self.native is not None else 1
-        grads = self.accumulators(into)
+        grads = accumulators(self.params, into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
         if self.native.team:
@@ -173,16 +171,22 @@ class GradFunction:
         return [{k: np.zeros_like(v) for k, v in self.params.items()}
                 for _ in range(threads - 1)]
 
-    def accumulators(self, into: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
-        if into is None:
-            return {k: np.zeros_like(v, dtype=np.float32) for k, v in self.params.items()}
-        for name, value in self.params.items():
-            acc = into.get(name)
-            if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
-                    or acc.shape != value.shape or not acc.flags.c_contiguous):
-                raise RecirError(f"error: into['{name}'] must be a C-contiguous float32 "
-                                 f"array of shape {value.shape}")
-        return into
+
+def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None
+                 ) -> dict[str, np.ndarray]:
+    """`into` once each of its arrays is one native code can add into in
+    place (a read-only one, say a file mapped for reading, would fault),
+    else zeroed buffers."""
+    if into is None:
+        return {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
+    for name, value in params.items():
+        acc = into.get(name)
+        if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
+                or acc.shape != value.shape or not acc.flags.c_contiguous
+                or not acc.flags.writeable):
+            raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
+                             f"float32 array of shape {value.shape}, writable")
+    return into
 
 
 def value_and_grad(model: Any, loss: int = -1, **options: Any) -> GradFunction:

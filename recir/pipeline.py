@@ -160,44 +160,34 @@ def call_work(module: ModuleOp) -> int:
     return work(module)
 
 
-def llvm_ir(module: ModuleOp, fuse: bool = True, threads: int = 1, max_depth: int = 0,
-            entry: str | None = None, verify: bool = True,
-            timings: dict[str, float] | None = None
-            ) -> tuple[str, list[str], list[int], list[int], list[str]]:
-    """LLVM IR text for `module` (the functions `entry` reaches, where
-    given; options as `lower`'s), the messages of its run-time checks, the
-    arguments whose buffers each thread has its own copy of, those whose
-    outer products are logged (`adjoint.log_reserve`), and the objects its
-    engine loads beside it (`gemm_kernels.links`)."""
-    from recir.backend.llvm_convert import to_llvm_ir
-    from recir.passes.gemm_kernels import links
-
-    lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth, entry=entry,
-                    verify=verify, timings=timings)
-    sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
-    copied = lowered.attributes.pop("recir.thread_copies", None)
-    slots = [k.value.data for k in copied.data] if copied is not None else []
-    logged = lowered.attributes.pop("recir.outer_logs", None)
-    logs = [k.value.data for k in logged.data] if logged is not None else []
-    start = time.process_time()
-    text = to_llvm_ir(lowered)
-    if timings is not None:
-        timings["llvm-convert"] = time.process_time() - start
-    return text, sites, slots, logs, links(lowered)
-
-
 def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,
               timings: dict[str, float] | None = None, max_depth: int = 0
               ) -> tuple[str, list[str], list[int], list[int], list[str]]:
-    """`llvm_ir` as compiling `@entry` produces it: only what `@entry`
-    reaches, and verified by LLVM's verifier alone (`compile_object`), which
-    checks the same IR again. Python's cycle collector pauses meanwhile: the
-    passes make and drop hundreds of thousands of linked objects, and each of
-    its full collections walks every live one (`bench/run.py compile`)."""
+    """LLVM IR text for the functions `@entry` of `module` reaches (options
+    as `lower`'s), the messages of its run-time checks, the arguments whose
+    buffers each thread has its own copy of, those whose outer products are
+    logged (`adjoint.log_reserve`), and the objects its engine loads beside
+    it (`gemm_kernels.links`). Verified by LLVM's verifier alone
+    (`compile_object`), which checks the same IR again. Python's cycle
+    collector pauses meanwhile: the passes make and drop hundreds of
+    thousands of linked objects, and each of its full collections walks
+    every live one (`bench/run.py compile`)."""
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import links
+
     with collector_paused():
-        return llvm_ir(module, fuse, threads, max_depth, entry, verify=False, timings=timings)
-
-
+        lowered = lower(module, fuse=fuse, threads=threads, max_depth=max_depth, entry=entry,
+                        verify=False, timings=timings)
+        sites = [s.data for s in lowered.attributes.pop("recir.error_sites").data]
+        copied = lowered.attributes.pop("recir.thread_copies", None)
+        slots = [k.value.data for k in copied.data] if copied is not None else []
+        logged = lowered.attributes.pop("recir.outer_logs", None)
+        logs = [k.value.data for k in logged.data] if logged is not None else []
+        start = time.process_time()
+        text = to_llvm_ir(lowered)
+        if timings is not None:
+            timings["llvm-convert"] = time.process_time() - start
+        return text, sites, slots, logs, links(lowered)
 
 
 def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
@@ -214,7 +204,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     from recir.backend.engine import Engine, compile_object
     from recir.backend.kernels.compiled_gemm import link
 
-    clock, times = time.process_time, {}
+    clock, times = time.process_time, {} if timings is None else timings
     start = clock()
     # a derived module's entry is made by `derive`
     signature = None if derive else find_entry(module, entry).function_type
@@ -261,8 +251,6 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
                             work, logged, share)
     native.max_depth = depth
     times["native-function"] = clock() - start
-    if timings is not None:
-        timings.update(times)
     return native
 
 

@@ -8,7 +8,9 @@ it sits above the pipeline and the frontier's compiler; the policy
 from __future__ import annotations
 
 import ctypes
+import statistics
 import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,14 +73,8 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
 def median_seconds(run: Callable[[], object],
                    before: Callable[[], object] = lambda: None) -> float:
     """The median time of `run()` over `TUNE_ROUNDS` calls, each after an
-    untimed `before()`."""
-    times = []
-    for _ in range(TUNE_ROUNDS):
-        before()
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[TUNE_ROUNDS // 2]
+    untimed `before()` (timeit's: the cycle collector off while timed)."""
+    return statistics.median(timeit.repeat(run, before, repeat=TUNE_ROUNDS, number=1))
 
 
 def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from recir.data.sst import (
         TreeParseError,
         Vocabulary,
-        build_vocabulary,
         load_sst,
         download,
         parse_tree,
@@ -36,13 +35,13 @@ if TYPE_CHECKING:
     )
 
 SST_NAMES = frozenset({
-    "TreeParseError", "Vocabulary", "build_vocabulary", "download", "load_sst",
+    "TreeParseError", "Vocabulary", "download", "load_sst",
     "parse_tree", "sst_folder", "sst_path",
 })
 
 __all__ = [
     "SHAPES", "Tree", "TreeBatch", "TreeParseError", "TreeStructureError", "Vocabulary",
-    "batch_trees", "build_vocabulary", "download", "load_sst", "make_tree", "make_treebank",
+    "batch_trees", "download", "load_sst", "make_tree", "make_treebank",
     "parse_tree", "sentiment_label", "sst_folder", "sst_path", "validate_structure",
     "word_polarity",
 ]

@@ -67,15 +67,6 @@ class Vocabulary:
         return self.ids[word]
 
 
-def build_vocabulary(trees_text: Iterable[str]) -> Vocabulary:
-    """The vocabulary of bracketed trees, one per string (blank ones skipped)."""
-    vocab = Vocabulary()
-    for number, text in enumerate(trees_text, start=1):
-        if text.strip():
-            parse_tree(text, vocab, file="<text>", line=number)
-    return vocab
-
-
 def parse_tree(
     text: str, vocab: Vocabulary, *, file: str | os.PathLike[str] | None = None,
     line: int | None = None, grow: bool = True, labelled: bool = True,

@@ -11,7 +11,7 @@ Native code trusts the arrays, hence `validate_structure` checks them first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -39,8 +39,9 @@ def as_index_array(values: npt.ArrayLike, name: str) -> IntArray:
 
 
 @dataclass(frozen=True, eq=False)
-class Tree:
-    """One tree; `eq=False` because comparing arrays field-wise is ambiguous."""
+class NodeArrays:
+    """The per-node arrays of a tree or a batch; `eq=False` because comparing
+    arrays field-wise is ambiguous."""
 
     left: IntArray
     right: IntArray
@@ -48,15 +49,26 @@ class Tree:
     label: IntArray
 
     def __post_init__(self) -> None:
-        for name in ("left", "right", "word", "label"):
-            object.__setattr__(self, name, as_index_array(getattr(self, name), name))
-        if not self.left.size:
-            raise TreeStructureError("a tree needs at least one node")
-        check_lengths(self.left, self.right, self.word, self.label)
+        for f in fields(self):
+            object.__setattr__(self, f.name, as_index_array(getattr(self, f.name), f.name))
+        sizes = [a.shape[0] for a in (self.left, self.right, self.word, self.label)]
+        if len(set(sizes)) != 1:
+            raise TreeStructureError(
+                f"left, right, word and label need one length, got {sizes}")
 
     @property
     def num_nodes(self) -> int:
         return int(self.left.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Tree(NodeArrays):
+    """One tree."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.left.size:
+            raise TreeStructureError("a tree needs at least one node")
 
     @property
     def root(self) -> int:
@@ -82,34 +94,14 @@ class Tree:
 
 
 @dataclass(frozen=True, eq=False)
-class TreeBatch:
+class TreeBatch(NodeArrays):
     """Trees concatenated into one set of arrays; `roots[b]` is tree b's root."""
 
-    left: IntArray
-    right: IntArray
-    word: IntArray
-    label: IntArray
     roots: IntArray
-
-    def __post_init__(self) -> None:
-        for name in ("left", "right", "word", "label", "roots"):
-            object.__setattr__(self, name, as_index_array(getattr(self, name), name))
-        check_lengths(self.left, self.right, self.word, self.label)
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.left.shape[0])
 
     @property
     def num_trees(self) -> int:
         return int(self.roots.shape[0])
-
-
-def check_lengths(*arrays: IntArray) -> None:
-    sizes = [a.shape[0] for a in arrays]
-    if len(set(sizes)) != 1:
-        raise TreeStructureError(
-            f"left, right, word and label need one length, got {sizes}")
 
 
 def batch_trees(trees: Sequence[Tree]) -> TreeBatch:

@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     i32,
 )
 from xdsl.ir import Attribute, Block, Region
+from xdsl.rewriter import Rewriter
 
 from recir.dialects import invoke
 from recir.frontend.locations import user_error, user_location
@@ -191,11 +192,7 @@ def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> A
     regions = [placeholder.detach_region(r) for r in list(placeholder.regions)]
     op = scf.IfOp(condition, then_types, *regions)
     op.location = placeholder.location
-    block = placeholder.parent_block()
-    assert block is not None
-    block.insert_op_before(op, placeholder)
-    placeholder.detach()
-    placeholder.erase()
+    Rewriter.replace_op(placeholder, op, [])  # (the placeholder has no results)
     results = [Tracer(r) for r in op.results]
     return tuple(results) if is_tuple else results[0]
 

@@ -119,18 +119,14 @@ INT_COMPARE = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=
 FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "one"}
 
 
-def binary(symbol: str, lhs: Any, rhs: Any) -> Tracer:
-    anchor = lhs if isinstance(lhs, Tracer) else rhs
-    a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
+def binary(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
     if isinstance(a.type, TensorType):
         return traced(TENSOR_BINARY[symbol](a, b))
     table = FLOAT_BINARY if isinstance(a.type, Float32Type) else INT_BINARY
     return traced(table[symbol](a, b))
 
 
-def compare(symbol: str, lhs: Any, rhs: Any) -> Tracer:
-    anchor = lhs if isinstance(lhs, Tracer) else rhs
-    a, b = as_value(lhs, anchor.value), as_value(rhs, anchor.value)
+def compare(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
     if isinstance(a.type, Float32Type):
         return traced(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol]))
     if isinstance(a.type, IntegerType | IndexType):
@@ -138,17 +134,17 @@ def compare(symbol: str, lhs: Any, rhs: Any) -> Tracer:
     raise user_error(f"cannot compare values of type {a.type}")
 
 
-Combine = Callable[[str, Any, Any], "Tracer"]
+Combine = Callable[[str, SSAValue, SSAValue], "Tracer"]
 
 
 def infix(combine: Combine, symbol: str) -> Callable[[Tracer, Any], Tracer]:
     """`tracer <symbol> other` as a method."""
-    return lambda self, other: combine(symbol, self, other)
+    return lambda self, other: combine(symbol, self.value, as_value(other, self.value))
 
 
 def reflected(combine: Combine, symbol: str) -> Callable[[Tracer, Any], Tracer]:
     """`other <symbol> tracer`, Python's reflected operand order."""
-    return lambda self, other: combine(symbol, other, self)
+    return lambda self, other: combine(symbol, as_value(other, self.value), self.value)
 
 
 class Tracer:
@@ -182,7 +178,8 @@ class Tracer:
     def __neg__(self) -> Tracer:
         if is_tensor(self.value):
             return traced(tmath.NegOp(self.value))
-        return binary("-", 0 if isinstance(self.type, IntegerType) else 0.0, self)
+        zero = as_value(0 if isinstance(self.type, IntegerType) else 0.0, self.value)
+        return binary("-", zero, self.value)
 
     def __matmul__(self, other: Tracer) -> Tracer:
         rhs = as_value(other)

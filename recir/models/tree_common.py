@@ -42,10 +42,7 @@ class TreeModel(recir.TracedModel):
 
     kind: str
     node_scores: int
-    retrace: Callable[[int], TreeModel]
-
-    def with_node_scores(self, nodes: int) -> TreeModel:
-        return self.retrace(nodes)
+    with_node_scores: Callable[[int], TreeModel]  # the model for trees of up to N nodes
 
 
 def trace_tree_model(name: str, params: dict[str, np.ndarray], hidden: int,
@@ -90,8 +87,8 @@ def trace_tree_model(name: str, params: dict[str, np.ndarray], hidden: int,
     model = TreeModel(traced.module, traced.entry, traced.input_names, traced.params)
     model.kind, model.node_scores = name, node_scores
     shared = {k: traced.params[k] for k in params}  # the arrays the trace bound
-    model.retrace = lambda nodes: trace_tree_model(name, shared, hidden, leaf, combine,
-                                                   state, nodes)
+    model.with_node_scores = lambda nodes: trace_tree_model(name, shared, hidden, leaf,
+                                                            combine, state, nodes)
     return model
 
 

@@ -144,10 +144,13 @@ def check_optimizer(data: Arrays, optimizer: Optimizer, path: Path) -> None:
         check_arrays(data, f"opt/{slot}", trained, path, f"optimizer state {slot} of")
 
 
-def read_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
-                    kind: str | None = None) -> Arrays:
-    """The checkpoint's arrays once everything in it fits this model (`kind`
-    when the file names one), its parameters and this optimizer."""
+def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
+                    best: Best | None = None, kind: str | None = None
+                    ) -> tuple[int, np.random.Generator]:
+    """Restores params (in place), optimizer state, the shuffling rng and, into
+    `best` when given, the best-dev parameters; returns (epoch, rng). Nothing
+    is restored until everything in the file fits this model (`kind` when
+    the file names one), its parameters and this optimizer."""
     data = read_npz(path)
     info = model_info(data, path)
     if kind is not None and info is not None and info["kind"] != kind:
@@ -161,30 +164,19 @@ def read_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
         raise CheckpointError(f"{path}: best epoch {best_epoch} is outside 0..{epoch}")
     if best_epoch:
         check_arrays(data, "best", params, path, "best parameter")
+    rng = np.random.default_rng()
     try:
-        np.random.default_rng().bit_generator.state = json.loads(
-            str(scalar(data, "rng", path)))
+        rng.bit_generator.state = json.loads(str(scalar(data, "rng", path)))
     except (json.JSONDecodeError, TypeError, ValueError, KeyError) as e:
         raise CheckpointError(f"{path}: the shuffling rng state is unreadable: "
                               f"{str(e) or type(e).__name__}") from None
-    return data
-
-
-def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
-                    best: Best | None = None, kind: str | None = None
-                    ) -> tuple[int, np.random.Generator]:
-    """Restores params (in place), optimizer state, the shuffling rng and, into
-    `best` when given, the best-dev parameters; returns (epoch, rng)."""
-    data = read_checkpoint(path, params, optimizer, kind)
     for name, value in params.items():
         value[...] = data[f"param/{name}"]
     optimizer.load_state_dict({k[4:]: v for k, v in data.items()
                                if k.startswith("opt/")})
-    rng = np.random.default_rng()
-    rng.bit_generator.state = json.loads(str(data["rng"]))
     if best is not None:
-        best.epoch = int(data.get("best_epoch", np.array(0))[()])
+        best.epoch = best_epoch
         best.score = float(data.get("best_score", np.array(-1.0))[()])
         best.params = ({k: np.array(data[f"best/{k}"], np.float32) for k in params}
                        if best.epoch else None)
-    return int(data["epoch"]), rng
+    return epoch, rng

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import recir
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
-from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, make_reducer
+from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
 from recir.train.metrics import NodeScorer, evaluate
 from recir.train.optimizers import Optimizer
 
@@ -119,8 +119,8 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     """Trains `model.params` in place; returns one metrics dict per epoch.
     With `test`, `config.test_scores` gets the best-dev epoch's test scores."""
     check_config(config, optimizer)
-    reducer = make_reducer(config.distributed, embedding_rows,
-                           config.collective_timeout)
+    reducer = (MPIReducer(embedding_rows, config.collective_timeout) if config.distributed
+               else LocalReducer())
     with reducer.fail_fast():
         return train_ranks(model, optimizer, trees, dev, config, reducer, test)
 

@@ -89,10 +89,8 @@ class NodeScorer:
             if self.engine != "native":
                 self.compiled[capacity] = model
             else:
-                options = {} if self.batching == "recursive" else {
-                    "batching": self.batching}
                 self.compiled[capacity] = recir.compile(model, threads=self.threads,
-                                                        **options)
+                                                        batching=self.batching)
         return self.compiled[capacity]
 
     def capacity(self, trees: Sequence[Any]) -> int:

@@ -299,7 +299,7 @@ def test_auto_picks_the_mode_the_model_predicts_faster():
     seconds = auto.auto.seconds(tall, 1, 1)
     assert seconds["frontier"] == auto.auto.model().frontier([201], 1, 101)
     team = recir.compile(tree_lstm.trace_model(params), batching="auto", threads=2)
-    seconds = team.auto.seconds(batch, 2 if team.native.team else 1, 2)
+    seconds = team.auto.seconds(batch, 2 if team.recursive.team else 1, 2)
     assert team.choose(batch) == min(seconds, key=seconds.__getitem__)
 
 
@@ -314,12 +314,12 @@ def test_auto_compiles_the_recursive_code_when_a_batch_first_needs_it():
                  recir.value_and_grad(traced, batching="auto", threads=2)):
         forced(auto.auto, "frontier")
         auto.batch(batch)
-        assert auto.lazy.built is None
+        assert auto.built is None
         forced(auto.auto, "recursive")
         auto.batch(batch)
-        assert auto.lazy.built is not None
-        built = auto.lazy.built if isinstance(auto, AutoFunction) else auto.lazy.built.native
-        assert auto.lazy.threads == built.threads
+        assert auto.built is not None
+        built = auto.built if not auto.gradient else auto.built.native
+        assert auto.threads == built.threads
 
 
 def test_auto_training_picks_by_the_same_model():

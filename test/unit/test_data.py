@@ -19,7 +19,6 @@ from recir.data import (
     TreeStructureError,
     Vocabulary,
     batch_trees,
-    build_vocabulary,
     load_sst,
     make_tree,
     make_treebank,
@@ -98,11 +97,14 @@ def test_word_with_a_space_and_unknown_words():
     assert vocab["never seen"] == 0 and "hours" in vocab
 
 
-def test_build_vocabulary_numbers_words_in_first_seen_order():
-    vocab = build_vocabulary(["(2 (2 b) (2 a))", "", "(1 (2 a) (1 c))"])
-    assert vocab.ids == {"<unk>": 0, "b": 1, "a": 2, "c": 3}
-    with pytest.raises(TreeParseError, match=r"^<text>:2: error: "):
-        build_vocabulary(["(2 a)", "(2 a"])
+def test_a_file_numbers_words_in_first_seen_order(tmp_path):
+    path = tmp_path / "three.txt"
+    path.write_text("(2 (2 b) (2 a))\n\n(1 (2 a) (1 c))\n")
+    trees, vocab = load_sst(path)
+    assert len(trees) == 2 and vocab.ids == {"<unk>": 0, "b": 1, "a": 2, "c": 3}
+    path.write_text("(2 a)\n(2 a\n")
+    with pytest.raises(TreeParseError, match=rf"^{re.escape(str(path))}:2: error: "):
+        load_sst(path)
 
 
 @pytest.mark.parametrize(

@@ -252,6 +252,10 @@ def test_into_accumulates_over_calls() -> None:
                                    atol=1e-7)
     with pytest.raises(RecirError, match="into"):
         vg(*tree_inputs(trees[0]), into={k: v.astype(np.float64) for k, v in total.items()})
+    for array in total.values():
+        array.flags.writeable = False  # (as a file mapped for reading is: writes would fault)
+    with pytest.raises(RecirError, match="writable"):
+        vg(*tree_inputs(trees[0]), into=total)
 
 
 def test_deep_linear_tree_gradient() -> None:
