@@ -3,14 +3,15 @@
 `recir.value_and_grad(model, batching="frontier")`: `synthesize-gradients`
 differentiates `@f__post` (the one rules table), `@f__post_bwd` is compiled
 with `@f__expand` and `@f__post` by the one backend, and the interpreter's
-`Backward` (`frontier.schedule_grad`'s reference) runs the schedule
-forward, then `@f__post_bwd` height by height from the roots down, calling
-native code; where the expansion makes floats (TD-TreeLSTM), `@f__expand_bwd`
-by depth after it, and where the batched entry computes before its schedule,
-that prefix's own `_bwd` last. Each `_bwd` takes the rows its `_fwd`
-returned for it (the products' outputs, `saving.rebuilds_row`) and rebuilds
-the cheap rest; the schedule keeps them per height. A batched `_fwd` saves
-nothing in its frame (rows cannot go in one), so it is compiled without it.
+`Backward` (`frontier.schedule_grad`'s reference) runs the schedule forward,
+then `@f__post_bwd` height by height from the roots down, calling native code;
+where the expansion makes floats (TD-TreeLSTM), `@f__expand_bwd` by depth
+after it, and where the batched entry computes before its schedule, that
+prefix's own `_bwd` last. Each `_bwd` takes the rows its `_fwd` returned for
+it (the products' and transcendentals' outputs, `saving.rebuilds_row`) and
+rebuilds the cheap rest; the schedule keeps them per height. A batched `_fwd`
+saves nothing in its frame (rows cannot go in one), so it is compiled without
+it.
 """
 
 from __future__ import annotations

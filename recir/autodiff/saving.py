@@ -28,7 +28,11 @@ leaves do not carry the slots of its inner nodes.
 they never go in a frame. The same cost model splits them: a row value made
 in one pass over its operands (`rebuilds_row`: the cheap ops above, arith,
 and the frontier's moves of rows) is rebuilt in the backward; any other (a
-product: matvec, bilinear; a reduction) is saved by being returned. That is
+product: matvec, bilinear; a reduction) is saved by being returned. So is a
+transcendental (`SLOW`: sigmoid, tanh, exp, log): tens of instructions an
+element where a read back is one load, and the backward reads its result for
+its own derivative, while a rebuild reads its operand (often a saved
+product's row, as many bytes) and the bias added to it. That is
 the batched functions' contract: `@f_fwd` returns the rows it saves after
 `@f`'s results (before the frame), and `@f_bwd` takes them as its leading
 arguments, before the frame; the frontier schedule keeps them per height (or
@@ -57,6 +61,9 @@ ROW_MOVES = (frontier.TakeOp, frontier.MergeOp, frontier.PartitionOp, frontier.B
              frontier.CompareOp, frontier.ExtractRaggedOp, frontier.SizeRaggedOp,
              tmath.ExtractOp)
 
+# elementwise, but costlier to rebuild than to read back (see the module docstring)
+SLOW = (tmath.SigmoidOp, tmath.TanhOp, tmath.ExpOp, tmath.LogOp)
+
 # a saved value; an invoke (its child's frame); an scf.if (its taken branch's frame)
 Key = SSAValue | Operation
 
@@ -70,7 +77,10 @@ def is_cheap(op: Operation) -> bool:
 
 def rebuilds_row(op: Operation) -> bool:
     """Whether the backward rebuilds a row value of `op` rather than have the
-    forward return it: one pass over its operands (see the module docstring)."""
+    forward return it: one cheap pass over its operands (see the module
+    docstring)."""
+    if isinstance(op, SLOW):
+        return False
     return (isinstance(op, (*CHEAP, *ROW_MOVES)) or op.has_trait(tmath.Elementwise)
             or op.dialect_name() == "arith")
 

@@ -1,16 +1,16 @@
 """NumPy semantics of `frontier.schedule_grad`: the frontier schedule, backwards.
 
-`synthesize-gradients` differentiates the batched functions with the
-recursive path's rules table (a row take's gradient is a scatter-add, a
-merge's a take of each side, a broadcast's the sum of its rows) and emits
+`synthesize-gradients` differentiates the batched functions with the recursive
+path's rules table (a row take's gradient is a scatter-add, a merge's a take
+of each side, a broadcast's the sum of its rows) and emits
 `frontier.schedule_grad` for a schedule. Here the forward runs again with
-`@post_fwd` (and `@expand_fwd` where the expansion makes floats), keeping
-each height's and depth's inputs, the rows its `_fwd` saves (the products'
-outputs: `saving.rebuilds_row`) and its frame; then `@post_bwd` runs height by
-height from the roots down, each height adding into its children's result
-gradients (lower heights, run later) and into the parameters' gradients, once
-per height rather than once per invocation; then `@expand_bwd` depth by depth
-from the deepest up.
+`@post_fwd` (and `@expand_fwd` where the expansion makes floats), keeping each
+height's and depth's inputs, the rows its `_fwd` saves (the products' and
+transcendentals' outputs: `saving.rebuilds_row`) and its frame; then
+`@post_bwd` runs height by height from the roots down, each height adding into
+its children's result gradients (lower heights, run later) and into the
+parameters' gradients, once per height rather than once per invocation; then
+`@expand_bwd` depth by depth from the deepest up.
 """
 
 from __future__ import annotations
