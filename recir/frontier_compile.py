@@ -32,7 +32,7 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.cache import ObjectCache, cache_key, located_text
-from recir.backend.engine import Engine, compile_object, llvm_thread
+from recir.backend.engine import Engine, compile_object, llvm_thread, ready
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
 from recir.backend.kernels.compiled_gemm import link
@@ -353,10 +353,8 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     hit = cache.load(key, {"sites": list[str], "links": list[str], "scratch": list[str],
                            "per_row": list[int]})
     if hit is not None:
-        done: Future[Built] = Future()
         per_row = dict(zip(hit[1]["scratch"], hit[1]["per_row"], strict=False))
-        done.set_result((hit[0], hit[1]["sites"], hit[1]["links"], per_row))
-        return done
+        return ready((hit[0], hit[1]["sites"], hit[1]["links"], per_row))
     if any(not f.body.blocks for f in functions):  # a summary's declarations
         raise NotCached(key)
     module = public_copies(functions)

@@ -18,12 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 import llvmlite.binding as llvm
 
 from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.settings import openmp_environment
+
+T = TypeVar("T")
 
 
 @functools.cache
@@ -141,8 +143,8 @@ LSR_GATE = CodegenSetting("disable-lsr")
 
 
 class Engine:
-    """Object files' functions, an MCJIT engine each: one engine given a
-    second object crashes in its code."""
+    """Object files' functions, an MCJIT engine each: one engine given the
+    matrix kernels' objects one after another crashed in the second's code."""
 
     def __init__(self, *objects: bytes):
         self.machines = [target_machine() for _ in objects]
@@ -228,11 +230,8 @@ def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[],
         for k, make_ir in enumerate(make_irs):
             key = cache_key(description, f"{entry} part {k}")
             hit = objects.load(key)
-            if hit is not None:
-                pending.append(Future())
-                pending[-1].set_result(hit[0])
-            else:
-                pending.append(compiling.submit(compiled, key, make_ir()))
+            pending.append(compiling.submit(compiled, key, make_ir()) if hit is None
+                           else ready(hit[0]))
         return [made.result() for made in pending]
 
 
@@ -243,6 +242,13 @@ def llvm_thread() -> ThreadPoolExecutor:
     there is a second core. One per compile, not per process: a forked
     child would inherit a pool whose thread it does not have."""
     return ThreadPoolExecutor(1, "recir-llvm")
+
+
+def ready(value: T) -> Future[T]:
+    """A future already holding `value` (an object the cache had)."""
+    made: Future[T] = Future()
+    made.set_result(value)
+    return made
 
 
 _engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key

@@ -27,11 +27,12 @@ PROTOTYPES = {"nn": GEMM, "tn": GEMM, "nt": GEMM,
 def engine() -> Any:
     """Every layout's kernel for the host in one engine, an object a layout
     (built only on a cache miss: the key is the host's sizes and the
-    generator's code; LLVM compiles one while the next is built). LLVM's default loop passes, unlike row code (`engine.ROW_CODE`):
-    without the unroller and loop strength reduction the one-time compile
-    is cheaper, but the nt kernel at the frontier's shapes (tens to
-    thousands of rows times a few hundred to a thousand) runs measurably
-    slower (alternating A/B of both objects side by side in one process)."""
+    generator's code; LLVM compiles one while the next is built). LLVM's
+    default loop passes, unlike row code (`engine.ROW_CODE`): without the
+    unroller and loop strength reduction the one-time compile is cheaper,
+    but the nt kernel at the frontier's shapes (tens to thousands of rows
+    times a few hundred to a thousand) runs measurably slower (alternating
+    A/B of both objects side by side in one process)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import LAYOUTS, gemm_module
