@@ -28,7 +28,8 @@ from recir.backend.runtime import NativeFunction
 from recir.context import make_context
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
-from recir.passes.work_estimate import larger_share, work
+from recir.passes.work_estimate import larger_share
+from recir.passes.work_estimate import work as call_work
 from recir.universe import RECIR_PASSES, RECIR_REPLACEMENTS
 
 # Modules whose largest weight gradient fed by outer products is at least
@@ -150,14 +151,6 @@ def prune_unreachable(module: ModuleOp, entry: str) -> None:
     for name, function in functions.items():
         if name not in reached:
             module.body.blocks[0].erase_op(function)
-
-
-def call_work(module: ModuleOp) -> int:
-    """A rough count of the multiply-adds of one call of each function of
-    `module`, summed (`passes/work_estimate.py`). Times the input's size it
-    tells a team call from one too small to gain from a second thread
-    (`policy.team_pays`)."""
-    return work(module)
 
 
 def native_ir(module: ModuleOp, entry: str, fuse: bool = True, threads: int = 1,

@@ -1,6 +1,6 @@
 """The runtime's choices, computed from a cost model: no timing of a user's calls.
 
-A call's work is `pipeline.call_work` (multiply-adds of one recursive call)
+A call's work is `work_estimate.work` (multiply-adds of one recursive call)
 times its size (a tree's node count). Four machine costs turn work into
 decisions (`Costs`):
 

@@ -53,7 +53,7 @@ class NativeFunction:
                  logged: Sequence[int] = (), larger_share: float = 0.5):
         """`copied`: the arguments (gradient buffers) that each thread of a
         team adds into its own copy of (`adjoint.thread_copy`); `call_work`:
-        the estimated work of one recursive call (`pipeline.call_work`), 0
+        the estimated work of one recursive call (`work_estimate.work`), 0
         where unknown; `logged`: the gradient buffers whose outer products
         each thread logs, added after the call (`adjoint.log_reserve`);
         `larger_share`: of a call's work, its largest recursive call's
