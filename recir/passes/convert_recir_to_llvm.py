@@ -92,8 +92,7 @@ from recir.passes.thread_copies import sum_copies_function
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 CONVERTED = (cf.AssertOp, invoke.InvokeOp, func.ReturnOp, tape.NewOp, adjoint.ThreadCopyOp,
-             adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp, cf.BranchOp,
-             cf.ConditionalBranchOp)  # what `FunctionConversion.convert` handles
+             adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp)  # `convert`'s
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
@@ -186,7 +185,7 @@ class FunctionConversion:
         return self.converted(body)
 
     def converted(self, body: Region) -> llvm.FuncOp:
-        if self.arith_cf:  # (its cf branches are llvm ones by now)
+        if self.arith_cf:  # its arith ops and cf branches
             convert_arith_cf(body)
         private = self.function.sym_visibility == StringAttr("private")
         linkage = llvm.LinkageAttr("internal" if private else "external")
@@ -205,12 +204,14 @@ class FunctionConversion:
     def set_error(self, at: InsertPoint, code: int | SSAValue, site: int | SSAValue = 0) -> None:
         record_error(Emitter(at, at), self.ctx, code, site)
 
-    def branch_unless(self, op: Operation, ok: SSAValue, failure: Block) -> None:
-        """Ends `op`'s block after `op`: continue if `ok`, else go to `failure`."""
+    def branch_unless(self, op: Operation, ok: SSAValue, failure: Block,
+                      *args: SSAValue) -> None:
+        """Ends `op`'s block after `op`: continue if `ok`, else go to
+        `failure` with `args`."""
         block = op.parent_block()
         assert block is not None and op.next_op is not None
         rest = block.split_before(op.next_op)
-        block.add_op(llvm.CondBrOp(ok, rest, (), failure, ()))
+        block.add_op(llvm.CondBrOp(ok, rest, (), failure, args))
 
     def convert(self, op: Operation) -> None:
         if isinstance(op, cf.AssertOp):
@@ -230,12 +231,6 @@ class FunctionConversion:
         elif isinstance(op, invoke.ContextOp):
             op.ctx.replace_all_uses_with(self.ctx)
             Rewriter.erase_op(op)
-        elif isinstance(op, cf.BranchOp) and self.arith_cf:
-            Rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
-        elif isinstance(op, cf.ConditionalBranchOp) and self.arith_cf:
-            Rewriter.replace_op(op, llvm.CondBrOp(
-                op.cond, op.then_block, op.then_arguments,
-                op.else_block, op.else_arguments))
 
     def convert_assert(self, op: cf.AssertOp) -> None:
         """A branch to the function's one failed-check block, passing the
@@ -243,10 +238,7 @@ class FunctionConversion:
         holds hundreds of checks)."""
         site = Emitter(InsertPoint.before(op), InsertPoint.before(op)).const(len(self.sites), i32)
         self.sites.append(op.msg.data)
-        block = op.parent_block()
-        assert block is not None and op.next_op is not None
-        rest = block.split_before(op.next_op)
-        block.add_op(llvm.CondBrOp(op.arg, rest, (), self.failed_check(), (site,)))
+        self.branch_unless(op, op.arg, self.failed_check(), site)
         Rewriter.erase_op(op)
 
     def failed_check(self) -> Block:

@@ -16,9 +16,20 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, scf
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
+
+
+def lower_scf(root: Operation) -> None:
+    """Each scf op nested in `root` as cf branches (in place)."""
+    lowerings: dict[type, RewritePattern] = {
+        scf.ForOp: ForLowering(), scf.IfOp: IfLowering(), scf.IndexSwitchOp: SwitchLowering()}
+    for op in list(root.walk()):
+        pattern = lowerings.get(type(op))
+        if pattern is not None:
+            pattern.match_and_rewrite(op, PatternRewriter(op))
 
 
 @dataclass(frozen=True)
@@ -26,10 +37,4 @@ class ConvertScfToCfPass(ModulePass):
     name = "convert-scf-to-cf"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        lowerings: dict[type, RewritePattern] = {
-            scf.ForOp: ForLowering(), scf.IfOp: IfLowering(),
-            scf.IndexSwitchOp: SwitchLowering()}
-        for inner in list(op.walk()):
-            pattern = lowerings.get(type(inner))
-            if pattern is not None:
-                pattern.match_and_rewrite(inner, PatternRewriter(inner))
+        lower_scf(op)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, cf, llvm, scf
+from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 
 from recir.passes.arith_to_llvm import convert_arith
+from recir.passes.convert_scf_to_cf import lower_scf
 from recir.passes.loop_builder import Emitter, Index, VectorEmitter
 from recir.passes.op_templates import replace
 
@@ -84,11 +83,7 @@ def lower_to_llvm(function: llvm.FuncOp, arith_cf: bool = True) -> llvm.FuncOp:
     """The function's scf, arith and cf ops as llvm ops (in place);
     `arith_cf=False` lowers its scf ops alone (`convert_arith_cf` or the
     translation to LLVM IR takes the arith and cf ops)."""
-    lowerings = {scf.ForOp: ForLowering(), scf.IfOp: IfLowering()}
-    for op in list(function.walk()):
-        pattern = lowerings.get(type(op))
-        if pattern is not None:
-            pattern.match_and_rewrite(op, PatternRewriter(op))
+    lower_scf(function)
     if arith_cf:
         convert_arith_cf(function)
     return function
