@@ -49,7 +49,7 @@ from collections.abc import Iterable
 
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
@@ -107,7 +107,7 @@ def drop_unread_rows(bwd: func.FuncOp, rows: list[SSAValue]) -> list[SSAValue]:
     """The saved `rows` `bwd` reads, its unread leading arguments erased: a
     costly row rebuilt only to rebuild another is not read once that one is
     given."""
-    block = first_block(bwd.body)
+    block = bwd.body.block
     unread = {v: a for v, a in zip(rows, block.args) if not a.uses}
     for arg in unread.values():
         block.erase_arg(arg)
@@ -135,12 +135,6 @@ def region_of(value: SSAValue) -> Region:
     region = owner.parent_region() if isinstance(owner, Operation) else owner.parent
     assert isinstance(region, Region), f"{value} is not in a region"
     return region
-
-
-def first_block(region: Region) -> Block:
-    block = region.blocks.first
-    assert block is not None
-    return block
 
 
 class FrameLayouts:
@@ -194,7 +188,7 @@ def forward_function(f: func.FuncOp, layouts: FrameLayouts,
             assert isinstance(after, Operation)
             save = tape.SaveOp(value, frame, offset)
             Rewriter.insert_op(save, InsertPoint.after(after))
-    ret = first_block(clone.body).last_op
+    ret = clone.body.block.last_op
     assert ret is not None
     rows = list(rows)
     ret.operands = [*ret.operands, *(mapping[v] for v in rows), frames[f.body]]
@@ -211,7 +205,7 @@ def new_frames(f: func.FuncOp, layouts: FrameLayouts,
     """A `tape.new` at the start of each region with a frame, the clone's body
     first; a branch's frame is saved into the enclosing one."""
     top = tape.NewOp(layouts.size(f.body))
-    Rewriter.insert_op(top, InsertPoint.at_start(first_block(ops[f].regions[0])))
+    Rewriter.insert_op(top, InsertPoint.at_start(ops[f].regions[0].block))
     frames: dict[Region, SSAValue] = {f.body: top.frame}
     for op in f.walk():  # enclosing ops first
         if not isinstance(op, scf.IfOp) or op not in layouts.slots:
@@ -221,7 +215,7 @@ def new_frames(f: func.FuncOp, layouts: FrameLayouts,
             if region not in layouts.sizes:
                 continue
             new = tape.NewOp(layouts.size(region))
-            block = first_block(ops[op].regions[index])
+            block = ops[op].regions[index].block
             Rewriter.insert_op(new, InsertPoint.at_start(block))
             Rewriter.insert_op(tape.SaveOp(new.frame, frames[parent], offset),
                                InsertPoint.after(new))

@@ -348,11 +348,9 @@ def in_place_takes(function: func.FuncOp) -> set[Operation]:
 def contiguous(b: RowEmitter, value: Rows, typ: Attribute) -> Rows:
     out = b.rows(value.count, typ)
 
-    def row(inner: Emitter, r: SSAValue, _: object) -> tuple[()]:
+    def row(inner: Emitter, r: SSAValue) -> None:
         src, dst = row_at(inner, value, r), row_at(inner, out, r)
-        inner.loop(value.width, lambda bj, j, __: (
-            bj.store(bj.load(src, j, value.elem), dst, j), ())[1])
-        return ()
+        inner.each(value.width, lambda bj, j: bj.store(bj.load(src, j, value.elem), dst, j))
 
-    b.loop(value.count, row)
+    b.each(value.count, row)
     return out
