@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
@@ -32,11 +32,7 @@ CONSTANTS = (arith.ConstantOp, tmath.ConstantOp)
 
 def defined_inside(value: SSAValue, op: Operation) -> bool:
     """Whether `value` is defined in `op`'s regions (block args included)."""
-    if isinstance(value, OpResult):
-        return value.op is not op and op.is_ancestor(value.op)
-    assert isinstance(value, BlockArgument)
-    owner = value.block.parent_op()
-    return owner is not None and op.is_ancestor(owner)
+    return value.owner is not op and op.is_ancestor(value.owner)
 
 
 def is_constant(value: SSAValue) -> bool:
@@ -100,21 +96,11 @@ def to_function(sub: invoke.SubgraphOp, captured: list[SSAValue]) -> func.FuncOp
     for value in captured:
         arg = block.insert_arg(value.type, len(block.args))
         arg.name_hint = value.name_hint
-        value.replace_uses_with_if(arg, lambda use: region_contains(region, use.operation))
+        value.replace_uses_with_if(arg, lambda use: region.is_ancestor(use.operation))
     function = func.FuncOp(sub.sym_name.data, FunctionType.from_lists(inputs, outputs), region,
                            "private")
     function.location = sub.location  # errors about the function point at the subgraph
     return function
-
-
-def region_contains(region: Region, op: Operation) -> bool:
-    parent = op.parent_region()
-    while parent is not None:
-        if parent is region:
-            return True
-        owner = parent.parent_op()
-        parent = owner.parent_region() if owner is not None else None
-    return False
 
 
 def replace_returns(fn: func.FuncOp) -> None:
