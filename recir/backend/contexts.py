@@ -1,10 +1,10 @@
 """The native contexts a call runs with, as ctypes views.
 
-`Context` is generated from `passes/native_context.CONTEXT_FIELDS`, the one
-declaration of the layout the generated code reads, and checked against its
-offsets as this module loads. A call without a team takes one context
-(`lone_context`); a team takes an array of them, one per thread, each
-pointing at the array (`team_contexts`).
+`Context` (`passes/native_context.py`) is generated from `CONTEXT_FIELDS`,
+the one declaration of the layout, and gives the offsets the generated code
+reads. A call without a team takes one context (`lone_context`); a team
+takes an array of them, one per thread, each pointing at the array
+(`team_contexts`).
 """
 
 from __future__ import annotations
@@ -14,21 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from recir.backend.tape_pool import TAPES
-from recir.passes.native_context import CONTEXT_BYTES, CONTEXT_FIELDS, OFFSETS
-
-C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
-                           "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
-
-
-class Context(ctypes.Structure):
-    """One thread's context (`CONTEXT_FIELDS`)."""
-
-    _fields_ = [(name, C_TYPES[kind]) for name, kind in CONTEXT_FIELDS]
-
-
-if ctypes.sizeof(Context) != CONTEXT_BYTES or any(
-        getattr(Context, name).offset != offset for name, offset in OFFSETS.items()):
-    raise ImportError("ctypes lays out the native context unlike native_context.layout")
+from recir.passes.native_context import Context
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
 NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)

@@ -1,8 +1,8 @@
 """The context every native function takes first, and how errors are recorded.
 
-`CONTEXT_FIELDS` is the one declaration of its layout: the offsets the
-passes emit, the LLVM struct type (`context_type`) and the runtime's ctypes
-`Context` (`backend/contexts.py`) are all generated from it. Contexts sit
+`CONTEXT_FIELDS` is the one declaration of its layout: the runtime's ctypes
+`Context`, the offsets the passes emit (ctypes' layout of it, C's) and the
+LLVM struct type (`context_type`) are all generated from it. Contexts sit
 CONTEXT_BYTES apart in an array with one per thread (`contexts` points at
 it, so a task can find its thread's). The tape fields are the per-call
 arena that activation frames come from; `acc_copies` is this thread's table
@@ -19,44 +19,42 @@ returns it as it found it); `row_logs` this thread's table of logged outer produ
 
 from __future__ import annotations
 
+import ctypes
+from typing import Any
+
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.loop_builder import PTR, Emitter
 
-# (name, kind) in memory order; a kind is "u64", "i64", "i32" or "ptr", each
-# naturally aligned, as C lays out a struct of them
+# (name, kind) in memory order; a kind is "u64", "i64", "i32" or "ptr"
 CONTEXT_FIELDS: tuple[tuple[str, str], ...] = (
     ("stack_limit", "u64"), ("error", "i32"), ("site", "i32"),
     ("tape_next", "ptr"), ("tape_end", "ptr"), ("tape_chunks", "ptr"),
     ("tape_bytes", "u64"), ("contexts", "ptr"), ("acc_copies", "ptr"),
     ("outer_logs", "ptr"), ("spawn_budget", "i64"), ("stack_owner", "u64"),
     ("depth", "u64"), ("row_logs", "ptr"))
-KIND_BYTES = {"u64": 8, "i64": 8, "i32": 4, "ptr": 8}
+C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
+                           "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
 
 
-def layout(fields: tuple[tuple[str, str], ...]) -> tuple[dict[str, int], int]:
-    """Each field's byte offset, and the struct's size (a multiple of its
-    widest field, so that an array of them keeps every field aligned)."""
-    offsets: dict[str, int] = {}
-    end = 0
-    for name, kind in fields:
-        size = KIND_BYTES[kind]
-        offsets[name] = end = (end + size - 1) // size * size
-        end += size
-    widest = max(KIND_BYTES[kind] for _, kind in fields)
-    return offsets, (end + widest - 1) // widest * widest
+class Context(ctypes.Structure):
+    """One thread's context (`CONTEXT_FIELDS`), each field naturally aligned
+    and the size a multiple of the widest, as C lays out the struct."""
+
+    _fields_ = [(name, C_TYPES[kind]) for name, kind in CONTEXT_FIELDS]
 
 
 def context_type() -> llvm.LLVMStructType:
-    """The context as an LLVM struct (the layout LLVM would give it is the
-    one `layout` computes: `test_native_context.py` checks)."""
+    """The context as an LLVM struct (the layout LLVM gives it is ctypes':
+    `test_native_context.py` checks)."""
     types: dict[str, Attribute] = {"u64": i64, "i64": i64, "i32": i32, "ptr": PTR}
     return llvm.LLVMStructType.from_type_list([types[kind] for _, kind in CONTEXT_FIELDS])
 
 
-OFFSETS, CONTEXT_BYTES = layout(CONTEXT_FIELDS)
+OFFSETS = {name: getattr(Context, name).offset for name, _ in CONTEXT_FIELDS}
+CONTEXT_BYTES = ctypes.sizeof(Context)
 
 # `stack_limit` is a thread's stack bottom plus this margin for the deepest
 # frame: the runtime (`backend/stack.py`) and the team entry (`entry_points.py`)
