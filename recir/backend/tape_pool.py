@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import threading
+from operator import itemgetter
 from typing import Any
 
 from recir.passes.tape_arena import CHUNK_BYTES, HEADER_BYTES
@@ -48,7 +49,7 @@ class ChunkPool:
 
     def keep(self, address: int, size: int) -> None:
         with self.lock:
-            bisect.insort(self.free, (address, size), key=chunk_size)
+            bisect.insort(self.free, (address, size), key=itemgetter(1))
             self.bytes += size
             while len(self.free) > KEEP_CHUNKS:
                 self.drop(0)
@@ -59,10 +60,6 @@ class ChunkPool:
         address, size = self.free.pop(at)
         self.bytes -= size
         LIBC.free(address)
-
-
-def chunk_size(chunk: tuple[int, int]) -> int:
-    return chunk[1]
 
 
 class TapePool(ChunkPool):
