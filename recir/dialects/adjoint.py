@@ -18,6 +18,7 @@ adjoint.lock_row %row      // also unlock_row
 from __future__ import annotations
 
 from collections.abc import Set
+from functools import partial
 
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import I64, Float32Type, IntegerAttr, IntegerType, TensorType
@@ -149,7 +150,7 @@ class BilinearLhsOp(BilinearGradOp):
     ```"""
 
     name = "adjoint.bilinear_lhs"
-    infer = staticmethod(type_rules.bilinear_lhs)
+    infer = staticmethod(partial(type_rules.bilinear_grad, other_axis=2))
 
 
 @irdl_op_definition
@@ -160,7 +161,7 @@ class BilinearRhsOp(BilinearGradOp):
     ```"""
 
     name = "adjoint.bilinear_rhs"
-    infer = staticmethod(type_rules.bilinear_rhs)
+    infer = staticmethod(partial(type_rules.bilinear_grad, other_axis=1))
 
 
 class WritesAcc(MemoryEffect):

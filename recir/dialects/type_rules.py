@@ -144,14 +144,6 @@ def bilinear_grad(tensor: SSAValue, scale: SSAValue, other: SSAValue,
     return typed(scale_rows or other_rows, (v[3 - other_axis],), f32)
 
 
-def bilinear_lhs(tensor: SSAValue, scale: SSAValue, y: SSAValue) -> Attribute:
-    return bilinear_grad(tensor, scale, y, 2)
-
-
-def bilinear_rhs(tensor: SSAValue, scale: SSAValue, x: SSAValue) -> Attribute:
-    return bilinear_grad(tensor, scale, x, 1)
-
-
 def concat(*inputs: SSAValue) -> Attribute:
     """Rows inputs (all of them) concatenate each row's first axis."""
     if not inputs:
