@@ -50,7 +50,7 @@ from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr,
                                    ModuleOp, StringAttr, VectorType)
 from xdsl.dialects.utils.fast_math import FastMathFlag
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
@@ -96,12 +96,10 @@ def _constant(op: llvm.ConstantOp, builder: ir.IRBuilder, values: ValueMap) -> N
     values[op.result] = (_scalar_constant if shared else create_constant)(op.result.type, value)
 
 
-@functools.lru_cache(maxsize=4096)
-def _scalar_constant(typ: Attribute, value: Attribute) -> ir.Constant:
-    """One llvmlite constant per type and value (llvmlite prints a constant
-    where it is used, so one object serves every use; a vector's elements are
-    wrapped one by one, the matrix kernels' splats a few thousand times)."""
-    return create_constant(typ, value)
+# One llvmlite constant per type and value (llvmlite prints a constant
+# where it is used, so one object serves every use; a vector's elements are
+# wrapped one by one, the matrix kernels' splats a few thousand times).
+_scalar_constant = functools.lru_cache(maxsize=4096)(create_constant)
 
 
 def _alignment(op: llvm.LoadOp | llvm.StoreOp, typ: ir.Type) -> int:
