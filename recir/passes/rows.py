@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import count
+from math import prod
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i8, i64
@@ -41,10 +42,7 @@ def element_bytes(element: Attribute) -> int:
 def row_width(typ: Attribute) -> int:
     """Elements per row of a rows type."""
     assert isinstance(typ, TensorType)
-    width = 1
-    for d in typ.get_shape()[1:]:
-        width *= d
-    return width
+    return prod(typ.get_shape()[1:])
 
 
 @dataclass(frozen=True)
