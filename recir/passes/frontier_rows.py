@@ -42,10 +42,7 @@ EITHER = (*tmath.ELEMENTWISE_BINARY, tmath.BilinearOp)
 
 def outer_operands(op: Operation) -> list[SSAValue]:
     """The values `op` (its regions included) reads from outside it."""
-    inner = list(op.walk())
-    made = {r for o in inner for r in o.results}
-    made |= {a for o in inner for region in o.regions for b in region.blocks for a in b.args}
-    return [v for o in inner for v in o.operands if v not in made]
+    return [v for o in op.walk() for v in o.operands if not op.is_ancestor(v.owner)]
 
 
 @dataclass
