@@ -3,7 +3,7 @@
 `convert-tmath-to-loops` hands a function here when it computes rows (a
 `frontier` op, or an op whose result has a leading dynamic dimension) and
 holds no invoke, branch or frame: the batched functions are straight-line.
-The ABI, which `backend/row_schedule.py` calls:
+The ABI, which `backend/frontier_schedule.NativeRowFunction` calls:
 
 - a rows value (`tensor<?x...>`, a dynamic structure array too) is passed as
   a pointer to `{i64 rows, ptr data}`, row-major and contiguous; an `i1`
