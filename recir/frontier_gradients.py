@@ -24,6 +24,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import BlockArgument
 
+from recir.backend.arguments import batch_items
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
@@ -143,6 +144,7 @@ class FrontierGradFunction(FrontierFunction):
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """`threads`: accepted as the recursive gradient's `batch` takes it;
         the products' team is the one the function was compiled for."""
+        batch = batch_items(batch, self.original.sym_name.data)
         grads = accumulators(dict(zip(self.names, self.params, strict=True)), into)
         if not batch:
             return [], grads

@@ -28,6 +28,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
+from recir.backend.arguments import batch_items
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
@@ -45,6 +46,7 @@ class GradFunction:
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
         self.params: dict[str, np.ndarray] = model.params
+        self.name, self.public = model.entry, len(model.input_names)
         self.engine = engine
         self.entry = f"{model.entry}_grad"
         self.origin, self.passes = model.module, gradient_passes(model.entry, loss)
@@ -86,6 +88,8 @@ class GradFunction:
     def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
              ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
         """`__call__` with `grads` already checked (`accumulators`)."""
+        if len(inputs) != self.public:  # (the native entry counts parameters and buffers too)
+            raise RecirError(f"error: @{self.name} takes {self.public} inputs, got {len(inputs)}")
         args = [*inputs, *self.params.values(), *self.gradient_args(grads)]
         if self.native is not None:
             outputs = self.native(*args)
@@ -110,6 +114,7 @@ class GradFunction:
         scheduler), else each on a pool thread adding into its own gradient
         buffers, summed into `into` at the end. With one thread, one at a
         time."""
+        batch = batch_items(batch, self.name, self.public)
         if threads is None:
             threads = self.native.threads if self.native is not None else 1
         grads = accumulators(self.params, into)
@@ -179,6 +184,9 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     else zeroed buffers."""
     if into is None:
         return {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
+    if not isinstance(into, dict):
+        raise RecirError(f"error: into: expected a dict of gradient buffers by parameter "
+                         f"name, got {type(into).__name__}")
     for name, value in params.items():
         acc = into.get(name)
         if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32

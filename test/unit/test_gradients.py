@@ -256,6 +256,19 @@ def test_into_accumulates_over_calls() -> None:
         array.flags.writeable = False  # (as a file mapped for reading is: writes would fault)
     with pytest.raises(RecirError, match="writable"):
         vg(*tree_inputs(trees[0]), into=total)
+    with pytest.raises(RecirError, match="into: expected a dict of gradient buffers by "
+                                         "parameter name, got list"):
+        vg(*tree_inputs(trees[0]), into=list(total.values()))
+
+
+def test_wrong_input_count_names_the_model_inputs() -> None:
+    """The native gradient entry also takes the parameters and their
+    buffers; the error counts what the caller passes."""
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    inputs = tree_inputs(make_treebank(1, vocab_size=10, seed=4)[0])
+    with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs, got 4$"):
+        vg(*inputs[:4])
 
 
 def test_deep_linear_tree_gradient() -> None:
