@@ -133,6 +133,34 @@ def test_into_accumulates_and_params_are_read_by_reference():
     assert forward(*tree_args(tree))[1] != pytest.approx(before)
 
 
+def test_assigning_a_parameter_reaches_every_compiled_path():
+    """Compiled code binds the traced arrays: an assigned value is copied
+    into them (a new array used to be read by the interpreter and the
+    recursive gradient but not by compiled forwards or the frontier)."""
+    params = tree_rnn.init_params(np.random.default_rng(0), vocab=100)
+    traced = tree_rnn.trace_model(params)
+    tree = make_treebank(1, seed=5)[0]
+    paths = {"recursive": recir.compile(traced, threads=1),
+             "frontier": recir.compile(traced, batching="frontier", threads=1),
+             "grad": recir.value_and_grad(traced, threads=1),
+             "grad-frontier": recir.value_and_grad(traced, batching="frontier", threads=1)}
+    new = (np.random.default_rng(1).standard_normal(params["w"].shape)).astype(np.float64)
+    traced.params["w"] = new
+    expected = tree_rnn.reference(tree, tree.root, {**traced.params, "w": new})[1]
+    outputs = {name: f(*tree_args(tree)) for name, f in paths.items()}
+    losses = {name: float((out[0] if "grad" in name else out)[1]) for name, out in outputs.items()}
+    losses["interpreter"] = float(traced.run(*tree_args(tree))[1])
+    for name, loss in losses.items():
+        assert loss == pytest.approx(expected, rel=1e-5), name
+    with pytest.raises(RecirError, match=r"parameter 'w' has shape \(8, 16\), got \(8, 8\)"):
+        traced.params["w"] = np.ones((8, 8), np.float32)
+    with pytest.raises(RecirError, match="no parameter 'v'"):
+        traced.params["v"] = new
+    with pytest.raises(RecirError, match="parameters are fixed"):
+        del traced.params["b"]
+    assert set(traced.params) == set(params)
+
+
 def nested_model():
     """f(i) = i <= 0 ? 0 : f(f(i - 1) - 1): an argument needs a recursive result."""
     with recir.trace("nested") as m:
