@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,40 @@ def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys) -> None:
     (tmp_path / "x.npz").write_bytes(b"not a zip")
     assert sentiment.main(["predict", "--model-file", str(tmp_path / "x.npz")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+MODEL_SIZES = {"hidden": 4, "vocab": 3, "classes": 5}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sizes": {**MODEL_SIZES, "hidden": -4}}, r"sizes .* do not describe a tree_rnn"),
+    ({"sizes": {**MODEL_SIZES, "vocab": 10**13}},
+     r"parameter 'emb' has shape \(3, 4\), this model's is \(10000000000000, 4\)"),
+    ({"kind": "rntn", "sizes": {**MODEL_SIZES, "hidden": 10**5}},
+     r"parameter 'emb' has shape \(3, 4\), this model's is \(3, 100000\)"),
+    ({"vocabulary": [1, 2, 3]}, "the vocabulary is not a list of words"),
+    ({"best_epoch": "x"}, "best epoch x is not a non-negative integer"),
+])
+def test_predict_refuses_a_model_file_that_describes_another_model(
+        tmp_path, capsys, change, message) -> None:
+    """Checked against the description's shapes before anything is allocated
+    (a hidden size of 10**5 used to make the RNTN's tensor first)."""
+    from recir.data.sst import Vocabulary
+    from recir.models import tree_rnn
+    from recir.train import save_model
+    from recir.train.model_file import describe
+
+    params = tree_rnn.init_params(np.random.default_rng(0), **MODEL_SIZES)
+    info = describe("tree_rnn", MODEL_SIZES, Vocabulary.from_words(["a", "b"]))
+    extra = {"best_epoch": np.array(change.pop("best_epoch"))} if "best_epoch" in change else {}
+    path = tmp_path / "m.npz"
+    save_model(path, params, info | change)
+    if extra:
+        np.savez(path, **dict(np.load(path)), **extra, epoch=np.array(1))
+    assert sentiment.main(["predict", "--model-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {path}: "), err
+    assert re.search(message, err), err
 
 
 def test_pretrained_frozen_embeddings(sst_dir, tmp_path, capsys) -> None:
