@@ -123,6 +123,14 @@ def drop_optimizer_state(arrays) -> None:
     (lambda a: a.__setitem__("param/u", a["param/u"][:, :3]), "'u' has shape (40, 3)"),
     ("other-model", "a tree_lstm checkpoint, this run trains tree_rnn"),
     ("other-optimizer", "saved with adagrad, this run uses adam"),
+    # each of these was a traceback, or (negative sums of squares) NaN steps
+    (lambda a: a.__setitem__("opt/sum_sq/u", -1 - a["opt/sum_sq/u"]),
+     "optimizer state sum_sq of 'u' holds negative values"),
+    (lambda a: a.__setitem__("best_epoch", np.array("x")), "best epoch x is not a non-negative"),
+    (lambda a: a.__setitem__("best_score", np.array("x")), "'best_score' x is not a finite"),
+    (lambda a: a.__setitem__("rng", np.array(json.dumps(
+        {"bit_generator": "PCG64", "state": {"state": -1, "inc": 1}}))),
+     "the shuffling rng state is unreadable"),
 ])
 def test_malformed_resume_files(trained, sst_dir, tmp_path, capsys, change,
                                 message) -> None:
