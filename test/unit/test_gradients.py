@@ -261,6 +261,27 @@ def test_into_accumulates_over_calls() -> None:
         vg(*tree_inputs(trees[0]), into=list(total.values()))
 
 
+def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
+    """`batch(threads=2)` of a function compiled for one thread runs trees
+    on pool workers with spare gradient buffers. When one tree failed, the
+    batch raised while the other worker still added into its buffers, which
+    went back to the spares dirty: every later batch's gradients were wrong."""
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    good = [tree_inputs(t) for t in make_treebank(4, vocab_size=10, seed=4)]
+    expected = vg.batch(good)[1]  # one thread: no pool
+    bad = list(good[0])
+    bad[2] = np.where(bad[2] >= 0, 10**6, -1).astype(np.int32)  # a word id out of range
+    long = [tree_inputs(t) for t in make_treebank(6, "linear", num_leaves=3000,
+                                                  vocab_size=10, seed=5)]
+    for _ in range(2):
+        with pytest.raises(RecirError, match="'tmath.gather' op index out of range"):
+            vg.batch([tuple(bad), *long], threads=2)
+        got = vg.batch(good, threads=2)[1]
+        for name in params:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
 def test_wrong_input_count_names_the_model_inputs() -> None:
     """The native gradient entry also takes the parameters and their
     buffers; the error counts what the caller passes."""
