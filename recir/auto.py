@@ -244,6 +244,7 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     """`recir.compile(model, batching="frontier" | "auto")`."""
     from recir import pipeline
 
+    check_options("compile", options, ("threads", "fuse", "cache_dir", "max_depth"), batching)
     return batched_or_auto(model, batching, compile_frontier, (), AutoFunction,
                            lambda: pipeline.compile(model, **options), options)
 
@@ -252,8 +253,29 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
     from recir import gradients as api
 
+    check_options("value_and_grad", options, ("threads", "fuse", "cache_dir", "engine"),
+                  batching)
     return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
                            lambda: api.value_and_grad(model, loss, **options), options)
+
+
+def check_options(function: str, options: dict[str, Any], known: tuple[str, ...],
+                  batching: str) -> None:
+    """Names the recursive code takes (the frontier reads `cache_dir` and
+    `threads`, and needs no `fuse`); the frontier alone would drop the
+    others without a word, so an unknown name or a setting it cannot honour
+    is refused as the recursive code refuses it."""
+    for name in options:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    if batching != "frontier":
+        return
+    if options.get("max_depth") is not None:
+        raise RecirError("error: max_depth bounds the recursive code's calls: "
+                         "batching='frontier' makes none (it bounds its levels itself)")
+    if options.get("engine", "native") != "native":
+        raise RecirError(f"error: engine='{options['engine']}' runs the recursive form: "
+                         "batching='frontier' is compiled code only")
 
 
 def batched_or_auto(model: Any, batching: str, frontier: Callable[..., Any],

@@ -45,6 +45,7 @@ class GradFunction:
                  threads: int | None = None):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
+        check_loss(loss)
         self.params: dict[str, np.ndarray] = model.params
         self.name, self.public = model.entry, len(model.input_names)
         self.engine = engine
@@ -117,6 +118,7 @@ class GradFunction:
         batch = batch_items(batch, self.name, self.public)
         if threads is None:
             threads = self.native.threads if self.native is not None else 1
+        check_threads(threads)
         grads = accumulators(self.params, into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
@@ -175,6 +177,20 @@ class GradFunction:
                 return own
         return [{k: np.zeros_like(v) for k, v in self.params.items()}
                 for _ in range(threads - 1)]
+
+
+def check_threads(threads: Any) -> None:
+    """A `batch(threads=...)`: a positive count (or None: the function's)."""
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+
+
+def check_loss(loss: Any) -> None:
+    """`loss` is an output's index (negative: from the end), the one every
+    gradient path reads; its range and type are the model's to check."""
+    if type(loss) is not int:
+        raise RecirError(f"error: loss must be an integer, the index of an output, "
+                         f"got {loss!r}")
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None

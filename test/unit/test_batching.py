@@ -161,6 +161,22 @@ def test_assigning_a_parameter_reaches_every_compiled_path():
     assert set(traced.params) == set(params)
 
 
+def test_options_the_frontier_cannot_honour_are_refused():
+    """The frontier took only `cache_dir` and `threads` and dropped the rest
+    silently: a misspelt option, a `max_depth` safety bound, the interpreter."""
+    traced = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), vocab=100))
+    for batching in ("frontier", "auto"):
+        with pytest.raises(TypeError, match="compile.. got an unexpected keyword argument "
+                                            "'thread'"):
+            recir.compile(traced, batching=batching, thread=1)
+        with pytest.raises(TypeError, match="value_and_grad.. got an unexpected keyword"):
+            recir.value_and_grad(traced, batching=batching, max_depth=10)
+    with pytest.raises(RecirError, match="max_depth bounds the recursive code's calls"):
+        recir.compile(traced, batching="frontier", max_depth=100)
+    with pytest.raises(RecirError, match="engine='interpret' runs the recursive form"):
+        recir.value_and_grad(traced, batching="frontier", engine="interpret")
+
+
 def nested_model():
     """f(i) = i <= 0 ? 0 : f(f(i - 1) - 1): an argument needs a recursive result."""
     with recir.trace("nested") as m:

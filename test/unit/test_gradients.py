@@ -282,6 +282,26 @@ def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("batching", ["recursive", "frontier"])
+def test_loss_must_name_an_f32_output(batching) -> None:
+    """loss=5 of two outputs wrapped around to output 1 (recursive), and
+    loss=0, the hidden vector, was differentiated as its sum (frontier)."""
+    model = tree_rnn.trace_model(small_params(tree_rnn, hidden=4, vocab=10, classes=5))
+    for loss, message in [(5, r"result 5 is out of range: @tree_rnn has 2 results|"
+                              r"output 5 of @tree_rnn is not a loss"),
+                          (0, r"result 0 must be an f32 loss|output 0 of @tree_rnn is "
+                              r"tensor<4xf32>, not an f32 loss"),
+                          ("x", r"loss must be an integer, the index of an output, got 'x'"),
+                          (1.0, r"loss must be an integer")]:
+        with pytest.raises(RecirError, match=message):
+            recir.value_and_grad(model, loss, batching=batching, threads=1)
+    vg = recir.value_and_grad(model, 1, batching=batching, threads=1)
+    inputs = tree_inputs(make_treebank(1, vocab_size=10, seed=4)[0])
+    for threads in (0, -2, "2"):
+        with pytest.raises(RecirError, match="threads must be a positive integer"):
+            vg.batch([inputs, inputs], threads=threads)
+
+
 def test_wrong_input_count_names_the_model_inputs() -> None:
     """The native gradient entry also takes the parameters and their
     buffers; the error counts what the caller passes."""
