@@ -69,6 +69,7 @@ def error_line(capsys) -> str:
     (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
     (["--weight-decay", "-1"], "--weight-decay must be a number >= 0"),
     (["--threads", "0"], "--threads must be at least 1"),
+    (["--seed", "-1"], "--seed must be 0 or more, got -1"),  # (was numpy's traceback)
     (["--data", "{empty}"], "no train, dev split there"),
     (["--metrics", "{file}/m.jsonl"], "does not exist"),
     (["--checkpoint", "{empty}"], "is a folder"),
@@ -217,6 +218,18 @@ def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys) -> None:
     (tmp_path / "x.npz").write_bytes(b"not a zip")
     assert sentiment.main(["predict", "--model-file", str(tmp_path / "x.npz")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+@pytest.mark.parametrize("model", ["rntn", "tree_lstm"])
+def test_sizes_beyond_memory_are_refused_before_allocating(capsys, model) -> None:
+    """An RNTN of hidden 3000 asked numpy for 805 GiB (a MemoryError
+    traceback); sizes just below that took the machine's memory first."""
+    argv = ["--synthetic", *TINY, "--model", model, "--hidden", "100000"]
+    assert sentiment.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.match(rf"error: a {model} of hidden 100000, .* parameters: "
+                                      r"training needs about \d+ GiB, more than this "
+                                      r"machine's \d+ GiB of memory", err[0]), err
 
 
 MODEL_SIZES = {"hidden": 4, "vocab": 3, "classes": 5}
