@@ -403,3 +403,17 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
         train(double, SGD(double.params, lr=float("nan")), [], [],
               TrainConfig(progress=False))
+
+
+def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
+    """A tuple of inputs among the trees was an AttributeError mid-epoch."""
+    monkeypatch.setattr(loop.recir, "value_and_grad", lambda *a, **k: 1 / 0)  # (not reached)
+    trees = make_treebank(3, vocab_size=80)
+    t = trees[0]
+    for train_set, dev, message in [
+            ([*trees, (t.left, t.right, t.word, t.label, t.root)], [], "training tree 3 is a "
+             "tuple, not a tree"),
+            (trees, [None], "dev tree 0 is a NoneType, not a tree")]:
+        with pytest.raises(TrainConfigError, match=message):
+            train(double, SGD(double.params, lr=0.1), train_set, dev,
+                  TrainConfig(progress=False))
