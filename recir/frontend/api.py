@@ -111,6 +111,10 @@ class TracedModel:
         """Run with the reference interpreter on `inputs` and the bound parameters."""
         from recir.interpreter import run_function
 
+        if len(inputs) != len(self.input_names):  # (the entry counts the parameters too)
+            raise RecirError(f"error: @{self.entry} takes {len(self.input_names)} inputs "
+                             f"({', '.join(self.input_names)}), got {len(inputs)}")
+
         return run_function(self.module, self.entry, [*inputs, *self.params.values()])
 
 

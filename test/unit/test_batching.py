@@ -159,6 +159,9 @@ def test_assigning_a_parameter_reaches_every_compiled_path():
     with pytest.raises(RecirError, match="parameters are fixed"):
         del traced.params["b"]
     assert set(traced.params) == set(params)
+    with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs \(left, right, "
+                                         r"word, label, root\), got 2$"):
+        traced.run(*tree_args(tree)[:2])  # (it counted the parameters: 10 arguments, got 7)
 
 
 def test_options_the_frontier_cannot_honour_are_refused():
