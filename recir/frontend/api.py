@@ -63,7 +63,13 @@ class BoundParams(dict[str, np.ndarray]):
     """A traced model's parameters by name. Compiled code binds these arrays
     and reads them on every call, so assigning to a name copies the value
     into its array (a new array would be read by some paths and not by
-    others), and names can be neither added nor removed."""
+    others), and names can be neither added nor removed. The arrays are
+    C-contiguous float32, as compiled code reads them (of other arrays it
+    would bind a copy, and miss updates made in place)."""
+
+    def __init__(self, params: dict[str, Any]):
+        super().__init__({k: np.ascontiguousarray(v, dtype=np.float32)
+                          for k, v in params.items()})
 
     def __setitem__(self, name: str, value: Any) -> None:
         if name not in self:

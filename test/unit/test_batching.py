@@ -162,6 +162,16 @@ def test_assigning_a_parameter_reaches_every_compiled_path():
     with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs \(left, right, "
                                          r"word, label, root\), got 2$"):
         traced.run(*tree_args(tree)[:2])  # (it counted the parameters: 10 arguments, got 7)
+    # float64 arrays given to a TracedModel: compiled code bound float32 copies and
+    # missed the in-place updates the interpreter saw
+    wide = recir.TracedModel(traced.module, traced.entry, traced.input_names,
+                             {k: v.astype(np.float64) for k, v in traced.params.items()})
+    forward = recir.compile(wide, threads=1)
+    forward(*tree_args(tree))
+    wide.params["w"] *= 2  # in place, as optimizers do
+    expected = tree_rnn.reference(tree, tree.root, wide.params)[1]
+    assert forward(*tree_args(tree))[1] == pytest.approx(expected, rel=1e-5)
+    assert wide.run(*tree_args(tree))[1] == pytest.approx(expected, rel=1e-5)
 
 
 def test_options_the_frontier_cannot_honour_are_refused():
