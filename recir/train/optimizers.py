@@ -49,6 +49,11 @@ class Optimizer:
         minibatch's word ids for `emb`), sparing a scan for them; with `zero`
         the gradient rows used are cleared for the next minibatch.
         """
+        for name, param in self.params.items():  # (all before any update)
+            shape = np.shape(grads[name]) if name in grads else None
+            if shape != param.shape:  # (NumPy would broadcast a (1,) gradient silently)
+                raise ValueError(f"the gradient of '{name}' has shape {shape}, the "
+                                 f"parameter's is {param.shape}")
         self.steps += 1
         for name, param in self.params.items():
             used = (rows or {}).get(name)

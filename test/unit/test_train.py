@@ -56,6 +56,21 @@ def test_sgd_adagrad_adam_two_steps() -> None:
     np.testing.assert_allclose(adam["w"], [1 - 0.2, 2 + 0.2], rtol=1e-6)
 
 
+@pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
+def test_a_gradient_of_another_shape_is_refused_before_any_update(optimizer) -> None:
+    """A (1,) gradient for a (2,) parameter was broadcast (SGD, Adam): every
+    entry silently took the one value."""
+    params = {"b": np.array([1.0, 2.0], np.float32), "w": np.ones((2, 2), np.float32)}
+    opt = optimizer(params, lr=0.1)
+    for grads, shape in [({"b": np.ones(1, np.float32), "w": np.ones((2, 2), np.float32)},
+                          r"\(1,\)"),
+                         ({"w": np.ones((2, 2), np.float32)}, "None")]:
+        with pytest.raises(ValueError, match=f"the gradient of 'b' has shape {shape}, the "
+                                             r"parameter's is \(2,\)"):
+            opt.step(grads)
+    assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0] and (params["w"] == 1).all()
+
+
 def test_weight_decay_and_untouched_embedding_rows() -> None:
     emb = np.ones((100, 3), np.float32)
     grad = np.zeros_like(emb)
