@@ -259,6 +259,16 @@ def test_into_accumulates_over_calls() -> None:
     with pytest.raises(RecirError, match="into: expected a dict of gradient buffers by "
                                          "parameter name, got list"):
         vg(*tree_inputs(trees[0]), into=list(total.values()))
+    model = tree_rnn.trace_model(params)
+    before = {k: v.copy() for k, v in model.params.items()}
+    for batching in ("recursive", "frontier"):  # (both added the gradients into the weights)
+        vg = recir.value_and_grad(model, batching=batching, threads=1)
+        with pytest.raises(RecirError, match="into: gradient buffer 'emb' is the parameter"):
+            vg(*tree_inputs(trees[0]), into=model.params)
+        with pytest.raises(RecirError, match="into: gradient buffer 'w' is the parameter"):
+            fresh = {k: np.zeros_like(v) for k, v in params.items()}
+            vg(*tree_inputs(trees[0]), into={**fresh, "w": model.params["w"][:]})
+    assert all((model.params[k] == before[k]).all() for k in before)
 
 
 def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
