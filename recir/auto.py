@@ -25,6 +25,7 @@ from xdsl.ir import BlockArgument
 
 from recir.auto_costs import Estimate, cell_cost, estimated_heights, height_bounds
 from recir.backend import policy
+from recir.backend.arguments import batch_items
 from recir.diagnostics import RecirError
 from recir.dialects import invoke, tmath
 from recir.frontier_compile import compile_frontier
@@ -53,10 +54,15 @@ class Auto:
                            if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape())]
         self.tree = child_arrays(model.module, len(inputs)) if batched is not None else None
 
-    def sizes(self, batch: Sequence[Sequence[Any]]) -> list[int]:
-        """Each input tuple's invocations: its longest structure array's length."""
+    def sizes(self, batch: Sequence[Sequence[Any]]) -> list[int] | None:
+        """Each input tuple's invocations: its longest structure array's
+        length; None where an input tuple has too few inputs or a structure
+        input without a length (the call then says which)."""
         structures = self.structures
-        return [max((len(inputs[j]) for j in structures), default=1) for inputs in batch]
+        try:
+            return [max((len(inputs[j]) for j in structures), default=1) for inputs in batch]
+        except (IndexError, TypeError):
+            return None
 
     def model(self) -> Estimate:
         estimate = self.estimate
@@ -69,7 +75,11 @@ class Auto:
         """Each mode's predicted time for `batch`, the recursive code on
         `threads`, the frontier's products on up to `frontier_threads`
         (the heights walked where the trees give them)."""
-        estimate, sizes, heights = self.model(), self.sizes(batch), self.heights(batch)
+        sizes = self.sizes(batch)
+        if sizes is None:
+            raise RecirError("error: a batch element has too few inputs or a structure "
+                             "input that is not an array")
+        estimate, heights = self.model(), self.heights(batch)
         return {"recursive": estimate.recursive(sizes, threads, heights),
                 "frontier": estimate.frontier(sizes, frontier_threads, heights)}
 
@@ -77,9 +87,10 @@ class Auto:
              ) -> str:
         """The cheaper mode: by the bounds of the heights where both agree,
         else by the heights walked (or estimated)."""
-        if self.batched is None or not batch:
+        sizes = self.sizes(batch) if self.batched is not None and batch else None
+        if sizes is None:
             return "recursive"
-        estimate, sizes = self.model(), self.sizes(batch)
+        estimate = self.model()
         picks = {estimate.frontier(sizes, frontier_threads, h)
                  < estimate.recursive(sizes, threads, h)
                  for h in height_bounds(max(sizes), self.cell.fan_out)}
@@ -92,10 +103,10 @@ class Auto:
     def heights(self, batch: Sequence[Sequence[Any]]) -> float | None:
         """The batch's heights: its tallest tree's levels where the trees
         give them, walking its `WALKED_TREES` largest (None: estimate them)."""
-        if self.tree is None:
+        sizes = self.sizes(batch)
+        if self.tree is None or sizes is None:
             return None
         children, root = self.tree
-        sizes = self.sizes(batch)
         order = sorted(range(len(batch)), key=sizes.__getitem__, reverse=True)
         tallest = max((estimated_heights(sizes[k], self.cell.fan_out)
                        for k in order[WALKED_TREES:]), default=0.0)
@@ -186,7 +197,7 @@ class AutoFunction:
         self.build, self.batched, self.threads = build, batched, threads
         self.built = None if batched is not None else build()
         self.auto = Auto(model, batched, self.gradient, cache_dir)
-        self.params = model.params
+        self.params, self.name = model.params, model.entry
 
     @property
     def recursive(self) -> Any:
@@ -204,6 +215,7 @@ class AutoFunction:
         return self.batch([inputs])[0]
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        batch = batch_items(batch, self.name)
         if self.choose(batch) == "frontier":
             return self.batched.batch(batch)
         return self.recursive.batch(batch)
@@ -221,6 +233,7 @@ class AutoGradFunction(AutoFunction):
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, Any] | None = None,
               threads: int | None = None) -> Any:
         """`threads` (default: the function's) for the recursive code."""
+        batch = batch_items(batch, self.name)
         threads = threads or self.threads
         if self.choose(batch, threads) == "frontier":
             return self.batched.batch(batch, into)
@@ -231,6 +244,7 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     """`recir.compile(model, batching="frontier" | "auto")`."""
     from recir import pipeline
 
+    check_options("compile", options, ("threads", "fuse", "cache_dir", "max_depth"), batching)
     return batched_or_auto(model, batching, compile_frontier, (), AutoFunction,
                            lambda: pipeline.compile(model, **options), options)
 
@@ -239,8 +253,29 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
     from recir import gradients as api
 
+    check_options("value_and_grad", options, ("threads", "fuse", "cache_dir", "engine"),
+                  batching)
     return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
                            lambda: api.value_and_grad(model, loss, **options), options)
+
+
+def check_options(function: str, options: dict[str, Any], known: tuple[str, ...],
+                  batching: str) -> None:
+    """Names the recursive code takes (the frontier reads `cache_dir` and
+    `threads`, and needs no `fuse`); the frontier alone would drop the
+    others without a word, so an unknown name or a setting it cannot honour
+    is refused as the recursive code refuses it."""
+    for name in options:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    if batching != "frontier":
+        return
+    if options.get("max_depth") is not None:
+        raise RecirError("error: max_depth bounds the recursive code's calls: "
+                         "batching='frontier' makes none (it bounds its levels itself)")
+    if options.get("engine", "native") != "native":
+        raise RecirError(f"error: engine='{options['engine']}' runs the recursive form: "
+                         "batching='frontier' is compiled code only")
 
 
 def batched_or_auto(model: Any, batching: str, frontier: Callable[..., Any],

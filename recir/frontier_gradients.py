@@ -22,16 +22,19 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType
+from xdsl.dialects.builtin import FunctionType, TensorType
 from xdsl.ir import BlockArgument
 
+from recir.autodiff.analysis import is_float
+from recir.backend.arguments import batch_items
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
 from recir.backend.native_schedule import NativeBackward, NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
+from recir.dialects.row_types import is_rows
 from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
-from recir.gradients import accumulators
+from recir.gradients import accumulators, check_loss, check_threads
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -45,6 +48,7 @@ BACKWARD = "_bwd"
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
+    check_loss(loss)
     batching = FRONTIER.format(inputs=len(model.input_names))
     made_of, threads = origin(model, batching), resolve_threads(threads)
 
@@ -121,6 +125,10 @@ class FrontierGradFunction(FrontierFunction):
                 ret.operands[loss] not in outputs):
             raise RecirError(f"error: output {loss} of @{model.entry} is not a loss "
                              "the schedule computes")
+        typ = self.original.function_type.outputs.data[loss]
+        if not is_float(typ) or (isinstance(typ, TensorType) and not is_rows(typ)):
+            raise RecirError(f"error: output {loss} of @{model.entry} is {typ}, not an f32 "
+                             "loss (or rows of one, summed) to differentiate")
         self.loss = outputs.index(ret.operands[loss])  # type: ignore[arg-type]
         self.backward_facts: Any = None  # `Backward.facts`, from the first call
         # the float outputs' row shapes (their cotangents), and per shared
@@ -144,6 +152,8 @@ class FrontierGradFunction(FrontierFunction):
               ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
         """`threads`: accepted as the recursive gradient's `batch` takes it;
         the products' team is the one the function was compiled for."""
+        batch = batch_items(batch, self.original.sym_name.data)
+        check_threads(threads)
         grads = accumulators(dict(zip(self.names, self.params, strict=True)), into)
         if not batch:
             return [], grads

@@ -28,6 +28,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
+from recir.backend.arguments import batch_items
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
@@ -44,7 +45,9 @@ class GradFunction:
                  threads: int | None = None):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
+        check_loss(loss)
         self.params: dict[str, np.ndarray] = model.params
+        self.name, self.public = model.entry, len(model.input_names)
         self.engine = engine
         self.entry = f"{model.entry}_grad"
         self.origin, self.passes = model.module, gradient_passes(model.entry, loss)
@@ -86,6 +89,8 @@ class GradFunction:
     def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
              ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
         """`__call__` with `grads` already checked (`accumulators`)."""
+        if len(inputs) != self.public:  # (the native entry counts parameters and buffers too)
+            raise RecirError(f"error: @{self.name} takes {self.public} inputs, got {len(inputs)}")
         args = [*inputs, *self.params.values(), *self.gradient_args(grads)]
         if self.native is not None:
             outputs = self.native(*args)
@@ -110,8 +115,10 @@ class GradFunction:
         scheduler), else each on a pool thread adding into its own gradient
         buffers, summed into `into` at the end. With one thread, one at a
         time."""
+        batch = batch_items(batch, self.name, self.public)
         if threads is None:
             threads = self.native.threads if self.native is not None else 1
+        check_threads(threads)
         grads = accumulators(self.params, into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
@@ -172,6 +179,20 @@ class GradFunction:
                 for _ in range(threads - 1)]
 
 
+def check_threads(threads: Any) -> None:
+    """A `batch(threads=...)`: a positive count (or None: the function's)."""
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+
+
+def check_loss(loss: Any) -> None:
+    """`loss` is an output's index (negative: from the end), the one every
+    gradient path reads; its range and type are the model's to check."""
+    if type(loss) is not int:
+        raise RecirError(f"error: loss must be an integer, the index of an output, "
+                         f"got {loss!r}")
+
+
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None
                  ) -> dict[str, np.ndarray]:
     """`into` once each of its arrays is one native code can add into in
@@ -179,6 +200,9 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     else zeroed buffers."""
     if into is None:
         return {k: np.zeros_like(v, dtype=np.float32) for k, v in params.items()}
+    if not isinstance(into, dict):
+        raise RecirError(f"error: into: expected a dict of gradient buffers by parameter "
+                         f"name, got {type(into).__name__}")
     for name, value in params.items():
         acc = into.get(name)
         if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
@@ -186,6 +210,9 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                 or not acc.flags.writeable):
             raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
                              f"float32 array of shape {value.shape}, writable")
+        if acc is value or acc.base is value:  # (`into=model.params`: a typo that trains)
+            raise RecirError(f"error: into: gradient buffer '{name}' is the parameter "
+                             "itself: gradients would be added into the weights")
     return into
 
 

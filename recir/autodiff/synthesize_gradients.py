@@ -124,8 +124,11 @@ class Synthesis:
     def grad_wrapper(self) -> func.FuncOp:
         f = self.functions[self.entry]
         outputs = list(f.function_type.outputs)
-        loss = self.loss % len(outputs) if outputs else 0
-        if not outputs or not is_float(outputs[loss]) or (
+        if not -len(outputs) <= self.loss < len(outputs):  # (not wrapped around)
+            raise emit_error(f, f"result {self.loss} is out of range: @{self.entry} has "
+                             f"{len(outputs)} results")
+        loss = self.loss % len(outputs)
+        if not is_float(outputs[loss]) or (
                 isinstance(outputs[loss], TensorType) and not is_rows(outputs[loss])):
             raise emit_error(f, f"result {self.loss} must be an f32 loss (or rows of one, "
                              "summed) to differentiate")

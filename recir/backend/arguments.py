@@ -101,7 +101,7 @@ class Arguments:
                     last[i] = (value, dims, address, value.dtype)
                     args.append(address)
                     continue
-                if kind == SIZED and value.shape[1:] == dims:
+                if kind == SIZED and value.ndim and value.shape[1:] == dims:
                     if descriptors is None:
                         descriptors = (ctypes.c_int64 * (2 * self.sized_count))()
                         keep.append(descriptors)
@@ -163,6 +163,24 @@ class Arguments:
         descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
         keep.append(descriptor)
         return ctypes.addressof(descriptor)
+
+
+def batch_items(batch: Any, name: str, count: int | None = None) -> Sequence[Sequence[Any]]:
+    """`batch` once it is a list or tuple of input lists or tuples (of
+    `count` inputs each, where given): what every `.batch` indexes and
+    measures before its calls check each input (a generator would be used
+    up by the first look)."""
+    if not isinstance(batch, list | tuple):
+        raise RecirError(f"error: a batch of @{name} is a list or tuple of input tuples, "
+                         f"got {type(batch).__name__}")
+    for k, item in enumerate(batch):
+        if not isinstance(item, list | tuple):
+            raise RecirError(f"error: batch element {k} of @{name} is a list or tuple of "
+                             f"inputs, got {type(item).__name__}")
+        if count is not None and len(item) != count:
+            raise RecirError(f"error: @{name} takes {count} inputs, got {len(item)} "
+                             f"(batch element {k})")
+    return batch
 
 
 # how `prepare` passes an input: an i32 scalar as it is, an array of fixed

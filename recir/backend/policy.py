@@ -55,7 +55,7 @@ import functools
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from recir.diagnostics import RecirError
@@ -168,10 +168,12 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
     if kept.exists():
         try:
             measured = json.loads(kept.read_text())
-            return Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
-                         float(measured["share"]),
-                         float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
-                         *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
+            tuned = Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
+                          float(measured["share"]),
+                          float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
+                          *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
+            if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)):
+                return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable file: the defaults (`tune` writes it again)
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)

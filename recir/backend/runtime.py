@@ -22,7 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import FunctionType
 
 from recir.backend import interrupts, policy, stack
-from recir.backend.arguments import Arguments, rows_of
+from recir.backend.arguments import Arguments, batch_items, rows_of
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -225,6 +225,7 @@ class NativeFunction:
         calls of like size balance a team by themselves); otherwise one at a
         time. Calls that add into gradient buffers must all be given the
         same buffers."""
+        items = batch_items(items, self.name)
         if not self.team or len(items) < 2:
             return [self(*inputs) for inputs in items]
         sizes = self.sizes(items)

@@ -16,6 +16,7 @@ import ctypes
 import mmap
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -205,14 +206,48 @@ class DeepStackPool:
         self.workers = [DeepStackWorker() for _ in range(threads)]
 
     def map(self, work: Callable[[int, object], T], items: list[object]) -> list[T]:
-        """work(worker index, item) for every item; worker w takes items w, w+n, ..."""
+        """work(worker index, item) for every item; worker w takes items w, w+n, ...
+        Returns or raises only once every worker is done: when an item fails
+        (or Ctrl-C stops the wait) the others skip their remaining items, and
+        no worker writes into the caller's buffers after it has seen the error."""
         n = len(self.workers)
-        jobs = [worker.submit(lambda w=w: [work(w, item) for item in items[w::n]])
-                for w, worker in enumerate(self.workers)]
+        failed: list[bool] = []  # (appended to: atomic)
+
+        def share(w: int) -> list[T]:
+            done = []
+            for item in items[w::n]:
+                if failed:
+                    break
+                try:
+                    done.append(work(w, item))
+                except BaseException:
+                    failed.append(True)
+                    raise
+            return done
+
+        jobs = [worker.submit(lambda w=w: share(w)) for w, worker in enumerate(self.workers)]
         ordered: list[T] = [None] * len(items)  # type: ignore[list-item]
-        for w, job in enumerate(jobs):
-            ordered[w::n] = DeepStackWorker.wait(job)
+        try:
+            for w, job in enumerate(jobs):
+                ordered[w::n] = DeepStackWorker.wait(job)
+        except BaseException:
+            failed.append(True)
+            settle([outcome for outcome, _ in jobs])
+            raise
         return ordered
+
+
+def settle(outcomes: list[dict[str, object]]) -> None:
+    """Wait until every job has an outcome (`run_into` sets it when the job
+    has finished), polled on the error path only; a second Ctrl-C restarts
+    the wait rather than leaving jobs writing behind the caller's back."""
+    while True:
+        try:
+            while not all(outcomes):
+                time.sleep(0.001)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def lasting() -> bool:

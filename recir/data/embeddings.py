@@ -70,25 +70,32 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
     vectors: np.ndarray | None = None
     exact = np.zeros(len(vocab), bool)
     by_lowercase = np.zeros(len(vocab), bool)
-    dim = 0
+    dim, first = 0, True
     for number, line in enumerate(lines, start=1):
         word, _, rest = line.rstrip("\r\n").rstrip(" ").partition(" ")
         if number == 1 and word.isdigit() and rest.strip().isdigit():
             dim = int(rest)  # the word2vec header: count and dimension
             continue
-        if not dim:
-            dim = len(rest.split())
-            if not dim:
+        if first:  # the first vector's width: the header's is used once it agrees
+            first, width = False, len(rest.split())
+            if not width:
                 raise EmbeddingError(f"{path}:{number}: expected a word and its values")
+            if dim and width != dim:
+                raise EmbeddingError(f"{path}:{number}: '{word}' has {width} values, the "
+                                     f"header says {dim}")
+            dim = width
         rows = [vocab.ids[word]] if word in vocab.ids else lower.get(word, [])
         rows = [r for r in rows if not exact[r]]
         if not rows:
             continue
         try:
-            values = np.array(rest.split(), np.float32)
+            with np.errstate(over="ignore"):  # (refused below)
+                values = np.array(rest.split(), np.float32)
         except ValueError:
+            values = np.array([np.nan], np.float32)
+        if not np.isfinite(values).all():  # (as float32: 1e39 is inf)
             raise EmbeddingError(f"{path}:{number}: '{word}' has a value that is not a "
-                                 f"number") from None
+                                 f"finite float32 number")
         if values.shape != (dim,):
             raise EmbeddingError(f"{path}:{number}: '{word}' has {values.size} values, "
                                  f"expected {dim}")
@@ -99,7 +106,7 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
             exact[rows] = True
         else:
             by_lowercase[rows] = True
-    if not dim:
+    if first:
         raise EmbeddingError(f"{path}: no vectors in the file")
     if vectors is None:
         vectors = np.zeros((len(vocab), dim), np.float32)

@@ -135,6 +135,8 @@ def check_args(args: argparse.Namespace) -> None:
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, "
                              f"got {value}")
+    if args.seed < 0:  # (numpy's seeds are non-negative)
+        raise UsageError(f"--seed must be 0 or more, got {args.seed}")
     for name in ("lr", "weight_decay"):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -228,6 +230,23 @@ def pretrained(args: argparse.Namespace, vocab: Vocabulary | None
     return vectors, found
 
 
+def check_memory(module, args: argparse.Namespace, vocab: int) -> None:
+    """Refuse sizes whose training state cannot fit in this machine's memory,
+    before allocating any of it: float32 parameters, gradients and optimizer
+    slots (4 bytes each), and the float64 draw and its scaled copy of the
+    largest parameter while it is initialised (16 bytes an element)."""
+    described = model_sizes(module, args, vocab)
+    sizes = [math.prod(s) for s in module.param_shapes(**described).values()]
+    arrays = 2 + len(OPTIMIZERS[args.optimizer].SLOTS)
+    needed = 4 * arrays * sum(sizes) + 16 * max(sizes)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > memory:
+        shown = ", ".join(f"{k} {v}" for k, v in described.items())
+        raise UsageError(f"a {args.model} of {shown} has {sum(sizes):,} parameters: "
+                         f"training needs about {needed / 2**30:.0f} GiB, more than this "
+                         f"machine's {memory / 2**30:.0f} GiB of memory")
+
+
 def init_params(module, args: argparse.Namespace, vocab: int,
                 vectors: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> dict[str, np.ndarray]:
@@ -317,6 +336,7 @@ def run(args: argparse.Namespace) -> int:
           f"{f', {len(test_trees)} test' if args.test else ''} trees, "
           f"vocabulary {vocab_size}")
     module = MODELS[args.model]
+    check_memory(module, args, vocab_size)
     vectors = pretrained(args, vocab)
     params = init_params(module, args, vocab_size, vectors)
     model = module.trace_model(params)

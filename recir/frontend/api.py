@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Region
 from xdsl.rewriter import Rewriter
 
+from recir.diagnostics import RecirError
 from recir.dialects import invoke
 from recir.frontend.locations import user_error, user_location
 from recir.frontend.tracer import Tracer, as_value, current_block, emit, insertion_block
@@ -58,12 +59,56 @@ def structure() -> TensorType:
     return TensorType(i32, [DYNAMIC_INDEX])
 
 
+class BoundParams(dict[str, np.ndarray]):
+    """A traced model's parameters by name. Compiled code binds these arrays
+    and reads them on every call, so assigning to a name copies the value
+    into its array (a new array would be read by some paths and not by
+    others), and names can be neither added nor removed. The arrays are
+    C-contiguous float32, as compiled code reads them (of other arrays it
+    would bind a copy, and miss updates made in place)."""
+
+    def __init__(self, params: dict[str, Any]):
+        super().__init__({k: np.ascontiguousarray(v, dtype=np.float32)
+                          for k, v in params.items()})
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name not in self:
+            raise RecirError(f"error: the model has no parameter '{name}' "
+                             f"(it has {', '.join(self)})")
+        bound = dict.__getitem__(self, name)
+        if value is bound:
+            return
+        array = np.asarray(value)
+        if array.shape != bound.shape:
+            raise RecirError(f"error: parameter '{name}' has shape {bound.shape}, got "
+                             f"{array.shape}: compiled code reads the array it was traced "
+                             "with (trace the model again for another shape)")
+        try:
+            np.copyto(bound, array, casting="same_kind")
+        except (TypeError, ValueError) as e:
+            raise RecirError(f"error: parameter '{name}' cannot take the value: {e}") from None
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for name, value in dict(*args, **kwargs).items():
+            self[name] = value
+
+    def refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise RecirError("error: a traced model's parameters are fixed: assign "
+                         "to a name to change its values")
+
+    __delitem__ = pop = popitem = clear = setdefault = __ior__ = refuse  # type: ignore
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return BoundParams, (dict(self),)  # (copies are made without `__setitem__`)
+
+
 class TracedModel:
     """A traced module, its entry function and the parameters bound to it."""
 
     def __init__(self, module: ModuleOp, entry: str, inputs: list[str],
                  params: dict[str, np.ndarray]):
-        self.module, self.entry, self.input_names, self.params = module, entry, inputs, params
+        self.module, self.entry, self.input_names = module, entry, inputs
+        self.params = params if isinstance(params, BoundParams) else BoundParams(params)
 
     def __str__(self) -> str:
         return str(self.module)
@@ -71,6 +116,10 @@ class TracedModel:
     def run(self, *inputs: Any) -> tuple[Any, ...]:
         """Run with the reference interpreter on `inputs` and the bound parameters."""
         from recir.interpreter import run_function
+
+        if len(inputs) != len(self.input_names):  # (the entry counts the parameters too)
+            raise RecirError(f"error: @{self.entry} takes {len(self.input_names)} inputs "
+                             f"({', '.join(self.input_names)}), got {len(inputs)}")
 
         return run_function(self.module, self.entry, [*inputs, *self.params.values()])
 

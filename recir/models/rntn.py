@@ -12,14 +12,21 @@ from recir import frontend as rf
 from recir.models.tree_common import dump_ir_main, reference_tree, trace_tree_model
 
 
+def param_shapes(hidden: int = 8, vocab: int = 100, classes: int = 5
+                 ) -> dict[str, tuple[int, ...]]:
+    """The parameters' shapes (a model file is checked against them
+    before anything is allocated)."""
+    return {"emb": (vocab, hidden), "v": (hidden, 2 * hidden, 2 * hidden),
+            "w": (hidden, 2 * hidden), "b": (hidden,),
+            "w_out": (classes, hidden), "b_out": (classes,)}
+
+
 def init_params(rng: np.random.Generator, hidden: int = 8, vocab: int = 100,
                 classes: int = 5) -> dict[str, np.ndarray]:
-    shapes = {"emb": (vocab, hidden), "v": (hidden, 2 * hidden, 2 * hidden),
-              "w": (hidden, 2 * hidden), "b": (hidden,),
-              "w_out": (classes, hidden), "b_out": (classes,)}
+    """`param_shapes`, N(0, 0.25) each but the tensor, N(0, 0.01)."""
     scale = {"v": 0.1}
     return {k: (scale.get(k, 0.5) * rng.standard_normal(s)).astype(np.float32)
-            for k, s in shapes.items()}
+            for k, s in param_shapes(hidden, vocab, classes).items()}
 
 
 def make_cells(tanh, concat, bilinear):

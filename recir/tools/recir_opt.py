@@ -12,7 +12,7 @@ import sys
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from recir.diagnostics import RecirError
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(message if "error:" in message.split("\n", 1)[0] else f"error: {message}",
               file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ArgSpecParseError) as e:  # (the last: a BaseException)
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
     except RecursionError:

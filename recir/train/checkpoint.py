@@ -88,6 +88,14 @@ def scalar(data: Arrays, key: str, path: Path) -> Any:
     return value[()]
 
 
+def real(data: Arrays, key: str, path: Path) -> float:
+    """The entry `key`, a finite float."""
+    value = scalar(data, key, path)
+    if np.asarray(value).dtype.kind not in "iuf" or not np.isfinite(value):
+        raise CheckpointError(f"{path}: '{key}' {value} is not a finite number")
+    return float(value)
+
+
 def count(data: Arrays, key: str, path: Path, what: str) -> int:
     """The entry `key`, a non-negative integer (`what` names it in errors)."""
     value = scalar(data, key, path)
@@ -142,6 +150,11 @@ def check_optimizer(data: Arrays, optimizer: Optimizer, path: Path) -> None:
     trained = {k: v for k, v in optimizer.params.items() if k not in optimizer.frozen}
     for slot in optimizer.SLOTS:
         check_arrays(data, f"opt/{slot}", trained, path, f"optimizer state {slot} of")
+    for slot in optimizer.SQUARES:  # (a negative one would step by a NaN square root)
+        for name in trained:
+            if (data[f"opt/{slot}/{name}"] < 0).any():
+                raise CheckpointError(f"{path}: optimizer state {slot} of '{name}' holds "
+                                      f"negative values (it sums squares)")
 
 
 def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
@@ -159,15 +172,16 @@ def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
     check_arrays(data, "param", params, path, "parameter")
     check_optimizer(data, optimizer, path)
     epoch = count(data, "epoch", path, "epoch")
-    best_epoch = int(data.get("best_epoch", np.array(0))[()])
+    best_epoch = count(data, "best_epoch", path, "best epoch") if "best_epoch" in data else 0
     if not 0 <= best_epoch <= epoch:
         raise CheckpointError(f"{path}: best epoch {best_epoch} is outside 0..{epoch}")
     if best_epoch:
         check_arrays(data, "best", params, path, "best parameter")
+    best_score = real(data, "best_score", path) if "best_score" in data else -1.0
     rng = np.random.default_rng()
     try:
         rng.bit_generator.state = json.loads(str(scalar(data, "rng", path)))
-    except (json.JSONDecodeError, TypeError, ValueError, KeyError) as e:
+    except (json.JSONDecodeError, TypeError, ValueError, KeyError, OverflowError) as e:
         raise CheckpointError(f"{path}: the shuffling rng state is unreadable: "
                               f"{str(e) or type(e).__name__}") from None
     for name, value in params.items():
@@ -176,7 +190,7 @@ def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
                                if k.startswith("opt/")})
     if best is not None:
         best.epoch = best_epoch
-        best.score = float(data.get("best_score", np.array(-1.0))[()])
+        best.score = best_score
         best.params = ({k: np.array(data[f"best/{k}"], np.float32) for k in params}
                        if best.epoch else None)
     return epoch, rng

@@ -109,6 +109,9 @@ def embedding_rows(batch: Sequence[Any], grads: dict[str, np.ndarray]
     return {"emb": np.unique(words[words >= 0])}
 
 
+TREE_FIELDS = ("left", "right", "word", "label", "root")  # what `tree_inputs` reads
+
+
 def tree_inputs(tree: Any) -> tuple[Any, ...]:
     return tree.left, tree.right, tree.word, tree.label, tree.root
 
@@ -119,6 +122,11 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
     """Trains `model.params` in place; returns one metrics dict per epoch.
     With `test`, `config.test_scores` gets the best-dev epoch's test scores."""
     check_config(config, optimizer)
+    for what, items in (("training", trees), ("dev", dev), ("test", test)):
+        for k, item in enumerate(items):
+            if not all(hasattr(item, field) for field in TREE_FIELDS):
+                raise TrainConfigError(f"{what} tree {k} is a {type(item).__name__}, not a "
+                                       f"tree (with {', '.join(TREE_FIELDS)})")
     reducer = (MPIReducer(embedding_rows, config.collective_timeout) if config.distributed
                else LocalReducer())
     with reducer.fail_fast():

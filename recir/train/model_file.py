@@ -21,6 +21,7 @@ from recir.train.checkpoint import (
     Arrays,
     CheckpointError,
     check_arrays,
+    count,
     model_info,
     read_npz,
     scalar,
@@ -86,20 +87,28 @@ def load(path: str | Path) -> LoadedModel:
         raise CheckpointError(f"{path}: unknown model kind '{kind}' (known: "
                               f"{', '.join(KINDS)})")
     module = importlib.import_module(f"recir.models.{kind}")
-    try:
-        shapes = module.init_params(np.random.default_rng(0), **sizes)
-    except TypeError:
-        raise CheckpointError(f"{path}: sizes {sizes} do not describe a "
-                              f"{kind}") from None
-    best = "best_epoch" in data and int(scalar(data, "best_epoch", path)) > 0
+    shapes = None
+    if isinstance(sizes, dict) and all(type(v) is int and v > 0 for v in sizes.values()):
+        try:
+            shapes = module.param_shapes(**sizes)
+        except TypeError:
+            pass
+    if shapes is None:
+        raise CheckpointError(f"{path}: sizes {sizes} do not describe a {kind}")
+    best = "best_epoch" in data and count(data, "best_epoch", path, "best epoch") > 0
     prefix = "best" if best else "param"
-    check_arrays(data, prefix, shapes, path, "parameter")
+    # shapes without memory (the file's sizes may ask for any amount)
+    expected = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
+    check_arrays(data, prefix, expected, path, "parameter")
     params = {k: np.array(data[f"{prefix}/{k}"], np.float32) for k in shapes}
     words = info.get("vocabulary")
+    if words is not None and not (isinstance(words, list)
+                                  and all(isinstance(w, str) for w in words)):
+        raise CheckpointError(f"{path}: the vocabulary is not a list of words")
     vocabulary = None if words is None else Vocabulary.from_words(words)
     if vocabulary is not None and len(vocabulary) != sizes.get("vocab"):
         raise CheckpointError(f"{path}: {len(vocabulary)} vocabulary words for "
                               f"{sizes.get('vocab')} embedding rows")
-    epoch = (int(scalar(data, "best_epoch" if best else "epoch", path))
+    epoch = (count(data, "best_epoch" if best else "epoch", path, "epoch")
              if "epoch" in data else None)
     return LoadedModel(kind, sizes, vocabulary, module.trace_model(params), epoch)

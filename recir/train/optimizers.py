@@ -31,6 +31,7 @@ def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
 
 class Optimizer:
     SLOTS: tuple[str, ...] = ()  # per-parameter state every step creates
+    SQUARES: tuple[str, ...] = ()  # the slots that sum squares (never negative)
     FUSED: int | None = None  # the `fused_step` kind that does `delta` in one pass
 
     def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
@@ -48,6 +49,11 @@ class Optimizer:
         minibatch's word ids for `emb`), sparing a scan for them; with `zero`
         the gradient rows used are cleared for the next minibatch.
         """
+        for name, param in self.params.items():  # (all before any update)
+            shape = np.shape(grads[name]) if name in grads else None
+            if shape != param.shape:  # (NumPy would broadcast a (1,) gradient silently)
+                raise ValueError(f"the gradient of '{name}' has shape {shape}, the "
+                                 f"parameter's is {param.shape}")
         self.steps += 1
         for name, param in self.params.items():
             used = (rows or {}).get(name)
@@ -121,7 +127,7 @@ class SGD(Optimizer):
 class Adagrad(Optimizer):
     """Tai et al.'s optimizer (lr 0.05, weight decay 1e-4)."""
 
-    SLOTS = ("sum_sq",)
+    SLOTS = SQUARES = ("sum_sq",)
     FUSED = ADAGRAD
 
     def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
@@ -144,6 +150,7 @@ class Adagrad(Optimizer):
 
 class Adam(Optimizer):
     SLOTS = ("m", "v")
+    SQUARES = ("v",)
 
     def __init__(self, params: Arrays, lr: float = 1e-3, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):

@@ -133,6 +133,63 @@ def test_into_accumulates_and_params_are_read_by_reference():
     assert forward(*tree_args(tree))[1] != pytest.approx(before)
 
 
+def test_assigning_a_parameter_reaches_every_compiled_path():
+    """Compiled code binds the traced arrays: an assigned value is copied
+    into them (a new array used to be read by the interpreter and the
+    recursive gradient but not by compiled forwards or the frontier)."""
+    params = tree_rnn.init_params(np.random.default_rng(0), vocab=100)
+    traced = tree_rnn.trace_model(params)
+    tree = make_treebank(1, seed=5)[0]
+    paths = {"recursive": recir.compile(traced, threads=1),
+             "frontier": recir.compile(traced, batching="frontier", threads=1),
+             "grad": recir.value_and_grad(traced, threads=1),
+             "grad-frontier": recir.value_and_grad(traced, batching="frontier", threads=1)}
+    new = (np.random.default_rng(1).standard_normal(params["w"].shape)).astype(np.float64)
+    traced.params["w"] = new
+    expected = tree_rnn.reference(tree, tree.root, {**traced.params, "w": new})[1]
+    outputs = {name: f(*tree_args(tree)) for name, f in paths.items()}
+    losses = {name: float((out[0] if "grad" in name else out)[1]) for name, out in outputs.items()}
+    losses["interpreter"] = float(traced.run(*tree_args(tree))[1])
+    for name, loss in losses.items():
+        assert loss == pytest.approx(expected, rel=1e-5), name
+    with pytest.raises(RecirError, match=r"parameter 'w' has shape \(8, 16\), got \(8, 8\)"):
+        traced.params["w"] = np.ones((8, 8), np.float32)
+    with pytest.raises(RecirError, match="no parameter 'v'"):
+        traced.params["v"] = new
+    with pytest.raises(RecirError, match="parameters are fixed"):
+        del traced.params["b"]
+    assert set(traced.params) == set(params)
+    with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs \(left, right, "
+                                         r"word, label, root\), got 2$"):
+        traced.run(*tree_args(tree)[:2])  # (it counted the parameters: 10 arguments, got 7)
+    # float64 arrays given to a TracedModel: compiled code bound float32 copies and
+    # missed the in-place updates the interpreter saw
+    wide = recir.TracedModel(traced.module, traced.entry, traced.input_names,
+                             {k: v.astype(np.float64) for k, v in traced.params.items()})
+    forward = recir.compile(wide, threads=1)
+    forward(*tree_args(tree))
+    wide.params["w"] *= 2  # in place, as optimizers do
+    expected = tree_rnn.reference(tree, tree.root, wide.params)[1]
+    assert forward(*tree_args(tree))[1] == pytest.approx(expected, rel=1e-5)
+    assert wide.run(*tree_args(tree))[1] == pytest.approx(expected, rel=1e-5)
+
+
+def test_options_the_frontier_cannot_honour_are_refused():
+    """The frontier took only `cache_dir` and `threads` and dropped the rest
+    silently: a misspelt option, a `max_depth` safety bound, the interpreter."""
+    traced = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), vocab=100))
+    for batching in ("frontier", "auto"):
+        with pytest.raises(TypeError, match="compile.. got an unexpected keyword argument "
+                                            "'thread'"):
+            recir.compile(traced, batching=batching, thread=1)
+        with pytest.raises(TypeError, match="value_and_grad.. got an unexpected keyword"):
+            recir.value_and_grad(traced, batching=batching, max_depth=10)
+    with pytest.raises(RecirError, match="max_depth bounds the recursive code's calls"):
+        recir.compile(traced, batching="frontier", max_depth=100)
+    with pytest.raises(RecirError, match="engine='interpret' runs the recursive form"):
+        recir.value_and_grad(traced, batching="frontier", engine="interpret")
+
+
 def nested_model():
     """f(i) = i <= 0 ? 0 : f(f(i - 1) - 1): an argument needs a recursive result."""
     with recir.trace("nested") as m:

@@ -49,8 +49,16 @@ def test_reader_in_each_format(tmp_path, form: str) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("good 1 2 3\nbad 1 2\n", r"v.txt:2: 'bad' has 2 values, expected 3"),
-    ("good 1 x 3\n", r"v.txt:1: 'good' has a value that is not a number"),
+    ("good 1 x 3\n", r"v.txt:1: 'good' has a value that is not a finite float32 number"),
     ("", "no vectors"),
+    # non-finite values would train to NaN without a word said (1e39 is inf as float32)
+    ("good nan 2 3\n", r"v.txt:1: 'good' has a value that is not a finite float32 number"),
+    ("other 1 2 3\ngood 1 -inf 3\n", r"v.txt:2: 'good' has a value that is not a finite"),
+    ("good 1 1e39 3\n", r"v.txt:1: 'good' has a value that is not a finite"),
+    # a word2vec header's width was allocated for the vocabulary before any line agreed
+    ("3 999999999999\nother 1 2 3\n", r"v.txt:2: 'other' has 3 values, the header says "
+                                        "999999999999"),
+    ("3 999999999999\n", "no vectors"),
 ])
 def test_malformed_files(tmp_path, text: str, message: str) -> None:
     (tmp_path / "v.txt").write_text(text)

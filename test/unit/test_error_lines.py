@@ -180,6 +180,17 @@ def test_passes_out_of_order_give_one_located_error(tmp_path: Path, capsys, pass
     one_error(capsys, code, pattern.replace("x.mlir", re.escape(str(tmp_path / "x.mlir"))))
 
 
+@pytest.mark.parametrize(("passes", "pattern"), [
+    ("a{{{", r"^error: Error parsing pass pipeline specification: pass-pipeline:1:3 a\{\{\{ "
+             r"\^ Expected argument name here$"),
+    ("capture-outer-refs{", r"^error: Error parsing pass pipeline specification:")])
+def test_a_malformed_pass_pipeline_gives_one_error_line(tmp_path: Path, capsys, passes,
+                                                        pattern):
+    """(xDSL's ArgSpecParseError is a BaseException: it was a traceback.)"""
+    (tmp_path / "x.mlir").write_text(FIB)
+    one_error(capsys, recir_opt.main(["-p", passes, str(tmp_path / "x.mlir")]), pattern)
+
+
 @pytest.mark.parametrize("value", ["abc", "-1", "0", "1.5", " "])
 def test_recir_num_threads_must_be_a_positive_integer(monkeypatch, value):
     monkeypatch.setenv("RECIR_NUM_THREADS", value)

