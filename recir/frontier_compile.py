@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.backend.arguments import batch_items
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object, llvm_thread, ready
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
@@ -183,6 +184,7 @@ class FrontierFunction:
         return args + self.params
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        batch = batch_items(batch, self.original.sym_name.data)
         if not batch:
             return []
         with self.calls:

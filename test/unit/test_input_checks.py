@@ -116,8 +116,6 @@ def test_malformed_batches_are_refused_on_every_path(model):
            (lambda: args, r"batch element 0 .* is a list or tuple of inputs, got ndarray"),
            (lambda: [args, args[:3]], r"takes 5 inputs, got 3")]
     for name, batch in batches(model):
-        if name == "frontier":  # (FrontierFunction.batch checks only the arity so far)
-            continue
         for items, message in bad:
             with pytest.raises(RecirError, match=message):
                 batch(items())
