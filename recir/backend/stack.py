@@ -230,10 +230,12 @@ class DeepStackPool:
         try:
             for w, job in enumerate(jobs):
                 ordered[w::n] = DeepStackWorker.wait(job)
-        except BaseException:
+        except BaseException as error:
             failed.append(True)
-            settle([outcome for outcome, _ in jobs])
-            raise
+            outcomes = [outcome for outcome, _ in jobs]
+            settle(outcomes)
+            # the item's own error, not a worker's short list the wait above got
+            raise next((o["error"] for o in outcomes if "error" in o), error) from None
         return ordered
 
 

@@ -275,7 +275,8 @@ def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
     """`batch(threads=2)` of a function compiled for one thread runs trees
     on pool workers with spare gradient buffers. When one tree failed, the
     batch raised while the other worker still added into its buffers, which
-    went back to the spares dirty: every later batch's gradients were wrong."""
+    went back to the spares dirty: every later batch's gradients were wrong.
+    The batch raises the tree's own error, whichever worker it ran on."""
     params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
     vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
     good = [tree_inputs(t) for t in make_treebank(4, vocab_size=10, seed=4)]
@@ -284,9 +285,9 @@ def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
     bad[2] = np.where(bad[2] >= 0, 10**6, -1).astype(np.int32)  # a word id out of range
     long = [tree_inputs(t) for t in make_treebank(6, "linear", num_leaves=3000,
                                                   vocab_size=10, seed=5)]
-    for _ in range(2):
+    for at in (0, 1):  # on the first worker, then the second (the first one's error)
         with pytest.raises(RecirError, match="'tmath.gather' op index out of range"):
-            vg.batch([tuple(bad), *long], threads=2)
+            vg.batch([*long[:at], tuple(bad), *long[at:]], threads=2)
         got = vg.batch(good, threads=2)[1]
         for name in params:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
