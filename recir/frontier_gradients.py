@@ -48,7 +48,7 @@ BACKWARD = "_bwd"
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
-    check_loss(loss)
+    loss = check_loss(loss)
     batching = FRONTIER.format(inputs=len(model.input_names))
     made_of, threads = origin(model, batching), resolve_threads(threads)
 
@@ -153,7 +153,7 @@ class FrontierGradFunction(FrontierFunction):
         """`threads`: accepted as the recursive gradient's `batch` takes it;
         the products' team is the one the function was compiled for."""
         batch = batch_items(batch, self.original.sym_name.data)
-        check_threads(threads)
+        threads = check_threads(threads)
         grads = accumulators(dict(zip(self.names, self.params, strict=True)), into)
         if not batch:
             return [], grads

@@ -28,7 +28,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
-from recir.backend.arguments import batch_items
+from recir.backend.arguments import batch_items, whole_number
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
@@ -45,7 +45,7 @@ class GradFunction:
                  threads: int | None = None):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
-        check_loss(loss)
+        loss = check_loss(loss)
         self.params: dict[str, np.ndarray] = model.params
         self.name, self.public = model.entry, len(model.input_names)
         self.engine = engine
@@ -118,7 +118,7 @@ class GradFunction:
         batch = batch_items(batch, self.name, self.public)
         if threads is None:
             threads = self.native.threads if self.native is not None else 1
-        check_threads(threads)
+        threads = check_threads(threads)
         grads = accumulators(self.params, into)
         if threads <= 1 or self.native is None or len(batch) < 2:
             return [self.call(inputs, grads)[0] for inputs in batch], grads
@@ -179,18 +179,21 @@ class GradFunction:
                 for _ in range(threads - 1)]
 
 
-def check_threads(threads: Any) -> None:
+def check_threads(threads: Any) -> int | None:
     """A `batch(threads=...)`: a positive count (or None: the function's)."""
-    if threads is not None and (type(threads) is not int or threads < 1):
+    if threads is not None and (whole_number(threads) or 0) < 1:
         raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
+    return None if threads is None else whole_number(threads)
 
 
-def check_loss(loss: Any) -> None:
+def check_loss(loss: Any) -> int:
     """`loss` is an output's index (negative: from the end), the one every
     gradient path reads; its range and type are the model's to check."""
-    if type(loss) is not int:
+    index = whole_number(loss)
+    if index is None:
         raise RecirError(f"error: loss must be an integer, the index of an output, "
                          f"got {loss!r}")
+    return index
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None

@@ -21,6 +21,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
+from recir.backend.arguments import whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
@@ -270,13 +271,13 @@ def resolve_threads(threads: int | None) -> int:
 
     from recir.backend.engine import openmp
 
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
+    if threads is not None and (whole_number(threads) or 0) < 1:
         raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
     configured = os.environ.get("RECIR_NUM_THREADS", "").strip()
     if configured and not (configured.isdecimal() and int(configured) >= 1):
         raise RecirError("error: RECIR_NUM_THREADS must be a positive integer, got "
                          f"'{configured}'")
-    count = threads or int(configured or 0) or os.cpu_count() or 1
+    count = whole_number(threads) or int(configured or 0) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
         warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
                       "found: running serially", stacklevel=3)

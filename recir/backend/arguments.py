@@ -12,6 +12,7 @@ slot whose address follows the arguments.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -163,6 +164,17 @@ class Arguments:
         descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
         keep.append(descriptor)
         return ctypes.addressof(descriptor)
+
+
+def whole_number(value: Any) -> int | None:
+    """`value` as an int where it is a whole number (NumPy's integers too,
+    not a bool), else None: an option such as `threads` or `loss`."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def batch_items(batch: Any, name: str, count: int | None = None) -> Sequence[Sequence[Any]]:

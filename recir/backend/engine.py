@@ -228,7 +228,7 @@ def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[],
     pending: list[Future[bytes]] = []
     with collector_paused(), llvm_thread() as compiling:
         for k, make_ir in enumerate(make_irs):
-            key = cache_key(description, f"{entry} part {k}")
+            key = cache_key(description, f"{entry} part {k} of {len(make_irs)}")
             hit = objects.load(key)
             pending.append(compiling.submit(compiled, key, make_ir()) if hit is None
                            else ready(hit[0]))

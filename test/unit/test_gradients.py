@@ -306,11 +306,13 @@ def test_loss_must_name_an_f32_output(batching) -> None:
                           (1.0, r"loss must be an integer")]:
         with pytest.raises(RecirError, match=message):
             recir.value_and_grad(model, loss, batching=batching, threads=1)
-    vg = recir.value_and_grad(model, 1, batching=batching, threads=1)
+    vg = recir.value_and_grad(model, np.int64(1), batching=batching, threads=1)  # NumPy's too
     inputs = tree_inputs(make_treebank(1, vocab_size=10, seed=4)[0])
-    for threads in (0, -2, "2"):
+    for threads in (0, -2, "2", True):
         with pytest.raises(RecirError, match="threads must be a positive integer"):
             vg.batch([inputs, inputs], threads=threads)
+    outputs, _ = vg.batch([inputs], threads=np.int64(1))
+    assert outputs[0][1] == pytest.approx(vg(*inputs)[0][1])
 
 
 def test_wrong_input_count_names_the_model_inputs() -> None:
