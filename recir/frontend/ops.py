@@ -13,32 +13,40 @@ from recir.dialects import tmath
 from recir.frontend.tracer import Tracer, as_value, traced
 
 
-def traced_op(op: type[IRDLOperation], name: str, doc: str = "") -> Callable[..., Tracer]:
-    """The function `name(*values)` that traces `op` on its operands."""
+def unary(op: type[IRDLOperation], name: str) -> Callable[[Any], Tracer]:
+    """The function `name(x)` that traces `op` on one value."""
 
-    def apply(*values: Any) -> Tracer:
-        return traced(op(*(as_value(v) for v in values)))  # pyright: ignore[reportCallIssue]
+    def apply(x: Any) -> Tracer:
+        return traced(op(as_value(x)))  # pyright: ignore[reportCallIssue]
 
     apply.__name__ = apply.__qualname__ = name
-    apply.__doc__ = doc or f"`{op.name}` of its operands."
+    apply.__doc__ = f"`{op.name}` of `x`."
     return apply
 
 
-sigmoid = traced_op(tmath.SigmoidOp, "sigmoid")
-tanh = traced_op(tmath.TanhOp, "tanh")
-relu = traced_op(tmath.ReluOp, "relu")
-exp = traced_op(tmath.ExpOp, "exp")
-log = traced_op(tmath.LogOp, "log")
-softmax = traced_op(tmath.SoftmaxOp, "softmax")
-sum = traced_op(tmath.SumOp, "sum")  # noqa: A001 - mirrors numpy's name
-max = traced_op(tmath.MaxOp, "max")  # noqa: A001
-argmax = traced_op(tmath.ArgmaxOp, "argmax")
-size = traced_op(tmath.SizeOp, "size")
-matvec = traced_op(tmath.MatvecOp, "matvec")
-matmul = traced_op(tmath.MatmulOp, "matmul")
-bilinear = traced_op(tmath.BilinearOp, "bilinear", "`r[k] = x^T V[k] y`: the RNTN tensor product.")
-gather = traced_op(tmath.GatherOp, "gather")
-softmax_xent = traced_op(tmath.SoftmaxCrossEntropyOp, "softmax_xent")
+sigmoid = unary(tmath.SigmoidOp, "sigmoid")
+tanh = unary(tmath.TanhOp, "tanh")
+relu = unary(tmath.ReluOp, "relu")
+exp = unary(tmath.ExpOp, "exp")
+log = unary(tmath.LogOp, "log")
+softmax = unary(tmath.SoftmaxOp, "softmax")
+sum = unary(tmath.SumOp, "sum")  # noqa: A001 - mirrors numpy's name
+max = unary(tmath.MaxOp, "max")  # noqa: A001
+argmax = unary(tmath.ArgmaxOp, "argmax")
+size = unary(tmath.SizeOp, "size")
+
+
+def matvec(w: Any, x: Any) -> Tracer:
+    return traced(tmath.MatvecOp(as_value(w), as_value(x)))
+
+
+def matmul(a: Any, b: Any) -> Tracer:
+    return traced(tmath.MatmulOp(as_value(a), as_value(b)))
+
+
+def bilinear(v: Any, x: Any, y: Any) -> Tracer:
+    """`r[k] = x^T V[k] y`: the RNTN tensor product."""
+    return traced(tmath.BilinearOp(as_value(v), as_value(x), as_value(y)))
 
 
 def concat(values: Sequence[Any]) -> Tracer:
@@ -47,6 +55,14 @@ def concat(values: Sequence[Any]) -> Tracer:
 
 def slice(x: Any, offset: int, size: int) -> Tracer:  # noqa: A001
     return traced(tmath.SliceOp(as_value(x), offset, size))
+
+
+def gather(table: Any, index: Any) -> Tracer:
+    return traced(tmath.GatherOp(as_value(table), as_value(index)))
+
+
+def softmax_xent(logits: Any, label: Any) -> Tracer:
+    return traced(tmath.SoftmaxCrossEntropyOp(as_value(logits), as_value(label)))
 
 
 def fill(scalar: Any, shape: Sequence[int]) -> Tracer:
