@@ -79,7 +79,7 @@ class BoundParams(dict[str, np.ndarray]):
         if value is bound:
             return
         array = np.asarray(value)
-        if array.shape != bound.shape:
+        if array.shape not in (bound.shape, ()):  # a number fills the array
             raise RecirError(f"error: parameter '{name}' has shape {bound.shape}, got "
                              f"{array.shape}: compiled code reads the array it was traced "
                              "with (trace the model again for another shape)")
@@ -92,11 +92,15 @@ class BoundParams(dict[str, np.ndarray]):
         for name, value in dict(*args, **kwargs).items():
             self[name] = value
 
+    def __ior__(self, other: Any) -> BoundParams:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
     def refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise RecirError("error: a traced model's parameters are fixed: assign "
                          "to a name to change its values")
 
-    __delitem__ = pop = popitem = clear = setdefault = __ior__ = refuse  # type: ignore
+    __delitem__ = pop = popitem = clear = setdefault = refuse  # type: ignore
 
     def __reduce__(self) -> tuple[Any, ...]:
         return BoundParams, (dict(self),)  # (copies are made without `__setitem__`)

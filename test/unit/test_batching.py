@@ -159,6 +159,9 @@ def test_assigning_a_parameter_reaches_every_compiled_path():
     with pytest.raises(RecirError, match="parameters are fixed"):
         del traced.params["b"]
     assert set(traced.params) == set(params)
+    traced.params |= {"b": np.full(params["b"].shape, 0.5)}  # as update() does
+    traced.params["b_out"] = 0.0  # a number fills the array
+    assert (traced.params["b"] == 0.5).all() and not traced.params["b_out"].any()
     with pytest.raises(RecirError, match=r"^error: @tree_rnn takes 5 inputs \(left, right, "
                                          r"word, label, root\), got 2$"):
         traced.run(*tree_args(tree)[:2])  # (it counted the parameters: 10 arguments, got 7)
