@@ -432,3 +432,50 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
         with pytest.raises(TrainConfigError, match=message):
             train(double, SGD(double.params, lr=0.1), train_set, dev,
                   TrainConfig(progress=False))
+
+
+def test_a_loss_that_is_not_finite_stops_training_before_its_step(double, tmp_path) -> None:
+    """A NaN loss was trained on: NaN parameters, written to the checkpoint."""
+    trees = make_treebank(3, vocab_size=80, seed=11)
+    calls = 0
+    plain = double.batch
+
+    def fifth_is_nan(batch, into=None, threads=1):
+        nonlocal calls
+        calls += 1
+        outputs, grads = plain(batch, into, threads)
+        if calls == 5:
+            outputs[-1] = (outputs[-1][0], np.float32("nan"))
+            for g in grads.values():
+                g[...] = np.nan
+        return outputs, grads
+
+    double.batch = fifth_is_nan
+    checkpoint = tmp_path / "c.npz"
+    with pytest.raises(RecirError, match=r"^error: the training loss is nan in epoch 2, "
+                                         r"minibatch 2: stopped before its step"):
+        train(double, SGD(double.params, lr=0.1), trees, [],
+              TrainConfig(epochs=2, batch_size=1, progress=False, checkpoint=checkpoint))
+    assert all(np.isfinite(v).all() for v in double.params.values())
+    epoch, _ = load_checkpoint(checkpoint, SoftmaxRegressionDouble().params,
+                               SGD(SoftmaxRegressionDouble().params, lr=0.1))
+    assert epoch == 1
+
+
+def test_an_error_in_a_minibatch_names_the_training_tree(double) -> None:
+    """A bad tree's error named the op but not which of the trees it was."""
+    trees = make_treebank(12, vocab_size=80, seed=12)
+    trees[7].word[trees[7].word >= 0] = 79
+    forward = double.forward
+
+    def checked(left, right, word, label, root):
+        if (word == 79).any():
+            raise RecirError("error: 'tree.embed' op word id 79 is past the vocabulary")
+        return forward(left, right, word, label, root)
+
+    double.forward = checked
+    for batch_size in (1, 5, 12):
+        with pytest.raises(RecirError, match=r"^error: 'tree.embed' op word id 79 is past "
+                                             r"the vocabulary \(training tree 7\)$"):
+            train(double, SGD(double.params, lr=0.1), trees, [],
+                  TrainConfig(batch_size=batch_size, progress=False))
