@@ -172,7 +172,24 @@ def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
     if value.ndim != rank or any(value.shape[axis] != d for axis, d in fixed):
         raise RecirError(f"error: {ArgumentName(index, typ)} got an array of shape "
                          f"{value.shape}")
+    if dtype.kind == "f" and value.dtype.kind == "f" and value.dtype.itemsize > 4:
+        with np.errstate(over="ignore"):  # (refused just below, by name)
+            converted = np.ascontiguousarray(value, dtype=dtype)
+        check_narrowed(ArgumentName(index, typ), value, converted)
+        return converted
     return np.ascontiguousarray(value, dtype=dtype)
+
+
+def check_narrowed(where: ArgumentName, value: np.ndarray, narrowed: np.ndarray) -> None:
+    """No finite float64 became an f32 infinity (NaN and inf given stay as
+    they are): one vectorized scan of the result, a second only if it holds
+    an infinity."""
+    if not np.isinf(narrowed).any():
+        return
+    overflowed = np.isinf(narrowed) & np.isfinite(value)
+    if overflowed.any():
+        bad = value[overflowed].flat[0]
+        raise RecirError(f"error: {where} holds {bad}, which is beyond float32's range")
 
 
 def check_dtype(where: ArgumentName, value: np.ndarray, dtype: np.dtype[Any]) -> None:
