@@ -71,6 +71,23 @@ def test_a_gradient_of_another_shape_is_refused_before_any_update(optimizer) -> 
     assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0] and (params["w"] == 1).all()
 
 
+@pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
+def test_a_read_only_parameter_is_named_before_any_update(optimizer, tmp_path) -> None:
+    """A memory-mapped parameter gave NumPy's 'assignment destination is
+    read-only', without its name, after the parameters before it were updated."""
+    np.save(tmp_path / "w.npy", np.ones((2, 2), np.float32))
+    params = {"b": np.array([1.0, 2.0], np.float32),
+              "w": np.load(tmp_path / "w.npy", mmap_mode="r")}
+    opt = optimizer(params, lr=0.1)
+    grads = {"b": np.ones(2, np.float32), "w": np.ones((2, 2), np.float32)}
+    with pytest.raises(ValueError, match=r"^parameter 'w' is read-only \(a memory map "):
+        opt.step(grads)
+    assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0]
+    opt.frozen = frozenset({"w"})  # a frozen parameter is never written
+    opt.step(grads)
+    assert params["b"].tolist() != [1.0, 2.0] and (params["w"] == 1).all()
+
+
 def test_weight_decay_and_untouched_embedding_rows() -> None:
     emb = np.ones((100, 3), np.float32)
     grad = np.zeros_like(emb)
