@@ -21,6 +21,7 @@ from recir.train import (
     SGD,
     Adagrad,
     Adam,
+    CheckpointError,
     NodeScorer,
     TrainConfig,
     TrainConfigError,
@@ -385,6 +386,64 @@ def test_resume_continues_like_an_uninterrupted_run(double, tmp_path) -> None:
     assert [r["epoch"] for r in history] == [2, 3]
     for k in straight:
         np.testing.assert_allclose(double.params[k], straight[k], rtol=1e-6, atol=1e-8)
+
+
+def checkpoint_with(path, source, members: dict[str, bytes], compress: bool = False):
+    """`source`'s members with some replaced by raw `.npy` bytes."""
+    import zipfile
+
+    how = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(path, "w", how) as new:
+        for name in old.namelist():
+            key = name.removesuffix(".npy")
+            new.writestr(name, members.get(key, old.read(name)))
+    return path
+
+
+def npy_bytes(shape, data: bytes = b"") -> bytes:
+    import io
+
+    import numpy.lib.format as npy
+
+    out = io.BytesIO()
+    npy.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return out.getvalue() + data
+
+
+def test_a_checkpoint_member_is_checked_before_it_is_inflated(double, tmp_path,
+                                                              monkeypatch) -> None:
+    """Every array of an .npz was decompressed (or allocated at the size its
+    header claims) before any was checked against the model."""
+    opt = SGD(double.params, lr=0.1)
+    source = tmp_path / "c.npz"
+    save_checkpoint(source, double.params, opt, 1, np.random.default_rng(0))
+    # a header claiming 4 TiB with 16 bytes behind it: was a MemoryError
+    claims = checkpoint_with(tmp_path / "claims.npz", source,
+                             {"param/w_out": npy_bytes((2**40,), bytes(16))})
+    with pytest.raises(CheckpointError, match=r"'param/w_out' of shape \(1099511627776,\) "
+                                              r"float32 needs more than its 16 bytes"):
+        load_checkpoint(claims, double.params, opt)
+    # 16 MB of zeros compressed to a few KB, of another shape: refused unread
+    big = checkpoint_with(tmp_path / "big.npz", source, {
+        "param/emb": npy_bytes((4000, 1000), bytes(16_000_000))}, compress=True)
+    assert big.stat().st_size < 100_000
+    inflated = []
+    read_array = np.lib.format.read_array
+
+    def spy(f, **kwargs):
+        array = read_array(f, **kwargs)
+        inflated.append(array.shape)
+        return array
+
+    monkeypatch.setattr(np.lib.format, "read_array", spy)
+    before = {k: v.copy() for k, v in double.params.items()}
+    with pytest.raises(CheckpointError, match=r"parameter 'emb' has shape \(4000, 1000\), "
+                                              r"this model's is \(80, 4\)"):
+        load_checkpoint(big, double.params, opt)
+    assert (4000, 1000) not in inflated
+    assert all((double.params[k] == before[k]).all() for k in before)
+    epoch, _ = load_checkpoint(source, double.params, opt)  # the file as written loads
+    assert epoch == 1 and (80, 4) in inflated  # (read through the spy)
 
 
 # --- metrics on hand-made logits ---------------------------------------------
