@@ -182,7 +182,7 @@ def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
     return np.ascontiguousarray(value, dtype=dtype)
 
 
-def check_narrowed(where: ArgumentName, value: np.ndarray, narrowed: np.ndarray) -> None:
+def check_narrowed(where: object, value: np.ndarray, narrowed: np.ndarray) -> None:
     """No finite float64 became an f32 infinity (NaN and inf given stay as
     they are): one vectorized scan of the result, a second only if it holds
     an infinity."""
