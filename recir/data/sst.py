@@ -164,6 +164,8 @@ def load_sst(
     """
     vocab = Vocabulary() if vocab is None else vocab
     trees: list[Tree] = []
+    if os.path.isdir(path):
+        raise TreeParseError(f"{os.fspath(path)}: error: is a folder, expected a tree file")
     with open(path, "rb") as f:  # decoded line by line: an error names its line
         for number, raw in enumerate(f, start=1):
             try:

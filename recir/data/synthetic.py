@@ -110,6 +110,11 @@ def make_treebank(
     Mean / max depth over 2000 trees (seed 0): moderate 9.8 / 24 (SST train
     9.8 / 29), balanced 4.5 / 6, linear 18.2 / 51.
     """
+    if not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"make_treebank: n (the number of trees) must be an integer >= 0, "
+                         f"got {n!r}")
+    if isinstance(seed, int | np.integer) and seed < 0:
+        raise ValueError(f"make_treebank: seed must be >= 0, got {seed}")
     rng = np.random.default_rng(seed)
     if num_leaves is None:
         p = MEAN_LEAVES / STD_LEAVES**2

@@ -29,6 +29,7 @@ from recir.data import load_sst, make_treebank, sst_folder
 from recir.data.download import DownloadError, download
 from recir.data.embeddings import EmbeddingError, read_embeddings
 from recir.data.sst import TreeParseError, Vocabulary
+from recir.diagnostics import RecirError
 from recir.models import rntn, tree_lstm, tree_rnn
 from recir.train import (
     OPTIMIZERS,
@@ -319,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(parse_args(argv))
     except (UsageError, TrainConfigError, CheckpointError, EmbeddingError,
-            TreeParseError) as e:
+            TreeParseError, RecirError) as e:  # (RecirError: a bad tree, a NaN loss)
         text = str(e)
-        print(text if " error: " in text else f"error: {text}", file=sys.stderr)
+        located = text.startswith("error: ") or " error: " in text
+        print(text if located else f"error: {text}", file=sys.stderr)
         return 2
 
 

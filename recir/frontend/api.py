@@ -68,8 +68,7 @@ class BoundParams(dict[str, np.ndarray]):
     would bind a copy, and miss updates made in place)."""
 
     def __init__(self, params: dict[str, Any]):
-        super().__init__({k: np.ascontiguousarray(v, dtype=np.float32)
-                          for k, v in params.items()})
+        super().__init__({k: float32_parameter(k, v) for k, v in params.items()})
 
     def __setitem__(self, name: str, value: Any) -> None:
         if name not in self:
@@ -83,6 +82,8 @@ class BoundParams(dict[str, np.ndarray]):
             raise RecirError(f"error: parameter '{name}' has shape {bound.shape}, got "
                              f"{array.shape}: compiled code reads the array it was traced "
                              "with (trace the model again for another shape)")
+        if array.dtype.kind == "f" and array.dtype.itemsize > 4:
+            array = float32_parameter(name, array)
         try:
             np.copyto(bound, array, casting="same_kind")
         except (TypeError, ValueError) as e:
@@ -104,6 +105,20 @@ class BoundParams(dict[str, np.ndarray]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return BoundParams, (dict(self),)  # (copies are made without `__setitem__`)
+
+
+def float32_parameter(name: str, value: Any) -> np.ndarray:
+    """`value` as a C-contiguous float32 array; a finite float64 beyond
+    float32's range is refused, not made infinite (NaN and inf stay)."""
+    array = np.asarray(value)
+    if array.dtype.kind != "f" or array.dtype.itemsize <= 4:
+        return np.ascontiguousarray(array, dtype=np.float32)
+    from recir.interpreter import check_narrowed  # (not loaded by `import recir`)
+
+    with np.errstate(over="ignore"):  # (refused just below, by name)
+        narrowed = np.ascontiguousarray(array, dtype=np.float32)
+    check_narrowed(f"parameter '{name}'", array, narrowed)
+    return narrowed
 
 
 class TracedModel:
@@ -166,7 +181,7 @@ class trace(TracedRegion):
         return Tracer(arg)
 
     def param(self, name: str, value: np.ndarray) -> Tracer:
-        array = np.ascontiguousarray(value, dtype=np.float32)
+        array = float32_parameter(name, value)
         if name in self.params or name in self.inputs:
             raise user_error(f"the name '{name}' is declared twice")
         arg = self.block.insert_arg(TensorType(f32, array.shape), len(self.block.args))

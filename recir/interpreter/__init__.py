@@ -167,12 +167,31 @@ def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
     if not isinstance(value, np.ndarray):
         raise RecirError(f"error: {ArgumentName(index, typ)} expects an array, "
                          f"got {type(value).__name__}")
+    narrowing = False  # float64 (or wider) to float32: may overflow
     if value.dtype is not dtype and value.dtype != dtype:
         check_dtype(ArgumentName(index, typ), value, dtype)
+        narrowing = dtype.kind == "f" and value.dtype.kind == "f" and value.dtype.itemsize > 4
     if value.ndim != rank or any(value.shape[axis] != d for axis, d in fixed):
         raise RecirError(f"error: {ArgumentName(index, typ)} got an array of shape "
                          f"{value.shape}")
+    if narrowing:
+        with np.errstate(over="ignore"):  # (refused just below, by name)
+            converted = np.ascontiguousarray(value, dtype=dtype)
+        check_narrowed(ArgumentName(index, typ), value, converted)
+        return converted
     return np.ascontiguousarray(value, dtype=dtype)
+
+
+def check_narrowed(where: object, value: np.ndarray, narrowed: np.ndarray) -> None:
+    """No finite float64 became an f32 infinity (NaN and inf given stay as
+    they are): one vectorized scan of the result, a second only if it holds
+    an infinity."""
+    if not np.isinf(narrowed).any():
+        return
+    overflowed = np.isinf(narrowed) & np.isfinite(value)
+    if overflowed.any():
+        bad = value[overflowed].flat[0]
+        raise RecirError(f"error: {where} holds {bad}, which is beyond float32's range")
 
 
 def check_dtype(where: ArgumentName, value: np.ndarray, dtype: np.dtype[Any]) -> None:

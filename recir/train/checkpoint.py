@@ -9,12 +9,16 @@ epoch give one `CheckpointError` line and leave the run untouched.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npy
 
 from recir.train.optimizers import Optimizer
 
@@ -64,31 +68,99 @@ def write_npz(path: Path, arrays: Arrays) -> None:
     tmp.replace(path)
 
 
-def read_npz(path: Path) -> Arrays:
-    """Every array of the file, or a `CheckpointError` naming what is wrong."""
+class NpzArrays(Mapping[str, np.ndarray]):
+    """The arrays of an `.npz`, each inflated when first asked for. Its
+    header (shape, dtype) is read first: callers check the shape against the
+    model's before the data is decompressed (a small compressed file can
+    describe any amount of memory), and a shape its member has not the bytes
+    for is refused before NumPy allocates it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.zip = guarded(path, lambda: zipfile.ZipFile(path))
+        self.names = {name.removesuffix(".npy"): name for name in self.zip.namelist()}
+        self.headers: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        self.arrays: Arrays = {}
+
+    def __enter__(self) -> NpzArrays:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.zip.close()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.names
+
+    def header(self, key: str) -> tuple[tuple[int, ...], np.dtype]:
+        """(shape, dtype) of `key`, read without its data."""
+        if key not in self.headers:
+            self.headers[key] = guarded(self.path, lambda: self.read_header(key))
+        return self.headers[key]
+
+    def read_header(self, key: str) -> tuple[tuple[int, ...], np.dtype]:
+        name = self.names[key]
+        with self.zip.open(name) as f:
+            version = npy.read_magic(f)
+            read = {(1, 0): npy.read_array_header_1_0,
+                    (2, 0): npy.read_array_header_2_0}.get(version)
+            if read is None:
+                raise ValueError(f"'{key}' is in .npy format {version}")
+            shape, _, dtype = read(f)
+            room = self.zip.getinfo(name).file_size - f.tell()
+        if dtype.hasobject:
+            raise ValueError(f"'{key}' holds Python objects")
+        if math.prod(shape) * dtype.itemsize > room:
+            raise ValueError(f"'{key}' of shape {shape} {dtype} needs more than its "
+                             f"{room} bytes")
+        return shape, dtype
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self.arrays:
+            self.header(key)
+
+            def read() -> np.ndarray:
+                with self.zip.open(self.names[key]) as f:
+                    return npy.read_array(f, allow_pickle=False)
+
+            self.arrays[key] = guarded(self.path, read)
+        return self.arrays[key]
+
+
+def guarded(path: Path, read: Callable[[], Any]) -> Any:
+    """`read()`, its errors as a `CheckpointError` naming `path`."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        return read()
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CheckpointError(f"{path}: is a folder, not a checkpoint file") from None
-    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as e:
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, zlib.error) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not "
                               f".npz: {reason})") from None
 
 
-def scalar(data: Arrays, key: str, path: Path) -> Any:
+def read_npz(path: Path) -> NpzArrays:
+    """The file's arrays, read as they are asked for (`with` closes it); a
+    `CheckpointError` names what is wrong."""
+    return NpzArrays(path)
+
+
+def scalar(data: NpzArrays, key: str, path: Path) -> Any:
     if key not in data:
         raise CheckpointError(f"{path}: no '{key}' entry (not a recir checkpoint)")
-    value = data[key]
-    if value.shape != ():
+    if data.header(key)[0] != ():  # (before reading it)
         raise CheckpointError(f"{path}: '{key}' should be a single value")
-    return value[()]
+    return data[key][()]
 
 
-def real(data: Arrays, key: str, path: Path) -> float:
+def real(data: NpzArrays, key: str, path: Path) -> float:
     """The entry `key`, a finite float."""
     value = scalar(data, key, path)
     if np.asarray(value).dtype.kind not in "iuf" or not np.isfinite(value):
@@ -96,7 +168,7 @@ def real(data: Arrays, key: str, path: Path) -> float:
     return float(value)
 
 
-def count(data: Arrays, key: str, path: Path, what: str) -> int:
+def count(data: NpzArrays, key: str, path: Path, what: str) -> int:
     """The entry `key`, a non-negative integer (`what` names it in errors)."""
     value = scalar(data, key, path)
     if not np.issubdtype(np.asarray(value).dtype, np.integer) or value < 0:
@@ -104,7 +176,7 @@ def count(data: Arrays, key: str, path: Path, what: str) -> int:
     return int(value)
 
 
-def model_info(data: Arrays, path: Path) -> dict[str, Any] | None:
+def model_info(data: NpzArrays, path: Path) -> dict[str, Any] | None:
     if "model" not in data:
         return None
     try:
@@ -117,7 +189,7 @@ def model_info(data: Arrays, path: Path) -> dict[str, Any] | None:
     return info
 
 
-def check_arrays(data: Arrays, prefix: str, params: Arrays, path: Path,
+def check_arrays(data: NpzArrays, prefix: str, params: Arrays, path: Path,
                  what: str) -> None:
     """`prefix/<name>` holds a finite float array of each parameter's shape,
     and nothing else has that prefix."""
@@ -130,17 +202,17 @@ def check_arrays(data: Arrays, prefix: str, params: Arrays, path: Path,
         if key not in data:
             raise CheckpointError(f"{path}: no {what} '{name}' (another model's "
                                   f"checkpoint?)")
-        got = data[key]
-        if got.shape != value.shape:
-            raise CheckpointError(f"{path}: {what} '{name}' has shape {got.shape}, "
+        shape, dtype = data.header(key)  # (checked before the data is inflated)
+        if shape != value.shape:
+            raise CheckpointError(f"{path}: {what} '{name}' has shape {shape}, "
                                   f"this model's is {value.shape} (other sizes or "
                                   f"vocabulary?)")
-        if not np.issubdtype(got.dtype, np.floating) or not np.isfinite(got).all():
+        if not np.issubdtype(dtype, np.floating) or not np.isfinite(data[key]).all():
             raise CheckpointError(f"{path}: {what} '{name}' holds NaN, infinite or "
                                   f"non-numeric values")
 
 
-def check_optimizer(data: Arrays, optimizer: Optimizer, path: Path) -> None:
+def check_optimizer(data: NpzArrays, optimizer: Optimizer, path: Path) -> None:
     name = type(optimizer).__name__.lower()
     if "optimizer" in data and str(scalar(data, "optimizer", path)) != name:
         raise CheckpointError(f"{path}: saved with {scalar(data, 'optimizer', path)}, "
@@ -164,7 +236,12 @@ def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
     `best` when given, the best-dev parameters; returns (epoch, rng). Nothing
     is restored until everything in the file fits this model (`kind` when
     the file names one), its parameters and this optimizer."""
-    data = read_npz(path)
+    with read_npz(path) as data:
+        return restore(data, path, params, optimizer, best, kind)
+
+
+def restore(data: NpzArrays, path: Path, params: Arrays, optimizer: Optimizer,
+            best: Best | None, kind: str | None) -> tuple[int, np.random.Generator]:
     info = model_info(data, path)
     if kind is not None and info is not None and info["kind"] != kind:
         raise CheckpointError(f"{path}: a {info['kind']} checkpoint, this run trains "
@@ -178,16 +255,15 @@ def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
     if best_epoch:
         check_arrays(data, "best", params, path, "best parameter")
     best_score = real(data, "best_score", path) if "best_score" in data else -1.0
-    rng = np.random.default_rng()
+    rng, state = np.random.default_rng(), str(scalar(data, "rng", path))
     try:
-        rng.bit_generator.state = json.loads(str(scalar(data, "rng", path)))
+        rng.bit_generator.state = json.loads(state)
     except (json.JSONDecodeError, TypeError, ValueError, KeyError, OverflowError) as e:
         raise CheckpointError(f"{path}: the shuffling rng state is unreadable: "
                               f"{str(e) or type(e).__name__}") from None
     for name, value in params.items():
         value[...] = data[f"param/{name}"]
-    optimizer.load_state_dict({k[4:]: v for k, v in data.items()
-                               if k.startswith("opt/")})
+    optimizer.load_state_dict({k[4:]: data[k] for k in data if k.startswith("opt/")})
     if best is not None:
         best.epoch = best_epoch
         best.score = best_score

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
+from recir.diagnostics import RecirError
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
 from recir.train.metrics import NodeScorer, evaluate
@@ -157,8 +158,8 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
     for epoch in range(first_epoch, config.epochs):
         order = rng.permutation(len(trees))
         record = {"epoch": epoch + 1,
-                  **run_epoch(step, optimizer, [trees[i] for i in order], grads,
-                              config, f"epoch {epoch + 1}/{config.epochs}", reducer),
+                  **run_epoch(step, optimizer, trees, order, grads, config, epoch + 1,
+                              reducer),
                   "compile_seconds": compile_seconds}
         if not reducer.is_root:  # rank 0 evaluates, logs and checkpoints
             config.history.append(reducer.from_root(record))
@@ -214,21 +215,33 @@ def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
     return record
 
 
-def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
-              grads: dict[str, np.ndarray], config: TrainConfig, desc: str,
+def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any], order: np.ndarray,
+              grads: dict[str, np.ndarray], config: TrainConfig, epoch: int,
               reducer: LocalReducer) -> dict[str, float]:
-    """One pass in the given order: a step per minibatch on its mean gradient
-    (with several ranks, each computes its share and the sums are reduced)."""
+    """One pass over `trees` in `order`: a step per minibatch on its mean
+    gradient (with several ranks, each computes its share and the sums are
+    reduced). A loss that is not finite stops it before its step."""
     began, total_loss, seen = time.perf_counter(), 0.0, 0
+    desc = f"epoch {epoch}/{config.epochs}"
     with tqdm(total=len(trees), disable=not (config.progress and reducer.is_root),
               desc=desc, unit="tree", leave=False) as bar:
         for first in range(0, len(trees), config.batch_size):
-            batch = trees[first:first + config.batch_size]
+            picked = order[first:first + config.batch_size]
+            batch = [trees[i] for i in picked]
+            share = reducer.shard(batch)
             with reducer.phase("compute"):
-                outputs, _ = step.batch([tree_inputs(t) for t in reducer.shard(batch)],
-                                        grads, config.threads)
-            total_loss += reducer.reduce(grads, sum(float(out[-1]) for out in outputs),
-                                         batch)
+                try:
+                    outputs, _ = step.batch([tree_inputs(t) for t in share], grads,
+                                            config.threads)
+                except RecirError as error:
+                    raise name_the_tree(error, step, share, batch, picked) from None
+            loss = reducer.reduce(grads, sum(float(out[-1]) for out in outputs), batch)
+            if not math.isfinite(loss):  # (one compare per minibatch)
+                raise RecirError(
+                    f"error: the training loss is {loss} in epoch {epoch}, minibatch "
+                    f"{first // config.batch_size + 1}: stopped before its step (the "
+                    f"parameters gave this loss; any checkpoint is the last full epoch's)")
+            total_loss += loss
             with reducer.phase("optimizer"):
                 optimizer.step(grads, 1.0 / len(batch), embedding_rows(batch, grads),
                                zero=True)
@@ -238,3 +251,18 @@ def run_epoch(step: Any, optimizer: Optimizer, trees: Sequence[Any],
     seconds = time.perf_counter() - began
     return {"loss": total_loss / max(seen, 1), "trees_per_s": seen / seconds,
             "train_seconds": seconds, **reducer.report()}
+
+
+def name_the_tree(error: RecirError, step: Any, share: Sequence[Any],
+                  batch: Sequence[Any], picked: np.ndarray) -> RecirError:
+    """`error` of a minibatch, naming the training tree that causes it: each
+    tree of the minibatch is run alone until one fails (on the error path
+    only; the gradients of this minibatch are dropped with the error)."""
+    for tree in share:
+        try:
+            step(*tree_inputs(tree))
+        except RecirError as alone:
+            k = next(j for j, t in enumerate(batch) if t is tree)
+            return RecirError(f"{alone} (training tree {picked[k]})")
+    return RecirError(f"{error} (a minibatch of training trees "
+                      f"{', '.join(map(str, picked))})")

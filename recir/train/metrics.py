@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import recir
+from recir.diagnostics import RecirError
 
 # Trees per `.batch` call: large enough that a team of threads stays busy,
 # small enough that a batch's score tables stay in cache-sized memory.
@@ -111,8 +112,27 @@ class NodeScorer:
         out: list[np.ndarray] = []
         for first in range(0, len(trees), SCORE_BATCH):
             batch = trees[first:first + SCORE_BATCH]
-            out += self.tables(batch) if self.table else self.per_root(batch)
+            try:
+                out += self.score(batch)
+            except RecirError as error:
+                raise self.name_the_tree(error, batch, first, len(trees)) from None
         return out
+
+    def score(self, batch: Sequence[Any]) -> list[np.ndarray]:
+        return self.tables(batch) if self.table else self.per_root(batch)
+
+    def name_the_tree(self, error: RecirError, batch: Sequence[Any], first: int,
+                      count: int) -> RecirError:
+        """`error` of a batch, naming the tree that causes it: the batch's
+        trees scored alone until one fails (the error path only; a tree
+        alone fits a table already compiled)."""
+        for k, tree in enumerate(batch):
+            try:
+                self.score([tree])
+            except RecirError as alone:
+                return RecirError(f"{alone} (tree {first + k} of the {count} scored)")
+        return RecirError(f"{error} (trees {first}-{first + len(batch) - 1} of the "
+                          f"{count} scored)")
 
     def tables(self, trees: Sequence[Any]) -> list[np.ndarray]:
         capacity = self.capacity(trees)

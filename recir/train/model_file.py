@@ -20,6 +20,7 @@ from recir.data.sst import Vocabulary
 from recir.train.checkpoint import (
     Arrays,
     CheckpointError,
+    NpzArrays,
     check_arrays,
     count,
     model_info,
@@ -77,7 +78,11 @@ def load(path: str | Path) -> LoadedModel:
     """The model a checkpoint or exported model file describes. Raises
     `CheckpointError` (one line) for a file that is not one."""
     path = Path(path)
-    data = read_npz(path)
+    with read_npz(path) as data:
+        return read_model(data, path)
+
+
+def read_model(data: NpzArrays, path: Path) -> LoadedModel:
     info = model_info(data, path)
     if info is None:
         raise CheckpointError(f"{path}: no model description (a checkpoint from before "

@@ -54,6 +54,9 @@ class Optimizer:
             if shape != param.shape:  # (NumPy would broadcast a (1,) gradient silently)
                 raise ValueError(f"the gradient of '{name}' has shape {shape}, the "
                                  f"parameter's is {param.shape}")
+            if not param.flags.writeable and name not in self.frozen:
+                raise ValueError(f"parameter '{name}' is read-only (a memory map opened "
+                                 "read-only?): the optimizer updates it in place")
         self.steps += 1
         for name, param in self.params.items():
             used = (rows or {}).get(name)

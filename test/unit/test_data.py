@@ -107,6 +107,28 @@ def test_a_file_numbers_words_in_first_seen_order(tmp_path):
         load_sst(path)
 
 
+def test_a_folder_given_as_a_tree_file_is_one_line_error(tmp_path):
+    """It was a raw IsADirectoryError."""
+    with pytest.raises(TreeParseError, match=rf"^{re.escape(str(tmp_path))}: error: is a "
+                                             "folder, expected a tree file$"):
+        load_sst(tmp_path)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n": -1}, r"n \(the number of trees\) must be an integer >= 0, got -1"),
+    ({"n": -1, "num_leaves": 3}, r"n \(the number of trees\) must be an integer >= 0, "
+                                 "got -1"),
+    ({"n": 2.0}, r"n \(the number of trees\) must be an integer >= 0, got 2.0"),
+    ({"n": 2, "seed": -1}, r"seed must be >= 0, got -1"),
+])
+def test_make_treebank_names_a_bad_argument(kwargs, message):
+    """NumPy's messages (negative dimensions, expected non-negative integer) did not."""
+    with pytest.raises(ValueError, match=rf"^make_treebank: {message}$"):
+        make_treebank(**kwargs)
+    assert make_treebank(0) == []
+    assert len(make_treebank(np.int64(2), seed=np.int64(1))) == 2
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

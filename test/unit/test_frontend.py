@@ -74,3 +74,27 @@ def test_subgraph_output_types_are_checked():
             with recir.SubGraph("s", [recir.i32], [recir.i32]) as s:
                 s.output(1.5)
             m.output(s(m.input("x", recir.i32)))
+
+
+def test_a_float64_parameter_beyond_float32_is_refused_not_made_infinite():
+    """A float64 parameter of 1e300 became an f32 inf silently (at tracing and
+    on assignment); NaN and inf given stay as they are."""
+    def traced(w):
+        with recir.trace("f") as m:
+            x = m.input("x", recir.vector(2))
+            m.output(rf.sum(m.param("w", w) * x))
+        return m.traced
+
+    message = r"^error: parameter 'w' holds 1e\+300, which is beyond float32's range$"
+    with pytest.raises(RecirError, match=message):
+        traced(np.array([1e300, 0.0]))
+    fine = traced(np.zeros(2))
+    with pytest.raises(RecirError, match=message):
+        recir.TracedModel(fine.module, fine.entry, fine.input_names,
+                          {"w": np.array([0.0, 1e300])})
+    model = traced(np.array([np.nan, -np.inf]))
+    with pytest.raises(RecirError, match=message):
+        model.params["w"] = np.array([1e300, 1.0])
+    assert np.isnan(model.params["w"][0]) and model.params["w"][1] == -np.inf  # untouched
+    model.params["w"] = np.array([2.0, 3.0])  # float64 in range: copied
+    assert model.run(np.array([1.0, 1.0], np.float32))[0] == 5.0

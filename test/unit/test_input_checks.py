@@ -5,6 +5,8 @@ and non-numeric arrays are refused, scalars fit their type (i1: 0 or 1)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -214,3 +216,21 @@ def test_numeric_arrays_of_any_width_are_converted(tmp_path):
                   np.array([True, False, True, True]), np.arange(4, dtype=np.float64)):
         (got,) = run_function(module, "f", [value])
         np.testing.assert_array_equal(got, 2 * value.astype(np.float32))
+
+
+def test_finite_floats_beyond_float32_are_refused_not_made_infinite():
+    """float64 1e300 became an f32 inf silently (a scalar is refused); NaN and
+    inf given stay as they are, values that round to float32's largest pass."""
+    module = parse_module(make_context(), VEC, "vec.mlir")
+    native = compile_module(module, "f")
+    paths = {"interpreter": lambda x: run_function(module, "f", [x]), "native": native,
+             "native.batch": lambda x: native.batch([(x,)])[0]}
+    top = float(np.finfo(np.float32).max)
+    for name, call in paths.items():
+        for bad, shown in [(1e300, "1e+300"), (-3.5e38, "-3.5e+38")]:
+            with pytest.raises(RecirError, match=re.escape(
+                    f"argument 0 (tensor<4xf32>) holds {shown}, which is beyond float32's "
+                    "range")):
+                call(np.array([0.0, bad, np.nan, np.inf]))
+        (got,) = call(np.array([top, -top, np.nan, -np.inf]))
+        np.testing.assert_array_equal(got, [np.inf, -np.inf, np.nan, -np.inf], err_msg=name)

@@ -9,6 +9,7 @@ import pytest
 
 import recir
 from recir.data import make_treebank
+from recir.diagnostics import RecirError
 from recir.models import rntn, tree_lstm, tree_rnn
 from recir.train import NodeScorer, evaluate
 from recir.train.metrics import MIN_CAPACITY
@@ -88,3 +89,31 @@ def test_one_pass_accuracy_equals_per_root_accuracy() -> None:
     per_root = evaluate(NodeScorer(PerRoot(model)), trees, all_nodes=True)
     assert one_pass == per_root
     assert one_pass["all_fine"] not in (0.0, 1.0)  # a real mix of hits and misses
+
+
+class RefusesWord:
+    """A per-root model (engine "interpret": `run` per node) that refuses
+    word id 39 as compiled code refuses a word past its vocabulary."""
+
+    def __init__(self):
+        self.params = {"w_out": np.eye(5, 2, dtype=np.float32),
+                       "b_out": np.zeros(5, np.float32)}
+
+    def run(self, left, right, word, label, root):
+        if (word == 39).any():
+            raise RecirError("error: 'tmath.gather' op index out of range")
+        return (np.ones(2, np.float32),)
+
+
+def test_an_error_while_scoring_names_the_tree() -> None:
+    """A bad dev tree's error named the op but not which tree it was."""
+    from recir.train.metrics import SCORE_BATCH
+
+    trees = make_treebank(SCORE_BATCH + 3, vocab_size=39, seed=4)
+    bad = SCORE_BATCH + 1
+    trees[bad].word[trees[bad].word >= 0] = 39
+    scorer = NodeScorer(RefusesWord(), engine="interpret", roots_only=True)
+    with pytest.raises(RecirError, match=rf"^error: 'tmath.gather' op index out of range "
+                                         rf"\(tree {bad} of the {SCORE_BATCH + 3} scored\)$"):
+        evaluate(scorer, trees)
+    assert evaluate(scorer, trees[:bad])["root_fine"] >= 0

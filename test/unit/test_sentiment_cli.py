@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from recir.data import make_treebank
+from recir.diagnostics import RecirError
 from recir.examples import sentiment
 from recir.models import tree_lstm
 from recir.train import load
@@ -316,3 +317,16 @@ def test_each_model_gets_its_own_default_size_and_auto_batching() -> None:
     assert all(a.batching == "auto" for a in sizes.values())
     assert sentiment.parse_args(["--model", "rntn", "--hidden", "8",
                                  "--batching", "recursive"]).hidden == 8
+
+
+def test_an_error_while_training_is_one_line(monkeypatch, capsys) -> None:
+    """A RecirError from the training loop (a NaN loss, a bad tree) was a traceback."""
+    message = ("error: the training loss is nan in epoch 1, minibatch 2: stopped before "
+               "its step")
+
+    def diverges(*args, **kwargs):
+        raise RecirError(message)
+
+    monkeypatch.setattr(sentiment, "train", diverges)
+    assert sentiment.main(["--synthetic", *TINY, "--max-train", "10"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]

@@ -21,6 +21,7 @@ from recir.train import (
     SGD,
     Adagrad,
     Adam,
+    CheckpointError,
     NodeScorer,
     TrainConfig,
     TrainConfigError,
@@ -69,6 +70,23 @@ def test_a_gradient_of_another_shape_is_refused_before_any_update(optimizer) -> 
                                              r"parameter's is \(2,\)"):
             opt.step(grads)
     assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0] and (params["w"] == 1).all()
+
+
+@pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
+def test_a_read_only_parameter_is_named_before_any_update(optimizer, tmp_path) -> None:
+    """A memory-mapped parameter gave NumPy's 'assignment destination is
+    read-only', without its name, after the parameters before it were updated."""
+    np.save(tmp_path / "w.npy", np.ones((2, 2), np.float32))
+    params = {"b": np.array([1.0, 2.0], np.float32),
+              "w": np.load(tmp_path / "w.npy", mmap_mode="r")}
+    opt = optimizer(params, lr=0.1)
+    grads = {"b": np.ones(2, np.float32), "w": np.ones((2, 2), np.float32)}
+    with pytest.raises(ValueError, match=r"^parameter 'w' is read-only \(a memory map "):
+        opt.step(grads)
+    assert opt.steps == 0 and params["b"].tolist() == [1.0, 2.0]
+    opt.frozen = frozenset({"w"})  # a frozen parameter is never written
+    opt.step(grads)
+    assert params["b"].tolist() != [1.0, 2.0] and (params["w"] == 1).all()
 
 
 def test_weight_decay_and_untouched_embedding_rows() -> None:
@@ -370,6 +388,64 @@ def test_resume_continues_like_an_uninterrupted_run(double, tmp_path) -> None:
         np.testing.assert_allclose(double.params[k], straight[k], rtol=1e-6, atol=1e-8)
 
 
+def checkpoint_with(path, source, members: dict[str, bytes], compress: bool = False):
+    """`source`'s members with some replaced by raw `.npy` bytes."""
+    import zipfile
+
+    how = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(path, "w", how) as new:
+        for name in old.namelist():
+            key = name.removesuffix(".npy")
+            new.writestr(name, members.get(key, old.read(name)))
+    return path
+
+
+def npy_bytes(shape, data: bytes = b"") -> bytes:
+    import io
+
+    import numpy.lib.format as npy
+
+    out = io.BytesIO()
+    npy.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return out.getvalue() + data
+
+
+def test_a_checkpoint_member_is_checked_before_it_is_inflated(double, tmp_path,
+                                                              monkeypatch) -> None:
+    """Every array of an .npz was decompressed (or allocated at the size its
+    header claims) before any was checked against the model."""
+    opt = SGD(double.params, lr=0.1)
+    source = tmp_path / "c.npz"
+    save_checkpoint(source, double.params, opt, 1, np.random.default_rng(0))
+    # a header claiming 4 TiB with 16 bytes behind it: was a MemoryError
+    claims = checkpoint_with(tmp_path / "claims.npz", source,
+                             {"param/w_out": npy_bytes((2**40,), bytes(16))})
+    with pytest.raises(CheckpointError, match=r"'param/w_out' of shape \(1099511627776,\) "
+                                              r"float32 needs more than its 16 bytes"):
+        load_checkpoint(claims, double.params, opt)
+    # 16 MB of zeros compressed to a few KB, of another shape: refused unread
+    big = checkpoint_with(tmp_path / "big.npz", source, {
+        "param/emb": npy_bytes((4000, 1000), bytes(16_000_000))}, compress=True)
+    assert big.stat().st_size < 100_000
+    inflated = []
+    read_array = np.lib.format.read_array
+
+    def spy(f, **kwargs):
+        array = read_array(f, **kwargs)
+        inflated.append(array.shape)
+        return array
+
+    monkeypatch.setattr(np.lib.format, "read_array", spy)
+    before = {k: v.copy() for k, v in double.params.items()}
+    with pytest.raises(CheckpointError, match=r"parameter 'emb' has shape \(4000, 1000\), "
+                                              r"this model's is \(80, 4\)"):
+        load_checkpoint(big, double.params, opt)
+    assert (4000, 1000) not in inflated
+    assert all((double.params[k] == before[k]).all() for k in before)
+    epoch, _ = load_checkpoint(source, double.params, opt)  # the file as written loads
+    assert epoch == 1 and (80, 4) in inflated  # (read through the spy)
+
+
 # --- metrics on hand-made logits ---------------------------------------------
 
 
@@ -432,3 +508,50 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
         with pytest.raises(TrainConfigError, match=message):
             train(double, SGD(double.params, lr=0.1), train_set, dev,
                   TrainConfig(progress=False))
+
+
+def test_a_loss_that_is_not_finite_stops_training_before_its_step(double, tmp_path) -> None:
+    """A NaN loss was trained on: NaN parameters, written to the checkpoint."""
+    trees = make_treebank(3, vocab_size=80, seed=11)
+    calls = 0
+    plain = double.batch
+
+    def fifth_is_nan(batch, into=None, threads=1):
+        nonlocal calls
+        calls += 1
+        outputs, grads = plain(batch, into, threads)
+        if calls == 5:
+            outputs[-1] = (outputs[-1][0], np.float32("nan"))
+            for g in grads.values():
+                g[...] = np.nan
+        return outputs, grads
+
+    double.batch = fifth_is_nan
+    checkpoint = tmp_path / "c.npz"
+    with pytest.raises(RecirError, match=r"^error: the training loss is nan in epoch 2, "
+                                         r"minibatch 2: stopped before its step"):
+        train(double, SGD(double.params, lr=0.1), trees, [],
+              TrainConfig(epochs=2, batch_size=1, progress=False, checkpoint=checkpoint))
+    assert all(np.isfinite(v).all() for v in double.params.values())
+    epoch, _ = load_checkpoint(checkpoint, SoftmaxRegressionDouble().params,
+                               SGD(SoftmaxRegressionDouble().params, lr=0.1))
+    assert epoch == 1
+
+
+def test_an_error_in_a_minibatch_names_the_training_tree(double) -> None:
+    """A bad tree's error named the op but not which of the trees it was."""
+    trees = make_treebank(12, vocab_size=80, seed=12)
+    trees[7].word[trees[7].word >= 0] = 79
+    forward = double.forward
+
+    def checked(left, right, word, label, root):
+        if (word == 79).any():
+            raise RecirError("error: 'tree.embed' op word id 79 is past the vocabulary")
+        return forward(left, right, word, label, root)
+
+    double.forward = checked
+    for batch_size in (1, 5, 12):
+        with pytest.raises(RecirError, match=r"^error: 'tree.embed' op word id 79 is past "
+                                             r"the vocabulary \(training tree 7\)$"):
+            train(double, SGD(double.params, lr=0.1), trees, [],
+                  TrainConfig(batch_size=batch_size, progress=False))
