@@ -213,7 +213,7 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                 or not acc.flags.writeable):
             raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
                              f"float32 array of shape {value.shape}, writable")
-        if acc is value or acc.base is value:  # (`into=model.params`: a typo that trains)
+        if np.may_share_memory(acc, value):  # (`into=model.params`: a typo that trains)
             raise RecirError(f"error: into: gradient buffer '{name}' is the parameter "
                              "itself: gradients would be added into the weights")
     return into

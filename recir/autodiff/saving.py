@@ -30,9 +30,10 @@ in one pass over its operands (`rebuilds_row`: the cheap ops above, arith,
 and the frontier's moves of rows) is rebuilt in the backward; any other (a
 product: matvec, bilinear; a reduction) is saved by being returned. So is a
 transcendental (`SLOW`: sigmoid, tanh, exp, log): tens of instructions an
-element where a read back is one load, and the backward reads its result for
-its own derivative, while a rebuild reads its operand (often a saved
-product's row, as many bytes) and the bias added to it. That is
+element where a read back is one load, and the backward reads its result (for
+its own derivative: sigmoid, tanh, exp; or for the ops it feeds), while a
+rebuild reads its operand (often a saved product's row, as many bytes) and
+the bias added to it. That is
 the batched functions' contract: `@f_fwd` returns the rows it saves after
 `@f`'s results (before the frame), and `@f_bwd` takes them as its leading
 arguments, before the frame; the frontier schedule keeps them per height (or

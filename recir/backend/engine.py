@@ -1,9 +1,10 @@
 """LLVM IR to machine code with llvmlite, and an MCJIT engine to run it.
 
 `compile_object` optimizes at O3 with the loop and SLP vectorizers for the
-host CPU and emits an object file; `Engine` loads such an object (fresh or
-from the on-disk cache, so a warm start skips LLVM entirely). Every engine
-gets its own TargetMachine: llvmlite crashes if one outlives its engine.
+host CPU and emits an object file; `Engine` loads such objects (fresh or
+from the on-disk cache, so a warm start skips LLVM entirely), an MCJIT
+engine each, each with its own TargetMachine: llvmlite crashes if one
+outlives its engine.
 """
 
 from __future__ import annotations
@@ -143,8 +144,8 @@ LSR_GATE = CodegenSetting("disable-lsr")
 
 
 class Engine:
-    """Object files' functions, an MCJIT engine each: one engine given the
-    matrix kernels' objects one after another crashed in the second's code."""
+    """Object files' functions, one MCJIT engine per object (an engine
+    given the matrix kernels' objects one after another runs bad code)."""
 
     def __init__(self, *objects: bytes):
         self.machines = [target_machine() for _ in objects]
@@ -169,7 +170,7 @@ class CollectorPause:
     """Python's cyclic garbage collector off while compiles build and lower
     IR, on again when the last one on any thread ends (unless it was off
     before the first); `with collector_paused():`, or `@collector_paused()`
-    on a function (`pipeline` re-exports it; `cached_object`'s builds, the
+    on a function (`pipeline` re-exports it; `cached_objects`' builds, the
     matrix kernels' among them, run under it too). A module's IR is tens of
     thousands of linked objects, each allocation counting towards a
     collection that traverses them all, and all of them stay reachable until

@@ -25,7 +25,6 @@ from recir.train.checkpoint import (
     count,
     model_info,
     read_npz,
-    scalar,
     write_npz,
 )
 from recir.train.metrics import NodeScorer, softmax_rows

@@ -6,7 +6,7 @@ miss (the key is the host's sizes, `gemm_target.Target`, and the
 generator's code, which the cache's compiler digest covers): a warm start
 neither builds the xDSL functions nor runs LLVM. A module that calls the
 kernels only declares them (`gemm_kernels.declare_in`), and its engine
-loads these objects beside it (`linked`), so LLVM compiles them once per
+loads these objects beside it (`link`), so LLVM compiles them once per
 host rather than once per module.
 """
 
