@@ -29,7 +29,8 @@ from recir.backend.arguments import batch_items
 from recir.diagnostics import RecirError
 from recir.dialects import invoke, tmath
 from recir.frontier_compile import compile_frontier
-from recir.frontier_gradients import value_and_grad_frontier
+from recir.frontier_gradients import check_loss_output, value_and_grad_frontier
+from recir.gradients import check_threads
 
 MODES = ("recursive", "frontier", "auto")
 # The largest trees of a batch whose levels are walked (the tallest is
@@ -234,7 +235,7 @@ class AutoGradFunction(AutoFunction):
               threads: int | None = None) -> Any:
         """`threads` (default: the function's) for the recursive code."""
         batch = batch_items(batch, self.name)
-        threads = threads or self.threads
+        threads = check_threads(threads) or self.threads
         if self.choose(batch, threads) == "frontier":
             return self.batched.batch(batch, into)
         return self.recursive.batch(batch, into, threads)
@@ -255,6 +256,7 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
 
     check_options("value_and_grad", options, ("threads", "fuse", "cache_dir", "engine"),
                   batching)
+    loss = check_loss_output(model, loss)
     return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
                            lambda: api.value_and_grad(model, loss, **options), options)
 

@@ -44,11 +44,27 @@ from recir.pipeline import (FRONTIER, FRONTIER_GRADIENT, collector_paused, resol
 BACKWARD = "_bwd"
 
 
+def check_loss_output(model: Any, loss: Any) -> int:
+    """`loss` as the index of an f32 output of the traced model, checked
+    before anything compiles (under `auto` a frontier compile's error only
+    leaves the recursive code, which compiles at its first batch)."""
+    loss = check_loss(loss)
+    outputs = find_entry(model.module, model.entry).function_type.outputs.data
+    if not -len(outputs) <= loss < len(outputs):
+        raise RecirError(f"error: output {loss} of @{model.entry} is not a loss: it has "
+                         f"{len(outputs)} outputs")
+    typ = outputs[loss]
+    if not is_float(typ) or (isinstance(typ, TensorType) and not is_rows(typ)):
+        raise RecirError(f"error: output {loss} of @{model.entry} is {typ}, not an f32 "
+                         "loss (or rows of one, summed) to differentiate")
+    return loss
+
+
 @collector_paused()
 def value_and_grad_frontier(model: Any, loss: int = -1, *,
                             cache_dir: Path | str | None = None,
                             threads: int | None = None) -> FrontierGradFunction:
-    loss = check_loss(loss)
+    loss = check_loss_output(model, loss)
     batching = FRONTIER.format(inputs=len(model.input_names))
     made_of, threads = origin(model, batching), resolve_threads(threads)
 
@@ -125,10 +141,6 @@ class FrontierGradFunction(FrontierFunction):
                 ret.operands[loss] not in outputs):
             raise RecirError(f"error: output {loss} of @{model.entry} is not a loss "
                              "the schedule computes")
-        typ = self.original.function_type.outputs.data[loss]
-        if not is_float(typ) or (isinstance(typ, TensorType) and not is_rows(typ)):
-            raise RecirError(f"error: output {loss} of @{model.entry} is {typ}, not an f32 "
-                             "loss (or rows of one, summed) to differentiate")
         self.loss = outputs.index(ret.operands[loss])  # type: ignore[arg-type]
         self.backward_facts: Any = None  # `Backward.facts`, from the first call
         # the float outputs' row shapes (their cotangents), and per shared

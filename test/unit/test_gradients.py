@@ -293,10 +293,11 @@ def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("batching", ["recursive", "frontier"])
+@pytest.mark.parametrize("batching", ["recursive", "frontier", "auto"])
 def test_loss_must_name_an_f32_output(batching) -> None:
     """loss=5 of two outputs wrapped around to output 1 (recursive), and
-    loss=0, the hidden vector, was differentiated as its sum (frontier)."""
+    loss=0, the hidden vector, was differentiated as its sum (frontier);
+    `auto` refuses them before it compiles, not at its first batch."""
     model = tree_rnn.trace_model(small_params(tree_rnn, hidden=4, vocab=10, classes=5))
     for loss, message in [(5, r"result 5 is out of range: @tree_rnn has 2 results|"
                               r"output 5 of @tree_rnn is not a loss"),
