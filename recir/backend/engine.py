@@ -236,13 +236,20 @@ def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[],
         return [made.result() for made in pending]
 
 
-def llvm_thread() -> ThreadPoolExecutor:
+@contextlib.contextmanager
+def llvm_thread() -> Iterator[ThreadPoolExecutor]:
     """A compile's thread for LLVM, which runs one module while the caller
     builds the next: llvmlite's calls release the GIL (taking a lock of
     their own), so the Python and LLVM halves of a compile overlap where
     there is a second core. One per compile, not per process: a forked
-    child would inherit a pool whose thread it does not have."""
-    return ThreadPoolExecutor(1, "recir-llvm")
+    child would inherit a pool whose thread it does not have. On an error
+    the modules still queued are dropped."""
+    with ThreadPoolExecutor(1, "recir-llvm") as compiling:
+        try:
+            yield compiling
+        except BaseException:
+            compiling.shutdown(cancel_futures=True)
+            raise
 
 
 def ready(value: T) -> Future[T]:

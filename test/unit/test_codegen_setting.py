@@ -8,6 +8,7 @@ import ctypes
 import threading
 
 import numpy as np
+import pytest
 
 from recir.backend.engine import LSR_GATE, Engine, compile_object
 
@@ -93,3 +94,17 @@ def test_an_engine_of_several_objects_runs_each_ones_code(tmp_path, monkeypatch)
             assert total(xs.ctypes.data, len(xs)) == scale * float(xs.sum())
         assert built == ["once", "twice", "thrice"]  # the second run built none
     assert len(list(tmp_path.glob("*.o"))) == 3
+
+
+def test_a_module_that_fails_to_build_fails_the_engine(tmp_path, monkeypatch):
+    """An error building one of an engine's modules is the caller's (the
+    ones queued behind it are dropped, the one compiling finishes)."""
+    from recir.backend import engine as engine_module
+
+    monkeypatch.setenv("RECIR_CACHE_DIR", str(tmp_path))
+
+    def failing() -> str:
+        raise RuntimeError("no module")
+
+    with pytest.raises(RuntimeError, match="no module"):
+        engine_module.cached_engine("parts", "failing", lambda: SUM, failing, lambda: SUM)
