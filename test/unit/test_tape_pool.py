@@ -57,8 +57,9 @@ def test_kept_chunk_is_reused_and_grown(threads, monkeypatch):
     sizes = [size for _, size in kept_chunks(vg)]
     assert (max(sizes) if threads == 1 else sum(sizes)) >= vg.last_tape_bytes
     want = grads_with_empty_pool(vg, big, monkeypatch)
-    for name in params:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7)
+    for name in params:  # (a team's tasks add in the order they run: float32 sums reordered)
+        scale = np.abs(want[name]).max()
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7 * max(1, scale))
 
 
 def test_pool_keeps_a_bounded_number_of_chunks_and_bytes(monkeypatch):
