@@ -338,8 +338,8 @@ def run(args: argparse.Namespace) -> int:
           f"{f', {len(test_trees)} test' if args.test else ''} trees, "
           f"vocabulary {vocab_size}")
     module = MODELS[args.model]
+    vectors = pretrained(args, vocab)  # (it sets the embedding width the check counts)
     check_memory(module, args, vocab_size)
-    vectors = pretrained(args, vocab)
     params = init_params(module, args, vocab_size, vectors)
     model = module.trace_model(params)
     lr = LEARNING_RATES[args.optimizer] if args.lr is None else args.lr
