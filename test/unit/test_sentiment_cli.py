@@ -287,6 +287,20 @@ def test_pretrained_frozen_embeddings(sst_dir, tmp_path, capsys) -> None:
     assert not np.array_equal(emb[model.vocabulary["w4"]], vectors["W4"])
 
 
+def test_the_memory_check_counts_the_embeddings_width(sst_dir, tmp_path, monkeypatch,
+                                                      capsys) -> None:
+    """--embeddings sets --embed from its file; the memory check ran before
+    that and counted the default width."""
+    seen: list[int | None] = []
+    check = sentiment.check_memory
+    monkeypatch.setattr(sentiment, "check_memory", lambda module, args, vocab: (
+        seen.append(args.embed), check(module, args, vocab)))
+    (tmp_path / "v.txt").write_text("w0 " + " ".join(["0.5"] * 8) + "\n")
+    assert sentiment.main(["--data", str(sst_dir), *TINY, "--embeddings",
+                           str(tmp_path / "v.txt")]) == 0
+    assert seen == [8]
+
+
 def test_fetch_when_sst_is_missing(sst_dir, tmp_path, monkeypatch, capsys) -> None:
     from recir.data.download import DownloadError
 
