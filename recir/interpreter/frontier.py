@@ -227,7 +227,8 @@ class Schedule:
     def too_large(self, invocations: bool) -> Exception:
         what = f"{MAX_INVOCATIONS} invocations" if invocations else f"{MAX_DEPTH} levels"
         return emit_error(self.op, f"frontier.schedule expanded more than {what} "
-                          "(a cycle in a tree's structure arrays?)")
+                          "(a cycle in a tree's structure arrays, or trees that large: "
+                          "batching='recursive' takes them)")
 
     def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
                      total: int) -> tuple[np.ndarray, np.ndarray]:
