@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import FunctionType
 
-from recir.backend import interrupts, policy, stack
+from recir.backend import interrupts, policy, settings, stack
 from recir.backend.arguments import Arguments, batch_items, rows_of
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
@@ -273,7 +273,11 @@ class NativeFunction:
         if ctx.error == ERROR_STACK:  # the site names the function that overflowed
             where = self.sites[ctx.site] if 0 <= ctx.site < len(self.sites) else (
                 f"error: recursion in @{self.name} is too deep for the native stack")
-            raise RecirError(f"{where} ({stack.DEEP_STACK_BYTES >> 20} MiB)")
+            sizes = f"{stack.DEEP_STACK_BYTES >> 20} MiB"
+            worker = settings.current().worker_stack_bytes
+            if self.team and worker != stack.DEEP_STACK_BYTES:  # (its tasks' stacks)
+                sizes += f"; a team worker's {worker >> 10} KiB"
+            raise RecirError(f"{where} ({sizes})")
         if ctx.error == ERROR_CHECK:
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
         if ctx.error == ERROR_MEMORY:

@@ -453,6 +453,28 @@ def test_team_inference_runs_deep_trees_and_reports_too_deep() -> None:
         parallel(*inputs(make_tree("linear", 100_000, np.random.default_rng(0), 50)))
 
 
+def test_too_deep_names_a_team_workers_own_stack(monkeypatch) -> None:
+    """Where the runtime gives a team's workers a stack of another size
+    (`configure_runtime(worker_stack_bytes=...)`), the error names it too:
+    it quoted the caller's 1 GiB for an overflow on a 1 KiB worker."""
+    from recir.backend import settings
+    from recir.backend.contexts import Context
+    from recir.passes.native_context import ERROR_STACK
+
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=50, hidden=4, embed=4)
+    parallel = recir.compile(tree_lstm.trace_model(params), threads=2)
+    if not parallel.team:
+        pytest.skip("no OpenMP runtime: no team")
+    ctx = Context()
+    ctx.error, ctx.site = ERROR_STACK, -1
+    with pytest.raises(RecirError, match=r"too deep for the native stack \(\d+ MiB\)$"):
+        parallel.raise_error(ctx)
+    monkeypatch.setattr(settings, "current",
+                        lambda: settings.RuntimeSettings(worker_stack_bytes=256 << 10))
+    with pytest.raises(RecirError, match=r"\(\d+ MiB; a team worker's 256 KiB\)$"):
+        parallel.raise_error(ctx)
+
+
 def test_switched_stack_calls_a_native_function() -> None:
     """`SwitchedStack.call` runs libc's memset on the deep stack, then returns."""
     import ctypes
