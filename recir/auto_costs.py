@@ -102,7 +102,8 @@ class BlockCost:
     @staticmethod
     def branches(costs: list[BlockCost]) -> BlockCost:
         largest = astuple(max(costs, key=lambda c: (c.weights, c.product_ops)))
-        return BlockCost(*(sum(astuple(c)[k] for c in costs) / len(costs) if kind == MEAN
+        fields = [astuple(c) for c in costs]
+        return BlockCost(*(sum(f[k] for f in fields) / len(costs) if kind == MEAN
                            else largest[k] for k, kind in enumerate(BlockCost.KINDS)))
 
 

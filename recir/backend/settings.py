@@ -50,8 +50,9 @@ def configure(**changes: int) -> RuntimeSettings:
         if not isinstance(value, int) or value < 0:
             raise RecirError(f"error: runtime setting {name} must be a non-negative "
                              f"integer, got {value!r}")
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if name == "worker_stack_bytes" and value > memory:  # (libomp aborts the process)
+        if name == "worker_stack_bytes" and value > (
+                memory := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
+            # (libomp aborts the process)
             raise RecirError(f"error: runtime setting worker_stack_bytes {value} is more "
                              f"than this machine's memory ({memory >> 20} MiB)")
     wanted = dataclasses.replace(current(), **changes)
