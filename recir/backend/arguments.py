@@ -117,9 +117,12 @@ class Arguments:
                 continue
             args.append(self.argument(i, value, self.inputs[i], keep))
         args += self.param_args
+        return args, self.result_buffers(args) if outputs else []  # (else `batch` adds them)
+
+    def result_buffers(self, args: list[Any]) -> list[Any]:
+        """A buffer per result (None: the entry returns it), their addresses
+        added to `args`."""
         results: list[Any] = []
-        if not outputs:  # the caller adds them (`batch`)
-            return args, results
         for kind in self.out_kinds:
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
@@ -130,7 +133,7 @@ class Arguments:
                 out = kind()
                 args.append(ctypes.addressof(out))
             results.append(out)
-        return args, results
+        return results
 
     @staticmethod
     def outputs_of(results: list[Any], returned: Any) -> tuple[Any, ...]:
