@@ -243,3 +243,27 @@ def test_sentiment_options_named_in_prose_exist():
         named = set(re.findall(r"`(--[a-z][a-z-]*)", prose))
         assert named, doc
         assert named <= options, f"{doc}: the job has no {sorted(named - options)}"
+
+
+def test_layer_list_follows_the_import_contract():
+    """architecture.md lists the layers bottom up as pyproject.toml's
+    importlinter contract has them (top down): every module named, each
+    layer's first mention after the layers below it."""
+    import tomllib
+
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contract["contracts"] if c["type"] == "layers"]
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Layers and imports", 1)[1].split("\n## ", 1)[0]
+
+    def position(module: str) -> int:
+        name = module.removeprefix("recir.")
+        doc_name = f"`{name}/`" if (ROOT / "recir" / name).is_dir() else f"`{name}.py`"
+        assert doc_name in section, f"the layer list does not name {doc_name}"
+        return section.index(doc_name)
+
+    last = -1
+    for layer in reversed(layers):
+        places = [position(m.strip()) for m in layer.split("|")]
+        assert min(places) > last, f"layer {layer!r} is listed before a layer below it"
+        last = max(places)
