@@ -57,7 +57,8 @@ class UsageError(ValueError):
     """A command-line option that cannot work; one line."""
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def argument_parser() -> argparse.ArgumentParser:
+    """The training job's options (`predict` has its own)."""
     p = argparse.ArgumentParser(prog="python -m recir.examples.sentiment",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,7 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how minibatches train and dev trees are scored: the frontier's batched "
         "form, the recursive code, or whichever the cost model says is faster (default)")
     add("--no-progress", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = argument_parser().parse_args(argv)
     if args.hidden is None:
         args.hidden = MODEL_SIZES.get(args.model, DEFAULT_SIZE)
     check_args(args)
