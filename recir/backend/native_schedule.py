@@ -26,11 +26,17 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import INT16_MAX, grouped, tree_of
-from recir.backend.native_loops import HeightLoop, NativeExpansion, row_tile
+from recir.backend.kept_plans import KeptPlan, KeptRows
+from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
 from recir.passes.gemm_target import host_target
+from recir.passes.schedule_loops import HEADER
+
+ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
+SAVED_AT = "__saved_at"
+THREADS = "__threads"  # the most threads of the function's height loops
 
 
 @functools.cache
@@ -65,17 +71,72 @@ def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
 class NativeSchedule(Schedule):
     """`Schedule` whose `@expand` runs all depths (finding every
     invocation's height), and `@post` (or `_fwd`) all heights, in one call
-    each."""
+    each, into arrays kept between calls (`kept_plans`)."""
 
     heights: np.ndarray | None = None  # the native expansion's
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
+    most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
+    fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
+    keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keep = []
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         key = name.root_reference.data if hasattr(name, "root_reference") else name
         found = self.interp.callees.get(key)
         return found if found is not None else super().callee(name, why)
+
+    def kept(self, name: str, layouts: Any) -> KeptRows:
+        """The function's arrays kept under `name` (made with `layouts`,
+        a function of no arguments, the first time)."""
+        kept = self.interp.kept.get(name)
+        if kept is None:
+            kept = self.interp.kept[name] = KeptRows(layouts())
+        return kept
+
+    def shared_fields(self, loop: Any, first: int) -> np.ndarray:
+        """The shared operands' plan fields as `loop` takes them from its
+        input `first` on (`NativeLoop.fields`, which checks them): found
+        once a call for all the loops that take them as the same types."""
+        key = (loop.native.name, first)
+        types = self.interp.kept.get(key)
+        if types is None:  # equal types, one object: compared by identity
+            count = len(self.shared)
+            found = tuple((loop.native.kinds[k], loop.inputs[k])
+                          for k in range(first, first + count))
+            types = self.interp.kept[key] = self.interp.kept.setdefault(found, found)
+        if self.fields is not None and self.fields[0] is types:
+            return self.fields[1]
+        numbers = range(first, first + len(self.shared))
+        found_fields, scalars = loop.fields(self.shared, self.keep, numbers=numbers)
+        fields = np.array(found_fields, np.int64)
+        loop.write_scalars(fields, 0, self.shared, scalars, first)
+        self.fields = (types, fields)
+        return fields
+
+    def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
+                 levels: list[tuple[int, int]]) -> None:
+        """As `Schedule.renumber`, into kept arrays (`children_kept`,
+        `stored_kept`: room for more rows than the call's)."""
+        self.children_by_depth = children
+        total = self.total = levels[-1][1]
+        perm, self.bounds = self.height_order(children, levels, total)
+        order = self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
+            (s.dtype, s.shape[1:]) for s in stored])
+        kept, sites = order.at_least(total + 1), len(children)
+        self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
+        inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
+        inv[perm] = np.arange(total, dtype=np.int32)
+        inv[total] = -1
+        self.inv = inv[:total]
+        self.children = [inv.take(c.take(perm), out=out[:total])
+                         for c, out in zip(children, self.children_kept, strict=True)]
+        self.stored = [v.take(perm, axis=0, out=out[:total])
+                       for v, out in zip(stored, self.stored_kept, strict=True)]
 
     def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
                      total: int) -> tuple[np.ndarray, np.ndarray]:
@@ -100,26 +161,36 @@ class NativeSchedule(Schedule):
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
-        return max((loop.threads for loop in self.interp.loops.values()
-                    if isinstance(loop, HeightLoop)), default=1)
+        threads = self.interp.kept.get(THREADS)
+        if threads is None:
+            threads = self.interp.kept[THREADS] = max(
+                (loop.threads for loop in self.interp.loops.values()
+                 if isinstance(loop, HeightLoop)), default=1)
+        return threads
 
     def expand(self, n: int
                ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        children, stored, levels, self.heights = loop(self, self.roots, self.shared)
+        children, stored, levels, self.heights = loop(
+            self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving))
         return children, stored, levels
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
              ) -> list[np.ndarray]:
+        """As `Schedule.post`, over `self.children_kept` and `self.stored_kept`
+        (which `children` and `stored` are the first rows of)."""
         function = post_fn or self.post_fn
         loop: HeightLoop | None = self.interp.loops.get(function.sym_name.data)
         if loop is None:
             return super().post(children, stored, bounds, total, post_fn)
         if loop.layouts is None:  # the same for every call of the function
             loop.layouts = self.post_layouts(function)
+            owned = len(stored) + len(children) + len(loop.layouts[0])
+            loop.kept = KeptPlan(loop, HEADER, range(owned),
+                                 range(owned, owned + len(self.shared)))
         tables_layout, saved_layout, backward = loop.layouts
         # the `_bwd` (`NativeBackward`) runs the same blocks, groups and team
         per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
@@ -136,17 +207,23 @@ class NativeSchedule(Schedule):
             bounds = in_blocks(bounds, block)
             self.team = loop.team_size(bounds, backward)
         self.bounds = bounds
-        tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
-        self.children32 = [c.astype(np.int32, copy=False) for c in children]
-        # a saved value has at most its height's rows: `total` rows hold them all
-        self.saved = [np.empty((total, *shape), dtype) for dtype, shape in saved_layout]
-        self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
-                                 np.int64)
+        self.most = most_rows(bounds, *self.team, self.team_groups)
+        name = function.sym_name.data
+        arrays = self.kept(name, lambda: [*tables_layout, *saved_layout]).at_least(total)
+        self.tables_kept, self.saved_kept = arrays[:len(tables_layout)], arrays[len(
+            tables_layout):]
+        # each height's (and thread's) first row and count of each saved value
+        count = (len(bounds) - 1) * self.team[0] * len(saved_layout) * 2
+        saved_at = self.kept(name + SAVED_AT, lambda: [(np.dtype(np.int64), ())]).at_least(
+            count)[0]
+        saved_at[:count] = 0
+        self.saved_at = saved_at[:count].reshape(len(bounds) - 1, self.team[0],
+                                                 len(saved_layout), 2)
         self.frames = []
-        loop(bounds, (*stored, *self.children32, *tables, *self.shared),
-             [*tables, *self.saved], self.saved_at, *self.team, self.team_groups)
-        return tables
-
+        loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
+             arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
+             self.shared_fields(loop, loop.kept.shared.start))
+        return [t[:total] for t in self.tables_kept]
 
     def post_layouts(self, function: func.FuncOp) -> tuple[list[Any], list[Any], Any]:
         """`function`'s tables' and saved values' (dtype, row shape), and
@@ -161,15 +238,45 @@ class NativeSchedule(Schedule):
 
 
 class NativeBackward(Backward):
-    """`Backward` whose `@post_bwd` runs all heights in one call."""
+    """`Backward` whose `@post_bwd` runs all heights in one call, its
+    gradients' tables kept between calls as the forward's are."""
+
+    def native(self) -> HeightLoop | None:
+        """`@post_bwd`'s loop, where the forward ran natively."""
+        s = self.s
+        if not isinstance(s, NativeSchedule) or s.interp.loops.get(
+                self.post_fwd.sym_name.data) is None:
+            return None
+        return s.interp.loops.get(self.post_bwd.sym_name.data)
+
+    def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
+        s = self.s
+        if self.native() is None:
+            return super().zeroed(values, what)
+        floats = [k for k, v in enumerate(values) if v.dtype == np.float32]
+        arrays = s.kept(self.post_bwd.sym_name.data + what, lambda: [
+            (values[k].dtype, values[k].shape[1:]) for k in floats]).at_least(s.total)
+        kept: list[Any] = [None] * len(values)
+        for k, array in zip(floats, arrays, strict=True):
+            array[:s.total] = 0
+            kept[k] = array
+        setattr(self, f"{what}_kept", kept)  # whole, for the loop's plan
+        return [None if a is None else a[:s.total] for a in kept]
 
     def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
         s = self.s
-        loop: HeightLoop | None = s.interp.loops.get(self.post_bwd.sym_name.data)
+        loop = self.native()
         if loop is None or not isinstance(s, NativeSchedule):
             return super().post_backward(d_tables, d_stored)
+        d_tables, d_stored = self.tables_kept, self.stored_kept  # whole: `zeroed`'s
         accs = self.accumulators(d_tables, d_stored)
-        inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
-        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team,
-             s.team_groups)
+        inputs = (*s.saved_kept, None, *d_results, *s.stored_kept, *s.children_kept,
+                  *s.tables_kept)
+        if loop.kept is None:  # all but the shared values and their gradients
+            loop.kept = KeptPlan(loop, HEADER, [
+                *range(len(inputs)), *(len(inputs) + len(s.shared) + j for j, (kind, _) in
+                                       enumerate(self.accumulated) if kind != "shared")],
+                range(len(inputs), len(inputs) + len(s.shared)))
+        loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
+             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))

@@ -172,7 +172,12 @@ class Schedule:
     def number_by_height(self, batch: int) -> None:
         """Expand, then renumber the invocations by height: `inv[i]` is
         invocation i's row (the roots are 0..batch-1 in expansion order)."""
-        children, stored, levels = self.expand(batch)
+        self.renumber(*self.expand(batch))
+
+    def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
+                 levels: list[tuple[int, int]]) -> None:
+        """The invocations in height order (`number_by_height`), with their
+        children (as rows of that order, int32) and stored values."""
         self.children_by_depth = children
         total = self.total = levels[-1][1]
         perm, self.bounds = self.height_order(children, levels, total)

@@ -118,9 +118,16 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
-    bounds, inputs, outputs, saved_at, *team = calls[-1]
+    bounds, inputs, outputs, saved_at, *team, rows, most, shared = calls[-1]
     total = int(bounds[-1])
+    assert rows == total and all(len(a) >= total for a in outputs)  # kept, with room
+    # the schedule's kept arrays cut to the call's rows: every input checked
+    cut = [v[:total] if k in loop.kept.owned else v for k, v in enumerate(inputs)]
     for bad in ([0, total + 1], [0, total, total - 1], [-1, total]):
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
-            loop(np.array(bad, np.int64), inputs, outputs, saved_at)
-    loop(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
+            loop(np.array(bad, np.int64), inputs, outputs, saved_at, *team, rows)
+        with pytest.raises(RecirError, match="rows lie outside a frontier table"):
+            loop(np.array(bad, np.int64), cut, [o[:total] for o in outputs], saved_at)
+    loop(bounds, inputs, outputs, saved_at, *team, rows)  # the recorded call still runs
+    with pytest.raises(RecirError, match="kept arrays hold"):
+        loop(bounds, inputs, outputs, saved_at, *team, min(len(o) for o in outputs) + 1)
