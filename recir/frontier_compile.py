@@ -199,7 +199,8 @@ class FrontierFunction:
                                   self.facts)
         self.facts = schedule.facts  # the callees, found once
         outputs = schedule.run()
-        return per_element(self.flow.results(args, inputs, outputs), len(batch))
+        return per_element(self.flow.results(args, inputs, outputs), len(batch),
+                           self.flow.fresh)
 
 
 def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
@@ -269,6 +270,10 @@ class Flow:
             raise emit_error(ret, "a batched entry returns only its arguments and "
                              "its schedule's operands and outputs")
         self.returned = [places[v] for v in ret.operands]
+        # the schedule's outputs (returned once): gathered by row, fresh
+        # arrays no one else holds
+        self.fresh = [k >= len(args) + len(operands) and k not in self.returned[:j]
+                      for j, k in enumerate(self.returned)]
 
     def inputs(self, args: Sequence[Any], before: Sequence[Any]) -> list[Any]:
         """The schedule's operands: the prefix's results where it has one."""
@@ -280,10 +285,14 @@ class Flow:
         return [bound[k] for k in self.returned]
 
 
-def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ...]]:
+def per_element(results: Sequence[np.ndarray], count: int,
+                fresh: Sequence[bool] = ()) -> list[tuple[Any, ...]]:
     """Each batch element's outputs as a native call returns them: a
-    scalar as a Python number, a tensor as its own array."""
-    columns = [r.tolist() if r.ndim == 1 else list(r.copy()) for r in results]
+    scalar as a Python number, a tensor as its own array (a row of a copy,
+    or of the result itself where `fresh` says no one else holds it)."""
+    fresh = fresh or [False] * len(results)
+    columns = [r.tolist() if r.ndim == 1 else list(r if new else r.copy())
+               for r, new in zip(results, fresh, strict=True)]
     if not columns:
         return [() for _ in range(count)]
     return list(zip(*columns, strict=True))

@@ -190,7 +190,7 @@ class HeightLoop(NativeLoop):
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
         self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
         self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
-        self.layouts: Any = None  # `NativeSchedule.post_layouts`, from the first call
+        self.layouts: Any = None  # `native_schedule.Post`, from the first call
         self.kept: Any = None  # its `kept_plans.KeptPlan`, from the first call
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:

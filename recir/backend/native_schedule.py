@@ -35,7 +35,6 @@ from recir.passes.gemm_target import host_target
 from recir.passes.schedule_loops import HEADER
 
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
-SAVED_AT = "__saved_at"
 THREADS = "__threads"  # the most threads of the function's height loops
 
 
@@ -133,9 +132,11 @@ class NativeSchedule(Schedule):
         inv[perm] = np.arange(total, dtype=np.int32)
         inv[total] = -1
         self.inv = inv[:total]
-        self.children = [inv.take(c.take(perm), out=out[:total])
+        # rows in range by construction (`perm` is a permutation, a child a
+        # row or -1, which wraps to inv[total]): taken without a buffer
+        self.children = [inv.take(c.take(perm), out=out[:total], mode="wrap")
                          for c, out in zip(children, self.children_kept, strict=True)]
-        self.stored = [v.take(perm, axis=0, out=out[:total])
+        self.stored = [v.take(perm, axis=0, out=out[:total], mode="wrap")
                        for v, out in zip(stored, self.stored_kept, strict=True)]
 
     def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
@@ -186,55 +187,62 @@ class NativeSchedule(Schedule):
         loop: HeightLoop | None = self.interp.loops.get(function.sym_name.data)
         if loop is None:
             return super().post(children, stored, bounds, total, post_fn)
-        if loop.layouts is None:  # the same for every call of the function
-            loop.layouts = self.post_layouts(function)
-            owned = len(stored) + len(children) + len(loop.layouts[0])
-            loop.kept = KeptPlan(loop, HEADER, range(owned),
-                                 range(owned, owned + len(self.shared)))
-        tables_layout, saved_layout, backward = loop.layouts
-        # the `_bwd` (`NativeBackward`) runs the same blocks, groups and team
-        per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
-        block = block_rows(loop.threads, per_row)
+        post: Post = loop.layouts or self.first_post(function, loop)
+        backward = post.backward
         # groups (a thread's own trees, no barrier between heights) however
         # many rows a thread's group holds: each call's scratch is sized by
         # them (`native_loops.most_rows`), and the barriers of a height cut
-        # into blocks cost more than a group's rows beyond its block
+        # into blocks cost more than a group's rows beyond its block; the
+        # `_bwd` (`NativeBackward`) runs the same blocks, groups and team
         self.team, self.team_groups = (1, 0), None
         if self.groups is not None:
             self.team = loop.team_size(bounds, backward, self.groups)
             self.team_groups = self.groups if self.team[0] > 1 else None
         if self.team_groups is None:
-            bounds = in_blocks(bounds, block)
+            bounds = in_blocks(bounds, post.block)
             self.team = loop.team_size(bounds, backward)
         self.bounds = bounds
         self.most = most_rows(bounds, *self.team, self.team_groups)
-        name = function.sym_name.data
-        arrays = self.kept(name, lambda: [*tables_layout, *saved_layout]).at_least(total)
-        self.tables_kept, self.saved_kept = arrays[:len(tables_layout)], arrays[len(
-            tables_layout):]
+        arrays = post.rows.at_least(total)
+        self.tables_kept, self.saved_kept = arrays[:post.tables], arrays[post.tables:]
         # each height's (and thread's) first row and count of each saved value
-        count = (len(bounds) - 1) * self.team[0] * len(saved_layout) * 2
-        saved_at = self.kept(name + SAVED_AT, lambda: [(np.dtype(np.int64), ())]).at_least(
-            count)[0]
-        saved_at[:count] = 0
-        self.saved_at = saved_at[:count].reshape(len(bounds) - 1, self.team[0],
-                                                 len(saved_layout), 2)
+        shape = (len(bounds) - 1, self.team[0], len(self.saved_kept), 2)
+        count = shape[0] * shape[1] * shape[2] * 2
+        saved_at = post.saved_at.at_least(count)[0][:count]
+        saved_at.fill(0)
+        self.saved_at = saved_at.reshape(shape)
         self.frames = []
         loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
              arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
              self.shared_fields(loop, loop.kept.shared.start))
         return [t[:total] for t in self.tables_kept]
 
-    def post_layouts(self, function: func.FuncOp) -> tuple[list[Any], list[Any], Any]:
-        """`function`'s tables' and saved values' (dtype, row shape), and
-        for a `_fwd` the loop of its `_bwd`."""
-        tables = [(dtype_of(t), row_shape(t)) for t in self.post_fn.function_type.outputs.data]
+    def first_post(self, function: func.FuncOp, loop: HeightLoop) -> Post:
+        """`loop`'s `Post` and its `KeptPlan`: the stored values, children and
+        tables its schedule keeps, then the shared operands."""
+        loop.layouts = Post(self, function, loop)
+        owned = len(self.stored_kept) + len(self.children_kept) + loop.layouts.tables
+        loop.kept = KeptPlan(loop, HEADER, range(owned), range(owned, owned + len(self.shared)))
+        return loop.layouts
+
+
+class Post:
+    """What the calls of a `@post` (or `_fwd`) loop share: its tables' and
+    saved values' kept arrays, its saved_at's, the loop of its `_bwd` and
+    the rows a height runs at a time (`block_rows`)."""
+
+    def __init__(self, schedule: NativeSchedule, function: func.FuncOp, loop: HeightLoop):
+        tables = [(dtype_of(t), row_shape(t))
+                  for t in schedule.post_fn.function_type.outputs.data]
         saved = [(dtype_of(t), row_shape(t))
                  for t in function.function_type.outputs.data[len(tables):]]
+        self.tables, self.rows = len(tables), KeptRows([*tables, *saved])
+        self.saved_at = KeptRows([(np.dtype(np.int64), ())])
         name = function.sym_name.data
-        backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
-            FORWARD) else None
-        return tables, saved, backward
+        self.backward = schedule.interp.loops.get(
+            name[:-len(FORWARD)] + BACKWARD) if name.endswith(FORWARD) else None
+        backward_row = self.backward.native.per_row if self.backward else 0
+        self.block = block_rows(loop.threads, max(loop.native.per_row, backward_row))
 
 
 class NativeBackward(Backward):

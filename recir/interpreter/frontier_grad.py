@@ -84,12 +84,12 @@ class Backward:
         return (post_fwd, post_bwd, moving_types, top_down, expand_fwd, expand_bwd,
                 float_shared, accumulated)
 
-    def run(self, cotangents: list[np.ndarray], into: list[Any] | None = None
+    def run(self, cotangents: list[np.ndarray | None], into: list[Any] | None = None
             ) -> list[np.ndarray | None]:
         """The gradients of the roots' moving arguments and of the shared
         ones (None where not f32 tensors), given the float results' cotangents
-        at the roots. `into`: per shared argument, a buffer its gradient is
-        added into (and returned), or None for a fresh one."""
+        at the roots (None: zeros). `into`: per shared argument, a buffer its
+        gradient is added into (and returned), or None for a fresh one."""
         s = self.s
         batch = len(s.roots[0])
         s.number_by_height(batch)
@@ -97,7 +97,8 @@ class Backward:
         d_tables = self.zeroed(tables, "tables")
         for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
                                 strict=True):
-            d[s.inv[:batch]] = cotangent
+            if cotangent is not None:
+                d[s.inv[:batch]] = cotangent
         given = into if into is not None else [None] * len(s.shared)
         self.d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
                          for v, is_float, d in zip(s.shared, self.float_shared, given,
