@@ -22,6 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from itertools import accumulate
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -167,10 +168,10 @@ class FrontierFunction:
                 raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
                                  f"inputs, got {len(item)} (batch element {k})")
         args: list[Any] = []
-        for k, (typ, facts, ragged, dtype) in enumerate(self.columns):
-            column = [item[k] for item in batch]
+        for k, (column, (typ, facts, ragged, dtype)) in enumerate(zip(
+                zip(*batch), self.columns, strict=True)):
             if facts is None:
-                values: list[Any] = column if plain_integers(column, typ) else [
+                values: Sequence[Any] = column if plain_integers(column, typ) else [
                     coerce_argument(k, v, typ) for v in column]
             elif plain_column(column, facts):
                 values = column  # what `coerce_tensor` returns for them, bar the layout
@@ -227,10 +228,13 @@ def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
     """Whether every value of a column is an array of the dtype, rank and
     fixed sizes `facts` gives, which `coerce_tensor` would pass unchanged."""
     dtype, rank, fixed = facts
-    if not all(type(v) is np.ndarray and v.dtype == dtype and v.ndim == rank for v in column):
+    if set(map(type, column)) != {np.ndarray} or set(map(NDIM, column)) != {rank} or set(
+            map(DTYPE, column)) != {dtype}:
         return False
     return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
 
+
+DTYPE, NDIM = attrgetter("dtype"), attrgetter("ndim")
 
 # integer types a Python list of scalars holds, which `coerce_argument`
 # passes as their value once in range (bool and others take its own path)
@@ -240,8 +244,8 @@ PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
 def plain_integers(column: Sequence[Any], typ: Attribute) -> bool:
     """Whether every value of a scalar column is a plain integer within the
     range of `typ` (an integer type), as `coerce_argument` would pass it."""
-    if not isinstance(typ, IntegerType | IndexType) or not all(
-            type(v) in PLAIN_INTEGERS for v in column):
+    if not isinstance(typ, IntegerType | IndexType) or not PLAIN_INTEGERS.issuperset(
+            map(type, column)):
         return False
     low, high = integer_range(typ)
     return low <= min(column) and max(column) <= high

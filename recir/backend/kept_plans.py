@@ -14,8 +14,8 @@ What a call returns is copied out of them (`Schedule.run`'s gather by row).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from operator import is_
+from collections.abc import Callable, Sequence
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -60,13 +60,14 @@ class KeptPlan:
         for every loop that takes them (`NativeSchedule.shared_fields`)."""
         native = loop.native
         self.owned, self.shared, self.header = list(owned), shared, header
+        self.take_owned = owned_of(self.owned)
         given = [k for k in range(len(loop.inputs)) if k not in set(owned)]
         self.given = Fields(given, header)
         self.rest = Fields([k for k in given if k not in shared], header)
         batched = [k for k in self.owned if native.kinds[k] is not None and native.kinds[k][0]]
         outputs = range(len(loop.inputs), len(loop.inputs) + len(native.outputs))
         self.rows_at = np.array([header + 2 * k for k in (*batched, *outputs)], np.int64)
-        self.arrays: list[Any] | None = None  # the owned inputs and the outputs of the plan
+        self.arrays: tuple[Any, ...] | None = None  # the owned inputs and the outputs
         self.capacity = 0  # the fewest rows any of them has room for
         self.plan = np.zeros(header + 2 * (len(loop.inputs) + len(native.outputs)), np.int64)
 
@@ -74,7 +75,7 @@ class KeptPlan:
              keep: list[np.ndarray], shared: np.ndarray | None = None) -> np.ndarray:
         """The plan for a call of `rows` rows (the header is the caller's);
         `shared`: the fields of the inputs `self.shared`, where found."""
-        arrays = [*(inputs[k] for k in self.owned), *outputs]
+        arrays = (*self.take_owned(inputs), *outputs)
         if self.arrays is None or len(arrays) != len(self.arrays) or not all(
                 map(is_, arrays, self.arrays)):
             self.place(loop, inputs, outputs)
@@ -133,6 +134,13 @@ class Fields:
         for i in scalars:  # their bytes over the fields just written
             k = numbers[i]
             loop.write_scalars(plan, self.header + 2 * k, [inputs[k]], [0], k)
+
+
+def owned_of(owned: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A function taking the `owned` inputs out of all, as a tuple."""
+    if len(owned) > 1:
+        return itemgetter(*owned)
+    return lambda inputs: tuple(inputs[k] for k in owned)
 
 
 def every_field(loop: Any, header: int, inputs: Sequence[Any], outputs: Sequence[Any],

@@ -249,34 +249,39 @@ class NativeBackward(Backward):
     """`Backward` whose `@post_bwd` runs all heights in one call, its
     gradients' tables kept between calls as the forward's are."""
 
-    def native(self) -> HeightLoop | None:
-        """`@post_bwd`'s loop, where the forward ran natively."""
-        s = self.s
-        if not isinstance(s, NativeSchedule) or s.interp.loops.get(
-                self.post_fwd.sym_name.data) is None:
-            return None
-        return s.interp.loops.get(self.post_bwd.sym_name.data)
+    def __init__(self, schedule: Schedule, facts: Any = None):
+        super().__init__(schedule, facts)
+        # `@post_bwd`'s loop, where the forward runs natively
+        self.loop: HeightLoop | None = None
+        if isinstance(schedule, NativeSchedule) and self.post_fwd.sym_name.data in (
+                loops := schedule.interp.loops):
+            self.loop = loops.get(self.post_bwd.sym_name.data)
+        self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
 
     def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
-        s = self.s
-        if self.native() is None:
+        loop = self.loop
+        if loop is None:
             return super().zeroed(values, what)
-        floats = [k for k, v in enumerate(values) if v.dtype == np.float32]
-        arrays = s.kept(self.post_bwd.sym_name.data + what, lambda: [
-            (values[k].dtype, values[k].shape[1:]) for k in floats]).at_least(s.total)
+        rows = loop.layouts.get(what) if loop.layouts else None
+        if rows is None:  # the f32 ones' positions and kept arrays
+            loop.layouts = loop.layouts or {}
+            floats = [k for k, v in enumerate(values) if v.dtype == np.float32]
+            rows = loop.layouts[what] = (floats, KeptRows([
+                (values[k].dtype, values[k].shape[1:]) for k in floats]))
+        floats, kept_rows = rows
+        total = self.s.total
         kept: list[Any] = [None] * len(values)
-        for k, array in zip(floats, arrays, strict=True):
-            array[:s.total] = 0
+        for k, array in zip(floats, kept_rows.at_least(total), strict=True):
+            array[:total] = 0
             kept[k] = array
-        setattr(self, f"{what}_kept", kept)  # whole, for the loop's plan
-        return [None if a is None else a[:s.total] for a in kept]
+        self.kept[what] = kept
+        return [None if a is None else a[:total] for a in kept]
 
     def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
-        s = self.s
-        loop = self.native()
+        s, loop = self.s, self.loop
         if loop is None or not isinstance(s, NativeSchedule):
             return super().post_backward(d_tables, d_stored)
-        d_tables, d_stored = self.tables_kept, self.stored_kept  # whole: `zeroed`'s
+        d_tables, d_stored = self.kept["tables"], self.kept["stored"]  # whole
         accs = self.accumulators(d_tables, d_stored)
         d_results = [d for d in d_tables if d is not None]
         inputs = (*s.saved_kept, None, *d_results, *s.stored_kept, *s.children_kept,
