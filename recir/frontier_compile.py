@@ -199,7 +199,7 @@ class FrontierFunction:
         schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
                                   self.facts)
         self.facts = schedule.facts  # the callees, found once
-        outputs = schedule.run()
+        outputs = schedule.run(self.flow.wanted)
         return per_element(self.flow.results(args, inputs, outputs), len(batch),
                            self.flow.fresh)
 
@@ -274,9 +274,11 @@ class Flow:
             raise emit_error(ret, "a batched entry returns only its arguments and "
                              "its schedule's operands and outputs")
         self.returned = [places[v] for v in ret.operands]
-        # the schedule's outputs (returned once): gathered by row, fresh
-        # arrays no one else holds
-        self.fresh = [k >= len(args) + len(operands) and k not in self.returned[:j]
+        # the schedule's outputs returned (only those are gathered by row:
+        # fresh arrays no one else holds, once returned)
+        first = len(args) + len(operands)
+        self.wanted = frozenset(k - first for k in self.returned if k >= first)
+        self.fresh = [k >= first and k not in self.returned[:j]
                       for j, k in enumerate(self.returned)]
 
     def inputs(self, args: Sequence[Any], before: Sequence[Any]) -> list[Any]:

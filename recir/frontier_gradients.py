@@ -192,7 +192,8 @@ class FrontierGradFunction(FrontierFunction):
         into = [None if name is None else grads[name] for name in self.direct]
         gradients = backward.run(cotangents, into)
         s = backward.s
-        tables = [t[s.inv[:len(batch)]] for t in backward.tables]
+        tables = [t[s.inv[:len(batch)]] if k in flow.wanted else None
+                  for k, t in enumerate(backward.tables)]
         if self.before_bwd is not None:  # the schedule's operands' gradients, back
             block = self.entry.body.blocks[0]
             first_param = len(block.args) - len(self.params)

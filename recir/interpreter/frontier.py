@@ -160,14 +160,17 @@ class Schedule:
             raise emit_error(self.op, f"no function {shown} in the module{why}")
         return found
 
-    def run(self) -> tuple[Any, ...]:
+    def run(self, wanted: Any = None) -> tuple[Any, ...]:
+        """The outputs, each root's row; `wanted`: the numbers of those
+        to gather (None for the others), where not all."""
         batch = len(self.roots[0]) if self.roots else 0
         if batch == 0:
             return tuple(np.zeros((0, *row_shape(r.type)), dtype_of(r.type))
                          for r in self.op.outputs)
         self.number_by_height(batch)
         tables = self.post(self.children, self.stored, self.bounds, self.total)
-        return tuple(t[self.inv[:batch]] for t in tables)
+        return tuple(t[self.inv[:batch]] if wanted is None or k in wanted else None
+                     for k, t in enumerate(tables))
 
     def number_by_height(self, batch: int) -> None:
         """Expand, then renumber the invocations by height: `inv[i]` is
