@@ -145,7 +145,7 @@ class NativeSchedule(Schedule):
             return super().height_order(children, levels, total)
         counts = np.bincount(self.heights)
         bounds = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=bounds[1:])
+        counts.cumsum(out=bounds[1:])
         threads = self.team_threads()
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
@@ -157,7 +157,7 @@ class NativeSchedule(Schedule):
                 return perm, bounds
         # heights of 16 bits or fewer take NumPy's radix sort (stable)
         small = np.int16 if len(counts) <= INT16_MAX else np.int64
-        perm = np.argsort(self.heights.astype(small), kind="stable")
+        perm = self.heights.astype(small).argsort(kind="stable")
         return perm, bounds if counts.all() else np.unique(bounds)
 
     def team_threads(self) -> int:
