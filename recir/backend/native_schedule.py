@@ -12,7 +12,11 @@ height's rows from the whole tables and writes its results into them; a
 height runs as several, a block of rows each (`in_blocks`). The
 operands are the interpreter's, in its order (`Schedule.post`,
 `Backward.post_backward`), whole where it slices: `height_spec` and
-`expansion_spec` give their roles for the loops' code.
+`expansion_spec` give their roles for the loops' code. The arrays the
+schedule makes (tables, saved rows, the height order's children and stored
+values, the gradients' tables) are kept from call to call with the height
+loops' plans (`kept_plans`), and the operands it is given are checked once
+a call for every loop that takes them (`shared_fields`).
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ def test_two_functions_interleaved_equal_numpy_gradients():
                 want_h, want_loss = traced.run(*item)  # its products summed otherwise
                 np.testing.assert_allclose(h, want_h, rtol=1e-4, atol=1e-5)
                 np.testing.assert_array_equal(h, h2)
-                assert loss == pytest.approx(want_loss, rel=1e-4) and loss == loss2
+                assert loss == pytest.approx(want_loss, rel=1e-4)
+                assert loss == loss2
     for outs, copies in returned:  # as they were returned
         for (h, _), h0 in zip(outs, copies, strict=True):
             np.testing.assert_array_equal(h, h0)
@@ -98,7 +99,8 @@ def test_a_kept_plan_checks_its_arrays_and_their_rows():
             plan.fill(loop, [*inputs[:first], wrong, *inputs[first + 1:]], outputs, 5, [],
                       shared)
     filled = plan.fill(loop, inputs, outputs, 5, [], shared)
-    assert plan.capacity == 5 and (filled[plan.rows_at] == 5).all()
+    assert plan.capacity == 5
+    assert (filled[plan.rows_at] == 5).all()
     assert filled[plan.header + 2 * first + 1] == inputs[first].ctypes.data
     with pytest.raises(RecirError, match="kept arrays hold 5 rows, not 6"):
         plan.fill(loop, inputs, outputs, 6, [], shared)
@@ -108,7 +110,9 @@ def test_kept_rows_grow_at_least_twofold_and_keep_their_arrays_otherwise():
     rows = KeptRows([(np.dtype(np.float32), (3,)), (np.dtype(np.int32), ())])
     first = rows.at_least(10)
     assert [a.shape for a in first] == [(10, 3), (10,)]
-    assert rows.at_least(4) is first and rows.at_least(10) is first
+    assert rows.at_least(4) is first
+    assert rows.at_least(10) is first
     grown = rows.at_least(11)
-    assert [a.shape for a in grown] == [(20, 3), (20,)] and grown[0].dtype == np.float32
+    assert [a.shape for a in grown] == [(20, 3), (20,)]
+    assert grown[0].dtype == np.float32
     assert [a.shape for a in rows.at_least(100)] == [(100, 3), (100,)]

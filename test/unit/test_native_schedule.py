@@ -118,9 +118,10 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
-    bounds, inputs, outputs, saved_at, *team, rows, most, shared = calls[-1]
+    bounds, inputs, outputs, saved_at, *team, rows, _, _ = calls[-1]
     total = int(bounds[-1])
-    assert rows == total and all(len(a) >= total for a in outputs)  # kept, with room
+    assert rows == total
+    assert all(len(a) >= total for a in outputs)  # kept arrays, with room
     # the schedule's kept arrays cut to the call's rows: every input checked
     cut = [v[:total] if k in loop.kept.owned else v for k, v in enumerate(inputs)]
     for bad in ([0, total + 1], [0, total, total - 1], [-1, total]):
