@@ -29,8 +29,9 @@ Layout = tuple[np.dtype[Any], tuple[int, ...]]  # an array's dtype and row shape
 
 class KeptRows:
     """Arrays of rows (one per layout) with room for `capacity` rows,
-    made again, larger, when a call needs more: twice as many as before at
-    least, so that a run of growing batches makes them a few times only."""
+    made again, larger, when a call needs more: a quarter more than before
+    at least, so that a run of growing batches makes them a few times only
+    while a function holds at most that much beyond its largest call."""
 
     def __init__(self, layouts: Sequence[Layout]):
         self.layouts = list(layouts)
@@ -41,7 +42,7 @@ class KeptRows:
         """The arrays, with room for `rows` rows (whole: a loop's plan keeps
         their fields; `rows` is what a call uses of them)."""
         if rows > self.capacity:
-            self.capacity = max(rows, 2 * self.capacity)
+            self.capacity = max(rows, self.capacity + self.capacity // 4)
             self.arrays = [np.empty((self.capacity, *shape), dtype)
                            for dtype, shape in self.layouts]
         return self.arrays

@@ -106,13 +106,13 @@ def test_a_kept_plan_checks_its_arrays_and_their_rows():
         plan.fill(loop, inputs, outputs, 6, [], shared)
 
 
-def test_kept_rows_grow_at_least_twofold_and_keep_their_arrays_otherwise():
+def test_kept_rows_grow_by_a_quarter_at_least_and_keep_their_arrays_otherwise():
     rows = KeptRows([(np.dtype(np.float32), (3,)), (np.dtype(np.int32), ())])
     first = rows.at_least(10)
     assert [a.shape for a in first] == [(10, 3), (10,)]
     assert rows.at_least(4) is first
     assert rows.at_least(10) is first
     grown = rows.at_least(11)
-    assert [a.shape for a in grown] == [(20, 3), (20,)]
+    assert [a.shape for a in grown] == [(12, 3), (12,)]
     assert grown[0].dtype == np.float32
     assert [a.shape for a in rows.at_least(100)] == [(100, 3), (100,)]
