@@ -380,6 +380,7 @@ def convert_module(module: ModuleOp) -> ir.Module:
     for op in module.ops:
         if isinstance(op, llvm.GlobalOp):
             _convert_global(op, result)
+            _opaque(result.get_global(op.sym_name.data))  # its users read it as `ptr`
         elif isinstance(op, llvm.FuncOp):
             functions.append(op)
         else:

@@ -22,7 +22,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.schedule_loops import WHOLE, Operand, PlanFunction, both
+from recir.passes.plan_functions import WHOLE, Operand, PlanFunction, both
 
 EXPANSION_HEADER = 9
 EXPAND_ENTRY = "__depths"
