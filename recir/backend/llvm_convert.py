@@ -373,9 +373,15 @@ def define_function(op: llvm.FuncOp, module: ir.Module) -> None:
             convert_op(inner, builder, values, blocks)
 
 
+# Asked once: every call into LLVM takes llvmlite's one lock, which a
+# compile on the LLVM thread (`engine.llvm_thread`) holds through each of
+# its steps, a module's optimisation for a good part of a second.
+host_triple = functools.cache(llvmlite.binding.get_default_triple)
+
+
 def convert_module(module: ModuleOp) -> ir.Module:
     result = ir.Module()
-    result.triple = llvmlite.binding.get_default_triple()
+    result.triple = host_triple()
     functions = []
     for op in module.ops:
         if isinstance(op, llvm.GlobalOp):
