@@ -84,12 +84,11 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
                 team: bool = False) -> list[Operation]:
     """`@<function>__heights(ctx, plan)` (and, for a team, what it calls);
     appends its checks' messages to `sites` (the module's error sites)."""
-    if not team:
-        single = HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs, sites)
-        return [single.build(reverse), *single.globals]
-    builder = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part", HEADER, inputs, outputs,
-                                sites, team)
+    builder = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part" if team else HEIGHTS_ENTRY,
+                                HEADER, inputs, outputs, sites, team)
     part = builder.build(reverse)
+    if not team:
+        return [part, *builder.globals]
     name = f"{function.sym_name.data}{HEIGHTS_ENTRY}"
     outer, b, (_, plan) = new_function(name, [PTR, PTR], private=False)
     name, threads, split = part.sym_name.data, b.load(plan, 5, i64), b.load(plan, 7, i64)
@@ -312,7 +311,7 @@ class HeightLoopBuilder(PlanFunction):
         table = e.compare("eq", kind, ROW_CODES[TABLE])
         fits = e.value(arith.SelectOp(table, e.compare("eq", rows, count),
                                       e.compare("sle", rows, count)))
-        ok = both(e, fits, e.compare("sle", e.add(lo, rows), capacity))
+        ok = both(e, fits, e.compare("sle", 0, rows), e.compare("sle", e.add(lo, rows), capacity))
         if base is not None and any(o.kind == SAVED for o in self.outputs):
             def where(f: Emitter) -> None:
                 at = f.add(base, f.mul(saved, 2))
