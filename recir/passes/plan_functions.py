@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import i1, i8, i32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.passes.llvm_functions import lower_to_llvm, new_function
@@ -25,6 +25,9 @@ from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
 TABLE = "table"  # an output's kind besides SAVED
+# an operand of rows' kind in its record of a loop's operand table
+ROW_CODES = {SLICE: 0, TABLE: 0, SAVED: 1, WHOLE: 2}
+RECORD = 5  # a record's fields (`PlanFunction.operand_table`)
 
 
 @dataclass(frozen=True)
@@ -145,11 +148,38 @@ class PlanFunction:
                                  [target, source, size, moving.const(0, i1)], []))),
             self.fail(message))
 
+    def operand_table(self, b: Emitter, rows: Sequence[tuple[str, int, int]]) -> None:
+        """Operands of rows that take the same steps bar a few constants,
+        one loop over their records rather than steps unrolled for each:
+        `rows`' (kind, operand number (outputs after the inputs), saved
+        index) as records (kind code, plan field, row bytes, saved index,
+        descriptor) of an internal constant beside the loop (`globals`),
+        at `self.table`."""
+        operands = [*self.inputs, *self.outputs]
+        records = [value for kind, at, saved in rows for value in (
+            ROW_CODES[kind], self.operand_field(at), operands[at].row_bytes, saved, at)]
+        self.table = None
+        if records:
+            name = f"{self.loop.sym_name.data}.operands"
+            typ = llvm.LLVMArrayType(len(records), i64)
+            self.globals.append(llvm.GlobalOp(typ, name, "internal", constant=True, value=(
+                DenseIntOrFPElementsAttr.from_list(TensorType(i64, [len(records)]), records))))
+            self.table = b.value(llvm.AddressOfOp(name, PTR))
+
+    def record(self, e: Emitter, r: SSAValue) -> tuple[SSAValue, ...]:
+        """Record r's fields: kind, plan field, row bytes, saved index, and
+        its descriptor's address (its (rows, address) in `described`)."""
+        assert self.table is not None
+        at = e.offset(self.table, e.mul(r, RECORD), i64)
+        kind, field, row_bytes, saved, k = (e.load(at, f, i64) for f in range(RECORD))
+        return kind, field, row_bytes, saved, e.offset(self.described, e.mul(k, 2), i64)
+
+    def operand_fields(self, e: Emitter, field: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """An operand's capacity in rows and its data, at plan field `field`."""
+        return e.load(self.plan, field, i64), e.load(self.plan, e.add(field, 1), PTR)
+
     def output_rows(self, e: Emitter, output: int) -> SSAValue:
         return e.load(self.slots[output], 0, i64)
-
-    def capacity(self, e: Emitter, output: int) -> SSAValue:
-        return self.field(e, self.operand_field(len(self.inputs) + output))
 
     def finish(self) -> llvm.FuncOp:
         self.b.op(llvm.ReturnOp())

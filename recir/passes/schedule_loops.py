@@ -50,17 +50,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, i1, i8, i32, i64
+from xdsl.dialects.builtin import ModuleOp, i1, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.plan_functions import (
     COPIED,
+    ROW_CODES,
     SAVED,
     SLICE,
     TABLE,
-    WHOLE,
     Operand,
     PlanFunction,
     both,
@@ -69,9 +69,6 @@ from recir.passes.row_logs import close_logs, log_sites, open_logs
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
-# an operand of rows' kind in its record; a record's fields (`operand_table`)
-ROW_CODES = {SLICE: 0, TABLE: 0, SAVED: 1, WHOLE: 2}
-RECORD = 5
 HEADER = 12  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
@@ -113,11 +110,10 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
 
 
 class HeightLoopBuilder(PlanFunction):
-    """`@post__heights`: one method per step of a height. The inputs and
-    outputs of rows take the same steps bar a few constants (plan field,
-    row bytes, saved slot), so each is a record of a constant table beside
-    the loop (`RECORD`), and one loop over the records does them: the
-    loop's code stays the same size however many values a `_fwd` saves."""
+    """`@post__heights`: one method per step of a height. Its inputs and
+    outputs of rows are records of its operand table (`operand_table`):
+    the loop's code stays the same size however many values a `_fwd`
+    saves."""
 
     def build(self, reverse: bool) -> llvm.FuncOp:
         b = self.b
@@ -128,7 +124,14 @@ class HeightLoopBuilder(PlanFunction):
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
         self.rows_in = [k for k, o in enumerate(self.inputs) if o.kind in ROW_CODES]
-        self.table = self.operand_table(b)
+        rows: list[tuple[str, int, int]] = []
+        for group in ([(k, self.inputs[k]) for k in self.rows_in],
+                      [(len(self.inputs) + j, o) for j, o in enumerate(self.outputs)]):
+            saved = 0  # the inputs' saved values, then the outputs', each from 0
+            for at, operand in group:
+                rows.append((operand.kind, at, saved))
+                saved += operand.kind == SAVED
+        self.operand_table(b, rows)
         copied = [k for k, operand in enumerate(self.inputs) if operand.kind == COPIED]
         self.grouped = b.compare("ne", b.load(self.plan, 11, i64), 0) if self.team else None
         if self.grouped is not None:
@@ -192,37 +195,6 @@ class HeightLoopBuilder(PlanFunction):
         lo_, hi_ = e.load(slot, 0, i64), e.load(slot, 1, i64)
         return lo_, hi_, [e.compare("sle", lo, lo_), e.compare("sle", lo_, hi_),
                           e.compare("sle", hi_, hi)]
-
-    def operand_table(self, b: Emitter) -> SSAValue | None:
-        """The records of the inputs of rows, then of the outputs, as an
-        internal constant beside the loop (`self.globals`); its address."""
-        records: list[int] = []
-        for group in ([(k, self.inputs[k]) for k in self.rows_in],
-                      [(len(self.inputs) + j, o) for j, o in enumerate(self.outputs)]):
-            saved = 0  # the inputs' saved values, then the outputs', each from 0
-            for at, operand in group:
-                records += [ROW_CODES[operand.kind], self.operand_field(at), operand.row_bytes,
-                            saved, at]
-                saved += operand.kind == SAVED
-        if not records:
-            return None
-        name = f"{self.loop.sym_name.data}.operands"
-        typ = llvm.LLVMArrayType(len(records), i64)
-        self.globals.append(llvm.GlobalOp(typ, name, "internal", constant=True, value=(
-            DenseIntOrFPElementsAttr.from_list(TensorType(i64, [len(records)]), records))))
-        return b.value(llvm.AddressOfOp(name, PTR))
-
-    def record(self, e: Emitter, r: SSAValue) -> tuple[SSAValue, ...]:
-        """Record r's fields: kind, plan field, row bytes, saved index, and
-        its descriptor's address (its (rows, address) in `described`)."""
-        assert self.table is not None
-        at = e.offset(self.table, e.mul(r, RECORD), i64)
-        kind, field, row_bytes, saved, k = (e.load(at, f, i64) for f in range(RECORD))
-        return kind, field, row_bytes, saved, e.offset(self.described, e.mul(k, 2), i64)
-
-    def operand_fields(self, e: Emitter, field: SSAValue) -> tuple[SSAValue, SSAValue]:
-        """An operand's capacity in rows and its data, at plan field `field`."""
-        return e.load(self.plan, field, i64), e.load(self.plan, e.add(field, 1), PTR)
 
     def saved_base(self, e: Emitter, h: SSAValue) -> SSAValue:
         """Where saved value 0's (first row, count) of this thread at height
