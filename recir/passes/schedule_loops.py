@@ -9,6 +9,9 @@ called once per batch, each with a plan of 8-byte fields. An operand takes
 two fields (rows, data; a scalar's value in the second). Every range is
 checked before it is read or written: a failed check sets the context's
 error and site, and the loop stops, as after an error of the function.
+The operands of rows are records of a constant table beside each loop,
+whose steps one loop over the records takes (`plan_functions.py`): the
+code does not grow with the values a `_fwd` saves.
 
 `@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
 scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
