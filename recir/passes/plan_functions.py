@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1, i8, 
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from recir.passes.llvm_functions import lower_to_llvm, new_function
-from recir.passes.loop_builder import PTR, Emitter, Index
+from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
@@ -99,10 +99,9 @@ class PlanFunction:
         """The first plan field of input k (outputs follow the inputs)."""
         return self.header + 2 * k
 
-    def argument(self, e: Emitter, k: int, start: Index = 0,
-                 length: SSAValue | None = None) -> SSAValue:
-        """Input `k`: a scalar's value, a static tensor's data, or a
-        descriptor of rows [start, start + length) of its array (all of it)."""
+    def argument(self, e: Emitter, k: int) -> SSAValue:
+        """Input `k`, not of rows (those are the operand table's): a scalar's
+        value, this thread's buffer of a copied one, a static tensor's data."""
         operand, first = self.inputs[k], self.operand_field(k)
         if operand.kind == SCALAR:
             if operand.scalar == i1:  # a byte in memory
@@ -110,13 +109,8 @@ class PlanFunction:
             return self.field(e, first + 1, operand.scalar)
         if operand.kind == COPIED:  # this thread's buffer
             return e.load(self.field(e, first, PTR), self.thread, PTR)
-        data = self.field(e, first + 1, PTR)
-        if operand.kind == STATIC:
-            return data
-        descriptor = self.descriptors[k]
-        e.store(self.field(e, first) if length is None else length, descriptor, 0)
-        e.store(e.offset(data, e.mul(start, operand.row_bytes), i8), descriptor, 1)
-        return descriptor
+        assert operand.kind == STATIC, operand
+        return self.field(e, first + 1, PTR)
 
     def call(self, e: Emitter, args: Sequence[SSAValue], roomed: bool = False) -> None:
         """Each result's slot first holds where its rows may go (`roomed`:

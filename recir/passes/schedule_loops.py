@@ -245,8 +245,9 @@ class HeightLoopBuilder(PlanFunction):
                 tables(f)
             count, start = f.load(descriptor, 0, i64), f.load(descriptor, 1, i64)
             f.store(f.offset(data, f.mul(start, row_bytes), i8), descriptor, 1)
-            within = both(f, f.compare("sle", 0, start),
-                          f.compare("sle", f.add(start, count), capacity))
+            # (capacity - start: start + count may wrap around)
+            within = both(f, f.compare("sle", 0, start), f.compare("sle", 0, count),
+                          f.compare("sle", count, f.sub(capacity, start)))
             return [f.value(arith.AndIOp(held[0], within))]
 
         return e.loop(len(self.rows_in), each, [e.const(1, i1)])[0]

@@ -186,9 +186,14 @@ def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch)
         assert np.isnan(padded[short_rows:]).all(), f"wrote past output {j}"
     (bounds, inputs, outputs, saved_at, *team), backward = calls["node__post_bwd"], \
         loops["node__post_bwd"]
-    for row, field, value in ((-1, 1, 10 ** 6), (0, 0, -1)):  # past the end; before the start
+    # (height, first row, count): past the end; before the start; a negative
+    # count; a range whose end wraps around
+    for row, start, count in ((-1, None, 10 ** 6), (0, -1, None), (-1, None, -1),
+                              (-1, 2 ** 62, 2 ** 62)):
         moved = saved_at.copy()
-        moved[row, 0, -1, field] = value
+        for field, value in enumerate((start, count)):
+            if value is not None:
+                moved[row, 0, -1, field] = value
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
             backward(bounds, inputs, outputs, moved, *team)
     backward(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
