@@ -140,7 +140,7 @@ class CodegenSetting:
 # the SLP vectorizer finds nothing worth packing in, yet it searches the long
 # blocks of a fused loop's scalar form and alias checks, which grow with the
 # product of the loop's outputs and inputs (a TreeLSTM `_fwd`'s cell loop
-# writes eight rows and reads seven: over a third of its module's compile).
+# writes eight rows and reads seven; `bench/run.py compile` times it).
 # Loop strength reduction's search over the addressing formulas of a loop's
 # induction-variable uses grows faster than linearly with them; such
 # functions spend most of their codegen there, while the loops step their
