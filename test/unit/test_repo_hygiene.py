@@ -85,3 +85,10 @@ def test_no_unused_or_undefined_names_and_no_tangled_functions():
                            "--output-format", "concise", "recir", "bench", "test"],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_module_is_over_400_lines():
+    """Small files: a module that grows past 400 lines is split."""
+    long = [f"{p.relative_to(ROOT)}: {n}" for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 400]
+    assert long == []
