@@ -199,9 +199,8 @@ class FrontierFunction:
         schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
                                   self.facts)
         self.facts = schedule.facts  # the callees, found once
-        outputs = schedule.run(self.flow.wanted)
-        return per_element(self.flow.results(args, inputs, outputs), len(batch),
-                           self.flow.fresh)
+        outputs, flow = schedule.run(self.flow.wanted), self.flow
+        return per_element(flow.results(args, inputs, outputs), len(batch), flow.fresh)
 
 
 def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
@@ -235,7 +234,6 @@ def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
 
 
 DTYPE, NDIM = attrgetter("dtype"), attrgetter("ndim")
-
 # integer types a Python list of scalars holds, which `coerce_argument`
 # passes as their value once in range (bool and others take its own path)
 PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
@@ -274,8 +272,7 @@ class Flow:
             raise emit_error(ret, "a batched entry returns only its arguments and "
                              "its schedule's operands and outputs")
         self.returned = [places[v] for v in ret.operands]
-        # the schedule's outputs returned (only those are gathered by row:
-        # fresh arrays no one else holds, once returned)
+        # the schedule's outputs returned: only those gathered, fresh once returned
         first = len(args) + len(operands)
         self.wanted = frozenset(k - first for k in self.returned if k >= first)
         self.fresh = [k >= first and k not in self.returned[:j]
@@ -292,11 +289,9 @@ class Flow:
 
 
 def per_element(results: Sequence[np.ndarray], count: int,
-                fresh: Sequence[bool] = ()) -> list[tuple[Any, ...]]:
-    """Each batch element's outputs as a native call returns them: a
-    scalar as a Python number, a tensor as its own array (a row of a copy,
-    or of the result itself where `fresh` says no one else holds it)."""
-    fresh = fresh or [False] * len(results)
+                fresh: Sequence[bool]) -> list[tuple[Any, ...]]:
+    """Each batch element's outputs as a native call returns them: a scalar as a
+    Python number, a tensor as a row of a copy (of itself where `fresh`)."""
     columns = [r.tolist() if r.ndim == 1 else list(r if new else r.copy())
                for r, new in zip(results, fresh, strict=True)]
     if not columns:

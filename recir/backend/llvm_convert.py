@@ -8,7 +8,7 @@ what it gets wrong or lacks, so no xDSL code is patched:
   emit the GEP on the opaque pointer with an explicit source element type.
 - `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
   and emits a plain access; we emit `load atomic` / `store atomic`.
-- `llvm.alloca` results are made opaque too (llvmlite types them).
+- `llvm.alloca` results and globals are made opaque too (llvmlite types them).
 - `llvm.call` through a function pointer (its indirect form), which xDSL
   does not convert.
 - `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
@@ -373,22 +373,26 @@ def define_function(op: llvm.FuncOp, module: ir.Module) -> None:
             convert_op(inner, builder, values, blocks)
 
 
+# asked once: llvmlite's one lock is held through `engine.llvm_thread`'s compiles
+host_triple = functools.cache(llvmlite.binding.get_default_triple)
+
+
 def convert_module(module: ModuleOp) -> ir.Module:
     result = ir.Module()
-    result.triple = llvmlite.binding.get_default_triple()
+    result.triple = host_triple()
     functions = []
     for op in module.ops:
         if isinstance(op, llvm.GlobalOp):
             _convert_global(op, result)
+            _opaque(result.get_global(op.sym_name.data))
         elif isinstance(op, llvm.FuncOp):
             functions.append(op)
         else:
             raise emit_error(op, "is not supported by the native backend at module level")
     for op in functions:
         declare_function(op, result)
-    for op in functions:
-        if op.body.blocks:
-            define_function(op, result)
+    for op in (f for f in functions if f.body.blocks):
+        define_function(op, result)
     return result
 
 

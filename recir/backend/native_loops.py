@@ -43,9 +43,10 @@ from recir.interpreter.frontier import (
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
+from recir.passes.plan_functions import COPIED, SCALAR, Operand
 from recir.passes.row_products import grains
 from recir.passes.rows import ALIGN
-from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
+from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY
 
 
 class NativeLoop:
@@ -59,13 +60,6 @@ class NativeLoop:
         self.teams: dict[int, Any] = {}  # `contexts`, by team size
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
             native.engine.address(native.name + self.ENTRY))
-
-    def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
-             keep: list[np.ndarray], first: int = 0) -> None:
-        """The fields of inputs `first`.. of `plan`, from field `header` on."""
-        fields, scalars = self.fields(inputs, keep, first)
-        plan[header:header + len(fields)] = fields
-        self.write_scalars(plan, header, inputs, scalars, first)
 
     def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0,
                numbers: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
@@ -315,19 +309,17 @@ class NativeExpansion(NativeLoop):
                           if kind is not None and kind[1].kind in "iu"]  # integer arrays
 
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any],
-                 fields: np.ndarray | None = None
+                 fields: np.ndarray
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
                             np.ndarray]:
         """`Schedule.expand`'s results for these roots, and each
         invocation's height: views of this loop's tables, which the next
         call overwrites (calls of one function take turns, and a schedule
-        copies what it keeps). `fields`: the shared inputs', where found."""
+        copies what it keeps). `fields`: `shared`'s (`NativeLoop.fields`)."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
-            keep: list[np.ndarray] = []  # converted inputs, alive through the call
-            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared, keep,
-                                     fields)
+            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], fields)
             ctx = self.run(plan, self.native.per_row * int(plan[0]))[0]
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
@@ -350,11 +342,11 @@ class NativeExpansion(NativeLoop):
                  if isinstance(v, np.ndarray) and v.ndim]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 
-    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any],
-             keep: list[np.ndarray], fields: np.ndarray | None = None
+    def plan(self, capacity: int, moving: Sequence[Any], fields: np.ndarray
              ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
-        """The plan for these roots and shared inputs: the tables' part made
-        once per capacity (kept while large enough), the rest written here."""
+        """The plan for these roots and the shared inputs' `fields`: the
+        tables' part made once per capacity (kept while large enough), the
+        rest written here."""
         if self.kept is None or self.kept[0][0] < capacity:
             self.kept = self.tables_plan(capacity)
         plan, arrays = self.kept
@@ -363,10 +355,7 @@ class NativeExpansion(NativeLoop):
             table[:batch] = value
         plan[5:8] = 0, 0, batch  # total and depths: written back
         at = EXPANSION_HEADER + 2 * len(tables)
-        if fields is None:
-            self.fill(plan, at, shared, keep, len(tables))
-        else:
-            plan[at:at + len(fields)] = fields
+        plan[at:at + len(fields)] = fields
         return plan, arrays
 
     def tables_plan(self, capacity: int

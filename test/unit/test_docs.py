@@ -119,19 +119,21 @@ def test_option_tables_name_real_parameters():
     import recir
     from recir import gradients, pipeline
 
-    def table(heading: str) -> list[str]:
+    def names(heading: str) -> set[str]:
+        """Every name in the first column of the section's table (a row may
+        name several: `threads`, `fuse`, `cache_dir`)."""
         section = (ROOT / "docs" / "usage.md").read_text().split(heading, 1)[1]
         section = section.split("\n## ", 1)[0]
-        return re.findall(r"^\| `(\w+)`(?:, `(\w+)`)*(?:, `(\w+)`)? \|", section, re.M)
-
-    def names(rows: list[tuple[str, ...]]) -> set[str]:
-        return {n for row in rows for n in row if n}
+        cells = re.findall(r"^\| (`\w+`(?:, `\w+`)*) \|", section, re.M)
+        found = {n for cell in cells for n in re.findall(r"`(\w+)`", cell)}
+        assert len(found) >= 4, f"{heading}: the table's pattern is broken"
+        return found
 
     def parameters(*functions: object) -> set[str]:
         return {p for f in functions for p in inspect.signature(f).parameters}
 
-    assert names(table("## `recir.compile")) <= parameters(recir.compile, pipeline.compile)
-    assert names(table("## `recir.value_and_grad")) <= parameters(
+    assert names("## `recir.compile") <= parameters(recir.compile, pipeline.compile)
+    assert names("## `recir.value_and_grad") <= parameters(
         recir.value_and_grad, gradients.GradFunction.__init__)
 
 
