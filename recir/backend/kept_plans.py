@@ -79,6 +79,7 @@ class KeptPlan:
         arrays = (*self.take_owned(inputs), *outputs)
         if self.arrays is None or len(arrays) != len(self.arrays) or not all(
                 map(is_, arrays, self.arrays)):
+            self.arrays = None  # placed again next call should this fail half-way
             self.place(loop, inputs, outputs)
             self.arrays = arrays
         if rows > self.capacity:

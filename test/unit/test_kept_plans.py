@@ -94,10 +94,12 @@ def test_a_kept_plan_checks_its_arrays_and_their_rows():
     outputs = [np.zeros((5, *row_shape(t)), dtype_of(t)) for t in loop.native.outputs]
     shared = np.zeros(2 * len(plan.shared), np.int64)
     first = plan.owned[0]
+    plan.fill(loop, inputs, outputs, 5, [], shared)
     for wrong in (inputs[first].astype(np.float64), np.zeros((5, 3), inputs[first].dtype)):
         with pytest.raises(RecirError, match="keeps rows of"):
             plan.fill(loop, [*inputs[:first], wrong, *inputs[first + 1:]], outputs, 5, [],
                       shared)
+        assert plan.arrays is None  # half placed: placed again by the next call
     filled = plan.fill(loop, inputs, outputs, 5, [], shared)
     assert plan.capacity == 5
     assert (filled[plan.rows_at] == 5).all()
