@@ -1,0 +1,128 @@
+"""IR a compiler developer can write by hand (generic syntax, any entry
+function) is refused with one located error or runs right natively: never a
+traceback from a verifier reading another op's missing property, never
+native results read in the wrong order or in the wrong type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.parsing import parse_module
+from recir.pipeline import compile_module
+
+FRONTIER_OPS = Path(__file__).resolve().parents[1] / "dialects/frontier/ops.mlir"
+
+RECURSIVE = """func.func @f(%n: i32) -> i32 {{
+  "invoke.subgraph"() <{{{props}}}> ({{
+  ^bb0(%k: i32):
+    "invoke.return"(%k) : (i32) -> ()
+  }}) : () -> ()
+  %r = invoke.invoke @rec(%n) : (i32) -> i32
+  func.return %r : i32
+}}"""
+
+DATAFLOW_CALL = """dataflow.graph @g(%x: i32) -> i32 {{
+  %y = "dataflow.call"(%x) <{{{props}}}> : (i32) -> i32
+  dataflow.output %y : i32
+}}"""
+
+
+def parse(text: str):
+    return parse_module(make_context(), text, "hand.mlir")
+
+
+@pytest.mark.parametrize("text, message", [
+    (RECURSIVE.format(props='function_type = (i32) -> i32'), "property 'sym_name' expected"),
+    (RECURSIVE.format(props='sym_name = 3 : i64, function_type = (i32) -> i32'),
+     "property 'sym_name'"),
+    (RECURSIVE.format(props='sym_name = "rec"'), "property 'function_type' expected"),
+    (RECURSIVE.format(props='sym_name = "rec", function_type = "x"'),
+     "property 'function_type'"),
+    (DATAFLOW_CALL.format(props='site = 0 : i64'), "property 'callee' expected"),
+    (DATAFLOW_CALL.format(props='callee = "g", site = 0 : i64'), "property 'callee'"),
+    (DATAFLOW_CALL.format(props='callee = @g, site = "x"'), "property 'site'"),
+])
+def test_a_property_another_op_reads_is_checked_first(text, message):
+    with pytest.raises(RecirError, match=message) as e:
+        parse(text)
+    assert str(e.value).startswith("hand.mlir:")
+
+
+CMPI = """func.func @f(%a: i32, %b: {rhs}) -> i32 {{
+  %c = "arith.cmpi"(%a, %b) <{{predicate = {p} : i64}}> : (i32, {rhs}) -> i1
+  %r = arith.extui %c : i1 to i32
+  func.return %r : i32
+}}"""
+
+
+@pytest.mark.parametrize("p, rhs, message", [
+    (-1, "i32", "unknown predicate -1"),  # was read as the last predicate, uge
+    (10, "i32", "unknown predicate 10"),
+    (2**62, "i32", "unknown predicate"),  # printing it raised IndexError
+    (2, "i64", "operands of different types: i32 and i64"),
+])
+def test_arith_comparisons_are_checked(p, rhs, message):
+    with pytest.raises(RecirError, match=message):
+        parse(CMPI.format(p=p, rhs=rhs))
+
+
+def test_a_schedule_with_more_sites_than_results_is_refused():
+    text = FRONTIER_OPS.read_text().replace(
+        "shared(%step) {sites = 1 : i64} : (tensor<?xi32>), (i32) -> (tensor<?xi32>)",
+        "shared(%step) {sites = 4611686018427387904 : i64} : (tensor<?xi32>), (i32) -> "
+        "(tensor<?xi32>)")
+    assert "4611686018427387904" in text
+    with pytest.raises(RecirError, match="sites = 4611686018427387904.*at most 1 sites"):
+        parse(text)  # (was a MemoryError: a list of 2**62 types)
+
+
+MIXED = """func.func @m(%a: i32, %x: tensor<2xf32>) -> (i32, tensor<2xf32>, f32) {
+  invoke.subgraph @twice(%v: tensor<2xf32>) -> tensor<2xf32> {
+    %y = tmath.add %v, %v : tensor<2xf32>
+    invoke.return %y : tensor<2xf32>
+  }
+  %y = invoke.invoke @twice(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  %z = invoke.invoke @twice(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  %s = tmath.add %y, %z : tensor<2xf32>
+  %b = arith.constant 7.5 : f32
+  func.return %a, %s, %b : i32, tensor<2xf32>, f32
+}"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scalar_and_tensor_results_come_back_in_order(cache_dir, threads):
+    """Two scalar results and a tensor between them: the tensor's data was
+    written through the first scalar's 4-byte slot (out of its bounds), the
+    scalars read from the tensor's buffer; a batch on a team the same."""
+    module = parse(MIXED)
+    x = np.array([1.5, -2.0], np.float32)
+    inputs = [(5, x), (-3, 2 * x)]
+    expected = [run_function(module, "m", list(args)) for args in inputs]
+    native = compile_module(module, "m", cache_dir=cache_dir, threads=threads)
+    assert bool(native.team) == (threads > 1)
+    for got, want in zip([native(*inputs[0]), *native.batch(inputs)], [expected[0], *expected]):
+        assert (got[0], got[2]) == (want[0], want[2])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("signature, message", [
+    ("func.func private @f(%a: i32) -> i32", "@f is private"),
+    ("func.func @f(%a: tensor<3xi32>) -> tensor<3xi32>", "result 0 .*returns tensors of f32"),
+    ("func.func @f(%a: tensor<?xf32>) -> tensor<?xf32>", "result 0 .*static shape"),
+    ("func.func @f(%a: tensor<3xi64>) -> tensor<3xi64>", "argument 0 .*tensors of f32 or i32"),
+    ("func.func @f(%a: index) -> index", "argument 0 \\(index\\)"),
+])
+def test_a_signature_native_code_cannot_pass_is_refused(cache_dir, signature, message):
+    """These compiled, then read an i64 tensor as i32 data, returned an i32
+    tensor's bits as floats, or failed with a KeyError or a NumPy error."""
+    typ = signature.rsplit("-> ", 1)[1]
+    module = parse(f"{signature} {{\n  func.return %a : {typ}\n}}")
+    with pytest.raises(RecirError, match=message) as e:
+        compile_module(module, "f", cache_dir=cache_dir)
+    assert str(e.value).startswith("hand.mlir:1:1: error: 'func.func' op")
