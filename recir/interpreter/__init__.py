@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     TensorType,
+    i1,
 )
 from xdsl.interpreter import Interpreter, OpImplResult, _InterpreterFunctionImpls
 from xdsl.interpreters.arith import ArithFunctions
@@ -33,7 +34,8 @@ from xdsl.utils.exceptions import InterpretationError
 
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
-from recir.interpreter.arith import ArithExtraFunctions, ArithRowFunctions
+from recir.interpreter.arith import (ArithExtraFunctions, ArithRowFunctions,
+                                    CheckedDivisionFunctions)
 from recir.interpreter.frontier import FrontierFunctions
 from recir.interpreter.frontier_grad import FrontierGradFunctions
 from recir.interpreter.invoke import InvokeFunctions
@@ -61,6 +63,8 @@ class _LocatedImpls(_InterpreterFunctionImpls):
             return impl(ft, interpreter, op, args)
         except (InterpretationError, ArithmeticError, IndexError) as e:
             raise RecirError(format_error(op, str(e))) from None
+        except ValueError as e:  # xDSL's scf.for with a zero step: Python's range()
+            raise RecirError(format_error(op, f"cannot run: {e}")) from None
 
 
 def make_interpreter(module: ModuleOp) -> Interpreter:
@@ -80,6 +84,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         FrontierGradFunctions(),
     ):
         interp.register_implementations(functions)
+    interp.register_implementations(CheckedDivisionFunctions(), override=True)
     rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
     interp.register_implementations(rows, override=True)
     return interp
@@ -219,7 +224,10 @@ def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any,
     """Run `@name` on `args`; integers, floats and ndarrays in and out."""
     entry = find_entry(module, name)
     values = coerce_arguments(name, args, entry.function_type.inputs.data)
-    return run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
+    results = run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
+    # an i1 as the native code returns it, 0 or 1 (xDSL's true is the signed -1)
+    return tuple(int(v) & 1 if typ == i1 and isinstance(v, int) else v
+                 for v, typ in zip(results, entry.function_type.outputs.data, strict=True))
 
 
 def run_deep(work: Any) -> Any:

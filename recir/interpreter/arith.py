@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.utils.comparisons import to_signed
 from xdsl.utils.exceptions import InterpretationError
 
 from recir.interpreter.tmath import register_table
@@ -31,6 +33,34 @@ class ArithExtraFunctions(InterpreterFunctions):
         if args[1] == 0:
             raise InterpretationError("'arith.divui' division by zero")
         return (args[0] // args[1],)
+
+
+class CheckedDivisionFunctions(InterpreterFunctions):
+    """xDSL's signed divisions and unsigned remainder after the checks native
+    code makes (`convert_recir_to_llvm.guard_division`), with its messages:
+    xDSL asserts a non-zero divisor (a traceback) and wraps INT_MIN / -1."""
+
+    def __init__(self) -> None:
+        self.xdsl = ArithFunctions()
+        self.impls = dict(type(self.xdsl)._impls())  # pyright: ignore[reportPrivateUsage]
+
+
+def _checked_division(op_type: type) -> Any:
+    def run(self: CheckedDivisionFunctions, interp: Interpreter, op: Any, args: Any):
+        lhs, rhs = args
+        if rhs == 0:
+            raise InterpretationError("division by zero")
+        width = op.result.type.width.data if isinstance(op.result.type, IntegerType) else 64
+        if op_type is not arith.RemUIOp and to_signed(lhs, width) == -(1 << (width - 1)) and (
+                to_signed(rhs, width) == -1):
+            raise InterpretationError("overflows")
+        return self.impls[op_type](self.xdsl, interp, op, args).values
+
+    return run
+
+
+register_table(CheckedDivisionFunctions, {t: t for t in (
+    arith.DivSIOp, arith.RemSIOp, arith.RemUIOp)}, _checked_division)
 
 
 # The scalar ops whose semantics are one Python function of the operands.

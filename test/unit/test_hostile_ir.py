@@ -15,6 +15,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import run_function
 from recir.parsing import parse_module
 from recir.pipeline import compile_module
+from recir.tools import recir_run
 
 FRONTIER_OPS = Path(__file__).resolve().parents[1] / "dialects/frontier/ops.mlir"
 
@@ -126,3 +127,67 @@ def test_a_signature_native_code_cannot_pass_is_refused(cache_dir, signature, me
     with pytest.raises(RecirError, match=message) as e:
         compile_module(module, "f", cache_dir=cache_dir)
     assert str(e.value).startswith("hand.mlir:1:1: error: 'func.func' op")
+
+
+DIVISIONS = """func.func @div(%a: i32, %b: i32) -> i32 {
+  %c = arith.divsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @rem(%a: i32, %b: i32) -> i32 {
+  %c = arith.remsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @remu(%a: i32, %b: i32) -> i32 {
+  %c = arith.remui %a, %b : i32
+  func.return %c : i32
+}"""
+
+
+@pytest.mark.parametrize("entry, a, b, message", [
+    ("div", 1, 0, "division by zero"), ("rem", 1, 0, "division by zero"),
+    ("remu", 1, 0, "division by zero"),
+    ("div", -2**31, -1, "overflows"), ("rem", -2**31, -1, "overflows"),
+])
+def test_the_interpreter_checks_divisions_as_native_code_does(cache_dir, entry, a, b, message):
+    """xDSL's interpreter asserted (a traceback) on a zero divisor and
+    returned INT_MIN for INT_MIN / -1, where native code reports both."""
+    module = parse(DIVISIONS)
+    for run in (lambda: run_function(module, entry, [a, b]),
+                lambda: compile_module(module, entry, cache_dir=cache_dir)(a, b)):
+        with pytest.raises(RecirError, match=f"hand.mlir:\\d+:3: error: 'arith.\\w+' op {message}"):
+            run()
+    assert run_function(module, "div", [-7, 2]) == (-3,)
+    assert run_function(module, "rem", [-7, 2]) == (-1,)
+
+
+def test_the_interpreter_names_a_loop_it_cannot_run():
+    text = """func.func @f(%n: i32) -> i32 {
+  %z = arith.constant 0 : i32
+  %r = scf.for %i = %z to %n step %z iter_args(%acc = %z) -> (i32) : i32 {
+    scf.yield %acc : i32
+  }
+  func.return %r : i32
+}"""
+    with pytest.raises(RecirError, match="hand.mlir:3:3: error: 'scf.for' op cannot run: range"):
+        run_function(parse(text), "f", [5])  # (a ValueError traceback)
+
+
+def test_an_i1_result_is_0_or_1_in_the_interpreter_as_in_native_code(cache_dir):
+    module = parse("""func.func @f(%a: i32) -> (i1, i32) {
+  %t = arith.constant true
+  func.return %t, %a : i1, i32
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    assert run_function(module, "f", [3]) == native(3) == (1, 3)  # (the interpreter's was -1)
+
+
+@pytest.mark.parametrize("engine", ["--interpret", "--jit"])
+def test_recir_run_reports_a_tensor_too_large_for_memory(tmp_path, capsys, engine):
+    path = tmp_path / "huge.mlir"
+    path.write_text("""func.func @f(%s: f32) -> tensor<100000x100000x100xf32> {
+  %b = tmath.fill %s : f32 -> tensor<100000x100000x100xf32>
+  func.return %b : tensor<100000x100000x100xf32>
+}""")
+    assert recir_run.main([str(path), "--entry", "f", "--arg", "1.0", engine]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: @f needs more memory than there is") and "Traceback" not in err
