@@ -191,3 +191,16 @@ def test_recir_run_reports_a_tensor_too_large_for_memory(tmp_path, capsys, engin
     assert recir_run.main([str(path), "--entry", "f", "--arg", "1.0", engine]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: @f needs more memory than there is") and "Traceback" not in err
+
+
+def test_recir_run_reports_ctrl_c_in_one_line(tmp_path, capsys, monkeypatch):
+    """A program that never ends (native: LLVM makes a loop of the tail
+    call) is stopped by Ctrl-C; recir-run printed KeyboardInterrupt's traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt("native @f was interrupted")
+
+    monkeypatch.setattr(recir_run, "run_function", interrupted)
+    path = tmp_path / "loop.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_run.main([str(path), "--entry", "f", "--arg", "1", "--interpret"]) == 130
+    assert capsys.readouterr().err == "error: @f was interrupted\n"
