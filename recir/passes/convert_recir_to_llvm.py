@@ -122,6 +122,24 @@ def guard_division(op: Operation) -> None:
         b.op(cf.AssertOp(ok, format_error(op, "overflows")))
 
 
+SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
+
+
+def guard_shift(op: Operation) -> None:
+    """A shift by the operand's width or more (or a negative amount) is
+    poison in LLVM: x86 masked the amount, constant folding did not, so the
+    same program gave different results. Checked where the IR was written
+    with a shift (an op with a source location); the shifts recir's kernels
+    make have none, and amounts in range."""
+    if not location_prefix(op):
+        return
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    amount = op.operands[1]
+    width = amount.type.width.data if isinstance(amount.type, IntegerType) else 64
+    ok = b.value(arith.CmpiOp(amount, b.const(width, amount.type), "ult"))
+    b.op(cf.AssertOp(ok, format_error(op, f"shift amount out of range (0 to {width - 1})")))
+
+
 def expand_math(op: Operation) -> None:
     b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
     if isinstance(op, math.ExpOp):
@@ -323,6 +341,8 @@ class ConvertRecirToLlvmPass(ModulePass):
         for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
             if isinstance(inner, DIVISIONS):
                 guard_division(inner)
+            elif isinstance(inner, SHIFTS):
+                guard_shift(inner)
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
             elif isinstance(inner, tape.NewOp):

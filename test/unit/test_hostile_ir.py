@@ -204,3 +204,37 @@ def test_recir_run_reports_ctrl_c_in_one_line(tmp_path, capsys, monkeypatch):
     path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
     assert recir_run.main([str(path), "--entry", "f", "--arg", "1", "--interpret"]) == 130
     assert capsys.readouterr().err == "error: @f was interrupted\n"
+
+
+SHIFTS = """func.func @shl(%a: i32, %b: i32) -> i32 {
+  %c = arith.shli %a, %b : i32
+  func.return %c : i32
+}
+func.func @shrs(%a: i32, %b: i32) -> i32 {
+  %c = arith.shrsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @shru(%a: i32, %b: i32) -> i32 {
+  %c = arith.shrui %a, %b : i32
+  func.return %c : i32
+}"""
+
+
+@pytest.mark.parametrize("entry", ["shl", "shrs", "shru"])
+def test_shifts_agree_and_an_amount_out_of_range_is_an_error(cache_dir, entry):
+    """By 32 or more (or a negative amount) native code gave whatever x86 or
+    constant folding made of LLVM's poison (shl -100 by 40: -25600), the
+    interpreter 0, an AssertionError, or had no shrui at all."""
+    module = parse(SHIFTS)
+    native = compile_module(module, entry, cache_dir=cache_dir)
+    for a, b in [(-100, 0), (-100, 3), (-100, 31), (7, 30), (2**31 - 1, 1)]:
+        want = {"shl": (a << b) & 0xFFFFFFFF, "shrs": a >> b,
+                "shru": (a & 0xFFFFFFFF) >> b}[entry]
+        want = want - (1 << 32) if want >= 1 << 31 else want
+        assert run_function(module, entry, [a, b]) == native(a, b) == (want,)
+    for b in (32, 40, -1):
+        for run in (lambda: run_function(module, entry, [-100, b]),
+                    lambda: native(-100, b)):
+            with pytest.raises(RecirError, match=r"hand.mlir:\d+:3: error: 'arith.sh\w+' "
+                                                  r"op shift amount out of range \(0 to 31\)"):
+                run()
