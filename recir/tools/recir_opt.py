@@ -12,6 +12,7 @@ import sys
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -35,6 +36,20 @@ class RecirOptMain(xDSLOptMain):
         for name, factory in RECIR_PASSES.items():
             self.available_passes.setdefault(name, factory)
         self.available_passes.update(RECIR_REPLACEMENTS)
+
+    def setup_pipeline(self) -> None:
+        """xDSL's pipeline; an option a pass cannot take is named with its
+        pass (xDSL says only 'Incompatible types: given ('x',), expected int')."""
+        try:
+            super().setup_pipeline()
+        except ValueError:
+            for spec in parse_pipeline(self.args.passes):
+                if spec.name in self.available_passes:
+                    try:
+                        self.available_passes[spec.name]().from_pass_spec(spec)
+                    except (ValueError, TypeError) as e:
+                        raise ValueError(f"pass '{spec.name}': {one_line(e)}") from None
+            raise
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0

@@ -15,7 +15,7 @@ from recir.diagnostics import RecirError
 from recir.interpreter import run_function
 from recir.parsing import parse_module
 from recir.pipeline import compile_module
-from recir.tools import recir_run
+from recir.tools import recir_opt, recir_run
 
 FRONTIER_OPS = Path(__file__).resolve().parents[1] / "dialects/frontier/ops.mlir"
 
@@ -238,3 +238,17 @@ def test_shifts_agree_and_an_amount_out_of_range_is_an_error(cache_dir, entry):
             with pytest.raises(RecirError, match=r"hand.mlir:\d+:3: error: 'arith.sh\w+' "
                                                   r"op shift amount out of range \(0 to 31\)"):
                 run()
+
+
+@pytest.mark.parametrize("pipeline, message", [
+    ("synthesize-gradients{loss=x}", "pass 'synthesize-gradients': Incompatible types"),
+    ("capture-outer-refs,invoke-clone-serial{budget=1.5}", "pass 'invoke-clone-serial': "),
+    ("convert-recir-to-llvm{entries=maybe}", "pass 'convert-recir-to-llvm': "),
+])
+def test_recir_opt_names_the_pass_of_an_option_it_cannot_take(tmp_path, capsys, pipeline,
+                                                             message):
+    path = tmp_path / "f.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_opt.main([str(path), "-p", pipeline]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
