@@ -160,20 +160,18 @@ class Arguments:
                 continue
             args.append(self.argument(i, value, self.inputs[i], keep))
         args += self.param_args
-        results: list[Any] = []
         if not outputs:  # the caller adds them (`batch`)
-            return args, results
-        for kind in self.out_kinds:
+            return args, []
+        results: list[Any] = [None] * len(self.out_kinds)  # (a returned scalar: None)
+        for k in self.result_fields:  # in the entry's order, each into its place
+            kind = self.out_kinds[k]
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
-            elif self.returns_one:
-                out = None  # the entry returns it
+                args.append(data_address(out))
             else:
                 out = kind()
-            results.append(out)
-        for k in self.result_fields:
-            out = results[k]
-            args.append(data_address(out) if type(out) is np.ndarray else ctypes.addressof(out))
+                args.append(ctypes.addressof(out))
+            results[k] = out
         return args, results
 
     @staticmethod
