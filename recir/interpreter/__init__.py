@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
@@ -23,7 +23,14 @@ from xdsl.dialects.builtin import (
     TensorType,
     i1,
 )
-from xdsl.interpreter import Interpreter, OpImplResult, _InterpreterFunctionImpls
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    OpImplResult,
+    _InterpreterFunctionImpls,
+    impl,
+    register_impls,
+)
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.cf import CfFunctions
 from xdsl.interpreters.func import FuncFunctions
@@ -46,6 +53,19 @@ STACK_BYTES = 512 * 1024 * 1024
 MAX_PYTHON_FRAMES = 400_000
 
 
+@register_impls
+class CheckedLoopFunctions(InterpreterFunctions):
+    """`scf.for` with a step that is not positive is an error, as in native
+    code (`convert_scf_to_cf.guard_step`): xDSL's range() ran a negative
+    step no times and raised ValueError on 0."""
+
+    @impl(scf.ForOp)
+    def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: Any) -> Any:
+        if args[2] <= 0:
+            raise InterpretationError(f"step must be positive, got {args[2]}")
+        return ScfFunctions.run_for(ScfFunctions(), interpreter, op, args).values
+
+
 class _LocatedImpls(_InterpreterFunctionImpls):
     """Dispatch without xDSL's per-level re-wrapping of errors.
 
@@ -63,7 +83,7 @@ class _LocatedImpls(_InterpreterFunctionImpls):
             return impl(ft, interpreter, op, args)
         except (InterpretationError, ArithmeticError, IndexError) as e:
             raise RecirError(format_error(op, str(e))) from None
-        except ValueError as e:  # xDSL's scf.for with a zero step: Python's range()
+        except ValueError as e:  # NumPy's, e.g. row forms of different row counts
             raise RecirError(format_error(op, f"cannot run: {e}")) from None
 
 
@@ -85,6 +105,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
     ):
         interp.register_implementations(functions)
     interp.register_implementations(CheckedDivisionFunctions(), override=True)
+    interp.register_implementations(CheckedLoopFunctions(), override=True)
     rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
     interp.register_implementations(rows, override=True)
     return interp

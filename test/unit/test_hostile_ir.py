@@ -160,16 +160,26 @@ def test_the_interpreter_checks_divisions_as_native_code_does(cache_dir, entry, 
     assert run_function(module, "rem", [-7, 2]) == (-1,)
 
 
-def test_the_interpreter_names_a_loop_it_cannot_run():
-    text = """func.func @f(%n: i32) -> i32 {
+@pytest.mark.parametrize("step", [0, -1])
+def test_a_loop_step_that_is_not_positive_is_an_error(cache_dir, step):
+    """Step 0: a ValueError traceback from the interpreter, native code looped
+    forever; step -1: the interpreter ran no iteration (0), native code
+    looped until the index wrapped (-2147483647)."""
+    module = parse("""func.func @f(%n: i32, %step: i32) -> i32 {
   %z = arith.constant 0 : i32
-  %r = scf.for %i = %z to %n step %z iter_args(%acc = %z) -> (i32) : i32 {
-    scf.yield %acc : i32
+  %one = arith.constant 1 : i32
+  %r = scf.for %i = %z to %n step %step iter_args(%acc = %z) -> (i32) : i32 {
+    %a = arith.addi %acc, %one : i32
+    scf.yield %a : i32
   }
   func.return %r : i32
-}"""
-    with pytest.raises(RecirError, match="hand.mlir:3:3: error: 'scf.for' op cannot run: range"):
-        run_function(parse(text), "f", [5])  # (a ValueError traceback)
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    assert run_function(module, "f", [7, 2]) == native(7, 2) == (4,)
+    for run in (lambda: run_function(module, "f", [7, step]), lambda: native(7, step)):
+        with pytest.raises(RecirError, match="hand.mlir:4:3: error: 'scf.for' op step must "
+                                             "be positive"):
+            run()
 
 
 def test_an_i1_result_is_0_or_1_in_the_interpreter_as_in_native_code(cache_dir):
