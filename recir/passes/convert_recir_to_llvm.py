@@ -140,6 +140,21 @@ def guard_shift(op: Operation) -> None:
     b.op(cf.AssertOp(ok, format_error(op, f"shift amount out of range (0 to {width - 1})")))
 
 
+def guard_conversion(op: arith.FPToSIOp) -> None:
+    """A float out of the integer's range (NaN, inf) converts to poison in
+    LLVM (x86 gave INT_MIN or INT_MAX): checked where the IR was written
+    with the conversion (an op with a source location), as shifts are."""
+    if not location_prefix(op):
+        return
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    x, width = op.input, op.result.type.width.data
+    bound = float(2 ** (width - 1))
+    low = b.value(arith.CmpfOp(x, b.value(arith.ConstantOp(FloatAttr(-bound, x.type))), "oge"))
+    high = b.value(arith.CmpfOp(x, b.value(arith.ConstantOp(FloatAttr(bound, x.type))), "olt"))
+    ok = b.value(arith.AndIOp(low, high))
+    b.op(cf.AssertOp(ok, format_error(op, f"the value is out of range for {op.result.type}")))
+
+
 def expand_math(op: Operation) -> None:
     b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
     if isinstance(op, math.ExpOp):
@@ -343,6 +358,8 @@ class ConvertRecirToLlvmPass(ModulePass):
                 guard_division(inner)
             elif isinstance(inner, SHIFTS):
                 guard_shift(inner)
+            elif isinstance(inner, arith.FPToSIOp):
+                guard_conversion(inner)
             elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
                 expand_math(inner)
             elif isinstance(inner, tape.NewOp):

@@ -262,3 +262,48 @@ def test_recir_opt_names_the_pass_of_an_option_it_cannot_take(tmp_path, capsys, 
     assert recir_opt.main([str(path), "-p", pipeline]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+U32 = 1 << 32
+
+
+def signed32(x: int) -> int:
+    return x - U32 if x >= 1 << 31 else x
+
+
+@pytest.mark.parametrize("body, types, cases", [
+    # unsigned: -1 is 2**32 - 1 (the interpreter divided signed: 1 / -1 = -1)
+    ("arith.divui %a, %b : i32", ("i32", "i32", "i32"),
+     [((1, -1), 0), ((-1, 2), 2**31 - 1), ((-7, -1), 0), ((9, 4), 2)]),
+    ("arith.remui %a, %b : i32", ("i32", "i32", "i32"),  # (a KeyError traceback)
+     [((1, -1), 1), ((-1, 10), signed32((U32 - 1) % 10)), ((9, 4), 1)]),
+    ("arith.extui %a : i32 to i64", ("i32", "i64"),  # (it sign-extended)
+     [((-1,), U32 - 1), ((-2**31,), 2**31), ((7,), 7)]),
+    ("arith.trunci %a : i64 to i32", ("i64", "i32"),  # (no implementation)
+     [((2**40 + 5,), 5), ((-1,), -1), ((2**31,), -2**31)]),
+    ("arith.divf %a, %b : f32", ("f32", "f32", "f32"),  # (1.5 / -0.0 was +inf)
+     [((1.5, -0.0), -np.inf), ((-2.5, -0.0), np.inf), ((1.0, 4.0), 0.25)]),
+    ("arith.fptosi %a : f32 to i32", ("f32", "i32"),
+     [((-2.5,), -2), ((2.0**31 - 128,), 2**31 - 128), ((-2.0**31,), -2**31)]),
+])
+def test_scalar_arith_agrees_with_python(cache_dir, body, types, cases):
+    names = "abc"[:len(types) - 1]
+    params = ", ".join(f"%{n}: {t}" for n, t in zip(names, types, strict=False))
+    module = parse(f"func.func @f({params}) -> {types[-1]} {{\n  %r = {body}\n"
+                   f"  func.return %r : {types[-1]}\n}}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for args, want in cases:
+        assert run_function(module, "f", list(args)) == native(*args) == (want,), args
+
+
+@pytest.mark.parametrize("value", [1e30, -3e9, 2.0**31, np.inf, np.nan])
+def test_a_float_out_of_the_integer_range_is_an_error(cache_dir, value):
+    """LLVM makes it poison: native code gave INT_MIN or INT_MAX, the
+    interpreter a Python integer beyond 32 bits (1e30) or an error (inf)."""
+    module = parse("func.func @f(%a: f32) -> i32 {\n  %r = arith.fptosi %a : f32 to i32\n"
+                   "  func.return %r : i32\n}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for run in (lambda: run_function(module, "f", [value]), lambda: native(value)):
+        with pytest.raises(RecirError, match="hand.mlir:2:3: error: 'arith.fptosi' op the "
+                                             "value is out of range for i32"):
+            run()
