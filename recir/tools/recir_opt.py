@@ -80,6 +80,18 @@ class RecirOptMain(xDSLOptMain):
             if callback is not None:
                 callback(stage, prog, passes[i + 1] if i + 1 < len(passes) else None)
 
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """xDSL's targets other than `mlir` expect their own dialects (riscv,
+        x86, llvm's own translation): on recir's IR they raised
+        NotImplementedError or an AssertionError holding the whole op."""
+        try:
+            return super().output_resulting_program(prog)
+        except (NotImplementedError, AssertionError, KeyError, TypeError) as e:
+            detail = f": {one_line(e, 120)}" if isinstance(e, NotImplementedError) else ""
+            raise RecirError(f"error: the '{self.args.target}' target cannot print this "
+                             f"IR ({type(e).__name__}{detail}); the 'mlir' target prints "
+                             "any IR") from None
+
     def in_file(self, message: str) -> RecirError:
         """The error located at the input file where no op location is known
         (ops a pass made may have none)."""

@@ -307,3 +307,15 @@ def test_a_float_out_of_the_integer_range_is_an_error(cache_dir, value):
         with pytest.raises(RecirError, match="hand.mlir:2:3: error: 'arith.fptosi' op the "
                                              "value is out of range for i32"):
             run()
+
+
+@pytest.mark.parametrize("target", ["llvm", "x86-asm", "mps"])
+def test_recir_opt_reports_a_target_that_cannot_print_the_ir(tmp_path, capsys, target):
+    """xDSL's targets raised NotImplementedError or an AssertionError holding
+    the whole op (a traceback) on IR not lowered to their dialects."""
+    path = tmp_path / "f.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_opt.main([str(path), "--target", target]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the '{target}' target cannot print this IR (") and (
+        err.count("\n") == 1), err
