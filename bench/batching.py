@@ -345,6 +345,35 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def measure_roof(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """The SGEMM roof on each thread count, the best seen kept (`raise_roof`)."""
+    from bench.roof import quick_roof
+
+    for threads in args.threads:
+        raise_roof(report["roof"].setdefault(threads, {}),
+                   quick_roof(threads, max(args.hidden), args.roof_repeats))
+        print(f"SGEMM roof, {threads} thread(s): " + ", ".join(
+            f"{k} {v:.0f} GFLOP/s" for k, v in report["roof"][threads].items()), flush=True)
+
+
+def cell_row(args: argparse.Namespace, params: dict[str, Any], trees: list[Any], batch: int,
+             mode: str, threads: int, hidden: int, name: str) -> dict[str, Any]:
+    """One cell's row: every contestant's trees/s, auto's choice, recir's GFLOP/s."""
+    row = one_config(params, trees, batch, mode, threads, args.repeats, args.skip)
+    row.update(hidden=hidden, workload=name, batch=batch, threads=threads, mode=mode,
+               trees=len(trees), auto=auto_choice(params, mode, threads, [
+                   [args_of(t) for t in trees[i:i + batch]]
+                   for i in range(0, len(trees), batch)]))
+    per_tree = cell_flops(trees, hidden) / len(trees) * (
+        1 if mode == "infer" else 3)  # training: forward, dX, dW
+    row["gflops"] = {n: per_tree * r / 1e9 for n, r in row["trees_per_s"].items()
+                     if n.startswith("recir")}
+    print("  trees/s: " + ", ".join(f"{n} {v:.1f}" for n, v in row["trees_per_s"].items())
+          + f"; torch-level threads {row['torch_level_threads']}"
+          + f"; auto picks {row['auto']}", flush=True)
+    return row
+
+
 def run(args: argparse.Namespace) -> int:
     report_malloc = keep_freed_memory()
     print(f"glibc keeps freed memory (mallopt): {report_malloc}", flush=True)
@@ -352,21 +381,13 @@ def run(args: argparse.Namespace) -> int:
         args.hidden, args.workloads, args.batches = [150], ["sst"], [1, 25]
         args.repeats = 3
     from bench.peers import blas_report, summary
-    from bench.roof import quick_roof
 
     report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
                               "mallopt": report_malloc, "roof": {}, "rows": []}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
 
-    def measure_roof() -> None:
-        for threads in args.threads:
-            raise_roof(report["roof"].setdefault(threads, {}),
-                       quick_roof(threads, max(args.hidden), args.roof_repeats))
-            print(f"SGEMM roof, {threads} thread(s): " + ", ".join(
-                f"{k} {v:.0f} GFLOP/s" for k, v in report["roof"][threads].items()), flush=True)
-
-    measure_roof()
+    measure_roof(report, args)
     for hidden in args.hidden:
         for name in args.workloads:
             for batch in args.batches:
@@ -376,25 +397,11 @@ def run(args: argparse.Namespace) -> int:
                     for mode in args.modes:
                         print(f"h={hidden} {desc} batch={batch} threads={threads} {mode}",
                               flush=True)
-                        row = one_config(params, trees, batch, mode, threads, args.repeats,
-                                         args.skip)
-                        row.update(hidden=hidden, workload=name, batch=batch,
-                                   threads=threads, mode=mode, trees=len(trees),
-                                   auto=auto_choice(params, mode, threads, [
-                                       [args_of(t) for t in trees[i:i + batch]]
-                                       for i in range(0, len(trees), batch)]))
-                        per_tree = cell_flops(trees, hidden) / len(trees) * (
-                            1 if mode == "infer" else 3)  # training: forward, dX, dW
-                        row["gflops"] = {n: per_tree * r / 1e9 for n, r in
-                                         row["trees_per_s"].items() if n.startswith("recir")}
-                        report["rows"].append(row)
-                        print("  trees/s: " + ", ".join(
-                            f"{n} {v:.1f}" for n, v in row["trees_per_s"].items())
-                            + f"; torch-level threads {row['torch_level_threads']}"
-                            + f"; auto picks {row['auto']}", flush=True)
+                        report["rows"].append(cell_row(args, params, trees, batch, mode,
+                                                       threads, hidden, name))
                         if args.json:  # what is done so far survives a cut-off run
                             write_json(args.json, report)
-    measure_roof()
+    measure_roof(report, args)
     for row in report["rows"]:  # against the best roof seen over the whole run
         roof = report["roof"][row["threads"]]["roof"]
         row["roof_fraction"] = {n: g / roof for n, g in row["gflops"].items()}

@@ -301,6 +301,12 @@ def _timed(thunk: Any) -> float:
 
 
 def print_report(report: dict[str, Any]) -> None:
+    print_stages(report)
+    print_end_to_end(report)
+    print_warm_and_levels(report)
+
+
+def print_stages(report: dict[str, Any]) -> None:
     threads = list(report["threads"])
     rows = [["trace (first / again)", f"{fmt(1e3 * report['first_trace_s'])} / "
              f"{fmt(1e3 * report['trace_s'])}"] + [""] * (2 * len(threads) - 1)]
@@ -324,6 +330,9 @@ def print_report(report: dict[str, Any]) -> None:
     print_table(f"cold compile stages, TreeLSTM h={report['hidden']}, CPU ms "
                 f"(minimum of runs)", ["stage"] + [f"{k} {t}t" for t in threads
                                                    for k in ("inference", "gradient")], rows)
+
+
+def print_end_to_end(report: dict[str, Any]) -> None:
     first = report["first_in_process"]
     rows = [[f"{t}", fmt(r["cold_wall_s"], 2), fmt(r["cold_cpu_s"], 2),
              fmt(1e3 * r["warm_wall_s"]), fmt(1e3 * r["warm_cpu_s"])]
@@ -340,6 +349,9 @@ def print_report(report: dict[str, Any]) -> None:
                 f"kernels where not cached: {first['wall_s']:.2f} s wall, "
                 f"{first['cpu_s']:.2f} s CPU)",
                 ["threads", "cold wall s", "cold CPU s", "warm wall ms", "warm CPU ms"], rows)
+
+
+def print_warm_and_levels(report: dict[str, Any]) -> None:
     rows = []
     for t, r in report["threads"].items():
         inference, gradient = r["warm_inference_stages"], r["warm_gradient_stages"]

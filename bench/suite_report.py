@@ -329,6 +329,14 @@ def write(report: dict[str, Any], out: Path) -> None:
     (out / "suite.md").write_text(markdown(report, draw(report, out)))
 
 if __name__ == "__main__":
-    source = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/suite.json")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Re-render a saved suite run's tables "
+                                     "and plots beside its JSON.")
+    parser.add_argument("report", nargs="?", type=Path,
+                        default=Path("bench/results/suite.json"), help="a suite.json")
+    source = parser.parse_args().report
+    if not source.is_file():
+        parser.error(f"{source}: no such file (run `python bench/run.py all` first)")
     write(json.loads(source.read_text()), source.parent)
     print(f"wrote {source.parent}/suite.md")

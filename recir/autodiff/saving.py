@@ -229,6 +229,7 @@ def call_forward(op: Operation, frame: SSAValue, offset: int) -> None:
     assert isinstance(op, invoke.InvokeOp)
     call = invoke.InvokeOp(f"{op.callee.string_value()}_fwd", op.args,
                            [*(r.type for r in op.res), tape.FRAME])
+    call.location = op.location  # its errors point at the user's line
     Rewriter.insert_op(call, InsertPoint.before(op))
     for old, new in zip(op.res, call.results):
         old.replace_all_uses_with(new)

@@ -245,6 +245,7 @@ class FunctionGradient:
         typ = self.s.bwd_type(callee)
         call = e.op(invoke.InvokeOp(f"{callee}_bwd", [child, *ds, *given, *accs],
                                     typ.outputs.data))
+        call.location = op.location
         others = [p for p, a in enumerate(g.args) if p not in keep and is_float(a.type)]
         for p, d in zip(others, call.results):
             self.contribute(scope, op.args[p], d, e)

@@ -160,10 +160,13 @@ class Arguments:
                 continue
             args.append(self.argument(i, value, self.inputs[i], keep))
         args += self.param_args
-        if not outputs:  # the caller adds them (`batch`)
-            return args, []
-        results: list[Any] = [None] * len(self.out_kinds)  # (a returned scalar: None)
-        for k in self.result_fields:  # in the entry's order, each into its place
+        return args, self.result_buffers(args) if outputs else []  # (else `batch` adds them)
+
+    def result_buffers(self, args: list[Any]) -> list[Any]:
+        """A buffer per result (None: the entry returns it), their addresses
+        added to `args` in the entry's order (`result_fields`)."""
+        results: list[Any] = [None] * len(self.out_kinds)
+        for k in self.result_fields:
             kind = self.out_kinds[k]
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
@@ -172,7 +175,7 @@ class Arguments:
                 out = kind()
                 args.append(ctypes.addressof(out))
             results[k] = out
-        return args, results
+        return results
 
     @staticmethod
     def outputs_of(results: list[Any], returned: Any) -> tuple[Any, ...]:

@@ -60,10 +60,12 @@ def compiler_digest() -> str:
     The package's top level, interpreter and autodiff count too: a frontier
     function and a recursive gradient are keyed by the traced IR they are
     made from (`frontier_compile.origin`, `pipeline.compile_module`'s
-    `derive`), not by the IR their passes make of it."""
+    `derive`), not by the IR their passes make of it; and the kernels'
+    build (`backend/kernels`)."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for folder in (".", "interpreter", "passes", "backend", "autodiff", "dialects"):
+    for folder in (".", "interpreter", "passes", "backend", "backend/kernels", "autodiff",
+                   "dialects"):
         for path in sorted((root / folder).glob("*.py")):
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

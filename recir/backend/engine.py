@@ -62,10 +62,10 @@ OPT_LEVEL = 3
 
 
 def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3,
-             unrolling: bool = True) -> None:
+             unrolling: bool = True, slp: bool = True) -> None:
     options = llvm.create_pipeline_tuning_options(speed_level=level)
     options.loop_vectorization = True
-    options.slp_vectorization = True
+    options.slp_vectorization = slp
     options.loop_unrolling = unrolling
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
@@ -76,7 +76,8 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
     `timings` gets the CPU seconds of each step (parse, verify, optimize,
     codegen). `rows`: the module is batched code over rows, compiled
-    without the loop unroller and loop strength reduction (`ROW_CODE`)."""
+    without the loop unroller, the SLP vectorizer and loop strength
+    reduction (`ROW_CODE`)."""
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
@@ -86,7 +87,8 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     times["llvm-parse"], start = clock() - start, clock()
     module.verify()
     times["llvm-verify"], start = clock() - start, clock()
-    optimize(module, machine, OPT_LEVEL if level is None else level, unrolling=not rows)
+    optimize(module, machine, OPT_LEVEL if level is None else level, unrolling=not rows,
+             slp=not rows)
     times["llvm-optimize"], start = clock() - start, clock()
     with LSR_GATE.setting(not rows):
         obj = machine.emit_object(module)
@@ -128,18 +130,23 @@ class CodegenSetting:
                     self.changed.notify_all()
 
 
-# ROW_CODE: batched code over rows (`rows=True`) skips two loop passes.
+# ROW_CODE: batched code over rows (`rows=True`) skips three passes.
 # Its functions hold many row loops, each vectorized and interleaved, with
 # epilogue and scalar forms and runtime alias checks between its row
 # buffers. The trip count of a row loop is the row width, a constant: the
 # full unroller then copies each vectorized body a few times over, doubling
 # the code the rest of the pipeline and codegen work through for a few loop
-# branches saved per row. Loop strength reduction's search over the
-# addressing formulas of a loop's induction-variable uses grows faster than
-# linearly with them; such functions spend most of their codegen there,
-# while the loops step their rows with unit or constant strides that x86
-# addressing modes cover anyway. The code runs as fast either way
-# (`bench/run.py batching` cells, alternated on one machine).
+# branches saved per row. Its straight-line code is the loops' setup, which
+# the SLP vectorizer finds nothing worth packing in, yet it searches the long
+# blocks of a fused loop's scalar form and alias checks, which grow with the
+# product of the loop's outputs and inputs (a TreeLSTM `_fwd`'s cell loop
+# writes eight rows and reads seven: over a third of its module's compile).
+# Loop strength reduction's search over the addressing formulas of a loop's
+# induction-variable uses grows faster than linearly with them; such
+# functions spend most of their codegen there, while the loops step their
+# rows with unit or constant strides that x86 addressing modes cover anyway.
+# The code runs as fast either way (`bench/run.py batching` cells and
+# TreeRNN, RNTN and TreeLSTM batches, alternated in one process).
 LSR_GATE = CodegenSetting("disable-lsr")
 
 

@@ -373,13 +373,20 @@ def define_function(op: llvm.FuncOp, module: ir.Module) -> None:
             convert_op(inner, builder, values, blocks)
 
 
+# Asked once: every call into LLVM takes llvmlite's one lock, which a
+# compile on the LLVM thread (`engine.llvm_thread`) holds through each of
+# its steps, a module's optimisation for a good part of a second.
+host_triple = functools.cache(llvmlite.binding.get_default_triple)
+
+
 def convert_module(module: ModuleOp) -> ir.Module:
     result = ir.Module()
-    result.triple = llvmlite.binding.get_default_triple()
+    result.triple = host_triple()
     functions = []
     for op in module.ops:
         if isinstance(op, llvm.GlobalOp):
             _convert_global(op, result)
+            _opaque(result.get_global(op.sym_name.data))  # its users read it as `ptr`
         elif isinstance(op, llvm.FuncOp):
             functions.append(op)
         else:

@@ -42,9 +42,10 @@ from recir.interpreter.frontier import (
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
+from recir.passes.plan_functions import COPIED, SCALAR, Operand
 from recir.passes.row_products import grains
 from recir.passes.rows import ALIGN
-from recir.passes.schedule_loops import COPIED, HEADER, HEIGHTS_ENTRY, SCALAR, Operand
+from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY
 
 
 

@@ -26,7 +26,7 @@ from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier_grad import is_float_tensor
 from recir.passes.expansion_loop import expansion_loop
 from recir.passes.rows import element_bytes, row_width
-from recir.passes.schedule_loops import (
+from recir.passes.plan_functions import (
     COPIED,
     SAVED,
     SCALAR,
@@ -35,8 +35,8 @@ from recir.passes.schedule_loops import (
     TABLE,
     WHOLE,
     Operand,
-    height_loop,
 )
+from recir.passes.schedule_loops import height_loop
 
 BACKWARD = "_bwd"
 

@@ -67,7 +67,7 @@ def read_embeddings(path: str | os.PathLike[str], vocab: Vocabulary
 
 def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[int]]
          ) -> tuple[np.ndarray, np.ndarray]:
-    vectors: np.ndarray | None = None
+    vectors = np.zeros((len(vocab), 0), np.float32)  # its width: the first vector's
     exact = np.zeros(len(vocab), bool)
     by_lowercase = np.zeros(len(vocab), bool)
     dim, first = 0, True
@@ -77,37 +77,41 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
             dim = int(rest)  # the word2vec header: count and dimension
             continue
         if first:  # the first vector's width: the header's is used once it agrees
-            first, width = False, len(rest.split())
-            if not width:
-                raise EmbeddingError(f"{path}:{number}: expected a word and its values")
-            if dim and width != dim:
-                raise EmbeddingError(f"{path}:{number}: '{word}' has {width} values, the "
-                                     f"header says {dim}")
-            dim = width
+            first, dim = False, first_width(path, number, word, rest, dim)
+            vectors = np.zeros((len(vocab), dim), np.float32)
         rows = [vocab.ids[word]] if word in vocab.ids else lower.get(word, [])
         rows = [r for r in rows if not exact[r]]
-        if not rows:
-            continue
-        try:
-            with np.errstate(over="ignore"):  # (refused below)
-                values = np.array(rest.split(), np.float32)
-        except ValueError:
-            values = np.array([np.nan], np.float32)
-        if not np.isfinite(values).all():  # (as float32: 1e39 is inf)
-            raise EmbeddingError(f"{path}:{number}: '{word}' has a value that is not a "
-                                 f"finite float32 number")
-        if values.shape != (dim,):
-            raise EmbeddingError(f"{path}:{number}: '{word}' has {values.size} values, "
-                                 f"expected {dim}")
-        if vectors is None:
-            vectors = np.zeros((len(vocab), dim), np.float32)
-        vectors[rows] = values
-        if word in vocab.ids:
-            exact[rows] = True
-        else:
-            by_lowercase[rows] = True
+        if rows:
+            vectors[rows] = row_values(path, number, word, rest, dim)
+            (exact if word in vocab.ids else by_lowercase)[rows] = True
     if first:
         raise EmbeddingError(f"{path}: no vectors in the file")
-    if vectors is None:
-        vectors = np.zeros((len(vocab), dim), np.float32)
     return vectors, exact | by_lowercase
+
+
+def first_width(path: Path, number: int, word: str, rest: str, header: int) -> int:
+    """The first vector's number of values, which must agree with the
+    word2vec header's dimension where there is one (`header`, else 0)."""
+    width = len(rest.split())
+    if not width:
+        raise EmbeddingError(f"{path}:{number}: expected a word and its values")
+    if header and width != header:
+        raise EmbeddingError(f"{path}:{number}: '{word}' has {width} values, the "
+                             f"header says {header}")
+    return width
+
+
+def row_values(path: Path, number: int, word: str, rest: str, dim: int) -> np.ndarray:
+    """Line `number`'s `dim` values: finite float32 numbers."""
+    try:
+        with np.errstate(over="ignore"):  # (refused below)
+            values = np.array(rest.split(), np.float32)
+    except ValueError:
+        values = np.array([np.nan], np.float32)
+    if not np.isfinite(values).all():  # (as float32: 1e39 is inf)
+        raise EmbeddingError(f"{path}:{number}: '{word}' has a value that is not a "
+                             f"finite float32 number")
+    if values.shape != (dim,):
+        raise EmbeddingError(f"{path}:{number}: '{word}' has {values.size} values, "
+                             f"expected {dim}")
+    return values

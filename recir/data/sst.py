@@ -79,78 +79,101 @@ def parse_tree(
     the word 3 and `(2 3)` the word 3 labelled 2.
     """
     name = "<string>" if file is None else os.fspath(file)
-    where = f"{name}:{1 if line is None else line}"
+    return TreeText(text, vocab, f"{name}:{1 if line is None else line}", grow,
+                    labelled).parse()
 
-    def fail(msg: str) -> TreeParseError:
-        return TreeParseError(f"{where}: error: {msg}")
 
-    left: list[int] = []
-    right: list[int] = []
-    words: list[int] = []
-    labels: list[int] = []
-    # Open nodes as (label, column of '(', finished child indices).
-    stack: list[tuple[int, int, list[int]]] = []
-    pos, n, done = 0, len(text), False
-    while pos < n:
-        ch = text[pos]
-        if ch in " \t\r\n":
-            pos += 1
-        elif ch == ")" and not stack:
-            raise fail(f"unbalanced brackets: unexpected ')' at column {pos + 1}")
-        elif done:
-            raise fail(f"text after the end of the tree at column {pos + 1}")
-        elif ch == "(":
-            end = pos + 1
-            while end < n and text[end] not in " \t\r\n()":
-                end += 1
-            token = text[pos + 1 : end]
-            column = pos + 1
-            if token in LABELS and (labelled or text[end:].lstrip()[:1] != ")"):
-                label, pos = int(token), end
-            elif labelled:
-                got = f"'{token}'" if token else "nothing"
-                raise fail(f"expected a label 0-4 at column {pos + 2}, got {got}")
-            else:
-                label, pos = -1, pos + 1
-            while pos < n and text[pos] in " \t\r\n":
+class TreeText:
+    """One tree's text read left to right: a node's arrays are appended when
+    it closes (so they come out in post order), open nodes on a stack."""
+
+    def __init__(self, text: str, vocab: Vocabulary, where: str, grow: bool, labelled: bool):
+        self.text, self.vocab, self.where = text, vocab, where
+        self.grow, self.labelled = grow, labelled
+        self.left: list[int] = []
+        self.right: list[int] = []
+        self.words: list[int] = []
+        self.labels: list[int] = []
+        # open nodes as (label, column of '(', finished child indices)
+        self.stack: list[tuple[int, int, list[int]]] = []
+        self.done = False  # the root has closed
+
+    def fail(self, msg: str) -> TreeParseError:
+        return TreeParseError(f"{self.where}: error: {msg}")
+
+    def parse(self) -> Tree:
+        text, pos, n, stack = self.text, 0, len(self.text), self.stack
+        while pos < n:
+            ch = text[pos]
+            if ch in " \t\r\n":
                 pos += 1
-            if pos < n and text[pos] not in "()":  # a leaf: the word runs to ')'
-                close = text.find(")", pos)
-                if close < 0:
-                    raise fail(f"unbalanced brackets: missing ')' for column {column}")
-                word = text[pos:close].rstrip()
-                if "(" in word:
-                    raise fail(f"node at column {column} mixes a word and children")
-                left.append(-1), right.append(-1), labels.append(label)
-                words.append(vocab.lookup(word, grow))
-                done = attach(stack, len(left) - 1)
-                pos = close + 1
+            elif ch == ")" and not stack:
+                raise self.fail(f"unbalanced brackets: unexpected ')' at column {pos + 1}")
+            elif self.done:
+                raise self.fail(f"text after the end of the tree at column {pos + 1}")
+            elif ch == "(":
+                pos = self.open(pos)
+            elif ch == ")":
+                self.close()
+                pos += 1
             else:
-                stack.append((label, column, []))
-        elif ch == ")":
-            label, column, kids = stack.pop()
-            if len(kids) != 2:
-                count = "no word and no children" if not kids else (
-                    f"{len(kids)} child{'ren' if len(kids) > 1 else ''}")
-                raise fail(f"node at column {column} has {count}; trees must be binary")
-            left.append(kids[0]), right.append(kids[1])
-            words.append(-1), labels.append(label)
-            done = attach(stack, len(left) - 1)
-            pos += 1
+                raise self.fail(f"unexpected '{ch}' at column {pos + 1}, expected '('")
+        if stack:
+            raise self.fail(f"unbalanced brackets: missing ')' for column {stack[-1][1]}")
+        if not self.done:
+            raise self.fail("expected a tree, got an empty line")
+        return Tree(*(np.array(v, dtype=np.int32)
+                      for v in (self.left, self.right, self.words, self.labels)))
+
+    def open(self, pos: int) -> int:
+        """The node whose '(' is at `pos`: its label, then its word (a leaf,
+        finished at once) or its children to come; where reading goes on."""
+        text, n = self.text, len(self.text)
+        end = pos + 1
+        while end < n and text[end] not in " \t\r\n()":
+            end += 1
+        column, token = pos + 1, text[pos + 1 : end]
+        if token in LABELS and (self.labelled or text[end:].lstrip()[:1] != ")"):
+            label, pos = int(token), end
+        elif self.labelled:
+            got = f"'{token}'" if token else "nothing"
+            raise self.fail(f"expected a label 0-4 at column {pos + 2}, got {got}")
         else:
-            raise fail(f"unexpected '{ch}' at column {pos + 1}, expected '('")
-    if stack:
-        raise fail(f"unbalanced brackets: missing ')' for column {stack[-1][1]}")
-    if not done:
-        raise fail("expected a tree, got an empty line")
-    return Tree(*(np.array(v, dtype=np.int32) for v in (left, right, words, labels)))
+            label, pos = -1, pos + 1
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < n and text[pos] not in "()":  # a leaf: the word runs to ')'
+            return self.leaf(label, column, pos)
+        self.stack.append((label, column, []))
+        return pos
 
+    def leaf(self, label: int, column: int, pos: int) -> int:
+        close = self.text.find(")", pos)
+        if close < 0:
+            raise self.fail(f"unbalanced brackets: missing ')' for column {column}")
+        word = self.text[pos:close].rstrip()
+        if "(" in word:
+            raise self.fail(f"node at column {column} mixes a word and children")
+        self.finish(-1, -1, self.vocab.lookup(word, self.grow), label)
+        return close + 1
 
-def attach(stack: list[tuple[int, int, list[int]]], node: int) -> bool:
-    """Give a finished node to its parent; True when it was the root."""
-    if stack:
-        stack[-1][2].append(node)
-    return not stack
+    def close(self) -> None:
+        label, column, kids = self.stack.pop()
+        if len(kids) != 2:
+            count = "no word and no children" if not kids else (
+                f"{len(kids)} child{'ren' if len(kids) > 1 else ''}")
+            raise self.fail(f"node at column {column} has {count}; trees must be binary")
+        self.finish(kids[0], kids[1], -1, label)
+
+    def finish(self, left: int, right: int, word: int, label: int) -> None:
+        """A node's arrays, the node given to its parent; the root's end the tree."""
+        self.left.append(left)
+        self.right.append(right)
+        self.words.append(word)
+        self.labels.append(label)
+        if self.stack:
+            self.stack[-1][2].append(len(self.left) - 1)
+        self.done = not self.stack
 
 
 def load_sst(

@@ -80,12 +80,75 @@ class Stats:
 def execute(graph: Graph, args: list[Any], dynamic: bool = False
             ) -> tuple[tuple[Any, ...], Stats]:
     """Run `graph` on `args` until no token is left; its outputs and the counters."""
-    stats = Stats("dynamic" if dynamic else "static")
-    stack: list[tuple[Node, int, Activation, Any]] = []
-    live = [0]  # activations with tokens alive
+    run = TokenRun(dynamic)
+    results = run.run(graph, args)
+    if not results:
+        raise RecirError(f"error: @{graph.op.sym_name.data}: the graph stopped "
+                         f"without producing its results ({waiting(graph)})")
+    return results[0], run.stats
 
-    def send(node: Node, index: int, act: Activation, value: Any) -> None:
-        if dynamic:
+
+Token = tuple[Node, int, Activation, Any]
+
+
+class TokenRun:
+    """One run's worklist, counters and results; a method per node kind."""
+
+    def __init__(self, dynamic: bool):
+        self.dynamic = dynamic
+        self.stats = Stats("dynamic" if dynamic else "static")
+        self.stack: list[Token] = []
+        self.live = 0  # activations with tokens alive
+        self.results: list[tuple[Any, ...]] = []
+        self.fire = {OP: self.fire_op, GATE: self.fire_gate, SWITCH: self.fire_switch,
+                     JOIN: self.fire_join, MERGE: self.fire_merge, CALL: self.fire_call,
+                     RETURN: self.fire_return, OUTPUT: self.fire_output}
+
+    def run(self, graph: Graph, args: list[Any]) -> list[tuple[Any, ...]]:
+        stack, stats = self.stack, self.stats
+        root = Activation(None, -1, self.dynamic)
+        for edges, value in zip(graph.inputs, args, strict=True):
+            for target, port in edges:
+                stack.append((target, port, root, value))
+        root.tokens = len(stack)
+        self.live = stats.peak_tags = 1 if stack else 0
+        stats.tokens = len(stack)
+        for node in graph.nodes:
+            node.store.clear()
+        while stack:
+            node, port, act, value = stack.pop()
+            n = node.nports if node.nports > 1 and node.kind != MERGE else 1
+            inputs = self.matched(node, port, act, value) if n > 1 else [value]
+            if inputs is None:
+                continue
+            stats.firings += 1
+            self.fire[node.kind](node, act, inputs)
+            act.tokens -= n
+            if act.tokens == 0:
+                self.live -= 1
+        return self.results
+
+    def matched(self, node: Node, port: int, act: Activation, value: Any
+                ) -> list[Any] | None:
+        """A strict node's inputs once a token of `act` is on every port
+        (None until then): the dynamic engine matches in the activation's own
+        state, the static one in the node's table keyed by tag."""
+        store = act.state if act.state is not None else node.store
+        key: Any = node if self.dynamic else act
+        slots = store.get(key)
+        if slots is None:
+            slots = store[key] = [1, *([None] * node.nports)]
+            slots[port + 1] = value
+            return None
+        slots[port + 1] = value
+        slots[0] += 1
+        if slots[0] < node.nports:
+            return None
+        del store[key]
+        return slots[1:]
+
+    def send(self, node: Node, index: int, act: Activation, value: Any) -> None:
+        if self.dynamic:
             plain, by_site = node.routed[index]
             edges = plain + by_site.get(act.site, []) if by_site else plain
         else:
@@ -93,121 +156,78 @@ def execute(graph: Graph, args: list[Any], dynamic: bool = False
         if not edges:
             return
         if act.tokens == 0:
-            live[0] += 1
-            stats.peak_tags = max(stats.peak_tags, live[0])
+            self.live += 1
+            self.stats.peak_tags = max(self.stats.peak_tags, self.live)
         act.tokens += len(edges)
-        stats.tokens += len(edges)
+        self.stats.tokens += len(edges)
         for target, port in edges:
-            stack.append((target, port, act, value))
+            self.stack.append((target, port, act, value))
 
-    root = Activation(None, -1, dynamic)
-    for edges, value in zip(graph.inputs, args, strict=True):
-        for target, port in edges:
-            stack.append((target, port, root, value))
-    root.tokens = len(stack)
-    live[0] = stats.peak_tags = 1 if stack else 0
-    stats.tokens = len(stack)
-    results: list[tuple[Any, ...]] = []
-    for node in graph.nodes:
-        node.store.clear()
-    while stack:
-        node, port, act, value = stack.pop()
-        n = node.nports
-        if n > 1 and node.kind != MERGE:
-            store = act.state if act.state is not None else node.store
-            key: Any = node if dynamic else act
-            slots = store.get(key)
-            if slots is None:
-                slots = store[key] = [1, *([None] * n)]
-                slots[port + 1] = value
-                continue
-            slots[port + 1] = value
-            slots[0] += 1
-            if slots[0] < n:
-                continue
-            del store[key]
-            inputs = slots[1:]
-        else:
-            n, inputs = 1, [value]
-        stats.firings += 1
-        fire(node, act, inputs, send, stack, stats, results)
-        act.tokens -= n
-        if act.tokens == 0:
-            live[0] -= 1
-    if not results:
-        raise RecirError(f"error: @{graph.op.sym_name.data}: the graph stopped "
-                         f"without producing its results ({waiting(graph)})")
-    return results[0], stats
-
-
-def fire(node: Node, act: Activation, inputs: list[Any], send: Any,
-         stack: list[tuple[Node, int, Activation, Any]], stats: Stats,
-         results: list[tuple[Any, ...]]) -> None:
-    """What one node does with one matched set of inputs."""
-    kind = node.kind
-    if kind == OP:
+    def fire_op(self, node: Node, act: Activation, inputs: list[Any]) -> None:
         if any(v is DEAD for v in inputs):
             for i in range(len(node.outs)):
-                send(node, i, act, DEAD)
+                self.send(node, i, act, DEAD)
             return
         assert node.fn is not None
         for i, v in enumerate(node.fn(tuple(inputs))):
-            send(node, i, act, v)
-    elif kind == GATE:
-        send(node, 0, act, DEAD if inputs[0] is DEAD else node.value)
-    elif kind == SWITCH:
+            self.send(node, i, act, v)
+
+    def fire_gate(self, node: Node, act: Activation, inputs: list[Any]) -> None:
+        self.send(node, 0, act, DEAD if inputs[0] is DEAD else node.value)
+
+    def fire_switch(self, node: Node, act: Activation, inputs: list[Any]) -> None:
         pred, value = inputs
         if pred is DEAD or value is DEAD:
-            send(node, 0, act, DEAD)
-            send(node, 1, act, DEAD)
+            self.send(node, 0, act, DEAD)
+            self.send(node, 1, act, DEAD)
         else:
-            send(node, 0, act, value if pred else DEAD)
-            send(node, 1, act, DEAD if pred else value)
-    elif kind == JOIN:
+            self.send(node, 0, act, value if pred else DEAD)
+            self.send(node, 1, act, DEAD if pred else value)
+
+    def fire_join(self, node: Node, act: Activation, inputs: list[Any]) -> None:
         alive = [v for v in inputs if v is not DEAD]
         if len(alive) > 1:
             raise RecirError(format_error(node.op, "got live tokens from two branches"))
-        send(node, 0, act, alive[0] if alive else DEAD)
-    elif kind == MERGE:
-        send(node, 0, act, inputs[0])
-    elif kind == CALL:
-        if call(node, act, inputs[0], send, stack):
-            stats.activations += 1
-    elif kind == RETURN:
+        self.send(node, 0, act, alive[0] if alive else DEAD)
+
+    def fire_merge(self, node: Node, act: Activation, inputs: list[Any]) -> None:
+        self.send(node, 0, act, inputs[0])
+
+    def fire_return(self, node: Node, act: Activation, inputs: list[Any]) -> None:
         value = inputs[0]
         if value is DEAD:
-            send(node, 0, act, DEAD)
+            self.send(node, 0, act, DEAD)
         elif act.site == node.site and act.parent is not None:
-            send(node, 0, act.parent, value)
-    elif kind == OUTPUT:
+            self.send(node, 0, act.parent, value)
+
+    def fire_output(self, node: Node, act: Activation, inputs: list[Any]) -> None:
         if any(v is DEAD for v in inputs) or act.parent is not None:
             raise RecirError(format_error(node.op, "got a dead or nested token"))
-        results.append(tuple(inputs))
+        self.results.append(tuple(inputs))
 
-
-def call(node: Node, act: Activation, value: Any, send: Any,
-         stack: list[tuple[Node, int, Activation, Any]]) -> bool:
-    """Push the site onto the tag (interned: one child per site and activation);
-    whether this started a new activation."""
-    if value is DEAD:
-        if node.returns:  # the site's first argument: deadness skips the body
-            act.tokens += len(node.returns)
-            for ret in node.returns:
-                stack.append((ret, 0, act, DEAD))
-        return False
-    group = node.group
-    entry = act.children.get(group)
-    if entry is None:
-        child = Activation(act, node.site, act.state is not None)
-        if group[2] > 1:
-            act.children[group] = [child, group[2] - 1]
-        send(node, 0, child, value)
-        return True
-    entry[1] -= 1
-    if entry[1] == 0:
-        del act.children[group]
-    send(node, 0, entry[0], value)
-    return False
+    def fire_call(self, node: Node, act: Activation, inputs: list[Any]) -> None:
+        """Push the site onto the tag (interned: one child per site and
+        activation); a new activation is counted."""
+        value = inputs[0]
+        if value is DEAD:
+            if node.returns:  # the site's first argument: deadness skips the body
+                act.tokens += len(node.returns)
+                for ret in node.returns:
+                    self.stack.append((ret, 0, act, DEAD))
+            return
+        group = node.group
+        entry = act.children.get(group)
+        if entry is None:
+            child = Activation(act, node.site, act.state is not None)
+            if group[2] > 1:
+                act.children[group] = [child, group[2] - 1]
+            self.send(node, 0, child, value)
+            self.stats.activations += 1
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del act.children[group]
+        self.send(node, 0, entry[0], value)
 
 
 def waiting(graph: Graph) -> str:

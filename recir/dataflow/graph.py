@@ -61,20 +61,7 @@ def token_ports(op: Operation) -> list[SSAValue]:
 
 
 def compile_graph(module: ModuleOp, graph: df.GraphOp) -> Graph:
-    interp = make_interpreter(module)
-    nodes: dict[Operation, Node] = {}
-    static: dict[SSAValue, Any] = {}
-    for op in graph.body.block.ops:
-        if not op.operands and not op.regions:
-            static.update(zip(op.results, interp.run_op(op, ()), strict=True))
-            continue
-        node = nodes[op] = Node(op, KINDS.get(type(op), OP), len(token_ports(op)))
-        if isinstance(op, df.GateOp):
-            node.value = static[op.value]
-        elif isinstance(op, df.CallOp | df.ReturnOp):
-            node.site = op.site.value.data
-        elif node.kind == OP:
-            node.fn = partial(interp.run_op, op)
+    nodes, static = make_nodes(module, graph)
     for op, node in nodes.items():
         for port, value in enumerate(token_ports(op)):
             if value in static:
@@ -90,6 +77,27 @@ def compile_graph(module: ModuleOp, graph: df.GraphOp) -> Graph:
     if output is None or output.kind != OUTPUT:
         raise RecirError(f"error: @{graph.sym_name.data} has no 'dataflow.output'")
     return Graph(graph, inputs, output, list(nodes.values()))
+
+
+def make_nodes(module: ModuleOp, graph: df.GraphOp
+               ) -> tuple[dict[Operation, Node], dict[SSAValue, Any]]:
+    """A node per op of the graph that takes or makes tokens, and the
+    values of the ops that take none (constants: a gate's static value)."""
+    interp = make_interpreter(module)
+    nodes: dict[Operation, Node] = {}
+    static: dict[SSAValue, Any] = {}
+    for op in graph.body.block.ops:
+        if not op.operands and not op.regions:
+            static.update(zip(op.results, interp.run_op(op, ()), strict=True))
+            continue
+        node = nodes[op] = Node(op, KINDS.get(type(op), OP), len(token_ports(op)))
+        if isinstance(op, df.GateOp):
+            node.value = static[op.value]
+        elif isinstance(op, df.CallOp | df.ReturnOp):
+            node.site = op.site.value.data
+        elif node.kind == OP:
+            node.fn = partial(interp.run_op, op)
+    return nodes, static
 
 
 def source(value: SSAValue, nodes: dict[Operation, Node]) -> list[Edge]:

@@ -1,4 +1,4 @@
-"""The main job (`make demo`): run the example programs end to end.
+"""`python -m recir.examples.demo`: run the example programs end to end.
 
 Each thesis program in `examples/ir/` is parsed, verified and run by the
 reference interpreter, and its result checked against plain Python.

@@ -57,7 +57,8 @@ class UsageError(ValueError):
     """A command-line option that cannot work; one line."""
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def argument_parser() -> argparse.ArgumentParser:
+    """The training job's options (`predict` has its own)."""
     p = argparse.ArgumentParser(prog="python -m recir.examples.sentiment",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,7 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how minibatches train and dev trees are scored: the frontier's batched "
         "form, the recursive code, or whichever the cost model says is faster (default)")
     add("--no-progress", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = argument_parser().parse_args(argv)
     if args.hidden is None:
         args.hidden = MODEL_SIZES.get(args.model, DEFAULT_SIZE)
     check_args(args)
@@ -131,18 +136,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     """Every option that cannot work, refused before any work (`UsageError`)."""
-    for name in ("epochs", "batch_size", "hidden", "embed", "max_train", "threads"):
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, "
-                             f"got {value}")
-    if args.seed < 0:  # (numpy's seeds are non-negative)
-        raise UsageError(f"--seed must be 0 or more, got {args.seed}")
-    for name in ("lr", "weight_decay"):
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UsageError(f"--{name.replace('_', '-')} must be a number >= 0, "
-                             f"got {value}")
+    check_numbers(args)
     splits = ("train", "dev", "test") if args.test else ("train", "dev")
     if args.data is not None:
         missing = [s for s in splits if not (args.data / f"{s}.txt").is_file()]
@@ -161,6 +155,22 @@ def check_args(args: argparse.Namespace) -> None:
                 check_writable(getattr(args, name), f"--{name.replace('_', '-')}")
             except TrainConfigError as e:
                 raise UsageError(str(e)) from None
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Counts at least 1, a seed and rates 0 or more."""
+    for name in ("epochs", "batch_size", "hidden", "embed", "max_train", "threads"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, "
+                             f"got {value}")
+    if args.seed < 0:  # (numpy's seeds are non-negative)
+        raise UsageError(f"--seed must be 0 or more, got {args.seed}")
+    for name in ("lr", "weight_decay"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a number >= 0, "
+                             f"got {value}")
 
 
 def find_sst(args: argparse.Namespace) -> Path | None:

@@ -16,6 +16,8 @@ a 0/1 `mask` table); children's tables are disjoint, so the sum places them.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -119,4 +121,7 @@ def dump_ir_main(build: Callable[[], recir.TracedModel], doc: str) -> None:
     parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--dump-ir", action="store_true", help="print the traced IR")
     if parser.parse_args().dump_ir:
-        print(build())
+        try:
+            print(build(), flush=True)
+        except BrokenPipeError:  # `| head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -348,28 +348,7 @@ class ConvertRecirToLlvmPass(ModulePass):
     arith_cf: bool = True  # false: arith and cf ops left for the translation to LLVM IR
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        needs_arena = needs_tasks = False
-        elements: dict[int, int] = {}  # copied slot -> its f32 elements
-        logged_slots: set[int] = set()
-        # one walk: the module is large (an earlier pass's llvm.func is lowered already,
-        # bar its arith and cf ops: `row_products.rows_functions`)
-        for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
-            if isinstance(inner, DIVISIONS):
-                guard_division(inner)
-            elif isinstance(inner, SHIFTS):
-                guard_shift(inner)
-            elif isinstance(inner, arith.FPToSIOp):
-                guard_conversion(inner)
-            elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
-                expand_math(inner)
-            elif isinstance(inner, tape.NewOp):
-                needs_arena = True
-            elif isinstance(inner, adjoint.ThreadCopyOp):
-                elements[inner.slot.value.data] = inner.elements.value.data
-            elif isinstance(inner, adjoint.LogReserveOp):
-                logged_slots.add(inner.slot.value.data)
-            elif isinstance(inner, func.FuncOp) and SPAWNS in inner.attributes:
-                needs_tasks = True
+        needs_arena, needs_tasks, elements, logged_slots = survey(op)
         copied, logged = sorted(elements), sorted(logged_slots)
         sites: list[str] = []
         uses_heap = False
@@ -381,17 +360,7 @@ class ConvertRecirToLlvmPass(ModulePass):
                 uses_heap |= conversion.uses_heap
             elif isinstance(function, llvm.FuncOp) and self.arith_cf:
                 convert_arith_cf(function)  # an earlier pass's (`row_products.rows_functions`)
-        public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
-                  and f.linkage.linkage.data == "external" and f.body.blocks]
-        entries = [packed_entry(f) for f in public] if self.entries else []
-        if needs_tasks:
-            copies = {f.sym_name.data: [(k, elements[k]) for k in copied
-                                        if k < len(signature(f)[0])] for f in public}
-            teams = [g for f in public for g in team_entry(f, copies[f.sym_name.data])]
-            sums = [g for f in public if copies[f.sym_name.data]
-                    for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
-            entries += [*team_declarations(), *sums, *teams]
-        op.body.blocks[0].add_ops(entries)
+        op.body.blocks[0].add_ops(self.entries_of(op, needs_tasks, elements))
         if needs_arena:
             op.body.blocks[0].add_ops(arena_functions())
         if logged:
@@ -402,3 +371,49 @@ class ConvertRecirToLlvmPass(ModulePass):
         op.attributes["recir.error_sites"] = ArrayAttr([StringAttr(s) for s in sites])
         if copied:
             op.attributes["recir.thread_copies"] = ArrayAttr([IntegerAttr(k, 64) for k in copied])
+
+    def entries_of(self, op: ModuleOp, needs_tasks: bool, elements: dict[int, int]
+                   ) -> list[Operation]:
+        """Each public function's packed entry and, with tasks, its team
+        entry and the functions that add up its thread copies."""
+        public = [f for f in op.ops if isinstance(f, llvm.FuncOp)
+                  and f.linkage.linkage.data == "external" and f.body.blocks]
+        entries: list[Operation] = [packed_entry(f) for f in public] if self.entries else []
+        if needs_tasks:
+            copied = sorted(elements)
+            copies = {f.sym_name.data: [(k, elements[k]) for k in copied
+                                        if k < len(signature(f)[0])] for f in public}
+            teams = [g for f in public for g in team_entry(f, copies[f.sym_name.data])]
+            sums = [g for f in public if copies[f.sym_name.data]
+                    for g in sum_copies_function(f.sym_name.data, copies[f.sym_name.data])]
+            entries += [*team_declarations(), *sums, *teams]
+        return entries
+
+
+def survey(op: ModuleOp) -> tuple[bool, bool, dict[int, int], set[int]]:
+    """One walk of the module (it is large; an earlier pass's llvm.func is
+    lowered already, bar its arith and cf ops: `row_products.rows_functions`):
+    divisions, shifts and float-to-integer conversions guarded and math
+    expanded on the way, and whether it makes tapes, whether it spawns, each
+    copied slot's f32 elements, the logged slots."""
+    needs_arena = needs_tasks = False
+    elements: dict[int, int] = {}
+    logged_slots: set[int] = set()
+    for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
+        if isinstance(inner, DIVISIONS):
+            guard_division(inner)
+        elif isinstance(inner, SHIFTS):
+            guard_shift(inner)
+        elif isinstance(inner, arith.FPToSIOp):
+            guard_conversion(inner)
+        elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
+            expand_math(inner)
+        elif isinstance(inner, tape.NewOp):
+            needs_arena = True
+        elif isinstance(inner, adjoint.ThreadCopyOp):
+            elements[inner.slot.value.data] = inner.elements.value.data
+        elif isinstance(inner, adjoint.LogReserveOp):
+            logged_slots.add(inner.slot.value.data)
+        elif isinstance(inner, func.FuncOp) and SPAWNS in inner.attributes:
+            needs_tasks = True
+    return needs_arena, needs_tasks, elements, logged_slots

@@ -141,13 +141,7 @@ class FunctionLowering:
                 self.logged.get(op.operands[0], -1) >= 0:
             self.log_outer(op, self.logged[op.operands[0]])
         elif type(op) in KERNELS:
-            operands = [self.get(v) for v in op.operands]
-            kernel = KERNELS[type(op)]
-            if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
-                kernel = partial(accumulate_row, locked=True)  # the threads share the table
-            elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
-                operands[0] = self.thread_copy(op, operands[0])
-            self.replace_results(op, kernel(self.emitter(op), op, operands))
+            self.lower_kernel(op)
         elif isinstance(op, invoke.InvokeOp):
             self.lower_invoke(op)
         elif isinstance(op, invoke.JoinOp):
@@ -163,6 +157,17 @@ class FunctionLowering:
             self.dead.append(op)
         else:
             self.lower_other(op)
+
+    def lower_kernel(self, op: Operation) -> None:
+        """`op` by its kernel; on a team, an accumulation into a table the
+        threads share locks its rows, others add into the thread's copy."""
+        operands = [self.get(v) for v in op.operands]
+        kernel = KERNELS[type(op)]
+        if self.slots is not None and isinstance(op, adjoint.AccumulateRowOp):
+            kernel = partial(accumulate_row, locked=True)  # the threads share the table
+        elif self.slots is not None and isinstance(op, adjoint.AccumulateBase):
+            operands[0] = self.thread_copy(op, operands[0])
+        self.replace_results(op, kernel(self.emitter(op), op, operands))
 
     def log_outer(self, op: adjoint.AccumulateOuterOp, slot: int) -> None:
         """A record `dy ++ x` in this thread's log for `slot`."""

@@ -17,12 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, cf, llvm
-from xdsl.dialects.builtin import i32, i64
+from xdsl.dialects.builtin import i8, i32, i64
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.schedule_loops import WHOLE, Operand, PlanFunction, both
+from recir.passes.plan_functions import (
+    ROW_CODES,
+    SLICE,
+    TABLE,
+    WHOLE,
+    Operand,
+    PlanFunction,
+    both,
+)
 
 EXPANSION_HEADER = 9
 EXPAND_ENTRY = "__depths"
@@ -38,7 +46,7 @@ def expansion_loop(function: llvm.FuncOp, inputs: Sequence[Operand], moving: int
     outputs = [o for _ in range(sites) for o in (Operand(WHOLE, 4), *inputs[:moving])]
     loop = ExpansionLoopBuilder(function, EXPAND_ENTRY, EXPANSION_HEADER, inputs,
                                 [*outputs, *stored], messages)
-    return [loop.build(moving, sites)]
+    return [loop.build(moving, sites), *loop.globals]
 
 
 class ExpansionLoopBuilder(PlanFunction):
@@ -50,6 +58,12 @@ class ExpansionLoopBuilder(PlanFunction):
         self.capacity_rows, self.depth_limit = b.load(self.plan, 0, i64), b.load(self.plan, 1, i64)
         self.levels = b.load(self.plan, 4, PTR)
         self.children = [self.field(b, self.child_field(k) + 1, PTR) for k in range(sites)]
+        # the inputs of rows (the moving ones: the depth's rows) and the stored
+        # values, each a record of the operand table
+        self.rows_in = [k for k, o in enumerate(self.inputs) if o.kind == WHOLE]
+        self.stored = range(sites * (1 + moving), len(self.outputs))
+        self.operand_table(b, [*((SLICE if k < moving else WHOLE, k, 0) for k in self.rows_in),
+                               *((TABLE, len(self.inputs) + s, 0) for s in self.stored)])
         lo, _, depth = while_loop(b, [b.i64(0), b.load(self.plan, 7, i64), b.i64(0)],
                                   lambda e, v: e.compare("sgt", v[1], 0), self.depth)
         assert isinstance(lo, BlockArgument)
@@ -88,9 +102,7 @@ class ExpansionLoopBuilder(PlanFunction):
                     e.compare("sle", e.add(lo, n), self.capacity_rows))
         e.when(fits, lambda inner: inner.store(lo, self.levels, depth),
                self.fail(EXPANSION_FULL))
-        self.unless_failed(e, lambda inner: self.call(inner, [
-            self.argument(inner, k, lo, n) if k < self.moving else self.argument(inner, k)
-            for k in range(len(self.inputs))]))
+        self.unless_failed(e, lambda inner: self.call_at(inner, lo, n))
         after = e.add(lo, n)
         count: SSAValue = e.i64(0)
         width = 1 + self.moving
@@ -100,12 +112,38 @@ class ExpansionLoopBuilder(PlanFunction):
             self.unless_failed(e, lambda inner, k=k, m=m, start=start: self.site_children(
                 inner, k, lo, n, m, start))
             count = e.add(count, m)
-        for s in range(self.nsites * width, len(self.outputs)):
-            ok = e.compare("eq", self.output_rows(e, s), n)
-            self.unless_failed(e, lambda inner, s=s: self.copy_rows(
-                inner, ok, EXPANSION_FULL, s, lo))
+        if self.stored:
+            e.each(len(self.stored), lambda f, s: self.store(f, s, lo, n))
         return [after, e.value(arith.SelectOp(self.failed(e), e.i64(0), count)),
                 e.add(depth, 1)]
+
+    def call_at(self, e: Emitter, lo: SSAValue, n: SSAValue) -> None:
+        """`@expand` on the depth's rows [lo, lo + n) of the moving tables,
+        the other inputs whole."""
+        def describe(f: Emitter, r: SSAValue) -> None:
+            kind, field, row_bytes, _, descriptor = self.record(f, r)
+            capacity, data = self.operand_fields(f, field)
+            moving = f.compare("eq", kind, ROW_CODES[SLICE])
+            f.store(f.value(arith.SelectOp(moving, n, capacity)), descriptor, 0)
+            start = f.value(arith.SelectOp(moving, lo, f.i64(0)))
+            f.store(f.offset(data, f.mul(start, row_bytes), i8), descriptor, 1)
+
+        if self.rows_in:
+            e.each(len(self.rows_in), describe)
+        self.call(e, [self.descriptors[k] if k in self.rows_in else self.argument(e, k)
+                      for k in range(len(self.inputs))])
+
+    def store(self, e: Emitter, s: SSAValue, lo: SSAValue, n: SSAValue) -> None:
+        """Stored value s (its record after the inputs') into its table at
+        the depth's rows, unless an earlier step failed; all of them, or
+        the tables are too small."""
+        _, field, row_bytes, _, slot = self.record(e, e.add(s, len(self.rows_in)))
+        _, data = self.operand_fields(e, field)
+        rows, source = e.load(slot, 0, i64), e.load(slot, 1, PTR)
+        ok = e.compare("eq", rows, n)
+        self.unless_failed(e, lambda inner: self.move_rows(
+            inner, ok, EXPANSION_FULL, inner.offset(data, inner.mul(lo, row_bytes), i8), source,
+            inner.mul(rows, row_bytes)))
 
     def site_children(self, e: Emitter, k: int, lo: SSAValue, n: SSAValue, m: SSAValue,
                       start: SSAValue) -> None:

@@ -147,134 +147,153 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
     zeros."""
-    rows, width, depth = target.tile[0], target.width, target.depth
-    function, b, args = new_function(name, SIGNATURE + [PTR] * biased)
-    m, n, k, a, lda, bm, ldb, c, ldc, accumulate = args[:10]
-    bias = args[10] if biased else None
-    buf = b.alloca(depth * width)
-    m, n, k = at_least_zero(b, m, n, k)
-    # a block's rows of A (depth deep) and of C (n wide) fill L2 together
-    # (C stays there from one block of k to the next), less B's packed
-    # panels where they fit in half of it (they stay too), else less what
-    # L1 holds (B's block passes through)
-    packed_bytes = b.mul(b.mul(k, ceil_div(b, n, width)), width * 4)
-    kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
-                                  packed_bytes, b.i64(target.l1_bytes)))
-    block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
-                                                        b.i64(4))), b.add(n, depth)))
-    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
-                                  b.i64(rows)))
-    # as even as tiles allow: no short last block re-reading all of B for a few rows
-    count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
-    block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
-    block = b.value(arith.MaxSIOp(block, b.i64(rows)))
-    steps, even = k_blocks(b, target, k)
-    panels = ceil_div(b, n, width)
-    one_tile = b.compare("sle", m, rows)
-    chunk = depth * width
-    reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
-    b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(steps, panels), chunk), b.i64(0)))
-    # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
-    # all fall in the same L1 sets where lda is a multiple of a way
-    spread = b.i64(1) if layout == "tn" else b.value(arith.RemSIOp(
-        b.mul(lda, 4), b.i64(target.l1_bytes // target.l1_ways)))
-    wanted = b.value(arith.AndIOp(b.compare("eq", spread, 0) if layout != "tn" else
-                                  b.const(1, i1), b.value(arith.XOrIOp(one_tile, b.const(1, i1)))))
-    a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
-    space = workspace(b, b.add(b_floats, a_floats))
-    have = allocated(b, space)
-    whole_b = b.value(arith.AndIOp(have, reused))
-    a_tiles = b.value(arith.AndIOp(have, wanted))
-    packed_a = b.offset(space, b_floats)
-    # A's strides (across rows, along k) in place, and as the tile reads it
-    plain = (lda, b.i64(1)) if layout != "tn" else (b.i64(1), lda)
-    tiled = (b.value(arith.SelectOp(a_tiles, b.i64(1), plain[0])),
-             b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
+    return BroadcastDriver(target, layout, name, biased).function
 
-    def chunk_at(e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
-        return e.offset(space, e.mul(e.add(e.mul(kb, panels), jp), chunk))
 
-    def row_block(s: VectorEmitter, ib: SSAValue) -> None:
-        i0 = s.mul(ib, block)
-        mb = s.min(block, s.sub(m, i0))
-        s.each(steps, lambda d, kb: depth_block(d, i0, mb, kb))
+class BroadcastDriver:
+    """`broadcast_driver`'s function: its sizes and workspace, then a
+    method per level of its blocks."""
 
-    def depth_block(s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue) -> None:
-        p0 = s.mul(kb, even)
-        kc = s.min(even, s.sub(k, p0))
+    def __init__(self, target: Target, layout: str, name: str, biased: bool):
+        self.target, self.layout = target, layout
+        rows, width, depth = self.rows, self.width, self.depth = (
+            target.tile[0], target.width, target.depth)
+        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased)
+        m, n, k, self.a, self.lda, self.bm, self.ldb, self.c, self.ldc, self.accumulate = \
+            args[:10]
+        self.bias = args[10] if biased else None
+        self.buf = b.alloca(depth * width)
+        m, n, k = self.m, self.n, self.k = at_least_zero(b, m, n, k)
+        self.block = block = self.block_rows(b)
+        self.steps, self.even = k_blocks(b, target, k)
+        panels = self.panels = ceil_div(b, n, width)
+        one_tile = self.one_tile = b.compare("sle", m, rows)
+        self.chunk = chunk = depth * width
+        reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+        b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(self.steps, panels), chunk),
+                                          b.i64(0)))
+        # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
+        # all fall in the same L1 sets where lda is a multiple of a way
+        spread = b.i64(1) if layout == "tn" else b.value(arith.RemSIOp(
+            b.mul(self.lda, 4), b.i64(target.l1_bytes // target.l1_ways)))
+        wanted = b.value(arith.AndIOp(b.compare("eq", spread, 0) if layout != "tn" else
+                                      b.const(1, i1), b.value(arith.XOrIOp(one_tile,
+                                                                           b.const(1, i1)))))
+        a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
+        self.space = space = workspace(b, b.add(b_floats, a_floats))
+        have = allocated(b, space)
+        self.whole_b = b.value(arith.AndIOp(have, reused))
+        self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
+        self.packed_a = b.offset(space, b_floats)
+        # A's strides (across rows, along k) in place, and as the tile reads it
+        plain = self.plain = (self.lda, b.i64(1)) if layout != "tn" else (b.i64(1), self.lda)
+        self.tiled = (b.value(arith.SelectOp(a_tiles, b.i64(1), plain[0])),
+                      b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
+        b.each(ceil_div(b, m, block), self.row_block)
+        release(b, space)
+        b.op(llvm.ReturnOp())
+
+    def block_rows(self, b: Emitter) -> SSAValue:
+        """A block's rows of A (depth deep) and of C (n wide) fill L2 together
+        (C stays there from one block of k to the next), less B's packed
+        panels where they fit in half of it (they stay too), else less what
+        L1 holds (B's block passes through); as even as tiles allow: no
+        short last block re-reading all of B for a few rows."""
+        target, rows, m, n, k = self.target, self.rows, self.m, self.n, self.k
+        packed_bytes = b.mul(b.mul(k, ceil_div(b, n, self.width)), self.width * 4)
+        kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
+                                      packed_bytes, b.i64(target.l1_bytes)))
+        block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
+                                                            b.i64(4))), b.add(n, self.depth)))
+        block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
+                                      b.i64(rows)))
+        count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
+        block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
+        return b.value(arith.MaxSIOp(block, b.i64(rows)))
+
+    def chunk_at(self, e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
+        return e.offset(self.space, e.mul(e.add(e.mul(kb, self.panels), jp), self.chunk))
+
+    def row_block(self, s: VectorEmitter, ib: SSAValue) -> None:
+        i0 = s.mul(ib, self.block)
+        mb = s.min(self.block, s.sub(self.m, i0))
+        s.each(self.steps, lambda d, kb: self.depth_block(d, i0, mb, kb))
+
+    def depth_block(self, s: VectorEmitter, i0: SSAValue, mb: SSAValue, kb: SSAValue
+                    ) -> None:
+        p0 = s.mul(kb, self.even)
+        kc = s.min(self.even, s.sub(self.k, p0))
         later = s.compare("sgt", kb, 0)
-        add, from_bias, ldbase = accumulating(s, accumulate, later), None, ldc
-        if bias is not None:  # the first block of k starts from the bias row
-            from_bias = s.value(arith.AndIOp(allocated(s, bias),
+        add, from_bias, ldbase = accumulating(s, self.accumulate, later), None, self.ldc
+        if self.bias is not None:  # the first block of k starts from the bias row
+            from_bias = s.value(arith.AndIOp(allocated(s, self.bias),
                                              s.value(arith.XOrIOp(later, s.const(1, i1)))))
             add = s.value(arith.SelectOp(from_bias, s.i64(1), add))
-            ldbase = s.value(arith.SelectOp(from_bias, s.i64(0), ldc))
+            ldbase = s.value(arith.SelectOp(from_bias, s.i64(0), self.ldc))
         at = (i0, mb, p0, kc, add, kb, from_bias, ldbase)
 
         def all_packed(e: VectorEmitter) -> None:
-            e.when(a_tiles, lambda f: pack_a_tiles(
-                f, target, layout, a_at(f, layout, a, lda, i0, p0), lda, mb, kc, packed_a))
-            e.each(panels, lambda f, jp: packed(f, at, jp))
+            e.when(self.a_tiles, lambda f: pack_a_tiles(
+                f, self.target, self.layout, a_at(f, self.layout, self.a, self.lda, i0, p0),
+                self.lda, mb, kc, self.packed_a))
+            e.each(self.panels, lambda f, jp: self.packed(f, at, jp))
 
-        if layout == "nt":
+        if self.layout == "nt":
             all_packed(s)
             return
-        fits = s.compare("sle", s.mul(s.mul(kc, n), 4), target.l1_bytes // 2)
-        direct = s.value(arith.AndIOp(s.value(arith.OrIOp(one_tile, fits)),
-                                      s.value(arith.XOrIOp(whole_b, s.const(1, i1)))))
-        s.when(direct, lambda e: in_place(e, at, panels), all_packed)
+        fits = s.compare("sle", s.mul(s.mul(kc, self.n), 4), self.target.l1_bytes // 2)
+        direct = s.value(arith.AndIOp(s.value(arith.OrIOp(self.one_tile, fits)),
+                                      s.value(arith.XOrIOp(self.whole_b, s.const(1, i1)))))
+        s.when(direct, lambda e: self.in_place(e, at), all_packed)
 
-    def tile(e: Emitter, kind: str, count: int, i: Index, j0: Index, at, source: SSAValue,
-             stride: Index, bias_row: SSAValue | None = None) -> None:
+    def tile(self, e: Emitter, kind: str, count: int, i: Index, j0: Index, at,
+             source: SSAValue, stride: Index, bias_row: SSAValue | None = None) -> None:
         i0, _, p0, kc, add, _, from_bias, ldbase = at
-        cols = e.min(width, e.sub(n, j0))
-        tile_of_c = e.offset(c, e.add(e.mul(i, ldc), j0))
+        cols = e.min(self.width, e.sub(self.n, j0))
+        tile_of_c = e.offset(self.c, e.add(e.mul(i, self.ldc), j0))
         base = tile_of_c
         if from_bias is not None and bias_row is not None:
             base = e.value(arith.SelectOp(from_bias, bias_row, base))
-        rows_of_a, (across, along) = a_at(e, layout, a, lda, i, p0), plain
+        rows_of_a = a_at(e, self.layout, self.a, self.lda, i, p0)
+        across, along = self.plain
         if kind == "tile":  # A's tile packed: its rows side by side a step
-            rows_of_a = e.value(arith.SelectOp(a_tiles, e.offset(packed_a, e.mul(
-                e.sub(i, i0), depth)), rows_of_a))
-            across, along = tiled
-        call(e, f"recir_gemm_{layout}.{kind}{count}", rows_of_a, across, along, source, stride,
-             tile_of_c, ldc, kc, cols, add, base, ldbase)
+            rows_of_a = e.value(arith.SelectOp(self.a_tiles, e.offset(self.packed_a, e.mul(
+                e.sub(i, i0), self.depth)), rows_of_a))
+            across, along = self.tiled
+        call(e, f"recir_gemm_{self.layout}.{kind}{count}", rows_of_a, across, along, source,
+             stride, tile_of_c, self.ldc, kc, cols, add, base, ldbase)
 
-    def row_tiles(t: Emitter, at, each) -> None:
+    def row_tiles(self, t: Emitter, at, each) -> None:
         """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
-        i0, mb = at[:2]
+        rows, (i0, mb) = self.rows, at[:2]
         full = t.value(arith.DivSIOp(mb, t.i64(rows)))
         t.each(full, lambda e, q: each(e, e.add(i0, e.mul(q, rows)), rows))
         rest_at = t.add(i0, t.mul(full, rows))
         dispatch(t, t.sub(mb, t.mul(full, rows)), rows - 1, lambda e, n: each(e, rest_at, n))
 
-    def packed(s: VectorEmitter, at, jp: SSAValue) -> None:
+    def packed(self, s: VectorEmitter, at, jp: SSAValue) -> None:
         p0, kc, kb = at[2], at[3], at[5]
-        j0 = s.mul(jp, width)
-        cols = s.min(width, s.sub(n, j0))
+        j0 = s.mul(jp, self.width)
+        cols = s.min(self.width, s.sub(self.n, j0))
         # the first block of rows packs B (into the workspace, if it has
         # one, where the later blocks read it), each panel as it uses it
-        panel = s.value(arith.SelectOp(whole_b, chunk_at(s, kb, jp), buf))
+        panel = s.value(arith.SelectOp(self.whole_b, self.chunk_at(s, kb, jp), self.buf))
         first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
-            arith.XOrIOp(whole_b, s.const(1, i1)))))
-        s.when(first, lambda e: call(e, f"recir_gemm_{layout}.pack",
-                                     b_at(e, layout, bm, ldb, p0, j0), ldb, kc, cols, panel))
-        bias_row = None if bias is None else s.offset(bias, j0)
-        row_tiles(s, at, lambda e, i, count: tile(e, "tile", count, i, j0, at, panel, width,
-                                                  bias_row))
+            arith.XOrIOp(self.whole_b, s.const(1, i1)))))
+        s.when(first, lambda e: call(e, f"recir_gemm_{self.layout}.pack", b_at(
+            e, self.layout, self.bm, self.ldb, p0, j0), self.ldb, kc, cols, panel))
+        bias_row = None if self.bias is None else s.offset(self.bias, j0)
+        self.row_tiles(s, at, lambda e, i, count: self.tile(
+            e, "tile", count, i, j0, at, panel, self.width, bias_row))
 
-    def in_place(s: VectorEmitter, at, panels: SSAValue) -> None:
+    def in_place(self, s: VectorEmitter, at) -> None:
         """Each tile of rows across every panel, reading B where it is."""
         def direct(f: Emitter, i: Index, count: int, j0: SSAValue) -> None:
-            tile(f, "direct", count, i, j0, at, b_at(f, layout, bm, ldb, at[2], j0), ldb)
+            self.tile(f, "direct", count, i, j0, at,
+                      b_at(f, self.layout, self.bm, self.ldb, at[2], j0), self.ldb)
 
-        row_tiles(s, at, lambda e, i, count: e.each(
-            panels, lambda f, jp: direct(f, i, count, f.mul(jp, width))))
-
-    b.each(ceil_div(b, m, block), row_block)
-    release(b, space)
-    b.op(llvm.ReturnOp())
-    return function
+        self.row_tiles(s, at, lambda e, i, count: e.each(
+            self.panels, lambda f, jp: direct(f, i, count, f.mul(jp, self.width))))
 
 
 def nt_driver(target: Target) -> llvm.FuncOp:

@@ -9,6 +9,9 @@ called once per batch, each with a plan of 8-byte fields. An operand takes
 two fields (rows, data; a scalar's value in the second). Every range is
 checked before it is read or written: a failed check sets the context's
 error and site, and the loop stops, as after an error of the function.
+The operands of rows are records of a constant table beside each loop,
+whose steps one loop over the records takes (`plan_functions.py`): the
+code does not grow with the values a `_fwd` saves.
 
 `@post__heights` (`height_loop`): heights, bounds (i64[heights + 1]),
 scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
@@ -47,23 +50,28 @@ team's threads each into its own buffer, all before the copies' sum).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i8, i32, i64
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
-from recir.passes.loop_builder import PTR, Emitter, Index
-from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
+from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.plan_functions import (
+    COPIED,
+    ROW_CODES,
+    SAVED,
+    SLICE,
+    TABLE,
+    Operand,
+    PlanFunction,
+    both,
+)
 from recir.passes.row_logs import close_logs, log_sites, open_logs
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
-SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
-COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
-TABLE = "table"  # an output's kind besides SAVED
 HEADER = 12  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
@@ -71,25 +79,16 @@ OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
 SHORT_TEAM = "error: a schedule's team started with fewer threads than its call asked"
 
 
-@dataclass(frozen=True)
-class Operand:
-    """One input or output of the function over rows, as the loop passes it."""
-
-    kind: str
-    row_bytes: int = 0  # rows kinds; COPIED: the whole buffer's
-    scalar: Attribute = i64  # SCALAR
-
-
 def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
                 outputs: Sequence[Operand], reverse: bool, sites: list[str],
                 team: bool = False) -> list[Operation]:
     """`@<function>__heights(ctx, plan)` (and, for a team, what it calls);
     appends its checks' messages to `sites` (the module's error sites)."""
+    builder = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part" if team else HEIGHTS_ENTRY,
+                                HEADER, inputs, outputs, sites, team)
+    part = builder.build(reverse)
     if not team:
-        return [HeightLoopBuilder(function, HEIGHTS_ENTRY, HEADER, inputs, outputs,
-                                  sites).build(reverse)]
-    part = HeightLoopBuilder(function, f"{HEIGHTS_ENTRY}.part", HEADER, inputs, outputs,
-                             sites, team).build(reverse)
+        return [part, *builder.globals]
     name = f"{function.sym_name.data}{HEIGHTS_ENTRY}"
     outer, b, (_, plan) = new_function(name, [PTR, PTR], private=False)
     name, threads, split = part.sym_name.data, b.load(plan, 5, i64), b.load(plan, 7, i64)
@@ -108,132 +107,16 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
     b.op(llvm.ReturnOp())
     shared = [sum_row_copies_function()] if any(o.kind == COPIED for o in inputs) else []
     return [part, lower_to_llvm(outer, arith_cf=False),  # `llvm_convert.ARITH`
-            *shared,
+            *shared, *builder.globals,
             *(llvm.FuncOp(n, llvm.LLVMFunctionType(list(i), o), llvm.LinkageAttr("external"))
               for n, i, o in TEAM_DECLARATIONS)]
 
 
-class PlanFunction:
-    """A loop over calls of one lowered function, reading its plan."""
-
-    def __init__(self, function: llvm.FuncOp, suffix: str, header: int,
-                 inputs: Sequence[Operand], outputs: Sequence[Operand], sites: list[str],
-                 team: bool = False):
-        """`team`: the function is a team's, `(plan)`: each thread's context
-        and scratch are its share of the plan's (`HEADER`'s fields 6 and 2)."""
-        self.name, self.inputs, self.outputs = function.sym_name.data, list(inputs), \
-            list(outputs)
-        self.header, self.sites, self.team = header, sites, team
-        self.function = function
-        if team:
-            self.loop, b, (self.plan,) = new_function(f"{self.name}{suffix}", [PTR])
-            self.thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
-            self.threads = b.to_i64(b.value(llvm.CallOp("omp_get_num_threads",
-                                                        return_type=i32)))
-            self.ctx = b.offset(b.load(self.plan, 6, PTR), b.mul(self.thread, CONTEXT_BYTES), i8)
-        else:
-            self.loop, b, (self.ctx, self.plan) = new_function(
-                f"{self.name}{suffix}", [PTR, PTR], private=False)
-            self.thread, self.threads = b.i64(0), b.i64(1)
-        self.b = b
-        self.scratch_bytes = b.load(self.plan, 3, i64)
-        self.scratch = b.load(self.plan, 2, PTR)
-        if team:
-            self.scratch = b.offset(self.scratch, b.mul(self.thread, self.scratch_bytes), i8)
-        self.error_at = b.offset(self.ctx, OFFSETS["error"], i8)
-        self.descriptors = [b.alloca(2, i64) for _ in range(len(inputs) + len(outputs))]
-        self.slots = self.descriptors[len(inputs):]
-
-    def site(self, message: str) -> int:
-        if message not in self.sites:
-            self.sites.append(message)
-        return self.sites.index(message)
-
-    def fail(self, message: str) -> Callable[[Emitter], None]:
-        def failing(e: Emitter) -> None:
-            e.store(e.const(ERROR_CHECK, i32), self.error_at, 0)
-            e.store(e.const(self.site(message), i32), e.offset(self.ctx, OFFSETS["site"], i8),
-                    0)
-        return failing
-
-    def failed(self, e: Emitter) -> SSAValue:
-        return e.value(arith.CmpiOp(e.load(self.error_at, 0, i32), e.const(0, i32), "ne"))
-
-    def unless_failed(self, e: Emitter, then: Callable[[Emitter], None]) -> None:
-        e.when(self.failed(e), lambda _: None, then)
-
-    def field(self, e: Emitter, k: int, typ: Attribute = i64) -> SSAValue:
-        return e.load(e.offset(self.plan, 8 * k, i8), 0, typ)
-
-    def operand_field(self, k: int) -> int:
-        """The first plan field of input k (outputs follow the inputs)."""
-        return self.header + 2 * k
-
-    def argument(self, e: Emitter, k: int, start: Index = 0,
-                 length: SSAValue | None = None) -> SSAValue:
-        """Input `k`: a scalar's value, a static tensor's data, or a
-        descriptor of rows [start, start + length) of its array (all of it)."""
-        operand, first = self.inputs[k], self.operand_field(k)
-        if operand.kind == SCALAR:
-            if operand.scalar == i1:  # a byte in memory
-                return e.value(arith.TruncIOp(self.field(e, first + 1, i8), i1))
-            return self.field(e, first + 1, operand.scalar)
-        if operand.kind == COPIED:  # this thread's buffer
-            return e.load(self.field(e, first, PTR), self.thread, PTR)
-        data = self.field(e, first + 1, PTR)
-        if operand.kind == STATIC:
-            return data
-        descriptor = self.descriptors[k]
-        e.store(self.field(e, first) if length is None else length, descriptor, 0)
-        e.store(e.offset(data, e.mul(start, operand.row_bytes), i8), descriptor, 1)
-        return descriptor
-
-    def call(self, e: Emitter, args: Sequence[SSAValue],
-             room: Sequence[tuple[SSAValue, SSAValue]] = ()) -> None:
-        """Each result's slot first holds where its rows may go (`room`: rows
-        and address, else none; `row_lowering`'s ABI)."""
-        null = e.value(llvm.ZeroOp.create(result_types=[PTR]))
-        for k, slot in enumerate(self.slots):
-            e.store(room[k][0] if room else e.i64(0), slot, 0)
-            e.store(room[k][1] if room else null, slot, 1)
-        e.op(llvm.CallOp(self.name, self.ctx, *args, *self.slots, self.scratch,
-                         self.scratch_bytes))
-
-    def copy_rows(self, e: Emitter, ok: SSAValue, message: str, output: int,
-                  start: SSAValue) -> None:
-        """Result `output`'s rows into its plan array from row `start`, if `ok`."""
-        operand = self.outputs[output]
-        rows, source = e.load(self.slots[output], 0, i64), e.load(self.slots[output], 1, PTR)
-        data = self.field(e, self.operand_field(len(self.inputs) + output) + 1, PTR)
-        target = e.offset(data, e.mul(start, operand.row_bytes), i8)
-        size = e.mul(rows, operand.row_bytes)
-        elsewhere = e.value(arith.CmpiOp(e.value(llvm.PtrToIntOp(target, i64)),
-                                         e.value(llvm.PtrToIntOp(source, i64)), "ne"))
-        e.when(ok, lambda inner: inner.when(elsewhere, lambda moving: moving.op(  # not in place
-            llvm.CallIntrinsicOp("llvm.memmove.p0.p0.i64",
-                                 [target, source, size, moving.const(0, i1)], []))),
-            self.fail(message))
-
-    def output_rows(self, e: Emitter, output: int) -> SSAValue:
-        return e.load(self.slots[output], 0, i64)
-
-    def capacity(self, e: Emitter, output: int) -> SSAValue:
-        return self.field(e, self.operand_field(len(self.inputs) + output))
-
-    def finish(self) -> llvm.FuncOp:
-        self.b.op(llvm.ReturnOp())
-        return lower_to_llvm(self.loop, arith_cf=False)  # `llvm_convert.ARITH`
-
-
-def both(e: Emitter, *conditions: SSAValue) -> SSAValue:
-    held = conditions[0]
-    for c in conditions[1:]:
-        held = e.value(arith.AndIOp(held, c))
-    return held
-
-
 class HeightLoopBuilder(PlanFunction):
-    """`@post__heights`: one method per step of a height."""
+    """`@post__heights`: one method per step of a height. Its inputs and
+    outputs of rows are records of its operand table (`operand_table`):
+    the loop's code stays the same size however many values a `_fwd`
+    saves."""
 
     def build(self, reverse: bool) -> llvm.FuncOp:
         b = self.b
@@ -243,6 +126,15 @@ class HeightLoopBuilder(PlanFunction):
             else (b.i64(0), b.load(self.plan, 0, i64))
         self.nsaved = max(sum(1 for o in operands if o.kind == SAVED)
                           for operands in (self.inputs, self.outputs))
+        self.rows_in = [k for k, o in enumerate(self.inputs) if o.kind in ROW_CODES]
+        rows: list[tuple[str, int, int]] = []
+        for group in ([(k, self.inputs[k]) for k in self.rows_in],
+                      [(len(self.inputs) + j, o) for j, o in enumerate(self.outputs)]):
+            saved = 0  # the inputs' saved values, then the outputs', each from 0
+            for at, operand in group:
+                rows.append((operand.kind, at, saved))
+                saved += operand.kind == SAVED
+        self.operand_table(b, rows)
         copied = [k for k, operand in enumerate(self.inputs) if operand.kind == COPIED]
         self.grouped = b.compare("ne", b.load(self.plan, 11, i64), 0) if self.team else None
         if self.grouped is not None:
@@ -307,65 +199,99 @@ class HeightLoopBuilder(PlanFunction):
         return lo_, hi_, [e.compare("sle", lo, lo_), e.compare("sle", lo_, hi_),
                           e.compare("sle", hi_, hi)]
 
-    def saved_slot(self, e: Emitter, h: SSAValue, j: int) -> SSAValue:
-        """Where saved value j's (first row, count) of this thread at height h is."""
-        slot = e.add(e.mul(e.add(e.mul(h, self.stride), self.thread), self.nsaved), j)
-        return e.mul(slot, 2)
+    def saved_base(self, e: Emitter, h: SSAValue) -> SSAValue:
+        """Where saved value 0's (first row, count) of this thread at height
+        h is in `saved_at` (value j's: 2j on)."""
+        return e.mul(e.mul(e.add(e.mul(h, self.stride), self.thread), self.nsaved), 2)
 
     def run_height(self, e: Emitter, h: SSAValue) -> None:
         lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
         checks = [e.compare("sle", 0, lo), e.compare("sle", lo, hi)]
         lo, hi, within = self.share(e, h, lo, hi)
         checks += within
-        args: list[SSAValue] = []
-        saved = 0
-        for k, operand in enumerate(self.inputs):
-            if operand.kind == SLICE:
-                checks.append(e.compare("sle", hi, self.field(e, self.operand_field(k))))
-                args.append(self.argument(e, k, lo, e.sub(hi, lo)))
-            elif operand.kind == SAVED:
-                at = self.saved_slot(e, h, saved)
-                start, length = e.load(self.saved_at, at, i64), e.load(self.saved_at,
-                                                                       e.add(at, 1), i64)
-                checks += [e.compare("sle", 0, start), e.compare(
-                    "sle", e.add(start, length), self.field(e, self.operand_field(k)))]
-                args.append(self.argument(e, k, start, length))
-                saved += 1
+        base = self.saved_base(e, h) if self.nsaved else None
+        if self.rows_in:
+            checks.append(self.describe_inputs(e, lo, hi, base))
+        args = [self.descriptors[k] if operand.kind in ROW_CODES else self.argument(e, k)
+                for k, operand in enumerate(self.inputs)]
+        e.when(both(e, *checks), lambda inner: self.run_call(
+            inner, args, lo, e.sub(hi, lo), base), self.fail(OUT_OF_RANGE))
+
+    def describe_inputs(self, e: Emitter, lo: SSAValue, hi: SSAValue,
+                        base: SSAValue | None) -> SSAValue:
+        """Each input's rows at this height (a slice: the thread's rows of
+        it; a saved value: where its `_fwd` put them; a whole table: all) in
+        its descriptor; whether every one lies within its table."""
+        saving = any(self.inputs[k].kind == SAVED for k in self.rows_in)
+
+        def each(f: Emitter, r: SSAValue, held: Sequence[SSAValue]) -> list[SSAValue]:
+            kind, field, row_bytes, saved, descriptor = self.record(f, r)
+            capacity, data = self.operand_fields(f, field)
+
+            def tables(g: Emitter) -> None:  # (count, first row) for now
+                sliced = g.compare("eq", kind, ROW_CODES[SLICE])
+                g.store(g.value(arith.SelectOp(sliced, g.sub(hi, lo), capacity)), descriptor, 0)
+                g.store(g.value(arith.SelectOp(sliced, lo, g.i64(0))), descriptor, 1)
+
+            def saved_rows(g: Emitter) -> None:
+                assert base is not None
+                at = g.add(base, g.mul(saved, 2))
+                g.store(g.load(self.saved_at, g.add(at, 1), i64), descriptor, 0)
+                g.store(g.load(self.saved_at, at, i64), descriptor, 1)
+
+            if saving:
+                f.when(f.compare("eq", kind, ROW_CODES[SAVED]), saved_rows, tables)
             else:
-                args.append(self.argument(e, k))
-        e.when(both(e, *checks), lambda inner: self.run_call(inner, h, args, lo, e.sub(hi, lo)),
-               self.fail(OUT_OF_RANGE))
+                tables(f)
+            count, start = f.load(descriptor, 0, i64), f.load(descriptor, 1, i64)
+            f.store(f.offset(data, f.mul(start, row_bytes), i8), descriptor, 1)
+            within = both(f, f.compare("sle", 0, start),
+                          f.compare("sle", f.add(start, count), capacity))
+            return [f.value(arith.AndIOp(held[0], within))]
 
-    def run_call(self, e: Emitter, h: SSAValue, args: list[SSAValue], lo: SSAValue,
-                 count: SSAValue) -> None:
-        self.call(e, args, [self.room(e, j, lo, count) for j in range(len(self.outputs))])
-        self.unless_failed(e, lambda inner: self.store_outputs(inner, h, lo, count))
+        return e.loop(len(self.rows_in), each, [e.const(1, i1)])[0]
 
-    def room(self, e: Emitter, output: int, lo: SSAValue, count: SSAValue
-             ) -> tuple[SSAValue, SSAValue]:
-        """Where result `output`'s rows go (`store_outputs`): rows that fit
-        there (a table: the height's or none) and their address."""
-        operand, left = self.outputs[output], e.sub(self.capacity(e, output), lo)
-        data = self.field(e, self.operand_field(len(self.inputs) + output) + 1, PTR)
-        rows = e.value(arith.SelectOp(e.compare("sle", count, left), count, e.i64(0))
-                       if operand.kind == TABLE else arith.MaxSIOp(e.min(count, left), e.i64(0)))
-        return rows, e.offset(data, e.mul(lo, operand.row_bytes), i8)
+    def run_call(self, e: Emitter, args: list[SSAValue], lo: SSAValue, count: SSAValue,
+                 base: SSAValue | None) -> None:
+        if self.outputs:
+            e.each(len(self.outputs), lambda f, j: self.room(f, j, lo, count))
+        self.call(e, args, roomed=True)
+        if self.outputs:
+            self.unless_failed(e, lambda inner: inner.each(len(self.outputs), lambda f, j: (
+                self.store_output(f, j, lo, count, base))))
 
-    def store_outputs(self, e: Emitter, h: SSAValue, lo: SSAValue, count: SSAValue) -> None:
-        """Each result into its table at the thread's rows of the height, or
-        into its saved buffer from the first of them (and where it went into
-        `saved_at`): at most as many rows."""
-        saved = 0
-        for j, operand in enumerate(self.outputs):
-            rows, capacity = self.output_rows(e, j), self.capacity(e, j)
-            if operand.kind == TABLE:
-                ok = both(e, e.compare("eq", rows, count),
-                          e.compare("sle", e.add(lo, count), capacity))
-            else:
-                ok = both(e, e.compare("sle", rows, count),
-                          e.compare("sle", e.add(lo, rows), capacity))
-                at = self.saved_slot(e, h, saved)
-                e.store(lo, self.saved_at, at)
-                e.store(rows, self.saved_at, e.add(at, 1))
-                saved += 1
-            self.copy_rows(e, ok, OUT_OF_RANGE, j, lo)
+    def output_record(self, e: Emitter, j: SSAValue) -> tuple[SSAValue, ...]:
+        return self.record(e, e.add(j, len(self.rows_in)))
+
+    def room(self, e: Emitter, j: SSAValue, lo: SSAValue, count: SSAValue) -> None:
+        """Where output j's rows go (`store_output`), in its slot: rows that
+        fit there (a table: the height's or none) and their address."""
+        kind, field, row_bytes, _, slot = self.output_record(e, j)
+        capacity, data = self.operand_fields(e, field)
+        left = e.sub(capacity, lo)
+        table = e.value(arith.SelectOp(e.compare("sle", count, left), count, e.i64(0)))
+        saved = e.value(arith.MaxSIOp(e.min(count, left), e.i64(0)))
+        e.store(e.value(arith.SelectOp(e.compare("eq", kind, ROW_CODES[TABLE]), table, saved)),
+                slot, 0)
+        e.store(e.offset(data, e.mul(lo, row_bytes), i8), slot, 1)
+
+    def store_output(self, e: Emitter, j: SSAValue, lo: SSAValue, count: SSAValue,
+                     base: SSAValue | None) -> None:
+        """Output j into its table at the thread's rows of the height (all
+        of them), or into its saved buffer from the first of them (at most
+        as many rows; where they went into `saved_at`)."""
+        kind, field, row_bytes, saved, slot = self.output_record(e, j)
+        capacity, data = self.operand_fields(e, field)
+        rows, source = e.load(slot, 0, i64), e.load(slot, 1, PTR)
+        table = e.compare("eq", kind, ROW_CODES[TABLE])
+        fits = e.value(arith.SelectOp(table, e.compare("eq", rows, count),
+                                      e.compare("sle", rows, count)))
+        ok = both(e, fits, e.compare("sle", 0, rows), e.compare("sle", e.add(lo, rows), capacity))
+        if base is not None and any(o.kind == SAVED for o in self.outputs):
+            def where(f: Emitter) -> None:
+                at = f.add(base, f.mul(saved, 2))
+                f.store(lo, self.saved_at, at)
+                f.store(rows, self.saved_at, f.add(at, 1))
+            e.when(table, lambda _: None, where)
+        self.move_rows(e, ok, OUT_OF_RANGE, e.offset(data, e.mul(lo, row_bytes), i8), source,
+                       e.mul(rows, row_bytes))

@@ -161,6 +161,7 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
                   **run_epoch(step, optimizer, trees, order, grads, config, epoch + 1,
                               reducer),
                   "compile_seconds": compile_seconds}
+        check_finite(model.params, epoch + 1)
         if not reducer.is_root:  # rank 0 evaluates, logs and checkpoints
             config.history.append(reducer.from_root(record))
             continue
@@ -175,6 +176,17 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
     if test and reducer.is_root:
         config.test_scores = score_best(model.params, best, scorer, test, config)
     return config.history
+
+
+def check_finite(params: dict[str, np.ndarray], epoch: int) -> None:
+    """A step on an inf or NaN gradient under a finite loss (which the loop
+    checks per minibatch) leaves its parameters so: found once an epoch, a
+    pass over them, before they are evaluated or checkpointed."""
+    for name, value in params.items():
+        if not np.isfinite(value).all():
+            raise RecirError(f"error: parameter '{name}' is not finite after epoch {epoch}: "
+                             "a step's gradient was inf or NaN while its loss was finite "
+                             "(any checkpoint is the last full epoch's)")
 
 
 def timed(score: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:

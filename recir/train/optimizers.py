@@ -49,14 +49,7 @@ class Optimizer:
         minibatch's word ids for `emb`), sparing a scan for them; with `zero`
         the gradient rows used are cleared for the next minibatch.
         """
-        for name, param in self.params.items():  # (all before any update)
-            shape = np.shape(grads[name]) if name in grads else None
-            if shape != param.shape:  # (NumPy would broadcast a (1,) gradient silently)
-                raise ValueError(f"the gradient of '{name}' has shape {shape}, the "
-                                 f"parameter's is {param.shape}")
-            if not param.flags.writeable and name not in self.frozen:
-                raise ValueError(f"parameter '{name}' is read-only (a memory map opened "
-                                 "read-only?): the optimizer updates it in place")
+        self.check(grads)
         self.steps += 1
         for name, param in self.params.items():
             used = (rows or {}).get(name)
@@ -77,6 +70,18 @@ class Optimizer:
                 param[used] = values
             if zero:
                 grads[name][used] = 0
+
+    def check(self, grads: Arrays) -> None:
+        """Every gradient of its parameter's shape and every updated parameter
+        writable, before any update."""
+        for name, param in self.params.items():
+            shape = np.shape(grads[name]) if name in grads else None
+            if shape != param.shape:  # (NumPy would broadcast a (1,) gradient silently)
+                raise ValueError(f"the gradient of '{name}' has shape {shape}, the "
+                                 f"parameter's is {param.shape}")
+            if not param.flags.writeable and name not in self.frozen:
+                raise ValueError(f"parameter '{name}' is read-only (a memory map opened "
+                                 "read-only?): the optimizer updates it in place")
 
     def fused(self, name: str, rows, grad: np.ndarray, scale: float, zero: bool) -> bool:
         """The step on `rows` of `name` in one native pass, where the arrays

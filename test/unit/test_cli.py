@@ -162,3 +162,13 @@ def test_bad_run_arguments(tmp_path: Path):
     ]
     for args, pattern in cases:
         assert_one_error_line(tool("recir_run", *args), pattern)
+
+
+def test_dump_ir_into_a_pipe_the_reader_closes_ends_quietly():
+    """`python -m recir.models.tree_lstm --dump-ir | head -1`: no traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "recir.models.tree_lstm", "--dump-ir"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # before it is written (the model is traced first)
+    assert process.stderr.read() == b""
+    assert process.wait(timeout=60) == 0

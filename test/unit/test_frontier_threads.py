@@ -182,28 +182,44 @@ def assert_repeats(name: str, got: np.ndarray, again: np.ndarray) -> None:
         np.testing.assert_array_equal(got, again, err_msg=f"{name}: not deterministic")
 
 
-def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path(tmp_path):
+def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path(
+        tmp_path, monkeypatch):
     """Outputs and every parameter gradient at threads=2 against the
     interpreter running the batched gradient IR (NumPy), and the outputs
-    against the recursive function run tree by tree."""
+    against the recursive function run tree by tree: with the heights' rows
+    split by the trees' groups (`height_groups`, as the batch has them) and
+    by blocks of each height's rows (groups off), the `_fwd` saving a dozen
+    values per row each time, each thread's where its `_bwd` reads them."""
+    from recir.backend import native_schedule
+    from recir.backend.native_loops import HeightLoop
+
     params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
     traced = tree_lstm.trace_model(params)
     trees = batch()
-    into = {k: np.ones_like(v) for k, v in params.items()}  # added into
     grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
-    outs, grads = grad.batch(inputs(trees), into)
     module = traced.module.clone()
     run_passes(module, batched_gradients(5, "node", traced.entry))
     expected = {k: np.ones_like(v) for k, v in params.items()}
     h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
                                  [*tree_batch_args(trees, params), *expected.values()])
-    for k, item in enumerate(inputs(trees)):
-        np.testing.assert_allclose(outs[k][0], h[k], rtol=1e-4, atol=1e-5)
-        assert outs[k][1] == pytest.approx(losses[k], rel=1e-4)
-        np.testing.assert_allclose(outs[k][0], traced.run(*item)[0], rtol=1e-4, atol=1e-5)
-    for k, g in expected.items():
-        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+    teams: list[tuple[str, int, bool]] = []
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
+        (self.native.name, args[4], args[6] is not None)) or run(self, *args))
+    for by_groups in (True, False):
+        if not by_groups:
+            monkeypatch.setattr(native_schedule, "grouped", lambda *args: None)
+        into = {k: np.ones_like(v) for k, v in params.items()}  # added into
+        outs, grads = grad.batch(inputs(trees), into)
+        assert teams[-2:] == [("node__post_fwd", 2, by_groups), ("node__post_bwd", 2, by_groups)]
+        assert sum(o.kind == "saved" for o in grad.native.loops["node__post_fwd"].outputs) > 10
+        for k, item in enumerate(inputs(trees)):
+            np.testing.assert_allclose(outs[k][0], h[k], rtol=1e-4, atol=1e-5)
+            assert outs[k][1] == pytest.approx(losses[k], rel=1e-4)
+            np.testing.assert_allclose(outs[k][0], traced.run(*item)[0], rtol=1e-4, atol=1e-5)
+        for k, g in expected.items():
+            np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
 
 
 @pytest.mark.parametrize("by_groups", [False, True])

@@ -348,6 +348,10 @@ def test_cycle_in_tree_is_an_error_in_both_engines(cache_dir):
     with pytest.raises(RecirError, match=r"recursion in @node never ends: it is invoked "
                                          r"again with the same arguments \(2\)"):
         model.run(left, right, word, label, 2)
+    # the gradient's synthesized invokes keep the user's line
+    with pytest.raises(RecirError, match=r"tree_common\.py:\d+:\d+: error: .*@node_fwd "
+                                         r"never ends"):
+        recir.value_and_grad(model, engine="interpret")(left, right, word, label, 2)
     module = parse_module(make_context(), SUBTREE)
     x = np.zeros(15000, np.float32)
     with pytest.raises(RecirError, match=r"recursion in @subtree never ends"):

@@ -11,6 +11,7 @@ import pytest
 from test_frontier_native import compiled, tree_inputs
 from test_invoke_to_frontier import trees
 
+import recir
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NativeSchedule
 from recir.diagnostics import RecirError
@@ -124,3 +125,70 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
             loop(np.array(bad, np.int64), inputs, outputs, saved_at)
     loop(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
+
+
+def height_loop_ops(saved: int, team: bool) -> int:
+    """The ops of the height loop of a function over rows with two sliced
+    inputs, `saved` inputs a `_fwd` saved, a table output and `saved`
+    saved outputs."""
+    from xdsl.dialects import llvm
+
+    from recir.passes.schedule_loops import SAVED, SLICE, TABLE, Operand, height_loop
+
+    function = llvm.FuncOp("f", llvm.LLVMFunctionType([]), llvm.LinkageAttr("external"))
+    inputs = [Operand(SLICE, 16), Operand(SLICE, 600), *[Operand(SAVED, 600)] * saved]
+    outputs = [Operand(TABLE, 600), *[Operand(SAVED, 600)] * saved]
+    built = height_loop(function, inputs, outputs, False, [], team=team)
+    return sum(1 for op in built for _ in op.walk())
+
+
+@pytest.mark.parametrize("team", [False, True])
+def test_a_height_loops_code_does_not_grow_with_its_saved_values(team):
+    """Every saved value, in or out, takes the same steps (a table record
+    of constants): twelve more of each add only their arguments to the
+    call (an address in the array of descriptors each), not their steps."""
+    more = height_loop_ops(14, team) - height_loop_ops(2, team)
+    assert more <= 2 * 2 * 12, more  # a constant and an address each
+
+
+def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch):
+    """The `_fwd`'s outputs (tables and saved values) and the `_bwd`'s
+    saved inputs are checked against their arrays like the slices: an
+    output array shorter than a height's rows, or a saved value's rows
+    placed past its buffer, is an error, and nothing past the arrays'
+    ends is written."""
+    from recir.backend.native_loops import HeightLoop
+
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=4, vocab=100)
+    grad = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier")
+    calls: dict[str, tuple] = {}
+    run = HeightLoop.__call__
+
+    def recorded(self, *args):
+        calls.setdefault(self.native.name, args)
+        return run(self, *args)
+
+    monkeypatch.setattr(HeightLoop, "__call__", recorded)
+    grad.batch([tree_inputs(t) for t in trees()[:4]])
+    monkeypatch.undo()
+    loops = grad.native.loops
+    (bounds, inputs, outputs, saved_at, *team), forward = calls["node__post_fwd"], \
+        loops["node__post_fwd"]
+    kinds = [o.kind for o in forward.outputs]
+    assert "table" in kinds and kinds.count("saved") > 4
+    short_rows = int(bounds[1]) - 1  # one short of the first height's
+    for j in range(len(outputs)):  # some saved values have no rows at some heights
+        short = [o.copy() for o in outputs]
+        padded = np.full((len(short[j]) + 3, *short[j].shape[1:]), np.nan, np.float32)
+        short[j] = padded[:short_rows]
+        with pytest.raises(RecirError, match="rows lie outside a frontier table"):
+            forward(bounds, inputs, short, saved_at.copy(), *team)
+        assert np.isnan(padded[short_rows:]).all(), f"wrote past output {j}"
+    (bounds, inputs, outputs, saved_at, *team), backward = calls["node__post_bwd"], \
+        loops["node__post_bwd"]
+    for row, field, value in ((-1, 1, 10 ** 6), (0, 0, -1)):  # past the end; before the start
+        moved = saved_at.copy()
+        moved[row, 0, -1, field] = value
+        with pytest.raises(RecirError, match="rows lie outside a frontier table"):
+            backward(bounds, inputs, outputs, moved, *team)
+    backward(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs

@@ -133,3 +133,24 @@ def test_same_ops_at_other_lines_report_their_own_location(tmp_path):
     check_div(second, "second.mlir:4:3")
     check_div(third, "first.mlir:2:3")
     assert len(list(tmp_path.glob("*.o"))) == 2
+
+
+def test_the_compiler_digest_reads_all_the_code_that_makes_objects(monkeypatch):
+    """Every module under the folders that lower IR or build kernels: an
+    edit to any of them must not load an object the older code made."""
+    from recir.backend import cache
+
+    read: set[Path] = set()
+    plain = Path.read_bytes
+
+    def recorded(path: Path) -> bytes:
+        read.add(path.resolve())
+        return plain(path)
+
+    monkeypatch.setattr(Path, "read_bytes", recorded)
+    cache.compiler_digest.__wrapped__()  # (the cached one may have run already)
+    root = Path(cache.__file__).resolve().parents[1]
+    lowering = [p for folder in ("passes", "backend", "dialects", "autodiff", "interpreter")
+                for p in (root / folder).rglob("*.py")]
+    assert root / "backend" / "kernels" / "compiled_gemm.py" in lowering
+    assert [p for p in lowering if p not in read] == []

@@ -7,6 +7,8 @@ code reads is documented in docs/usage.md.
 """
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,12 @@ def test_usage_lists_exactly_the_environment_variables_read():
     assert read, "no RECIR_* variables found: the grep is broken"
     assert table == read, (f"docs/usage.md misses {sorted(read - table)}, "
                            f"lists unread {sorted(table - read)}")
+
+
+def test_no_unused_or_undefined_names_and_no_tangled_functions():
+    """pyflakes' findings (an unused import, an undefined name) and functions
+    over pyproject's McCabe limit: `ruff check --select F,E9,C90`."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F,E9,C90",
+                           "--output-format", "concise", "recir", "bench", "test"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -510,6 +510,31 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
                   TrainConfig(progress=False))
 
 
+def test_a_gradient_that_is_not_finite_under_a_finite_loss_stops_the_epoch(double, tmp_path
+                                                                          ) -> None:
+    """NaN gradients on an epoch's last minibatch: the loss check saw finite
+    losses, and the checkpoint got NaN parameters."""
+    trees = make_treebank(3, vocab_size=80, seed=11)
+    calls = 0
+    plain = double.batch
+
+    def third_has_nan_gradients(batch, into=None, threads=1):
+        nonlocal calls
+        calls += 1
+        outputs, grads = plain(batch, into, threads)
+        if calls == 3:
+            grads["w_out"][0, 0] = np.nan
+        return outputs, grads
+
+    double.batch = third_has_nan_gradients
+    checkpoint = tmp_path / "c.npz"
+    with pytest.raises(RecirError, match=r"^error: parameter 'w_out' is not finite after "
+                                         r"epoch 1: a step's gradient was inf or NaN"):
+        train(double, SGD(double.params, lr=0.1), trees, [],
+              TrainConfig(epochs=2, batch_size=1, progress=False, checkpoint=checkpoint))
+    assert not checkpoint.exists()
+
+
 def test_a_loss_that_is_not_finite_stops_training_before_its_step(double, tmp_path) -> None:
     """A NaN loss was trained on: NaN parameters, written to the checkpoint."""
     trees = make_treebank(3, vocab_size=80, seed=11)
