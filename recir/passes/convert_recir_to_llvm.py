@@ -67,6 +67,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
+from recir.passes.arith_to_llvm import SHIFTS, guard_conversion, guard_shift
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
@@ -120,39 +121,6 @@ def guard_division(op: Operation) -> None:
         not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
         ok = b.value(arith.OrIOp(not_min, not_minus_one))
         b.op(cf.AssertOp(ok, format_error(op, "overflows")))
-
-
-SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
-
-
-def guard_shift(op: Operation) -> None:
-    """A shift by the operand's width or more (or a negative amount) is
-    poison in LLVM: x86 masked the amount, constant folding did not, so the
-    same program gave different results. Checked where the IR was written
-    with a shift (an op with a source location); the shifts recir's kernels
-    make have none, and amounts in range."""
-    if not location_prefix(op):
-        return
-    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-    amount = op.operands[1]
-    width = amount.type.width.data if isinstance(amount.type, IntegerType) else 64
-    ok = b.value(arith.CmpiOp(amount, b.const(width, amount.type), "ult"))
-    b.op(cf.AssertOp(ok, format_error(op, f"shift amount out of range (0 to {width - 1})")))
-
-
-def guard_conversion(op: arith.FPToSIOp) -> None:
-    """A float out of the integer's range (NaN, inf) converts to poison in
-    LLVM (x86 gave INT_MIN or INT_MAX): checked where the IR was written
-    with the conversion (an op with a source location), as shifts are."""
-    if not location_prefix(op):
-        return
-    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-    x, width = op.input, op.result.type.width.data
-    bound = float(2 ** (width - 1))
-    low = b.value(arith.CmpfOp(x, b.value(arith.ConstantOp(FloatAttr(-bound, x.type))), "oge"))
-    high = b.value(arith.CmpfOp(x, b.value(arith.ConstantOp(FloatAttr(bound, x.type))), "olt"))
-    ok = b.value(arith.AndIOp(low, high))
-    b.op(cf.AssertOp(ok, format_error(op, f"the value is out of range for {op.result.type}")))
 
 
 def expand_math(op: Operation) -> None:

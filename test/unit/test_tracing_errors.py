@@ -12,7 +12,7 @@ import pytest
 import recir
 from recir import frontend as rf
 from recir.diagnostics import RecirError
-from recir.frontend import SubGraph, cond, structure, trace, vector
+from recir.frontend import SubGraph, cond, trace, vector
 
 SOURCE = Path(__file__).read_text().splitlines()
 
