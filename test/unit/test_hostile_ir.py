@@ -319,3 +319,16 @@ def test_recir_opt_reports_a_target_that_cannot_print_the_ir(tmp_path, capsys, t
     err = capsys.readouterr().err
     assert err.startswith(f"error: the '{target}' target cannot print this IR (") and (
         err.count("\n") == 1), err
+
+
+def test_frontier_batching_of_a_module_without_recursion_says_so():
+    """It said 'name the entry function (invoke-to-frontier{entry=...});
+    candidates: none', an option `recir.compile` users cannot set."""
+    import recir
+    from recir import frontend as rf
+
+    with recir.trace("flat") as m:
+        m.output(rf.sum(m.input("x", recir.vector(3))))
+    with pytest.raises(RecirError, match="no public function invokes a subgraph.*"
+                                         "batching='recursive'"):
+        recir.compile(m.traced, batching="frontier")
