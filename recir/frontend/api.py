@@ -244,6 +244,10 @@ class SubGraph(TracedRegion):
         check_name("a subgraph", name)
         check_types("input", inputs)
         check_types("output", outputs)
+        owner = current_block().parent_op()
+        if owner is not None and any(o.sym_name.data == name for o in invoke.callables(owner)):
+            raise user_error(f"the name '{name}' is taken (by the model or another "
+                             "subgraph): invokes of it would be ambiguous")
         self.name, self.output_types = name, list(outputs)
         self.op = invoke.SubgraphOp(name, (list(inputs), list(outputs)))
         self.op.location = user_location()

@@ -253,6 +253,12 @@ class Tracer:
         raise user_error(f"NumPy's {ufunc.__name__} on a traced value: use the recir op "
                          "(recir.frontend), and m.param(...) for an array of weights")
 
+    def unsupported(self, *args: Any) -> Any:
+        raise user_error(f"a traced value ({self.type}) has no **, // or %: write the "
+                         "product, or use recir ops")
+
+    __pow__ = __rpow__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = unsupported
+
     def __rmatmul__(self, other: Any) -> Tracer:  # `array @ tracer`
         if isinstance(other, Tracer):
             return other @ self

@@ -153,3 +153,29 @@ def test_outputs_are_given_once():
             m.output(x)  # HERE
 
     fails_here(twice, "has its outputs already")
+
+
+def test_a_subgraph_name_already_taken_is_refused_where_it_is_declared():
+    """Named like the model, invokes of it called the model ('@m expects 0
+    arguments, got 1'); a second subgraph of a name was reported at the first."""
+    def like_the_model():
+        with trace("m") as m:
+            with SubGraph("m", [recir.i32], [recir.i32]) as s:  # HERE
+                s.output(s.inputs[0])
+            m.output(s(1))
+
+    def twice():
+        with trace("m") as m:
+            with SubGraph("node", [recir.i32], [recir.i32]) as a:
+                a.output(a.inputs[0])
+            with SubGraph("node", [recir.i32], [recir.i32]) as b:  # HERE
+                b.output(b.inputs[0])
+            m.output(a(1))
+
+    fails_here(like_the_model, "the name 'm' is taken")
+    fails_here(twice, "the name 'node' is taken")
+
+
+def test_power_floor_division_and_modulo_are_refused_at_the_line():
+    fails_here(lambda: model(lambda m, x: x ** 2), r"has no \*\*, // or %")  # HERE
+    fails_here(lambda: model(lambda m, x: x // 2), r"has no \*\*, // or %")  # HERE
