@@ -246,9 +246,14 @@ def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any,
     entry = find_entry(module, name)
     values = coerce_arguments(name, args, entry.function_type.inputs.data)
     results = run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
-    # an i1 as the native code returns it, 0 or 1 (xDSL's true is the signed -1)
+    return as_returned(results, entry.function_type.outputs.data)
+
+
+def as_returned(results: Sequence[Any], types: Sequence[Attribute]) -> tuple[Any, ...]:
+    """Results as native code returns them: an i1 is 0 or 1 (xDSL's
+    `arith.constant true` is the signed -1)."""
     return tuple(int(v) & 1 if typ == i1 and isinstance(v, int) else v
-                 for v, typ in zip(results, entry.function_type.outputs.data, strict=True))
+                 for v, typ in zip(results, types, strict=True))
 
 
 def run_deep(work: Any) -> Any:

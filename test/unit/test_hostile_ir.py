@@ -332,3 +332,17 @@ def test_frontier_batching_of_a_module_without_recursion_says_so():
     with pytest.raises(RecirError, match="no public function invokes a subgraph.*"
                                          "batching='recursive'"):
         recir.compile(m.traced, batching="frontier")
+
+
+@pytest.mark.parametrize("engine", ["static", "dynamic"])
+def test_the_dataflow_engines_return_an_i1_as_0_or_1(engine):
+    """They returned xDSL's -1 for true, where the interpreter and native
+    code return 1 (test/dialects/invoke/ops.mlir's @parity)."""
+    from recir import dataflow
+
+    text = (FRONTIER_OPS.parents[1] / "invoke/ops.mlir").read_text().split("// -----")[1]
+    module = parse(text)
+    for n in (3, 4):
+        want = run_function(module, "parity", [n])
+        assert want == (int(n % 2 == 0), int(n % 2 == 1))
+        assert dataflow.run(module, "parity", [n], engine=engine)[0] == want
