@@ -346,3 +346,11 @@ def test_the_dataflow_engines_return_an_i1_as_0_or_1(engine):
         want = run_function(module, "parity", [n])
         assert want == (int(n % 2 == 0), int(n % 2 == 1))
         assert dataflow.run(module, "parity", [n], engine=engine)[0] == want
+
+
+def test_softmax_of_an_empty_vector_is_empty_in_both_engines(cache_dir):
+    module = parse("func.func @f(%x: tensor<0xf32>) -> tensor<0xf32> {\n"
+                   "  %r = tmath.softmax %x : tensor<0xf32>\n  func.return %r : tensor<0xf32>\n}")
+    empty = np.zeros(0, np.float32)
+    assert run_function(module, "f", [empty])[0].shape == (0,)  # (a NumPy error)
+    assert compile_module(module, "f", cache_dir=cache_dir)(empty)[0].shape == (0,)
