@@ -16,9 +16,11 @@ import re
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation, OptAttributeDef, OptPropertyDef
+from xdsl.irdl.constraints import VerificationContext
 from xdsl.parser import Parser, ParserState, UnresolvedOperand
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import ParseError, VerifyException
@@ -164,15 +166,63 @@ def verify_unique_symbols(table: Operation) -> None:
                 first[name.data] = op
 
 
+def verify_own_attributes(op: Operation) -> None:
+    """The properties and attributes `op`'s definition declares, present and
+    of their kinds. Checked for every op before any verifier runs: one op's
+    verifier reads another's (an invoke its subgraph's `function_type`, a
+    dataflow call its callee's `sym_name`), and generic syntax can leave
+    them out or give them any value."""
+    if not isinstance(op, IRDLOperation):
+        return
+    definition = op.get_irdl_definition()
+    context = VerificationContext()
+    for kind, declared, given, optional in (
+            ("property", definition.properties, op.properties, OptPropertyDef),
+            ("attribute", definition.attributes, op.attributes, OptAttributeDef)):
+        for name, attr_def in declared.items():
+            if name in given:
+                try:
+                    attr_def.constr.verify(given[name], context)
+                except VerifyException as e:
+                    raise VerifyException(f"{kind} '{name}': {e}") from None
+            elif not isinstance(attr_def, optional):
+                raise VerifyException(f"{kind} '{name}' expected")
+
+
+# arith comparisons: the predicates each may name. xDSL checks neither the
+# predicate (printing an unknown one fails; -1 silently printed as the last
+# one) nor that the operands have one type.
+COMPARISONS = {arith.CmpiOp: arith.CMPI_COMPARISON_OPERATIONS,
+               arith.CmpfOp: arith.CMPF_COMPARISON_OPERATIONS}
+
+
+def verify_comparison(op: arith.CmpiOp | arith.CmpfOp) -> None:
+    predicate = op.predicate.value.data
+    if not 0 <= predicate < len(COMPARISONS[type(op)]):
+        raise VerifyException(f"unknown predicate {predicate} (known: 0 to "
+                              f"{len(COMPARISONS[type(op)]) - 1})")
+    if op.lhs.type != op.rhs.type:
+        raise VerifyException(f"compares operands of different types: {op.lhs.type} "
+                              f"and {op.rhs.type}")
+
+
 def verify_located(module: Operation) -> None:
     """Verify op by op; the first failure becomes a located `RecirError`."""
-    for op in module.walk():
+    ops = list(module.walk())
+    for op in ops:
+        try:
+            verify_own_attributes(op)
+        except VerifyException as e:
+            raise RecirError(format_error(op, str(e.args[0]))) from None
+    for op in ops:
         if op.has_trait(SymbolTable):
             verify_unique_symbols(op)
         try:
             op.verify(verify_nested_ops=False)
             if isinstance(op, scf.IfOp):
                 verify_if_yields(op)
+            elif type(op) in COMPARISONS:
+                verify_comparison(op)
         except VerifyException as e:
             raise RecirError(format_error(op, str(e.args[0]))) from None
 

@@ -21,7 +21,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from recir.backend.arguments import whole_number
+from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
@@ -201,6 +201,8 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     clock, times = time.process_time, {} if timings is None else timings
     start = clock()
     # a derived module's entry is made by `derive`
+    if not derive:
+        check_native_signature(find_entry(module, entry))
     signature = None if derive else find_entry(module, entry).function_type
     cache = ObjectCache(cache_dir)
     threads = resolve_threads(threads)

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType, i32
 from xdsl.ir import Attribute
 
 from recir.backend.array_address import data_address
-from recir.diagnostics import RecirError
+from recir.diagnostics import RecirError, emit_error
 from recir.interpreter import coerce_argument
 
 
@@ -36,6 +37,42 @@ def c_scalar(typ: Attribute) -> type:
         return {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32,
                 64: ctypes.c_int64}[typ.width.data]
     raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
+
+
+def check_native_signature(entry: func.FuncOp) -> None:
+    """What `Arguments` can pass and return, checked before compiling
+    (`recir-run --jit` takes any function): a private function has no entry
+    point; tensors are read and written as f32 or i32 data (an i64 tensor
+    read as i32 data, an i32 result read as f32 bits, were silently wrong);
+    a result tensor is allocated here, so its shape must be static."""
+    if entry.sym_visibility is not None and entry.sym_visibility.data == "private":
+        raise emit_error(entry, f"@{entry.sym_name.data} is private: only a public "
+                         "function gets a native entry point")
+    signature = entry.function_type
+    for what, types in (("argument", signature.inputs.data),
+                        ("result", signature.outputs.data)):
+        for i, typ in enumerate(types):
+            problem = native_problem(typ, what == "result")
+            if problem:
+                raise emit_error(entry, f"{what} {i} ({typ}): {problem}")
+
+
+def native_problem(typ: Attribute, result: bool) -> str:
+    """Why the native entry points cannot pass `typ` (empty if they can)."""
+    if not isinstance(typ, TensorType):
+        try:
+            c_scalar(typ)
+        except RecirError:
+            return "the native backend passes scalars of types i1, i8, i32, i64 and f32"
+        return ""
+    shape = typ.get_shape()
+    if result and (typ.element_type != Float32Type() or any(d < 0 for d in shape)):
+        return "the native backend returns tensors of f32 with a static shape"
+    if typ.element_type not in (Float32Type(), i32):
+        return "the native backend passes tensors of f32 or i32"
+    if any(d < 0 for d in shape[1:]):
+        return "only the first dimension of a tensor argument may be dynamic"
+    return ""
 
 
 class Arguments:
@@ -62,6 +99,12 @@ class Arguments:
         scalars = [t for t in self.outputs if not isinstance(t, TensorType)]
         self.returns_one = len(scalars) == 1
         self.restype = c_scalar(scalars[0]) if self.returns_one else None
+        # the order of the entry's result fields: every tensor result's buffer,
+        # then (unless the entry returns the one scalar) each scalar's slot
+        self.result_fields = [k for k, t in enumerate(self.outputs) if isinstance(t, TensorType)]
+        if not self.returns_one:
+            self.result_fields += [k for k, t in enumerate(self.outputs)
+                                   if not isinstance(t, TensorType)]
         # the public scalar inputs `fields` packs, with their ctypes
         self.scalar_inputs = [(i, c_scalar(typ)) for i, typ in enumerate(self.inputs[:public])
                               if not isinstance(typ, TensorType)]
@@ -121,18 +164,17 @@ class Arguments:
 
     def result_buffers(self, args: list[Any]) -> list[Any]:
         """A buffer per result (None: the entry returns it), their addresses
-        added to `args`."""
-        results: list[Any] = []
-        for kind in self.out_kinds:
+        added to `args` in the entry's order (`result_fields`)."""
+        results: list[Any] = [None] * len(self.out_kinds)
+        for k in self.result_fields:
+            kind = self.out_kinds[k]
             if type(kind) is tuple:
                 out = np.empty(kind, np.float32)
                 args.append(data_address(out))
-            elif self.returns_one:
-                out = None  # the entry returns it
             else:
                 out = kind()
                 args.append(ctypes.addressof(out))
-            results.append(out)
+            results[k] = out
         return results
 
     @staticmethod

@@ -248,7 +248,7 @@ class NativeFunction:
         results = [np.empty((count, *kind), np.float32) if type(kind) is tuple else
                    slots if slots is not None else (kind * count)()
                    for kind in arguments.out_kinds]
-        rows = [rows_of(r, count) for r in results if r is not slots]
+        rows = [rows_of(results[k], count) for k in arguments.result_fields]
         if slots is not None:
             rows.append(rows_of(slots, count))
 

@@ -32,7 +32,7 @@ class EmbeddingError(ValueError):
 def open_text(path: Path) -> Iterator[IO[str]]:
     """The file as UTF-8 text, unpacking `.gz` and `.zip` on the fly."""
     if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        with gzip.open(path, "rt", encoding="utf-8-sig", errors="replace") as f:
             yield f
     elif path.suffix == ".zip":
         with zipfile.ZipFile(path) as z:
@@ -41,9 +41,9 @@ def open_text(path: Path) -> Iterator[IO[str]]:
                 raise EmbeddingError(f"{path}: a .zip of vectors must hold one file, "
                                      f"found {len(members)}")
             with z.open(members[0]) as raw:
-                yield io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+                yield io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
     else:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
             yield f
 
 

@@ -23,7 +23,7 @@ from recir.dataflow.engine import DEAD, Stats, execute
 from recir.dataflow.graph import Graph, compile_graph
 from recir.diagnostics import RecirError
 from recir.dialects import dataflow as df
-from recir.interpreter import coerce_arguments
+from recir.interpreter import as_returned, coerce_arguments
 from recir.pipeline import DATAFLOW, run_passes
 
 __all__ = ["DEAD", "Graph", "Stats", "compile", "lower", "run"]
@@ -59,4 +59,5 @@ def run(program: ModuleOp | Graph, name: str, args: Sequence[Any],
                          f"(one of {', '.join(ENGINES)})")
     graph = program if isinstance(program, Graph) else compile(program, name)
     values = coerce_arguments(name, args, graph.op.function_type.inputs.data)
-    return execute(graph, values, dynamic=engine == "dynamic")
+    results, stats = execute(graph, values, dynamic=engine == "dynamic")
+    return as_returned(results, graph.op.function_type.outputs.data), stats

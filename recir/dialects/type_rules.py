@@ -215,6 +215,11 @@ def schedule_callees(
     expand = callee(op, expand_name)
     expect_types(expand, "inputs", expand.function_type.inputs.data, [*moving, *shared])
     results = list(expand.function_type.outputs.data)
+    if not 0 <= sites <= len(results) // len(per_site):  # (a huge count: a huge list)
+        raise VerifyException(
+            f"has sites = {sites}, but @{expand.sym_name.data} returns {len(results)} "
+            f"results: room for at most {len(results) // len(per_site)} sites of "
+            f"{len(per_site)} results each")
     stored = results[sites * len(per_site):]
     expect_types(expand, "results", results[:sites * len(per_site)], per_site * sites)
     post = callee(op, post_name)

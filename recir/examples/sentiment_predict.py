@@ -5,9 +5,10 @@ Reads PTB-format trees, one per line (labels optional: `((It) (works))` and
 `(3 (2 It) (3 works))` both do), and writes one JSON line per tree: its
 input line number, the root's label and class probabilities and, with
 `--all-nodes`, every node's label in post-order (children first, root last).
-Words the model never saw read as `<unk>`. A malformed line gets
-`line N: error: ...` on stderr and the other lines are still labelled; the
-exit status is then 1.
+Words the model never saw read as `<unk>`. A malformed line (a bad tree, a
+byte that is not UTF-8) gets `FILE:N: error: ...` (`line N: error: ...` for
+standard input) on stderr and the other lines are still labelled; the exit
+status is then 1.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def label_lines(model: LoadedModel, lines: Iterable[str], out: IO[str], err: IO[str],
-                all_nodes: bool, threads: int) -> int:
-    """Labels every well-formed line; returns how many were malformed."""
+def label_lines(model: LoadedModel, lines: Iterable[str | bytes], out: IO[str],
+                err: IO[str], all_nodes: bool, threads: int, name: str | None = None
+                ) -> int:
+    """Labels every well-formed line; returns how many were malformed. Errors
+    name the file `name` and the line (standard input: the line)."""
     assert model.vocabulary is not None
     scorer, bad, chunk = model.scorer(threads), 0, []
 
@@ -55,14 +58,22 @@ def label_lines(model: LoadedModel, lines: Iterable[str], out: IO[str], err: IO[
         out.flush()
         chunk.clear()
 
-    for number, text in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        where = f"line {number}" if name is None else f"{name}:{number}"
+        try:  # (bytes decoded here: a bad byte is this line's error, not a guess)
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as e:
+            err.write(f"{where}: error: byte 0x{raw[e.start]:02x} at column {e.start + 1} "
+                      "is not valid UTF-8\n")
+            bad += 1
+            continue
         if not text.strip():
             continue
         try:
             chunk.append((number, parse_tree(text, model.vocabulary, line=number,
                                              grow=False, labelled=False)))
         except TreeParseError as e:
-            err.write(f"line {number}: error: {str(e).split(' error: ', 1)[-1]}\n")
+            err.write(f"{where}: error: {str(e).split(' error: ', 1)[-1]}\n")
             bad += 1
         if len(chunk) == CHUNK:
             flush()
@@ -85,17 +96,17 @@ def main(argv: list[str]) -> int:
         print(f"error: {args.model_file}: no vocabulary (trained on the synthetic "
               f"treebank), so it cannot read words", file=sys.stderr)
         return 2
-    try:
-        source = (contextlib.nullcontext(sys.stdin) if args.file == "-"
-                  else open(args.file, encoding="utf-8"))
+    try:  # bytes where there are: `label_lines` decodes each line
+        source = (contextlib.nullcontext(getattr(sys.stdin, "buffer", sys.stdin))
+                  if args.file == "-" else open(args.file, "rb"))
     except OSError as e:
         print(f"error: cannot read '{args.file}': {e.strerror}", file=sys.stderr)
         return 2
     with source as lines:
         try:
             bad = label_lines(model, lines, sys.stdout, sys.stderr, args.all_nodes,
-                              args.threads)
-        except UnicodeDecodeError:
-            print(f"error: '{args.file}' is not UTF-8 text", file=sys.stderr)
+                              args.threads, None if args.file == "-" else args.file)
+        except OSError as e:  # (a folder opens, then fails to read)
+            print(f"error: cannot read '{args.file}': {e.strerror}", file=sys.stderr)
             return 2
     return 1 if bad else 0

@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import (
     i1,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region
+from xdsl.ir import Attribute, Block, Region, TypeAttribute
 from xdsl.rewriter import Rewriter
 
 from recir.diagnostics import RecirError
@@ -110,7 +110,13 @@ class BoundParams(dict[str, np.ndarray]):
 def float32_parameter(name: str, value: Any) -> np.ndarray:
     """`value` as a C-contiguous float32 array; a finite float64 beyond
     float32's range is refused, not made infinite (NaN and inf stay)."""
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as e:  # (a ragged nested list)
+        raise RecirError(f"error: parameter '{name}' is not an array: {e}") from None
+    if array.dtype.kind not in "biuf":  # (complex values would lose their imaginary part)
+        raise RecirError(f"error: parameter '{name}' holds {array.dtype} values, not "
+                         "real numbers")
     if array.dtype.kind != "f" or array.dtype.itemsize <= 4:
         return np.ascontiguousarray(array, dtype=np.float32)
     from recir.interpreter import check_narrowed  # (not loaded by `import recir`)
@@ -119,6 +125,20 @@ def float32_parameter(name: str, value: Any) -> np.ndarray:
         narrowed = np.ascontiguousarray(array, dtype=np.float32)
     check_narrowed(f"parameter '{name}'", array, narrowed)
     return narrowed
+
+
+def check_name(what: str, name: Any) -> None:
+    """Names become IR symbols and argument names: non-empty strings."""
+    if not isinstance(name, str) or not name:
+        raise user_error(f"the name of {what} is a non-empty string, got {name!r}")
+
+
+def check_types(what: str, types: Sequence[Any]) -> None:
+    """IR types (`recir.i32`, `vector(n)`, ...), not their names."""
+    for typ in types:
+        if not isinstance(typ, TypeAttribute):
+            raise user_error(f"an {what} type is an IR type such as recir.i32 or "
+                             f"recir.vector(n), got {typ!r}")
 
 
 class TracedModel:
@@ -165,6 +185,7 @@ class trace(TracedRegion):
     """Context manager building the entry function `name` of a new module."""
 
     def __init__(self, name: str):
+        check_name("a model", name)
         self.name = name
         self.block = Block()
         super().__init__(f"model '{name}'", self.block)
@@ -175,13 +196,21 @@ class trace(TracedRegion):
         self.params: dict[str, np.ndarray] = {}
 
     def input(self, name: str, typ: Attribute) -> Tracer:
+        check_name("an input", name)
+        check_types("input", [typ])
+        if name in self.params or name in self.inputs:
+            raise user_error(f"the name '{name}' is declared twice")
         arg = self.block.insert_arg(typ, len(self.inputs))
         arg.name_hint = name
         self.inputs.append(name)
         return Tracer(arg)
 
     def param(self, name: str, value: np.ndarray) -> Tracer:
-        array = float32_parameter(name, value)
+        check_name("a parameter", name)
+        try:
+            array = float32_parameter(name, value)
+        except RecirError as e:
+            raise user_error(str(e).removeprefix("error: ")) from None
         if name in self.params or name in self.inputs:
             raise user_error(f"the name '{name}' is declared twice")
         arg = self.block.insert_arg(TensorType(f32, array.shape), len(self.block.args))
@@ -190,6 +219,8 @@ class trace(TracedRegion):
         return Tracer(arg)
 
     def output(self, *values: Tracer) -> None:
+        if self.has_outputs:
+            raise user_error(f"model '{self.name}' has its outputs already")
         results = [as_value(v) for v in values]
         emit(func.ReturnOp(*results), verify=False)
         self.has_outputs = True
@@ -210,6 +241,13 @@ class SubGraph(TracedRegion):
     """
 
     def __init__(self, name: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute]):
+        check_name("a subgraph", name)
+        check_types("input", inputs)
+        check_types("output", outputs)
+        owner = current_block().parent_op()
+        if owner is not None and any(o.sym_name.data == name for o in invoke.callables(owner)):
+            raise user_error(f"the name '{name}' is taken (by the model or another "
+                             "subgraph): invokes of it would be ambiguous")
         self.name, self.output_types = name, list(outputs)
         self.op = invoke.SubgraphOp(name, (list(inputs), list(outputs)))
         self.op.location = user_location()
@@ -218,6 +256,8 @@ class SubGraph(TracedRegion):
         super().__init__(f"subgraph '{name}'", self.op.body.block)
 
     def output(self, *values: Any) -> None:
+        if self.has_outputs:
+            raise user_error(f"subgraph '{self.name}' has its outputs already")
         results = [as_value(v) for v in values]
         got = [r.type for r in results]
         if got != self.output_types:
@@ -237,6 +277,9 @@ class SubGraph(TracedRegion):
 
 def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
     """`then_fn()` if `pred` else `else_fn()`: both traced, emitted as `scf.if`."""
+    if not (callable(then_fn) and callable(else_fn)):
+        raise user_error("cond takes functions for its branches (lambda: value), got "
+                         f"{type(then_fn).__name__} and {type(else_fn).__name__}")
     condition = as_value(pred)
     if condition.type != i1:
         raise user_error(f"cond needs a boolean (i1) predicate, got {condition.type}")

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32
 from xdsl.irdl import IRDLOperation
 
 from recir.dialects import tmath
+from recir.frontend.locations import user_error
 from recir.frontend.tracer import Tracer, as_value, traced
 
 
@@ -50,11 +51,20 @@ def bilinear(v: Any, x: Any, y: Any) -> Tracer:
 
 
 def concat(values: Sequence[Any]) -> Tracer:
+    if not values:
+        raise user_error("concat needs at least one value")
     return traced(tmath.ConcatOp([as_value(v) for v in values]))
 
 
 def slice(x: Any, offset: int, size: int) -> Tracer:  # noqa: A001
-    return traced(tmath.SliceOp(as_value(x), offset, size))
+    return traced(tmath.SliceOp(as_value(x), whole("offset", offset), whole("size", size)))
+
+
+def whole(what: str, value: Any) -> int:
+    """An op's integer argument (a float or a traced value: an xDSL traceback)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise user_error(f"the {what} is a Python integer, got {value!r}")
+    return int(value)
 
 
 def gather(table: Any, index: Any) -> Tracer:
@@ -66,16 +76,34 @@ def softmax_xent(logits: Any, label: Any) -> Tracer:
 
 
 def fill(scalar: Any, shape: Sequence[int]) -> Tracer:
-    return traced(tmath.FillOp(as_value(scalar), TensorType(f32, list(shape))))
+    return traced(tmath.FillOp(as_value(scalar), TensorType(f32, dimensions(shape))))
+
+
+def dimensions(shape: Sequence[Any]) -> list[int]:
+    dims = [whole("dimension", d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise user_error(f"a shape's dimensions are >= 0, got {tuple(dims)}")
+    return dims
 
 
 def constant(value: Any) -> Tracer:
-    array = np.asarray(value, dtype=np.float32)
+    """`value` (numbers) as an f32 tensor; one beyond float32's range is
+    refused, not made inf."""
+    try:
+        given = np.asarray(value)
+        if given.dtype.kind not in "biuf":
+            raise TypeError(f"{given.dtype} values")
+        with np.errstate(over="ignore"):
+            array = given.astype(np.float32)
+    except (TypeError, ValueError) as e:
+        raise user_error(f"constant takes numbers: {e}") from None
+    if np.isinf(array).sum() != np.isinf(given).sum():
+        raise user_error("a constant holds a number beyond float32's range")
     dense = DenseIntOrFPElementsAttr.from_list(TensorType(f32, list(array.shape)),
                                                array.ravel().tolist())
     return traced(tmath.ConstantOp(dense))
 
 
 def zeros(*shape: int) -> Tracer:
-    typ = TensorType(f32, list(shape))
+    typ = TensorType(f32, dimensions(shape))
     return traced(tmath.ConstantOp(DenseIntOrFPElementsAttr.from_list(typ, [0.0])))

@@ -7,9 +7,11 @@ shape error is reported at the user's line rather than at some later pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
@@ -22,10 +24,10 @@ from xdsl.dialects.builtin import (
     f32,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from recir.diagnostics import RecirError, format_error
+from recir.diagnostics import RecirError, format_error, location_prefix
 from recir.dialects import tmath
 from recir.frontend.locations import user_error, user_location
 
@@ -52,13 +54,36 @@ class insertion_block:
         _blocks.pop()
 
 
+def check_visible(operands: Sequence[SSAValue], block: Block) -> None:
+    """Each operand defined in `block` or a block enclosing it: a value kept
+    from another subgraph's body, a `cond` branch or another trace made IR
+    that verified and then failed in a pass (or compiled wrong)."""
+    enclosing: list[Block] = []
+    at: Block | None = block
+    while at is not None:
+        enclosing.append(at)
+        parent = at.parent_op()
+        at = parent.parent_block() if parent is not None else None
+    for value in operands:
+        home = value.block if isinstance(value, BlockArgument) else value.owner.parent_block()
+        if not any(home is b for b in enclosing):
+            owner = value.owner if isinstance(value, OpResult) else None
+            where = location_prefix(owner).removesuffix(": ") if owner is not None else ""
+            raise user_error(
+                f"a traced value ({value.type}{', made at ' + where if where else ''}) is "
+                "used outside the subgraph, cond branch or trace that made it: pass it "
+                "in as an input, or return it")
+
+
 def emit(op: Operation, verify: bool = True) -> Operation:
     """Insert, locate and verify `op`; errors point at the user's line.
 
     Terminators pass `verify=False`: their parent is finished only later.
     """
+    block = current_block()
+    check_visible(op.operands, block)
     op.location = user_location()
-    current_block().add_op(op)
+    block.add_op(op)
     if not verify:
         return op
     try:
@@ -83,11 +108,27 @@ def is_tensor(value: SSAValue) -> bool:
     return isinstance(value.type, TensorType)
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def checked_number(value: Any, typ: Attribute) -> Any:
+    """A Python number that `typ` holds: a finite float beyond float32's range
+    would become inf, an integer beyond the type's width an xDSL traceback."""
+    if isinstance(value, float) and math.isfinite(value) and abs(value) > F32_MAX:
+        raise user_error(f"the Python number {value!r} is beyond float32's range")
+    if isinstance(value, int) and isinstance(typ, IntegerType):
+        width = typ.width.data
+        if not -(1 << (width - 1)) <= value < (1 << width):
+            raise user_error(f"the Python integer {value} does not fit in {typ}")
+    return value
+
+
 def constant_like(value: Any, like: SSAValue) -> SSAValue:
     """A Python number as a constant of `like`'s type (tensors: a splat)."""
     typ = like.type
     if not isinstance(value, int | float):
         raise user_error(f"cannot use a Python {type(value).__name__} with a {typ} value")
+    checked_number(value, typ if not isinstance(typ, TensorType) else f32)
     if isinstance(typ, TensorType):
         dense = DenseIntOrFPElementsAttr.from_list(typ, [float(value)])
         return emit_value(tmath.ConstantOp(dense))
@@ -106,9 +147,9 @@ def as_value(value: Any, like: SSAValue | None = None) -> SSAValue:
     if isinstance(value, bool):
         return emit_value(arith.ConstantOp(IntegerAttr(int(value), IntegerType(1))))
     if isinstance(value, int):
-        return emit_value(arith.ConstantOp(IntegerAttr(value, i32)))
+        return emit_value(arith.ConstantOp(IntegerAttr(checked_number(value, i32), i32)))
     if isinstance(value, float):
-        return emit_value(arith.ConstantOp(FloatAttr(value, f32)))
+        return emit_value(arith.ConstantOp(FloatAttr(checked_number(value, f32), f32)))
     raise user_error(f"unsupported Python value {value!r} of type {type(value).__name__}")
 
 
@@ -199,6 +240,30 @@ class Tracer:
         raise user_error(
             "a traced value has no Python truth value: use recir.cond(pred, then, else)"
         )
+
+    def no_python_value(self, *args: Any) -> Any:
+        raise user_error(f"a traced value ({self.type}) has no Python value while "
+                         "tracing (no int(), float(), len() or iteration): use recir ops")
+
+    __int__ = __float__ = __index__ = __len__ = no_python_value
+    # without it, iteration called `__getitem__` with 0, 1, 2, ... and never stopped
+    __iter__ = no_python_value
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        raise user_error(f"NumPy's {ufunc.__name__} on a traced value: use the recir op "
+                         "(recir.frontend), and m.param(...) for an array of weights")
+
+    def unsupported(self, *args: Any) -> Any:
+        raise user_error(f"a traced value ({self.type}) has no **, // or %: write the "
+                         "product, or use recir ops")
+
+    __pow__ = __rpow__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = unsupported
+
+    def __rmatmul__(self, other: Any) -> Tracer:  # `array @ tracer`
+        if isinstance(other, Tracer):
+            return other @ self
+        raise user_error(f"cannot multiply a {type(other).__name__} by a traced value: "
+                         "declare the matrix with m.param(...) (or rf.constant)")
 
     __hash__ = object.__hash__
 

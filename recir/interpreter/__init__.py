@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
@@ -21,8 +21,16 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     TensorType,
+    i1,
 )
-from xdsl.interpreter import Interpreter, OpImplResult, _InterpreterFunctionImpls
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    OpImplResult,
+    _InterpreterFunctionImpls,
+    impl,
+    register_impls,
+)
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.cf import CfFunctions
 from xdsl.interpreters.func import FuncFunctions
@@ -33,7 +41,8 @@ from xdsl.utils.exceptions import InterpretationError
 
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
-from recir.interpreter.arith import ArithExtraFunctions, ArithRowFunctions
+from recir.interpreter.arith import (ArithExtraFunctions, ArithRowFunctions,
+                                    CheckedDivisionFunctions)
 from recir.interpreter.frontier import FrontierFunctions
 from recir.interpreter.frontier_grad import FrontierGradFunctions
 from recir.interpreter.invoke import InvokeFunctions
@@ -42,6 +51,19 @@ from recir.interpreter.tmath import TMathFunctions
 
 STACK_BYTES = 512 * 1024 * 1024
 MAX_PYTHON_FRAMES = 400_000
+
+
+@register_impls
+class CheckedLoopFunctions(InterpreterFunctions):
+    """`scf.for` with a step that is not positive is an error, as in native
+    code (`convert_scf_to_cf.guard_step`): xDSL's range() ran a negative
+    step no times and raised ValueError on 0."""
+
+    @impl(scf.ForOp)
+    def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: Any) -> Any:
+        if args[2] <= 0:
+            raise InterpretationError(f"step must be positive, got {args[2]}")
+        return ScfFunctions.run_for(ScfFunctions(), interpreter, op, args).values
 
 
 class _LocatedImpls(_InterpreterFunctionImpls):
@@ -61,6 +83,8 @@ class _LocatedImpls(_InterpreterFunctionImpls):
             return impl(ft, interpreter, op, args)
         except (InterpretationError, ArithmeticError, IndexError) as e:
             raise RecirError(format_error(op, str(e))) from None
+        except ValueError as e:  # NumPy's, e.g. row forms of different row counts
+            raise RecirError(format_error(op, f"cannot run: {e}")) from None
 
 
 def make_interpreter(module: ModuleOp) -> Interpreter:
@@ -80,6 +104,8 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         FrontierGradFunctions(),
     ):
         interp.register_implementations(functions)
+    interp.register_implementations(CheckedDivisionFunctions(), override=True)
+    interp.register_implementations(CheckedLoopFunctions(), override=True)
     rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
     interp.register_implementations(rows, override=True)
     return interp
@@ -219,7 +245,15 @@ def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any,
     """Run `@name` on `args`; integers, floats and ndarrays in and out."""
     entry = find_entry(module, name)
     values = coerce_arguments(name, args, entry.function_type.inputs.data)
-    return run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
+    results = run_deep(lambda: make_interpreter(module).call_op(entry, tuple(values)))
+    return as_returned(results, entry.function_type.outputs.data)
+
+
+def as_returned(results: Sequence[Any], types: Sequence[Attribute]) -> tuple[Any, ...]:
+    """Results as native code returns them: an i1 is 0 or 1 (xDSL's
+    `arith.constant true` is the signed -1)."""
+    return tuple(int(v) & 1 if typ == i1 and isinstance(v, int) else v
+                 for v, typ in zip(results, types, strict=True))
 
 
 def run_deep(work: Any) -> Any:

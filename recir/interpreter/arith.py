@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.utils.comparisons import to_signed
 from xdsl.utils.exceptions import InterpretationError
 
 from recir.interpreter.tmath import register_table
@@ -20,23 +22,99 @@ def round_f32(x: float) -> float:
 class ArithExtraFunctions(InterpreterFunctions):
     @impl(arith.DivfOp)
     def run_divf(self, interp: Interpreter, op: arith.DivfOp, args: Any):
-        lhs, rhs = args
-        if rhs == 0.0:
-            inf = float("inf") if lhs > 0 else -float("inf") if lhs < 0 else float("nan")
-            return (inf,)
-        return (round_f32(lhs / rhs),)
+        lhs, rhs = args  # in f32, as native code divides (1.5 / -0.0 is -inf)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return (float(np.float32(lhs) / np.float32(rhs)),)
 
     @impl(arith.DivUIOp)
     def run_divui(self, interp: Interpreter, op: arith.DivUIOp, args: Any):
-        if args[1] == 0:
-            raise InterpretationError("'arith.divui' division by zero")
-        return (args[0] // args[1],)
+        width = bits(op.result.type)
+        lhs, rhs = (v % (1 << width) for v in args)  # unsigned: -1 is 2**width - 1
+        if rhs == 0:
+            raise InterpretationError("division by zero")
+        return (to_signed(lhs // rhs, width),)
+
+    @impl(arith.ExtUIOp)
+    def run_extui(self, interp: Interpreter, op: arith.ExtUIOp, args: Any):
+        return (args[0] % (1 << bits(op.operands[0].type)),)  # (it sign-extended)
+
+    @impl(arith.TruncIOp)
+    def run_trunci(self, interp: Interpreter, op: arith.TruncIOp, args: Any):
+        width = bits(op.result.type)
+        return (to_signed(args[0] % (1 << width), width),)
+
+    @impl(arith.FPToSIOp)
+    def run_fptosi(self, interp: Interpreter, op: arith.FPToSIOp, args: Any):
+        width = bits(op.result.type)
+        if not -(2.0 ** (width - 1)) <= args[0] < 2.0 ** (width - 1):  # (NaN too)
+            raise InterpretationError(f"the value is out of range for {op.result.type} "
+                                     f"({args[0]})")
+        return (int(args[0]),)
+
+
+def bits(typ: Any) -> int:
+    """An integer type's width (an index: 64)."""
+    return typ.width.data if isinstance(typ, IntegerType) else 64
+
+
+class CheckedDivisionFunctions(InterpreterFunctions):
+    """xDSL's signed divisions and unsigned remainder after the checks native
+    code makes (`convert_recir_to_llvm.guard_division`), with its messages:
+    xDSL asserts a non-zero divisor (a traceback) and wraps INT_MIN / -1."""
+
+    def __init__(self) -> None:
+        self.xdsl = ArithFunctions()
+        self.impls = dict(type(self.xdsl)._impls())  # pyright: ignore[reportPrivateUsage]
+
+
+def _checked_division(op_type: type) -> Any:
+    def run(self: CheckedDivisionFunctions, interp: Interpreter, op: Any, args: Any):
+        lhs, rhs = args
+        if rhs == 0:
+            raise InterpretationError("division by zero")
+        width = bits(op.result.type)
+        if op_type is arith.RemUIOp:  # (xDSL has none)
+            return (to_signed(lhs % (1 << width) % (rhs % (1 << width)), width),)
+        if to_signed(lhs, width) == -(1 << (width - 1)) and to_signed(rhs, width) == -1:
+            raise InterpretationError("overflows")
+        return self.impls[op_type](self.xdsl, interp, op, args).values
+
+    return run
+
+
+register_table(CheckedDivisionFunctions, {t: t for t in (
+    arith.DivSIOp, arith.RemSIOp, arith.RemUIOp)}, _checked_division)
+
+
+# shifts of a `width`-bit value by an amount in range, as native code does
+# them (`convert_recir_to_llvm.guard_shift` refuses the others); xDSL
+# asserted on a negative amount and lacks shrui
+SHIFTS: dict[type, Any] = {
+    arith.ShLIOp: lambda x, n, width: x << n,
+    arith.ShRSIOp: lambda x, n, width: to_signed(x, width) >> n,
+    arith.ShRUIOp: lambda x, n, width: (x & ((1 << width) - 1)) >> n,
+}
+
+
+def _checked_shift(shift: Any) -> Any:
+    def run(self: CheckedDivisionFunctions, interp: Interpreter, op: Any, args: Any):
+        width = bits(op.result.type)
+        lhs, amount = args
+        if not 0 <= amount % (1 << width) < width:  # (as unsigned, as native code compares)
+            raise InterpretationError(f"shift amount out of range (0 to {width - 1})")
+        return (to_signed(shift(lhs, amount % (1 << width), width) & ((1 << width) - 1),
+                          width),)
+
+    return run
+
+
+register_table(CheckedDivisionFunctions, SHIFTS, _checked_shift)
 
 
 # The scalar ops whose semantics are one Python function of the operands.
 SCALAR_ARITH: dict[type, Any] = {
     arith.NegfOp: lambda x: -x, arith.SIToFPOp: lambda x: round_f32(float(x)),
-    arith.FPToSIOp: int, arith.ExtUIOp: int, arith.ExtSIOp: int,
+    arith.ExtSIOp: int,
     arith.MaxSIOp: max, arith.MinSIOp: min,
 }
 

@@ -195,6 +195,8 @@ register_table(TMathFunctions, _UNARY | _BINARY, _elementwise)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    """Of a vector, or of each row."""
+    """Of a vector, or of each row (of none: empty, as native code gives)."""
+    if x.size == 0:
+        return f32(x)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return f32(e / e.sum(axis=-1, keepdims=True))

@@ -3,16 +3,27 @@
 xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
 flags are carried over, since they are what lets LLVM vectorize reductions.
 Integer division is not here: it needs a divisor check, which the pass emits.
+
+Nor are the checks before ops LLVM makes poison for some operands (a shift by
+the operand's width or more, a float out of the integer type's range
+converted to it): native code gave whatever x86 or constant folding made of
+the poison, the interpreter something else. `guard_shift` and
+`guard_conversion` add a `cf.assert` before such an op written in the IR (one
+with a source location: the ones recir's kernels make have none, and operands
+in range, so generated code pays nothing); convert-recir-to-llvm calls them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import arith, llvm
-from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.dialects import arith, cf, llvm
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, i64
 from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
 
+from recir.diagnostics import format_error, location_prefix
+from recir.passes.loop_builder import Emitter
 from recir.passes.op_templates import build
 
 _INT_BINARY: dict[type[Operation], type[Operation]] = {
@@ -122,3 +133,34 @@ _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
     arith.FPToSIOp: _fptosi,
     arith.UIToFPOp: _uitofp,
 }
+
+
+SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
+
+
+def guard_shift(op: Operation) -> None:
+    """The amount below the width, compared unsigned (x86 masked it:
+    shli -100 by 40 gave -25600; constant folding did not)."""
+    if not location_prefix(op):
+        return
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    amount = op.operands[1]
+    width = amount.type.width.data if isinstance(amount.type, IntegerType) else 64
+    ok = b.value(arith.CmpiOp(amount, b.const(width, amount.type), "ult"))
+    message = f"shift amount out of range (0 to {width - 1})"
+    b.op(cf.AssertOp(ok, format_error(op, message)))
+
+
+def guard_conversion(op: arith.FPToSIOp) -> None:
+    """-2^(w-1) <= x < 2^(w-1), false for NaN (x86 gave INT_MIN or INT_MAX)."""
+    if not location_prefix(op):
+        return
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    x, width = op.input, op.result.type.width.data
+    bounds = [b.value(arith.ConstantOp(FloatAttr(sign * 2.0 ** (width - 1), x.type)))
+              for sign in (-1, 1)]
+    low = b.value(arith.CmpfOp(x, bounds[0], "oge"))
+    high = b.value(arith.CmpfOp(x, bounds[1], "olt"))
+    ok = b.value(arith.AndIOp(low, high))
+    message = f"the value is out of range for {op.result.type}"
+    b.op(cf.AssertOp(ok, format_error(op, message)))

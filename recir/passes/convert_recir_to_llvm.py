@@ -67,6 +67,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.diagnostics import format_error, location_prefix
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
+from recir.passes.arith_to_llvm import SHIFTS, guard_conversion, guard_shift
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
@@ -360,15 +361,19 @@ class ConvertRecirToLlvmPass(ModulePass):
 def survey(op: ModuleOp) -> tuple[bool, bool, dict[int, int], set[int]]:
     """One walk of the module (it is large; an earlier pass's llvm.func is
     lowered already, bar its arith and cf ops: `row_products.rows_functions`):
-    divisions guarded and math expanded on the way, and whether it makes
-    tapes, whether it spawns, each copied slot's f32 elements, the logged
-    slots."""
+    divisions, shifts and float-to-integer conversions guarded and math
+    expanded on the way, and whether it makes tapes, whether it spawns, each
+    copied slot's f32 elements, the logged slots."""
     needs_arena = needs_tasks = False
     elements: dict[int, int] = {}
     logged_slots: set[int] = set()
     for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
         if isinstance(inner, DIVISIONS):
             guard_division(inner)
+        elif isinstance(inner, SHIFTS):
+            guard_shift(inner)
+        elif isinstance(inner, arith.FPToSIOp):
+            guard_conversion(inner)
         elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
             expand_math(inner)
         elif isinstance(inner, tape.NewOp):

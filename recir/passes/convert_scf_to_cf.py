@@ -15,11 +15,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import builtin, scf
+from xdsl.dialects import arith, builtin, cf, scf
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
+
+from recir.diagnostics import format_error, location_prefix
+
+
+def guard_step(op: scf.ForOp) -> None:
+    """A step that is not positive is undefined in MLIR: native code looped
+    (until the index wrapped) where the interpreter ran no iteration. Checked
+    where the IR was written with the loop (an op with a source location; the
+    loops of recir's kernels have none, and constant steps)."""
+    step = op.step
+    if not location_prefix(op) or (isinstance(step.owner, arith.ConstantOp) and isinstance(
+            step.owner.value, IntegerAttr) and step.owner.value.value.data > 0):
+        return
+    zero = arith.ConstantOp(IntegerAttr(0, step.type))
+    positive = arith.CmpiOp(step, zero, "sgt")
+    check = cf.AssertOp(positive, format_error(op, "step must be positive"))
+    Rewriter.insert_op([zero, positive, check], InsertPoint.before(op))
 
 
 def lower_scf(root: Operation) -> None:
@@ -27,6 +46,8 @@ def lower_scf(root: Operation) -> None:
     lowerings: dict[type, RewritePattern] = {
         scf.ForOp: ForLowering(), scf.IfOp: IfLowering(), scf.IndexSwitchOp: SwitchLowering()}
     for op in list(root.walk()):
+        if isinstance(op, scf.ForOp):
+            guard_step(op)
         pattern = lowerings.get(type(op))
         if pattern is not None:
             pattern.match_and_rewrite(op, PatternRewriter(op))

@@ -264,9 +264,13 @@ def build_entry(plan: Plan, layout: Layout, names: tuple[str, str, str]) -> func
 def default_entry(module: ModuleOp) -> str:
     found = [name for name, fn in functions(module).items()
              if not fn.is_declaration and fn.sym_visibility is None and callees(fn)]
+    if not found:  # (from `recir.compile(batching="frontier")`: a model without recursion)
+        raise RecirError("error: invoke-to-frontier: no public function invokes a "
+                         "subgraph: frontier batching runs a recursion's calls level by "
+                         "level, and this module has none (batching='recursive' runs it)")
     if len(found) != 1:
         raise RecirError("error: invoke-to-frontier: name the entry function "
-                         f"(invoke-to-frontier{{entry=...}}); candidates: {found or 'none'}")
+                         f"(invoke-to-frontier{{entry=...}}); candidates: {found}")
     return found[0]
 
 

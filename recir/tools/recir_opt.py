@@ -12,6 +12,7 @@ import sys
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -35,6 +36,20 @@ class RecirOptMain(xDSLOptMain):
         for name, factory in RECIR_PASSES.items():
             self.available_passes.setdefault(name, factory)
         self.available_passes.update(RECIR_REPLACEMENTS)
+
+    def setup_pipeline(self) -> None:
+        """xDSL's pipeline; an option a pass cannot take is named with its
+        pass (xDSL says only 'Incompatible types: given ('x',), expected int')."""
+        try:
+            super().setup_pipeline()
+        except ValueError:
+            for spec in parse_pipeline(self.args.passes):
+                if spec.name in self.available_passes:
+                    try:
+                        self.available_passes[spec.name]().from_pass_spec(spec)
+                    except (ValueError, TypeError) as e:
+                        raise ValueError(f"pass '{spec.name}': {one_line(e)}") from None
+            raise
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -64,6 +79,18 @@ class RecirOptMain(xDSLOptMain):
                                    f"{one_line(e)}") from None
             if callback is not None:
                 callback(stage, prog, passes[i + 1] if i + 1 < len(passes) else None)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """xDSL's targets other than `mlir` expect their own dialects (riscv,
+        x86, llvm's own translation): on recir's IR they raised
+        NotImplementedError or an AssertionError holding the whole op."""
+        try:
+            return super().output_resulting_program(prog)
+        except (NotImplementedError, AssertionError, KeyError, TypeError) as e:
+            detail = f": {one_line(e, 120)}" if isinstance(e, NotImplementedError) else ""
+            raise RecirError(f"error: the '{self.args.target}' target cannot print this "
+                             f"IR ({type(e).__name__}{detail}); the 'mlir' target prints "
+                             "any IR") from None
 
     def in_file(self, message: str) -> RecirError:
         """The error located at the input file where no op location is known

@@ -160,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         message = str(e)
         print(message if "error:" in message else f"error: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C stops native code too (`backend/interrupts.py`)
+        print(f"error: @{args.entry} was interrupted", file=sys.stderr)
+        return 130
+    except MemoryError as e:  # NumPy's, for a tensor of a huge static shape
+        print(f"error: @{args.entry} needs more memory than there is"
+              + (f" ({str(e).rstrip('.')})" if str(e) else ""), file=sys.stderr)
+        return 1
     except RecursionError:
         print(f"error: '{args.file}' nests too deeply (more levels than Python's "
               "recursion limit allows)", file=sys.stderr)

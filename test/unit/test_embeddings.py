@@ -47,6 +47,24 @@ def test_reader_in_each_format(tmp_path, form: str) -> None:
     check(*read_embeddings(path, vocab()))
 
 
+@pytest.mark.parametrize("form", ["glove", "word2vec.gz", "glove.zip"])
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, form: str) -> None:
+    """A file saved with a BOM (Windows editors) lost its first word: it was
+    read as '\ufeffthe' and matched nothing, silently."""
+    text = "\ufeff" + (GLOVE if form.startswith("glove") else "5 3\n" + GLOVE)
+    path = tmp_path / ("v.txt" if form == "glove" else "v.txt.gz" if form.endswith(".gz")
+                       else "v.zip")
+    if form == "glove":
+        path.write_text(text, encoding="utf-8")
+    elif form.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("glove.6B.3d.txt", text.encode("utf-8"))
+    check(*read_embeddings(path, vocab()))
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("good 1 2 3\nbad 1 2\n", r"v.txt:2: 'bad' has 2 values, expected 3"),
     ("good 1 x 3\n", r"v.txt:1: 'good' has a value that is not a finite float32 number"),

@@ -188,6 +188,21 @@ def reference_logits(model, tree) -> np.ndarray:
                      for i in range(tree.num_nodes)])
 
 
+def test_predict_names_the_file_and_line_of_a_malformed_line(trained, tmp_path, capsys
+                                                             ) -> None:
+    """Errors named a line without its file, and a byte that is not UTF-8
+    stopped the whole file (standard input: read as an unknown word)."""
+    path = tmp_path / "trees.txt"
+    path.write_bytes(b"((w1) (w2))\n((w3) (\xff))\n(2 (1 w4)\n((w5) (w6))\n")
+    assert sentiment.main(["predict", "--model-file", str(trained["save-model"]),
+                           str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"{path}:2: error: byte 0xff at column 8 is not valid UTF-8",
+        f"{path}:3: error: unbalanced brackets: missing ')' for column 1"]
+    assert [json.loads(line)["line"] for line in captured.out.splitlines()] == [1, 4]
+
+
 @pytest.mark.parametrize("source", ["save-model", "checkpoint"])
 def test_predict_round_trip_and_malformed_lines(trained, tmp_path, capsys, monkeypatch,
                                                 source) -> None:

@@ -1,0 +1,356 @@
+"""IR a compiler developer can write by hand (generic syntax, any entry
+function) is refused with one located error or runs right natively: never a
+traceback from a verifier reading another op's missing property, never
+native results read in the wrong order or in the wrong type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.interpreter import run_function
+from recir.parsing import parse_module
+from recir.pipeline import compile_module
+from recir.tools import recir_opt, recir_run
+
+FRONTIER_OPS = Path(__file__).resolve().parents[1] / "dialects/frontier/ops.mlir"
+
+RECURSIVE = """func.func @f(%n: i32) -> i32 {{
+  "invoke.subgraph"() <{{{props}}}> ({{
+  ^bb0(%k: i32):
+    "invoke.return"(%k) : (i32) -> ()
+  }}) : () -> ()
+  %r = invoke.invoke @rec(%n) : (i32) -> i32
+  func.return %r : i32
+}}"""
+
+DATAFLOW_CALL = """dataflow.graph @g(%x: i32) -> i32 {{
+  %y = "dataflow.call"(%x) <{{{props}}}> : (i32) -> i32
+  dataflow.output %y : i32
+}}"""
+
+
+def parse(text: str):
+    return parse_module(make_context(), text, "hand.mlir")
+
+
+@pytest.mark.parametrize("text, message", [
+    (RECURSIVE.format(props='function_type = (i32) -> i32'), "property 'sym_name' expected"),
+    (RECURSIVE.format(props='sym_name = 3 : i64, function_type = (i32) -> i32'),
+     "property 'sym_name'"),
+    (RECURSIVE.format(props='sym_name = "rec"'), "property 'function_type' expected"),
+    (RECURSIVE.format(props='sym_name = "rec", function_type = "x"'),
+     "property 'function_type'"),
+    (DATAFLOW_CALL.format(props='site = 0 : i64'), "property 'callee' expected"),
+    (DATAFLOW_CALL.format(props='callee = "g", site = 0 : i64'), "property 'callee'"),
+    (DATAFLOW_CALL.format(props='callee = @g, site = "x"'), "property 'site'"),
+])
+def test_a_property_another_op_reads_is_checked_first(text, message):
+    with pytest.raises(RecirError, match=message) as e:
+        parse(text)
+    assert str(e.value).startswith("hand.mlir:")
+
+
+CMPI = """func.func @f(%a: i32, %b: {rhs}) -> i32 {{
+  %c = "arith.cmpi"(%a, %b) <{{predicate = {p} : i64}}> : (i32, {rhs}) -> i1
+  %r = arith.extui %c : i1 to i32
+  func.return %r : i32
+}}"""
+
+
+@pytest.mark.parametrize("p, rhs, message", [
+    (-1, "i32", "unknown predicate -1"),  # was read as the last predicate, uge
+    (10, "i32", "unknown predicate 10"),
+    (2**62, "i32", "unknown predicate"),  # printing it raised IndexError
+    (2, "i64", "operands of different types: i32 and i64"),
+])
+def test_arith_comparisons_are_checked(p, rhs, message):
+    with pytest.raises(RecirError, match=message):
+        parse(CMPI.format(p=p, rhs=rhs))
+
+
+def test_a_schedule_with_more_sites_than_results_is_refused():
+    text = FRONTIER_OPS.read_text().replace(
+        "shared(%step) {sites = 1 : i64} : (tensor<?xi32>), (i32) -> (tensor<?xi32>)",
+        "shared(%step) {sites = 4611686018427387904 : i64} : (tensor<?xi32>), (i32) -> "
+        "(tensor<?xi32>)")
+    assert "4611686018427387904" in text
+    with pytest.raises(RecirError, match="sites = 4611686018427387904.*at most 1 sites"):
+        parse(text)  # (was a MemoryError: a list of 2**62 types)
+
+
+MIXED = """func.func @m(%a: i32, %x: tensor<2xf32>) -> (i32, tensor<2xf32>, f32) {
+  invoke.subgraph @twice(%v: tensor<2xf32>) -> tensor<2xf32> {
+    %y = tmath.add %v, %v : tensor<2xf32>
+    invoke.return %y : tensor<2xf32>
+  }
+  %y = invoke.invoke @twice(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  %z = invoke.invoke @twice(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  %s = tmath.add %y, %z : tensor<2xf32>
+  %b = arith.constant 7.5 : f32
+  func.return %a, %s, %b : i32, tensor<2xf32>, f32
+}"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scalar_and_tensor_results_come_back_in_order(cache_dir, threads):
+    """Two scalar results and a tensor between them: the tensor's data was
+    written through the first scalar's 4-byte slot (out of its bounds), the
+    scalars read from the tensor's buffer; a batch on a team the same."""
+    module = parse(MIXED)
+    x = np.array([1.5, -2.0], np.float32)
+    inputs = [(5, x), (-3, 2 * x)]
+    expected = [run_function(module, "m", list(args)) for args in inputs]
+    native = compile_module(module, "m", cache_dir=cache_dir, threads=threads)
+    assert bool(native.team) == (threads > 1)
+    for got, want in zip([native(*inputs[0]), *native.batch(inputs)], [expected[0], *expected]):
+        assert (got[0], got[2]) == (want[0], want[2])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("signature, message", [
+    ("func.func private @f(%a: i32) -> i32", "@f is private"),
+    ("func.func @f(%a: tensor<3xi32>) -> tensor<3xi32>", "result 0 .*returns tensors of f32"),
+    ("func.func @f(%a: tensor<?xf32>) -> tensor<?xf32>", "result 0 .*static shape"),
+    ("func.func @f(%a: tensor<3xi64>) -> tensor<3xi64>", "argument 0 .*tensors of f32 or i32"),
+    ("func.func @f(%a: index) -> index", "argument 0 \\(index\\)"),
+])
+def test_a_signature_native_code_cannot_pass_is_refused(cache_dir, signature, message):
+    """These compiled, then read an i64 tensor as i32 data, returned an i32
+    tensor's bits as floats, or failed with a KeyError or a NumPy error."""
+    typ = signature.rsplit("-> ", 1)[1]
+    module = parse(f"{signature} {{\n  func.return %a : {typ}\n}}")
+    with pytest.raises(RecirError, match=message) as e:
+        compile_module(module, "f", cache_dir=cache_dir)
+    assert str(e.value).startswith("hand.mlir:1:1: error: 'func.func' op")
+
+
+DIVISIONS = """func.func @div(%a: i32, %b: i32) -> i32 {
+  %c = arith.divsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @rem(%a: i32, %b: i32) -> i32 {
+  %c = arith.remsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @remu(%a: i32, %b: i32) -> i32 {
+  %c = arith.remui %a, %b : i32
+  func.return %c : i32
+}"""
+
+
+@pytest.mark.parametrize("entry, a, b, message", [
+    ("div", 1, 0, "division by zero"), ("rem", 1, 0, "division by zero"),
+    ("remu", 1, 0, "division by zero"),
+    ("div", -2**31, -1, "overflows"), ("rem", -2**31, -1, "overflows"),
+])
+def test_the_interpreter_checks_divisions_as_native_code_does(cache_dir, entry, a, b, message):
+    """xDSL's interpreter asserted (a traceback) on a zero divisor and
+    returned INT_MIN for INT_MIN / -1, where native code reports both."""
+    module = parse(DIVISIONS)
+    for run in (lambda: run_function(module, entry, [a, b]),
+                lambda: compile_module(module, entry, cache_dir=cache_dir)(a, b)):
+        with pytest.raises(RecirError, match=f"hand.mlir:\\d+:3: error: 'arith.\\w+' op {message}"):
+            run()
+    assert run_function(module, "div", [-7, 2]) == (-3,)
+    assert run_function(module, "rem", [-7, 2]) == (-1,)
+
+
+@pytest.mark.parametrize("step", [0, -1])
+def test_a_loop_step_that_is_not_positive_is_an_error(cache_dir, step):
+    """Step 0: a ValueError traceback from the interpreter, native code looped
+    forever; step -1: the interpreter ran no iteration (0), native code
+    looped until the index wrapped (-2147483647)."""
+    module = parse("""func.func @f(%n: i32, %step: i32) -> i32 {
+  %z = arith.constant 0 : i32
+  %one = arith.constant 1 : i32
+  %r = scf.for %i = %z to %n step %step iter_args(%acc = %z) -> (i32) : i32 {
+    %a = arith.addi %acc, %one : i32
+    scf.yield %a : i32
+  }
+  func.return %r : i32
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    assert run_function(module, "f", [7, 2]) == native(7, 2) == (4,)
+    for run in (lambda: run_function(module, "f", [7, step]), lambda: native(7, step)):
+        with pytest.raises(RecirError, match="hand.mlir:4:3: error: 'scf.for' op step must "
+                                             "be positive"):
+            run()
+
+
+def test_an_i1_result_is_0_or_1_in_the_interpreter_as_in_native_code(cache_dir):
+    module = parse("""func.func @f(%a: i32) -> (i1, i32) {
+  %t = arith.constant true
+  func.return %t, %a : i1, i32
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    assert run_function(module, "f", [3]) == native(3) == (1, 3)  # (the interpreter's was -1)
+
+
+@pytest.mark.parametrize("engine", ["--interpret", "--jit"])
+def test_recir_run_reports_a_tensor_too_large_for_memory(tmp_path, capsys, engine):
+    path = tmp_path / "huge.mlir"
+    path.write_text("""func.func @f(%s: f32) -> tensor<100000x100000x100xf32> {
+  %b = tmath.fill %s : f32 -> tensor<100000x100000x100xf32>
+  func.return %b : tensor<100000x100000x100xf32>
+}""")
+    assert recir_run.main([str(path), "--entry", "f", "--arg", "1.0", engine]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: @f needs more memory than there is") and "Traceback" not in err
+
+
+def test_recir_run_reports_ctrl_c_in_one_line(tmp_path, capsys, monkeypatch):
+    """A program that never ends (native: LLVM makes a loop of the tail
+    call) is stopped by Ctrl-C; recir-run printed KeyboardInterrupt's traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt("native @f was interrupted")
+
+    monkeypatch.setattr(recir_run, "run_function", interrupted)
+    path = tmp_path / "loop.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_run.main([str(path), "--entry", "f", "--arg", "1", "--interpret"]) == 130
+    assert capsys.readouterr().err == "error: @f was interrupted\n"
+
+
+SHIFTS = """func.func @shl(%a: i32, %b: i32) -> i32 {
+  %c = arith.shli %a, %b : i32
+  func.return %c : i32
+}
+func.func @shrs(%a: i32, %b: i32) -> i32 {
+  %c = arith.shrsi %a, %b : i32
+  func.return %c : i32
+}
+func.func @shru(%a: i32, %b: i32) -> i32 {
+  %c = arith.shrui %a, %b : i32
+  func.return %c : i32
+}"""
+
+
+@pytest.mark.parametrize("entry", ["shl", "shrs", "shru"])
+def test_shifts_agree_and_an_amount_out_of_range_is_an_error(cache_dir, entry):
+    """By 32 or more (or a negative amount) native code gave whatever x86 or
+    constant folding made of LLVM's poison (shl -100 by 40: -25600), the
+    interpreter 0, an AssertionError, or had no shrui at all."""
+    module = parse(SHIFTS)
+    native = compile_module(module, entry, cache_dir=cache_dir)
+    for a, b in [(-100, 0), (-100, 3), (-100, 31), (7, 30), (2**31 - 1, 1)]:
+        want = {"shl": (a << b) & 0xFFFFFFFF, "shrs": a >> b,
+                "shru": (a & 0xFFFFFFFF) >> b}[entry]
+        want = want - (1 << 32) if want >= 1 << 31 else want
+        assert run_function(module, entry, [a, b]) == native(a, b) == (want,)
+    for b in (32, 40, -1):
+        for run in (lambda: run_function(module, entry, [-100, b]),
+                    lambda: native(-100, b)):
+            with pytest.raises(RecirError, match=r"hand.mlir:\d+:3: error: 'arith.sh\w+' "
+                                                  r"op shift amount out of range \(0 to 31\)"):
+                run()
+
+
+@pytest.mark.parametrize("pipeline, message", [
+    ("synthesize-gradients{loss=x}", "pass 'synthesize-gradients': Incompatible types"),
+    ("capture-outer-refs,invoke-clone-serial{budget=1.5}", "pass 'invoke-clone-serial': "),
+    ("convert-recir-to-llvm{entries=maybe}", "pass 'convert-recir-to-llvm': "),
+])
+def test_recir_opt_names_the_pass_of_an_option_it_cannot_take(tmp_path, capsys, pipeline,
+                                                             message):
+    path = tmp_path / "f.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_opt.main([str(path), "-p", pipeline]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+U32 = 1 << 32
+
+
+def signed32(x: int) -> int:
+    return x - U32 if x >= 1 << 31 else x
+
+
+@pytest.mark.parametrize("body, types, cases", [
+    # unsigned: -1 is 2**32 - 1 (the interpreter divided signed: 1 / -1 = -1)
+    ("arith.divui %a, %b : i32", ("i32", "i32", "i32"),
+     [((1, -1), 0), ((-1, 2), 2**31 - 1), ((-7, -1), 0), ((9, 4), 2)]),
+    ("arith.remui %a, %b : i32", ("i32", "i32", "i32"),  # (a KeyError traceback)
+     [((1, -1), 1), ((-1, 10), signed32((U32 - 1) % 10)), ((9, 4), 1)]),
+    ("arith.extui %a : i32 to i64", ("i32", "i64"),  # (it sign-extended)
+     [((-1,), U32 - 1), ((-2**31,), 2**31), ((7,), 7)]),
+    ("arith.trunci %a : i64 to i32", ("i64", "i32"),  # (no implementation)
+     [((2**40 + 5,), 5), ((-1,), -1), ((2**31,), -2**31)]),
+    ("arith.divf %a, %b : f32", ("f32", "f32", "f32"),  # (1.5 / -0.0 was +inf)
+     [((1.5, -0.0), -np.inf), ((-2.5, -0.0), np.inf), ((1.0, 4.0), 0.25)]),
+    ("arith.fptosi %a : f32 to i32", ("f32", "i32"),
+     [((-2.5,), -2), ((2.0**31 - 128,), 2**31 - 128), ((-2.0**31,), -2**31)]),
+])
+def test_scalar_arith_agrees_with_python(cache_dir, body, types, cases):
+    names = "abc"[:len(types) - 1]
+    params = ", ".join(f"%{n}: {t}" for n, t in zip(names, types, strict=False))
+    module = parse(f"func.func @f({params}) -> {types[-1]} {{\n  %r = {body}\n"
+                   f"  func.return %r : {types[-1]}\n}}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for args, want in cases:
+        assert run_function(module, "f", list(args)) == native(*args) == (want,), args
+
+
+@pytest.mark.parametrize("value", [1e30, -3e9, 2.0**31, np.inf, np.nan])
+def test_a_float_out_of_the_integer_range_is_an_error(cache_dir, value):
+    """LLVM makes it poison: native code gave INT_MIN or INT_MAX, the
+    interpreter a Python integer beyond 32 bits (1e30) or an error (inf)."""
+    module = parse("func.func @f(%a: f32) -> i32 {\n  %r = arith.fptosi %a : f32 to i32\n"
+                   "  func.return %r : i32\n}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for run in (lambda: run_function(module, "f", [value]), lambda: native(value)):
+        with pytest.raises(RecirError, match="hand.mlir:2:3: error: 'arith.fptosi' op the "
+                                             "value is out of range for i32"):
+            run()
+
+
+@pytest.mark.parametrize("target", ["llvm", "x86-asm", "mps"])
+def test_recir_opt_reports_a_target_that_cannot_print_the_ir(tmp_path, capsys, target):
+    """xDSL's targets raised NotImplementedError or an AssertionError holding
+    the whole op (a traceback) on IR not lowered to their dialects."""
+    path = tmp_path / "f.mlir"
+    path.write_text("func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}")
+    assert recir_opt.main([str(path), "--target", target]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the '{target}' target cannot print this IR (") and (
+        err.count("\n") == 1), err
+
+
+def test_frontier_batching_of_a_module_without_recursion_says_so():
+    """It said 'name the entry function (invoke-to-frontier{entry=...});
+    candidates: none', an option `recir.compile` users cannot set."""
+    import recir
+    from recir import frontend as rf
+
+    with recir.trace("flat") as m:
+        m.output(rf.sum(m.input("x", recir.vector(3))))
+    with pytest.raises(RecirError, match="no public function invokes a subgraph.*"
+                                         "batching='recursive'"):
+        recir.compile(m.traced, batching="frontier")
+
+
+@pytest.mark.parametrize("engine", ["static", "dynamic"])
+def test_the_dataflow_engines_return_an_i1_as_0_or_1(engine):
+    """They returned xDSL's -1 for true, where the interpreter and native
+    code return 1 (test/dialects/invoke/ops.mlir's @parity)."""
+    from recir import dataflow
+
+    text = (FRONTIER_OPS.parents[1] / "invoke/ops.mlir").read_text().split("// -----")[1]
+    module = parse(text)
+    for n in (3, 4):
+        want = run_function(module, "parity", [n])
+        assert want == (int(n % 2 == 0), int(n % 2 == 1))
+        assert dataflow.run(module, "parity", [n], engine=engine)[0] == want
+
+
+def test_softmax_of_an_empty_vector_is_empty_in_both_engines(cache_dir):
+    module = parse("func.func @f(%x: tensor<0xf32>) -> tensor<0xf32> {\n"
+                   "  %r = tmath.softmax %x : tensor<0xf32>\n  func.return %r : tensor<0xf32>\n}")
+    empty = np.zeros(0, np.float32)
+    assert run_function(module, "f", [empty])[0].shape == (0,)  # (a NumPy error)
+    assert compile_module(module, "f", cache_dir=cache_dir)(empty)[0].shape == (0,)
