@@ -22,6 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from itertools import accumulate
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -167,10 +168,10 @@ class FrontierFunction:
                 raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
                                  f"inputs, got {len(item)} (batch element {k})")
         args: list[Any] = []
-        for k, (typ, facts, ragged, dtype) in enumerate(self.columns):
-            column = [item[k] for item in batch]
+        for k, (column, (typ, facts, ragged, dtype)) in enumerate(zip(
+                zip(*batch), self.columns, strict=True)):
             if facts is None:
-                values: list[Any] = column if plain_integers(column, typ) else [
+                values: Sequence[Any] = column if plain_integers(column, typ) else [
                     coerce_argument(k, v, typ) for v in column]
             elif plain_column(column, facts):
                 values = column  # what `coerce_tensor` returns for them, bar the layout
@@ -198,8 +199,8 @@ class FrontierFunction:
         schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
                                   self.facts)
         self.facts = schedule.facts  # the callees, found once
-        outputs = schedule.run()
-        return per_element(self.flow.results(args, inputs, outputs), len(batch))
+        outputs, flow = schedule.run(self.flow.wanted), self.flow
+        return per_element(flow.results(args, inputs, outputs), len(batch), flow.fresh)
 
 
 def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
@@ -226,11 +227,13 @@ def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
     """Whether every value of a column is an array of the dtype, rank and
     fixed sizes `facts` gives, which `coerce_tensor` would pass unchanged."""
     dtype, rank, fixed = facts
-    if not all(type(v) is np.ndarray and v.dtype == dtype and v.ndim == rank for v in column):
+    if set(map(type, column)) != {np.ndarray} or set(map(NDIM, column)) != {rank} or set(
+            map(DTYPE, column)) != {dtype}:
         return False
     return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
 
 
+DTYPE, NDIM = attrgetter("dtype"), attrgetter("ndim")
 # integer types a Python list of scalars holds, which `coerce_argument`
 # passes as their value once in range (bool and others take its own path)
 PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
@@ -239,8 +242,8 @@ PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
 def plain_integers(column: Sequence[Any], typ: Attribute) -> bool:
     """Whether every value of a scalar column is a plain integer within the
     range of `typ` (an integer type), as `coerce_argument` would pass it."""
-    if not isinstance(typ, IntegerType | IndexType) or not all(
-            type(v) in PLAIN_INTEGERS for v in column):
+    if not isinstance(typ, IntegerType | IndexType) or not PLAIN_INTEGERS.issuperset(
+            map(type, column)):
         return False
     low, high = integer_range(typ)
     return low <= min(column) and max(column) <= high
@@ -269,6 +272,11 @@ class Flow:
             raise emit_error(ret, "a batched entry returns only its arguments and "
                              "its schedule's operands and outputs")
         self.returned = [places[v] for v in ret.operands]
+        # the schedule's outputs returned: only those gathered, fresh once returned
+        first = len(args) + len(operands)
+        self.wanted = frozenset(k - first for k in self.returned if k >= first)
+        self.fresh = [k >= first and k not in self.returned[:j]
+                      for j, k in enumerate(self.returned)]
 
     def inputs(self, args: Sequence[Any], before: Sequence[Any]) -> list[Any]:
         """The schedule's operands: the prefix's results where it has one."""
@@ -280,10 +288,12 @@ class Flow:
         return [bound[k] for k in self.returned]
 
 
-def per_element(results: Sequence[np.ndarray], count: int) -> list[tuple[Any, ...]]:
-    """Each batch element's outputs as a native call returns them: a
-    scalar as a Python number, a tensor as its own array."""
-    columns = [r.tolist() if r.ndim == 1 else list(r.copy()) for r in results]
+def per_element(results: Sequence[np.ndarray], count: int,
+                fresh: Sequence[bool]) -> list[tuple[Any, ...]]:
+    """Each batch element's outputs as a native call returns them: a scalar as a
+    Python number, a tensor as a row of a copy (of itself where `fresh`)."""
+    columns = [r.tolist() if r.ndim == 1 else list(r if new else r.copy())
+               for r, new in zip(results, fresh, strict=True)]
     if not columns:
         return [() for _ in range(count)]
     return list(zip(*columns, strict=True))

@@ -187,12 +187,13 @@ class FrontierGradFunction(FrontierFunction):
         schedule = NativeSchedule(calls, op, inputs[:count], inputs[count:], self.facts)
         backward = NativeBackward(schedule, self.backward_facts)
         self.facts, self.backward_facts = schedule.facts, backward.facts  # found once
-        cotangents = [(np.ones if k == self.loss else np.zeros)((len(batch), *shape), np.float32)
-                      for k, shape in self.float_rows]
+        cotangents = [np.ones((len(batch), *shape), np.float32) if k == self.loss else None
+                      for k, shape in self.float_rows]  # None: zeros
         into = [None if name is None else grads[name] for name in self.direct]
         gradients = backward.run(cotangents, into)
         s = backward.s
-        tables = [t[s.inv[:len(batch)]] for t in backward.tables]
+        tables = [t[s.inv[:len(batch)]] if k in flow.wanted else None
+                  for k, t in enumerate(backward.tables)]
         if self.before_bwd is not None:  # the schedule's operands' gradients, back
             block = self.entry.body.blocks[0]
             first_param = len(block.args) - len(self.params)
@@ -201,4 +202,4 @@ class FrontierGradFunction(FrontierFunction):
                             if is_float_tensor(a.type)]
             cotangents = [d for d in gradients if d is not None]
             self.before_bwd((*before_kept, None, *cotangents, *args, *accumulators))
-        return per_element(flow.results(args, inputs, tables), len(batch))
+        return per_element(flow.results(args, inputs, tables), len(batch), flow.fresh)

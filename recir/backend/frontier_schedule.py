@@ -195,6 +195,7 @@ class NativeCalls:
         self.functions = functions
         self.loops: dict[str, Any] = {}  # a function's `NativeLoop`, where it has one
         self.callees: dict[Any, func.FuncOp] = {}  # the schedule's functions, by name
+        self.kept: dict[str, Any] = {}  # arrays a schedule keeps between calls (`kept_plans`)
 
     def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
         """A batched function's `_fwd` saves nothing in its frame, so it is

@@ -25,6 +25,7 @@ from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
+from recir.backend.kept_plans import every_field
 from recir.backend.schedule_specs import (
     ExpansionSpec,
     HeightSpec,
@@ -48,8 +49,6 @@ from recir.passes.rows import ALIGN
 from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY
 
 
-
-
 class NativeLoop:
     """A generated loop over calls of one native function over rows, called
     with a plan (`schedule_loops.py`) that this fills from NumPy arrays."""
@@ -62,25 +61,19 @@ class NativeLoop:
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
             native.engine.address(native.name + self.ENTRY))
 
-    def fill(self, plan: np.ndarray, header: int, inputs: Sequence[Any],
-             keep: list[np.ndarray], first: int = 0) -> None:
-        """The fields of inputs `first`.. of `plan`, from field `header` on."""
-        fields, scalars = self.fields(inputs, keep, first)
-        plan[header:header + len(fields)] = fields
-        self.write_scalars(plan, header, inputs, scalars, first)
-
-    def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0
-               ) -> tuple[list[int], list[int]]:
-        """The (rows, address) fields of inputs `first`.., and which of
-        them are scalars (`write_scalars`): a parameter that is the array of
-        last time by its known address, a rows array already of its type
-        checked inline, anything else by `described`."""
-        assert len(inputs) == len(self.inputs) - first, self.native.name
+    def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0,
+               numbers: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
+        """The (rows, address) fields of inputs `first`.. (or `numbers`),
+        and which of them are scalars (`write_scalars`): a parameter that is
+        the array of last time by its known address, a rows array already of
+        its type checked inline, anything else by `described`."""
+        if numbers is None:
+            assert len(inputs) == len(self.inputs) - first, self.native.name
+            numbers = range(first, len(self.inputs))
         fields, scalars = [0] * (2 * len(inputs)), []
         known, kinds, roles = self.native.known, self.native.kinds, self.inputs
         address = ctypes.c_void_p.from_address  # `data_address`, inline
-        for i, value in enumerate(inputs):
-            k = first + i
+        for i, (k, value) in enumerate(zip(numbers, inputs, strict=True)):
             seen = known[k]
             if seen is not None and seen[0] is value and value.shape == seen[2]:
                 fields[2 * i + 1] = seen[1]
@@ -112,6 +105,7 @@ class NativeLoop:
         (where repeating is harmless); the threads' contexts, the calling
         thread's first."""
         native = self.native
+        at = data_address(plan)
         for _ in range(native.retries):
             needed = -(-needed // ALIGN) * ALIGN
             if native.scratch.nbytes < needed * threads:
@@ -123,13 +117,15 @@ class NativeLoop:
             self.bind(plan, contexts)
             key = interrupts.begin(contexts)
             try:
-                self.function(contexts.address, data_address(plan))
+                self.function(contexts.address, at)
             finally:
                 interrupts.end(key)
-            if not any(native.scratch_ran_out(ctx) for ctx in contexts.views):
+            views = contexts.views
+            if not any(ctx.error for ctx in views) or not any(
+                    native.scratch_ran_out(ctx) for ctx in views):
                 break
             needed *= 4
-        return contexts.views
+        return views
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         """Where the plan says the threads' contexts are, if it does."""
@@ -188,7 +184,8 @@ class HeightLoop(NativeLoop):
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
         self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
         self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
-        self.layouts: Any = None  # `NativeSchedule.post_layouts`, from the first call
+        self.layouts: Any = None  # `native_schedule.Post`, from the first call
+        self.kept: Any = None  # its `kept_plans.KeptPlan`, from the first call
 
     def bind(self, plan: np.ndarray, contexts: Any) -> None:
         plan[6] = contexts.address
@@ -233,11 +230,15 @@ class HeightLoop(NativeLoop):
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
-                 split: int = 0, groups: np.ndarray | None = None) -> None:
+                 split: int = 0, groups: np.ndarray | None = None, rows: int | None = None,
+                 most: int | None = None, shared: np.ndarray | None = None) -> None:
         """Every height of `bounds`, the first `split` on `threads`
         (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
         axis counts; with `groups`, i64[heights][threads + 1], each thread's
-        rows of each height, on all heights); the arrays must outlive the call."""
+        rows of each height, on all heights); the arrays must outlive the
+        call. With `rows`, the outputs and the inputs `self.kept` owns are
+        kept arrays (`kept_plans`) of which the call uses `rows` rows;
+        `most`: `most_rows`, and `shared` the fields of `self.kept.shared`."""
         heights = len(bounds) - 1
         if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
                 0 <= split <= heights) or (threads > 1) != (split > 0) or (
@@ -246,17 +247,13 @@ class HeightLoop(NativeLoop):
             raise RecirError(f"error: @{self.native.name}'s heights cannot split "
                              f"across {threads} threads")
         keep: list[np.ndarray] = []
-        fields, scalars = self.fields(inputs, keep)
-        for array in outputs:
-            fields += (len(array), data_address(array))
-        table = 0 if groups is None else data_address(groups)
-        plan = np.array([heights, data_address(bounds), 0, 0, data_address(saved_at),
-                         threads, 0, split, 0, 0, 0, table, *fields], np.int64)
-        assert len(plan) == HEADER + 2 * (len(inputs) + len(outputs)), self.native.name
-        self.write_scalars(plan, HEADER, inputs, scalars)
+        plan = every_field(self, HEADER, inputs, outputs, keep) if rows is None else (
+            self.kept.fill(self, inputs, outputs, rows, keep, shared))
+        plan[:HEADER] = (heights, data_address(bounds), 0, 0, data_address(saved_at), threads,
+                         0, split, 0, 0, 0, 0 if groups is None else data_address(groups))
         self.place_copies(plan, threads, keep)
-        contexts = self.run(plan, self.native.per_row * most_rows(bounds, threads, split,
-                                                                  groups), threads)
+        most = most_rows(bounds, threads, split, groups) if most is None else most
+        contexts = self.run(plan, self.native.per_row * most, threads)
         failed = [ctx for ctx in contexts if ctx.error]
         self.native.raise_error(failed[0] if failed else contexts[0])
 
@@ -285,9 +282,11 @@ def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray |
     thread's scratch is sized by): a thread's block of a height the team
     splits (ceil(rows / threads)), its group's rows, or a whole height the
     calling thread runs alone."""
-    rows = np.diff(bounds)
     if groups is not None:
         return max(int(np.diff(groups, axis=1).max(initial=0)), 1)
+    rows = bounds[1:] - bounds[:-1]
+    if not split:
+        return max(int(rows.max(initial=0)), 1)
     split_rows = -(-rows[:split] // max(threads, 1))
     return max(int(split_rows.max(initial=0)), int(rows[split:].max(initial=0)), 1)
 
@@ -309,18 +308,18 @@ class NativeExpansion(NativeLoop):
         self.structure = [k for k, kind in enumerate(native.kinds[spec.moving:])
                           if kind is not None and kind[1].kind in "iu"]  # integer arrays
 
-    def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any]
+    def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any],
+                 fields: np.ndarray
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
                             np.ndarray]:
         """`Schedule.expand`'s results for these roots, and each
         invocation's height: views of this loop's tables, which the next
         call overwrites (calls of one function take turns, and a schedule
-        copies what it keeps)."""
+        copies what it keeps). `fields`: `shared`'s (`NativeLoop.fields`)."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
-            keep: list[np.ndarray] = []  # converted inputs, alive through the call
-            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], shared, keep)
+            plan, arrays = self.plan(capacity, [np.arange(batch), *roots], fields)
             ctx = self.run(plan, self.native.per_row * int(plan[0]))[0]
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
@@ -343,10 +342,11 @@ class NativeExpansion(NativeLoop):
                  if isinstance(v, np.ndarray) and v.ndim]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 
-    def plan(self, capacity: int, moving: Sequence[Any], shared: Sequence[Any],
-             keep: list[np.ndarray]) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
-        """The plan for these roots and shared inputs: the tables' part made
-        once per capacity (kept while large enough), the rest written here."""
+    def plan(self, capacity: int, moving: Sequence[Any], fields: np.ndarray
+             ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
+        """The plan for these roots and the shared inputs' `fields`: the
+        tables' part made once per capacity (kept while large enough), the
+        rest written here."""
         if self.kept is None or self.kept[0][0] < capacity:
             self.kept = self.tables_plan(capacity)
         plan, arrays = self.kept
@@ -354,7 +354,8 @@ class NativeExpansion(NativeLoop):
         for table, value in zip(tables, moving, strict=True):
             table[:batch] = value
         plan[5:8] = 0, 0, batch  # total and depths: written back
-        self.fill(plan, EXPANSION_HEADER + 2 * len(tables), shared, keep, len(tables))
+        at = EXPANSION_HEADER + 2 * len(tables)
+        plan[at:at + len(fields)] = fields
         return plan, arrays
 
     def tables_plan(self, capacity: int

@@ -12,7 +12,11 @@ height's rows from the whole tables and writes its results into them; a
 height runs as several, a block of rows each (`in_blocks`). The
 operands are the interpreter's, in its order (`Schedule.post`,
 `Backward.post_backward`), whole where it slices: `height_spec` and
-`expansion_spec` give their roles for the loops' code.
+`expansion_spec` give their roles for the loops' code. The arrays the
+schedule makes (tables, saved rows, the height order's children and stored
+values, the gradients' tables) are kept from call to call with the height
+loops' plans (`kept_plans`), and the operands it is given are checked once
+a call for every loop that takes them (`shared_fields`).
 """
 
 from __future__ import annotations
@@ -26,11 +30,16 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import INT16_MAX, grouped, tree_of
-from recir.backend.native_loops import HeightLoop, NativeExpansion, row_tile
+from recir.backend.kept_plans import KeptPlan, KeptRows
+from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
 from recir.passes.gemm_target import host_target
+from recir.passes.schedule_loops import HEADER
+
+ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
+THREADS = "__threads"  # the most threads of the function's height loops
 
 
 @functools.cache
@@ -65,17 +74,74 @@ def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
 class NativeSchedule(Schedule):
     """`Schedule` whose `@expand` runs all depths (finding every
     invocation's height), and `@post` (or `_fwd`) all heights, in one call
-    each."""
+    each, into arrays kept between calls (`kept_plans`)."""
 
     heights: np.ndarray | None = None  # the native expansion's
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
+    most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
+    fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
+    keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keep = []
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         key = name.root_reference.data if hasattr(name, "root_reference") else name
         found = self.interp.callees.get(key)
         return found if found is not None else super().callee(name, why)
+
+    def kept(self, name: str, layouts: Any) -> KeptRows:
+        """The function's arrays kept under `name` (made with `layouts`,
+        a function of no arguments, the first time)."""
+        kept = self.interp.kept.get(name)
+        if kept is None:
+            kept = self.interp.kept[name] = KeptRows(layouts())
+        return kept
+
+    def shared_fields(self, loop: Any, first: int) -> np.ndarray:
+        """The shared operands' plan fields as `loop` takes them from its
+        input `first` on (`NativeLoop.fields`, which checks them): found
+        once a call for all the loops that take them as the same types."""
+        key = (loop.native.name, first)
+        types = self.interp.kept.get(key)
+        if types is None:  # equal types, one object: compared by identity
+            count = len(self.shared)
+            found = tuple((loop.native.kinds[k], loop.inputs[k])
+                          for k in range(first, first + count))
+            types = self.interp.kept[key] = self.interp.kept.setdefault(found, found)
+        if self.fields is not None and self.fields[0] is types:
+            return self.fields[1]
+        numbers = range(first, first + len(self.shared))
+        found_fields, scalars = loop.fields(self.shared, self.keep, numbers=numbers)
+        fields = np.array(found_fields, np.int64)
+        loop.write_scalars(fields, 0, self.shared, scalars, first)
+        self.fields = (types, fields)
+        return fields
+
+    def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
+                 levels: list[tuple[int, int]]) -> None:
+        """As `Schedule.renumber`, into kept arrays (`children_kept`,
+        `stored_kept`: room for more rows than the call's)."""
+        self.children_by_depth = children
+        total = self.total = levels[-1][1]
+        perm, self.bounds = self.height_order(children, levels, total)
+        order = self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
+            (s.dtype, s.shape[1:]) for s in stored])
+        kept, sites = order.at_least(total + 1), len(children)
+        self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
+        inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
+        inv[perm] = np.arange(total, dtype=np.int32)
+        inv[total] = -1
+        self.inv = inv[:total]
+        # rows in range by construction (`perm` is a permutation, a child a
+        # row or -1, which wraps to inv[total]): taken without a buffer
+        self.children = [inv.take(c.take(perm), out=out[:total], mode="wrap")
+                         for c, out in zip(children, self.children_kept, strict=True)]
+        self.stored = [v.take(perm, axis=0, out=out[:total], mode="wrap")
+                       for v, out in zip(stored, self.stored_kept, strict=True)]
 
     def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
                      total: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +149,7 @@ class NativeSchedule(Schedule):
             return super().height_order(children, levels, total)
         counts = np.bincount(self.heights)
         bounds = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=bounds[1:])
+        counts.cumsum(out=bounds[1:])
         threads = self.team_threads()
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
@@ -95,81 +161,139 @@ class NativeSchedule(Schedule):
                 return perm, bounds
         # heights of 16 bits or fewer take NumPy's radix sort (stable)
         small = np.int16 if len(counts) <= INT16_MAX else np.int64
-        perm = np.argsort(self.heights.astype(small), kind="stable")
+        perm = self.heights.astype(small).argsort(kind="stable")
         return perm, bounds if counts.all() else np.unique(bounds)
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
-        return max((loop.threads for loop in self.interp.loops.values()
-                    if isinstance(loop, HeightLoop)), default=1)
+        threads = self.interp.kept.get(THREADS)
+        if threads is None:
+            threads = self.interp.kept[THREADS] = max(
+                (loop.threads for loop in self.interp.loops.values()
+                 if isinstance(loop, HeightLoop)), default=1)
+        return threads
 
     def expand(self, n: int
                ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]]]:
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        children, stored, levels, self.heights = loop(self, self.roots, self.shared)
+        children, stored, levels, self.heights = loop(
+            self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving))
         return children, stored, levels
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
              ) -> list[np.ndarray]:
+        """As `Schedule.post`, over `self.children_kept` and `self.stored_kept`
+        (which `children` and `stored` are the first rows of)."""
         function = post_fn or self.post_fn
         loop: HeightLoop | None = self.interp.loops.get(function.sym_name.data)
         if loop is None:
             return super().post(children, stored, bounds, total, post_fn)
-        if loop.layouts is None:  # the same for every call of the function
-            loop.layouts = self.post_layouts(function)
-        tables_layout, saved_layout, backward = loop.layouts
-        # the `_bwd` (`NativeBackward`) runs the same blocks, groups and team
-        per_row = max(loop.native.per_row, backward.native.per_row if backward else 0)
-        block = block_rows(loop.threads, per_row)
+        post: Post = loop.layouts or self.first_post(function, loop)
+        backward = post.backward
         # groups (a thread's own trees, no barrier between heights) however
         # many rows a thread's group holds: each call's scratch is sized by
         # them (`native_loops.most_rows`), and the barriers of a height cut
-        # into blocks cost more than a group's rows beyond its block
+        # into blocks cost more than a group's rows beyond its block; the
+        # `_bwd` (`NativeBackward`) runs the same blocks, groups and team
         self.team, self.team_groups = (1, 0), None
         if self.groups is not None:
             self.team = loop.team_size(bounds, backward, self.groups)
             self.team_groups = self.groups if self.team[0] > 1 else None
         if self.team_groups is None:
-            bounds = in_blocks(bounds, block)
+            bounds = in_blocks(bounds, post.block)
             self.team = loop.team_size(bounds, backward)
         self.bounds = bounds
-        tables = [np.empty((total, *shape), dtype) for dtype, shape in tables_layout]
-        self.children32 = [c.astype(np.int32, copy=False) for c in children]
-        # a saved value has at most its height's rows: `total` rows hold them all
-        self.saved = [np.empty((total, *shape), dtype) for dtype, shape in saved_layout]
-        self.saved_at = np.zeros((len(bounds) - 1, self.team[0], len(self.saved), 2),
-                                 np.int64)
+        self.most = most_rows(bounds, *self.team, self.team_groups)
+        arrays = post.rows.at_least(total)
+        self.tables_kept, self.saved_kept = arrays[:post.tables], arrays[post.tables:]
+        # each height's (and thread's) first row and count of each saved value
+        shape = (len(bounds) - 1, self.team[0], len(self.saved_kept), 2)
+        count = shape[0] * shape[1] * shape[2] * 2
+        saved_at = post.saved_at.at_least(count)[0][:count]
+        saved_at.fill(0)
+        self.saved_at = saved_at.reshape(shape)
         self.frames = []
-        loop(bounds, (*stored, *self.children32, *tables, *self.shared),
-             [*tables, *self.saved], self.saved_at, *self.team, self.team_groups)
-        return tables
+        loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
+             arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
+             self.shared_fields(loop, loop.kept.shared.start))
+        return [t[:total] for t in self.tables_kept]
+
+    def first_post(self, function: func.FuncOp, loop: HeightLoop) -> Post:
+        """`loop`'s `Post` and its `KeptPlan`: the stored values, children and
+        tables its schedule keeps, then the shared operands."""
+        loop.layouts = Post(self, function, loop)
+        owned = len(self.stored_kept) + len(self.children_kept) + loop.layouts.tables
+        loop.kept = KeptPlan(loop, HEADER, range(owned), range(owned, owned + len(self.shared)))
+        return loop.layouts
 
 
-    def post_layouts(self, function: func.FuncOp) -> tuple[list[Any], list[Any], Any]:
-        """`function`'s tables' and saved values' (dtype, row shape), and
-        for a `_fwd` the loop of its `_bwd`."""
-        tables = [(dtype_of(t), row_shape(t)) for t in self.post_fn.function_type.outputs.data]
+class Post:
+    """What the calls of a `@post` (or `_fwd`) loop share: its tables' and
+    saved values' kept arrays, its saved_at's, the loop of its `_bwd` and
+    the rows a height runs at a time (`block_rows`)."""
+
+    def __init__(self, schedule: NativeSchedule, function: func.FuncOp, loop: HeightLoop):
+        tables = [(dtype_of(t), row_shape(t))
+                  for t in schedule.post_fn.function_type.outputs.data]
         saved = [(dtype_of(t), row_shape(t))
                  for t in function.function_type.outputs.data[len(tables):]]
+        self.tables, self.rows = len(tables), KeptRows([*tables, *saved])
+        self.saved_at = KeptRows([(np.dtype(np.int64), ())])
         name = function.sym_name.data
-        backward = self.interp.loops.get(name[:-len(FORWARD)] + BACKWARD) if name.endswith(
-            FORWARD) else None
-        return tables, saved, backward
+        self.backward = schedule.interp.loops.get(
+            name[:-len(FORWARD)] + BACKWARD) if name.endswith(FORWARD) else None
+        backward_row = self.backward.native.per_row if self.backward else 0
+        self.block = block_rows(loop.threads, max(loop.native.per_row, backward_row))
 
 
 class NativeBackward(Backward):
-    """`Backward` whose `@post_bwd` runs all heights in one call."""
+    """`Backward` whose `@post_bwd` runs all heights in one call, its
+    gradients' tables kept between calls as the forward's are."""
+
+    def __init__(self, schedule: Schedule, facts: Any = None):
+        super().__init__(schedule, facts)
+        # `@post_bwd`'s loop, where the forward runs natively
+        self.loop: HeightLoop | None = None
+        if isinstance(schedule, NativeSchedule) and self.post_fwd.sym_name.data in (
+                loops := schedule.interp.loops):
+            self.loop = loops.get(self.post_bwd.sym_name.data)
+        self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
+
+    def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
+        loop = self.loop
+        if loop is None:
+            return super().zeroed(values, what)
+        rows = loop.layouts.get(what) if loop.layouts else None
+        if rows is None:  # the f32 ones' positions and kept arrays
+            loop.layouts = loop.layouts or {}
+            floats = [k for k, v in enumerate(values) if v.dtype == np.float32]
+            rows = loop.layouts[what] = (floats, KeptRows([
+                (values[k].dtype, values[k].shape[1:]) for k in floats]))
+        floats, kept_rows = rows
+        total = self.s.total
+        kept: list[Any] = [None] * len(values)
+        for k, array in zip(floats, kept_rows.at_least(total), strict=True):
+            array[:total] = 0
+            kept[k] = array
+        self.kept[what] = kept
+        return [None if a is None else a[:total] for a in kept]
 
     def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
-        s = self.s
-        loop: HeightLoop | None = s.interp.loops.get(self.post_bwd.sym_name.data)
+        s, loop = self.s, self.loop
         if loop is None or not isinstance(s, NativeSchedule):
             return super().post_backward(d_tables, d_stored)
+        d_tables, d_stored = self.kept["tables"], self.kept["stored"]  # whole
         accs = self.accumulators(d_tables, d_stored)
-        inputs = (*s.stored, *s.children32, *self.tables, *s.shared)
         d_results = [d for d in d_tables if d is not None]
-        loop(s.bounds, (*s.saved, None, *d_results, *inputs, *accs), [], s.saved_at, *s.team,
-             s.team_groups)
+        inputs = (*s.saved_kept, None, *d_results, *s.stored_kept, *s.children_kept,
+                  *s.tables_kept)
+        if loop.kept is None:  # all but the shared values and their gradients
+            loop.kept = KeptPlan(loop, HEADER, [
+                *range(len(inputs)), *(len(inputs) + len(s.shared) + j for j, (kind, _) in
+                                       enumerate(self.accumulated) if kind != "shared")],
+                range(len(inputs), len(inputs) + len(s.shared)))
+        loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
+             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))

@@ -160,19 +160,27 @@ class Schedule:
             raise emit_error(self.op, f"no function {shown} in the module{why}")
         return found
 
-    def run(self) -> tuple[Any, ...]:
+    def run(self, wanted: Any = None) -> tuple[Any, ...]:
+        """The outputs, each root's row; `wanted`: the numbers of those
+        to gather (None for the others), where not all."""
         batch = len(self.roots[0]) if self.roots else 0
         if batch == 0:
             return tuple(np.zeros((0, *row_shape(r.type)), dtype_of(r.type))
                          for r in self.op.outputs)
         self.number_by_height(batch)
         tables = self.post(self.children, self.stored, self.bounds, self.total)
-        return tuple(t[self.inv[:batch]] for t in tables)
+        return tuple(t[self.inv[:batch]] if wanted is None or k in wanted else None
+                     for k, t in enumerate(tables))
 
     def number_by_height(self, batch: int) -> None:
         """Expand, then renumber the invocations by height: `inv[i]` is
         invocation i's row (the roots are 0..batch-1 in expansion order)."""
-        children, stored, levels = self.expand(batch)
+        self.renumber(*self.expand(batch))
+
+    def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
+                 levels: list[tuple[int, int]]) -> None:
+        """The invocations in height order (`number_by_height`), with their
+        children (as rows of that order, int32) and stored values."""
         self.children_by_depth = children
         total = self.total = levels[-1][1]
         perm, self.bounds = self.height_order(children, levels, total)

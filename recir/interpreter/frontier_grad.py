@@ -84,33 +84,37 @@ class Backward:
         return (post_fwd, post_bwd, moving_types, top_down, expand_fwd, expand_bwd,
                 float_shared, accumulated)
 
-    def run(self, cotangents: list[np.ndarray], into: list[Any] | None = None
+    def run(self, cotangents: list[np.ndarray | None], into: list[Any] | None = None
             ) -> list[np.ndarray | None]:
         """The gradients of the roots' moving arguments and of the shared
         ones (None where not f32 tensors), given the float results' cotangents
-        at the roots. `into`: per shared argument, a buffer its gradient is
-        added into (and returned), or None for a fresh one."""
+        at the roots (None: zeros). `into`: per shared argument, a buffer its
+        gradient is added into (and returned), or None for a fresh one."""
         s = self.s
         batch = len(s.roots[0])
         s.number_by_height(batch)
         tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
-        d_tables = [np.zeros(t.shape, t.dtype) if t.dtype == np.float32 else None
-                    for t in tables]
+        d_tables = self.zeroed(tables, "tables")
         for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
                                 strict=True):
-            d[s.inv[:batch]] = cotangent
+            if cotangent is not None:
+                d[s.inv[:batch]] = cotangent
         given = into if into is not None else [None] * len(s.shared)
         self.d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
                          for v, is_float, d in zip(s.shared, self.float_shared, given,
                                                    strict=True)]
-        d_stored = [np.zeros(v.shape, v.dtype) if v.dtype == np.float32 else None
-                    for v in s.stored]
+        d_stored = self.zeroed(s.stored, "stored")
         self.post_backward(d_tables, d_stored)
         self.d_moving: list[np.ndarray | None] = [None] * len(self.moving_types)
         if self.top_down:
             self.expand_backward([d if d is None else d[s.inv] for d in d_stored])
         roots = [d if d is None else d[:batch] for d in self.d_moving[1:]]
         return [*roots, *self.d_shared]
+
+    def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
+        """A zeroed gradient per f32 array of `values` (None for the rest):
+        the result tables' or (`what`) the stored values'."""
+        return [np.zeros(v.shape, v.dtype) if v.dtype == np.float32 else None for v in values]
 
     def accumulators(self, d_tables: list[Any], d_stored: list[Any]) -> list[Any]:
         """`@post_bwd`'s accumulator operands, whole (`find_facts`)."""

@@ -117,10 +117,12 @@ def test_parameters_are_read_on_every_call_and_checked_when_replaced():
         w[...] = kept
     assert not np.allclose(after, before)
     np.testing.assert_allclose(after, expected, rtol=1e-4, atol=1e-5)
-    loop = native.native.loops["node__post"]  # all heights' calls of @node__post
+    # the expansion's loop checks the shared operands for every loop of a
+    # call (`NativeSchedule.shared_fields`), @node__post's heights included
+    loop = native.native.loops["node__expand"]
     known = loop.native.known  # the arrays whose addresses the calls reuse
     k = next(k for k, seen in enumerate(known) if seen is not None and seen[0] is w)
-    with pytest.raises(RecirError, match=r"@node__post takes an array of shape \(4, 8\)"):
+    with pytest.raises(RecirError, match=r"@node__expand takes an array of shape \(4, 8\)"):
         loop.described(k, np.zeros((3, 3), np.float32), [])
 
 

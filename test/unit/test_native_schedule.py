@@ -119,12 +119,20 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
-    bounds, inputs, outputs, saved_at, *team = calls[-1]
+    bounds, inputs, outputs, saved_at, *team, rows, _, _ = calls[-1]
     total = int(bounds[-1])
+    assert rows == total
+    assert all(len(a) >= total for a in outputs)  # kept arrays, with room
+    # the schedule's kept arrays cut to the call's rows: every input checked
+    cut = [v[:total] if k in loop.kept.owned else v for k, v in enumerate(inputs)]
     for bad in ([0, total + 1], [0, total, total - 1], [-1, total]):
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
-            loop(np.array(bad, np.int64), inputs, outputs, saved_at)
-    loop(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
+            loop(np.array(bad, np.int64), inputs, outputs, saved_at, *team, rows)
+        with pytest.raises(RecirError, match="rows lie outside a frontier table"):
+            loop(np.array(bad, np.int64), cut, [o[:total] for o in outputs], saved_at)
+    loop(bounds, inputs, outputs, saved_at, *team, rows)  # the recorded call still runs
+    with pytest.raises(RecirError, match="kept arrays hold"):
+        loop(bounds, inputs, outputs, saved_at, *team, min(len(o) for o in outputs) + 1)
 
 
 def height_loop_ops(saved: int, team: bool) -> int:
@@ -176,13 +184,16 @@ def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch)
         loops["node__post_fwd"]
     kinds = [o.kind for o in forward.outputs]
     assert "table" in kinds and kinds.count("saved") > 4
+    # the kept arrays cut to the call's rows, every input and output checked
+    total, threads_split_groups = int(bounds[-1]), team[:3]
+    cut = [v[:total] if k in forward.kept.owned else v for k, v in enumerate(inputs)]
     short_rows = int(bounds[1]) - 1  # one short of the first height's
     for j in range(len(outputs)):  # some saved values have no rows at some heights
-        short = [o.copy() for o in outputs]
+        short = [o[:total].copy() for o in outputs]
         padded = np.full((len(short[j]) + 3, *short[j].shape[1:]), np.nan, np.float32)
         short[j] = padded[:short_rows]
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
-            forward(bounds, inputs, short, saved_at.copy(), *team)
+            forward(bounds, cut, short, saved_at.copy(), *threads_split_groups)
         assert np.isnan(padded[short_rows:]).all(), f"wrote past output {j}"
     (bounds, inputs, outputs, saved_at, *team), backward = calls["node__post_bwd"], \
         loops["node__post_bwd"]
