@@ -510,23 +510,33 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
                   TrainConfig(progress=False))
 
 
+def spoil_call(double, k: int, spoil) -> None:
+    """The double's `k`-th batch call (from 1) has `spoil(outputs, grads)`
+    applied to what it returns."""
+    calls = 0
+    plain = double.batch
+
+    def spoiled(batch, into=None, threads=1):
+        nonlocal calls
+        calls += 1
+        outputs, grads = plain(batch, into, threads)
+        if calls == k:
+            spoil(outputs, grads)
+        return outputs, grads
+
+    double.batch = spoiled
+
+
 def test_a_gradient_that_is_not_finite_under_a_finite_loss_stops_the_epoch(double, tmp_path
                                                                           ) -> None:
     """NaN gradients on an epoch's last minibatch: the loss check saw finite
     losses, and the checkpoint got NaN parameters."""
     trees = make_treebank(3, vocab_size=80, seed=11)
-    calls = 0
-    plain = double.batch
 
-    def third_has_nan_gradients(batch, into=None, threads=1):
-        nonlocal calls
-        calls += 1
-        outputs, grads = plain(batch, into, threads)
-        if calls == 3:
-            grads["w_out"][0, 0] = np.nan
-        return outputs, grads
+    def nan_gradient(outputs, grads):
+        grads["w_out"][0, 0] = np.nan
 
-    double.batch = third_has_nan_gradients
+    spoil_call(double, 3, nan_gradient)
     checkpoint = tmp_path / "c.npz"
     with pytest.raises(RecirError, match=r"^error: parameter 'w_out' is not finite after "
                                          r"epoch 1: a step's gradient was inf or NaN"):
@@ -538,20 +548,13 @@ def test_a_gradient_that_is_not_finite_under_a_finite_loss_stops_the_epoch(doubl
 def test_a_loss_that_is_not_finite_stops_training_before_its_step(double, tmp_path) -> None:
     """A NaN loss was trained on: NaN parameters, written to the checkpoint."""
     trees = make_treebank(3, vocab_size=80, seed=11)
-    calls = 0
-    plain = double.batch
 
-    def fifth_is_nan(batch, into=None, threads=1):
-        nonlocal calls
-        calls += 1
-        outputs, grads = plain(batch, into, threads)
-        if calls == 5:
-            outputs[-1] = (outputs[-1][0], np.float32("nan"))
-            for g in grads.values():
-                g[...] = np.nan
-        return outputs, grads
+    def nan_loss(outputs, grads):
+        outputs[-1] = (outputs[-1][0], np.float32("nan"))
+        for g in grads.values():
+            g[...] = np.nan
 
-    double.batch = fifth_is_nan
+    spoil_call(double, 5, nan_loss)
     checkpoint = tmp_path / "c.npz"
     with pytest.raises(RecirError, match=r"^error: the training loss is nan in epoch 2, "
                                          r"minibatch 2: stopped before its step"):
