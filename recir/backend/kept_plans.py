@@ -42,9 +42,9 @@ class KeptRows:
         """The arrays, with room for `rows` rows (whole: a loop's plan keeps
         their fields; `rows` is what a call uses of them)."""
         if rows > self.capacity:
-            self.capacity = max(rows, self.capacity + self.capacity // 4)
-            self.arrays = [np.empty((self.capacity, *shape), dtype)
-                           for dtype, shape in self.layouts]
+            capacity = max(rows, self.capacity + self.capacity // 4)
+            self.arrays = [np.empty((capacity, *shape), dtype) for dtype, shape in self.layouts]
+            self.capacity = capacity  # once made: a failed growth keeps the old count
         return self.arrays
 
 

@@ -224,10 +224,11 @@ class NativeSchedule(Schedule):
     def first_post(self, function: func.FuncOp, loop: HeightLoop) -> Post:
         """`loop`'s `Post` and its `KeptPlan`: the stored values, children and
         tables its schedule keeps, then the shared operands."""
-        loop.layouts = Post(self, function, loop)
-        owned = len(self.stored_kept) + len(self.children_kept) + loop.layouts.tables
+        post = Post(self, function, loop)
+        owned = len(self.stored_kept) + len(self.children_kept) + post.tables
         loop.kept = KeptPlan(loop, HEADER, range(owned), range(owned, owned + len(self.shared)))
-        return loop.layouts
+        loop.layouts = post  # last: a call stopped before here makes both again
+        return post
 
 
 class Post:

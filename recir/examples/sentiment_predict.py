@@ -60,8 +60,10 @@ def label_lines(model: LoadedModel, lines: Iterable[str | bytes], out: IO[str],
 
     for number, raw in enumerate(lines, start=1):
         where = f"line {number}" if name is None else f"{name}:{number}"
-        try:  # (bytes decoded here: a bad byte is this line's error, not a guess)
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        try:  # (bytes decoded here: a bad byte is this line's error, not a guess;
+            # a file's byte order mark, from Windows editors, is no part of its tree)
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8") if isinstance(
+                raw, bytes) else raw
         except UnicodeDecodeError as e:
             err.write(f"{where}: error: byte 0x{raw[e.start]:02x} at column {e.start + 1} "
                       "is not valid UTF-8\n")

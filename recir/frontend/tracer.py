@@ -8,6 +8,7 @@ shape error is reported at the user's line rather than at some later pass.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -109,6 +110,13 @@ def is_tensor(value: SSAValue) -> bool:
 
 
 F32_MAX = float(np.finfo(np.float32).max)
+# NumPy's ufuncs for the operators a traced value has
+PYTHON_OPERATORS = {
+    np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+    np.true_divide: operator.truediv, np.less: operator.lt, np.less_equal: operator.le,
+    np.greater: operator.gt, np.greater_equal: operator.ge, np.equal: operator.eq,
+    np.not_equal: operator.ne,
+}
 
 
 def checked_number(value: Any, typ: Attribute) -> Any:
@@ -250,6 +258,12 @@ class Tracer:
     __iter__ = no_python_value
 
     def __array_ufunc__(self, ufunc: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        python = PYTHON_OPERATORS.get(ufunc)
+        if python is not None and method == "__call__" and not kwargs and all(
+                isinstance(a, Tracer | np.generic) for a in args):
+            # a NumPy scalar's operator (`np.float64(0.5) * x`): Python's, as for
+            # its number (`__array_priority__` no longer defers it)
+            return python(*(a if isinstance(a, Tracer) else a.item() for a in args))
         raise user_error(f"NumPy's {ufunc.__name__} on a traced value: use the recir op "
                          "(recir.frontend), and m.param(...) for an array of weights")
 

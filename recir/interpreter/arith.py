@@ -38,6 +38,14 @@ class ArithExtraFunctions(InterpreterFunctions):
     def run_extui(self, interp: Interpreter, op: arith.ExtUIOp, args: Any):
         return (args[0] % (1 << bits(op.operands[0].type)),)  # (it sign-extended)
 
+    @impl(arith.ExtSIOp)
+    def run_extsi(self, interp: Interpreter, op: arith.ExtSIOp, args: Any):
+        return (signed(args[0], op.operands[0].type),)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interp: Interpreter, op: arith.SIToFPOp, args: Any):
+        return (round_f32(float(signed(args[0], op.operands[0].type))),)
+
     @impl(arith.TruncIOp)
     def run_trunci(self, interp: Interpreter, op: arith.TruncIOp, args: Any):
         width = bits(op.result.type)
@@ -55,6 +63,13 @@ class ArithExtraFunctions(InterpreterFunctions):
 def bits(typ: Any) -> int:
     """An integer type's width (an index: 64)."""
     return typ.width.data if isinstance(typ, IntegerType) else 64
+
+
+def signed(value: int, typ: Any) -> int:
+    """An integer of `typ` read as signed, as native code's sign extensions
+    read it: a true i1 is -1 (a comparison's True is 1 here)."""
+    width = bits(typ)
+    return to_signed(value % (1 << width), width)
 
 
 class CheckedDivisionFunctions(InterpreterFunctions):
@@ -113,8 +128,7 @@ register_table(CheckedDivisionFunctions, SHIFTS, _checked_shift)
 
 # The scalar ops whose semantics are one Python function of the operands.
 SCALAR_ARITH: dict[type, Any] = {
-    arith.NegfOp: lambda x: -x, arith.SIToFPOp: lambda x: round_f32(float(x)),
-    arith.ExtSIOp: int,
+    arith.NegfOp: lambda x: -x,
     arith.MaxSIOp: max, arith.MinSIOp: min,
 }
 

@@ -354,3 +354,18 @@ def test_softmax_of_an_empty_vector_is_empty_in_both_engines(cache_dir):
     empty = np.zeros(0, np.float32)
     assert run_function(module, "f", [empty])[0].shape == (0,)  # (a NumPy error)
     assert compile_module(module, "f", cache_dir=cache_dir)(empty)[0].shape == (0,)
+
+
+def test_a_true_comparison_is_minus_one_read_as_signed_as_in_native_code(cache_dir):
+    """`arith.extsi` and `arith.sitofp` of the i1 an `arith.cmpi` makes: -1
+    natively (its one bit set, read as signed); the interpreter's was 1 (it
+    took the comparison's True as is)."""
+    module = parse("""func.func @f(%a: i32, %b: i32) -> (i32, f32) {
+  %c = arith.cmpi slt, %a, %b : i32
+  %r = arith.extsi %c : i1 to i32
+  %s = arith.sitofp %c : i1 to f32
+  func.return %r, %s : i32, f32
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for a, b, want in [(1, 2, (-1, -1.0)), (2, 1, (0, 0.0))]:
+        assert run_function(module, "f", [a, b]) == native(a, b) == want

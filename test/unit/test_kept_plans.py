@@ -13,6 +13,7 @@ from test_frontier_native import compiled, tree_inputs
 from test_frontier_products import HIDDEN, batch, reference_grads
 
 import recir
+from recir.backend import native_schedule
 from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import dtype_of, row_shape
@@ -118,3 +119,36 @@ def test_kept_rows_grow_by_a_quarter_at_least_and_keep_their_arrays_otherwise():
     assert [a.shape for a in grown] == [(12, 3), (12,)]
     assert grown[0].dtype == np.float32
     assert [a.shape for a in rows.at_least(100)] == [(100, 3), (100,)]
+
+
+def test_kept_rows_that_fail_to_grow_keep_their_count():
+    """A growth that fails (too little memory, Ctrl-C) leaves the arrays and
+    the count of rows they hold as they were: a later call grows them
+    again, not takes the small ones for large ones."""
+    rows = KeptRows([(np.dtype(np.float32), (3,))])
+    rows.at_least(4)
+    with pytest.raises(MemoryError):
+        rows.at_least(2**55)  # 2**55 rows of 12 bytes: more than any address space
+    assert rows.capacity == 4
+    assert len(rows.at_least(8)[0]) >= 8
+
+
+def test_a_call_stopped_while_its_loop_is_first_planned_leaves_no_half_plan(monkeypatch):
+    """Ctrl-C between a loop's layouts and its kept plan, on its first call:
+    the next call plans it again and equals the interpreter."""
+    traced, native, _ = compiled(tree_rnn)
+    loop = native.native.loops["node__post"]
+    loop.layouts = loop.kept = None  # as a function that has not run yet
+    made = native_schedule.KeptPlan
+
+    def interrupted(*args, **kwargs):
+        monkeypatch.setattr(native_schedule, "KeptPlan", made)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(native_schedule, "KeptPlan", interrupted)
+    items = [tree_inputs(t) for t in batch()[:3]]
+    with pytest.raises(KeyboardInterrupt):
+        native.batch(items)
+    for got, item in zip(native.batch(items), items, strict=True):
+        for value, want in zip(got, traced.run(*item), strict=True):
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)

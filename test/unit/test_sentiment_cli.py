@@ -203,6 +203,23 @@ def test_predict_names_the_file_and_line_of_a_malformed_line(trained, tmp_path, 
     assert [json.loads(line)["line"] for line in captured.out.splitlines()] == [1, 4]
 
 
+def test_predict_reads_a_file_that_starts_with_a_byte_order_mark(trained, tmp_path, capsys
+                                                                 ) -> None:
+    """A tree file saved with a BOM (Windows editors): its first line was
+    refused: the mark read as an unexpected character at column 1."""
+    records = []
+    for mark in (b"", b"\xef\xbb\xbf"):
+        path = tmp_path / "trees.txt"
+        path.write_bytes(mark + b"((w1) (w2))\n((w3) (w4))\n")
+        assert sentiment.main(["predict", "--model-file", str(trained["save-model"]),
+                               str(path)]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == ""
+        records.append([json.loads(line) for line in captured.out.splitlines()])
+    assert [r["line"] for r in records[1]] == [1, 2]
+    assert records[1] == records[0]
+
+
 @pytest.mark.parametrize("source", ["save-model", "checkpoint"])
 def test_predict_round_trip_and_malformed_lines(trained, tmp_path, capsys, monkeypatch,
                                                 source) -> None:

@@ -58,6 +58,16 @@ def test_python_conversions_and_numpy_on_traced_values():
     fails_here(lambda: model(lambda m, x: np.ones((2, 4)) @ x), "NumPy's matmul")  # HERE
 
 
+def test_numpy_scalars_on_the_left_of_a_traced_value_are_python_numbers():
+    """`np.float64(0.5) * x` (a NumPy float64 is a Python float, as
+    `1 / np.sqrt(n)` makes): traced as `0.5 * x`, as before NumPy's ufuncs
+    were refused on traced values (it became "NumPy's multiply")."""
+    traced = model(lambda m, x: np.float64(1.0) - np.float64(0.5) * x + np.int64(2) * x)
+    value = np.array([1.0, -2.0, 3.5, 0.25], np.float32)
+    np.testing.assert_allclose(traced.run(value)[0], 1.0 - 0.5 * value + 2 * value,
+                               rtol=1e-6)
+
+
 def test_a_value_used_outside_the_region_that_made_it():
     """Values kept from another trace, a subgraph or a cond branch made IR
     that verified, then failed in a pass (a KeyError) or compiled."""
