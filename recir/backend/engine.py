@@ -14,6 +14,7 @@ import ctypes
 import functools
 import gc
 import os
+import re
 import sys
 import threading
 import time
@@ -71,6 +72,20 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine, level: int = 3
     builder.getModulePassManager().run(module, builder)
 
 
+# Every function starts on a cache line, the x86 decoders' and uop cache's
+# window: a function's code then meets those windows the same way whatever
+# was emitted before it. A recursive function's serial clone ran 11% slower
+# than the same machine code compiled alone (fib(35)) only by where it fell.
+FUNCTION_ALIGNMENT = 64
+
+
+def aligned_functions(ir_text: str) -> str:
+    """`ir_text` with `align FUNCTION_ALIGNMENT` on each definition
+    (llvmlite's IR builder has no alignment for functions)."""
+    return re.sub(r"^(define .*?)(\s*\{)?$", rf"\1 align {FUNCTION_ALIGNMENT}\2", ir_text,
+                  flags=re.M)
+
+
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,
                    level: int | None = None, rows: bool = False) -> bytes:
     """An object file of `ir_text` optimised at `level` (default OPT_LEVEL);
@@ -81,7 +96,7 @@ def compile_object(ir_text: str, timings: dict[str, float] | None = None,
     clock, times = time.process_time, {}
     start = clock()
     machine = target_machine()
-    module = llvm.parse_assembly(ir_text)
+    module = llvm.parse_assembly(aligned_functions(ir_text))
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     times["llvm-parse"], start = clock() - start, clock()

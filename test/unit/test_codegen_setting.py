@@ -108,3 +108,24 @@ def test_a_module_that_fails_to_build_fails_the_engine(tmp_path, monkeypatch):
 
     with pytest.raises(RuntimeError, match="no module"):
         engine_module.cached_engine("parts", "failing", lambda: SUM, failing, lambda: SUM)
+
+
+def test_every_function_starts_on_a_cache_line():
+    """`engine.FUNCTION_ALIGNMENT`: each definition, whatever the size of the
+    code before it (and one with attributes of its own), starts at a
+    multiple of 64 bytes, and still runs."""
+    from recir.backend.engine import FUNCTION_ALIGNMENT
+
+    names = ["first", "second", "third"]
+    text = "".join(SUM.replace("@total", f"@{name}").replace(
+        "define float", "define float" if k != 1 else "define internal float")
+        .replace(")\n{", ") nounwind\n{" if k == 2 else ")\n{") for k, name in enumerate(names))
+    text += "define ptr @second_address() {\n  ret ptr @second\n}\n"
+    engine = Engine(compile_object(text))
+    addresses = [engine.address(name) for name in ("first", "third")]
+    addresses.append(ctypes.CFUNCTYPE(ctypes.c_void_p)(engine.address("second_address"))())
+    assert FUNCTION_ALIGNMENT == 64
+    assert [a % FUNCTION_ALIGNMENT for a in addresses] == [0, 0, 0]
+    xs = np.arange(1, 8, dtype=np.float32)
+    total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(addresses[1])
+    assert total(xs.ctypes.data, len(xs)) == float(xs.sum())
