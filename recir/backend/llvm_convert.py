@@ -9,8 +9,7 @@ what it gets wrong or lacks, so no xDSL code is patched:
 - `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results and globals are made opaque too (llvmlite types them).
-- `llvm.call` through a function pointer (its indirect form), which xDSL
-  does not convert.
+- `llvm.call` through a function pointer (its indirect form): xDSL does not convert it.
 - `llvm.func` linkage, `passthrough` and `noalias` arguments (`NOALIAS`): xDSL has none.
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
   spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
@@ -60,7 +59,8 @@ from recir.passes.llvm_functions import NOALIAS
 ValueMap = dict[SSAValue, ir.Value]
 Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
 
-ORDERINGS = {1: "unordered", 2: "monotonic", 4: "acquire", 5: "release", 6: "acq_rel", 7: "seq_cst"}
+ORDERINGS = {1: "unordered", 2: "monotonic", 4: "acquire", 5: "release",
+             6: "acq_rel", 7: "seq_cst"}
 
 
 def _opaque(value: ir.Value) -> ir.Value:

@@ -31,7 +31,7 @@ from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 from recir.passes.op_templates import replace
 
 
-NOALIAS = "recir.noalias"  # an llvm.func's attribute: its `noalias` arguments' numbers
+NOALIAS = "recir.noalias"  # an llvm.func's attribute: its noalias arguments' numbers
 
 
 def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool = True,

@@ -120,8 +120,8 @@ def apart(kernel: Kernel) -> Kernel:
         module = enclosing_module(op)
         made = [f for f in module.ops if isinstance(f, llvm.FuncOp)
                 and f.sym_name.data.startswith(APART)]
-        function, e, params = new_function(f"{APART}{len(made)}", [a.type for a in args],
-                                           noalias=True)
+        function, e, params = new_function(f"{APART}{len(made)}",
+                                           [a.type for a in args], noalias=True)
         kernel(e, op, params)
         e.op(llvm.ReturnOp())
         for inner in list(function.walk()):

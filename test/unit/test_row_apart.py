@@ -42,14 +42,16 @@ def test_identical_row_loops_call_one_function_of_noalias_pointers(threads, call
     """On a team both loops are one outlined `.rows` (`row_products`), which
     makes the one call."""
     module = parse_module(make_context(), GATES)
-    run_passes(module, f"{FUSE},convert-tmath-to-loops{{row-threads={threads} row-team-work=0}}")
+    lowering = f"convert-tmath-to-loops{{row-threads={threads} row-team-work=0}}"
+    run_passes(module, f"{FUSE},{lowering}")
     apart = [op for op in module.ops if isinstance(op, llvm.FuncOp)
              and op.sym_name.data.startswith(APART)]
     assert len(apart) == 1
     # the row's input and its output, both pointers: both noalias
     assert [n.value.data for n in apart[0].attributes[NOALIAS].data] == [0, 1]
+    name = apart[0].sym_name.data
     made = [op for op in module.walk() if isinstance(op, llvm.CallOp)
-            and op.callee is not None and op.callee.string_value() == apart[0].sym_name.data]
+            and op.callee is not None and op.callee.string_value() == name]
     assert len(made) == calls
 
 
@@ -91,7 +93,8 @@ def test_tree_lstm_row_loops_have_no_run_time_overlap_checks(tmp_path, monkeypat
             if function.name.startswith(APART) and not function.is_declaration:
                 code = str(function)
                 assert "vector.body" in code
-                assert "memcheck" not in code and "diff.check" not in code
+                assert "memcheck" not in code
+                assert "diff.check" not in code
 
 
 @pytest.mark.parametrize("threads", [1, 2])
