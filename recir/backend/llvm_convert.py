@@ -9,9 +9,8 @@ what it gets wrong or lacks, so no xDSL code is patched:
 - `llvm.load` / `llvm.store` with an atomic ordering: xDSL drops the ordering
   and emits a plain access; we emit `load atomic` / `store atomic`.
 - `llvm.alloca` results and globals are made opaque too (llvmlite types them).
-- `llvm.call` through a function pointer (its indirect form), which xDSL
-  does not convert.
-- `llvm.func` linkage and `passthrough` attributes, which xDSL ignores.
+- `llvm.call` through a function pointer (its indirect form): xDSL does not convert it.
+- `llvm.func` linkage, `passthrough` and `noalias` arguments (`NOALIAS`): xDSL has none.
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
   spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
   release), which xDSL's llvm dialect cannot express.
@@ -55,6 +54,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
 from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
+from recir.passes.llvm_functions import NOALIAS
 
 ValueMap = dict[SSAValue, ir.Value]
 Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
@@ -202,14 +202,12 @@ def _acquire_function(module: ir.Module) -> ir.Function:
 
 
 def _lock_row(op: adjoint.LockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    lock = _row_lock(values[op.row], builder)
-    builder.call(_acquire_function(builder.module), [lock])
+    builder.call(_acquire_function(builder.module), [_row_lock(values[op.row], builder)])
 
 
 def _unlock_row(op: adjoint.UnlockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    lock = _row_lock(values[op.row], builder)
     builder._insert(ir.instructions.StoreAtomicInstr(
-        builder.block, ir.Constant(I32, 0), lock, "release", 4))
+        builder.block, ir.Constant(I32, 0), _row_lock(values[op.row], builder), "release", 4))
 
 
 FIXES: dict[type[Operation], Fix] = {
@@ -349,6 +347,8 @@ def declare_function(op: llvm.FuncOp, module: ir.Module) -> None:
     linkage = op.linkage.linkage.data
     if linkage != "external":
         function.linkage = linkage
+    for number in op.attributes.get(NOALIAS, ArrayAttr([])).data:  # type: ignore[union-attr]
+        function.args[number.value.data].add_attribute("noalias")
     passthrough = op.properties.get("passthrough") or op.attributes.get("passthrough")
     if isinstance(passthrough, ArrayAttr):
         for attribute in passthrough.data:

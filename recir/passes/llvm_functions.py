@@ -5,7 +5,8 @@ the body is written with `scf.for`/`scf.if` and arith ops as anywhere else in
 the lowering, and `lower_to_llvm` then applies xDSL's scf lowerings and
 `arith_to_llvm`'s table to it: such a function needs no later pass (the
 matrix kernels of `gemm_kernels.py` are built so, and called from code that
-convert-recir-to-llvm lowers).
+convert-recir-to-llvm lowers). `NOALIAS` names the pointer arguments that
+the translation to LLVM IR marks `noalias`.
 """
 
 from __future__ import annotations
@@ -13,26 +14,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, cf, llvm
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, i32, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    IntegerAttr,
+    StringAttr,
+    i32,
+    i64,
+)
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.convert_scf_to_cf import lower_scf
-from recir.passes.loop_builder import Emitter, Index, VectorEmitter
+from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 from recir.passes.op_templates import replace
 
 
-def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool = True
+NOALIAS = "recir.noalias"  # an llvm.func's attribute: its noalias arguments' numbers
+
+
+def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool = True,
+                 noalias: bool = False
                  ) -> tuple[llvm.FuncOp, VectorEmitter, tuple[SSAValue, ...]]:
     """An llvm.func returning void and an emitter at its (single) block's end;
-    `inline=False` keeps LLVM from inlining it (`noinline`)."""
+    `inline=False` keeps LLVM from inlining it (`noinline`); `noalias`: no
+    memory one of its pointer arguments reaches is written in the call and
+    reached through another."""
     block = Block(arg_types=inputs)
     linkage = llvm.LinkageAttr("internal" if private else "external")
     function = llvm.FuncOp(name, llvm.LLVMFunctionType(list(inputs)), linkage,
                            body=Region(block))
     if not inline:
         function.attributes["passthrough"] = ArrayAttr([StringAttr("noinline")])
+    if noalias:
+        function.attributes[NOALIAS] = ArrayAttr([IntegerAttr(k, i64) for k, t
+                                                  in enumerate(inputs) if t == PTR])
     emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     return function, emitter, tuple(block.args)
 

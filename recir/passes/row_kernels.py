@@ -4,11 +4,13 @@ Most ops mean on every row what they mean on one invocation: their kernel is
 `per_row`, a loop over the rows around the op's own kernel (`tmath_kernels`,
 `adjoint_kernels`) called with each row's values; the inner loop over a
 row's elements is that kernel's, and vectorizes as it does. A uniform
-operand (a parameter: a static buffer) is the same for every row. The ops
-whose row form differs have kernels of their own: products over rows (one
-GEMM, `row_products`), views and copies of whole rows, reads of a shared
-array, and the accumulations into parameters (`adjoint_row_kernels`). A
-kernel gets a `RowEmitter` before the op and the operands lowered (`Rows`,
+operand (a parameter: a static buffer) is the same for every row. An
+elementwise loop (a fused chain, an op of `SCALAR`) is a call of a function
+whose pointers LLVM may take as apart (`apart`). The ops whose row form
+differs have kernels of their own: products over rows (one GEMM,
+`row_products`), views and copies of whole rows, reads of a shared array,
+and the accumulations into parameters (`adjoint_row_kernels`). A kernel
+gets a `RowEmitter` before the op and the operands lowered (`Rows`,
 buffers, scalars) and returns the result.
 """
 
@@ -17,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import TensorType, i32
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import ROW_ARITH, is_rows
 from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
+from recir.passes.convert_recir_to_llvm import expand_math
+from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_products import each_row_on_team, matvec_plus
 from recir.passes.rows import (
@@ -41,6 +45,7 @@ from recir.passes.tmath_kernels import (
     SCALAR,
     Kernel,
     checked,
+    enclosing_module,
     row_size,
     size,
 )
@@ -101,6 +106,38 @@ def per_row(kernel: Kernel, into: bool = False) -> RowKernel:
         return tuple(outs) if len(outs) > 1 else outs[0] if outs else None
 
     return rows_kernel
+
+
+def apart(kernel: Kernel) -> Kernel:
+    """An elementwise kernel on one row's buffers as a call of a function of
+    its own whose pointer arguments are `noalias`: LLVM then vectorizes its
+    loop with no run-time overlap checks, nor a scalar copy of the loop
+    beside the vector one (whose constants crowd the registers). True of a
+    row: its results' rows are fresh (a scratch slot, or a result's room:
+    rows of the caller's table that no row the function reads lies in). A
+    function already made for the same loop is called again."""
+    def call_apart(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
+        module = enclosing_module(op)
+        made = [f for f in module.ops if isinstance(f, llvm.FuncOp)
+                and f.sym_name.data.startswith(APART)]
+        function, e, params = new_function(f"{APART}{len(made)}",
+                                           [a.type for a in args], noalias=True)
+        kernel(e, op, params)
+        e.op(llvm.ReturnOp())
+        for inner in list(function.walk()):
+            if isinstance(inner, math.ExpOp | math.TanhOp | math.LogOp):
+                expand_math(inner)
+        lower_to_llvm(function, arith_cf=False)
+        same = next((f for f in made if f.function_type == function.function_type
+                     and f.body.is_structurally_equivalent(function.body)), None)
+        if same is None:
+            module.body.blocks[0].add_op(function)
+        b.op(llvm.CallOp((same or function).sym_name.data, *args))
+
+    return call_apart
+
+
+APART = "recir_rows.apart"  # the functions `apart` makes: recir_rows.apart<n>
 
 
 def apply(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
@@ -170,6 +207,7 @@ INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
+    **{op: per_row(apart(INTO[op]), into=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,
     tmath.ConcatOp: concat,

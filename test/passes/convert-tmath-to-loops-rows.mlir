@@ -84,18 +84,21 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // product of W with each inner row's concatenated children (X W^T: one call
 // of the host's nt kernel, declared in the module once) in rows that start
 // from the bias (the kernel's tiles start from it: no pass of its own for
-// `+ b`), then the merge.
+// `+ b`), each row's tanh (a call: below), then the merge.
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.gather' op index out of range"
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
 // CHECK:         llvm.call @recir_gemm_nt_bias(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
 // CHECK-NOT:     arith.addf
-// CHECK:         math.tanh
+// CHECK:         llvm.call @recir_rows.apart0(%{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr) -> ()
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
 // CHECK:         func.return
 // CHECK-NEXT:  }
 // CHECK:       llvm.func @recir_gemm_nt_bias(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr)
 // CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nt_bias(
+// A row's elementwise loop, a function of its own whose pointers LLVM takes
+// as noalias (a row's result lies apart from its input): no overlap checks.
+// CHECK:       llvm.func internal @recir_rows.apart0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) attributes {recir.noalias = [0 : i64, 1 : i64]} {
 
 // Through convert-recir-to-llvm: each takes the context first and returns
 // nothing (its results are in the descriptors).

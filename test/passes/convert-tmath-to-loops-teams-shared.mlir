@@ -53,6 +53,6 @@ func.func @two_tanh(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:         llvm.func internal @recir_rows.run(
 // CHECK:         llvm.func internal @node__post.rows0.rows(
 // CHECK:         llvm.func internal @node__post.rows1.rows(
-// CHECK:         llvm.intr.copysign
+// CHECK:         llvm.call @recir_rows.apart0(
 // CHECK:         llvm.func internal @node__post.rows2.rows(
 // CHECK-NOT:     llvm.func internal @node__post.rows3.rows

@@ -94,7 +94,7 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK:       llvm.func @recir_gemm_nt(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64)
 // CHECK:       llvm.func @recir_gemm_nt.team(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i64)
 // CHECK:       llvm.func internal @node__post.rows2.rows(%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64) attributes {passthrough = ["noinline"]} {
-// CHECK:         llvm.intr.fabs
+// CHECK:         llvm.call @recir_rows.apart0(
 
 // SERIAL-LABEL: func.func private @node__post(
 // SERIAL:         llvm.call @recir_gemm_nt_bias(
