@@ -10,12 +10,13 @@ import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
 from test_invoke_to_frontier import trees
-from xdsl.dialects import llvm
+from xdsl.dialects import func, llvm
 
 import recir
 import recir.frontier_compile as frontier_compile
 from recir.backend.engine import optimize, target_machine
 from recir.context import make_context
+from recir.frontier_compile import compile_rows
 from recir.models import tree_lstm
 from recir.parsing import parse_module
 from recir.passes.llvm_functions import NOALIAS
@@ -114,3 +115,44 @@ def test_tree_lstm_frontier_gradients_stay_the_recursive_ones(tmp_path, threads)
     for k, g in expected.items():
         assert np.abs(g).max() > 0, k
         np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+# a chain that reads rows in place through a take (`row_lowering.in_place_takes`)
+GATE = """
+func.func @gate(%x: tensor<?x4xf32>, %i: tensor<?xi32>) -> tensor<?x4xf32> {
+  %a = frontier.take %x[%i] : tensor<?x4xf32>, tensor<?xi32>
+  %t = tmath.tanh %a : tensor<?x4xf32>
+  %u = tmath.mul %t, %a : tensor<?x4xf32>
+  func.return %u : tensor<?x4xf32>
+}
+"""
+ROWS = np.arange(24, dtype=np.float32).reshape(6, 4) / 10
+NUMBERS = np.array([1, 2, 0, 5, 3, 4], np.int32)  # row r reads row NUMBERS[r]
+
+
+@pytest.mark.parametrize("over_the_input", [False, True])
+def test_a_room_is_written_only_apart_from_the_rows_read_in_place(tmp_path, over_the_input):
+    """A caller's room for the result (as a height loop hands one: rows of a
+    table) gets the rows where no row the chain reads lies in it; over the
+    input table itself (row 0's result would replace row 0, which row 2
+    reads later, and the function's pointers would not be apart) the
+    results go to the scratch and the table is left as it was."""
+    module = parse_module(make_context(), GATE)
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path).functions["gate"]
+    table = ROWS.copy()
+    room = table if over_the_input else np.zeros_like(ROWS)
+    call = native.function
+
+    def with_room(*args):  # after the call resets the result's slot: a room there
+        native.descriptors[0].length, native.descriptors[0].data = len(room), room.ctypes.data
+        call(*args)
+
+    native.function = with_room
+    (out,) = native([table, NUMBERS])
+    expected = np.tanh(ROWS[NUMBERS]) * ROWS[NUMBERS]
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    np.testing.assert_array_equal(table, ROWS)
+    assert (native.descriptors[0].data == room.ctypes.data) is not over_the_input
+    if not over_the_input:
+        np.testing.assert_allclose(room, expected, rtol=1e-6)
