@@ -10,6 +10,7 @@ import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
 from test_invoke_to_frontier import trees
+from test_per_row import assert_recursive_gradients
 from xdsl.dialects import func, llvm
 
 import recir
@@ -54,6 +55,42 @@ def test_identical_row_loops_call_one_function_of_noalias_pointers(threads, call
     made = [op for op in module.walk() if isinstance(op, llvm.CallOp)
             and op.callee is not None and op.callee.string_value() == name]
     assert len(made) == calls
+
+
+# tanh on rows of 8 and of 16, on rows of scalars (a value, not a pointer),
+# sigmoid on rows of 8, and tanh on rows of 8 again: four loops, five calls
+LOOPS = """
+func.func @loops(%x: tensor<?x8xf32>, %y: tensor<?x16xf32>, %s: tensor<?xf32>)
+    -> (tensor<?x8xf32>, tensor<?x16xf32>, tensor<?xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
+  %a = tmath.tanh %x : tensor<?x8xf32>
+  %b = tmath.tanh %y : tensor<?x16xf32>
+  %c = tmath.tanh %s : tensor<?xf32>
+  %d = tmath.sigmoid %x : tensor<?x8xf32>
+  %e = tmath.tanh %d : tensor<?x8xf32>
+  func.return %a, %b, %c, %d, %e
+      : tensor<?x8xf32>, tensor<?x16xf32>, tensor<?xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+}
+"""
+
+
+def test_row_loops_that_differ_get_functions_of_their_own(tmp_path):
+    """Only identical loops share a function: another width, a scalar row or
+    another op makes one of its own; the values stay NumPy's."""
+    module = parse_module(make_context(), LOOPS)
+    run_passes(module, "convert-tmath-to-loops")
+    calls = [op.callee.string_value() for op in module.walk() if isinstance(op, llvm.CallOp)
+             and op.callee is not None and op.callee.string_value().startswith(APART)]
+    assert len(calls) == 5 and len(set(calls)) == 4 and calls[0] == calls[4]
+    function = next(op for op in parse_module(make_context(), LOOPS).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path).functions["loops"]
+    rng = np.random.default_rng(4)
+    x, y, s = (rng.standard_normal(shape).astype(np.float32) for shape in ((5, 8), (5, 16), 5))
+    a, b, c, d, e = native([x, y, s])
+    sigmoid = 1 / (1 + np.exp(-x))
+    for got, want in zip((a, b, c, d, e), (np.tanh(x), np.tanh(y), np.tanh(s), sigmoid,
+                                           np.tanh(sigmoid)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def inputs(tree):
@@ -102,19 +139,10 @@ def test_tree_lstm_row_loops_have_no_run_time_overlap_checks(tmp_path, monkeypat
 def test_tree_lstm_frontier_gradients_stay_the_recursive_ones(tmp_path, threads):
     params = tree_lstm.init_params(np.random.default_rng(2), hidden=8, vocab=100)
     traced = tree_lstm.trace_model(params)
-    batched = recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path,
-                                   threads=threads)
-    recursive = recir.value_and_grad(traced, batching="recursive", cache_dir=tmp_path)
-    batch = [inputs(t) for t in trees()]
-    outs, grads = batched.batch(batch)
-    expected = {k: np.zeros_like(v) for k, v in params.items()}
-    for item, (h, loss) in zip(batch, outs, strict=True):
-        (h_ref, loss_ref), _ = recursive(*item, into=expected)
-        np.testing.assert_allclose(h, h_ref, rtol=1e-4, atol=1e-5)
-        assert loss == pytest.approx(loss_ref, rel=1e-4)
-    for k, g in expected.items():
-        assert np.abs(g).max() > 0, k
-        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+    assert_recursive_gradients(
+        recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path, threads=threads),
+        recir.value_and_grad(traced, batching="recursive", cache_dir=tmp_path),
+        [inputs(t) for t in trees()], params)
 
 
 # a chain that reads rows in place through a take (`row_lowering.in_place_takes`)
