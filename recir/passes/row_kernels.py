@@ -116,8 +116,9 @@ def apart(kernel: Kernel) -> Kernel:
     loop with no run-time overlap checks, nor a scalar copy of the loop
     beside the vector one (whose constants crowd the registers). True of a
     row: its results' rows are fresh (a scratch slot, or a result's room:
-    rows of the caller's table that no row the function reads lies in). A
-    function already made for the same loop is called again."""
+    rows of the caller's table that no row the function reads lies in,
+    `rows.clear_of_reads`). A function already made for the same loop is
+    called again."""
     def call_apart(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
         module = enclosing_module(op)
         made = [f for f in module.ops if isinstance(f, llvm.FuncOp)
