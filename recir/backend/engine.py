@@ -81,9 +81,15 @@ FUNCTION_ALIGNMENT = 64
 
 def aligned_functions(ir_text: str) -> str:
     """`ir_text` with `align FUNCTION_ALIGNMENT` on each definition
-    (llvmlite's IR builder has no alignment for functions)."""
-    return re.sub(r"^(define .*?)(\s*\{)?$", rf"\1 align {FUNCTION_ALIGNMENT}\2", ir_text,
-                  flags=re.M)
+    (llvmlite's IR builder has no alignment for functions): at the end of
+    its header, before a `{` there. A quoted name is read whole: llvmlite
+    escapes its quotes but not its newlines, so a header may span lines.
+    (LLVM takes no `align` after function metadata or a personality, which
+    llvmlite writes last: the code sets neither, and LLVM would name the line.)"""
+    return DEFINITION.sub(rf"\1 align {FUNCTION_ALIGNMENT}\2", ir_text)
+
+
+DEFINITION = re.compile(r'^(define (?:"[^"]*"|[^"\n])*?)(\s*\{)?$', re.M)
 
 
 def compile_object(ir_text: str, timings: dict[str, float] | None = None,

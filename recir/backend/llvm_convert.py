@@ -54,7 +54,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
 from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
-from recir.passes.llvm_functions import NOALIAS
+from recir.passes.llvm_functions import noalias_arguments
 
 ValueMap = dict[SSAValue, ir.Value]
 Fix = Callable[[Any, ir.IRBuilder, ValueMap], None]
@@ -347,8 +347,8 @@ def declare_function(op: llvm.FuncOp, module: ir.Module) -> None:
     linkage = op.linkage.linkage.data
     if linkage != "external":
         function.linkage = linkage
-    for number in op.attributes.get(NOALIAS, ArrayAttr([])).data:  # type: ignore[union-attr]
-        function.args[number.value.data].add_attribute("noalias")
+    for number in noalias_arguments(op):
+        function.args[number].add_attribute("noalias")
     passthrough = op.properties.get("passthrough") or op.attributes.get("passthrough")
     if isinstance(passthrough, ArrayAttr):
         for attribute in passthrough.data:

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.diagnostics import emit_error
 from recir.passes.arith_to_llvm import convert_arith
 from recir.passes.convert_scf_to_cf import lower_scf
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
@@ -52,6 +53,22 @@ def new_function(name: str, inputs: Sequence, private: bool = True, inline: bool
                                                   in enumerate(inputs) if t == PTR])
     emitter = VectorEmitter(InsertPoint.at_end(block), InsertPoint.at_start(block))
     return function, emitter, tuple(block.args)
+
+
+def noalias_arguments(function: llvm.FuncOp) -> list[int]:
+    """The numbers in `function`'s `NOALIAS`, each checked to be a pointer
+    argument's (hand-written IR may carry the attribute too)."""
+    found = function.attributes.get(NOALIAS)
+    if found is None:
+        return []
+    inputs = function.function_type.inputs.data
+    numbers = [n.value.data for n in found.data if isinstance(n, IntegerAttr)] \
+        if isinstance(found, ArrayAttr) else []
+    if len(numbers) != len(getattr(found, "data", ())) or any(
+            not 0 <= n < len(inputs) or inputs[n] != PTR for n in numbers):
+        raise emit_error(function, f"'{NOALIAS}' must list pointer arguments' numbers, "
+                         f"got {found}")
+    return numbers
 
 
 def ceil_div(b: Emitter, a: Index, d: Index) -> SSAValue:

@@ -73,16 +73,18 @@ def one_row(b: Emitter, value: Lowered, r: SSAValue, scalar: bool) -> SSAValue:
     return b.load(at, 0, value.elem) if scalar and isinstance(value, Rows) else at
 
 
-def per_row(kernel: Kernel, into: bool = False) -> RowKernel:
+def per_row(kernel: Kernel, into: bool = False, tensors: bool = False) -> RowKernel:
     """`kernel`, the op's for one invocation, on each row: written into the
     row of each result (`into`: a destination-passing kernel), else its
-    value stored there (a scalar) or copied (a view, as a gather's). An
-    elementwise loop's rows are split on the emitter's team where rows x
-    width x ops pays for one (`each_row_on_team`)."""
+    value stored there (a scalar) or copied (a view, as a gather's). A row
+    of scalars is passed as its value, but as its buffer where the op takes
+    only `tensors` (a 0-d tensor's). An elementwise loop's rows are split on
+    the emitter's team where rows x width x ops pays for one
+    (`each_row_on_team`)."""
     def rows_kernel(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Any:
         count = b.same_count(op, rows_of(args))
         outs = [b.rows(count, r.type) for r in op.results]
-        scalars = [is_scalar_rows(v) for v in op.operands]
+        scalars = [is_scalar_rows(v) and not tensors for v in op.operands]
 
         def row(inner: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
             sources = [one_row(inner, v, r, s) for v, s in zip(values[:len(args)], scalars)]
@@ -114,8 +116,9 @@ def apart(kernel: Kernel) -> Kernel:
     loop with no run-time overlap checks, nor a scalar copy of the loop
     beside the vector one (whose constants crowd the registers). True of a
     row: its results' rows are fresh (a scratch slot, or a result's room:
-    rows of the caller's table that no row the function reads lies in). A
-    function already made for the same loop is called again."""
+    rows of the caller's table that no row the function reads lies in,
+    `rows.clear_of_reads`). A function already made for the same loop is
+    called again."""
     def call_apart(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
         module = enclosing_module(op)
         made = [f for f in module.ops if isinstance(f, llvm.FuncOp)
@@ -207,7 +210,7 @@ INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
-    **{op: per_row(apart(INTO[op]), into=True) for op in (*SCALAR, tmath.FusedOp)},
+    **{op: per_row(apart(INTO[op]), into=True, tensors=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,
     tmath.ConcatOp: concat,

@@ -70,6 +70,7 @@ from recir.passes.rows import (
     RowTeam,
     Scratch,
     ScratchLiveness,
+    clear_of_reads,
     row_at,
     row_width,
     storage,
@@ -273,8 +274,9 @@ class RowFunctionLowering:
             raise emit_error(op, "has no native row kernel: the backend cannot lower "
                              "it over rows")
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
-        self.scratch.placing = self.rooms.get(op, {})
-        result = kernel(b, op, [self.get(v) for v in op.operands])
+        args = [self.get(v) for v in op.operands]
+        self.scratch.placing = clear_of_reads(b, op, self.rooms.get(op, {}), args)
+        result = kernel(b, op, args)
         results = result if isinstance(result, tuple) else () if result is None else (result,)
         for old, new in zip(op.results, results, strict=True):
             if isinstance(new, Rows):
@@ -288,8 +290,9 @@ class RowFunctionLowering:
         """A product and the bias added to it, as one kernel."""
         add, bias = self.bias_adds[op]
         b = RowEmitter(InsertPoint.before(op), self.static.allocas, self.scratch, self.team)
-        self.scratch.placing = self.rooms.get(op, {})
-        out = matvec_plus(b, op, [self.get(v) for v in op.operands], self.static.get(bias))
+        args = [self.get(v) for v in op.operands]
+        self.scratch.placing = clear_of_reads(b, op, self.rooms.get(op, {}), args)
+        out = matvec_plus(b, op, args, self.static.get(bias))
         self.values[op.results[0]] = self.values[add.results[0]] = out
         self.settle(op, [op.results[0], add.results[0]])
         self.folded.add(add)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from itertools import count
 from math import prod
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i8, i64
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -76,7 +76,7 @@ class Scratch:
         self.fresh: list[tuple[SSAValue, int, int]] = []  # (data, offset, bytes) since `taken`
         # the op being lowered: its k-th rows may go to a result's room
         # (`row_lowering.Placement`): k -> (whether, rows there, address)
-        self.placing: dict[int, tuple[Callable[[Emitter], SSAValue], SSAValue, SSAValue]] = {}
+        self.placing: Placing = {}
 
     def take(self, b: Emitter, count: SSAValue, row_bytes: int) -> SSAValue:
         """A slot for `count` rows of `row_bytes`, checked to hold them, or
@@ -188,6 +188,50 @@ def row_at(b: Emitter, value: Rows | SSAValue, r: SSAValue) -> SSAValue:
 
 
 Lowered = Rows | SSAValue  # what a kernel gets: rows, a buffer or a scalar
+# `Scratch.placing`: an op's k-th rows -> (whether, rows there, address)
+Placing = dict[int, tuple[Callable[[Emitter], SSAValue], SSAValue, SSAValue]]
+
+
+def clear_of_reads(b: Emitter, op: Operation, rooms: Placing, args: Sequence[Lowered]
+                   ) -> Placing:
+    """`op`'s rooms, each written only where no row of its operands lies in
+    it: a room is rows of a caller's table, which the op may read too (in
+    place through a take's row numbers: one pass over them). Else a row's
+    result could replace a row that a later row reads, and the pointers of
+    `row_kernels.apart` would not be apart. A frontier's rows read lower
+    heights' rows only, so there the rooms are kept."""
+    reads = rows_of(args)
+    if not rooms or not reads:
+        return rooms
+    spans = []
+    for k, (_, rows, address) in rooms.items():
+        typ = op.results[k].type
+        start = b.value(llvm.PtrToIntOp(address, i64))
+        spans.append((start, b.add(start, b.mul(rows, row_width(typ) * element_bytes(
+            typ.element_type)))))  # type: ignore[attr-defined]
+
+    def apart(e: Emitter, start: SSAValue, end: SSAValue, held: SSAValue) -> SSAValue:
+        for room, room_end in spans:
+            held = e.binary(arith.AndIOp, held, e.binary(
+                arith.OrIOp, e.compare("ule", end, room), e.compare("ule", room_end, start)))
+        return held
+
+    clear = b.const(1, i1)
+    for value in reads:
+        size, base = element_bytes(value.elem), b.value(llvm.PtrToIntOp(value.data, i64))
+        if isinstance(value, Gathered):
+            def each(inner: Emitter, r: SSAValue, held: Sequence[SSAValue],
+                     value: Gathered = value, size: int = size, base: SSAValue = base
+                     ) -> Sequence[SSAValue]:
+                assert value.index is not None
+                number = inner.to_i64(inner.load(value.index, r, i32))
+                start = inner.add(base, inner.mul(number, value.stride * size))
+                return (apart(inner, start, inner.add(start, value.width * size), held[0]),)
+            clear = b.loop(value.count, each, [clear])[0]
+        else:
+            clear = apart(b, base, b.add(base, b.mul(value.count, value.stride * size)), clear)
+    return {k: (lambda e, whether=whether: e.binary(arith.AndIOp, whether(e), clear),
+                rows, address) for k, (whether, rows, address) in rooms.items()}
 
 
 def rows_of(args: Sequence[Lowered]) -> list[Rows]:

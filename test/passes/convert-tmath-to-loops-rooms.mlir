@@ -23,7 +23,14 @@ func.func @rooms(%p: tensor<?xi1>, %x: tensor<?x4xf32>, %w: tensor<3x4xf32>) -> 
 // CHECK:         %[[AT0:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
 // CHECK-NEXT:    %[[ROOM1:.*]] = llvm.load %[[OUT1]] : !llvm.ptr -> i64
 // CHECK:         %[[AT1:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
-// The first product: its slot is still checked, then its room where it fits.
+// The first product: its room only where the rows it reads (%x, the
+// caller's: they could lie in the room) lie apart from it; its slot is
+// still checked, then its room where it fits.
+// CHECK:         %[[ROOM_AT:.*]] = llvm.ptrtoint %[[AT0]] : !llvm.ptr to i64
+// CHECK:         %[[X_AT:.*]] = llvm.ptrtoint %{{.*}} : !llvm.ptr to i64
+// CHECK:         %[[BELOW:.*]] = arith.cmpi ule, %{{.*}}, %[[ROOM_AT]] : i64
+// CHECK-NEXT:    %[[ABOVE:.*]] = arith.cmpi ule, %{{.*}}, %[[X_AT]] : i64
+// CHECK-NEXT:    %{{.*}} = arith.ori %[[BELOW]], %[[ABOVE]] : i1
 // CHECK:         cf.assert %{{.*}}, "error: the frontier's scratch buffer is too small"
 // CHECK:         %[[FITS:.*]] = arith.cmpi ule, %{{.*}}, %[[ROOM0]] : i64
 // CHECK:         %[[C0:.*]] = arith.select %{{.*}}, %[[AT0]], %[[SCRATCH]] : !llvm.ptr
@@ -33,8 +40,9 @@ func.func @rooms(%p: tensor<?xi1>, %x: tensor<?x4xf32>, %w: tensor<3x4xf32>) -> 
 // CHECK:         %[[NONE:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : i64
 // CHECK:         scf.for {{.*}} -> (i1) : i64 {
 // CHECK:         %[[WHOLE:.*]] = arith.andi %[[NONE]], %{{.*}} : i1
+// CHECK-NEXT:    %[[CLEAR:.*]] = arith.andi %[[WHOLE]], %{{.*}} : i1
 // CHECK-NEXT:    %{{.*}} = arith.cmpi ule, %{{.*}}, %[[ROOM1]] : i64
-// CHECK-NEXT:    %{{.*}} = arith.andi %[[WHOLE]], %{{.*}} : i1
+// CHECK-NEXT:    %{{.*}} = arith.andi %[[CLEAR]], %{{.*}} : i1
 // CHECK-NEXT:    %[[A:.*]] = arith.select %{{.*}}, %[[AT1]], %{{.*}} : !llvm.ptr
 // CHECK:         llvm.call @recir_gemm_nt(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[A]],
 // The second side likewise.

@@ -112,20 +112,27 @@ def test_a_module_that_fails_to_build_fails_the_engine(tmp_path, monkeypatch):
 
 def test_every_function_starts_on_a_cache_line():
     """`engine.FUNCTION_ALIGNMENT`: each definition, whatever the size of the
-    code before it (and one with attributes of its own), starts at a
-    multiple of 64 bytes, and still runs."""
+    code before it, starts at a multiple of 64 bytes, and still runs; headers
+    as llvmlite writes them (the `{` on a line of its own, attributes), one
+    with its `{` on its line, and a quoted name holding a newline and a `{`
+    (llvmlite does not escape newlines: the header spans two lines)."""
     from recir.backend.engine import FUNCTION_ALIGNMENT
 
-    names = ["first", "second", "third"]
-    text = "".join(SUM.replace("@total", f"@{name}").replace(
-        "define float", "define float" if k != 1 else "define internal float")
-        .replace(")\n{", ") nounwind\n{" if k == 2 else ")\n{") for k, name in enumerate(names))
-    text += "define ptr @second_address() {\n  ret ptr @second\n}\n"
+    headers = {"first": "define float @first(ptr %xs, i64 %n)\n{",
+               "second": "define internal float @second(ptr %xs, i64 %n) nounwind\n{",
+               "third": "define float @third(ptr %xs, i64 %n) {",
+               "odd\n{name": 'define float @"odd\n{name"(ptr %xs, i64 %n)\n{'}
+    tiny = "define void @tiny{}()\n{{\n  ret void\n}}\n"  # a few bytes of code before each
+    text = "".join(tiny.format(k) + SUM.replace("define float @total(ptr %xs, i64 %n) {", header)
+                   for k, header in enumerate(headers.values()))
+    text += "define ptr @second_address()\n{\n  ret ptr @second\n}\n"
     engine = Engine(compile_object(text))
-    addresses = [engine.address(name) for name in ("first", "third")]
-    addresses.append(ctypes.CFUNCTYPE(ctypes.c_void_p)(engine.address("second_address"))())
+    addresses = {name: engine.address(name) for name in headers if name != "second"}
+    addresses["second"] = ctypes.CFUNCTYPE(ctypes.c_void_p)(engine.address("second_address"))()
     assert FUNCTION_ALIGNMENT == 64
-    assert [a % FUNCTION_ALIGNMENT for a in addresses] == [0, 0, 0]
+    assert {name: a % FUNCTION_ALIGNMENT for name, a in addresses.items()} == dict.fromkeys(
+        headers, 0)
     xs = np.arange(1, 8, dtype=np.float32)
-    total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(addresses[1])
-    assert total(xs.ctypes.data, len(xs)) == float(xs.sum())
+    for address in addresses.values():
+        total = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)(address)
+        assert total(xs.ctypes.data, len(xs)) == float(xs.sum())

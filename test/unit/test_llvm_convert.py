@@ -253,3 +253,23 @@ def reference_mix(a: int, b: int, x: float, y: float, n: int) -> float:
     i = int(big)
     bits = struct.unpack("<f", struct.pack("<i", i))[0]
     return float(np.float32(big) + np.float32(bits))
+
+
+@pytest.mark.parametrize(("numbers", "error"), [
+    ("[0 : i64]", None), ("[1 : i64]", "got \\[1 : i64\\]"), ("[2 : i64]", "got \\[2"),
+    ('"p"', 'got "p"')])
+def test_noalias_arguments_are_pointer_arguments_or_a_located_error(numbers, error):
+    """`llvm_functions.NOALIAS` marks those arguments `noalias`; hand-written
+    IR that names a non-pointer or a missing argument gets one located error."""
+    from recir.diagnostics import RecirError
+
+    module = parse(f"""
+    llvm.func internal @f(%p: !llvm.ptr, %n: i64) attributes {{recir.noalias = {numbers}}} {{
+      llvm.return
+    }}""")
+    if error is None:
+        assert 'void @"f"(ptr noalias %".1", i64 %".2")' in to_llvm_ir(module)
+        return
+    with pytest.raises(RecirError, match=r"error: 'llvm.func' op 'recir.noalias' must list "
+                       rf"pointer arguments' numbers, {error}"):
+        to_llvm_ir(module)

@@ -57,10 +57,16 @@ def test_per_row_kernels_give_the_recursive_outputs():
 
 def test_per_row_kernels_give_the_recursive_gradients():
     model = trace_tree_model("per_row_grad", params(), HIDDEN, leaf, combine)
-    batch = [inputs(t) for t in trees()]
-    outs, grads = recir.value_and_grad(model, batching="frontier").batch(batch)
-    recursive = recir.value_and_grad(model, batching="recursive")
-    expected = {k: np.zeros_like(v) for k, v in model.params.items()}
+    assert_recursive_gradients(recir.value_and_grad(model, batching="frontier"),
+                               recir.value_and_grad(model, batching="recursive"),
+                               [inputs(t) for t in trees()], model.params)
+
+
+def assert_recursive_gradients(batched, recursive, batch, params):
+    """`batched` (frontier) gives `recursive`'s outputs and gradients on
+    `batch`, every gradient nonzero somewhere."""
+    outs, grads = batched.batch(batch)
+    expected = {k: np.zeros_like(v) for k, v in params.items()}
     for item, (h, loss) in zip(batch, outs, strict=True):
         (h_ref, loss_ref), _ = recursive(*item, into=expected)
         np.testing.assert_allclose(h, h_ref, rtol=1e-4, atol=1e-5)
