@@ -26,6 +26,7 @@ import llvmlite.binding as llvm
 
 from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.settings import openmp_environment
+from recir.diagnostics import RecirError
 
 T = TypeVar("T")
 
@@ -176,6 +177,12 @@ class Engine:
     given the matrix kernels' objects one after another runs bad code)."""
 
     def __init__(self, *objects: bytes):
+        # code that calls OpenMP finds it bound by address (`load_openmp`):
+        # loaded first, else its calls would jump to address 0
+        if any(name.encode() in obj for obj in objects for name in OPENMP_SYMBOLS) and \
+                openmp() is None:
+            raise RecirError("error: compiled code calls OpenMP, and no OpenMP runtime "
+                             "(libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) loads")
         self.machines = [target_machine() for _ in objects]
         self.engines = [llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
                         for machine in self.machines]

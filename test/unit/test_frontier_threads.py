@@ -372,3 +372,64 @@ def test_a_fused_chain_over_many_rows_gives_the_same_bits_on_two_threads(tmp_pat
                                          *elementwise_cells(np.tanh, sigmoid))
         np.testing.assert_allclose(h2, h_ref, rtol=1e-4, atol=1e-5)
         assert l2 == pytest.approx(loss_ref, rel=1e-4)
+
+
+TEAM_FIRST = '''
+import sys
+import numpy as np
+from recir.context import make_context
+from recir.frontier_compile import FrontierFunction
+from recir.interpreter import run_function
+from recir.parsing import parse_module
+TEXT = """
+func.func private @f__expand(%tree: tensor<?xi32>, %x: tensor<?xi32>, %b: tensor<4xf32>)
+    -> (tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>) {
+  %c0 = arith.constant 0 : i32
+  %zeros = frontier.broadcast %c0, %tree : i32, tensor<?xi32> -> tensor<?xi32>
+  %p = frontier.cmpi slt, %x, %zeros : tensor<?xi32>
+  %none, %all = frontier.partition %p : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+  %t = frontier.take %tree[%none] : tensor<?xi32>, tensor<?xi32>
+  %y = frontier.take %x[%none] : tensor<?xi32>, tensor<?xi32>
+  func.return %none, %t, %y, %x : tensor<?xi32>, tensor<?xi32>, tensor<?xi32>, tensor<?xi32>
+}
+func.func private @f__post(%idx: tensor<?xi32>, %child: tensor<?xi32>, %res: tensor<?x4xf32>,
+                           %b: tensor<4xf32>) -> (tensor<?x4xf32>) {
+  %a = frontier.broadcast %b, %idx : tensor<4xf32>, tensor<?xi32> -> tensor<?x4xf32>
+  %t = tmath.tanh %a : tensor<?x4xf32>
+  func.return %t : tensor<?x4xf32>
+}
+func.func @main(%root: i32, %b: tensor<4xf32>) -> tensor<4xf32> {
+  func.return %b : tensor<4xf32>
+}
+func.func @main__frontier(%root: tensor<?xi32>, %b: tensor<4xf32>) -> tensor<?x4xf32> {
+  %h = frontier.schedule @f__expand, @f__post (%root) shared(%b) {sites = 1 : i64}
+      : (tensor<?xi32>), (tensor<4xf32>) -> (tensor<?x4xf32>)
+  func.return %h : tensor<?x4xf32>
+}
+"""
+module = parse_module(make_context(), TEXT)
+b = np.array([0.5, 1, 1.5, 2], np.float32)
+(expected,) = run_function(module, "main__frontier", [np.zeros(1, np.int32), b])
+f = FrontierFunction(module, "main", [b], sys.argv[1], threads=2)
+print(np.allclose(f.batch([(0,)])[0][0], expected[0]))
+'''
+
+
+def test_a_two_thread_function_built_first_in_a_process_binds_openmp(tmp_path):
+    """A `FrontierFunction` on two threads built before anything loaded the
+    OpenMP runtime, its functions with no products (no kernel object that
+    would load it): its team calls reach the runtime (they jumped to
+    address 0, a segfault)."""
+    done = subprocess.run([sys.executable, "-c", TEAM_FIRST, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
+
+
+def test_code_that_calls_openmp_without_a_runtime_is_an_error(tmp_path):
+    """The same with no OpenMP runtime to load: one error, not a crash."""
+    env = dict(os.environ, RECIR_OPENMP="libno-such-openmp.so")
+    done = subprocess.run([sys.executable, "-c", TEAM_FIRST, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "error: compiled code calls OpenMP, and no OpenMP runtime" in done.stderr
