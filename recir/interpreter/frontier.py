@@ -227,7 +227,8 @@ class Schedule:
                 stored_chunks = [[] for _ in stored]
             for chunks, value in zip(stored_chunks, stored, strict=True):
                 chunks.append(np.asarray(value))
-            moving = [np.concatenate([p[j] for p in parts]) for j in range(len(moving))]
+            if parts:  # with no sites every invocation is a leaf: nothing moves on
+                moving = [np.concatenate([p[j] for p in parts]) for j in range(len(moving))]
             lo, n = lo + n, count
         children = [np.concatenate(c) if c else np.zeros(0, np.int64) for c in child_chunks]
         return children, [np.concatenate(c) for c in stored_chunks], levels

@@ -181,3 +181,42 @@ def test_a_trees_size_read_in_the_recursion_matches_numpy():
     outs = native.batch([(t.left, t.right, t.word, t.root) for t in batch])
     for (h,), t in zip(outs, batch, strict=True):
         np.testing.assert_allclose(h, reference(t, t.root), rtol=1e-5, atol=1e-6)
+
+
+LEAVES_ONLY = """
+func.func private @f__expand(%tree: tensor<?xi32>, %x: tensor<?xi32>, %b: tensor<4xf32>)
+    -> (tensor<?xi32>) {
+  func.return %x : tensor<?xi32>
+}
+func.func private @f__post(%x: tensor<?xi32>, %res: tensor<?x4xf32>, %b: tensor<4xf32>)
+    -> (tensor<?x4xf32>) {
+  %xf = frontier.broadcast %b, %x : tensor<4xf32>, tensor<?xi32> -> tensor<?x4xf32>
+  %t = tmath.tanh %xf : tensor<?x4xf32>
+  func.return %t : tensor<?x4xf32>
+}
+func.func @main(%root: i32, %b: tensor<4xf32>) -> tensor<4xf32> {
+  func.return %b : tensor<4xf32>
+}
+func.func @main__frontier(%root: tensor<?xi32>, %b: tensor<4xf32>) -> tensor<?x4xf32> {
+  %h = frontier.schedule @f__expand, @f__post (%root) shared(%b) {sites = 0 : i64}
+      : (tensor<?xi32>), (tensor<4xf32>) -> (tensor<?x4xf32>)
+  func.return %h : tensor<?x4xf32>
+}
+"""
+
+
+def test_a_schedule_with_no_child_sites_runs_alike_in_both_engines(tmp_path):
+    """`sites = 0` (every invocation a leaf, as the verifier allows): the
+    interpreter ran out of children to concatenate where native code ran."""
+    from recir.context import make_context
+    from recir.frontier_compile import FrontierFunction
+    from recir.parsing import parse_module
+
+    module = parse_module(make_context(), LEAVES_ONLY)
+    b = np.array([0.5, 1, 1.5, 2], np.float32)
+    roots = np.array([3, 1, 2], np.int32)
+    (expected,) = run_function(module, "main__frontier", [roots, b])
+    np.testing.assert_allclose(expected, np.tile(np.tanh(b), (3, 1)), rtol=1e-6)
+    native = FrontierFunction(module, "main", [b], tmp_path)
+    got = np.stack([out[0] for out in native.batch([(int(r),) for r in roots])])
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
