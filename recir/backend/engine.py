@@ -178,8 +178,10 @@ class Engine:
 
     def __init__(self, *objects: bytes):
         # code that calls OpenMP finds it bound by address (`load_openmp`):
-        # loaded first, else its calls would jump to address 0
-        if any(name.encode() in obj for obj in objects for name in OPENMP_SYMBOLS) and \
+        # loaded first, else its calls would jump to address 0 (the objects
+        # are read only until a runtime is loaded)
+        if not (_openmp and _openmp[0]) and any(
+                name.encode() in obj for obj in objects for name in OPENMP_SYMBOLS) and \
                 openmp() is None:
             raise RecirError("error: compiled code calls OpenMP, and no OpenMP runtime "
                              "(libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) loads")
