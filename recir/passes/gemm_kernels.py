@@ -19,7 +19,8 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace, and tn's
+rows reuse B, all of it is packed once into a heap workspace (or is
+given packed: a weight's copy for all a call's heights, `gemm_cached.py`), and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
 L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
@@ -41,8 +42,11 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.frame_buffers import allocated, declare_heap
+from recir.passes.gemm_cached import CACHED, cached_functions, cached_name
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, dots_pay
 from recir.passes.gemm_packing import (
+    block_rows,
+    chunk_index,
     k_blocks,
     pack_a_tiles,
     pack_function,
@@ -146,7 +150,9 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
-    zeros."""
+    zeros. The last argument, where not null, is all of B packed already
+    (`gemm_packing.pack_whole_function`: a weight's copy, `gemm_cached`),
+    which every block of rows reads."""
     return BroadcastDriver(target, layout, name, biased).function
 
 
@@ -158,18 +164,21 @@ class BroadcastDriver:
         self.target, self.layout = target, layout
         rows, width, depth = self.rows, self.width, self.depth = (
             target.tile[0], target.width, target.depth)
-        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased)
+        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased + [PTR])
         m, n, k, self.a, self.lda, self.bm, self.ldb, self.c, self.ldc, self.accumulate = \
             args[:10]
         self.bias = args[10] if biased else None
+        given = self.given = allocated(b, args[-1])
+        not_given = b.value(arith.XOrIOp(given, b.const(1, i1)))
         self.buf = b.alloca(depth * width)
         m, n, k = self.m, self.n, self.k = at_least_zero(b, m, n, k)
-        self.block = block = self.block_rows(b)
+        self.block = block = block_rows(b, target, m, n, k)
         self.steps, self.even = k_blocks(b, target, k)
         panels = self.panels = ceil_div(b, n, width)
         one_tile = self.one_tile = b.compare("sle", m, rows)
         self.chunk = chunk = depth * width
-        reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+        reused = b.value(arith.AndIOp(b.value(arith.AndIOp(
+            b.compare("sgt", m, block), b.compare("sgt", k, 0))), not_given))
         b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(self.steps, panels), chunk),
                                           b.i64(0)))
         # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
@@ -182,7 +191,8 @@ class BroadcastDriver:
         a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
         self.space = space = workspace(b, b.add(b_floats, a_floats))
         have = allocated(b, space)
-        self.whole_b = b.value(arith.AndIOp(have, reused))
+        self.whole_b = b.value(arith.OrIOp(b.value(arith.AndIOp(have, reused)), given))
+        self.packed_b = b.value(arith.SelectOp(given, args[-1], space))
         self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
         self.packed_a = b.offset(space, b_floats)
         # A's strides (across rows, along k) in place, and as the tile reads it
@@ -193,26 +203,8 @@ class BroadcastDriver:
         release(b, space)
         b.op(llvm.ReturnOp())
 
-    def block_rows(self, b: Emitter) -> SSAValue:
-        """A block's rows of A (depth deep) and of C (n wide) fill L2 together
-        (C stays there from one block of k to the next), less B's packed
-        panels where they fit in half of it (they stay too), else less what
-        L1 holds (B's block passes through); as even as tiles allow: no
-        short last block re-reading all of B for a few rows."""
-        target, rows, m, n, k = self.target, self.rows, self.m, self.n, self.k
-        packed_bytes = b.mul(b.mul(k, ceil_div(b, n, self.width)), self.width * 4)
-        kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
-                                      packed_bytes, b.i64(target.l1_bytes)))
-        block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
-                                                            b.i64(4))), b.add(n, self.depth)))
-        block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
-                                      b.i64(rows)))
-        count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
-        block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
-        return b.value(arith.MaxSIOp(block, b.i64(rows)))
-
     def chunk_at(self, e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
-        return e.offset(self.space, e.mul(e.add(e.mul(kb, self.panels), jp), self.chunk))
+        return e.offset(self.packed_b, e.mul(chunk_index(e, self.steps, kb, jp), self.chunk))
 
     def row_block(self, s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, self.block)
@@ -280,6 +272,7 @@ class BroadcastDriver:
         panel = s.value(arith.SelectOp(self.whole_b, self.chunk_at(s, kb, jp), self.buf))
         first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
             arith.XOrIOp(self.whole_b, s.const(1, i1)))))
+        first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.given, s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{self.layout}.pack", b_at(
             e, self.layout, self.bm, self.ldb, p0, j0), self.ldb, kc, cols, panel))
         bias_row = None if self.bias is None else s.offset(self.bias, j0)
@@ -302,7 +295,7 @@ def nt_driver(target: Target) -> llvm.FuncOp:
     function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
     b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
            lambda e: call(e, "recir_gemm_nt.dots", *args),
-           lambda e: call(e, "recir_gemm_nt.packed", *args))
+           lambda e: call(e, "recir_gemm_nt.packed", *args, null(e)))
     b.op(llvm.ReturnOp())
     return function
 
@@ -339,9 +332,10 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)
-        call(b, f"recir_gemm_{layout}.packed", *args)
+        call(b, f"recir_gemm_{layout}.packed", *args, null(b))
         b.op(llvm.ReturnOp())
         made.append(public)
+    made += cached_functions(target, layout)
     return [lower_to_llvm(f) for f in made]
 
 
@@ -384,8 +378,10 @@ def declare_bias_in(module: ModuleOp) -> str:
 
 def entry_names() -> list[str]:
     """The kernel object's functions that modules call (`declare_in`,
-    `declare_bias_in`) or Python does (`compiled_gemm.kernel`)."""
-    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias"]
+    `declare_bias_in`, `row_products.with_packed`) or Python does
+    (`compiled_gemm.kernel`)."""
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias",
+            *(cached_name(layout) for layout in CACHED)]
 
 
 def links(module: ModuleOp) -> list[str]:

@@ -17,7 +17,13 @@ same few L1 sets, every step; the copies make both contiguous:
   the `aligned_alloc` and `free` it calls (which `frame_buffers.declare_heap`
   declares).
   A failed allocation returns null, and the kernels then copy block by
-  block on the stack as they would without it.
+  block on the stack as they would without it;
+- `pack_whole_function`: all of B in the workspace's layout, for a
+  weight that several calls read (`gemm_cached.py`).
+
+The workspace holds B's blocks panel by panel (`chunk_index`: panel jp's
+blocks of k side by side), so the columns from a panel on are a copy of
+their own, as a team's thread that takes them reads it (`row_products`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import ALLOC, FREE
 from recir.passes.gemm_target import Target
-from recir.passes.llvm_functions import ceil_div, new_function
+from recir.passes.llvm_functions import call, ceil_div, new_function
 from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
 
 ALIGN = 64  # a cache line: a packed panel's rows start on one
@@ -96,6 +102,61 @@ def k_blocks(b: Emitter, target: Target, k: SSAValue) -> tuple[SSAValue, SSAValu
     short last block to load and store C for)."""
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, target.depth), b.i64(1)))
     return steps, b.mul(ceil_div(b, ceil_div(b, k, steps), target.lanes), target.lanes)
+
+
+def block_rows(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue
+               ) -> SSAValue:
+    """The driver's block of rows: its rows of A (depth deep) and of C (n
+    wide) fill L2 together (C stays there from one block of k to the
+    next), less B's packed panels where they fit in half of it (they stay
+    too), else less what L1 holds (B's block passes through); as even as
+    tiles allow: no short last block re-reading all of B for a few rows.
+    More rows than a block take B's whole packed copy (the workspace)."""
+    rows, width = target.tile[0], target.width
+    packed_bytes = b.mul(b.mul(k, ceil_div(b, n, width)), width * 4)
+    kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
+                                  packed_bytes, b.i64(target.l1_bytes)))
+    block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
+                                                        b.i64(4))), b.add(n, target.depth)))
+    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
+                                  b.i64(rows)))
+    count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
+    block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
+    return b.value(arith.MaxSIOp(block, b.i64(rows)))
+
+
+def chunk_index(b: Emitter, steps: SSAValue, kb: SSAValue, jp: SSAValue) -> SSAValue:
+    """The chunk (a block of k by a panel, `depth` x `width` floats) that
+    block kb of panel jp takes in a packed B of `steps` blocks of k."""
+    return b.add(b.mul(jp, steps), kb)
+
+
+def whole_floats(b: Emitter, target: Target, n: SSAValue, k: SSAValue) -> SSAValue:
+    """The floats all of B takes packed (n, k at least 0): a chunk per
+    block of k and panel."""
+    steps = k_blocks(b, target, k)[0]
+    return b.mul(b.mul(steps, ceil_div(b, n, target.width)), target.depth * target.width)
+
+
+def pack_whole_function(target: Target, layout: str) -> llvm.FuncOp:
+    """`recir_gemm_<layout>.pack_whole(B, ldb, n, k, buf)`: every block of
+    k and panel of B at its chunk of buf (`whole_floats` floats), as the
+    driver's first block of rows packs them into its workspace."""
+    function, b, (bm, ldb, n, k, buf) = new_function(
+        f"recir_gemm_{layout}.pack_whole", [PTR, i64, i64, i64, PTR])
+    width, chunk = target.width, target.depth * target.width
+    steps, even = k_blocks(b, target, k)
+
+    def block(s: VectorEmitter, jp: SSAValue, kb: SSAValue) -> None:
+        p0, j0 = s.mul(kb, even), s.mul(jp, width)
+        at = s.add(s.mul(p0, ldb), j0) if layout != "nt" else s.add(s.mul(j0, ldb), p0)
+        call(s, f"recir_gemm_{layout}.pack", s.offset(bm, at), ldb,
+             s.min(even, s.sub(k, p0)), s.min(width, s.sub(n, j0)),
+             s.offset(buf, s.mul(chunk_index(s, steps, kb, jp), chunk)))
+
+    b.each(ceil_div(b, n, width), lambda s, jp: s.each(steps, lambda e, kb: block(e, jp, kb)))
+    b.op(llvm.ReturnOp())
+    return function
 
 
 def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
