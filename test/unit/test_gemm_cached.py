@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from test_frontier_threads import batch, inputs
+from test_frontier_threads import batch, free_teams, inputs
 from test_invoke_to_frontier import tree_batch_args
 
 import recir
@@ -113,23 +113,36 @@ def frontier_reference(traced, params, trees):
     return h, losses, grads
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_weights_changed_in_place_between_calls_give_the_new_weights_results(tmp_path,
-                                                                            threads):
+@pytest.mark.parametrize("threads,by_groups", [(1, False), (2, True), (2, False)])
+def test_weights_changed_in_place_between_calls_give_the_new_weights_results(
+        tmp_path, monkeypatch, threads, by_groups):
     """A frontier function called, its weights then changed in place (as an
     optimizer does) and assigned (`params[...] =`), and called again:
-    outputs and gradients are the new weights', against the interpreter."""
+    outputs and gradients are the new weights', against the interpreter.
+    On two threads every height splits across the team (a kept policy
+    whose team start costs nothing), by the trees' groups or by blocks of
+    each height's rows: each thread's own table and copies."""
+    from recir.backend import native_schedule
+    from recir.backend.native_loops import HeightLoop
+
     params = tree_lstm.init_params(np.random.default_rng(4), hidden=19, vocab=100)
     traced = tree_lstm.trace_model(params)
     trees = batch()
-    fn = recir.compile(traced, batching="frontier", threads=threads, cache_dir=tmp_path)
-    grad = recir.value_and_grad(traced, batching="frontier", threads=threads,
-                                cache_dir=tmp_path)
+    cache = free_teams(tmp_path) if threads > 1 else tmp_path
+    fn = recir.compile(traced, batching="frontier", threads=threads, cache_dir=cache)
+    grad = recir.value_and_grad(traced, batching="frontier", threads=threads, cache_dir=cache)
+    teams: list[tuple[int, bool]] = []
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
+        (args[4], args[6] is not None)) or run(self, *args))
+    if not by_groups:
+        monkeypatch.setattr(native_schedule, "grouped", lambda *args: None)
     rng = np.random.default_rng(9)
     for change in range(3):
         h, losses, expected = frontier_reference(traced, traced.params, trees)
         outs = fn.batch(inputs(trees))
         gouts, grads = grad.batch(inputs(trees))
+        assert set(teams) == {(threads, by_groups and threads > 1)}, teams
         for k in range(len(trees)):
             for got in (outs[k], gouts[k]):
                 np.testing.assert_allclose(got[0], h[k], rtol=1e-4, atol=1e-5)
