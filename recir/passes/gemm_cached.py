@@ -10,11 +10,13 @@ calls `recir_gemm_nt.cached(..., bias, entry)`:
 
 - the entry names B (address, leading dimension, n, k) and holds its copy
   or null; another B (or none) is forgotten and this one named;
-- the copy (`gemm_packing.pack_whole_function`: the driver's workspace's
-  layout) is made only where the plain kernel would pack B (not dot
+- the copy is made only where the plain kernel would pack B (not dot
   products), and there at B's first product if the plain kernel would
   pack all of it into its workspace anyway (more rows than a block), else
-  at its second: a weight multiplied once a call costs what it did;
+  at its second: a weight multiplied once a call costs what it did. The
+  driver packs B into it (`gemm_kernels.broadcast_driver`'s last
+  arguments) as it would into its workspace, each panel as its first
+  block of rows uses it;
 - the product reads the copy where the entry has one, unless dot products
   cost less than a panel's dropped columns (few rows of B), else runs the
   plain kernel.
@@ -44,8 +46,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import allocated
 from recir.passes.gemm_dots import SIGNATURE, dots_pay
-from recir.passes.gemm_packing import (block_rows, pack_whole_function, release, whole_floats,
-                                       workspace)
+from recir.passes.gemm_packing import block_rows, release, whole_floats, workspace
 from recir.passes.gemm_target import Target
 from recir.passes.llvm_functions import at_least_zero, call, new_function
 from recir.passes.loop_builder import PTR, Emitter
@@ -61,7 +62,7 @@ def cached_name(layout: str) -> str:
 
 
 def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
-    """`recir_gemm_nt.pack_whole` and `recir_gemm_nt.cached` (nt only)."""
+    """`recir_gemm_nt.cached` (nt only)."""
     if layout not in CACHED:
         return []
     function, b, args = new_function(cached_name(layout), CACHED_INPUTS, private=False)
@@ -85,23 +86,22 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
     make = b.value(arith.AndIOp(b.value(arith.AndIOp(packs, missing)),
                                 b.value(arith.OrIOp(named, whole))))
 
-    def pack(e: Emitter) -> None:
+    def pack(e: Emitter) -> None:  # the driver packs B into it as it goes
         fresh = workspace(e, whole_floats(e, target, n, k))
+        e.store(fresh, entry, 4)
+        e.when(allocated(e, fresh), lambda f: call(f, "recir_gemm_nt.packed", *plain, fresh, 1),
+               lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
-        def keep(f: Emitter) -> None:
-            call(f, f"recir_gemm_{layout}.pack_whole", bm, ldb, n, k, fresh)
-            f.store(fresh, entry, 4)
+    def given(e: Emitter) -> None:
+        copy = e.load(entry, 4, PTR)
+        read = e.value(arith.AndIOp(allocated(e, copy), e.value(arith.XOrIOp(
+            dots_pay(e, target, m, n, k, packed=True), e.const(1, i1)))))
+        e.when(read, lambda f: call(f, "recir_gemm_nt.packed", *plain, copy, 0),
+               lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
-        e.when(allocated(e, fresh), keep)
-
-    b.when(make, pack)
-    copy = b.load(entry, 4, PTR)
-    read = b.value(arith.AndIOp(allocated(b, copy), b.value(arith.XOrIOp(
-        dots_pay(b, target, m, n, k, packed=True), b.const(1, i1)))))
-    b.when(read, lambda e: call(e, "recir_gemm_nt.packed", *plain, copy),
-           lambda e: call(e, "recir_gemm_nt.choose", *plain))
+    b.when(make, pack, given)
     b.op(llvm.ReturnOp())
-    return [pack_whole_function(target, layout), function]
+    return [function]
 
 
 def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED

@@ -150,9 +150,11 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
-    zeros. The last argument, where not null, is all of B packed already
-    (`gemm_packing.pack_whole_function`: a weight's copy, `gemm_cached`),
-    which every block of rows reads."""
+    zeros. The last two arguments: where not null, a buffer for all of B
+    packed (`gemm_packing.whole_floats`: a weight's copy, `gemm_cached`),
+    which every block of rows reads, and whether to fill it (the first
+    block of rows packs B there as it would into its workspace) or it holds
+    B packed already."""
     return BroadcastDriver(target, layout, name, biased).function
 
 
@@ -164,12 +166,14 @@ class BroadcastDriver:
         self.target, self.layout = target, layout
         rows, width, depth = self.rows, self.width, self.depth = (
             target.tile[0], target.width, target.depth)
-        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased + [PTR])
+        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased + [PTR, i64])
         m, n, k, self.a, self.lda, self.bm, self.ldb, self.c, self.ldc, self.accumulate = \
             args[:10]
         self.bias = args[10] if biased else None
-        given = self.given = allocated(b, args[-1])
+        given = allocated(b, args[-2])
         not_given = b.value(arith.XOrIOp(given, b.const(1, i1)))
+        # B packed already: given, and not to be filled
+        self.ready = b.value(arith.AndIOp(given, b.compare("eq", args[-1], 0)))
         self.buf = b.alloca(depth * width)
         m, n, k = self.m, self.n, self.k = at_least_zero(b, m, n, k)
         self.block = block = block_rows(b, target, m, n, k)
@@ -192,7 +196,7 @@ class BroadcastDriver:
         self.space = space = workspace(b, b.add(b_floats, a_floats))
         have = allocated(b, space)
         self.whole_b = b.value(arith.OrIOp(b.value(arith.AndIOp(have, reused)), given))
-        self.packed_b = b.value(arith.SelectOp(given, args[-1], space))
+        self.packed_b = b.value(arith.SelectOp(given, args[-2], space))
         self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
         self.packed_a = b.offset(space, b_floats)
         # A's strides (across rows, along k) in place, and as the tile reads it
@@ -272,7 +276,7 @@ class BroadcastDriver:
         panel = s.value(arith.SelectOp(self.whole_b, self.chunk_at(s, kb, jp), self.buf))
         first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
             arith.XOrIOp(self.whole_b, s.const(1, i1)))))
-        first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.given, s.const(1, i1)))))
+        first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.ready, s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{self.layout}.pack", b_at(
             e, self.layout, self.bm, self.ldb, p0, j0), self.ldb, kc, cols, panel))
         bias_row = None if self.bias is None else s.offset(self.bias, j0)
@@ -295,7 +299,7 @@ def nt_driver(target: Target) -> llvm.FuncOp:
     function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
     b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
            lambda e: call(e, "recir_gemm_nt.dots", *args),
-           lambda e: call(e, "recir_gemm_nt.packed", *args, null(e)))
+           lambda e: call(e, "recir_gemm_nt.packed", *args, null(e), 0))
     b.op(llvm.ReturnOp())
     return function
 
@@ -332,7 +336,7 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)
-        call(b, f"recir_gemm_{layout}.packed", *args, null(b))
+        call(b, f"recir_gemm_{layout}.packed", *args, null(b), 0)
         b.op(llvm.ReturnOp())
         made.append(public)
     made += cached_functions(target, layout)

@@ -18,12 +18,12 @@ same few L1 sets, every step; the copies make both contiguous:
   declares).
   A failed allocation returns null, and the kernels then copy block by
   block on the stack as they would without it;
-- `pack_whole_function`: all of B in the workspace's layout, for a
-  weight that several calls read (`gemm_cached.py`).
+- `whole_floats`: the floats all of B takes packed (the workspace's part
+  for B; a weight's copy that several calls read, `gemm_cached.py`).
 
 The workspace holds B's blocks panel by panel (`chunk_index`: panel jp's
-blocks of k side by side), so the columns from a panel on are a copy of
-their own, as a team's thread that takes them reads it (`row_products`).
+blocks of k side by side): the columns from a panel on are laid out as a
+copy of their own.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import ALLOC, FREE
 from recir.passes.gemm_target import Target
-from recir.passes.llvm_functions import call, ceil_div, new_function
+from recir.passes.llvm_functions import ceil_div, new_function
 from recir.passes.loop_builder import PTR, Emitter, VectorEmitter
 
 ALIGN = 64  # a cache line: a packed panel's rows start on one
@@ -136,27 +136,6 @@ def whole_floats(b: Emitter, target: Target, n: SSAValue, k: SSAValue) -> SSAVal
     block of k and panel."""
     steps = k_blocks(b, target, k)[0]
     return b.mul(b.mul(steps, ceil_div(b, n, target.width)), target.depth * target.width)
-
-
-def pack_whole_function(target: Target, layout: str) -> llvm.FuncOp:
-    """`recir_gemm_<layout>.pack_whole(B, ldb, n, k, buf)`: every block of
-    k and panel of B at its chunk of buf (`whole_floats` floats), as the
-    driver's first block of rows packs them into its workspace."""
-    function, b, (bm, ldb, n, k, buf) = new_function(
-        f"recir_gemm_{layout}.pack_whole", [PTR, i64, i64, i64, PTR])
-    width, chunk = target.width, target.depth * target.width
-    steps, even = k_blocks(b, target, k)
-
-    def block(s: VectorEmitter, jp: SSAValue, kb: SSAValue) -> None:
-        p0, j0 = s.mul(kb, even), s.mul(jp, width)
-        at = s.add(s.mul(p0, ldb), j0) if layout != "nt" else s.add(s.mul(j0, ldb), p0)
-        call(s, f"recir_gemm_{layout}.pack", s.offset(bm, at), ldb,
-             s.min(even, s.sub(k, p0)), s.min(width, s.sub(n, j0)),
-             s.offset(buf, s.mul(chunk_index(s, steps, kb, jp), chunk)))
-
-    b.each(ceil_div(b, n, width), lambda s, jp: s.each(steps, lambda e, kb: block(e, jp, kb)))
-    b.op(llvm.ReturnOp())
-    return function
 
 
 def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,
