@@ -382,7 +382,7 @@ def declare_bias_in(module: ModuleOp) -> str:
 
 def entry_names() -> list[str]:
     """The kernel object's functions that modules call (`declare_in`,
-    `declare_bias_in`, `row_products.with_packed`) or Python does
+    `declare_bias_in`, `packed_weights.with_packed`) or Python does
     (`compiled_gemm.kernel`)."""
     return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias",
             *(cached_name(layout) for layout in CACHED)]

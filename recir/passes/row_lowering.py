@@ -61,8 +61,8 @@ from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS, in_order, take_in_place
 from recir.passes.loop_builder import PTR, Emitter
-from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.packed_weights import mark_static_weights
+from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
     SERIAL,

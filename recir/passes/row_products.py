@@ -43,13 +43,13 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from recir.dialects import tmath
 from recir.passes import gemm_kernels
-from recir.passes.packed_weights import with_packed
 from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_llvm,
                                          new_function, outside_teams)
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.packed_weights import with_packed
 from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
 from recir.passes.tmath_kernels import enclosing_module
 

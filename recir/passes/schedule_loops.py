@@ -62,6 +62,7 @@ from recir.passes.frame_buffers import declare_heap
 from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.packed_weights import packed_sites
 from recir.passes.plan_functions import (
     COPIED,
     ROW_CODES,
@@ -73,7 +74,6 @@ from recir.passes.plan_functions import (
     both,
 )
 from recir.passes.row_logs import close_logs, log_sites, open_logs
-from recir.passes.packed_weights import packed_sites
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
