@@ -14,8 +14,8 @@ calls `recir_gemm_nt.cached(..., bias, entry)`:
   products), and there at B's first product if the plain kernel would
   pack all of it into its workspace anyway (more rows than a block), else
   at its second: a weight multiplied once a call costs what it did. The
-  driver packs B into it (`gemm_kernels.broadcast_driver`'s last
-  arguments) as it would into its workspace, each panel as its first
+  driver packs B into it (`recir_gemm_nt.given`: `gemm_kernels.broadcast_driver`
+  with `given`) as it would into its workspace, each panel as its first
   block of rows uses it;
 - the product reads the copy where the entry has one, unless dot products
   cost less than a panel's dropped columns (few rows of B), else runs the
@@ -89,14 +89,14 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
     def pack(e: Emitter) -> None:  # the driver packs B into it as it goes
         fresh = workspace(e, whole_floats(e, target, n, k))
         e.store(fresh, entry, 4)
-        e.when(allocated(e, fresh), lambda f: call(f, "recir_gemm_nt.packed", *plain, fresh, 1),
+        e.when(allocated(e, fresh), lambda f: call(f, "recir_gemm_nt.given", *plain, fresh, 0),
                lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
     def given(e: Emitter) -> None:
         copy = e.load(entry, 4, PTR)
         read = e.value(arith.AndIOp(allocated(e, copy), e.value(arith.XOrIOp(
             dots_pay(e, target, m, n, k, packed=True), e.const(1, i1)))))
-        e.when(read, lambda f: call(f, "recir_gemm_nt.packed", *plain, copy, 0),
+        e.when(read, lambda f: call(f, "recir_gemm_nt.given", *plain, copy, 1),
                lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
     b.when(make, pack, given)

@@ -19,8 +19,8 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace (or is
-given packed: a weight's copy for all a call's heights, `gemm_cached.py`), and tn's
+rows reuse B, all of it is packed once into a heap workspace (or into a
+weight's copy for all a call's heights, `gemm_cached.py`), and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
 L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
@@ -46,7 +46,6 @@ from recir.passes.gemm_cached import CACHED, cached_functions, cached_name
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, dots_pay
 from recir.passes.gemm_packing import (
     block_rows,
-    chunk_index,
     k_blocks,
     pack_a_tiles,
     pack_function,
@@ -133,8 +132,8 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
     return b.offset(bm, b.add(b.mul(p, ldb), j) if layout != "nt" else b.add(b.mul(j, ldb), p))
 
 
-def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
-                     ) -> llvm.FuncOp:
+def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False,
+                     given: bool = False) -> llvm.FuncOp:
     """Blocks of rows of A (as many as L2 needs, as even as tiles allow);
     in each, blocks of k (as many as `depth` needs, as even as lanes allow);
     in each, panels of `width` columns of B, packed, then every tile of
@@ -150,30 +149,30 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
-    zeros. The last two arguments: where not null, a buffer for all of B
-    packed (`gemm_packing.whole_floats`: a weight's copy, `gemm_cached`),
-    which every block of rows reads, and whether to fill it (the first
-    block of rows packs B there as it would into its workspace) or it holds
-    B packed already."""
-    return BroadcastDriver(target, layout, name, biased).function
+    zeros. `given`: two arguments more, a buffer for all of B packed
+    (`gemm_packing.whole_floats`: a weight's copy, `gemm_cached`), which
+    every block of rows reads instead of a workspace, and whether it holds
+    B packed already (else the first block of rows packs B there, as into
+    its workspace)."""
+    return BroadcastDriver(target, layout, name, biased, given).function
 
 
 class BroadcastDriver:
     """`broadcast_driver`'s function: its sizes and workspace, then a
     method per level of its blocks."""
 
-    def __init__(self, target: Target, layout: str, name: str, biased: bool):
+    def __init__(self, target: Target, layout: str, name: str, biased: bool,
+                 given: bool = False):
         self.target, self.layout = target, layout
         rows, width, depth = self.rows, self.width, self.depth = (
             target.tile[0], target.width, target.depth)
-        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased + [PTR, i64])
+        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased
+                                              + [PTR, i64] * given)
         m, n, k, self.a, self.lda, self.bm, self.ldb, self.c, self.ldc, self.accumulate = \
             args[:10]
         self.bias = args[10] if biased else None
-        given = allocated(b, args[-2])
-        not_given = b.value(arith.XOrIOp(given, b.const(1, i1)))
-        # B packed already: given, and not to be filled
-        self.ready = b.value(arith.AndIOp(given, b.compare("eq", args[-1], 0)))
+        # the copy (never null), and whether it holds B packed already
+        self.given = (args[-2], b.compare("ne", args[-1], 0)) if given else None
         self.buf = b.alloca(depth * width)
         m, n, k = self.m, self.n, self.k = at_least_zero(b, m, n, k)
         self.block = block = block_rows(b, target, m, n, k)
@@ -181,8 +180,9 @@ class BroadcastDriver:
         panels = self.panels = ceil_div(b, n, width)
         one_tile = self.one_tile = b.compare("sle", m, rows)
         self.chunk = chunk = depth * width
-        reused = b.value(arith.AndIOp(b.value(arith.AndIOp(
-            b.compare("sgt", m, block), b.compare("sgt", k, 0))), not_given))
+        reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+        if self.given is not None:  # B goes to the copy, not to a workspace
+            reused = b.const(0, i1)
         b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(self.steps, panels), chunk),
                                           b.i64(0)))
         # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
@@ -195,8 +195,11 @@ class BroadcastDriver:
         a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
         self.space = space = workspace(b, b.add(b_floats, a_floats))
         have = allocated(b, space)
-        self.whole_b = b.value(arith.OrIOp(b.value(arith.AndIOp(have, reused)), given))
-        self.packed_b = b.value(arith.SelectOp(given, args[-2], space))
+        self.whole_b = b.value(arith.AndIOp(have, reused))
+        self.packed_b = space
+        if self.given is not None:
+            self.whole_b = b.const(1, i1)
+            self.packed_b = self.given[0]
         self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
         self.packed_a = b.offset(space, b_floats)
         # A's strides (across rows, along k) in place, and as the tile reads it
@@ -208,7 +211,7 @@ class BroadcastDriver:
         b.op(llvm.ReturnOp())
 
     def chunk_at(self, e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
-        return e.offset(self.packed_b, e.mul(chunk_index(e, self.steps, kb, jp), self.chunk))
+        return e.offset(self.packed_b, e.mul(e.add(e.mul(kb, self.panels), jp), self.chunk))
 
     def row_block(self, s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, self.block)
@@ -276,7 +279,9 @@ class BroadcastDriver:
         panel = s.value(arith.SelectOp(self.whole_b, self.chunk_at(s, kb, jp), self.buf))
         first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
             arith.XOrIOp(self.whole_b, s.const(1, i1)))))
-        first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.ready, s.const(1, i1)))))
+        if self.given is not None:  # the copy filled already: nothing to pack
+            first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.given[1],
+                                                                      s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{self.layout}.pack", b_at(
             e, self.layout, self.bm, self.ldb, p0, j0), self.ldb, kc, cols, panel))
         bias_row = None if self.bias is None else s.offset(self.bias, j0)
@@ -299,7 +304,7 @@ def nt_driver(target: Target) -> llvm.FuncOp:
     function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
     b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
            lambda e: call(e, "recir_gemm_nt.dots", *args),
-           lambda e: call(e, "recir_gemm_nt.packed", *args, null(e), 0))
+           lambda e: call(e, "recir_gemm_nt.packed", *args))
     b.op(llvm.ReturnOp())
     return function
 
@@ -329,6 +334,8 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
                                                       biased=True),
+                 broadcast_driver(target, layout, "recir_gemm_nt.given", biased=True,
+                                  given=True),
                  nt_driver(target), *nt_entries()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
@@ -336,7 +343,7 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)
-        call(b, f"recir_gemm_{layout}.packed", *args, null(b), 0)
+        call(b, f"recir_gemm_{layout}.packed", *args)
         b.op(llvm.ReturnOp())
         made.append(public)
     made += cached_functions(target, layout)

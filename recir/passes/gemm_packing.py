@@ -20,10 +20,6 @@ same few L1 sets, every step; the copies make both contiguous:
   block on the stack as they would without it;
 - `whole_floats`: the floats all of B takes packed (the workspace's part
   for B; a weight's copy that several calls read, `gemm_cached.py`).
-
-The workspace holds B's blocks panel by panel (`chunk_index`: panel jp's
-blocks of k side by side): the columns from a panel on are laid out as a
-copy of their own.
 """
 
 from __future__ import annotations
@@ -123,12 +119,6 @@ def block_rows(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue
     count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
     block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
     return b.value(arith.MaxSIOp(block, b.i64(rows)))
-
-
-def chunk_index(b: Emitter, steps: SSAValue, kb: SSAValue, jp: SSAValue) -> SSAValue:
-    """The chunk (a block of k by a panel, `depth` x `width` floats) that
-    block kb of panel jp takes in a packed B of `steps` blocks of k."""
-    return b.add(b.mul(jp, steps), kb)
 
 
 def whole_floats(b: Emitter, target: Target, n: SSAValue, k: SSAValue) -> SSAValue:
