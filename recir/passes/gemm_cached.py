@@ -2,7 +2,9 @@
 
 A frontier's height loop multiplies every height's rows by the same
 weights, `x W^T` (nt) in the forward, and the kernel packs B transposed on
-every call (`gemm_kernels.py`): once a height. So a height loop
+every call (`gemm_kernels.py`): once a height, or once a block of rows of
+a height that runs as several (`native_schedule.in_blocks`, each
+within L2). So a height loop
 (`schedule_loops`) opens a table (`open_table`) on its stack, pointed to by
 its thread's context field `packed`, with an entry for each product by a
 weight in its module (`packed_weights.with_packed`), and such a product
@@ -28,14 +30,14 @@ made from older weights; the next call (after an optimizer's step, or a
 user's assignment) opens a new table. Each thread of a loop's team opens
 its own: no copy is written while another thread reads it, and each
 thread holds a copy of each weight for the loop's call (the plain kernel
-held one for each product). A copy that cannot be allocated (or of no
+a panel, or all of B for more rows than a block, for each product). A copy that cannot be allocated (or of no
 elements) leaves the plain kernel. With a copy, the broadcast tiles take
 the rows where the plain kernel would take dot products (few rows of A:
 the same sums in another order).
 
-`dY W` (nn, a backward's) reads B as it is, row by row: its packing is a
-copy, which costs about what reading the copy would, so nn packs per
-call as before.
+`dY W` (nn, a backward's) packs B's rows as they are (no transposes):
+reading a copy costs about what packing does, so nn packs per call as
+before.
 """
 
 from __future__ import annotations
