@@ -120,8 +120,8 @@ def dot_driver(target: Target) -> llvm.FuncOp:
     return function
 
 
-def dots_pay(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue
-             ) -> SSAValue:
+def dots_pay(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue,
+             packed: bool = False) -> SSAValue:
     """Whether nt's dot products cost no more than packing B transposed, by
     the shuffle port's cycles (the port both extras run on). Dot products
     pay per pair of tiles the row sums (for each row of A, cols - 1
@@ -130,13 +130,15 @@ def dots_pay(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue
     log2(lanes) shuffles per lanes elements of B (the square's transpose)
     and then runs nn's tiles, whose last panel computes columns past n that
     it drops (FMAs, two a cycle: a classifier's 5 rows of B take a panel of
-    width)."""
+    width). `packed`: B is packed already (a weight's copy, `gemm_cached`),
+    which leaves the dropped columns only."""
     lanes, (rows, cols), width = target.lanes, target.nt_tile, target.width
     sums = rows * (2 * (cols - 1) + (lanes // cols).bit_length() - 1 + 1)
     per_pair = sums + rows * cols // 2  # and the masked step's FMAs, two a cycle
     # both in units of 2 n / ((rows * cols) / lanes) elements of C
     dots = b.mul(b.mul(m, n), per_pair * lanes * 2)
     dropped = b.sub(b.mul(ceil_div(b, n, width), width), n)
-    packing = b.add(b.mul(b.mul(b.mul(m, k), dropped), rows * cols),
-                    b.mul(b.mul(k, n), (lanes.bit_length() - 1) * rows * cols * 2))
+    packing = b.mul(b.mul(b.mul(m, k), dropped), rows * cols)
+    if not packed:
+        packing = b.add(packing, b.mul(b.mul(k, n), (lanes.bit_length() - 1) * rows * cols * 2))
     return b.compare("sle", dots, packing)

@@ -19,7 +19,8 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
 it (the block's rows of A and of C in L2). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace, and tn's
+rows reuse B, all of it is packed once into a heap workspace (or into a
+weight's copy for all a call's heights, `gemm_cached.py`), and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
 L1 sets (`gemm_packing.py`). nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
@@ -41,8 +42,10 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.frame_buffers import allocated, declare_heap
+from recir.passes.gemm_cached import CACHED, cached_functions, cached_name
 from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, dots_pay
 from recir.passes.gemm_packing import (
+    block_rows,
     k_blocks,
     pack_a_tiles,
     pack_function,
@@ -129,8 +132,8 @@ def b_at(b: Emitter, layout: str, bm: SSAValue, ldb: SSAValue, p: Index, j: Inde
     return b.offset(bm, b.add(b.mul(p, ldb), j) if layout != "nt" else b.add(b.mul(j, ldb), p))
 
 
-def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False
-                     ) -> llvm.FuncOp:
+def broadcast_driver(target: Target, layout: str, name: str, biased: bool = False,
+                     given: bool = False) -> llvm.FuncOp:
     """Blocks of rows of A (as many as L2 needs, as even as tiles allow);
     in each, blocks of k (as many as `depth` needs, as even as lanes allow);
     in each, panels of `width` columns of B, packed, then every tile of
@@ -146,30 +149,40 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     only (m <= rows) or B's block fits half of L1 anyway (few steps of k: a
     weight's gradient over few rows). `biased`: an argument after the
     layouts', a row of n (or null), that C's rows start from instead of C or
-    zeros."""
-    return BroadcastDriver(target, layout, name, biased).function
+    zeros. `given`: two arguments more, a buffer for all of B packed
+    (`gemm_packing.whole_floats`: a weight's copy, `gemm_cached`), which
+    every block of rows reads instead of a workspace, and whether it holds
+    B packed already (else the first block of rows packs B there, as into
+    its workspace)."""
+    return BroadcastDriver(target, layout, name, biased, given).function
 
 
 class BroadcastDriver:
     """`broadcast_driver`'s function: its sizes and workspace, then a
     method per level of its blocks."""
 
-    def __init__(self, target: Target, layout: str, name: str, biased: bool):
+    def __init__(self, target: Target, layout: str, name: str, biased: bool,
+                 given: bool = False):
         self.target, self.layout = target, layout
         rows, width, depth = self.rows, self.width, self.depth = (
             target.tile[0], target.width, target.depth)
-        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased)
+        self.function, b, args = new_function(name, SIGNATURE + [PTR] * biased
+                                              + [PTR, i64] * given)
         m, n, k, self.a, self.lda, self.bm, self.ldb, self.c, self.ldc, self.accumulate = \
             args[:10]
         self.bias = args[10] if biased else None
+        # the copy (never null), and whether it holds B packed already
+        self.given = (args[-2], b.compare("ne", args[-1], 0)) if given else None
         self.buf = b.alloca(depth * width)
         m, n, k = self.m, self.n, self.k = at_least_zero(b, m, n, k)
-        self.block = block = self.block_rows(b)
+        self.block = block = block_rows(b, target, m, n, k)
         self.steps, self.even = k_blocks(b, target, k)
         panels = self.panels = ceil_div(b, n, width)
         one_tile = self.one_tile = b.compare("sle", m, rows)
         self.chunk = chunk = depth * width
         reused = b.value(arith.AndIOp(b.compare("sgt", m, block), b.compare("sgt", k, 0)))
+        if self.given is not None:  # B goes to the copy, not to a workspace
+            reused = b.const(0, i1)
         b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(self.steps, panels), chunk),
                                           b.i64(0)))
         # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
@@ -183,6 +196,10 @@ class BroadcastDriver:
         self.space = space = workspace(b, b.add(b_floats, a_floats))
         have = allocated(b, space)
         self.whole_b = b.value(arith.AndIOp(have, reused))
+        self.packed_b = space
+        if self.given is not None:
+            self.whole_b = b.const(1, i1)
+            self.packed_b = self.given[0]
         self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
         self.packed_a = b.offset(space, b_floats)
         # A's strides (across rows, along k) in place, and as the tile reads it
@@ -193,26 +210,8 @@ class BroadcastDriver:
         release(b, space)
         b.op(llvm.ReturnOp())
 
-    def block_rows(self, b: Emitter) -> SSAValue:
-        """A block's rows of A (depth deep) and of C (n wide) fill L2 together
-        (C stays there from one block of k to the next), less B's packed
-        panels where they fit in half of it (they stay too), else less what
-        L1 holds (B's block passes through); as even as tiles allow: no
-        short last block re-reading all of B for a few rows."""
-        target, rows, m, n, k = self.target, self.rows, self.m, self.n, self.k
-        packed_bytes = b.mul(b.mul(k, ceil_div(b, n, self.width)), self.width * 4)
-        kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
-                                      packed_bytes, b.i64(target.l1_bytes)))
-        block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
-                                                            b.i64(4))), b.add(n, self.depth)))
-        block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
-                                      b.i64(rows)))
-        count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
-        block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
-        return b.value(arith.MaxSIOp(block, b.i64(rows)))
-
     def chunk_at(self, e: Emitter, kb: SSAValue, jp: SSAValue) -> SSAValue:
-        return e.offset(self.space, e.mul(e.add(e.mul(kb, self.panels), jp), self.chunk))
+        return e.offset(self.packed_b, e.mul(e.add(e.mul(kb, self.panels), jp), self.chunk))
 
     def row_block(self, s: VectorEmitter, ib: SSAValue) -> None:
         i0 = s.mul(ib, self.block)
@@ -280,6 +279,9 @@ class BroadcastDriver:
         panel = s.value(arith.SelectOp(self.whole_b, self.chunk_at(s, kb, jp), self.buf))
         first = s.value(arith.OrIOp(s.compare("eq", at[0], 0), s.value(
             arith.XOrIOp(self.whole_b, s.const(1, i1)))))
+        if self.given is not None:  # the copy filled already: nothing to pack
+            first = s.value(arith.AndIOp(first, s.value(arith.XOrIOp(self.given[1],
+                                                                      s.const(1, i1)))))
         s.when(first, lambda e: call(e, f"recir_gemm_{self.layout}.pack", b_at(
             e, self.layout, self.bm, self.ldb, p0, j0), self.ldb, kc, cols, panel))
         bias_row = None if self.bias is None else s.offset(self.bias, j0)
@@ -332,6 +334,8 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         made.append(pack_function(target, layout))
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
                                                       biased=True),
+                 broadcast_driver(target, layout, "recir_gemm_nt.given", biased=True,
+                                  given=True),
                  nt_driver(target), *nt_entries()]
     else:
         made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
@@ -342,6 +346,7 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
         call(b, f"recir_gemm_{layout}.packed", *args)
         b.op(llvm.ReturnOp())
         made.append(public)
+    made += cached_functions(target, layout)
     return [lower_to_llvm(f) for f in made]
 
 
@@ -384,8 +389,10 @@ def declare_bias_in(module: ModuleOp) -> str:
 
 def entry_names() -> list[str]:
     """The kernel object's functions that modules call (`declare_in`,
-    `declare_bias_in`) or Python does (`compiled_gemm.kernel`)."""
-    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias"]
+    `declare_bias_in`, `packed_weights.with_packed`) or Python does
+    (`compiled_gemm.kernel`)."""
+    return [*(f"recir_gemm_{layout}" for layout in LAYOUTS), "recir_gemm_nt_bias",
+            *(cached_name(layout) for layout in CACHED)]
 
 
 def links(module: ModuleOp) -> list[str]:

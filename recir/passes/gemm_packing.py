@@ -17,7 +17,9 @@ same few L1 sets, every step; the copies make both contiguous:
   the `aligned_alloc` and `free` it calls (which `frame_buffers.declare_heap`
   declares).
   A failed allocation returns null, and the kernels then copy block by
-  block on the stack as they would without it.
+  block on the stack as they would without it;
+- `whole_floats`: the floats all of B takes packed (the workspace's part
+  for B; a weight's copy that several calls read, `gemm_cached.py`).
 """
 
 from __future__ import annotations
@@ -96,6 +98,34 @@ def k_blocks(b: Emitter, target: Target, k: SSAValue) -> tuple[SSAValue, SSAValu
     short last block to load and store C for)."""
     steps = b.value(arith.MaxSIOp(ceil_div(b, k, target.depth), b.i64(1)))
     return steps, b.mul(ceil_div(b, ceil_div(b, k, steps), target.lanes), target.lanes)
+
+
+def block_rows(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue
+               ) -> SSAValue:
+    """The driver's block of rows: its rows of A (depth deep) and of C (n
+    wide) fill L2 together (C stays there from one block of k to the
+    next), less B's packed panels where they fit in half of it (they stay
+    too), else less what L1 holds (B's block passes through); as even as
+    tiles allow: no short last block re-reading all of B for a few rows.
+    More rows than a block take B's whole packed copy (the workspace)."""
+    rows, width = target.tile[0], target.width
+    packed_bytes = b.mul(b.mul(k, ceil_div(b, n, width)), width * 4)
+    kept = b.value(arith.SelectOp(b.compare("sle", packed_bytes, target.l2_bytes // 2),
+                                  packed_bytes, b.i64(target.l1_bytes)))
+    block = b.value(arith.DivSIOp(b.value(arith.DivSIOp(b.sub(target.l2_bytes, kept),
+                                                        b.i64(4))), b.add(n, target.depth)))
+    block = b.value(arith.MaxSIOp(b.mul(b.value(arith.DivSIOp(block, b.i64(rows))), rows),
+                                  b.i64(rows)))
+    count = b.value(arith.MaxSIOp(ceil_div(b, m, block), b.i64(1)))
+    block = b.mul(ceil_div(b, ceil_div(b, m, count), rows), rows)
+    return b.value(arith.MaxSIOp(block, b.i64(rows)))
+
+
+def whole_floats(b: Emitter, target: Target, n: SSAValue, k: SSAValue) -> SSAValue:
+    """The floats all of B takes packed (n, k at least 0): a chunk per
+    block of k and panel."""
+    steps = k_blocks(b, target, k)[0]
+    return b.mul(b.mul(steps, ceil_div(b, n, target.width)), target.depth * target.width)
 
 
 def pack_a_tiles(b: VectorEmitter, target: Target, layout: str, src: SSAValue,

@@ -133,3 +133,11 @@ def convert_arith_cf(function: Operation) -> None:
                                                   op.else_block, op.else_arguments))
         elif (ops := convert_arith(op)) is not None:
             replace(op, ops)
+
+
+def outside_teams(b: Emitter) -> SSAValue:
+    """Whether the calling thread is alone, not one of a team's (a height
+    loop's, `schedule_loops`): a team started there would be nested, which
+    the runtime runs on that thread alone, at the cost of a start."""
+    alone = b.value(llvm.CallOp("omp_get_num_threads", return_type=i32))
+    return b.value(arith.CmpiOp(alone, b.const(1, i32), "eq"))

@@ -14,7 +14,9 @@ budget a call starts spawning with (`invoke.spawn_budget`), 0 for the
 compiled default; `stack_owner` the thread whose stack `stack_limit` was
 read off (a team's worker keeps it from one call to the next); `depth` the
 calls this thread is nested in, in code compiled with a max-depth (each
-returns it as it found it); `row_logs` this thread's table of logged outer products (`row_logs.open_logs`), or null.
+returns it as it found it); `row_logs` this thread's table of logged outer products (`row_logs.open_logs`), or null;
+`packed` its table of weights packed for the products of a height loop's
+call (`gemm_cached.open_table`), or null.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ CONTEXT_FIELDS: tuple[tuple[str, str], ...] = (
     ("tape_next", "ptr"), ("tape_end", "ptr"), ("tape_chunks", "ptr"),
     ("tape_bytes", "u64"), ("contexts", "ptr"), ("acc_copies", "ptr"),
     ("outer_logs", "ptr"), ("spawn_budget", "i64"), ("stack_owner", "u64"),
-    ("depth", "u64"), ("row_logs", "ptr"))
+    ("depth", "u64"), ("row_logs", "ptr"), ("packed", "ptr"))
 C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
                            "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
 
@@ -71,7 +73,7 @@ TAPE_NEXT, TAPE_END = OFFSETS["tape_next"], OFFSETS["tape_end"]
 TAPE_CHUNKS, TAPE_BYTES = OFFSETS["tape_chunks"], OFFSETS["tape_bytes"]
 CONTEXTS, ACC_COPIES, OUTER_LOGS = OFFSETS["contexts"], OFFSETS["acc_copies"], OFFSETS["outer_logs"]
 SPAWN_BUDGET, STACK_OWNER, DEPTH = OFFSETS["spawn_budget"], OFFSETS["stack_owner"], OFFSETS["depth"]
-ROW_LOGS = OFFSETS["row_logs"]
+ROW_LOGS, PACKED = OFFSETS["row_logs"], OFFSETS["packed"]
 LOG_BYTES = 32  # one log descriptor
 
 

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i1, i8, i64
 from xdsl.ir import SSAValue
 
 from recir.dialects import invoke
+from recir.passes import gemm_cached
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_packing import release, workspace
 from recir.passes.gemm_target import host_target
@@ -154,16 +155,10 @@ def logged_outer(b: RowEmitter, module: ModuleOp, rows: int, cols: int, dy: Rows
 
 
 def open_logs(b: Emitter, ctx: SSAValue, sites: int) -> tuple[SSAValue, SSAValue]:
-    """A table of `sites` empty logs (`ENTRY` fields each; field 0: their
-    count) on the function's stack, made the context's `row_logs`; returns
-    it and the `row_logs` it replaced."""
-    table = b.alloca(1 + ENTRY * sites, i64)
-    b.store(b.i64(sites), table, 0)
-    b.each(ENTRY * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
-    slot = b.offset(ctx, ROW_LOGS, i8)
-    old = b.load(slot, 0, PTR)
-    b.store(table, slot, 0)
-    return table, old
+    """A table of `sites` empty logs on the function's stack, made the
+    context's `row_logs`; returns it and the `row_logs` it replaced."""
+    assert ENTRY == gemm_cached.ENTRY  # the same table's layout
+    return gemm_cached.open_table(b, ctx, sites, ROW_LOGS)
 
 
 def close_logs(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites: int

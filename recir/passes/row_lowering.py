@@ -61,6 +61,7 @@ from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS, in_order, take_in_place
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.packed_weights import mark_static_weights
 from recir.passes.row_kernels import ROW_KERNELS
 from recir.passes.row_products import bias_adds, matvec_plus
 from recir.passes.rows import (
@@ -135,6 +136,7 @@ class RowFunctionLowering:
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}
         self.bias_adds = bias_adds(function)  # matvec -> (its bias add, the bias)
+        mark_static_weights(function)  # products whose weight a packed copy may serve
         self.pad_sums = pad_sums(function)  # a sum of pads -> its pads
         self.folded: set[Operation] = {p for pads in self.pad_sums.values() for p in pads}
         self.in_place = in_place_takes(function) if team.threads < 2 else set()

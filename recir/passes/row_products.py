@@ -26,6 +26,11 @@ their operands, and cannot fail. An elementwise loop over rows
 is outlined into `.rows(data, lo, hi)`, one per distinct loop of the
 module; the module's one `recir_rows.run` runs it on the same team where
 rows x width x ops reaches the same least work (each thread `recir_rows.part`).
+A forward product by a parameter that the function never writes
+(`packed_weights.mark_static_weights`) looks first for a table of packed weights in the
+thread's context (`gemm_cached`: a height loop's, which packs each weight
+once for all its heights); each such product of the module has an entry
+there (`packed_weights.PACKED_SITES` counts them).
 """
 
 from __future__ import annotations
@@ -42,8 +47,9 @@ from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.gemm_target import Target, host_target
 from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_llvm,
-                                         new_function)
+                                         new_function, outside_teams)
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.packed_weights import with_packed
 from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
 from recir.passes.tmath_kernels import enclosing_module
 
@@ -100,14 +106,6 @@ def part_function(layout: str, target: Target) -> llvm.FuncOp:
     b.when(b.compare("sgt", length, 0), lambda e: call(e, kernel, *args))
     b.op(llvm.ReturnOp())
     return function
-
-
-def outside_teams(b: Emitter) -> SSAValue:
-    """Whether the calling thread is alone, not one of a team's (a height
-    loop's, `schedule_loops`): a team started there would be nested, which
-    the runtime runs on that thread alone, at the cost of a start."""
-    alone = b.value(llvm.CallOp("omp_get_num_threads", return_type=i32))
-    return b.value(arith.CmpiOp(alone, b.const(1, i32), "eq"))
 
 
 def team_function(layout: str, target: Target) -> llvm.FuncOp:
@@ -189,7 +187,9 @@ def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
     emitted. `a`, `bm`, `c` are (data, leading dimension)."""
     args = [b.i64(m), b.i64(n), b.i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]), c[0],
             b.i64(c[1]), b.i64(int(accumulate))]
-    gemm_call(enclosing_module(op), layout, b.team)(b, args)
+    module = enclosing_module(op)
+    gemm = gemm_call(module, layout, b.team)
+    with_packed(b, op, module, layout, args, None, lambda e: gemm(e, args))
 
 
 def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
@@ -208,7 +208,8 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
         name = gemm_kernels.declare_bias_in(module)
         args = [b.i64(x.count), b.i64(rows), b.i64(cols), x.data, b.i64(x.stride), matrix,
                 b.i64(cols), out.data, b.i64(out.stride)]
-        b.op(llvm.CallOp(name, *args, bias))
+        with_packed(b, op, module, "nt", [*args, b.i64(0)], bias,
+                    lambda e: e.op(llvm.CallOp(name, *args, bias)))
         return out
     if bias is not None:
         each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(

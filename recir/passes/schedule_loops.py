@@ -43,21 +43,26 @@ the height's rows or, for a `_fwd`'s saved values, into its buffer from the
 thread's first row of the height on (a saved value has at most the rows it
 was computed from), so the `_bwd` split as its `_fwd` finds each thread's;
 the slot holds that room on entry, and rows written there are not copied.
-Each thread's thin heights' outer products into a weight's gradient go to a log
+Each thread's products by a weight read one packed copy of it for all
+its heights (`gemm_cached`: a table in its context for the loop's call),
+and its thin heights' outer products into a weight's gradient go to a log
 added a block of rows at a time and when its heights end (`row_logs`: a
 team's threads each into its own buffer, all before the copies' sum).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i1, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
+from recir.passes.frame_buffers import declare_heap
+from recir.passes.gemm_cached import close_table, open_table
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.packed_weights import packed_sites
 from recir.passes.plan_functions import (
     COPIED,
     ROW_CODES,
@@ -151,22 +156,36 @@ class HeightLoopBuilder(PlanFunction):
             if shared is not None:  # every thread, every height, failed or not: none waits
                 e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
 
-        module = self.function.parent_op()
-        logs = log_sites(module) if isinstance(module, ModuleOp) else 0
-        logged = open_logs(b, self.ctx, logs) if logs else None
-        b.each(b.sub(end, first), each_height)
-        if logged is not None:  # each thread's outer products into its own buffers
-            close_logs(b, self.ctx, *logged, logs)
+        logged = self.within_tables(b, lambda e: e.each(e.sub(end, first), each_height))
         if self.team and copied:
             assert self.grouped is not None
             # all added before any thread sums them: the last height's barrier
             # does, unless logs were added after it or groups have none
-            late = b.const(1, i1) if logged is not None else self.grouped
+            late = b.const(1, i1) if logged else self.grouped
             b.when(both(b, b.compare("sge", self.threads, 2), late),
                    lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
             for k in copied:
                 self.sum_copies(b, k, self.inputs[k].row_bytes // 4)
         return self.finish()
+
+    def within_tables(self, b: Emitter, heights: Callable[[Emitter], None]) -> bool:
+        """`heights(b)` between the opening and the closing of this thread's
+        tables for the loop's call: its copies of the weights, packed once
+        for all its heights (`gemm_cached`), and its logs of outer products
+        (`row_logs`), where the module has such products; whether it has logs."""
+        module = self.function.parent_op()
+        logs = log_sites(module) if isinstance(module, ModuleOp) else 0
+        sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
+        if sites:
+            declare_heap(module)  # the copies' `free`
+        packed = open_table(b, self.ctx, sites) if sites else None
+        logged = open_logs(b, self.ctx, logs) if logs else None
+        heights(b)
+        if packed is not None:
+            close_table(b, self.ctx, *packed, sites)
+        if logged is not None:  # each thread's outer products into its own buffers
+            close_logs(b, self.ctx, *logged, logs)
+        return logged is not None
 
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
         """This thread's block of the elements of input `k`'s copies (of

@@ -38,8 +38,9 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 
 // Each batched function's scratch bytes a row: the most its live slots take
 // at once (a slot is a multiple of 64 bytes a row), for the runtime to size
-// the buffer by.
-// CHECK:       builtin.module attributes {recir.scratch_per_row = {node__expand = 384 : i64, node__post = 512 : i64}
+// the buffer by; the kernels' object its engine loads; its products by a
+// weight, each an entry of a height loop's table of packed weights.
+// CHECK:       builtin.module attributes {recir.scratch_per_row = {node__expand = 384 : i64, node__post = 512 : i64}, recir.links = ["gemm"], recir.packed_sites = 1 : i64}
 
 // The recursive function keeps its own lowering; the batched entry is left
 // to the runtime (it runs frontier.schedule from the IR before lowering).
@@ -88,13 +89,33 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
 // CHECK-LABEL: func.func private @node__post(
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'tmath.gather' op index out of range"
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.take' op index out of range"
-// CHECK:         llvm.call @recir_gemm_nt_bias(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
+// W is an argument no op of the function writes: the product first looks
+// for a table of packed weights in the context (its field `packed`, at byte
+// 104: a height loop's, `gemm_cached`), and where the table has its entry
+// (field 0: how many, the module's `recir.packed_sites`) calls
+// `recir_gemm_nt.cached` with it (entry 0, from field 1), else the kernel.
+// CHECK:         %[[CTX:.*]] = invoke.context
+// CHECK-NEXT:    %[[AT:.*]] = arith.constant 104 : i64
+// CHECK-NEXT:    %[[FIELD:.*]] = llvm.getelementptr %[[CTX]][%[[AT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[TABLE:.*]] = llvm.load %[[FIELD]] : !llvm.ptr -> !llvm.ptr
+// CHECK:         scf.if %{{.*}} {
+// CHECK-NEXT:      %[[COUNT:.*]] = llvm.load %[[TABLE]] : !llvm.ptr -> i64
+// CHECK-NEXT:      %[[SITE:.*]] = arith.constant 0 : i64
+// CHECK-NEXT:      %{{.*}} = arith.cmpi slt, %[[SITE]], %[[COUNT]] : i64
+// CHECK:         scf.if %{{.*}} {
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1 : i64
+// CHECK-NEXT:      %[[ENTRY:.*]] = llvm.getelementptr %[[TABLE]][%[[ONE]]] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+// CHECK-NEXT:      llvm.call @recir_gemm_nt.cached(%{{.*}}, %[[ENTRY]]) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      llvm.call @recir_gemm_nt_bias(%{{.*}}) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
+// CHECK-NEXT:    }
 // CHECK-NOT:     arith.addf
 // CHECK:         llvm.call @recir_rows.apart0(%{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr) -> ()
 // CHECK:         cf.assert %{{.*}}, "{{.*}}: error: 'frontier.merge' op index out of range"
 // CHECK:         func.return
 // CHECK-NEXT:  }
 // CHECK:       llvm.func @recir_gemm_nt_bias(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr)
+// CHECK-NEXT:  llvm.func @recir_gemm_nt.cached(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, !llvm.ptr)
 // CHECK-NOT:   llvm.func {{.*}}@recir_gemm_nt_bias(
 // A row's elementwise loop, a function of its own whose pointers LLVM takes
 // as noalias (a row's result lies apart from its input): no overlap checks.

@@ -1,0 +1,127 @@
+"""A weight's packed copy, made once for all the heights of a call: the kernels' side.
+
+A frontier's height loop multiplies every height's rows by the same
+weights, `x W^T` (nt) in the forward, and the kernel packs B transposed on
+every call (`gemm_kernels.py`): once a height, or once a block of rows of
+a height that runs as several (`native_schedule.in_blocks`, each
+within L2). So a height loop
+(`schedule_loops`) opens a table (`open_table`) on its stack, pointed to by
+its thread's context field `packed`, with an entry for each product by a
+weight in its module (`packed_weights.with_packed`), and such a product
+calls `recir_gemm_nt.cached(..., bias, entry)`:
+
+- the entry names B (address, leading dimension, n, k) and holds its copy
+  or null; another B (or none) is forgotten and this one named;
+- the copy is made only where the plain kernel would pack B (not dot
+  products), and there at B's first product if the plain kernel would
+  pack all of it into its workspace anyway (more rows than a block), else
+  at its second: a weight multiplied once a call costs what it did. The
+  driver packs B into it (`recir_gemm_nt.given`: `gemm_kernels.broadcast_driver`
+  with `given`) as it would into its workspace, each panel as its first
+  block of rows uses it;
+- the product reads the copy where the entry has one, unless dot products
+  cost less than a panel's dropped columns (few rows of B), else runs the
+  plain kernel.
+
+Only a function's parameters that no op of it writes are named (its
+products by them are marked, `packed_weights.mark_static_weights`), and the
+loop frees the copies when it ends (`close_table`): no call reads a copy
+made from older weights; the next call (after an optimizer's step, or a
+user's assignment) opens a new table. Each thread of a loop's team opens
+its own: no copy is written while another thread reads it, and each
+thread holds a copy of each weight for the loop's call (the plain kernel
+a panel, or all of B for more rows than a block, for each product). A copy that cannot be allocated (or of no
+elements) leaves the plain kernel. With a copy, the broadcast tiles take
+the rows where the plain kernel would take dot products (few rows of A:
+the same sums in another order).
+
+`dY W` (nn, a backward's) packs B's rows as they are (no transposes):
+reading a copy costs about what packing does, so nn packs per call as
+before.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import i1, i8, i64
+from xdsl.ir import SSAValue
+
+from recir.passes.frame_buffers import allocated
+from recir.passes.gemm_dots import SIGNATURE, dots_pay
+from recir.passes.gemm_packing import block_rows, release, whole_floats, workspace
+from recir.passes.gemm_target import Target
+from recir.passes.llvm_functions import at_least_zero, call, new_function
+from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.native_context import PACKED
+
+CACHED = ("nt",)  # the layouts whose B, a weight, a copy serves
+ENTRY = 5  # an entry's i64 fields: B's address, ldb, n, k, the copy (or null)
+CACHED_INPUTS = [*SIGNATURE, PTR, PTR]  # the layouts' arguments, the bias row (or null), the entry
+
+
+def cached_name(layout: str) -> str:
+    return f"recir_gemm_{layout}.cached"
+
+
+def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
+    """`recir_gemm_nt.cached` (nt only)."""
+    if layout not in CACHED:
+        return []
+    function, b, args = new_function(cached_name(layout), CACHED_INPUTS, private=False)
+    plain, bm, ldb, entry = args[:-1], args[5], args[6], args[-1]
+    m, n, k = at_least_zero(b, *args[:3])
+    keys = [b.value(llvm.PtrToIntOp(bm, i64)), ldb, n, k]
+    named = b.const(1, i1)
+    for i, key in enumerate(keys):
+        named = b.value(arith.AndIOp(named, b.compare("eq", b.load(entry, i, i64), key)))
+
+    def rename(e: Emitter) -> None:
+        release(e, e.load(entry, 4, PTR))
+        e.store(e.value(llvm.ZeroOp(result_types=[PTR])), entry, 4)
+        for i, key in enumerate(keys):
+            e.store(key, entry, i)
+
+    b.when(named, lambda _: None, rename)
+    packs = b.value(arith.XOrIOp(dots_pay(b, target, m, n, k), b.const(1, i1)))
+    whole = b.compare("sgt", m, block_rows(b, target, m, n, k))
+    missing = b.value(arith.XOrIOp(allocated(b, b.load(entry, 4, PTR)), b.const(1, i1)))
+    make = b.value(arith.AndIOp(b.value(arith.AndIOp(packs, missing)),
+                                b.value(arith.OrIOp(named, whole))))
+
+    def pack(e: Emitter) -> None:  # the driver packs B into it as it goes
+        fresh = workspace(e, whole_floats(e, target, n, k))
+        e.store(fresh, entry, 4)
+        e.when(allocated(e, fresh), lambda f: call(f, "recir_gemm_nt.given", *plain, fresh, 0),
+               lambda f: call(f, "recir_gemm_nt.choose", *plain))
+
+    def given(e: Emitter) -> None:
+        copy = e.load(entry, 4, PTR)
+        read = e.value(arith.AndIOp(allocated(e, copy), e.value(arith.XOrIOp(
+            dots_pay(e, target, m, n, k, packed=True), e.const(1, i1)))))
+        e.when(read, lambda f: call(f, "recir_gemm_nt.given", *plain, copy, 1),
+               lambda f: call(f, "recir_gemm_nt.choose", *plain))
+
+    b.when(make, pack, given)
+    b.op(llvm.ReturnOp())
+    return [function]
+
+
+def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED
+               ) -> tuple[SSAValue, SSAValue]:
+    """A table of `sites` empty entries of `ENTRY` fields (field 0: their
+    count) on the function's stack, made the context's `field` (`packed`,
+    or `row_logs`' table); returns it and the table it replaced."""
+    table = b.alloca(1 + ENTRY * sites, i64)
+    b.store(b.i64(sites), table, 0)
+    b.each(ENTRY * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
+    slot = b.offset(ctx, field, i8)
+    old = b.load(slot, 0, PTR)
+    b.store(table, slot, 0)
+    return table, old
+
+
+def close_table(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites: int
+                ) -> None:
+    """The table's copies freed, and the context's `packed` as it was."""
+    b.each(sites, lambda e, i: release(e, e.load(table, e.add(e.mul(i, ENTRY), 1 + 4), PTR)))
+    b.store(old, b.offset(ctx, PACKED, i8), 0)

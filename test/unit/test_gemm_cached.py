@@ -1,0 +1,158 @@
+"""A weight's packed copy for all the heights of a call (`passes/gemm_cached.py`).
+
+`recir_gemm_nt.cached` called as a height loop calls it, one entry for
+several products of different rows by one weight: every product against
+NumPy (float64) at shapes whose n and k are not multiples of a vector
+(masked tails) and whose k spans several blocks, inside NaN-padded
+buffers (a read past A or B would reach C as NaN, a write past C would
+leave no NaN); the copy made once (at the first product that would pack
+all of B, or at the second that would pack it) and then kept; another
+weight in the entry repacked. The frontier functions give a new weight's
+results at the next call after it changed in place, for inference and
+gradients.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from test_frontier_threads import batch, free_teams, inputs
+from test_invoke_to_frontier import tree_batch_args
+
+import recir
+from recir.backend.kernels.compiled_gemm import I64, PTR, engine
+from recir.interpreter import run_function
+from recir.models import tree_lstm
+from recir.passes.gemm_cached import ENTRY
+from recir.pipeline import run_passes
+
+CACHED = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, PTR, PTR)
+FREE = ctypes.CDLL(None).free
+FREE.argtypes = [ctypes.c_void_p]
+
+
+def padded(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """rows x cols of random values, each row 5 floats apart from the next's
+    end (NaN between), and a NaN row after."""
+    full = np.full((rows + 1, cols + 5), np.nan, np.float32)
+    full[:rows, :cols] = rng.standard_normal((rows, cols))
+    return full
+
+
+def product(kernel, entry: np.ndarray, w: np.ndarray, n: int, k: int, m: int,
+            accumulate: bool, bias: np.ndarray | None, rng: np.random.Generator) -> None:
+    """One product C (+)= X W^T (+ bias), checked against NumPy."""
+    x = padded(rng, m, k)
+    c = np.full((m + 1, n + 3), np.nan, np.float32)
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    c[:m, :n] = start
+    want = x[:m, :k].astype(np.float64) @ w[:n, :k].T.astype(np.float64)
+    want += start if accumulate else 0
+    want += bias if bias is not None else 0
+    kernel(m, n, k, x.ctypes.data, x.shape[1], w.ctypes.data, w.shape[1], c.ctypes.data,
+           c.shape[1], int(accumulate), bias.ctypes.data if bias is not None else None,
+           entry.ctypes.data)
+    np.testing.assert_allclose(c[:m, :n], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert np.isnan(c[m:]).all() and np.isnan(c[:, n:]).all(), "wrote outside C"
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (17, 9), (97, 129), (750, 300), (300, 750)])
+def test_one_copy_serves_every_product_by_its_weight(n, k):
+    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+    rng = np.random.default_rng(n * 1000 + k)
+    w = padded(rng, n, k)
+    entry = np.zeros(ENTRY, np.int64)
+    copies = []
+    try:
+        for step, m in enumerate([2000, 1, 3, 40, 7, 160, 25]):
+            bias = rng.standard_normal(n).astype(np.float32) if step == 4 else None
+            product(kernel, entry, w, n, k, m, step % 2 == 1, bias, rng)
+            assert list(entry[:4]) == [w.ctypes.data, w.shape[1], n, k]
+            copies.append(int(entry[4]))
+        made = [c for c in copies if c]
+        if n * k > 10000:  # 2000 rows, more than a block: the first product makes the copy
+            assert copies[0] != 0
+        assert len(set(made)) <= 1 and made == copies[len(copies) - len(made):], copies
+        other = padded(rng, n, k)  # another weight in the entry: named, repacked
+        product(kernel, entry, other, n, k, 2000, False, None, rng)
+        assert entry[0] == other.ctypes.data
+        product(kernel, entry, other, n, k, 40, True, None, rng)
+    finally:
+        FREE(int(entry[4]) or None)
+
+
+def test_a_weights_second_product_makes_the_copy_where_its_first_would_not_pack_all_of_it():
+    """Few rows (one block of the driver's): the first product packs B as
+    the plain kernel does, panel by panel, and only names it; the second
+    makes the copy."""
+    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+    rng = np.random.default_rng(5)
+    n, k = 130, 70
+    w = padded(rng, n, k)
+    entry = np.zeros(ENTRY, np.int64)
+    try:
+        product(kernel, entry, w, n, k, 60, False, None, rng)
+        assert entry[0] == w.ctypes.data and entry[4] == 0
+        product(kernel, entry, w, n, k, 60, False, None, rng)
+        assert entry[4] != 0
+    finally:
+        FREE(int(entry[4]) or None)
+
+
+def frontier_reference(traced, params, trees):
+    """The batched gradient IR on the interpreter: outputs, losses, gradients."""
+    from test_frontier_gradients import batched_gradients
+
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(5, "node", traced.entry))
+    grads = {k: np.zeros_like(v) for k, v in params.items()}
+    h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
+                                 [*tree_batch_args(trees, params), *grads.values()])
+    return h, losses, grads
+
+
+@pytest.mark.parametrize("threads,by_groups", [(1, False), (2, True), (2, False)])
+def test_weights_changed_in_place_between_calls_give_the_new_weights_results(
+        tmp_path, monkeypatch, threads, by_groups):
+    """A frontier function called, its weights then changed in place (as an
+    optimizer does) and assigned (`params[...] =`), and called again:
+    outputs and gradients are the new weights', against the interpreter.
+    On two threads every height splits across the team (a kept policy
+    whose team start costs nothing), by the trees' groups or by blocks of
+    each height's rows: each thread's own table and copies."""
+    from recir.backend import native_schedule
+    from recir.backend.native_loops import HeightLoop
+
+    params = tree_lstm.init_params(np.random.default_rng(4), hidden=19, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    trees = batch()
+    cache = free_teams(tmp_path) if threads > 1 else tmp_path
+    fn = recir.compile(traced, batching="frontier", threads=threads, cache_dir=cache)
+    grad = recir.value_and_grad(traced, batching="frontier", threads=threads, cache_dir=cache)
+    teams: list[tuple[int, bool]] = []
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
+        (args[4], args[6] is not None)) or run(self, *args))
+    if not by_groups:
+        monkeypatch.setattr(native_schedule, "grouped", lambda *args: None)
+    rng = np.random.default_rng(9)
+    for change in range(3):
+        h, losses, expected = frontier_reference(traced, traced.params, trees)
+        outs = fn.batch(inputs(trees))
+        gouts, grads = grad.batch(inputs(trees))
+        assert set(teams) == {(threads, by_groups and threads > 1)}, teams
+        for k in range(len(trees)):
+            for got in (outs[k], gouts[k]):
+                np.testing.assert_allclose(got[0], h[k], rtol=1e-4, atol=1e-5)
+                assert got[1] == pytest.approx(losses[k], rel=1e-4)
+        for name, g in expected.items():
+            np.testing.assert_allclose(grads[name], g, rtol=1e-3, atol=1e-4, err_msg=name)
+        for name in ("u", "w_leaf"):
+            if change == 0:  # in place, as an optimizer's step
+                traced.params[name] -= 0.5 * rng.standard_normal(params[name].shape).astype(
+                    np.float32)
+            else:
+                traced.params[name] = rng.standard_normal(params[name].shape).astype(
+                    np.float32)
