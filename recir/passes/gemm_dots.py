@@ -5,7 +5,9 @@ repay itself (few rows of A) or would compute mostly dropped columns (few
 rows of B: a classifier's). A tile of rows of A by rows of B keeps one
 vector accumulator per pair, reading both operands along k, and a row's
 sums are reduced together at the end; k's last vector is masked, so no
-load leaves the arrays.
+load leaves the arrays. The layout's entries (`nt_entries`) call
+`recir_gemm_nt.choose` (`nt_driver`), which takes these or the packed
+driver (`gemm_kernels.broadcast_driver`), the cheaper.
 """
 
 from __future__ import annotations
@@ -142,3 +144,31 @@ def dots_pay(b: Emitter, target: Target, m: SSAValue, n: SSAValue, k: SSAValue,
     if not packed:
         packing = b.add(packing, b.mul(b.mul(k, n), (lanes.bit_length() - 1) * rows * cols * 2))
     return b.compare("sle", dots, packing)
+
+
+def null(b: Emitter) -> SSAValue:
+    return b.value(llvm.ZeroOp(result_types=[PTR]))
+
+
+def nt_driver(target: Target) -> llvm.FuncOp:
+    """`recir_gemm_nt.choose(..., bias)`: dot products or B packed
+    transposed, the cheaper (`gemm_dots.dots_pay`)."""
+    function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
+    b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
+           lambda e: call(e, "recir_gemm_nt.dots", *args),
+           lambda e: call(e, "recir_gemm_nt.packed", *args))
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def nt_entries() -> list[llvm.FuncOp]:
+    """`recir_gemm_nt` (the layouts' signature) and `recir_gemm_nt_bias(m,
+    n, k, A, lda, B, ldb, C, ldc, bias)`: C = A B^T + the row `bias` in
+    every row (a matvec over rows and its bias in one pass over C)."""
+    plain, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
+    call(b, "recir_gemm_nt.choose", *args, null(b))
+    b.op(llvm.ReturnOp())
+    biased, b, args = new_function("recir_gemm_nt_bias", [*SIGNATURE[:-1], PTR], private=False)
+    call(b, "recir_gemm_nt.choose", *args[:-1], 0, args[-1])
+    b.op(llvm.ReturnOp())
+    return [plain, biased]

@@ -18,7 +18,9 @@ of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
 `depth` steps of k. B's block of `depth` rows by the tile's columns is copied
 first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
 apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
-it (the block's rows of A and of C in L2). Where several blocks of
+it (the block's rows of A and of C in L2), each tile bringing a share of
+the next block of B into L2 as it goes where B is packed whole (larger than
+L2 at a frontier's shapes, so it would come from L3). Where several blocks of
 rows reuse B, all of it is packed once into a heap workspace (or into a
 weight's copy for all a call's heights, `gemm_cached.py`), and tn's
 blocks of A tile by tile, nn's and nt's too where a tile's rows would share
@@ -43,7 +45,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.gemm_cached import CACHED, cached_functions, cached_name
-from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, dots_pay
+from recir.passes.gemm_dots import SIGNATURE, dot_driver, dot_tile, nt_driver, nt_entries
 from recir.passes.gemm_packing import (
     block_rows,
     k_blocks,
@@ -65,6 +67,7 @@ from recir.passes.llvm_functions import (
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 
 LAYOUTS = ("nn", "tn", "nt")
+CACHE_LINE_FLOATS = 16
 
 
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
@@ -80,9 +83,11 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
     C itself, or a bias row repeated, ldbase 0); the first `cols` columns
     are stored."""
     lanes, vectors = target.lanes, target.tile[1]
-    function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase) = \
+    function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase,
+                  *ahead) = \
         new_function(f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
-                     [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64])
+                     [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64]
+                     + [PTR] * (not direct))
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, across)) for i in range(rows)]
 
@@ -94,6 +99,8 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
     b.when(b.compare("sge", kc, lanes), prefetch)  # a shorter loop would not hide it
 
     def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        if ahead:  # a line of the next packed block into L2 a step (`BroadcastDriver.ahead`)
+            s.prefetch(s.offset(ahead[0], s.mul(p, CACHE_LINE_FLOATS)), write=False, level=2)
         row = s.mul(p, ldbp)
         bv = [s.masked_load(bp, s.add(row, v * lanes), masks[v]) if direct else
               s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
@@ -115,10 +122,6 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
             b.masked_store(b.vadd(old, sums[i * vectors + v]), outs[i], v * lanes, mask)
     b.op(llvm.ReturnOp())
     return function
-
-
-def null(b: Emitter) -> SSAValue:
-    return b.value(llvm.ZeroOp(result_types=[PTR]))
 
 
 def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
@@ -259,8 +262,23 @@ class BroadcastDriver:
             rows_of_a = e.value(arith.SelectOp(self.a_tiles, e.offset(self.packed_a, e.mul(
                 e.sub(i, i0), self.depth)), rows_of_a))
             across, along = self.tiled
+        ahead = [self.ahead(e, source, i, i0, kc)] if kind == "tile" else []
         call(e, f"recir_gemm_{self.layout}.{kind}{count}", rows_of_a, across, along, source,
-             stride, tile_of_c, self.ldc, kc, cols, add, base, ldbase)
+             stride, tile_of_c, self.ldc, kc, cols, add, base, ldbase, *ahead)
+
+    def ahead(self, e: Emitter, panel: SSAValue, i: Index, i0: Index, kc: SSAValue
+              ) -> SSAValue:
+        """Where a tile prefetches into L2, a line a step: where B is packed
+        whole (a workspace or a weight's copy, larger than L2 at a
+        frontier's shapes), the block of B after `panel` (the next one
+        read), its lines shared among the first tiles of rows, so that it
+        comes from L2, not L3, to the first tile that reads it; else (a panel
+        packed in place) the panel itself."""
+        lines_per_step = self.width // CACHE_LINE_FLOATS
+        share = e.value(arith.RemSIOp(e.value(arith.DivSIOp(e.sub(i, i0), e.i64(self.rows))),
+                                      e.i64(lines_per_step)))
+        nxt = e.offset(panel, e.add(self.chunk, e.mul(e.mul(share, kc), CACHE_LINE_FLOATS)))
+        return e.value(arith.SelectOp(self.whole_b, nxt, panel))
 
     def row_tiles(self, t: Emitter, at, each) -> None:
         """`each(e, i, count)` for the tiles of rows of the block, the last partial."""
@@ -296,30 +314,6 @@ class BroadcastDriver:
 
         self.row_tiles(s, at, lambda e, i, count: e.each(
             self.panels, lambda f, jp: direct(f, i, count, f.mul(jp, self.width))))
-
-
-def nt_driver(target: Target) -> llvm.FuncOp:
-    """`recir_gemm_nt.choose(..., bias)`: dot products or B packed
-    transposed, the cheaper (`gemm_dots.dots_pay`)."""
-    function, b, args = new_function("recir_gemm_nt.choose", [*SIGNATURE, PTR])
-    b.when(dots_pay(b, target, *at_least_zero(b, *args[:3])),
-           lambda e: call(e, "recir_gemm_nt.dots", *args),
-           lambda e: call(e, "recir_gemm_nt.packed", *args))
-    b.op(llvm.ReturnOp())
-    return function
-
-
-def nt_entries() -> list[llvm.FuncOp]:
-    """`recir_gemm_nt` (the layouts' signature) and `recir_gemm_nt_bias(m,
-    n, k, A, lda, B, ldb, C, ldc, bias)`: C = A B^T + the row `bias` in
-    every row (a matvec over rows and its bias in one pass over C)."""
-    plain, b, args = new_function("recir_gemm_nt", SIGNATURE, private=False)
-    call(b, "recir_gemm_nt.choose", *args, null(b))
-    b.op(llvm.ReturnOp())
-    biased, b, args = new_function("recir_gemm_nt_bias", [*SIGNATURE[:-1], PTR], private=False)
-    call(b, "recir_gemm_nt.choose", *args[:-1], 0, args[-1])
-    b.op(llvm.ReturnOp())
-    return [plain, biased]
 
 
 # --- modules -------------------------------------------------------------------------

@@ -244,9 +244,11 @@ class VectorEmitter(Emitter):
         mask = DenseArrayBase.from_list(i32, list(lanes))
         return self.value(llvm.ShuffleVectorOp(a, b, mask, vector(len(lanes))))
 
-    def prefetch(self, ptr: SSAValue) -> None:
-        """A hint to bring `ptr`'s line into cache for writing (never faults)."""
-        args = [ptr, self.const(1, i32), self.const(3, i32), self.const(1, i32)]
+    def prefetch(self, ptr: SSAValue, write: bool = True, level: int = 1) -> None:
+        """A hint to bring `ptr`'s line into cache `level` (1: L1, 2: L2), for
+        writing or reading (never faults)."""
+        args = [ptr, self.const(int(write), i32), self.const(4 - level, i32),
+                self.const(1, i32)]
         self.op(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
 
     def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:

@@ -1,6 +1,8 @@
 """The matrix kernels (`recir/passes/gemm_kernels.py`, called through
 `recir/backend/kernels/gemm.py`) against NumPy."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -346,3 +348,18 @@ def test_kernels_for_avx2_match_numpy():
                      b.strides[0] // 4, c.ctypes.data, n, 0)
             np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k),
                                        err_msg=f"{lanes} lanes: {layout} {m}x{n}x{k}")
+
+
+def test_packed_tiles_prefetch_the_next_block_of_b_into_l2():
+    """A tile over a packed block of B reads a line of the block after it
+    into L2 a step (B packed whole outgrows L2 at a frontier's shapes); a
+    tile reading B in place has nothing packed to prefetch."""
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import gemm_module
+
+    text = str(to_llvm_ir(gemm_module(["nt", "nn"], target=TARGET)))
+    bodies = {m[1]: m[0] for m in re.finditer(r'define [^\n]*@"?([\w.]+)"?\(.*?\n}', text, re.S)}
+    to_l2 = re.compile(r'@"?llvm\.prefetch\.p0"?\(ptr [^,]+, i32 0, i32 2, i32 1\)')
+    for layout in ("nt", "nn"):
+        assert len(to_l2.findall(bodies[f"recir_gemm_{layout}.tile{ROWS}"])) == 1
+    assert not to_l2.search(bodies[f"recir_gemm_nn.direct{ROWS}"])
