@@ -22,6 +22,7 @@ a call for every loop that takes them (`shared_fields`).
 from __future__ import annotations
 
 import functools
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -59,16 +60,25 @@ def block_rows(threads: int, per_row: int) -> int:
 def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
     """`bounds` with each height of more than `rows` rows cut into as few
     near-equal blocks of at most `rows`: a height's rows depend only on
-    lower heights', so its blocks run in any order, each as a height."""
+    lower heights', so its blocks run in any order, each as a height. (A
+    few tens of heights: a loop over their list takes fewer steps than
+    the NumPy calls over arrays that short.)"""
     if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
         return bounds
-    counts = np.diff(bounds)
-    pieces = -(-counts // rows)
-    if pieces.max() <= 1:
+    edges = bounds.tolist()
+    if all(hi - lo <= rows for lo, hi in pairwise(edges)):
         return bounds
-    n, k = np.repeat(counts, pieces), np.repeat(pieces, pieces)
-    j = np.arange(len(n)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    return np.append(np.repeat(bounds[:-1], pieces) + n * j // k, bounds[-1])
+    cut: list[int] = []
+    for lo, hi in pairwise(edges):
+        n = hi - lo
+        if n <= rows:
+            if n:  # an empty height has no block
+                cut.append(lo)
+            continue
+        pieces = -(-n // rows)
+        cut += [lo + n * j // pieces for j in range(pieces)]
+    cut.append(edges[-1])
+    return np.array(cut, np.int64)
 
 
 class NativeSchedule(Schedule):
@@ -153,16 +163,17 @@ class NativeSchedule(Schedule):
         threads = self.team_threads()
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
-        if threads > 1 and batch > 1 and len(levels) > 1 and counts.all():
-            by_group = grouped(self.heights, counts, tree_of(children, total), threads,
-                               row_tile())
+        every = bool(counts.all())  # every height up to the highest has rows
+        if threads > 1 and batch > 1 and len(levels) > 1 and every:
+            by_group = grouped(self.heights, counts, tree_of(children, total, len(levels)),
+                               threads, row_tile())
             if by_group is not None:
                 perm, self.groups = by_group
                 return perm, bounds
         # heights of 16 bits or fewer take NumPy's radix sort (stable)
         small = np.int16 if len(counts) <= INT16_MAX else np.int64
         perm = self.heights.astype(small).argsort(kind="stable")
-        return perm, bounds if counts.all() else np.unique(bounds)
+        return perm, bounds if every else np.unique(bounds)
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
