@@ -71,10 +71,13 @@ def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: 
     largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
     if largest >= split_rows(counts, threads, tile):
         return None
-    key = heights.astype(np.int64) * threads + group_of_tree[tree]
+    # (array methods, not NumPy's module functions: no wrapper per call)
+    key = heights.astype(np.int64, copy=False) * threads + group_of_tree[tree]
     small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
-    order = np.argsort(key.astype(small), kind="stable")
+    order = key.astype(small).argsort(kind="stable")
     starts = np.zeros(len(counts) * threads + 1, np.int64)
-    np.cumsum(np.bincount(key, minlength=len(counts) * threads), out=starts[1:])
-    table = starts[np.arange(len(counts))[:, None] * threads + np.arange(threads + 1)]
+    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
+    # row h: its groups' starts, then the next height's first (its end)
+    table = np.concatenate((starts[:-1].reshape(len(counts), threads),
+                            starts[threads::threads, None]), axis=1)
     return order, table

@@ -283,7 +283,7 @@ def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray |
     splits (ceil(rows / threads)), its group's rows, or a whole height the
     calling thread runs alone."""
     if groups is not None:
-        return max(int(np.diff(groups, axis=1).max(initial=0)), 1)
+        return max(int((groups[:, 1:] - groups[:, :-1]).max(initial=0)), 1)
     rows = bounds[1:] - bounds[:-1]
     if not split:
         return max(int(rows.max(initial=0)), 1)
@@ -338,7 +338,7 @@ class NativeExpansion(NativeLoop):
         """Rows for a first try: twice the roots and the longest structure
         array (a tree's node count where the model reads one per node; an
         integer array: a parameter's rows say nothing of the trees)."""
-        sizes = [len(v) for v in (shared[k] for k in self.structure)
+        sizes = [len(v) for v in map(shared.__getitem__, self.structure)
                  if isinstance(v, np.ndarray) and v.ndim]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 

@@ -21,6 +21,7 @@ a call for every loop that takes them (`shared_fields`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from itertools import pairwise
 from typing import Any
@@ -29,6 +30,7 @@ import numpy as np
 from xdsl.dialects import func
 
 from recir.backend import policy
+from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import INT16_MAX, grouped, tree_of
 from recir.backend.kept_plans import KeptPlan, KeptRows
@@ -65,18 +67,17 @@ def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
     the NumPy calls over arrays that short.)"""
     if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
         return bounds
-    edges = bounds.tolist()
-    if all(hi - lo <= rows for lo, hi in pairwise(edges)):
-        return bounds
-    cut: list[int] = []
+    edges, cut, wide = bounds.tolist(), [], False
     for lo, hi in pairwise(edges):
         n = hi - lo
         if n <= rows:
             if n:  # an empty height has no block
                 cut.append(lo)
             continue
-        pieces = -(-n // rows)
+        pieces, wide = -(-n // rows), True
         cut += [lo + n * j // pieces for j in range(pieces)]
+    if not wide:
+        return bounds
     cut.append(edges[-1])
     return np.array(cut, np.int64)
 
@@ -288,7 +289,8 @@ class NativeBackward(Backward):
         total = self.s.total
         kept: list[Any] = [None] * len(values)
         for k, array in zip(floats, kept_rows.at_least(total), strict=True):
-            array[:total] = 0
+            # the rows used, as bytes: a memset, faster than NumPy's fill
+            ctypes.memset(data_address(array), 0, array[:total].nbytes)
             kept[k] = array
         self.kept[what] = kept
         return [None if a is None else a[:total] for a in kept]

@@ -7,6 +7,8 @@ one."""
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 import pytest
 from test_frontier_native import compiled, tree_inputs
@@ -14,6 +16,7 @@ from test_invoke_to_frontier import tree_batch_args, trees
 from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType, i32
 
+from recir.backend.arguments import batch_items
 from recir.backend.frontier_inputs import InputLayout
 from recir.diagnostics import RecirError
 from recir.models import tree_lstm
@@ -100,3 +103,14 @@ def test_mixed_inputs_give_the_recursive_functions_outputs() -> None:
         h_native, loss_native = recursive(*inputs)
         np.testing.assert_allclose(h, h_native, rtol=1e-4, atol=1e-5)
         assert loss == pytest.approx(loss_native, rel=1e-4)
+
+
+def test_batch_items_takes_lists_tuples_and_their_subclasses_and_names_a_bad_one() -> None:
+    Pair = namedtuple("Pair", "a b")  # a tuple subclass: the per-item loop
+    good = [(1, 2), [3, 4], Pair(5, 6)]
+    assert batch_items(good, "f", 2) is good
+    assert batch_items([], "f", 2) == []
+    with pytest.raises(RecirError, match=r"takes 2 inputs, got 3 \(batch element 2\)"):
+        batch_items([(1, 2), Pair(5, 6), (1, 2, 3)], "f", 2)
+    with pytest.raises(RecirError, match="batch element 1 of @f is a list or tuple"):
+        batch_items([(1, 2), {1, 2}], "f")
