@@ -32,7 +32,8 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import INT16_MAX, grouped, tree_of
+from recir.backend.height_groups import grouped, tree_of
+from recir.backend.kernels.height_order import HeightOrder
 from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
@@ -42,6 +43,7 @@ from recir.passes.gemm_target import host_target
 from recir.passes.schedule_loops import HEADER
 
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
+HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
 
 
@@ -135,46 +137,57 @@ class NativeSchedule(Schedule):
     def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
                  levels: list[tuple[int, int]]) -> None:
         """As `Schedule.renumber`, into kept arrays (`children_kept`,
-        `stored_kept`: room for more rows than the call's)."""
+        `stored_kept`: room for more rows than the call's); after the native
+        expansion, by `kernels.height_order` in one call."""
         self.children_by_depth = children
         total = self.total = levels[-1][1]
-        perm, self.bounds = self.height_order(children, levels, total)
         order = self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
             (s.dtype, s.shape[1:]) for s in stored])
         kept, sites = order.at_least(total + 1), len(children)
         self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
-        inv[perm] = np.arange(total, dtype=np.int32)
-        inv[total] = -1
         self.inv = inv[:total]
-        # rows in range by construction (`perm` is a permutation, a child a
-        # row or -1, which wraps to inv[total]): taken without a buffer
-        self.children = [inv.take(c.take(perm), out=out[:total], mode="wrap")
-                         for c, out in zip(children, self.children_kept, strict=True)]
-        self.stored = [v.take(perm, axis=0, out=out[:total], mode="wrap")
-                       for v, out in zip(stored, self.stored_kept, strict=True)]
+        if self.heights is not None:
+            given, bounds = self.grouped_order(children, levels, total)
+            kernel = self.interp.kept.get(HEIGHT_ORDER)
+            if kernel is None:
+                kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(sites, [
+                    s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
+            found = kernel(self.heights, len(levels), given, inv, children, self.children_kept,
+                           stored, self.stored_kept)
+            self.bounds = found if bounds is None else bounds
+        else:
+            perm, self.bounds = self.height_order(children, levels, total)
+            inv[perm] = np.arange(total, dtype=np.int32)
+            inv[total] = -1
+            # rows in range by construction (`perm` is a permutation, a child a
+            # row or -1, which wraps to inv[total]): taken without a buffer
+            for c, out in zip(children, self.children_kept, strict=True):
+                inv.take(c.take(perm), out=out[:total], mode="wrap")
+            for v, out in zip(stored, self.stored_kept, strict=True):
+                v.take(perm, axis=0, out=out[:total], mode="wrap")
+        self.children = [out[:total] for out in self.children_kept]
+        self.stored = [out[:total] for out in self.stored_kept]
 
-    def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
-                     total: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.heights is None:
-            return super().height_order(children, levels, total)
-        counts = np.bincount(self.heights)
-        bounds = np.zeros(len(counts) + 1, np.int64)
-        counts.cumsum(out=bounds[1:])
-        threads = self.team_threads()
+    def grouped_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
+                      total: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The order by (height, group) and the heights' bounds where the
+        team runs by groups of trees (`height_groups`), else (None, None)."""
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
-        every = bool(counts.all())  # every height up to the highest has rows
-        if threads > 1 and batch > 1 and len(levels) > 1 and every:
-            by_group = grouped(self.heights, counts, tree_of(children, total, len(levels)),
-                               threads, row_tile())
-            if by_group is not None:
-                perm, self.groups = by_group
-                return perm, bounds
-        # heights of 16 bits or fewer take NumPy's radix sort (stable)
-        small = np.int16 if len(counts) <= INT16_MAX else np.int64
-        perm = self.heights.astype(small).argsort(kind="stable")
-        return perm, bounds if every else np.unique(bounds)
+        if self.team_threads() < 2 or batch < 2 or len(levels) < 2:
+            return None, None
+        counts = np.bincount(self.heights)
+        if not counts.all():  # (every height up to the highest has rows)
+            return None, None
+        by_group = grouped(self.heights, counts, tree_of(children, total, len(levels)),
+                           self.team_threads(), row_tile())
+        if by_group is None:
+            return None, None
+        perm, self.groups = by_group
+        bounds = np.zeros(len(counts) + 1, np.int64)
+        counts.cumsum(out=bounds[1:])
+        return perm, bounds
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
