@@ -64,6 +64,21 @@ def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: 
     """The invocations' order by (height, group) and each thread's rows of
     each height (i64[heights][threads + 1]), where groups leave a thread
     fewer rows than splitting each height does; else None."""
+    key = group_keys(heights, counts, tree, threads, tile)
+    if key is None:
+        return None
+    # (array methods, not NumPy's module functions: no wrapper per call)
+    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
+    order = key.astype(small).argsort(kind="stable")
+    starts = np.zeros(len(counts) * threads + 1, np.int64)
+    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
+    return order, group_table(starts, threads)
+
+
+def group_keys(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
+               tile: int) -> np.ndarray | None:
+    """`grouped`'s choice: each invocation's key, height * threads + its
+    tree's group (i64), which the order is sorted by; else None."""
     sizes = np.bincount(tree)
     if len(sizes) < 2:
         return None
@@ -71,13 +86,13 @@ def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: 
     largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
     if largest >= split_rows(counts, threads, tile):
         return None
-    # (array methods, not NumPy's module functions: no wrapper per call)
-    key = heights.astype(np.int64, copy=False) * threads + group_of_tree[tree]
-    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
-    order = key.astype(small).argsort(kind="stable")
-    starts = np.zeros(len(counts) * threads + 1, np.int64)
-    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
-    # row h: its groups' starts, then the next height's first (its end)
-    table = np.concatenate((starts[:-1].reshape(len(counts), threads),
-                            starts[threads::threads, None]), axis=1)
-    return order, table
+    return heights.astype(np.int64, copy=False) * threads + group_of_tree[tree]
+
+
+def group_table(starts: np.ndarray, threads: int) -> np.ndarray:
+    """Each thread's rows of each height (i64[heights][threads + 1]) from
+    the keys' starts (i64[heights * threads + 1]): row h, its groups'
+    starts, then the next height's first (its end)."""
+    heights = (len(starts) - 1) // threads
+    return np.concatenate((starts[:-1].reshape(heights, threads),
+                           starts[threads::threads, None]), axis=1)

@@ -32,7 +32,7 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import grouped, tree_of
+from recir.backend.height_groups import group_keys, group_table, tree_of
 from recir.backend.kernels.height_order import HeightOrder
 from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
@@ -92,6 +92,7 @@ class NativeSchedule(Schedule):
     heights: np.ndarray | None = None  # the native expansion's
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
+    counts: np.ndarray | None = None  # each height's rows, where the groups are weighed
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
@@ -148,14 +149,20 @@ class NativeSchedule(Schedule):
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
         self.inv = inv[:total]
         if self.heights is not None:
-            given, bounds = self.grouped_order(children, levels, total)
+            keys = self.group_keys(children, levels, total)
             kernel = self.interp.kept.get(HEIGHT_ORDER)
             if kernel is None:
                 kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(sites, [
                     s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
-            found = kernel(self.heights, len(levels), given, inv, children, self.children_kept,
-                           stored, self.stored_kept)
-            self.bounds = found if bounds is None else bounds
+            threads = self.team_threads()
+            if keys is None:  # by height
+                self.bounds = kernel(self.heights, len(levels), None, inv, children,
+                                     self.children_kept, stored, self.stored_kept)
+            else:  # by height, then group: each height's bounds its first group's start
+                starts = kernel(keys, len(self.counts) * threads, None, inv, children,
+                                self.children_kept, stored, self.stored_kept, every=True)
+                self.groups = group_table(starts, threads)
+                self.bounds = starts[::threads].copy()
         else:
             perm, self.bounds = self.height_order(children, levels, total)
             inv[perm] = np.arange(total, dtype=np.int32)
@@ -169,25 +176,20 @@ class NativeSchedule(Schedule):
         self.children = [out[:total] for out in self.children_kept]
         self.stored = [out[:total] for out in self.stored_kept]
 
-    def grouped_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
-                      total: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The order by (height, group) and the heights' bounds where the
-        team runs by groups of trees (`height_groups`), else (None, None)."""
+    def group_keys(self, children: list[np.ndarray], levels: list[tuple[int, int]],
+                   total: int) -> np.ndarray | None:
+        """Each row's key, height * threads + group, where the team runs by
+        groups of trees (`height_groups`; `self.counts`: each height's rows),
+        else None."""
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
         if self.team_threads() < 2 or batch < 2 or len(levels) < 2:
-            return None, None
-        counts = np.bincount(self.heights)
+            return None
+        self.counts = counts = np.bincount(self.heights)
         if not counts.all():  # (every height up to the highest has rows)
-            return None, None
-        by_group = grouped(self.heights, counts, tree_of(children, total, len(levels)),
-                           self.team_threads(), row_tile())
-        if by_group is None:
-            return None, None
-        perm, self.groups = by_group
-        bounds = np.zeros(len(counts) + 1, np.int64)
-        counts.cumsum(out=bounds[1:])
-        return perm, bounds
+            return None
+        return group_keys(self.heights, counts, tree_of(children, total, len(levels)),
+                          self.team_threads(), row_tile())
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""

@@ -99,3 +99,25 @@ def test_tables_too_short_or_of_other_rows_are_refused() -> None:
         order(heights, 1, None, inverse[:-1], children, outs, stored, kept)
     with pytest.raises(RecirError, match="do not hold its rows"):
         order(heights, 1, None, inverse, children, outs, [*stored[:3], stored[3][:, :2]], kept)
+
+
+def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
+    """`height_groups.grouped` (NumPy's stable argsort) and the kernel on its
+    keys give one order and one table of each thread's rows per height."""
+    from test_height_groups import forest
+
+    from recir.backend.height_groups import group_keys, group_table, grouped, tree_of
+
+    children, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
+    rows, counts, threads = len(owner), np.bincount(height), 3
+    tree = tree_of(children, rows)
+    keys = group_keys(height, counts, tree, threads, 8)
+    assert keys is not None
+    order, table = grouped(height, counts, tree, threads, 8)
+    kernel = HeightOrder(2, [])
+    inverse = np.empty(rows + 1, np.int32)
+    outs = [np.empty(rows, np.int32) for _ in children]
+    starts = kernel(keys, len(counts) * threads, None, inverse,
+                    [c.astype(np.int64) for c in children], outs, [], [], every=True)
+    np.testing.assert_array_equal(group_table(starts, threads), table)
+    np.testing.assert_array_equal(inverse[order], np.arange(rows))

@@ -181,12 +181,13 @@ class HeightOrder:
     def __call__(self, heights: np.ndarray, keys: int, given: np.ndarray | None,
                  inverse: np.ndarray, children: Sequence[np.ndarray],
                  children_out: Sequence[np.ndarray], stored: Sequence[np.ndarray],
-                 stored_out: Sequence[np.ndarray]) -> np.ndarray | None:
-        """The rows of `heights` (i64) sorted by height (or in the `given`
-        order), their places into `inverse` (i32, -1 after them), children
-        and stored values in that order into the outs; the starts of the
-        heights used (None where `given`). Every array is checked to have
-        the rows and row bytes the kernel reads and writes."""
+                 stored_out: Sequence[np.ndarray], every: bool = False) -> np.ndarray | None:
+        """The rows of `heights` (i64, below `keys`) sorted by height (or in
+        the `given` order), their places into `inverse` (i32, -1 after
+        them), children and stored values in that order into the outs; the
+        starts of the heights used, or with `every` of all `keys` and then
+        the rows (None where `given`). Every array is checked to have the
+        rows and row bytes the kernel reads and writes."""
         total = len(heights)
         tables = (*children, *children_out, *stored, *stored_out)
         if heights.strides[0] != 8 or len(inverse) <= total or inverse.strides[0] != 4 or any(
@@ -206,5 +207,7 @@ class HeightOrder:
             raise RecirError("error: a height or a place of the height order is out of range")
         if given is not None:
             return None
+        if every:
+            return starts[:keys + 1]
         bounds = starts[:used + 1]
         return np.unique(bounds) if empty else bounds  # (`Schedule.height_order`'s)
