@@ -19,6 +19,7 @@ rows. Groups are runs of consecutive trees of about equal node counts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -46,17 +47,21 @@ def tree_of(children: Sequence[np.ndarray], total: int, depths: int | None = Non
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
     """Each tree's group: a tree goes to the group its middle node falls in
-    when the batch's nodes are cut into `threads` equal runs."""
-    ends = np.cumsum(sizes)
-    middle = ends - sizes / 2
-    return np.minimum((middle * threads / ends[-1]).astype(np.int64), threads - 1)
+    when the batch's nodes are cut into `threads` equal runs. (A batch's
+    few tens of trees, as a list: fewer steps than NumPy calls on arrays
+    that short, with the same float operations.)"""
+    nodes = sizes.tolist()
+    total = sum(nodes)
+    return np.array([min(int((end - size / 2) * threads / total), threads - 1)
+                     for end, size in zip(accumulate(nodes), nodes, strict=True)], np.int64)
 
 
 def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
     """A thread's rows when each height splits across the team where its
     rows give every thread a register tile, and runs alone where not."""
-    wide = counts >= threads * tile
-    return float(counts[wide].sum() / threads + counts[~wide].sum())
+    rows = counts.tolist()
+    wide = sum(n for n in rows if n >= threads * tile)
+    return float(wide / threads + (sum(rows) - wide))
 
 
 def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,

@@ -126,3 +126,21 @@ def test_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
     counts = np.bincount(height)
     assert split_rows(counts, 2, 1) < owner.count(0)  # the large tree's 399 rows
     assert grouped(height, counts, np.array(owner), 2, 1) is None
+
+
+def test_groups_and_split_rows_match_their_numpy_formulas() -> None:
+    """The lists' arithmetic equals NumPy's over the arrays, bit for bit."""
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        sizes = rng.integers(1, rng.choice([3, 60, 5000]), rng.integers(1, 40))
+        threads = int(rng.integers(1, 17))
+        ends = np.cumsum(sizes)
+        want = np.minimum(((ends - sizes / 2) * threads / ends[-1]).astype(np.int64),
+                          threads - 1)
+        got = groups_of(sizes, threads)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+        counts, tile = sizes, int(rng.integers(1, 40))
+        wide = counts >= threads * tile
+        assert split_rows(counts, threads, tile) == float(
+            counts[wide].sum() / threads + counts[~wide].sum())
