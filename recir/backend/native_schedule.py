@@ -32,7 +32,7 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import group_keys, group_table, tree_of
+from recir.backend.height_groups import group_keys, group_table
 from recir.backend.kernels.height_order import HeightOrder
 from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
@@ -90,6 +90,7 @@ class NativeSchedule(Schedule):
     each, into arrays kept between calls (`kept_plans`)."""
 
     heights: np.ndarray | None = None  # the native expansion's
+    trees: np.ndarray | None = None  # and each invocation's tree (its root's row)
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     counts: np.ndarray | None = None  # each height's rows, where the groups are weighed
@@ -188,8 +189,7 @@ class NativeSchedule(Schedule):
         self.counts = counts = np.bincount(self.heights)
         if not counts.all():  # (every height up to the highest has rows)
             return None
-        return group_keys(self.heights, counts, tree_of(children, total, len(levels)),
-                          self.team_threads(), row_tile())
+        return group_keys(self.heights, counts, self.trees, self.team_threads(), row_tile())
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
@@ -205,7 +205,7 @@ class NativeSchedule(Schedule):
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        children, stored, levels, self.heights = loop(
+        children, stored, levels, self.heights, self.trees = loop(
             self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving))
         return children, stored, levels
 
