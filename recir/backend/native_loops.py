@@ -12,6 +12,7 @@ fills from NumPy arrays, checked against the function's types.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
@@ -284,11 +285,12 @@ def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray |
     calling thread runs alone."""
     if groups is not None:
         return max(int((groups[:, 1:] - groups[:, :-1]).max(initial=0)), 1)
-    rows = bounds[1:] - bounds[:-1]
+    edges = bounds.tolist()  # (a few tens of heights: a list, not NumPy calls)
+    rows = list(map(operator.sub, edges[1:], edges[:-1]))
     if not split:
-        return max(int(rows.max(initial=0)), 1)
-    split_rows = -(-rows[:split] // max(threads, 1))
-    return max(int(split_rows.max(initial=0)), int(rows[split:].max(initial=0)), 1)
+        return max(max(rows, default=0), 1)
+    blocks = [-(-n // max(threads, 1)) for n in rows[:split]]
+    return max(max(blocks, default=0), max(rows[split:], default=0), 1)
 
 
 class NativeExpansion(NativeLoop):
