@@ -52,7 +52,7 @@ class InputLayout:
                 if len(item) != count:
                     raise RecirError(f"error: @{self.name} takes {count} inputs, got "
                                      f"{len(item)} (batch element {k})")
-        columns = list(zip(*batch)) if count else []
+        columns = list(zip(*batch, strict=True)) if count else []
         joined = self.joined_columns(columns)
         args: list[Any] = []
         for k, (column, (typ, facts, ragged, dtype)) in enumerate(zip(

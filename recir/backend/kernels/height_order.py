@@ -23,6 +23,7 @@ leaves them.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -39,6 +40,8 @@ from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 
 ENTRY = "recir_height_order"
+FIRST, STRIDES, NBYTES = operator.itemgetter(0), operator.attrgetter("strides"), \
+    operator.attrgetter("nbytes")
 HEADER = 11  # the plan's fields before the tables
 ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(HEADER)
 
@@ -177,6 +180,8 @@ class HeightOrder:
         self.order = KeptRows([(np.dtype(np.int64), ())])
         self.starts = KeptRows([(np.dtype(np.int64), ())])
         self.kernel = height_order_kernel()
+        self.addresses: list[int] = []  # the tables' of the kept plan
+        self.plan = np.zeros(HEADER, np.int64)
 
     def __call__(self, heights: np.ndarray, keys: int, given: np.ndarray | None,
                  inverse: np.ndarray, children: Sequence[np.ndarray],
@@ -190,17 +195,24 @@ class HeightOrder:
         rows and row bytes the kernel reads and writes."""
         total = len(heights)
         tables = (*children, *children_out, *stored, *stored_out)
-        if heights.strides[0] != 8 or len(inverse) <= total or inverse.strides[0] != 4 or any(
-                a.strides[0] != size or a.nbytes != len(a) * size or len(a) < total
-                for a, size in zip(tables, self.strides, strict=True)) or (
-                given is not None and (len(given) != total or given.strides[0] != 8)):
+        rows = list(map(len, tables))
+        # each row's bytes one after another (C-level maps: checked every call)
+        if heights.strides[0] != 8 or len(inverse) <= total or inverse.strides[0] != 4 or (
+                list(map(FIRST, map(STRIDES, tables))) != self.strides) or (
+                list(map(NBYTES, tables)) != list(map(operator.mul, rows, self.strides))) or (
+                min(rows, default=total) < total) or (given is not None and (
+                len(given) != total or given.strides[0] != 8)):
             raise RecirError("error: the height order's tables do not hold its rows")
+        addresses = list(map(data_address, tables))
+        if addresses != self.addresses:  # tables made (again): a plan of theirs
+            self.plan = np.array([0] * HEADER + addresses + self.sizes, np.int64)
+            self.addresses = addresses
         order = self.order.at_least(total)[0] if given is None else given
         starts = self.starts.at_least(keys + 1)[0]
-        plan = np.array([total, keys if given is None else -1, data_address(heights),
+        plan = self.plan
+        plan[:STATUS] = (total, keys if given is None else -1, data_address(heights),
                          data_address(starts), data_address(order), data_address(inverse),
-                         len(children), len(stored), 0, 0, 0,
-                         *map(data_address, tables), *self.sizes], np.int64)
+                         len(children), len(stored))
         self.kernel(data_address(plan))
         status, used, empty = plan[STATUS:EMPTY + 1].tolist()
         if status:
