@@ -26,23 +26,19 @@ import numpy as np
 INT16_MAX = 32767  # keys below it sort as int16: NumPy radix-sorts those
 
 
-def tree_of(children: Sequence[np.ndarray], total: int, depths: int | None = None
-            ) -> np.ndarray:
+def tree_of(children: Sequence[np.ndarray], total: int) -> np.ndarray:
     """Each invocation's tree: its root's row (the roots are rows 0..batch-1
     of `Schedule.expand`'s children, global rows, -1 where none), by pointer
-    jumping from each row's parent: log2(depth) steps, counted where
-    `depths` (the expansion's) is given, else until nothing moves."""
-    rows = np.arange(total)
-    tree = np.arange(total + 1)  # and a last entry, where each -1 (no child) writes
+    jumping from each row's parent: log2(depth) steps."""
+    tree = np.arange(total)
     for c in children:
-        tree[c] = rows
-    if depths is None:
-        while not np.array_equal(up := tree[tree], tree):
-            tree = up
-        return tree[:total]
-    for _ in range(max(depths - 2, 0).bit_length()):  # rows 2**k levels up, the deepest
-        tree = tree[tree]  # depths - 1 below their root
-    return tree[:total]
+        has = np.flatnonzero(c >= 0)
+        tree[c[has]] = has
+    while True:
+        up = tree[tree]
+        if np.array_equal(up, tree):
+            return tree
+        tree = up
 
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
