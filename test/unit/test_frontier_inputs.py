@@ -30,7 +30,7 @@ def reference(batch: list[tuple], ragged: list[bool]) -> list[np.ndarray]:
     """Each column's arrays one after another (as int32) with the offsets
     where each starts, or its values stacked."""
     args: list[np.ndarray] = []
-    for column, is_ragged in zip(zip(*batch), ragged, strict=True):
+    for column, is_ragged in zip(zip(*batch, strict=True), ragged, strict=True):
         if is_ragged:
             lengths = [len(v) for v in column]
             args += [np.concatenate([np.asarray(v, np.int32) for v in column]),
