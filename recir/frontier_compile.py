@@ -21,20 +21,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
-from itertools import accumulate
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.arguments import batch_items
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object, llvm_thread, ready
+from recir.backend.frontier_inputs import InputLayout
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
 from recir.backend.kernels.compiled_gemm import link
@@ -43,11 +42,9 @@ from recir.backend.native_loops import runtime
 from recir.backend.native_schedule import NativeSchedule
 from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
-from recir.diagnostics import RecirError, emit_error
+from recir.diagnostics import emit_error
 from recir.dialects import frontier
-from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, find_entry,
-                               integer_range, tensor_facts)
-from recir.interpreter.frontier import dtype_of
+from recir.interpreter import find_entry
 from recir.passes import gemm_kernels
 from recir.passes.row_lowering import scratch_per_row
 from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, resolve_threads,
@@ -152,7 +149,7 @@ class FrontierFunction:
         self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
         self.before = self.native.functions.get(before.sym_name.data) if before else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
-        self.columns = input_columns(self.original, len(self.params))
+        self.layout = InputLayout(self.original, len(self.params))
         self.flow = Flow(self.entry, self.schedule, before is not None)
         self.facts: Any = None  # `Schedule.facts`, from the first call
 
@@ -162,27 +159,7 @@ class FrontierFunction:
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """Each input checked and converted as every path does it
         (`coerce_argument`), then laid out as the batched entry takes it."""
-        count = len(self.columns)
-        for k, item in enumerate(batch):
-            if len(item) != count:
-                raise RecirError(f"error: @{self.original.sym_name.data} takes {count} "
-                                 f"inputs, got {len(item)} (batch element {k})")
-        args: list[Any] = []
-        for k, (column, (typ, facts, ragged, dtype)) in enumerate(zip(
-                zip(*batch), self.columns, strict=True)):
-            if facts is None:
-                values: Sequence[Any] = column if plain_integers(column, typ) else [
-                    coerce_argument(k, v, typ) for v in column]
-            elif plain_column(column, facts):
-                values = column  # what `coerce_tensor` returns for them, bar the layout
-            else:
-                values = [coerce_tensor(k, v, typ, facts) for v in column]
-            if ragged:
-                offsets = np.array([0, *accumulate(map(len, values))], np.int32)
-                args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
-            else:
-                args.append(np.asarray(values, dtype))
-        return args + self.params
+        return self.layout(batch) + self.params
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         batch = batch_items(batch, self.original.sym_name.data)
@@ -210,43 +187,6 @@ def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> Row
     if function.sym_name.data not in facts:
         raise NotCached(function.sym_name.data)
     return facts[function.sym_name.data]
-
-
-def input_columns(original: func.FuncOp, params: int
-                  ) -> list[tuple[Attribute, TensorFacts | None, bool, np.dtype[Any]]]:
-    """Per public input of the entry: its type, its `tensor_facts` (None
-    for a scalar), whether its length varies (its trees' arrays go one
-    after another) and the dtype its elements stack to otherwise."""
-    inputs = list(original.function_type.inputs)
-    return [(typ, tensor_facts(typ) if isinstance(typ, TensorType) else None,
-             isinstance(typ, TensorType) and any(d < 0 for d in typ.get_shape()),
-             dtype_of(typ)) for typ in inputs[:len(inputs) - params]]
-
-
-def plain_column(column: Sequence[Any], facts: TensorFacts) -> bool:
-    """Whether every value of a column is an array of the dtype, rank and
-    fixed sizes `facts` gives, which `coerce_tensor` would pass unchanged."""
-    dtype, rank, fixed = facts
-    if set(map(type, column)) != {np.ndarray} or set(map(NDIM, column)) != {rank} or set(
-            map(DTYPE, column)) != {dtype}:
-        return False
-    return not fixed or all(v.shape[axis] == d for v in column for axis, d in fixed)
-
-
-DTYPE, NDIM = attrgetter("dtype"), attrgetter("ndim")
-# integer types a Python list of scalars holds, which `coerce_argument`
-# passes as their value once in range (bool and others take its own path)
-PLAIN_INTEGERS = frozenset((int, np.int32, np.int64))
-
-
-def plain_integers(column: Sequence[Any], typ: Attribute) -> bool:
-    """Whether every value of a scalar column is a plain integer within the
-    range of `typ` (an integer type), as `coerce_argument` would pass it."""
-    if not isinstance(typ, IntegerType | IndexType) or not PLAIN_INTEGERS.issuperset(
-            map(type, column)):
-        return False
-    low, high = integer_range(typ)
-    return low <= min(column) and max(column) <= high
 
 
 class Flow:

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
 from recir.backend.arguments import batch_items, whole_number
+from recir.backend.array_address import data_address
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
@@ -213,10 +214,20 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                 or not acc.flags.writeable):
             raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
                              f"float32 array of shape {value.shape}, writable")
-        if np.may_share_memory(acc, value):  # (`into=model.params`: a typo that trains)
+        if may_share(acc, value):  # (`into=model.params`: a typo that trains)
             raise RecirError(f"error: into: gradient buffer '{name}' is the parameter "
                              "itself: gradients would be added into the weights")
     return into
+
+
+def may_share(acc: np.ndarray, value: np.ndarray) -> bool:
+    """`np.may_share_memory(acc, value)` (whether their memory bounds
+    overlap), by their addresses where both are C-contiguous (`acc` is
+    checked so): a call per parameter per batch, without NumPy's dispatch."""
+    if not value.flags.c_contiguous:
+        return bool(np.may_share_memory(acc, value))
+    a, v = data_address(acc), data_address(value)
+    return 0 < acc.nbytes and 0 < value.nbytes and a < v + value.nbytes and v < a + acc.nbytes
 
 
 def value_and_grad(model: Any, loss: int = -1, **options: Any) -> GradFunction:

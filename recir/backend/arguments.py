@@ -222,6 +222,9 @@ def whole_number(value: Any) -> int | None:
         return None
 
 
+ITEMS = frozenset((tuple, list))  # `batch_items`' item types (subclasses take its loop)
+
+
 def batch_items(batch: Any, name: str, count: int | None = None) -> Sequence[Sequence[Any]]:
     """`batch` once it is a list or tuple of input lists or tuples (of
     `count` inputs each, where given): what every `.batch` indexes and
@@ -230,6 +233,9 @@ def batch_items(batch: Any, name: str, count: int | None = None) -> Sequence[Seq
     if not isinstance(batch, list | tuple):
         raise RecirError(f"error: a batch of @{name} is a list or tuple of input tuples, "
                          f"got {type(batch).__name__}")
+    if ITEMS.issuperset(map(type, batch)) and (count is None or {count}.issuperset(
+            map(len, batch))):
+        return batch  # (each item checked at C speed: the loop below names the bad one)
     for k, item in enumerate(batch):
         if not isinstance(item, list | tuple):
             raise RecirError(f"error: batch element {k} of @{name} is a list or tuple of "

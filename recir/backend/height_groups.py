@@ -19,6 +19,7 @@ rows. Groups are runs of consecutive trees of about equal node counts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -42,17 +43,21 @@ def tree_of(children: Sequence[np.ndarray], total: int) -> np.ndarray:
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
     """Each tree's group: a tree goes to the group its middle node falls in
-    when the batch's nodes are cut into `threads` equal runs."""
-    ends = np.cumsum(sizes)
-    middle = ends - sizes / 2
-    return np.minimum((middle * threads / ends[-1]).astype(np.int64), threads - 1)
+    when the batch's nodes are cut into `threads` equal runs. (A batch's
+    few tens of trees, as a list: fewer steps than NumPy calls on arrays
+    that short, with the same float operations.)"""
+    nodes = sizes.tolist()
+    total = sum(nodes)
+    return np.array([min(int((end - size / 2) * threads / total), threads - 1)
+                     for end, size in zip(accumulate(nodes), nodes, strict=True)], np.int64)
 
 
 def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
     """A thread's rows when each height splits across the team where its
     rows give every thread a register tile, and runs alone where not."""
-    wide = counts >= threads * tile
-    return float(counts[wide].sum() / threads + counts[~wide].sum())
+    rows = counts.tolist()
+    wide = sum(n for n in rows if n >= threads * tile)
+    return float(wide / threads + (sum(rows) - wide))
 
 
 def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
@@ -60,6 +65,21 @@ def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: 
     """The invocations' order by (height, group) and each thread's rows of
     each height (i64[heights][threads + 1]), where groups leave a thread
     fewer rows than splitting each height does; else None."""
+    key = group_keys(heights, counts, tree, threads, tile)
+    if key is None:
+        return None
+    # (array methods, not NumPy's module functions: no wrapper per call)
+    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
+    order = key.astype(small).argsort(kind="stable")
+    starts = np.zeros(len(counts) * threads + 1, np.int64)
+    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
+    return order, group_table(starts, threads)
+
+
+def group_keys(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
+               tile: int) -> np.ndarray | None:
+    """`grouped`'s choice: each invocation's key, height * threads + its
+    tree's group (i64), which the order is sorted by; else None."""
     sizes = np.bincount(tree)
     if len(sizes) < 2:
         return None
@@ -67,10 +87,13 @@ def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: 
     largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
     if largest >= split_rows(counts, threads, tile):
         return None
-    key = heights.astype(np.int64) * threads + group_of_tree[tree]
-    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
-    order = np.argsort(key.astype(small), kind="stable")
-    starts = np.zeros(len(counts) * threads + 1, np.int64)
-    np.cumsum(np.bincount(key, minlength=len(counts) * threads), out=starts[1:])
-    table = starts[np.arange(len(counts))[:, None] * threads + np.arange(threads + 1)]
-    return order, table
+    return heights.astype(np.int64, copy=False) * threads + group_of_tree[tree]
+
+
+def group_table(starts: np.ndarray, threads: int) -> np.ndarray:
+    """Each thread's rows of each height (i64[heights][threads + 1]) from
+    the keys' starts (i64[heights * threads + 1]): row h, its groups'
+    starts, then the next height's first (its end)."""
+    heights = (len(starts) - 1) // threads
+    return np.concatenate((starts[:-1].reshape(heights, threads),
+                           starts[threads::threads, None]), axis=1)

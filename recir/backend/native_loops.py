@@ -12,6 +12,7 @@ fills from NumPy arrays, checked against the function's types.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
@@ -283,12 +284,13 @@ def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray |
     splits (ceil(rows / threads)), its group's rows, or a whole height the
     calling thread runs alone."""
     if groups is not None:
-        return max(int(np.diff(groups, axis=1).max(initial=0)), 1)
-    rows = bounds[1:] - bounds[:-1]
+        return max(int((groups[:, 1:] - groups[:, :-1]).max(initial=0)), 1)
+    edges = bounds.tolist()  # (a few tens of heights: a list, not NumPy calls)
+    rows = list(map(operator.sub, edges[1:], edges[:-1]))
     if not split:
-        return max(int(rows.max(initial=0)), 1)
-    split_rows = -(-rows[:split] // max(threads, 1))
-    return max(int(split_rows.max(initial=0)), int(rows[split:].max(initial=0)), 1)
+        return max(max(rows, default=0), 1)
+    blocks = [-(-n // max(threads, 1)) for n in rows[:split]]
+    return max(max(blocks, default=0), max(rows[split:], default=0), 1)
 
 
 class NativeExpansion(NativeLoop):
@@ -311,11 +313,12 @@ class NativeExpansion(NativeLoop):
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any],
                  fields: np.ndarray
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
-                            np.ndarray]:
-        """`Schedule.expand`'s results for these roots, and each
-        invocation's height: views of this loop's tables, which the next
-        call overwrites (calls of one function take turns, and a schedule
-        copies what it keeps). `fields`: `shared`'s (`NativeLoop.fields`)."""
+                            np.ndarray, np.ndarray]:
+        """`Schedule.expand`'s results for these roots, each invocation's
+        height and its tree (its root's row): views of this loop's tables,
+        which the next call overwrites (calls of one function take turns,
+        and a schedule copies what it keeps). `fields`: `shared`'s
+        (`NativeLoop.fields`)."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
@@ -329,16 +332,16 @@ class NativeExpansion(NativeLoop):
                 raise schedule.too_large(depths < MAX_DEPTH)
             capacity = min(4 * capacity, MAX_INVOCATIONS)
         self.native.raise_error(ctx)
-        _, children, stored, levels, heights = arrays
+        _, children, stored, levels, heights, trees = arrays
         starts = [*levels[:depths].tolist(), total]
         return ([c[:total] for c in children], [s[:total] for s in stored],
-                list(pairwise(starts)), heights[:total])
+                list(pairwise(starts)), heights[:total], trees[:total])
 
     def first_capacity(self, batch: int, shared: Sequence[Any]) -> int:
         """Rows for a first try: twice the roots and the longest structure
         array (a tree's node count where the model reads one per node; an
         integer array: a parameter's rows say nothing of the trees)."""
-        sizes = [len(v) for v in (shared[k] for k in self.structure)
+        sizes = [len(v) for v in map(shared.__getitem__, self.structure)
                  if isinstance(v, np.ndarray) and v.ndim]
         return min(MAX_INVOCATIONS, max(256, 2 * batch + 2 * max(sizes, default=0)))
 
@@ -361,16 +364,18 @@ class NativeExpansion(NativeLoop):
     def tables_plan(self, capacity: int
                     ) -> tuple[np.ndarray, tuple[list[np.ndarray], ...]]:
         """A plan whose tables (the moving inputs', children's, stored
-        values', levels' and heights') have `capacity` rows, and those tables."""
+        values', levels', heights' and trees') have `capacity` rows, and
+        those tables."""
         spec = self.spec
         tables = [np.empty((capacity, *shape), dtype) for dtype, shape in self.tables]
         children = [np.empty(capacity, np.int64) for _ in range(spec.sites)]
         stored = [np.empty((capacity, *shape), dtype) for dtype, shape in self.stored]
         levels = np.empty(min(capacity, MAX_DEPTH), np.int64)
-        heights = np.empty(capacity, np.int64)
+        heights, trees = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
         ninputs = len(self.inputs)
         plan = np.zeros(EXPANSION_HEADER + 2 * (ninputs + self.outputs + spec.sites), np.int64)
-        plan[[0, 1, 4, 8]] = capacity, len(levels), data_address(levels), data_address(heights)
+        plan[[0, 1, 4, 8, 9]] = (capacity, len(levels), data_address(levels),
+                                 data_address(heights), data_address(trees))
         for j, table in enumerate(tables):
             plan[EXPANSION_HEADER + 2 * j:EXPANSION_HEADER + 2 * j + 2] = (
                 self.described(j, table, []))
@@ -380,7 +385,7 @@ class NativeExpansion(NativeLoop):
             if array is not None:
                 at = EXPANSION_HEADER + 2 * (ninputs + k)
                 plan[at:at + 2] = capacity, data_address(array)
-        return plan, (tables, children, stored, levels, heights)
+        return plan, (tables, children, stored, levels, heights, trees)
 
 
 def runtime(spec: Spec, native: NativeRowFunction) -> NativeLoop:

@@ -21,15 +21,19 @@ a call for every loop that takes them (`shared_fields`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
 
 from recir.backend import policy
+from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import INT16_MAX, grouped, tree_of
+from recir.backend.height_groups import group_keys, group_table
+from recir.backend.kernels.height_order import HeightOrder
 from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
@@ -39,6 +43,7 @@ from recir.passes.gemm_target import host_target
 from recir.passes.schedule_loops import HEADER
 
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
+HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
 
 
@@ -59,16 +64,24 @@ def block_rows(threads: int, per_row: int) -> int:
 def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
     """`bounds` with each height of more than `rows` rows cut into as few
     near-equal blocks of at most `rows`: a height's rows depend only on
-    lower heights', so its blocks run in any order, each as a height."""
+    lower heights', so its blocks run in any order, each as a height. (A
+    few tens of heights: a loop over their list takes fewer steps than
+    the NumPy calls over arrays that short.)"""
     if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
         return bounds
-    counts = np.diff(bounds)
-    pieces = -(-counts // rows)
-    if pieces.max() <= 1:
+    edges, cut, wide = bounds.tolist(), [], False
+    for lo, hi in pairwise(edges):
+        n = hi - lo
+        if n <= rows:
+            if n:  # an empty height has no block
+                cut.append(lo)
+            continue
+        pieces, wide = -(-n // rows), True
+        cut += [lo + n * j // pieces for j in range(pieces)]
+    if not wide:
         return bounds
-    n, k = np.repeat(counts, pieces), np.repeat(pieces, pieces)
-    j = np.arange(len(n)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    return np.append(np.repeat(bounds[:-1], pieces) + n * j // k, bounds[-1])
+    cut.append(edges[-1])
+    return np.array(cut, np.int64)
 
 
 class NativeSchedule(Schedule):
@@ -77,8 +90,10 @@ class NativeSchedule(Schedule):
     each, into arrays kept between calls (`kept_plans`)."""
 
     heights: np.ndarray | None = None  # the native expansion's
+    trees: np.ndarray | None = None  # and each invocation's tree (its root's row)
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
+    counts: np.ndarray | None = None  # each height's rows, where the groups are weighed
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
@@ -124,45 +139,57 @@ class NativeSchedule(Schedule):
     def renumber(self, children: list[np.ndarray], stored: list[np.ndarray],
                  levels: list[tuple[int, int]]) -> None:
         """As `Schedule.renumber`, into kept arrays (`children_kept`,
-        `stored_kept`: room for more rows than the call's)."""
+        `stored_kept`: room for more rows than the call's); after the native
+        expansion, by `kernels.height_order` in one call."""
         self.children_by_depth = children
         total = self.total = levels[-1][1]
-        perm, self.bounds = self.height_order(children, levels, total)
         order = self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
             (s.dtype, s.shape[1:]) for s in stored])
         kept, sites = order.at_least(total + 1), len(children)
         self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
-        inv[perm] = np.arange(total, dtype=np.int32)
-        inv[total] = -1
         self.inv = inv[:total]
-        # rows in range by construction (`perm` is a permutation, a child a
-        # row or -1, which wraps to inv[total]): taken without a buffer
-        self.children = [inv.take(c.take(perm), out=out[:total], mode="wrap")
-                         for c, out in zip(children, self.children_kept, strict=True)]
-        self.stored = [v.take(perm, axis=0, out=out[:total], mode="wrap")
-                       for v, out in zip(stored, self.stored_kept, strict=True)]
+        if self.heights is not None:
+            keys = self.group_keys(children, levels, total)
+            kernel = self.interp.kept.get(HEIGHT_ORDER)
+            if kernel is None:
+                kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(sites, [
+                    s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
+            threads = self.team_threads()
+            if keys is None:  # by height
+                self.bounds = kernel(self.heights, len(levels), None, inv, children,
+                                     self.children_kept, stored, self.stored_kept)
+            else:  # by height, then group: each height's bounds its first group's start
+                starts = kernel(keys, len(self.counts) * threads, None, inv, children,
+                                self.children_kept, stored, self.stored_kept, every=True)
+                self.groups = group_table(starts, threads)
+                self.bounds = starts[::threads].copy()
+        else:
+            perm, self.bounds = self.height_order(children, levels, total)
+            inv[perm] = np.arange(total, dtype=np.int32)
+            inv[total] = -1
+            # rows in range by construction (`perm` is a permutation, a child a
+            # row or -1, which wraps to inv[total]): taken without a buffer
+            for c, out in zip(children, self.children_kept, strict=True):
+                inv.take(c.take(perm), out=out[:total], mode="wrap")
+            for v, out in zip(stored, self.stored_kept, strict=True):
+                v.take(perm, axis=0, out=out[:total], mode="wrap")
+        self.children = [out[:total] for out in self.children_kept]
+        self.stored = [out[:total] for out in self.stored_kept]
 
-    def height_order(self, children: list[np.ndarray], levels: list[tuple[int, int]],
-                     total: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.heights is None:
-            return super().height_order(children, levels, total)
-        counts = np.bincount(self.heights)
-        bounds = np.zeros(len(counts) + 1, np.int64)
-        counts.cumsum(out=bounds[1:])
-        threads = self.team_threads()
+    def group_keys(self, children: list[np.ndarray], levels: list[tuple[int, int]],
+                   total: int) -> np.ndarray | None:
+        """Each row's key, height * threads + group, where the team runs by
+        groups of trees (`height_groups`; `self.counts`: each height's rows),
+        else None."""
         self.groups = None
         batch = levels[0][1]  # the roots: one a tree
-        if threads > 1 and batch > 1 and len(levels) > 1 and counts.all():
-            by_group = grouped(self.heights, counts, tree_of(children, total), threads,
-                               row_tile())
-            if by_group is not None:
-                perm, self.groups = by_group
-                return perm, bounds
-        # heights of 16 bits or fewer take NumPy's radix sort (stable)
-        small = np.int16 if len(counts) <= INT16_MAX else np.int64
-        perm = self.heights.astype(small).argsort(kind="stable")
-        return perm, bounds if counts.all() else np.unique(bounds)
+        if self.team_threads() < 2 or batch < 2 or len(levels) < 2:
+            return None
+        self.counts = counts = np.bincount(self.heights)
+        if not counts.all():  # (every height up to the highest has rows)
+            return None
+        return group_keys(self.heights, counts, self.trees, self.team_threads(), row_tile())
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
@@ -178,7 +205,7 @@ class NativeSchedule(Schedule):
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        children, stored, levels, self.heights = loop(
+        children, stored, levels, self.heights, self.trees = loop(
             self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving))
         return children, stored, levels
 
@@ -277,7 +304,8 @@ class NativeBackward(Backward):
         total = self.s.total
         kept: list[Any] = [None] * len(values)
         for k, array in zip(floats, kept_rows.at_least(total), strict=True):
-            array[:total] = 0
+            # the rows used, as bytes: a memset, faster than NumPy's fill
+            ctypes.memset(data_address(array), 0, array[:total].nbytes)
             kept[k] = array
         self.kept[what] = kept
         return [None if a is None else a[:total] for a in kept]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from xdsl.dialects import func, llvm
@@ -55,6 +56,11 @@ class HeightSpec:
     def build(self, function: llvm.FuncOp, sites: list[str]) -> list[Operation]:
         return height_loop(function, self.inputs, self.outputs, self.reverse, sites,
                            team=self.threads > 1)
+
+    @cached_property
+    def copied_elements(self) -> int:
+        """`copied_elements`, found once (a team's size is weighed every call)."""
+        return sum(o.row_bytes // 4 for o in self.inputs if o.kind == COPIED)
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
 
 def copied_elements(spec: HeightSpec) -> int:
     """The elements of one thread's copies (`COPIED`), which a team adds up."""
-    return sum(o.row_bytes // 4 for o in spec.inputs if o.kind == COPIED)
+    return spec.copied_elements
 
 
 def forward_outputs(backward: func.FuncOp) -> int:

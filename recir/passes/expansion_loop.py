@@ -3,7 +3,8 @@
 Its plan, 8-byte fields: capacity (rows of every table), depth
 limit, scratch, scratch bytes, levels (i64[depth limit]: each depth's first
 row), total and depths (written back), roots, heights (i64[capacity]:
-each invocation's, written after the expansion); then `@expand`'s inputs, the
+each invocation's, written after the expansion), trees (i64[capacity]: each
+invocation's root row, written with its row); then `@expand`'s inputs, the
 moving ones as tables whose first `roots` rows the caller fills; then per
 invoke site a children table (i64: each row's child there, or -1) and per
 stored value a table. Each depth's children get the rows after it, site by
@@ -32,7 +33,7 @@ from recir.passes.plan_functions import (
     both,
 )
 
-EXPANSION_HEADER = 9
+EXPANSION_HEADER = 10
 EXPAND_ENTRY = "__depths"
 EXPANSION_FULL = "error: the frontier's expansion tables are too small"
 CHILD_OUT_OF_RANGE = "error: an invoke site's row lies outside its frontier"
@@ -57,6 +58,9 @@ class ExpansionLoopBuilder(PlanFunction):
         self.moving, self.nsites = moving, sites
         self.capacity_rows, self.depth_limit = b.load(self.plan, 0, i64), b.load(self.plan, 1, i64)
         self.levels = b.load(self.plan, 4, PTR)
+        self.trees = b.load(self.plan, 9, PTR)  # a root's row its own (those that fit)
+        b.each(b.min(b.load(self.plan, 7, i64), self.capacity_rows),
+               lambda e, r: e.store(r, self.trees, r))
         self.children = [self.field(b, self.child_field(k) + 1, PTR) for k in range(sites)]
         # the inputs of rows (the moving ones: the depth's rows) and the stored
         # values, each a record of the operand table
@@ -161,8 +165,12 @@ class ExpansionLoopBuilder(PlanFunction):
 
             def link(f: Emitter, i: SSAValue) -> None:
                 r = f.to_i64(f.load(rows, i, i32))
-                f.when(f.compare("ult", r, n), lambda g: g.store(
-                    g.add(start, i), children, g.add(lo, r)), self.fail(CHILD_OUT_OF_RANGE))
+
+                def linked(g: Emitter) -> None:
+                    g.store(g.add(start, i), children, g.add(lo, r))
+                    g.store(g.load(self.trees, g.add(lo, r), i64), self.trees, g.add(start, i))
+
+                f.when(f.compare("ult", r, n), linked, self.fail(CHILD_OUT_OF_RANGE))
 
             inner.each(m, link)
             for j in range(1, width):

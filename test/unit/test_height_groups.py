@@ -5,6 +5,7 @@ and table a team runs by."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from recir.backend.height_groups import grouped, groups_of, split_rows, tree_of
 
@@ -46,6 +47,26 @@ def test_each_invocation_finds_its_tree() -> None:
     assert tree_of(children, len(owner)).tolist() == owner
 
 
+def caterpillar(deepest: int) -> tuple[list[np.ndarray], list[int]]:
+    """A root whose right child goes on down to depth `deepest`, a leaf on
+    the left at every depth, numbered as `Schedule.expand` numbers them
+    (each depth's left children, then its right ones), beside a leaf tree."""
+    left, right = [2, -1], [3, -1]  # the roots: row 0 and the leaf tree's row 1
+    for depth in range(1, deepest + 1):
+        below = len(left) + 2  # this depth's two rows, then the next depth's
+        inner = depth < deepest
+        left += [-1, below if inner else -1]
+        right += [-1, below + 1 if inner else -1]
+    owner = [0, 1] + [0] * (2 * deepest)
+    return [np.array(left), np.array(right)], owner
+
+
+@pytest.mark.parametrize("deepest", [1, 2, 3, 8, 9, 33])
+def test_the_deepest_row_of_a_caterpillar_finds_its_tree(deepest: int) -> None:
+    children, owner = caterpillar(deepest)
+    assert tree_of(children, len(owner)).tolist() == owner
+
+
 def test_groups_are_runs_of_trees_of_about_equal_nodes() -> None:
     sizes = np.array([5, 9, 1, 30, 7, 7, 8, 2, 11, 4])
     groups = groups_of(sizes, 3)
@@ -83,3 +104,21 @@ def test_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
     counts = np.bincount(height)
     assert split_rows(counts, 2, 1) < owner.count(0)  # the large tree's 399 rows
     assert grouped(height, counts, np.array(owner), 2, 1) is None
+
+
+def test_groups_and_split_rows_match_their_numpy_formulas() -> None:
+    """The lists' arithmetic equals NumPy's over the arrays, bit for bit."""
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        sizes = rng.integers(1, rng.choice([3, 60, 5000]), rng.integers(1, 40))
+        threads = int(rng.integers(1, 17))
+        ends = np.cumsum(sizes)
+        want = np.minimum(((ends - sizes / 2) * threads / ends[-1]).astype(np.int64),
+                          threads - 1)
+        got = groups_of(sizes, threads)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+        counts, tile = sizes, int(rng.integers(1, 40))
+        wide = counts >= threads * tile
+        assert split_rows(counts, threads, tile) == float(
+            counts[wide].sum() / threads + counts[~wide].sum())

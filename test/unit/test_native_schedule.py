@@ -208,3 +208,28 @@ def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch)
         with pytest.raises(RecirError, match="rows lie outside a frontier table"):
             backward(bounds, inputs, outputs, moved, *team)
     backward(bounds, inputs, outputs, saved_at, *team)  # the recorded call still runs
+
+
+@pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=lambda m: m.__name__.split(".")[-1])
+def test_the_expansion_finds_each_invocations_tree(model, monkeypatch):
+    """Each row's root row, written by the expansion with its row, equals
+    pointer jumping over its children (`height_groups.tree_of`), also after
+    the tables grew and the expansion was repeated."""
+    from recir.backend.height_groups import tree_of
+
+    _, native, _ = compiled(model)
+    found = []
+    renumber = NativeSchedule.renumber
+
+    def kept(self, children, stored, levels):
+        found.append((self.trees.copy(), [c.copy() for c in children], levels[-1][1]))
+        return renumber(self, children, stored, levels)
+
+    monkeypatch.setattr(NativeSchedule, "renumber", kept)
+    native.batch(batch_for(model))
+    monkeypatch.setattr(NativeExpansion, "first_capacity", lambda self, batch, shared: 1)
+    native.batch(batch_for(model))
+    assert len(found) == 2
+    for trees, children, total in found:
+        np.testing.assert_array_equal(trees, tree_of(children, total))
+        assert len(set(trees.tolist())) == len(batch_for(model))

@@ -78,3 +78,28 @@ def test_a_wide_height_runs_in_blocks_of_near_equal_rows():
     narrow = np.array([0, 100, 150], np.int64)
     assert in_blocks(narrow, 160) is narrow
     assert len(in_blocks(np.array([0], np.int64), 160)) == 1
+
+
+def blocks_reference(bounds: np.ndarray, rows: int) -> list[int]:
+    """Each height of n > rows rows as ceil(n / rows) blocks, block j of k
+    starting n * j // k in; an empty height dropped (plain Python)."""
+    cut = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        pieces = -(-(hi - lo) // rows)
+        cut += [lo + (hi - lo) * j // pieces for j in range(pieces)]
+    return [*cut, int(bounds[-1])]
+
+
+def test_blocks_match_plain_python_on_random_heights():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        heights = int(rng.integers(1, 12))
+        counts = rng.integers(0, 3, heights) * rng.integers(0, 400, heights)
+        bounds = np.cumsum([int(rng.integers(0, 5)), *counts]).astype(np.int64)
+        rows = int(rng.integers(1, 200))
+        got = in_blocks(bounds, rows)
+        assert got.dtype == np.int64
+        if (np.diff(bounds) > rows).any():
+            assert got.tolist() == blocks_reference(bounds, rows)
+        else:  # nothing to cut: the same array
+            assert got is bounds

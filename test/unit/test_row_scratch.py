@@ -141,3 +141,16 @@ def test_a_height_loop_sizes_each_threads_scratch_by_its_most_rows():
     assert most_rows(bounds, 4, 1, None) == 15  # the calling thread's 15 rows
     groups = np.array([[0, 30, 40], [40, 45, 55], [55, 56, 60]], np.int64)
     assert most_rows(bounds, 2, 3, groups) == 30
+
+
+def test_most_rows_matches_its_numpy_formula_on_random_heights():
+    """A block of each split height (ceil(rows / threads)) or a whole one."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        heights = int(rng.integers(0, 12))
+        bounds = np.cumsum(np.r_[rng.integers(0, 3), rng.integers(0, 300, heights)])
+        threads, split = int(rng.integers(1, 5)), int(rng.integers(0, heights + 1))
+        rows = bounds[1:] - bounds[:-1]
+        blocks = -(-rows[:split] // threads)
+        want = max(int(blocks.max(initial=0)), int(rows[split:].max(initial=0)), 1)
+        assert most_rows(bounds.astype(np.int64), threads, split, None) == want

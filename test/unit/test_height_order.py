@@ -1,0 +1,123 @@
+"""`recir_height_order` (`backend/kernels/height_order.py`) against NumPy:
+a stable sort by height (or a given order), its inverse, the children as
+places and the stored rows in that order; heights with no rows, and
+tables or heights out of range refused before anything is written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recir.backend.kernels.height_order import HeightOrder
+from recir.diagnostics import RecirError
+
+
+def tables(rows: int, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Two children tables (rows or -1) and stored values of 1, 4, 8 and 12 bytes a row."""
+    rng = np.random.default_rng(seed)
+    children = [rng.integers(-1, rows, rows).astype(np.int64) for _ in range(2)]
+    stored = [rng.integers(0, 2, rows).astype(np.bool_), rng.integers(-9, 9, rows).astype(np.int32),
+              rng.integers(0, 99, rows).astype(np.int64),
+              rng.standard_normal((rows, 3)).astype(np.float32)]
+    return children, stored
+
+
+def run(heights: np.ndarray, keys: int, given: np.ndarray | None, seed: int = 0):
+    rows = len(heights)
+    children, stored = tables(rows, seed)
+    order = HeightOrder(2, [s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
+    inverse = np.full(rows + 3, 7, np.int32)  # room for more rows than the call's
+    children_out = [np.full(rows + 2, 7, np.int32) for _ in children]
+    stored_out = [np.zeros((rows + 2, *s.shape[1:]), s.dtype) for s in stored]
+    bounds = order(heights, keys, given, inverse, children, children_out, stored, stored_out)
+    return bounds, inverse, children, children_out, stored, stored_out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_stable_sort_by_height_with_its_inverse_children_and_stored_rows(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 3000))
+    heights = rng.integers(0, 20, rows).astype(np.int64)
+    heights[:20] = np.arange(20)[:min(20, rows)]  # every height has rows
+    bounds, inverse, children, children_out, stored, stored_out = run(heights, 24, None, seed)
+    perm = heights.argsort(kind="stable")
+    counts = np.bincount(heights)
+    np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(counts)])
+    want = np.empty(rows + 1, np.int32)
+    want[perm] = np.arange(rows)
+    want[rows] = -1
+    np.testing.assert_array_equal(inverse[:rows + 1], want)
+    assert (inverse[rows + 1:] == 7).all()  # nothing past the rows
+    for c, out in zip(children, children_out, strict=True):
+        np.testing.assert_array_equal(out[:rows], want.take(c[perm], mode="wrap"))
+    for s, out in zip(stored, stored_out, strict=True):
+        np.testing.assert_array_equal(out[:rows], s[perm])
+
+
+def test_heights_with_no_rows_leave_no_empty_bounds() -> None:
+    heights = np.array([4, 0, 4, 9, 0, 4], np.int64)
+    bounds = run(heights, 12, None)[0]
+    np.testing.assert_array_equal(bounds, [0, 2, 5, 6])  # as `np.unique` of the starts
+
+
+def test_a_given_order_is_followed() -> None:
+    rows = 500
+    given = np.random.default_rng(3).permutation(rows).astype(np.int64)
+    heights = np.zeros(rows, np.int64)
+    bounds, inverse, children, children_out, stored, stored_out = run(heights, 1, given)
+    assert bounds is None
+    np.testing.assert_array_equal(inverse[given], np.arange(rows))
+    for c, out in zip(children, children_out, strict=True):
+        np.testing.assert_array_equal(out[:rows], np.where(c[given] >= 0, inverse.take(
+            c[given]), -1))
+    for s, out in zip(stored, stored_out, strict=True):
+        np.testing.assert_array_equal(out[:rows], s[given])
+
+
+def test_a_height_or_place_out_of_range_is_an_error_and_writes_nothing() -> None:
+    heights = np.array([0, 1, 5], np.int64)
+    with pytest.raises(RecirError, match="out of range"):
+        run(heights, 5, None)
+    with pytest.raises(RecirError, match="out of range"):
+        run(np.array([0, -1], np.int64), 5, None)
+    with pytest.raises(RecirError, match="out of range"):
+        run(np.zeros(3, np.int64), 1, np.array([0, 3, 1], np.int64))
+
+
+def test_tables_too_short_or_of_other_rows_are_refused() -> None:
+    rows = 10
+    children, stored = tables(rows, 0)
+    order = HeightOrder(2, [1, 4, 8, 12])
+    heights = np.zeros(rows, np.int64)
+    outs = [np.zeros(rows, np.int32) for _ in children]
+    kept = [np.zeros((rows, *s.shape[1:]), s.dtype) for s in stored]
+    inverse = np.zeros(rows + 1, np.int32)
+    for bad in ([outs[0][:-1], outs[1]], [outs[0], outs[1].astype(np.int64)]):
+        with pytest.raises(RecirError, match="do not hold its rows"):
+            order(heights, 1, None, inverse, children, bad, stored, kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, None, inverse[:-1], children, outs, stored, kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, None, inverse, children, outs, [*stored[:3], stored[3][:, :2]], kept)
+
+
+def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
+    """`height_groups.grouped` (NumPy's stable argsort) and the kernel on its
+    keys give one order and one table of each thread's rows per height."""
+    from test_height_groups import forest
+
+    from recir.backend.height_groups import group_keys, group_table, grouped, tree_of
+
+    children, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
+    rows, counts, threads = len(owner), np.bincount(height), 3
+    tree = tree_of(children, rows)
+    keys = group_keys(height, counts, tree, threads, 8)
+    assert keys is not None
+    order, table = grouped(height, counts, tree, threads, 8)
+    kernel = HeightOrder(2, [])
+    inverse = np.empty(rows + 1, np.int32)
+    outs = [np.empty(rows, np.int32) for _ in children]
+    starts = kernel(keys, len(counts) * threads, None, inverse,
+                    [c.astype(np.int64) for c in children], outs, [], [], every=True)
+    np.testing.assert_array_equal(group_table(starts, threads), table)
+    np.testing.assert_array_equal(inverse[order], np.arange(rows))
