@@ -230,6 +230,6 @@ def test_the_expansion_finds_each_invocations_tree(model, monkeypatch):
     monkeypatch.setattr(NativeExpansion, "first_capacity", lambda self, batch, shared: 1)
     native.batch(batch_for(model))
     assert len(found) == 2
-    for trees, children, total in found:
-        np.testing.assert_array_equal(trees, tree_of(children, total))
-        assert len(set(trees.tolist())) == len(batch_for(model))
+    for rows_tree, children, total in found:
+        np.testing.assert_array_equal(rows_tree, tree_of(children, total))
+        assert len(set(rows_tree.tolist())) == len(batch_for(model))
