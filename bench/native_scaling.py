@@ -1,0 +1,134 @@
+"""Native height loops of the frontier TreeLSTM on 1 and 2 threads, on a shared host.
+
+Issue 33's "2 threads over 1" for frontier batching is a ratio of two
+timings that another process on a 2-core host distorts unevenly: while it
+holds a core, a team's two threads share the other and a 2-thread call runs
+about as slowly as one thread (or slower), and the one-thread call barely
+notices. So both forms of one model run in one process, in alternating
+chunks of calls, and a chunk is dropped where this process's threads waited
+runnable (`/proc/self/task/*/schedstat`, Linux) for more than `--waited` of
+its time: what is left was timed with both cores free. Only the native
+height loops (`@post`, `_fwd`, `_bwd`: `native_loops.HeightLoop`) are
+timed, besides each call's wall time: Python around them does not split
+across threads.
+
+    .venv/bin/python -m bench.native_scaling --mode infer --calls 300
+    .venv/bin/python -m bench.native_scaling --mode train --hidden 256 --workload complete-128
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.batching import make_params, recir_frontier, workload
+from recir.backend import native_loops
+
+CHUNK = 10  # calls timed together between two looks at the threads' waits
+
+
+def waited_ns() -> int | None:
+    """Nanoseconds this process's threads have waited runnable (None off Linux)."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended
+    return total
+
+
+def timed_loops(spent: list[float]) -> Callable[[], None]:
+    """Makes each HeightLoop made from now on add its native calls' seconds
+    to `spent[0]`; returns the undo."""
+    made = native_loops.NativeLoop.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        if isinstance(self, native_loops.HeightLoop):
+            function = self.function
+
+            def timed(*call: Any) -> None:
+                start = time.perf_counter()
+                function(*call)
+                spent[0] += time.perf_counter() - start
+
+            self.function = timed
+
+    native_loops.NativeLoop.__init__ = init  # type: ignore[method-assign]
+    return lambda: setattr(native_loops.NativeLoop, "__init__", made)
+
+
+def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float
+            ) -> dict[str, Any]:
+    """Median per call of each thread count's native loops and wall time,
+    over the chunks kept, and how many chunks were dropped."""
+    trees, vocab, _ = workload(name, batch)
+    params = make_params(hidden, vocab)
+    spent = [0.0]
+    undo = timed_loops(spent)
+    try:
+        forms = {t: recir_frontier(params, mode, t) for t in (1, 2)}
+    finally:
+        undo()
+    batch_trees = trees[:batch]
+    for run in forms.values():
+        for _ in range(CHUNK):
+            run(batch_trees)
+    kept: dict[int, dict[str, list[float]]] = {t: {"native": [], "wall": []} for t in forms}
+    dropped = 0
+    for _ in range(max(calls // CHUNK, 1)):
+        for threads, run in forms.items():
+            run(batch_trees)  # the team's workers awake, as in back-to-back calls
+            spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
+            for _ in range(CHUNK):
+                run(batch_trees)
+            wall, after = time.perf_counter() - start, waited_ns()
+            if before is not None and after is not None and (after - before) * 1e-9 > (
+                    waited * wall):
+                dropped += 1
+                continue
+            kept[threads]["native"].append(spent[0] / CHUNK)
+            kept[threads]["wall"].append(wall / CHUNK)
+    medians = {t: {k: statistics.median(v) if v else float("nan") for k, v in kinds.items()}
+               for t, kinds in kept.items()}
+    return {"mode": mode, "hidden": hidden, "workload": name, "batch": batch,
+            "medians": medians, "kept": {t: len(kept[t]["wall"]) for t in kept},
+            "dropped": dropped}
+
+
+def report(found: dict[str, Any]) -> str:
+    one, two = found["medians"][1], found["medians"][2]
+    return (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}: "
+            f"native 1t {one['native'] * 1e6:.0f} us, 2t {two['native'] * 1e6:.0f} us, "
+            f"2t/1t {one['native'] / two['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
+            f"{two['wall'] * 1e6:.0f} us, {one['wall'] / two['wall']:.3f}x "
+            f"(chunks kept {found['kept'][1]}+{found['kept'][2]}, dropped {found['dropped']})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["infer", "train"], default="infer")
+    parser.add_argument("--hidden", type=int, default=150)
+    parser.add_argument("--workload", default="sst")
+    parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--calls", type=int, default=300, help="timed calls per thread count")
+    parser.add_argument("--waited", type=float, default=0.01,
+                        help="drop a chunk whose threads waited runnable this part of it")
+    args = parser.parse_args()
+    print(report(measure(args.mode, args.hidden, args.workload, args.batch, args.calls,
+                         args.waited)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
