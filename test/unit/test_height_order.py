@@ -121,3 +121,33 @@ def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
                     [c.astype(np.int64) for c in children], outs, [], [], every=True)
     np.testing.assert_array_equal(group_table(starts, threads), table)
     np.testing.assert_array_equal(inverse[order], np.arange(rows))
+
+
+def test_arrays_whose_strides_pass_but_whose_elements_lie_elsewhere_are_refused() -> None:
+    """Row strides and byte counts are not enough: a row's elements in
+    reverse (the address is its last byte's row start), or elements of a
+    narrower type every 8 or 4 bytes (the last one read or written past
+    the array's memory), would make the kernel leave the arrays."""
+    rows = 10
+    children, stored = tables(rows, 0)
+    order = HeightOrder(2, [1, 4, 8, 12])
+    heights = np.zeros(rows, np.int64)
+    outs = [np.zeros(rows, np.int32) for _ in children]
+    kept = [np.zeros((rows, *s.shape[1:]), s.dtype) for s in stored]
+    inverse = np.zeros(rows + 1, np.int32)
+    reversed_rows = [*stored[:3], stored[3][:, ::-1]]  # strides (12, -4): nbytes and row bytes pass
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, None, inverse, children, outs, reversed_rows, kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, None, inverse, children, outs, stored, [*kept[:3], kept[3][:, ::-1]])
+    narrow_heights = np.zeros(2 * rows, np.int32)[::2]  # stride 8, 4-byte elements
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(narrow_heights, 1, None, inverse, children, outs, stored, kept)
+    narrow_inverse = np.zeros(2 * (rows + 1), np.int16)[::2]  # stride 4, 2-byte elements
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, None, narrow_inverse, children, outs, stored, kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, np.zeros(2 * rows, np.int32)[::2], inverse, children, outs, stored,
+              kept)
+    bounds = order(heights, 1, None, inverse, children, outs, stored, kept)  # as they should be
+    np.testing.assert_array_equal(bounds, [0, rows])

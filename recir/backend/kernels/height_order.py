@@ -42,6 +42,8 @@ from recir.passes.loop_builder import PTR, Emitter
 ENTRY = "recir_height_order"
 FIRST, STRIDES, NBYTES = operator.itemgetter(0), operator.attrgetter("strides"), \
     operator.attrgetter("nbytes")
+CONTIGUOUS = operator.attrgetter("flags.c_contiguous")  # a row's bytes one after another
+INT64, INT32 = np.dtype(np.int64), np.dtype(np.int32)
 HEADER = 11  # the plan's fields before the tables
 ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(HEADER)
 
@@ -197,11 +199,13 @@ class HeightOrder:
         tables = (*children, *children_out, *stored, *stored_out)
         rows = list(map(len, tables))
         # each row's bytes one after another (C-level maps: checked every call)
-        if heights.strides[0] != 8 or len(inverse) <= total or inverse.strides[0] != 4 or (
+        if heights.dtype != INT64 or heights.strides[0] != 8 or inverse.dtype != INT32 or (
+                len(inverse) <= total or inverse.strides[0] != 4) or (
                 list(map(FIRST, map(STRIDES, tables))) != self.strides) or (
                 list(map(NBYTES, tables)) != list(map(operator.mul, rows, self.strides))) or (
-                min(rows, default=total) < total) or (given is not None and (
-                len(given) != total or given.strides[0] != 8)):
+                not all(map(CONTIGUOUS, tables))) or (min(rows, default=total) < total) or (
+                given is not None and (len(given) != total or given.dtype != INT64
+                                       or given.strides[0] != 8)):
             raise RecirError("error: the height order's tables do not hold its rows")
         addresses = list(map(data_address, tables))
         if addresses != self.addresses:  # tables made (again): a plan of theirs
