@@ -15,7 +15,7 @@ import pytest
 import recir
 from recir.data import make_treebank
 from recir.diagnostics import RecirError
-from recir.gradients import accumulators
+from recir.gradients import accumulators, bounds, overlapping
 from recir.models import tree_rnn
 
 
@@ -82,3 +82,22 @@ def test_a_buffer_over_another_parameter_leaves_the_weights_as_they_were() -> No
     with pytest.raises(RecirError, match="gradient buffer 'b' shares memory with parameter 'w'"):
         vg(*tree_inputs(tree), into=into)
     assert all((model.params[k] == before[k]).all() for k in before)
+
+
+def test_bounds_overlap_as_numpy_answers_for_views_of_one_buffer() -> None:
+    """`overlapping` of a parameter and a buffer (`bounds` of strided and
+    reversed views too) against `np.may_share_memory`."""
+    rng = np.random.default_rng(0)
+    base = np.zeros(300, np.float32)
+    for _ in range(2000):
+        i, j = sorted(rng.integers(0, 301, 2))
+        k, m = sorted(rng.integers(0, 301, 2))
+        a = base[i:j]
+        b = base[k:m:1 + int(rng.integers(0, 2))][::1 - 2 * int(rng.integers(0, 2))]
+        start, end, _ = bounds(b, False)
+        first = b.__array_interface__["data"][0]
+        assert (start, end) == ((first, first) if not b.size else (
+            first + min(0, b.strides[0]) * (len(b) - 1),
+            first + max(0, b.strides[0]) * (len(b) - 1) + 4))
+        assert overlapping({"p": b}, {"p": a}) == bool(np.may_share_memory(a, b))
+    assert not overlapping({"p": base}, {"p": np.zeros(300, np.float32)})
