@@ -90,6 +90,12 @@ def test_tables_too_short_or_of_other_rows_are_refused() -> None:
         order(heights, 1, inverse[:-1], children, outs, stored, kept)
     with pytest.raises(RecirError, match="do not hold its rows"):
         order(heights, 1, inverse, children, outs, [*stored[:3], stored[3][:, :2]], kept)
+    # each table's row bytes as the kernel's, split otherwise: no sites and
+    # three stored values (the plan holds two sizes)
+    split = HeightOrder(1, [8, 4])
+    i64, i32 = np.zeros(rows, np.int64), np.zeros(rows, np.int32)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        split(heights, 1, inverse, [], [], [i64, i32, i64], [i32, i64, i32])
 
 
 def test_sorted_by_group_keys_as_grouped_orders_them() -> None:

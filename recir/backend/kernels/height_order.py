@@ -168,7 +168,7 @@ class HeightOrder:
 
     def __init__(self, sites: int, sizes: Sequence[int]):
         """`sites`: the children tables; `sizes`: the stored values' row bytes."""
-        self.sizes = list(sizes)
+        self.sites, self.sizes = sites, list(sizes)
         # each table's row bytes: children (i64), their places (i32), stored
         # values in and out; each row's bytes one after another
         self.strides = [8] * sites + [4] * sites + self.sizes * 2
@@ -196,7 +196,8 @@ class HeightOrder:
                 len(inverse) <= total or inverse.strides[0] != 4) or (
                 list(map(FIRST, map(STRIDES, tables))) != self.strides) or (
                 list(map(NBYTES, tables)) != list(map(operator.mul, rows, self.strides))) or (
-                not all(map(CONTIGUOUS, tables))) or min(rows, default=total) < total:
+                not all(map(CONTIGUOUS, tables))) or min(rows, default=total) < total or (
+                len(children) != self.sites or len(stored) != len(self.sizes)):
             raise RecirError("error: the height order's tables do not hold its rows")
         addresses = list(map(data_address, tables))
         if addresses != self.addresses:  # tables made (again): a plan of theirs
