@@ -50,6 +50,13 @@ def roof(hidden: int, rows: int, repeats: int) -> float:
     return max(rates)
 
 
+def positive(text: str) -> int:
+    """A count of turns or repeats: one at least (with none, nothing is timed)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return int(text)
+
+
 def main() -> int:
     from bench import batching
 
@@ -57,8 +64,8 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--leaves", type=int, default=128)
     parser.add_argument("--batch", type=int, default=25)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=positive, default=7)
+    parser.add_argument("--rounds", type=positive, default=3)
     args = parser.parse_args()
     trees, vocab, _ = batching.workload(f"complete-{args.leaves}", args.batch)
     trees = trees[:args.batch]

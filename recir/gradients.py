@@ -214,20 +214,60 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                 or not acc.flags.writeable):
             raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
                              f"float32 array of shape {value.shape}, writable")
-        if may_share(acc, value):  # (`into=model.params`: a typo that trains)
-            raise RecirError(f"error: into: gradient buffer '{name}' is the parameter "
-                             "itself: gradients would be added into the weights")
+    if overlapping(params, into):  # (`into=model.params`: a typo that trains)
+        raise shared_memory(params, into)
     return into
 
 
-def may_share(acc: np.ndarray, value: np.ndarray) -> bool:
-    """`np.may_share_memory(acc, value)` (whether their memory bounds
-    overlap), by their addresses where both are C-contiguous (`acc` is
-    checked so): a call per parameter per batch, without NumPy's dispatch."""
-    if not value.flags.c_contiguous:
-        return bool(np.may_share_memory(acc, value))
-    a, v = data_address(acc), data_address(value)
-    return 0 < acc.nbytes and 0 < value.nbytes and a < v + value.nbytes and v < a + acc.nbytes
+def overlapping(params: dict[str, np.ndarray], into: dict[str, np.ndarray]) -> bool:
+    """Whether a gradient buffer's memory bounds overlap a parameter's or
+    another buffer's (`np.may_share_memory`'s answer; parameters may share:
+    tied weights). The bounds sorted by start, each compared with the
+    furthest end of each kind before it: a sort per batch, not NumPy's
+    dispatch per pair."""
+    spans = [span for name, value in params.items()
+             for span in (bounds(value, False), bounds(into[name], True)) if span[0] < span[1]]
+    spans.sort()
+    params_end = buffers_end = 0  # the furthest end of each kind so far
+    for start, end, buffer in spans:
+        if start < buffers_end or (buffer and start < params_end):
+            return True
+        if buffer:
+            buffers_end = max(buffers_end, end)
+        else:
+            params_end = max(params_end, end)
+    return False
+
+
+def shared_memory(params: dict[str, np.ndarray], into: dict[str, np.ndarray]) -> RecirError:
+    """The error for the first buffer (in the parameters' order) that
+    shares memory with its parameter, another one or another buffer."""
+    names = list(params)
+    for k, name in enumerate(names):
+        acc = into[name]
+        if np.may_share_memory(acc, params[name]):
+            return RecirError(f"error: into: gradient buffer '{name}' is the parameter "
+                              "itself: gradients would be added into the weights")
+        for other in names:
+            if np.may_share_memory(acc, params[other]):
+                return RecirError(f"error: into: gradient buffer '{name}' shares memory with "
+                                  f"parameter '{other}': gradients would be added into the "
+                                  "weights")
+        for other in names[k + 1:]:
+            if np.may_share_memory(acc, into[other]):
+                return RecirError(f"error: into: gradient buffers '{name}' and '{other}' "
+                                  "share memory: each would hold the other's gradients too")
+    raise AssertionError("no buffer shares memory")  # `overlapping` found one
+
+
+def bounds(array: np.ndarray, buffer: bool) -> tuple[int, int, bool]:
+    """The bytes `array`'s elements lie in, [start, end), and `buffer`."""
+    start = data_address(array)
+    if array.flags.c_contiguous or not array.size:
+        return start, start + array.nbytes, buffer
+    low = sum((n - 1) * s for n, s in zip(array.shape, array.strides, strict=True) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(array.shape, array.strides, strict=True) if s > 0)
+    return start + low, start + high + array.itemsize, buffer
 
 
 def value_and_grad(model: Any, loss: int = -1, **options: Any) -> GradFunction:

@@ -157,10 +157,10 @@ class NativeSchedule(Schedule):
                     s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
             threads = self.team_threads()
             if keys is None:  # by height
-                self.bounds = kernel(self.heights, len(levels), None, inv, children,
+                self.bounds = kernel(self.heights, len(levels), inv, children,
                                      self.children_kept, stored, self.stored_kept)
             else:  # by height, then group: each height's bounds its first group's start
-                starts = kernel(keys, len(self.counts) * threads, None, inv, children,
+                starts = kernel(keys, len(self.counts) * threads, inv, children,
                                 self.children_kept, stored, self.stored_kept, every=True)
                 self.groups = group_table(starts, threads)
                 self.bounds = starts[::threads].copy()

@@ -106,14 +106,15 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
     return [function]
 
 
-def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED
-               ) -> tuple[SSAValue, SSAValue]:
-    """A table of `sites` empty entries of `ENTRY` fields (field 0: their
-    count) on the function's stack, made the context's `field` (`packed`,
-    or `row_logs`' table); returns it and the table it replaced."""
-    table = b.alloca(1 + ENTRY * sites, i64)
+def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED,
+               fields: int = ENTRY) -> tuple[SSAValue, SSAValue]:
+    """A table of `sites` empty entries of `fields` i64 fields each (the
+    table's field 0: their count) on the function's stack, made the
+    context's `field` (`packed`, or `row_logs`' table); returns it and the
+    table it replaced."""
+    table = b.alloca(1 + fields * sites, i64)
     b.store(b.i64(sites), table, 0)
-    b.each(ENTRY * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
+    b.each(fields * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
     slot = b.offset(ctx, field, i8)
     old = b.load(slot, 0, PTR)
     b.store(table, slot, 0)

@@ -157,8 +157,7 @@ def logged_outer(b: RowEmitter, module: ModuleOp, rows: int, cols: int, dy: Rows
 def open_logs(b: Emitter, ctx: SSAValue, sites: int) -> tuple[SSAValue, SSAValue]:
     """A table of `sites` empty logs on the function's stack, made the
     context's `row_logs`; returns it and the `row_logs` it replaced."""
-    assert ENTRY == gemm_cached.ENTRY  # the same table's layout
-    return gemm_cached.open_table(b, ctx, sites, ROW_LOGS)
+    return gemm_cached.open_table(b, ctx, sites, ROW_LOGS, ENTRY)
 
 
 def close_logs(b: Emitter, ctx: SSAValue, table: SSAValue, old: SSAValue, sites: int

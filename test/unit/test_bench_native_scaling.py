@@ -1,11 +1,14 @@
 """bench/native_scaling.py: the waits it drops chunks by, and its timing of
 the native height loops put back after the compile."""
 
+import ctypes
 import hashlib
 import os
 import sys
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,12 +34,36 @@ def test_waits_grow_while_threads_outnumber_the_cores():
 
 
 def test_timing_wraps_height_loops_only_and_is_undone():
+    """A height loop made while timing adds its calls' seconds, an
+    expansion made then and a height loop made after the undo do not."""
+    calls = []
+
+    def entry(ctx, plan):
+        time.sleep(0.002)
+        calls.append(plan)
+
+    native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(entry)
+    address = ctypes.cast(native_entry, ctypes.c_void_p).value
+    native = SimpleNamespace(name="f", engine=SimpleNamespace(address=lambda name: address),
+                             inputs=[], outputs=[], kinds=[])
+    heights_spec = SimpleNamespace(inputs=[], outputs=[], threads=1)
     made = native_loops.NativeLoop.__init__
     spent = [0.0]
     undo = native_scaling.timed_loops(spent)
-    assert native_loops.NativeLoop.__init__ is not made
-    undo()
+    try:
+        heights = native_loops.HeightLoop(native, heights_spec)
+        expansion = native_loops.NativeExpansion(
+            native, SimpleNamespace(inputs=[], moving=0, sites=0))
+    finally:
+        undo()
     assert native_loops.NativeLoop.__init__ is made
+    expansion.function(None, 1)
+    assert spent == [0.0]
+    heights.function(None, 2)
+    assert spent[0] >= 0.002
+    before = spent[0]
+    native_loops.HeightLoop(native, heights_spec).function(None, 3)
+    assert spent[0] == before and calls == [1, 2, 3]
 
 
 def test_report_gives_each_ratio():

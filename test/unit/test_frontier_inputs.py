@@ -3,8 +3,8 @@
 arrays concatenated, each with its own offsets), on the joined path (every
 structure array an i32 vector), the per-column path (an int64 or strided
 array among them), and through the native function against the recursive
-one; and the per-call checks' quick forms (`batch_items`, `may_share`)
-against their plain answers."""
+one; and the per-call check's quick form (`batch_items`) against its plain
+answer."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from xdsl.dialects.builtin import TensorType, i32
 from recir.backend.arguments import batch_items
 from recir.backend.frontier_inputs import InputLayout
 from recir.diagnostics import RecirError
-from recir.gradients import may_share
 from recir.models import tree_lstm
 
 RAGGED = TensorType(i32, [-1])
@@ -117,13 +116,3 @@ def test_batch_items_takes_lists_tuples_and_their_subclasses_and_names_a_bad_one
     with pytest.raises(RecirError, match="batch element 1 of @f is a list or tuple"):
         batch_items([(1, 2), {1, 2}], "f")
 
-
-def test_may_share_answers_as_numpy_for_views_of_one_buffer() -> None:
-    rng = np.random.default_rng(0)
-    base = np.zeros(300, np.float32)
-    for _ in range(2000):
-        i, j = sorted(rng.integers(0, 301, 2))
-        k, m = sorted(rng.integers(0, 301, 2))
-        a, b = base[i:j], base[k:m:1 + int(rng.integers(0, 2))]  # b strided at times
-        assert may_share(a, b) == bool(np.may_share_memory(a, b))
-    assert not may_share(base, np.zeros(3, np.float32))

@@ -156,3 +156,25 @@ def test_weights_changed_in_place_between_calls_give_the_new_weights_results(
             else:
                 traced.params[name] = rng.standard_normal(params[name].shape).astype(
                     np.float32)
+
+
+def test_one_address_with_other_sizes_or_row_stride_is_another_weight():
+    """The entry names B by address, row stride, n and k: the same memory
+    read as a weight of other sizes, or with rows further apart, is packed
+    again (a copy of the first would give its products the wrong columns)."""
+    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+    rng = np.random.default_rng(11)
+    memory = rng.standard_normal(301 * 265).astype(np.float32)
+    entry = np.zeros(ENTRY, np.int64)
+    copies = 0
+    try:
+        for n, k, ldb in [(200, 130, 265), (200, 130, 265), (120, 130, 265), (120, 90, 265),
+                          (120, 90, 140), (200, 130, 265)]:
+            w = np.lib.stride_tricks.as_strided(memory, (n + 1, ldb), (4 * ldb, 4))
+            for m in (600, 30):  # the second product by a weight makes a copy at least
+                product(kernel, entry, w, n, k, m, False, None, rng)
+                assert list(entry[:4]) == [memory.ctypes.data, ldb, n, k]
+            copies += entry[4] != 0
+        assert copies == 6  # each weight's products read a copy of its own
+    finally:
+        FREE(int(entry[4]) or None)

@@ -1,5 +1,5 @@
 """`recir_height_order` (`backend/kernels/height_order.py`) against NumPy:
-a stable sort by height (or a given order), its inverse, the children as
+a stable sort by height (or by group keys), its inverse, the children as
 places and the stored rows in that order; heights with no rows, and
 tables or heights out of range refused before anything is written."""
 
@@ -22,14 +22,14 @@ def tables(rows: int, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return children, stored
 
 
-def run(heights: np.ndarray, keys: int, given: np.ndarray | None, seed: int = 0):
+def run(heights: np.ndarray, keys: int, seed: int = 0):
     rows = len(heights)
     children, stored = tables(rows, seed)
     order = HeightOrder(2, [s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
     inverse = np.full(rows + 3, 7, np.int32)  # room for more rows than the call's
     children_out = [np.full(rows + 2, 7, np.int32) for _ in children]
     stored_out = [np.zeros((rows + 2, *s.shape[1:]), s.dtype) for s in stored]
-    bounds = order(heights, keys, given, inverse, children, children_out, stored, stored_out)
+    bounds = order(heights, keys, inverse, children, children_out, stored, stored_out)
     return bounds, inverse, children, children_out, stored, stored_out
 
 
@@ -39,7 +39,7 @@ def test_a_stable_sort_by_height_with_its_inverse_children_and_stored_rows(seed:
     rows = int(rng.integers(1, 3000))
     heights = rng.integers(0, 20, rows).astype(np.int64)
     heights[:20] = np.arange(20)[:min(20, rows)]  # every height has rows
-    bounds, inverse, children, children_out, stored, stored_out = run(heights, 24, None, seed)
+    bounds, inverse, children, children_out, stored, stored_out = run(heights, 24, seed)
     perm = heights.argsort(kind="stable")
     counts = np.bincount(heights)
     np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(counts)])
@@ -56,32 +56,23 @@ def test_a_stable_sort_by_height_with_its_inverse_children_and_stored_rows(seed:
 
 def test_heights_with_no_rows_leave_no_empty_bounds() -> None:
     heights = np.array([4, 0, 4, 9, 0, 4], np.int64)
-    bounds = run(heights, 12, None)[0]
+    bounds = run(heights, 12)[0]
     np.testing.assert_array_equal(bounds, [0, 2, 5, 6])  # as `np.unique` of the starts
 
 
-def test_a_given_order_is_followed() -> None:
-    rows = 500
-    given = np.random.default_rng(3).permutation(rows).astype(np.int64)
-    heights = np.zeros(rows, np.int64)
-    bounds, inverse, children, children_out, stored, stored_out = run(heights, 1, given)
-    assert bounds is None
-    np.testing.assert_array_equal(inverse[given], np.arange(rows))
-    for c, out in zip(children, children_out, strict=True):
-        np.testing.assert_array_equal(out[:rows], np.where(c[given] >= 0, inverse.take(
-            c[given]), -1))
-    for s, out in zip(stored, stored_out, strict=True):
-        np.testing.assert_array_equal(out[:rows], s[given])
-
-
-def test_a_height_or_place_out_of_range_is_an_error_and_writes_nothing() -> None:
-    heights = np.array([0, 1, 5], np.int64)
-    with pytest.raises(RecirError, match="out of range"):
-        run(heights, 5, None)
-    with pytest.raises(RecirError, match="out of range"):
-        run(np.array([0, -1], np.int64), 5, None)
-    with pytest.raises(RecirError, match="out of range"):
-        run(np.zeros(3, np.int64), 1, np.array([0, 3, 1], np.int64))
+def test_a_height_out_of_range_is_an_error_and_writes_nothing() -> None:
+    children, stored = tables(3, 0)
+    order = HeightOrder(2, [1, 4, 8, 12])
+    inverse = np.full(4, 7, np.int32)
+    outs = [np.full(3, 7, np.int32) for _ in children]
+    kept = [np.zeros_like(s) for s in stored]
+    for heights, keys in (([0, 1, 5], 5), ([0, -1, 2], 5), ([0, 0, 0], 0)):
+        with pytest.raises(RecirError, match="out of range"):
+            order(np.array(heights, np.int64), keys, inverse, children, outs, stored, kept)
+        assert (inverse == 7).all() and all((o == 7).all() for o in outs)
+        assert not any(k.any() for k in kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):  # no keys below 0
+        order(np.zeros(3, np.int64), -1, inverse, children, outs, stored, kept)
 
 
 def test_tables_too_short_or_of_other_rows_are_refused() -> None:
@@ -94,11 +85,17 @@ def test_tables_too_short_or_of_other_rows_are_refused() -> None:
     inverse = np.zeros(rows + 1, np.int32)
     for bad in ([outs[0][:-1], outs[1]], [outs[0], outs[1].astype(np.int64)]):
         with pytest.raises(RecirError, match="do not hold its rows"):
-            order(heights, 1, None, inverse, children, bad, stored, kept)
+            order(heights, 1, inverse, children, bad, stored, kept)
     with pytest.raises(RecirError, match="do not hold its rows"):
-        order(heights, 1, None, inverse[:-1], children, outs, stored, kept)
+        order(heights, 1, inverse[:-1], children, outs, stored, kept)
     with pytest.raises(RecirError, match="do not hold its rows"):
-        order(heights, 1, None, inverse, children, outs, [*stored[:3], stored[3][:, :2]], kept)
+        order(heights, 1, inverse, children, outs, [*stored[:3], stored[3][:, :2]], kept)
+    # each table's row bytes as the kernel's, split otherwise: no sites and
+    # three stored values (the plan holds two sizes)
+    split = HeightOrder(1, [8, 4])
+    i64, i32 = np.zeros(rows, np.int64), np.zeros(rows, np.int32)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        split(heights, 1, inverse, [], [], [i64, i32, i64], [i32, i64, i32])
 
 
 def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
@@ -117,7 +114,34 @@ def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
     kernel = HeightOrder(2, [])
     inverse = np.empty(rows + 1, np.int32)
     outs = [np.empty(rows, np.int32) for _ in children]
-    starts = kernel(keys, len(counts) * threads, None, inverse,
+    starts = kernel(keys, len(counts) * threads, inverse,
                     [c.astype(np.int64) for c in children], outs, [], [], every=True)
     np.testing.assert_array_equal(group_table(starts, threads), table)
     np.testing.assert_array_equal(inverse[order], np.arange(rows))
+
+
+def test_arrays_whose_strides_pass_but_whose_elements_lie_elsewhere_are_refused() -> None:
+    """Row strides and byte counts are not enough: a row's elements in
+    reverse (the address is its last byte's row start), or elements of a
+    narrower type every 8 or 4 bytes (the last one read or written past
+    the array's memory), would make the kernel leave the arrays."""
+    rows = 10
+    children, stored = tables(rows, 0)
+    order = HeightOrder(2, [1, 4, 8, 12])
+    heights = np.zeros(rows, np.int64)
+    outs = [np.zeros(rows, np.int32) for _ in children]
+    kept = [np.zeros((rows, *s.shape[1:]), s.dtype) for s in stored]
+    inverse = np.zeros(rows + 1, np.int32)
+    reversed_rows = [*stored[:3], stored[3][:, ::-1]]  # strides (12, -4): nbytes and row bytes pass
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, inverse, children, outs, reversed_rows, kept)
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, inverse, children, outs, stored, [*kept[:3], kept[3][:, ::-1]])
+    narrow_heights = np.zeros(2 * rows, np.int32)[::2]  # stride 8, 4-byte elements
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(narrow_heights, 1, inverse, children, outs, stored, kept)
+    narrow_inverse = np.zeros(2 * (rows + 1), np.int16)[::2]  # stride 4, 2-byte elements
+    with pytest.raises(RecirError, match="do not hold its rows"):
+        order(heights, 1, narrow_inverse, children, outs, stored, kept)
+    bounds = order(heights, 1, inverse, children, outs, stored, kept)  # as they should be
+    np.testing.assert_array_equal(bounds, [0, rows])

@@ -233,3 +233,46 @@ def test_the_expansion_finds_each_invocations_tree(model, monkeypatch):
     for rows_tree, children, total in found:
         np.testing.assert_array_equal(rows_tree, tree_of(children, total))
         assert len(set(rows_tree.tolist())) == len(batch_for(model))
+
+
+@pytest.mark.parametrize("model", [tree_rnn, td_tree_lstm],
+                         ids=lambda m: m.__name__.split(".")[-1])
+def test_the_native_height_order_is_the_interpreters(model, monkeypatch):
+    """The height order the kernel makes (`kernels/height_order.py`, from
+    the expansion's heights) against the interpreter's own (`Schedule`:
+    heights found from the children, NumPy's stable argsort; by groups of
+    trees `height_groups.grouped`'s): the same places, children, stored
+    rows and bounds, on a batch and a larger one after it (the kept tables
+    grown)."""
+    from recir.backend.height_groups import grouped, tree_of
+    from recir.backend.native_loops import row_tile
+
+    checked = []
+    renumber = NativeSchedule.renumber
+
+    def compared(self, children, stored, levels):
+        renumber(self, children, stored, levels)
+        total = levels[-1][1]
+        perm, bounds = Schedule.height_order(self, children, levels, total)
+        if self.groups is not None:  # by (height, group): NumPy's order, as it was
+            height = np.empty(total, np.int64)
+            height[perm] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+            perm, table = grouped(height, np.bincount(height), tree_of(children, total),
+                                  self.team_threads(), row_tile())
+            np.testing.assert_array_equal(self.groups, table)
+        inv = np.empty(total + 1, np.int32)
+        inv[perm] = np.arange(total, dtype=np.int32)
+        inv[total] = -1
+        np.testing.assert_array_equal(self.inv, inv[:total])
+        np.testing.assert_array_equal(self.bounds, bounds)
+        for got, c in zip(self.children, children, strict=True):
+            np.testing.assert_array_equal(got, inv.take(c[perm], mode="wrap"))
+        for got, s in zip(self.stored, stored, strict=True):
+            np.testing.assert_array_equal(got, s[perm])
+        checked.append(total)
+
+    monkeypatch.setattr(NativeSchedule, "renumber", compared)
+    _, native, _ = compiled(model)
+    native.batch(batch_for(model)[:2])
+    native.batch(batch_for(model))
+    assert len(checked) == 2 and checked[0] < checked[1]

@@ -6,14 +6,14 @@ row's children as places, and the stored values in that order. In NumPy that
 is a dozen calls and as many temporaries a call, on rows the height loops
 have just pushed out of the caches. `recir_height_order(plan)` does it in
 passes over the rows: a counting sort (stable, as `argsort(kind="stable")`)
-unless the caller gives the order (`height_groups`' by height and group),
-then the inverse, the children (i32, -1 where none) and the stored rows.
+by height, or by height and group (`height_groups.group_keys`), then the
+inverse, the children (i32, -1 where none) and the stored rows.
 
-Its plan, 8-byte fields: rows n, keys K (-1: the order is given), heights
-(i64[n]), starts (i64[K + 1]: each height's first place, then n), order
-(i64[n]: written, or given), inverse (i32[n + 1], -1 after the rows),
-sites S, stored values V, status (written: 0, or 1 where a height is not
-below K or a given place not below n, and nothing else is written), the
+Its plan, 8-byte fields: rows n, keys K, heights (i64[n]), starts
+(i64[K + 1]: each height's first place, then n), order (i64[n]: written),
+inverse (i32[n + 1], -1 after the rows), sites S, stored values V, status
+(written: 0, or 1 where a height is not below K, and nothing else is
+written), the
 most keys used and the empty keys below it (written); then S children
 tables (i64[n]) and S children out (i32[n]), V stored tables, V stored out
 and V row sizes in bytes. The caller sizes every table; no read or write
@@ -42,6 +42,8 @@ from recir.passes.loop_builder import PTR, Emitter
 ENTRY = "recir_height_order"
 FIRST, STRIDES, NBYTES = operator.itemgetter(0), operator.attrgetter("strides"), \
     operator.attrgetter("nbytes")
+CONTIGUOUS = operator.attrgetter("flags.c_contiguous")  # a row's bytes one after another
+INT64, INT32 = np.dtype(np.int64), np.dtype(np.int32)
 HEADER = 11  # the plan's fields before the tables
 ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(HEADER)
 
@@ -51,9 +53,7 @@ def height_order_module() -> ModuleOp:
     n, keys = b.load(plan, ROWS, i64), b.load(plan, KEYS, i64)
     order, inverse = b.load(plan, ORDER, PTR), b.load(plan, INVERSE, PTR)
     b.store(b.i64(0), plan, STATUS)
-    sorting = b.compare("sge", keys, 0)
-    b.when(sorting, lambda e: counting_sort(e, plan, n, keys, order),
-           lambda e: check_order(e, plan, n, order))
+    counting_sort(b, plan, n, keys, order)
     b.when(b.compare("eq", b.load(plan, STATUS, i64), 0),
            lambda e: renumbered(e, plan, n, order, inverse))
     b.op(llvm.ReturnOp())
@@ -106,11 +106,6 @@ def summed(b: Emitter, starts: SSAValue, k: SSAValue, carried: Any) -> list[SSAV
     gap = b.sub(k, used)  # empty keys between the last used and this one
     return [b.value(arith.SelectOp(has, b.add(k, 1), used)),
             b.value(arith.SelectOp(has, b.add(empty, gap), empty))]
-
-
-def check_order(b: Emitter, plan: SSAValue, n: SSAValue, order: SSAValue) -> None:
-    b.each(n, lambda e, j: e.when(e.compare("uge", e.load(order, j, i64), n),
-                                  lambda f: f.store(f.i64(1), plan, STATUS)))
 
 
 def renumbered(b: Emitter, plan: SSAValue, n: SSAValue, order: SSAValue,
@@ -173,7 +168,7 @@ class HeightOrder:
 
     def __init__(self, sites: int, sizes: Sequence[int]):
         """`sites`: the children tables; `sizes`: the stored values' row bytes."""
-        self.sizes = list(sizes)
+        self.sites, self.sizes = sites, list(sizes)
         # each table's row bytes: children (i64), their places (i32), stored
         # values in and out; each row's bytes one after another
         self.strides = [8] * sites + [4] * sites + self.sizes * 2
@@ -183,42 +178,41 @@ class HeightOrder:
         self.addresses: list[int] = []  # the tables' of the kept plan
         self.plan = np.zeros(HEADER, np.int64)
 
-    def __call__(self, heights: np.ndarray, keys: int, given: np.ndarray | None,
-                 inverse: np.ndarray, children: Sequence[np.ndarray],
-                 children_out: Sequence[np.ndarray], stored: Sequence[np.ndarray],
-                 stored_out: Sequence[np.ndarray], every: bool = False) -> np.ndarray | None:
-        """The rows of `heights` (i64, below `keys`) sorted by height (or in
-        the `given` order), their places into `inverse` (i32, -1 after
-        them), children and stored values in that order into the outs; the
-        starts of the heights used, or with `every` of all `keys` and then
-        the rows (None where `given`). Every array is checked to have the
-        rows and row bytes the kernel reads and writes."""
+    def __call__(self, heights: np.ndarray, keys: int, inverse: np.ndarray,
+                 children: Sequence[np.ndarray], children_out: Sequence[np.ndarray],
+                 stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray],
+                 every: bool = False) -> np.ndarray:
+        """The rows of `heights` (i64, below `keys`) sorted by height, their
+        places into `inverse` (i32, -1 after them), children and stored
+        values in that order into the outs; the starts of the heights used,
+        or with `every` of all `keys` and then the rows. Every array is
+        checked to have the rows and row bytes the kernel reads and writes."""
         total = len(heights)
         tables = (*children, *children_out, *stored, *stored_out)
         rows = list(map(len, tables))
         # each row's bytes one after another (C-level maps: checked every call)
-        if heights.strides[0] != 8 or len(inverse) <= total or inverse.strides[0] != 4 or (
+        if keys < 0 or heights.dtype != INT64 or heights.strides[0] != 8 or (
+                inverse.dtype != INT32) or (
+                len(inverse) <= total or inverse.strides[0] != 4) or (
                 list(map(FIRST, map(STRIDES, tables))) != self.strides) or (
                 list(map(NBYTES, tables)) != list(map(operator.mul, rows, self.strides))) or (
-                min(rows, default=total) < total) or (given is not None and (
-                len(given) != total or given.strides[0] != 8)):
+                not all(map(CONTIGUOUS, tables))) or min(rows, default=total) < total or (
+                len(children) != self.sites or len(stored) != len(self.sizes)):
             raise RecirError("error: the height order's tables do not hold its rows")
         addresses = list(map(data_address, tables))
         if addresses != self.addresses:  # tables made (again): a plan of theirs
             self.plan = np.array([0] * HEADER + addresses + self.sizes, np.int64)
             self.addresses = addresses
-        order = self.order.at_least(total)[0] if given is None else given
+        order = self.order.at_least(total)[0]
         starts = self.starts.at_least(keys + 1)[0]
         plan = self.plan
-        plan[:STATUS] = (total, keys if given is None else -1, data_address(heights),
+        plan[:STATUS] = (total, keys, data_address(heights),
                          data_address(starts), data_address(order), data_address(inverse),
                          len(children), len(stored))
         self.kernel(data_address(plan))
         status, used, empty = plan[STATUS:EMPTY + 1].tolist()
         if status:
-            raise RecirError("error: a height or a place of the height order is out of range")
-        if given is not None:
-            return None
+            raise RecirError("error: a height of the height order is out of range")
         if every:
             return starts[:keys + 1]
         bounds = starts[:used + 1]
