@@ -274,7 +274,7 @@ class BroadcastDriver:
         read), its lines shared among the first tiles of rows, so that it
         comes from L2, not L3, to the first tile that reads it; else (a panel
         packed in place) the panel itself."""
-        lines_per_step = self.width // CACHE_LINE_FLOATS
+        lines_per_step = max(self.width // CACHE_LINE_FLOATS, 1)  # SSE: a step under a line
         share = e.value(arith.RemSIOp(e.value(arith.DivSIOp(e.sub(i, i0), e.i64(self.rows))),
                                       e.i64(lines_per_step)))
         nxt = e.offset(panel, e.add(self.chunk, e.mul(e.mul(share, kc), CACHE_LINE_FLOATS)))

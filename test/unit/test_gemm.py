@@ -326,14 +326,16 @@ def test_tmath_matmul_runs_the_kernel_natively():
     np.testing.assert_allclose(grads["x"], 2 * w.T @ y, rtol=1e-4, atol=1e-3)
 
 
-def test_kernels_for_avx2_match_numpy():
-    """The module an AVX2 host (8 lanes, 16 registers) gets, run here: every
-    layout at shapes off its tiles, nt by dot products and packed."""
+@pytest.mark.parametrize("lanes", [8, 4])
+def test_kernels_for_avx2_and_sse_match_numpy(lanes):
+    """The module an AVX2 host (8 lanes, 16 registers) or an SSE one (4
+    lanes: a panel narrower than a cache line) gets, run here: every layout
+    at shapes off its tiles, nt by dot products and packed, and more rows
+    than a block (B packed whole, its next block prefetched)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import gemm_module
 
-    lanes = 8
     target = Target(lanes, 16, 32 << 10, 1 << 20)
     engine = cached_engine(repr(target), "recir_gemm", lambda: to_llvm_ir(gemm_module(
         target=target)))
@@ -341,7 +343,8 @@ def test_kernels_for_avx2_match_numpy():
     for layout in ("nn", "tn", "nt"):
         function = compiled_gemm.PROTOTYPES[layout](engine.address(f"recir_gemm_{layout}"))
         for m, n, k in [(1, 3, 5), (target.tile[0] + 1, 2 * target.width + 1, lanes + 1),
-                        (40, 9, 7), (2, 5, 8 * lanes + 3)]:
+                        (40, 9, 7), (2, 5, 8 * lanes + 3),
+                        (1200, 2 * target.width + 1, 2 * lanes + 1)]:
             a, b, want = operands(rng, layout, m, n, k, pad=2)
             c = np.full((m, n), np.nan, np.float32)
             function(m, n, k, a.ctypes.data, a.strides[0] // 4, b.ctypes.data,
@@ -363,3 +366,14 @@ def test_packed_tiles_prefetch_the_next_block_of_b_into_l2():
     for layout in ("nt", "nn"):
         assert len(to_l2.findall(bodies[f"recir_gemm_{layout}.tile{ROWS}"])) == 1
     assert not to_l2.search(bodies[f"recir_gemm_nn.direct{ROWS}"])
+
+
+def test_a_panel_narrower_than_a_line_divides_by_no_zero():
+    """SSE's panel (two vectors of 4 lanes) is under a cache line: the
+    tiles' share of the next block is still one line a step, with no
+    division by zero in the kernels (undefined behaviour for LLVM)."""
+    from recir.backend.llvm_convert import to_llvm_ir
+    from recir.passes.gemm_kernels import gemm_module
+
+    text = str(to_llvm_ir(gemm_module(target=Target(4, 16, 32 << 10, 1 << 20))))
+    assert not re.search(r"\b(?:srem|sdiv|urem|udiv) i64 [^,\n]+, 0\b", text)
