@@ -75,14 +75,19 @@ def test_a_height_out_of_range_is_an_error_and_writes_nothing() -> None:
         order(np.zeros(3, np.int64), -1, inverse, children, outs, stored, kept)
 
 
-def test_tables_too_short_or_of_other_rows_are_refused() -> None:
-    rows = 10
+def plain_call(rows: int) -> tuple:
+    """A plan of two sites and stored values of 1, 4, 8 and 12 bytes a row,
+    with zeroed heights, inverse and tables of `rows` rows."""
     children, stored = tables(rows, 0)
-    order = HeightOrder(2, [1, 4, 8, 12])
-    heights = np.zeros(rows, np.int64)
     outs = [np.zeros(rows, np.int32) for _ in children]
     kept = [np.zeros((rows, *s.shape[1:]), s.dtype) for s in stored]
-    inverse = np.zeros(rows + 1, np.int32)
+    return (HeightOrder(2, [1, 4, 8, 12]), np.zeros(rows, np.int64),
+            np.zeros(rows + 1, np.int32), children, outs, stored, kept)
+
+
+def test_tables_too_short_or_of_other_rows_are_refused() -> None:
+    rows = 10
+    order, heights, inverse, children, outs, stored, kept = plain_call(rows)
     for bad in ([outs[0][:-1], outs[1]], [outs[0], outs[1].astype(np.int64)]):
         with pytest.raises(RecirError, match="do not hold its rows"):
             order(heights, 1, inverse, children, bad, stored, kept)
@@ -126,12 +131,7 @@ def test_arrays_whose_strides_pass_but_whose_elements_lie_elsewhere_are_refused(
     narrower type every 8 or 4 bytes (the last one read or written past
     the array's memory), would make the kernel leave the arrays."""
     rows = 10
-    children, stored = tables(rows, 0)
-    order = HeightOrder(2, [1, 4, 8, 12])
-    heights = np.zeros(rows, np.int64)
-    outs = [np.zeros(rows, np.int32) for _ in children]
-    kept = [np.zeros((rows, *s.shape[1:]), s.dtype) for s in stored]
-    inverse = np.zeros(rows + 1, np.int32)
+    order, heights, inverse, children, outs, stored, kept = plain_call(rows)
     reversed_rows = [*stored[:3], stored[3][:, ::-1]]  # strides (12, -4): nbytes and row bytes pass
     with pytest.raises(RecirError, match="do not hold its rows"):
         order(heights, 1, inverse, children, outs, reversed_rows, kept)
