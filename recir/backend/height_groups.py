@@ -18,27 +18,11 @@ rows. Groups are runs of consecutive trees of about equal node counts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import accumulate
 
 import numpy as np
 
-INT16_MAX = 32767  # keys below it sort as int16: NumPy radix-sorts those
 
-
-def tree_of(children: Sequence[np.ndarray], total: int) -> np.ndarray:
-    """Each invocation's tree: its root's row (the roots are rows 0..batch-1
-    of `Schedule.expand`'s children, global rows, -1 where none), by pointer
-    jumping from each row's parent: log2(depth) steps."""
-    tree = np.arange(total)
-    for c in children:
-        has = np.flatnonzero(c >= 0)
-        tree[c[has]] = has
-    while True:
-        up = tree[tree]
-        if np.array_equal(up, tree):
-            return tree
-        tree = up
 
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
@@ -60,25 +44,10 @@ def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
     return float(wide / threads + (sum(rows) - wide))
 
 
-def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
-            tile: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The invocations' order by (height, group) and each thread's rows of
-    each height (i64[heights][threads + 1]), where groups leave a thread
-    fewer rows than splitting each height does; else None."""
-    key = group_keys(heights, counts, tree, threads, tile)
-    if key is None:
-        return None
-    # (array methods, not NumPy's module functions: no wrapper per call)
-    small = np.int16 if len(counts) * threads <= INT16_MAX else np.int64
-    order = key.astype(small).argsort(kind="stable")
-    starts = np.zeros(len(counts) * threads + 1, np.int64)
-    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
-    return order, group_table(starts, threads)
-
-
 def group_keys(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
                tile: int) -> np.ndarray | None:
-    """`grouped`'s choice: each invocation's key, height * threads + its
+    """Where groups leave a thread fewer rows than splitting each height
+    does, each invocation's key, height * threads + its
     tree's group (i64), which the order is sorted by; else None."""
     sizes = np.bincount(tree)
     if len(sizes) < 2:

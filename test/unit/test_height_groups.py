@@ -7,7 +7,37 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recir.backend.height_groups import grouped, groups_of, split_rows, tree_of
+from recir.backend.height_groups import group_keys, group_table, groups_of, split_rows
+
+
+def tree_of(children: list[np.ndarray], total: int) -> np.ndarray:
+    """The reference of each invocation's tree (the native expansion
+    writes it): its root's row (the roots are rows 0..batch-1 of
+    `Schedule.expand`'s children, global rows, -1 where none), by pointer
+    jumping from each row's parent."""
+    tree = np.arange(total)
+    for c in children:
+        has = np.flatnonzero(c >= 0)
+        tree[c[has]] = has
+    while True:
+        up = tree[tree]
+        if np.array_equal(up, tree):
+            return tree
+        tree = up
+
+
+def grouped(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
+            tile: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The reference of the order by (height, group) (the height-order
+    kernel sorts it) by NumPy's stable argsort, and each thread's rows of
+    each height; None where the team does not run by groups."""
+    key = group_keys(heights, counts, tree, threads, tile)
+    if key is None:
+        return None
+    order = key.argsort(kind="stable")
+    starts = np.zeros(len(counts) * threads + 1, np.int64)
+    np.bincount(key, minlength=len(counts) * threads).cumsum(out=starts[1:])
+    return order, group_table(starts, threads)
 
 
 def forest(sizes: list[int], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray, list[int]]:

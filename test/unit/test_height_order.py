@@ -104,11 +104,11 @@ def test_tables_too_short_or_of_other_rows_are_refused() -> None:
 
 
 def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
-    """`height_groups.grouped` (NumPy's stable argsort) and the kernel on its
+    """`test_height_groups.grouped` (NumPy's stable argsort) and the kernel on its
     keys give one order and one table of each thread's rows per height."""
-    from test_height_groups import forest
+    from test_height_groups import forest, grouped, tree_of
 
-    from recir.backend.height_groups import group_keys, group_table, grouped, tree_of
+    from recir.backend.height_groups import group_keys, group_table
 
     children, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
     rows, counts, threads = len(owner), np.bincount(height), 3

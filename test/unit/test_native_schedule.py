@@ -213,9 +213,9 @@ def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch)
 @pytest.mark.parametrize("model", [tree_rnn, tree_lstm], ids=lambda m: m.__name__.split(".")[-1])
 def test_the_expansion_finds_each_invocations_tree(model, monkeypatch):
     """Each row's root row, written by the expansion with its row, equals
-    pointer jumping over its children (`height_groups.tree_of`), also after
+    pointer jumping over its children (`test_height_groups.tree_of`), also after
     the tables grew and the expansion was repeated."""
-    from recir.backend.height_groups import tree_of
+    from test_height_groups import tree_of
 
     _, native, _ = compiled(model)
     found = []
@@ -241,10 +241,11 @@ def test_the_native_height_order_is_the_interpreters(model, monkeypatch):
     """The height order the kernel makes (`kernels/height_order.py`, from
     the expansion's heights) against the interpreter's own (`Schedule`:
     heights found from the children, NumPy's stable argsort; by groups of
-    trees `height_groups.grouped`'s): the same places, children, stored
+    trees `test_height_groups.grouped`'s): the same places, children, stored
     rows and bounds, on a batch and a larger one after it (the kept tables
     grown)."""
-    from recir.backend.height_groups import grouped, tree_of
+    from test_height_groups import grouped, tree_of
+
     from recir.backend.native_loops import row_tile
 
     checked = []
