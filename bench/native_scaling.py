@@ -1,18 +1,19 @@
-"""Native height loops of the frontier TreeLSTM on 1 and 2 threads, on a shared host.
+"""Native height loops of the frontier TreeLSTM on 1 and N threads, on a shared host.
 
-Issue 33's "2 threads over 1" for frontier batching is a ratio of two
-timings that another process on a 2-core host distorts unevenly: while it
-holds a core, a team's two threads share the other and a 2-thread call runs
-about as slowly as one thread (or slower), and the one-thread call barely
-notices. So both forms of one model run in one process, in alternating
+Issue 33's "N threads over 1" for frontier batching is a ratio of two
+timings that another process on a shared host distorts unevenly: while it
+holds a core, two of a team's threads share one and the team's call runs
+at the pace of the slower (on 2 cores about as slowly as one thread), and
+the one-thread call barely notices. So both forms of one model run in one process, in alternating
 chunks of calls, and a chunk is dropped where this process's threads waited
 runnable (`/proc/self/task/*/schedstat`, Linux) for more than `--waited` of
-its time: what is left was timed with both cores free. Only the native
+its time: what is left was timed with the cores free. Only the native
 height loops (`@post`, `_fwd`, `_bwd`: `native_loops.HeightLoop`) are
 timed, besides each call's wall time: Python around them does not split
 across threads.
 
     .venv/bin/python -m bench.native_scaling --mode infer --calls 300
+    .venv/bin/python -m bench.native_scaling --threads 16 --hidden 256 --workload complete-128
     .venv/bin/python -m bench.native_scaling --mode train --hidden 256 --workload complete-128
 """
 
@@ -68,8 +69,8 @@ def timed_loops(spent: list[float]) -> Callable[[], None]:
     return lambda: setattr(native_loops.NativeLoop, "__init__", made)
 
 
-def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float
-            ) -> dict[str, Any]:
+def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float,
+            threads: int = 2) -> dict[str, Any]:
     """Median per call of each thread count's native loops and wall time,
     over the chunks kept, and how many chunks were dropped."""
     trees, vocab, _ = workload(name, batch)
@@ -77,7 +78,7 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
     spent = [0.0]
     undo = timed_loops(spent)
     try:
-        forms = {t: recir_frontier(params, mode, t) for t in (1, 2)}
+        forms = {t: recir_frontier(params, mode, t) for t in (1, threads)}
     finally:
         undo()
     batch_trees = trees[:batch]
@@ -107,12 +108,13 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
 
 
 def report(found: dict[str, Any]) -> str:
-    one, two = found["medians"][1], found["medians"][2]
+    n = max(found["medians"])
+    one, many = found["medians"][1], found["medians"][n]
     return (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}: "
-            f"native 1t {one['native'] * 1e6:.0f} us, 2t {two['native'] * 1e6:.0f} us, "
-            f"2t/1t {one['native'] / two['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
-            f"{two['wall'] * 1e6:.0f} us, {one['wall'] / two['wall']:.3f}x "
-            f"(chunks kept {found['kept'][1]}+{found['kept'][2]}, dropped {found['dropped']})")
+            f"native 1t {one['native'] * 1e6:.0f} us, {n}t {many['native'] * 1e6:.0f} us, "
+            f"{n}t/1t {one['native'] / many['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
+            f"{many['wall'] * 1e6:.0f} us, {one['wall'] / many['wall']:.3f}x "
+            f"(chunks kept {found['kept'][1]}+{found['kept'][n]}, dropped {found['dropped']})")
 
 
 def main() -> int:
@@ -121,12 +123,13 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=150)
     parser.add_argument("--workload", default="sst")
     parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--threads", type=int, default=2, help="N, timed against 1")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per thread count")
     parser.add_argument("--waited", type=float, default=0.01,
                         help="drop a chunk whose threads waited runnable this part of it")
     args = parser.parse_args()
     print(report(measure(args.mode, args.hidden, args.workload, args.batch, args.calls,
-                         args.waited)))
+                         args.waited, args.threads)))
     return 0
 
 

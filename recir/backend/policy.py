@@ -5,8 +5,9 @@ times its size (a tree's node count). Four machine costs turn work into
 decisions (`Costs`):
 
 - `unit_s`, the time of one unit of work: one multiply-add per f32 vector
-  lane per cycle (a matrix-vector product streams one weight vector load per
-  cycle from L1/L2), from the ISA's vector width and the clock;
+  lane per cycle, from the ISA's vector width and the clock (a
+  matrix-vector product, which loads a weight a multiply-add, runs slower
+  by what L2 or L3 delivers a cycle: `stream_factor`);
 - `task_s`, spawning one task and having another thread steal it (libgomp
   creates a task in 0.1-0.4 us; the steal moves its cache lines);
 - `team_s`, starting a team whose workers sleep (a kernel wake-up of each)
@@ -79,11 +80,15 @@ DEFAULT_HEIGHT_S = 0.5e-6
 # take and merge, a few cache lines each (the recursive code reads its
 # children's results where they were written).
 DEFAULT_ROW_S = 50e-9
+# A core's L2 fills its L1 with about 32 bytes a cycle, sustained (AMD's
+# Zen: 32; Intel since Skylake-SP: 64 at peak, 30-40 sustained). A
+# matrix-vector product loads a weight a multiply-add, so with 16 f32 lanes
+# (64 bytes a vector) it runs at half of `unit_s`'s rate from L2, with 8 or
+# 4 lanes at the full rate.
+L2_BYTES_PER_CYCLE = 32
 # L3 gives a core about a 64-byte line every 4 cycles (some 16 B/cycle on
-# Intel's mesh and AMD's CCX with other cores at work), L2 one a cycle: a
-# matrix-vector product whose weights are out of L2 runs at a quarter of
-# the rate.
-L3_SLOWDOWN = 4.0
+# Intel's mesh and AMD's CCX with other cores at work): half of L2's rate.
+L3_SLOWDOWN = 2.0
 # The share of its tile's rate (`gemm_gain`) the GEMM kernel reaches at a
 # frontier's shapes (tens to hundreds of rows, a few hundred columns): its
 # packing, edge tiles and the k loop's blocks take the rest; `bench/run.py
@@ -293,9 +298,12 @@ def gemm_gain(rows: float) -> float:
 
 
 def stream_factor(weight_bytes: int, costs: Costs) -> float:
-    """How many times slower than `unit_s` a matrix-vector product runs
-    whose weights (with the rest of a call's) do not stay in a core's L2."""
-    return 1.0 if weight_bytes <= machine().l2_bytes else costs.l3_slowdown
+    """How many times slower than `unit_s` a matrix-vector product runs:
+    its weights stream from L2 (`L2_BYTES_PER_CYCLE`), and `l3_slowdown`
+    times slower where they (with the rest of a call's) do not stay there."""
+    facts = machine()
+    from_l2 = max(1.0, 4 * facts.lanes / L2_BYTES_PER_CYCLE)
+    return from_l2 if weight_bytes <= facts.l2_bytes else from_l2 * costs.l3_slowdown
 
 
 def fixed_budget() -> int | None:

@@ -268,7 +268,8 @@ def test_auto_estimates_follow_the_costs():
     costs = policy.Costs(1e-11, 1e-6, 50e-6)
     sizes = [37] * 5
     base = auto_model.Estimate(cell, costs, False)
-    assert base.recursive(sizes, 1) == pytest.approx(sum(sizes) * 2e5 * 1e-11)
+    from_l2 = policy.stream_factor(cell.weight_bytes, costs)  # (a vector's bytes from L2)
+    assert base.recursive(sizes, 1) == pytest.approx(sum(sizes) * 2e5 * 1e-11 * from_l2)
     later = auto_model.Estimate(cell, replace(costs, frontier_call_s=costs.frontier_call_s
                                                + 1e-3), False)
     assert later.frontier(sizes, 1) == pytest.approx(base.frontier(sizes, 1) + 1e-3)
@@ -290,7 +291,7 @@ def test_auto_estimates_follow_the_costs():
     assert auto_model.Estimate(cell, costs, False).recursive(sizes, 2) < \
         base.recursive(sizes, 1)
     # on a team, no faster than the tallest tree's nodes one after another
-    node = 2e5 * 1e-11
+    node = 2e5 * 1e-11 * from_l2
     assert base.recursive([37], 64, heights=30) == pytest.approx(30 * node)
     # a recursive gradient's weights and their gradient share L2, unless
     # its outer products are logged (`gradient_gemm`)
@@ -300,7 +301,7 @@ def test_auto_estimates_follow_the_costs():
         held = auto_model.Estimate(replace(fits, weight_bytes=half), costs, True)
         small = auto_model.Estimate(fits, costs, True)
         assert held.recursive(sizes, 1) - small.recursive(sizes, 1) == pytest.approx(
-            (slower - 1) * sum(sizes) * 8e5 * 1e-11)
+            (slower - 1) * sum(sizes) * 8e5 * 1e-11 * from_l2)
 
 
 def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():
