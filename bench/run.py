@@ -1,7 +1,7 @@
 """Benchmark driver: `python bench/run.py SECTION --json FILE`.
 
 Sections: native, train, fusion, parallel, static, batching, smallgemm, auto,
-roof, openmp, distributed, sparse-step, compile.
+roof, openmp, distributed, sparse-step, compile, targets.
 
 `python bench/run.py all [--quick]` runs the whole suite (bench/suite.py).
 
@@ -23,13 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for `bench.*`
 
 from bench import (auto, batching, compile_time, distributed, fusion,  # noqa: E402
                    native, openmp, parallel, roof, smallgemm, sparse_step, static,
-                   suite, train)
+                   suite, targets, train)
 
 SUBCOMMANDS = {"native": native, "train": train, "fusion": fusion, "parallel": parallel,
                "static": static, "all": suite, "batching": batching,
                "smallgemm": smallgemm, "auto": auto, "roof": roof,
                "openmp": openmp, "distributed": distributed, "sparse-step": sparse_step,
-               "compile": compile_time}
+               "compile": compile_time, "targets": targets}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ PHASES = ("compute", "allreduce", "optimizer")
 # core, so minutes of silence mean a stuck peer. Rank 0's evaluation and
 # checkpoint run outside the timed collectives.
 COLLECTIVE_TIMEOUT_S = 300.0
+ABORT_GRACE_S = 0.2  # a failing rank's message reaches the launcher before its abort
 
 
 def split_by_nodes(sizes: Sequence[int], ranks: int) -> list[list[int]]:
@@ -206,6 +207,9 @@ class MPIReducer(LocalReducer):
             sys.stderr.write(f"recir: rank {self.rank} of {self.size} failed: "
                              f"{type(error).__name__}: {error}\n")
             sys.stderr.flush()
+            # the launcher takes the job down at the abort, and may not read
+            # what is still in this rank's pipe: give it a moment first
+            time.sleep(ABORT_GRACE_S)
             self.comm.Abort(1)
 
     def check_same(self, what: str, value: float) -> None:
