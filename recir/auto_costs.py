@@ -12,8 +12,9 @@ array; 1 without one). With the machine's costs (`policy.Costs`: `unit_s`,
 a lane's multiply-add; the frontier's call, height and row costs and
 L3's slowdown, stated defaults that `recir.tune()` may measure):
 
-- recursive: nodes x a node's dots at `unit_s` (x `l3_slowdown` where the
-  weights, with a gradient's weight gradients, are out of L2); on a team as
+- recursive: nodes x a node's dots at `unit_s` x what L2 delivers a cycle
+  (`policy.stream_factor`; x `l3_slowdown` where the weights, with a
+  gradient's weight gradients, are out of L2); on a team as
   `policy.team_seconds` reckons it, its trees (or one tree's spawned
   subtrees) the tasks, but no faster than the tallest tree's nodes one
   after another (the span);
@@ -197,16 +198,18 @@ class Estimate:
         self.stream = policy.stream_factor(held * cell.weight_bytes, costs)
 
     def height_streams(self, cores: int = 1) -> float:
-        """What a height's products stream, in weights' sizes at the L2
-        rate, with their columns split across `cores` (each core's L2 then
-        holds its share of the weights)."""
+        """What a height's products stream, in weights' sizes at `unit_s`
+        a vector (`policy.stream_factor`), with their columns split across
+        `cores` (each core's L2 then holds its share of the weights)."""
         weight_bytes = self.cell.weight_bytes // max(cores, 1)
         alone = policy.stream_factor(weight_bytes, self.costs)
         if not self.gradient:
             return alone
-        # the weights, their gradients and the packed copies compete for L2
+        # the weights, their gradients and the packed copies compete for L2;
+        # a pack reads a weight that is out of L2 twice (`stream_factor` is
+        # above 1 from L2 already where a vector outruns L2)
         held = policy.stream_factor(GRADIENT_WORKING_SET * weight_bytes, self.costs)
-        return GRADIENT_STREAMS * held * (2 if alone > 1 else 1)
+        return GRADIENT_STREAMS * held * (2 if weight_bytes > policy.machine().l2_bytes else 1)
 
     def recursive(self, sizes: Sequence[int], threads: int, heights: float | None = None
                   ) -> float:

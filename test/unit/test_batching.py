@@ -304,6 +304,33 @@ def test_auto_estimates_follow_the_costs():
             (slower - 1) * sum(sizes) * 8e5 * 1e-11 * from_l2)
 
 
+@pytest.mark.parametrize("lanes", [16, 8])
+def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypatch, lanes):
+    """A height's weight streams in `unit_s` per weight vector: L2 gives 32
+    bytes a cycle, half a 16-lane vector; a gradient's two passes at L3's
+    rate where a weight and its packed copy outgrow L2, and twice over
+    where the weight alone does."""
+    l2 = 1 << 20
+    monkeypatch.setattr(policy, "machine", lambda: policy.Machine(2, l2, lanes, 2e9))
+    costs = policy.Costs(1e-11, 1e-6, 50e-6, l3_slowdown=3.0)
+    from_l2 = {16: 2.0, 8: 1.0}[lanes]
+    cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
+                               gradient_gemm=0.0, weights=1e5, weight_bytes=4,
+                               row_kernels=0.0, product_ops=1, fan_out=2)
+    expected = {4: (from_l2, 2 * from_l2),
+                l2 // 2 + 1: (from_l2, 2 * from_l2 * 3.0),
+                l2 + 1: (from_l2 * 3.0, 2 * 2 * from_l2 * 3.0)}
+    for weight_bytes, (infer, train) in expected.items():
+        sized = replace(cell, weight_bytes=weight_bytes)
+        assert auto_model.Estimate(sized, costs, False).height_streams() == infer
+        assert auto_model.Estimate(sized, costs, True).height_streams() == train
+    # split by columns across 4 cores: each core's L2 holds its quarter
+    assert auto_model.Estimate(replace(cell, weight_bytes=4 * l2 + 8), costs,
+                               True).height_streams(4) == 2 * 2 * from_l2 * 3.0
+    assert auto_model.Estimate(replace(cell, weight_bytes=2 * l2 + 8), costs,
+                               True).height_streams(4) == 2 * from_l2 * 3.0
+
+
 def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():
     for nodes in (3, 37, 255, 4095):
         heights = auto_model.estimated_heights(nodes, 2)
