@@ -144,12 +144,18 @@ def test_the_gemm_gain_follows_the_register_tile() -> None:
     assert policy.gemm_gain(rows) == pytest.approx(full) == policy.gemm_gain(10 * rows)
     assert policy.gemm_gain(1) == pytest.approx(vectors / (1 + vectors) * policy.GEMM_EFFICIENCY)
     assert policy.gemm_gain(0.5) == policy.gemm_gain(1)  # no fewer than one row filled
-    l2 = policy.machine().l2_bytes
-    # a vector of 16 lanes (64 bytes) a cycle is twice what L2 gives; 8 lanes are not
-    from_l2 = {16: 2.0, 8: 1.0, 4: 1.0}[policy.machine().lanes]
+
+
+@pytest.mark.parametrize(("lanes", "from_l2"), [(16, 2.0), (8, 1.0), (4, 1.0)])
+def test_weights_stream_at_l2s_rate_and_l3s_beyond(monkeypatch, lanes, from_l2) -> None:
+    """A vector of 16 lanes (64 bytes) a cycle is twice the 32 bytes L2
+    gives; 8 or 4 lanes are not; out of L2, `l3_slowdown` times that."""
+    l2 = 1 << 20
+    monkeypatch.setattr(policy, "machine", lambda: policy.Machine(2, l2, lanes, 2e9))
     assert policy.stream_factor(l2, COSTS) == from_l2
-    assert policy.stream_factor(l2 + 1, COSTS) == from_l2 * COSTS.l3_slowdown
-    assert COSTS.l3_slowdown == policy.L3_SLOWDOWN
+    assert policy.stream_factor(l2 + 1, COSTS) == from_l2 * COSTS.l3_slowdown == from_l2 * 2
+    measured = Costs(COSTS.unit_s, COSTS.task_s, COSTS.team_s, l3_slowdown=3.5)
+    assert policy.stream_factor(l2 + 1, measured) == from_l2 * 3.5
 
 
 def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
