@@ -1,7 +1,8 @@
 """`run.py targets`: issue 33's targets, each measured and printed against what it asks.
 
-`python bench/run.py targets --json FILE [--threads N] [--repeats 3]`, N
-every core by default. One run measures, with the CPU model printed first:
+`python bench/run.py targets --json FILE [--threads N] [--repeats 3]
+[--roof-repeats 2]`, N every core by default. One run measures, with the
+CPU model printed first:
 
 - roof: the frontier TreeLSTM (h=256, complete 128-leaf trees, batch 25)
   on one thread as a fraction of the one-core SGEMM roof (the best of
@@ -19,7 +20,8 @@ every core by default. One run measures, with the CPU model printed first:
 
 The issue states its scaling targets for 16 cores and for 2; on another
 core count those rows are printed and not judged. Cells whose contestant
-cannot run (no PyTorch) leave their rows unjudged too.
+did not run (no PyTorch, a recir mode that failed) leave their rows
+unjudged too.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench import batching, compile_time, openmp
-from bench.common import fmt, machine_info, median, print_table, write_json
+from bench.common import fmt, machine_info, median, print_table, ratio, write_json
 
 # what each target asks; scaling by core count (the issue's two machines)
 ROOF = {"infer": 0.85, "train": 0.70}
@@ -128,15 +130,28 @@ def judged(what: str, value: float | None, asked: float | None, at_most: bool = 
 
 
 def target_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
-    rows: list[list[str]] = []
-    c128 = "complete-128"
+    """Every target's row; one whose measure is missing (a mode or a peer
+    that did not run, one thread's scaling) is printed unjudged."""
+    return [*roof_rows(report), *scaling_rows(report, threads),
+            *[judged(f"auto: {r['workload']} b{r['batch']} {r['threads']}t {r['mode']}"
+                     f" picks {r['auto']}, auto / best", auto_over_best(r), AUTO)
+              for r in report["rows"]],
+            *one_tree_rows(report), *compile_and_tape_rows(report, threads)]
+
+
+def roof_rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = []
     for mode in ("infer", "train"):
-        r = row_of(report, c128, 25, 1, mode)
+        r = row_of(report, "complete-128", 25, 1, mode)
         fraction = r["roof_fraction"].get("recir-frontier") if r else None
         rows.append(judged(f"roof: c128 h=256 b25 1t {mode}, frontier / one-core roof",
                            fraction, ROOF[mode]))
-    asked = SCALING.get(threads, {})
-    for name in (c128, "sst"):
+    return rows
+
+
+def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
+    rows, asked = [], SCALING.get(threads, {})
+    for name in ("complete-128", "sst"):
         for kind in ("frontier", "recursive"):
             for mode in ("infer", "train"):
                 one, many = row_of(report, name, 25, 1, mode), row_of(report, name, 25,
@@ -144,40 +159,46 @@ def target_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                 value = None
                 if one and many and threads > 1:
                     key = f"recir-{kind}"
-                    value = many["trees_per_s"][key] / one["trees_per_s"][key]
+                    value = ratio(many["trees_per_s"].get(key), one["trees_per_s"].get(key))
                 rows.append(judged(f"scaling: {name} b25 {kind} {mode}, {threads}t / 1t",
                                    value, asked.get(kind)))
     rows.append(judged(f"scaling: fib(35), {threads}t / 1t", report.get("fib_speedup"),
                        asked.get("fib")))
-    for r in report["rows"]:
-        rows.append(judged(f"auto: {r['workload']} b{r['batch']} {r['threads']}t {r['mode']}"
-                           f" picks {r['auto']}, auto / best", auto_over_best(r), AUTO))
+    return rows
+
+
+def one_tree_rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = []
     for mode in ("infer", "train"):
         r = row_of(report, "sst", 1, 1, mode)
-        for peer, asked_ratio in ONE_TREE.items():
-            value = None
-            if r and peer in r["trees_per_s"]:
-                value = picked_rate(r) / r["trees_per_s"][peer]
-            rows.append(judged(f"one SST tree 1t {mode}: auto's mode / {peer}", value,
-                               asked_ratio))
+        for peer, asked in ONE_TREE.items():
+            value = ratio(picked_rate(r), r["trees_per_s"].get(peer)) if r else None
+            rows.append(judged(f"one SST tree 1t {mode}: auto's mode / {peer}", value, asked))
+    return rows
+
+
+def compile_and_tape_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
     cold, warm = report.get("compile_s", (None, None))
-    rows.append(judged(f"compile: cold, {threads}t, seconds", cold, COLD_S, at_most=True))
-    rows.append(judged(f"compile: warm, {threads}t, seconds", warm, WARM_S, at_most=True))
+    rows = [judged(f"compile: cold, {threads}t, seconds", cold, COLD_S, at_most=True),
+            judged(f"compile: warm, {threads}t, seconds", warm, WARM_S, at_most=True)]
     for hidden, value in report.get("tape_ratio", {}).items():
         rows.append(judged(f"tape: h={hidden}, recir / PyTorch saved bytes", value, TAPE,
                            at_most=True))
     return rows
 
 
-def picked_rate(row: dict[str, Any]) -> float:
+def picked_rate(row: dict[str, Any]) -> float | None:
     """The rate of the mode `auto` picked (`*`: it took the other for some
-    minibatches; the majority's)."""
-    return row["trees_per_s"][f"recir-{row['auto'].rstrip('*')}"]
+    minibatches; the majority's), None where that mode did not run."""
+    return row["trees_per_s"].get(f"recir-{row['auto'].rstrip('*')}")
 
 
-def auto_over_best(row: dict[str, Any]) -> float:
+def auto_over_best(row: dict[str, Any]) -> float | None:
+    """The picked mode's rate over the faster mode's; None unless both ran."""
     rates = row["trees_per_s"]
-    return picked_rate(row) / max(rates["recir-frontier"], rates["recir-recursive"])
+    if "recir-frontier" not in rates or "recir-recursive" not in rates:
+        return None
+    return ratio(picked_rate(row), max(rates["recir-frontier"], rates["recir-recursive"]))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -63,3 +63,24 @@ def test_scaling_on_a_core_count_the_issue_names_no_target_for_is_not_judged():
     assert rows["scaling: fib(35), 8t / 1t"] == ["12.50", "", ""]
     two = by_target(targets.target_rows(report(2), 2))
     assert two["scaling: sst b25 frontier infer, 2t / 1t"] == ["9.00", ">= 1.8", "met"]
+
+
+def test_a_mode_that_did_not_run_leaves_its_rows_unjudged():
+    one = report(2)
+    for row in one["rows"]:
+        if row["batch"] == 25 and row["workload"] == "sst":
+            del row["trees_per_s"]["recir-recursive"]  # (its contestant failed)
+    one["rows"][-2]["trees_per_s"].pop("recir-frontier")  # auto's pick, one SST tree
+    rows = by_target(targets.target_rows(one, 2))
+    assert rows["scaling: sst b25 recursive infer, 2t / 1t"] == ["-", ">= 1.8", ""]
+    assert rows["scaling: sst b25 frontier infer, 2t / 1t"] == ["9.00", ">= 1.8", "met"]
+    assert rows["auto: sst b1 1t infer picks frontier*, auto / best"] == ["-", ">= 0.9", ""]
+    assert rows["one SST tree 1t infer: auto's mode / torch-level"] == ["-", ">= 2", ""]
+    assert rows["auto: sst b25 2t train picks frontier, auto / best"] == ["-", ">= 0.9", ""]
+
+
+def test_one_thread_has_no_scaling_to_judge():
+    rows = by_target(targets.target_rows(dict(report(1), fib_speedup=None), 1))
+    assert rows["scaling: sst b25 frontier infer, 1t / 1t"] == ["-", "", ""]
+    assert rows["scaling: fib(35), 1t / 1t"] == ["-", "", ""]
+    assert rows["roof: c128 h=256 b25 1t infer, frontier / one-core roof"][2] == "MISSED"
