@@ -74,3 +74,13 @@ def test_report_gives_each_ratio():
     line = native_scaling.report(found)
     assert "native 1t 2000 us, 2t 1000 us, 2t/1t 2.000x" in line
     assert "1.562x" in line and "kept 20+17, dropped 3" in line
+
+
+def test_report_names_the_thread_count_timed_against_one():
+    found = {"mode": "train", "hidden": 256, "workload": "complete-128", "batch": 25,
+             "dropped": 0, "kept": {1: 4, 16: 3},
+             "medians": {1: {"native": 8e-3, "wall": 9e-3}, 16: {"native": 1e-3,
+                                                               "wall": 2e-3}}}
+    line = native_scaling.report(found)
+    assert "native 1t 8000 us, 16t 1000 us, 16t/1t 8.000x" in line
+    assert "9000 / 2000 us, 4.500x" in line and "kept 4+3, dropped 0" in line
