@@ -14,29 +14,21 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
-from recir.passes.loop_builder import CONTRACT, Emitter
+from recir.passes.loop_builder import Emitter
 from recir.passes.tmath_kernels import (
     Kernel,
     allocating,
+    axpy,
     checked,
-    dot,
     each_vector,
     elementwise,
+    rows_dotted,
     shape,
     size,
     zero_fill,
 )
 
 Accumulate = Callable[[Emitter, Operation, Sequence[SSAValue]], None]
-
-
-def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
-    """out[:n] += scale * x[:n]."""
-    def body(inner: Emitter, i: SSAValue) -> None:
-        product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
-        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
-
-    b.each(n, body)
 
 
 def vecmat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
@@ -72,19 +64,22 @@ def onehot(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 
 
 def bilinear_grad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """Σ_k dr[k] V[k] y (lhs) or Σ_k dr[k] V[k]ᵀ x (rhs), row by row."""
+    """Σ_k dr[k] V[k] y (lhs: V's vectors dotted with y as one matrix,
+    `rows_dotted`, as the forward does, then a slab per k scaled in) or
+    Σ_k dr[k] V[k]ᵀ x (rhs), row by row."""
     depth, rows, cols = tmath.shape_of(op.operands[0])
     v, dr, other, out = args
     lhs = isinstance(op, adjoint.BilinearLhsOp)
     zero_fill(b, out, rows if lhs else cols)
+    if lhs:
+        slabs = rows_dotted(b, v, other, depth * rows, cols)
+        b.each(depth, lambda bk, k: axpy(bk, out, bk.load(dr, k),
+                                         bk.offset(slabs, bk.mul(k, rows)), rows))
+        return
 
     def term(bi: Emitter, k: SSAValue, i: SSAValue, start: SSAValue) -> None:
-        if lhs:
-            dotted = bi.value(arith.MulfOp(bi.load(dr, k), dot(bi, start, other, cols)))
-            bi.store(bi.value(arith.AddfOp(bi.load(out, i), dotted)), out, i)
-        else:
-            scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
-            axpy(bi, out, scale, start, cols)
+        scale = bi.value(arith.MulfOp(bi.load(dr, k), bi.load(other, i)))
+        axpy(bi, out, scale, start, cols)
 
     each_vector(b, v, (depth, rows, cols), term)
 

@@ -26,7 +26,7 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels, math_expansions
-from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, Index
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
@@ -103,9 +103,15 @@ def dots(b: Emitter, rows: Sequence[SSAValue], y: SSAValue, n: int) -> Sequence[
 
 
 def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    """Blocks of ROW_BLOCK rows (about 2x one row at a time), then the rest."""
     rows, cols = tmath.shape_of(op.operands[0])
-    matrix, vector = args
+    return rows_dotted(b, *args, rows, cols)
+
+
+def rows_dotted(b: Emitter, matrix: SSAValue, vector: SSAValue, rows: int, cols: int,
+                at: Callable[[Emitter, Index], Index] = lambda b, r: r) -> SSAValue:
+    """A rows x cols matrix times a vector, into a fresh buffer (row r's sum
+    at `at(r)`): blocks of ROW_BLOCK rows (about 2x one row at a time),
+    then the rest."""
     out = b.alloca(rows)
     blocked = rows - rows % ROW_BLOCK
 
@@ -114,11 +120,11 @@ def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
         starts = [inner.offset(matrix, inner.mul(inner.add(first, d), cols))
                   for d in range(ROW_BLOCK)]
         for d, total in enumerate(dots(inner, starts, vector, cols)):
-            inner.store(total, out, inner.add(first, d))
+            inner.store(total, out, at(inner, inner.add(first, d)))
 
     b.each(blocked // ROW_BLOCK, block)
     for r in range(blocked, rows):
-        b.store(dot(b, b.offset(matrix, r * cols), vector, cols), out, r)
+        b.store(dot(b, b.offset(matrix, r * cols), vector, cols), out, at(b, r))
     return out
 
 
@@ -142,19 +148,30 @@ def enclosing_module(op: Operation) -> ModuleOp:
 
 
 def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
-    """out[k] = sum_i x[i] * (V[k, i, :] . y)."""
+    """out[k] = sum_i x[i] * (V[k, i, :] . y): V's depth x rows vectors
+    dotted with y as one matrix (`rows_dotted`), each sum stored at [i, k],
+    then out += x[i] times row i. Row by row, where a dot is short, LLVM
+    vectorizes across rows instead, gathering elements a row apart."""
     tensor, x, y, out = args
     depth, rows, cols = tmath.shape_of(op.operands[0])
 
-    def slab(bk: Emitter, k: SSAValue) -> None:
-        def row(bi: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            start = bi.offset(tensor, bi.mul(bi.add(bi.mul(k, rows), i), cols))
-            term = arith.MulfOp(bi.load(x, i), dot(bi, start, y, cols), REASSOC)
-            return (bi.value(arith.AddfOp(acc[0], bi.value(term), REASSOC)),)
+    def by_i(e: Emitter, r: Index) -> Index:  # row r = k * rows + i, stored at i * depth + k
+        return e.add(e.mul(e.binary(arith.RemUIOp, r, rows), depth),
+                     e.binary(arith.DivUIOp, r, rows))
 
-        bk.store(bk.loop(rows, row, [bk.const(0.0, f32)])[0], out, k)
+    sums = rows_dotted(b, tensor, y, depth * rows, cols, by_i)
+    zero_fill(b, out, depth)
+    b.each(rows, lambda bi, i: axpy(bi, out, bi.load(x, i),
+                                    bi.offset(sums, bi.mul(i, depth)), depth))
 
-    b.each(depth, slab)
+
+def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
+    """out[:n] += scale * x[:n]."""
+    def body(inner: Emitter, i: SSAValue) -> None:
+        product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
+        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
+
+    b.each(n, body)
 
 
 def each_vector(b: Emitter, tensor: SSAValue, shape: Sequence[int],
