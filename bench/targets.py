@@ -27,6 +27,7 @@ unjudged too.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -75,17 +76,33 @@ def cells(args: argparse.Namespace, report: dict[str, Any]) -> None:
                     write_json(args.json, report)
 
 
-def fib_speedup(threads: int, repeats: int) -> float | None:
-    """fib(35) on `threads` over one, in a child process as `run.py
+def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
+                ) -> float | None:
+    """fib(n) on `threads` over one, in a child process as `run.py
     openmp` times it: this process's earlier teams and PyTorch's pool
-    would share its cores."""
+    would share its cores. None, with the reason printed, where the child
+    fails, runs over `timeout` seconds or prints no ratio last."""
     code = (f"import json, sys; sys.path.insert(0, {str(openmp.ROOT)!r}); "
             f"from bench.openmp import fib_times; from bench.common import median; "
-            f"t = fib_times([1, {threads}], 35, {repeats}); "
+            f"t = fib_times([1, {threads}], {n}, {repeats}); "
             f"print(json.dumps(median(t['1']) / median(t['{threads}'])))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600)
-    return float(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout else None
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"fib({n}): over {timeout:g} s, not judged", flush=True)
+        return None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        try:
+            return float(json.loads(lines[-1]))
+        except (ValueError, TypeError):
+            why = f"printed {lines[-1][:80]!r}"
+    else:
+        why = (done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+               else f"exit {done.returncode}")
+    print(f"fib({n}) in a child process failed, not judged: {why}", flush=True)
+    return None
 
 
 def compile_seconds(threads: int) -> tuple[float, float]:

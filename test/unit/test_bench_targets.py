@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,3 +85,27 @@ def test_one_thread_has_no_scaling_to_judge():
     assert rows["scaling: sst b25 frontier infer, 1t / 1t"] == ["-", "", ""]
     assert rows["scaling: fib(35), 1t / 1t"] == ["-", "", ""]
     assert rows["roof: c128 h=256 b25 1t infer, frontier / one-core roof"][2] == "MISSED"
+
+
+def test_fib_speedup_is_a_ratio_from_a_child_process():
+    speedup = targets.fib_speedup(2, 1, n=12)
+    assert isinstance(speedup, float) and speedup > 0
+
+
+def test_fib_speedup_of_a_child_that_fails_or_hangs_is_unjudged(monkeypatch, capsys):
+    """A run's last measure: a child over its time, failed or printing no
+    ratio leaves the row unjudged instead of losing the run."""
+    def timed_out(cmd, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    monkeypatch.setattr(targets.subprocess, "run", timed_out)
+    assert targets.fib_speedup(2, 1, timeout=5) is None
+    assert "over 5 s" in capsys.readouterr().out
+    for code, out, err, why in ((1, "", "Traceback\nRecirError: boom\n", "RecirError: boom"),
+                                (-9, "", "", "exit -9"),
+                                (0, "1.9\nbye\n", "", "printed 'bye'"),
+                                (0, "", "", "exit 0")):
+        monkeypatch.setattr(targets.subprocess, "run", lambda cmd, c=code, o=out, e=err,
+                            **kwargs: subprocess.CompletedProcess(cmd, c, o, e))
+        assert targets.fib_speedup(2, 1) is None
+        assert why in capsys.readouterr().out

@@ -59,3 +59,75 @@ def test_bilinear_rows_load_whole_and_match_numpy(name, tmp_path, monkeypatch):
         compiled = llvm_binding.parse_assembly(text)
         optimize(compiled, machine, OPT_LEVEL)
         assert "masked.gather" not in str(compiled)
+
+
+def all_three(depth: int, rows: int, cols: int):
+    """The form and both its gradients on one depth x rows x cols tensor."""
+    t, x, y, d = (f"tensor<{depth}x{rows}x{cols}xf32>", f"tensor<{rows}xf32>",
+                  f"tensor<{cols}xf32>", f"tensor<{depth}xf32>")
+    text = (f"func.func @f(%v: {t}, %x: {x}, %y: {y}, %d: {d}) -> ({d}, {x}, {y}) {{\n"
+            f"%r = tmath.bilinear %v, %x, %y : {t}, {x}, {y} -> {d}\n"
+            f"%l = adjoint.bilinear_lhs %v, %d, %y : {t}, {d}, {y} -> {x}\n"
+            f"%h = adjoint.bilinear_rhs %v, %d, %x : {t}, {d}, {x} -> {y}\n"
+            f"func.return %r, %l, %h : {d}, {x}, {y}\n}}")
+    return parse_module(make_context(), text, "bilinear.mlir")
+
+
+# depth x rows not a multiple of ROW_BLOCK (remainders 1, 2, 3; no block at
+# all), depth, rows or cols 1; 40 x 500 sums (80 KB) put the scratch
+# buffer on the heap (`frame_buffers`)
+ODD_SHAPES = [(1, 1, 1), (1, 2, 2), (2, 3, 1), (5, 1, 9), (1, 5, 3), (7, 13, 9),
+              (40, 500, 3)]
+
+
+@pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes_match_einsum(shape, tmp_path, monkeypatch):
+    texts: list[str] = []
+    made = engine.compile_object
+
+    def kept(text, *args, **kwargs):
+        texts.append(text)
+        return made(text, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "compile_object", kept)
+    depth, rows, cols = shape
+    rng = np.random.default_rng(list(shape))
+    v = rng.standard_normal(shape).astype(np.float32)
+    x, y, d = (rng.standard_normal(n).astype(np.float32) for n in (rows, cols, depth))
+    got = recir.compile(all_three(*shape), "f", cache_dir=tmp_path, threads=1)(v, x, y, d)
+    v64 = v.astype(np.float64)
+    wants = (np.einsum("kij,i,j->k", v64, x, y), np.einsum("kij,k,j->i", v64, d, y),
+             np.einsum("kij,k,i->j", v64, d, x))
+    for name, value, want in zip(("bilinear", "lhs", "rhs"), got, wants, strict=True):
+        np.testing.assert_allclose(np.asarray(value), want, rtol=1e-5,
+                                   atol=1e-5 * np.abs(want).max(), err_msg=name)
+    heap = "aligned_alloc" in "".join(texts)
+    assert heap == (depth * rows * 4 > 65536)
+
+
+def test_frontier_rows_of_an_odd_rntn_match_recursive_code():
+    """The frontier's per-row kernels (`row_kernels.PER_ROW`) are the same
+    `bilinear` and `bilinear_lhs`, on each row: RNTN at d=3 has 3 x 6 sums
+    (a remainder of 2 past ROW_BLOCK) of 6-wide rows; values against NumPy,
+    gradients against the recursive code's (itself against the interpreter
+    in test_gradients.py)."""
+    from recir.data import make_treebank
+    from recir.models import rntn
+
+    params = rntn.init_params(np.random.default_rng(5), hidden=3, vocab=100)
+    traced = rntn.trace_model(params)
+    trees = make_treebank(6, seed=3)
+    args = [(t.left, t.right, t.word, t.label, t.root) for t in trees]
+    for tree, (h, loss) in zip(trees, recir.compile(traced, batching="frontier").batch(args),
+                               strict=True):
+        h_ref, loss_ref = rntn.reference(tree, tree.root, params)
+        np.testing.assert_allclose(h, h_ref, rtol=1e-5, atol=1e-6)
+        assert loss == pytest.approx(loss_ref, rel=1e-5)
+    expected = {k: np.zeros_like(v) for k, v in params.items()}
+    recursive = recir.value_and_grad(traced)
+    for a in args:
+        recursive(*a, into=expected)
+    _, grads = recir.value_and_grad(traced, batching="frontier").batch(args)
+    for name, want in expected.items():
+        np.testing.assert_allclose(grads[name], want, rtol=1e-4,
+                                   atol=1e-5 * np.abs(want).max(), err_msg=name)
