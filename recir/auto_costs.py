@@ -5,8 +5,9 @@ products (the mean of its `scf.if` branches: a binary tree's nodes are half
 leaves), in multiply-adds and in what the recursive code's dots take
 (`row_units`: cols // lanes vector multiply-adds, the remainder one at a
 time, a reduction); the weights a height streams (its largest branch's
-matrices); whether they stay in a core's L2; the per-row kernels both
-modes run alike (a bilinear form's dots); the recursion's fan-out. Per call
+matrices, a bilinear form's V as a matrix of its depth x rows vectors);
+whether they stay in a core's L2; the kernels the frontier's gradient runs
+row by row (a bilinear form's); the recursion's fan-out. Per call
 it reads the batch's node counts (each input tuple's longest structure
 array; 1 without one). With the machine's costs (`policy.Costs`: `unit_s`,
 a lane's multiply-add; the frontier's call, height and row costs and
@@ -29,7 +30,9 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
   share of the weights, a team start each), whichever is cheaper.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
-weight gradient), so products count three times. The frontier's weight
+weight gradient), so products count three times, but for a bilinear form's
+in the frontier, whose rows run its gradient kernels one at a time (four
+passes over V, as the recursive code's). The frontier's weight
 gradient adds a depth block of logged rows at a time (`row_logs`: at the
 tile's full gain), so a height streams a weight's size twice (the product
 and its vecmat): at L3's rate where a weight and the GEMMs' packed copy do
@@ -74,7 +77,11 @@ class CellCost:
     gradient_gemm: float  # multiply-adds of weight gradients it adds by one GEMM
     weights: int  # matrix elements of the largest branch: what a height streams
     weight_bytes: int  # the bytes of all the cell's matrices and tensors
-    row_kernels: float  # units of kernels run row by row in both modes (bilinear)
+    # a gradient's kernels the frontier runs row by row (a bilinear form's: its
+    # two gradients and its accumulation, four passes over V), in units, and the
+    # multiply-adds of the products they are the gradients of (no GEMMs there)
+    row_kernels: float
+    row_kernel_products: float
     product_ops: int  # matrix products of the largest branch (team starts a height)
     fan_out: int  # invoke sites of the recursive function
 
@@ -92,10 +99,11 @@ class BlockCost:
     gradient_units: float = 0.0
     gradient_gemm: float = 0.0
     row_kernels: float = 0.0
+    row_kernel_products: float = 0.0
     weights: float = 0.0
     product_ops: float = 0.0
 
-    KINDS = (MEAN,) * 5 + (LARGEST,) * 2
+    KINDS = (MEAN,) * 6 + (LARGEST,) * 2
 
     def __add__(self, other: BlockCost) -> BlockCost:
         return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -124,8 +132,9 @@ def product_cost(rows: int, cols: int, lanes: int, deferred: bool) -> BlockCost:
     outer product's two become a GEMM's multiply-adds where the recursive
     code logs them (`deferred`)."""
     macs, units = rows * cols, row_units(rows, cols, lanes)
-    return BlockCost(macs, units, (2 if deferred else 4) * units, macs if deferred else 0.0,
-                     0.0, macs, 1)
+    return BlockCost(products=macs, product_units=units,
+                     gradient_units=(2 if deferred else 4) * units,
+                     gradient_gemm=macs if deferred else 0.0, weights=macs, product_ops=1)
 
 
 def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
@@ -135,9 +144,11 @@ def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
     for op in block.ops:
         if isinstance(op, tmath.MatvecOp):
             total += product_cost(*tmath.shape_of(op.matrix), lanes, deferred)
-        elif isinstance(op, tmath.BilinearOp):  # each row's dots, in both modes
-            depth, rows, cols = tmath.shape_of(op.tensor)
-            total += BlockCost(row_kernels=row_units(depth * rows, cols, lanes))
+        elif isinstance(op, tmath.BilinearOp):  # V's rows times y: one product in both
+            depth, rows, cols = tmath.shape_of(op.tensor)  # modes; its gradient row by row
+            total += product_cost(depth * rows, cols, lanes, False) + BlockCost(
+                row_kernels=4 * row_units(depth * rows, cols, lanes),
+                row_kernel_products=depth * rows * cols)
         elif isinstance(op, scf.IfOp):
             total += BlockCost.branches([block_cost(r.blocks[0], lanes, deferred)
                                          for r in op.regions if r.blocks])
@@ -163,13 +174,12 @@ def cell_cost(module: Any) -> CellCost:
             block = block_cost(sub.body.block, lanes, deferred)
             sites = sum(1 for op in sub.walk() if isinstance(op, invoke.InvokeOp))
             costs.append((block, sites))
-    block, sites = max(costs, key=lambda c: c[0].product_units + c[0].row_kernels,
-                       default=(BlockCost(), 1))
+    block, sites = max(costs, key=lambda c: c[0].product_units, default=(BlockCost(), 1))
     tensors = {op.tensor for op in module.walk() if isinstance(op, tmath.BilinearOp)}
     weight_bytes = sum(sizes) + sum(4 * math.prod(tmath.shape_of(t)) for t in tensors)
     return CellCost(block.products, block.product_units, block.gradient_units,
                     block.gradient_gemm, int(block.weights), weight_bytes, block.row_kernels,
-                    int(block.product_ops), max(sites, 1))
+                    block.row_kernel_products, int(block.product_ops), max(sites, 1))
 
 
 def height_bounds(nodes: int, fan_out: int) -> tuple[float, float]:
@@ -220,8 +230,7 @@ class Estimate:
         if self.gradient:
             products = cell.gradient_units * self.stream \
                 + cell.gradient_gemm / policy.gemm_gain(math.inf)
-        kernels = cell.row_kernels * (GRADIENT_PRODUCTS if self.gradient else 1)
-        node = (products + kernels) * costs.unit_s
+        node = products * costs.unit_s
         alone = sum(sizes) * node
         if threads < 2:
             return alone
@@ -239,18 +248,20 @@ class Estimate:
         nodes = sum(sizes)
         if heights is None:
             heights = estimated_heights(max(sizes, default=1), cell.fan_out)
-        # a gradient's product and vecmat run at a height's rows, its weight
-        # gradient a depth block of logged rows at a time (`row_logs`)
-        products, logged = (GRADIENT_PRODUCTS - 1, 1) if self.gradient else (1, 0)
-        kernels = GRADIENT_PRODUCTS if self.gradient else 1
+        per_op = GRADIENT_PRODUCTS if self.gradient else 1  # products an op runs
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = passes * (costs.frontier_call_s + heights * costs.height_s
                           + nodes * costs.row_s)
         weights = heights * cell.weights * costs.unit_s  # one stream of a height's weights
 
         def rows(per_height: float) -> float:  # products whose tile `per_height` rows fill
-            tiles = products / policy.gemm_gain(per_height) + logged / policy.gemm_gain(math.inf)
-            return nodes * (cell.products * tiles + cell.row_kernels * kernels) * costs.unit_s
+            work = cell.products / policy.gemm_gain(per_height)
+            if self.gradient:  # a vecmat at a height's rows, a weight gradient a depth
+                # block of logged rows at a time (`row_logs`); a bilinear form's row by row
+                gemms = cell.products - cell.row_kernel_products
+                work += gemms * ((GRADIENT_PRODUCTS - 2) / policy.gemm_gain(per_height)
+                                 + 1 / policy.gemm_gain(math.inf)) + cell.row_kernels
+            return nodes * work * costs.unit_s
 
         alone = fixed + weights * self.height_streams() + rows(nodes / heights)
         if threads < 2:
@@ -261,7 +272,7 @@ class Estimate:
             rows(nodes / (heights * threads)), threads, costs, 0) \
             + heights * passes * costs.warm_team_s
         # the products' own teams: each core its columns, a team start each
-        starts = heights * passes * cell.product_ops * kernels
+        starts = heights * passes * cell.product_ops * per_op
         by_columns = fixed + policy.team_seconds(
             weights * self.height_streams(threads) + rows(nodes / heights), threads, costs, 0) \
             + starts * costs.warm_team_s

@@ -29,7 +29,7 @@ from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_products import each_row_on_team, matvec_plus
+from recir.passes.row_products import bilinear_rows, each_row_on_team, matvec_plus
 from recir.passes.rows import (
     Lowered,
     RowEmitter,
@@ -207,12 +207,26 @@ PER_ROW = (*SCALAR, tmath.FusedOp, tmath.BilinearOp, tmath.GatherOp, tmath.SumOp
            adjoint.OnehotOp, adjoint.PadOp, adjoint.BilinearLhsOp, adjoint.BilinearRhsOp,
            adjoint.AccumulateOp, adjoint.AccumulateBilinearOp)
 INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
+ROW_BY_ROW = per_row(INTO_ALL[tmath.BilinearOp], into=True)
+
+
+def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered], by_row: RowKernel
+             ) -> Lowered | tuple[Lowered, ...]:
+    """A bilinear form over rows: one product (`bilinear_rows`) where both
+    vectors are plain rows, else `by_row` (a uniform or gathered vector)."""
+    tensor, x, y = args
+    if type(x) is Rows and type(y) is Rows:
+        return bilinear_rows(b, op, tensor, x, y)
+    return by_row(b, op, args)
+
+
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
     **{op: per_row(apart(INTO[op]), into=True, tensors=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,
+    tmath.BilinearOp: lambda b, op, args: bilinear(b, op, args, ROW_BY_ROW),
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,
     tmath.ExtractOp: extract,

@@ -51,7 +51,7 @@ from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.packed_weights import with_packed
 from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
-from recir.passes.tmath_kernels import enclosing_module
+from recir.passes.tmath_kernels import dot, enclosing_module
 
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
 POINTERS = (3, 5, 7)  # the fields that hold A, B and C
@@ -216,6 +216,27 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
             row_at(inner, v[0], r), v[1], rows))
     row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
              (out.data, out.stride), accumulate=bias is not None)
+    return out
+
+
+def bilinear_rows(b: RowEmitter, op: Operation, tensor: SSAValue, x: Rows, y: Rows) -> Rows:
+    """out[r, k] = x[r] . (V[k] y[r]) for every row r: every y times all of
+    V's depth x rows vectors as one product over rows (Y M^T, M being V's
+    rows; V is read once, not once a row), then each row's sums dotted with
+    its x slab by slab."""
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    count = b.same_count(op, [x, y])
+    sums = b.rows(count, TensorType(f32, [-1, depth * rows]))  # rows of depth x rows sums
+    row_gemm(b, op, "nt", count, depth * rows, cols, (y.data, y.stride), (tensor, cols),
+             (sums.data, sums.stride))
+    out = b.rows(count, op.results[0].type)
+
+    def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        at, slabs, xr = (row_at(e, value, r) for value in values)
+        e.each(depth, lambda ek, k: ek.store(
+            dot(ek, ek.offset(slabs, ek.mul(k, rows)), xr, rows), at, k))
+
+    each_row_on_team(b, op, count, depth * rows, [out, sums, x], row)
     return out
 
 

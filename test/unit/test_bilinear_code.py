@@ -1,24 +1,26 @@
-"""A bilinear form's recursive code with RNTN's rows (d=25: 50 wide): V's
+"""A bilinear form's code with RNTN's rows (d=25: 50 wide). Recursive: V's
 rows dotted with a vector as one matrix, so that once LLVM has unrolled
 the short dots it does not vectorize across V's rows with gathers (5x
-slower at d=25); values against NumPy. (The forward's last step, a dot of
-each slab's row sums with x, is short too: with few slabs, as here, it
-stays gather-free; at d=25 its gathers read a 25 x 50 matrix, not V.)"""
+slower at d=25). Over a frontier's rows: one product of every row's y with
+all of V's rows (`row_products.bilinear_rows`). Values against NumPy."""
 
 from __future__ import annotations
 
 import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
+from xdsl.dialects import func
 
 import recir
+import recir.frontier_compile as frontier_compile
 from recir.backend import engine
 from recir.backend.engine import OPT_LEVEL, optimize, target_machine
 from recir.context import make_context
+from recir.frontier_compile import compile_rows
 from recir.parsing import parse_module
 
 WIDTH = 50
-DEPTHS = {"bilinear": 3, "bilinear_lhs": 25}
+DEPTHS = {"bilinear": 25, "bilinear_lhs": 25}
 
 
 def module(name: str, depth: int):
@@ -106,11 +108,12 @@ def test_odd_shapes_match_einsum(shape, tmp_path, monkeypatch):
 
 
 def test_frontier_rows_of_an_odd_rntn_match_recursive_code():
-    """The frontier's per-row kernels (`row_kernels.PER_ROW`) are the same
-    `bilinear` and `bilinear_lhs`, on each row: RNTN at d=3 has 3 x 6 sums
-    (a remainder of 2 past ROW_BLOCK) of 6-wide rows; values against NumPy,
-    gradients against the recursive code's (itself against the interpreter
-    in test_gradients.py)."""
+    """The frontier's bilinear form (one product over rows) and its
+    per-row gradient kernels (`row_kernels.PER_ROW`: the same
+    `bilinear_lhs` on each row): RNTN at d=3 has 3 x 6 sums (a remainder
+    of 2 past ROW_BLOCK) of 6-wide rows; values against NumPy, gradients
+    against the recursive code's (itself against the interpreter in
+    test_gradients.py)."""
     from recir.data import make_treebank
     from recir.models import rntn
 
@@ -131,3 +134,34 @@ def test_frontier_rows_of_an_odd_rntn_match_recursive_code():
     for name, want in expected.items():
         np.testing.assert_allclose(grads[name], want, rtol=1e-4,
                                    atol=1e-5 * np.abs(want).max(), err_msg=name)
+
+
+@pytest.mark.parametrize(("depth", "width", "count", "threads"),
+                         [(3, 6, 5, 1), (7, 13, 9, 2), (25, 50, 300, 1), (25, 50, 300, 2)])
+def test_bilinear_over_rows_is_one_product(depth, width, count, threads, tmp_path,
+                                           monkeypatch):
+    """`tmath.bilinear` over rows calls the module's GEMM (its team form on
+    2 threads), no row-by-row kernel, and gives every row's form."""
+    tensor, rows = f"tensor<{depth}x{width}x{width}xf32>", f"tensor<?x{width}xf32>"
+    text = (f"func.func @b(%v: {tensor}, %x: {rows}, %y: {rows}) -> tensor<?x{depth}xf32> {{\n"
+            f"%r = tmath.bilinear %v, %x, %y : {tensor}, {rows}, {rows} "
+            f"-> tensor<?x{depth}xf32>\nfunc.return %r : tensor<?x{depth}xf32>\n}}")
+    texts: list[str] = []
+    made = engine.compile_object
+
+    def kept(ir, *args, **kwargs):
+        texts.append(ir)
+        return made(ir, *args, **kwargs)
+
+    monkeypatch.setattr(frontier_compile, "compile_object", kept)
+    function = next(op for op in parse_module(make_context(), text).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["b"]
+    assert any("recir_gemm_nt" in ir for ir in texts)
+    rng = np.random.default_rng(depth)
+    v = rng.standard_normal((depth, width, width)).astype(np.float32)
+    x, y = (rng.standard_normal((count, width)).astype(np.float32) for _ in range(2))
+    got = native([v, x, y])
+    want = np.einsum("kij,ri,rj->rk", v.astype(np.float64), x, y)
+    np.testing.assert_allclose(got[0] if isinstance(got, list | tuple) else got, want,
+                               rtol=1e-4, atol=1e-5 * np.abs(want).max())
