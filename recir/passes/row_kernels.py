@@ -213,7 +213,8 @@ ROW_BY_ROW = per_row(INTO_ALL[tmath.BilinearOp], into=True)
 def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered], by_row: RowKernel
              ) -> Lowered | tuple[Lowered, ...]:
     """A bilinear form over rows: one product (`bilinear_rows`) where both
-    vectors are plain rows, else `by_row` (a uniform or gathered vector)."""
+    vectors are plain rows, else `by_row`: a uniform vector (a parameter),
+    or a gathered one (none today: the op is not an `IN_PLACE_READERS`)."""
     tensor, x, y = args
     if type(x) is Rows and type(y) is Rows:
         return bilinear_rows(b, op, tensor, x, y)

@@ -1,4 +1,5 @@
-"""Products over rows: a uniform matrix with every row (`matvec_plus`).
+"""Products over rows: a uniform matrix with every row (`matvec_plus`), a
+bilinear form's V with every row (`bilinear_rows`).
 
 The one place a product over rows is emitted (`row_gemm`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at

@@ -165,3 +165,50 @@ def test_bilinear_over_rows_is_one_product(depth, width, count, threads, tmp_pat
     want = np.einsum("kij,ri,rj->rk", v.astype(np.float64), x, y)
     np.testing.assert_allclose(got[0] if isinstance(got, list | tuple) else got, want,
                                rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def rows_function(depth: int, width: int, threads: int, tmp_path, uniform_x: bool = False):
+    """`@b(v, x, y)`: the bilinear form over rows of y, x rows too or uniform."""
+    tensor, rows = f"tensor<{depth}x{width}x{width}xf32>", f"tensor<?x{width}xf32>"
+    x = f"tensor<{width}xf32>" if uniform_x else rows
+    text = (f"func.func @b(%v: {tensor}, %x: {x}, %y: {rows}) -> tensor<?x{depth}xf32> {{\n"
+            f"%r = tmath.bilinear %v, %x, %y : {tensor}, {x}, {rows} "
+            f"-> tensor<?x{depth}xf32>\nfunc.return %r : tensor<?x{depth}xf32>\n}}")
+    function = next(op for op in parse_module(make_context(), text).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["b"]
+
+    def run(*args):
+        got = native(list(args))
+        return got[0] if isinstance(got, list | tuple) else got
+    return run
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bilinear_of_a_uniform_vector_and_rows_keeps_the_per_row_kernel(threads, tmp_path):
+    """x a parameter vector, y rows: no product over rows (`row_kernels.bilinear`
+    falls back to the per-row kernel); every row's form, and again with fewer rows."""
+    depth, width, count = 7, 13, 301
+    run = rows_function(depth, width, threads, tmp_path, uniform_x=True)
+    rng = np.random.default_rng(1)
+    v = rng.standard_normal((depth, width, width)).astype(np.float32)
+    x = rng.standard_normal(width).astype(np.float32)
+    y = rng.standard_normal((count, width)).astype(np.float32)
+    want = np.einsum("kij,i,rj->rk", v.astype(np.float64), x, y)
+    for n in (count, 5, 0):
+        np.testing.assert_allclose(run(v, x, y[:n]), want[:n], rtol=1e-4,
+                                   atol=1e-5 * np.abs(want).max())
+
+
+def test_bilinear_over_many_wide_rows_fits_its_scratch(tmp_path):
+    """Each row's depth x rows sums (here 5,000 floats, 20 kB) are scratch rows the
+    function's per-row scratch counts: 2,000 rows on 2 threads, then 3 rows."""
+    depth, width, count = 50, 100, 2000
+    run = rows_function(depth, width, 2, tmp_path)
+    rng = np.random.default_rng(2)
+    v = (rng.standard_normal((depth, width, width)) / width).astype(np.float32)
+    x, y = (rng.standard_normal((count, width)).astype(np.float32) for _ in range(2))
+    want = np.einsum("kij,ri,rj->rk", v.astype(np.float64), x, y)
+    for n in (count, 3):
+        np.testing.assert_allclose(run(v, x[:n], y[:n]), want[:n], rtol=1e-4,
+                                   atol=1e-5 * np.abs(want).max())
