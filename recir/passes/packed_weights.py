@@ -34,12 +34,13 @@ STATIC_WEIGHT = "recir.static_weight"  # a product's B is a parameter no op writ
 
 
 def mark_static_weights(function: Operation) -> None:
-    """Marks each `tmath.matvec` whose matrix is an argument of `function`
-    that none of its ops writes (every use's effects known): a weight the
-    call cannot change, whose packed copy serves all its heights."""
+    """Marks each `tmath.matvec` (and `tmath.bilinear`: its tensor's rows a
+    matrix, `row_products.bilinear_rows`) whose matrix is an argument of
+    `function` that none of its ops writes (every use's effects known): a
+    weight the call cannot change, whose packed copy serves all its heights."""
     body = function.regions[0].blocks.first
     for op in function.walk():
-        if isinstance(op, tmath.MatvecOp):
+        if isinstance(op, tmath.MatvecOp | tmath.BilinearOp):
             matrix = op.operands[0]
             if isinstance(matrix, BlockArgument) and matrix.owner is body and not any(
                     writes(use.operation, matrix) for use in matrix.uses):
