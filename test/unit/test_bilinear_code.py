@@ -20,6 +20,19 @@ from recir.frontier_compile import compile_rows
 from recir.parsing import parse_module
 
 WIDTH = 50
+
+
+def compiled_ir(monkeypatch, owner) -> list[str]:
+    """The LLVM IR of each module `owner.compile_object` compiles from now on."""
+    texts: list[str] = []
+    made = owner.compile_object
+
+    def kept(text, *args, **kwargs):
+        texts.append(text)
+        return made(text, *args, **kwargs)
+
+    monkeypatch.setattr(owner, "compile_object", kept)
+    return texts
 DEPTHS = {"bilinear": 25, "bilinear_lhs": 25}
 
 
@@ -38,14 +51,7 @@ def module(name: str, depth: int):
 
 @pytest.mark.parametrize("name", sorted(DEPTHS))
 def test_bilinear_rows_load_whole_and_match_numpy(name, tmp_path, monkeypatch):
-    texts: list[str] = []  # the modules compiled (`pipeline` imports it at each compile)
-    made = engine.compile_object
-
-    def kept(text, *args, **kwargs):
-        texts.append(text)
-        return made(text, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "compile_object", kept)
+    texts = compiled_ir(monkeypatch, engine)  # (`pipeline` imports it at each compile)
     depth, rng = DEPTHS[name], np.random.default_rng(3)
     v = rng.standard_normal((depth, WIDTH, WIDTH)).astype(np.float32)
     x, y = (rng.standard_normal(WIDTH).astype(np.float32) for _ in range(2))
@@ -84,14 +90,7 @@ ODD_SHAPES = [(1, 1, 1), (1, 2, 2), (2, 3, 1), (5, 1, 9), (1, 5, 3), (7, 13, 9),
 
 @pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_odd_shapes_match_einsum(shape, tmp_path, monkeypatch):
-    texts: list[str] = []
-    made = engine.compile_object
-
-    def kept(text, *args, **kwargs):
-        texts.append(text)
-        return made(text, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "compile_object", kept)
+    texts = compiled_ir(monkeypatch, engine)
     depth, rows, cols = shape
     rng = np.random.default_rng(list(shape))
     v = rng.standard_normal(shape).astype(np.float32)
@@ -146,14 +145,7 @@ def test_bilinear_over_rows_is_one_product(depth, width, count, threads, tmp_pat
     text = (f"func.func @b(%v: {tensor}, %x: {rows}, %y: {rows}) -> tensor<?x{depth}xf32> {{\n"
             f"%r = tmath.bilinear %v, %x, %y : {tensor}, {rows}, {rows} "
             f"-> tensor<?x{depth}xf32>\nfunc.return %r : tensor<?x{depth}xf32>\n}}")
-    texts: list[str] = []
-    made = engine.compile_object
-
-    def kept(ir, *args, **kwargs):
-        texts.append(ir)
-        return made(ir, *args, **kwargs)
-
-    monkeypatch.setattr(frontier_compile, "compile_object", kept)
+    texts = compiled_ir(monkeypatch, frontier_compile)
     function = next(op for op in parse_module(make_context(), text).ops
                     if isinstance(op, func.FuncOp))
     native = compile_rows([([function], None)], tmp_path, threads=threads).functions["b"]
