@@ -6,8 +6,7 @@ leaves), in multiply-adds and in what the recursive code's dots take
 (`row_units`: cols // lanes vector multiply-adds, the remainder one at a
 time, a reduction); the weights a height streams (its largest branch's
 matrices, a bilinear form's V as a matrix of its depth x rows vectors);
-whether they stay in a core's L2; the kernels the frontier's gradient runs
-row by row (a bilinear form's); the recursion's fan-out. Per call
+whether they stay in a core's L2; the recursion's fan-out. Per call
 it reads the batch's node counts (each input tuple's longest structure
 array; 1 without one). With the machine's costs (`policy.Costs`: `unit_s`,
 a lane's multiply-add; the frontier's call, height and row costs and
@@ -30,9 +29,9 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
   share of the weights, a team start each), whichever is cheaper.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
-weight gradient), so products count three times, but for a bilinear form's
-in the frontier, whose rows run its gradient kernels one at a time (four
-passes over V, as the recursive code's). The frontier's weight
+weight gradient), so products count three times (a bilinear form's backward
+is three products of V's size: two gradients and V's, a little more than
+counted). The frontier's weight
 gradient adds a depth block of logged rows at a time (`row_logs`: at the
 tile's full gain), so a height streams a weight's size twice (the product
 and its vecmat): at L3's rate where a weight and the GEMMs' packed copy do
@@ -77,11 +76,6 @@ class CellCost:
     gradient_gemm: float  # multiply-adds of weight gradients it adds by one GEMM
     weights: int  # matrix elements of the largest branch: what a height streams
     weight_bytes: int  # the bytes of all the cell's matrices and tensors
-    # a gradient's kernels the frontier runs row by row (a bilinear form's: its
-    # two gradients and its accumulation, four passes over V), in units, and the
-    # multiply-adds of the products they are the gradients of (no GEMMs there)
-    row_kernels: float
-    row_kernel_products: float
     product_ops: int  # matrix products of the largest branch (team starts a height)
     fan_out: int  # invoke sites of the recursive function
 
@@ -98,12 +92,10 @@ class BlockCost:
     product_units: float = 0.0
     gradient_units: float = 0.0
     gradient_gemm: float = 0.0
-    row_kernels: float = 0.0
-    row_kernel_products: float = 0.0
     weights: float = 0.0
     product_ops: float = 0.0
 
-    KINDS = (MEAN,) * 6 + (LARGEST,) * 2
+    KINDS = (MEAN,) * 4 + (LARGEST,) * 2
 
     def __add__(self, other: BlockCost) -> BlockCost:
         return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -144,11 +136,9 @@ def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
     for op in block.ops:
         if isinstance(op, tmath.MatvecOp):
             total += product_cost(*tmath.shape_of(op.matrix), lanes, deferred)
-        elif isinstance(op, tmath.BilinearOp):  # V's rows times y: one product in both
-            depth, rows, cols = tmath.shape_of(op.tensor)  # modes; its gradient row by row
-            total += product_cost(depth * rows, cols, lanes, False) + BlockCost(
-                row_kernels=4 * row_units(depth * rows, cols, lanes),
-                row_kernel_products=depth * rows * cols)
+        elif isinstance(op, tmath.BilinearOp):  # V's rows times y: a product, both modes
+            depth, rows, cols = tmath.shape_of(op.tensor)
+            total += product_cost(depth * rows, cols, lanes, False)
         elif isinstance(op, scf.IfOp):
             total += BlockCost.branches([block_cost(r.blocks[0], lanes, deferred)
                                          for r in op.regions if r.blocks])
@@ -178,8 +168,8 @@ def cell_cost(module: Any) -> CellCost:
     tensors = {op.tensor for op in module.walk() if isinstance(op, tmath.BilinearOp)}
     weight_bytes = sum(sizes) + sum(4 * math.prod(tmath.shape_of(t)) for t in tensors)
     return CellCost(block.products, block.product_units, block.gradient_units,
-                    block.gradient_gemm, int(block.weights), weight_bytes, block.row_kernels,
-                    block.row_kernel_products, int(block.product_ops), max(sites, 1))
+                    block.gradient_gemm, int(block.weights), weight_bytes,
+                    int(block.product_ops), max(sites, 1))
 
 
 def height_bounds(nodes: int, fan_out: int) -> tuple[float, float]:
@@ -255,13 +245,12 @@ class Estimate:
         weights = heights * cell.weights * costs.unit_s  # one stream of a height's weights
 
         def rows(per_height: float) -> float:  # products whose tile `per_height` rows fill
-            work = cell.products / policy.gemm_gain(per_height)
+            gains = 1 / policy.gemm_gain(per_height)
             if self.gradient:  # a vecmat at a height's rows, a weight gradient a depth
-                # block of logged rows at a time (`row_logs`); a bilinear form's row by row
-                gemms = cell.products - cell.row_kernel_products
-                work += gemms * ((GRADIENT_PRODUCTS - 2) / policy.gemm_gain(per_height)
-                                 + 1 / policy.gemm_gain(math.inf)) + cell.row_kernels
-            return nodes * work * costs.unit_s
+                # block of logged rows at a time (`row_logs`)
+                gains += (GRADIENT_PRODUCTS - 2) / policy.gemm_gain(per_height) \
+                    + 1 / policy.gemm_gain(math.inf)
+            return nodes * cell.products * gains * costs.unit_s
 
         alone = fixed + weights * self.height_streams() + rows(nodes / heights)
         if threads < 2:

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import i32
-from xdsl.ir import Operation
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType, f32, i32
+from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
 from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
-from recir.passes.row_kernels import RowKernel, rows_of
+from recir.passes.loop_builder import Emitter
+from recir.passes.row_kernels import ROW_KERNELS, RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
-from recir.passes.row_products import row_gemm
+from recir.passes.row_products import each_row_on_team, row_gemm
 from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
-from recir.passes.tmath_kernels import enclosing_module, zero_fill
+from recir.passes.tmath_kernels import axpy, enclosing_module, zero_fill
 
 
 def vecmat(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Rows:
@@ -127,8 +129,92 @@ def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Non
         length))
 
 
+def plain_rows(*values: Lowered) -> bool:
+    """Whether each value is rows of its own (not uniform, not gathered):
+    what a product over rows takes."""
+    return all(type(v) is Rows for v in values)
+
+
+def scaled_by_slab(b: RowEmitter, op: Operation, dr: Rows, x: Rows) -> Rows:
+    """z[r, k * rows + i] = dr[r, k] x[r, i]: each row's outer product, the
+    rows' factor of a bilinear form's right gradient and of V's."""
+    depth, rows, _ = tmath.shape_of(op.operands[0])
+    z = b.rows(dr.count, TensorType(f32, [-1, depth * rows]))
+
+    def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        at, scale, xr = (row_at(e, value, r) for value in values)
+
+        def slab(ek: Emitter, k: SSAValue) -> None:
+            to, by = ek.offset(at, ek.mul(k, rows)), ek.load(scale, k)
+            ek.each(rows, lambda ei, i: ei.store(
+                ei.value(arith.MulfOp(by, ei.load(xr, i))), to, i))
+
+        e.each(depth, slab)
+
+    each_row_on_team(b, op, dr.count, depth * rows, [z, dr, x], row)
+    return z
+
+
+def bilinear_lhs(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:
+    """dx[r] = Σ_k dr[r, k] V[k] y[r]: every y times V's rows as one
+    product (as the forward's), then each row's slabs scaled in."""
+    v, dr, y = args
+    if not plain_rows(dr, y):
+        return BY_ROW[type(op)](b, op, args)  # type: ignore[return-value]
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    count = b.same_count(op, [dr, y])
+    sums = b.rows(count, TensorType(f32, [-1, depth * rows]))
+    row_gemm(b, op, "nt", count, depth * rows, cols, (y.data, y.stride), (v, cols),
+             (sums.data, sums.stride))
+    out = b.rows(count, op.results[0].type)
+
+    def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
+        at, slabs, scale = (row_at(e, value, r) for value in values)
+        zero_fill(e, at, rows)
+        e.each(depth, lambda ek, k: axpy(ek, at, ek.load(scale, k),
+                                         ek.offset(slabs, ek.mul(k, rows)), rows))
+
+    each_row_on_team(b, op, count, depth * rows, [out, sums, dr], row)
+    return out
+
+
+def bilinear_rhs(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:
+    """dy[r] = Σ_k dr[r, k] V[k]ᵀ x[r] = z[r] M (M: V's rows): one product."""
+    v, dr, x = args
+    if not plain_rows(dr, x):
+        return BY_ROW[type(op)](b, op, args)  # type: ignore[return-value]
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    b.same_count(op, [dr, x])
+    z = scaled_by_slab(b, op, dr, x)
+    out = b.rows(z.count, op.results[0].type)
+    row_gemm(b, op, "nn", z.count, cols, depth * rows, (z.data, z.stride), (v, cols),
+             (out.data, out.stride))
+    return out
+
+
+def accumulate_bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> None:
+    """dV += Σ_r dr[r] ⊗ x[r] ⊗ y[r] = zᵀ Y: one product into the
+    parameter's gradient (on a team, each thread's own copy)."""
+    acc, dr, x, y = args
+    if isinstance(acc, Rows) or not plain_rows(dr, x, y):
+        BY_ROW[type(op)](b, op, args)
+        return
+    depth, rows, cols = tmath.shape_of(op.operands[0])
+    b.same_count(op, [dr, x, y])
+    z = scaled_by_slab(b, op, dr, x)
+    row_gemm(b, op, "tn", depth * rows, cols, z.count, (z.data, z.stride), (y.data, y.stride),
+             (acc, cols), accumulate=True)
+
+
+# the per-row forms, where an operand is uniform or gathered
+BY_ROW = {kind: ROW_KERNELS[kind] for kind in (
+    adjoint.BilinearLhsOp, adjoint.BilinearRhsOp, adjoint.AccumulateBilinearOp)}
+
 ADJOINT_ROW_KERNELS: dict[type[Operation], RowKernel] = {
     adjoint.VecmatOp: vecmat,
     adjoint.AccumulateOuterOp: accumulate_outer,  # type: ignore[dict-item]
     adjoint.AccumulateRowOp: accumulate_row,  # type: ignore[dict-item]
+    adjoint.BilinearLhsOp: bilinear_lhs,
+    adjoint.BilinearRhsOp: bilinear_rhs,
+    adjoint.AccumulateBilinearOp: accumulate_bilinear,  # type: ignore[dict-item]
 }

@@ -238,7 +238,7 @@ def forced(auto, mode: str):
 def test_auto_reads_its_cell_off_the_recursive_ir():
     """A node's products are its branches' mean (leaf: w_leaf, w_out;
     internal: u, w_out), a height streams the larger branch's weights, a
-    bilinear tensor a product of its rows, its gradient row by row."""
+    bilinear tensor a product of its rows."""
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=24, embed=16, vocab=100)
     cell = auto_model.cell_cost(tree_lstm.trace_model(params).module)
     leaf, inner, out = (72, 16), (120, 48), (5, 24)
@@ -250,27 +250,24 @@ def test_auto_reads_its_cell_off_the_recursive_ir():
     assert cell.weight_bytes == 4 * sum(v.size for k, v in params.items()
                                         if k in ("w_leaf", "u", "w_out"))
     assert cell.fan_out == 2
-    assert cell.row_kernels == cell.row_kernel_products == 0
     d25 = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=100)
     cell = auto_model.cell_cost(rntn.trace_model(d25).module)
-    # internal nodes' (half): V's 25 x 50 rows of 50 as one product, and
-    # the frontier's row-by-row gradient of it, four passes
+    # internal nodes' (half): V's 25 x 50 rows of 50 as one product
     tensor, inner, out = (25 * 50, 50), (25, 50), (5, 25)
-    assert cell.row_kernel_products == math.prod(tensor) / 2
-    assert cell.row_kernels == pytest.approx(4 * dot_units(*tensor) / 2)
     assert cell.products == (math.prod(tensor) + math.prod(inner)) / 2 + math.prod(out)
+    assert cell.product_units == pytest.approx(
+        (dot_units(*tensor) + dot_units(*inner)) / 2 + dot_units(*out))
 
 
 def test_auto_estimates_follow_the_costs():
     """Both modes' seconds by the model's terms: the frontier's call,
-    height and row costs count once (twice for gradients), a gradient the
-    frontier runs row by row replaces its GEMMs, weights out of L2 slow the recursive
+    height and row costs count once (twice for gradients), products at the
+    GEMM tile's gain (three for gradients), weights out of L2 slow the recursive
     products by `l3_slowdown` (a gradient's with its gradient), a team
     takes at least the span."""
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
-                               row_kernels=0.0, row_kernel_products=0.0, product_ops=1,
-                               fan_out=2)
+                               product_ops=1, fan_out=2)
     costs = policy.Costs(1e-11, 1e-6, 50e-6)
     sizes = [37] * 5
     base = auto_model.Estimate(cell, costs, False)
@@ -283,19 +280,15 @@ def test_auto_estimates_follow_the_costs():
                                               + 1e-3), True)
     assert grad.frontier(sizes, 1) - auto_model.Estimate(cell, costs, True).frontier(
         sizes, 1) == pytest.approx(2e-3)
-    # a gradient the frontier runs row by row: its units, in place of the
-    # two backward GEMMs of its products; nothing in inference or recursion
-    by_row = replace(cell, row_kernels=3e5, row_kernel_products=4e4)
-    for gradient in (False, True):
-        plain, rowwise = (auto_model.Estimate(c, costs, gradient) for c in (cell, by_row))
-        assert rowwise.recursive(sizes, 1) == plain.recursive(sizes, 1)
-        added = rowwise.frontier(sizes, 1) - plain.frontier(sizes, 1)
-        if not gradient:
-            assert added == 0
-            continue
-        rows = sum(sizes) / auto_model.estimated_heights(37, 2)
-        gemms = 4e4 * (1 / policy.gemm_gain(rows) + 1 / policy.gemm_gain(math.inf))
-        assert added == pytest.approx(sum(sizes) * (3e5 - gemms) * 1e-11)
+    # the frontier's products at the tile's gain of a height's rows; a
+    # gradient's vecmat there too, its weight gradient at the full gain
+    rows = sum(sizes) / auto_model.estimated_heights(37, 2)
+    more = replace(cell, products=2e5)
+    for gradient, gains in ((False, 1 / policy.gemm_gain(rows)),
+                            (True, 2 / policy.gemm_gain(rows) + 1 / policy.gemm_gain(math.inf))):
+        plain, larger = (auto_model.Estimate(c, costs, gradient) for c in (cell, more))
+        added = larger.frontier(sizes, 1) - plain.frontier(sizes, 1)
+        assert added == pytest.approx(sum(sizes) * 1e5 * gains * 1e-11)
     big = auto_model.Estimate(replace(cell, weight_bytes=policy.machine().l2_bytes + 1),
                               costs, False)
     assert big.recursive(sizes, 1) == pytest.approx(costs.l3_slowdown *
@@ -331,8 +324,7 @@ def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypat
     from_l2 = {16: 2.0, 8: 1.0}[lanes]
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
-                               row_kernels=0.0, row_kernel_products=0.0, product_ops=1,
-                               fan_out=2)
+                               product_ops=1, fan_out=2)
     expected = {4: (from_l2, 2 * from_l2),
                 l2 // 2 + 1: (from_l2, 2 * from_l2 * 3.0),
                 l2 + 1: (from_l2 * 3.0, 2 * 2 * from_l2 * 3.0)}

@@ -206,3 +206,28 @@ def test_bilinear_over_many_wide_rows_fits_its_scratch(tmp_path):
     for n in (count, 3):
         np.testing.assert_allclose(run(v, x[:n], y[:n]), want[:n], rtol=1e-4,
                                    atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_frontier_rntn_gradients_at_d25_match_recursive_code(threads):
+    """RNTN d=25's tensor gradients over rows (the left and right gradients
+    and V's, each a product over the rows) against the recursive code's;
+    parameters scaled so that float32 sums stay well conditioned."""
+    from recir.data import make_treebank
+    from recir.models import rntn
+
+    params = rntn.init_params(np.random.default_rng(0), hidden=25, vocab=200)
+    params = {k: (v * 0.2 / 25 if v.ndim == 3 else v * 2 / np.sqrt(v.shape[-1])
+                  if v.ndim == 2 and k != "emb" else v).astype(np.float32)
+              for k, v in params.items()}
+    traced = rntn.trace_model(params)
+    args = [(t.left, t.right, t.word, t.label, t.root)
+            for t in make_treebank(12, seed=7, vocab_size=200)]
+    want = {k: np.zeros_like(v) for k, v in params.items()}
+    recursive = recir.value_and_grad(traced, threads=threads)
+    for a in args:
+        recursive(*a, into=want)
+    _, got = recir.value_and_grad(traced, batching="frontier", threads=threads).batch(args)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4,
+                                   atol=1e-5 * np.abs(value).max(), err_msg=name)
