@@ -13,7 +13,7 @@ from xdsl.dialects import func
 
 import recir
 import recir.frontier_compile as frontier_compile
-from recir.backend import engine
+from recir.backend import engine, policy
 from recir.backend.engine import OPT_LEVEL, optimize, target_machine
 from recir.context import make_context
 from recir.frontier_compile import compile_rows
@@ -231,3 +231,47 @@ def test_frontier_rntn_gradients_at_d25_match_recursive_code(threads):
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-4,
                                    atol=1e-5 * np.abs(value).max(), err_msg=name)
+
+
+@pytest.mark.parametrize(("depth", "rows", "cols", "count", "threads"),
+                         [(7, 13, 9, 301, 1), (5, 3, 11, 200, 2), (25, 50, 50, 300, 2),
+                          (2, 3, 1, 0, 2)])
+def test_bilinear_gradients_over_rows_match_einsum(depth, rows, cols, count, threads,
+                                                  tmp_path, monkeypatch):
+    """The three gradient ops over rows (`adjoint_row_kernels`: products
+    over the rows) on a tensor that is not square, x and y distinct slices
+    of one row (stride past width) and dr a slice too: RNTN's x is its y and
+    its V square, so there a left gradient taken for the right one, or V's
+    gradient transposed, goes unseen. On 2 threads every product that splits
+    does (a team start and barrier of 0 s)."""
+    policy.save_tuned(policy.DEFAULT_TASK_S, 0.0, 1.0, tmp_path, warm_team_s=0.0)
+    t = f"tensor<{depth}x{rows}x{cols}xf32>"
+    x, y, d = (f"tensor<?x{n}xf32>" for n in (rows, cols, depth))
+    c, dd = f"tensor<?x{rows + cols + 1}xf32>", f"tensor<?x{depth + 2}xf32>"
+    text = (f"func.func @g(%v: {t}, %acc: {t}, %dd: {dd}, %c: {c}) -> ({x}, {y}) {{\n"
+            f"%dr = tmath.slice %dd[1] : {dd} -> {d}\n"
+            f"%x = tmath.slice %c[1] : {c} -> {x}\n"
+            f"%y = tmath.slice %c[{rows + 1}] : {c} -> {y}\n"
+            f"%l = adjoint.bilinear_lhs %v, %dr, %y : {t}, {d}, {y} -> {x}\n"
+            f"%h = adjoint.bilinear_rhs %v, %dr, %x : {t}, {d}, {x} -> {y}\n"
+            f"adjoint.accumulate_bilinear %acc, %dr, %x, %y : {t}, {d}, {x}, {y}\n"
+            f"func.return %l, %h : {x}, {y}\n}}")
+    texts = compiled_ir(monkeypatch, frontier_compile)
+    function = next(op for op in parse_module(make_context(), text).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["g"]
+    assert all(f"recir_gemm_{layout}" in "".join(texts) for layout in ("nt", "nn", "tn"))
+    rng = np.random.default_rng(depth)
+    v, acc = (rng.standard_normal((depth, rows, cols)).astype(np.float32) for _ in range(2))
+    dd_rows = rng.standard_normal((count, depth + 2)).astype(np.float32)
+    c_rows = rng.standard_normal((count, rows + cols + 1)).astype(np.float32)
+    dr, xs, ys = dd_rows[:, 1:1 + depth], c_rows[:, 1:1 + rows], c_rows[:, 1 + rows:]
+    start = acc.copy()
+    lhs, rhs = native([v, acc, dd_rows, c_rows])
+    v64 = v.astype(np.float64)
+    for name, value, want in (("lhs", lhs, np.einsum("kij,rk,rj->ri", v64, dr, ys)),
+                              ("rhs", rhs, np.einsum("kij,rk,ri->rj", v64, dr, xs)),
+                              ("acc", acc, start + np.einsum("rk,ri,rj->kij", dr, xs, ys))):
+        np.testing.assert_allclose(np.asarray(value), want, rtol=1e-4,
+                                   atol=1e-5 * max(np.abs(want).max(initial=0), 1),
+                                   err_msg=name)
