@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i1, i8, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.traits import EffectInstance, MemoryEffectKind, get_effects
 
-from recir.dialects import invoke, tmath
+from recir.dialects import adjoint, invoke, tmath
 from recir.passes import gemm_kernels
 from recir.passes.frame_buffers import allocated
 from recir.passes.gemm_cached import CACHED, CACHED_INPUTS, ENTRY, cached_name
@@ -34,13 +34,14 @@ STATIC_WEIGHT = "recir.static_weight"  # a product's B is a parameter no op writ
 
 
 def mark_static_weights(function: Operation) -> None:
-    """Marks each `tmath.matvec` (and `tmath.bilinear`: its tensor's rows a
-    matrix, `row_products.bilinear_rows`) whose matrix is an argument of
-    `function` that none of its ops writes (every use's effects known): a
-    weight the call cannot change, whose packed copy serves all its heights."""
+    """Marks each `tmath.matvec` (and a bilinear form's product over rows,
+    its tensor's rows a matrix: `tmath.bilinear`, `adjoint.bilinear_lhs`)
+    whose matrix is an argument of `function` that none of its ops writes
+    (every use's effects known): a weight the call cannot change, whose
+    packed copy serves all its heights."""
     body = function.regions[0].blocks.first
     for op in function.walk():
-        if isinstance(op, tmath.MatvecOp | tmath.BilinearOp):
+        if isinstance(op, tmath.MatvecOp | tmath.BilinearOp | adjoint.BilinearLhsOp):
             matrix = op.operands[0]
             if isinstance(matrix, BlockArgument) and matrix.owner is body and not any(
                     writes(use.operation, matrix) for use in matrix.uses):

@@ -261,6 +261,8 @@ def test_bilinear_gradients_over_rows_match_einsum(depth, rows, cols, count, thr
                     if isinstance(op, func.FuncOp))
     native = compile_rows([([function], None)], tmp_path, threads=threads).functions["g"]
     assert all(f"recir_gemm_{layout}" in "".join(texts) for layout in ("nt", "nn", "tn"))
+    # V, never written: the left gradient's product reads a height loop's packed copy
+    assert "recir_gemm_nt.cached" in "".join(texts)
     rng = np.random.default_rng(depth)
     v, acc = (rng.standard_normal((depth, rows, cols)).astype(np.float32) for _ in range(2))
     dd_rows = rng.standard_normal((count, depth + 2)).astype(np.float32)
