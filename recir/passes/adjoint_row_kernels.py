@@ -29,8 +29,8 @@ from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import ROW_KERNELS, RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
-from recir.passes.row_products import each_row_on_team, row_gemm
-from recir.passes.rows import Lowered, RowEmitter, Rows, row_at
+from recir.passes.row_products import each_row_on_team, row_gemm, slab_sums
+from recir.passes.rows import Lowered, RowEmitter, Rows, plain_rows, row_at
 from recir.passes.tmath_kernels import axpy, enclosing_module, zero_fill
 
 
@@ -129,12 +129,6 @@ def accumulate_row(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Non
         length))
 
 
-def plain_rows(*values: Lowered) -> bool:
-    """Whether each value is rows of its own (not uniform, not gathered):
-    what a product over rows takes."""
-    return all(type(v) is Rows for v in values)
-
-
 def scaled_by_slab(b: RowEmitter, op: Operation, dr: Rows, x: Rows) -> Rows:
     """z[r, k * rows + i] = dr[r, k] x[r, i]: each row's outer product, the
     rows' factor of a bilinear form's right gradient and of V's."""
@@ -161,11 +155,9 @@ def bilinear_lhs(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lower
     v, dr, y = args
     if not plain_rows(dr, y):
         return BY_ROW[type(op)](b, op, args)  # type: ignore[return-value]
-    depth, rows, cols = tmath.shape_of(op.operands[0])
+    depth, rows, _ = tmath.shape_of(op.operands[0])
     count = b.same_count(op, [dr, y])
-    sums = b.rows(count, TensorType(f32, [-1, depth * rows]))
-    row_gemm(b, op, "nt", count, depth * rows, cols, (y.data, y.stride), (v, cols),
-             (sums.data, sums.stride))
+    sums = slab_sums(b, op, v, y)
     out = b.rows(count, op.results[0].type)
 
     def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:

@@ -34,6 +34,7 @@ from recir.passes.rows import (
     Lowered,
     RowEmitter,
     Rows,
+    plain_rows,
     row_at,
     row_width,
     rows_of,
@@ -210,15 +211,15 @@ INTO_ALL, STATIC = INTO | ADJOINT_INTO, KERNELS | ADJOINT_KERNELS
 ROW_BY_ROW = per_row(INTO_ALL[tmath.BilinearOp], into=True)
 
 
-def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered], by_row: RowKernel
+def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]
              ) -> Lowered | tuple[Lowered, ...]:
     """A bilinear form over rows: one product (`bilinear_rows`) where both
-    vectors are plain rows, else `by_row`: a uniform vector (a parameter),
+    vectors are plain rows, else row by row: a uniform vector (a parameter),
     or a gathered one (none today: the op is not an `IN_PLACE_READERS`)."""
     tensor, x, y = args
-    if type(x) is Rows and type(y) is Rows:
-        return bilinear_rows(b, op, tensor, x, y)
-    return by_row(b, op, args)
+    if plain_rows(x, y):
+        return bilinear_rows(b, op, tensor, x, y)  # type: ignore[arg-type]
+    return ROW_BY_ROW(b, op, args)
 
 
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
@@ -227,7 +228,7 @@ ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(apart(INTO[op]), into=True, tensors=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,
-    tmath.BilinearOp: lambda b, op, args: bilinear(b, op, args, ROW_BY_ROW),
+    tmath.BilinearOp: bilinear,
     tmath.ConcatOp: concat,
     tmath.SliceOp: slice_view,
     tmath.ExtractOp: extract,

@@ -220,16 +220,24 @@ def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
     return out
 
 
-def bilinear_rows(b: RowEmitter, op: Operation, tensor: SSAValue, x: Rows, y: Rows) -> Rows:
-    """out[r, k] = x[r] . (V[k] y[r]) for every row r: every y times all of
-    V's depth x rows vectors as one product over rows (Y M^T, M being V's
-    rows; V is read once, not once a row), then each row's sums dotted with
-    its x slab by slab."""
+def slab_sums(b: RowEmitter, op: Operation, tensor: SSAValue, y: Rows) -> Rows:
+    """sums[r, k * rows + i] = V[k, i] . y[r]: every y times all of V's
+    depth x rows vectors as one product over rows (Y M^T, M being V's rows;
+    V is read once, not once a row): a bilinear form's and its left
+    gradient's first step."""
     depth, rows, cols = tmath.shape_of(op.operands[0])
-    count = b.same_count(op, [x, y])
-    sums = b.rows(count, TensorType(f32, [-1, depth * rows]))  # rows of depth x rows sums
-    row_gemm(b, op, "nt", count, depth * rows, cols, (y.data, y.stride), (tensor, cols),
+    sums = b.rows(y.count, TensorType(f32, [-1, depth * rows]))
+    row_gemm(b, op, "nt", y.count, depth * rows, cols, (y.data, y.stride), (tensor, cols),
              (sums.data, sums.stride))
+    return sums
+
+
+def bilinear_rows(b: RowEmitter, op: Operation, tensor: SSAValue, x: Rows, y: Rows) -> Rows:
+    """out[r, k] = x[r] . (V[k] y[r]) for every row r: `slab_sums`, then
+    each row's sums dotted with its x slab by slab."""
+    depth, rows, _ = tmath.shape_of(op.operands[0])
+    count = b.same_count(op, [x, y])
+    sums = slab_sums(b, op, tensor, y)
     out = b.rows(count, op.results[0].type)
 
     def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:

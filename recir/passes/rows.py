@@ -188,6 +188,12 @@ def row_at(b: Emitter, value: Rows | SSAValue, r: SSAValue) -> SSAValue:
 
 
 Lowered = Rows | SSAValue  # what a kernel gets: rows, a buffer or a scalar
+
+
+def plain_rows(*values: Lowered) -> bool:
+    """Whether each value is rows of its own (not uniform, not gathered):
+    what a product over rows takes."""
+    return all(type(v) is Rows for v in values)
 # `Scratch.placing`: an op's k-th rows -> (whether, rows there, address)
 Placing = dict[int, tuple[Callable[[Emitter], SSAValue], SSAValue, SSAValue]]
 

@@ -33,6 +33,13 @@ def compiled_ir(monkeypatch, owner) -> list[str]:
 
     monkeypatch.setattr(owner, "compile_object", kept)
     return texts
+
+
+def native_rows(text: str, name: str, cache_dir, threads: int):
+    """`@name` of `text`, a function over rows, compiled natively."""
+    function = next(op for op in parse_module(make_context(), text).ops
+                    if isinstance(op, func.FuncOp))
+    return compile_rows([([function], None)], cache_dir, threads=threads).functions[name]
 DEPTHS = {"bilinear": 25, "bilinear_lhs": 25}
 
 
@@ -141,24 +148,17 @@ def test_bilinear_over_rows_is_one_product(depth, width, count, threads, tmp_pat
                                            monkeypatch):
     """`tmath.bilinear` over rows calls the module's GEMM (its team form on
     2 threads), no row-by-row kernel, and gives every row's form."""
-    tensor, rows = f"tensor<{depth}x{width}x{width}xf32>", f"tensor<?x{width}xf32>"
-    text = (f"func.func @b(%v: {tensor}, %x: {rows}, %y: {rows}) -> tensor<?x{depth}xf32> {{\n"
-            f"%r = tmath.bilinear %v, %x, %y : {tensor}, {rows}, {rows} "
-            f"-> tensor<?x{depth}xf32>\nfunc.return %r : tensor<?x{depth}xf32>\n}}")
     texts = compiled_ir(monkeypatch, frontier_compile)
-    function = next(op for op in parse_module(make_context(), text).ops
-                    if isinstance(op, func.FuncOp))
-    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["b"]
+    native = rows_function(depth, width, threads, tmp_path)
     assert any("recir_gemm_nt" in ir for ir in texts)
     # V, a parameter the function never writes: a height loop's packed copy serves it
     assert any("recir_gemm_nt.cached" in ir for ir in texts)
     rng = np.random.default_rng(depth)
     v = rng.standard_normal((depth, width, width)).astype(np.float32)
     x, y = (rng.standard_normal((count, width)).astype(np.float32) for _ in range(2))
-    got = native([v, x, y])
     want = np.einsum("kij,ri,rj->rk", v.astype(np.float64), x, y)
-    np.testing.assert_allclose(got[0] if isinstance(got, list | tuple) else got, want,
-                               rtol=1e-4, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(native(v, x, y), want, rtol=1e-4,
+                               atol=1e-5 * np.abs(want).max())
 
 
 def rows_function(depth: int, width: int, threads: int, tmp_path, uniform_x: bool = False):
@@ -168,9 +168,7 @@ def rows_function(depth: int, width: int, threads: int, tmp_path, uniform_x: boo
     text = (f"func.func @b(%v: {tensor}, %x: {x}, %y: {rows}) -> tensor<?x{depth}xf32> {{\n"
             f"%r = tmath.bilinear %v, %x, %y : {tensor}, {x}, {rows} "
             f"-> tensor<?x{depth}xf32>\nfunc.return %r : tensor<?x{depth}xf32>\n}}")
-    function = next(op for op in parse_module(make_context(), text).ops
-                    if isinstance(op, func.FuncOp))
-    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["b"]
+    native = native_rows(text, "b", tmp_path, threads)
 
     def run(*args):
         got = native(list(args))
@@ -257,9 +255,7 @@ def test_bilinear_gradients_over_rows_match_einsum(depth, rows, cols, count, thr
             f"adjoint.accumulate_bilinear %acc, %dr, %x, %y : {t}, {d}, {x}, {y}\n"
             f"func.return %l, %h : {x}, {y}\n}}")
     texts = compiled_ir(monkeypatch, frontier_compile)
-    function = next(op for op in parse_module(make_context(), text).ops
-                    if isinstance(op, func.FuncOp))
-    native = compile_rows([([function], None)], tmp_path, threads=threads).functions["g"]
+    native = native_rows(text, "g", tmp_path, threads)
     assert all(f"recir_gemm_{layout}" in "".join(texts) for layout in ("nt", "nn", "tn"))
     # V, never written: the left gradient's product reads a height loop's packed copy
     assert "recir_gemm_nt.cached" in "".join(texts)

@@ -11,6 +11,7 @@ import re
 import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
+from test_bilinear_code import compiled_ir
 from test_invoke_to_frontier import trees
 from test_per_row import assert_recursive_gradients
 from xdsl.dialects import func, llvm
@@ -104,14 +105,7 @@ def test_tree_lstm_row_loops_have_no_run_time_overlap_checks(tmp_path, monkeypat
     code and no `memcheck`/`diff.check` blocks once optimized; the outputs
     the interpreter's, on trees whose heights mix leaves and inner nodes
     and on complete trees (every height one kind)."""
-    modules: list[str] = []
-    compile_object = frontier_compile.compile_object
-
-    def kept(text, *args, **kwargs):
-        modules.append(text)
-        return compile_object(text, *args, **kwargs)
-
-    monkeypatch.setattr(frontier_compile, "compile_object", kept)
+    modules = compiled_ir(monkeypatch, frontier_compile)
     params = tree_lstm.init_params(np.random.default_rng(1), hidden=16, vocab=100)
     traced = tree_lstm.trace_model(params)
     batched = recir.compile(traced, batching="frontier", cache_dir=tmp_path, threads=1)
