@@ -19,16 +19,17 @@ def cell(name, batch, threads, mode, frontier, recursive, auto="frontier", **pee
 
 
 def report(threads):
-    rows = []
+    rows, scaling = [], {}
     for name in ("complete-128", "sst"):
         for mode in ("infer", "train"):
             rows.append(cell(name, 25, 1, mode, 800.0, 100.0))
             rows.append(cell(name, 25, threads, mode, 800.0 * 9, 100.0 * 13))
+            scaling.update({f"{name} frontier {mode}": 9.0, f"{name} recursive {mode}": 13.0})
     rows.append(cell("sst", 1, 1, "infer", 300.0, 400.0, auto="frontier*",
                      **{"torch-level": 100.0, "torch-eager": 50.0}))
     rows.append(cell("sst", 1, 1, "train", 300.0, 100.0, auto="frontier",
                      **{"torch-level": 100.0}))
-    return {"rows": rows, "fib_speedup": 12.5, "compile_s": (1.5, 0.06),
+    return {"rows": rows, "scaling": scaling, "fib_speedup": 12.5, "compile_s": (1.5, 0.06),
             "tape_ratio": {150: 0.9, 256: None}}
 
 
@@ -71,6 +72,7 @@ def test_a_mode_that_did_not_run_leaves_its_rows_unjudged():
     for row in one["rows"]:
         if row["batch"] == 25 and row["workload"] == "sst":
             del row["trees_per_s"]["recir-recursive"]  # (its contestant failed)
+    del one["scaling"]["sst recursive infer"]
     one["rows"][-2]["trees_per_s"].pop("recir-frontier")  # auto's pick, one SST tree
     rows = by_target(targets.target_rows(one, 2))
     assert rows["scaling: sst b25 recursive infer, 2t / 1t"] == ["-", ">= 1.8", ""]
@@ -85,6 +87,30 @@ def test_one_thread_has_no_scaling_to_judge():
     assert rows["scaling: sst b25 frontier infer, 1t / 1t"] == ["-", "", ""]
     assert rows["scaling: fib(35), 1t / 1t"] == ["-", "", ""]
     assert rows["roof: c128 h=256 b25 1t infer, frontier / one-core roof"][2] == "MISSED"
+
+
+def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
+    """Each mode's ratio comes from one `rounds_times` call over both thread
+    counts (medians over medians); a mode that fails to build is left out."""
+    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+    timed = []
+
+    def rounds(runs, repeats, warmup_s):
+        timed.append(sorted(runs))
+        return {"1": [3.0, 4.0, 100.0], "16": [1.0, 2.0, 0.1]}
+
+    def broken(params, mode, threads):
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(targets, "rounds_times", rounds)
+    monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
+    monkeypatch.setitem(targets.SCALED, "recursive", broken)
+    found = {"scaling": {}}
+    targets.scaling(targets.argparse.Namespace(threads=16, repeats=3), found)
+    assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
+    assert found["scaling"] == {f"{n} frontier {m}": 4.0 for n in ("complete-128", "sst")
+                                for m in ("infer", "train")}
 
 
 def test_fib_speedup_is_a_ratio_from_a_child_process():
