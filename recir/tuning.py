@@ -48,7 +48,7 @@ def tune(cache_dir: Path | str | None = None) -> Costs:
     """Measures `team_s` (a no-op parallel region on all cores, its workers
     asleep), `warm_team_s` (the same region right after another, its
     workers still spinning), and from fib(30) on one thread and on all cores at two budgets,
-    `share` and `task_s` (medians of `TUNE_ROUNDS`); keeps them in the cache
+    `share` and `task_s` (`share_and_task`); keeps them in the cache
     directory for `costs`, with the frontier's costs a call, a height and
     a row (`frontier_costs`) and L3's slowdown (`l3_slowdown`). Run it
     ahead of the calls it should serve: their functions read the costs
@@ -78,24 +78,34 @@ def median_seconds(run: Callable[[], object],
 
 
 def fib_share_and_task(threads: int, cache_dir: Path | str | None) -> tuple[float, float]:
-    """fib's speedup on `threads` threads with few tasks (`max_budget` + 4
-    levels: fib's tree is unbalanced; n large enough that each thread's
-    share is `SHARE_S`) gives the cores the team amounts to;
-    the time that 2^6 times as many tasks add, times those cores, their cost."""
+    """fib's times on one thread and on `threads` with few tasks (`max_budget`
+    + 4 levels: fib's tree is unbalanced; n large enough that each thread's
+    share is `SHARE_S`) and with 2^6 times as many (`share_and_task`)."""
     fib = compile_module(fib_model().module, "fib", cache_dir=cache_dir, threads=threads)
     fib.costs = Costs(fib.costs.unit_s, DEFAULT_TASK_S, 0.0)
 
-    def fib_seconds(n: int, budget: int) -> float:
+    def fib_times(n: int, budget: int) -> list[float]:
         fib.fixed_budget = budget  # 0: one thread, no tasks
         fib(n)
-        return median_seconds(lambda: fib(n))
+        return timeit.repeat(lambda: fib(n), repeat=TUNE_ROUNDS, number=1)
 
-    n, alone = fib_size(lambda k: fib_seconds(k, 0), threads)
+    n, alone = fib_size(lambda k: min(fib_times(k, 0)), threads)
     few = max_budget(threads) + 4
-    with_few, with_many = fib_seconds(n, few), fib_seconds(n, few + 6)
-    cores = max(alone / with_few, 1.0)
+    return share_and_task(alone, fib_times(n, few), fib_times(n, few + 6), threads, few)
+
+
+def share_and_task(alone: float, with_few: list[float], with_many: list[float],
+                   threads: int, few: int) -> tuple[float, float]:
+    """The cores a team of `threads` amounts to (one thread's time `alone`
+    over the team's with `few` levels of tasks) as a thread's `share`; the
+    time that 2^6 times as many tasks add, times those cores, a task's
+    cost. From each one's least time: a round that another process slowed
+    says nothing of what the cores give (with medians, one of three tunes
+    run back to back on a 2-core VM measured a share of 0, which keeps
+    every call off a team)."""
+    cores = max(alone / min(with_few), 1.0)
     share = min((cores - 1) / (threads - 1), 1.0)
-    task_s = (with_many - with_few) * cores / (2 ** (few + 7) - 2 ** (few + 1))
+    task_s = (min(with_many) - min(with_few)) * cores / (2 ** (few + 7) - 2 ** (few + 1))
     return share, task_s
 
 

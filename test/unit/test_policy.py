@@ -197,6 +197,23 @@ def test_tunes_fib_gives_each_thread_of_a_large_team_enough_work() -> None:
     assert fib_size(seconds, 16)[0] == 38 and fib_size(seconds, 64)[0] == FIB_N + 10
 
 
+def test_tune_reads_a_teams_share_off_its_quiet_rounds() -> None:
+    """Rounds another process slowed (here three of five, which their
+    median would take for the team's pace) leave the share measured on
+    the quiet ones: 10 ms alone, 5.5 ms on 2 threads."""
+    from recir.tuning import share_and_task
+
+    few = 5
+    with_few = [30e-3, 5.5e-3, 30e-3, 30e-3, 5.6e-3]
+    tasks = 2 ** (few + 7) - 2 ** (few + 1)
+    with_many = [t + tasks * 1e-7 for t in (40e-3, 5.5e-3, 40e-3, 40e-3, 6e-3)]
+    share, task_s = share_and_task(10e-3, with_few, with_many, 2, few)
+    assert share == pytest.approx(10 / 5.5 - 1)
+    assert task_s == pytest.approx(1e-7 * 10 / 5.5)
+    # a team that never beats one thread: no share, however its rounds vary
+    assert share_and_task(10e-3, [12e-3, 11e-3], [12e-3, 11e-3], 16, few)[0] == 0.0
+
+
 def test_tune_measures_and_keeps_the_costs(tmp_path) -> None:
     measured = recir.tune(tmp_path)
     assert 0.0 <= measured.share <= 1.0
