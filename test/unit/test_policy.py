@@ -197,6 +197,15 @@ def test_tunes_fib_gives_each_thread_of_a_large_team_enough_work() -> None:
     assert fib_size(seconds, 16)[0] == 38 and fib_size(seconds, 64)[0] == FIB_N + 10
 
 
+def test_a_batch_spawns_its_largest_calls_first() -> None:
+    """The largest first, ties in batch order; unknown works: batch order.
+    On 2 threads, [1, 1, 2] in batch order ends at 3 (the 2 starts last),
+    largest first at 2."""
+    assert policy.spawn_order([1.0, 1.0, 2.0], 3) == [2, 0, 1]
+    assert policy.spawn_order([3.0, 5.0, 3.0, 1.0, 5.0], 5) == [1, 4, 0, 2, 3]
+    assert policy.spawn_order(None, 3) == [0, 1, 2]
+
+
 def test_tune_reads_a_teams_share_off_its_quiet_rounds() -> None:
     """Rounds another process slowed (here three of five, which their
     median would take for the team's pace) leave the share measured on
