@@ -3,8 +3,8 @@
 The model reads the recursive function's IR once (`cell_cost`): a node's
 products (the mean of its `scf.if` branches: a binary tree's nodes are half
 leaves), in multiply-adds and in what the recursive code's dots take
-(`row_units`: cols // lanes vector multiply-adds, the remainder one at a
-time, a reduction); the weights a height streams (its largest branch's
+(`row_units`: a vector multiply-add per lanes columns, the last masked, a
+reduction); the weights a height streams (its largest branch's
 matrices, a bilinear form's V as a matrix of its depth x rows vectors);
 whether they stay in a core's L2; the recursion's fan-out. Per call
 it reads the batch's node counts (each input tuple's longest structure
@@ -110,11 +110,11 @@ class BlockCost:
 
 def row_units(rows: int, cols: int, lanes: int) -> float:
     """`unit_s` units of `rows` dot products of `cols` elements as the
-    recursive code runs them (`tmath_kernels.dots`): cols // lanes vector
-    multiply-adds, the cols % lanes left over one at a time, and log2(lanes)
-    steps that reduce the vector to its sum; a unit is a lane's share of a
-    vector operation."""
-    return rows * (cols // lanes + cols % lanes + math.log2(lanes)) * lanes
+    recursive code runs them (`tmath_kernels.vector_dots`): a vector
+    multiply-add per `lanes` columns, the last masked, and log2(lanes) steps
+    that reduce the vector to its sum; a unit is a lane's share of a vector
+    operation."""
+    return rows * (-(-cols // lanes) + math.log2(lanes)) * lanes
 
 
 def product_cost(rows: int, cols: int, lanes: int, deferred: bool) -> BlockCost:

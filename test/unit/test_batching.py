@@ -223,9 +223,10 @@ def chain(nodes: int) -> tuple:
 
 
 def dot_units(rows: int, cols: int) -> float:
-    """`rows` dots of `cols` as the recursive code runs them, in lanes' units."""
+    """`rows` dots of `cols` as the recursive code runs them, in lanes' units:
+    a vector a `lanes` columns (the last masked) and a reduction."""
     lanes = policy.machine().lanes
-    return rows * (cols // lanes + cols % lanes + math.log2(lanes)) * lanes
+    return rows * (math.ceil(cols / lanes) + math.log2(lanes)) * lanes
 
 
 def forced(auto, mode: str):
