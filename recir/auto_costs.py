@@ -110,7 +110,7 @@ class BlockCost:
 
 def row_units(rows: int, cols: int, lanes: int) -> float:
     """`unit_s` units of `rows` dot products of `cols` elements as the
-    recursive code runs them (`tmath_kernels.vector_dots`): a vector
+    recursive code runs them (`vector_kernels.vector_dots`): a vector
     multiply-add per `lanes` columns, the last masked, and log2(lanes) steps
     that reduce the vector to its sum; a unit is a lane's share of a vector
     operation."""

@@ -26,8 +26,8 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels, math_expansions
-from recir.passes.gemm_target import host_target
-from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, Index, VectorEmitter
+from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, Index
+from recir.passes.vector_kernels import axpy, rows_dotted
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
@@ -88,60 +88,9 @@ def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
     return b.loop(n, body, [b.const(0.0, f32)])[0]
 
 
-ROW_BLOCK = 4
-
-
-def vector_dots(b: VectorEmitter, rows: Sequence[SSAValue], y: SSAValue, n: int
-                ) -> list[SSAValue]:
-    """sum_i row[i] * y[i] for each of `rows`: a vector accumulator each
-    along n, each vector of `y` loaded once for all of them, n's last
-    vector masked. LLVM's own vectorization of the scalar loop left n % lanes
-    scalar steps a row (a matrix-vector product of 150 columns ran a third
-    slower than one of 128) or, for short rows, vectorized across the rows
-    with gathers."""
-    lanes = host_target().lanes
-    whole, tail = divmod(n, lanes)
-
-    def step(s: VectorEmitter, at: Index, acc: Sequence[SSAValue],
-             mask: SSAValue | None = None) -> list[SSAValue]:
-        def read(p: SSAValue) -> SSAValue:
-            return s.vload(p, at, lanes) if mask is None else s.masked_load(p, at, mask)
-
-        yv = read(y)
-        return [s.fma(read(row), yv, a) for row, a in zip(rows, acc, strict=True)]
-
-    acc = b.loop(whole, lambda s, q, acc: step(s, s.mul(q, lanes), acc),
-                 [b.zeros(lanes)] * len(rows))
-    if tail:
-        acc = step(b, whole * lanes, acc, b.lane_mask(tail, lanes))
-    sums = b.alloca(lanes)
-    b.vstore(b.lane_sums(acc), sums, 0)  # (the sums in its first lanes, in order)
-    return [b.load(sums, d) for d in range(len(rows))]
-
-
 def matvec(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     rows, cols = tmath.shape_of(op.operands[0])
     return rows_dotted(b, *args, rows, cols)
-
-
-def rows_dotted(b: Emitter, matrix: SSAValue, vector: SSAValue, rows: int, cols: int,
-                at: Callable[[Emitter, Index], Index] = lambda b, r: r) -> SSAValue:
-    """A rows x cols matrix times a vector, into a fresh buffer (row r's sum
-    at `at(r)`): blocks of ROW_BLOCK rows (`vector_dots`; about 2x one row
-    at a time), then the rest as one."""
-    v = VectorEmitter(b.point, b.allocas)
-    out = v.alloca(rows)
-    blocked = rows - rows % ROW_BLOCK
-
-    def dotted(e: VectorEmitter, first: Index, count: int) -> None:
-        starts = [e.offset(matrix, e.mul(e.add(first, d), cols)) for d in range(count)]
-        for d, total in enumerate(vector_dots(e, starts, vector, cols)):
-            e.store(total, out, at(e, e.add(first, d)))
-
-    v.each(blocked // ROW_BLOCK, lambda e, k: dotted(e, e.mul(k, ROW_BLOCK), ROW_BLOCK))
-    if rows > blocked:
-        dotted(v, blocked, rows - blocked)
-    return out
 
 
 def matmul(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
@@ -179,15 +128,6 @@ def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     zero_fill(b, out, depth)
     b.each(rows, lambda bi, i: axpy(bi, out, bi.load(x, i),
                                     bi.offset(sums, bi.mul(i, depth)), depth))
-
-
-def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
-    """out[:n] += scale * x[:n]."""
-    def body(inner: Emitter, i: SSAValue) -> None:
-        product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
-        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
-
-    b.each(n, body)
 
 
 def each_vector(b: Emitter, tensor: SSAValue, shape: Sequence[int],
