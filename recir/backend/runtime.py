@@ -223,8 +223,8 @@ class NativeFunction:
         a task of one team, load-balanced with the tasks the calls spawn
         (`policy.batch_budget` says how deep; at 0 the calls spawn nothing:
         calls of like size balance a team by themselves), the largest
-        spawned first (`policy.spawn_order`); otherwise one at a time. Calls that add into gradient buffers must all be given the
-        same buffers."""
+        spawned first (`policy.spawn_order`); otherwise one at a time. Calls
+        that add into gradient buffers must all be given the same buffers."""
         items = batch_items(items, self.name)
         if not self.team or len(items) < 2:
             return [self(*inputs) for inputs in items]
@@ -254,7 +254,8 @@ class NativeFunction:
 
         def payload(contexts: Any) -> list[int]:
             words = [count]
-            for k in policy.spawn_order(works, count):  # a record per call, as `one_on_team`'s
+            # a record per call, as `one_on_team`'s
+            for k in policy.spawn_order(works, count):
                 words.append(contexts.address)
                 words += arguments.fields(prepared[k])
                 words += [base + k * stride for base, stride in rows]
