@@ -13,27 +13,19 @@ each height's rows are numbered group by group (invocations sorted by
 The choice counts rows (a row's work is the same either way): split, a
 height with a register tile of rows per thread costs rows / threads of a
 thread's time and a thinner one all its rows; grouped, the largest group's
-rows. Groups are runs of consecutive trees of about equal node counts.
+rows. Groups are of about equal node counts (`policy.balanced_groups`).
 """
 
 from __future__ import annotations
 
-from itertools import accumulate
-
 import numpy as np
 
-
+from recir.backend.policy import balanced_groups
 
 
 def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
-    """Each tree's group: a tree goes to the group its middle node falls in
-    when the batch's nodes are cut into `threads` equal runs. (A batch's
-    few tens of trees, as a list: fewer steps than NumPy calls on arrays
-    that short, with the same float operations.)"""
-    nodes = sizes.tolist()
-    total = sum(nodes)
-    return np.array([min(int((end - size / 2) * threads / total), threads - 1)
-                     for end, size in zip(accumulate(nodes), nodes, strict=True)], np.int64)
+    """Each tree's group, node counts balanced (`policy.balanced_groups`)."""
+    return np.array(balanced_groups(sizes.tolist(), threads), np.int64)
 
 
 def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:

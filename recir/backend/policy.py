@@ -32,7 +32,8 @@ From them:
   (`work_estimate.larger_share`: 1/2 unless the IR shows a less even
   split), but no level whose tasks carry less than `GRAIN` times `task_s`
   of work (`call_budget`, `batch_budget`; a batch's calls are tasks already);
-- a batch's calls are spawned largest first (`spawn_order`);
+- a batch's calls are spawned largest first (`spawn_order`), and split
+  into groups of like total size the same way (`balanced_groups`);
 - gradients log outer products and add them by one SGEMM (`defer-outer-bytes`)
   when a weight gradient and its weight no longer fit a core's L2 together
   (`defer_outer_bytes`).
@@ -54,9 +55,11 @@ the budget instead.
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -288,6 +291,21 @@ def spawn_order(works: list[float] | None, count: int) -> list[int]:
     if works is None:
         return list(range(count))
     return sorted(range(count), key=lambda k: -works[k])
+
+
+def balanced_groups(sizes: Sequence[float], groups: int) -> list[int]:
+    """Each item's group of `groups`, sizes balanced: the largest first,
+    each to the group with the least so far (the lowest on a tie), Graham's
+    LPT again: the largest group within 4/3 of the best split's. 25 SST
+    trees in 16 groups: 1.12-1.26 of an even split, where runs of
+    consecutive trees reached 1.22-1.86. Every caller computes the same."""
+    loads = [(0.0, g) for g in range(groups)]  # a heap, by (load, group)
+    found = [0] * len(sizes)
+    for k in sorted(range(len(sizes)), key=lambda k: (-sizes[k], k)):
+        load, group = heapq.heappop(loads)
+        found[k] = group
+        heapq.heappush(loads, (load + sizes[k], group))
+    return found
 
 
 def defer_outer_bytes() -> int:

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.policy import balanced_groups
+
 Arrays = dict[str, np.ndarray]
 RowsOf = Callable[[Sequence[Any], Arrays], dict[str, np.ndarray]]
 PHASES = ("compute", "allreduce", "optimizer")
@@ -41,16 +43,14 @@ ABORT_GRACE_S = 0.2  # a failing rank's message reaches the launcher before its 
 
 
 def split_by_nodes(sizes: Sequence[int], ranks: int) -> list[list[int]]:
-    """Indices of `sizes` per rank, node counts balanced: the largest tree
-    first, each to the rank with the fewest nodes so far (lowest rank on a
-    tie); every rank computes the same split. Indices stay in batch order."""
+    """Indices of `sizes` per rank, node counts balanced
+    (`policy.balanced_groups`: the largest tree first, each to the rank with
+    the fewest nodes so far); every rank computes the same split. Indices
+    stay in batch order."""
     shares: list[list[int]] = [[] for _ in range(ranks)]
-    load = [0] * ranks
-    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        rank = min(range(ranks), key=lambda r: (load[r], r))
+    for i, rank in enumerate(balanced_groups(sizes, ranks)):
         shares[rank].append(i)
-        load[rank] += sizes[i]
-    return [sorted(share) for share in shares]
+    return shares
 
 
 class LocalReducer:

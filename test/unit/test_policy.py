@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -204,6 +205,22 @@ def test_a_batch_spawns_its_largest_calls_first() -> None:
     assert policy.spawn_order([1.0, 1.0, 2.0], 3) == [2, 0, 1]
     assert policy.spawn_order([3.0, 5.0, 3.0, 1.0, 5.0], 5) == [1, 4, 0, 2, 3]
     assert policy.spawn_order(None, 3) == [0, 1, 2]
+
+
+def test_balanced_groups_are_within_four_thirds_of_the_best_split() -> None:
+    """Against every split of small random batches (Graham's bound), the
+    same on every call, and with more groups than items each its own."""
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        sizes = rng.integers(1, 50, int(rng.integers(1, 8))).tolist()
+        groups = int(rng.integers(1, 4))
+        found = policy.balanced_groups(sizes, groups)
+        assert found == policy.balanced_groups(sizes, groups)
+        largest = max(sum(s for s, g in zip(sizes, found) if g == k) for k in range(groups))
+        best = min(max(sum(s for s, g in zip(sizes, split) if g == k) for k in range(groups))
+                   for split in itertools.product(range(groups), repeat=len(sizes)))
+        assert largest <= 4 / 3 * best
+    assert sorted(policy.balanced_groups([3.0, 1.0, 2.0], 5)) == [0, 1, 2]
 
 
 def test_tune_reads_a_teams_share_off_its_quiet_rounds() -> None:
