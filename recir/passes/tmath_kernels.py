@@ -27,7 +27,7 @@ from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels, math_expansions
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, Index
-from recir.passes.vector_kernels import axpy, rows_dotted
+from recir.passes.vector_kernels import rows_dotted
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
 Scalar = Callable[[Emitter, Sequence[SSAValue]], SSAValue]
@@ -128,6 +128,18 @@ def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     zero_fill(b, out, depth)
     b.each(rows, lambda bi, i: axpy(bi, out, bi.load(x, i),
                                     bi.offset(sums, bi.mul(i, depth)), depth))
+
+
+def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
+    """out[:n] += scale * x[:n]. LLVM's loop, its tail scalar: with a masked
+    last vector (as `vector_kernels`' products), RNTN's recursive gradient
+    ran 1.5x slower, its axpys into one `out` (a vecmat's rows) each reading
+    what the last one's masked store had just written."""
+    def body(inner: Emitter, i: SSAValue) -> None:
+        product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
+        inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)
+
+    b.each(n, body)
 
 
 def each_vector(b: Emitter, tensor: SSAValue, shape: Sequence[int],

@@ -1,11 +1,11 @@
-"""The recursive code's products in explicit vectors of the host's lanes.
+"""The recursive code's matrix-vector products, in explicit vectors.
 
-LLVM's own vectorization of their scalar loops left each row's n % lanes
-elements to scalar steps (a matrix-vector product of 150 columns ran a
-third slower than one of 128) and, for short rows, vectorized across rows
-with gathers. Here each row is whole vectors and a masked last one, built
-with the loop builder's vector ops (`loop_builder.VectorEmitter`), as the
-GEMM kernels are.
+LLVM's own vectorization of a dot product's scalar loop leaves each row's
+n % lanes elements to scalar steps (a matrix-vector product of 150
+columns ran a third slower than one of 128) and, for short rows,
+vectorizes across rows with gathers. So each row is whole vectors and a
+masked last one, built with the loop builder's vector ops
+(`loop_builder.VectorEmitter`), as the GEMM kernels are.
 """
 
 from __future__ import annotations
@@ -64,25 +64,3 @@ def rows_dotted(b: Emitter, matrix: SSAValue, vector: SSAValue, rows: int, cols:
     if rows > blocked:
         dotted(v, blocked, rows - blocked)
     return out
-
-
-def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
-    """out[:n] += scale * x[:n], the last vector masked. `out` never overlaps
-    `x` (values are immutable, an accumulator is a buffer of its own), so
-    there are no run-time checks."""
-    lanes = host_target().lanes
-    v = VectorEmitter(b.point, b.allocas)
-    scales = v.splat(scale, lanes)
-    whole, tail = divmod(n, lanes)
-
-    def step(e: VectorEmitter, at: Index, mask: SSAValue | None = None) -> None:
-        if mask is None:
-            e.vstore(e.fma(scales, e.vload(x, at, lanes), e.vload(out, at, lanes)), out, at)
-        else:
-            e.masked_store(e.fma(scales, e.masked_load(x, at, mask),
-                                 e.masked_load(out, at, mask)), out, at, mask)
-
-    if whole:
-        v.each(whole, lambda e, q: step(e, e.mul(q, lanes)))
-    if tail:
-        step(v, whole * lanes, v.lane_mask(tail, lanes))

@@ -27,7 +27,7 @@ func.func @grad(%i: i32, %dy: tensor<4xf32>, %x: tensor<3xf32>,
 // CHECK:           llvm.getelementptr %[[MINE]]
 // CHECK:         cf.assert
 // CHECK:         adjoint.lock_row %[[ROW:.*]]
-// CHECK:         llvm.intr.fma
+// CHECK:         scf.for
 // CHECK:         adjoint.unlock_row %[[ROW]]
 // CHECK-NOT:     adjoint.thread_copy
 // CHECK-LABEL: func.func @grad(

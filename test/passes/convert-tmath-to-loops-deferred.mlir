@@ -7,8 +7,7 @@
 // buffer passed down unchanged from a public function's argument (slot)
 // into a record in the running thread's log for that slot: room from
 // adjoint.log_reserve, then dy and x copied in. Below the size (100), the
-// products stay in-place loops (a row of dw or db each: 3 or 1 elements,
-// one masked vector).
+// products stay in-place loops.
 
 func.func private @sweep(%dw: tensor<4x3xf32>, %db: tensor<4x1xf32>, %dy: tensor<4xf32>,
                          %x: tensor<3xf32>, %one: tensor<1xf32>) {
@@ -37,6 +36,4 @@ func.func @grad(%dy: tensor<4xf32>, %x: tensor<3xf32>, %one: tensor<1xf32>,
 // LLVM:        llvm.call @realloc(
 
 // SMALL-NOT: adjoint.log_reserve
-// SMALL:     llvm.call_intrinsic "llvm.masked.load
-// SMALL:     llvm.intr.fma
-// SMALL:     llvm.call_intrinsic "llvm.masked.store
+// SMALL:     arith.mulf
