@@ -29,9 +29,10 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
   share of the weights, a team start each), whichever is cheaper.
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
-weight gradient), so products count three times (a bilinear form's backward
-is three products of V's size: two gradients and V's, a little more than
-counted). The frontier's weight
+weight gradient), so products count three times; a bilinear form's backward
+over rows is three products of V's size (the left gradient's and the right
+one's at a height's rows, V's with the rows as its depth: at the tile's full
+gain), so it counts four times in the frontier. The frontier's weight
 gradient adds a depth block of logged rows at a time (`row_logs`: at the
 tile's full gain), so a height streams a weight's size twice (the product
 and its vecmat): at L3's rate where a weight and the GEMMs' packed copy do
@@ -78,6 +79,7 @@ class CellCost:
     weight_bytes: int  # the bytes of all the cell's matrices and tensors
     product_ops: int  # matrix products of the largest branch (team starts a height)
     fan_out: int  # invoke sites of the recursive function
+    bilinear: float = 0.0  # of `products`, bilinear forms' (a frontier gradient: one more)
 
 
 MEAN, LARGEST = range(2)
@@ -92,10 +94,11 @@ class BlockCost:
     product_units: float = 0.0
     gradient_units: float = 0.0
     gradient_gemm: float = 0.0
+    bilinear: float = 0.0
     weights: float = 0.0
     product_ops: float = 0.0
 
-    KINDS = (MEAN,) * 4 + (LARGEST,) * 2
+    KINDS = (MEAN,) * 5 + (LARGEST,) * 2
 
     def __add__(self, other: BlockCost) -> BlockCost:
         return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -138,7 +141,8 @@ def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
             total += product_cost(*tmath.shape_of(op.matrix), lanes, deferred)
         elif isinstance(op, tmath.BilinearOp):  # V's rows times y: a product, both modes
             depth, rows, cols = tmath.shape_of(op.tensor)
-            total += product_cost(depth * rows, cols, lanes, False)
+            total += product_cost(depth * rows, cols, lanes, False) + BlockCost(
+                bilinear=depth * rows * cols)
         elif isinstance(op, scf.IfOp):
             total += BlockCost.branches([block_cost(r.blocks[0], lanes, deferred)
                                          for r in op.regions if r.blocks])
@@ -169,7 +173,7 @@ def cell_cost(module: Any) -> CellCost:
     weight_bytes = sum(sizes) + sum(4 * math.prod(tmath.shape_of(t)) for t in tensors)
     return CellCost(block.products, block.product_units, block.gradient_units,
                     block.gradient_gemm, int(block.weights), weight_bytes,
-                    int(block.product_ops), max(sites, 1))
+                    int(block.product_ops), max(sites, 1), block.bilinear)
 
 
 def height_bounds(nodes: int, fan_out: int) -> tuple[float, float]:
@@ -246,11 +250,15 @@ class Estimate:
 
         def rows(per_height: float) -> float:  # products whose tile `per_height` rows fill
             gains = 1 / policy.gemm_gain(per_height)
-            if self.gradient:  # a vecmat at a height's rows, a weight gradient a depth
-                # block of logged rows at a time (`row_logs`)
-                gains += (GRADIENT_PRODUCTS - 2) / policy.gemm_gain(per_height) \
-                    + 1 / policy.gemm_gain(math.inf)
-            return nodes * cell.products * gains * costs.unit_s
+            if not self.gradient:
+                return nodes * cell.products * gains * costs.unit_s
+            # a vecmat at a height's rows, a weight gradient a depth block of
+            # logged rows at a time (`row_logs`); a bilinear form's right
+            # gradient one more product at a height's rows
+            gains += (GRADIENT_PRODUCTS - 2) / policy.gemm_gain(per_height) \
+                + 1 / policy.gemm_gain(math.inf)
+            macs = cell.products * gains + cell.bilinear / policy.gemm_gain(per_height)
+            return nodes * macs * costs.unit_s
 
         alone = fixed + weights * self.height_streams() + rows(nodes / heights)
         if threads < 2:

@@ -80,11 +80,18 @@ def row_facts(function: func.FuncOp) -> RowFacts:
             for use in arg.uses)))
 
 
+# a bilinear form and its gradients over rows: each a product of V's size (operand 0)
+BILINEAR = (tmath.BilinearOp | adjoint.BilinearLhsOp | adjoint.BilinearRhsOp
+            | adjoint.AccumulateBilinearOp)
+
+
 def row_work(function: func.FuncOp) -> int:
     """Multiply-adds per row of the function's products over rows (a
-    `_bwd`'s: dY W and dY^T X), a branch's (the rows of one side of a
-    `frontier.partition`) counted for its cheaper side: a height's rows may
-    all take that one (a leaf's height takes only the leaf's product)."""
+    `_bwd`'s: dY W and dY^T X; a bilinear form's V's rows times y, and its
+    left, right and V's gradients: one of V's size each), a branch's (the
+    rows of one side of a `frontier.partition`) counted for its cheaper
+    side: a height's rows may all take that one (a leaf's height takes only
+    the leaf's product)."""
     sides: dict[SSAValue, frozenset[tuple[Operation, int]]] = {}
     totals: dict[frozenset[tuple[Operation, int]], int] = defaultdict(int)
     partitions: list[Operation] = []
@@ -96,7 +103,7 @@ def row_work(function: func.FuncOp) -> int:
         under = frozenset[tuple[Operation, int]]() if isinstance(op, frontier.MergeOp) \
             else frozenset().union(*(sides.get(v, frozenset()) for v in op.operands))
         sides.update((r, under) for r in op.results)
-        if isinstance(op, tmath.MatvecOp | adjoint.AccumulateOuterOp):
+        if isinstance(op, tmath.MatvecOp | adjoint.AccumulateOuterOp | BILINEAR):
             totals[under] += math.prod(tmath.shape_of(op.operands[0]))
         elif isinstance(op, adjoint.VecmatOp):
             totals[under] += math.prod(tmath.shape_of(op.operands[1]))

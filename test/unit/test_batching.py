@@ -258,14 +258,15 @@ def test_auto_reads_its_cell_off_the_recursive_ir():
     assert cell.products == (math.prod(tensor) + math.prod(inner)) / 2 + math.prod(out)
     assert cell.product_units == pytest.approx(
         (dot_units(*tensor) + dot_units(*inner)) / 2 + dot_units(*out))
+    assert cell.bilinear == math.prod(tensor) / 2
 
 
 def test_auto_estimates_follow_the_costs():
     """Both modes' seconds by the model's terms: the frontier's call,
     height and row costs count once (twice for gradients), products at the
-    GEMM tile's gain (three for gradients), weights out of L2 slow the recursive
-    products by `l3_slowdown` (a gradient's with its gradient), a team
-    takes at least the span."""
+    GEMM tile's gain (three for gradients, four for a bilinear form's),
+    weights out of L2 slow the recursive products by `l3_slowdown` (a
+    gradient's with its gradient), a team takes at least the span."""
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
                                product_ops=1, fan_out=2)
@@ -290,6 +291,14 @@ def test_auto_estimates_follow_the_costs():
         plain, larger = (auto_model.Estimate(c, costs, gradient) for c in (cell, more))
         added = larger.frontier(sizes, 1) - plain.frontier(sizes, 1)
         assert added == pytest.approx(sum(sizes) * 1e5 * gains * 1e-11)
+    # a bilinear form's frontier gradient: a fourth product (its right
+    # gradient) at a height's rows; its inference and recursive code as a product's
+    tensor = replace(cell, bilinear=1e5)
+    for gradient, gains in ((False, 0.0), (True, 1 / policy.gemm_gain(rows))):
+        plain, bilinear = (auto_model.Estimate(c, costs, gradient) for c in (cell, tensor))
+        added = bilinear.frontier(sizes, 1) - plain.frontier(sizes, 1)
+        assert added == pytest.approx(sum(sizes) * 1e5 * gains * 1e-11)
+        assert bilinear.recursive(sizes, 1) == plain.recursive(sizes, 1)
     big = auto_model.Estimate(replace(cell, weight_bytes=policy.machine().l2_bytes + 1),
                               costs, False)
     assert big.recursive(sizes, 1) == pytest.approx(costs.l3_slowdown *

@@ -15,6 +15,7 @@ import recir
 import recir.frontier_compile as frontier_compile
 from recir.backend import engine, policy
 from recir.backend.engine import OPT_LEVEL, optimize, target_machine
+from recir.backend.frontier_summary import row_work
 from recir.context import make_context
 from recir.frontier_compile import compile_rows
 from recir.parsing import parse_module
@@ -273,3 +274,25 @@ def test_bilinear_gradients_over_rows_match_einsum(depth, rows, cols, count, thr
         np.testing.assert_allclose(np.asarray(value), want, rtol=1e-4,
                                    atol=1e-5 * max(np.abs(want).max(initial=0), 1),
                                    err_msg=name)
+
+
+def test_row_work_counts_a_bilinear_form_and_its_gradients():
+    """`frontier_summary.row_work` (a row's multiply-adds, by which the
+    policy splits a height's rows across a team) counts a bilinear form over
+    rows as V's size, and its three gradients' products (left, right, V's)
+    as V's size each."""
+    depth, rows, cols = 3, 4, 5
+    t, d = f"tensor<{depth}x{rows}x{cols}xf32>", f"tensor<?x{depth}xf32>"
+    x, y = f"tensor<?x{rows}xf32>", f"tensor<?x{cols}xf32>"
+    forward = (f"func.func @f(%v: {t}, %x: {x}, %y: {y}) -> {d} {{\n"
+               f"%r = tmath.bilinear %v, %x, %y : {t}, {x}, {y} -> {d}\n"
+               f"func.return %r : {d}\n}}")
+    backward = (f"func.func @g(%v: {t}, %acc: {t}, %dr: {d}, %x: {x}, %y: {y})"
+                f" -> ({x}, {y}) {{\n"
+                f"%l = adjoint.bilinear_lhs %v, %dr, %y : {t}, {d}, {y} -> {x}\n"
+                f"%h = adjoint.bilinear_rhs %v, %dr, %x : {t}, {d}, {x} -> {y}\n"
+                f"adjoint.accumulate_bilinear %acc, %dr, %x, %y : {t}, {d}, {x}, {y}\n"
+                f"func.return %l, %h : {x}, {y}\n}}")
+    for text, products in ((forward, 1), (backward, 3)):
+        function = next(iter(parse_module(make_context(), text).ops))
+        assert row_work(function) == products * depth * rows * cols
