@@ -92,16 +92,14 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
         params = batching.make_params(hidden, vocab)
         for kind, build in SCALED.items():
             for mode in ("infer", "train"):
-                runs, why = attempt(f"{name} {kind} {mode}", lambda b=build, m=mode: {
+                key = f"{name} {kind} {mode}"
+                times, _ = attempt(key, lambda b=build, m=mode: rounds_times({
                     str(t): batching.in_batches(b(params, m, t), trees, batch)
-                    for t in (1, args.threads)})
-                if runs is None:
+                    for t in (1, args.threads)}, args.repeats, warmup_s=0.3))
+                if times is None:
                     continue
-                times = rounds_times(runs, args.repeats, warmup_s=0.3)
-                report["scaling"][f"{name} {kind} {mode}"] = \
-                    median(times["1"]) / median(times[str(args.threads)])
-                print(f"scaling {name} {kind} {mode}: "
-                      f"{report['scaling'][f'{name} {kind} {mode}']:.2f}x", flush=True)
+                report["scaling"][key] = median(times["1"]) / median(times[str(args.threads)])
+                print(f"scaling {key}: {report['scaling'][key]:.2f}x", flush=True)
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600

@@ -135,3 +135,26 @@ def test_fib_speedup_of_a_child_that_fails_or_hangs_is_unjudged(monkeypatch, cap
                             **kwargs: subprocess.CompletedProcess(cmd, c, o, e))
         assert targets.fib_speedup(2, 1) is None
         assert why in capsys.readouterr().out
+
+
+def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
+    """A mode that builds but raises when run (a recursion too deep, a tape
+    out of memory) loses its ratio; the other modes and the targets after
+    scaling still run."""
+    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+
+    def fails(trees):
+        raise RuntimeError("error: native @f ran out of memory")
+
+    def rounds(runs, repeats, warmup_s):
+        return {name: [float(len(run()))] for name, run in runs.items()}
+
+    monkeypatch.setattr(targets, "rounds_times", rounds)
+    monkeypatch.setitem(targets.SCALED, "frontier",
+                        lambda params, mode, threads: lambda trees: [0.0] * len(trees))
+    monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: fails)
+    found = {"scaling": {}}
+    targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
+    assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
+                                        for m in ("infer", "train")]
