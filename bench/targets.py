@@ -38,8 +38,16 @@ from typing import Any
 import numpy as np
 
 from bench import batching, compile_time, openmp
-from bench.common import attempt, fmt, machine_info, median, print_table, ratio, \
-    rounds_times, write_json
+from bench.common import (
+    attempt,
+    fmt,
+    machine_info,
+    median,
+    print_table,
+    ratio,
+    rounds_times,
+    write_json,
+)
 
 # what each target asks; scaling by core count (the issue's two machines)
 ROOF = {"infer": 0.85, "train": 0.70}
@@ -82,9 +90,8 @@ def cells(args: argparse.Namespace, report: dict[str, Any]) -> None:
 def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """N threads over one for each recir mode at batch 25 (`CELLS`), the two
     timed in the same rounds: on a shared host a slow spell then falls on
-    both, where two cells timed minutes apart each catch their own (on a
-    2-core VM two cells read 1.44x where the same code in rounds read
-    1.95x). A mode that fails to build or run leaves its ratio out."""
+    both, where two cells timed minutes apart each catch their own. A mode
+    that fails to build or run leaves its ratio out."""
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:
             continue

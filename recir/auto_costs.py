@@ -79,7 +79,9 @@ class CellCost:
     weight_bytes: int  # the bytes of all the cell's matrices and tensors
     product_ops: int  # matrix products of the largest branch (team starts a height)
     fan_out: int  # invoke sites of the recursive function
-    bilinear: float = 0.0  # of `products`, bilinear forms' (a frontier gradient: one more)
+    # of `products`, bilinear forms' multiply-adds: their frontier gradient
+    # runs one more product of V's size at a height's rows
+    bilinear: float = 0.0
 
 
 MEAN, LARGEST = range(2)

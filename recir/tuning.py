@@ -100,9 +100,8 @@ def share_and_task(alone: float, with_few: list[float], with_many: list[float],
     over the team's with `few` levels of tasks) as a thread's `share`; the
     time that 2^6 times as many tasks add, times those cores, a task's
     cost. From each one's least time: a round that another process slowed
-    says nothing of what the cores give (with medians, one of three tunes
-    run back to back on a 2-core VM measured a share of 0, which keeps
-    every call off a team)."""
+    says nothing of what the cores give, and a share read off slowed rounds
+    (0 at worst) would keep every call off a team until the next tune."""
     cores = max(alone / min(with_few), 1.0)
     share = min((cores - 1) / (threads - 1), 1.0)
     task_s = (min(with_many) - min(with_few)) * cores / (2 ** (few + 7) - 2 ** (few + 1))

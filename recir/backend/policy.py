@@ -283,11 +283,13 @@ def batch_budget(works: list[float] | None, count: int, threads: int, costs: Cos
 
 
 def spawn_order(works: list[float] | None, count: int) -> list[int]:
-    """The order a team's task queue (first in, first out) gets a batch's
-    `count` calls of `works` units: the largest first, ties in batch order
-    (Graham's LPT: within 4/3 of the best schedule, where batch order
-    allows twice it; 25 SST trees on 16 threads, unsplit: 1.00-1.13 of
-    ideal against 1.01-1.61). Batch order where the works are unknown."""
+    """The order a batch's `count` calls of `works` units are spawned in:
+    the largest first, ties in batch order, so that the other threads of
+    the team, which take the oldest tasks first (libgomp's team queue,
+    libomp's deques stolen from the head), start on the largest calls.
+    For calls that spawn nothing this is Graham's LPT, within 4/3 of the
+    best schedule, where batch order allows twice it. Batch order where
+    the works are unknown."""
     if works is None:
         return list(range(count))
     return sorted(range(count), key=lambda k: -works[k])
@@ -296,9 +298,9 @@ def spawn_order(works: list[float] | None, count: int) -> list[int]:
 def balanced_groups(sizes: Sequence[float], groups: int) -> list[int]:
     """Each item's group of `groups`, sizes balanced: the largest first,
     each to the group with the least so far (the lowest on a tie), Graham's
-    LPT again: the largest group within 4/3 of the best split's. 25 SST
-    trees in 16 groups: 1.12-1.26 of an even split, where runs of
-    consecutive trees reached 1.22-1.86. Every caller computes the same."""
+    LPT again: the largest group within 4/3 of the best split's, where runs
+    of consecutive items can leave one twice another. Every caller
+    computes the same."""
     loads = [(0.0, g) for g in range(groups)]  # a heap, by (load, group)
     found = [0] * len(sizes)
     for k in sorted(range(len(sizes)), key=lambda k: (-sizes[k], k)):

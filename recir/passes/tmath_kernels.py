@@ -80,7 +80,9 @@ def elementwise(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 
 
 def dot(b: Emitter, x: SSAValue, y: SSAValue, n: int) -> SSAValue:
-    """sum_i x[i] * y[i], reassociable so that LLVM vectorizes it."""
+    """sum_i x[i] * y[i], reassociable so that LLVM vectorizes it (a
+    frontier row's bilinear slab sums dotted with its x, `row_products`; a
+    matrix's rows take `vector_kernels`)."""
     def body(inner: Emitter, i: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
         product = arith.MulfOp(inner.load(x, i), inner.load(y, i), REASSOC)
         return (inner.value(arith.AddfOp(acc[0], inner.value(product), REASSOC)),)
@@ -131,10 +133,10 @@ def bilinear(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 
 
 def axpy(b: Emitter, out: SSAValue, scale: SSAValue, x: SSAValue, n: int) -> None:
-    """out[:n] += scale * x[:n]. LLVM's loop, its tail scalar: with a masked
-    last vector (as `vector_kernels`' products), RNTN's recursive gradient
-    ran 1.5x slower, its axpys into one `out` (a vecmat's rows) each reading
-    what the last one's masked store had just written."""
+    """out[:n] += scale * x[:n]. LLVM's loop, its tail scalar, not a masked
+    last vector as `vector_kernels`' products: the axpys of a vecmat's rows
+    into one `out` would each read what the last one's masked store had
+    just written, which stalls (RNTN's recursive gradient ran slower)."""
     def body(inner: Emitter, i: SSAValue) -> None:
         product = inner.value(arith.MulfOp(scale, inner.load(x, i), CONTRACT))
         inner.store(inner.value(arith.AddfOp(inner.load(out, i), product, CONTRACT)), out, i)

@@ -1,9 +1,8 @@
 """The recursive code's matrix-vector products, in explicit vectors.
 
 LLVM's own vectorization of a dot product's scalar loop leaves each row's
-n % lanes elements to scalar steps (a matrix-vector product of 150
-columns ran a third slower than one of 128) and, for short rows,
-vectorizes across rows with gathers. So each row is whole vectors and a
+n % lanes elements to scalar steps, as costly as several whole vectors,
+and, for short rows, vectorizes across rows with gathers. So each row is whole vectors and a
 masked last one, built with the loop builder's vector ops
 (`loop_builder.VectorEmitter`), as the GEMM kernels are.
 """
@@ -41,7 +40,7 @@ def vector_dots(b: VectorEmitter, rows: Sequence[SSAValue], y: SSAValue, n: int
         acc = b.loop(whole, lambda s, q, acc: step(s, s.mul(q, lanes), acc), acc)
     if tail:
         acc = step(b, whole * lanes, acc, b.lane_mask(tail, lanes))
-    sums = b.alloca(lanes)
+    sums = b.alloca(lanes)  # (xDSL's llvm dialect has no extractelement)
     b.vstore(b.lane_sums(acc), sums, 0)  # (the sums in its first lanes, in order)
     return [b.load(sums, d) for d in range(len(rows))]
 
@@ -49,8 +48,8 @@ def vector_dots(b: VectorEmitter, rows: Sequence[SSAValue], y: SSAValue, n: int
 def rows_dotted(b: Emitter, matrix: SSAValue, vector: SSAValue, rows: int, cols: int,
                 at: Callable[[Emitter, Index], Index] = lambda b, r: r) -> SSAValue:
     """A rows x cols matrix times a vector, into a fresh buffer (row r's sum
-    at `at(r)`): blocks of ROW_BLOCK rows (`vector_dots`; about 2x one row
-    at a time), then the rest as one."""
+    at `at(r)`): blocks of ROW_BLOCK rows (`vector_dots`: each vector of
+    the vector loaded once a block), then the rest as one."""
     v = VectorEmitter(b.point, b.allocas)
     out = v.alloca(rows)
     blocked = rows - rows % ROW_BLOCK
@@ -60,7 +59,8 @@ def rows_dotted(b: Emitter, matrix: SSAValue, vector: SSAValue, rows: int, cols:
         for d, total in enumerate(vector_dots(e, starts, vector, cols)):
             e.store(total, out, at(e, e.add(first, d)))
 
-    v.each(blocked // ROW_BLOCK, lambda e, k: dotted(e, e.mul(k, ROW_BLOCK), ROW_BLOCK))
+    if blocked:
+        v.each(blocked // ROW_BLOCK, lambda e, k: dotted(e, e.mul(k, ROW_BLOCK), ROW_BLOCK))
     if rows > blocked:
         dotted(v, blocked, rows - blocked)
     return out

@@ -1,12 +1,14 @@
-"""The recursive code's matrix-vector products (`vector_kernels`) and axpys:
-a product's rows are whole vectors and a masked last one, so no scalar
-tail (LLVM's own vectorization of the scalar loop left cols % lanes scalar
+"""The recursive code's matrix-vector products (`vector_kernels`): a
+product's rows are whole vectors and a masked last one, so no scalar tail
+(LLVM's own vectorization of the scalar loop left cols % lanes scalar
 multiply-adds a row) and no gathers (for short rows it vectorized across
-rows). Values against NumPy at row and column counts around the host's
-lanes and the 4-row blocks."""
+rows). Values against NumPy, with their gradients' (vecmat, outer
+product), at row and column counts around the host's lanes and the 4-row
+blocks, and at 8 and 4 lanes (AVX2's, SSE's vectors) on this host."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import llvmlite.binding as llvm_binding
@@ -19,6 +21,8 @@ from recir.backend import engine
 from recir.backend.engine import OPT_LEVEL, optimize, target_machine
 from recir.context import make_context
 from recir.parsing import parse_module
+from recir.passes import vector_kernels
+from recir.passes.gemm_target import host_target
 
 # a scalar multiply or multiply-add of floats (not of vectors)
 SCALAR_PRODUCT = re.compile(r"fmul (\w+ )*float |@llvm\.fmuladd\.f32|@llvm\.fma\.f32")
@@ -38,8 +42,12 @@ def module(rows: int, cols: int, gradients: bool = True):
     return parse_module(make_context(), text, "products.mlir")
 
 
+@pytest.mark.parametrize("lanes", [None, 8, 4], ids=["host", "8-lanes", "4-lanes"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_products_and_their_gradients_match_numpy(shape, tmp_path):
+def test_products_and_their_gradients_match_numpy(shape, lanes, tmp_path, monkeypatch):
+    if lanes is not None:
+        narrower = dataclasses.replace(host_target(), lanes=lanes)
+        monkeypatch.setattr(vector_kernels, "host_target", lambda: narrower)
     rng = np.random.default_rng(5)
     w, dw = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     x, dy = (rng.standard_normal(n).astype(np.float32) for n in (shape[1], shape[0]))
