@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 from xdsl.dialects import scf
@@ -84,13 +84,11 @@ class CellCost:
     bilinear: float = 0.0
 
 
-MEAN, LARGEST = range(2)
-
-
 @dataclass(frozen=True)
 class BlockCost:
-    """`CellCost`'s sums over a block: each field a branch's `MEAN` or its
-    `LARGEST` (the one with the most weights) where an `scf.if` chooses."""
+    """`CellCost`'s sums over a block: where an `scf.if` chooses, each
+    field its branches' mean, but those of `LARGEST` the branch's with the
+    most weights."""
 
     products: float = 0.0
     product_units: float = 0.0
@@ -100,17 +98,17 @@ class BlockCost:
     weights: float = 0.0
     product_ops: float = 0.0
 
-    KINDS = (MEAN,) * 5 + (LARGEST,) * 2
+    LARGEST = frozenset({"weights", "product_ops"})
 
     def __add__(self, other: BlockCost) -> BlockCost:
         return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     @staticmethod
     def branches(costs: list[BlockCost]) -> BlockCost:
-        largest = astuple(max(costs, key=lambda c: (c.weights, c.product_ops)))
-        fields = [astuple(c) for c in costs]
-        return BlockCost(*(sum(f[k] for f in fields) / len(costs) if kind == MEAN
-                           else largest[k] for k, kind in enumerate(BlockCost.KINDS)))
+        largest = max(costs, key=lambda c: (c.weights, c.product_ops))
+        return BlockCost(**{f.name: getattr(largest, f.name) if f.name in BlockCost.LARGEST
+                            else sum(getattr(c, f.name) for c in costs) / len(costs)
+                            for f in fields(BlockCost)})
 
 
 def row_units(rows: int, cols: int, lanes: int) -> float:
