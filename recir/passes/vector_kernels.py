@@ -2,9 +2,9 @@
 
 LLVM's own vectorization of a dot product's scalar loop leaves each row's
 n % lanes elements to scalar steps, as costly as several whole vectors,
-and, for short rows, vectorizes across rows with gathers. So each row is whole vectors and a
-masked last one, built with the loop builder's vector ops
-(`loop_builder.VectorEmitter`), as the GEMM kernels are.
+and, for short rows, vectorizes across rows with gathers. So each row is
+whole vectors and a masked last one, built with the loop builder's vector
+ops (`loop_builder.VectorEmitter`), as the GEMM kernels are.
 """
 
 from __future__ import annotations
