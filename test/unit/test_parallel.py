@@ -80,6 +80,29 @@ def test_batch_of_trees_as_tasks_equals_one_call_each(module) -> None:
         assert loss == l1
 
 
+@pytest.mark.parametrize("order", ["largest first", "reversed", "rotated"])
+def test_batch_results_follow_the_batch_whatever_the_spawn_order(monkeypatch, order) -> None:
+    """Each call's record carries its own result rows: outputs and summed
+    gradients are the same whichever order the calls are spawned in."""
+    orders = {"largest first": policy.spawn_order,
+              "reversed": lambda works, count: list(range(count))[::-1],
+              "rotated": lambda works, count: [*range(3, count), *range(3)]}
+    monkeypatch.setattr(policy, "spawn_order", orders[order])
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=16, vocab=100)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    batch = [inputs(t) for t in make_treebank(9, vocab_size=100, seed=4)]
+    serial = recir.compile(model, threads=1)
+    got = recir.compile(model, threads=2).batch(batch)
+    for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], got, strict=True):
+        np.testing.assert_array_equal(h, h1)
+        assert loss == l1
+    want_out, want = recir.value_and_grad(model, threads=1).batch(batch, threads=1)
+    got_out, grads = recir.value_and_grad(model, threads=2).batch(batch, threads=2)
+    assert [o[1] for o in got_out] == pytest.approx([o[1] for o in want_out], rel=1e-6)
+    for name, value in want.items():
+        np.testing.assert_allclose(grads[name], value, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("budget", [0, 1, 4])
 def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     """A batch's calls spawn nothing at budget 0 (their contexts' budget is
