@@ -29,7 +29,7 @@ from recir.passes.adjoint_kernels import accumulate_row as static_accumulate_row
 from recir.passes.loop_builder import Emitter
 from recir.passes.row_kernels import ROW_KERNELS, RowKernel, rows_of
 from recir.passes.row_logs import logged_outer
-from recir.passes.row_products import each_row_on_team, row_gemm, slab_sums
+from recir.passes.row_products import each_row_on_team, row_gemm, slab_rows
 from recir.passes.rows import Lowered, RowEmitter, Rows, plain_rows, row_at
 from recir.passes.tmath_kernels import axpy, enclosing_module, zero_fill
 
@@ -156,18 +156,13 @@ def bilinear_lhs(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lower
     if not plain_rows(dr, y):
         return BY_ROW[type(op)](b, op, args)  # type: ignore[return-value]
     depth, rows, _ = tmath.shape_of(op.operands[0])
-    count = b.same_count(op, [dr, y])
-    sums = slab_sums(b, op, v, y)
-    out = b.rows(count, op.results[0].type)
 
-    def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
-        at, slabs, scale = (row_at(e, value, r) for value in values)
+    def row(e: Emitter, at: SSAValue, slabs: SSAValue, scale: SSAValue) -> None:
         zero_fill(e, at, rows)
         e.each(depth, lambda ek, k: axpy(ek, at, ek.load(scale, k),
                                          ek.offset(slabs, ek.mul(k, rows)), rows))
 
-    each_row_on_team(b, op, count, depth * rows, [out, sums, dr], row)
-    return out
+    return slab_rows(b, op, v, y, dr, row)
 
 
 def bilinear_rhs(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Lowered:

@@ -232,21 +232,33 @@ def slab_sums(b: RowEmitter, op: Operation, tensor: SSAValue, y: Rows) -> Rows:
     return sums
 
 
-def bilinear_rows(b: RowEmitter, op: Operation, tensor: SSAValue, x: Rows, y: Rows) -> Rows:
-    """out[r, k] = x[r] . (V[k] y[r]) for every row r: `slab_sums`, then
-    each row's sums dotted with its x slab by slab."""
+def slab_rows(b: RowEmitter, op: Operation, tensor: SSAValue, y: Rows, other: Rows,
+              per_row: Callable[[Emitter, SSAValue, SSAValue, SSAValue], None]) -> Rows:
+    """`slab_sums` of y, then `per_row(e, out_row, its_slabs, other_row)`
+    for each row of the result, on the team: a bilinear form's and its left
+    gradient's second step."""
     depth, rows, _ = tmath.shape_of(op.operands[0])
-    count = b.same_count(op, [x, y])
+    count = b.same_count(op, [other, y])
     sums = slab_sums(b, op, tensor, y)
     out = b.rows(count, op.results[0].type)
 
     def row(e: Emitter, r: SSAValue, values: Sequence[Lowered]) -> None:
-        at, slabs, xr = (row_at(e, value, r) for value in values)
+        per_row(e, *(row_at(e, value, r) for value in values))
+
+    each_row_on_team(b, op, count, depth * rows, [out, sums, other], row)
+    return out
+
+
+def bilinear_rows(b: RowEmitter, op: Operation, tensor: SSAValue, x: Rows, y: Rows) -> Rows:
+    """out[r, k] = x[r] . (V[k] y[r]) for every row r: `slab_sums`, then
+    each row's sums dotted with its x slab by slab."""
+    depth, rows, _ = tmath.shape_of(op.operands[0])
+
+    def row(e: Emitter, at: SSAValue, slabs: SSAValue, xr: SSAValue) -> None:
         e.each(depth, lambda ek, k: ek.store(
             dot(ek, ek.offset(slabs, ek.mul(k, rows)), xr, rows), at, k))
 
-    each_row_on_team(b, op, count, depth * rows, [out, sums, x], row)
-    return out
+    return slab_rows(b, op, tensor, y, x, row)
 
 
 def bias_adds(function: Operation) -> dict[Operation, tuple[Operation, SSAValue]]:
