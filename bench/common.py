@@ -38,6 +38,30 @@ def attempt(name: str, thunk: Callable[[], Any]) -> tuple[Any, str | None]:
         return None, reason
 
 
+QUIET_WINDOW_S = 0.02  # one look at this process's CPU use
+QUIET_SHARE = 0.25  # of one core over a window: below it, no other thread is busy
+QUIET_MAX_S = 2.0  # a thread pool that spins longer is waited for no more
+
+
+def wait_quiet(window_s: float = QUIET_WINDOW_S, max_s: float = QUIET_MAX_S) -> bool:
+    """Sleep until no thread of this process uses a core: a BLAS's or an
+    OpenMP runtime's workers spin for a while after a call (OpenBLAS about
+    0.1 s, libiomp5 and libomp 200 ms by default), and while they do they
+    take cores from the next contestant's team. Reads the process's CPU
+    time over windows of `window_s` (the calling thread sleeps, so what is
+    used is the others'); True once a window used under `QUIET_SHARE` of a
+    core, False after `max_s`."""
+    deadline = time.perf_counter() + max_s
+    while True:
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(window_s)
+        used = time.process_time() - cpu
+        if used < QUIET_SHARE * (time.perf_counter() - wall):
+            return True
+        if time.perf_counter() >= deadline:
+            return False
+
+
 def repeat_times(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
     """Wall-clock seconds of `repeats` calls of `fn` after `warmup` untimed ones."""
     for _ in range(warmup):
@@ -78,6 +102,7 @@ def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
     budget = WARMUP_S if warmup_s is None else warmup_s
     times: dict[str, list[float]] = {}
     for name, fn in fns.items():
+        wait_quiet()  # the last contestant's threads asleep
         start = time.perf_counter()
         fn()
         while time.perf_counter() - start < budget:

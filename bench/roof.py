@@ -11,7 +11,9 @@ libraries' best case), by NumPy (its BLAS, `numpy.show_config()`), PyTorch
 forward and backward; on more than one thread their team forms,
 `gemm.team_kernel`, each thread a block of C). The roof of a thread count is the best rate of
 any library at any shape: what a core (or N) gives to SGEMM here. Each rate
-is the best of `--repeats` timings of a loop at least `MIN_S` long.
+is the best of `--repeats` timings of a loop at least `MIN_S` long; on
+several threads each library is timed once the last one's workers have
+stopped spinning (`common.wait_quiet`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import fmt, machine_info, print_table, write_json
+from bench.common import fmt, machine_info, print_table, wait_quiet, write_json
 
 MIN_S = 0.02  # one timing: enough calls of the product to last this long
 BIG = 2048  # the libraries' best case: big square operands
@@ -161,6 +163,8 @@ def measure(hiddens: list[int], threads: int, rows: list[int], repeats: int,
         for library in LIBRARIES:
             try:
                 fn = product(library, layout, a, b, threads)
+                if threads > 1:  # the last library's workers asleep
+                    wait_quiet()
                 row["gflops"][library] = rate(fn, 2.0 * m * n * k, repeats)
             except (ImportError, AttributeError, TypeError, OSError) as e:
                 row["skipped"][library] = f"{type(e).__name__}: {e}"

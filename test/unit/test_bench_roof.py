@@ -77,3 +77,47 @@ def test_speedups_over_one_thread():
     assert openmp.speedups({"2": 5.0}) == {}
     assert openmp.default_runtimes()[:2] == ["libgomp.so.1", "libomp.so.5"]
     assert os.path.basename(openmp.default_runtimes()[2]) == "libiomp5.so"
+
+
+def spinning(seconds: float | None) -> tuple[object, object]:
+    """A thread that busy-waits for `seconds` (None: until told to stop), as a
+    pool's worker does after a call; the thread and its stop event."""
+    import threading
+    import time
+
+    stop = threading.Event()
+    end = None if seconds is None else time.perf_counter() + seconds
+
+    def spin() -> None:
+        while not stop.is_set() and (end is None or time.perf_counter() < end):
+            pass
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    return thread, stop
+
+
+def test_wait_quiet_waits_for_a_spinning_thread():
+    import time
+
+    from bench.common import wait_quiet
+
+    thread, _ = spinning(0.3)
+    start = time.perf_counter()
+    assert wait_quiet(max_s=5.0)
+    assert time.perf_counter() - start >= 0.25  # not before the spinning ended
+    thread.join()
+    start = time.perf_counter()
+    assert wait_quiet(max_s=5.0)  # quiet already: one window
+    assert time.perf_counter() - start < 0.5
+
+
+def test_wait_quiet_gives_up_after_max_s():
+    from bench.common import wait_quiet
+
+    thread, stop = spinning(None)
+    try:
+        assert not wait_quiet(max_s=0.1)
+    finally:
+        stop.set()
+        thread.join()
