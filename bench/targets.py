@@ -10,7 +10,8 @@ CPU model printed first:
   cells), inference and training;
 - scaling: N threads over one at batch 25, the frontier and the recursive
   code (that cell and SST h=150), the two thread counts timed in the same
-  rounds (`scaling`), and fib(35);
+  rounds (`scaling`), each beside the host's ceiling (`bench/copies.py`:
+  N one-thread copies at once over one, not judged), and fib(35);
 - auto: `batching="auto"`'s rate over the faster mode's in every cell;
 - one SST tree (batch 1, one thread) against PyTorch level-batched and
   eager, inference and training;
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import batching, compile_time, openmp
+from bench import batching, compile_time, copies, openmp
 from bench.common import (
     attempt,
     fmt,
@@ -90,8 +91,9 @@ def cells(args: argparse.Namespace, report: dict[str, Any]) -> None:
 def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """N threads over one for each recir mode at batch 25 (`CELLS`), the two
     timed in the same rounds: on a shared host a slow spell then falls on
-    both, where two cells timed minutes apart each catch their own. A mode
-    that fails to build or run leaves its ratio out."""
+    both, where two cells timed minutes apart each catch their own. Beside
+    each, the host's ceiling for it (`copies`: N one-thread copies at once
+    over one). A mode that fails to build or run leaves its ratio out."""
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:
             continue
@@ -106,7 +108,10 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 if times is None:
                     continue
                 report["scaling"][key] = median(times["1"]) / median(times[str(args.threads)])
-                print(f"scaling {key}: {report['scaling'][key]:.2f}x", flush=True)
+                found = copies.ceiling(kind, mode, name, hidden, batch, args.threads)
+                report["ceiling"][key] = found
+                print(f"scaling {key}: {report['scaling'][key]:.2f}x; {args.threads} copies "
+                      f"of one thread at once: {fmt(found)}x", flush=True)
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
@@ -218,6 +223,10 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                     if threads > 1 else None
                 rows.append(judged(f"scaling: {name} b25 {kind} {mode}, {threads}t / 1t",
                                    value, asked.get(kind)))
+                ceiling = report.get("ceiling", {}).get(f"{name} {kind} {mode}")
+                if threads > 1:
+                    rows.append(judged(f"scaling: {name} b25 {kind} {mode}, the host's ceiling:"
+                                       f" {threads} copies of 1t at once / one", ceiling, None))
     rows.append(judged(f"scaling: fib(35), {threads}t / 1t", report.get("fib_speedup"),
                        asked.get("fib")))
     return rows
@@ -262,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
 
     report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
                               "mallopt": batching.keep_freed_memory(), "roof": {},
-                              "rows": [], "threads": args.threads, "scaling": {}}
+                              "rows": [], "threads": args.threads, "scaling": {},
+                              "ceiling": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
     roof_args = argparse.Namespace(threads=sorted({1, args.threads}), hidden=[256],

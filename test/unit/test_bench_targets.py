@@ -29,7 +29,8 @@ def report(threads):
                      **{"torch-level": 100.0, "torch-eager": 50.0}))
     rows.append(cell("sst", 1, 1, "train", 300.0, 100.0, auto="frontier",
                      **{"torch-level": 100.0}))
-    return {"rows": rows, "scaling": scaling, "fib_speedup": 12.5, "compile_s": (1.5, 0.06),
+    return {"rows": rows, "scaling": scaling, "ceiling": {"sst frontier infer": 14.2},
+            "fib_speedup": 12.5, "compile_s": (1.5, 0.06),
             "tape_ratio": {150: 0.9, 256: None}}
 
 
@@ -46,6 +47,11 @@ def test_each_target_is_judged_against_what_the_issue_asks_at_16_cores():
     assert rows["scaling: sst b25 frontier infer, 16t / 1t"] == ["9.00", ">= 10", "MISSED"]
     assert rows["scaling: complete-128 b25 recursive train, 16t / 1t"] == [
         "13.00", ">= 12", "met"]
+    # the host's ceiling beside each, never judged; "-" where not measured
+    assert rows["scaling: sst b25 frontier infer, the host's ceiling: 16 copies of 1t at "
+                "once / one"] == ["14.20", "", ""]
+    assert rows["scaling: sst b25 recursive infer, the host's ceiling: 16 copies of 1t at "
+                "once / one"] == ["-", "", ""]
     assert rows["scaling: fib(35), 16t / 1t"][2] == "met"
     # auto took the frontier for most minibatches (`*`) at 3/4 of recursion's rate
     assert rows["auto: sst b1 1t infer picks frontier*, auto / best"] == [
@@ -104,13 +110,16 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
         raise RuntimeError("no")
 
     monkeypatch.setattr(targets, "rounds_times", rounds)
+    monkeypatch.setattr(targets.copies, "ceiling", lambda kind, mode, name, hidden, batch,
+                        count: {"frontier": 15.0, "recursive": None}[kind] + count)
     monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
     monkeypatch.setitem(targets.SCALED, "recursive", broken)
-    found = {"scaling": {}}
+    found = {"scaling": {}, "ceiling": {}}
     targets.scaling(targets.argparse.Namespace(threads=16, repeats=3), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
-    assert found["scaling"] == {f"{n} frontier {m}": 4.0 for n in ("complete-128", "sst")
-                                for m in ("infer", "train")}
+    keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
+    assert found["scaling"] == dict.fromkeys(keys, 4.0)
+    assert found["ceiling"] == dict.fromkeys(keys, 31.0)  # 16 copies asked for
 
 
 def test_fib_speedup_is_a_ratio_from_a_child_process():
@@ -151,10 +160,11 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
         return {name: [float(len(run()))] for name, run in runs.items()}
 
     monkeypatch.setattr(targets, "rounds_times", rounds)
+    monkeypatch.setattr(targets.copies, "ceiling", lambda *cell: None)
     monkeypatch.setitem(targets.SCALED, "frontier",
                         lambda params, mode, threads: lambda trees: [0.0] * len(trees))
     monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: fails)
-    found = {"scaling": {}}
+    found = {"scaling": {}, "ceiling": {}}
     targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
