@@ -15,6 +15,12 @@ across threads.
     .venv/bin/python -m bench.native_scaling --mode infer --calls 300
     .venv/bin/python -m bench.native_scaling --threads 16 --hidden 256 --workload complete-128
     .venv/bin/python -m bench.native_scaling --mode train --hidden 256 --workload complete-128
+
+With `--work` the OpenMP workers sleep as soon as they are idle (block
+time 0), so each thread's CPU time is the work it did, and it prints the
+CPU a call takes on 1 and N threads: work that grows on N threads (each
+thread streaming the weights at every height, the copies' sums) beside
+what the calling thread runs alone.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from bench.batching import make_params, recir_frontier, workload
+from recir import configure_runtime
 from recir.backend import native_loops
+from recir.backend.settings import current
 
 CHUNK = 10  # calls timed together between two looks at the threads' waits
 
@@ -46,6 +55,32 @@ def waited_ns() -> int | None:
         except (OSError, IndexError, ValueError):
             continue  # a thread that ended
     return total
+
+
+def thread_cpu_ns() -> dict[int, int]:
+    """Each thread's nanoseconds on a CPU so far, by thread id (Linux;
+    empty elsewhere)."""
+    found = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                found[int(task)] = int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended
+    return found
+
+
+def work_split(before: dict[int, int], after: dict[int, int], caller: int
+               ) -> tuple[float, float]:
+    """Seconds on a CPU between two `thread_cpu_ns` looks: the calling
+    thread's and every other thread's together."""
+    spent = {t: after[t] - before.get(t, 0) for t in after}
+    own = spent.pop(caller, 0)
+    return own * 1e-9, sum(spent.values()) * 1e-9
 
 
 def timed_loops(spent: list[float]) -> Callable[[], None]:
@@ -85,36 +120,47 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
     for run in forms.values():
         for _ in range(CHUNK):
             run(batch_trees)
-    kept: dict[int, dict[str, list[float]]] = {t: {"native": [], "wall": []} for t in forms}
-    dropped = 0
+    kept: dict[int, dict[str, list[float]]] = {
+        t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": []} for t in forms}
+    dropped, caller = 0, threading.get_native_id()
     for _ in range(max(calls // CHUNK, 1)):
         for threads, run in forms.items():
             run(batch_trees)  # the team's workers awake, as in back-to-back calls
             spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
+            cpu = thread_cpu_ns()
             for _ in range(CHUNK):
                 run(batch_trees)
             wall, after = time.perf_counter() - start, waited_ns()
+            own, others = work_split(cpu, thread_cpu_ns(), caller)
             if before is not None and after is not None and (after - before) * 1e-9 > (
                     waited * wall):
                 dropped += 1
                 continue
-            kept[threads]["native"].append(spent[0] / CHUNK)
-            kept[threads]["wall"].append(wall / CHUNK)
+            for key, value in (("native", spent[0]), ("wall", wall), ("caller_cpu", own),
+                               ("others_cpu", others)):
+                kept[threads][key].append(value / CHUNK)
     medians = {t: {k: statistics.median(v) if v else float("nan") for k, v in kinds.items()}
                for t, kinds in kept.items()}
     return {"mode": mode, "hidden": hidden, "workload": name, "batch": batch,
             "medians": medians, "kept": {t: len(kept[t]["wall"]) for t in kept},
-            "dropped": dropped}
+            "dropped": dropped, "block_time_ms": current().block_time_ms}
 
 
 def report(found: dict[str, Any]) -> str:
     n = max(found["medians"])
     one, many = found["medians"][1], found["medians"][n]
-    return (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}: "
+    text = (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}: "
             f"native 1t {one['native'] * 1e6:.0f} us, {n}t {many['native'] * 1e6:.0f} us, "
             f"{n}t/1t {one['native'] / many['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
             f"{many['wall'] * 1e6:.0f} us, {one['wall'] / many['wall']:.3f}x "
             f"(chunks kept {found['kept'][1]}+{found['kept'][n]}, dropped {found['dropped']})")
+    if found.get("block_time_ms") == 0:
+        work = {t: m["caller_cpu"] + m["others_cpu"] for t, m in ((1, one), (n, many))}
+        text += (f"\nCPU a call (workers asleep once idle): 1t {work[1] * 1e6:.0f} us; {n}t "
+                 f"{work[n] * 1e6:.0f} us ({work[n] / work[1]:.3f}x the work), the calling "
+                 f"thread {many['caller_cpu'] * 1e6:.0f} us, its own besides the native loops "
+                 f"{(many['wall'] - many['native']) * 1e6:.0f} us")
+    return text
 
 
 def main() -> int:
@@ -127,7 +173,12 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300, help="timed calls per thread count")
     parser.add_argument("--waited", type=float, default=0.01,
                         help="drop a chunk whose threads waited runnable this part of it")
+    parser.add_argument("--work", action="store_true",
+                        help="OpenMP workers asleep as soon as idle, so that each thread's "
+                        "CPU time is its work: print the work a call takes on 1 and N threads")
     args = parser.parse_args()
+    if args.work:
+        configure_runtime(block_time_ms=0)
     print(report(measure(args.mode, args.hidden, args.workload, args.batch, args.calls,
                          args.waited, args.threads)))
     return 0

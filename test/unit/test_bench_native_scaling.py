@@ -84,3 +84,29 @@ def test_report_names_the_thread_count_timed_against_one():
     line = native_scaling.report(found)
     assert "native 1t 8000 us, 16t 1000 us, 16t/1t 8.000x" in line
     assert "9000 / 2000 us, 4.500x" in line and "kept 4+3, dropped 0" in line
+
+
+def test_work_split_is_the_callers_cpu_and_the_others():
+    before = {1: 100, 2: 1_000, 3: 5_000}
+    after = {1: 2_000_100, 2: 501_000, 3: 5_000, 4: 250_000}  # thread 4 started between
+    own, others = native_scaling.work_split(before, after, caller=1)
+    assert own == pytest.approx(2e-3)
+    assert others == pytest.approx(0.75e-3)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
+def test_thread_cpu_counts_a_busy_threads_work_not_a_sleeping_ones():
+    data = bytes(8 << 20)
+    caller = threading.get_native_id()
+    hashed, done = threading.Event(), threading.Event()
+    worker = threading.Thread(target=lambda: ([hashlib.sha256(data) for _ in range(8)],
+                                              hashed.set(), done.wait()))
+    before = native_scaling.thread_cpu_ns()
+    worker.start()
+    hashed.wait()  # the caller asleep meanwhile: no CPU
+    after = native_scaling.thread_cpu_ns()  # the worker still alive: its time still there
+    done.set()
+    worker.join()
+    own, others = native_scaling.work_split(before, after, caller)
+    assert others > 0.005  # hashing 64 MB takes milliseconds
+    assert own < others
