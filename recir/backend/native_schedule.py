@@ -45,6 +45,7 @@ from recir.passes.schedule_loops import HEADER
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
 HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
+CLEAN = "clean"  # a `_bwd` loop's results' gradient tables, when all zero
 
 
 @functools.cache
@@ -302,10 +303,16 @@ class NativeBackward(Backward):
                 (values[k].dtype, values[k].shape[1:]) for k in floats]))
         floats, kept_rows = rows
         total = self.s.total
+        arrays = kept_rows.at_least(total)
+        # the results' tables as the last `_bwd` left them: zeroed (`CLEARED`)
+        clean = what == "tables" and loop.layouts.get(CLEAN) is arrays
+        loop.layouts[CLEAN] = None  # written from here until the `_bwd` has read them
         kept: list[Any] = [None] * len(values)
-        for k, array in zip(floats, kept_rows.at_least(total), strict=True):
-            # the rows used, as bytes: a memset, faster than NumPy's fill
-            ctypes.memset(data_address(array), 0, array[:total].nbytes)
+        for k, array in zip(floats, arrays, strict=True):
+            if not clean:  # as bytes: a memset, faster than NumPy's fill; a
+                # table wholly (the `_bwd` zeroes only the rows a call uses)
+                ctypes.memset(data_address(array), 0, (array if what == "tables" else
+                                                       array[:total]).nbytes)
             kept[k] = array
         self.kept[what] = kept
         return [None if a is None else a[:total] for a in kept]
@@ -326,3 +333,4 @@ class NativeBackward(Backward):
                 range(len(inputs), len(inputs) + len(s.shared)))
         loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
              s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))
+        loop.layouts[CLEAN] = loop.layouts["tables"][1].arrays  # every row read: zeroed

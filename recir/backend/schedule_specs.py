@@ -28,6 +28,7 @@ from recir.interpreter.frontier_grad import is_float_tensor
 from recir.passes.expansion_loop import expansion_loop
 from recir.passes.rows import element_bytes, row_width
 from recir.passes.plan_functions import (
+    CLEARED,
     COPIED,
     SAVED,
     SCALAR,
@@ -129,7 +130,7 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
                  if is_float_tensor(t) and not nstored <= k < nsliced]
     accumulated = [SLICE if k < nstored else WHOLE for k in gradients]
     floats = sum(1 for t in types.outputs.data if is_float_tensor(t))
-    kinds = [*[SAVED] * (forward - ntables), STATIC, *[SLICE] * floats, *kinds, *accumulated]
+    kinds = [*[SAVED] * (forward - ntables), STATIC, *[CLEARED] * floats, *kinds, *accumulated]
     inputs = function.function_type.inputs.data
     if len(kinds) != len(inputs) or outputs:
         raise RecirError(f"error: @{function.sym_name.data} does not take what a "

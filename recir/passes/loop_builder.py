@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     f32,
     i1,
+    i8,
     i32,
     i64,
 )
@@ -172,6 +173,11 @@ class Emitter:
 
     def copy(self, dst: SSAValue, src: SSAValue, count: int) -> None:
         self.each(count, lambda b, i: b.store(b.load(src, i), dst, i))
+
+    def clear(self, dst: SSAValue, count: Index) -> None:
+        """`count` bytes at `dst` zeroed, one `llvm.memset`."""
+        self.op(llvm.CallIntrinsicOp("llvm.memset.p0.i64", [dst, self.const(0, i8), count,
+                                                             self.const(0, i1)], []))
 
     def move(self, dst: SSAValue, src: SSAValue, count: Index, elem: Attribute = f32) -> None:
         """`count` elements from `src` to `dst` as one `llvm.memmove`: for the

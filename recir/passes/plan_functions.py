@@ -25,8 +25,11 @@ from recir.passes.native_context import CONTEXT_BYTES, ERROR_CHECK, OFFSETS
 SLICE, WHOLE, SAVED, STATIC, SCALAR = "slice", "whole", "saved", "static", "scalar"
 COPIED = "copied"  # a parameter's gradient, a buffer per thread (plan: their addresses)
 TABLE = "table"  # an output's kind besides SAVED
+# a slice of a gradient's table that a `_bwd` reads at its height and zeroes
+# after: the next call finds the table zeroed (`NativeBackward.zeroed`)
+CLEARED = "cleared"
 # an operand of rows' kind in its record of a loop's operand table
-ROW_CODES = {SLICE: 0, TABLE: 0, SAVED: 1, WHOLE: 2}
+ROW_CODES = {SLICE: 0, CLEARED: 0, TABLE: 0, SAVED: 1, WHOLE: 2}
 RECORD = 5  # a record's fields (`PlanFunction.operand_table`)
 
 

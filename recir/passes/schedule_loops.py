@@ -32,8 +32,9 @@ With groups, each thread runs every height on its own rows, those of its
 own trees (`backend/height_groups.py`): a tree's rows read only the same
 tree's, so no thread waits for another until the gradients' copies are
 added up.
-An input is a slice of a table (the height's rows of it), a whole
-table, a value a `_fwd` saved (its rows at that height, the thread's), a
+An input is a slice of a table (the height's rows of it; a `_bwd`'s
+slice of a gradient's table, `CLEARED`, zeroed once read, so the next call
+finds the table zeroed), a whole table, a value a `_fwd` saved (its rows at that height, the thread's), a
 static tensor or scalar, or a parameter's gradient a `_bwd` adds into
 (`COPIED`: each thread adds into its own buffer, the caller's for thread 0
 and a zeroed copy for the others, which the team adds into the caller's
@@ -64,6 +65,7 @@ from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_funct
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.packed_weights import packed_sites
 from recir.passes.plan_functions import (
+    CLEARED,
     COPIED,
     ROW_CODES,
     SAVED,
@@ -279,6 +281,12 @@ class HeightLoopBuilder(PlanFunction):
         if self.outputs:
             self.unless_failed(e, lambda inner: inner.each(len(self.outputs), lambda f, j: (
                 self.store_output(f, j, lo, count, base))))
+        cleared = [k for k, o in enumerate(self.inputs) if o.kind == CLEARED]
+        if cleared:  # the rows read, in this thread's cache: zero for the next call
+            self.unless_failed(e, lambda inner: [inner.clear(
+                inner.load(self.descriptors[k], 1, PTR), inner.mul(
+                    inner.load(self.descriptors[k], 0, i64), self.inputs[k].row_bytes))
+                for k in cleared])
 
     def output_record(self, e: Emitter, j: SSAValue) -> tuple[SSAValue, ...]:
         return self.record(e, e.add(j, len(self.rows_in)))

@@ -98,3 +98,56 @@ def test_the_gradient_loads_the_expansion_the_inference_compiled(model, tmp_path
     assert expand in gradient.native.functions
     assert (located_text(public_copies([gradient.native.callees[expand]]))
             == located_text(public_copies([inference.native.callees[expand]])))
+
+
+def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(monkeypatch):
+    """The `_bwd` zeroes each height's rows of the results' gradient tables
+    once read (`CLEARED`), so the next call skips zeroing them: calls of
+    growing, shrinking and repeated batches, on one thread and on a team,
+    and a call after one that failed midway, each equal a fresh function's
+    gradients; after a call every row of the kept tables is zero."""
+    from recir.backend import native_loops, native_schedule
+
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=4, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    every = [(t.left, t.right, t.word, t.label, t.root) for t in trees()]
+    batches = [every[:3], every, every[1:4], every[:3]]  # more rows, then fewer
+
+    def gradients(function, batch):
+        return function.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
+
+    for threads in (1, 2):
+        kept = recir.value_and_grad(traced, batching="frontier", threads=threads)
+        for batch in batches:
+            outs, grads = gradients(kept, batch)
+            want_outs, want = gradients(recir.value_and_grad(
+                traced, batching="frontier", threads=threads), batch)
+            for k in params:
+                np.testing.assert_allclose(grads[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
+            np.testing.assert_allclose([o[1] for o in outs], [o[1] for o in want_outs])
+            loops = [loop for loop in kept.native.loops.values()
+                     if isinstance(loop, native_loops.HeightLoop) and loop.spec.reverse]
+            layouts = loops[0].layouts
+            assert layouts[native_schedule.CLEAN] is layouts["tables"][1].arrays
+            assert all(not a.any() for a in layouts["tables"][1].arrays)
+
+    # a `_bwd` stopped midway, its tables written: the next call zeroes them again
+    kept = recir.value_and_grad(traced, batching="frontier")
+    gradients(kept, every)
+    run = native_loops.HeightLoop.__call__
+
+    def fails(self, *args, **kwargs):
+        if self.spec.reverse:  # stopped after adding into some rows
+            for table in self.layouts["tables"][1].arrays:
+                table.fill(1.0)
+            raise RecirError("error: stopped")
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(native_loops.HeightLoop, "__call__", fails)
+    with pytest.raises(RecirError, match="stopped"):
+        gradients(kept, every)
+    monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
+    _, grads = gradients(kept, every)
+    _, want = gradients(recir.value_and_grad(traced, batching="frontier"), every)
+    for k in params:
+        np.testing.assert_allclose(grads[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
