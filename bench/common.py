@@ -45,12 +45,12 @@ QUIET_MAX_S = 2.0  # a thread pool that spins longer is waited for no more
 
 def wait_quiet(window_s: float = QUIET_WINDOW_S, max_s: float = QUIET_MAX_S) -> bool:
     """Sleep until no thread of this process uses a core: a BLAS's or an
-    OpenMP runtime's workers spin for a while after a call (OpenBLAS about
-    0.1 s, libiomp5 and libomp 200 ms by default), and while they do they
-    take cores from the next contestant's team. Reads the process's CPU
-    time over windows of `window_s` (the calling thread sleeps, so what is
-    used is the others'); True once a window used under `QUIET_SHARE` of a
-    core, False after `max_s`."""
+    OpenMP runtime's workers spin for a while after a call (libomp's and
+    libiomp5's `KMP_BLOCKTIME`), and while they do they take cores from the
+    next contestant's team. Reads the process's CPU time over windows of
+    `window_s` (the calling thread sleeps, so what is used is the others');
+    True once a window used under `QUIET_SHARE` of a core, else False after
+    `max_s`, with a note printed."""
     deadline = time.perf_counter() + max_s
     while True:
         cpu, wall = time.process_time(), time.perf_counter()
@@ -59,6 +59,8 @@ def wait_quiet(window_s: float = QUIET_WINDOW_S, max_s: float = QUIET_MAX_S) -> 
         if used < QUIET_SHARE * (time.perf_counter() - wall):
             return True
         if time.perf_counter() >= deadline:
+            print(f"  [note] other threads of this process still busy after {max_s:g} s; "
+                  "timing anyway", flush=True)
             return False
 
 

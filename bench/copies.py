@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 READY, GO = "ready", "go"
@@ -56,35 +59,50 @@ def child(kind: str, mode: str, name: str, hidden: int, batch: int, seconds: flo
 
 def together(cell: list[str], copies: int) -> list[float]:
     """Each pass's seconds, over `copies` children of `cell` (`child`'s
-    arguments as text) started at once."""
+    arguments as text) started at once; every child killed after
+    `TIMEOUT_S`, a RuntimeError naming what a failed one printed last."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bench.copies import child; "
             f"child(*sys.argv[1:4], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, *cell], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(copies)]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # one core each
+    procs: list[tuple[subprocess.Popen[str], Any]] = []
+    timer = threading.Timer(TIMEOUT_S, lambda: [proc.kill() for proc, _ in procs])
+    timer.start()
     try:
-        for proc in procs:  # every copy built and warm before any is timed
-            line = proc.stdout.readline().strip()
-            if line != READY:
-                raise RuntimeError(f"a copy did not start: {line or last_line(proc)}")
-        for proc in procs:
+        for _ in range(copies):
+            errors = tempfile.TemporaryFile("w+")  # read only when a copy fails
+            procs.append((subprocess.Popen([sys.executable, "-c", code, *cell], env=env,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=errors, text=True), errors))
+        for proc, errors in procs:  # every copy built and warm before any is timed
+            if proc.stdout.readline().strip() != READY:
+                raise RuntimeError(f"a copy did not start: {last_line(proc, errors)}")
+        for proc, _ in procs:
             proc.stdin.write(GO + "\n")
             proc.stdin.flush()
-        times = [t for proc in procs for t in json.loads(proc.stdout.readline())]
+        times = []
+        for proc, errors in procs:
+            try:
+                times += [float(t) for t in json.loads(proc.stdout.readline())]
+            except (ValueError, TypeError):
+                raise RuntimeError(f"a copy failed: {last_line(proc, errors)}") from None
     finally:
-        for proc in procs:
+        timer.cancel()
+        for proc, errors in procs:
             proc.stdin.close()
-        for proc in procs:
             try:
                 proc.wait(timeout=TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            errors.close()
     return times
 
 
-def last_line(proc: subprocess.Popen[str]) -> str:
-    proc.wait(timeout=TIMEOUT_S)
-    lines = proc.stderr.read().strip().splitlines() if proc.stderr else []
+def last_line(proc: subprocess.Popen[str], errors: Any) -> str:
+    """What a failed child wrote last to stderr, or how it ended."""
+    proc.kill()
+    proc.wait()
+    errors.seek(0)
+    lines = errors.read().strip().splitlines()
     return lines[-1] if lines else f"exit {proc.returncode}"
 
 

@@ -16,8 +16,9 @@ across threads.
     .venv/bin/python -m bench.native_scaling --threads 16 --hidden 256 --workload complete-128
     .venv/bin/python -m bench.native_scaling --mode train --hidden 256 --workload complete-128
 
-With `--work` the OpenMP workers sleep as soon as they are idle (block
-time 0), so each thread's CPU time is the work it did, and it prints the
+With `--work` the OpenMP workers sleep as soon as they are idle
+(`OMP_WAIT_POLICY=passive`, block time 0), so each thread's CPU time is
+the work it did, and it prints the
 CPU a call takes on 1 and N threads: work that grows on N threads (each
 thread streaming the weights at every height, the copies' sums) beside
 what the calling thread runs alone.
@@ -36,7 +37,6 @@ from typing import Any
 from bench.batching import make_params, recir_frontier, workload
 from recir import configure_runtime
 from recir.backend import native_loops
-from recir.backend.settings import current
 
 CHUNK = 10  # calls timed together between two looks at the threads' waits
 
@@ -105,9 +105,11 @@ def timed_loops(spent: list[float]) -> Callable[[], None]:
 
 
 def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float,
-            threads: int = 2) -> dict[str, Any]:
-    """Median per call of each thread count's native loops and wall time,
-    over the chunks kept, and how many chunks were dropped."""
+            threads: int = 2, work: bool = False) -> dict[str, Any]:
+    """Median per call of each thread count's native loops, wall time and
+    threads' CPU time, over the chunks kept, and how many chunks were
+    dropped; `work`: the workers sleep once idle (`main`), so the CPU
+    times are work."""
     trees, vocab, _ = workload(name, batch)
     params = make_params(hidden, vocab)
     spent = [0.0]
@@ -126,8 +128,8 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
     for _ in range(max(calls // CHUNK, 1)):
         for threads, run in forms.items():
             run(batch_trees)  # the team's workers awake, as in back-to-back calls
-            spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
             cpu = thread_cpu_ns()
+            spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
             for _ in range(CHUNK):
                 run(batch_trees)
             wall, after = time.perf_counter() - start, waited_ns()
@@ -143,7 +145,7 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
                for t, kinds in kept.items()}
     return {"mode": mode, "hidden": hidden, "workload": name, "batch": batch,
             "medians": medians, "kept": {t: len(kept[t]["wall"]) for t in kept},
-            "dropped": dropped, "block_time_ms": current().block_time_ms}
+            "dropped": dropped, "work": work}
 
 
 def report(found: dict[str, Any]) -> str:
@@ -154,7 +156,7 @@ def report(found: dict[str, Any]) -> str:
             f"{n}t/1t {one['native'] / many['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
             f"{many['wall'] * 1e6:.0f} us, {one['wall'] / many['wall']:.3f}x "
             f"(chunks kept {found['kept'][1]}+{found['kept'][n]}, dropped {found['dropped']})")
-    if found.get("block_time_ms") == 0:
+    if found.get("work"):
         work = {t: m["caller_cpu"] + m["others_cpu"] for t, m in ((1, one), (n, many))}
         text += (f"\nCPU a call (workers asleep once idle): 1t {work[1] * 1e6:.0f} us; {n}t "
                  f"{work[n] * 1e6:.0f} us ({work[n] / work[1]:.3f}x the work), the calling "
@@ -177,10 +179,15 @@ def main() -> int:
                         help="OpenMP workers asleep as soon as idle, so that each thread's "
                         "CPU time is its work: print the work a call takes on 1 and N threads")
     args = parser.parse_args()
-    if args.work:
+    if args.work:  # every runtime's workers asleep once idle, before one loads
+        if os.environ.get("OMP_WAIT_POLICY", "passive").lower() != "passive" or \
+                os.environ.get("KMP_BLOCKTIME", "0") != "0":
+            parser.error("--work needs the OpenMP workers asleep once idle: unset "
+                         "OMP_WAIT_POLICY and KMP_BLOCKTIME")
+        os.environ["OMP_WAIT_POLICY"] = "passive"
         configure_runtime(block_time_ms=0)
     print(report(measure(args.mode, args.hidden, args.workload, args.batch, args.calls,
-                         args.waited, args.threads)))
+                         args.waited, args.threads, args.work)))
     return 0
 
 

@@ -25,6 +25,9 @@ from recir.diagnostics import RecirError
 from recir.interpreter.frontier import dtype_of, row_shape
 
 Layout = tuple[np.dtype[Any], tuple[int, ...]]  # an array's dtype and row shape
+# in a `_bwd` loop's layouts: its results' gradient tables while known all
+# zero (the loop zeroes the rows it reads, `CLEARED`; a call that stops does not)
+CLEAN = "clean"
 
 
 class KeptRows:

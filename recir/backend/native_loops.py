@@ -26,7 +26,7 @@ from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
-from recir.backend.kept_plans import every_field
+from recir.backend.kept_plans import CLEAN, every_field
 from recir.backend.schedule_specs import (
     ExpansionSpec,
     HeightSpec,
@@ -44,7 +44,7 @@ from recir.interpreter.frontier import (
 from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_HEADER
 from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
-from recir.passes.plan_functions import COPIED, SCALAR, Operand
+from recir.passes.plan_functions import CLEARED, COPIED, SCALAR, Operand
 from recir.passes.row_products import grains
 from recir.passes.rows import ALIGN
 from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY
@@ -58,6 +58,8 @@ class NativeLoop:
 
     def __init__(self, native: NativeRowFunction, inputs: list[Operand]):
         self.native, self.inputs = native, inputs
+        # a loop that zeroes what it reads (`CLEARED`) cannot run it again
+        self.clears = any(role.kind == CLEARED for role in inputs)
         self.teams: dict[int, Any] = {}  # `contexts`, by team size
         self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
             native.engine.address(native.name + self.ENTRY))
@@ -107,7 +109,7 @@ class NativeLoop:
         thread's first."""
         native = self.native
         at = data_address(plan)
-        for _ in range(native.retries):
+        for _ in range(1 if self.clears else native.retries):
             needed = -(-needed // ALIGN) * ALIGN
             if native.scratch.nbytes < needed * threads:
                 native.scratch = np.empty(needed * threads, np.uint8)
@@ -241,6 +243,8 @@ class HeightLoop(NativeLoop):
         kept arrays (`kept_plans`) of which the call uses `rows` rows;
         `most`: `most_rows`, and `shared` the fields of `self.kept.shared`."""
         heights = len(bounds) - 1
+        if isinstance(self.layouts, dict):  # a `_bwd`'s tables: not known zeroed until it ends
+            self.layouts.pop(CLEAN, None)
         if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
                 0 <= split <= heights) or (threads > 1) != (split > 0) or (
                 groups is not None and (groups.shape != (heights, threads + 1) or split

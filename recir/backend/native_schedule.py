@@ -34,7 +34,7 @@ from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import group_keys, group_table
 from recir.backend.kernels.height_order import HeightOrder
-from recir.backend.kept_plans import KeptPlan, KeptRows
+from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
@@ -45,7 +45,6 @@ from recir.passes.schedule_loops import HEADER
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
 HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
-CLEAN = "clean"  # a `_bwd` loop's results' gradient tables, when all zero
 
 
 @functools.cache

@@ -34,16 +34,17 @@ tree's, so no thread waits for another until the gradients' copies are
 added up.
 An input is a slice of a table (the height's rows of it; a `_bwd`'s
 slice of a gradient's table, `CLEARED`, zeroed once read, so the next call
-finds the table zeroed), a whole table, a value a `_fwd` saved (its rows at that height, the thread's), a
-static tensor or scalar, or a parameter's gradient a `_bwd` adds into
-(`COPIED`: each thread adds into its own buffer, the caller's for thread 0
-and a zeroed copy for the others, which the team adds into the caller's
-after the last height, zeroing them again: `thread_copies`' one function
-for every such input). An output goes into its table at
-the height's rows or, for a `_fwd`'s saved values, into its buffer from the
-thread's first row of the height on (a saved value has at most the rows it
-was computed from), so the `_bwd` split as its `_fwd` finds each thread's;
-the slot holds that room on entry, and rows written there are not copied.
+finds the table zeroed), a whole table, a value a `_fwd` saved (its rows
+at that height, the thread's), a static tensor or scalar, or a parameter's
+gradient a `_bwd` adds into (`COPIED`: each thread adds into its own
+buffer, the caller's for thread 0 and a zeroed copy for the others, which
+the team adds into the caller's after the last height, zeroing them again:
+`thread_copies`' one function for every such input). An output goes into
+its table at the height's rows or, for a `_fwd`'s saved values, into its
+buffer from the thread's first row of the height on (a saved value has at
+most the rows it was computed from), so the `_bwd` split as its `_fwd`
+finds each thread's; the slot holds that room on entry, and rows written
+there are not copied.
 Each thread's products by a weight read one packed copy of it for all
 its heights (`gemm_cached`: a table in its context for the loop's call),
 and its thin heights' outer products into a weight's gradient go to a log

@@ -32,3 +32,17 @@ def test_copies_of_a_real_cell_run_and_time_together():
     cell = ["recursive", "infer", "complete-4", "4", "2", "0.05"]
     times = copies.together(cell, 2)
     assert len(times) >= 6 and all(t > 0 for t in times)
+
+
+def test_a_copy_past_its_time_is_killed_not_waited_for(monkeypatch):
+    """A child that has not said it is ready by `TIMEOUT_S` is killed: the
+    run goes on without the ceiling instead of hanging."""
+    import time
+
+    import pytest
+
+    monkeypatch.setattr(copies, "TIMEOUT_S", 0.2)  # less than a child's imports take
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="did not start: exit -9"):
+        copies.together(["recursive", "infer", "complete-4", "4", "2", "0.05"], 2)
+    assert time.perf_counter() - start < 30

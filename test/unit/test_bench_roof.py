@@ -79,45 +79,31 @@ def test_speedups_over_one_thread():
     assert os.path.basename(openmp.default_runtimes()[2]) == "libiomp5.so"
 
 
-def spinning(seconds: float | None) -> tuple[object, object]:
-    """A thread that busy-waits for `seconds` (None: until told to stop), as a
-    pool's worker does after a call; the thread and its stop event."""
-    import threading
-    import time
+class FakeClocks:
+    """time's clocks for `wait_quiet`: each sleep of a window advances the
+    wall clock by it and the process's CPU clock by `busy[k]` of it (the
+    other threads' use over window k), 0 after the list."""
 
-    stop = threading.Event()
-    end = None if seconds is None else time.perf_counter() + seconds
+    def __init__(self, busy: list[float]):
+        self.busy, self.windows, self.wall, self.cpu = busy, 0, 0.0, 0.0
 
-    def spin() -> None:
-        while not stop.is_set() and (end is None or time.perf_counter() < end):
-            pass
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    return thread, stop
+    def sleep(self, seconds: float) -> None:
+        share = self.busy[self.windows] if self.windows < len(self.busy) else 0.0
+        self.wall += seconds
+        self.cpu += share * seconds
+        self.windows += 1
 
 
-def test_wait_quiet_waits_for_a_spinning_thread():
-    import time
+def test_wait_quiet_waits_until_a_window_without_other_threads_busy(monkeypatch):
+    from bench import common
 
-    from bench.common import wait_quiet
-
-    thread, _ = spinning(0.3)
-    start = time.perf_counter()
-    assert wait_quiet(max_s=5.0)
-    assert time.perf_counter() - start >= 0.25  # not before the spinning ended
-    thread.join()
-    start = time.perf_counter()
-    assert wait_quiet(max_s=5.0)  # quiet already: one window
-    assert time.perf_counter() - start < 0.5
-
-
-def test_wait_quiet_gives_up_after_max_s():
-    from bench.common import wait_quiet
-
-    thread, stop = spinning(None)
-    try:
-        assert not wait_quiet(max_s=0.1)
-    finally:
-        stop.set()
-        thread.join()
+    for busy, quiet, windows in (([], True, 1),  # quiet at once: one window
+                                 ([1.0, 0.9, 0.5], True, 4),  # a pool spinning down
+                                 ([0.2], True, 1),  # under a quarter of a core: quiet
+                                 ([1.0] * 1000, False, 4)):  # never: gives up at max_s
+        clocks = FakeClocks(busy)
+        monkeypatch.setattr(common.time, "sleep", clocks.sleep)
+        monkeypatch.setattr(common.time, "perf_counter", lambda c=clocks: c.wall)
+        monkeypatch.setattr(common.time, "process_time", lambda c=clocks: c.cpu)
+        assert common.wait_quiet(window_s=0.25, max_s=1.0) is quiet
+        assert clocks.windows == windows, busy[:4]

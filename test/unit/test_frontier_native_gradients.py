@@ -100,40 +100,73 @@ def test_the_gradient_loads_the_expansion_the_inference_compiled(model, tmp_path
             == located_text(public_copies([inference.native.callees[expand]])))
 
 
-def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(monkeypatch):
+@pytest.mark.parametrize("form", ["one thread", "team by heights", "team by groups",
+                                  "heights in blocks"])
+def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(form, tmp_path,
+                                                                     monkeypatch):
     """The `_bwd` zeroes each height's rows of the results' gradient tables
     once read (`CLEARED`), so the next call skips zeroing them: calls of
-    growing, shrinking and repeated batches, on one thread and on a team,
-    and a call after one that failed midway, each equal a fresh function's
-    gradients; after a call every row of the kept tables is zero."""
-    from recir.backend import native_loops, native_schedule
+    growing, shrinking and repeated batches, each equal to a fresh
+    function's gradients, with every row of the kept tables zero after
+    each; on one thread, on a team (the cost model's free start makes it
+    pay) splitting heights or by groups of trees, and with heights cut into
+    blocks of two rows."""
+    from test_frontier_threads import free_teams
+
+    from recir.backend import kept_plans, native_loops, native_schedule
+
+    threads = 2 if form.startswith("team") else 1
+    cache = free_teams(tmp_path) if threads > 1 else None
+    if form == "team by heights":
+        monkeypatch.setattr(native_schedule, "group_keys", lambda *args: None)
+    if form == "heights in blocks":
+        monkeypatch.setattr(native_schedule, "block_rows", lambda threads, per_row: 2)
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=4, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    every = [(t.left, t.right, t.word, t.label, t.root) for t in trees()]
+    kept = recir.value_and_grad(traced, batching="frontier", threads=threads, cache_dir=cache)
+    seen: list[tuple[int, bool, int]] = []  # each _bwd's team, groups, heights
+    run = native_loops.HeightLoop.__call__
+
+    def recorded(self, bounds, *args):
+        if self.spec.reverse:
+            seen.append((args[3], args[5] is not None, len(bounds) - 1))
+        return run(self, bounds, *args)
+
+    for batch in (every[:3], every, every[1:4], every[:3]):  # more rows, then fewer
+        monkeypatch.setattr(native_loops.HeightLoop, "__call__", recorded)
+        outs, grads = kept.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
+        monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
+        fresh = recir.value_and_grad(traced, batching="frontier", threads=threads,
+                                     cache_dir=cache)
+        want_outs, want = fresh.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
+        for k in params:
+            np.testing.assert_allclose(grads[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose([o[1] for o in outs], [o[1] for o in want_outs])
+        layouts = next(loop for loop in kept.native.loops.values() if isinstance(
+            loop, native_loops.HeightLoop) and loop.spec.reverse).layouts
+        assert layouts[kept_plans.CLEAN] is layouts["tables"][1].arrays
+        assert all(not a.any() for a in layouts["tables"][1].arrays)
+    team, groups, heights = seen[1]  # the whole batch's call
+    assert team == threads and groups == (form == "team by groups")
+    if form == "heights in blocks":  # every block of at most two rows
+        assert heights >= sum(len(t[0]) for t in every) / 2
+
+
+def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(monkeypatch):
+    """A `_bwd` stopped after writing into its gradient tables leaves them
+    not known zeroed: the next call zeroes them and is right."""
+    from recir.backend import native_loops
 
     params = tree_lstm.init_params(np.random.default_rng(2), hidden=4, vocab=100)
     traced = tree_lstm.trace_model(params)
     every = [(t.left, t.right, t.word, t.label, t.root) for t in trees()]
-    batches = [every[:3], every, every[1:4], every[:3]]  # more rows, then fewer
 
-    def gradients(function, batch):
-        return function.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
+    def gradients(function):
+        return function.batch(every, {k: np.zeros_like(v) for k, v in params.items()})[1]
 
-    for threads in (1, 2):
-        kept = recir.value_and_grad(traced, batching="frontier", threads=threads)
-        for batch in batches:
-            outs, grads = gradients(kept, batch)
-            want_outs, want = gradients(recir.value_and_grad(
-                traced, batching="frontier", threads=threads), batch)
-            for k in params:
-                np.testing.assert_allclose(grads[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
-            np.testing.assert_allclose([o[1] for o in outs], [o[1] for o in want_outs])
-            loops = [loop for loop in kept.native.loops.values()
-                     if isinstance(loop, native_loops.HeightLoop) and loop.spec.reverse]
-            layouts = loops[0].layouts
-            assert layouts[native_schedule.CLEAN] is layouts["tables"][1].arrays
-            assert all(not a.any() for a in layouts["tables"][1].arrays)
-
-    # a `_bwd` stopped midway, its tables written: the next call zeroes them again
     kept = recir.value_and_grad(traced, batching="frontier")
-    gradients(kept, every)
+    gradients(kept)
     run = native_loops.HeightLoop.__call__
 
     def fails(self, *args, **kwargs):
@@ -145,9 +178,8 @@ def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(monkeypatch)
 
     monkeypatch.setattr(native_loops.HeightLoop, "__call__", fails)
     with pytest.raises(RecirError, match="stopped"):
-        gradients(kept, every)
+        gradients(kept)
     monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
-    _, grads = gradients(kept, every)
-    _, want = gradients(recir.value_and_grad(traced, batching="frontier"), every)
+    got, want = gradients(kept), gradients(recir.value_and_grad(traced, batching="frontier"))
     for k in params:
-        np.testing.assert_allclose(grads[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
