@@ -90,12 +90,9 @@ DEFAULT_ROW_S = 50e-9
 # (64 bytes a vector) it runs at half of `unit_s`'s rate from L2, with 8 or
 # 4 lanes at the full rate.
 L2_BYTES_PER_CYCLE = 32
-# What L3 gives a core a cycle: Intel's mesh (Skylake-SP on) about a 64-byte
-# line every 4 cycles, half of L2's rate; AMD's Zen (family 17h on) 32 bytes
-# from its CCX's L3, as from L2 (`l3_slowdown`).
-L3_BYTES_PER_CYCLE = 16
-ZEN_L3_BYTES_PER_CYCLE = 32
-L3_SLOWDOWN = L2_BYTES_PER_CYCLE / L3_BYTES_PER_CYCLE
+# L3 gives a core about a 64-byte line every 4 cycles (some 16 B/cycle on
+# Intel's mesh and AMD's CCX with other cores at work): half of L2's rate.
+L3_SLOWDOWN = 2.0
 # The share of its tile's rate (`gemm_gain`) the GEMM kernel reaches at a
 # frontier's shapes (tens to hundreds of rows, a few hundred columns): its
 # packing, edge tiles and the k loop's blocks take the rest; `bench/run.py
@@ -171,27 +168,6 @@ def clock_hz() -> float:
     return DEFAULT_CLOCK_HZ
 
 
-@functools.cache
-def l3_slowdown() -> float:
-    """How many times slower weights stream from L3 than from L2 on this host."""
-    try:
-        return l3_slowdown_of(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        return L3_SLOWDOWN
-
-
-def l3_slowdown_of(cpuinfo: str) -> float:
-    """`L3_SLOWDOWN`, or 1 where /proc/cpuinfo's first CPU is AMD's of family
-    17h (Zen) or later (`ZEN_L3_BYTES_PER_CYCLE`)."""
-    info: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    family = info.get("cpu family", "0")
-    zen = info.get("vendor_id") == "AuthenticAMD" and family.isdigit() and int(family) >= 0x17
-    return L2_BYTES_PER_CYCLE / (ZEN_L3_BYTES_PER_CYCLE if zen else L3_BYTES_PER_CYCLE)
-
-
 def costs(cache_dir: Path | str | None = None) -> Costs:
     """The machine's costs: `recir.tune`'s measurement where one is kept,
     else the stated defaults."""
@@ -204,13 +180,12 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
             tuned = Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
                           float(measured["share"]),
                           float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
-                          *(float(measured.get(k, v)) for k, v in {
-                              **FRONTIER_DEFAULTS, "l3_slowdown": l3_slowdown()}.items()))
+                          *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
             if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)):
                 return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable file: the defaults (`tune` writes it again)
-    return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S, l3_slowdown=l3_slowdown())
+    return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
 
 
 FRONTIER_DEFAULTS = {"frontier_call_s": DEFAULT_FRONTIER_CALL_S, "height_s": DEFAULT_HEIGHT_S,

@@ -179,25 +179,7 @@ def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
                 '{"task_s": 2e-6, "team_s": 3e-5, "share": 0.5, "row_s": -1e-9}'):
         policy.tuned_path(tmp_path).write_text(bad)
         assert policy.costs(tmp_path) == policy.Costs(
-            policy.costs(tmp_path).unit_s, policy.DEFAULT_TASK_S, policy.DEFAULT_TEAM_S,
-            l3_slowdown=policy.l3_slowdown())
-
-
-def test_l3_streams_at_l2s_rate_on_zen_and_at_half_of_it_elsewhere(tmp_path) -> None:
-    """`auto`'s default L3 slowdown from /proc/cpuinfo's first CPU: AMD's
-    family 17h (Zen) on delivers 32 bytes a cycle from L3, as from L2;
-    an older AMD, Intel and an unreadable file take half of L2's rate."""
-    def cpuinfo(vendor: str, family: str) -> str:
-        return (f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
-                f"processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n")
-
-    assert policy.l3_slowdown_of(cpuinfo("AuthenticAMD", "25")) == 1.0  # Zen 3 and 4
-    assert policy.l3_slowdown_of(cpuinfo("AuthenticAMD", "23")) == 1.0  # Zen, Zen 2
-    assert policy.l3_slowdown_of(cpuinfo("AuthenticAMD", "21")) == 2.0  # Bulldozer
-    assert policy.l3_slowdown_of(cpuinfo("GenuineIntel", "6")) == 2.0
-    assert policy.l3_slowdown_of(cpuinfo("AuthenticAMD", "?")) == 2.0
-    assert policy.l3_slowdown_of("") == policy.L3_SLOWDOWN == 2.0
-    assert policy.costs(tmp_path).l3_slowdown == policy.l3_slowdown()  # the defaults take it
+            policy.costs(tmp_path).unit_s, policy.DEFAULT_TASK_S, policy.DEFAULT_TEAM_S)
 
 
 def test_tunes_fib_gives_each_thread_of_a_large_team_enough_work() -> None:
