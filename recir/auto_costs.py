@@ -13,8 +13,8 @@ a lane's multiply-add; the frontier's call, height and row costs and
 L3's slowdown, stated defaults that `recir.tune()` may measure):
 
 - recursive: nodes x a node's dots at `unit_s` x what L2 delivers a cycle
-  (`policy.stream_factor`; x `l3_slowdown` where the weights, with a
-  gradient's weight gradients, are out of L2); on a team as
+  (`policy.stream_factor`; the part of the weights, with a gradient's
+  weight gradients, beyond L2's size x `l3_slowdown`); on a team as
   `policy.team_seconds` reckons it, its trees (or one tree's spawned
   subtrees) the tasks, but no faster than the tallest tree's nodes one
   after another (the span);

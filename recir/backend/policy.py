@@ -331,11 +331,14 @@ def gemm_gain(rows: float) -> float:
 
 def stream_factor(weight_bytes: int, costs: Costs) -> float:
     """How many times slower than `unit_s` a matrix-vector product runs:
-    its weights stream from L2 (`L2_BYTES_PER_CYCLE`), and `l3_slowdown`
-    times slower where they (with the rest of a call's) do not stay there."""
+    its weights stream from L2 (`L2_BYTES_PER_CYCLE`), and the part of them
+    (with the rest of a call's) beyond what L2 holds `l3_slowdown` times
+    slower: weights a little over L2 mostly stay there, weights many times
+    its size come from L3."""
     facts = machine()
     from_l2 = max(1.0, 4 * facts.lanes / L2_BYTES_PER_CYCLE)
-    return from_l2 if weight_bytes <= facts.l2_bytes else from_l2 * costs.l3_slowdown
+    beyond = max(0.0, 1.0 - facts.l2_bytes / max(weight_bytes, 1))
+    return from_l2 * (1.0 + (costs.l3_slowdown - 1.0) * beyond)
 
 
 def fixed_budget() -> int | None:

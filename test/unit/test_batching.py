@@ -299,10 +299,11 @@ def test_auto_estimates_follow_the_costs():
         added = bilinear.frontier(sizes, 1) - plain.frontier(sizes, 1)
         assert added == pytest.approx(sum(sizes) * 1e5 * gains * 1e-11)
         assert bilinear.recursive(sizes, 1) == plain.recursive(sizes, 1)
-    big = auto_model.Estimate(replace(cell, weight_bytes=policy.machine().l2_bytes + 1),
+    # weights four times L2's size: three quarters of them from L3
+    big = auto_model.Estimate(replace(cell, weight_bytes=4 * policy.machine().l2_bytes),
                               costs, False)
-    assert big.recursive(sizes, 1) == pytest.approx(costs.l3_slowdown *
-                                                    base.recursive(sizes, 1))
+    assert big.recursive(sizes, 1) == pytest.approx(
+        (1 + 0.75 * (costs.l3_slowdown - 1)) * base.recursive(sizes, 1))
     shared = replace(costs, share=0.0)  # a second thread that gets no core
     assert auto_model.Estimate(cell, shared, False).recursive(sizes, 2) == \
         base.recursive(sizes, 1)
@@ -313,10 +314,10 @@ def test_auto_estimates_follow_the_costs():
     assert base.recursive([37], 64, heights=30) == pytest.approx(30 * node)
     # a recursive gradient's weights and their gradient share L2, unless
     # its outer products are logged (`gradient_gemm`)
-    half = policy.machine().l2_bytes // 2 + 1
-    for logged, slower in ((0.0, costs.l3_slowdown), (1e5, 1.0)):
+    l2 = policy.machine().l2_bytes  # weights that fill L2: with their gradient, half out
+    for logged, slower in ((0.0, 1 + 0.5 * (costs.l3_slowdown - 1)), (1e5, 1.0)):
         fits = replace(cell, gradient_gemm=logged)
-        held = auto_model.Estimate(replace(fits, weight_bytes=half), costs, True)
+        held = auto_model.Estimate(replace(fits, weight_bytes=l2), costs, True)
         small = auto_model.Estimate(fits, costs, True)
         assert held.recursive(sizes, 1) - small.recursive(sizes, 1) == pytest.approx(
             (slower - 1) * sum(sizes) * 8e5 * 1e-11 * from_l2)
@@ -325,9 +326,9 @@ def test_auto_estimates_follow_the_costs():
 @pytest.mark.parametrize("lanes", [16, 8])
 def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypatch, lanes):
     """A height's weight streams in `unit_s` per weight vector: L2 gives 32
-    bytes a cycle, half a 16-lane vector; a gradient's two passes at L3's
-    rate where a weight and its packed copy outgrow L2, and twice over
-    where the weight alone does."""
+    bytes a cycle, half a 16-lane vector; a gradient's two passes with the
+    part of a weight and its packed copy beyond L2 at L3's rate (3 here),
+    and twice over where the weight alone outgrows L2."""
     l2 = 1 << 20
     monkeypatch.setattr(policy, "machine", lambda: policy.Machine(2, l2, lanes, 2e9))
     costs = policy.Costs(1e-11, 1e-6, 50e-6, l3_slowdown=3.0)
@@ -335,18 +336,20 @@ def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypat
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
                                product_ops=1, fan_out=2)
+    # (weight bytes: inference's, training's); a copy beside the weight doubles its bytes
     expected = {4: (from_l2, 2 * from_l2),
-                l2 // 2 + 1: (from_l2, 2 * from_l2 * 3.0),
-                l2 + 1: (from_l2 * 3.0, 2 * 2 * from_l2 * 3.0)}
+                l2 // 2: (from_l2, 2 * from_l2),  # weight and copy fill L2
+                l2: (from_l2, 2 * from_l2 * 2.0),  # the pair half out of L2
+                2 * l2: (from_l2 * 2.0, 2 * 2 * from_l2 * 2.5)}  # three quarters out
     for weight_bytes, (infer, train) in expected.items():
         sized = replace(cell, weight_bytes=weight_bytes)
         assert auto_model.Estimate(sized, costs, False).height_streams() == infer
         assert auto_model.Estimate(sized, costs, True).height_streams() == train
     # split by columns across 4 cores: each core's L2 holds its quarter
-    assert auto_model.Estimate(replace(cell, weight_bytes=4 * l2 + 8), costs,
-                               True).height_streams(4) == 2 * 2 * from_l2 * 3.0
-    assert auto_model.Estimate(replace(cell, weight_bytes=2 * l2 + 8), costs,
-                               True).height_streams(4) == 2 * from_l2 * 3.0
+    assert auto_model.Estimate(replace(cell, weight_bytes=8 * l2), costs,
+                               True).height_streams(4) == 2 * 2 * from_l2 * 2.5
+    assert auto_model.Estimate(replace(cell, weight_bytes=2 * l2), costs,
+                               True).height_streams(4) == 2 * from_l2
 
 
 def test_auto_heights_lie_between_a_complete_tree_and_a_caterpillar():

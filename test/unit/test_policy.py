@@ -150,13 +150,19 @@ def test_the_gemm_gain_follows_the_register_tile() -> None:
 @pytest.mark.parametrize(("lanes", "from_l2"), [(16, 2.0), (8, 1.0), (4, 1.0)])
 def test_weights_stream_at_l2s_rate_and_l3s_beyond(monkeypatch, lanes, from_l2) -> None:
     """A vector of 16 lanes (64 bytes) a cycle is twice the 32 bytes L2
-    gives; 8 or 4 lanes are not; out of L2, `l3_slowdown` times that."""
+    gives; 8 or 4 lanes are not; the part of the weights beyond L2's size,
+    `l3_slowdown` times that: a little over L2 costs little more, many
+    times its size nearly `l3_slowdown` times."""
     l2 = 1 << 20
     monkeypatch.setattr(policy, "machine", lambda: policy.Machine(2, l2, lanes, 2e9))
-    assert policy.stream_factor(l2, COSTS) == from_l2
-    assert policy.stream_factor(l2 + 1, COSTS) == from_l2 * COSTS.l3_slowdown == from_l2 * 2
+    assert COSTS.l3_slowdown == 2
+    assert policy.stream_factor(4, COSTS) == policy.stream_factor(l2, COSTS) == from_l2
+    assert policy.stream_factor(l2 + l2 // 8, COSTS) == pytest.approx(from_l2 * (1 + 1 / 9))
+    assert policy.stream_factor(2 * l2, COSTS) == from_l2 * 1.5  # half of them from L3
+    assert policy.stream_factor(4 * l2, COSTS) == from_l2 * 1.75
+    assert policy.stream_factor(1000 * l2, COSTS) == pytest.approx(from_l2 * 2, rel=1e-3)
     measured = Costs(COSTS.unit_s, COSTS.task_s, COSTS.team_s, l3_slowdown=3.5)
-    assert policy.stream_factor(l2 + 1, measured) == from_l2 * 3.5
+    assert policy.stream_factor(2 * l2, measured) == from_l2 * 2.25
 
 
 def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
