@@ -41,37 +41,32 @@ from recir.backend import native_loops
 CHUNK = 10  # calls timed together between two looks at the threads' waits
 
 
-def waited_ns() -> int | None:
-    """Nanoseconds this process's threads have waited runnable (None off Linux)."""
-    total = 0
+def schedstat(field: int) -> dict[int, int] | None:
+    """Each thread's field of /proc's schedstat, by thread id: 0, its
+    nanoseconds on a CPU; 1, waiting runnable (None off Linux)."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/schedstat") as f:
-                total += int(f.read().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # a thread that ended
-    return total
-
-
-def thread_cpu_ns() -> dict[int, int]:
-    """Each thread's nanoseconds on a CPU so far, by thread id (Linux;
-    empty elsewhere)."""
     found = {}
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return found
     for task in tasks:
         try:
             with open(f"/proc/self/task/{task}/schedstat") as f:
-                found[int(task)] = int(f.read().split()[0])
+                found[int(task)] = int(f.read().split()[field])
         except (OSError, IndexError, ValueError):
             continue  # a thread that ended
     return found
+
+
+def waited_ns() -> int | None:
+    """Nanoseconds this process's threads have waited runnable (None off Linux)."""
+    found = schedstat(1)
+    return None if found is None else sum(found.values())
+
+
+def thread_cpu_ns() -> dict[int, int]:
+    """Each thread's nanoseconds on a CPU so far, by thread id (empty off Linux)."""
+    return schedstat(0) or {}
 
 
 def work_split(before: dict[int, int], after: dict[int, int], caller: int
