@@ -282,12 +282,16 @@ class HeightLoopBuilder(PlanFunction):
         if self.outputs:
             self.unless_failed(e, lambda inner: inner.each(len(self.outputs), lambda f, j: (
                 self.store_output(f, j, lo, count, base))))
-        cleared = [k for k, o in enumerate(self.inputs) if o.kind == CLEARED]
-        if cleared:  # the rows read, in this thread's cache: zero for the next call
-            self.unless_failed(e, lambda inner: [inner.clear(
-                inner.load(self.descriptors[k], 1, PTR), inner.mul(
-                    inner.load(self.descriptors[k], 0, i64), self.inputs[k].row_bytes))
-                for k in cleared])
+        if any(o.kind == CLEARED for o in self.inputs):
+            self.unless_failed(e, self.clear_read)
+
+    def clear_read(self, e: Emitter) -> None:
+        """The `CLEARED` inputs' rows this call read, zeroed while in this
+        thread's cache: the next call finds their tables zeroed."""
+        for k, operand in enumerate(self.inputs):
+            if operand.kind == CLEARED:
+                rows = e.load(self.descriptors[k], 0, i64)
+                e.clear(e.load(self.descriptors[k], 1, PTR), e.mul(rows, operand.row_bytes))
 
     def output_record(self, e: Emitter, j: SSAValue) -> tuple[SSAValue, ...]:
         return self.record(e, e.add(j, len(self.rows_in)))
