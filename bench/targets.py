@@ -223,10 +223,11 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                     if threads > 1 else None
                 rows.append(judged(f"scaling: {name} b25 {kind} {mode}, {threads}t / 1t",
                                    value, asked.get(kind)))
-                ceiling = report.get("ceiling", {}).get(f"{name} {kind} {mode}")
                 if threads > 1:
                     rows.append(judged(f"scaling: {name} b25 {kind} {mode}, the host's ceiling:"
-                                       f" {threads} copies of 1t at once / one", ceiling, None))
+                                       f" {threads} copies of 1t at once / one",
+                                       report.get("ceiling", {}).get(f"{name} {kind} {mode}"),
+                                       None))
     rows.append(judged(f"scaling: fib(35), {threads}t / 1t", report.get("fib_speedup"),
                        asked.get("fib")))
     return rows
