@@ -185,7 +185,7 @@ class HeightLoop(NativeLoop):
     def __init__(self, native: NativeRowFunction, spec: HeightSpec):
         super().__init__(native, spec.inputs)
         self.outputs, self.threads, self.spec = spec.outputs, spec.threads, spec
-        self.copies: dict[int, list[np.ndarray]] = {}  # threads 1..'s, by team size
+        self.copies: dict[int, Any] = {}  # threads 1..'s and their tables, by team size
         self.copied = [k for k, role in enumerate(self.inputs) if role.kind == COPIED]
         self.layouts: Any = None  # `native_schedule.Post`, from the first call
         self.kept: Any = None  # its `kept_plans.KeptPlan`, from the first call
@@ -256,29 +256,30 @@ class HeightLoop(NativeLoop):
             self.kept.fill(self, inputs, outputs, rows, keep, shared))
         plan[:HEADER] = (heights, data_address(bounds), 0, 0, data_address(saved_at), threads,
                          0, split, 0, 0, 0, 0 if groups is None else data_address(groups))
-        self.place_copies(plan, threads, keep)
+        self.place_copies(plan, threads)
         most = most_rows(bounds, threads, split, groups) if most is None else most
         contexts = self.run(plan, self.native.per_row * most, threads)
         failed = [ctx for ctx in contexts if ctx.error]
         self.native.raise_error(failed[0] if failed else contexts[0])
 
-    def place_copies(self, plan: np.ndarray, threads: int, keep: list[np.ndarray]) -> None:
-        """Each `COPIED` input's buffers, the caller's then the other
-        threads' copies (made zeroed once per team size; the team adds them
-        into the caller's and zeroes them), as a table in its first field."""
+    def place_copies(self, plan: np.ndarray, threads: int) -> None:
+        """Each `COPIED` input's buffers, the caller's then the other threads'
+        copies (zeroed once per team size; the team adds them into the
+        caller's and zeroes them), as a table in its first field, kept with
+        the copies: a call writes the caller's (calls of one function take turns)."""
         copied = self.copied
         if not copied:
             return
         kept = self.copies.get(threads)
         if kept is None:
-            kept = self.copies[threads] = [
-                np.zeros((threads - 1, self.inputs[k].row_bytes // 4), np.float32)
-                for k in copied]
-        for k, copies in zip(copied, kept, strict=True):
+            copies = [np.zeros((threads - 1, self.inputs[k].row_bytes // 4), np.float32)
+                      for k in copied]
+            kept = self.copies[threads] = (copies, [np.array(
+                [0, *(data_address(c) + c.strides[0] * t for t in range(threads - 1))],
+                np.int64) for c in copies])
+        for k, table in zip(copied, kept[1], strict=True):
             at = HEADER + 2 * k
-            table = np.array([plan[at + 1], *(data_address(copies) + copies.strides[0] * t
-                                              for t in range(threads - 1))], np.int64)
-            keep.append(table)
+            table[0] = plan[at + 1]
             plan[at] = data_address(table)
 
 
