@@ -243,7 +243,7 @@ class HeightLoop(NativeLoop):
         kept arrays (`kept_plans`) of which the call uses `rows` rows;
         `most`: `most_rows`, and `shared` the fields of `self.kept.shared`."""
         heights = len(bounds) - 1
-        if isinstance(self.layouts, dict):  # a `_bwd`'s tables: not known zeroed until it ends
+        if self.clears and self.layouts:  # its tables not known zeroed until it ends
             self.layouts.pop(CLEAN, None)
         if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
                 0 <= split <= heights) or (threads > 1) != (split > 0) or (
