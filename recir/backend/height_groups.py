@@ -13,42 +13,15 @@ each height's rows are numbered group by group (invocations sorted by
 The choice counts rows (a row's work is the same either way): split, a
 height with a register tile of rows per thread costs rows / threads of a
 thread's time and a thinner one all its rows; grouped, the largest group's
-rows. Groups are of about equal node counts (`policy.balanced_groups`).
+rows. Groups are of about equal node counts (as `policy.balanced_groups`).
+The height-order kernel makes the groups, the keys and the choice in the
+call that sorts the rows (`kernels.height_order`, `HeightOrder.by_groups`):
+in NumPy and Python they were a dozen calls a batch on cold caches.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from recir.backend.policy import balanced_groups
-
-
-def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
-    """Each tree's group, node counts balanced (`policy.balanced_groups`)."""
-    return np.array(balanced_groups(sizes.tolist(), threads), np.int64)
-
-
-def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
-    """A thread's rows when each height splits across the team where its
-    rows give every thread a register tile, and runs alone where not."""
-    rows = counts.tolist()
-    wide = sum(n for n in rows if n >= threads * tile)
-    return float(wide / threads + (sum(rows) - wide))
-
-
-def group_keys(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
-               tile: int) -> np.ndarray | None:
-    """Where groups leave a thread fewer rows than splitting each height
-    does, each invocation's key, height * threads + its
-    tree's group (i64), which the order is sorted by; else None."""
-    sizes = np.bincount(tree)
-    if len(sizes) < 2:
-        return None
-    group_of_tree = groups_of(sizes, threads)
-    largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
-    if largest >= split_rows(counts, threads, tile):
-        return None
-    return heights.astype(np.int64, copy=False) * threads + group_of_tree[tree]
 
 
 def group_table(starts: np.ndarray, threads: int) -> np.ndarray:

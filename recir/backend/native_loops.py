@@ -194,7 +194,7 @@ class HeightLoop(NativeLoop):
         plan[6] = contexts.address
 
     def team_size(self, bounds: np.ndarray, backward: HeightLoop | None = None,
-                  groups: np.ndarray | None = None) -> tuple[int, int]:
+                  largest: int | None = None) -> tuple[int, int]:
         """The threads a call's heights split across, and how many of its
         first heights do: those whose rows give each thread at least a
         register tile of the products (`row_tile`; thinner ones the
@@ -202,9 +202,9 @@ class HeightLoop(NativeLoop):
         takes off the calling thread there save more time than its start, a
         barrier per height (warm: the workers spin between heights) and
         adding up the threads' gradient copies (an add per element) cost, by
-        the policy's costs; else one. With `groups` (`height_groups`), every
-        height on the team, each thread its own trees' rows, no barriers:
-        all rows but the largest group's move. `backward`: the `_bwd` that splits as
+        the policy's costs; else one. By groups (`height_groups`; `largest`:
+        the largest group's rows), every height on the team, each thread its
+        own trees' rows, no barriers: all rows but the largest group's move. `backward`: the `_bwd` that splits as
         this `_fwd` (it reads each thread's saved rows), whose work counts
         too. A thread's copy of a gradient larger than its L2 costs no
         traffic per height beyond the sum: thin heights log their outer
@@ -216,11 +216,11 @@ class HeightLoop(NativeLoop):
                 thread_limit() < self.threads) or any(
                 loop.threads != self.threads for loop in loops):
             return 1, 0
-        rows = bounds[1:] - bounds[:-1]
-        if groups is not None:  # every height, no barriers; the largest group stays
-            split, barriers = len(rows), 0
-            moved = int(rows.sum() - (groups[:, 1:] - groups[:, :-1]).sum(axis=0).max())
+        if largest is not None:  # every height, no barriers; the largest group stays
+            split, barriers = len(bounds) - 1, 0
+            moved = int(bounds[-1] - bounds[0]) - largest
         else:
+            rows = bounds[1:] - bounds[:-1]
             split = barriers = int(np.count_nonzero(rows >= self.threads * row_tile()))
             rows = rows[:split]
             moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread

@@ -32,8 +32,8 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import group_keys, group_table
-from recir.backend.kernels.height_order import HeightOrder
+from recir.backend.height_groups import group_table
+from recir.backend.kernels.height_order import Grouping, HeightOrder
 from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
@@ -45,6 +45,9 @@ from recir.passes.schedule_loops import HEADER
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
 HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
+# a team runs a batch's heights by groups of trees where that leaves a
+# thread fewer rows (`height_groups`); False: every height split by rows
+BY_GROUPS = True
 
 
 @functools.cache
@@ -94,6 +97,7 @@ class NativeSchedule(Schedule):
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     counts: np.ndarray | None = None  # each height's rows, where the groups are weighed
+    grouping: Grouping | None = None  # what the height order found by groups
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
@@ -149,21 +153,25 @@ class NativeSchedule(Schedule):
         self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
         self.inv = inv[:total]
+        self.groups = self.grouping = None
         if self.heights is not None:
-            keys = self.group_keys(children, levels, total)
             kernel = self.interp.kept.get(HEIGHT_ORDER)
             if kernel is None:
                 kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(sites, [
                     s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
-            threads = self.team_threads()
-            if keys is None:  # by height
-                self.bounds = kernel(self.heights, len(levels), inv, children,
-                                     self.children_kept, stored, self.stored_kept)
-            else:  # by height, then group: each height's bounds its first group's start
-                starts = kernel(keys, len(self.counts) * threads, inv, children,
-                                self.children_kept, stored, self.stored_kept, every=True)
-                self.groups = group_table(starts, threads)
-                self.bounds = starts[::threads].copy()
+            tables = (inv, children, self.children_kept, stored, self.stored_kept)
+            threads, batch = self.team_threads(), levels[0][1]  # the roots: one a tree
+            if threads < 2 or batch < 2 or len(levels) < 2:  # by height
+                self.bounds = kernel(self.heights, len(levels), *tables)
+            else:  # by height, then group (`height_groups`)
+                starts, found = kernel.by_groups(self.heights, self.trees, batch, threads,
+                                                 row_tile(), len(levels), *tables)
+                starts = starts[:found.tallest * threads + 1]
+                self.bounds = starts[::threads].copy()  # each height's first group's start
+                if found.grouped and BY_GROUPS:
+                    self.groups, self.grouping = group_table(starts, threads), found
+                elif found.gaps:
+                    self.bounds = np.unique(self.bounds)
         else:
             perm, self.bounds = self.height_order(children, levels, total)
             inv[perm] = np.arange(total, dtype=np.int32)
@@ -176,20 +184,6 @@ class NativeSchedule(Schedule):
                 v.take(perm, axis=0, out=out[:total], mode="wrap")
         self.children = [out[:total] for out in self.children_kept]
         self.stored = [out[:total] for out in self.stored_kept]
-
-    def group_keys(self, children: list[np.ndarray], levels: list[tuple[int, int]],
-                   total: int) -> np.ndarray | None:
-        """Each row's key, height * threads + group, where the team runs by
-        groups of trees (`height_groups`; `self.counts`: each height's rows),
-        else None."""
-        self.groups = None
-        batch = levels[0][1]  # the roots: one a tree
-        if self.team_threads() < 2 or batch < 2 or len(levels) < 2:
-            return None
-        self.counts = counts = np.bincount(self.heights)
-        if not counts.all():  # (every height up to the highest has rows)
-            return None
-        return group_keys(self.heights, counts, self.trees, self.team_threads(), row_tile())
 
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
@@ -226,14 +220,16 @@ class NativeSchedule(Schedule):
         # into blocks cost more than a group's rows beyond its block; the
         # `_bwd` (`NativeBackward`) runs the same blocks, groups and team
         self.team, self.team_groups = (1, 0), None
-        if self.groups is not None:
-            self.team = loop.team_size(bounds, backward, self.groups)
+        if self.grouping is not None:
+            self.team = loop.team_size(bounds, backward, self.grouping.largest)
             self.team_groups = self.groups if self.team[0] > 1 else None
         if self.team_groups is None:
             bounds = in_blocks(bounds, post.block)
             self.team = loop.team_size(bounds, backward)
+            self.most = most_rows(bounds, *self.team, None)
+        else:
+            self.most = max(self.grouping.most, 1)
         self.bounds = bounds
-        self.most = most_rows(bounds, *self.team, self.team_groups)
         arrays = post.rows.at_least(total)
         self.tables_kept, self.saved_kept = arrays[:post.tables], arrays[post.tables:]
         # each height's (and thread's) first row and count of each saved value

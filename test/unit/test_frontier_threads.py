@@ -209,7 +209,7 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
         (self.native.name, args[4], args[6] is not None)) or run(self, *args))
     for by_groups in (True, False):
         if not by_groups:
-            monkeypatch.setattr(native_schedule, "group_keys", lambda *args: None)
+            monkeypatch.setattr(native_schedule, "BY_GROUPS", False)
         into = {k: np.ones_like(v) for k, v in params.items()}  # added into
         outs, grads = grad.batch(inputs(trees), into)
         assert teams[-2:] == [("node__post_fwd", 2, by_groups), ("node__post_bwd", 2, by_groups)]
@@ -238,7 +238,7 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     from recir.backend.native_loops import HeightLoop
 
     if not by_groups:
-        monkeypatch.setattr(native_schedule, "group_keys", lambda *args: None)
+        monkeypatch.setattr(native_schedule, "BY_GROUPS", False)
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=HIDDEN, vocab=12)
     traced = tree_rnn.trace_model(params)
     trees = inputs(make_treebank(10, seed=7, vocab_size=12))

@@ -1,13 +1,46 @@
-"""Heights by groups of trees (`backend/height_groups.py`) against plain
-Python: each invocation's tree, groups of consecutive trees, and the order
-and table a team runs by."""
+"""Heights by groups of trees (`backend/height_groups.py`), which the
+height-order kernel finds (`HeightOrder.by_groups`), against NumPy and
+plain Python: each invocation's tree, each tree's group (balanced as
+`policy.balanced_groups`), the order and table a team runs by, and where
+it runs by them."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from recir.backend.height_groups import group_keys, group_table, groups_of, split_rows
+from recir.backend.height_groups import group_table
+from recir.backend.kernels.height_order import HeightOrder
+from recir.backend.policy import balanced_groups
+from recir.diagnostics import RecirError
+
+
+def groups_of(sizes: np.ndarray, threads: int) -> np.ndarray:
+    """The reference of each tree's group: node counts balanced."""
+    return np.array(balanced_groups(sizes.tolist(), threads), np.int64)
+
+
+def split_rows(counts: np.ndarray, threads: int, tile: int) -> float:
+    """The reference of a thread's rows when each height splits across the
+    team where its rows give every thread a register tile, and runs alone
+    where not."""
+    wide = counts >= threads * tile
+    return float(counts[wide].sum() / threads + counts[~wide].sum())
+
+
+def group_keys(heights: np.ndarray, counts: np.ndarray, tree: np.ndarray, threads: int,
+               tile: int) -> np.ndarray | None:
+    """The reference of each invocation's key, height * threads + its
+    tree's group, where groups leave a thread fewer rows than splitting each
+    height does and every height up to the tallest has rows; else None."""
+    sizes = np.bincount(tree)
+    if len(sizes) < 2 or not counts.all():
+        return None
+    group_of_tree = groups_of(sizes, threads)
+    largest = np.bincount(group_of_tree, weights=sizes, minlength=threads).max()
+    if largest >= split_rows(counts, threads, tile):
+        return None
+    return heights * threads + group_of_tree[tree]
 
 
 def tree_of(children: list[np.ndarray], total: int) -> np.ndarray:
@@ -138,12 +171,65 @@ def test_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
     assert grouped(height, counts, np.array(owner), 2, 1) is None
 
 
-def test_split_rows_matches_its_numpy_formula() -> None:
-    """The lists' arithmetic equals NumPy's over the arrays, bit for bit."""
-    rng = np.random.default_rng(11)
-    for _ in range(500):
-        counts = rng.integers(1, rng.choice([3, 60, 5000]), rng.integers(1, 40))
-        threads, tile = int(rng.integers(1, 17)), int(rng.integers(1, 40))
-        wide = counts >= threads * tile
-        assert split_rows(counts, threads, tile) == float(
-            counts[wide].sum() / threads + counts[~wide].sum())
+def kernel_groups(height: np.ndarray, owner: list[int], threads: int, tile: int,
+                  levels: int | None = None):
+    """The kernel's order (as each row's place) and what it found by groups."""
+    rows = len(height)
+    kernel = HeightOrder(0, [])
+    inverse = np.empty(rows + 1, np.int32)
+    levels = levels or int(height.max()) + 1
+    starts, found = kernel.by_groups(height.astype(np.int64), np.array(owner, np.int64),
+                                     max(owner) + 1, threads, tile, levels, inverse, [], [],
+                                     [], [])
+    return inverse[:rows], starts, found
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("threads", [2, 3, 16])
+def test_the_kernel_groups_and_orders_as_the_reference(seed: int, threads: int) -> None:
+    """Random forests: the kernel's order by (height, group), its table of
+    each thread's rows, and its choice equal the reference's, with the
+    largest group's rows, the most rows of one height's group and the
+    heights with rows."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, rng.choice([4, 40]), rng.integers(2, 30)).tolist()
+    children, height, owner = forest(sizes, seed=seed)
+    counts, tile = np.bincount(height), int(rng.integers(1, 9))
+    places, starts, found = kernel_groups(height, owner, threads, tile, len(counts) + 2)
+    group = groups_of(np.bincount(owner), threads)
+    key = height * threads + group[owner]
+    order = key.argsort(kind="stable")
+    np.testing.assert_array_equal(places[order], np.arange(len(owner)))
+    want = np.zeros(len(starts), np.int64)
+    np.bincount(key, minlength=len(starts) - 1).cumsum(out=want[1:])
+    np.testing.assert_array_equal(starts, want)
+    cells = np.diff(group_table(starts[:len(counts) * threads + 1], threads), axis=1)
+    assert found.tallest == len(counts) and not found.gaps
+    assert found.largest == np.bincount(group, weights=np.bincount(owner)).max()
+    assert found.most == cells.max()
+    assert found.grouped == (group_keys(height, counts, np.array(owner), threads, tile)
+                             is not None)
+
+
+def test_the_kernel_runs_by_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
+    _, height, owner = forest([200, 3], seed=2)  # the large tree a group alone
+    assert not kernel_groups(height, owner, 2, 1)[2].grouped
+    _, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
+    assert kernel_groups(height, owner, 3, 8)[2].grouped
+
+
+def test_a_height_with_no_rows_below_the_tallest_is_a_gap() -> None:
+    height, owner = np.array([0, 2, 0, 2]), [0, 0, 1, 1]
+    _, starts, found = kernel_groups(height, owner, 2, 1, 4)
+    assert found.gaps and not found.grouped and found.tallest == 3
+    assert group_keys(height, np.bincount(height), np.array(owner), 2, 1) is None
+
+
+def test_a_tree_out_of_range_is_an_error() -> None:
+    kernel = HeightOrder(0, [])
+    with pytest.raises(RecirError, match="tree of the height order is out of range"):
+        kernel.by_groups(np.zeros(3, np.int64), np.array([0, 1, 2], np.int64), 2, 2, 1, 1,
+                         np.empty(4, np.int32), [], [], [], [])
+    with pytest.raises(RecirError, match="groups do not hold its rows"):
+        kernel.by_groups(np.zeros(3, np.int64), np.array([0, 1], np.int64), 2, 2, 1, 1,
+                         np.empty(4, np.int32), [], [], [], [])

@@ -1,5 +1,5 @@
 """`recir_height_order` (`backend/kernels/height_order.py`) against NumPy:
-a stable sort by height (or by group keys), its inverse, the children as
+a stable sort by height, its inverse, the children as
 places and the stored rows in that order; heights with no rows, and
 tables or heights out of range refused before anything is written."""
 
@@ -101,28 +101,6 @@ def test_tables_too_short_or_of_other_rows_are_refused() -> None:
     i64, i32 = np.zeros(rows, np.int64), np.zeros(rows, np.int32)
     with pytest.raises(RecirError, match="do not hold its rows"):
         split(heights, 1, inverse, [], [], [i64, i32, i64], [i32, i64, i32])
-
-
-def test_sorted_by_group_keys_as_grouped_orders_them() -> None:
-    """`test_height_groups.grouped` (NumPy's stable argsort) and the kernel on its
-    keys give one order and one table of each thread's rows per height."""
-    from test_height_groups import forest, grouped, tree_of
-
-    from recir.backend.height_groups import group_keys, group_table
-
-    children, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
-    rows, counts, threads = len(owner), np.bincount(height), 3
-    tree = tree_of(children, rows)
-    keys = group_keys(height, counts, tree, threads, 8)
-    assert keys is not None
-    order, table = grouped(height, counts, tree, threads, 8)
-    kernel = HeightOrder(2, [])
-    inverse = np.empty(rows + 1, np.int32)
-    outs = [np.empty(rows, np.int32) for _ in children]
-    starts = kernel(keys, len(counts) * threads, inverse,
-                    [c.astype(np.int64) for c in children], outs, [], [], every=True)
-    np.testing.assert_array_equal(group_table(starts, threads), table)
-    np.testing.assert_array_equal(inverse[order], np.arange(rows))
 
 
 def test_arrays_whose_strides_pass_but_whose_elements_lie_elsewhere_are_refused() -> None:

@@ -6,18 +6,31 @@ row's children as places, and the stored values in that order. In NumPy that
 is a dozen calls and as many temporaries a call, on rows the height loops
 have just pushed out of the caches. `recir_height_order(plan)` does it in
 passes over the rows: a counting sort (stable, as `argsort(kind="stable")`)
-by height, or by height and group (`height_groups.group_keys`), then the
-inverse, the children (i32, -1 where none) and the stored rows.
+by height, or by height and group, then the inverse, the children (i32, -1
+where none) and the stored rows.
 
-Its plan, 8-byte fields: rows n, keys K, heights (i64[n]), starts
-(i64[K + 1]: each height's first place, then n), order (i64[n]: written),
-inverse (i32[n + 1], -1 after the rows), sites S, stored values V, status
-(written: 0, or 1 where a height is not below K, and nothing else is
-written), the
-most keys used and the empty keys below it (written); then S children
-tables (i64[n]) and S children out (i32[n]), V stored tables, V stored out
-and V row sizes in bytes. The caller sizes every table; no read or write
-leaves them.
+By groups (`height_groups`; the plan's trees not 0), it first gives each
+tree a group of the team's T, node counts balanced as
+`policy.balanced_groups` gives them (the largest tree first, each to the
+group with the fewest rows so far, the lowest on a tie), sorts the rows by
+the key height x T + group, and then says whether the team should run by
+them: every height up to the tallest has rows, and the largest group's
+rows are fewer than a thread's when each height with a register tile of
+rows per thread (`tile`) splits and the thinner ones run alone.
+
+Its plan, 8-byte fields: rows n, keys K, heights (i64[n]; by groups,
+where the keys go), starts (i64[K + 1]: each key's first place, then n),
+order (i64[n]: written), inverse (i32[n + 1], -1 after the rows), sites S,
+stored values V, status (written: 0; 1 where a height is not below K, 2
+where a tree is not below the batch, and nothing else is written), the most
+keys used and the empty keys below it (written); by groups, each row's tree
+(i64[n], 0: not by groups), the batch, T, the tile, the heights by depth
+(K / T), each row's height (i64[n]) and a scratch (i64[3 batch + T + n +
+2]), then (written) whether to run by groups, the largest group's rows, the
+most rows of a height's group, the heights with rows and whether a height
+below the tallest has none; then S children tables (i64[n]) and S children
+out (i32[n]), V stored tables, V stored out and V row sizes in bytes. The
+caller sizes every table; no read or write leaves them.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ import ctypes
 import operator
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from xdsl.dialects import arith, llvm
@@ -44,8 +57,21 @@ FIRST, STRIDES, NBYTES = operator.itemgetter(0), operator.attrgetter("strides"),
     operator.attrgetter("nbytes")
 CONTIGUOUS = operator.attrgetter("flags.c_contiguous")  # a row's bytes one after another
 INT64, INT32 = np.dtype(np.int64), np.dtype(np.int32)
-HEADER = 11  # the plan's fields before the tables
-ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(HEADER)
+HEADER = 23  # the plan's fields before the tables
+ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(11)
+TREES, BATCH, TEAM, TILE, LEVELS, ROW_HEIGHTS, SCRATCH = range(11, 18)  # by groups
+GROUPED, LARGEST, MOST, TALLEST, GAPS = range(18, HEADER)  # written by groups
+OUT_OF_RANGE, TREE_OUT_OF_RANGE = 1, 2  # statuses
+
+
+class Grouping(NamedTuple):
+    """What the kernel found by groups (`HeightOrder.by_groups`)."""
+
+    grouped: bool  # the team should run by them
+    largest: int  # the largest group's rows
+    most: int  # the most rows of one height's group
+    tallest: int  # the heights with rows
+    gaps: bool  # a height below the tallest has none
 
 
 def height_order_module() -> ModuleOp:
@@ -53,11 +79,114 @@ def height_order_module() -> ModuleOp:
     n, keys = b.load(plan, ROWS, i64), b.load(plan, KEYS, i64)
     order, inverse = b.load(plan, ORDER, PTR), b.load(plan, INVERSE, PTR)
     b.store(b.i64(0), plan, STATUS)
-    counting_sort(b, plan, n, keys, order)
-    b.when(b.compare("eq", b.load(plan, STATUS, i64), 0),
-           lambda e: renumbered(e, plan, n, order, inverse))
+    by_groups = b.compare("ne", b.load(plan, TREES, i64), 0)
+    b.when(by_groups, lambda e: group_keys(e, plan, n))
+    b.when(ok(b, plan), lambda e: counting_sort(e, plan, n, keys, order))
+    b.when(b.value(arith.AndIOp(ok(b, plan), by_groups)), lambda e: decide(e, plan, n))
+    b.when(ok(b, plan), lambda e: renumbered(e, plan, n, order, inverse))
     b.op(llvm.ReturnOp())
     return ModuleOp([lower_to_llvm(function)])
+
+
+def ok(b: Emitter, plan: SSAValue) -> SSAValue:
+    return b.compare("eq", b.load(plan, STATUS, i64), 0)
+
+
+def group_keys(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
+    """Each tree's rows (the scratch's first `batch`), the trees by
+    decreasing rows (a counting sort on n - rows, stable: the lower tree
+    first on a tie), each tree's group (the least rows so far, the lowest
+    group on a tie) and each group's rows; then each row's key."""
+    trees, batch = b.load(plan, TREES, PTR), b.load(plan, BATCH, i64)
+    team, scratch = b.load(plan, TEAM, i64), b.load(plan, SCRATCH, PTR)
+    sizes, ranked = scratch, b.offset(scratch, batch, i64)
+    group_of = b.offset(scratch, b.mul(batch, 2), i64)
+    loads = b.offset(scratch, b.mul(batch, 3), i64)
+    bucket = b.offset(loads, team, i64)  # n + 2: each rank's first place
+    b.each(batch, lambda e, t: e.store(e.i64(0), sizes, t))
+
+    def count(e: Emitter, r: SSAValue) -> None:
+        t = e.load(trees, r, i64)
+        e.when(e.compare("ult", t, batch),
+               lambda f: f.store(f.add(f.load(sizes, t, i64), 1), sizes, t),
+               lambda f: f.store(f.i64(TREE_OUT_OF_RANGE), plan, STATUS))
+
+    b.each(n, count)
+
+    def ranks(e: Emitter) -> None:
+        def rank(f: Emitter, t: SSAValue) -> SSAValue:
+            return f.sub(n, f.load(sizes, t, i64))
+
+        e.each(e.add(n, 2), lambda f, i: f.store(f.i64(0), bucket, i))
+        e.each(batch, lambda f, t: f.store(f.add(f.load(bucket, f.add(rank(f, t), 1), i64), 1),
+                                           bucket, f.add(rank(f, t), 1)))
+        e.each(e.add(n, 1), lambda f, i: f.store(f.add(f.load(bucket, i, i64), f.load(
+            bucket, f.add(i, 1), i64)), bucket, f.add(i, 1)))
+
+        def place(f: Emitter, t: SSAValue) -> None:
+            at = f.load(bucket, rank(f, t), i64)
+            f.store(t, ranked, at)
+            f.store(f.add(at, 1), bucket, rank(f, t))
+
+        e.each(batch, place)
+        e.each(team, lambda f, g: f.store(f.i64(0), loads, g))
+
+        def assign(f: Emitter, j: SSAValue) -> None:
+            t = f.load(ranked, j, i64)
+
+            def least(g_: Emitter, g: SSAValue, carried: Any) -> list[SSAValue]:
+                best, fewest = carried
+                load = g_.load(loads, g, i64)
+                fewer = g_.compare("slt", load, fewest)
+                return [g_.value(arith.SelectOp(fewer, g, best)),
+                        g_.value(arith.SelectOp(fewer, load, fewest))]
+
+            best, _ = f.loop(team, least, [f.i64(0), f.i64(2**62)])
+            f.store(best, group_of, t)
+            f.store(f.add(f.load(loads, best, i64), f.load(sizes, t, i64)), loads, best)
+
+        e.each(batch, assign)
+        heights, keys = e.load(plan, ROW_HEIGHTS, PTR), e.load(plan, HEIGHTS, PTR)
+        e.each(n, lambda f, r: f.store(f.add(f.mul(f.load(heights, r, i64), team), f.load(
+            group_of, f.load(trees, r, i64), i64)), keys, r))
+
+    b.when(ok(b, plan), ranks)
+
+
+def decide(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
+    """After the sort by (height, group): each height's rows from the
+    starts, the rows a thread takes split (wide heights' over the team,
+    the others' whole), and whether the largest group's are fewer."""
+    team, tile = b.load(plan, TEAM, i64), b.load(plan, TILE, i64)
+    starts, batch = b.load(plan, STARTS, PTR), b.load(plan, BATCH, i64)
+    loads = b.offset(b.load(plan, SCRATCH, PTR), b.mul(batch, 3), i64)
+    wide_from = b.mul(team, tile)
+
+    def height(e: Emitter, h: SSAValue, carried: Any) -> list[SSAValue]:
+        wide, tallest, empties, gaps, most = carried
+        first = e.mul(h, team)
+        rows = e.sub(e.load(starts, e.add(first, team), i64), e.load(starts, first, i64))
+        has = e.compare("sgt", rows, 0)
+        wide = e.add(wide, e.value(arith.SelectOp(e.compare("sge", rows, wide_from), rows,
+                                                  e.i64(0))))
+        cells = e.loop(team, lambda f, g, c: [f.binary(arith.MaxSIOp, c[0], f.sub(
+            f.load(starts, f.add(f.add(first, g), 1), i64), f.load(starts, f.add(first, g),
+                                                                   i64)))], [most])
+        return [wide, e.value(arith.SelectOp(has, e.add(h, 1), tallest)),
+                e.add(empties, e.value(arith.ExtUIOp(e.compare("eq", rows, 0), i64))),
+                e.value(arith.SelectOp(has, empties, gaps)), cells[0]]
+
+    zero = b.i64(0)
+    wide, tallest, _, gaps, most = b.loop(b.load(plan, LEVELS, i64), height,
+                                          [zero, zero, zero, zero, zero])
+    largest = b.loop(team, lambda e, g, c: [e.binary(arith.MaxSIOp, c[0], e.load(
+        loads, g, i64))], [zero])[0]
+    split = b.add(wide, b.mul(team, b.sub(n, wide)))  # x T: in whole rows
+    grouped = b.value(arith.AndIOp(b.compare("eq", gaps, 0), b.value(arith.AndIOp(
+        b.compare("sge", batch, 2), b.compare("slt", b.mul(largest, team), split)))))
+    for field, value in ((GROUPED, b.value(arith.ExtUIOp(grouped, i64))), (LARGEST, largest),
+                         (MOST, most), (TALLEST, tallest), (GAPS, gaps)):
+        b.store(value, plan, field)
 
 
 def counting_sort(b: Emitter, plan: SSAValue, n: SSAValue, keys: SSAValue,
@@ -174,19 +303,50 @@ class HeightOrder:
         self.strides = [8] * sites + [4] * sites + self.sizes * 2
         self.order = KeptRows([(np.dtype(np.int64), ())])
         self.starts = KeptRows([(np.dtype(np.int64), ())])
+        self.scratch = KeptRows([(np.dtype(np.int64), ())] * 2)  # by groups: keys, scratch
         self.kernel = height_order_kernel()
         self.addresses: list[int] = []  # the tables' of the kept plan
         self.plan = np.zeros(HEADER, np.int64)
 
     def __call__(self, heights: np.ndarray, keys: int, inverse: np.ndarray,
                  children: Sequence[np.ndarray], children_out: Sequence[np.ndarray],
-                 stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray],
-                 every: bool = False) -> np.ndarray:
+                 stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray]) -> np.ndarray:
         """The rows of `heights` (i64, below `keys`) sorted by height, their
         places into `inverse` (i32, -1 after them), children and stored
-        values in that order into the outs; the starts of the heights used,
-        or with `every` of all `keys` and then the rows. Every array is
-        checked to have the rows and row bytes the kernel reads and writes."""
+        values in that order into the outs; the starts of the heights used.
+        Every array is checked to have the rows and row bytes the kernel
+        reads and writes."""
+        self.run(heights, keys, inverse, children, children_out, stored, stored_out)
+        status, used, empty = self.plan[STATUS:EMPTY + 1].tolist()
+        bounds = self.starts.arrays[0][:used + 1]
+        return np.unique(bounds) if empty else bounds  # (`Schedule.height_order`'s)
+
+    def by_groups(self, heights: np.ndarray, trees: np.ndarray, batch: int, team: int,
+                  tile: int, levels: int, inverse: np.ndarray, children: Sequence[np.ndarray],
+                  children_out: Sequence[np.ndarray], stored: Sequence[np.ndarray],
+                  stored_out: Sequence[np.ndarray]) -> tuple[np.ndarray, Grouping]:
+        """As `__call__`, the rows sorted by height and then their tree's
+        group of `team` (each row's tree `trees`, i64, below `batch`;
+        `levels`: a bound on the heights): the starts of every (height,
+        group) key and then the rows, and what the kernel found."""
+        total = len(heights)
+        if trees.dtype != INT64 or trees.strides[0] != 8 or len(trees) != total or (
+                heights.dtype != INT64 or heights.strides[0] != 8) or team < 2 or tile < 1:
+            raise RecirError("error: the height order's groups do not hold its rows")
+        keys, scratch = self.scratch.at_least(3 * batch + team + total + 2)
+        self.run(keys[:total], levels * team, inverse, children, children_out, stored,
+                 stored_out, (data_address(trees), batch, team, tile, levels,
+                              data_address(heights), data_address(scratch)))
+        grouped, largest, most, tallest, gaps = self.plan[GROUPED:HEADER].tolist()
+        return (self.starts.arrays[0][:levels * team + 1],
+                Grouping(bool(grouped), largest, most, tallest, bool(gaps)))
+
+    def run(self, heights: np.ndarray, keys: int, inverse: np.ndarray,
+            children: Sequence[np.ndarray], children_out: Sequence[np.ndarray],
+            stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray],
+            groups: tuple[int, ...] = (0,)) -> None:
+        """The kernel's call, its tables checked first; `groups`: the plan's
+        fields by groups (trees 0: none)."""
         total = len(heights)
         tables = (*children, *children_out, *stored, *stored_out)
         rows = list(map(len, tables))
@@ -209,11 +369,10 @@ class HeightOrder:
         plan[:STATUS] = (total, keys, data_address(heights),
                          data_address(starts), data_address(order), data_address(inverse),
                          len(children), len(stored))
+        plan[TREES:TREES + len(groups)] = groups
         self.kernel(data_address(plan))
-        status, used, empty = plan[STATUS:EMPTY + 1].tolist()
+        status = int(plan[STATUS])
+        if status == TREE_OUT_OF_RANGE:
+            raise RecirError("error: a tree of the height order is out of range")
         if status:
             raise RecirError("error: a height of the height order is out of range")
-        if every:
-            return starts[:keys + 1]
-        bounds = starts[:used + 1]
-        return np.unique(bounds) if empty else bounds  # (`Schedule.height_order`'s)
