@@ -96,7 +96,6 @@ class NativeSchedule(Schedule):
     trees: np.ndarray | None = None  # and each invocation's tree (its root's row)
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
-    counts: np.ndarray | None = None  # each height's rows, where the groups are weighed
     grouping: Grouping | None = None  # what the height order found by groups
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)

@@ -140,14 +140,18 @@ def test_groups_balance_their_trees_nodes() -> None:
     assert totals.max() == 30 and sorted(totals) == [27, 27, 30]
 
 
-def test_grouped_order_and_table_give_each_thread_its_trees_rows() -> None:
+def test_the_kernels_order_and_table_give_each_thread_its_trees_rows() -> None:
+    """Plain Python: the rows in the kernel's order are by height, then
+    group, and each (height, group) cell of the table holds that group's
+    rows of that height, the groups balanced by nodes."""
     sizes = [9, 4, 13, 6, 8, 11, 5, 7]
     children, height, owner = forest(sizes, seed=3)
     counts = np.bincount(height)
     threads = 3
-    found = grouped(height, counts, np.array(owner), threads, tile=8)
-    assert found is not None
-    order, table = found
+    places, starts, found = kernel_groups(height, owner, threads, 8)
+    assert found.grouped
+    table = group_table(starts, threads)
+    order = np.argsort(places)
     tree_group = groups_of(np.bincount(owner), threads)
     rows = [(int(height[i]), int(tree_group[owner[i]])) for i in order]
     assert rows == sorted(rows)  # by height, then group
@@ -158,17 +162,6 @@ def test_grouped_order_and_table_give_each_thread_its_trees_rows() -> None:
             got = rows[table[h, g]:table[h, g + 1]]
             assert got == [(h, g)] * sum(1 for i in range(len(owner))
                                          if height[i] == h and tree_group[owner[i]] == g)
-
-
-def test_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
-    children, height, owner = forest([40], seed=1)  # one tree: nothing to share
-    assert grouped(height, np.bincount(height), np.array(owner), 2, 8) is None
-    # two trees of very different sizes: the large one is a group alone,
-    # more rows than splitting each wide height gives a thread
-    children, height, owner = forest([200, 3], seed=2)
-    counts = np.bincount(height)
-    assert split_rows(counts, 2, 1) < owner.count(0)  # the large tree's 399 rows
-    assert grouped(height, counts, np.array(owner), 2, 1) is None
 
 
 def kernel_groups(height: np.ndarray, owner: list[int], threads: int, tile: int,
@@ -213,9 +206,13 @@ def test_the_kernel_groups_and_orders_as_the_reference(seed: int, threads: int) 
 
 def test_the_kernel_runs_by_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
     _, height, owner = forest([200, 3], seed=2)  # the large tree a group alone
+    assert split_rows(np.bincount(height), 2, 1) < owner.count(0)  # its 399 rows
+    assert not kernel_groups(height, owner, 2, 1)[2].grouped
+    _, height, owner = forest([40], seed=1)  # one tree: nothing to share
     assert not kernel_groups(height, owner, 2, 1)[2].grouped
     _, height, owner = forest([9, 4, 13, 6, 8, 11, 5, 7], seed=3)
     assert kernel_groups(height, owner, 3, 8)[2].grouped
+    assert kernel_groups(height, owner, 3, 2**62)[2].grouped  # no height wide: all alone
 
 
 def test_a_height_with_no_rows_below_the_tallest_is_a_gap() -> None:
@@ -225,11 +222,50 @@ def test_a_height_with_no_rows_below_the_tallest_is_a_gap() -> None:
     assert group_keys(height, np.bincount(height), np.array(owner), 2, 1) is None
 
 
-def test_a_tree_out_of_range_is_an_error() -> None:
-    kernel = HeightOrder(0, [])
+def test_a_tree_or_height_out_of_range_or_groups_that_do_not_fit_are_errors() -> None:
+    """Refused before anything is written, or by the kernel's status: a
+    tree not below the batch, a height not below the levels (one whose key
+    would wrap to a valid one too), and a batch, team, tile or levels that
+    the scratch and keys are not sized for."""
+    kernel, inverse = HeightOrder(0, []), np.full(4, 7, np.int32)
+    zeros, trees = np.zeros(3, np.int64), np.array([0, 1, 1], np.int64)
     with pytest.raises(RecirError, match="tree of the height order is out of range"):
-        kernel.by_groups(np.zeros(3, np.int64), np.array([0, 1, 2], np.int64), 2, 2, 1, 1,
-                         np.empty(4, np.int32), [], [], [], [])
-    with pytest.raises(RecirError, match="groups do not hold its rows"):
-        kernel.by_groups(np.zeros(3, np.int64), np.array([0, 1], np.int64), 2, 2, 1, 1,
-                         np.empty(4, np.int32), [], [], [], [])
+        kernel.by_groups(zeros, np.array([0, 1, 2], np.int64), 2, 2, 1, 1, inverse, [], [],
+                         [], [])
+    for heights in ([0, 1, 3], [0, 2**62, 0], [0, -2**63, 0], [0, -1, 0]):
+        with pytest.raises(RecirError, match="height of the height order is out of range"):
+            kernel.by_groups(np.array(heights, np.int64), trees, 2, 4, 1, 3, inverse, [], [],
+                             [], [])
+    assert (inverse == 7).all()
+    for bad in ((np.array([0, 1], np.int64), 2, 2, 1, 1), (trees, 0, 2, 1, 1),
+                (trees, -1, 2, 1, 1), (trees, 2, 1, 1, 1), (trees, 2, 2, 0, 1),
+                (trees, 2, 2, 1, 0), (trees.astype(np.int32), 2, 2, 1, 1)):
+        with pytest.raises(RecirError, match="groups do not hold its rows"):
+            kernel.by_groups(zeros, *bad, inverse, [], [], [], [])
+
+
+def test_one_kernel_takes_turns_between_teams_batches_and_the_plain_order() -> None:
+    """Its kept plan and scratch from call to call: by groups on 2 and then
+    16 threads, the plain order by height, then by groups again with more
+    trees, each as a fresh kernel's."""
+    kernel = HeightOrder(0, [])
+    for sizes, threads in (([5, 9, 3], 2), ([5, 9, 3], 16), (None, 0), ([7, 2, 9, 4, 12], 3)):
+        _, height, owner = forest(sizes or [6, 6], seed=5)
+        rows = len(owner)
+        if sizes is None:
+            inverse = np.empty(rows + 1, np.int32)
+            bounds = kernel(height, int(height.max()) + 1, inverse, [], [], [], [])
+            np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(np.bincount(height))])
+            np.testing.assert_array_equal(inverse[height.argsort(kind="stable")],
+                                          np.arange(rows))
+            continue
+        found = []
+        for order in (kernel, HeightOrder(0, [])):
+            inverse = np.empty(rows + 1, np.int32)
+            starts, grouping = order.by_groups(height, np.array(owner, np.int64), len(sizes),
+                                               threads, 1, int(height.max()) + 1, inverse, [],
+                                               [], [], [])
+            found.append((inverse[:rows].copy(), starts.copy(), grouping))
+        np.testing.assert_array_equal(found[0][0], found[1][0])
+        np.testing.assert_array_equal(found[0][1], found[1][1])
+        assert found[0][2] == found[1][2]

@@ -147,8 +147,16 @@ def group_keys(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
 
         e.each(batch, assign)
         heights, keys = e.load(plan, ROW_HEIGHTS, PTR), e.load(plan, HEIGHTS, PTR)
-        e.each(n, lambda f, r: f.store(f.add(f.mul(f.load(heights, r, i64), team), f.load(
-            group_of, f.load(trees, r, i64), i64)), keys, r))
+        levels = e.load(plan, LEVELS, i64)
+
+        def key(f: Emitter, r: SSAValue) -> None:
+            h = f.load(heights, r, i64)  # below the levels: its key cannot wrap
+            f.when(f.compare("ult", h, levels),
+                   lambda g_: g_.store(g_.add(g_.mul(h, team), g_.load(
+                       group_of, g_.load(trees, r, i64), i64)), keys, r),
+                   lambda g_: g_.store(g_.i64(OUT_OF_RANGE), plan, STATUS))
+
+        e.each(n, key)
 
     b.when(ok(b, plan), ranks)
 
@@ -331,9 +339,11 @@ class HeightOrder:
         group) key and then the rows, and what the kernel found."""
         total = len(heights)
         if trees.dtype != INT64 or trees.strides[0] != 8 or len(trees) != total or (
-                heights.dtype != INT64 or heights.strides[0] != 8) or team < 2 or tile < 1:
+                heights.dtype != INT64 or heights.strides[0] != 8) or team < 2 or tile < 1 or (
+                batch < 1 or levels < 1):
             raise RecirError("error: the height order's groups do not hold its rows")
         keys, scratch = self.scratch.at_least(3 * batch + team + total + 2)
+        tile = min(tile, total + 1)  # (no height is wide: team x tile cannot wrap)
         self.run(keys[:total], levels * team, inverse, children, children_out, stored,
                  stored_out, (data_address(trees), batch, team, tile, levels,
                               data_address(heights), data_address(scratch)))
