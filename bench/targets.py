@@ -107,10 +107,16 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                     for t in (1, args.threads)}, args.repeats, warmup_s=0.3))
                 if times is None:
                     continue
-                report["scaling"][key] = median(times["1"]) / median(times[str(args.threads)])
+                one, many = median(times["1"]), median(times[str(args.threads)])
+                report["scaling"][key] = one / many
+                # a call's seconds on each, as the ratio's parts (a pass is
+                # the workload's batches, each a call)
+                calls = -(-len(trees) // batch)
+                report["call_seconds"][key] = {"1": one / calls, str(args.threads): many / calls}
                 found = copies.ceiling(kind, mode, name, hidden, batch, args.threads)
                 report["ceiling"][key] = found
-                print(f"scaling {key}: {report['scaling'][key]:.2f}x; {args.threads} copies "
+                print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
+                      f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
                       f"of one thread at once: {fmt(found)}x", flush=True)
 
 
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
                               "mallopt": batching.keep_freed_memory(), "roof": {},
                               "rows": [], "threads": args.threads, "scaling": {},
-                              "ceiling": {}}
+                              "call_seconds": {}, "ceiling": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
     roof_args = argparse.Namespace(threads=sorted({1, args.threads}), hidden=[256],

@@ -206,10 +206,10 @@ class HeightLoop(NativeLoop):
         the largest group's rows), every height on the team, each thread its
         own trees' rows, no barriers: all rows but the largest group's move.
         `backward`: the `_bwd` that splits as this `_fwd` (it reads each
-        thread's saved rows), whose work counts too. A thread's copy of a gradient larger than its L2 costs no
-        traffic per height beyond the sum: thin heights log their outer
-        products (`row_logs`), and a wide one's product reads and writes
-        the copy once for many rows."""
+        thread's saved rows), whose work counts too. A thread's copy of a
+        gradient larger than its L2 costs no traffic per height beyond the
+        sum: thin heights log their outer products (`row_logs`), and a wide
+        one's product reads and writes the copy once for many rows."""
         loops = [self] if backward is None else [self, backward]
         costs = self.spec.costs
         if self.threads < 2 or costs is None or len(bounds) < 2 or (

@@ -89,6 +89,7 @@ def height_order_module() -> ModuleOp:
 
 
 def ok(b: Emitter, plan: SSAValue) -> SSAValue:
+    """Whether the status is still 0 (no input out of range so far)."""
     return b.compare("eq", b.load(plan, STATUS, i64), 0)
 
 
@@ -325,7 +326,7 @@ class HeightOrder:
         Every array is checked to have the rows and row bytes the kernel
         reads and writes."""
         self.run(heights, keys, inverse, children, children_out, stored, stored_out)
-        status, used, empty = self.plan[STATUS:EMPTY + 1].tolist()
+        used, empty = self.plan[USED:EMPTY + 1].tolist()
         bounds = self.starts.arrays[0][:used + 1]
         return np.unique(bounds) if empty else bounds  # (`Schedule.height_order`'s)
 
