@@ -93,17 +93,22 @@ def ok(b: Emitter, plan: SSAValue) -> SSAValue:
     return b.compare("eq", b.load(plan, STATUS, i64), 0)
 
 
+def scratch(b: Emitter, plan: SSAValue) -> list[SSAValue]:
+    """The scratch's tables by groups: each tree's rows, the trees by
+    decreasing rows, each tree's group (i64[batch] each), each group's rows
+    (i64[T]) and each rank's first place (i64[n + 2])."""
+    first, batch = b.load(plan, SCRATCH, PTR), b.load(plan, BATCH, i64)
+    tables = [first, *(b.offset(first, b.mul(batch, k), i64) for k in range(1, 4))]
+    return [*tables, b.offset(tables[3], b.load(plan, TEAM, i64), i64)]
+
+
 def group_keys(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
     """Each tree's rows (the scratch's first `batch`), the trees by
     decreasing rows (a counting sort on n - rows, stable: the lower tree
     first on a tie), each tree's group (the least rows so far, the lowest
     group on a tie) and each group's rows; then each row's key."""
-    trees, batch = b.load(plan, TREES, PTR), b.load(plan, BATCH, i64)
-    team, scratch = b.load(plan, TEAM, i64), b.load(plan, SCRATCH, PTR)
-    sizes, ranked = scratch, b.offset(scratch, batch, i64)
-    group_of = b.offset(scratch, b.mul(batch, 2), i64)
-    loads = b.offset(scratch, b.mul(batch, 3), i64)
-    bucket = b.offset(loads, team, i64)  # n + 2: each rank's first place
+    trees, team = b.load(plan, TREES, PTR), b.load(plan, TEAM, i64)
+    batch, (sizes, ranked, group_of, loads, bucket) = b.load(plan, BATCH, i64), scratch(b, plan)
     b.each(batch, lambda e, t: e.store(e.i64(0), sizes, t))
 
     def count(e: Emitter, r: SSAValue) -> None:
@@ -168,7 +173,7 @@ def decide(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
     the others' whole), and whether the largest group's are fewer."""
     team, tile = b.load(plan, TEAM, i64), b.load(plan, TILE, i64)
     starts, batch = b.load(plan, STARTS, PTR), b.load(plan, BATCH, i64)
-    loads = b.offset(b.load(plan, SCRATCH, PTR), b.mul(batch, 3), i64)
+    loads = scratch(b, plan)[3]
     wide_from = b.mul(team, tile)
 
     def height(e: Emitter, h: SSAValue, carried: Any) -> list[SSAValue]:
