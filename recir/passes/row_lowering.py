@@ -32,8 +32,9 @@ native code never reads outside a buffer. Kernels: `row_kernels.py`
 lowered as one, each sparing a pass over the rows: a product over rows and
 the bias added to it (`row_products.matvec_plus`), and a sum of
 non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
-On one thread a `take` read only by a concatenation or a fused chain is not
-copied: they read its source's rows through its row numbers (`in_place_takes`).
+A `take` read only by a concatenation or a fused chain is not copied: they
+read its source's rows through its row numbers (`in_place_takes`), on a team
+too.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class RowFunctionLowering:
         mark_static_weights(function)  # products whose weight a packed copy may serve
         self.pad_sums = pad_sums(function)  # a sum of pads -> its pads
         self.folded: set[Operation] = {p for pads in self.pad_sums.values() for p in pads}
-        self.in_place = in_place_takes(function) if team.threads < 2 else set()
+        self.in_place = in_place_takes(function)
         # (and the adds lowered with their product)
 
     def get(self, value: SSAValue) -> Rows | SSAValue:
@@ -338,8 +339,8 @@ IN_PLACE_READERS = (tmath.ConcatOp, tmath.FusedOp)  # kernels that read rows by 
 def in_place_takes(function: func.FuncOp) -> set[Operation]:
     """The `frontier.take`s of rows read only by ops whose kernels read
     them row by row (`IN_PLACE_READERS`): each is lowered as a view of its
-    source (`frontier_kernels.take_in_place`), not a copy. On one thread
-    only: a team's outlined loops rebuild their rows from a pointer each."""
+    source (`frontier_kernels.take_in_place`), not a copy; a team's
+    outlined loop gets the row numbers beside the rows (`rows_functions`)."""
     found: set[Operation] = set()
     for op in function.body.blocks[0].ops:
         if isinstance(op, frontier.TakeOp) and is_rows(op.operands[0].type) and all(

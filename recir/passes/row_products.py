@@ -51,7 +51,7 @@ from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_
                                          new_function, outside_teams)
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.packed_weights import with_packed
-from recir.passes.rows import Lowered, RowEmitter, Rows, RowTeam, row_at
+from recir.passes.rows import Gathered, Lowered, RowEmitter, Rows, RowTeam, row_at
 from recir.passes.tmath_kernels import dot, enclosing_module
 
 FIELDS = 11  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, by_rows: 8 bytes each
@@ -288,7 +288,8 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
                    body: Callable[[Emitter, SSAValue, Sequence[Lowered]], None]) -> str:
     """`<name>.rows(data, lo, hi)`: `body` on rows [lo, hi) of the operands
     whose data pointers (or scalars) are `data`'s fields 2.. (field 0 is the
-    row count, field 1 the address of the `.rows` to run); returns the name
+    row count, field 1 the address of the `.rows` to run), then the row
+    numbers of those `Gathered` (a take read in place), in order; returns the name
     to call, that of an identical `.rows` the module has already (the same
     elementwise loop over rows of the same widths, as a `_bwd` rebuilds its
     `_fwd`'s), where it has one: LLVM then compiles that loop once. Each
@@ -298,9 +299,14 @@ def rows_functions(module: ModuleOp, name: str, values: Sequence[Lowered],
     # block of rows, and LLVM would otherwise optimize its loops once per caller
     function, b, (data, lo, hi) = new_function(f"{name}.rows", [PTR, i64, i64], inline=False)
     loaded: list[Lowered] = []
+    numbers = iter(range(len(values) + 2, 2 * len(values) + 2))  # the gathered's fields
     for i, value in enumerate(values, start=2):
         field = b.offset(data, i, i64)
-        if isinstance(value, Rows):
+        if isinstance(value, Gathered):
+            index = b.load(b.offset(data, next(numbers), i64), 0, PTR)
+            loaded.append(Gathered(value.count, b.load(field, 0, PTR), value.width,
+                                   value.stride, value.elem, index))
+        elif isinstance(value, Rows):
             loaded.append(Rows(value.count, b.load(field, 0, PTR), value.width, value.stride,
                                value.elem))
         else:
@@ -384,9 +390,11 @@ def each_row_on_team(b: RowEmitter, op: Operation, count: SSAValue, work_per_row
         return
     module = enclosing_module(op)
     name = rows_functions(module, fresh_name(module, op), values, body)
-    record = b.alloca(len(values) + 2, i64)
+    gathered = [v.index for v in values if isinstance(v, Gathered)]
+    record = b.alloca(len(values) + 2 + len(gathered), i64)
     b.store(count, record, 0)
     b.store(b.value(llvm.AddressOfOp(name, PTR)), record, 1)
-    for i, value in enumerate(values, start=2):
-        b.store(value.data if isinstance(value, Rows) else value, b.offset(record, i, i64), 0)
+    for i, value in enumerate([*(v.data if isinstance(v, Rows) else v for v in values),
+                               *gathered], start=2):
+        b.store(value, b.offset(record, i, i64), 0)
     call(b, ROWS_RUN, record, work_per_row, b.team.threads, b.team.min_work)

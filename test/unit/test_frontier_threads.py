@@ -374,6 +374,54 @@ def test_a_fused_chain_over_many_rows_gives_the_same_bits_on_two_threads(tmp_pat
         assert l2 == pytest.approx(loss_ref, rel=1e-4)
 
 
+# two takes of one table, each read by a fused chain and a concatenation
+GATHERED = """
+func.func @gathered(%rows: tensor<?x8xf32>, %first: tensor<?xi32>, %second: tensor<?xi32>)
+    -> (tensor<?x8xf32>, tensor<?x16xf32>) {
+  %a = frontier.take %rows[%first] : tensor<?x8xf32>, tensor<?xi32>
+  %b = frontier.take %rows[%second] : tensor<?x8xf32>, tensor<?xi32>
+  %s = tmath.sigmoid %a : tensor<?x8xf32>
+  %t = tmath.tanh %b : tensor<?x8xf32>
+  %m = tmath.mul %s, %t : tensor<?x8xf32>
+  %c = tmath.concat %a, %b : tensor<?x8xf32>, tensor<?x8xf32> -> tensor<?x16xf32>
+  func.return %m, %c : tensor<?x8xf32>, tensor<?x16xf32>
+}
+"""
+
+
+def test_takes_read_in_place_by_loops_split_across_a_team(tmp_path):
+    """A take read only by a fused chain or a concatenation is not copied on
+    a team either: the outlined loop each thread runs reads its rows through
+    the take's row numbers (`row_products.rows_functions`). Only the
+    concatenation's two row copies are left, and the values are NumPy's
+    (rows out of order and repeated), on the team (a free start) and alone."""
+    from xdsl.dialects import func, llvm
+
+    from recir.context import make_context
+    from recir.frontier_compile import compile_rows
+    from recir.parsing import parse_module
+    from recir.pipeline import FUSE
+
+    module = parse_module(make_context(), GATHERED)
+    run_passes(module, f"{FUSE},convert-tmath-to-loops{{row-threads=2 row-team-work=0}}")
+    moves = [op for op in module.walk() if isinstance(op, llvm.CallIntrinsicOp)
+             and op.intrin.data.startswith("llvm.memmove")]
+    assert len(moves) == 2, "a take copied"
+    function = next(op for op in parse_module(make_context(), GATHERED).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], free_teams(tmp_path), threads=2).functions[
+        "gathered"]
+    rng = np.random.default_rng(9)
+    rows = rng.standard_normal((40, 8)).astype(np.float32)
+    for count in (1, 300):  # alone, and on the team
+        first = rng.integers(0, 40, count).astype(np.int32)
+        second = first[::-1].copy()
+        m, c = native([rows, first, second])
+        want = 1 / (1 + np.exp(-rows[first])) * np.tanh(rows[second])
+        np.testing.assert_allclose(m, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(c, np.concatenate([rows[first], rows[second]], axis=1))
+
+
 TEAM_FIRST = '''
 import sys
 import numpy as np
