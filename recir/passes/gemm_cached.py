@@ -12,13 +12,13 @@ calls `recir_gemm_nt.cached(..., bias, entry)`:
 
 - the entry names B (address, leading dimension, n, k) and holds its copy
   or null; another B (or none) is forgotten and this one named;
-- the copy is made only where the plain kernel would pack B (not dot
-  products), and there at B's first product if the plain kernel would
-  pack all of it into its workspace anyway (more rows than a block), else
-  at its second: a weight multiplied once a call costs what it did. The
-  driver packs B into it (`recir_gemm_nt.given`: `gemm_kernels.broadcast_driver`
-  with `given`) as it would into its workspace, each panel as its first
-  block of rows uses it;
+- the copy is made at B's first product where the plain kernel would pack
+  B (not dot products): the driver packs B into it (`recir_gemm_nt.given`:
+  `gemm_kernels.broadcast_driver` with `given`) as it would into its
+  workspace or a panel's buffer, each panel as its first block of rows
+  uses it, so that product costs what the plain kernel's does (its
+  packing the same, into memory freed and reused), and a weight multiplied
+  at several heights is packed once, not once more at its second product;
 - the product reads the copy where the entry has one, unless dot products
   cost less than a panel's dropped columns (few rows of B), else runs the
   plain kernel.
@@ -48,7 +48,7 @@ from xdsl.ir import SSAValue
 
 from recir.passes.frame_buffers import allocated
 from recir.passes.gemm_dots import SIGNATURE, dots_pay
-from recir.passes.gemm_packing import block_rows, release, whole_floats, workspace
+from recir.passes.gemm_packing import release, whole_floats, workspace
 from recir.passes.gemm_target import Target
 from recir.passes.llvm_functions import at_least_zero, call, new_function
 from recir.passes.loop_builder import PTR, Emitter
@@ -83,10 +83,8 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
 
     b.when(named, lambda _: None, rename)
     packs = b.value(arith.XOrIOp(dots_pay(b, target, m, n, k), b.const(1, i1)))
-    whole = b.compare("sgt", m, block_rows(b, target, m, n, k))
     missing = b.value(arith.XOrIOp(allocated(b, b.load(entry, 4, PTR)), b.const(1, i1)))
-    make = b.value(arith.AndIOp(b.value(arith.AndIOp(packs, missing)),
-                                b.value(arith.OrIOp(named, whole))))
+    make = b.value(arith.AndIOp(packs, missing))
 
     def pack(e: Emitter) -> None:  # the driver packs B into it as it goes
         fresh = workspace(e, whole_floats(e, target, n, k))

@@ -6,7 +6,7 @@ NumPy (float64) at shapes whose n and k are not multiples of a vector
 (masked tails) and whose k spans several blocks, inside NaN-padded
 buffers (a read past A or B would reach C as NaN, a write past C would
 leave no NaN); the copy made once (at the first product that would pack
-all of B, or at the second that would pack it) and then kept; another
+B rather than take dot products) and then kept; another
 weight in the entry repacked. The frontier functions give a new weight's
 results at the next call after it changed in place, for inference and
 gradients.
@@ -83,20 +83,24 @@ def test_one_copy_serves_every_product_by_its_weight(n, k):
         FREE(int(entry[4]) or None)
 
 
-def test_a_weights_second_product_makes_the_copy_where_its_first_would_not_pack_all_of_it():
-    """Few rows (one block of the driver's): the first product packs B as
-    the plain kernel does, panel by panel, and only names it; the second
-    makes the copy."""
+def test_a_weights_first_product_that_packs_makes_the_copy():
+    """The first product that packs B, even of few rows (one block of the
+    driver's), packs it into the copy, which later products read; a row
+    (dot products, no packing) of another weight only names it."""
     kernel = CACHED(engine().address("recir_gemm_nt.cached"))
     rng = np.random.default_rng(5)
     n, k = 130, 70
-    w = padded(rng, n, k)
+    w, other = padded(rng, n, k), padded(rng, n, k)
     entry = np.zeros(ENTRY, np.int64)
     try:
         product(kernel, entry, w, n, k, 60, False, None, rng)
-        assert entry[0] == w.ctypes.data and entry[4] == 0
-        product(kernel, entry, w, n, k, 60, False, None, rng)
-        assert entry[4] != 0
+        copy = int(entry[4])
+        assert entry[0] == w.ctypes.data and copy != 0
+        for m in (1, 60):
+            product(kernel, entry, w, n, k, m, True, None, rng)
+            assert entry[4] == copy
+        product(kernel, entry, other, n, k, 1, False, None, rng)
+        assert entry[0] == other.ctypes.data and entry[4] == 0
     finally:
         FREE(int(entry[4]) or None)
 
@@ -171,7 +175,7 @@ def test_one_address_with_other_sizes_or_row_stride_is_another_weight():
         for n, k, ldb in [(200, 130, 265), (200, 130, 265), (120, 130, 265), (120, 90, 265),
                           (120, 90, 140), (200, 130, 265)]:
             w = np.lib.stride_tricks.as_strided(memory, (n + 1, ldb), (4 * ldb, 4))
-            for m in (600, 30):  # the second product by a weight makes a copy at least
+            for m in (600, 30):  # the first product by a weight makes its copy
                 product(kernel, entry, w, n, k, m, False, None, rng)
                 assert list(entry[:4]) == [memory.ctypes.data, ldb, n, k]
             copies += entry[4] != 0
