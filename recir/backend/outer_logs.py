@@ -29,11 +29,15 @@ class OuterLogs:
     `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
     product per thread and buffer, `gemm.add_outer_at`, through the address
     the call was given, cut across the team's threads); the logs' buffers
-    come from and go back to `LOGS`, the largest to the largest weights."""
+    come from and go back to `LOGS`, the largest to the largest weights.
+    `team_work`: the least multiply-adds a product splits across the team
+    for (`policy.team_min_work`, found once by the caller: not a read of
+    the kept policy per product)."""
 
     def __init__(self, contexts: Sequence[Any], arguments: int,
-                 logged: Sequence[tuple[int, int, int]]):
+                 logged: Sequence[tuple[int, int, int]], team_work: int = -1):
         self.logged, self.arguments, self.threads = logged, arguments, len(contexts)
+        self.team_work = team_work
         self.table = (LogDescriptor * (len(contexts) * arguments))() if logged else None
         if self.table is None:
             return
@@ -57,7 +61,8 @@ class OuterLogs:
                     continue
                 count = log.used // (4 * (rows + cols))
                 if count:
-                    add_outer_log(args[k], log.data, count, rows, cols, self.threads)
+                    add_outer_log(args[k], log.data, count, rows, cols, self.threads,
+                                  self.team_work)
                 LOGS.keep(log.data, log.capacity)
                 log.data, log.used, log.capacity = None, 0, 0
 
@@ -66,12 +71,13 @@ NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
 
 
 def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
-                  threads: int = 1) -> None:
+                  threads: int = 1, team_work: int = -1) -> None:
     """target (rows x cols, at an address) += DY^T X, the log's records being
     rows of [DY | X]: `gemm.py`'s tn kernel (faster than OpenBLAS's SGEMM on
     these shapes: `python bench/run.py smallgemm`), on `threads` > 1 its team
-    form where the product pays for a team (`gemm.run`)."""
+    form where the product has `team_work` multiply-adds (`gemm.run`; -1: never)."""
     from recir.backend.kernels import gemm
 
     stride = rows + cols
-    gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads)
+    gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads,
+                      team_work)

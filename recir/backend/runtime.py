@@ -77,6 +77,8 @@ class NativeFunction:
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)
         # the machine's costs, from which each call's schedule follows (`policy.py`)
         self.costs = policy.costs()
+        # by team size, where a logged outer product splits across it (`outer_logs`)
+        self.team_works: dict[int, int] = {}
         self.fixed_budget = policy.fixed_budget()
         self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
         interrupts.install()  # Ctrl-C stops native calls
@@ -267,8 +269,13 @@ class NativeFunction:
 
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
         """The logs of a call's deferred outer products, one set per context."""
-        return OuterLogs(contexts, len(self.arguments.inputs), self.logged) if self.logged \
-            else NO_LOGS
+        if not self.logged:
+            return NO_LOGS
+        work = self.team_works.get(len(contexts))
+        if work is None:
+            work = self.team_works[len(contexts)] = policy.team_min_work(len(contexts),
+                                                                         self.costs)
+        return OuterLogs(contexts, len(self.arguments.inputs), self.logged, work)
 
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == ERROR_STACK:  # the site names the function that overflowed

@@ -217,14 +217,15 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
 @pytest.mark.parametrize(("rows", "cols"), [(5, 3), (40, 19)])
 def test_outer_log_is_added_into_its_buffer(threads: int, rows: int, cols: int) -> None:
     """A log of records [dy | x] adds DY^T X into its buffer (`gemm.py`'s tn
-    kernel, or its team form on `threads` where a team pays)."""
+    kernel, or on two threads its team form, told a team pays at any size)."""
     from recir.backend.outer_logs import add_outer_log
 
     rng = np.random.default_rng(9)
     records = rng.standard_normal((7, rows + cols), dtype=np.float32)
     acc = rng.standard_normal((rows, cols), dtype=np.float32)
     want = acc.astype(np.float64) + records[:, :rows].T.astype(np.float64) @ records[:, rows:]
-    add_outer_log(acc.ctypes.data, records.ctypes.data, 7, rows, cols, threads)
+    add_outer_log(acc.ctypes.data, records.ctypes.data, 7, rows, cols, threads,
+                  team_work=0 if threads > 1 else -1)
     np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-5)
 
 
