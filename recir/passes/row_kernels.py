@@ -29,7 +29,8 @@ from recir.passes.adjoint_kernels import ADJOINT_INTO, ADJOINT_KERNELS
 from recir.passes.convert_recir_to_llvm import expand_math
 from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import Emitter
-from recir.passes.row_products import bilinear_rows, each_row_on_team, matvec_plus
+from recir.passes.row_matvec import matvec_plus
+from recir.passes.row_products import bilinear_rows, each_row_on_team
 from recir.passes.rows import (
     Lowered,
     RowEmitter,

@@ -30,7 +30,7 @@ Every index read at run time is checked (`cf.assert`, an error return):
 native code never reads outside a buffer. Kernels: `row_kernels.py`
 (tmath and arith row forms) and `frontier_kernels.py`. Two pairs of ops are
 lowered as one, each sparing a pass over the rows: a product over rows and
-the bias added to it (`row_products.matvec_plus`), and a sum of
+the bias added to it (`row_matvec.matvec_plus`), and a sum of
 non-overlapping pads, a slice's gradients (`adjoint_row_kernels.sum_of_pads`).
 A `take` read only by a concatenation or a fused chain is not copied: they
 read its source's rows through its row numbers (`in_place_takes`), on a team
@@ -64,7 +64,8 @@ from recir.passes.frontier_kernels import FRONTIER_KERNELS, in_order, take_in_pl
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.packed_weights import mark_static_weights
 from recir.passes.row_kernels import ROW_KERNELS
-from recir.passes.row_products import bias_adds, matvec_plus
+from recir.passes.row_matvec import matvec_plus
+from recir.passes.row_products import bias_adds
 from recir.passes.rows import (
     SERIAL,
     RowEmitter,

@@ -1,5 +1,5 @@
-"""Products over rows: a uniform matrix with every row (`matvec_plus`), a
-bilinear form's V with every row (`bilinear_rows`).
+"""Products over rows: a bilinear form's V with every row (`bilinear_rows`); a
+uniform matrix with every row is `row_matvec.matvec_plus`'s.
 
 The one place a product over rows is emitted (`row_gemm`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
@@ -191,33 +191,6 @@ def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
     module = enclosing_module(op)
     gemm = gemm_call(module, layout, b.team)
     with_packed(b, op, module, layout, args, None, lambda e: gemm(e, args))
-
-
-def matvec_plus(b: RowEmitter, op: Operation, args: Sequence[Lowered],
-                bias: SSAValue | None = None) -> Rows:
-    """out[r] = matrix . x[r] for every row r (X W^T), + `bias` if given:
-    the rows start as the bias and the product is added into them, so the
-    sum takes no pass of its own. On one thread `recir_gemm_nt_bias` starts
-    C's tiles from the bias itself (no pass over C to copy it); a team's
-    blocks start from a copy."""
-    matrix, x = args
-    assert isinstance(x, Rows), "a per-row matrix has no row form"
-    rows, cols = tmath.shape_of(op.operands[0])
-    out = b.rows(x.count, op.results[0].type)
-    if bias is not None and b.team.threads < 2:
-        module = enclosing_module(op)
-        name = gemm_kernels.declare_bias_in(module)
-        args = [b.i64(x.count), b.i64(rows), b.i64(cols), x.data, b.i64(x.stride), matrix,
-                b.i64(cols), out.data, b.i64(out.stride)]
-        with_packed(b, op, module, "nt", [*args, b.i64(0)], bias,
-                    lambda e: e.op(llvm.CallOp(name, *args, bias)))
-        return out
-    if bias is not None:
-        each_row_on_team(b, op, x.count, rows, [out, bias], lambda inner, r, v: inner.move(
-            row_at(inner, v[0], r), v[1], rows))
-    row_gemm(b, op, "nt", x.count, rows, cols, (x.data, x.stride), (matrix, cols),
-             (out.data, out.stride), accumulate=bias is not None)
-    return out
 
 
 def slab_sums(b: RowEmitter, op: Operation, tensor: SSAValue, y: Rows) -> Rows:
