@@ -47,8 +47,14 @@ func.func @tree_rnn(%left: tensor<?xi32>, %right: tensor<?xi32>, %word: tensor<?
   func.return %h, %s : tensor<2xf32>, f32
 }
 
+// The product plus the bias: on a thread of a height loop's team (with the
+// loop's packed copy) C's tiles start from the bias itself; on the calling
+// thread the bias rows are copied on the team (`rows1`, whose record holds
+// the same bias) and the team form adds the product into them.
 // CHECK-LABEL: func.func private @node__post(
+// CHECK:         llvm.call @recir_gemm_nt.cached(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BIAS:[0-9]+]], %{{.*}})
 // CHECK:         llvm.mlir.addressof @node__post.rows1.rows
+// CHECK:         llvm.store %[[BIAS]], %{{.*}} : !llvm.ptr, !llvm.ptr
 // CHECK:         llvm.call @recir_rows.run(
 // CHECK:         %[[THREADS:.*]] = arith.constant 7 : i64
 // CHECK-NEXT:    %[[WORK:.*]] = arith.constant 4096 : i64
