@@ -121,13 +121,17 @@ def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
 
 
 def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
-                 warmup_s: float | None = None, warmup_calls: int = 1
+                 warmup_s: float | None = None, warmup_calls: int = 1,
+                 settle: dict[str, Callable[[], Any]] | None = None
                  ) -> dict[str, list[float]]:
     """Like `contest_times`, but in rounds: each round times every contestant
     once, so a slow spell of this shared host falls on all of them alike.
     For contestants that are the same code on different thread counts
     (`bench/parallel.py`), whose ratio is the figure. Each is first run for
-    `warmup_s` and at least `warmup_calls` times."""
+    `warmup_s` and at least `warmup_calls` times. `settle[name]`, where
+    given, runs untimed before that contestant's turn in each round: what
+    brings it back to its steady state after the others' turns
+    (`targets.scaling`)."""
     budget = WARMUP_S if warmup_s is None else warmup_s
     for fn in fns.values():
         start = time.perf_counter()
@@ -138,6 +142,8 @@ def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            if settle is not None:
+                settle[name]()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)

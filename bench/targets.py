@@ -10,7 +10,8 @@ CPU model printed first:
   cells), inference and training;
 - scaling: N threads over one at batch 25, the frontier and the recursive
   code (that cell and SST h=150), the two thread counts timed in the same
-  rounds (`scaling`), each beside the host's ceiling (`bench/copies.py`:
+  rounds, each turn after one untimed batch (`scaling`, `settled_rounds`),
+  each beside the host's ceiling (`bench/copies.py`:
   N one-thread copies at once over one, not judged), and fib(35);
 - auto: `batching="auto"`'s rate over the faster mode's in every cell;
 - one SST tree (batch 1, one thread) against PyTorch level-batched and
@@ -102,9 +103,9 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
         for kind, build in SCALED.items():
             for mode in ("infer", "train"):
                 key = f"{name} {kind} {mode}"
-                times, _ = attempt(key, lambda b=build, m=mode: rounds_times({
-                    str(t): batching.in_batches(b(params, m, t), trees, batch)
-                    for t in (1, args.threads)}, args.repeats, warmup_s=0.3))
+                times, _ = attempt(key, lambda b=build, m=mode: settled_rounds(
+                    {str(t): b(params, m, t) for t in (1, args.threads)}, trees, batch,
+                    args.repeats))
                 if times is None:
                     continue
                 one, many = median(times["1"]), median(times[str(args.threads)])
@@ -118,6 +119,19 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
                       f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
                       f"of one thread at once: {fmt(found)}x", flush=True)
+
+
+def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: int,
+                   warmup_s: float = 0.3) -> dict[str, list[float]]:
+    """Each thread count's pass over the trees in batches, timed in rounds
+    (`rounds_times`), each pass after one untimed batch of its own: the
+    other count's turn leaves its first call a transient (its OpenMP
+    workers asleep after the 1 ms block time, their cores idle, its data
+    out of the caches), which a run on one thread count meets once, not
+    once every pass."""
+    return rounds_times({k: batching.in_batches(run, trees, batch) for k, run in runs.items()},
+                        repeats, warmup_s=warmup_s,
+                        settle={k: (lambda run=run: run(trees[:batch])) for k, run in runs.items()})
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600

@@ -102,7 +102,7 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
     timed = []
 
-    def rounds(runs, repeats, warmup_s):
+    def rounds(runs, repeats, warmup_s, settle=None):
         timed.append(sorted(runs))
         return {"1": [3.0, 4.0, 100.0], "16": [1.0, 2.0, 0.1]}
 
@@ -158,7 +158,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     def fails(trees):
         raise RuntimeError("error: native @f ran out of memory")
 
-    def rounds(runs, repeats, warmup_s):
+    def rounds(runs, repeats, warmup_s, settle=None):
         return {name: [float(len(run()))] for name, run in runs.items()}
 
     monkeypatch.setattr(targets, "rounds_times", rounds)
@@ -170,3 +170,21 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
+
+
+def test_each_rounds_pass_follows_an_untimed_batch_of_its_own():
+    calls: list[tuple[str, int]] = []
+
+    def run_for(name: str):
+        def run(trees: list[int]) -> list[float]:
+            calls.append((name, len(trees)))
+            return [0.0] * len(trees)
+        return run
+
+    trees = list(range(10))
+    times = targets.settled_rounds({"1": run_for("1"), "2": run_for("2")}, trees, 4, 2,
+                                   warmup_s=0.0)
+    assert {k: len(v) for k, v in times.items()} == {"1": 2, "2": 2}
+    one_round = [(n, size) for n in ("1", "2") for size in (4, 4, 4, 2)]
+    warmups = [("1", 4), ("1", 4), ("1", 2), ("2", 4), ("2", 4), ("2", 2)]  # a pass each
+    assert calls == warmups + one_round + one_round
