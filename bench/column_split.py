@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import fmt, machine_info, median, print_table, rounds_times, write_json
+from bench.common import (fmt, machine_info, median, print_table, rounds_times, run_script,
+                          write_json)
 
 ROWS = [2, 5, 10, 20, 30, 60]
 
@@ -74,11 +75,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args())
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(__doc__, add_arguments, run))

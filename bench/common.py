@@ -6,6 +6,7 @@ was skipped when the compiler (or torch) is missing or broken.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -243,3 +244,12 @@ def write_json(path: str, data: dict[str, Any]) -> None:
     with open(path, "w") as f:
         json.dump(data, f, indent=2, default=float)
         f.write("\n")
+
+
+def run_script(doc: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+               run: Callable[[argparse.Namespace], int]) -> int:
+    """A bench script run directly (`python -m bench.NAME`): its arguments
+    parsed, then `run(args)`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args())

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import batching
+from bench.common import run_script
 
 PAUSES = (0.0, 0.0005, 0.002, 0.016)
 
@@ -95,11 +96,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args())
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(__doc__, add_arguments, run))
