@@ -1,7 +1,8 @@
 """Products over rows: a bilinear form's V with every row (`bilinear_rows`); a
 uniform matrix with every row is `row_matvec.matvec_plus`'s.
 
-The one place a product over rows is emitted (`row_gemm`): a call of the
+Every product over rows is emitted here (`row_gemm`), but for a product
+plus its bias, whose tiles start from the bias (`row_matvec`): a call of the
 module's generated GEMM kernel (`gemm_kernels.py`, added to the module at
 its first use, as tmath.matmul's lowering does). A rows value is a matrix
 of `count` rows `stride` elements apart, so the forward's `W x` per row is
@@ -184,8 +185,8 @@ def row_gemm(b: RowEmitter, op: Operation, layout: str, m: SSAValue | int,
              bm: tuple[SSAValue, int], c: tuple[SSAValue, int], accumulate: bool = False
              ) -> None:
     """C (+)= op(A) op(B) by `recir_gemm_<layout>`, or on the emitter's team
-    by `recir_gemm_<layout>.team`: the one place a product over rows is
-    emitted. `a`, `bm`, `c` are (data, leading dimension)."""
+    by `recir_gemm_<layout>.team` (every product over rows but one plus its
+    bias: `row_matvec`). `a`, `bm`, `c` are (data, leading dimension)."""
     args = [b.i64(m), b.i64(n), b.i64(k), a[0], b.i64(a[1]), bm[0], b.i64(bm[1]), c[0],
             b.i64(c[1]), b.i64(int(accumulate))]
     module = enclosing_module(op)
