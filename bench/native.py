@@ -317,9 +317,9 @@ def bench_compile(hidden: int, vocab: int, warm_repeats: int) -> dict[str, Any]:
     model = tree_lstm.trace_model(make_params(hidden, vocab))
     with tempfile.TemporaryDirectory(prefix="recir-bench-cache-") as cache:
         start = time.perf_counter()
-        recir.compile(model, cache_dir=cache, threads=1)
+        recir.compile(model, cache_dir=cache, threads=1).wait()  # until its code is loaded
         cold = time.perf_counter() - start
-        warm = repeat_times(lambda: recir.compile(model, cache_dir=cache, threads=1),
+        warm = repeat_times(lambda: recir.compile(model, cache_dir=cache, threads=1).wait(),
                             warm_repeats, warmup=0)
     return {"h": hidden, "cold_ms": 1e3 * cold, "warm_ms": [1e3 * t for t in warm],
             "warm_median_ms": 1e3 * median(warm)}

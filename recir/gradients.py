@@ -78,6 +78,12 @@ class GradFunction:
         run_passes(module, self.passes)
         return module
 
+    def wait(self) -> GradFunction:
+        """This function, its native code loaded (`NativeFunction.wait`)."""
+        if self.native is not None:
+            self.native.wait()
+        return self
+
     @property
     def last_tape_bytes(self) -> int | None:
         """Bytes of activation frames the last native call allocated."""

@@ -9,6 +9,7 @@ compiler does, and `compile` goes on to a callable backed by the object cache.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,9 @@ from xdsl.transforms import get_all_passes
 
 from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
+from recir.backend.background import Deferred
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
+from recir.backend.engine import Engine
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
 from recir.backend.runtime import NativeFunction
 from recir.context import make_context
@@ -193,11 +196,11 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     `module` after those passes (a gradient's synthesis): the entry is keyed
     by `module` and the passes, what determines the derived IR, so a hit
     neither runs them nor prints their larger result, and takes the entry's
-    signature and work estimates from the cached metadata. `timings` gets the
-    CPU seconds of each step (`bench/run.py compile`)."""
-    from recir.backend.engine import Engine, compile_object
-    from recir.backend.kernels.compiled_gemm import link
-
+    signature and work estimates from the cached metadata. A compile
+    returns once its IR is lowered, LLVM's half still under way
+    (`background.Deferred`: the first call waits for it); `timings` gets
+    the CPU seconds of each step (`bench/run.py compile`), those compiles
+    wholly on this thread."""
     clock, times = time.process_time, {} if timings is None else timings
     start = clock()
     # a derived module's entry is made by `derive`
@@ -212,42 +215,81 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     key = cache_key(located_text(module), f"{entry} {lowering}" + (
         f" derived by {derive}" if derive else ""))
     times["cache-key"], start = clock() - start, clock()
-    hit = cache.load(key, META_FIELDS)
-    if hit is not None and derive:
-        signature = stored_function_type(hit[1]["signature"])
+    under_way = UNDER_WAY.get((cache.directory, key))
+    hit = None if under_way else cache.load(key, META_FIELDS)
+    if derive and (hit or under_way):
+        signature = stored_function_type((hit or under_way)[1]["signature"])
     times["cache-load"] = clock() - start
-    if hit is None or signature is None:  # (an unreadable signature: compile again)
-        wall = time.perf_counter()
-        if derive:
-            start, module = clock(), module.clone()
-            run_passes(module, derive)
-            times["derive"] = clock() - start
-            signature = find_entry(module, entry).function_type
-        work, share = call_work(module), larger_share(module)
-        ir_text, sites, copied, logged, links = native_ir(module, entry, fuse, threads, times,
-                                                          depth)
-        obj = compile_object(ir_text, times)
-        start = clock()
-        cache.store(key, obj, {"sites": sites, "copied": copied, "logged": logged,
-                               "links": links, "signature": str(signature), "work": work,
-                               "share": share, "seconds": time.perf_counter() - wall})
-        times["cache-store"] = clock() - start
+    if under_way:  # the same compile, its LLVM half still under way: shared
+        engine, meta = under_way
+    elif hit is None or signature is None:  # (an unreadable signature: compile again)
+        engine, meta = compiled_module(module, entry, fuse, threads, depth, derive,
+                                       cache, key, times, timings is not None)
+        signature = stored_function_type(meta["signature"]) if derive else signature
     else:
         obj, meta = hit
-        sites, copied, logged, links = (meta["sites"], meta["copied"], meta["logged"],
-                                        meta["links"])
-        # a derived module is not at hand; the module itself is as cheap
-        work, share = ((meta["work"], meta["share"]) if derive
-                       else (call_work(module), larger_share(module)))
+        engine = loaded(obj, meta["links"], times)
+    # a derived module is not at hand; the module itself is as cheap
+    work, share = ((meta["work"], meta["share"]) if derive
+                   else (call_work(module), larger_share(module)))
     start = clock()
-    link(links)  # the kernels it calls, resolvable before it loads
-    engine = Engine(obj)
-    times["load-object"], start = clock() - start, clock()
-    native = NativeFunction(engine, entry, signature, sites, params, threads, copied,
-                            work, logged, share)
+    native = NativeFunction(engine, entry, signature, meta["sites"], params, threads,
+                            meta["copied"], work, meta["logged"], share)
     native.max_depth = depth
     times["native-function"] = clock() - start
     return native
+
+
+def compiled_module(module: ModuleOp, entry: str, fuse: bool, threads: int, depth: int,
+                    derive: str, cache: ObjectCache, key: str, times: dict[str, float],
+                    here: bool) -> tuple[Engine | Deferred[Engine], dict[str, Any]]:
+    """`compile_module`'s engine (its LLVM half on a thread of its own
+    unless `here`, known meanwhile to later compiles of the same key:
+    `UNDER_WAY`) and the cache entry's metadata."""
+    from recir.backend.engine import compile_object  # (looked up at each compile)
+
+    clock, wall = time.process_time, time.perf_counter()
+    if derive:
+        start, module = clock(), module.clone()
+        run_passes(module, derive)
+        times["derive"] = clock() - start
+    meta: dict[str, Any] = {"signature": str(find_entry(module, entry).function_type),
+                            "work": call_work(module), "share": larger_share(module)}
+    ir_text, meta["sites"], meta["copied"], meta["logged"], meta["links"] = native_ir(
+        module, entry, fuse, threads, times, depth)
+
+    def compiled() -> Engine:
+        try:
+            obj = compile_object(ir_text, times)
+            start = clock()
+            cache.store(key, obj, {**meta, "seconds": time.perf_counter() - wall})
+            times["cache-store"] = clock() - start
+        finally:
+            with UNDER_WAY_LOCK:
+                UNDER_WAY.pop((cache.directory, key), None)
+        return loaded(obj, meta["links"], times)
+
+    if here:
+        return compiled(), meta
+    with UNDER_WAY_LOCK:  # known before its thread can finish
+        UNDER_WAY[(cache.directory, key)] = found = Deferred(compiled), meta
+    return found
+
+
+# compiles whose LLVM half is under way, by cache directory and key
+UNDER_WAY: dict[tuple[Path, str], tuple[Deferred[Engine], dict[str, Any]]] = {}
+UNDER_WAY_LOCK = threading.Lock()
+
+
+def loaded(obj: bytes, links: list[str], times: dict[str, float]) -> Engine:
+    """An engine of `obj`, the kernels it calls resolvable first."""
+    from recir.backend.kernels.compiled_gemm import link
+
+    start = time.process_time()
+    link(links)
+    engine = Engine(obj)
+    times["load-object"] = time.process_time() - start
+    return engine
 
 
 # what a cache entry of `compile_module` holds besides the object

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from xdsl.dialects.builtin import FunctionType
 
 from recir.backend import interrupts, policy, settings, stack
 from recir.backend.arguments import Arguments, batch_items, rows_of
+from recir.backend.background import Deferred
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -47,7 +49,7 @@ Once = Callable[[bool], tuple[Context, Any]]  # a call, on a switched deep stack
 class NativeFunction:
     """A compiled entry point; call it like `TracedModel.run`."""
 
-    def __init__(self, engine: Engine, name: str, signature: FunctionType,
+    def __init__(self, engine: Engine | Deferred[Engine], name: str, signature: FunctionType,
                  sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
                  copied: Sequence[int] = (), call_work: int = 0,
                  logged: Sequence[int] = (), larger_share: float = 0.5):
@@ -58,7 +60,7 @@ class NativeFunction:
         each thread logs, added after the call (`adjoint.log_reserve`);
         `larger_share`: of a call's work, its largest recursive call's
         (`work_estimate.larger_share`), which sets how deep calls spawn."""
-        self.engine, self.name, self.sites = engine, name, list(sites)
+        self.made, self.name, self.sites = engine, name, list(sites)
         self.arguments = arguments = Arguments(name, signature, params)
         self.deep_only = False
         self.threads = threads
@@ -67,13 +69,8 @@ class NativeFunction:
         # the public inputs whose length sizes a call (for `team_size`)
         self.sized = [i for i, sh in enumerate(arguments.shapes[:arguments.public])
                       if sh and sh[0] and sh[0][0] < 0] if call_work and threads > 1 else []
-        self.packed_address = engine.address(f"{name}{PACKED_ENTRY}")
-        self.packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.packed_address)
-        # code with tasks has a team entry; code without (no independent calls) runs as is
-        team = f"{name}{TEAM_ENTRY}"
-        self.team = engine.lookup(team) if threads > 1 else 0  # (0 where it has none)
-        self.contexts = KeptContexts(len(arguments.inputs), copied if self.team else (),
-                                     arguments.shapes)
+        self.copied = copied
+        self.loading = threading.Lock()
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)
         # the machine's costs, from which each call's schedule follows (`policy.py`)
         self.costs = policy.costs()
@@ -82,6 +79,33 @@ class NativeFunction:
         self.fixed_budget = policy.fixed_budget()
         self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
         interrupts.install()  # Ctrl-C stops native calls
+
+    # what is found in the code, once it is there (`wait`)
+    LOADED = frozenset(("engine", "packed_address", "packed", "team", "contexts"))
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in NativeFunction.LOADED or "engine" in vars(self):
+            raise AttributeError(name)
+        return getattr(self.wait(), name)
+
+    def wait(self) -> NativeFunction:
+        """This function, its code loaded: `compile` returns while LLVM may
+        still be at work (`background.Deferred`). Raises what the compile
+        raised."""
+        with self.loading:
+            if "engine" not in vars(self):
+                self.load(self.made.get() if isinstance(self.made, Deferred) else self.made)
+        return self
+
+    def load(self, engine: Engine) -> None:
+        name = self.name
+        self.packed_address = engine.address(f"{name}{PACKED_ENTRY}")
+        self.packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.packed_address)
+        # code with tasks has a team entry; code without (no independent calls) runs as is
+        self.team = engine.lookup(f"{name}{TEAM_ENTRY}") if self.threads > 1 else 0
+        self.contexts = KeptContexts(len(self.arguments.inputs), self.copied if self.team
+                                     else (), self.arguments.shapes)
+        self.made = self.engine = engine  # last: every entry point is found
 
     def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
         """The outputs for `inputs`; with a `timeout` (seconds), on one thread

@@ -63,7 +63,7 @@ def printed(monkeypatch) -> list:
 
 def test_a_hit_synthesizes_nothing_and_computes_the_same(tmp_path, synthesized, printed):
     model = small_model()
-    cold = recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+    cold = recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()  # stored
     assert synthesized == ["tree_rnn"]
     warm = recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
     assert synthesized == ["tree_rnn"]  # not again
@@ -101,14 +101,14 @@ def test_a_changed_option_misses(tmp_path, synthesized, change):
     """Each option that changes the object (the lowering's passes and their
     options, the gradient pass's loss) is part of the key."""
     model = small_model()
-    recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+    recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()
     options = {"threads": 1, **change}
     loss = options.pop("loss", -1)
     if loss == 0:  # output 0, the root's state, is not a scalar loss
         with pytest.raises(RecirError, match="f32 loss"):
             recir.value_and_grad(model, loss, cache_dir=tmp_path, **options)
     else:
-        recir.value_and_grad(model, loss, cache_dir=tmp_path, **options)
+        recir.value_and_grad(model, loss, cache_dir=tmp_path, **options).wait()
     assert len(synthesized) == 2
     assert len(list(tmp_path.glob("*.o"))) == 1 + (loss != 0)
 
@@ -119,7 +119,7 @@ def test_a_changed_pass_option_in_the_lowering_misses(tmp_path, synthesized, mon
     deferred = pipeline.INFERENCE.replace(
         f"defer-outer-bytes={pipeline.DEFER_OUTER_BYTES}", "defer-outer-bytes=0")
     monkeypatch.setattr(pipeline, "INFERENCE", deferred)
-    vg = recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+    vg = recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()
     assert len(synthesized) == 2 and vg.native.logged  # compiled with the new option
 
 
@@ -139,12 +139,12 @@ def test_an_entry_with_an_unreadable_signature_is_rebuilt(tmp_path, synthesized,
     """An entry that verifies but whose signature does not parse as a
     function type is compiled again, never loaded with a guessed layout."""
     model = small_model()
-    recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+    recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()
     (obj,) = tmp_path.glob("*.o")
     cache = ObjectCache(tmp_path)
     record = json.loads(obj.with_suffix(".json").read_text())
     cache.store(obj.stem, obj.read_bytes(), {**record["meta"], "signature": signature})
-    vg = recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+    vg = recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()
     assert len(synthesized) == 2
     (_, loss), _ = vg(*inputs(TREES[0]))
     assert loss == pytest.approx(
@@ -169,7 +169,7 @@ def test_same_ops_at_other_lines_report_their_own_location(tmp_path):
     def gradient(text: str, name: str):
         model = recir.TracedModel(parse_module(make_context(), text, name), "lookup", ["i"],
                                   {"emb": emb})
-        return recir.value_and_grad(model, cache_dir=tmp_path, threads=1)
+        return recir.value_and_grad(model, cache_dir=tmp_path, threads=1).wait()
 
     first = gradient(LOOKUP, "first.mlir")
     second = gradient("// another program\n\n" + LOOKUP, "second.mlir")

@@ -304,15 +304,15 @@ def test_object_cache_keeps_task_code_apart_from_serial_code(tmp_path, monkeypat
     0; the cache once keyed them alike and gave one thread a team's object."""
     monkeypatch.setattr(pipeline, "max_budget", lambda threads: 0)
     module = load_example("fib")
-    team = compile_module(module, "fib", cache_dir=tmp_path, threads=2)
-    serial = compile_module(module, "fib", cache_dir=tmp_path, threads=1)
+    team = compile_module(module, "fib", cache_dir=tmp_path, threads=2).wait()
+    serial = compile_module(module, "fib", cache_dir=tmp_path, threads=1).wait()
     assert len(list(tmp_path.glob("*.o"))) == 2
     assert team(20) == serial(20) == (10946,)
 
 
 def test_object_cache_hit_gives_the_same_code(tmp_path):
     module = load_example("fib")
-    cold = compile_module(module, "fib", cache_dir=tmp_path)
+    cold = compile_module(module, "fib", cache_dir=tmp_path).wait()  # (stored)
     assert list(tmp_path.glob("*.o"))
     warm = compile_module(module, "fib", cache_dir=tmp_path)
     assert cold(20) == warm(20) == (10946,)

@@ -27,7 +27,7 @@ FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int]}
 
 def compile_div(directory: Path, text: str = DIV, name: str = "div.mlir"):
     return compile_module(parse_module(make_context(), text, name), "div",
-                          cache_dir=directory)
+                          cache_dir=directory).wait()  # (stored)
 
 
 def check_div(native, where: str = "div.mlir:2:3") -> None:

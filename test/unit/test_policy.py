@@ -110,7 +110,7 @@ def test_a_function_schedules_a_call_the_same_way_each_time(monkeypatch) -> None
     monkeypatch.delenv("RECIR_SPAWN_BUDGET", raising=False)
     params = tree_rnn.init_params(np.random.default_rng(0), hidden=150, vocab=100)
     model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
-    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2)
+    serial, parallel = recir.compile(model, threads=1), recir.compile(model, threads=2).wait()
     tree = make_tree("balanced", 64, np.random.default_rng(1), 100)
     args = (tree.left, tree.right, tree.word, tree.label, tree.root)
     before = dict(vars(parallel))
