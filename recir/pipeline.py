@@ -24,6 +24,7 @@ from xdsl.transforms import get_all_passes
 
 from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
+from recir.backend import interrupts
 from recir.backend.background import Deferred
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.engine import Engine
@@ -271,6 +272,7 @@ def compiled_module(module: ModuleOp, entry: str, fuse: bool, threads: int, dept
 
     if here:
         return compiled(), meta
+    interrupts.install()  # (its handler's compile would wait behind LLVM's lock)
     with UNDER_WAY_LOCK:  # known before its thread can finish
         UNDER_WAY[(cache.directory, key)] = found = Deferred(compiled), meta
     return found
