@@ -186,7 +186,7 @@ def level_speed(hidden: int, levels: list[int], rounds: int = 7) -> dict[int, di
     rounds), results checked equal across levels."""
     import recir
     from bench.native import make_params
-    from recir.backend import engine
+    from recir.backend import llvm_compile
     from recir.data import make_treebank
     from recir.models import tree_lstm
 
@@ -194,15 +194,15 @@ def level_speed(hidden: int, levels: list[int], rounds: int = 7) -> dict[int, di
     trees = [(t.left, t.right, t.word, t.label, t.root)
              for t in make_treebank(40, seed=0, vocab_size=1000)]
     compiled = {}
-    default = engine.OPT_LEVEL
+    default = llvm_compile.OPT_LEVEL
     try:
         for level in levels:
-            engine.OPT_LEVEL = level
+            llvm_compile.OPT_LEVEL = level
             cache = tempfile.mkdtemp(prefix="recir-level-")
-            compiled[level] = (recir.compile(model, cache_dir=cache, threads=1),
-                               recir.value_and_grad(model, cache_dir=cache, threads=1))
+            compiled[level] = (recir.compile(model, cache_dir=cache, threads=1).wait(),
+                               recir.value_and_grad(model, cache_dir=cache, threads=1).wait())
     finally:
-        engine.OPT_LEVEL = default
+        llvm_compile.OPT_LEVEL = default
     first = compiled[levels[0]][0](*trees[0])[0]
     for inference, _ in compiled.values():
         np.testing.assert_allclose(inference(*trees[0])[0], first, rtol=1e-4, atol=1e-5)

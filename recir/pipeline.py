@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
 from recir.backend.arguments import check_native_signature, whole_number
-from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend import interrupts
+from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.background import Deferred
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
 from recir.backend.engine import Engine
+from recir.backend.llvm_split import split_module
+from recir.backend.llvm_workers import compile_parts
 from recir.backend.policy import costs, defer_outer_bytes, max_budget, team_min_work
 from recir.backend.runtime import NativeFunction
 from recir.context import make_context
@@ -218,6 +221,8 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
     times["cache-key"], start = clock() - start, clock()
     under_way = UNDER_WAY.get((cache.directory, key))
     hit = None if under_way else cache.load(key, META_FIELDS)
+    if hit is not None and sum(hit[1]["parts"]) != len(hit[0]):
+        hit = None  # (parts that do not add up to its object: compiled again)
     if derive and (hit or under_way):
         signature = stored_function_type((hit or under_way)[1]["signature"])
     times["cache-load"] = clock() - start
@@ -229,7 +234,7 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
         signature = stored_function_type(meta["signature"]) if derive else signature
     else:
         obj, meta = hit
-        engine = loaded(obj, meta["links"], times)
+        engine = loaded(obj, meta, times)
     # a derived module is not at hand; the module itself is as cheap
     work, share = ((meta["work"], meta["share"]) if derive
                    else (call_work(module), larger_share(module)))
@@ -244,9 +249,10 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
 def compiled_module(module: ModuleOp, entry: str, fuse: bool, threads: int, depth: int,
                     derive: str, cache: ObjectCache, key: str, times: dict[str, float],
                     here: bool) -> tuple[Engine | Deferred[Engine], dict[str, Any]]:
-    """`compile_module`'s engine (its LLVM half on a thread of its own
-    unless `here`, known meanwhile to later compiles of the same key:
-    `UNDER_WAY`) and the cache entry's metadata."""
+    """`compile_module`'s engine (its LLVM half on a thread of its own,
+    in parts at once, unless `here`; known meanwhile to later compiles of
+    the same key: `UNDER_WAY`) and the cache entry's metadata (with each
+    part's bytes in the stored object and the functions a part exports)."""
     from recir.backend.engine import compile_object  # (looked up at each compile)
 
     clock, wall = time.process_time, time.perf_counter()
@@ -260,15 +266,20 @@ def compiled_module(module: ModuleOp, entry: str, fuse: bool, threads: int, dept
         module, entry, fuse, threads, times, depth)
 
     def compiled() -> Engine:
+        # parts at once in child processes, where a module has more than one
+        # large function and LLVM's half is not being timed (`llvm_split`)
+        texts, meta["exports"] = ([ir_text], []) if here else split_module(ir_text, key[:16])
         try:
-            obj = compile_object(ir_text, times)
+            objects = compile_parts(texts, lambda text: compile_object(text, times))
+            objects = [*objects[1:], objects[0]]  # the parts first: the rest calls them
+            meta["parts"] = list(map(len, objects))
             start = clock()
-            cache.store(key, obj, {**meta, "seconds": time.perf_counter() - wall})
+            cache.store(key, b"".join(objects), {**meta, "seconds": time.perf_counter() - wall})
             times["cache-store"] = clock() - start
         finally:
             with UNDER_WAY_LOCK:
                 UNDER_WAY.pop((cache.directory, key), None)
-        return loaded(obj, meta["links"], times)
+        return loaded(b"".join(objects), meta, times)
 
     if here:
         return compiled(), meta
@@ -283,20 +294,23 @@ UNDER_WAY: dict[tuple[Path, str], tuple[Deferred[Engine], dict[str, Any]]] = {}
 UNDER_WAY_LOCK = threading.Lock()
 
 
-def loaded(obj: bytes, links: list[str], times: dict[str, float]) -> Engine:
-    """An engine of `obj`, the kernels it calls resolvable first."""
+def loaded(obj: bytes, meta: dict[str, Any], times: dict[str, float]) -> Engine:
+    """An engine of `obj` (its parts one after another), the kernels it
+    calls resolvable first."""
     from recir.backend.kernels.compiled_gemm import link
 
     start = time.process_time()
-    link(links)
-    engine = Engine(obj)
+    link(meta["links"])
+    ends = pairwise(accumulate(meta["parts"], initial=0))
+    engine = Engine(*(obj[start:end] for start, end in ends), exports=meta["exports"])
     times["load-object"] = time.process_time() - start
     return engine
 
 
 # what a cache entry of `compile_module` holds besides the object
 META_FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int],
-               "links": list[str], "signature": str, "work": int, "share": float}
+               "links": list[str], "signature": str, "work": int, "share": float,
+               "parts": list[int], "exports": list[str]}
 
 
 def checked_max_depth(max_depth: int | None) -> int:

@@ -1,0 +1,74 @@
+"""A module's parts compiled at once: the first here, each other in a child.
+
+llvmlite takes one process-wide lock around every call into LLVM, so a
+second part compiled on another thread would wait for the first. A child
+process (this Python, running `llvm_compile.serve` loaded by its path, so
+without recir's package) has a lock of its own. Where a child cannot start,
+fails, or returns no object, this thread compiles its part too: a child
+only ever saves time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from recir.backend import llvm_compile
+
+CHILD = ("import importlib.util, sys\n"
+         "spec = importlib.util.spec_from_file_location('recir_llvm_compile', sys.argv[1])\n"
+         "module = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(module)\n"
+         "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer))\n")
+ELF = b"\x7fELF"
+
+
+class Child:
+    """A child compiling one part; `result()` its object, None where it gave none."""
+
+    def __init__(self, text: str):
+        self.out: bytes | None = None
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, llvm_compile.__file__], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.talking = threading.Thread(target=self.talk, args=(text.encode(),), daemon=True,
+                                        name="recir-llvm-child")
+        self.talking.start()
+
+    def talk(self, data: bytes) -> None:
+        try:
+            out, _ = self.process.communicate(data)
+        except OSError:  # (a broken pipe: the child is gone)
+            self.process.kill()
+            self.process.wait()
+            return
+        if self.process.returncode == 0 and out.startswith(ELF):
+            self.out = out
+
+    def result(self) -> bytes | None:
+        self.talking.join()
+        return self.out
+
+
+def compile_parts(texts: Sequence[str], compile_here: Callable[[str], bytes]) -> list[bytes]:
+    """Each text's object, in order: the first by `compile_here`, the
+    others in child processes meanwhile where this process may use more
+    than one core."""
+    children: list[Child | None] = []
+    for text in texts[1:]:
+        children.append(started(text) if len(os.sched_getaffinity(0)) > 1 else None)
+    objects = [compile_here(texts[0])]
+    for child, text in zip(children, texts[1:], strict=True):
+        made = child.result() if child is not None else None
+        objects.append(made if made is not None else compile_here(text))
+    return objects
+
+
+def started(text: str) -> Child | None:
+    try:
+        return Child(text)
+    except OSError:  # no executable to start: compiled here
+        return None

@@ -1,0 +1,137 @@
+"""A module compiled in parts at once (`llvm_split`, `llvm_workers`): the
+parts' code computes what the whole module's does, and a child that fails
+leaves its part to this process."""
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+
+import recir
+from recir.backend import llvm_workers
+from recir.backend.engine import Engine, compile_object
+from recir.backend.llvm_split import split_module
+from recir.models import tree_lstm
+
+# @big_b (moved: it alone uses @counter and @b_only) calls itself and the
+# helper both use; @big_a (the largest, kept) calls @big_b
+MODULE = """; ModuleID = ""
+target triple = "x86_64-unknown-linux-gnu"
+target datalayout = ""
+
+@"counter" = internal global i32 0
+define internal i32 @"helper"(i32 %".1")
+{
+entry:
+  %".2" = mul i32 %".1", 3
+  ret i32 %".2"
+}
+
+define internal i32 @"b_only"(i32 %".1")
+{
+entry:
+  %".2" = load i32, ptr @"counter"
+  %".3" = add i32 %".2", %".1"
+  store i32 %".3", ptr @"counter"
+  ret i32 %".3"
+}
+
+define internal i32 @"big_b"(i32 %".1")
+{
+entry:
+  %".2" = icmp sle i32 %".1", 0
+  br i1 %".2", label %"done", label %"more"
+more:
+  %".3" = sub i32 %".1", 1
+  %".4" = call i32 @"big_b"(i32 %".3")
+  %".5" = call i32 @"helper"(i32 %".1")
+  %".6" = call i32 @"b_only"(i32 %".5")
+  %".7" = add i32 %".4", %".6"
+  ret i32 %".7"
+done:
+  ret i32 0
+}
+
+define internal i32 @"big_a"(i32 %".1")
+{
+entry:
+  %".2" = call i32 @"helper"(i32 %".1")
+  %".3" = call i32 @"big_b"(i32 %".2")
+  %".4" = add i32 %".3", 1
+  %".5" = mul i32 %".4", 2
+  %".6" = sub i32 %".5", 1
+  %".7" = xor i32 %".6", 5
+  %".8" = add i32 %".7", %".1"
+  %".9" = mul i32 %".8", 7
+  %".10" = add i32 %".9", 11
+  %".11" = mul i32 %".10", 3
+  %".12" = sub i32 %".11", %".2"
+  %".13" = xor i32 %".12", 9
+  ret i32 %".13"
+}
+
+define i32 @"entry"(i32 %".1")
+{
+entry:
+  %".2" = call i32 @"big_a"(i32 %".1")
+  ret i32 %".2"
+}
+"""
+
+
+def run(engine: Engine, n: int) -> int:
+    return ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(engine.address("entry"))(n)
+
+
+def test_a_large_function_and_what_only_it_uses_move_to_a_part():
+    parts, exports = split_module(MODULE, "k1", least=10)
+    assert exports == ["big_b.k1"] and len(parts) == 2
+    rest, part = parts
+    for name in ("big_b", "b_only", "counter"):
+        assert f'@"{name}" =' not in rest and f'define internal i32 @"{name}"' not in rest
+    assert '@"counter" = internal global' in part and 'define internal i32 @"helper"' in part
+    assert 'declare i32 @"big_b.k1"' in rest and 'call i32 @"big_b.k1"' in rest
+    whole = Engine(compile_object(MODULE))
+    split = Engine(compile_object(part), compile_object(rest), exports=exports)
+    for n in (0, 1, 4):  # @counter carries over calls: one instance in each engine
+        assert run(split, n) == run(whole, n)
+
+
+def test_nothing_moves_below_the_size_or_where_a_part_would_reach_the_rest():
+    assert split_module(MODULE, "k2") == ([MODULE], [])  # below PART_LINES
+    shared = MODULE.replace('%".6" = call i32 @"b_only"', '%".6" = call i32 @"big_a"')
+    assert split_module(shared, "k3", least=10) == ([shared], [])  # @big_b calls the rest
+    tagged = MODULE + "!0 = !{}\n"
+    assert split_module(tagged, "k4", least=10) == ([tagged], [])
+
+
+@pytest.mark.parametrize("child", ["import sys; sys.exit(3)",
+                                   "import sys; sys.stdout.write('not an object')"])
+def test_a_failing_child_leaves_its_part_to_this_process(monkeypatch, child):
+    monkeypatch.setattr(llvm_workers, "CHILD", child)
+    here: list[str] = []
+
+    def compile_here(text: str) -> bytes:
+        here.append(text)
+        return compile_object(text)
+
+    parts, _ = split_module(MODULE, "k5", least=10)
+    assert llvm_workers.compile_parts(parts, compile_here)[1].startswith(b"\x7fELF")
+    assert here == parts
+
+
+def test_a_gradient_compiled_in_parts_matches_the_interpreter(tmp_path):
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=8, embed=8, vocab=20)
+    model = tree_lstm.trace_model(params)
+    from recir.data import make_tree
+
+    tree = make_tree("balanced", 8, np.random.default_rng(3), vocab_size=20)
+    args = (tree.left, tree.right, tree.word, tree.label % 5, tree.root)
+    (_, loss), grads = recir.value_and_grad(model, cache_dir=tmp_path, threads=2).wait()(*args)
+    (meta_file,) = tmp_path.glob("*.json")
+    assert len(json.loads(meta_file.read_text())["meta"]["parts"]) == 2
+    (_, want), wanted = recir.value_and_grad(model, engine="interpret")(*args)
+    assert loss == pytest.approx(want, rel=1e-5)
+    for name, value in wanted.items():
+        np.testing.assert_allclose(grads[name], value, rtol=1e-4, atol=1e-6)
