@@ -10,13 +10,13 @@ only ever saves time.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 
 from recir.backend import llvm_compile
+from recir.backend.policy import machine
 
 CHILD = ("import importlib.util, sys\n"
          "spec = importlib.util.spec_from_file_location('recir_llvm_compile', sys.argv[1])\n"
@@ -56,10 +56,10 @@ class Child:
 def compile_parts(texts: Sequence[str], compile_here: Callable[[str], bytes]) -> list[bytes]:
     """Each text's object, in order: the first by `compile_here`, the
     others in child processes meanwhile where this process may use more
-    than one core."""
-    children: list[Child | None] = []
-    for text in texts[1:]:
-        children.append(started(text) if len(os.sched_getaffinity(0)) > 1 else None)
+    than one core and its executable is a Python."""
+    # (a frozen program's executable is the program: it would start again)
+    apart = machine().cores > 1 and bool(sys.executable) and not getattr(sys, "frozen", False)
+    children = [started(text) if apart else None for text in texts[1:]]
     objects = [compile_here(texts[0])]
     for child, text in zip(children, texts[1:], strict=True):
         made = child.result() if child is not None else None

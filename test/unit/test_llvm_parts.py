@@ -4,6 +4,7 @@ leaves its part to this process."""
 
 import ctypes
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -135,3 +136,12 @@ def test_a_gradient_compiled_in_parts_matches_the_interpreter(tmp_path):
     assert loss == pytest.approx(want, rel=1e-5)
     for name, value in wanted.items():
         np.testing.assert_allclose(grads[name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_one_core_compiles_every_part_here(monkeypatch):
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=1))
+    monkeypatch.setattr(llvm_workers, "Child", None)  # (started: a TypeError)
+    parts, _ = split_module(MODULE, "k6", least=10)
+    objects = llvm_workers.compile_parts(parts, compile_object)
+    assert run(Engine(objects[1], objects[0], exports=["big_b.k6"]), 3) == run(
+        Engine(compile_object(MODULE)), 3)
