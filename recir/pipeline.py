@@ -23,8 +23,8 @@ from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend import interrupts
+from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.background import Deferred
 from recir.backend.engine import CollectorPause, collector_paused  # noqa: F401 (re-exported)
@@ -302,7 +302,7 @@ def loaded(obj: bytes, meta: dict[str, Any], times: dict[str, float]) -> Engine:
     start = time.process_time()
     link(meta["links"])
     ends = pairwise(accumulate(meta["parts"], initial=0))
-    engine = Engine(*(obj[start:end] for start, end in ends), exports=meta["exports"])
+    engine = Engine(*(obj[begin:end] for begin, end in ends), exports=meta["exports"])
     times["load-object"] = time.process_time() - start
     return engine
 

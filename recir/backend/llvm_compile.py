@@ -162,13 +162,13 @@ class CodegenSetting:
 LSR_GATE = CodegenSetting("disable-lsr")
 
 
-def serve(source: BinaryIO, sink: BinaryIO) -> int:
-    """A child's work: the IR text read from `source` (to its end) compiled,
-    the object written to `sink`; an exit status (1: LLVM refused the IR,
-    its message on stderr)."""
+def serve(source: BinaryIO, sink: BinaryIO, level: int) -> int:
+    """A child's work: the IR text read from `source` (to its end) compiled
+    at `level` (its parent's `OPT_LEVEL`), the object written to `sink`; an
+    exit status (1: LLVM refused the IR, its message on stderr)."""
     text = source.read().decode()
     try:
-        obj = compile_object(text)
+        obj = compile_object(text, level=level)
     except RuntimeError as error:  # llvmlite's: a parse or verify failure
         sys.stderr.write(f"{error}\n")
         return 1

@@ -22,7 +22,7 @@ CHILD = ("import importlib.util, sys\n"
          "spec = importlib.util.spec_from_file_location('recir_llvm_compile', sys.argv[1])\n"
          "module = importlib.util.module_from_spec(spec)\n"
          "spec.loader.exec_module(module)\n"
-         "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer))\n")
+         "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[2])))\n")
 ELF = b"\x7fELF"
 
 
@@ -32,8 +32,8 @@ class Child:
     def __init__(self, text: str):
         self.out: bytes | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, llvm_compile.__file__], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            [sys.executable, "-c", CHILD, llvm_compile.__file__, str(llvm_compile.OPT_LEVEL)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.talking = threading.Thread(target=self.talk, args=(text.encode(),), daemon=True,
                                         name="recir-llvm-child")
         self.talking.start()

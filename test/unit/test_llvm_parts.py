@@ -107,19 +107,24 @@ def test_nothing_moves_below_the_size_or_where_a_part_would_reach_the_rest():
     assert split_module(tagged, "k4", least=10) == ([tagged], [])
 
 
-@pytest.mark.parametrize("child", ["import sys; sys.exit(3)",
-                                   "import sys; sys.stdout.write('not an object')"])
-def test_a_failing_child_leaves_its_part_to_this_process(monkeypatch, child):
-    monkeypatch.setattr(llvm_workers, "CHILD", child)
+@pytest.mark.parametrize(("child", "here_too"), [
+    (None, False), ("import sys; sys.exit(3)", True),
+    ("import sys; sys.stdout.write('not an object')", True)])
+def test_a_child_compiles_its_part_and_one_that_fails_leaves_it_here(monkeypatch, child,
+                                                                     here_too):
+    if child is not None:
+        monkeypatch.setattr(llvm_workers, "CHILD", child)
     here: list[str] = []
 
     def compile_here(text: str) -> bytes:
         here.append(text)
         return compile_object(text)
 
-    parts, _ = split_module(MODULE, "k5", least=10)
-    assert llvm_workers.compile_parts(parts, compile_here)[1].startswith(b"\x7fELF")
-    assert here == parts
+    parts, exports = split_module(MODULE, "k5", least=10)
+    objects = llvm_workers.compile_parts(parts, compile_here)
+    assert here == (parts if here_too else parts[:1])
+    assert run(Engine(objects[1], objects[0], exports=exports), 2) == run(
+        Engine(compile_object(MODULE)), 2)
 
 
 def test_a_gradient_compiled_in_parts_matches_the_interpreter(tmp_path):
