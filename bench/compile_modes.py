@@ -1,0 +1,116 @@
+"""A cold recursive compile three ways, alternating in one process.
+
+`python -m bench.compile_modes --threads 2 --rounds 6` times `recir.compile`
+plus `recir.value_and_grad` of TreeLSTM h=150 (embed 150, vocab 1,000) until
+both have their code, each into a fresh cache folder, with LLVM's half:
+- `here`: on the compiling thread, the module whole (as `compile_module`
+  does when its stages are timed);
+- `background`: on a thread of its own, the module whole, so that the
+  gradient's passes overlap the inference's LLVM;
+- `parts`: on a thread of its own, each large function but the largest in a
+  child process at once (`llvm_split`, `llvm_workers`): the default.
+The modes take turns within each round, after one untimed compile, and the
+results of each mode's code are checked equal to the first mode's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from bench.common import fmt, machine_info, median, print_table, run_script, write_json
+
+MODES = ("here", "background", "parts")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--json", metavar="FILE", help="write the results here")
+
+
+@contextmanager
+def mode(name: str) -> Iterator[None]:
+    """`compile_module` as the mode has it, for the `with` block."""
+    from recir import gradients, pipeline
+
+    compile_module, split_module = pipeline.compile_module, pipeline.split_module
+
+    def here(*args: Any, **kwargs: Any) -> Any:
+        return compile_module(*args, **{"timings": {}, **kwargs})
+
+    if name == "here":
+        pipeline.compile_module = gradients.compile_module = here  # type: ignore[assignment]
+    if name != "parts":
+        pipeline.split_module = lambda text, suffix: ([text], [])  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        pipeline.compile_module = gradients.compile_module = compile_module
+        pipeline.split_module = split_module
+
+
+def model() -> tuple[Any, tuple[Any, ...]]:
+    """TreeLSTM h=150 and one tree's inputs."""
+    from recir.data import make_tree
+    from recir.models import tree_lstm
+
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=150, embed=150, vocab=1000)
+    tree = make_tree("balanced", 16, np.random.default_rng(1), vocab_size=1000)
+    return tree_lstm.trace_model(params), (tree.left, tree.right, tree.word, tree.label % 5,
+                                           tree.root)
+
+
+def cold(traced: Any, threads: int) -> tuple[float, Callable[..., Any], Any]:
+    """Seconds until a cold inference and gradient compile both have their code."""
+    import recir
+
+    cache = tempfile.mkdtemp(prefix="recir-modes-")
+    start = time.perf_counter()
+    inference = recir.compile(traced, cache_dir=cache, threads=threads)
+    gradient = recir.value_and_grad(traced, cache_dir=cache, threads=threads).wait()
+    inference.wait()
+    return time.perf_counter() - start, inference, gradient
+
+
+def measure(threads: int, rounds: int, modes: tuple[str, ...] = MODES
+            ) -> dict[str, list[float]]:
+    traced, inputs = model()
+    with mode(modes[0]):
+        cold(traced, threads)  # imports, the Ctrl-C handler: not a compile's
+    seconds: dict[str, list[float]] = {name: [] for name in modes}
+    expected = None
+    for _ in range(rounds):
+        for name in modes:
+            with mode(name):
+                took, inference, gradient = cold(traced, threads)
+            seconds[name].append(took)
+            (_, loss), grads = gradient(*inputs)
+            got = (inference(*inputs)[1], loss, grads["u"].copy())
+            expected = expected or got
+            assert np.allclose(got[0], expected[0]) and np.allclose(got[1], expected[1])
+            assert np.allclose(got[2], expected[2], rtol=1e-5, atol=1e-7)
+    return seconds
+
+
+def run(args: argparse.Namespace) -> int:
+    seconds = measure(args.threads, args.rounds)
+    print_table(f"cold compile of TreeLSTM h=150 inference + gradient until loaded, "
+                f"{args.threads} thread(s), {args.rounds} rounds, s",
+                ["mode", "median", "min", "max", "median / here"],
+                [[name, fmt(median(s), 2), fmt(min(s), 2), fmt(max(s), 2),
+                  fmt(median(s) / median(seconds["here"]), 2)] for name, s in seconds.items()])
+    if args.json:
+        write_json(args.json, {"machine": machine_info(), "threads": args.threads,
+                               "seconds": seconds})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_script(__doc__, add_arguments, run))
