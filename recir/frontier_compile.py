@@ -33,6 +33,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from recir.backend.arguments import batch_items
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object, llvm_thread, ready
+from recir.backend.llvm_workers import compile_apart
 from recir.backend.frontier_inputs import InputLayout
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
 from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
@@ -322,9 +323,11 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
                 module.body.blocks[0].add_op(op)
                 lowered[op.sym_name.data] = op
     text = to_llvm_ir(module)
+    # `engine.ROW_CODE`; in a child from now on, where it may (`llvm_workers`)
+    made = compile_apart(text, lambda text: compile_object(text, rows=True), rows=True)
 
     def compiled() -> Built:
-        obj = compile_object(text, rows=True)  # `engine.ROW_CODE`
+        obj = made()
         cache.store(key, obj, {"sites": sites, "links": links, "scratch": list(per_row),
                                "per_row": list(per_row.values())})
         return obj, sites, links, per_row

@@ -162,13 +162,14 @@ class CodegenSetting:
 LSR_GATE = CodegenSetting("disable-lsr")
 
 
-def serve(source: BinaryIO, sink: BinaryIO, level: int) -> int:
+def serve(source: BinaryIO, sink: BinaryIO, level: int, rows: bool) -> int:
     """A child's work: the IR text read from `source` (to its end) compiled
-    at `level` (its parent's `OPT_LEVEL`), the object written to `sink`; an
-    exit status (1: LLVM refused the IR, its message on stderr)."""
+    at `level` (its parent's `OPT_LEVEL`; `rows` as `compile_object`'s), the
+    object written to `sink`; an exit status (1: LLVM refused the IR, its
+    message on stderr)."""
     text = source.read().decode()
     try:
-        obj = compile_object(text, level=level)
+        obj = compile_object(text, level=level, rows=rows)
     except RuntimeError as error:  # llvmlite's: a parse or verify failure
         sys.stderr.write(f"{error}\n")
         return 1

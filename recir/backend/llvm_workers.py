@@ -22,18 +22,21 @@ CHILD = ("import importlib.util, sys\n"
          "spec = importlib.util.spec_from_file_location('recir_llvm_compile', sys.argv[1])\n"
          "module = importlib.util.module_from_spec(spec)\n"
          "spec.loader.exec_module(module)\n"
-         "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[2])))\n")
+         "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[2]),\n"
+         "                      sys.argv[3] == '1'))\n")
 ELF = b"\x7fELF"
 
 
 class Child:
-    """A child compiling one part; `result()` its object, None where it gave none."""
+    """A child compiling one part (`rows`: as batched row code, `ROW_CODE`);
+    `result()` its object, None where it gave none."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, rows: bool):
         self.out: bytes | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, llvm_compile.__file__, str(llvm_compile.OPT_LEVEL)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            [sys.executable, "-c", CHILD, llvm_compile.__file__, str(llvm_compile.OPT_LEVEL),
+             str(int(rows))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL)
         self.talking = threading.Thread(target=self.talk, args=(text.encode(),), daemon=True,
                                         name="recir-llvm-child")
         self.talking.start()
@@ -55,20 +58,21 @@ class Child:
 
 def compile_parts(texts: Sequence[str], compile_here: Callable[[str], bytes]) -> list[bytes]:
     """Each text's object, in order: the first by `compile_here`, the
-    others in child processes meanwhile where this process may use more
-    than one core and its executable is a Python."""
+    others apart meanwhile (`compile_apart`)."""
+    later = [compile_apart(text, compile_here) for text in texts[1:]]
+    return [compile_here(texts[0]), *(made() for made in later)]
+
+
+def compile_apart(text: str, compile_here: Callable[[str], bytes], rows: bool = False
+                  ) -> Callable[[], bytes]:
+    """Starts `text`'s compile in a child, where this process may use more
+    than one core and its executable is a Python; the call returned waits
+    for the object (made by `compile_here` where the child gives none)."""
     # (a frozen program's executable is the program: it would start again)
-    apart = machine().cores > 1 and bool(sys.executable) and not getattr(sys, "frozen", False)
-    children = [started(text) if apart else None for text in texts[1:]]
-    objects = [compile_here(texts[0])]
-    for child, text in zip(children, texts[1:], strict=True):
-        made = child.result() if child is not None else None
-        objects.append(made if made is not None else compile_here(text))
-    return objects
-
-
-def started(text: str) -> Child | None:
-    try:
-        return Child(text)
-    except OSError:  # no executable to start: compiled here
-        return None
+    child = None
+    if machine().cores > 1 and sys.executable and not getattr(sys, "frozen", False):
+        try:
+            child = Child(text, rows)
+        except OSError:  # no executable to start: compiled here
+            pass
+    return lambda: (child.result() if child is not None else None) or compile_here(text)

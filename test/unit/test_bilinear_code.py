@@ -17,6 +17,7 @@ from recir.backend import engine, policy
 from recir.backend.engine import OPT_LEVEL, optimize, target_machine
 from recir.backend.frontier_summary import row_work
 from recir.context import make_context
+from recir.backend import llvm_workers
 from recir.frontier_compile import compile_rows
 from recir.parsing import parse_module
 
@@ -24,9 +25,15 @@ WIDTH = 50
 
 
 def compiled_ir(monkeypatch, owner) -> list[str]:
-    """The LLVM IR of each module `owner.compile_object` compiles from now on."""
+    """The LLVM IR of each module `owner.compile_object` compiles from now on
+    (every one in this process: no child compiles a part, `llvm_workers`)."""
     texts: list[str] = []
     made = owner.compile_object
+
+    def no_child(*args, **kwargs):
+        raise OSError("compiled here")
+
+    monkeypatch.setattr(llvm_workers, "Child", no_child)
 
     def kept(text, *args, **kwargs):
         texts.append(text)
