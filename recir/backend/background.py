@@ -2,12 +2,13 @@
 
 `compile_module` lowers a module in Python on the caller's thread (every
 error of recir's own passes is raised there), then hands the LLVM IR to a
-`Deferred`: LLVM optimises and emits it, and the object is stored and
-loaded, while the caller goes on. llvmlite's calls release the GIL, so on a
-second core a user's next compile (a model's gradient after its inference)
-or its data loading overlaps LLVM, which is most of a cold compile's time
-(`bench/run.py compile`). The first call waits for the code and raises
-what its compile raised.
+`Deferred`: LLVM optimises and emits it (its parts in child processes,
+`llvm_workers`), and the object is stored and loaded, while the caller goes
+on. llvmlite's calls release the GIL, so on a second core a user's next
+compile (a model's gradient after its inference) or its data loading
+overlaps LLVM, which is most of a cold compile's time (`bench/run.py
+compile`, `bench/compile_modes.py`). The first call waits for the code and
+raises what its compile raised.
 """
 
 from __future__ import annotations
