@@ -10,7 +10,10 @@ both have their code, each into a fresh cache folder, with LLVM's half:
 - `parts`: on a thread of its own, each large function but the largest in a
   child process at once (`llvm_split`, `llvm_workers`): the default.
 The modes take turns within each round, after one untimed compile, and the
-results of each mode's code are checked equal to the first mode's.
+results of each mode's code are checked equal to the first mode's. Then
+each mode's last gradient function is timed on SST-length trees (`--calls`
+a round, the modes alternating): a part's code must run as fast as the
+whole module's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import fmt, machine_info, median, print_table, run_script, write_json
+from bench.common import (fmt, machine_info, median, print_table, rounds_times, run_script,
+                          write_json)
 
 MODES = ("here", "background", "parts")
 
@@ -32,6 +36,7 @@ MODES = ("here", "background", "parts")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=200, help="gradient calls a round")
     parser.add_argument("--json", metavar="FILE", help="write the results here")
 
 
@@ -58,13 +63,10 @@ def mode(name: str) -> Iterator[None]:
 
 def model() -> tuple[Any, tuple[Any, ...]]:
     """TreeLSTM h=150 and one tree's inputs."""
-    from recir.data import make_tree
     from recir.models import tree_lstm
 
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=150, embed=150, vocab=1000)
-    tree = make_tree("balanced", 16, np.random.default_rng(1), vocab_size=1000)
-    return tree_lstm.trace_model(params), (tree.left, tree.right, tree.word, tree.label % 5,
-                                           tree.root)
+    return tree_lstm.trace_model(params), tree_inputs(100)
 
 
 def cold(traced: Any, threads: int) -> tuple[float, Callable[..., Any], Any]:
@@ -79,36 +81,58 @@ def cold(traced: Any, threads: int) -> tuple[float, Callable[..., Any], Any]:
     return time.perf_counter() - start, inference, gradient
 
 
-def measure(threads: int, rounds: int, modes: tuple[str, ...] = MODES
-            ) -> dict[str, list[float]]:
+def measure(threads: int, rounds: int, modes: tuple[str, ...] = MODES, calls: int = 0
+            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each mode's cold compile seconds, and its gradient code's seconds a
+    call (`calls` a round, where not 0)."""
     traced, inputs = model()
     with mode(modes[0]):
         cold(traced, threads)  # imports, the Ctrl-C handler: not a compile's
     seconds: dict[str, list[float]] = {name: [] for name in modes}
-    expected = None
+    expected, gradients = None, {}
     for _ in range(rounds):
         for name in modes:
             with mode(name):
                 took, inference, gradient = cold(traced, threads)
             seconds[name].append(took)
+            gradients[name] = gradient
             (_, loss), grads = gradient(*inputs)
             got = (inference(*inputs)[1], loss, grads["u"].copy())
             expected = expected or got
             assert np.allclose(got[0], expected[0]) and np.allclose(got[1], expected[1])
             assert np.allclose(got[2], expected[2], rtol=1e-5, atol=1e-7)
-    return seconds
+    trees = [tree_inputs(seed) for seed in range(10)]
+    runs = {name: lambda g=g: [g(*trees[k % 10]) for k in range(calls)]
+            for name, g in gradients.items()}
+    per_call = {name: [t / calls for t in times] for name, times in rounds_times(
+        runs, rounds, warmup_s=0.2).items()} if calls else {}
+    return seconds, per_call
+
+
+def tree_inputs(seed: int) -> tuple[Any, ...]:
+    """An SST-length tree's inputs (about 20 leaves)."""
+    from recir.data import make_tree
+
+    tree = make_tree("moderate", 20, np.random.default_rng(seed), vocab_size=1000)
+    return tree.left, tree.right, tree.word, tree.label % 5, tree.root
 
 
 def run(args: argparse.Namespace) -> int:
-    seconds = measure(args.threads, args.rounds)
+    seconds, per_call = measure(args.threads, args.rounds, calls=args.calls)
     print_table(f"cold compile of TreeLSTM h=150 inference + gradient until loaded, "
                 f"{args.threads} thread(s), {args.rounds} rounds, s",
                 ["mode", "median", "min", "max", "median / here"],
                 [[name, fmt(median(s), 2), fmt(min(s), 2), fmt(max(s), 2),
                   fmt(median(s) / median(seconds["here"]), 2)] for name, s in seconds.items()])
+    if per_call:
+        print_table(f"each mode's gradient code, an SST-length tree a call, {args.threads} "
+                    "thread(s), us a call", ["mode", "median", "median / here"],
+                    [[name, fmt(1e6 * median(t), 1),
+                      fmt(median(t) / median(per_call["here"]), 3)]
+                     for name, t in per_call.items()])
     if args.json:
         write_json(args.json, {"machine": machine_info(), "threads": args.threads,
-                               "seconds": seconds})
+                               "seconds": seconds, "gradient_s_per_call": per_call})
     return 0
 
 

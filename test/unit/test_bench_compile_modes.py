@@ -16,9 +16,9 @@ def test_each_mode_is_timed_and_the_compiler_restored(monkeypatch):
     monkeypatch.setattr(pipeline, "split_module", lambda text, suffix: (
         split.append(suffix) or real(text, suffix)))
     compiling, splitting = pipeline.compile_module, pipeline.split_module
-    seconds = compile_modes.measure(1, 1)
-    assert list(seconds) == list(compile_modes.MODES)
-    assert all(len(s) == 1 and s[0] > 0 for s in seconds.values())
+    seconds, per_call = compile_modes.measure(1, 1, calls=2)
+    assert list(seconds) == list(per_call) == list(compile_modes.MODES)
+    assert all(len(s) == 1 and s[0] > 0 for s in [*seconds.values(), *per_call.values()])
     assert len(split) == 2  # the parts mode's inference and gradient alone
     assert pipeline.compile_module is gradients.compile_module is compiling
     assert pipeline.split_module is splitting
