@@ -9,7 +9,9 @@ both have their code, each into a fresh cache folder, with LLVM's half:
   gradient's passes overlap the inference's LLVM;
 - `parts`: on a thread of its own, each large function but the largest in a
   child process at once (`llvm_split`, `llvm_workers`): the default.
-The modes take turns within each round, after one untimed compile, and the
+With `--batching frontier`, `here` compiles each object in this process and
+`parts` each in a child from when its IR is made. The modes take turns
+within each round, after one untimed compile, and the
 results of each mode's code are checked equal to the first mode's. Then
 each mode's last gradient function is timed on SST-length trees (`--calls`
 a round, the modes alternating): a part's code must run as fast as the
@@ -37,15 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=200, help="gradient calls a round")
+    parser.add_argument("--batching", choices=["recursive", "frontier"], default="recursive",
+                        help="frontier: its objects in this process (here) or in children")
     parser.add_argument("--json", metavar="FILE", help="write the results here")
 
 
 @contextmanager
 def mode(name: str) -> Iterator[None]:
-    """`compile_module` as the mode has it, for the `with` block."""
+    """`compile_module` and the child processes as the mode has them, for
+    the `with` block (a frontier compile has no background: `here` and
+    `background` both compile its objects in this process)."""
     from recir import gradients, pipeline
+    from recir.backend import llvm_workers
 
     compile_module, split_module = pipeline.compile_module, pipeline.split_module
+    child = llvm_workers.Child
+
+    def no_child(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("compiled in this process")
 
     def here(*args: Any, **kwargs: Any) -> Any:
         return compile_module(*args, **{"timings": {}, **kwargs})
@@ -54,11 +65,13 @@ def mode(name: str) -> Iterator[None]:
         pipeline.compile_module = gradients.compile_module = here  # type: ignore[assignment]
     if name != "parts":
         pipeline.split_module = lambda text, suffix: ([text], [])  # type: ignore[assignment]
+        llvm_workers.Child = no_child  # type: ignore[assignment,misc]
     try:
         yield
     finally:
         pipeline.compile_module = gradients.compile_module = compile_module
         pipeline.split_module = split_module
+        llvm_workers.Child = child  # type: ignore[misc]
 
 
 def model() -> tuple[Any, tuple[Any, ...]]:
@@ -69,31 +82,33 @@ def model() -> tuple[Any, tuple[Any, ...]]:
     return tree_lstm.trace_model(params), tree_inputs(100)
 
 
-def cold(traced: Any, threads: int) -> tuple[float, Callable[..., Any], Any]:
+def cold(traced: Any, threads: int, batching: str) -> tuple[float, Callable[..., Any], Any]:
     """Seconds until a cold inference and gradient compile both have their code."""
     import recir
 
     cache = tempfile.mkdtemp(prefix="recir-modes-")
     start = time.perf_counter()
-    inference = recir.compile(traced, cache_dir=cache, threads=threads)
-    gradient = recir.value_and_grad(traced, cache_dir=cache, threads=threads).wait()
+    inference = recir.compile(traced, cache_dir=cache, threads=threads, batching=batching)
+    gradient = recir.value_and_grad(traced, cache_dir=cache, threads=threads,
+                                    batching=batching).wait()
     inference.wait()
     return time.perf_counter() - start, inference, gradient
 
 
-def measure(threads: int, rounds: int, modes: tuple[str, ...] = MODES, calls: int = 0
+def measure(threads: int, rounds: int, modes: tuple[str, ...] = MODES, calls: int = 0,
+            batching: str = "recursive"
             ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Each mode's cold compile seconds, and its gradient code's seconds a
     call (`calls` a round, where not 0)."""
     traced, inputs = model()
     with mode(modes[0]):
-        cold(traced, threads)  # imports, the Ctrl-C handler: not a compile's
+        cold(traced, threads, batching)  # imports, kernels, the Ctrl-C handler
     seconds: dict[str, list[float]] = {name: [] for name in modes}
     expected, gradients = None, {}
     for _ in range(rounds):
         for name in modes:
             with mode(name):
-                took, inference, gradient = cold(traced, threads)
+                took, inference, gradient = cold(traced, threads, batching)
             seconds[name].append(took)
             gradients[name] = gradient
             (_, loss), grads = gradient(*inputs)
@@ -118,9 +133,10 @@ def tree_inputs(seed: int) -> tuple[Any, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    seconds, per_call = measure(args.threads, args.rounds, calls=args.calls)
+    modes = MODES if args.batching == "recursive" else ("here", "parts")
+    seconds, per_call = measure(args.threads, args.rounds, modes, args.calls, args.batching)
     print_table(f"cold compile of TreeLSTM h=150 inference + gradient until loaded, "
-                f"{args.threads} thread(s), {args.rounds} rounds, s",
+                f"batching={args.batching}, {args.threads} thread(s), {args.rounds} rounds, s",
                 ["mode", "median", "min", "max", "median / here"],
                 [[name, fmt(median(s), 2), fmt(min(s), 2), fmt(max(s), 2),
                   fmt(median(s) / median(seconds["here"]), 2)] for name, s in seconds.items()])

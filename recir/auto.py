@@ -200,6 +200,13 @@ class AutoFunction:
         self.auto = Auto(model, batched, self.gradient, cache_dir)
         self.params, self.name = model.params, model.entry
 
+    def wait(self) -> AutoFunction:
+        """This function, the code it has compiled so far loaded
+        (`NativeFunction.wait`)."""
+        if self.built is not None:
+            self.built.wait()
+        return self
+
     @property
     def recursive(self) -> Any:
         if self.built is None:

@@ -157,6 +157,11 @@ class FrontierFunction:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
 
+    def wait(self) -> FrontierFunction:
+        """This function (as `NativeFunction.wait`): its code is loaded
+        when it is made."""
+        return self
+
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """Each input checked and converted as every path does it
         (`coerce_argument`), then laid out as the batched entry takes it."""

@@ -4,6 +4,8 @@ what the first mode's does, and the compiler is left as it was."""
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import compile_modes  # noqa: E402
@@ -22,3 +24,13 @@ def test_each_mode_is_timed_and_the_compiler_restored(monkeypatch):
     assert len(split) == 2  # the parts mode's inference and gradient alone
     assert pipeline.compile_module is gradients.compile_module is compiling
     assert pipeline.split_module is splitting
+
+
+def test_here_starts_no_child_and_restores_them():
+    from recir.backend import llvm_workers
+
+    child = llvm_workers.Child
+    with compile_modes.mode("here"):
+        with pytest.raises(OSError):
+            llvm_workers.Child("", False)
+    assert llvm_workers.Child is child
