@@ -5,9 +5,11 @@
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. Each function
-gets an object of its own, LLVM compiling one while Python lowers the next;
-the model's gradient loads the expansion's (it runs the same `@f__expand`)
-rather than compiling it again. With `threads`, a height's rows
+gets an object of its own, LLVM compiling it in a child process from when
+Python has lowered it (`llvm_workers`); the function returns once all are
+lowered, and its first call waits for the objects (`background`). The
+model's gradient loads the expansion's (it runs the same `@f__expand`),
+or shares its compile while under way, rather than compiling it again. With `threads`, a height's rows
 split across one OpenMP team per call where the cost model says it pays
 (`backend/native_schedule.py`), else the products over rows split across
 their own teams (`passes/row_products.py`). A batch of inputs becomes the
@@ -18,9 +20,9 @@ starts, anything else stacked one row per element.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,9 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend.arguments import batch_items
+from recir.backend.background import Deferred
 from recir.backend.cache import ObjectCache, cache_key, located_text
-from recir.backend.engine import Engine, compile_object, llvm_thread, ready
+from recir.backend.engine import Engine, compile_object
 from recir.backend.llvm_workers import compile_apart
 from recir.backend.frontier_inputs import InputLayout
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
@@ -143,12 +146,13 @@ class FrontierFunction:
         # `later`: a gradient runs the inference's `@expand` (the same
         # schedule forward), so whichever of the two compiles second loads it
         loops[names[0]] = expansion_spec(self.schedule, expand)
-        self.native = compile_rows(
+        # lowered here; LLVM's half goes on while the caller does (`background`)
+        self.made = Deferred(lowered_rows(
             [([expand], None if origin is None else f"{origin}\0{entry} expansion"),
              *(([f], None if made is None else f"{made}\0{f.sym_name.data}")
-               for f in functions)], cache_dir, threads, loops, self.row_facts)
-        self.native.callees.setdefault(names[1], post)  # the schedule reads its signature
-        self.before = self.native.functions.get(before.sym_name.data) if before else None
+               for f in functions)], cache_dir, threads, loops, self.row_facts))
+        self.post, self.compiled = post, {f.sym_name.data for f in functions}
+        self.before_name = before.sym_name.data if before is not None else None
         self.calls = threading.Lock()  # the native functions' scratch serves one call
         self.layout = InputLayout(self.original, len(self.params))
         self.flow = Flow(self.entry, self.schedule, before is not None)
@@ -158,9 +162,21 @@ class FrontierFunction:
         return self.batch([inputs])[0]
 
     def wait(self) -> FrontierFunction:
-        """This function (as `NativeFunction.wait`): its code is loaded
-        when it is made."""
+        """This function, its code loaded (as `NativeFunction.wait`)."""
+        self.native  # noqa: B018 (loaded on first use)
         return self
+
+    @functools.cached_property
+    def native(self) -> NativeCalls:
+        """The compiled functions, once LLVM is done; raises what it raised."""
+        calls = self.made.get()
+        calls.callees.setdefault(self.post.sym_name.data, self.post)  # (its signature)
+        return calls
+
+    @functools.cached_property
+    def before(self) -> Any:
+        """The entry's ops before its schedule, compiled; None where none."""
+        return self.native.functions.get(self.before_name) if self.before_name else None
 
     def entry_args(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """Each input checked and converted as every path does it
@@ -256,16 +272,26 @@ def compile_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: i
     with a height loop beside each function `loops` names, from the object
     cache when it has them (keyed by the part's origin, what determines its
     functions, where given); `facts`: their `RowFacts`, else found in their
-    bodies. LLVM compiles a part (`engine.llvm_thread`) while this thread
-    lowers the next."""
+    bodies."""
+    return lowered_rows(parts, cache_dir, threads, loops, facts)()
+
+
+def lowered_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: int = 1,
+                 loops: dict[str, Spec] | None = None,
+                 facts: dict[str, RowFacts] | None = None) -> Callable[[], NativeCalls]:
+    """`compile_rows` with each part lowered here, its LLVM started in a
+    child as soon as it is (`llvm_workers.compile_apart`); the call returned
+    waits for the objects (compiling here what a child did not) and loads
+    them."""
     loops = loops or {}
-    with collector_paused(), llvm_thread() as compiling:
-        pending = [lowered_object(functions, cache_dir, threads, loops, origin, compiling)
+    with collector_paused():
+        pending = [lowered_object(functions, cache_dir, threads, loops, origin)
                    for functions, origin in parts]
-        built = [(functions, *made.result())
-                 for (functions, _), made in zip(parts, pending, strict=True)]
-    return joined(*(loaded(functions, obj, sites, links, per_row, loops, facts)
-                    for functions, obj, sites, links, per_row in built))
+
+    def load() -> NativeCalls:
+        return joined(*(loaded(functions, *made(), loops, facts)
+                        for (functions, _), made in zip(parts, pending, strict=True)))
+    return load
 
 
 def loaded(functions: list[func.FuncOp], obj: bytes, sites: list[str], links: list[str],
@@ -297,10 +323,9 @@ Built = tuple[bytes, list[str], list[str], dict[str, int]]
 
 
 def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, threads: int,
-                   loops: dict[str, Spec], origin: str | None, compiling: Executor
-                   ) -> Future[Built]:
-    """A part's object (lowered here and compiled on `compiling` on a
-    cache miss), its error sites, the kernel sets it links and each
+                   loops: dict[str, Spec], origin: str | None) -> Callable[[], Built]:
+    """A call for a part's object (on a cache miss lowered here, its LLVM
+    started apart), its error sites, the kernel sets it links and each
     function's scratch bytes a row."""
     passes = frontier_lower_passes(threads, cache_dir)
     teams = sorted((f.sym_name.data, getattr(loops.get(f.sym_name.data), "threads", 1))
@@ -308,11 +333,15 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     text = origin if origin is not None else located_text(public_copies(functions))
     key = cache_key(text, f"frontier {passes} loops {teams}")
     cache = ObjectCache(cache_dir)
+    under_way = UNDER_WAY.get((cache.directory, key))
+    if under_way is not None:  # another function's part, its LLVM still at work: shared
+        return under_way
     hit = cache.load(key, {"sites": list[str], "links": list[str], "scratch": list[str],
                            "per_row": list[int]})
     if hit is not None:
         per_row = dict(zip(hit[1]["scratch"], hit[1]["per_row"], strict=False))
-        return ready((hit[0], hit[1]["sites"], hit[1]["links"], per_row))
+        built = (hit[0], hit[1]["sites"], hit[1]["links"], per_row)
+        return lambda: built
     if any(not f.body.blocks for f in functions):  # a summary's declarations
         raise NotCached(key)
     module = public_copies(functions)
@@ -331,12 +360,27 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     # `engine.ROW_CODE`; in a child from now on, where it may (`llvm_workers`)
     made = compile_apart(text, lambda text: compile_object(text, rows=True), rows=True)
 
-    def compiled() -> Built:
-        obj = made()
-        cache.store(key, obj, {"sites": sites, "links": links, "scratch": list(per_row),
-                               "per_row": list(per_row.values())})
-        return obj, sites, links, per_row
-    return compiling.submit(compiled)
+    lock, built = threading.Lock(), []
+
+    def compiled() -> Built:  # once, for every function that shares the part
+        with lock:
+            if not built:
+                try:
+                    obj = made()
+                    cache.store(key, obj, {"sites": sites, "links": links,
+                                           "scratch": list(per_row),
+                                           "per_row": list(per_row.values())})
+                    built.append((obj, sites, links, per_row))
+                finally:
+                    UNDER_WAY.pop((cache.directory, key), None)
+            return built[0]
+    UNDER_WAY[(cache.directory, key)] = compiled
+    return compiled
+
+
+# parts whose LLVM is under way, by cache directory and key: a gradient
+# compiled right after its inference shares the inference's expansion
+UNDER_WAY: dict[tuple[Path, str], Callable[[], Built]] = {}
 
 
 def public_copies(functions: list[func.FuncOp]) -> ModuleOp:

@@ -16,6 +16,8 @@ it.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -131,9 +133,7 @@ class FrontierGradFunction(FrontierFunction):
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
                          extra=backwards, threads=threads, forward=False, origin=origin,
                          later=later, facts=facts)
-        prefix = f"{model.entry}__frontier{BEFORE}"
-        self.before_fwd = self.native.functions.get(f"{prefix}{FORWARD}")
-        self.before_bwd = self.native.functions.get(f"{prefix}{BACKWARD}")
+        self.prefix = f"{model.entry}__frontier{BEFORE}"
         ret = self.entry.body.blocks[0].last_op
         assert ret is not None
         outputs = list(self.schedule.outputs)
@@ -151,8 +151,18 @@ class FrontierGradFunction(FrontierFunction):
                            if dtype_of(r.type) == np.float32]
         block = self.entry.body.blocks[0]
         first_param = len(block.args) - len(self.params)
-        self.direct = [self.names[v.index - first_param] if self.before_bwd is None and isinstance(
+        prefixed = f"{self.prefix}{BACKWARD}" in self.compiled
+        self.direct = [self.names[v.index - first_param] if not prefixed and isinstance(
             v, BlockArgument) and v.index >= first_param else None for v in self.schedule.shared]
+
+    @functools.cached_property
+    def before_fwd(self) -> Any:
+        """The prefix's `_fwd`, compiled; None where there is no prefix."""
+        return self.native.functions.get(f"{self.prefix}{FORWARD}")
+
+    @functools.cached_property
+    def before_bwd(self) -> Any:
+        return self.native.functions.get(f"{self.prefix}{BACKWARD}")
 
     def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:  # type: ignore[override]

@@ -105,3 +105,30 @@ def test_a_forked_child_makes_the_value_itself():
     _, status = os.waitpid(child, 0)
     gate.set()
     assert os.WEXITSTATUS(status) == 0 and deferred.get() == parent
+
+
+def test_a_frontier_gradient_right_after_its_inference_shares_the_expansion(tmp_path,
+                                                                            monkeypatch):
+    from recir import frontier_compile
+    from recir.models import tree_lstm
+
+    started: list[str] = []
+    gate, made = threading.Event(), frontier_compile.compile_apart
+
+    def held(text, *rest, **kwargs):  # each object held until the gate opens
+        started.append(text)
+        compiled = made(text, *rest, **kwargs)
+        return lambda: gate.wait(60) and compiled()
+
+    monkeypatch.setattr(frontier_compile, "compile_apart", held)
+    traced = tree_lstm.trace_model(tree_lstm.init_params(np.random.default_rng(2), hidden=4))
+    inference = recir.compile(traced, batching="frontier", cache_dir=tmp_path)
+    gradient = recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path)
+    gate.set()
+    expand = inference.schedule.expand.root_reference.data
+    assert sum(f'@"{expand}"(' in text for text in started) == 1  # not lowered again
+    tree = make_tree("balanced", 4, np.random.default_rng(4), vocab_size=20)
+    args = (tree.left, tree.right, tree.word, tree.label % 5, tree.root)
+    (_, loss), _ = gradient(*args)
+    assert inference(*args)[1] == pytest.approx(loss, rel=1e-5)
+    assert gradient.native.functions[expand] is not None and not frontier_compile.UNDER_WAY

@@ -87,11 +87,11 @@ def test_the_gradient_loads_the_expansion_the_inference_compiled(model, tmp_path
     after the inference writes only its own objects."""
     params = model.init_params(np.random.default_rng(2), hidden=4)
     traced = model.trace_model(params)
-    inference = recir.compile(traced, batching="frontier", cache_dir=tmp_path)
+    inference = recir.compile(traced, batching="frontier", cache_dir=tmp_path).wait()
     # an object per function (the expansion's among them) and the batched IR's summary
     written = set(tmp_path.glob("*.o"))
     assert len(written) == len(inference.native.engines) + 1
-    gradient = recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path)
+    gradient = recir.value_and_grad(traced, batching="frontier", cache_dir=tmp_path).wait()
     # its own functions' objects and its summary: none for the expansion
     assert len(set(tmp_path.glob("*.o")) - written) == len(gradient.native.engines)
     expand = inference.schedule.expand.root_reference.data
