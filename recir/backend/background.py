@@ -42,6 +42,7 @@ class Deferred(Generic[T]):
             self.error = error
         finally:
             self.done.set()
+            self.make = None  # type: ignore[assignment]  # (what it held: IR, objects)
 
     def get(self) -> T:
         if not self.done.is_set() and os.getpid() != self.parent:

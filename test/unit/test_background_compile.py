@@ -132,3 +132,19 @@ def test_a_frontier_gradient_right_after_its_inference_shares_the_expansion(tmp_
     (_, loss), _ = gradient(*args)
     assert inference(*args)[1] == pytest.approx(loss, rel=1e-5)
     assert gradient.native.functions[expand] is not None and not frontier_compile.UNDER_WAY
+
+
+def test_a_deferred_lets_go_of_what_made_its_value():
+    import gc
+    import weakref
+
+    class Text(str):
+        pass
+
+    text = Text("the IR")
+    kept = weakref.ref(text)
+    deferred = Deferred(lambda: len(text))
+    del text
+    assert deferred.get() == 6
+    gc.collect()
+    assert kept() is None
