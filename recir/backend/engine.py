@@ -49,13 +49,14 @@ class Engine:
         self.machines = [target_machine() for _ in objects]
         self.engines = [llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
                         for machine in self.machines]
-        for engine, obj in zip(self.engines, objects, strict=True):
-            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            engine.finalize_object()
-            for name in exports:
-                address = engine.get_function_address(name)
-                if address:
-                    llvm.add_symbol(name, address)
+        with _exporting:  # another engine's export of a name must not come between
+            for engine, obj in zip(self.engines, objects, strict=True):
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+                engine.finalize_object()
+                for name in exports:
+                    address = engine.get_function_address(name)
+                    if address:
+                        llvm.add_symbol(name, address)
 
     def lookup(self, name: str) -> int:
         """The address of `name`'s code, 0 where the objects have none."""
@@ -66,6 +67,12 @@ class Engine:
         if not address:
             raise KeyError(f"no native function named {name}")
         return address
+
+
+# held while an engine loads its objects: LLVM's symbol table is the
+# process's, and two engines of one module (two cache folders) export the
+# same names, each of which must resolve its own object's
+_exporting = threading.Lock()
 
 
 class CollectorPause:
