@@ -8,14 +8,14 @@ own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 gets an object of its own, LLVM compiling it in a child process from when
 Python has lowered it (`llvm_workers`); the function returns once all are
 lowered, and its first call waits for the objects (`background`). The
-model's gradient loads the expansion's (it runs the same `@f__expand`),
-or shares its compile while under way, rather than compiling it again. With `threads`, a height's rows
-split across one OpenMP team per call where the cost model says it pays
-(`backend/native_schedule.py`), else the products over rows split across
-their own teams (`passes/row_products.py`). A batch of inputs becomes the
-batched entry's arguments as `invoke-to-frontier` lays them out: a dynamic
-array as the trees' arrays one after another plus the offsets where each
-starts, anything else stacked one row per element.
+model's gradient loads the expansion's (it runs the same `@f__expand`), or
+shares its compile while under way, rather than compiling it again. With
+`threads`, a height's rows split across one OpenMP team per call where the
+cost model says it pays (`backend/native_schedule.py`), else the products
+over rows split across their own teams (`passes/row_products.py`). A batch
+of inputs becomes the batched entry's arguments as `invoke-to-frontier`
+lays them out: a dynamic array as the trees' arrays one after another plus
+the offsets where each starts, anything else stacked one row per element.
 """
 
 from __future__ import annotations

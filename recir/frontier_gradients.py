@@ -17,7 +17,6 @@ it.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any

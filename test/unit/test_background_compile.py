@@ -135,6 +135,7 @@ def test_a_frontier_gradient_right_after_its_inference_shares_the_expansion(tmp_
 
 
 def test_a_deferred_lets_go_of_what_made_its_value():
+    import functools
     import gc
     import weakref
 
@@ -143,7 +144,7 @@ def test_a_deferred_lets_go_of_what_made_its_value():
 
     text = Text("the IR")
     kept = weakref.ref(text)
-    deferred = Deferred(lambda: len(text))
+    deferred = Deferred(functools.partial(len, text))
     del text
     assert deferred.get() == 6
     gc.collect()
