@@ -2,6 +2,7 @@
 
 `python bench/cold_ab.py BEFORE AFTER --rounds 6 --threads 1 --compiles 3`
 times `recir.compile` and `recir.value_and_grad` with `batching="frontier"`
+(the first until it returns, the second until both have their code)
 for TreeLSTM h=150 (embed 150, vocab 1,000), each compile into a fresh cache
 folder, in child processes that import recir from BEFORE or AFTER (two
 checkouts, e.g. `git worktree add ../before <commit>`). A child compiles once
@@ -39,9 +40,12 @@ def child(source: str, threads: int, compiles: int) -> None:
     def once() -> list[float]:
         cache = tempfile.mkdtemp()
         wall, cpu = time.perf_counter(), time.process_time()
-        recir.compile(traced, batching="frontier", cache_dir=cache, threads=threads)
+        made = [recir.compile(traced, batching="frontier", cache_dir=cache, threads=threads)]
         middle = time.perf_counter()
-        recir.value_and_grad(traced, batching="frontier", cache_dir=cache, threads=threads)
+        made.append(recir.value_and_grad(traced, batching="frontier", cache_dir=cache,
+                                         threads=threads))
+        for function in made:  # (a tree whose compile returns loaded has no wait)
+            getattr(function, "wait", lambda: None)()
         end = time.perf_counter()
         return [middle - wall, end - middle, end - wall, time.process_time() - cpu]
 

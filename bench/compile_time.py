@@ -10,8 +10,8 @@ cached apart from the model's objects, so they are not part of a cold
 compile; the first frontier compile in the process pays them where they are
 not cached yet, shown apart). Stages are CPU seconds of this process
 (`time.process_time`), the minimum over `--repeats` runs, so that other
-jobs on a shared machine weigh less; the end-to-end rows are wall seconds,
-also minima. With `--levels 3 2` the LLVM rows are repeated at O2 on the
+jobs on a shared machine weigh less; the end-to-end rows are wall seconds
+until both functions have their code, also minima. With `--levels 3 2` the LLVM rows are repeated at O2 on the
 same IR, and `--llvm-passes N` prints LLVM's N costliest passes; `--speed`
 instead times the code each level gives.
 """
@@ -92,8 +92,9 @@ def frontier_end_to_end(traced: Any, threads: int, cache: str) -> tuple[float, f
     import recir
 
     wall, cpu = time.perf_counter(), time.process_time()
-    recir.compile(traced, batching="frontier", cache_dir=cache, threads=threads)
-    recir.value_and_grad(traced, batching="frontier", cache_dir=cache, threads=threads)
+    inference = recir.compile(traced, batching="frontier", cache_dir=cache, threads=threads)
+    recir.value_and_grad(traced, batching="frontier", cache_dir=cache, threads=threads).wait()
+    inference.wait()
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
