@@ -5,11 +5,13 @@ second part compiled on another thread would wait for the first. A child
 process (this Python, running `llvm_compile.serve` loaded by its path, so
 without recir's package) has a lock of its own. Where a child cannot start,
 fails, or returns no object, this thread compiles its part too: a child
-only ever saves time.
+only ever saves time. A child that crashes (LLVM aborting on the IR) is a
+RecirError: the same compile here would end the program.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from recir.backend import llvm_compile
 from recir.backend.policy import machine
+from recir.diagnostics import RecirError
 
 CHILD = ("import importlib.util, sys\n"
          "spec = importlib.util.spec_from_file_location('recir_llvm_compile', sys.argv[1])\n"
@@ -53,7 +56,16 @@ class Child:
 
     def result(self) -> bytes | None:
         self.talking.join()
+        crashed = -self.process.returncode if self.process.returncode is not None else 0
+        if crashed in CRASHES:  # LLVM itself failed: again here, it would take Python down
+            raise RecirError(f"error: LLVM crashed compiling a module "
+                             f"({signal.Signals(crashed).name} in its child process)")
         return self.out
+
+
+# the signals of a process that crashed (not one stopped from outside)
+CRASHES = frozenset((signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL,
+                     signal.SIGFPE))
 
 
 def compile_parts(texts: Sequence[str], compile_here: Callable[[str], bytes]) -> list[bytes]:

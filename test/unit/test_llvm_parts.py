@@ -13,6 +13,7 @@ import recir
 from recir.backend import llvm_workers
 from recir.backend.engine import Engine, compile_object
 from recir.backend.llvm_split import split_module
+from recir.diagnostics import RecirError
 from recir.models import tree_lstm
 
 # @big_b (moved: it alone uses @counter and @b_only) calls itself and the
@@ -125,6 +126,16 @@ def test_a_child_compiles_its_part_and_one_that_fails_leaves_it_here(monkeypatch
     assert here == (parts if here_too else parts[:1])
     assert run(Engine(objects[1], objects[0], exports=exports), 2) == run(
         Engine(compile_object(MODULE)), 2)
+
+
+def test_a_child_that_crashes_is_an_error_not_a_compile_here(monkeypatch):
+    monkeypatch.setattr(llvm_workers, "CHILD", "import os, signal\n"
+                        "os.kill(os.getpid(), signal.SIGSEGV)")
+    here: list[str] = []
+    parts, _ = split_module(MODULE, "k7", least=10)
+    with pytest.raises(RecirError, match="LLVM crashed compiling a module .SIGSEGV"):
+        llvm_workers.compile_parts(parts, lambda text: here.append(text) or compile_object(text))
+    assert here == parts[:1]
 
 
 def test_a_gradient_compiled_in_parts_matches_the_interpreter(tmp_path):
