@@ -113,6 +113,7 @@ def test_nothing_moves_below_the_size_or_where_a_part_would_reach_the_rest():
     ("import sys; sys.stdout.write('not an object')", True)])
 def test_a_child_compiles_its_part_and_one_that_fails_leaves_it_here(monkeypatch, child,
                                                                      here_too):
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=2))
     if child is not None:
         monkeypatch.setattr(llvm_workers, "CHILD", child)
     here: list[str] = []
@@ -129,6 +130,7 @@ def test_a_child_compiles_its_part_and_one_that_fails_leaves_it_here(monkeypatch
 
 
 def test_a_child_that_crashes_is_an_error_not_a_compile_here(monkeypatch):
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=2))
     monkeypatch.setattr(llvm_workers, "CHILD", "import os, signal\n"
                         "os.kill(os.getpid(), signal.SIGSEGV)")
     here: list[str] = []
