@@ -204,6 +204,22 @@ def test_the_kernel_groups_and_orders_as_the_reference(seed: int, threads: int) 
                              is not None)
 
 
+@pytest.mark.parametrize("threads", [2, 3, 16])
+def test_the_kernel_swaps_trees_between_groups_as_the_reference(threads: int) -> None:
+    """Batches of 25 trees of SST's lengths (2 to 50 leaves), where LPT
+    leaves its groups apart and swaps bring them closer: the kernel's
+    groups are the reference's."""
+    for seed in range(8):
+        sizes = np.random.default_rng(10 + seed).integers(2, 51, 25).tolist()
+        children, height, owner = forest(sizes, seed=seed)
+        places, starts, found = kernel_groups(height, owner, threads, 4)
+        nodes = np.bincount(owner)
+        group = groups_of(nodes, threads)
+        order = (height * threads + group[owner]).argsort(kind="stable")
+        np.testing.assert_array_equal(places[order], np.arange(len(owner)))
+        assert found.largest == np.bincount(group, weights=nodes).max()
+
+
 def test_the_kernel_runs_by_groups_only_where_they_leave_a_thread_fewer_rows() -> None:
     _, height, owner = forest([200, 3], seed=2)  # the large tree a group alone
     assert split_rows(np.bincount(height), 2, 1) < owner.count(0)  # its 399 rows

@@ -229,6 +229,32 @@ def test_balanced_groups_are_within_four_thirds_of_the_best_split() -> None:
     assert sorted(policy.balanced_groups([3.0, 1.0, 2.0], 5)) == [0, 1, 2]
 
 
+def lpt_largest(sizes: list[int], groups: int) -> int:
+    """Plain LPT's largest group: the largest item first, each to the least."""
+    loads = [0] * groups
+    for size in sorted(sizes, reverse=True):
+        loads[loads.index(min(loads))] += size
+    return max(loads)
+
+
+def test_swaps_bring_lpts_groups_closer() -> None:
+    """LPT gives [5, 3, 3] and [5, 4]; one swap makes both 10. On random
+    batches of odd node counts (a binary tree's), never a larger group than
+    LPT's, and often a smaller one."""
+    found = policy.balanced_groups([5, 5, 4, 3, 3], 2)
+    assert [sum(s for s, g in zip([5, 5, 4, 3, 3], found) if g == k) for k in (0, 1)] == [10, 10]
+    rng = np.random.default_rng(7)
+    closer = 0
+    for _ in range(60):
+        sizes = (2 * rng.integers(2, 51, int(rng.integers(2, 30))) - 1).tolist()
+        groups = int(rng.integers(2, 5))
+        found = policy.balanced_groups(sizes, groups)
+        loads = [sum(s for s, g in zip(sizes, found) if g == k) for k in range(groups)]
+        assert max(loads) <= lpt_largest(sizes, groups)
+        closer += max(loads) < lpt_largest(sizes, groups)
+    assert closer >= 10
+
+
 def test_tune_reads_a_teams_share_off_its_quiet_rounds() -> None:
     """Rounds another process slowed (here three of five, which their
     median would take for the team's pace) leave the share measured on

@@ -12,7 +12,8 @@ where none) and the stored rows.
 By groups (`height_groups`; the plan's trees not 0), it first gives each
 tree a group of the team's T, node counts balanced as
 `policy.balanced_groups` gives them (the largest tree first, each to the
-group with the fewest rows so far, the lowest on a tie), sorts the rows by
+group with the fewest rows so far, the lowest on a tie; then
+`group_swaps`), sorts the rows by
 the key height x T + group, and then says whether the team should run by
 them: every height up to the tallest has rows, and the largest group's
 rows are fewer than a thread's when each height with a register tile of
@@ -47,6 +48,7 @@ from xdsl.dialects.builtin import ModuleOp, i8, i32, i64
 from xdsl.ir import SSAValue
 
 from recir.backend.array_address import data_address
+from recir.backend.kernels.group_swaps import swap_passes
 from recir.backend.kept_plans import KeptRows
 from recir.diagnostics import RecirError
 from recir.passes.llvm_functions import lower_to_llvm, new_function
@@ -152,6 +154,7 @@ def group_keys(b: Emitter, plan: SSAValue, n: SSAValue) -> None:
             f.store(f.add(f.load(loads, best, i64), f.load(sizes, t, i64)), loads, best)
 
         e.each(batch, assign)
+        swap_passes(e, n, batch, team, sizes, group_of, loads)
         heights, keys = e.load(plan, ROW_HEIGHTS, PTR), e.load(plan, HEIGHTS, PTR)
         levels = e.load(plan, LEVELS, i64)
 
