@@ -109,14 +109,14 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
     params = make_params(hidden, vocab)
     spent = [0.0]
     undo = timed_loops(spent)
-    try:
+    batch_trees = trees[:batch]
+    try:  # the loops are made at a function's first call, once its code is loaded
         forms = {t: recir_frontier(params, mode, t) for t in (1, threads)}
+        for run in forms.values():
+            for _ in range(CHUNK):
+                run(batch_trees)
     finally:
         undo()
-    batch_trees = trees[:batch]
-    for run in forms.values():
-        for _ in range(CHUNK):
-            run(batch_trees)
     kept: dict[int, dict[str, list[float]]] = {
         t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": []} for t in forms}
     dropped, caller = 0, threading.get_native_id()

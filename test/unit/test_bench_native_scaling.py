@@ -110,3 +110,14 @@ def test_thread_cpu_counts_a_busy_threads_work_not_a_sleeping_ones():
     own, others = native_scaling.work_split(before, after, caller)
     assert others > 0.005  # hashing 64 MB takes milliseconds
     assert own < others
+
+
+def test_a_measure_times_the_height_loops_of_both_thread_counts(tmp_path, monkeypatch):
+    """End to end on small trees: every kept chunk's native loops took
+    time (the loops are made at the first call, while the timing is on)
+    and less than the call."""
+    monkeypatch.setenv("RECIR_CACHE_DIR", str(tmp_path))
+    found = native_scaling.measure("infer", 8, "complete-4", 2, native_scaling.CHUNK,
+                                   waited=float("inf"))
+    for medians in found["medians"].values():
+        assert 0 < medians["native"] < medians["wall"]
