@@ -112,13 +112,16 @@ def report(found: list[dict[str, Any]], threads: int, ratio: float) -> str:
     shared = sum(team_seconds(row["groups"], fixed, per_row, ratio, shared=True)
                  for row in grouped)
     each = sorted(row[1] / row[threads] for row in grouped)  # a slow spell: near 1
+    apart = sorted(100 * (max(totals) / np.mean(totals) - 1) for totals in (
+        np.sum(row["groups"], axis=1) for row in grouped))  # the team waits for the largest
     return (f"{len(grouped)} batches of 25 by groups on {threads} threads: a height "
             f"{fixed * 1e6:.1f} us, a leaf row {per_row * 1e6:.2f} us, an internal row "
             f"{per_row * ratio * 1e6:.2f} us (rms {rms * 1e6:.0f} of {np.mean(one) * 1e6:.0f} "
             f"us)\n{threads}t / 1t of the native loops: measured {sum(one) / many:.3f}, "
             f"predicted {sum(one) / predicted:.3f}; with each height's fixed cost paid "
             f"once by the team {sum(one) / shared:.3f}\neach batch's measured: "
-            f"{' '.join(f'{r:.2f}' for r in each)}")
+            f"{' '.join(f'{r:.2f}' for r in each)}\nthe largest group's rows over the "
+            f"mean: median {statistics.median(apart):.1f}%, most {apart[-1]:.1f}%")
 
 
 def main() -> int:

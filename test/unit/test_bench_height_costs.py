@@ -30,3 +30,11 @@ def test_a_team_pays_a_heights_fixed_cost_on_each_thread_with_rows_there():
     # shared: each height's fixed cost once, its rows split evenly
     assert height_costs.team_seconds(groups, 10.0, 1.0, 2.0, shared=True) == pytest.approx(
         3 * 10 + (10 + 2 * 3 + 2 * 1) / 2)
+
+
+def test_the_report_gives_how_far_the_largest_group_is_over_the_mean():
+    found = [{1: 3e-3, 2: 2e-3, "groups": [[4, 2, 1], [6, 1, 0]]},  # 7 and 7 rows
+             {1: 5e-3, 2: 3e-3, "groups": [[8, 2], [4, 2]]},  # 10 and 6: 25% over
+             {1: 4e-3, 2: 2e-3, "groups": None}]  # not by groups: left out
+    line = height_costs.report(found, 2, 2.0).splitlines()[-1]
+    assert line == "the largest group's rows over the mean: median 12.5%, most 25.0%"
