@@ -312,8 +312,9 @@ def balanced_groups(sizes: Sequence[float], groups: int) -> list[int]:
     return found
 
 
-# LPT leaves the fullest and emptiest groups up to the last (smallest) item
-# apart: 1-3% of a team call on SST batches of 25 trees, paid at its join.
+# LPT leaves the fullest group over the emptiest by up to the last item it
+# gave the fullest: 1-3% of a team call on SST batches of 25 trees, paid at
+# its join.
 # A pass of swaps checks every pair of their items, and `groups` passes
 # check about len(sizes)^2 pairs: at most this many a unit of size (a
 # tree's node, whose rows cost hundreds of multiply-adds and more).

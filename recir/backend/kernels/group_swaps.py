@@ -1,8 +1,8 @@
 """The height-order kernel's swaps between groups: `policy.swapped` natively.
 
-LPT (`height_order.group_keys`) leaves the fullest and the emptiest group
-of a team up to its smallest tree apart, and a team call waits at its
-join for the fullest. Each of T passes finds those two groups (each the
+LPT (`height_order.group_keys`) leaves a team's fullest group over its
+emptiest by up to the last tree it gave the fullest, and a team call waits
+at its join for the fullest. Each of T passes finds those two groups (each the
 lowest on a tie) and the pair of their trees whose swap leaves them
 closest (the first in tree order), and swaps it where that brings them
 closer. No pass where the batch's pairs are more than
