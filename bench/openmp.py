@@ -53,16 +53,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a runtime's child process may take")
 
 
-def fib_times(threads: list[int], n: int, repeats: int) -> dict[str, list[float]]:
+def fib_times(threads: list[int], n: int, repeats: int, copies: int = 0
+              ) -> dict[str, list[float]]:
+    """fib(n) on each thread count, in rounds; with `copies`, in the same
+    rounds `copies` one-thread fib(n - 1) calls one after another ("alone")
+    and at once on as many Python threads ("together"): alone / together is
+    what this host gives that many threads with nothing to share."""
+    import threading
+
     import recir
     from recir.context import make_context
     from recir.parsing import parse_module
 
     path = ROOT / "examples/ir/fib.mlir"
     module = parse_module(make_context(), path.read_text(), str(path))
-    fns = {t: recir.compile(module, entry="fib", threads=t) for t in threads}
-    return rounds_times({str(t): lambda f=f: f(n) for t, f in fns.items()}, repeats,
-                        warmup_calls=TUNER_CALLS)
+    fns = {t: recir.compile(module, entry="fib", threads=t) for t in {*threads, 1}}
+    contestants = {str(t): lambda f=fns[t]: f(n) for t in threads}
+    serial = fns[1]
+
+    def together() -> None:
+        others = [threading.Thread(target=serial, args=(n - 1,)) for _ in range(copies - 1)]
+        for other in others:
+            other.start()
+        serial(n - 1)
+        for other in others:
+            other.join()
+
+    if copies > 1:
+        contestants["alone"] = lambda: [serial(n - 1) for _ in range(copies)]
+        contestants["together"] = together
+    return rounds_times(contestants, repeats, warmup_calls=TUNER_CALLS)
 
 
 def tree_times(threads: list[int], hidden: int, leaves: int, count: int,

@@ -135,15 +135,17 @@ def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: 
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
-                ) -> float | None:
-    """fib(n) on `threads` over one, in a child process as `run.py
+                ) -> list[float] | None:
+    """fib(n) on `threads` over one, and the host's ceiling for as many
+    threads (`openmp.fib_times`' copies), in a child process as `run.py
     openmp` times it: this process's earlier teams and PyTorch's pool
     would share its cores. None, with the reason printed, where the child
-    fails, runs over `timeout` seconds or prints no ratio last."""
+    fails, runs over `timeout` seconds or prints no ratios last."""
     code = (f"import json, sys; sys.path.insert(0, {str(openmp.ROOT)!r}); "
             f"from bench.openmp import fib_times; from bench.common import median; "
-            f"t = fib_times([1, {threads}], {n}, {repeats}); "
-            f"print(json.dumps(median(t['1']) / median(t['{threads}'])))")
+            f"t = fib_times([1, {threads}], {n}, {repeats}, copies={threads}); "
+            f"print(json.dumps([median(t['1']) / median(t['{threads}']), "
+            f"median(t['alone']) / median(t['together'])]))")
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=timeout)
@@ -153,7 +155,7 @@ def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         try:
-            return float(json.loads(lines[-1]))
+            return [float(x) for x in json.loads(lines[-1])]
         except (ValueError, TypeError):
             why = f"printed {lines[-1][:80]!r}"
     else:
@@ -248,8 +250,12 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                                        f" {threads} copies of 1t at once / one",
                                        report.get("ceiling", {}).get(f"{name} {kind} {mode}"),
                                        None))
-    rows.append(judged(f"scaling: fib(35), {threads}t / 1t", report.get("fib_speedup"),
-                       asked.get("fib")))
+    fib = report.get("fib_speedup")
+    speedup, ceiling = fib if isinstance(fib, list) else (fib, None)  # (older reports: a ratio)
+    rows.append(judged(f"scaling: fib(35), {threads}t / 1t", speedup, asked.get("fib")))
+    if threads > 1:
+        rows.append(judged(f"scaling: fib(35), the host's ceiling: {threads} fib(34) on 1t "
+                           "at once / one after another", ceiling, None))
     return rows
 
 

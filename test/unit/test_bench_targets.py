@@ -124,9 +124,14 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     assert found["ceiling"] == dict.fromkeys(keys, 31.0)  # 16 copies asked for
 
 
-def test_fib_speedup_is_a_ratio_from_a_child_process():
-    speedup = targets.fib_speedup(2, 1, n=12)
-    assert isinstance(speedup, float) and speedup > 0
+def test_fib_speedup_is_a_ratio_from_a_child_process_with_the_hosts_ceiling():
+    found = targets.fib_speedup(2, 1, n=12)
+    assert isinstance(found, list) and len(found) == 2 and all(
+        isinstance(x, float) and x > 0 for x in found)
+    rows = by_target(targets.scaling_rows({"fib_speedup": [1.75, 1.9]}, 2))
+    assert rows["scaling: fib(35), 2t / 1t"] == ["1.75", ">= 1.8", "MISSED"]
+    assert rows["scaling: fib(35), the host's ceiling: 2 fib(34) on 1t at once / one after "
+                "another"] == ["1.90", "", ""]
 
 
 def test_fib_speedup_of_a_child_that_fails_or_hangs_is_unjudged(monkeypatch, capsys):
