@@ -35,7 +35,7 @@ from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
-from recir.gradients import accumulators, check_loss, check_threads
+from recir.gradients import CheckedBuffers, accumulators, check_loss, check_threads
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
 from recir.interpreter.frontier_grad import is_float_tensor
@@ -129,6 +129,7 @@ class FrontierGradFunction(FrontierFunction):
                  backwards: list[str], threads: int = 1, origin: str | None = None,
                  later: str = "", facts: dict[str, RowFacts] | None = None):
         self.names = list(model.params)
+        self.checked = CheckedBuffers()  # `into`'s last clear arrays
         super().__init__(module, model.entry, list(model.params.values()), cache_dir,
                          extra=backwards, threads=threads, forward=False, origin=origin,
                          later=later, facts=facts)
@@ -175,7 +176,8 @@ class FrontierGradFunction(FrontierFunction):
         the products' team is the one the function was compiled for."""
         batch = batch_items(batch, self.original.sym_name.data)
         threads = check_threads(threads)
-        grads = accumulators(dict(zip(self.names, self.params, strict=True)), into)
+        grads = accumulators(dict(zip(self.names, self.params, strict=True)), into,
+                             self.checked)
         if not batch:
             return [], grads
         with self.calls:

@@ -15,7 +15,8 @@ import pytest
 import recir
 from recir.data import make_treebank
 from recir.diagnostics import RecirError
-from recir.gradients import accumulators, bounds, overlapping
+from recir import gradients
+from recir.gradients import CheckedBuffers, accumulators, bounds, overlapping
 from recir.models import tree_rnn
 
 
@@ -101,3 +102,27 @@ def test_bounds_overlap_as_numpy_answers_for_views_of_one_buffer() -> None:
             first + max(0, b.strides[0]) * (len(b) - 1) + 4))
         assert overlapping({"p": b}, {"p": a}) == bool(np.may_share_memory(a, b))
     assert not overlapping({"p": base}, {"p": np.zeros(300, np.float32)})
+
+
+def test_a_functions_last_clear_buffers_skip_the_search_and_others_do_not(monkeypatch):
+    """The same array objects as the last clear call are not searched again
+    (they are held, so they lie where they lay); a new buffer over a
+    parameter is searched and refused each time, and leaves the last clear
+    ones as they were."""
+    searched = []
+    search = gradients.overlapping
+    monkeypatch.setattr(gradients, "overlapping",
+                        lambda p, i: searched.append(1) or search(p, i))
+    memory = np.zeros(100, np.float32)
+    params = views(memory, {"w": (4, 4), "b": (4,)}, [0, 16])
+    into = {"w": np.zeros((4, 4), np.float32), "b": np.zeros(4, np.float32)}
+    checked = CheckedBuffers()
+    for _ in range(3):
+        assert accumulators(params, into, checked) is into
+    assert len(searched) == 1
+    over = {**into, "b": memory[12:16]}  # over w
+    for _ in range(2):
+        with pytest.raises(RecirError, match="gradient buffer 'b' shares memory"):
+            accumulators(params, over, checked)
+    assert len(searched) == 3
+    assert accumulators(params, into, checked) is into and len(searched) == 3
