@@ -18,8 +18,8 @@ given back zeroed).
 
 from __future__ import annotations
 
-import operator
 import threading
+import weakref
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -207,15 +207,20 @@ def check_loss(loss: Any) -> int:
 
 class CheckedBuffers:
     """A function's last `into` found clear of its parameters and of each
-    other (`overlapping`): the same array objects again (held here, so
-    neither freed nor resized in place) lie where they lay, and a call with
-    them skips the search."""
+    other (`overlapping`), by weak references (the buffers are the
+    caller's to free): the same live array objects lie where they lay (an
+    array resized in place moves only with a new shape, which the
+    per-buffer checks refuse), and a call with them skips the search."""
 
     def __init__(self) -> None:
-        self.last: tuple[np.ndarray, ...] = ()
+        self.last: tuple[weakref.ref[np.ndarray], ...] = ()
 
     def clear(self, arrays: tuple[np.ndarray, ...]) -> bool:
-        return len(arrays) == len(self.last) and all(map(operator.is_, arrays, self.last))
+        return len(arrays) == len(self.last) and all(
+            ref() is array for ref, array in zip(self.last, arrays))
+
+    def keep(self, arrays: tuple[np.ndarray, ...]) -> None:
+        self.last = tuple(map(weakref.ref, arrays))
 
 
 def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | None,
@@ -241,7 +246,7 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
     if overlapping(params, into):  # (`into=model.params`: a typo that trains)
         raise shared_memory(params, into)
     if checked is not None:
-        checked.last = arrays
+        checked.keep(arrays)
     return into
 
 

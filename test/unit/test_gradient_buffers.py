@@ -8,6 +8,7 @@ every pair."""
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 import pytest
@@ -126,3 +127,15 @@ def test_a_functions_last_clear_buffers_skip_the_search_and_others_do_not(monkey
             accumulators(params, over, checked)
     assert len(searched) == 3
     assert accumulators(params, into, checked) is into and len(searched) == 3
+
+
+def test_the_last_clear_buffers_are_not_kept_alive():
+    memory = np.zeros(100, np.float32)
+    params = views(memory, {"w": (4, 4)}, [0])
+    into = {"w": np.zeros((4, 4), np.float32)}
+    checked = CheckedBuffers()
+    accumulators(params, into, checked)
+    gone = weakref.ref(into["w"])
+    del into
+    assert gone() is None
+    assert accumulators(params, {"w": np.zeros((4, 4), np.float32)}, checked) is not None
