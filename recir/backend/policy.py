@@ -313,13 +313,10 @@ def balanced_groups(sizes: Sequence[float], groups: int) -> list[int]:
 
 
 # LPT leaves the fullest group over the emptiest by up to the last item it
-# gave the fullest: 1-3% of a team call on SST batches of 25 trees, paid at
-# its join. A pass of swaps checks each item of the fullest group against
-# every item, and `groups` passes check about len(sizes)^2 pairs: at most
-# this many a unit of size (a tree's node). A check is a few loads and
-# compares, as one of the height-order kernel's dozen passes over the rows
-# spends on a row, so the search stays within a third of the kernel's own
-# serial time.
+# gave it: 1-3% of a team call on SST batches of 25 trees, paid at its join.
+# `groups` passes of swaps check about len(sizes)^2 pairs: at most this many
+# a unit of size (a tree's node). A check costs what one of the height-order
+# kernel's dozen passes over the rows spends on a row.
 SWAP_PAIRS_PER_UNIT = 4
 
 
