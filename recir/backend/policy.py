@@ -325,10 +325,8 @@ def swapped(sizes: Sequence[float], found: list[int], groups: int) -> None:
     and the emptiest group (each the lowest on a tie) that leaves the two
     closest (the first such pair in item order), where a pair brings them
     closer: as the height-order kernel does."""
+    loads = [sum(s for s, g in zip(sizes, found, strict=True) if g == k) for k in range(groups)]
     for _ in range(groups):
-        loads = [0.0] * groups
-        for size, group in zip(sizes, found, strict=True):
-            loads[group] += size
         full, empty = loads.index(max(loads)), loads.index(min(loads))
         spread = loads[full] - loads[empty]
         closest, best = spread, None  # a swap moving m leaves them |spread - 2m| apart
@@ -339,7 +337,9 @@ def swapped(sizes: Sequence[float], found: list[int], groups: int) -> None:
                     closest, best = apart, (a, b)
         if best is None:
             return
-        found[best[0]], found[best[1]] = empty, full
+        (a, b), moved = best, sizes[best[0]] - sizes[best[1]]
+        found[a], found[b] = empty, full
+        loads[full], loads[empty] = loads[full] - moved, loads[empty] + moved
 
 
 def defer_outer_bytes() -> int:
