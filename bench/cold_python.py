@@ -1,0 +1,148 @@
+"""The calling thread's Python in a frontier call, on caches the height loops left cold.
+
+A frontier call runs Python between its native phases: the inputs' layout,
+then the expansion, the height order and the height loops, each a native
+call, then the outputs split per element. The loops' traffic (megabytes of
+rows and weights) pushes that Python's code and objects out of the caches,
+so in a real run each step costs several times its warm time. Here the
+height loops are replaced by a read of an N MiB array, which leaves the
+caches as such traffic would at no cost of its own beyond the read; the
+other phases run natively as usual. Each segment of Python between two
+native phases is timed with the clock, per call, for each N:
+
+    .venv/bin/python -m bench.cold_python --mode train --sweep 0 64
+
+N = 0 is the warm cost. Segments are named by the phases around them
+(`layout`: the inputs laid out; `expand`, `order`: those native calls; `loop`
+and `bwd`: a gradient's two height loops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+from recir.backend import frontier_inputs, native_loops
+from recir.backend.kernels import height_order
+
+Marks = list[tuple[str, float]]
+
+
+def marked(marks: Marks, name: str, inner: Callable[..., Any]) -> Callable[..., None]:
+    """`inner` with a mark before and after it."""
+    def call(*args: Any) -> None:
+        marks.append((f"{name}>", time.perf_counter()))
+        inner(*args)
+        marks.append((f"<{name}", time.perf_counter()))
+    return call
+
+
+def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks
+               ) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
+    """The function `make` returns, with marks around its native calls
+    (its loops are made by the time its first call returns), and the setter
+    of the height loops' sweep size in MiB."""
+    made = native_loops.NativeLoop.__init__
+    loops: list[native_loops.NativeLoop] = []
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        loops.append(self)
+
+    native_loops.NativeLoop.__init__ = init  # type: ignore[method-assign]
+    try:
+        run = make()
+        run(batch)
+    finally:
+        native_loops.NativeLoop.__init__ = made  # type: ignore[method-assign]
+    for loop in loops:
+        if not isinstance(loop, native_loops.HeightLoop):
+            loop.function = marked(marks, "expand", loop.function)
+    for kept in gc.get_objects():
+        if isinstance(kept, height_order.HeightOrder):
+            kept.kernel = marked(marks, "order", kept.kernel)
+    layout = frontier_inputs.InputLayout.__call__
+
+    def laid_out(self: Any, *args: Any) -> Any:
+        found = layout(self, *args)
+        marks.append(("<layout", time.perf_counter()))
+        return found
+
+    frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
+
+    def sweep(mib: int) -> None:
+        data = np.ones(mib << 18, np.float32)
+        for loop in loops:
+            if isinstance(loop, native_loops.HeightLoop):
+                name = "bwd" if loop.spec.reverse else "loop"
+                loop.function = marked(marks, name, lambda *_: data.sum())
+    return run, sweep
+
+
+def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int, dict]:
+    """Per sweep size, each segment's median seconds a call."""
+    keep_freed_memory()
+    trees, vocab, _ = workload("sst", 25)
+    batches = [trees[k:k + 25] for k in range(0, 100, 25)]
+    marks: Marks = []
+    layout = frontier_inputs.InputLayout.__call__
+    try:
+        run, sweep = instrument(lambda: recir_frontier(make_params(150, vocab), mode, threads),
+                                batches[0], marks)
+        return timed(run, batches, sweep, marks, sweeps, calls)
+    finally:
+        frontier_inputs.InputLayout.__call__ = layout  # type: ignore[method-assign]
+
+
+def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[int], None],
+          marks: Marks, sweeps: list[int], calls: int) -> dict[int, dict]:
+    found = {}
+    for mib in sweeps:
+        sweep(mib)
+        segments: dict[str, list[float]] = defaultdict(list)
+        for count in range(calls + 4):  # the first round warms up
+            batch = batches[count % len(batches)]
+            marks[:] = [("start", time.perf_counter())]
+            run(batch)
+            marks.append(("end", time.perf_counter()))
+            if count >= 4:
+                for (first, at), (then, until) in zip(marks, marks[1:]):
+                    if not first.endswith(">"):  # not a native call's own time
+                        segments[f"{first.strip('<>')} -> {then.strip('<>')}"].append(
+                            until - at)
+        found[mib] = {k: statistics.median(v) for k, v in segments.items()}
+    return found
+
+
+def report(found: dict[int, dict], mode: str) -> str:
+    names = list(next(iter(found.values())))
+    lines = [f"SST b25 h=150 {mode}, us a call of Python between native phases",
+             f"{'segment':18s}" + "".join(f"{f'{mib} MiB':>10s}" for mib in found)]
+    for name in [*names, "total"]:
+        row = [sum(f.values()) if name == "total" else f[name] for f in found.values()]
+        lines.append(f"{name:18s}" + "".join(f"{1e6 * s:10.1f}" for s in row))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["infer", "train"], default="infer")
+    parser.add_argument("--sweep", type=int, nargs="+", default=[0, 64],
+                        help="MiB the height loops read in place of their work")
+    parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    print(report(measure(args.mode, args.sweep, args.calls, args.threads), args.mode))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

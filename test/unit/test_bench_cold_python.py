@@ -1,0 +1,25 @@
+"""bench/cold_python.py: the segments of a frontier call's Python it times."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench import cold_python  # noqa: E402
+from recir.backend import frontier_inputs  # noqa: E402
+
+
+def test_a_gradient_calls_segments_between_its_native_phases():
+    """Each segment between two native phases of a gradient's call, in the
+    call's order, the `_fwd` and `_bwd` loops back to back; the layout's
+    hook is undone."""
+    layout = frontier_inputs.InputLayout.__call__
+    found = cold_python.measure("train", [0, 1], calls=3, threads=1)
+    assert frontier_inputs.InputLayout.__call__ is layout
+    for segments in found.values():
+        assert list(segments) == ["start -> layout", "layout -> expand", "expand -> order",
+                                  "order -> loop", "loop -> bwd", "bwd -> end"]
+        assert all(0 <= s < 1 for s in segments.values())
+    text = cold_python.report(found, "train").splitlines()
+    assert text[1].split() == ["segment", "0", "MiB", "1", "MiB"]
+    assert text[-1].split()[0] == "total" and len(text) == 2 + 6 + 1
