@@ -73,14 +73,14 @@ def measure(hidden: int, count: int, threads: int, calls: int) -> list[dict[str,
             run(trees[:25])
     finally:
         undo()
-    prepare = native_loops.HeightLoop.prepare
+    call = native_loops.HeightLoop.__call__
 
-    def noted(self: Any, bounds: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+    def noted(self: Any, bounds: np.ndarray, *args: Any, **kwargs: Any) -> None:
         groups = kwargs.get("groups", args[5] if len(args) > 5 else None)
         seen["groups"] = None if groups is None else np.diff(groups, axis=1).T.tolist()
-        return prepare(self, bounds, *args, **kwargs)
+        call(self, bounds, *args, **kwargs)
 
-    native_loops.HeightLoop.prepare = noted  # type: ignore[method-assign]
+    native_loops.HeightLoop.__call__ = noted  # type: ignore[method-assign]
     found = []
     try:
         for start in range(0, len(trees[:count]) - 24, 25):
@@ -95,7 +95,7 @@ def measure(hidden: int, count: int, threads: int, calls: int) -> list[dict[str,
             row["groups"] = seen["groups"]
             found.append(row)
     finally:
-        native_loops.HeightLoop.prepare = prepare  # type: ignore[method-assign]
+        native_loops.HeightLoop.__call__ = call  # type: ignore[method-assign]
     return found
 
 

@@ -17,12 +17,9 @@ rows. Groups are of about equal node counts (as `policy.balanced_groups`).
 The height-order kernel makes the groups, the keys and the choice in the
 call that sorts the rows (`kernels.height_order`, `HeightOrder.by_groups`):
 in NumPy and Python they were a dozen calls a batch on cold caches.
-`most_rows` gives the most rows a thread's call takes, by groups or not.
 """
 
 from __future__ import annotations
-
-import operator
 
 import numpy as np
 
@@ -34,18 +31,3 @@ def group_table(starts: np.ndarray, threads: int) -> np.ndarray:
     heights = (len(starts) - 1) // threads
     return np.concatenate((starts[:-1].reshape(heights, threads),
                            starts[threads::threads, None]), axis=1)
-
-
-def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray | None) -> int:
-    """The most rows one call of a height loop's function takes (what its
-    thread's scratch is sized by): a thread's block of a height the team
-    splits (ceil(rows / threads)), its group's rows, or a whole height the
-    calling thread runs alone."""
-    if groups is not None:
-        return max(int((groups[:, 1:] - groups[:, :-1]).max(initial=0)), 1)
-    edges = bounds.tolist()  # (a few tens of heights: a list, not NumPy calls)
-    rows = list(map(operator.sub, edges[1:], edges[:-1]))
-    if not split:
-        return max(max(rows, default=0), 1)
-    blocks = [-(-n // max(threads, 1)) for n in rows[:split]]
-    return max(max(blocks, default=0), max(rows[split:], default=0), 1)

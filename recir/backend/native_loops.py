@@ -12,8 +12,9 @@ fills from NumPy arrays, checked against the function's types.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
-from functools import cache, partial
+import operator
+from collections.abc import Sequence
+from functools import cache
 from itertools import pairwise
 from typing import Any
 
@@ -25,7 +26,6 @@ from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
-from recir.backend.height_groups import most_rows
 from recir.backend.kept_plans import CLEAN, every_field
 from recir.backend.schedule_specs import (
     ExpansionSpec,
@@ -231,23 +231,17 @@ class HeightLoop(NativeLoop):
         start = len(loops) * (costs.team_s + barriers * costs.warm_team_s)
         return (self.threads, split) if split and saved > start + summed else (1, 0)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        self.prepare(*args, **kwargs)()
-
-    def prepare(self, bounds: np.ndarray, inputs: Sequence[Any],
-                outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
-                split: int = 0, groups: np.ndarray | None = None, rows: int | None = None,
-                most: int | None = None, shared: np.ndarray | None = None
-                ) -> Callable[[], None]:
-        """The call over every height of `bounds`, its plan made and checked
-        (the call itself later: a `_fwd`'s next to its `_bwd`'s,
-        `NativeBackward`), the first `split` on `threads` (`team_size`; a
-        `_bwd` as its `_fwd`, whose team `saved_at`'s second axis counts;
-        with `groups`, i64[heights][threads + 1], each thread's rows of each
-        height, on all heights); the arrays must outlive the call. With
-        `rows`, the outputs and the inputs `self.kept` owns are kept arrays
-        (`kept_plans`) of which the call uses `rows` rows; `most`:
-        `most_rows`, and `shared` the fields of `self.kept.shared`."""
+    def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
+                 outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
+                 split: int = 0, groups: np.ndarray | None = None, rows: int | None = None,
+                 most: int | None = None, shared: np.ndarray | None = None) -> None:
+        """Every height of `bounds`, the first `split` on `threads`
+        (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
+        axis counts; with `groups`, i64[heights][threads + 1], each thread's
+        rows of each height, on all heights); the arrays must outlive the
+        call. With `rows`, the outputs and the inputs `self.kept` owns are
+        kept arrays (`kept_plans`) of which the call uses `rows` rows;
+        `most`: `most_rows`, and `shared` the fields of `self.kept.shared`."""
         heights = len(bounds) - 1
         if self.clears and self.layouts:  # its tables not known zeroed until it ends
             self.layouts.pop(CLEAN, None)
@@ -264,11 +258,7 @@ class HeightLoop(NativeLoop):
                          0, split, 0, 0, 0, 0 if groups is None else data_address(groups))
         self.place_copies(plan, threads)
         most = most_rows(bounds, threads, split, groups) if most is None else most
-        return partial(self.launch, plan, self.native.per_row * most, threads, keep)
-
-    def launch(self, plan: np.ndarray, needed: int, threads: int, keep: list[Any]) -> None:
-        """`prepare`'s call (`keep`: what it converted, alive until then)."""
-        contexts = self.run(plan, needed, threads)
+        contexts = self.run(plan, self.native.per_row * most, threads)
         failed = [ctx for ctx in contexts if ctx.error]
         self.native.raise_error(failed[0] if failed else contexts[0])
 
@@ -291,6 +281,21 @@ class HeightLoop(NativeLoop):
             at = HEADER + 2 * k
             table[0] = plan[at + 1]
             plan[at] = data_address(table)
+
+
+def most_rows(bounds: np.ndarray, threads: int, split: int, groups: np.ndarray | None) -> int:
+    """The most rows one call of a height loop's function takes (what its
+    thread's scratch is sized by): a thread's block of a height the team
+    splits (ceil(rows / threads)), its group's rows, or a whole height the
+    calling thread runs alone."""
+    if groups is not None:
+        return max(int((groups[:, 1:] - groups[:, :-1]).max(initial=0)), 1)
+    edges = bounds.tolist()  # (a few tens of heights: a list, not NumPy calls)
+    rows = list(map(operator.sub, edges[1:], edges[:-1]))
+    if not split:
+        return max(max(rows, default=0), 1)
+    blocks = [-(-n // max(threads, 1)) for n in rows[:split]]
+    return max(max(blocks, default=0), max(rows[split:], default=0), 1)
 
 
 class NativeExpansion(NativeLoop):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -33,10 +32,10 @@ from xdsl.dialects import func
 from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
-from recir.backend.height_groups import group_table, most_rows
-from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
+from recir.backend.height_groups import group_table
 from recir.backend.kernels.height_order import Grouping, HeightOrder
-from recir.backend.native_loops import HeightLoop, NativeExpansion, row_tile
+from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
+from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
 from recir.interpreter.frontier_grad import Backward
@@ -101,8 +100,6 @@ class NativeSchedule(Schedule):
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
-    # the `_fwd` loop's call where a `NativeBackward` makes it (else None: at once)
-    deferred: list[Callable[[], None]] | None = None
     keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -241,14 +238,9 @@ class NativeSchedule(Schedule):
         saved_at.fill(0)
         self.saved_at = saved_at.reshape(shape)
         self.frames = []
-        call = loop.prepare(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept,
-                                     *self.shared), arrays, self.saved_at, *self.team,
-                            self.team_groups, total, self.most,
-                            self.shared_fields(loop, loop.kept.shared.start))
-        if self.deferred is None:
-            call()
-        else:  # a `_fwd`, run next to its `_bwd` (`NativeBackward.post_backward`)
-            self.deferred.append(call)
+        loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
+             arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
+             self.shared_fields(loop, loop.kept.shared.start))
         return [t[:total] for t in self.tables_kept]
 
     def first_post(self, function: func.FuncOp, loop: HeightLoop) -> Post:
@@ -291,8 +283,6 @@ class NativeBackward(Backward):
         if isinstance(schedule, NativeSchedule) and self.post_fwd.sym_name.data in (
                 loops := schedule.interp.loops):
             self.loop = loops.get(self.post_bwd.sym_name.data)
-        if self.loop is not None:  # the `_fwd`'s loop called next to this one's
-            schedule.deferred = []
         self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
 
     def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
@@ -335,11 +325,6 @@ class NativeBackward(Backward):
                 *range(len(inputs)), *(len(inputs) + len(s.shared) + j for j, (kind, _) in
                                        enumerate(self.accumulated) if kind != "shared")],
                 range(len(inputs), len(inputs) + len(s.shared)))
-        call = loop.prepare(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
-                            s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))
-        # the `_fwd`'s call and this one's one after the other: no Python
-        # between them runs on caches the `_fwd`'s rows have just filled
-        forward, s.deferred = s.deferred or [], None
-        for made in (*forward, call):
-            made()
+        loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
+             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))
         loop.layouts[CLEAN] = loop.layouts["tables"][1].arrays  # every row read: zeroed

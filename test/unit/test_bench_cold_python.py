@@ -11,8 +11,7 @@ from recir.backend import frontier_inputs  # noqa: E402
 
 def test_a_gradient_calls_segments_between_its_native_phases():
     """Each segment between two native phases of a gradient's call, in the
-    call's order, the `_fwd` and `_bwd` loops back to back; the layout's
-    hook is undone."""
+    call's order; the layout's hook is undone."""
     layout = frontier_inputs.InputLayout.__call__
     found = cold_python.measure("train", [0, 1], calls=3, threads=1)
     assert frontier_inputs.InputLayout.__call__ is layout

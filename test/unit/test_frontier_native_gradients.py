@@ -126,7 +126,7 @@ def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(form, tmp_pa
     every = [(t.left, t.right, t.word, t.label, t.root) for t in trees()]
     kept = recir.value_and_grad(traced, batching="frontier", threads=threads, cache_dir=cache)
     seen: list[tuple[int, bool, int]] = []  # each _bwd's team, groups, heights
-    run = native_loops.HeightLoop.prepare
+    run = native_loops.HeightLoop.__call__
 
     def recorded(self, bounds, *args):
         if self.spec.reverse:
@@ -134,9 +134,9 @@ def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(form, tmp_pa
         return run(self, bounds, *args)
 
     for batch in (every[:3], every, every[1:4], every[:3]):  # more rows, then fewer
-        monkeypatch.setattr(native_loops.HeightLoop, "prepare", recorded)
+        monkeypatch.setattr(native_loops.HeightLoop, "__call__", recorded)
         outs, grads = kept.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
-        monkeypatch.setattr(native_loops.HeightLoop, "prepare", run)
+        monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
         fresh = recir.value_and_grad(traced, batching="frontier", threads=threads,
                                      cache_dir=cache)
         want_outs, want = fresh.batch(batch, {k: np.zeros_like(v) for k, v in params.items()})
@@ -167,7 +167,7 @@ def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(monkeypatch):
 
     kept = recir.value_and_grad(traced, batching="frontier")
     gradients(kept)
-    run = native_loops.HeightLoop.launch
+    run = native_loops.HeightLoop.__call__
 
     def fails(self, *args, **kwargs):
         if self.spec.reverse:  # stopped after adding into some rows
@@ -176,39 +176,10 @@ def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(monkeypatch):
             raise RecirError("error: stopped")
         return run(self, *args, **kwargs)
 
-    monkeypatch.setattr(native_loops.HeightLoop, "launch", fails)
+    monkeypatch.setattr(native_loops.HeightLoop, "__call__", fails)
     with pytest.raises(RecirError, match="stopped"):
         gradients(kept)
-    monkeypatch.setattr(native_loops.HeightLoop, "launch", run)
+    monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
     got, want = gradients(kept), gradients(recir.value_and_grad(traced, batching="frontier"))
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
-
-
-
-def test_the_fwd_loop_runs_next_to_the_bwd_loop(monkeypatch):
-    """Both height loops' plans are made before either runs, so no Python
-    runs between them on the caches the `_fwd`'s rows have filled; the
-    gradients stay the interpreter's."""
-    from recir.backend.native_loops import HeightLoop
-
-    params = tree_lstm.init_params(np.random.default_rng(3), hidden=4, vocab=100)
-    traced = tree_lstm.trace_model(params)
-    inputs = [(t.left, t.right, t.word, t.label, t.root) for t in trees()]
-    events: list[tuple[str, str]] = []
-    prepare, launch = HeightLoop.prepare, HeightLoop.launch
-    monkeypatch.setattr(HeightLoop, "prepare", lambda self, *args: events.append(
-        ("plan", self.native.name)) or prepare(self, *args))
-    monkeypatch.setattr(HeightLoop, "launch", lambda self, *args: events.append(
-        ("call", self.native.name)) or launch(self, *args))
-    grads = {k: np.zeros_like(v) for k, v in params.items()}
-    recir.value_and_grad(traced, batching="frontier").batch(inputs, grads)
-    assert events == [("plan", "node__post_fwd"), ("plan", "node__post_bwd"),
-                      ("call", "node__post_fwd"), ("call", "node__post_bwd")]
-    module = traced.module.clone()
-    run_passes(module, batched_gradients(5, "node", traced.entry))  # the entry's inputs
-    want = {k: np.zeros_like(v) for k, v in params.items()}  # added into
-    run_function(module, f"{traced.entry}__frontier_grad",
-                 [*tree_batch_args(trees(), params), *want.values()])
-    for k, w in want.items():
-        np.testing.assert_allclose(grads[k], w, rtol=1e-4, atol=1e-5, err_msg=k)

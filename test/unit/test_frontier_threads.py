@@ -204,8 +204,8 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
     h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
                                  [*tree_batch_args(trees, params), *expected.values()])
     teams: list[tuple[str, int, bool]] = []
-    run = HeightLoop.prepare
-    monkeypatch.setattr(HeightLoop, "prepare", lambda self, *args: teams.append(
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
         (self.native.name, args[4], args[6] is not None)) or run(self, *args))
     for by_groups in (True, False):
         if not by_groups:
@@ -245,8 +245,8 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
     teams: list[tuple[str, int, bool]] = []
-    run = HeightLoop.prepare
-    monkeypatch.setattr(HeightLoop, "prepare", lambda self, *args: teams.append(
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
         (self.native.name, args[4], args[6] is not None)) or run(self, *args))
     got = {k: np.ones_like(v) for k, v in params.items()}
     outs, _ = grad.batch(trees, got)

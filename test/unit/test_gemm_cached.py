@@ -136,8 +136,8 @@ def test_weights_changed_in_place_between_calls_give_the_new_weights_results(
     fn = recir.compile(traced, batching="frontier", threads=threads, cache_dir=cache)
     grad = recir.value_and_grad(traced, batching="frontier", threads=threads, cache_dir=cache)
     teams: list[tuple[int, bool]] = []
-    run = HeightLoop.prepare
-    monkeypatch.setattr(HeightLoop, "prepare", lambda self, *args: teams.append(
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
         (args[4], args[6] is not None)) or run(self, *args))
     if not by_groups:
         monkeypatch.setattr(native_schedule, "BY_GROUPS", False)

@@ -114,8 +114,8 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
     _, native, _ = compiled(tree_rnn)
     loop = native.native.loops["node__post"]
     calls: list = []
-    run = type(loop).prepare
-    monkeypatch.setattr(type(loop), "prepare",
+    run = type(loop).__call__
+    monkeypatch.setattr(type(loop), "__call__",
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
@@ -170,13 +170,13 @@ def test_a_gradients_height_loops_check_saved_rows_and_every_output(monkeypatch)
     params = tree_lstm.init_params(np.random.default_rng(0), hidden=4, vocab=100)
     grad = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier")
     calls: dict[str, tuple] = {}
-    run = HeightLoop.prepare
+    run = HeightLoop.__call__
 
     def recorded(self, *args):
         calls.setdefault(self.native.name, args)
         return run(self, *args)
 
-    monkeypatch.setattr(HeightLoop, "prepare", recorded)
+    monkeypatch.setattr(HeightLoop, "__call__", recorded)
     grad.batch([tree_inputs(t) for t in trees()[:4]])
     monkeypatch.undo()
     loops = grad.native.loops

@@ -51,8 +51,8 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
     grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
                                 threads=threads, cache_dir=free_teams(tmp_path))
     teams: list[int] = []
-    run = HeightLoop.prepare
-    monkeypatch.setattr(HeightLoop, "prepare", lambda self, *args: teams.append(
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
         args[4]) or run(self, *args))
     for _ in range(2):
         got = {k: np.ones_like(v) for k, v in params.items()}
