@@ -20,7 +20,6 @@ and `bwd`: a gradient's two height loops).
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 from collections import defaultdict
@@ -45,45 +44,49 @@ def marked(marks: Marks, name: str, inner: Callable[..., Any]) -> Callable[..., 
     return call
 
 
+def made_while(classes: tuple[type, ...], make: Callable[[], Any]) -> tuple[Any, list[Any]]:
+    """What `make` returns, and the instances of `classes` made meanwhile."""
+    inits = [cls.__init__ for cls in classes]
+    found: list[Any] = []
+
+    def noted(init: Callable[..., None]) -> Callable[..., None]:
+        def call(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            found.append(self)
+        return call
+
+    for cls, init in zip(classes, inits, strict=True):
+        cls.__init__ = noted(init)  # type: ignore[misc]
+    try:
+        return make(), found
+    finally:
+        for cls, init in zip(classes, inits, strict=True):
+            cls.__init__ = init  # type: ignore[misc]
+
+
 def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks
                ) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
-    """The function `make` returns, with marks around its native calls
-    (its loops are made by the time its first call returns), and the setter
-    of the height loops' sweep size in MiB."""
-    made = native_loops.NativeLoop.__init__
-    loops: list[native_loops.NativeLoop] = []
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        made(self, *args, **kwargs)
-        loops.append(self)
-
-    native_loops.NativeLoop.__init__ = init  # type: ignore[method-assign]
-    try:
+    """The function `make` returns, with marks around its native calls (its
+    loops and height order are made by the time its first call returns),
+    and the setter of the height loops' sweep size in MiB."""
+    def first() -> Callable[[Any], Any]:
         run = make()
         run(batch)
-    finally:
-        native_loops.NativeLoop.__init__ = made  # type: ignore[method-assign]
-    for loop in loops:
-        if not isinstance(loop, native_loops.HeightLoop):
-            loop.function = marked(marks, "expand", loop.function)
-    for kept in gc.get_objects():
-        if isinstance(kept, height_order.HeightOrder):
-            kept.kernel = marked(marks, "order", kept.kernel)
-    layout = frontier_inputs.InputLayout.__call__
+        return run
 
-    def laid_out(self: Any, *args: Any) -> Any:
-        found = layout(self, *args)
-        marks.append(("<layout", time.perf_counter()))
-        return found
-
-    frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
+    run, found = made_while((native_loops.NativeLoop, height_order.HeightOrder), first)
+    loops = [x for x in found if isinstance(x, native_loops.HeightLoop)]
+    for x in found:
+        if isinstance(x, native_loops.NativeExpansion):
+            x.function = marked(marks, "expand", x.function)
+        elif isinstance(x, height_order.HeightOrder):
+            x.kernel = marked(marks, "order", x.kernel)
 
     def sweep(mib: int) -> None:
         data = np.ones(mib << 18, np.float32)
         for loop in loops:
-            if isinstance(loop, native_loops.HeightLoop):
-                name = "bwd" if loop.spec.reverse else "loop"
-                loop.function = marked(marks, name, lambda *_: data.sum())
+            loop.function = marked(marks, "bwd" if loop.spec.reverse else "loop",
+                                   lambda *_: data.sum())
     return run, sweep
 
 
@@ -93,10 +96,17 @@ def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int,
     trees, vocab, _ = workload("sst", 25)
     batches = [trees[k:k + 25] for k in range(0, 100, 25)]
     marks: Marks = []
+    run, sweep = instrument(lambda: recir_frontier(make_params(150, vocab), mode, threads),
+                            batches[0], marks)
     layout = frontier_inputs.InputLayout.__call__
+
+    def laid_out(self: Any, *args: Any) -> Any:
+        found = layout(self, *args)
+        marks.append(("<layout", time.perf_counter()))
+        return found
+
+    frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
     try:
-        run, sweep = instrument(lambda: recir_frontier(make_params(150, vocab), mode, threads),
-                                batches[0], marks)
         return timed(run, batches, sweep, marks, sweeps, calls)
     finally:
         frontier_inputs.InputLayout.__call__ = layout  # type: ignore[method-assign]

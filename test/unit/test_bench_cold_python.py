@@ -6,15 +6,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import cold_python  # noqa: E402
-from recir.backend import frontier_inputs  # noqa: E402
+from recir.backend import frontier_inputs, native_loops  # noqa: E402
+from recir.backend.kernels import height_order  # noqa: E402
 
 
 def test_a_gradient_calls_segments_between_its_native_phases():
     """Each segment between two native phases of a gradient's call, in the
-    call's order; the layout's hook is undone."""
-    layout = frontier_inputs.InputLayout.__call__
+    call's order; every hook on a class is undone."""
+    hooked = [(frontier_inputs.InputLayout, "__call__"), (native_loops.NativeLoop, "__init__"),
+              (height_order.HeightOrder, "__init__")]
+    before = [getattr(cls, name) for cls, name in hooked]
     found = cold_python.measure("train", [0, 1], calls=3, threads=1)
-    assert frontier_inputs.InputLayout.__call__ is layout
+    assert [getattr(cls, name) for cls, name in hooked] == before
     for segments in found.values():
         assert list(segments) == ["start -> layout", "layout -> expand", "expand -> order",
                                   "order -> loop", "loop -> bwd", "bwd -> end"]
