@@ -13,8 +13,8 @@ native phases is timed with the clock, per call, for each N:
     .venv/bin/python -m bench.cold_python --mode train --sweep 0 64
 
 N = 0 is the warm cost. Segments are named by the phases around them
-(`layout`: the inputs laid out; `expand`, `order`: those native calls; `loop`
-and `bwd`: a gradient's two height loops).
+(`layout`: the inputs laid out; `number`: the expansion and the height order
+in one native call; `loop` and `bwd`: a gradient's two height loops).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
-from recir.backend import frontier_inputs, native_loops
-from recir.backend.kernels import height_order
+from recir.backend import frontier_inputs, native_loops, native_schedule
+from recir.backend.kernels import numbering
 
 Marks = list[tuple[str, float]]
 
@@ -66,21 +66,16 @@ def made_while(classes: tuple[type, ...], make: Callable[[], Any]) -> tuple[Any,
 
 def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks
                ) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
-    """The function `make` returns, with marks around its native calls (its
-    loops and height order are made by the time its first call returns),
-    and the setter of the height loops' sweep size in MiB."""
+    """The function `make` returns (its loops are made by the time its first
+    call returns) and the setter of the height loops' sweep size in MiB,
+    each loop's call then marked."""
     def first() -> Callable[[Any], Any]:
         run = make()
         run(batch)
         return run
 
-    run, found = made_while((native_loops.NativeLoop, height_order.HeightOrder), first)
+    run, found = made_while((native_loops.HeightLoop,), first)
     loops = [x for x in found if isinstance(x, native_loops.HeightLoop)]
-    for x in found:
-        if isinstance(x, native_loops.NativeExpansion):
-            x.function = marked(marks, "expand", x.function)
-        elif isinstance(x, height_order.HeightOrder):
-            x.kernel = marked(marks, "order", x.kernel)
 
     def sweep(mib: int) -> None:
         data = np.ones(mib << 18, np.float32)
@@ -105,11 +100,14 @@ def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int,
         marks.append(("<layout", time.perf_counter()))
         return found
 
+    number = marked(marks, "number", numbering.numbering_kernel())
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
+    native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
     try:
         return timed(run, batches, sweep, marks, sweeps, calls)
     finally:
         frontier_inputs.InputLayout.__call__ = layout  # type: ignore[method-assign]
+        native_schedule.numbering_kernel = numbering.numbering_kernel  # type: ignore[attr-defined]
 
 
 def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[int], None],

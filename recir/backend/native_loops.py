@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from itertools import pairwise
 from typing import Any
@@ -24,7 +24,6 @@ from recir.backend import interrupts, stack
 from recir.backend.arguments import c_scalar
 from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
-from recir.backend.engine import openmp
 from recir.backend.frontier_schedule import NativeRowFunction
 from recir.backend.kept_plans import CLEAN, every_field
 from recir.backend.schedule_specs import (
@@ -33,6 +32,7 @@ from recir.backend.schedule_specs import (
     Spec,
     copied_elements,
 )
+from recir.backend.teams import thread_limit
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import (
     MAX_DEPTH,
@@ -61,8 +61,8 @@ class NativeLoop:
         # a loop that zeroes what it reads (`CLEARED`) cannot run it again
         self.clears = any(role.kind == CLEARED for role in inputs)
         self.teams: dict[int, Any] = {}  # `contexts`, by team size
-        self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
-            native.engine.address(native.name + self.ENTRY))
+        self.address = native.engine.address(native.name + self.ENTRY)
+        self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(self.address)
 
     def fields(self, inputs: Sequence[Any], keep: list[np.ndarray], first: int = 0,
                numbers: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
@@ -102,11 +102,12 @@ class NativeLoop:
             at = header + 2 * i + 1
             plan[at:at + 1].view(np.uint8)[:raw.nbytes] = raw.view(np.uint8).ravel()
 
-    def run(self, plan: np.ndarray, needed: int, threads: int = 1) -> Sequence[Context]:
-        """One call with a scratch of `needed` bytes (each thread's, on a
-        team of `threads`), and again with a larger one while it runs out
-        (where repeating is harmless); the threads' contexts, the calling
-        thread's first."""
+    def run(self, plan: np.ndarray, needed: int, threads: int = 1,
+            entry: Callable[[int, int], None] | None = None) -> Sequence[Context]:
+        """One call (of `entry` in place of the loop's, where given) with a
+        scratch of `needed` bytes (each thread's, on a team of `threads`),
+        and again with a larger one while it runs out (where repeating is
+        harmless); the threads' contexts, the calling thread's first."""
         native = self.native
         at = data_address(plan)
         for _ in range(1 if self.clears else native.retries):
@@ -120,7 +121,7 @@ class NativeLoop:
             self.bind(plan, contexts)
             key = interrupts.begin(contexts)
             try:
-                self.function(contexts.address, at)
+                (entry or self.function)(contexts.address, at)
             finally:
                 interrupts.end(key)
             views = contexts.views
@@ -167,14 +168,6 @@ def row_tile() -> int:
     height whose rows give each thread fewer is left to those teams."""
     target = host_target()
     return max(grains(layout, target)[0] for layout in ("nt", "nn", "tn"))
-
-
-@cache
-def thread_limit() -> int:
-    """The most threads the OpenMP runtime gives a team (`OMP_THREAD_LIMIT`):
-    a gradient's loops lay out saved rows and copies for the team asked for."""
-    library = openmp()
-    return int(library.omp_get_thread_limit()) if library is not None else 1
 
 
 class HeightLoop(NativeLoop):
@@ -316,19 +309,20 @@ class NativeExpansion(NativeLoop):
                           if kind is not None and kind[1].kind in "iu"]  # integer arrays
 
     def __call__(self, schedule: Schedule, roots: Sequence[Any], shared: Sequence[Any],
-                 fields: np.ndarray
+                 fields: np.ndarray, then: Any = None
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[tuple[int, int]],
                             np.ndarray, np.ndarray]:
         """`Schedule.expand`'s results for these roots, each invocation's
         height and its tree (its root's row): views of this loop's tables,
         which the next call overwrites (calls of one function take turns,
-        and a schedule copies what it keeps). `fields`: `shared`'s
-        (`NativeLoop.fields`)."""
+        and a schedule copies what it keeps). `fields`: `shared`'s; `then(plan,
+        tables)`: the call making this one's and more (`NativeSchedule.numbering`)."""
         batch = len(roots[0])
         capacity = max(batch, self.first_capacity(batch, shared))  # the roots fit
         while True:
             plan, arrays = self.plan(capacity, [np.arange(batch), *roots], fields)
-            ctx = self.run(plan, self.native.per_row * int(plan[0]))[0]
+            entry = then and then(plan, arrays)
+            ctx = self.run(plan, self.native.per_row * int(plan[0]), entry=entry)[0]
             total, depths = int(plan[5]), int(plan[6])
             if not (ctx.error == ERROR_CHECK and self.native.sites[ctx.site] == EXPANSION_FULL):
                 break

@@ -3,7 +3,8 @@
 `NativeSchedule` and `NativeBackward` are the interpreter's `Schedule` and
 `Backward` with their loops replaced. `@expand` runs over every depth in one
 call (`native_loops.NativeExpansion`), which appends each depth's children to tables that
-grow while too small. `@post` (or `@post_fwd`, or `@post_bwd` from the roots
+grow while too small, and the height order follows in the same native call
+(`kernels/numbering`). `@post` (or `@post_fwd`, or `@post_bwd` from the roots
 down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -33,7 +35,8 @@ from recir.backend import policy
 from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import group_table
-from recir.backend.kernels.height_order import Grouping, HeightOrder
+from recir.backend.kernels.height_order_calls import Grouping, HeightOrder
+from recir.backend.kernels.numbering import ORDER_PLAN, numbering_kernel
 from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
@@ -43,7 +46,8 @@ from recir.passes.gemm_target import host_target
 from recir.passes.schedule_loops import HEADER
 
 ORDER = "__order"  # the kept arrays of the height order: inv, children, stored values
-HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order.HeightOrder`)
+NUMBERING = "__numbering"  # `numbering`'s key and plan
+HEIGHT_ORDER = "__height_order"  # its kernel's calls (`kernels.height_order_calls.HeightOrder`)
 THREADS = "__threads"  # the most threads of the function's height loops
 # a team runs a batch's heights by groups of trees where that leaves a
 # thread fewer rows (`height_groups`); False: every height split by rows
@@ -100,6 +104,7 @@ class NativeSchedule(Schedule):
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
+    numbered: tuple[HeightOrder, int] | None = None  # the order made with the expansion
     keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -143,31 +148,23 @@ class NativeSchedule(Schedule):
                  levels: list[tuple[int, int]]) -> None:
         """As `Schedule.renumber`, into kept arrays (`children_kept`,
         `stored_kept`: room for more rows than the call's); after the native
-        expansion, by `kernels.height_order` in one call."""
+        expansion, made in its call (`numbering`): what the order found."""
         self.children_by_depth = children
         total = self.total = levels[-1][1]
-        order = self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
-            (s.dtype, s.shape[1:]) for s in stored])
-        kept, sites = order.at_least(total + 1), len(children)
+        kept, sites = self.order_rows(children, stored).at_least(total + 1), len(children)
         self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
         self.inv = inv[:total]
         self.groups = self.grouping = None
-        if self.heights is not None:
-            kernel = self.interp.kept.get(HEIGHT_ORDER)
-            if kernel is None:
-                kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(sites, [
-                    s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
-            tables = (inv, children, self.children_kept, stored, self.stored_kept)
-            threads, batch = self.team_threads(), levels[0][1]  # the roots: one a tree
-            if threads < 2 or batch < 2 or len(levels) < 2:  # by height
-                self.bounds = kernel(self.heights, len(levels), *tables)
+        if self.numbered is not None:  # the order made with the expansion
+            kernel, threads = self.numbered
+            starts, found = kernel.found(threads)
+            if found is None:
+                self.bounds = starts
             else:  # by height, then group (`height_groups`)
-                starts, found = kernel.by_groups(self.heights, self.trees, batch, threads,
-                                                 row_tile(), len(levels), *tables)
                 starts = starts[:found.tallest * threads + 1]
                 self.bounds = starts[::threads].copy()  # each height's first group's start
-                if found.grouped and BY_GROUPS:
+                if found.grouped and BY_GROUPS and len(levels) > 1:
                     self.groups, self.grouping = group_table(starts, threads), found
                 elif found.gaps:
                     self.bounds = np.unique(self.bounds)
@@ -184,6 +181,19 @@ class NativeSchedule(Schedule):
         self.children = [out[:total] for out in self.children_kept]
         self.stored = [out[:total] for out in self.stored_kept]
 
+    def order_rows(self, children: list[np.ndarray], stored: list[np.ndarray]) -> KeptRows:
+        """The height order's kept arrays: the inverse, the children in order,
+        the stored values in order."""
+        return self.kept(ORDER, lambda: [(np.dtype(np.int32), ())] * (1 + len(children)) + [
+            (s.dtype, s.shape[1:]) for s in stored])
+
+    def order_kernel(self, children: list[np.ndarray], stored: list[np.ndarray]) -> HeightOrder:
+        kernel = self.interp.kept.get(HEIGHT_ORDER)
+        if kernel is None:
+            kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(len(children), [
+                s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
+        return kernel
+
     def team_threads(self) -> int:
         """The threads the height loops are compiled for."""
         threads = self.interp.kept.get(THREADS)
@@ -199,8 +209,34 @@ class NativeSchedule(Schedule):
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
         children, stored, levels, self.heights, self.trees = loop(
-            self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving))
+            self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving),
+            self.numbering)
         return children, stored, levels
+
+    def numbering(self, plan: np.ndarray, tables: tuple[Any, ...]) -> Callable[[int, int], None]:
+        """The expansion's call (its plan and kept `tables`) with the height
+        order after it, in one native call (`kernels/numbering`): the
+        order's kept arrays and plan made for as many rows as the tables
+        hold, once per capacity (`renumber` reads what it found)."""
+        _, children, stored, _, heights, trees = tables
+        capacity, batch = int(plan[0]), len(self.roots[0])
+        order = self.order_rows(children, stored).at_least(capacity + 1)
+        kernel = self.order_kernel(children, stored)
+        team = self.team_threads() if self.team_threads() >= 2 and batch >= 2 else 0
+        kept = self.interp.kept.get(NUMBERING)  # (plan, order, team, numbering's plan)
+        if kept is None or kept[0] is not plan or kept[1] is not order or kept[2] != team or (
+                kept[3][ORDER_PLAN] != data_address(kernel.plan)):
+            sites = len(children)
+            order_plan = kernel.kept_plan(capacity, int(plan[1]), team, row_tile(), heights,
+                                          trees, order[0], children, order[1:1 + sites], stored,
+                                          order[1 + sites:])
+            expansion = self.interp.loops[self.expand_fn.sym_name.data]
+            fields = np.array([expansion.address, data_address(plan), kernel.address,
+                               data_address(order_plan), team], np.int64)
+            kept = self.interp.kept[NUMBERING] = (plan, order, team, fields)
+        self.numbered = (kernel, team)
+        at, number = data_address(kept[3]), numbering_kernel()
+        return lambda ctx, _: number(ctx, at)
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None

@@ -17,12 +17,19 @@ import array
 import ctypes
 import weakref
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from recir.backend import stack
-from recir.backend.contexts import NO_ERROR, NO_TASKS, Context, release_kept, team_contexts
+from recir.backend.contexts import (
+    NO_ERROR,
+    NO_TASKS,
+    Context,
+    release_kept,
+    team_contexts,
+)
 from recir.backend.engine import openmp, openmp_entry
 from recir.backend.tape_pool import TAPES
 
@@ -113,3 +120,11 @@ def run_team(entry: int, contexts: Any, payload: Sequence[int], switch: bool) ->
     found = Context.from_buffer_copy(failed if failed is not None else contexts.views[0])
     found.tape_bytes = tape_bytes  # the team's, for last_tape_bytes
     return found
+
+
+@cache
+def thread_limit() -> int:
+    """The most threads the OpenMP runtime gives a team (`OMP_THREAD_LIMIT`):
+    a gradient's loops lay out saved rows and copies for the team asked for."""
+    library = openmp()
+    return int(library.omp_get_thread_limit()) if library is not None else 1

@@ -6,22 +6,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import cold_python  # noqa: E402
-from recir.backend import frontier_inputs, native_loops  # noqa: E402
-from recir.backend.kernels import height_order  # noqa: E402
+from recir.backend import frontier_inputs, native_loops, native_schedule  # noqa: E402
 
 
 def test_a_gradient_calls_segments_between_its_native_phases():
     """Each segment between two native phases of a gradient's call, in the
     call's order; every hook on a class is undone."""
-    hooked = [(frontier_inputs.InputLayout, "__call__"), (native_loops.NativeLoop, "__init__"),
-              (height_order.HeightOrder, "__init__")]
+    hooked = [(frontier_inputs.InputLayout, "__call__"), (native_loops.HeightLoop, "__init__"),
+              (native_schedule, "numbering_kernel")]
     before = [getattr(cls, name) for cls, name in hooked]
     found = cold_python.measure("train", [0, 1], calls=3, threads=1)
     assert [getattr(cls, name) for cls, name in hooked] == before
     for segments in found.values():
-        assert list(segments) == ["start -> layout", "layout -> expand", "expand -> order",
-                                  "order -> loop", "loop -> bwd", "bwd -> end"]
+        assert list(segments) == ["start -> layout", "layout -> number", "number -> loop",
+                                  "loop -> bwd", "bwd -> end"]
         assert all(0 <= s < 1 for s in segments.values())
     text = cold_python.report(found, "train").splitlines()
     assert text[1].split() == ["segment", "0", "MiB", "1", "MiB"]
-    assert text[-1].split()[0] == "total" and len(text) == 2 + 6 + 1
+    assert text[-1].split()[0] == "total" and len(text) == 2 + 5 + 1

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from recir.backend.height_groups import group_table
-from recir.backend.kernels.height_order import HeightOrder
+from recir.backend.kernels.height_order_calls import HeightOrder
 from recir.backend.policy import balanced_groups
 from recir.diagnostics import RecirError
 

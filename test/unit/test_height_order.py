@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recir.backend.kernels.height_order import HeightOrder
+from recir.backend.kernels.height_order_calls import HeightOrder
 from recir.diagnostics import RecirError
 
 

@@ -277,3 +277,34 @@ def test_the_native_height_order_is_the_interpreters(model, monkeypatch):
     native.batch(batch_for(model)[:2])
     native.batch(batch_for(model))
     assert len(checked) == 2 and checked[0] < checked[1]
+
+
+def test_the_expansion_and_the_order_are_one_native_call(monkeypatch):
+    """The height order runs in the expansion's native call (`kernels/
+    numbering`), never from Python, on one thread and on a team by groups,
+    and the outputs stay the recursive code's; its plan's tables are
+    checked once, when made: a table short of the capacity is an error."""
+    from recir.backend import native_schedule
+    from recir.backend.kernels.height_order_calls import HeightOrder
+    from recir.backend.kernels.numbering import numbering_kernel
+
+    calls: list[int] = []
+    monkeypatch.setattr(HeightOrder, "run", lambda *args: pytest.fail("ordered from Python"))
+    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda: lambda *args: (
+        calls.append(1), numbering_kernel()(*args)))
+    traced, native, recursive = compiled(tree_rnn)
+    team = recir.compile(traced, batching="frontier", threads=2)
+    batch = batch_for(tree_rnn)
+    for function in (native, team):
+        for got, item in zip(function.batch(batch), batch, strict=True):
+            np.testing.assert_allclose(got[0], recursive(*item)[0], rtol=1e-4, atol=1e-5)
+    assert len(calls) == 2  # one a batch: the tables had room
+    kernel = HeightOrder(1, [])
+    rows = np.zeros(8, np.int64)
+    inverse, short = np.zeros(9, np.int32), np.zeros(7, np.int32)
+    with pytest.raises(RecirError, match="tables do not hold its rows"):
+        kernel.kept_plan(8, 4, 0, 8, rows, rows, inverse, [rows], [short], [], [])
+    with pytest.raises(RecirError, match="groups do not hold its rows"):
+        kernel.kept_plan(8, 4, 2, 8, rows, rows[:7], inverse, [rows], [short], [], [])
+    assert kernel.kept_plan(8, 4, 2, 8, rows, rows, inverse, [rows], [np.zeros(8, np.int32)],
+                            [], [])[1] == 8  # keys: levels x team

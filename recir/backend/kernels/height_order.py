@@ -37,43 +37,23 @@ caller sizes every table; no read or write leaves them.
 from __future__ import annotations
 
 import ctypes
-import operator
-from collections.abc import Sequence
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i8, i32, i64
 from xdsl.ir import SSAValue
 
-from recir.backend.array_address import data_address
 from recir.backend.kernels.group_swaps import swap_passes
-from recir.backend.kept_plans import KeptRows
-from recir.diagnostics import RecirError
 from recir.passes.llvm_functions import lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 
 ENTRY = "recir_height_order"
-FIRST, STRIDES, NBYTES = operator.itemgetter(0), operator.attrgetter("strides"), \
-    operator.attrgetter("nbytes")
-CONTIGUOUS = operator.attrgetter("flags.c_contiguous")  # a row's bytes one after another
-INT64, INT32 = np.dtype(np.int64), np.dtype(np.int32)
 HEADER = 23  # the plan's fields before the tables
 ROWS, KEYS, HEIGHTS, STARTS, ORDER, INVERSE, SITES, STORED, STATUS, USED, EMPTY = range(11)
 TREES, BATCH, TEAM, TILE, LEVELS, ROW_HEIGHTS, SCRATCH = range(11, 18)  # by groups
 GROUPED, LARGEST, MOST, TALLEST, GAPS = range(18, HEADER)  # written by groups
 OUT_OF_RANGE, TREE_OUT_OF_RANGE = 1, 2  # statuses
-
-
-class Grouping(NamedTuple):
-    """What the kernel found by groups (`HeightOrder.by_groups`)."""
-
-    grouped: bool  # the team should run by them
-    largest: int  # the largest group's rows
-    most: int  # the most rows of one height's group
-    tallest: int  # the heights with rows
-    gaps: bool  # a height below the tallest has none
 
 
 def height_order_module() -> ModuleOp:
@@ -306,92 +286,3 @@ def height_order_kernel() -> Any:
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(compiled.address(ENTRY))
     fn.engine = compiled  # the engine owns the code
     return fn
-
-
-class HeightOrder:
-    """One schedule's calls of `recir_height_order`, its order and starts
-    kept from call to call (calls of one function take turns)."""
-
-    def __init__(self, sites: int, sizes: Sequence[int]):
-        """`sites`: the children tables; `sizes`: the stored values' row bytes."""
-        self.sites, self.sizes = sites, list(sizes)
-        # each table's row bytes: children (i64), their places (i32), stored
-        # values in and out; each row's bytes one after another
-        self.strides = [8] * sites + [4] * sites + self.sizes * 2
-        self.order = KeptRows([(np.dtype(np.int64), ())])
-        self.starts = KeptRows([(np.dtype(np.int64), ())])
-        self.scratch = KeptRows([(np.dtype(np.int64), ())] * 2)  # by groups: keys, scratch
-        self.kernel = height_order_kernel()
-        self.addresses: list[int] = []  # the tables' of the kept plan
-        self.plan = np.zeros(HEADER, np.int64)
-
-    def __call__(self, heights: np.ndarray, keys: int, inverse: np.ndarray,
-                 children: Sequence[np.ndarray], children_out: Sequence[np.ndarray],
-                 stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray]) -> np.ndarray:
-        """The rows of `heights` (i64, below `keys`) sorted by height, their
-        places into `inverse` (i32, -1 after them), children and stored
-        values in that order into the outs; the starts of the heights used.
-        Every array is checked to have the rows and row bytes the kernel
-        reads and writes."""
-        self.run(heights, keys, inverse, children, children_out, stored, stored_out)
-        used, empty = self.plan[USED:EMPTY + 1].tolist()
-        bounds = self.starts.arrays[0][:used + 1]
-        return np.unique(bounds) if empty else bounds  # (`Schedule.height_order`'s)
-
-    def by_groups(self, heights: np.ndarray, trees: np.ndarray, batch: int, team: int,
-                  tile: int, levels: int, inverse: np.ndarray, children: Sequence[np.ndarray],
-                  children_out: Sequence[np.ndarray], stored: Sequence[np.ndarray],
-                  stored_out: Sequence[np.ndarray]) -> tuple[np.ndarray, Grouping]:
-        """As `__call__`, the rows sorted by height and then their tree's
-        group of `team` (each row's tree `trees`, i64, below `batch`;
-        `levels`: a bound on the heights): the starts of every (height,
-        group) key and then the rows, and what the kernel found."""
-        total = len(heights)
-        if trees.dtype != INT64 or trees.strides[0] != 8 or len(trees) != total or (
-                heights.dtype != INT64 or heights.strides[0] != 8) or team < 2 or tile < 1 or (
-                batch < 1 or levels < 1):
-            raise RecirError("error: the height order's groups do not hold its rows")
-        keys, scratch = self.scratch.at_least(3 * batch + team + total + 2)
-        tile = min(tile, total + 1)  # (no height is wide: team x tile cannot wrap)
-        self.run(keys[:total], levels * team, inverse, children, children_out, stored,
-                 stored_out, (data_address(trees), batch, team, tile, levels,
-                              data_address(heights), data_address(scratch)))
-        grouped, largest, most, tallest, gaps = self.plan[GROUPED:HEADER].tolist()
-        return (self.starts.arrays[0][:levels * team + 1],
-                Grouping(bool(grouped), largest, most, tallest, bool(gaps)))
-
-    def run(self, heights: np.ndarray, keys: int, inverse: np.ndarray,
-            children: Sequence[np.ndarray], children_out: Sequence[np.ndarray],
-            stored: Sequence[np.ndarray], stored_out: Sequence[np.ndarray],
-            groups: tuple[int, ...] = (0,)) -> None:
-        """The kernel's call, its tables checked first; `groups`: the plan's
-        fields by groups (trees 0: none)."""
-        total = len(heights)
-        tables = (*children, *children_out, *stored, *stored_out)
-        rows = list(map(len, tables))
-        # each row's bytes one after another (C-level maps: checked every call)
-        if keys < 0 or heights.dtype != INT64 or heights.strides[0] != 8 or (
-                inverse.dtype != INT32) or (
-                len(inverse) <= total or inverse.strides[0] != 4) or (
-                list(map(FIRST, map(STRIDES, tables))) != self.strides) or (
-                list(map(NBYTES, tables)) != list(map(operator.mul, rows, self.strides))) or (
-                not all(map(CONTIGUOUS, tables))) or min(rows, default=total) < total or (
-                len(children) != self.sites or len(stored) != len(self.sizes)):
-            raise RecirError("error: the height order's tables do not hold its rows")
-        addresses = list(map(data_address, tables))
-        if addresses != self.addresses:  # tables made (again): a plan of theirs
-            self.plan = np.array([0] * HEADER + addresses + self.sizes, np.int64)
-            self.addresses = addresses
-        order = self.order.at_least(total)[0]
-        starts = self.starts.at_least(keys + 1)[0]
-        plan = self.plan
-        plan[:STATUS] = (total, keys, data_address(heights),
-                         data_address(starts), data_address(order), data_address(inverse),
-                         len(children), len(stored))
-        plan[TREES:TREES + len(groups)] = groups
-        self.kernel(data_address(plan))
-        status = int(plan[STATUS])
-        if status == TREE_OUT_OF_RANGE:
-            raise RecirError("error: a tree of the height order is out of range")
-        if status:
-            raise RecirError("error: a height of the height order is out of range")
