@@ -96,8 +96,7 @@ class NativeSchedule(Schedule):
     invocation's height), and `@post` (or `_fwd`) all heights, in one call
     each, into arrays kept between calls (`kept_plans`)."""
 
-    heights: np.ndarray | None = None  # the native expansion's
-    trees: np.ndarray | None = None  # and each invocation's tree (its root's row)
+    trees: np.ndarray | None = None  # the native expansion's: each row's tree (its root's row)
     team: tuple[int, int] = (1, 0)  # the `_fwd`'s threads and heights on them
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     grouping: Grouping | None = None  # what the height order found by groups
@@ -208,7 +207,7 @@ class NativeSchedule(Schedule):
         loop: NativeExpansion | None = self.interp.loops.get(self.expand_fn.sym_name.data)
         if loop is None or self.expand_fwd is not None:  # a differentiated expansion
             return super().expand(n)
-        children, stored, levels, self.heights, self.trees = loop(
+        children, stored, levels, _, self.trees = loop(
             self, self.roots, self.shared, self.shared_fields(loop, loop.spec.moving),
             self.numbering)
         return children, stored, levels
@@ -222,7 +221,8 @@ class NativeSchedule(Schedule):
         capacity, batch = int(plan[0]), len(self.roots[0])
         order = self.order_rows(children, stored).at_least(capacity + 1)
         kernel = self.order_kernel(children, stored)
-        team = self.team_threads() if self.team_threads() >= 2 and batch >= 2 else 0
+        threads = self.team_threads()
+        team = threads if threads >= 2 and batch >= 2 else 0
         kept = self.interp.kept.get(NUMBERING)  # (plan, order, team, numbering's plan)
         if kept is None or kept[0] is not plan or kept[1] is not order or kept[2] != team or (
                 kept[3][ORDER_PLAN] != data_address(kernel.plan)):
