@@ -30,7 +30,8 @@ from recir.autodiff.analysis import is_float
 from recir.backend.arguments import batch_items
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
-from recir.backend.native_schedule import NativeBackward, NativeSchedule
+from recir.backend.native_backward import NativeBackward
+from recir.backend.native_schedule import NativeSchedule
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows

@@ -1,11 +1,13 @@
 """A native schedule's depths and heights, each in one call (`passes/schedule_loops.py`).
 
-`NativeSchedule` and `NativeBackward` are the interpreter's `Schedule` and
-`Backward` with their loops replaced. `@expand` runs over every depth in one
-call (`native_loops.NativeExpansion`), which appends each depth's children to tables that
-grow while too small, and the height order follows in the same native call
-(`kernels/numbering`). `@post` (or `@post_fwd`, or `@post_bwd` from the roots
-down) runs over every height in one call (`HeightLoop`), which reads each
+`NativeSchedule` and `NativeBackward` (`native_backward.py`) are the
+interpreter's `Schedule` and `Backward` with their loops replaced. `@expand`
+runs over every depth in one call (`native_loops.NativeExpansion`), which
+appends each depth's children to tables that grow while too small, and the
+height order follows in the same native call (`kernels/numbering`), with
+the height loop's policy after it once the loop has run (`policy`,
+`kernels/height_policy`). `@post` (or `@post_fwd`, or `@post_bwd` from the
+roots down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
 (and team thread's) first row and count there to `saved_at`, which the
@@ -22,7 +24,6 @@ a call for every loop that takes them (`shared_fields`).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Callable
 from itertools import pairwise
@@ -36,12 +37,12 @@ from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import group_table
 from recir.backend.kernels.height_order_calls import Grouping, HeightOrder
-from recir.backend.kernels.numbering import ORDER_PLAN, numbering_kernel
-from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
+from recir.backend.kernels.height_policy import HeightPolicy, weights_of
+from recir.backend.kernels.numbering import ORDER_PLAN, POLICY, numbering_kernel
+from recir.backend.kept_plans import KeptPlan, KeptRows
 from recir.backend.native_loops import HeightLoop, NativeExpansion, most_rows, row_tile
 from recir.backend.schedule_specs import BACKWARD
 from recir.interpreter.frontier import Schedule, dtype_of, row_shape
-from recir.interpreter.frontier_grad import Backward
 from recir.passes.gemm_target import host_target
 from recir.passes.schedule_loops import HEADER
 
@@ -104,11 +105,13 @@ class NativeSchedule(Schedule):
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
     numbered: tuple[HeightOrder, int] | None = None  # the order made with the expansion
+    chosen: HeightPolicy | None = None  # where the height policy ran in that call
     keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.keep = []
+        self.loop_fn = self.post_fn  # the height loop's function (a gradient's `_fwd`)
 
     def callee(self, name: Any, why: str = "") -> func.FuncOp:
         key = name.root_reference.data if hasattr(name, "root_reference") else name
@@ -155,7 +158,10 @@ class NativeSchedule(Schedule):
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
         self.inv = inv[:total]
         self.groups = self.grouping = None
-        if self.numbered is not None:  # the order made with the expansion
+        if self.chosen is not None:  # and the loop's policy after it
+            self.numbered[0].check()
+            self.bounds, self.groups = self.chosen.found()
+        elif self.numbered is not None:  # the order made with the expansion
             kernel, threads = self.numbered
             starts, found = kernel.found(threads)
             if found is None:
@@ -216,14 +222,16 @@ class NativeSchedule(Schedule):
         """The expansion's call (its plan and kept `tables`) with the height
         order after it, in one native call (`kernels/numbering`): the
         order's kept arrays and plan made for as many rows as the tables
-        hold, once per capacity (`renumber` reads what it found)."""
+        hold, once per capacity (`renumber` reads what it found); and the
+        height loop's policy after the order where the loop has run before
+        (`kernels/height_policy`, `chosen`)."""
         _, children, stored, _, heights, trees = tables
         capacity, batch = int(plan[0]), len(self.roots[0])
         order = self.order_rows(children, stored).at_least(capacity + 1)
         kernel = self.order_kernel(children, stored)
         threads = self.team_threads()
         team = threads if threads >= 2 and batch >= 2 else 0
-        kept = self.interp.kept.get(NUMBERING)  # (plan, order, team, numbering's plan)
+        kept = self.interp.kept.get(NUMBERING)  # (plan, order, team, numbering's plan, policies)
         if kept is None or kept[0] is not plan or kept[1] is not order or kept[2] != team or (
                 kept[3][ORDER_PLAN] != data_address(kernel.plan)):
             sites = len(children)
@@ -232,11 +240,32 @@ class NativeSchedule(Schedule):
                                           order[1 + sites:])
             expansion = self.interp.loops[self.expand_fn.sym_name.data]
             fields = np.array([expansion.address, data_address(plan), kernel.address,
-                               data_address(order_plan), team], np.int64)
-            kept = self.interp.kept[NUMBERING] = (plan, order, team, fields)
+                               data_address(order_plan), team, 0, 0], np.int64)
+            kept = self.interp.kept[NUMBERING] = (plan, order, team, fields, {})
+        fields = kept[3]
+        self.chosen = self.policy(kept[4], kernel, team, capacity, int(plan[1]))
+        fields[POLICY:] = (0, 0) if self.chosen is None else (
+            self.chosen.address, data_address(self.chosen.plan))
         self.numbered = (kernel, team)
-        at, number = data_address(kept[3]), numbering_kernel()
+        at, number = data_address(fields), numbering_kernel()
         return lambda ctx, _: number(ctx, at)
+
+    def policy(self, policies: dict, kernel: HeightOrder, team: int, capacity: int,
+               levels: int) -> HeightPolicy | None:
+        """The height policy for the loop this schedule runs (`loop_fn`),
+        made once per numbering plan (for `capacity` rows of at most
+        `levels` heights); None before the loop's first call, whose `Post`
+        the policy needs, or where its team is not the order's."""
+        loop = self.interp.loops.get(self.loop_fn.sym_name.data)
+        post = loop.layouts if isinstance(loop, HeightLoop) else None
+        if not isinstance(post, Post) or (team and loop.threads != team):
+            return None
+        key = (loop.native.name, BY_GROUPS)
+        found = policies.get(key)
+        if found is None:
+            found = policies[key] = HeightPolicy(kernel.plan, capacity, levels, team, BY_GROUPS,
+                                                 row_tile(), post.block, post.weights)
+        return found
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
              bounds: np.ndarray, total: int, post_fn: func.FuncOp | None = None
@@ -248,22 +277,7 @@ class NativeSchedule(Schedule):
         if loop is None:
             return super().post(children, stored, bounds, total, post_fn)
         post: Post = loop.layouts or self.first_post(function, loop)
-        backward = post.backward
-        # groups (a thread's own trees, no barrier between heights) however
-        # many rows a thread's group holds: each call's scratch is sized by
-        # them (`native_loops.most_rows`), and the barriers of a height cut
-        # into blocks cost more than a group's rows beyond its block; the
-        # `_bwd` (`NativeBackward`) runs the same blocks, groups and team
-        self.team, self.team_groups = (1, 0), None
-        if self.grouping is not None:
-            self.team = loop.team_size(bounds, backward, self.grouping.largest)
-            self.team_groups = self.groups if self.team[0] > 1 else None
-        if self.team_groups is None:
-            bounds = in_blocks(bounds, post.block)
-            self.team = loop.team_size(bounds, backward)
-            self.most = most_rows(bounds, *self.team, None)
-        else:
-            self.most = max(self.grouping.most, 1)
+        bounds = self.choose(function, loop, post, bounds)
         self.bounds = bounds
         arrays = post.rows.at_least(total)
         self.tables_kept, self.saved_kept = arrays[:post.tables], arrays[post.tables:]
@@ -278,6 +292,32 @@ class NativeSchedule(Schedule):
              arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
              self.shared_fields(loop, loop.kept.shared.start))
         return [t[:total] for t in self.tables_kept]
+
+    def choose(self, function: func.FuncOp, loop: HeightLoop, post: Post,
+               bounds: np.ndarray) -> np.ndarray:
+        """The loop's team, groups and most rows (`team`, `team_groups`,
+        `most`) and its bounds: as the numbering call chose them (`chosen`),
+        or here. Groups (a thread's own trees, no barrier between heights)
+        however many rows a thread's group holds: each call's scratch is
+        sized by them (`native_loops.most_rows`), and the barriers of a
+        height cut into blocks cost more than a group's rows beyond its
+        block; the `_bwd` (`NativeBackward`) runs the same blocks, groups
+        and team."""
+        self.team, self.team_groups = (1, 0), None
+        if self.chosen is not None and function is self.loop_fn:
+            self.team, self.most, grouped = self.chosen.choice()
+            self.team_groups = self.groups if grouped else None
+            return bounds
+        if self.grouping is not None:
+            self.team = loop.team_size(bounds, post.backward, self.grouping.largest)
+            self.team_groups = self.groups if self.team[0] > 1 else None
+        if self.team_groups is None:
+            bounds = in_blocks(bounds, post.block)
+            self.team = loop.team_size(bounds, post.backward)
+            self.most = most_rows(bounds, *self.team, None)
+        else:
+            self.most = max(self.grouping.most, 1)
+        return bounds
 
     def first_post(self, function: func.FuncOp, loop: HeightLoop) -> Post:
         """`loop`'s `Post` and its `KeptPlan`: the stored values, children and
@@ -306,61 +346,4 @@ class Post:
             name[:-len(FORWARD)] + BACKWARD) if name.endswith(FORWARD) else None
         backward_row = self.backward.native.per_row if self.backward else 0
         self.block = block_rows(loop.threads, max(loop.native.per_row, backward_row))
-
-
-class NativeBackward(Backward):
-    """`Backward` whose `@post_bwd` runs all heights in one call, its
-    gradients' tables kept between calls as the forward's are."""
-
-    def __init__(self, schedule: Schedule, facts: Any = None):
-        super().__init__(schedule, facts)
-        # `@post_bwd`'s loop, where the forward runs natively
-        self.loop: HeightLoop | None = None
-        if isinstance(schedule, NativeSchedule) and self.post_fwd.sym_name.data in (
-                loops := schedule.interp.loops):
-            self.loop = loops.get(self.post_bwd.sym_name.data)
-        self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
-
-    def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
-        loop = self.loop
-        if loop is None:
-            return super().zeroed(values, what)
-        rows = loop.layouts.get(what) if loop.layouts else None
-        if rows is None:  # the f32 ones' positions and kept arrays
-            loop.layouts = loop.layouts or {}
-            floats = [k for k, v in enumerate(values) if v.dtype == np.float32]
-            rows = loop.layouts[what] = (floats, KeptRows([
-                (values[k].dtype, values[k].shape[1:]) for k in floats]))
-        floats, kept_rows = rows
-        total = self.s.total
-        arrays = kept_rows.at_least(total)
-        # the results' tables as the last `_bwd` left them: zeroed (`CLEARED`)
-        clean = what == "tables" and loop.layouts.get(CLEAN) is arrays
-        loop.layouts[CLEAN] = None  # written from here until the `_bwd` has read them
-        kept: list[Any] = [None] * len(values)
-        for k, array in zip(floats, arrays, strict=True):
-            if not clean:  # as bytes: a memset, faster than NumPy's fill; a
-                # table wholly (the `_bwd` zeroes only the rows a call uses)
-                ctypes.memset(data_address(array), 0, (array if what == "tables" else
-                                                       array[:total]).nbytes)
-            kept[k] = array
-        self.kept[what] = kept
-        return [None if a is None else a[:total] for a in kept]
-
-    def post_backward(self, d_tables: list[Any], d_stored: list[Any]) -> None:
-        s, loop = self.s, self.loop
-        if loop is None or not isinstance(s, NativeSchedule):
-            return super().post_backward(d_tables, d_stored)
-        d_tables, d_stored = self.kept["tables"], self.kept["stored"]  # whole
-        accs = self.accumulators(d_tables, d_stored)
-        d_results = [d for d in d_tables if d is not None]
-        inputs = (*s.saved_kept, None, *d_results, *s.stored_kept, *s.children_kept,
-                  *s.tables_kept)
-        if loop.kept is None:  # all but the shared values and their gradients
-            loop.kept = KeptPlan(loop, HEADER, [
-                *range(len(inputs)), *(len(inputs) + len(s.shared) + j for j, (kind, _) in
-                                       enumerate(self.accumulated) if kind != "shared")],
-                range(len(inputs), len(inputs) + len(s.shared)))
-        loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
-             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))
-        loop.layouts[CLEAN] = loop.layouts["tables"][1].arrays  # every row read: zeroed
+        self.weights = weights_of(loop, self.backward)  # (`kernels/height_policy`)

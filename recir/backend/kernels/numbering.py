@@ -13,8 +13,13 @@ its context's error clear, this writes its rows, keys (the depths, times
 the team by groups), depths and roots into the order's plan and calls the
 kernel; the caller reads the expansion's context and the order's status.
 
+Where the schedule's height loop has run before, the height policy
+follows the order in the same call (`height_policy.py`), so that the
+loop's bounds, team and groups are chosen by the time Python reads them.
+
 Plan, 8-byte fields: the expansion's entry, its plan, the order's kernel,
-its plan, and the team (0: not by groups).
+its plan, the team (0: not by groups), the policy's kernel (0: none) and
+its plan.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ModuleOp, i8, i32, i64
 
 from recir.backend.kernels import height_order as order
+from recir.backend.kernels import height_policy as policy
 from recir.passes.llvm_functions import call_pointer, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR
 from recir.passes.native_context import ERROR_OFFSET
 
 ENTRY = "recir_number"
-EXPAND, EXPAND_PLAN, ORDER, ORDER_PLAN, TEAM = range(5)
+EXPAND, EXPAND_PLAN, ORDER, ORDER_PLAN, TEAM, POLICY, POLICY_PLAN = range(7)
 # the expansion plan's fields (`passes/expansion_loop.py`)
 TOTAL, DEPTHS, ROOTS = 5, 6, 7
 
@@ -53,6 +59,15 @@ def numbering_module() -> ModuleOp:
         e.store(depths, order_plan, order.LEVELS)
         e.store(e.load(expand_plan, ROOTS, i64), order_plan, order.BATCH)
         call_pointer(e, e.load(plan, ORDER, PTR), order_plan)
+        ordered_well = e.compare("eq", e.load(order_plan, order.STATUS, i64), 0)
+        asked = e.compare("ne", e.load(plan, POLICY, i64), 0)
+
+        def chosen(f: Any) -> None:
+            policy_plan = f.load(plan, POLICY_PLAN, PTR)
+            f.store(depths, policy_plan, policy.DEPTHS)
+            call_pointer(f, f.load(plan, POLICY, PTR), policy_plan)
+
+        e.when(e.value(arith.AndIOp(ordered_well, asked)), chosen)
 
     b.when(b.compare("eq", error, b.const(0, i32)), ordered)
     b.op(llvm.ReturnOp())

@@ -1,0 +1,167 @@
+"""`recir_height_policy` (`backend/kernels/height_policy.py`) against the
+Python policy it computes: `renumber`'s bounds, `group_table`,
+`in_blocks`, `HeightLoop.team_size` and `most_rows`, over random heights
+and groups, teams of 1 to 4, costs where the team pays and where it does
+not."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from recir.backend.height_groups import group_table
+from recir.backend.kernels import height_order as order
+from recir.backend.kernels import height_policy as policy
+from recir.backend.native_loops import HeightLoop, most_rows
+from recir.backend.native_schedule import in_blocks
+from recir.backend.policy import Costs
+
+
+def fake_loop(threads: int, row_work: int, copied: int, team_s: float) -> SimpleNamespace:
+    costs = Costs(unit_s=1e-9, task_s=1e-6, team_s=team_s, share=0.9, warm_team_s=2e-6,
+                  frontier_call_s=1e-4, height_s=5e-7, row_s=5e-8, l3_slowdown=2.0)
+    return SimpleNamespace(threads=threads, spec=SimpleNamespace(
+        costs=costs, row_work=row_work, copied_elements=copied))
+
+
+def reference(starts: np.ndarray, team: int, fields: dict, by_groups: bool, depths: int,
+              loop: SimpleNamespace, backward: SimpleNamespace | None, tile: int, block: int):
+    """What `renumber` and `post` choose, in Python."""
+    groups = None
+    if team < 2:
+        bounds = np.unique(starts[:fields["used"] + 1])
+    else:
+        found = starts[:fields["tallest"] * team + 1]
+        bounds = found[::team].copy()
+        if fields["grouped"] and by_groups and depths > 1:
+            groups = group_table(found, team)
+        elif fields["gaps"]:
+            bounds = np.unique(bounds)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("recir.backend.native_loops.row_tile", lambda: tile)
+        if groups is not None:
+            chosen = HeightLoop.team_size(loop, bounds, backward, fields["largest"])
+            if chosen[0] > 1:
+                return bounds, chosen, max(fields["most"], 1), groups
+        bounds = in_blocks(bounds, block)
+        chosen = HeightLoop.team_size(loop, bounds, backward)
+    return bounds, chosen, most_rows(bounds, *chosen, None), None
+
+
+def run_policy(starts, team, fields, by_groups, depths, loop, backward, tile, block):
+    rows, levels = int(starts[-1]), len(starts)
+    plan = np.zeros(order.HEADER, np.int64)
+    plan[order.STARTS] = starts.ctypes.data
+    for name, field in (("used", order.USED), ("grouped", order.GROUPED),
+                        ("largest", order.LARGEST), ("most", order.MOST),
+                        ("tallest", order.TALLEST), ("gaps", order.GAPS)):
+        plan[field] = fields[name]
+    made = policy.HeightPolicy(plan, rows, levels, team, by_groups, tile, block,
+                               policy.weights_of(loop, backward))
+    made.plan[policy.DEPTHS] = depths
+    policy.height_policy_kernel()(made.plan.ctypes.data)
+    bounds, table = made.found()
+    chosen, most, grouped = made.choice()
+    return bounds, chosen, most, table if grouped else None, table
+
+
+def by_height(rng, rows: int, team: int):
+    """Starts of random (height, group) keys over dense heights, and the
+    order kernel's fields for them."""
+    heights = int(rng.integers(1, 12))
+    counts = np.sort(rng.integers(1, rows, heights))[::-1]  # fewer rows higher up
+    keys = max(team, 1)
+    cells = rng.multinomial(1, [1 / keys] * keys, size=int(counts.sum())).argmax(axis=1)
+    per = np.zeros((heights, keys), np.int64)
+    at = 0
+    for h, n in enumerate(counts):
+        per[h] = np.bincount(cells[at:at + n], minlength=keys)
+        at += n
+    starts = np.r_[0, np.cumsum(per.ravel())].astype(np.int64)
+    loads = per.sum(axis=0)
+    return starts, dict(used=heights * keys if team < 2 else heights, tallest=heights,
+                        grouped=int(rng.integers(0, 2)), largest=int(loads.max()),
+                        most=int(per.max()), gaps=0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_native_policy_is_the_pythons(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    team = [0, 2, 3, 4][seed % 4]
+    starts, fields = by_height(rng, int(rng.integers(2, 400)), team)
+    threads = team if team else [1, 2, 4][seed % 3]  # by groups, the order's team
+    loop = fake_loop(threads, int(rng.integers(1, 10**6)), int(rng.integers(0, 10**5)),
+                     [1e-6, 5e-5, 1e-2][seed % 3])
+    backward = fake_loop(threads, 3, 10**4, 5e-5) if seed % 2 else None
+    args = (starts, team, fields, bool(seed % 5), int(rng.integers(1, 4)), loop, backward,
+            int(rng.integers(1, 16)), int(rng.integers(1, 300)))
+    want_bounds, want_team, want_most, want_groups = reference(*args)
+    bounds, chosen, most, groups, table = run_policy(*args)
+    np.testing.assert_array_equal(bounds, want_bounds)
+    assert chosen == want_team and most == want_most
+    if want_groups is None:
+        assert groups is None
+    else:
+        np.testing.assert_array_equal(groups, want_groups)
+    team, found = args[1], starts[:fields["tallest"] * max(args[1], 1) + 1]
+    if team >= 2 and fields["grouped"] and args[3] and args[4] > 1:  # as `renumber` makes it
+        np.testing.assert_array_equal(table, group_table(found, team))
+    else:
+        assert table is None
+
+
+def test_heights_with_no_rows_are_left_out() -> None:
+    starts = np.array([0, 4, 4, 9, 9, 9, 12], np.int64)
+    fields = dict(used=6, tallest=0, grouped=0, largest=0, most=0, gaps=0)
+    loop = fake_loop(1, 1, 0, 1e-6)
+    bounds, chosen, most, groups, _ = run_policy(starts, 0, fields, True, 2, loop, None, 4, 100)
+    np.testing.assert_array_equal(bounds, [0, 4, 9, 12])
+    assert chosen == (1, 0) and most == 5 and groups is None
+
+
+@pytest.mark.parametrize("threads, by_groups, mode, free", [
+    (1, True, "infer", False), (2, True, "infer", False), (2, True, "infer", True),
+    (2, False, "infer", True), (2, True, "train", True), (2, False, "train", True)])
+def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, mode, free,
+                                                           monkeypatch, tmp_path):
+    """From its second call a frontier function's numbering call chooses its
+    height loop's bounds, team, groups and most rows (`NativeSchedule.
+    policy`): for the same batch they are what the Python policy chooses,
+    and so are the outputs; teams refused by the default costs and taken
+    where they are free (`free_teams`), by groups and by rows."""
+    from test_frontier_threads import free_teams, inputs
+
+    import recir
+    from recir.backend import native_schedule
+    from recir.data.synthetic import make_treebank
+    from recir.models import tree_rnn
+
+    monkeypatch.setattr(native_schedule, "BY_GROUPS", by_groups)
+    params = tree_rnn.init_params(np.random.default_rng(4), hidden=8, vocab=12)
+    traced = tree_rnn.trace_model(params)
+    trees = inputs(make_treebank(12, seed=3, vocab_size=12))
+    function = (recir.compile if mode == "infer" else recir.value_and_grad)(
+        traced, batching="frontier", threads=threads,
+        cache_dir=free_teams(tmp_path) if free else None)
+    loops: list[tuple] = []
+    run = HeightLoop.__call__
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, bounds, *args: loops.append(
+        (self.native.name, bounds.tolist(), args[3:5], None if args[5] is None else
+         args[5].tolist(), args[7])) or run(self, bounds, *args))
+    chosen = []
+    policy = native_schedule.NativeSchedule.policy
+    monkeypatch.setattr(native_schedule.NativeSchedule, "policy", lambda self, *args: (
+        chosen.append(policy(self, *args)) or chosen[-1]))
+    function.batch(trees[:5])
+    outputs = [function.batch(trees) for _ in range(2)]
+    assert chosen[0] is None and all(found is not None for found in chosen[1:])
+    native = loops[len(loops) // 3:]
+    monkeypatch.setattr(native_schedule.NativeSchedule, "policy", lambda self, *args: None)
+    loops.clear()
+    python = function.batch(trees)
+    assert loops == native[:len(loops)] == native[len(loops):]
+    first = outputs[0][0] if mode == "train" else outputs[0]
+    for got, want in zip(first, python[0] if mode == "train" else python, strict=True):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
