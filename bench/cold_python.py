@@ -7,14 +7,17 @@ rows and weights) pushes that Python's code and objects out of the caches,
 so in a real run each step costs several times its warm time. Here the
 height loops are replaced by a read of an N MiB array, which leaves the
 caches as such traffic would at no cost of its own beyond the read; the
-other phases run natively as usual. Each segment of Python between two
+other phases run natively as usual. Where the numbering call runs a
+`@post`'s or `_fwd`'s loop (`kernels/height_call`) the loop's work stays,
+and the read follows that call. Each segment of Python between two
 native phases is timed with the clock, per call, for each N:
 
     .venv/bin/python -m bench.cold_python --mode train --sweep 0 64
 
 N = 0 is the warm cost. Segments are named by the phases around them
-(`layout`: the inputs laid out; `number`: the expansion and the height order
-in one native call; `loop` and `bwd`: a gradient's two height loops).
+(`layout`: the inputs laid out; `number`: the expansion, the height order
+and the forward's height loop in one native call; `loop`: that loop where
+Python calls it, and `bwd`: a gradient's backward loop).
 """
 
 from __future__ import annotations
@@ -64,11 +67,12 @@ def made_while(classes: tuple[type, ...], make: Callable[[], Any]) -> tuple[Any,
             cls.__init__ = init  # type: ignore[misc]
 
 
-def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks
-               ) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
+def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks,
+               swept: list[np.ndarray]) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
     """The function `make` returns (its loops are made by the time its first
     call returns) and the setter of the height loops' sweep size in MiB,
-    each loop's call then marked."""
+    each loop's call then marked; the numbering call reads `swept[0]`
+    after it (where it runs the loop, `kernels/height_call`)."""
     def first() -> Callable[[Any], Any]:
         run = make()
         run(batch)
@@ -78,10 +82,10 @@ def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Mark
     loops = [x for x in found if isinstance(x, native_loops.HeightLoop)]
 
     def sweep(mib: int) -> None:
-        data = np.ones(mib << 18, np.float32)
+        swept[:] = [np.ones(mib << 18, np.float32)]
         for loop in loops:
             loop.function = marked(marks, "bwd" if loop.spec.reverse else "loop",
-                                   lambda *_: data.sum())
+                                   lambda *_: swept[0].sum())
     return run, sweep
 
 
@@ -91,8 +95,9 @@ def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int,
     trees, vocab, _ = workload("sst", 25)
     batches = [trees[k:k + 25] for k in range(0, 100, 25)]
     marks: Marks = []
+    swept = [np.ones(0, np.float32)]
     run, sweep = instrument(lambda: recir_frontier(make_params(150, vocab), mode, threads),
-                            batches[0], marks)
+                            batches[0], marks, swept)
     layout = frontier_inputs.InputLayout.__call__
 
     def laid_out(self: Any, *args: Any) -> Any:
@@ -100,7 +105,8 @@ def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int,
         marks.append(("<layout", time.perf_counter()))
         return found
 
-    number = marked(marks, "number", numbering.numbering_kernel())
+    kernel = numbering.numbering_kernel()
+    number = marked(marks, "number", lambda *call: (kernel(*call), swept[0].sum()))
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
     native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
     try:

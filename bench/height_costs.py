@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.batching import make_params, recir_frontier, workload
 from bench.native_scaling import timed_loops
-from recir.backend import native_loops
+from recir.backend import native_schedule
 
 Groups = list[list[int]]  # each thread's rows at each height
 
@@ -67,36 +67,38 @@ def measure(hidden: int, count: int, threads: int, calls: int) -> list[dict[str,
     trees, vocab, _ = workload("sst", max(count, 25))
     spent, seen = [0.0], {}
     undo = timed_loops(spent)
+    choose = native_schedule.NativeSchedule.choose
+
+    def noted(self: Any, *args: Any) -> np.ndarray:
+        bounds = choose(self, *args)
+        groups = self.team_groups
+        seen["groups"] = None if groups is None else np.diff(groups, axis=1).T.tolist()
+        return bounds
+
+    native_schedule.NativeSchedule.choose = noted  # type: ignore[method-assign]
     try:  # the loops are made at a function's first call, once its code is loaded
         forms = {t: recir_frontier(make_params(hidden, vocab), "infer", t) for t in (1, threads)}
         for run in forms.values():
             run(trees[:25])
+        return [timed(forms, trees[start:start + 25], calls, spent, seen)
+                for start in range(0, len(trees[:count]) - 24, 25)]
     finally:
+        native_schedule.NativeSchedule.choose = choose  # type: ignore[method-assign]
         undo()
-    call = native_loops.HeightLoop.__call__
 
-    def noted(self: Any, bounds: np.ndarray, *args: Any, **kwargs: Any) -> None:
-        groups = kwargs.get("groups", args[5] if len(args) > 5 else None)
-        seen["groups"] = None if groups is None else np.diff(groups, axis=1).T.tolist()
-        call(self, bounds, *args, **kwargs)
 
-    native_loops.HeightLoop.__call__ = noted  # type: ignore[method-assign]
-    found = []
-    try:
-        for start in range(0, len(trees[:count]) - 24, 25):
-            batch = trees[start:start + 25]
-            times: dict[Any, Any] = {t: [] for t in forms}
-            for _ in range(calls):  # the two in turn: a slow spell falls on both
-                for t, run in forms.items():
-                    spent[0] = 0.0
-                    run(batch)
-                    times[t].append(spent[0])
-            row = {t: statistics.median(v) for t, v in times.items()}
-            row["groups"] = seen["groups"]
-            found.append(row)
-    finally:
-        native_loops.HeightLoop.__call__ = call  # type: ignore[method-assign]
-    return found
+def timed(forms: dict[int, Any], batch: list[Any], calls: int, spent: list[float],
+          seen: dict[str, Any]) -> dict[Any, Any]:
+    """A batch's median native seconds on each thread count, and its groups."""
+    times: dict[Any, Any] = {t: [] for t in forms}
+    for _ in range(calls):  # the two in turn: a slow spell falls on both
+        for t, run in forms.items():
+            spent[0] = 0.0
+            run(batch)
+            times[t].append(spent[0])
+    row = {t: statistics.median(v) for t, v in times.items()}
+    row["groups"] = seen["groups"]
+    return row
 
 
 def report(found: list[dict[str, Any]], threads: int, ratio: float) -> str:

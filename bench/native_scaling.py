@@ -8,9 +8,11 @@ the one-thread call barely notices. So both forms of one model run in one proces
 chunks of calls, and a chunk is dropped where this process's threads waited
 runnable (`/proc/self/task/*/schedstat`, Linux) for more than `--waited` of
 its time: what is left was timed with the cores free. Only the native
-height loops (`@post`, `_fwd`, `_bwd`: `native_loops.HeightLoop`) are
-timed, besides each call's wall time: Python around them does not split
-across threads.
+calls that run the height loops (`@post`, `_fwd`, `_bwd`:
+`native_loops.HeightLoop`, and the numbering call, which runs a `@post`'s
+or `_fwd`'s loop after the expansion and the height order) are timed,
+besides each call's wall time: Python around them does not split across
+threads.
 
     .venv/bin/python -m bench.native_scaling --mode infer --calls 300
     .venv/bin/python -m bench.native_scaling --threads 16 --hidden 256 --workload complete-128
@@ -36,7 +38,8 @@ from typing import Any
 
 from bench.batching import make_params, recir_frontier, workload
 from recir import configure_runtime
-from recir.backend import native_loops
+from recir.backend import native_loops, native_schedule
+from recir.backend.kernels import numbering
 
 CHUNK = 10  # calls timed together between two looks at the threads' waits
 
@@ -79,9 +82,16 @@ def work_split(before: dict[int, int], after: dict[int, int], caller: int
 
 
 def timed_loops(spent: list[float]) -> Callable[[], None]:
-    """Makes each HeightLoop made from now on add its native calls' seconds
-    to `spent[0]`; returns the undo."""
-    made = native_loops.NativeLoop.__init__
+    """Makes each HeightLoop made from now on, and the numbering call (which
+    runs a `@post`'s or `_fwd`'s loop once that loop has run, after the
+    expansion and the height order: `kernels/height_call`), add their
+    native calls' seconds to `spent[0]`; returns the undo."""
+    made, kernel = native_loops.NativeLoop.__init__, numbering.numbering_kernel()
+
+    def number(*call: Any) -> None:
+        start = time.perf_counter()
+        kernel(*call)
+        spent[0] += time.perf_counter() - start
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         made(self, *args, **kwargs)
@@ -96,7 +106,12 @@ def timed_loops(spent: list[float]) -> Callable[[], None]:
             self.function = timed
 
     native_loops.NativeLoop.__init__ = init  # type: ignore[method-assign]
-    return lambda: setattr(native_loops.NativeLoop, "__init__", made)
+    native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        native_loops.NativeLoop.__init__ = made  # type: ignore[method-assign]
+        native_schedule.numbering_kernel = numbering.numbering_kernel  # type: ignore
+    return undo
 
 
 def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float,
@@ -115,8 +130,15 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
         for run in forms.values():
             for _ in range(CHUNK):
                 run(batch_trees)
+        return timed(forms, batch_trees, calls, waited, spent) | {
+            "mode": mode, "hidden": hidden, "workload": name, "batch": batch, "work": work}
     finally:
         undo()
+
+
+def timed(forms: dict[int, Callable[[Any], Any]], batch_trees: list[Any], calls: int,
+          waited: float, spent: list[float]) -> dict[str, Any]:
+    """`measure`'s chunks of calls, the thread counts in turn."""
     kept: dict[int, dict[str, list[float]]] = {
         t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": []} for t in forms}
     dropped, caller = 0, threading.get_native_id()
@@ -138,9 +160,8 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
                 kept[threads][key].append(value / CHUNK)
     medians = {t: {k: statistics.median(v) if v else float("nan") for k, v in kinds.items()}
                for t, kinds in kept.items()}
-    return {"mode": mode, "hidden": hidden, "workload": name, "batch": batch,
-            "medians": medians, "kept": {t: len(kept[t]["wall"]) for t in kept},
-            "dropped": dropped, "work": work}
+    return {"medians": medians, "kept": {t: len(kept[t]["wall"]) for t in kept},
+            "dropped": dropped}
 
 
 def report(found: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from recir.backend.array_address import data_address
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.height_groups import group_table
 from recir.backend.kernels.height_order_calls import Grouping, HeightOrder
+from recir.backend.kernels.height_call import HeightCall
 from recir.backend.kernels.height_policy import HeightPolicy, weights_of
 from recir.backend.kernels.numbering import ORDER_PLAN, POLICY, numbering_kernel
 from recir.backend.kept_plans import KeptPlan, KeptRows
@@ -106,6 +107,7 @@ class NativeSchedule(Schedule):
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
     numbered: tuple[HeightOrder, int] | None = None  # the order made with the expansion
     chosen: HeightPolicy | None = None  # where the height policy ran in that call
+    called: HeightCall | None = None  # where the height loop's call followed it
     keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -240,31 +242,43 @@ class NativeSchedule(Schedule):
                                           order[1 + sites:])
             expansion = self.interp.loops[self.expand_fn.sym_name.data]
             fields = np.array([expansion.address, data_address(plan), kernel.address,
-                               data_address(order_plan), team, 0, 0], np.int64)
+                               data_address(order_plan), team, 0, 0, 0], np.int64)
             kept = self.interp.kept[NUMBERING] = (plan, order, team, fields, {})
         fields = kept[3]
-        self.chosen = self.policy(kept[4], kernel, team, capacity, int(plan[1]))
-        fields[POLICY:] = (0, 0) if self.chosen is None else (
-            self.chosen.address, data_address(self.chosen.plan))
+        self.chosen, self.called = self.policy(kept[4], kernel, team, capacity, int(plan[1]))
+        fields[POLICY:] = (0, 0, 0) if self.chosen is None else (
+            self.chosen.address, data_address(self.chosen.plan),
+            0 if self.called is None else data_address(self.called.plan))
         self.numbered = (kernel, team)
         at, number = data_address(fields), numbering_kernel()
-        return lambda ctx, _: number(ctx, at)
+        if self.called is None:
+            return lambda ctx, _: number(ctx, at)
+        sites = len(children)
+        self.called.ready((*order[1 + sites:], *order[1:1 + sites], *self.called.post.rows.at_least(
+            capacity)[:self.called.post.tables], *self.shared), capacity, self.keep,
+            self.shared_fields(self.called.loop, self.called.loop.kept.shared.start))
+        expansion = self.interp.loops[self.expand_fn.sym_name.data]
+        return lambda ctx, _: self.called.run(lambda: number(ctx, at), expansion.teams[1])
 
     def policy(self, policies: dict, kernel: HeightOrder, team: int, capacity: int,
-               levels: int) -> HeightPolicy | None:
+               levels: int) -> tuple[HeightPolicy | None, HeightCall | None]:
         """The height policy for the loop this schedule runs (`loop_fn`),
-        made once per numbering plan (for `capacity` rows of at most
-        `levels` heights); None before the loop's first call, whose `Post`
-        the policy needs, or where its team is not the order's."""
+        and the loop's call after it where the loop takes kept arrays alone
+        (it neither zeroes what it reads nor adds into copies), made once per
+        numbering plan (for `capacity` rows of at most `levels` heights);
+        None before the loop's first call, whose `Post` the policy needs, or
+        where its team is not the order's."""
         loop = self.interp.loops.get(self.loop_fn.sym_name.data)
         post = loop.layouts if isinstance(loop, HeightLoop) else None
         if not isinstance(post, Post) or (team and loop.threads != team):
-            return None
+            return None, None
         key = (loop.native.name, BY_GROUPS)
         found = policies.get(key)
         if found is None:
-            found = policies[key] = HeightPolicy(kernel.plan, capacity, levels, team, BY_GROUPS,
-                                                 row_tile(), post.block, post.weights)
+            chosen = HeightPolicy(kernel.plan, capacity, levels, team, BY_GROUPS, row_tile(),
+                                  post.block, post.weights)
+            called = None if loop.clears or loop.copied else HeightCall(loop, post, chosen)
+            found = policies[key] = (chosen, called)
         return found
 
     def post(self, children: list[np.ndarray], stored: list[np.ndarray],
@@ -285,9 +299,12 @@ class NativeSchedule(Schedule):
         shape = (len(bounds) - 1, self.team[0], len(self.saved_kept), 2)
         count = shape[0] * shape[1] * shape[2] * 2
         saved_at = post.saved_at.at_least(count)[0][:count]
-        saved_at.fill(0)
         self.saved_at = saved_at.reshape(shape)
         self.frames = []
+        if self.called is not None and function is self.loop_fn and self.called.done(
+                self.team[0]):  # run in the numbering call
+            return [t[:total] for t in self.tables_kept]
+        saved_at.fill(0)
         loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
              arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
              self.shared_fields(loop, loop.kept.shared.start))

@@ -182,6 +182,26 @@ def assert_repeats(name: str, got: np.ndarray, again: np.ndarray) -> None:
         np.testing.assert_array_equal(got, again, err_msg=f"{name}: not deterministic")
 
 
+def recorded_teams(monkeypatch) -> list[tuple[str, int, bool]]:
+    """Each height loop's (name, threads, by groups) as a call runs it: a
+    `_fwd`'s as its schedule chose (its numbering call may run it), a
+    `_bwd`'s as Python calls it."""
+    from recir.backend.native_loops import HeightLoop
+    from recir.backend.native_schedule import NativeSchedule
+
+    teams: list[tuple[str, int, bool]] = []
+    post, run = NativeSchedule.post, HeightLoop.__call__
+    monkeypatch.setattr(NativeSchedule, "post", lambda self, children, stored, bounds, total,
+                        post_fn=None: (post(self, children, stored, bounds, total, post_fn),
+                                       teams.append(((post_fn or self.post_fn).sym_name.data,
+                                                     self.team[0],
+                                                     self.team_groups is not None)))[0])
+    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: (
+        self.spec.reverse and teams.append((self.native.name, args[4], args[6] is not None)))
+        or run(self, *args))
+    return teams
+
+
 def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path(
         tmp_path, monkeypatch):
     """Outputs and every parameter gradient at threads=2 against the
@@ -191,7 +211,6 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
     by blocks of each height's rows (groups off), the `_fwd` saving a dozen
     values per row each time, each thread's where its `_bwd` reads them."""
     from recir.backend import native_schedule
-    from recir.backend.native_loops import HeightLoop
 
     params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
     traced = tree_lstm.trace_model(params)
@@ -203,10 +222,7 @@ def test_tree_lstm_on_two_threads_matches_the_interpreter_and_the_recursive_path
     expected = {k: np.ones_like(v) for k, v in params.items()}
     h, losses, *_ = run_function(module, f"{traced.entry}__frontier_grad",
                                  [*tree_batch_args(trees, params), *expected.values()])
-    teams: list[tuple[str, int, bool]] = []
-    run = HeightLoop.__call__
-    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
-        (self.native.name, args[4], args[6] is not None)) or run(self, *args))
+    teams = recorded_teams(monkeypatch)
     for by_groups in (True, False):
         if not by_groups:
             monkeypatch.setattr(native_schedule, "BY_GROUPS", False)
@@ -244,16 +260,13 @@ def test_a_gradient_split_by_height_on_two_threads_adds_every_threads_rows(
     trees = inputs(make_treebank(10, seed=7, vocab_size=12))
     grad = recir.value_and_grad(traced, batching="frontier", threads=2,
                                 cache_dir=free_teams(tmp_path))
-    teams: list[tuple[str, int, bool]] = []
-    run = HeightLoop.__call__
-    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
-        (self.native.name, args[4], args[6] is not None)) or run(self, *args))
+    teams = recorded_teams(monkeypatch)
     got = {k: np.ones_like(v) for k, v in params.items()}
     outs, _ = grad.batch(trees, got)
     _, again = grad.batch(trees)
     assert teams == [("node__post_fwd", 2, by_groups), ("node__post_bwd", 2, by_groups)] * 2
     # the heights on the calling thread: the policy in Python, its team refused
-    monkeypatch.setattr(native_schedule.NativeSchedule, "policy", lambda self, *args: None)
+    monkeypatch.setattr(native_schedule.NativeSchedule, "policy", lambda self, *args: (None, None))
     monkeypatch.setattr(HeightLoop, "team_size", lambda self, *args: (1, 0))
     want = {k: np.ones_like(v) for k, v in params.items()}
     outs_one, _ = grad.batch(trees, want)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_frontier_products import reference_grads
-from test_frontier_threads import HIDDEN, free_teams, inputs
+from test_frontier_threads import HIDDEN, free_teams, inputs, recorded_teams
 
 import recir
 from recir.backend.engine import openmp
-from recir.backend.native_loops import HeightLoop
 from recir.backend import native_schedule, policy
 from recir.backend.native_schedule import block_rows, in_blocks
 from recir.data.synthetic import make_treebank
@@ -50,16 +49,13 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
         reference_grads(tree, params, want)
     grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
                                 threads=threads, cache_dir=free_teams(tmp_path))
-    teams: list[int] = []
-    run = HeightLoop.__call__
-    monkeypatch.setattr(HeightLoop, "__call__", lambda self, *args: teams.append(
-        args[4]) or run(self, *args))
+    teams = recorded_teams(monkeypatch)
     for _ in range(2):
         got = {k: np.ones_like(v) for k, v in params.items()}
         grad.batch(inputs(trees), got)
         for k, g in want.items():
             np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=k)
-    assert teams == [threads] * 4  # the `_fwd`'s and `_bwd`'s heights, twice
+    assert [team for _, team, _ in teams] == [threads] * 4  # `_fwd`'s, `_bwd`'s, twice
 
 
 def test_a_wide_height_runs_in_blocks_of_near_equal_rows():

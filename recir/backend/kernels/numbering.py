@@ -15,11 +15,12 @@ kernel; the caller reads the expansion's context and the order's status.
 
 Where the schedule's height loop has run before, the height policy
 follows the order in the same call (`height_policy.py`), so that the
-loop's bounds, team and groups are chosen by the time Python reads them.
+loop's bounds, team and groups are chosen by the time Python reads them,
+and then, where its plan is ready, the loop itself (`height_call.py`).
 
 Plan, 8-byte fields: the expansion's entry, its plan, the order's kernel,
-its plan, the team (0: not by groups), the policy's kernel (0: none) and
-its plan.
+its plan, the team (0: not by groups), the policy's kernel (0: none), its
+plan, and the loop call's plan (0: none).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from xdsl.dialects.builtin import ModuleOp, i8, i32, i64
 
 from recir.backend.kernels import height_order as order
 from recir.backend.kernels import height_policy as policy
+from recir.backend.kernels.height_call import height_call
 from recir.passes.llvm_functions import call_pointer, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR
 from recir.passes.native_context import ERROR_OFFSET
 
 ENTRY = "recir_number"
-EXPAND, EXPAND_PLAN, ORDER, ORDER_PLAN, TEAM, POLICY, POLICY_PLAN = range(7)
+EXPAND, EXPAND_PLAN, ORDER, ORDER_PLAN, TEAM, POLICY, POLICY_PLAN, CALL_PLAN = range(8)
 # the expansion plan's fields (`passes/expansion_loop.py`)
 TOTAL, DEPTHS, ROOTS = 5, 6, 7
 
@@ -66,6 +68,8 @@ def numbering_module() -> ModuleOp:
             policy_plan = f.load(plan, POLICY_PLAN, PTR)
             f.store(depths, policy_plan, policy.DEPTHS)
             call_pointer(f, f.load(plan, POLICY, PTR), policy_plan)
+            f.when(f.compare("ne", f.load(plan, CALL_PLAN, i64), 0),
+                   lambda g: height_call(g, g.load(plan, CALL_PLAN, PTR)))
 
         e.when(e.value(arith.AndIOp(ordered_well, asked)), chosen)
 
