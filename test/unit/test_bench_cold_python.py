@@ -7,13 +7,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import cold_python  # noqa: E402
 from recir.backend import frontier_inputs, native_loops, native_schedule  # noqa: E402
+from recir.backend.kernels import height_call  # noqa: E402
 
 
 def test_a_gradient_calls_segments_between_its_native_phases():
     """Each segment between two native phases of a gradient's call, in the
     call's order; every hook on a class is undone."""
     hooked = [(frontier_inputs.InputLayout, "__call__"), (native_loops.HeightLoop, "__init__"),
-              (native_schedule, "numbering_kernel")]
+              (native_schedule, "numbering_kernel"), (height_call.HeightCall, "__init__")]
     before = [getattr(cls, name) for cls, name in hooked]
     found = cold_python.measure("train", [0, 1], calls=3, threads=1)
     assert [getattr(cls, name) for cls, name in hooked] == before
