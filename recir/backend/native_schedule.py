@@ -224,9 +224,10 @@ class NativeSchedule(Schedule):
         """The expansion's call (its plan and kept `tables`) with the height
         order after it, in one native call (`kernels/numbering`): the
         order's kept arrays and plan made for as many rows as the tables
-        hold, once per capacity (`renumber` reads what it found); and the
-        height loop's policy after the order where the loop has run before
-        (`kernels/height_policy`, `chosen`)."""
+        hold, once per capacity (`renumber` reads what it found); and, where
+        the height loop has run before, its policy after the order and then
+        the loop itself (`kernels/height_policy`, `kernels/height_call`:
+        `chosen`, `called`)."""
         _, children, stored, _, heights, trees = tables
         capacity, batch = int(plan[0]), len(self.roots[0])
         order = self.order_rows(children, stored).at_least(capacity + 1)
@@ -253,12 +254,13 @@ class NativeSchedule(Schedule):
         at, number = data_address(fields), numbering_kernel()
         if self.called is None:
             return lambda ctx, _: number(ctx, at)
-        sites = len(children)
-        self.called.ready((*order[1 + sites:], *order[1:1 + sites], *self.called.post.rows.at_least(
-            capacity)[:self.called.post.tables], *self.shared), capacity, self.keep,
-            self.shared_fields(self.called.loop, self.called.loop.kept.shared.start))
+        called, sites = self.called, len(children)
+        tables = called.post.rows.at_least(capacity)[:called.post.tables]
+        # the loop's operands as `post` gives them, kept arrays at the capacity
+        called.ready((*order[1 + sites:], *order[1:1 + sites], *tables, *self.shared), capacity,
+                     self.keep, self.shared_fields(called.loop, called.loop.kept.shared.start))
         expansion = self.interp.loops[self.expand_fn.sym_name.data]
-        return lambda ctx, _: self.called.run(lambda: number(ctx, at), expansion.teams[1])
+        return lambda ctx, _: called.run(lambda: number(ctx, at), expansion.teams[1])
 
     def policy(self, policies: dict, kernel: HeightOrder, team: int, capacity: int,
                levels: int) -> tuple[HeightPolicy | None, HeightCall | None]:
