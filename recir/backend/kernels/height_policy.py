@@ -63,7 +63,8 @@ def height_policy_module() -> ModuleOp:
                     b.compare("sgt", b.load(plan, DEPTHS, i64), 1))
     b.store(b.value(arith.ExtUIOp(tabled, i64)), plan, TABLED)
     b.store(b.i64(0), plan, GROUPED)
-    b.when(tabled, lambda e: group_table(e, plan, order_plan, tallest))
+    b.when(tabled, lambda e: group_table(e, plan, order_plan, e.load(
+        order_plan, order.TALLEST, i64)))  # (by groups no height below it is empty)
 
     def weighed(e: Emitter) -> None:
         first = e.load(plan, FIRST, PTR)
@@ -79,6 +80,7 @@ def height_policy_module() -> ModuleOp:
 
 
 def all_of(b: Emitter, *conditions: SSAValue) -> SSAValue:
+    """Whether every condition (i1) holds."""
     found = conditions[0]
     for condition in conditions[1:]:
         found = b.value(arith.AndIOp(found, condition))
