@@ -2,7 +2,8 @@
 Python policy it computes: `renumber`'s bounds, `group_table`,
 `in_blocks`, `HeightLoop.team_size` and `most_rows`, over random heights
 and groups, teams of 1 to 4, costs where the team pays and where it does
-not."""
+not; and whole calls, whose numbering call chooses so and runs the loop
+(`kernels/height_call`), against the Python path."""
 
 from __future__ import annotations
 
