@@ -26,13 +26,8 @@ from recir.backend.array_address import DATA_FIELD, data_address
 from recir.backend.contexts import Context, team_contexts
 from recir.backend.frontier_schedule import NativeRowFunction
 from recir.backend.kept_plans import CLEAN, every_field
-from recir.backend.schedule_specs import (
-    ExpansionSpec,
-    HeightSpec,
-    Spec,
-    copied_elements,
-)
-from recir.backend.teams import thread_limit
+from recir.backend.kernels.height_policy import weights_of
+from recir.backend.schedule_specs import ExpansionSpec, HeightSpec, Spec
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import (
     MAX_DEPTH,
@@ -203,11 +198,8 @@ class HeightLoop(NativeLoop):
         gradient larger than its L2 costs no traffic per height beyond the
         sum: thin heights log their outer products (`row_logs`), and a wide
         one's product reads and writes the copy once for many rows."""
-        loops = [self] if backward is None else [self, backward]
-        costs = self.spec.costs
-        if self.threads < 2 or costs is None or len(bounds) < 2 or (
-                thread_limit() < self.threads) or any(
-                loop.threads != self.threads for loop in loops):
+        weights = weights_of(self, backward)
+        if weights.threads < 2 or len(bounds) < 2:
             return 1, 0
         if largest is not None:  # every height, no barriers; the largest group stays
             split, barriers = len(bounds) - 1, 0
@@ -217,12 +209,9 @@ class HeightLoop(NativeLoop):
             split = barriers = int(np.count_nonzero(rows >= self.threads * row_tile()))
             rows = rows[:split]
             moved = int((rows - -(-rows // self.threads)).sum())  # rows off the calling thread
-        work = sum(loop.spec.row_work for loop in loops)
-        saved = moved * work * costs.unit_s * costs.share
-        summed = sum(copied_elements(loop.spec) for loop in loops) * (
-            self.threads - 1) / self.threads * costs.unit_s
-        start = len(loops) * (costs.team_s + barriers * costs.warm_team_s)
-        return (self.threads, split) if split and saved > start + summed else (1, 0)
+        saved = moved * weights.work * weights.unit_s * weights.share
+        start = weights.loops * (weights.team_s + barriers * weights.warm_team_s)
+        return (self.threads, split) if split and saved > start + weights.summed else (1, 0)
 
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
