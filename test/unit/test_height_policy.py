@@ -181,3 +181,31 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
         for found in (native[0][1][name], native[1][1][name]):
             np.testing.assert_allclose(found, grad, rtol=1e-5,
                                        atol=2e-6 * max(1, np.abs(grad).max()))
+
+
+def test_ctrl_c_stops_the_loop_the_numbering_call_runs(monkeypatch):
+    """While the numbering call runs the height loop, Ctrl-C's watcher
+    (`interrupts`) holds the loop's contexts, on one thread and the team's,
+    beside the expansion's: a stop reaches the loop as it did when Python
+    called it."""
+    import threading
+
+    import recir
+    from recir.backend import interrupts, native_schedule
+    from recir.data.synthetic import make_treebank
+    from recir.models import tree_rnn
+    from test_frontier_threads import inputs
+
+    params = tree_rnn.init_params(np.random.default_rng(4), hidden=8, vocab=12)
+    function = recir.compile(tree_rnn.trace_model(params), batching="frontier", threads=2)
+    trees = inputs(make_treebank(6, seed=3, vocab_size=12))
+    function.batch(trees)
+    held: list = []
+    number = native_schedule.numbering_kernel()
+    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda: lambda *args: (
+        held.append(interrupts.RUNNING[threading.get_ident()][0]), number(*args)))
+    function.batch(trees)
+    loop, expansion = function.native.loops["node__post"], function.native.loops["node__expand"]
+    views = {id(ctx) for ctx in held[-1].views}
+    for contexts in (loop.teams[1], loop.teams[2], expansion.teams[1]):
+        assert {id(ctx) for ctx in contexts.views} <= views
