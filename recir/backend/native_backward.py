@@ -33,10 +33,10 @@ class NativeBackward(Backward):
         # `@post_bwd`'s loop, where the forward runs natively
         self.loop: HeightLoop | None = None
         if isinstance(schedule, NativeSchedule):
-            schedule.loop_fn = self.post_fwd
-        if isinstance(schedule, NativeSchedule) and self.post_fwd.sym_name.data in (
-                loops := schedule.interp.loops):
-            self.loop = loops.get(self.post_bwd.sym_name.data)
+            schedule.loop_fn = self.post_fwd  # the loop its numbering call may run
+            loops = schedule.interp.loops
+            if self.post_fwd.sym_name.data in loops:
+                self.loop = loops.get(self.post_bwd.sym_name.data)
         self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
 
     def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:

@@ -5,8 +5,9 @@ interpreter's `Schedule` and `Backward` with their loops replaced. `@expand`
 runs over every depth in one call (`native_loops.NativeExpansion`), which
 appends each depth's children to tables that grow while too small, and the
 height order follows in the same native call (`kernels/numbering`), with
-the height loop's policy after it once the loop has run (`policy`,
-`kernels/height_policy`). `@post` (or `@post_fwd`, or `@post_bwd` from the
+the height loop's policy and then the `@post` or `_fwd` loop itself after
+it once the loop has run (`policy`, `kernels/height_policy`,
+`kernels/height_call`). `@post` (or `@post_fwd`, or `@post_bwd` from the
 roots down) runs over every height in one call (`HeightLoop`), which reads each
 height's rows from the whole tables and writes its results into them; a
 `_fwd`'s saved rows go to one buffer per saved value, and each height's
