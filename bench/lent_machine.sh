@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 33's targets on a lent many-core machine, in one call of the device
 # tool (bench/README.md, "A lent machine"): the machine's facts, then
-# `run.py targets` at every core, the batched cells on 1-N threads beside
-# PyTorch's, the OpenMP runtimes, and `native_scaling`'s split of a frontier
-# call; each step is cut off before the call's limit, so what it wrote
-# under $OUT comes back (at most 8 files: one log and each step's JSON).
+# `run.py targets` at every core (about six minutes on 16), the OpenMP
+# runtimes, and the batched cells on 4 and 8 threads beside PyTorch's. Each
+# step is cut off before the call's limit, so what it wrote under $OUT comes
+# back (one log and each step's JSON).
 #
 # The call carries `.whl`: xdsl's wheels (the machine has numpy, llvmlite,
-# tqdm and torch and cannot download), optionally `lib/` with
-# libomp.so.5 and libiomp5.so (OpenMP runtimes; libgomp otherwise) and `sst/dev.txt`
+# tqdm and torch and cannot download), optionally `lib/` with libomp.so.5
+# and libiomp5.so (OpenMP runtimes; libgomp otherwise) and `sst/dev.txt`
 # (synthetic SST-like trees otherwise). $1: seconds the whole script may take.
 set -u
 budget=${1:-540}
@@ -38,14 +38,11 @@ step() {  # seconds to keep for the steps after, log name, command...
     echo "== $log: $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
-step 240 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
+step 100 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
-# every thread count beside PyTorch level-batched at the same count
-step 150 sweep_c128 python3 bench/run.py batching --workloads complete-128 --hidden 256 \
-    --batches 25 --threads 1 2 4 8 "$cores" --repeats 3 --json "$OUT/sweep_c128.json"
-step 90 sweep_sst python3 bench/run.py batching --workloads sst --hidden 150 \
-    --batches 25 --threads 1 2 4 8 "$cores" --repeats 3 --json "$OUT/sweep_sst.json"
 step 40 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
     --json "$OUT/openmp.json"
-step 5 native_scaling python3 -m bench.native_scaling --threads "$cores" --mode infer \
-    --workload complete-128 --hidden 256 --calls 40
+# the thread counts between, beside PyTorch level-batched at each count
+step 5 sweep python3 bench/run.py batching --workloads complete-128 sst --hidden 256 \
+    --batches 25 --threads 4 8 --modes infer --repeats 3 --skip torch-eager dynet-auto \
+    --json "$OUT/sweep.json"
