@@ -2,7 +2,8 @@
 # Issue 33's targets on a lent many-core machine, in one call of the device
 # tool (bench/README.md, "A lent machine"): the machine's facts, then
 # `run.py targets` at every core (about six minutes on 16), the OpenMP
-# runtimes, and the batched cells on 4 and 8 threads beside PyTorch's. Each
+# runtimes, the batched cells on 4 and 8 threads beside PyTorch's, and
+# what a height costs a team and the CPU a training call takes. Each
 # step is cut off before the call's limit, so what it wrote under $OUT comes
 # back (one log and each step's JSON).
 #
@@ -43,6 +44,10 @@ step 100 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
 step 40 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
     --json "$OUT/openmp.json"
 # the thread counts between, beside PyTorch level-batched at each count
-step 5 sweep python3 bench/run.py batching --workloads complete-128 sst --hidden 256 \
+step 60 sweep python3 bench/run.py batching --workloads complete-128 sst --hidden 256 \
     --batches 25 --threads 4 8 --modes infer --repeats 3 --skip torch-eager dynet-auto \
     --json "$OUT/sweep.json"
+# what a height costs a team there (its fixed part against its rows), and
+# the CPU a training call takes on every core against one
+step 30 height_costs python3 -m bench.height_costs --threads "$cores" --trees 300 --calls 10
+step 5 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
