@@ -50,6 +50,7 @@ from bench.common import (
     rounds_times,
     write_json,
 )
+from bench.host_load import HostLoad
 
 # what each target asks; scaling by core count (the issue's two machines)
 ROOF = {"infer": 0.85, "train": 0.70}
@@ -103,11 +104,16 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
         for kind, build in SCALED.items():
             for mode in ("infer", "train"):
                 key = f"{name} {kind} {mode}"
-                times, _ = attempt(key, lambda b=build, m=mode: settled_rounds(
-                    {str(t): b(params, m, t) for t in (1, args.threads)}, trees, batch,
-                    args.repeats))
+                runs, _ = attempt(key, lambda b=build, m=mode: built(
+                    {str(t): b(params, m, t) for t in (1, args.threads)}, trees[:batch]))
+                if runs is None:
+                    continue
+                with HostLoad() as load:  # what else ran while these were timed
+                    times, _ = attempt(key, lambda r=runs: settled_rounds(r, trees, batch,
+                                                                          args.repeats))
                 if times is None:
                     continue
+                report["host_load"][key] = {"others": load.others, "steal": load.steal}
                 one, many = median(times["1"]), median(times[str(args.threads)])
                 report["scaling"][key] = one / many
                 # a call's seconds on each, as the ratio's parts (a pass is
@@ -118,7 +124,15 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 report["ceiling"][key] = found
                 print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
                       f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
-                      f"of one thread at once: {fmt(found)}x", flush=True)
+                      f"of one thread at once: {fmt(found)}x; while timed, {load.describe()}",
+                      flush=True)
+
+
+def built(runs: dict[str, Any], batch: list[Any]) -> dict[str, Any]:
+    """`runs`, each called once: compiled and loaded before any timing."""
+    for run in runs.values():
+        run(batch)
+    return runs
 
 
 def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: int,
@@ -299,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
                               "mallopt": batching.keep_freed_memory(), "roof": {},
                               "rows": [], "threads": args.threads, "scaling": {},
-                              "call_seconds": {}, "ceiling": {}}
+                              "call_seconds": {}, "ceiling": {}, "host_load": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
     roof_args = argparse.Namespace(threads=sorted({1, args.threads}), hidden=[256],

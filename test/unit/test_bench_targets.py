@@ -114,7 +114,7 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
                         count: {"frontier": 15.0, "recursive": None}[kind] + count)
     monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
     monkeypatch.setitem(targets.SCALED, "recursive", broken)
-    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}}
+    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {}}
     targets.scaling(targets.argparse.Namespace(threads=16, repeats=3), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
@@ -122,6 +122,9 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     # the medians over the workload's one batch of 4 trees: one call a pass
     assert found["call_seconds"] == dict.fromkeys(keys, {"1": 4.0, "16": 1.0})
     assert found["ceiling"] == dict.fromkeys(keys, 31.0)  # 16 copies asked for
+    # what else the host ran while each was timed (`host_load`), on Linux
+    assert sorted(found["host_load"]) == keys and all(
+        load["others"] >= 0 and 0 <= load["steal"] <= 1 for load in found["host_load"].values())
 
 
 def test_fib_speedup_is_a_ratio_from_a_child_process_with_the_hosts_ceiling():
@@ -171,7 +174,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     monkeypatch.setitem(targets.SCALED, "frontier",
                         lambda params, mode, threads: lambda trees: [0.0] * len(trees))
     monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: fails)
-    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}}
+    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {}}
     targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
