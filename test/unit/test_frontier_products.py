@@ -48,10 +48,11 @@ def reference_grads(tree: Tree, p: dict[str, np.ndarray], g: dict[str, np.ndarra
         g["w"] += np.outer(dz, c)
         g["b"] += dz
         dc = p["w"].T @ dz
-        backward(left, dc[:HIDDEN])
-        backward(right, dc[HIDDEN:])
+        backward(left, dc[:hidden])
+        backward(right, dc[hidden:])
 
-    backward(len(tree.left) - 1, np.zeros(HIDDEN))
+    hidden = len(p["b"])
+    backward(len(tree.left) - 1, np.zeros(hidden))
 
 
 def test_products_at_sizes_that_fill_no_tile_match_numpy():

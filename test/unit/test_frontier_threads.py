@@ -152,8 +152,11 @@ def test_tree_rnn_inference_on_two_threads_matches_one_and_numpy(tmp_path):
         assert l2 == pytest.approx(loss_ref, rel=1e-4)
 
 
-def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path):
-    params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
+# at 37, W's 2,738 floats: each thread's share of the copies' sum
+# (`thread_copies`) is more than a vector loop's thousand elements, and odd
+@pytest.mark.parametrize("hidden", [HIDDEN, 37])
+def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path, hidden):
+    params = tree_rnn.init_params(np.random.default_rng(6), hidden=hidden, vocab=100)
     traced = tree_rnn.trace_model(params)
     trees = batch()
     grad = recir.value_and_grad(traced, batching="frontier", threads=2,
@@ -167,7 +170,9 @@ def test_tree_rnn_gradients_on_two_threads_match_numpy(tmp_path):
                                    rtol=1e-4, atol=1e-5)
         reference_grads(tree, p64, expected)
     for k, g in expected.items():
-        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+        # float32 sums of entries up to |g| ~ 20 at h=37: rounding scaled to them
+        scale = max(1.0, float(np.abs(g).max()))
+        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4 * scale, err_msg=k)
         assert_repeats(k, grads[k], again[k])
 
 

@@ -103,6 +103,19 @@ def test_batch_results_follow_the_batch_whatever_the_spawn_order(monkeypatch, or
         np.testing.assert_allclose(grads[name], value, rtol=1e-4, atol=1e-6)
 
 
+def test_a_teams_large_gradient_copies_add_up() -> None:
+    """At h=37 W holds 2,738 floats: each thread's share of the copies' sum
+    (`thread_copies`) is over a thousand elements, and odd. The two-thread
+    gradients are the one-thread ones."""
+    params = tree_rnn.init_params(np.random.default_rng(3), hidden=37, vocab=100)
+    model = tree_rnn.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    batch = [inputs(t) for t in make_treebank(12, vocab_size=100, seed=5)]
+    _, want = recir.value_and_grad(model, threads=1).batch(batch, threads=1)
+    _, grads = recir.value_and_grad(model, threads=2).batch(batch, threads=2)
+    for name, value in want.items():
+        np.testing.assert_allclose(grads[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("budget", [0, 1, 4])
 def test_batch_with_calls_that_spawn_or_not(monkeypatch, budget) -> None:
     """A batch's calls spawn nothing at budget 0 (their contexts' budget is
