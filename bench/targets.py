@@ -95,7 +95,8 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     timed in the same rounds: on a shared host a slow spell then falls on
     both, where two cells timed minutes apart each catch their own. Beside
     each, the host's ceiling for it (`copies`: N one-thread copies at once
-    over one). A mode that fails to build or run leaves its ratio out."""
+    over one), and what else the host ran while it was timed (`host_load`).
+    A mode that fails to build or run leaves its ratio out."""
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:
             continue
