@@ -21,6 +21,7 @@ from typing import TypeVar
 
 import llvmlite.binding as llvm
 
+from recir.backend import perf_map
 from recir.backend.cache import ObjectCache, cache_key
 from recir.backend.llvm_compile import (  # noqa: F401 (re-exported)
     FUNCTION_ALIGNMENT, LSR_GATE, OPT_LEVEL, CodegenSetting, aligned_functions,
@@ -57,6 +58,8 @@ class Engine:
                     address = engine.get_function_address(name)
                     if address:
                         llvm.add_symbol(name, address)
+        if perf_map.enabled():  # `perf report` names the code
+            perf_map.write(zip(self.engines, objects, strict=True))
 
     def lookup(self, name: str) -> int:
         """The address of `name`'s code, 0 where the objects have none."""
