@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import threading
 from collections.abc import Iterable
 from typing import Any
 
 SYMTAB, FUNC, GLOBAL = 2, 2, 1  # ELF's section type, symbol type and binding
 Symbol = tuple[str, int, int, int, bool]  # name, section, value, size, global
+_writing = threading.Lock()  # engines load on several threads: whole lines, one at a time
 
 
 def enabled() -> bool:
@@ -67,5 +69,5 @@ def write(loaded: Iterable[tuple[Any, bytes]]) -> None:
                 bases[section] = address - value
         lines += [f"{bases[section] + value:x} {size:x} {name}\n"
                   for name, section, value, size, _ in found if section in bases]
-    with open(map_path(), "a") as f:
+    with _writing, open(map_path(), "a") as f:
         f.writelines(lines)
