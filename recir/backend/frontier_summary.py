@@ -42,25 +42,28 @@ class RowFacts:
     short must not be repeated); `row_work`: multiply-adds of a row's
     products; `row_only`: the arguments only ever added into by rows
     (`adjoint.accumulate_row`'s target), which a team shares under row
-    locks."""
+    locks; `outer_only`: those only ever added into by outer products
+    (`adjoint.accumulate_outer`'s target), which a team adds from its
+    threads' logs (`passes/team_logs.py`)."""
 
     accumulates: bool
     row_work: int
     row_only: tuple[int, ...]
+    outer_only: tuple[int, ...] = ()
 
     def as_json(self) -> list[Any]:
-        return [self.accumulates, self.row_work, list(self.row_only)]
+        return [self.accumulates, self.row_work, list(self.row_only), list(self.outer_only)]
 
     @staticmethod
     def from_json(value: Any) -> RowFacts | None:
         """The facts `as_json` wrote, None where `value` is not such a record."""
-        if not (isinstance(value, list) and len(value) == 3):
+        if not (isinstance(value, list) and len(value) == 4):
             return None
-        accumulates, work, row_only = value
-        if not (isinstance(accumulates, bool) and plain_int(work)
-                and isinstance(row_only, list) and all(plain_int(k) for k in row_only)):
+        accumulates, work, *numbered = value
+        if not (isinstance(accumulates, bool) and plain_int(work) and all(
+                isinstance(ks, list) and all(plain_int(k) for k in ks) for ks in numbered)):
             return None
-        return RowFacts(accumulates, work, tuple(row_only))
+        return RowFacts(accumulates, work, *(tuple(ks) for ks in numbered))
 
 
 def plain_int(value: Any) -> bool:
@@ -72,12 +75,15 @@ def row_facts(function: func.FuncOp) -> RowFacts:
     if not function.body.blocks:
         raise emit_error(function, "a declaration's row facts come from the cache entry")
     args = function.body.blocks[0].args
-    return RowFacts(
-        any(op.name.startswith("adjoint.accumulate") for op in function.walk()),
-        row_work(function),
-        tuple(k for k, arg in enumerate(args) if all(
-            isinstance(use.operation, adjoint.AccumulateRowOp) and use.index == 0
-            for use in arg.uses)))
+
+    def only(kind: type[Operation]) -> tuple[int, ...]:
+        """The arguments every use of which is `kind`'s target."""
+        return tuple(k for k, arg in enumerate(args) if all(
+            isinstance(use.operation, kind) and use.index == 0 for use in arg.uses))
+
+    return RowFacts(any(op.name.startswith("adjoint.accumulate") for op in function.walk()),
+                    row_work(function), only(adjoint.AccumulateRowOp),
+                    only(adjoint.AccumulateOuterOp))
 
 
 # a bilinear form and its gradients over rows: each a product of V's size (operand 0)

@@ -140,7 +140,8 @@ def height_spec(op: frontier.ScheduleOp, post: func.FuncOp, function: func.FuncO
     for j, k in enumerate(gradients):  # the shared values' gradients, on a team
         if team > 1 and k >= nsliced + ntables and roles[first + j].kind == STATIC and (
                 first + j not in facts.row_only):
-            roles[first + j] = Operand(COPIED, math.prod(inputs[first + j].get_shape()) * 4)
+            roles[first + j] = Operand(COPIED, math.prod(inputs[first + j].get_shape()) * 4,
+                                       outer_only=first + j in facts.outer_only)
     return HeightSpec(roles, [], True, team, facts.row_work, costs)
 
 

@@ -40,6 +40,9 @@ class Operand:
     kind: str
     row_bytes: int = 0  # rows kinds; COPIED: the whole buffer's
     scalar: Attribute = i64  # SCALAR
+    # COPIED: only outer products add into it, whose rows a team adds from
+    # its threads' logs into the caller's buffer (`team_logs`)
+    outer_only: bool = False
 
 
 class PlanFunction:

@@ -48,8 +48,10 @@ there are not copied.
 Each thread's products by a weight read one packed copy of it for all
 its heights (`gemm_cached`: a table in its context for the loop's call),
 and its thin heights' outer products into a weight's gradient go to a log
-added a block of rows at a time and when its heights end (`row_logs`: a
-team's threads each into its own buffer, all before the copies' sum).
+added a block of rows at a time and when its heights end (`row_logs`); a
+team's threads keep all their thin rows, which the team adds into the
+caller's buffers, before the copies' sum, which it skips where the copies
+hold nothing (`team_logs`).
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ from recir.passes.plan_functions import (
     PlanFunction,
     both,
 )
-from recir.passes.row_logs import close_logs, log_sites, open_logs
+from recir.passes.row_logs import close_logs, log_rows, log_sites, open_logs
+from recir.passes.team_logs import team_end
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
@@ -159,36 +162,66 @@ class HeightLoopBuilder(PlanFunction):
             if shared is not None:  # every thread, every height, failed or not: none waits
                 e.when(shared, lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
 
-        logged = self.within_tables(b, lambda e: e.each(e.sub(end, first), each_height))
+        need = self.within_tables(b, lambda e: e.each(e.sub(end, first), each_height), copied,
+                                  lambda e: self.thin_rows(e, first, end))
         if self.team and copied:
             assert self.grouped is not None
-            # all added before any thread sums them: the last height's barrier
-            # does, unless logs were added after it or groups have none
-            late = b.const(1, i1) if logged else self.grouped
-            b.when(both(b, b.compare("sge", self.threads, 2), late),
-                   lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
-            for k in copied:
-                self.sum_copies(b, k, self.inputs[k].row_bytes // 4)
+            if need is None:  # all added before any thread sums them: the last
+                # height's barrier does, unless groups have none (else `team_end`'s)
+                b.when(both(b, b.compare("sge", self.threads, 2), self.grouped),
+                       lambda inner: inner.op(llvm.CallOp("GOMP_barrier")))
+            for j, k in enumerate(copied):
+                elements = self.inputs[k].row_bytes // 4
+                if need is not None and self.inputs[k].outer_only:  # zeros unless `need`
+                    b.when(b.compare("ne", b.load(need, j, i64), 0),
+                           lambda e, k=k, n=elements: self.sum_copies(e, k, n))
+                else:
+                    self.sum_copies(b, k, elements)
         return self.finish()
 
-    def within_tables(self, b: Emitter, heights: Callable[[Emitter], None]) -> bool:
+    def within_tables(self, b: Emitter, heights: Callable[[Emitter], None],
+                      copied: list[int], thin: Callable[[Emitter], SSAValue]
+                      ) -> SSAValue | None:
         """`heights(b)` between the opening and the closing of this thread's
         tables for the loop's call: its copies of the weights, packed once
         for all its heights (`gemm_cached`), and its logs of outer products
-        (`row_logs`), where the module has such products; whether it has logs."""
+        (`row_logs`), where the module has such products. A team's threads
+        keep their thin products' rows and add them into the caller's
+        buffers when the heights end (`team_logs`); returns then which
+        copied inputs' copies hold products (`team_end`'s `need`)."""
         module = self.function.parent_op()
         logs = log_sites(module) if isinstance(module, ModuleOp) else 0
         sites = packed_sites(module) if isinstance(module, ModuleOp) else 0
         if sites:
             declare_heap(module)  # the copies' `free`
         packed = open_table(b, self.ctx, sites) if sites else None
-        logged = open_logs(b, self.ctx, logs) if logs else None
+        keep = (b.compare("sge", self.threads, 2), thin(b)) if self.team and copied else None
+        logged = open_logs(b, self.ctx, logs, keep, len(copied)) if logs else None
         heights(b)
         if packed is not None:
             close_table(b, self.ctx, *packed, sites)
-        if logged is not None:  # each thread's outer products into its own buffers
+        need = None
+        if logged is not None and keep is not None:  # the logs' rows into the caller's
+            inputs = [(self.field(b, self.operand_field(k), PTR), self.inputs[k].row_bytes)
+                      for k in copied]
+            need = team_end(b, logged[0], b.load(self.plan, 6, PTR), self.thread,
+                            self.threads, logs, inputs)
+        if logged is not None:  # the rest of each thread's into its own buffers
             close_logs(b, self.ctx, *logged, logs)
-        return logged is not None
+        return need
+
+    def thin_rows(self, b: Emitter, first: SSAValue, end: SSAValue) -> SSAValue:
+        """A thread's rows of heights [first, end) where its block of a
+        height is thin (fewer than a log's rows, `row_logs`): what a kept
+        log of a product at every height takes, where the team splits each
+        height (with groups, about as many)."""
+        def each(e: Emitter, h: SSAValue, total: Sequence[SSAValue]) -> list[SSAValue]:
+            rows = e.sub(e.load(self.bounds, e.add(h, 1), i64), e.load(self.bounds, h, i64))
+            share = ceil_div(e, rows, self.threads)
+            thin = e.compare("slt", share, log_rows())
+            return [e.add(total[0], e.value(arith.SelectOp(thin, share, e.i64(0))))]
+
+        return b.loop(end, each, [b.i64(0)], start=first)[0]
 
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
         """This thread's block of the elements of input `k`'s copies (of

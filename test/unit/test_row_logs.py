@@ -1,11 +1,11 @@
 """A height loop's logged outer products (`recir/passes/row_logs.py`): a
 `_bwd`'s weight gradients dY^T X added a block of rows at a time. TreeRNN
-over complete trees of 8 leaves, on one thread and on a team of two (each
-thread's log into its own copy, all added before the copies are summed),
+over complete trees of 8 leaves, on one thread and on a team of two (whose
+threads keep their logs whole, for the team to add: `test_team_logs.py`),
 against NumPy, two calls in a row: a batch whose wide heights give each
 thread a whole block of rows (added at once), and one whose heights give
-each thread less (logged) but more than a block together (a full log added
-mid-loop, the rest when the loop ends). A wide height runs a block of
+each thread less (logged) but more than a block together (on one thread a
+full log added mid-loop, the rest when the loop ends). A wide height runs a block of
 rows per thread at a time (`native_schedule.in_blocks`): at least a
 block of k each (`block_rows`), the least here."""
 
