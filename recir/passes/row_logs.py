@@ -45,9 +45,10 @@ LOG_SITES = "recir.log_sites"  # a module attribute: its logged outer products
 HEADER, KEEP, ASTRAY, FIRST_ROWS = 4, 1, 2, 3
 # an entry's i64 fields: the log (or null), rows used, C, m, n, rows the log
 # holds, whether rows went into C at once (not logged), and the team's
-# buffer at C's place (`team_logs`; else 0)
-ENTRY = 8
-LOG, USED, C_AT, M, N, CAPACITY, DIRECT, TARGET = range(ENTRY)
+# buffer at C's place and the number of the input that holds C, plus one
+# (`team_logs`; else 0)
+ENTRY = 9
+LOG, USED, C_AT, M, N, CAPACITY, DIRECT, TARGET, INPUT = range(ENTRY)
 ADD, KEPT, FLUSH, BLOCK = ("recir_rows_log.add", "recir_rows_log.kept", "recir_rows_log.flush",
                            "recir_rows_log.block")
 
@@ -89,21 +90,23 @@ def flush_function(gemm: GEMM) -> llvm.FuncOp:
 
 
 def block_function(gemm: GEMM) -> llvm.FuncOp:
-    """`recir_rows_log.block(entry, lo, hi)`: rows [lo, hi) of the entry's
-    team buffer (`TARGET`) += the log's dY[:, lo:hi]^T X: a team's thread
-    its block of C's rows from every thread's log (`team_logs`)."""
-    function, b, (entry, lo, hi) = new_function(BLOCK, [PTR, i64, i64])
-    used, target = b.load(entry, USED, i64), b.load(entry, TARGET, PTR)
+    """`recir_rows_log.block(entry, into, lo, hi)`: rows [lo, hi) of `into`
+    (an m x n buffer: the team's at the log's C, or C) += the log's
+    dY[:, lo:hi]^T X, the log left as it is: a team's thread its block of
+    a buffer's rows from every thread's log, or its own log into its C
+    (`team_logs`)."""
+    function, b, (entry, into, lo, hi) = new_function(BLOCK, [PTR, PTR, i64, i64])
+    used = b.load(entry, USED, i64)
 
     def add(e: Emitter) -> None:
         data = e.load(entry, LOG, PTR)
         m, n = e.load(entry, M, i64), e.load(entry, N, i64)
         x = e.offset(data, e.mul(m, e.load(entry, CAPACITY, i64)))
         gemm(e, [e.sub(hi, lo), n, used, e.offset(data, lo), m, x, n,
-                 e.offset(target, e.mul(lo, n)), n, e.i64(1)])
+                 e.offset(into, e.mul(lo, n)), n, e.i64(1)])
 
     b.when(b.value(arith.AndIOp(b.value(arith.AndIOp(
-        b.compare("sgt", used, 0), b.compare("slt", lo, hi))), allocated(b, target))), add)
+        b.compare("sgt", used, 0), b.compare("slt", lo, hi))), allocated(b, into))), add)
     b.op(llvm.ReturnOp())
     return lower_to_llvm(function)
 

@@ -10,17 +10,20 @@ and when the heights end (`team_end`):
 
 1. each thread finds, for each of its logs, the caller's buffer at the
    place of the log's C (C lies within the thread's buffer of a `COPIED`
-   input: `TARGET`, the caller's at the same offset); a log whose C lies in
-   none is added into its C, and the table marked `ASTRAY`;
-2. after a barrier, each thread adds into its block of the rows of every
-   such buffer the rows of every thread's log, in thread order (one product
-   per log, `recir_rows_log.block`): the same sums on every call at one
-   thread count;
+   input: `TARGET`, the caller's at the same offset, and `INPUT`); a log
+   whose C lies in none is added into its C, and the table marked `ASTRAY`;
+2. after a barrier, for each site the threads count its rows in all logs:
+   where every thread reading all of them (their rows of X, its block of
+   dY's columns) moves fewer floats than a pass over a copy and the copies'
+   sum would (4 m n), each thread adds into its block of the caller's
+   buffer's rows every thread's rows, in thread order (one product per log,
+   `recir_rows_log.block`): the same sums on every call at one thread
+   count; else each adds its own log into its copy, as one product;
 3. after a second barrier, the copies of an input that only outer products
-   add into (`Operand.outer_only`) hold zeros unless a thread other than
-   the first added a product into its copy at once (`DIRECT`: a block of
-   rows or more, or a log that could not grow) or a table went astray: only
-   then does the team sum them (`need`).
+   add into (`Operand.outer_only`) hold zeros unless step 2 added into them,
+   a thread other than the first added a product into its copy at once
+   (`DIRECT`: a block of rows or more, or a log that could not grow), or a
+   table went astray: only then does the team sum them (`need`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i8, i64
 from xdsl.ir import SSAValue
 
-from recir.passes.llvm_functions import call
+from recir.passes.llvm_functions import call, ceil_div
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import CONTEXT_BYTES, ROW_LOGS
 from recir.passes.row_logs import (
@@ -42,6 +45,7 @@ from recir.passes.row_logs import (
     ENTRY,
     FLUSH,
     HEADER,
+    INPUT,
     M,
     N,
     TARGET,
@@ -75,6 +79,7 @@ def find_targets(b: Emitter, table: SSAValue, sites: int, thread: SSAValue,
             def found(f: Emitter, j: int = j, buffers: SSAValue = buffers,
                       own: SSAValue = own) -> None:
                 f.store(f.add(f.load(buffers, 0, i64), f.sub(c, own)), entry, TARGET)
+                f.store(f.i64(j + 1), entry, INPUT)
                 copied_into = f.value(arith.AndIOp(
                     f.compare("ne", f.load(entry, DIRECT, i64), 0),
                     f.compare("sge", thread, 1)))
@@ -92,29 +97,60 @@ def find_targets(b: Emitter, table: SSAValue, sites: int, thread: SSAValue,
     b.each(sites, each)
 
 
+def table_of(b: Emitter, contexts: SSAValue, thread: SSAValue) -> SSAValue:
+    """Thread `thread`'s table (its context's `row_logs`)."""
+    ctx = b.offset(contexts, b.mul(thread, CONTEXT_BYTES), i8)
+    return b.load(b.offset(ctx, ROW_LOGS, i8), 0, PTR)
+
+
 def add_logs(b: Emitter, contexts: SSAValue, thread: SSAValue, threads: SSAValue,
              sites: int, need: SSAValue, inputs: int) -> None:
-    """Step 2 for this thread's block of rows; `need[j]` (i64[inputs]) set
-    where a thread's copy of input j holds products, or a table went astray."""
-    def each_thread(e: Emitter, other: SSAValue) -> None:
-        ctx = e.offset(contexts, e.mul(other, CONTEXT_BYTES), i8)
-        table = e.load(e.offset(ctx, ROW_LOGS, i8), 0, PTR)
+    """Step 2 for this thread; `need[j]` (i64[inputs]) set where a thread's
+    copy of input j holds products, or a table went astray. A site's rows
+    are added by the team where every thread reading all their rows of X
+    (and its share of dY's) moves fewer floats than a pass over its copy
+    and the copies' sum (4 m n): else each thread adds its own log into its
+    copy, and the team sums them."""
+    def flags(e: Emitter, other: SSAValue) -> None:
+        table = table_of(e, contexts, other)
         astray = e.load(table, ASTRAY, i64)
         for j in range(inputs):
             flag = e.value(arith.OrIOp(astray, e.load(table, flags_at(sites) + j, i64)))
             e.store(e.value(arith.OrIOp(e.load(need, j, i64), flag)), need, j)
 
-        def each_site(f: Emitter, site: SSAValue) -> None:
-            entry = entry_of(f, table, site)
-            m = f.load(entry, M, i64)
-            lo = f.value(arith.DivSIOp(f.mul(thread, m), threads))
-            hi = f.value(arith.DivSIOp(f.mul(f.add(thread, 1), m), threads))
-            f.when(f.compare("sgt", f.load(entry, USED, i64), 0),
-                   lambda g: call(g, BLOCK, entry, lo, hi))
+    b.each(threads, flags)
 
-        e.each(sites, each_site)
+    def each_site(e: Emitter, site: SSAValue) -> None:
+        def gather(f: Emitter, other: SSAValue, found: Sequence[SSAValue]) -> list[SSAValue]:
+            entry = entry_of(f, table_of(f, contexts, other), site)
+            named = f.compare("ne", f.load(entry, TARGET, i64), 0)
+            used, m, n, input_ = (f.value(arith.SelectOp(named, f.load(entry, k, i64), f.i64(0)))
+                                  for k in (USED, M, N, INPUT))
+            return [f.add(found[0], used), *(f.value(arith.MaxSIOp(a, v))
+                                             for a, v in zip(found[1:], (m, n, input_)))]
 
-    b.each(threads, each_thread)
+        total, m, n, input_ = e.loop(threads, gather, [e.i64(0)] * 4)
+        read = e.mul(total, e.add(n, ceil_div(e, m, threads)))
+        lo = e.value(arith.DivSIOp(e.mul(thread, m), threads))
+        hi = e.value(arith.DivSIOp(e.mul(e.add(thread, 1), m), threads))
+
+        def by_team(f: Emitter) -> None:
+            def each(g: Emitter, other: SSAValue) -> None:
+                entry = entry_of(g, table_of(g, contexts, other), site)
+                call(g, BLOCK, entry, g.load(entry, TARGET, PTR), lo, hi)
+
+            f.each(threads, each)
+
+        def by_copies(f: Emitter) -> None:
+            entry = entry_of(f, table_of(f, contexts, thread), site)
+            f.when(f.compare("ne", f.load(entry, TARGET, i64), 0), lambda g: call(
+                g, BLOCK, entry, g.load(entry, C_AT, PTR), g.i64(0), m))
+            f.when(f.compare("sgt", input_, 0),
+                   lambda g: g.store(g.i64(1), need, g.sub(input_, 1)))
+
+        e.when(e.compare("slt", read, e.mul(e.mul(m, n), 4)), by_team, by_copies)
+
+    b.each(sites, each_site)
 
 
 def team_end(b: Emitter, table: SSAValue, contexts: SSAValue, thread: SSAValue,

@@ -1,14 +1,13 @@
 """A team's weight gradients added from every thread's logs
 (`recir/passes/team_logs.py`). TreeRNN on teams of two and three threads
 (the cost model's free start makes them pay), each height's rows split in
-blocks or by the trees' groups, against NumPy: a batch whose products are
-all thin on every thread (each thread's rows kept, the team adding them into
-the caller's buffer a block of its rows per thread, and the copies of an
-input that only outer products add into never summed: copies poisoned with
-NaN leave the gradients finite and right), and one whose leaves give each
-thread a block of rows or more (added into its copy at once, which the team
-then sums). The facts that name those inputs, and their record in a
-summary."""
+blocks or by the trees' groups, against NumPy, call after call: a batch so
+small that the team adds its weights' rows from the logs, one whose rows
+each thread adds into its copy, and one whose leaves give each thread a
+block of rows or more (added at once). With copies poisoned with NaN, a
+gradient the team adds from the logs stays right (its copies are never
+summed) and one added through the copies does not. The facts that name the
+inputs only outer products add into, and their record in a summary."""
 
 from __future__ import annotations
 
@@ -28,29 +27,16 @@ from recir.passes.row_logs import log_rows
 pytestmark = pytest.mark.skipif(openmp() is None, reason="no OpenMP runtime")
 
 
-def poison_outer_only_copies(loop, threads: int) -> int:
-    """NaN in the team's copies of each input only outer products add into;
-    how many such inputs there are."""
-    copies, _ = loop.copies[threads]
-    poisoned = 0
-    for copy, k in zip(copies, loop.copied, strict=True):
-        if loop.inputs[k].outer_only:
-            copy.fill(np.nan)
-            poisoned += 1
-    return poisoned
-
-
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("by_groups", [False, True], ids=["blocks", "groups"])
-@pytest.mark.parametrize("trees", [6, 40], ids=["thin", "thick"])
+@pytest.mark.parametrize("trees", [2, 6, 40], ids=["team", "copies", "at-once"])
 def test_a_teams_weight_gradients_add_every_threads_logged_rows(threads, by_groups, trees,
                                                               tmp_path, monkeypatch):
     if not by_groups:
         monkeypatch.setattr(native_schedule, "BY_GROUPS", False)
     batch = make_treebank(trees, seed=5, vocab_size=100)
     leaves = sum((t.left < 0).sum() for t in batch)
-    thin = trees == 6
-    assert (leaves / threads < log_rows()) == thin  # a thread's rows at the leaves
+    assert (leaves / threads >= log_rows()) == (trees == 40)  # a thread's rows at the leaves
     params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
     want = {k: np.ones_like(v) for k, v in params.items()}
     for tree in batch:
@@ -58,15 +44,43 @@ def test_a_teams_weight_gradients_add_every_threads_logged_rows(threads, by_grou
     grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
                                 threads=threads, cache_dir=free_teams(tmp_path))
     teams = recorded_teams(monkeypatch)
-    loop = grad.native.loops
     for call in range(3):
         got = {k: np.ones_like(v) for k, v in params.items()}
         grad.batch(inputs(batch), got)
         for k, g in want.items():
             np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=f"{k}, {call}")
-        if thin and call == 0:  # the weights' and the output layer's gradients
-            assert poison_outer_only_copies(loop["node__post_bwd"], threads) == 2
-    assert teams[-1] == ("node__post_bwd", threads, by_groups)
+    name, team, grouped = teams[-1]
+    assert (name, team) == ("node__post_bwd", threads)
+    assert grouped == by_groups or trees < threads  # groups of no fewer trees than threads
+
+
+def test_the_team_adds_few_rows_from_the_logs_and_many_through_the_copies(tmp_path):
+    """At hidden 64 and three trees, W's rows (its internal nodes) are few
+    beside its size: the team adds them from the logs, and NaN in its
+    copies stays there. The output layer's (every node's, into 5 x 64) are
+    many: each thread adds its own into its copy, and the NaN comes in with
+    the copies' sum, which zeroes them for the next call."""
+    params = tree_rnn.init_params(np.random.default_rng(6), hidden=64, vocab=100)
+    batch = make_treebank(3, seed=5, vocab_size=100)
+    want = {k: np.zeros_like(v) for k, v in params.items()}
+    for tree in batch:
+        reference_grads(tree, params, want)
+    grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
+                                threads=2, cache_dir=free_teams(tmp_path))
+    grad.batch(inputs(batch))
+    loop = grad.native.loops["node__post_bwd"]
+    copies, _ = loop.copies[2]
+    poisoned = {params[name].nbytes: name for name in ("w", "w_out")}
+    for copy, k in zip(copies, loop.copied, strict=True):
+        if loop.inputs[k].row_bytes in poisoned:
+            copy.fill(np.nan)
+    _, got = grad.batch(inputs(batch))
+    atol = {k: 2e-5 * np.abs(g).max() for k, g in want.items()}  # float32 sums of 64 terms
+    np.testing.assert_allclose(got["w"], want["w"], rtol=1e-4, atol=atol["w"])
+    assert np.isnan(got["w_out"]).all()
+    _, again = grad.batch(inputs(batch))
+    for k, g in want.items():
+        np.testing.assert_allclose(again[k], g, rtol=1e-4, atol=atol[k], err_msg=k)
 
 
 def test_the_facts_name_the_inputs_only_outer_products_add_into(tmp_path):
