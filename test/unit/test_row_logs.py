@@ -43,19 +43,28 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
         assert shares[0] == block
     else:  # less than a block a call, more than one over a thread's heights
         assert shares.max() < block < shares.sum()
-    params = tree_rnn.init_params(np.random.default_rng(12), hidden=HIDDEN, vocab=100)
+    teams = gradients_match_numpy(trees, 12, threads, 2, tmp_path, monkeypatch)
+    assert [team for _, team, _ in teams] == [threads] * 4  # `_fwd`'s, `_bwd`'s, twice
+
+
+def gradients_match_numpy(trees: list, seed: int, threads: int, calls: int, tmp_path,
+                          monkeypatch) -> list[tuple[str, int, bool]]:
+    """TreeRNN's gradients of `trees` on `threads` (a team paying from one
+    row on), added into ones, against NumPy's, `calls` calls in a row; the
+    height loops' teams as they ran (`recorded_teams`)."""
+    params = tree_rnn.init_params(np.random.default_rng(seed), hidden=HIDDEN, vocab=100)
     want = {k: np.ones_like(v) for k, v in params.items()}
     for tree in trees:
         reference_grads(tree, params, want)
     grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
                                 threads=threads, cache_dir=free_teams(tmp_path))
     teams = recorded_teams(monkeypatch)
-    for _ in range(2):
+    for call in range(calls):
         got = {k: np.ones_like(v) for k, v in params.items()}
         grad.batch(inputs(trees), got)
         for k, g in want.items():
-            np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=k)
-    assert [team for _, team, _ in teams] == [threads] * 4  # `_fwd`'s, `_bwd`'s, twice
+            np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=f"{k}, {call}")
+    return teams
 
 
 def test_a_wide_height_runs_in_blocks_of_near_equal_rows():

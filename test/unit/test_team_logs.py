@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_frontier_products import reference_grads
-from test_frontier_threads import HIDDEN, free_teams, inputs, recorded_teams
+from test_frontier_threads import HIDDEN, free_teams, inputs
+from test_row_logs import gradients_match_numpy
 
 import recir
 from recir.backend import native_schedule
@@ -37,18 +38,7 @@ def test_a_teams_weight_gradients_add_every_threads_logged_rows(threads, by_grou
     batch = make_treebank(trees, seed=5, vocab_size=100)
     leaves = sum((t.left < 0).sum() for t in batch)
     assert (leaves / threads >= log_rows()) == (trees == 40)  # a thread's rows at the leaves
-    params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
-    want = {k: np.ones_like(v) for k, v in params.items()}
-    for tree in batch:
-        reference_grads(tree, params, want)
-    grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
-                                threads=threads, cache_dir=free_teams(tmp_path))
-    teams = recorded_teams(monkeypatch)
-    for call in range(3):
-        got = {k: np.ones_like(v) for k, v in params.items()}
-        grad.batch(inputs(batch), got)
-        for k, g in want.items():
-            np.testing.assert_allclose(got[k], g, rtol=1e-4, atol=1e-4, err_msg=f"{k}, {call}")
+    teams = gradients_match_numpy(batch, 6, threads, 3, tmp_path, monkeypatch)
     name, team, grouped = teams[-1]
     assert (name, team) == ("node__post_bwd", threads)
     assert grouped == by_groups or trees < threads  # groups of no fewer trees than threads
