@@ -195,13 +195,14 @@ class HeightLoopBuilder(PlanFunction):
         if sites:
             declare_heap(module)  # the copies' `free`
         packed = open_table(b, self.ctx, sites) if sites else None
-        keep = (b.compare("sge", self.threads, 2), thin(b)) if self.team and copied else None
+        keep = (b.compare("sge", self.threads, 2), thin(b)) if (
+            logs and self.team and copied) else None
         logged = open_logs(b, self.ctx, logs, keep, len(copied)) if logs else None
         heights(b)
         if packed is not None:
             close_table(b, self.ctx, *packed, sites)
         need = None
-        if logged is not None and keep is not None:  # the logs' rows into the caller's
+        if keep is not None and logged is not None:  # the logs' rows into the caller's
             inputs = [(self.field(b, self.operand_field(k), PTR), self.inputs[k].row_bytes)
                       for k in copied]
             need = team_end(b, logged[0], b.load(self.plan, 6, PTR), self.thread,
