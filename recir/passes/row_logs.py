@@ -8,15 +8,16 @@ it on every thread, each for its own copy of C. So where a height loop has
 opened a table of logs (`open_logs`: on its stack, pointed to by the
 thread's context field `row_logs`), such a product of fewer than `depth`
 rows copies them into its site's log instead (`recir_rows_log.add`: dY's
-rows, then X's, `LOG_ROWS` of each), and the log is added into C by one
-product when it holds `depth` rows (`recir_rows_log.flush`), and when the
-loop ends (`close_logs`): one pass over C per block, as for a product of that
-many rows. A height of at least `depth` rows is multiplied in at once. Each
-thread has its own table and logs, and adds them into its own buffer (a
-team's threads: each its copy, `schedule_loops`). The sums are grouped by
-block rather than by height: the same bits on every call at one thread
-count. Without a table (a function called height by height), or where the
-log cannot be allocated, the product is added at once, as before.
+rows, then X's, as many of each as the log holds), and the log is added
+into C by one product when it holds `depth` rows (`recir_rows_log.flush`),
+and when the loop ends (`close_logs`): one pass over C per block, as for a
+product of that many rows. A height of at least `depth` rows is multiplied
+in at once. Each thread has its own table and logs; a team's threads keep
+every thin row instead, for the team to add when its heights end
+(`recir_rows_log.kept`, `team_logs`). The sums are grouped by block rather
+than by height: the same bits on every call at one thread count. Without a
+table (a function called height by height), or where the log cannot be
+allocated, the product is added at once, as before.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ LOG_SITES = "recir.log_sites"  # a module attribute: its logged outer products
 # a table's fields before its entries: the sites, whether it keeps every
 # thin product's rows for its team (`team_logs`; else a log is added into C
 # once full), whether a thread added into a buffer no entry names, and the
-# rows a kept log starts with (the thread's share of the team's rows)
+# rows a kept log starts with (the thread's rows of the heights it has few of)
 HEADER, KEEP, ASTRAY, FIRST_ROWS = 4, 1, 2, 3
 # an entry's i64 fields: the log (or null), rows used, C, m, n, rows the log
 # holds, whether rows went into C at once (not logged), and the team's
