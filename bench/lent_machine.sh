@@ -50,4 +50,6 @@ step 60 sweep python3 bench/run.py batching --workloads complete-128 sst --hidde
 # what a height costs a team there (its fixed part against its rows), and
 # the CPU a training call takes on every core against one
 step 30 height_costs python3 -m bench.height_costs --threads "$cores" --trees 300 --calls 10
-step 5 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
+step 25 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
+step 5 work_c128 python3 -m bench.native_scaling --threads "$cores" --mode train --work \
+    --calls 10 --hidden 256 --workload complete-128
