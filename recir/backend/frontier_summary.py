@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from recir.backend.cache import ObjectCache, cache_key, stored_function_type
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, tmath
+from recir.dialects.row_types import is_rows
 
 T = TypeVar("T")
 FIELDS = {"types": list[str], "functions": list, "entry": dict, "facts": dict, "details": dict}
@@ -42,8 +43,8 @@ class RowFacts:
     short must not be repeated); `row_work`: multiply-adds of a row's
     products; `row_only`: the arguments only ever added into by rows
     (`adjoint.accumulate_row`'s target), which a team shares under row
-    locks; `outer_only`: those only ever added into by outer products
-    (`adjoint.accumulate_outer`'s target), which a team adds from its
+    locks; `outer_only`: those only ever added into by outer products of
+    rows (`adjoint.accumulate_outer`'s target), which a team adds from its
     threads' logs (`passes/team_logs.py`)."""
 
     accumulates: bool
@@ -76,14 +77,16 @@ def row_facts(function: func.FuncOp) -> RowFacts:
         raise emit_error(function, "a declaration's row facts come from the cache entry")
     args = function.body.blocks[0].args
 
-    def only(kind: type[Operation]) -> tuple[int, ...]:
-        """The arguments every use of which is `kind`'s target."""
+    def only(kind: type[Operation], of_rows: bool = False) -> tuple[int, ...]:
+        """The arguments every use of which is `kind`'s target (`of_rows`:
+        its other operands rows, which the row kernels log)."""
         return tuple(k for k, arg in enumerate(args) if all(
-            isinstance(use.operation, kind) and use.index == 0 for use in arg.uses))
+            isinstance(use.operation, kind) and use.index == 0 and (not of_rows or all(
+                is_rows(o) for o in use.operation.operands[1:])) for use in arg.uses))
 
     return RowFacts(any(op.name.startswith("adjoint.accumulate") for op in function.walk()),
                     row_work(function), only(adjoint.AccumulateRowOp),
-                    only(adjoint.AccumulateOuterOp))
+                    only(adjoint.AccumulateOuterOp, of_rows=True))
 
 
 # a bilinear form and its gradients over rows: each a product of V's size (operand 0)

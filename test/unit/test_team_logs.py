@@ -20,9 +20,11 @@ from test_row_logs import gradients_match_numpy
 import recir
 from recir.backend import native_schedule
 from recir.backend.engine import openmp
-from recir.backend.frontier_summary import RowFacts
+from recir.backend.frontier_summary import RowFacts, row_facts
+from recir.context import make_context
 from recir.data.synthetic import make_treebank
 from recir.models import tree_rnn
+from recir.parsing import parse_module
 from recir.passes.row_logs import log_rows
 
 pytestmark = pytest.mark.skipif(openmp() is None, reason="no OpenMP runtime")
@@ -92,3 +94,21 @@ def test_row_facts_are_recorded_and_read_back_whole():
     assert RowFacts.from_json(facts.as_json()) == facts
     assert RowFacts.from_json([True, 12, [3]]) is None  # a record without outer_only
     assert RowFacts.from_json([True, 12, [3], [-1]]) is None
+
+
+STATIC_OUTER = """
+func.func @f(%acc: tensor<2x3xf32>, %dy: tensor<?x2xf32>, %x: tensor<?x3xf32>,
+             %acc2: tensor<2x3xf32>, %v: tensor<2xf32>, %w: tensor<3xf32>) {
+  adjoint.accumulate_outer %acc, %dy, %x : tensor<2x3xf32>, tensor<?x2xf32>, tensor<?x3xf32>
+  adjoint.accumulate_outer %acc2, %v, %w : tensor<2x3xf32>, tensor<2xf32>, tensor<3xf32>
+  func.return
+}
+"""
+
+
+def test_an_outer_product_of_static_vectors_is_not_one_the_logs_hold():
+    """Only an outer product of rows goes through a log (`row_logs`); one of
+    static vectors runs the static kernel into its target at once, whose
+    copies the team must then sum."""
+    function = next(iter(parse_module(make_context(), STATIC_OUTER).ops))
+    assert row_facts(function).outer_only == (0,)
