@@ -47,7 +47,8 @@ test-lit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv test
 
 # The property-style fuzz tests (test/unit/test_fuzz_*.py: corrupted cache
-# entries, argument conversion, mutated IR and SST files) with FUZZ_EXAMPLES
+# entries, argument conversion, mutated IR and SST files, a frontier team's
+# gradients against the recursive ones) with FUZZ_EXAMPLES
 # examples each, new ones every run; `make test` runs 25 each, the same every time.
 FUZZ_EXAMPLES ?= 1000
 
