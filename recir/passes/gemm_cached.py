@@ -105,14 +105,16 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
 
 
 def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED,
-               fields: int = ENTRY) -> tuple[SSAValue, SSAValue]:
-    """A table of `sites` empty entries of `fields` i64 fields each (the
-    table's field 0: their count) on the function's stack, made the
-    context's `field` (`packed`, or `row_logs`' table); returns it and the
-    table it replaced."""
-    table = b.alloca(1 + fields * sites, i64)
+               fields: int = ENTRY, header: int = 1, after: int = 0
+               ) -> tuple[SSAValue, SSAValue]:
+    """A table of `header` fields (field 0: the count of entries), `sites`
+    empty entries of `fields` i64 fields each and `after` more, all zeroed,
+    on the function's stack, made the context's `field` (`packed`, or
+    `row_logs`' table); returns it and the table it replaced."""
+    table = b.alloca(header + fields * sites + after, i64)
     b.store(b.i64(sites), table, 0)
-    b.each(fields * sites, lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
+    b.each(header - 1 + fields * sites + after,
+           lambda e, i: e.store(e.i64(0), table, e.add(i, 1)))
     slot = b.offset(ctx, field, i8)
     old = b.load(slot, 0, PTR)
     b.store(table, slot, 0)

@@ -30,6 +30,7 @@ from xdsl.ir import SSAValue
 
 from recir.dialects import invoke
 from recir.passes.frame_buffers import allocated, declare_heap
+from recir.passes.gemm_cached import open_table
 from recir.passes.gemm_packing import release, workspace
 from recir.passes.gemm_target import host_target
 from recir.passes.llvm_functions import call, lower_to_llvm, new_function
@@ -290,16 +291,10 @@ def open_logs(b: Emitter, ctx: SSAValue, sites: int,
     on the function's stack, made the context's `row_logs`; `keep`: whether
     it keeps every thin product's rows, and the rows a log starts with.
     Returns it and the `row_logs` it replaced."""
-    fields = HEADER + ENTRY * sites + after
-    table = b.alloca(fields, i64)
-    b.each(fields, lambda e, i: e.store(e.i64(0), table, i))
-    b.store(b.i64(sites), table, 0)
+    table, old = open_table(b, ctx, sites, ROW_LOGS, ENTRY, HEADER, after)
     if keep is not None:
         b.store(b.value(arith.ExtUIOp(keep[0], i64)), table, KEEP)
         b.store(keep[1], table, FIRST_ROWS)
-    slot = b.offset(ctx, ROW_LOGS, i8)
-    old = b.load(slot, 0, PTR)
-    b.store(table, slot, 0)
     return table, old
 
 
