@@ -64,7 +64,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from recir.diagnostics import RecirError
-from recir.passes.gemm_target import cache_fact
+from recir.passes.gemm_target import L2_BYTES_PER_CYCLE, L3_BYTES_PER_CYCLE, cache_fact
 
 IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
 GRAIN = 32  # a task carries at least this many times its own cost: at most 3% overhead
@@ -84,15 +84,11 @@ DEFAULT_HEIGHT_S = 0.5e-6
 # take and merge, a few cache lines each (the recursive code reads its
 # children's results where they were written).
 DEFAULT_ROW_S = 50e-9
-# A core's L2 fills its L1 with about 32 bytes a cycle, sustained (AMD's
-# Zen: 32; Intel since Skylake-SP: 64 at peak, 30-40 sustained). A
-# matrix-vector product loads a weight a multiply-add, so with 16 f32 lanes
-# (64 bytes a vector) it runs at half of `unit_s`'s rate from L2, with 8 or
-# 4 lanes at the full rate.
-L2_BYTES_PER_CYCLE = 32
-# L3 gives a core about a 64-byte line every 4 cycles (some 16 B/cycle on
-# Intel's mesh and AMD's CCX with other cores at work): half of L2's rate.
-L3_SLOWDOWN = 2.0
+# A matrix-vector product loads a weight a multiply-add, so with 16 f32
+# lanes (64 bytes a vector) it runs at half of `unit_s`'s rate from L2
+# (`L2_BYTES_PER_CYCLE`), with 8 or 4 lanes at the full rate; from L3 at
+# `L3_SLOWDOWN` times less.
+L3_SLOWDOWN = L2_BYTES_PER_CYCLE / L3_BYTES_PER_CYCLE
 # The share of its tile's rate (`gemm_gain`) the GEMM kernel reaches at a
 # frontier's shapes (tens to hundreds of rows, a few hundred columns): its
 # packing, edge tiles and the k loop's blocks take the rest; `bench/run.py

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_L1, DEFAULT_L2, DEFAULT_WAYS = 32 << 10, 1 << 20, 8
+# A core's L2 fills its L1 with about 32 bytes a cycle, sustained (AMD's
+# Zen: 32; Intel since Skylake-SP: 64 at peak, 30-40 sustained). L3 gives
+# it about a 64-byte line every 4 cycles (Intel's mesh, AMD's CCX, with
+# other cores at work): half of L2's rate.
+L2_BYTES_PER_CYCLE, L3_BYTES_PER_CYCLE = 32, 16
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,15 @@ class Target:
         cols, rows = best_tile(self.registers, lambda cols, rows: power_of_two(cols),
                                lambda cols, rows: -cols)
         return rows, cols
+
+    @property
+    def moved_macs(self) -> int:
+        """Multiply-adds a core's two FMA units do while it brings one f32
+        of an operand from L3 and writes it into its packed copy: what a
+        thread of a product's team pays for each element of A or B it
+        reads (`row_products.grid`)."""
+        cycles = 4 / L3_BYTES_PER_CYCLE + 4 / L2_BYTES_PER_CYCLE
+        return round(2 * self.lanes * cycles)
 
     @property
     def width(self) -> int:  # the columns of nn/tn's tile

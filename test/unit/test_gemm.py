@@ -120,14 +120,16 @@ needs_openmp = pytest.mark.skipif(gemm.team_kernel("nn") is None, reason="no Ope
 
 @needs_openmp
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
-def test_team_forms_at_tile_edges_match_numpy_on_one_to_three_threads(layout):
+def test_team_forms_at_tile_edges_match_numpy_on_one_to_six_threads(layout):
     """`recir_gemm_<layout>.team` with a team start that always pays
-    (min_work 0): each thread's block of C, cut at the tile edges, adds up
-    to the whole product, and nothing outside C is written."""
+    (min_work 0): each thread's block of C (a grid of C's rows by its
+    columns from 4 threads on, where both are wide), cut at the tile edges,
+    adds up to the whole product, and nothing outside C is written."""
     rng = np.random.default_rng(len(layout))
-    for i, (m, n, k) in enumerate(edge_shapes()):
+    shapes = [*edge_shapes(), (4 * ROWS + 3, 8 * LANES + 5, 9), (9 * ROWS, 3 * LANES + 1, 40)]
+    for i, (m, n, k) in enumerate(shapes):
         a, b, want = operands(rng, layout, m, n, k, pad=2 + i)
-        for threads in (1, 2, 3):
+        for threads in (1, 2, 3, 4, 6):
             for accumulate in (0, 1):
                 c_buffer, c = padded(rng, m, n, pad=4)
                 expected = want + (c if accumulate else 0)
@@ -145,7 +147,7 @@ def test_team_forms_at_tile_edges_match_numpy_on_one_to_three_threads(layout):
 @needs_openmp
 @pytest.mark.parametrize(("m", "n", "k"), [(300, 64, 45), (2 * ROWS + 1, 3 * LANES + 1, 7),
                                            (5, 256, 994)])
-def test_add_outer_at_on_two_threads_equals_one_thread(m, n, k):
+def test_add_outer_at_on_a_team_equals_one_thread(m, n, k):
     """A weight gradient's G += DY^T X on a team (forced: min_work 0, and
     as the machine's policy decides) gives the one-thread kernel's bits:
     each element is summed over k in the same order by one thread."""
@@ -154,15 +156,15 @@ def test_add_outer_at_on_two_threads_equals_one_thread(m, n, k):
     x = rng.standard_normal((k, n)).astype(np.float32)
     start = rng.standard_normal((m, n)).astype(np.float32)
     results = []
-    for threads, min_work in ((1, None), (2, 0), (2, None)):
+    for threads, min_work in ((1, None), (2, 0), (2, None), (4, 0), (6, 0)):
         g = start.copy()
         gemm.add_outer_at(g.ctypes.data, m, n, dy.ctypes.data, m, x.ctypes.data, n, k,
                           threads, min_work)
         results.append(g)
     np.testing.assert_allclose(results[0], start + dy.T.astype(np.float64) @ x, rtol=1e-4,
                                atol=1e-4 * np.sqrt(k))
-    np.testing.assert_array_equal(results[1], results[0])
-    np.testing.assert_array_equal(results[2], results[0])
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
 
 
 @needs_openmp
