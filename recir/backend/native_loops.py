@@ -40,7 +40,7 @@ from recir.passes.expansion_loop import EXPAND_ENTRY, EXPANSION_FULL, EXPANSION_
 from recir.passes.gemm_target import host_target
 from recir.passes.native_context import ERROR_CHECK
 from recir.passes.plan_functions import CLEARED, COPIED, SCALAR, Operand
-from recir.passes.row_products import grains
+from recir.passes.gemm_teams import grains
 from recir.passes.rows import ALIGN
 from recir.passes.schedule_loops import HEADER, HEIGHTS_ENTRY
 

@@ -32,7 +32,7 @@ the smaller ones included).
 
 Options `row-threads=T` and `row-team-work=W` (defaults 1 and -1): the
 functions over rows run each product over rows with at least W multiply-adds
-on a team of up to T threads (`row_products.team_function`; W from `policy.team_min_work`).
+on a team of up to T threads (`gemm_teams.team_function`; W from `policy.team_min_work`).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class Target:
         """Multiply-adds a core's two FMA units do while it brings one f32
         of an operand from L3 and writes it into its packed copy: what a
         thread of a product's team pays for each element of A or B it
-        reads (`row_products.grid`)."""
+        reads (`gemm_teams.grid`)."""
         cycles = 4 / L3_BYTES_PER_CYCLE + 4 / L2_BYTES_PER_CYCLE
         return round(2 * self.lanes * cycles)
 

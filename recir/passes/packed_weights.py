@@ -7,7 +7,7 @@ writes (`mark_static_weights`, before the function is lowered) calls
 opened (the context's `packed`), else the plain kernel as before: a
 function called height by height has no table, and on the calling thread
 of a team's function the product's own team splits it
-(`row_products.team_function`). Each such product of a module has its own
+(`gemm_teams.team_function`). Each such product of a module has its own
 entry (`PACKED_SITES` counts them; the loop's table has that many).
 """
 

@@ -133,7 +133,7 @@ class RowFunctionLowering:
     def __init__(self, function: func.FuncOp, static: StaticLowering,
                  team: RowTeam = SERIAL):
         """`static` lowers the uniform ops, as in every other function;
-        `team` runs its products over rows (`row_products.team_function`)."""
+        `team` runs its products over rows (`gemm_teams.team_function`)."""
         self.function, self.static, self.team = function, static, team
         self.entry = function.body.blocks[0]
         self.values: dict[SSAValue, Rows] = {}

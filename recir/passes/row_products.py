@@ -9,22 +9,8 @@ of `count` rows `stride` elements apart, so the forward's `W x` per row is
 X W^T (nt), the backward's `dy W` per row is dY W (nn) and a weight's
 gradient, the sum of the rows' outer products, is dY^T X (tn). With
 threads (convert-tmath-to-loops{row-threads=T row-team-work=W}), the call is
-of the kernel's team form instead (`team_function`): below W multiply-adds
-(a team's start would cost more than the threads save:
-`policy.team_min_work`) or with fewer than two register tiles it calls the
-kernel itself (as it does on a thread of a team already), else it starts
-a libgomp team (`GOMP_parallel`) whose threads each call the kernel on
-their own block of C, whole tiles of its rows by whole tiles of its
-columns (`grid`: the split whose largest block's multiply-adds and
-reads cost least). A team always has all `threads` threads,
-those without a block returning at once: libgomp ends the threads of its
-pool that a smaller team leaves out and creates them again for the next
-larger one, a thread creation per product. No two threads write one
-element of C, so a weight's gradient dY^T X (accumulated into the
-parameter's gradient) needs no reduction, and the split depends only on
-(m, n, k, threads): one thread count gives the same bits on every call. The
-team's threads need no native context: the kernels read and write only
-their operands, and cannot fail. An elementwise loop over rows
+of the kernel's team form instead (`gemm_teams.team_function`: each thread
+a block of C). An elementwise loop over rows
 (`each_row_on_team`, for `row_kernels`' elementwise ops and fused chains)
 is outlined into `.rows(data, lo, hi)`, one per distinct loop of the
 module; the module's one `recir_rows.run` runs it on the same team where
@@ -48,7 +34,7 @@ from recir.dialects import tmath
 from recir.passes import gemm_kernels
 from recir.passes.convert_invoke_to_gomp import declare
 from recir.passes.convert_recir_to_llvm import expand_math
-from recir.passes.gemm_target import Target, host_target
+from recir.passes.gemm_teams import declare_team_in
 from recir.passes.llvm_functions import (call, call_pointer, ceil_div, lower_to_llvm,
                                          new_function, outside_teams)
 from recir.passes.loop_builder import PTR, Emitter
@@ -56,141 +42,8 @@ from recir.passes.packed_weights import with_packed
 from recir.passes.rows import Gathered, Lowered, RowEmitter, Rows, RowTeam, row_at
 from recir.passes.tmath_kernels import dot, enclosing_module
 
-FIELDS = 12  # m, n, k, A, lda, B, ldb, C, ldc, accumulate, the grid's rows and columns
-POINTERS = (3, 5, 7)  # the fields that hold A, B and C
 DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None),
                 ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
-
-
-def grains(layout: str, target: Target) -> tuple[int, int]:
-    """(rows, columns) of C a thread's block is a multiple of: the kernel's
-    register tile, so that splitting leaves no thread a partial tile it
-    would not have had anyway."""
-    if layout == "nt":
-        rows, cols = target.nt_tile
-        return rows, max(cols, target.lanes * target.tile[1])
-    return target.tile[0], target.lanes * target.tile[1]
-
-
-def span(b: Emitter, size: SSAValue, parts: SSAValue, index: SSAValue, grain: int
-         ) -> tuple[SSAValue, SSAValue]:
-    """(start, length) of part `index` of `size` cut into `parts` of whole
-    grains (the last shorter; an index past the parts: length 0)."""
-    per = b.mul(ceil_div(b, ceil_div(b, size, parts), grain), grain)
-    start = b.min(b.mul(index, per), size)
-    return start, b.sub(b.min(b.add(start, per), size), start)
-
-
-def block(b: Emitter, layout: str, fields: list[SSAValue], rows: tuple[SSAValue, SSAValue],
-          cols: tuple[SSAValue, SSAValue]) -> list[SSAValue]:
-    """The kernel's arguments for C's block of `rows` by `cols` ((start, length) each)."""
-    _, _, k, a, lda, bm, ldb, c, ldc, acc = fields
-    a_step = lda if layout != "tn" else 1  # elements between two rows of op(A)
-    b_step = ldb if layout == "nt" else 1  # elements between two columns of op(B)
-    a = b.offset(a, b.mul(rows[0], a_step))
-    bm = b.offset(bm, b.mul(cols[0], b_step))
-    c = b.offset(c, b.add(b.mul(rows[0], ldc), cols[0]))
-    return [rows[1], cols[1], k, a, lda, bm, ldb, c, ldc, acc]
-
-
-def part_function(layout: str, target: Target) -> llvm.FuncOp:
-    """`recir_gemm_<layout>.part(data)`, run by each thread of the team:
-    the kernel on this thread's block of C (its place in the grid, row
-    by row), if it has one."""
-    kernel = f"recir_gemm_{layout}"
-    function, b, (data,) = new_function(f"{kernel}.part", [PTR])
-    fields = [b.load(b.offset(data, i, i64), 0, PTR if i in POINTERS else i64)
-              for i in range(FIELDS)]
-    (m, n), (across, down) = fields[:2], fields[10:]
-    thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
-    row_grain, col_grain = grains(layout, target)
-    rows = span(b, m, across, b.value(arith.DivSIOp(thread, down)), row_grain)
-    cols = span(b, n, down, b.value(arith.RemSIOp(thread, down)), col_grain)
-    some = b.value(arith.AndIOp(b.compare("sgt", rows[1], 0), b.compare("sgt", cols[1], 0)))
-    b.when(some, lambda e: call(e, kernel, *block(e, layout, fields[:10], rows, cols)))
-    b.op(llvm.ReturnOp())
-    return function
-
-
-def grid(b: Emitter, layout: str, target: Target, m: SSAValue, n: SSAValue,
-         team: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """(parts of C's rows, parts of its columns) for a team of `team`: the
-    split whose largest block costs least, its multiply-adds (rows x
-    columns a step of k) and the elements of A and B its thread brings in
-    (rows + columns a step, `Target.moved_macs` each; each thread packs
-    the part of B its columns need). Rows alone make every thread pack all
-    of B; a 400-row height's product by a 1280 x 512 weight then ran 3.8x
-    on 16 threads against 8.7x for NumPy's."""
-    row_grain, col_grain = grains(layout, target)
-
-    def try_rows(e: Emitter, i: SSAValue, best: Sequence[SSAValue]) -> list[SSAValue]:
-        across = e.add(i, 1)
-        down = e.value(arith.DivSIOp(team, across))
-        rows = e.min(e.mul(ceil_div(e, ceil_div(e, m, across), row_grain), row_grain), m)
-        cols = e.min(e.mul(ceil_div(e, ceil_div(e, n, down), col_grain), col_grain), n)
-        cost = e.add(e.mul(rows, cols), e.mul(e.add(rows, cols), target.moved_macs))
-        better = e.compare("slt", cost, best[0])
-        return [e.value(arith.SelectOp(better, pick, kept))
-                for pick, kept in ((cost, best[0]), (across, best[1]))]
-
-    _, across = b.loop(team, try_rows, [b.i64(2**62), b.i64(1)])
-    return across, b.value(arith.DivSIOp(team, across))
-
-
-def team_function(layout: str, target: Target) -> llvm.FuncOp:
-    """`recir_gemm_<layout>.team(..., threads, min_work)`: the kernel on
-    one thread, or on a team of at most `threads`, one block of C each."""
-    kernel = f"recir_gemm_{layout}"
-    function, b, args = new_function(f"{kernel}.team", [*gemm_kernels.SIGNATURE, i64, i64])
-    m, n, k, threads, min_work = args[0], args[1], args[2], args[10], args[11]
-    row_grain, col_grain = grains(layout, target)
-    row_blocks = b.value(arith.DivSIOp(m, b.i64(row_grain)))
-    col_blocks = b.value(arith.DivSIOp(n, b.i64(col_grain)))
-    most = b.value(arith.MaxSIOp(row_blocks, col_blocks))
-    team = b.min(threads, most)
-    work = b.mul(b.mul(m, n), k)
-    pays = b.value(arith.AndIOp(b.compare("sge", team, 2), b.compare("sge", work, min_work)))
-    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
-
-    def on_team(e: Emitter) -> None:
-        data = e.alloca(FIELDS, i64)
-        for i, value in enumerate([*args[:10], *grid(e, layout, target, m, n, threads)]):
-            e.store(value, e.offset(data, i, i64), 0)
-        part = e.value(llvm.AddressOfOp(f"{kernel}.part", PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, data,
-                         e.value(arith.TruncIOp(threads, i32)), e.const(0, i32)))
-
-    b.when(pays, on_team, lambda e: call(e, kernel, *args[:10]))
-    b.op(llvm.ReturnOp())
-    return function
-
-
-def declare_team_in(module: ModuleOp, layout: str) -> str:
-    """`recir_gemm_<layout>.team` declared in `module` (once), and the name
-    to call: its code is the host's team object (`team_module`)."""
-    gemm_kernels.declare_in(module, layout)
-    return gemm_kernels.declare_linked(module, team_name(layout),
-                                       [*gemm_kernels.SIGNATURE, i64, i64], gemm_kernels.TEAMS)
-
-
-def team_name(layout: str) -> str:
-    return f"recir_gemm_{layout}.team"
-
-
-def team_module(layouts: Sequence[str], target: Target | None = None) -> ModuleOp:
-    """The team forms of the layouts' kernels, with the OpenMP functions
-    they call (the kernels themselves declared: the kernel object's)."""
-    target = target or host_target()
-    module = ModuleOp([declare(*d) for d in DECLARATIONS])
-    for layout in layouts:
-        gemm_kernels.declare_in(module, layout)
-        module.body.blocks[0].add_ops([lower_to_llvm(part_function(layout, target)),
-                                       lower_to_llvm(team_function(layout, target))])
-    names = {team_name(layout) for layout in layouts}
-    for op in module.ops:
-        if isinstance(op, llvm.FuncOp) and op.sym_name.data in names:
-            op.linkage = llvm.LinkageAttr("external")
-    return module
 
 
 GEMM = Callable[[Emitter, Sequence[SSAValue]], None]  # emits a call with the 10 arguments

@@ -131,7 +131,7 @@ class Scratch:
 class RowTeam:
     """How a function's products over rows are run: on up to `threads`
     threads where they have at least `min_work` multiply-adds
-    (`row_products.team_function`)."""
+    (`gemm_teams.team_function`)."""
 
     threads: int = 1
     min_work: int = -1

@@ -3,7 +3,7 @@
 
 // With row-threads, a product over rows calls the GEMM kernel's team form
 // with the thread count and the policy's least work for a team (declared:
-// the host's team object, `row_products.team_module`, starts a libgomp team
+// the host's team object, `gemm_teams.team_module`, starts a libgomp team
 // whose threads each call the kernel on their own block of C, or calls the
 // kernel itself). An elementwise loop over rows
 // (the concat, the bias rows, tanh, the leaf counts' addf: rows0 to rows3;

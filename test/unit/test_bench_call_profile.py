@@ -15,11 +15,11 @@ from bench import call_profile  # noqa: E402
 
 LINES = [  # as `perf script` prints cpu-clock samples
     "  python 14317 68835.227844:    1000000 cpu-clock:      7f035559494f "
-    "recir_gemm_nt.given+0x294f (/tmp/perf-14317.map)",
+    "recir_gemm_nt.given+0x294f (perf-14317.map)",
     "  python 14317 68835.228842:    1000000 cpu-clock:      7f035559484f "
-    "recir_gemm_nt.given+0x284f (/tmp/perf-14317.map)",
+    "recir_gemm_nt.given+0x284f (perf-14317.map)",
     "  python 14318 68835.228842:    1000000 cpu-clock:      7f035559484f "
-    "node__post.rows6.rows+0x10 (/tmp/perf-14317.map)",
+    "node__post.rows6.rows+0x10 (perf-14317.map)",
     "  python 14317 68836.227018:    1000000 cpu-clock:  ffffffff813b0840 "
     "sched_balance_update_blocked_averages+0x5e0 ([kernel.kallsyms])",
     "  python 14317 68835.255841:    1000000 cpu-clock:      7f0356ab5c44 "

@@ -1,5 +1,5 @@
 """batching="frontier" on threads: each product over rows split across a
-libgomp team (`passes/row_products.team_function`) by C's rows or columns,
+libgomp team (`passes/gemm_teams.team_function`) by blocks of C's rows and columns,
 and each height's rows across one team per call (`passes/schedule_loops`).
 The team form of each kernel against NumPy at shapes that split either way
 (and stay on one thread); TreeRNN and TreeLSTM at threads=2 against
@@ -68,7 +68,7 @@ import os
 import numpy as np
 from recir.backend.kernels import gemm
 from recir.passes.gemm_target import host_target
-from recir.passes.row_products import grains
+from recir.passes.gemm_teams import grains
 
 kernel, (rows, cols) = gemm.team_kernel("nt"), grains("nt", host_target())
 def product(m, n, k=64):  # a team of min(4, its blocks of C)

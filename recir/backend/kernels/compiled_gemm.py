@@ -46,13 +46,13 @@ def engine() -> Any:
 
 @cache
 def team_engine() -> Any:
-    """The kernels' team forms for the host (`row_products.team_module`),
+    """The kernels' team forms for the host (`gemm_teams.team_module`),
     calling into `engine`'s kernels; None without an OpenMP runtime."""
     from recir.backend.engine import cached_engine, openmp
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import KERNELS, LAYOUTS
     from recir.passes.gemm_target import host_target
-    from recir.passes.row_products import team_module
+    from recir.passes.gemm_teams import team_module
 
     if openmp() is None:
         return None
@@ -70,7 +70,7 @@ def link(links: Sequence[str]) -> None:
 
     from recir.diagnostics import RecirError
     from recir.passes.gemm_kernels import KERNELS, LAYOUTS, TEAMS, entry_names
-    from recir.passes.row_products import team_name
+    from recir.passes.gemm_teams import team_name
 
     for kind in links:
         if kind in _linked:
