@@ -1,0 +1,42 @@
+"""bench/settled_roof.py: each round's cell rate over the roof's rate timed
+right after it."""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench import batching, roof, settled_roof  # noqa: E402
+
+
+def test_each_round_divides_the_cells_rate_by_the_roof_timed_after_it(monkeypatch):
+    order, roofs = [], iter([10.0, 20.0, 40.0])
+
+    def frontier(params, mode, threads):
+        def run(trees):
+            order.append("cell")
+            time.sleep(0.05)
+        return run
+
+    def rate(fn, flops, repeats):
+        order.append("roof")
+        return next(roofs)
+
+    monkeypatch.setattr(batching, "recir_frontier", frontier)
+    monkeypatch.setattr(roof, "rate", rate)
+    found = settled_roof.shares("train", ("numpy", "nn", 8, 8, 8), rounds=3,
+                                workload="complete-8", hidden=4)
+    assert order == ["cell"] * 2 + ["cell", "roof"] * 3  # two untimed calls, then rounds
+    trees, _, _ = batching.workload("complete-8", 25)
+    cell = 3 * batching.cell_flops(trees[:25], 4) / 0.05 / 1e9  # training: three products
+    assert found == pytest.approx([cell / 10, cell / 20, cell / 40], rel=0.5)
+    assert found[0] / found[2] == pytest.approx(4, rel=0.5)
+
+
+def test_a_real_round_is_a_positive_share_of_the_roof():
+    found = settled_roof.shares("infer", ("numpy", "nt", 64, 64, 64), rounds=2,
+                                workload="complete-8", hidden=16)
+    assert len(found) == 2 and all(0 < share < 10 for share in found)
