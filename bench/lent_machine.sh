@@ -2,17 +2,17 @@
 # Issue 33's targets on a lent many-core machine, in one call of the device
 # tool (bench/README.md, "A lent machine"): the machine's facts, then
 # `run.py targets` at every core (about six minutes on 16), the OpenMP
-# runtimes, the batched cells on 4 and 8 threads beside PyTorch's, the CPU
-# a training call takes and where it goes (`bench/call_profile.py`). Each
-# step is cut off before the call's limit, so what it wrote under $OUT comes
-# back (one log and each step's JSON).
+# runtimes, the CPU a training call takes and where it goes
+# (`bench/call_profile.py`). Each step is cut off before the call's limit,
+# so what it wrote under $OUT comes back (one log and each step's JSON).
 #
 # The call carries `.whl`: xdsl's wheels (the machine has numpy, llvmlite,
 # tqdm and torch and cannot download), optionally `lib/` with libomp.so.5
 # and libiomp5.so (OpenMP runtimes; libgomp otherwise) and `sst/dev.txt`
-# (synthetic SST-like trees otherwise). $1: seconds the whole script may take.
+# (synthetic SST-like trees otherwise), and `perf/` where the machine has no
+# perf. $1: seconds the whole script may take (570: a call's timeout_s 600).
 set -u
-budget=${1:-540}
+budget=${1:-570}
 start=$SECONDS
 left() { echo $((budget - (SECONDS - start))); }
 
@@ -39,24 +39,20 @@ step() {  # seconds to keep for the steps after, log name, command...
     echo "== $log: $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
-step 150 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
+step 170 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
-step 120 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
+step 130 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
     --json "$OUT/openmp.json"
-# the thread counts between, beside PyTorch level-batched at each count
-step 95 sweep python3 bench/run.py batching --workloads complete-128 sst --hidden 256 \
-    --batches 25 --threads 4 8 --modes infer --repeats 3 --skip torch-eager dynet-auto \
-    --json "$OUT/sweep.json"
 # the CPU a training call takes on every core against one, then where a
 # complete-128 training call's goes by symbol on one and every core (with
 # the machine's perf, else one carried in .whl/perf: `run.sh` beside it
 # sets the library path for the libraries in .whl/perf/lib)
-step 70 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
-step 50 work_c128 python3 -m bench.native_scaling --threads "$cores" --mode train --work \
+step 90 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
+step 60 work_c128 python3 -m bench.native_scaling --threads "$cores" --mode train --work \
     --calls 10 --hidden 256 --workload complete-128
 perf=$(command -v perf || echo .whl/perf/run.sh)
 if "$perf" stat -e cpu-clock true >/dev/null 2>&1; then
-    step 25 profile_1 python3 -m bench.call_profile --perf "$perf" --mode train --threads 1 \
+    step 30 profile_1 python3 -m bench.call_profile --perf "$perf" --mode train --threads 1 \
         --workload complete-128 --hidden 256 --seconds 5
     step 0 profile_all python3 -m bench.call_profile --perf "$perf" --mode train \
         --threads "$cores" --workload complete-128 --hidden 256 --seconds 5
