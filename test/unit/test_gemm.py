@@ -145,6 +145,27 @@ def test_team_forms_at_tile_edges_match_numpy_on_one_to_six_threads(layout):
 
 
 @needs_openmp
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_a_team_gives_the_same_bits_call_after_call(layout):
+    """The grid depends on (m, n, k, threads) alone: a team of 4 or 6 gives
+    one product's bits on every call (each element summed by one thread)."""
+    rng = np.random.default_rng(7)
+    m, n, k = 9 * ROWS + 1, 6 * LANES + 3, 3 * LANES + 5
+    a, b, _ = operands(rng, layout, m, n, k, pad=3)
+    for threads in (4, 6):
+        found = []
+        for _ in range(3):
+            _, c = padded(rng, m, n, pad=4)
+            c[...] = 0
+            gemm.team_kernel(layout)(m, n, k, a.ctypes.data, a.strides[0] // 4,
+                                     b.ctypes.data, b.strides[0] // 4, c.ctypes.data,
+                                     c.strides[0] // 4, 0, threads, 0)
+            found.append(c.copy())
+        for other in found[1:]:
+            np.testing.assert_array_equal(other, found[0])
+
+
+@needs_openmp
 @pytest.mark.parametrize(("m", "n", "k"), [(300, 64, 45), (2 * ROWS + 1, 3 * LANES + 1, 7),
                                            (5, 256, 994)])
 def test_add_outer_at_on_a_team_equals_one_thread(m, n, k):
