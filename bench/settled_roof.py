@@ -57,7 +57,7 @@ def shares(mode: str, products: list[Product], rounds: int = ROUNDS,
 
 
 def measure() -> dict[str, Any]:
-    """{mode: {"median", "low", "high"}} and the roof's product."""
+    """{mode: {"median", "low", "high"}} and the roof's products."""
     products = roof_products()
     found: dict[str, Any] = {"products": [list(p) for p in products]}
     names = ", ".join(f"{lib} {m}x{n}x{k} {layout}" for lib, layout, m, n, k in products)

@@ -7,7 +7,7 @@ CPU model printed first:
 - roof: the frontier TreeLSTM (h=256, complete 128-leaf trees, batch 25)
   on one thread as a fraction of the one-core SGEMM roof, inference and
   training: judged, the median of rounds that each time one call and then
-  the product that sets the roof (`settled_roof`); beside it, the cell's
+  the products that set the roof (`settled_roof`); beside it, the cell's
   rate over the best of NumPy, PyTorch and recir's kernels measured before
   and after the cells;
 - scaling: N threads over one at batch 25, the frontier and the recursive
