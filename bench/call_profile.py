@@ -1,9 +1,10 @@
-"""Where a frontier call's CPU goes, by symbol, with Linux `perf`.
+"""Where a batched call's CPU goes, by symbol, with Linux `perf`.
 
     python -m bench.call_profile --mode train --threads 16 --workload complete-128 --hidden 256
+    python -m bench.call_profile --batching recursive --threads 16
 
-A child process builds the frontier TreeLSTM (`batching.recir_frontier`)
-with `RECIR_PERF_MAP` set (`perf` then names the JIT's kernels and row
+A child process builds the TreeLSTM, frontier (`batching.recir_frontier`)
+or recursive (`--batching recursive`: `batching.recir_recursive`), with `RECIR_PERF_MAP` set (`perf` then names the JIT's kernels and row
 functions) and its OpenMP workers asleep once idle (a thread's samples
 are the work it did, not its spinning), and calls it on one batch again
 and again. `perf record -e cpu-clock` samples it for `--seconds`; the
@@ -65,13 +66,15 @@ def child(args: argparse.Namespace) -> int:
     """Builds the function, says `ready`, then calls it until told `stop`,
     counting the calls made after `start`."""
     os.environ["OMP_WAIT_POLICY"] = "passive"
-    from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+    from bench.batching import (keep_freed_memory, make_params, recir_frontier,
+                                recir_recursive, workload)
     from recir import configure_runtime
 
     configure_runtime(block_time_ms=0)
     keep_freed_memory()
     trees, vocab, _ = workload(args.workload, 25)
-    run = recir_frontier(make_params(args.hidden, vocab), args.mode, args.threads)
+    build = recir_frontier if args.batching == "frontier" else recir_recursive
+    run = build(make_params(args.hidden, vocab), args.mode, args.threads)
     batch = trees[:25]
     for _ in range(3):
         run(batch)
@@ -118,6 +121,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["infer", "train"], default="infer")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batching", choices=["frontier", "recursive"], default="frontier")
     parser.add_argument("--workload", default="sst")
     parser.add_argument("--hidden", type=int, default=150)
     parser.add_argument("--seconds", type=float, default=8.0, help="sampled")
@@ -129,7 +133,7 @@ def main() -> int:
         return child(args)
     started = time.perf_counter()
     found, calls = profile(args)
-    print(f"{args.mode} h={args.hidden} {args.workload} b25 on {args.threads} thread(s): "
+    print(f"{args.batching} {args.mode} h={args.hidden} {args.workload} b25 on {args.threads} thread(s): "
           f"{calls} calls sampled ({time.perf_counter() - started:.0f} s in all); "
           f"ms of CPU a call")
     for sym, ms in list(found.items())[:args.rows]:

@@ -48,12 +48,14 @@ def perf_samples() -> bool:
 
 
 @pytest.mark.skipif(not perf_samples(), reason="no perf that may sample here")
-def test_a_run_names_the_jit_code_and_adds_up_to_a_calls_cpu():
-    command = ["--workload", "complete-8", "--hidden", "16", "--seconds", "1", "--rows", "1000"]
+@pytest.mark.parametrize("batching", ["frontier", "recursive"])
+def test_a_run_names_the_jit_code_and_adds_up_to_a_calls_cpu(batching):
+    command = ["--workload", "complete-8", "--hidden", "16", "--seconds", "1", "--rows", "1000",
+               "--batching", batching]
     out = subprocess.run([sys.executable, "-m", "bench.call_profile", *command], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    assert "calls sampled" in out[0]
+    assert out[0].startswith(batching) and "calls sampled" in out[0]
     rows = {line.split(None, 1)[1]: float(line.split()[0]) for line in out[1:]}
-    assert any(name.startswith("node__") or name.startswith("recir_") for name in rows)
+    assert any(name.startswith(("node", "recir_")) for name in rows)  # the model, the kernels
     total = rows.pop("every symbol")  # each row rounded to a microsecond
     assert total == pytest.approx(sum(rows.values()), abs=5e-4 * (len(rows) + 1))
