@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import FunctionType
 from recir.backend import interrupts, policy, settings, stack
 from recir.backend.arguments import Arguments, batch_items, rows_of
 from recir.backend.background import Deferred
+from recir.backend.batch_fields import batch_fields
 from recir.backend.contexts import Context, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
@@ -254,19 +255,16 @@ class NativeFunction:
         items = batch_items(items, self.name)
         if not self.team or len(items) < 2:
             return [self(*inputs) for inputs in items]
-        sizes = self.sizes(items)
+        arguments, keep, count = self.arguments, [], len(items)
+        fields, first, sizes = self.batch_fields(items, keep)
         threads = self.threads_for(sizes)
         works = None if sizes is None else [n * self.call_work for n in sizes]
         budget = self.fixed_budget if self.fixed_budget is not None else \
-            policy.batch_budget(works, len(items), threads, self.costs, self.larger_share)
-        arguments, keep = self.arguments, []
-        prepared = [arguments.prepare(inputs, keep, outputs=False)[0] for inputs in items]
-        first = prepared[0]
-        if self.contexts.copied and any(args[k] != first[k] for args in prepared
-                                        for k in self.contexts.copied):
+            policy.batch_budget(works, count, threads, self.costs, self.larger_share)
+        copied = self.contexts.copied
+        if copied and (fields[:, copied] != fields[0, copied]).any():
             raise RecirError(f"error: the calls of a batch of @{self.name} must add "
                              f"into the same gradient buffers")
-        count = len(items)
         # every call's results in one buffer per result, a call's at its row;
         # a scalar the entry returns goes to `slots`, the others through pointers
         restype = arguments.restype
@@ -277,19 +275,33 @@ class NativeFunction:
         rows = [rows_of(results[k], count) for k in arguments.result_fields]
         if slots is not None:
             rows.append(rows_of(slots, count))
+        # a record per call, as `one_on_team`'s: its context, fields, results
+        records = np.empty((count, 1 + fields.shape[1] + len(rows)), np.int64)
+        records[:, 1:1 + fields.shape[1]] = fields
+        for j, (base, stride) in enumerate(rows):
+            records[:, 1 + fields.shape[1] + j] = base + stride * np.arange(count)
 
         def payload(contexts: Any) -> list[int]:
-            words = [count]
-            # a record per call, as `one_on_team`'s
-            for k in policy.spawn_order(works, count):
-                words.append(contexts.address)
-                words += arguments.fields(prepared[k])
-                words += [base + k * stride for base, stride in rows]
-            return words
+            records[:, 0] = contexts.address
+            ordered = records[policy.spawn_order(works, count)]
+            return [count, *ordered.view(np.uint64).ravel().tolist()]
 
         self.run(first, threads, budget, lambda switch: (self.on_team(
             first, threads, budget, switch, payload), None))
         return list(zip(*map(list, results), strict=True))
+
+    def batch_fields(self, items: Sequence[Sequence[Any]], keep: list[Any]
+                     ) -> tuple[np.ndarray, list[Any], list[int] | None]:
+        """Every call's fields (a row each), the first call's arguments and
+        each call's `size` (None where not told): laid out by columns
+        (`batch_fields`), else call by call (`prepare` checks each)."""
+        laid = batch_fields(self.arguments, items, keep)
+        if laid is not None:
+            fields, longest, first = laid
+            return fields, first, longest.tolist() if self.sized else None
+        prepared = [self.arguments.prepare(inputs, keep, outputs=False)[0] for inputs in items]
+        fields = np.array([self.arguments.fields(args) for args in prepared], np.uint64)
+        return fields.view(np.int64), prepared[0], self.sizes(items)
 
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
         """The logs of a call's deferred outer products, one set per context."""

@@ -1,0 +1,83 @@
+"""`batch_fields`: a recursive batch's fields laid out by columns are the
+fields `prepare` gives call by call (the structure arrays' data a joined
+copy), and a batch it does not lay out takes `prepare`'s checks."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import recir
+from recir.backend.batch_fields import batch_fields
+from recir.data import make_treebank
+from recir.diagnostics import RecirError
+from recir.models import tree_lstm
+
+
+def inputs(tree):
+    return tree.left, tree.right, tree.word, tree.label, tree.root
+
+
+@pytest.fixture(scope="module")
+def functions():
+    params = tree_lstm.init_params(np.random.default_rng(0), hidden=7, vocab=50)
+    model = tree_lstm.trace_model({k: (0.3 * v).astype(np.float32) for k, v in params.items()})
+    return recir.compile(model, threads=1), recir.compile(model, threads=3)
+
+
+def test_fields_are_prepares_with_the_arrays_joined(functions):
+    native = functions[1]
+    arguments = native.arguments
+    batch = [inputs(t) for t in make_treebank(6, vocab_size=50, seed=2)]
+    keep: list = []
+    fields, longest, _ = batch_fields(arguments, batch, keep)
+    assert longest.tolist() == [len(t[0]) for t in batch]  # the node arrays
+    for k, item in enumerate(batch):
+        args = arguments.prepare(item, [], outputs=False)[0]
+        want = np.array(arguments.fields(args), np.uint64).view(np.int64)
+        for j, value in enumerate(item):
+            if isinstance(value, np.ndarray):  # {length, data} read through both
+                length, data = np.frombuffer(ctypes.string_at(int(fields[k, j]), 16), np.int64)
+                assert length == len(value)
+                assert ctypes.string_at(int(data), value.nbytes) == value.tobytes()
+            else:
+                assert fields[k, j] == want[j]
+        np.testing.assert_array_equal(fields[k, len(item):], want[len(item):])  # parameters
+
+
+def forms(trees):
+    """Each tree's inputs in another form than plain i32 arrays: big-endian,
+    i64, a strided view, a NumPy integer root."""
+    first, second, third, fourth = trees[:4]
+    wide = np.repeat(third.word, 2)[::2]  # i32, not contiguous
+    assert not wide.flags.c_contiguous
+    return [(first.left.astype(">i4"), first.right, first.word, first.label, first.root),
+            (second.left.astype(np.int64), second.right, second.word, second.label,
+             second.root),
+            (third.left, third.right, wide, third.label, third.root),
+            (fourth.left, fourth.right, fourth.word, fourth.label, np.int64(fourth.root))]
+
+
+def test_other_forms_take_prepare_and_give_the_same_outputs(functions):
+    serial, team = functions
+    trees = make_treebank(8, vocab_size=50, seed=5)
+    for odd in forms(trees):
+        batch = [inputs(t) for t in trees[4:]] + [odd]
+        assert batch_fields(team.arguments, batch, []) is None
+        for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], team.batch(batch),
+                                       strict=True):
+            np.testing.assert_array_equal(h, h1)
+            assert loss == l1
+
+
+def test_a_bad_input_in_a_batch_gets_prepares_error(functions):
+    _, team = functions
+    trees = make_treebank(3, vocab_size=50, seed=7)
+    batch = [inputs(t) for t in trees]
+    batch[1] = (*batch[1][:4], 1 << 40)  # a root past i32
+    with pytest.raises(RecirError, match="out of range|does not fit"):
+        team.batch(batch)
+    with pytest.raises(RecirError, match="takes 5 inputs"):
+        team.batch([inputs(trees[0]), inputs(trees[1])[:4]])
