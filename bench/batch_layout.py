@@ -1,0 +1,111 @@
+"""A recursive batch's fields by columns against call by call, on SST batches.
+
+`NativeFunction.batch` lays a batch's arguments out by columns
+(`backend/batch_fields.py`) where every call passes an input alike, else
+prepares each call (`Arguments.prepare` and `fields`). Both are timed here
+on the recursive TreeLSTM (h=150, batches of 25 SST trees, `--threads`):
+the layout alone (warm, best of 5 runs of 500), then whole batches with
+either, in alternating rounds: a batch's wall time and its part outside
+the team's native call (`teams.run_team`), which the calling thread runs
+alone (their medians):
+
+    .venv/bin/python -m bench.batch_layout --mode infer --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.batching import args_of, make_params, workload
+from recir.backend import runtime
+from recir.backend.batch_fields import batch_fields
+
+
+def best_of(fn: Callable[[], Any], runs: int = 5, calls: int = 500) -> float:
+    """The least seconds a call of `fn` took, over `runs` runs of `calls`."""
+    for _ in range(calls // 10):
+        fn()
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def model(mode: str, threads: int
+          ) -> tuple[Any, list[Any], Callable[[list[Any]], Any], list[list[Any]]]:
+    """The native function, the first batch as it takes it, a batch's call
+    and SST batches of the model's inputs."""
+    import recir
+    from recir.models import tree_lstm
+
+    trees, vocab, _ = workload("sst", 25)
+    params = make_params(150, vocab)
+    traced = tree_lstm.trace_model(params)
+    batches = [[args_of(t) for t in trees[i:i + 25]] for i in range(0, len(trees), 25)]
+    if mode == "infer":
+        fn = recir.compile(traced, batching="recursive", threads=threads)
+        return fn, batches[0], fn.batch, batches
+    grad = recir.value_and_grad(traced, batching="recursive", threads=threads)
+    into = {k: np.zeros_like(v) for k, v in params.items()}
+    shared = [*grad.params.values(), *grad.gradient_args(into)]  # as `batch` adds them
+    return grad.native, [(*item, *shared) for item in batches[0]], (
+        lambda batch: grad.batch(batch, into)), batches
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["infer", "train"], default="infer")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+    native, items, call, batches = model(args.mode, args.threads)
+    arguments = native.arguments
+    by_columns = best_of(lambda: batch_fields(arguments, items, []))
+    by_call = best_of(lambda: [arguments.fields(arguments.prepare(item, [], outputs=False)[0])
+                               for item in items] and native.sizes(items))
+    print(f"{args.mode}, a batch of 25: fields by columns {by_columns * 1e6:.0f} us, "
+          f"call by call {by_call * 1e6:.0f} us")
+    layouts = {"by columns": batch_fields, "call by call": lambda *_: None}
+    timed = {name: ([], []) for name in layouts}  # wall, outside the team call
+    in_team, run_team = [0.0], runtime.run_team
+
+    def team_call(*args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return run_team(*args)
+        finally:
+            in_team[0] += time.perf_counter() - start
+
+    runtime.run_team = team_call
+    try:
+        for batch in batches:
+            call(batch)
+        for _ in range(args.rounds):
+            for name, layout in layouts.items():
+                runtime.batch_fields = layout  # (the per-call path where it gives None)
+                in_team[0], start = 0.0, time.perf_counter()
+                for batch in batches:
+                    call(batch)
+                wall = time.perf_counter() - start
+                timed[name][0].append(wall / len(batches))
+                timed[name][1].append((wall - in_team[0]) / len(batches))
+    finally:
+        runtime.batch_fields, runtime.run_team = batch_fields, run_team
+    print(f"{args.mode} on {args.threads} threads, a batch (medians of {args.rounds} rounds): "
+          + "; ".join(f"{name} {statistics.median(wall) * 1e6:.0f} us, outside the team "
+                      f"call {statistics.median(alone) * 1e6:.0f} us"
+                      for name, (wall, alone) in timed.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
