@@ -3,7 +3,8 @@
 # tool (bench/README.md, "A lent machine"): the machine's facts, then
 # `run.py targets` at every core (about six minutes on 16), the OpenMP
 # runtimes, the CPU a training call takes and where it goes
-# (`bench/call_profile.py`). Each step is cut off before the call's limit,
+# (`bench/call_profile.py`), and a recursive batch's serial part
+# (`bench/batch_layout.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).
 #
 # The call carries `.whl`: xdsl's wheels (the machine has numpy, llvmlite,
@@ -50,6 +51,8 @@ step 130 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
 step 90 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
 step 60 work_c128 python3 -m bench.native_scaling --threads "$cores" --mode train --work \
     --calls 10 --hidden 256 --workload complete-128
+# what a recursive SST batch's calling thread runs alone on every core
+step 45 layout python3 -m bench.batch_layout --threads "$cores" --rounds 20
 perf=$(command -v perf || echo .whl/perf/run.sh)
 if "$perf" stat -e cpu-clock true >/dev/null 2>&1; then
     step 30 profile_1 python3 -m bench.call_profile --perf "$perf" --mode train --threads 1 \
