@@ -23,21 +23,14 @@ from typing import Any
 import numpy as np
 
 from bench.batching import args_of, make_params, workload
+from bench.common import repeat_times
 from recir.backend import runtime
 from recir.backend.batch_fields import batch_fields
 
 
 def best_of(fn: Callable[[], Any], runs: int = 5, calls: int = 500) -> float:
     """The least seconds a call of `fn` took, over `runs` runs of `calls`."""
-    for _ in range(calls // 10):
-        fn()
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+    return min(repeat_times(lambda: [fn() for _ in range(calls)], runs)) / calls
 
 
 def model(mode: str, threads: int
