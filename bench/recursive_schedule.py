@@ -30,6 +30,7 @@ import numpy as np
 from bench.batching import workload
 from recir.backend import policy
 
+
 def subtree_sizes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Each node's subtree's node count (post-order: children come first)."""
     sizes = np.ones(len(left), np.int64)
