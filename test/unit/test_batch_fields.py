@@ -81,3 +81,14 @@ def test_a_bad_input_in_a_batch_gets_prepares_error(functions):
         team.batch(batch)
     with pytest.raises(RecirError, match="takes 5 inputs"):
         team.batch([inputs(trees[0]), inputs(trees[1])[:4]])
+
+
+def test_one_tree_in_every_call_and_batches_of_none_or_one(functions):
+    serial, team = functions
+    tree = make_treebank(1, vocab_size=50, seed=9)[0]
+    h1, l1 = serial(*inputs(tree))
+    for h, loss in team.batch([inputs(tree)] * 4):  # each input one object in every call
+        np.testing.assert_array_equal(h, h1)
+        assert loss == l1
+    assert team.batch([]) == []
+    assert len(team.batch([inputs(tree)])) == 1
