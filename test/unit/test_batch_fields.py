@@ -92,3 +92,48 @@ def test_one_tree_in_every_call_and_batches_of_none_or_one(functions):
         assert loss == l1
     assert team.batch([]) == []
     assert len(team.batch([inputs(tree)])) == 1
+
+
+def variant(array: np.ndarray, form: int):
+    """An input array in one of several forms: as it is, i64, big-endian,
+    strided, F-ordered 2-D (rank wrong), a list, floats."""
+    if form == 0:
+        return array
+    if form == 1:
+        return array.astype(np.int64)
+    if form == 2:
+        return array.astype(">i4")
+    if form == 3:
+        return np.repeat(array, 2)[::2]
+    if form == 4:
+        return np.asfortranarray(np.stack([array, array], axis=1))
+    if form == 5:
+        return list(array)
+    return array.astype(np.float32)
+
+
+def test_random_forms_fail_or_match_as_call_by_call(functions):
+    """Batches of random trees, half of them with one input in another form
+    (or a root out of range): a batch raises where some call alone would,
+    and otherwise gives each call's own outputs."""
+    serial, team = functions
+    trees = make_treebank(40, vocab_size=50, seed=11)
+    rng = np.random.default_rng(12)
+    for round_ in range(40):
+        batch = [inputs(trees[int(k)]) for k in rng.integers(len(trees), size=int(
+            rng.integers(2, 9)))]
+        if round_ % 2:  # one input of one call in another form
+            k, j = int(rng.integers(len(batch))), int(rng.integers(5))
+            item = list(batch[k])
+            item[j] = variant(item[j], int(rng.integers(1, 7))) if j < 4 else [
+                np.int64(item[4]), -1, 1 << 40][int(rng.integers(3))]
+            batch[k] = tuple(item)
+        try:
+            expected = [serial(*item) for item in batch]
+        except RecirError:
+            with pytest.raises(RecirError):
+                team.batch(batch)
+            continue
+        for (h1, l1), (h, loss) in zip(expected, team.batch(batch), strict=True):
+            np.testing.assert_array_equal(h, h1)
+            assert loss == l1, round_
