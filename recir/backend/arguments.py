@@ -23,7 +23,7 @@ from xdsl.ir import Attribute
 
 from recir.backend.array_address import data_address
 from recir.diagnostics import RecirError, emit_error
-from recir.interpreter import coerce_argument
+from recir.interpreter import coerce_argument, tensor_facts
 
 
 class ArrayDescriptor(ctypes.Structure):
@@ -93,6 +93,10 @@ class Arguments:
         self.passing = [passing(sh, isinstance(t, IntegerType) and t.width.data == 32)
                         for sh, t in zip(self.shapes, self.inputs, strict=True)]
         self.sized_count = sum(kind == SIZED for kind, _, _ in self.passing)
+        # per tensor argument, what a column of a batch's arrays is checked by
+        # (`frontier_inputs.plain_column`, as `batch_fields` lays one out)
+        self.facts = [tensor_facts(t) if isinstance(t, TensorType) else None
+                      for t in self.inputs]
         public = self.public = len(self.inputs) - len(self.params)
         self.out_kinds = [tuple(t.get_shape()) if isinstance(t, TensorType) else c_scalar(t)
                           for t in self.outputs]

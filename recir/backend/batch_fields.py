@@ -27,16 +27,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from recir.backend.arguments import FIXED, SCALAR, SIZED, Arguments, pack
 from recir.backend.array_address import data_address
+from recir.backend.frontier_inputs import plain_column
 
 I32 = (-(1 << 31), 1 << 31)
-DTYPE, NDIM, SHAPE = attrgetter("dtype"), attrgetter("ndim"), attrgetter("shape")
 
 
 def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: list[Any]
@@ -60,11 +59,13 @@ def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: lis
             same[j] = pack(first[j], scalars.get(j))
             if kind == SIZED:
                 longest = np.maximum(longest, len(column[0]))
-        elif kind == SIZED and plain(column, dtype, dims, len(dims) + 1):
-            sized.append((j, column, dtype.itemsize * math.prod(dims)))
-        elif kind == FIXED and plain(column, dtype, dims, len(dims)) and all(
-                v.flags.c_contiguous for v in column):
-            fields[:, j] = [data_address(v) for v in column]
+        elif kind in (SIZED, FIXED) and plain_column(column, arguments.facts[j]) and (
+                kind == SIZED or all(v.flags.c_contiguous for v in column)):  # (the join
+            # checks a structure array's order)
+            if kind == SIZED:
+                sized.append((j, column, dtype.itemsize * math.prod(dims)))
+            else:
+                fields[:, j] = [data_address(v) for v in column]
         elif kind == SCALAR and {int} == set(map(type, column)) and (
                 I32[0] <= min(column) and max(column) < I32[1]):
             fields[:, j] = column
@@ -99,12 +100,3 @@ def joined(sized: list[tuple[int, Sequence[np.ndarray], int]], count: int, field
     fields[:, [j for j, _, _ in sized]] = at
     np.maximum(longest, lengths.max(axis=0), out=longest)
     return True
-
-
-def plain(column: Sequence[Any], dtype: np.dtype, dims: tuple[int, ...], ndim: int) -> bool:
-    """Whether every value is an array of `dtype`, `ndim` dimensions and the
-    given trailing `dims` (all of them for a fixed shape)."""
-    if {np.ndarray} != set(map(type, column)) or {dtype} != set(map(DTYPE, column)) or (
-            {ndim} != set(map(NDIM, column))):
-        return False
-    return not dims or {dims} == {shape[ndim - len(dims):] for shape in map(SHAPE, column)}
