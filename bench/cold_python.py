@@ -9,8 +9,9 @@ height loops are replaced by a read of an N MiB array, which leaves the
 caches as such traffic would at no cost of its own beyond the read; the
 other phases run natively as usual. Where the numbering call runs a
 `@post`'s or `_fwd`'s loop (`kernels/height_call`), it calls a function
-that returns at once in its place, and the read follows that call. Each segment of Python between two
-native phases is timed with the clock, per call, for each N:
+that returns at once in its place, and the read follows that call. Each
+segment of Python between two native phases is timed with the clock, per
+call, for each N (a fraction of a MiB too):
 
     .venv/bin/python -m bench.cold_python --mode train --sweep 0 64
 
@@ -75,7 +76,7 @@ def made_while(classes: tuple[type, ...], make: Callable[[], Any]) -> tuple[Any,
 
 
 def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Marks,
-               swept: list[np.ndarray]) -> tuple[Callable[[Any], Any], Callable[[int], None]]:
+               swept: list[np.ndarray]) -> tuple[Callable[[Any], Any], Callable[[float], None]]:
     """The function `make` returns (its loops are made by the time its first
     call returns) and the setter of the height loops' sweep size in MiB,
     each loop's call then marked; the numbering call reads `swept[0]`
@@ -88,15 +89,15 @@ def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Mark
     run, found = made_while((native_loops.HeightLoop,), first)
     loops = [x for x in found if isinstance(x, native_loops.HeightLoop)]
 
-    def sweep(mib: int) -> None:
-        swept[:] = [np.ones(mib << 18, np.float32)]
+    def sweep(mib: float) -> None:
+        swept[:] = [np.ones(int(mib * (1 << 18)), np.float32)]
         for loop in loops:
             loop.function = marked(marks, "bwd" if loop.spec.reverse else "loop",
                                    lambda *_: swept[0].sum())
     return run, sweep
 
 
-def measure(mode: str, sweeps: list[int], calls: int, threads: int) -> dict[int, dict]:
+def measure(mode: str, sweeps: list[float], calls: int, threads: int) -> dict[float, dict]:
     """Per sweep size, each segment's median seconds a call."""
     keep_freed_memory()
     trees, vocab, _ = workload("sst", 25)
@@ -143,8 +144,8 @@ def nothing() -> Any:
 NOTHING = nothing()
 
 
-def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[int], None],
-          marks: Marks, sweeps: list[int], calls: int) -> dict[int, dict]:
+def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[float], None],
+          marks: Marks, sweeps: list[float], calls: int) -> dict[float, dict]:
     found = {}
     for mib in sweeps:
         sweep(mib)
@@ -176,7 +177,7 @@ def report(found: dict[int, dict], mode: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["infer", "train"], default="infer")
-    parser.add_argument("--sweep", type=int, nargs="+", default=[0, 64],
+    parser.add_argument("--sweep", type=float, nargs="+", default=[0, 64],
                         help="MiB the height loops read in place of their work")
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--threads", type=int, default=1)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 33's targets on a lent many-core machine, in one call of the device
 # tool (bench/README.md, "A lent machine"): the machine's facts, then
-# `run.py targets` at every core (about six minutes on 16), the OpenMP
-# runtimes, the CPU a training call takes and where it goes
-# (`bench/call_profile.py`), and a recursive batch's serial part
-# (`bench/batch_layout.py`). Each step is cut off before the call's limit,
+# `run.py targets` at every core (about six minutes on 16), one core's rate
+# on each product of the roof's cell, what the calling thread runs alone
+# (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
+# (`bench/call_profile.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).
 #
 # The call carries `.whl`: xdsl's wheels (the machine has numpy, llvmlite,
@@ -42,23 +42,23 @@ step() {  # seconds to keep for the steps after, log name, command...
 }
 step 170 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
-step 130 openmp python3 bench/run.py openmp --threads 1 4 "$cores" --repeats 3 \
-    --json "$OUT/openmp.json"
-# the CPU a training call takes on every core against one, then where a
-# complete-128 training call's goes by symbol on one and every core (with
-# the machine's perf, else one carried in .whl/perf: `run.sh` beside it
-# sets the library path for the libraries in .whl/perf/lib)
-step 90 work python3 -m bench.native_scaling --threads "$cores" --mode train --work --calls 60
-step 60 work_c128 python3 -m bench.native_scaling --threads "$cores" --mode train --work \
-    --calls 10 --hidden 256 --workload complete-128
-# what a recursive SST batch's calling thread runs alone on every core
-step 45 layout python3 -m bench.batch_layout --threads "$cores" --rounds 20
+# one core's rate on each product of a complete-128 call (the roof rows)
+step 130 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
+    --rows 25 100 400 1600 --repeats 2 --json "$OUT/roof_rows.json"
+# what the calling thread runs alone: a recursive SST batch's part outside
+# its team, and a frontier call's Python warm and on caches left cold
+step 95 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
+step 65 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
+# where the CPU goes, by symbol (the machine's perf, else one carried in
+# .whl/perf: `run.sh` beside it sets the library path for .whl/perf/lib):
+# a complete-128 inference call on one core (the roof row), a recursive
+# SST inference batch on every core
 perf=$(command -v perf || echo .whl/perf/run.sh)
 if "$perf" stat -e cpu-clock true >/dev/null 2>&1; then
-    step 30 profile_1 python3 -m bench.call_profile --perf "$perf" --mode train --threads 1 \
+    step 35 profile_1 python3 -m bench.call_profile --perf "$perf" --mode infer --threads 1 \
         --workload complete-128 --hidden 256 --seconds 5
-    step 0 profile_all python3 -m bench.call_profile --perf "$perf" --mode train \
-        --threads "$cores" --workload complete-128 --hidden 256 --seconds 5
+    step 0 profile_all python3 -m bench.call_profile --perf "$perf" --mode infer \
+        --threads "$cores" --batching recursive --workload sst --hidden 150 --seconds 5
 else
     echo "no perf that may sample here: no profile"
 fi
