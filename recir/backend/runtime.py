@@ -224,15 +224,19 @@ class NativeFunction:
                     ) -> tuple[Context, Any]:
         """One call on a team of `threads`: `@f__team` with one record."""
         slot = self.arguments.result_slot()
-        record = self.arguments.fields(args)
-        record.append(ctypes.addressof(slot))
-        ctx = self.on_team(args, threads, budget, switch,
-                           lambda contexts: [1, contexts.address, *record])
-        return ctx, slot.value
+        data = np.array([0, 0, 1, 0, *self.arguments.fields(args), ctypes.addressof(slot)],
+                        np.uint64)  # (`run_team`'s fields, one record: its context's first)
+
+        def payload(contexts: Any) -> np.ndarray:
+            data[3] = contexts.address
+            return data
+
+        return self.on_team(args, threads, budget, switch, payload), slot.value
 
     def on_team(self, args: list[Any], threads: int, budget: int, switch: bool,
-                payload: Callable[[Any], list[int]]) -> Context:
-        """`@f__team` on a team of `threads` with `payload(contexts)`, on a
+                payload: Callable[[Any], np.ndarray]) -> Context:
+        """`@f__team` on a team of `threads` with `payload(contexts)` (as
+        `run_team` takes it), on a
         set of kept contexts; `args` are the first call's (its gradient
         buffers, which every call of a batch adds into)."""
         contexts = self.contexts.take(threads, budget, args, self.deep_only)
@@ -275,16 +279,20 @@ class NativeFunction:
         rows = [rows_of(results[k], count) for k in arguments.result_fields]
         if slots is not None:
             rows.append(rows_of(slots, count))
-        # a record per call, as `one_on_team`'s: its context, fields, results
-        records = np.empty((count, 1 + fields.shape[1] + len(rows)), np.int64)
-        records[:, 1:1 + fields.shape[1]] = fields
+        # a record per call, as `one_on_team`'s: its context, fields, results;
+        # the largest first (`policy.spawn_order`), after `run_team`'s fields
+        order = np.array(policy.spawn_order(works, count))
+        width = 1 + fields.shape[1] + len(rows)
+        data = np.empty(3 + count * width, np.uint64)
+        data[2] = count
+        records = data[3:].reshape(count, width)
+        records[:, 1:1 + fields.shape[1]] = fields.view(np.uint64)[order]
         for j, (base, stride) in enumerate(rows):
-            records[:, 1 + fields.shape[1] + j] = base + stride * np.arange(count)
+            records[:, 1 + fields.shape[1] + j] = base + stride * order
 
-        def payload(contexts: Any) -> list[int]:
+        def payload(contexts: Any) -> np.ndarray:
             records[:, 0] = contexts.address
-            ordered = records[policy.spawn_order(works, count)]
-            return [count, *ordered.view(np.uint64).ravel().tolist()]
+            return data
 
         self.run(first, threads, budget, lambda switch: (self.on_team(
             first, threads, budget, switch, payload), None))
