@@ -40,25 +40,27 @@ step() {  # seconds to keep for the steps after, log name, command...
     echo "== $log: $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
-step 170 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
+step 190 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
 # one core's rate on each product of a complete-128 call (the roof rows)
-step 130 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
+step 150 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
     --rows 25 100 400 1600 --repeats 2 --json "$OUT/roof_rows.json"
 # what the calling thread runs alone: a recursive SST batch's part outside
 # its team, and a frontier call's Python warm and on caches left cold
-step 95 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
-step 65 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
+step 115 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
+step 85 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
 # where the CPU goes, by symbol (the machine's perf, else one carried in
 # .whl/perf: `run.sh` beside it sets the library path for .whl/perf/lib):
-# a complete-128 inference call on one core (the roof row), a recursive
-# SST inference batch on every core
+# a complete-128 inference call on one core (the roof row), SST inference
+# batches on every core, frontier and recursive
 perf=$(command -v perf || echo .whl/perf/run.sh)
 if "$perf" stat -e cpu-clock true >/dev/null 2>&1; then
-    step 35 profile_1 python3 -m bench.call_profile --perf "$perf" --mode infer --threads 1 \
+    step 50 profile_1 python3 -m bench.call_profile --perf "$perf" --mode infer --threads 1 \
         --workload complete-128 --hidden 256 --seconds 5
-    step 0 profile_all python3 -m bench.call_profile --perf "$perf" --mode infer \
-        --threads "$cores" --batching recursive --workload sst --hidden 150 --seconds 5
+    step 25 profile_frontier python3 -m bench.call_profile --perf "$perf" --mode infer \
+        --threads "$cores" --batching frontier --workload sst --hidden 150 --seconds 4
+    step 0 profile_recursive python3 -m bench.call_profile --perf "$perf" --mode infer \
+        --threads "$cores" --batching recursive --workload sst --hidden 150 --seconds 4
 else
     echo "no perf that may sample here: no profile"
 fi
