@@ -5,9 +5,10 @@
 prepares each call (`Arguments.prepare` and `fields`). Both are timed here
 on the recursive TreeLSTM (h=150, batches of 25 SST trees, `--threads`):
 the layout alone (warm, best of 5 runs of 500), then whole batches with
-either, in alternating rounds: a batch's wall time and its part outside
-the team's native call (`teams.run_team`), which the calling thread runs
-alone (their medians):
+either, in alternating rounds: a batch's wall time, its part outside the
+team's native call (`teams.run_team`), which the calling thread runs
+alone, and the layout's share of that part (`NativeFunction.batch_fields`;
+their medians):
 
     .venv/bin/python -m bench.batch_layout --mode infer --threads 2
 """
@@ -68,35 +69,40 @@ def main() -> int:
     print(f"{args.mode}, a batch of 25: fields by columns {by_columns * 1e6:.0f} us, "
           f"call by call {by_call * 1e6:.0f} us")
     layouts = {"by columns": batch_fields, "call by call": lambda *_: None}
-    timed = {name: ([], []) for name in layouts}  # wall, outside the team call
-    in_team, run_team = [0.0], runtime.run_team
+    timed = {name: ([], [], []) for name in layouts}  # wall, outside the team call, layout
+    spent, run_team = [0.0, 0.0], runtime.run_team  # in the team call, in the layout
 
-    def team_call(*args: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return run_team(*args)
-        finally:
-            in_team[0] += time.perf_counter() - start
+    def clocked(k: int, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return inner(*args)
+            finally:
+                spent[k] += time.perf_counter() - start
+        return call
 
-    runtime.run_team = team_call
+    runtime.run_team, method = clocked(0, run_team), runtime.NativeFunction.batch_fields
+    runtime.NativeFunction.batch_fields = clocked(1, method)  # type: ignore[method-assign]
     try:
         for batch in batches:
             call(batch)
         for _ in range(args.rounds):
             for name, layout in layouts.items():
                 runtime.batch_fields = layout  # (the per-call path where it gives None)
-                in_team[0], start = 0.0, time.perf_counter()
+                spent[:], start = [0.0, 0.0], time.perf_counter()
                 for batch in batches:
                     call(batch)
                 wall = time.perf_counter() - start
-                timed[name][0].append(wall / len(batches))
-                timed[name][1].append((wall - in_team[0]) / len(batches))
+                for k, value in enumerate((wall, wall - spent[0], spent[1])):
+                    timed[name][k].append(value / len(batches))
     finally:
         runtime.batch_fields, runtime.run_team = batch_fields, run_team
+        runtime.NativeFunction.batch_fields = method  # type: ignore[method-assign]
     print(f"{args.mode} on {args.threads} threads, a batch (medians of {args.rounds} rounds): "
           + "; ".join(f"{name} {statistics.median(wall) * 1e6:.0f} us, outside the team "
-                      f"call {statistics.median(alone) * 1e6:.0f} us"
-                      for name, (wall, alone) in timed.items()))
+                      f"call {statistics.median(alone) * 1e6:.0f} us (of it laying out "
+                      f"{statistics.median(laid) * 1e6:.0f} us)"
+                      for name, (wall, alone, laid) in timed.items()))
     return 0
 
 
