@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from recir.backend import stack
-from recir.backend.array_address import data_address
 from recir.backend.contexts import (
     NO_ERROR,
     NO_TASKS,
@@ -88,11 +87,12 @@ class KeptContexts:
         return tables
 
 
-def run_team(entry: int, contexts: Any, data: np.ndarray, switch: bool) -> Context:
+def run_team(entry: int, contexts: Any, data: Any, switch: bool) -> Context:
     """Runs a generated team function (`@f__team`) on an OpenMP team, one
     thread per context: each sets up its own (stack limit, error, tape
-    arena), one runs the call(s) packed in `data` (u64 fields: two this
-    fills, the contexts and the stack limit, then {count, records...}),
+    arena), one runs the call(s) packed in `data` (a writable buffer of u64
+    fields: two this fills, the contexts and the stack limit, then {count,
+    records...}),
     the others run the tasks it spawns. Thread 0 is this thread (a team
     leader where this one may end: `stack.TeamLeaders`), on its switched
     deep stack if `switch` (and glibc has ucontext), else on the stack it is
@@ -100,8 +100,8 @@ def run_team(entry: int, contexts: Any, data: np.ndarray, switch: bool) -> Conte
     tape bytes; NO_ERROR where there was neither."""
     def start() -> None:  # on this thread or a team leader (`stack.TeamLeaders`)
         deep = stack.switched_stack() if switch and stack.SWITCHING else None
-        data[:2] = contexts.address, deep.limit if deep else stack.stack_limit()
-        address = data_address(data)
+        data[0], data[1] = contexts.address, deep.limit if deep else stack.stack_limit()
+        address = ctypes.addressof(ctypes.c_uint64.from_buffer(data))
         if deep is not None:
             deep.call(openmp_entry(), entry, address, len(contexts), 0)
         else:
