@@ -32,6 +32,7 @@ written back, the first object that does not pass (-1: none).
 from __future__ import annotations
 
 import ctypes
+import sys
 from functools import cache
 from itertools import chain
 from typing import Any
@@ -56,8 +57,8 @@ C_CONTIGUOUS = 0x0001
 def array_offsets() -> bool:
     """Whether array objects here have their fields at `OFFSETS` (a 64-bit
     CPython and NumPy's struct), probed on arrays whose answers are known."""
-    if ctypes.sizeof(ctypes.c_void_p) != 8:
-        return False
+    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return False  # (elsewhere `id` is no object's address)
     probe = np.zeros((3, 5), np.int32)
     at = id(probe)
 
