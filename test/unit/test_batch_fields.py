@@ -93,6 +93,22 @@ def test_one_tree_in_every_call_and_batches_of_none_or_one(functions):
     assert len(team.batch([inputs(tree)])) == 1
 
 
+def test_where_arrays_are_not_read_in_place_a_batch_goes_call_by_call(functions,
+                                                                      monkeypatch):
+    """Where the probe finds array objects laid out otherwise (another
+    interpreter), no column is laid out natively and the outputs stay."""
+    from recir.backend.kernels import array_columns
+
+    serial, team = functions
+    batch = [inputs(t) for t in make_treebank(5, vocab_size=50, seed=13)]
+    monkeypatch.setattr(array_columns, "column_kernel", lambda: None)
+    assert batch_fields(team.arguments, batch, []) is None
+    for (h1, l1), (h, loss) in zip([serial(*b) for b in batch], team.batch(batch),
+                                   strict=True):
+        np.testing.assert_array_equal(h, h1)
+        assert loss == l1
+
+
 def variant(array: np.ndarray, form: int):
     """An input array in one of several forms: as it is, i64, big-endian,
     strided, F-ordered 2-D (rank wrong), a list, floats."""
