@@ -67,7 +67,7 @@ def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: lis
             fields[:, j] = column
         else:
             return None
-    if not all(array_fields(group, [columns[j] for j in found], found, fields, longest, keep)
+    if not all(array_fields(group, columns, found, fields, longest, keep)
                for group, found in arrays.items()):
         return None
     if same:  # (a field as the entry loads it: an i64's bits)
@@ -78,11 +78,12 @@ def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: lis
 def array_fields(passed: tuple[int, Any, tuple[int, ...]], columns: list[tuple[Any, ...]],
                  found: list[int], fields: np.ndarray, longest: np.ndarray,
                  keep: list[Any]) -> bool:
-    """The fields of inputs `found` (their `columns`), passed alike (`passed`:
-    `Arguments.passing`'s), written, each call's longest structure array
-    taken in; False where one array does not pass (`described`)."""
+    """The fields of inputs `found` (of the batch's `columns`), passed alike
+    (`passed`: `Arguments.passing`'s), written, each call's longest structure
+    array taken in; False where one array does not pass (`described`)."""
     kind, dtype, dims = passed
-    table = described(columns, dtype, (-1, *dims) if kind == SIZED else dims)
+    table = described([columns[j] for j in found], dtype,
+                      (-1, *dims) if kind == SIZED else dims)
     if table is None:
         return False
     if kind == SIZED:  # each call's descriptor: the table's row

@@ -167,7 +167,7 @@ def described(columns: list[tuple[Any, ...]], dtype: np.dtype, dims: tuple[int, 
         return None
     count = len(columns[0])
     objects = np.fromiter(map(id, chain.from_iterable(columns)), np.int64, len(columns) * count)
-    wanted = np.array(dims or (0,), np.int64)
+    wanted = np.array(dims, np.int64)
     table = np.empty((len(columns), count, 2), np.int64)
     plan = np.array([objects.size, data_address(objects), id(np.ndarray), id(dtype), len(dims),
                      data_address(wanted), data_address(table), 0], np.int64)
