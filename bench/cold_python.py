@@ -8,8 +8,9 @@ so in a real run each step costs several times its warm time. Here the
 height loops are replaced by a read of an N MiB array, which leaves the
 caches as such traffic would at no cost of its own beyond the read; the
 other phases run natively as usual. Where the numbering call runs a
-`@post`'s or `_fwd`'s loop (`kernels/height_call`), it calls a function
-that returns at once in its place, and the read follows that call. Each
+`@post`'s or `_fwd`'s loop (`kernels/height_call`, and a gradient's `_bwd`
+after it), it calls a function that returns at once in their place, and
+the read follows that call. Each
 segment of Python between two native phases is timed with the clock, per
 call, for each N (a fraction of a MiB too):
 
@@ -17,8 +18,8 @@ call, for each N (a fraction of a MiB too):
 
 N = 0 is the warm cost. Segments are named by the phases around them
 (`layout`: the inputs laid out; `number`: the expansion, the height order
-and the forward's height loop in one native call; `loop`: that loop where
-Python calls it, and `bwd`: a gradient's backward loop).
+and the height loops in one native call; `loop`: the forward's loop where
+Python calls it, and `bwd`: a gradient's backward loop where Python calls it).
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def measure(mode: str, sweeps: list[float], calls: int, threads: int) -> dict[fl
     number = marked(marks, "number", lambda *call: (kernel(*call), swept[0].sum()))
     made = height_call.HeightCall.__init__
 
-    def no_loop(self: Any, *args: Any) -> None:  # the numbering call's loop: none
-        made(self, *args)
+    def no_loop(self: Any, *args: Any, **kwargs: Any) -> None:  # the numbering call's: none
+        made(self, *args, **kwargs)
         self.plan[height_call.LOOP] = NOTHING.address("recir_nothing")
 
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]

@@ -5,7 +5,9 @@ where the forward runs natively (`native_schedule.py`): the `_bwd` runs the
 heights its `_fwd` ran, in blocks, groups and team as it did, reading each
 thread's saved rows (`saved_at`), and its gradients' tables are kept
 between calls as the forward's are. The last `_bwd` leaves the tables it
-read zeroed (`CLEARED`), so a call zeroes only what it has not.
+read zeroed (`CLEARED`), so a call zeroes only what it has not. Where the
+numbering call runs the `_fwd` (`kernels/height_call`), the `_bwd` follows
+it there (`ready`): Python runs it only where that call could not.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import numpy as np
 
 from recir.backend.array_address import data_address
 from recir.backend.kept_plans import CLEAN, KeptPlan, KeptRows
+from recir.backend.kernels.height_call import HeightCall
 from recir.backend.native_loops import HeightLoop
 from recir.backend.native_schedule import NativeSchedule
 from recir.interpreter.frontier import Schedule
 from recir.interpreter.frontier_grad import Backward
 from recir.passes.schedule_loops import HEADER
+
+
+FOLLOWING = "following"  # in the `_bwd` loop's layouts: its call after the `_fwd`'s
 
 
 class NativeBackward(Backward):
@@ -38,6 +44,66 @@ class NativeBackward(Backward):
             if self.post_fwd.sym_name.data in loops:
                 self.loop = loops.get(self.post_bwd.sym_name.data)
         self.kept: dict[str, list[Any]] = {}  # `zeroed`'s arrays, whole, for the plan
+        self.following: HeightCall | None = None  # made ready for this call (`ready`)
+
+    def run(self, cotangents: list[np.ndarray | None], into: list[Any] | None = None
+            ) -> list[np.ndarray | None]:
+        s = self.s
+        if isinstance(s, NativeSchedule) and self.loop is not None and not self.top_down:
+            s.then = lambda capacity, order: self.ready(cotangents, capacity, order)
+        return super().run(cotangents, into)
+
+    def ready(self, cotangents: list[np.ndarray | None], capacity: int,
+              order: list[np.ndarray]) -> HeightCall | None:
+        """The `_bwd`'s call after the `_fwd`'s in the numbering call, over
+        the kept arrays at `capacity` rows (`order`: the height order's),
+        its gradients' tables zeroed and the cotangents placed at the roots
+        there (`HeightCall.seed`); None where Python must run it (before
+        its first call, or where the stored values have gradients)."""
+        s, loop = self.s, self.loop
+        assert isinstance(s, NativeSchedule) and loop is not None
+        called, layouts = s.called, loop.layouts
+        if called is None or loop.kept is None or not layouts or "tables" not in layouts or any(
+                kind == "stored" for kind, _ in self.accumulated):
+            return None
+        floats, kept_rows = layouts["tables"]
+        arrays = kept_rows.at_least(capacity)
+        if layouts.get(CLEAN) is not arrays:
+            for array in arrays:
+                ctypes.memset(data_address(array), 0, array.nbytes)
+        layouts[CLEAN] = None  # until the `_bwd` has run (`backward`)
+        batch, d_tables = len(s.roots[0]), [None] * called.post.tables
+        for k, array in zip(floats, arrays, strict=True):
+            d_tables[k] = array
+        seeds = [(c, d) for c, d in zip(cotangents, arrays, strict=True) if c is not None]
+        if not all(type(c) is np.ndarray and c.dtype == np.float32 and c.flags.c_contiguous
+                   and c.shape == (batch, *d.shape[1:]) for c, d in seeds):
+            return None
+        kept, sites = called.post.rows.at_least(capacity), s.sites
+        inputs = (*kept[called.post.tables:], None, *arrays, *order[1 + sites:],
+                  *order[1:1 + sites], *kept[:called.post.tables])
+        found = layouts.get(FOLLOWING)
+        if found is None or found[0] is not s.chosen:
+            found = layouts[FOLLOWING] = (s.chosen, HeightCall(loop, called.post, s.chosen,
+                                                               saves=False))
+        following = self.following = found[1]
+        following.ready((*inputs, *s.shared, *self.accumulators(d_tables, [])), [], capacity,
+                        s.keep, s.shared_fields(loop, len(inputs)))
+        loop.place_copies(loop.kept.plan, loop.threads)
+        following.seed(batch, order[0], seeds)
+        return following
+
+    def backward(self, tables: list[np.ndarray], cotangents: list[np.ndarray | None],
+                 batch: int) -> list[np.ndarray | None]:
+        following, loop = self.following, self.loop
+        if following is None or loop is None:
+            return super().backward(tables, cotangents, batch)
+        ran = following.done(self.s.team[0])
+        # the tables zeroed (`ready`), and by the `_bwd` once it has read them
+        loop.layouts[CLEAN] = loop.layouts["tables"][1].arrays
+        if not ran:
+            return super().backward(tables, cotangents, batch)
+        return [None] * len(self.s.stored)
 
     def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
         loop = self.loop

@@ -109,6 +109,10 @@ class NativeSchedule(Schedule):
     numbered: tuple[HeightOrder, int] | None = None  # the order made with the expansion
     chosen: HeightPolicy | None = None  # where the height policy ran in that call
     called: HeightCall | None = None  # where the height loop's call followed it
+    # a gradient's `_bwd` call made ready to follow the `_fwd`'s in the
+    # numbering call, given the capacity and the order's kept arrays
+    # (`NativeBackward.ready`); None: none follows
+    then: Callable[[int, list[np.ndarray]], HeightCall | None] | None = None
     keep: list[np.ndarray]  # what the shared operands were converted to, alive through a call
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -258,8 +262,12 @@ class NativeSchedule(Schedule):
         called, sites = self.called, len(children)
         tables = called.post.rows.at_least(capacity)[:called.post.tables]
         # the loop's operands as `post` gives them, kept arrays at the capacity
-        called.ready((*order[1 + sites:], *order[1:1 + sites], *tables, *self.shared), capacity,
-                     self.keep, self.shared_fields(called.loop, called.loop.kept.shared.start))
+        called.ready((*order[1 + sites:], *order[1:1 + sites], *tables, *self.shared),
+                     called.post.rows.at_least(capacity), capacity, self.keep,
+                     self.shared_fields(called.loop, called.loop.kept.shared.start))
+        following = self.then(capacity, order) if self.then is not None else None
+        if following is not None:
+            called.then(following)
         expansion = self.interp.loops[self.expand_fn.sym_name.data]
         return lambda ctx, _: called.run(lambda: number(ctx, at), expansion.teams[1])
 

@@ -92,24 +92,32 @@ class Backward:
         gradient is added into (and returned), or None for a fresh one."""
         s = self.s
         batch = len(s.roots[0])
-        s.number_by_height(batch)
-        tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
-        d_tables = self.zeroed(tables, "tables")
-        for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
-                                strict=True):
-            if cotangent is not None:
-                d[s.inv[:batch]] = cotangent
         given = into if into is not None else [None] * len(s.shared)
         self.d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
                          for v, is_float, d in zip(s.shared, self.float_shared, given,
                                                    strict=True)]
-        d_stored = self.zeroed(s.stored, "stored")
-        self.post_backward(d_tables, d_stored)
+        s.number_by_height(batch)
+        tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
+        d_stored = self.backward(tables, cotangents, batch)
         self.d_moving: list[np.ndarray | None] = [None] * len(self.moving_types)
         if self.top_down:
             self.expand_backward([d if d is None else d[s.inv] for d in d_stored])
         roots = [d if d is None else d[:batch] for d in self.d_moving[1:]]
         return [*roots, *self.d_shared]
+
+    def backward(self, tables: list[np.ndarray], cotangents: list[np.ndarray | None],
+                 batch: int) -> list[np.ndarray | None]:
+        """`@post_bwd` over the heights from the cotangents at the roots into
+        `d_shared`; the stored values' gradients."""
+        s = self.s
+        d_tables = self.zeroed(tables, "tables")
+        for d, cotangent in zip((d for d in d_tables if d is not None), cotangents,
+                                strict=True):
+            if cotangent is not None:
+                d[s.inv[:batch]] = cotangent
+        d_stored = self.zeroed(s.stored, "stored")
+        self.post_backward(d_tables, d_stored)
+        return d_stored
 
     def zeroed(self, values: list[np.ndarray], what: str) -> list[np.ndarray | None]:
         """A zeroed gradient per f32 array of `values` (None for the rest):

@@ -19,10 +19,9 @@ def test_a_gradient_calls_segments_between_its_native_phases():
     found = cold_python.measure("train", [0, 1], calls=3, threads=1)
     assert [getattr(cls, name) for cls, name in hooked] == before
     for segments in found.values():
-        # the forward's loop in the numbering call (`kernels/height_call`)
-        assert list(segments) == ["start -> layout", "layout -> number", "number -> bwd",
-                                  "bwd -> end"]
+        # both loops in the numbering call (`kernels/height_call`)
+        assert list(segments) == ["start -> layout", "layout -> number", "number -> end"]
         assert all(0 <= s < 1 for s in segments.values())
     text = cold_python.report(found, "train").splitlines()
     assert text[1].split() == ["segment", "0", "MiB", "1", "MiB"]
-    assert text[-1].split()[0] == "total" and len(text) == 2 + 4 + 1
+    assert text[-1].split()[0] == "total" and len(text) == 2 + 3 + 1

@@ -153,10 +153,14 @@ def test_each_call_finds_the_gradient_tables_zeroed_by_the_last_one(form, tmp_pa
         assert heights >= sum(len(t[0]) for t in every) / 2
 
 
-def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(monkeypatch):
+@pytest.mark.parametrize("where", ["python", "numbering call"])
+def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(where, monkeypatch):
     """A `_bwd` stopped after writing into its gradient tables leaves them
-    not known zeroed: the next call zeroes them and is right."""
-    from recir.backend import native_loops
+    not known zeroed: the next call zeroes them and is right; whether Python
+    called the `_bwd` or it followed the `_fwd` in the numbering call
+    (`kernels/height_call`)."""
+    from recir.backend import native_backward, native_loops
+    from recir.backend.kernels.height_call import HeightCall
 
     params = tree_lstm.init_params(np.random.default_rng(2), hidden=4, vocab=100)
     traced = tree_lstm.trace_model(params)
@@ -167,19 +171,24 @@ def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(monkeypatch):
 
     kept = recir.value_and_grad(traced, batching="frontier")
     gradients(kept)
-    run = native_loops.HeightLoop.__call__
+    owner, name = (native_loops.HeightLoop, "__call__") if where == "python" else (
+        HeightCall, "done")
+    run = getattr(owner, name)
 
     def fails(self, *args, **kwargs):
-        if self.spec.reverse:  # stopped after adding into some rows
-            for table in self.layouts["tables"][1].arrays:
+        loop = self if where == "python" else self.loop
+        if loop.spec.reverse:  # stopped after adding into some rows
+            for table in loop.layouts["tables"][1].arrays:
                 table.fill(1.0)
             raise RecirError("error: stopped")
         return run(self, *args, **kwargs)
 
-    monkeypatch.setattr(native_loops.HeightLoop, "__call__", fails)
+    monkeypatch.setattr(owner, name, fails)
+    if where == "python":  # no `_bwd` after the `_fwd` in the numbering call
+        monkeypatch.setattr(native_backward.NativeBackward, "ready", lambda *args: None)
     with pytest.raises(RecirError, match="stopped"):
         gradients(kept)
-    monkeypatch.setattr(native_loops.HeightLoop, "__call__", run)
+    monkeypatch.undo()
     got, want = gradients(kept), gradients(recir.value_and_grad(traced, batching="frontier"))
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)

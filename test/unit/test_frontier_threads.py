@@ -190,12 +190,23 @@ def assert_repeats(name: str, got: np.ndarray, again: np.ndarray) -> None:
 def recorded_teams(monkeypatch) -> list[tuple[str, int, bool]]:
     """Each height loop's (name, threads, by groups) as a call runs it: a
     `_fwd`'s as its schedule chose (its numbering call may run it), a
-    `_bwd`'s as Python calls it."""
+    `_bwd`'s as Python calls it, or as its `_fwd` ran where it followed that
+    in the numbering call."""
+    from recir.backend.native_backward import NativeBackward
     from recir.backend.native_loops import HeightLoop
     from recir.backend.native_schedule import NativeSchedule
 
     teams: list[tuple[str, int, bool]] = []
-    post, run = NativeSchedule.post, HeightLoop.__call__
+    post, run, backward = NativeSchedule.post, HeightLoop.__call__, NativeBackward.backward
+
+    def recorded_backward(self, *args):
+        count = len(teams)
+        found = backward(self, *args)
+        if len(teams) == count:  # not called from Python
+            teams.append((self.loop.native.name, self.s.team[0], self.s.team_groups is not None))
+        return found
+
+    monkeypatch.setattr(NativeBackward, "backward", recorded_backward)
     monkeypatch.setattr(NativeSchedule, "post", lambda self, children, stored, bounds, total,
                         post_fn=None: (post(self, children, stored, bounds, total, post_fn),
                                        teams.append(((post_fn or self.post_fn).sym_name.data,

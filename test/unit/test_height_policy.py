@@ -169,7 +169,7 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
     batch()  # more rows: its scratch may be short, then its loop runs from Python
     loops.clear()
     native = [batch() for _ in range(2)]
-    assert loops == ([] if mode == "infer" else ["node__post_bwd"] * 2)  # the rest native
+    assert loops == []  # the `_bwd` too follows in the numbering call
     monkeypatch.setattr(schedule, "policy", lambda self, *args: (None, None))
     python = batch()
     assert choices[1] == choices[2] == choices[3] == choices[4]
@@ -183,11 +183,12 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
                                        atol=2e-6 * max(1, np.abs(grad).max()))
 
 
-def test_ctrl_c_stops_the_loop_the_numbering_call_runs(monkeypatch):
-    """While the numbering call runs the height loop, Ctrl-C's watcher
-    (`interrupts`) holds the loop's contexts, on one thread and the team's,
-    beside the expansion's: a stop reaches the loop as it did when Python
-    called it."""
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_ctrl_c_stops_the_loop_the_numbering_call_runs(mode, monkeypatch):
+    """While the numbering call runs the height loop (and a gradient's
+    `_bwd` after it), Ctrl-C's watcher (`interrupts`) holds the loops'
+    contexts, on one thread and the team's, beside the expansion's: a stop
+    reaches the loops as it did when Python called them."""
     import threading
 
     import recir
@@ -197,7 +198,9 @@ def test_ctrl_c_stops_the_loop_the_numbering_call_runs(monkeypatch):
     from test_frontier_threads import inputs
 
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=8, vocab=12)
-    function = recir.compile(tree_rnn.trace_model(params), batching="frontier", threads=2)
+    traced = tree_rnn.trace_model(params)
+    function = recir.compile(traced, batching="frontier", threads=2) if mode == "infer" else (
+        recir.value_and_grad(traced, batching="frontier", threads=2))
     trees = inputs(make_treebank(6, seed=3, vocab_size=12))
     function.batch(trees)
     held: list = []
@@ -205,7 +208,9 @@ def test_ctrl_c_stops_the_loop_the_numbering_call_runs(monkeypatch):
     monkeypatch.setattr(native_schedule, "numbering_kernel", lambda: lambda *args: (
         held.append(interrupts.RUNNING[threading.get_ident()][0]), number(*args)))
     function.batch(trees)
-    loop, expansion = function.native.loops["node__post"], function.native.loops["node__expand"]
+    loops = function.native.loops
+    names = ["node__post"] if mode == "infer" else ["node__post_fwd", "node__post_bwd"]
     views = {id(ctx) for ctx in held[-1].views}
-    for contexts in (loop.teams[1], loop.teams[2], expansion.teams[1]):
+    for contexts in (*(loops[name].teams[t] for name in names for t in (1, 2)),
+                     loops["node__expand"].teams[1]):
         assert {id(ctx) for ctx in contexts.views} <= views
