@@ -49,9 +49,13 @@ class NativeBackward(Backward):
     def run(self, cotangents: list[np.ndarray | None], into: list[Any] | None = None
             ) -> list[np.ndarray | None]:
         s = self.s
-        if isinstance(s, NativeSchedule) and self.loop is not None and not self.top_down:
-            s.then = lambda capacity, order: self.ready(cotangents, capacity, order)
-        return super().run(cotangents, into)
+        if not isinstance(s, NativeSchedule) or self.loop is None or self.top_down:
+            return super().run(cotangents, into)
+        s.then = lambda capacity, order: self.ready(cotangents, capacity, order)
+        try:
+            return super().run(cotangents, into)
+        finally:
+            s.then = None  # no cycle through it: the call's arrays go with its frames
 
     def ready(self, cotangents: list[np.ndarray | None], capacity: int,
               order: list[np.ndarray]) -> HeightCall | None:
