@@ -10,9 +10,9 @@ runnable (`/proc/self/task/*/schedstat`, Linux) for more than `--waited` of
 its time: what is left was timed with the cores free. Only the native
 calls that run the height loops (`@post`, `_fwd`, `_bwd`:
 `native_loops.HeightLoop`, and the numbering call, which runs a `@post`'s
-or `_fwd`'s loop after the expansion and the height order) are timed,
-besides each call's wall time: Python around them does not split across
-threads.
+or `_fwd`'s loop, and a `_bwd` after it, after the expansion and the
+height order) are timed, besides each call's wall time: Python around
+them does not split across threads.
 
     .venv/bin/python -m bench.native_scaling --mode infer --calls 300
     .venv/bin/python -m bench.native_scaling --threads 16 --hidden 256 --workload complete-128
@@ -83,8 +83,9 @@ def work_split(before: dict[int, int], after: dict[int, int], caller: int
 
 def timed_loops(spent: list[float]) -> Callable[[], None]:
     """Makes each HeightLoop made from now on, and the numbering call (which
-    runs a `@post`'s or `_fwd`'s loop once that loop has run, after the
-    expansion and the height order: `kernels/height_call`), add their
+    runs a `@post`'s or `_fwd`'s loop once that loop has run, and a `_bwd`
+    after it, after the expansion and the height order:
+    `kernels/height_call`), add their
     native calls' seconds to `spent[0]`; returns the undo."""
     made, kernel = native_loops.NativeLoop.__init__, numbering.numbering_kernel()
 
