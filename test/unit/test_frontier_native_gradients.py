@@ -192,3 +192,42 @@ def test_a_call_after_a_bwd_stopped_midway_zeroes_its_tables_again(where, monkey
     got, want = gradients(kept), gradients(recir.value_and_grad(traced, batching="frontier"))
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+@pytest.mark.parametrize("model", [rntn, tree_lstm], ids=lambda m: m.__name__.split(".")[-1])
+def test_a_bwd_after_the_fwd_in_the_numbering_call_equals_the_interpreted_one(model,
+                                                                              monkeypatch):
+    """From a function's second call its `_bwd` follows the `_fwd` in the
+    numbering call, the loss's cotangents placed at the roots natively
+    (`kernels/height_call`); where its scratch is short there, Python runs
+    it after. Both give the interpreter's gradients, added into `into`."""
+    from recir.backend.array_address import data_address
+    from recir.backend.kernels.height_call import RAN
+    from recir.backend.native_backward import NativeBackward
+
+    params = model.init_params(np.random.default_rng(3), hidden=4, vocab=100)
+    traced = model.trace_model(params)
+    batch = trees()
+    inputs = [(t.left, t.right, t.word, t.label, t.root) for t in batch]
+    module = traced.module.clone()
+    run_passes(module, batched_gradients(5, "node", traced.entry))
+    expected = {k: np.ones_like(v) for k, v in params.items()}
+    run_function(module, f"{traced.entry}__frontier_grad",
+                 [*tree_batch_args(batch, params), *expected.values()])
+    function = recir.value_and_grad(traced, batching="frontier")
+    for _ in range(2):  # the loops' first call, from Python; the scratch grown
+        function.batch(inputs)
+    ran: list[bool] = []
+    backward = NativeBackward.backward
+    monkeypatch.setattr(NativeBackward, "backward", lambda self, *args: (
+        ran.append(bool(self.following.plan[RAN])), backward(self, *args))[1])
+    loop = function.native.loops["node__post_bwd"].native
+    for short in (False, True, False):
+        if short:  # its next call grows it, from Python
+            loop.scratch = np.empty(8, np.uint8)
+            loop.scratch_at = data_address(loop.scratch)
+        into = {k: np.ones_like(v) for k, v in params.items()}
+        grads = function.batch(inputs, into)[1]
+        assert ran[-1] is not short
+        for k, g in expected.items():
+            np.testing.assert_allclose(grads[k], g, rtol=1e-4, atol=1e-6, err_msg=k)

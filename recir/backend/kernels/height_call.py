@@ -172,10 +172,12 @@ class HeightCall:
         """Before the loop, each (cotangent, table)'s `roots` rows into the
         table's rows `inv[:roots]` (i32; C-contiguous arrays of one row
         shape, kept by the caller through the call)."""
-        table = np.array([(data_address(c), data_address(t), c.strides[0], len(t))
-                          for c, t in seeds], np.int64).reshape(-1)
-        self.seed_table = table
-        self.plan[ROOTS:] = roots, data_address(inv), len(seeds), data_address(table)
+        count = SEED_FIELDS * len(seeds)
+        if len(self.seed_table) < count:
+            self.seed_table = np.zeros(count, np.int64)
+        self.seed_table[:count] = [field for c, t in seeds for field in (
+            data_address(c), data_address(t), c.strides[0], len(t))]
+        self.plan[ROOTS:] = roots, data_address(inv), len(seeds), data_address(self.seed_table)
 
     def run(self, call: Callable[[], None], expansion: Any) -> None:
         """`call` (the numbering call), Ctrl-C stopping the loops' contexts as
