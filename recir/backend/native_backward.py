@@ -67,6 +67,7 @@ class NativeBackward(Backward):
         s, loop = self.s, self.loop
         assert isinstance(s, NativeSchedule) and loop is not None
         called, layouts = s.called, loop.layouts
+        self.following = None  # (an expansion's first try may have made one)
         if called is None or loop.kept is None or not layouts or "tables" not in layouts or any(
                 kind == "stored" for kind, _ in self.accumulated):
             return None
