@@ -14,7 +14,8 @@ CPU model printed first:
   code (that cell and SST h=150), the two thread counts timed in the same
   rounds, each turn after one untimed batch (`scaling`, `settled_rounds`),
   each beside the host's ceiling (`bench/copies.py`:
-  N one-thread copies at once over one, not judged), and fib(35);
+  N one-thread copies at once over one, not judged) and the cores' cache-line
+  round trip before and after it (`bench/core_latency.py`), and fib(35);
 - auto: `batching="auto"`'s rate over the faster mode's in every cell;
 - one SST tree (batch 1, one thread) against PyTorch level-batched and
   eager, inference and training;
@@ -41,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import batching, compile_time, copies, openmp, settled_roof
+from bench import batching, compile_time, copies, core_latency, openmp, settled_roof
 from bench.common import (
     attempt,
     fmt,
@@ -111,12 +112,15 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                     {str(t): b(params, m, t) for t in (1, args.threads)}, trees[:batch]))
                 if runs is None:
                     continue
+                before = core_latency.round_trips()
                 with HostLoad() as load:  # what else ran while these were timed
                     times, _ = attempt(key, lambda r=runs: settled_rounds(r, trees, batch,
                                                                           args.repeats))
                 if times is None:
                     continue
+                trips = [before, core_latency.round_trips()]
                 report["host_load"][key] = {"others": load.others, "steal": load.steal}
+                report["core_latency"][key] = [list(t.values()) for t in trips]
                 one, many = median(times["1"]), median(times[str(args.threads)])
                 report["scaling"][key] = one / many
                 # a call's seconds on each, as the ratio's parts (a pass is
@@ -127,7 +131,9 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 report["ceiling"][key] = found
                 print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
                       f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
-                      f"of one thread at once: {fmt(found)}x; while timed, {load.describe()}",
+                      f"of one thread at once: {fmt(found)}x; while timed, {load.describe()}"
+                      f"; cores' round trip {core_latency.describe(trips[0])} before, "
+                      f"{core_latency.describe(trips[1])} after",
                       flush=True)
 
 
@@ -320,7 +326,8 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"machine": machine_info(), "blas": blas_report(),
                               "mallopt": batching.keep_freed_memory(), "roof": {},
                               "rows": [], "threads": args.threads, "scaling": {},
-                              "call_seconds": {}, "ceiling": {}, "host_load": {}}
+                              "call_seconds": {}, "ceiling": {}, "host_load": {},
+                              "core_latency": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
     roof_args = argparse.Namespace(threads=sorted({1, args.threads}), hidden=[256],

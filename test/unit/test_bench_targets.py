@@ -127,7 +127,10 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
                         count: {"frontier": 15.0, "recursive": None}[kind] + count)
     monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
     monkeypatch.setitem(targets.SCALED, "recursive", broken)
-    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {}}
+    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
+             "core_latency": {}}
+    trips = iter([{1: 70.0}, {1: 330.0}] * 4)
+    monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
     targets.scaling(targets.argparse.Namespace(threads=16, repeats=3), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
@@ -138,6 +141,8 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     # what else the host ran while each was timed (`host_load`), on Linux
     assert sorted(found["host_load"]) == keys and all(
         load["others"] >= 0 and 0 <= load["steal"] <= 1 for load in found["host_load"].values())
+    # the cores' round trips just before and after each was timed
+    assert found["core_latency"] == dict.fromkeys(keys, [[70.0], [330.0]])
 
 
 def test_fib_speedup_is_a_ratio_from_a_child_process_with_the_hosts_ceiling():
@@ -187,7 +192,9 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     monkeypatch.setitem(targets.SCALED, "frontier",
                         lambda params, mode, threads: lambda trees: [0.0] * len(trees))
     monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: fails)
-    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {}}
+    monkeypatch.setattr(targets.core_latency, "round_trips", dict)  # (none found)
+    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
+             "core_latency": {}}
     targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
