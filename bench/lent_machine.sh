@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 33's targets on a lent many-core machine, in one call of the device
-# tool (bench/README.md, "A lent machine"): the machine's facts, then
+# tool (bench/README.md, "A lent machine"): the machine's facts (with the
+# cores' cache-line round trips, `bench/core_latency.py`), then
 # `run.py targets` at every core (about six minutes on 16), one core's rate
 # on each product of the roof's cell, what the calling thread runs alone
 # (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
@@ -31,7 +32,8 @@ cores=$(nproc)
 llvmlite.__version__)"
     python3 -c "import torch; print('torch', torch.__version__)"
     python3 -c "from recir.backend import engine; print('OpenMP:', engine.openmp())"
-} 2>&1 | tee "$OUT/machine.txt" | grep -E "Model name|^CPU\(s\)|L2|L3|numpy|torch|OpenMP"
+    python3 -m bench.core_latency  # core 0's cache-line round trip to each other core
+} 2>&1 | tee "$OUT/machine.txt" | grep -E "Model name|^CPU\(s\)|L2|L3|numpy|torch|OpenMP|round"
 
 # each step's cut-off leaves the later steps their share
 step() {  # seconds to keep for the steps after, log name, command...
