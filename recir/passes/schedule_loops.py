@@ -41,10 +41,13 @@ buffer, the caller's for thread 0 and a zeroed copy for the others, which
 the team adds into the caller's after the last height, zeroing them again:
 `thread_copies`' one function for every such input). An output goes into
 its table at the height's rows or, for a `_fwd`'s saved values, into its
-buffer from the thread's first row of the height on (a saved value has at
-most the rows it was computed from), so the `_bwd` split as its `_fwd`
-finds each thread's; the slot holds that room on entry, and rows written
-there are not copied.
+buffer at the thread's next rows: each thread's saved rows of all its
+heights one block, after the blocks of the threads before it
+(`saved_cursor`), so that a thread writes about the same memory from call
+to call (a saved value has at most the rows it was computed from); where
+they went goes to `saved_at`, where the `_bwd` split as its `_fwd` finds
+each thread's. The slot holds that room on entry, and rows written there
+are not copied.
 Each thread's products by a weight read one packed copy of it for all
 its heights (`gemm_cached`: a table in its context for the loop's call),
 and its thin heights' outer products into a weight's gradient go to a log
@@ -155,6 +158,8 @@ class HeightLoopBuilder(PlanFunction):
             b.when(both(b, laid_out, short), self.fail(SHORT_TEAM))
         shared = both(b, b.compare("sge", self.threads, 2), b.value(arith.XOrIOp(
             self.grouped, b.const(1, i1)))) if self.grouped is not None else None
+        self.cursor = self.saved_cursor(b, first, end) if self.team and any(
+            o.kind == SAVED for o in self.outputs) else None
 
         def each_height(e: Emitter, index: SSAValue) -> None:
             h = e.sub(e.sub(end, 1), index) if reverse else e.add(first, index)
@@ -224,6 +229,23 @@ class HeightLoopBuilder(PlanFunction):
 
         return b.loop(end, each, [b.i64(0)], start=first)[0]
 
+    def saved_cursor(self, b: Emitter, first: SSAValue, end: SSAValue) -> SSAValue:
+        """Where this thread's next saved row goes: its saved rows of heights
+        [first, end) one block, after the rows of the threads before it
+        (`share`), so that a thread writes about the same rows from call to
+        call, whichever trees it has: a row another core wrote last is
+        fetched from its cache, across L3s on some machines. One thread's
+        block is the heights' rows, where `store_output` put them before."""
+        def each(e: Emitter, h: SSAValue, total: Sequence[SSAValue]) -> list[SSAValue]:
+            lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
+            mine = self.share(e, h, lo, hi)[0]
+            return [e.add(total[0], e.sub(mine, lo))]
+
+        before = b.loop(end, each, [b.i64(0)], start=first)[0]
+        cursor = b.alloca(1, i64)
+        b.store(b.add(b.load(self.bounds, first, i64), before), cursor, 0)
+        return cursor
+
     def sum_copies(self, b: Emitter, k: int, elements: int) -> None:
         """This thread's block of the elements of input `k`'s copies (of
         threads 1 on) added into the caller's buffer, and zeroed."""
@@ -270,8 +292,11 @@ class HeightLoopBuilder(PlanFunction):
             checks.append(self.describe_inputs(e, lo, hi, base))
         args = [self.descriptors[k] if operand.kind in ROW_CODES else self.argument(e, k)
                 for k, operand in enumerate(self.inputs)]
+        saved_lo = lo if self.cursor is None else e.load(self.cursor, 0, i64)
         e.when(both(e, *checks), lambda inner: self.run_call(
-            inner, args, lo, e.sub(hi, lo), base), self.fail(OUT_OF_RANGE))
+            inner, args, lo, e.sub(hi, lo), base, saved_lo), self.fail(OUT_OF_RANGE))
+        if self.cursor is not None:
+            e.store(e.add(saved_lo, e.sub(hi, lo)), self.cursor, 0)
 
     def describe_inputs(self, e: Emitter, lo: SSAValue, hi: SSAValue,
                         base: SSAValue | None) -> SSAValue:
@@ -309,13 +334,14 @@ class HeightLoopBuilder(PlanFunction):
         return e.loop(len(self.rows_in), each, [e.const(1, i1)])[0]
 
     def run_call(self, e: Emitter, args: list[SSAValue], lo: SSAValue, count: SSAValue,
-                 base: SSAValue | None) -> None:
+                 base: SSAValue | None, saved_lo: SSAValue) -> None:
+        """`saved_lo`: where the saved values' rows go (`saved_cursor`)."""
         if self.outputs:
-            e.each(len(self.outputs), lambda f, j: self.room(f, j, lo, count))
+            e.each(len(self.outputs), lambda f, j: self.room(f, j, lo, count, saved_lo))
         self.call(e, args, roomed=True)
         if self.outputs:
             self.unless_failed(e, lambda inner: inner.each(len(self.outputs), lambda f, j: (
-                self.store_output(f, j, lo, count, base))))
+                self.store_output(f, j, lo, count, base, saved_lo))))
         if any(o.kind == CLEARED for o in self.inputs):
             self.unless_failed(e, self.clear_read)
 
@@ -330,35 +356,39 @@ class HeightLoopBuilder(PlanFunction):
     def output_record(self, e: Emitter, j: SSAValue) -> tuple[SSAValue, ...]:
         return self.record(e, e.add(j, len(self.rows_in)))
 
-    def room(self, e: Emitter, j: SSAValue, lo: SSAValue, count: SSAValue) -> None:
+    def room(self, e: Emitter, j: SSAValue, lo: SSAValue, count: SSAValue,
+             saved_lo: SSAValue) -> None:
         """Where output j's rows go (`store_output`), in its slot: rows that
         fit there (a table: the height's or none) and their address."""
         kind, field, row_bytes, _, slot = self.output_record(e, j)
         capacity, data = self.operand_fields(e, field)
-        left = e.sub(capacity, lo)
+        is_table = e.compare("eq", kind, ROW_CODES[TABLE])
+        start = e.value(arith.SelectOp(is_table, lo, saved_lo))
+        left = e.sub(capacity, start)
         table = e.value(arith.SelectOp(e.compare("sle", count, left), count, e.i64(0)))
         saved = e.value(arith.MaxSIOp(e.min(count, left), e.i64(0)))
-        e.store(e.value(arith.SelectOp(e.compare("eq", kind, ROW_CODES[TABLE]), table, saved)),
-                slot, 0)
-        e.store(e.offset(data, e.mul(lo, row_bytes), i8), slot, 1)
+        e.store(e.value(arith.SelectOp(is_table, table, saved)), slot, 0)
+        e.store(e.offset(data, e.mul(start, row_bytes), i8), slot, 1)
 
     def store_output(self, e: Emitter, j: SSAValue, lo: SSAValue, count: SSAValue,
-                     base: SSAValue | None) -> None:
+                     base: SSAValue | None, saved_lo: SSAValue) -> None:
         """Output j into its table at the thread's rows of the height (all
-        of them), or into its saved buffer from the first of them (at most
-        as many rows; where they went into `saved_at`)."""
+        of them), or into its saved buffer from `saved_lo` (at most as many
+        rows; where they went into `saved_at`)."""
         kind, field, row_bytes, saved, slot = self.output_record(e, j)
         capacity, data = self.operand_fields(e, field)
         rows, source = e.load(slot, 0, i64), e.load(slot, 1, PTR)
         table = e.compare("eq", kind, ROW_CODES[TABLE])
+        start = e.value(arith.SelectOp(table, lo, saved_lo))
         fits = e.value(arith.SelectOp(table, e.compare("eq", rows, count),
                                       e.compare("sle", rows, count)))
-        ok = both(e, fits, e.compare("sle", 0, rows), e.compare("sle", e.add(lo, rows), capacity))
+        ok = both(e, fits, e.compare("sle", 0, start), e.compare("sle", 0, rows),
+                  e.compare("sle", e.add(start, rows), capacity))
         if base is not None and any(o.kind == SAVED for o in self.outputs):
             def where(f: Emitter) -> None:
                 at = f.add(base, f.mul(saved, 2))
-                f.store(lo, self.saved_at, at)
+                f.store(start, self.saved_at, at)
                 f.store(rows, self.saved_at, f.add(at, 1))
             e.when(table, lambda _: None, where)
-        self.move_rows(e, ok, OUT_OF_RANGE, e.offset(data, e.mul(lo, row_bytes), i8), source,
-                       e.mul(rows, row_bytes))
+        self.move_rows(e, ok, OUT_OF_RANGE, e.offset(data, e.mul(start, row_bytes), i8),
+                       source, e.mul(rows, row_bytes))

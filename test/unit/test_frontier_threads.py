@@ -512,3 +512,40 @@ def test_code_that_calls_openmp_without_a_runtime_is_an_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "error: compiled code calls OpenMP, and no OpenMP runtime" in done.stderr
+
+
+@pytest.mark.parametrize("by_groups", [False, True])
+def test_each_threads_saved_rows_are_one_block_in_thread_order(tmp_path, monkeypatch,
+                                                               by_groups):
+    """On a team the `_fwd` puts each thread's saved rows of all its heights
+    in one block of each saved value's buffer, thread 0's first, so that a
+    thread writes about the same rows from call to call (`saved_cursor`):
+    in `saved_at` each thread's rows of the heights the team splits follow
+    its rows of the height before, and no thread's lie among another's.
+    (`test_a_gradient_split_by_height_...` checks the gradients.)"""
+    from recir.backend import native_schedule
+
+    monkeypatch.setattr(native_schedule, "BY_GROUPS", by_groups)
+    params = tree_lstm.init_params(np.random.default_rng(2), hidden=HIDDEN, vocab=100)
+    grad = recir.value_and_grad(tree_lstm.trace_model(params), batching="frontier",
+                                threads=2, cache_dir=free_teams(tmp_path))
+    seen: list = []
+    post = native_schedule.NativeSchedule.post
+    monkeypatch.setattr(native_schedule.NativeSchedule, "post", lambda self, *args: (
+        post(self, *args), seen.append((self.team, self.saved_at.copy())))[0])
+    for _ in range(2):  # Python's loop, then the numbering call's
+        grad.batch(inputs(batch()))
+    for (threads, split), saved_at in seen:
+        assert threads == 2 and split > 0
+        saved_at = saved_at[:split]
+        for value in range(saved_at.shape[2]):
+            ends = []
+            for t in range(threads):
+                first, count = saved_at[:, t, value, 0], saved_at[:, t, value, 1]
+                used = count > 0
+                starts, stops = first[used], (first + count)[used]
+                assert (starts[1:] >= stops[:-1]).all()  # in height order, none overlapping
+                ends.append((starts.min(), stops.max()) if used.any() else None)
+            blocks = [e for e in ends if e is not None]
+            assert blocks == sorted(blocks) and all(
+                a[1] <= b[0] for a, b in zip(blocks, blocks[1:]))
