@@ -59,10 +59,13 @@ def round_trips(rounds: int = 20000) -> dict[int, float]:
 
 
 def describe(found: dict[int, float]) -> str:
-    """`round_trips`' spread: "min-max ns (median m)", or "unknown"."""
+    """`round_trips`' spread: "min-max ns (median m)", one pair's "n ns",
+    or "unknown"."""
     if not found:
         return "unknown"
     values = list(found.values())
+    if len(values) == 1:
+        return f"{values[0]:.0f} ns"
     return f"{min(values):.0f}-{max(values):.0f} ns (median {statistics.median(values):.0f})"
 
 

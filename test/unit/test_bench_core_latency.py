@@ -37,3 +37,4 @@ def test_one_core_or_no_compiler_is_unknown(monkeypatch):
     assert core_latency.round_trips() == {}
     assert core_latency.describe({}) == "unknown"
     assert core_latency.describe({1: 50.0, 2: 300.0, 3: 100.0}) == "50-300 ns (median 100)"
+    assert core_latency.describe({1: 57.4}) == "57 ns"
