@@ -7,14 +7,17 @@ was skipped when the compiler (or torch) is missing or broken.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -238,6 +241,15 @@ def sst_folder_or_complain() -> Any:
     if folder is None:
         print("error: SST not found: python -m recir.data.sst fetch", file=sys.stderr)
     return folder
+
+
+def c_library(source: Path, folder: str, *flags: str) -> ctypes.CDLL:
+    """`source` compiled with the system `cc` into a shared library in
+    `folder`, loaded; raises OSError or SubprocessError where it cannot be."""
+    lib = Path(folder) / f"lib{source.stem}.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", *flags, "-o", str(lib), str(source)],
+                   check=True, capture_output=True, timeout=60)
+    return ctypes.CDLL(str(lib))
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

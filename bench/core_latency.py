@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bench.common import c_library
+
 SOURCE = Path(__file__).resolve().parent / "core_latency.c"
 
 
@@ -35,11 +37,8 @@ SOURCE = Path(__file__).resolve().parent / "core_latency.c"
 def library() -> Any:
     """`round_trip_ns(a, b, rounds)` built with `cc`; None where it cannot be."""
     with tempfile.TemporaryDirectory() as folder:  # (loaded, the file may go)
-        lib = Path(folder) / "libcore_latency.so"
         try:
-            subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-pthread", "-o", str(lib),
-                            str(SOURCE)], check=True, capture_output=True, timeout=60)
-            function = ctypes.CDLL(str(lib)).round_trip_ns
+            function = c_library(SOURCE, folder, "-pthread").round_trip_ns
         except (OSError, subprocess.SubprocessError):
             return None
     function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]

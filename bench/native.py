@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -197,10 +196,7 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 def build_c_fib(tmp: str) -> Any:
     """Compile bench/fib.c with the system cc into `tmp`; the ctypes function."""
-    lib = Path(tmp) / "libfib.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                    str(BENCH_DIR / "fib.c")], check=True, capture_output=True)
-    fib = ctypes.CDLL(str(lib)).fib
+    fib = common.c_library(BENCH_DIR / "fib.c", tmp).fib
     fib.argtypes, fib.restype = [ctypes.c_int], ctypes.c_int
     return fib
 
