@@ -1,4 +1,4 @@
-"""bench/core_latency.py: the cores' cache-line round trip, built with cc."""
+"""bench/core_latency.py: the cores' round trip, built with cc; `team_state`'s states."""
 
 import os
 import shutil
@@ -38,3 +38,11 @@ def test_one_core_or_no_compiler_is_unknown(monkeypatch):
     assert core_latency.describe({}) == "unknown"
     assert core_latency.describe({1: 50.0, 2: 300.0, 3: 100.0}) == "50-300 ns (median 100)"
     assert core_latency.describe({1: 57.4}) == "57 ns"
+
+
+def test_a_team_round_counts_in_a_state_only_where_both_round_trips_agree():
+    from bench.team_state import state_of
+
+    assert state_of(55, 70, 150) == "one L3"
+    assert state_of(340, 150, 150) == "two L3s"
+    assert state_of(60, 350, 150) is None and state_of(350, 60, 150) is None
