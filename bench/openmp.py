@@ -6,9 +6,11 @@ Intel's libiomp5 (the `intel-openmp` wheel puts it in `<prefix>/lib`). A
 process holds one, chosen by `$RECIR_OPENMP`, so each runtime runs in its
 own child process: fib(35) (`examples/ir/fib.mlir`, every call a task) and
 TreeLSTM inference within one tree (complete binary trees, one tree a call:
-the children of each node spawned as tasks), on each thread count, timed in
-rounds (`rounds_times`) so a slow spell of a shared host weighs on every
-thread count alike. Figures: median ms and the speedup over one thread.
+the children of each node spawned as tasks) and a recursive batch (SST
+trees, batch 25, h=150, inference and training: each tree a task of one
+team, `NativeFunction.batch`), on each thread count, timed in rounds
+(`rounds_times`) so a slow spell of a shared host weighs on every thread
+count alike. Figures: median ms and the speedup over one thread.
 """
 
 from __future__ import annotations
@@ -48,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trees", type=int, default=4, help="trees a round (one a call)")
     parser.add_argument("--fib", type=int, default=35)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--skip-tree", action="store_true", help="fib only")
+    parser.add_argument("--skip-tree", action="store_true", help="no one-tree case")
+    parser.add_argument("--skip-batch", action="store_true", help="no recursive batch case")
+    parser.add_argument("--batches", type=int, default=8,
+                        help="SST batches of 25 a round, the recursive batch case")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds a runtime's child process may take")
 
@@ -111,6 +116,20 @@ def tree_times(threads: list[int], hidden: int, leaves: int, count: int,
                         warmup_calls=TUNER_CALLS // max(1, count))
 
 
+def batch_times(threads: list[int], mode: str, batches: int, repeats: int
+                ) -> dict[str, list[float]]:
+    """A pass over `batches` SST batches of 25 (TreeLSTM h=150, the recursive
+    code, `mode`) on each thread count, in rounds, each turn after one
+    untimed batch (`targets.settled_rounds`)."""
+    from bench import batching
+    from bench.targets import settled_rounds
+
+    trees, vocab, _ = batching.workload("sst", 25 * batches)
+    params = batching.make_params(150, vocab)
+    runs = {str(t): batching.recir_recursive(params, mode, t) for t in threads}
+    return settled_rounds(runs, trees[:25 * batches], 25, repeats)
+
+
 def measure(args: dict[str, Any]) -> dict[str, Any]:
     """In the child: which runtime loaded, and the times on it."""
     from recir.backend.engine import openmp
@@ -125,6 +144,11 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
         tree = tree_times(args["threads"], args["hidden"], args["leaves"], args["trees"],
                           args["repeats"])
         out["tree_ms"] = {t: 1e3 * median(v) / args["trees"] for t, v in tree.items()}
+    if not args["skip_batch"]:
+        for mode in ("infer", "train"):
+            times = batch_times(args["threads"], mode, args["batches"], args["repeats"])
+            out[f"batch_{mode}_ms"] = {t: 1e3 * median(v) / args["batches"]
+                                       for t, v in times.items()}
     return out
 
 
@@ -148,7 +172,7 @@ def speedups(ms: dict[str, float]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     settings = {k: getattr(args, k) for k in ("threads", "fib", "hidden", "leaves", "trees",
-                                              "repeats", "skip_tree")}
+                                              "repeats", "skip_tree", "skip_batch", "batches")}
     report: dict[str, Any] = {"machine": machine_info(), "config": settings, "runtimes": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores); "
           f"threads {args.threads}", flush=True)
@@ -162,7 +186,9 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for runtime, result in report["runtimes"].items():
         for what, key in ((f"fib({args.fib})", "fib_ms"),
-                          (f"TreeLSTM h={args.hidden} {args.leaves}-leaf, one tree", "tree_ms")):
+                          (f"TreeLSTM h={args.hidden} {args.leaves}-leaf, one tree", "tree_ms"),
+                          ("TreeLSTM h=150 SST, a batch of 25, inference", "batch_infer_ms"),
+                          ("same, training", "batch_train_ms")):
             if key not in result:
                 continue
             ms, up = result[key], speedups(result[key])
