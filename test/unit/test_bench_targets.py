@@ -31,6 +31,7 @@ def report(threads):
                      **{"torch-level": 100.0}))
     return {"rows": rows, "scaling": scaling, "ceiling": {"sst frontier infer": 14.2},
             "settled_roof": {"infer": {"median": 0.83}, "train": {"median": 0.72}},
+            "roof": {1: {"roof": 160.0}, threads: {"roof": 1200.0}},
             "fib_speedup": 12.5, "compile_s": (1.5, 0.06),
             "tape_ratio": {150: 0.9, 256: None}}
 
@@ -59,6 +60,11 @@ def test_each_target_is_judged_against_what_the_issue_asks_at_16_cores():
     assert rows["scaling: sst b25 recursive infer, the host's ceiling: 16 copies of 1t at "
                 "once / one"] == ["-", "", ""]
     assert rows["scaling: fib(35), 16t / 1t"][2] == "met"
+    # what the products can gain at best beside them (JSON keeps the counts as text)
+    assert rows["scaling: the SGEMM roof, 16t / 1t"] == ["7.50", "", ""]
+    text_keys = dict(report(16), roof={"1": {"roof": 160.0}, "16": {"roof": 1200.0}})
+    assert by_target(targets.target_rows(text_keys, 16))[
+        "scaling: the SGEMM roof, 16t / 1t"] == ["7.50", "", ""]
     # auto took the frontier for most minibatches (`*`) at 3/4 of recursion's rate
     assert rows["auto: sst b1 1t infer picks frontier*, auto / best"] == [
         "0.75", ">= 0.9", "MISSED"]
@@ -131,7 +137,7 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
              "core_latency": {}}
     trips = iter([{1: 70.0}, {1: 330.0}] * 4)
     monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
-    targets.scaling(targets.argparse.Namespace(threads=16, repeats=3), found)
+    targets.scaling(targets.argparse.Namespace(threads=16, repeats=3, json=None), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
     assert found["scaling"] == dict.fromkeys(keys, 4.0)
@@ -195,7 +201,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     monkeypatch.setattr(targets.core_latency, "round_trips", dict)  # (none found)
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}}
-    targets.scaling(targets.argparse.Namespace(threads=2, repeats=1), found)
+    targets.scaling(targets.argparse.Namespace(threads=2, repeats=1, json=None), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
 
