@@ -23,7 +23,10 @@ With `--work` the OpenMP workers sleep as soon as they are idle
 the work it did, and it prints the
 CPU a call takes on 1 and N threads: work that grows on N threads (each
 thread streaming the weights at every height, the copies' sums) beside
-what the calling thread runs alone.
+what the calling thread runs alone, and the least, median and most CPU of
+the other threads that worked: where a height's rows are split evenly, a
+thread far above the median runs on a slower core (a busy sibling, a
+neighbour's load), and the team waits for it at every barrier.
 """
 
 from __future__ import annotations
@@ -79,6 +82,22 @@ def work_split(before: dict[int, int], after: dict[int, int], caller: int
     spent = {t: after[t] - before.get(t, 0) for t in after}
     own = spent.pop(caller, 0)
     return own * 1e-9, sum(spent.values()) * 1e-9
+
+
+def workers_spread(before: dict[int, int], after: dict[int, int], caller: int
+                   ) -> tuple[float, float, float]:
+    """The least, median and most seconds on a CPU of the threads besides
+    the calling one that worked between two `thread_cpu_ns` looks (a
+    twentieth of the busiest's or more: not the idle threads of other
+    pools): with workers asleep once idle and rows split evenly, a thread
+    that takes longer than the others for the same rows runs on a slower
+    core, and the team waits for it at every barrier."""
+    spent = [after[t] - before.get(t, 0) for t in after if t != caller]
+    busiest = max(spent, default=0)
+    busy = sorted(v * 1e-9 for v in spent if busiest and v * 20 >= busiest)
+    if not busy:
+        return (float("nan"),) * 3
+    return busy[0], statistics.median(busy), busy[-1]
 
 
 def timed_loops(spent: list[float]) -> Callable[[], None]:
@@ -141,7 +160,8 @@ def timed(forms: dict[int, Callable[[Any], Any]], batch_trees: list[Any], calls:
           waited: float, spent: list[float]) -> dict[str, Any]:
     """`measure`'s chunks of calls, the thread counts in turn."""
     kept: dict[int, dict[str, list[float]]] = {
-        t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": []} for t in forms}
+        t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": [], "least": [],
+            "median": [], "most": []} for t in forms}
     dropped, caller = 0, threading.get_native_id()
     for _ in range(max(calls // CHUNK, 1)):
         for threads, run in forms.items():
@@ -150,14 +170,16 @@ def timed(forms: dict[int, Callable[[Any], Any]], batch_trees: list[Any], calls:
             spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
             for _ in range(CHUNK):
                 run(batch_trees)
-            wall, after = time.perf_counter() - start, waited_ns()
-            own, others = work_split(cpu, thread_cpu_ns(), caller)
+            wall, after, cpu_after = time.perf_counter() - start, waited_ns(), thread_cpu_ns()
+            own, others = work_split(cpu, cpu_after, caller)
+            spread = workers_spread(cpu, cpu_after, caller)
             if before is not None and after is not None and (after - before) * 1e-9 > (
                     waited * wall):
                 dropped += 1
                 continue
             for key, value in (("native", spent[0]), ("wall", wall), ("caller_cpu", own),
-                               ("others_cpu", others)):
+                               ("others_cpu", others), *zip(("least", "median", "most"),
+                                                            spread)):
                 kept[threads][key].append(value / CHUNK)
     medians = {t: {k: statistics.median(v) if v else float("nan") for k, v in kinds.items()}
                for t, kinds in kept.items()}
@@ -178,7 +200,9 @@ def report(found: dict[str, Any]) -> str:
         text += (f"\nCPU a call (workers asleep once idle): 1t {work[1] * 1e6:.0f} us; {n}t "
                  f"{work[n] * 1e6:.0f} us ({work[n] / work[1]:.3f}x the work), the calling "
                  f"thread {many['caller_cpu'] * 1e6:.0f} us, its own besides the native loops "
-                 f"{(many['wall'] - many['native']) * 1e6:.0f} us")
+                 f"{(many['wall'] - many['native']) * 1e6:.0f} us; each other thread "
+                 f"that worked: least {many['least'] * 1e6:.0f}, median "
+                 f"{many['median'] * 1e6:.0f}, most {many['most'] * 1e6:.0f} us")
     return text
 
 

@@ -94,6 +94,28 @@ def test_work_split_is_the_callers_cpu_and_the_others():
     assert others == pytest.approx(0.75e-3)
 
 
+def test_workers_spread_leaves_out_the_caller_and_threads_that_did_not_work():
+    before = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
+    # the caller (1), three workers, and another pool's thread that barely ran (5)
+    after = {1: 9_000_000, 2: 3_000_000, 3: 4_000_000, 4: 6_000_000, 5: 100_000}
+    assert native_scaling.workers_spread(before, after, caller=1) == pytest.approx(
+        (3e-3, 4e-3, 6e-3))
+    assert all(v != v for v in native_scaling.workers_spread(before, {1: 5}, caller=1))
+
+
+def test_report_gives_the_workers_spread_with_the_work():
+    found = {"mode": "infer", "hidden": 150, "workload": "sst", "batch": 25, "dropped": 0,
+             "kept": {1: 2, 4: 2}, "work": True,
+             "medians": {1: {"native": 4e-3, "wall": 5e-3, "caller_cpu": 5e-3,
+                             "others_cpu": 0.0},
+                         4: {"native": 1e-3, "wall": 2e-3, "caller_cpu": 2e-3,
+                             "others_cpu": 4.5e-3, "least": 1e-3, "median": 1.5e-3,
+                             "most": 2e-3}}}
+    text = native_scaling.report(found)
+    assert "4t 6500 us (1.300x the work)" in text
+    assert "least 1000, median 1500, most 2000 us" in text
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
 def test_thread_cpu_counts_a_busy_threads_work_not_a_sleeping_ones():
     data = bytes(8 << 20)
