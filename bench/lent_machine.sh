@@ -3,8 +3,9 @@
 # tool (bench/README.md, "A lent machine"): the machine's facts (with the
 # cores' cache-line round trips, `bench/core_latency.py`), then
 # `run.py targets` at every core (over six minutes on 16: the later steps
-# took under a minute there), the work a frontier call does on every core,
-# one core's rate on each product of the roof's cell, what the calling thread runs alone
+# took under a minute there), the work a frontier call does on every core
+# (`bench/native_scaling.py --work`), one core's rate on each product of the
+# roof's cell, what the calling thread runs alone
 # (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
 # (`bench/call_profile.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).

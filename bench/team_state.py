@@ -54,7 +54,8 @@ def main() -> int:
     args = parser.parse_args()
     trees, vocab, _ = workload(args.workload, 25)
     # up to four batches of 25 (the complete-tree workloads have one)
-    batches = [trees[i:i + 25] for i in range(0, min(len(trees), 100), 25)][:1 if args.same else 4]
+    batches = [trees[i:i + 25] for i in range(0, min(len(trees), 100), 25)]
+    batches = batches[:1 if args.same else 4]
     params = make_params(args.hidden, vocab)
     forms = {t: recir_frontier(params, args.mode, t) for t in (1, 2)}
     for run in forms.values():  # compiled, and each batch's sizes met once
