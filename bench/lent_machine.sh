@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 33's targets on a lent many-core machine, in one call of the device
 # tool (bench/README.md, "A lent machine"): the machine's facts (with the
-# cores' cache-line round trips, `bench/core_latency.py`), then
+# cores' cache-line round trips, `bench/core_latency.py`, and each core's
+# rate, `bench/core_rates.py`), then
 # `run.py targets` at every core (over six minutes on 16: the later steps
 # took under a minute there), the work a frontier call does on every core
 # (`bench/native_scaling.py --work`), one core's rate on each product of the
@@ -35,7 +36,8 @@ llvmlite.__version__)"
     python3 -c "import torch; print('torch', torch.__version__)"
     python3 -c "from recir.backend import engine; print('OpenMP:', engine.openmp())"
     python3 -m bench.core_latency  # core 0's cache-line round trip to each other core
-} 2>&1 | tee "$OUT/machine.txt" | grep -E "Model name|^CPU\(s\)|L2|L3|numpy|torch|OpenMP|round"
+    python3 -m bench.core_rates --seconds 0.6  # each core's SGEMM rate, alone and all busy
+} 2>&1 | tee "$OUT/machine.txt" | grep -E "Model name|^CPU\(s\)|L2|L3|numpy|torch|OpenMP|round|^alone|^all busy"
 
 # each step's cut-off leaves the later steps their share
 step() {  # seconds to keep for the steps after, log name, command...
