@@ -151,5 +151,5 @@ class NativeBackward(Backward):
                                        enumerate(self.accumulated) if kind != "shared")],
                 range(len(inputs), len(inputs) + len(s.shared)))
         loop(s.bounds, (*inputs, *s.shared, *accs), [], s.saved_at, *s.team,
-             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)))
+             s.team_groups, s.total, s.most, s.shared_fields(loop, len(inputs)), s.team_pieces)
         loop.layouts[CLEAN] = loop.layouts["tables"][1].arrays  # every row read: zeroed

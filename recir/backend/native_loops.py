@@ -216,7 +216,8 @@ class HeightLoop(NativeLoop):
     def __call__(self, bounds: np.ndarray, inputs: Sequence[Any],
                  outputs: Sequence[np.ndarray], saved_at: np.ndarray, threads: int = 1,
                  split: int = 0, groups: np.ndarray | None = None, rows: int | None = None,
-                 most: int | None = None, shared: np.ndarray | None = None) -> None:
+                 most: int | None = None, shared: np.ndarray | None = None,
+                 pieces: np.ndarray | None = None) -> None:
         """Every height of `bounds`, the first `split` on `threads`
         (`team_size`; a `_bwd` as its `_fwd`, whose team `saved_at`'s second
         axis counts; with `groups`, i64[heights][threads + 1], each thread's
@@ -230,14 +231,17 @@ class HeightLoop(NativeLoop):
         if threads > max(self.threads, 1) or saved_at.shape[1] != threads or not (
                 0 <= split <= heights) or (threads > 1) != (split > 0) or (
                 groups is not None and (groups.shape != (heights, threads + 1) or split
-                                        != heights or groups.dtype != np.int64)):
+                                        != heights or groups.dtype != np.int64)) or (
+                pieces is not None and (pieces.shape != (heights, 4) or groups is not None
+                                        or pieces.dtype != np.int64)):
             raise RecirError(f"error: @{self.native.name}'s heights cannot split "
                              f"across {threads} threads")
         keep: list[np.ndarray] = []
         plan = every_field(self, HEADER, inputs, outputs, keep) if rows is None else (
             self.kept.fill(self, inputs, outputs, rows, keep, shared))
         plan[:HEADER] = (heights, data_address(bounds), 0, 0, data_address(saved_at), threads,
-                         0, split, 0, 0, 0, 0 if groups is None else data_address(groups))
+                         0, split, 0, 0, 0, 0 if groups is None else data_address(groups),
+                         0 if pieces is None else data_address(pieces))
         self.place_copies(plan, threads)
         most = most_rows(bounds, threads, split, groups) if most is None else most
         contexts = self.run(plan, self.native.per_row * most, threads)

@@ -71,27 +71,29 @@ def block_rows(threads: int, per_row: int) -> int:
     return max(threads, 1) * max(host_target().depth, fitting)
 
 
-def in_blocks(bounds: np.ndarray, rows: int) -> np.ndarray:
+def in_blocks(bounds: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray | None]:
     """`bounds` with each height of more than `rows` rows cut into as few
     near-equal blocks of at most `rows`: a height's rows depend only on
-    lower heights', so its blocks run in any order, each as a height. (A
-    few tens of heights: a loop over their list takes fewer steps than
-    the NumPy calls over arrays that short.)"""
+    lower heights', so its blocks run in any order, each as a height. With
+    them, where any height is cut, each bound's piece (i64[bounds][4]: its
+    height's first row and rows, which block of how many): a team's thread
+    takes the same block of its own share of the height at each of them
+    (`schedule_loops`), so that the rows it reads at the next height, their
+    children, are mostly its own. (A few tens of heights: a loop over their
+    list takes fewer steps than the NumPy calls over arrays that short.)"""
     if len(bounds) < 2 or int(bounds[-1] - bounds[0]) <= rows:  # no height has more
-        return bounds
-    edges, cut, wide = bounds.tolist(), [], False
+        return bounds, None
+    edges, cut, pieces, wide = bounds.tolist(), [], [], False
     for lo, hi in pairwise(edges):
         n = hi - lo
-        if n <= rows:
-            if n:  # an empty height has no block
-                cut.append(lo)
-            continue
-        pieces, wide = -(-n // rows), True
-        cut += [lo + n * j // pieces for j in range(pieces)]
+        count = -(-n // rows) if n > rows else int(n > 0)  # (an empty height has no block)
+        wide = wide or count > 1
+        cut += [lo + n * j // count for j in range(count)]
+        pieces += [(lo, n, j, count) for j in range(count)]
     if not wide:
-        return bounds
+        return bounds, None
     cut.append(edges[-1])
-    return np.array(cut, np.int64)
+    return np.array(cut, np.int64), np.array(pieces, np.int64).reshape(-1, 4)
 
 
 class NativeSchedule(Schedule):
@@ -104,6 +106,7 @@ class NativeSchedule(Schedule):
     groups: np.ndarray | None = None  # each thread's rows of each height (`height_groups`)
     grouping: Grouping | None = None  # what the height order found by groups
     team_groups: np.ndarray | None = None  # the groups where the team runs by them
+    team_pieces: np.ndarray | None = None  # each bound's piece where the team cuts heights
     most = 1  # the most rows a call of the height loops' functions takes (`most_rows`)
     fields: tuple[Any, np.ndarray] | None = None  # `shared_fields`' last, by the types
     numbered: tuple[HeightOrder, int] | None = None  # the order made with the expansion
@@ -164,10 +167,10 @@ class NativeSchedule(Schedule):
         self.children_kept, self.stored_kept = kept[1:1 + sites], kept[1 + sites:]
         inv = kept[0][:total + 1]  # and -1 after the rows: no child's row
         self.inv = inv[:total]
-        self.groups = self.grouping = None
+        self.groups = self.grouping = self.pieces = None
         if self.chosen is not None:  # and the loop's policy after it
             self.numbered[0].check()
-            self.bounds, self.groups = self.chosen.found()
+            self.bounds, self.groups, self.pieces = self.chosen.found()
         elif self.numbered is not None:  # the order made with the expansion
             kernel, threads = self.numbered
             starts, found = kernel.found(threads)
@@ -318,7 +321,7 @@ class NativeSchedule(Schedule):
         saved_at.fill(0)
         loop(bounds, (*self.stored_kept, *self.children_kept, *self.tables_kept, *self.shared),
              arrays, self.saved_at, *self.team, self.team_groups, total, self.most,
-             self.shared_fields(loop, loop.kept.shared.start))
+             self.shared_fields(loop, loop.kept.shared.start), self.team_pieces)
         return [t[:total] for t in self.tables_kept]
 
     def choose(self, function: func.FuncOp, loop: HeightLoop, post: Post,
@@ -331,17 +334,19 @@ class NativeSchedule(Schedule):
         height cut into blocks cost more than a group's rows beyond its
         block; the `_bwd` (`NativeBackward`) runs the same blocks, groups
         and team."""
-        self.team, self.team_groups = (1, 0), None
+        self.team, self.team_groups, self.team_pieces = (1, 0), None, None
         if self.chosen is not None and function is self.loop_fn:
             self.team, self.most, grouped = self.chosen.choice()
             self.team_groups = self.groups if grouped else None
+            self.team_pieces = None if grouped or self.team[0] < 2 else self.pieces
             return bounds
         if self.grouping is not None:
             self.team = loop.team_size(bounds, post.backward, self.grouping.largest)
             self.team_groups = self.groups if self.team[0] > 1 else None
         if self.team_groups is None:
-            bounds = in_blocks(bounds, post.block)
+            bounds, pieces = in_blocks(bounds, post.block)
             self.team = loop.team_size(bounds, post.backward)
+            self.team_pieces = pieces if self.team[0] > 1 else None
             self.most = most_rows(bounds, *self.team, None)
         else:
             self.most = max(self.grouping.most, 1)

@@ -19,13 +19,19 @@ scratch, scratch bytes (each thread's), saved_at (i64[heights][threads]
 contexts (one per thread, `CONTEXT_BYTES` apart), the heights split across
 the team (the first ones: rows per height never grow with the height), then
 three fields of the loop's own (a phase's heights and team), the groups
-(0, or i64[heights][threads + 1]: each thread's rows of each height), then
-the inputs and the outputs (capacity in rows, data). A loop built for a team (where the
+(0, or i64[heights][threads + 1]: each thread's rows of each height), the
+pieces (0, or i64[heights][4] where heights are cut into blocks:
+`native_schedule.in_blocks`), then the inputs and the outputs (capacity in
+rows, data). A loop built for a team (where the
 function is compiled for several threads) starts one on `threads` > 1 for
 the heights it splits, each thread taking a block of every such height's
 rows with its own context and scratch, a barrier after each height (the
 next reads this one's rows): one team start per call rather than per
-product, and every op of a height shared. The other heights (few rows: the
+product, and every op of a height shared. Of a height cut into blocks, a
+thread takes at each block the same piece of its block of the whole
+height: the rows it computes at one height are the children its rows
+read at the next (on a complete tree all of them), in its own caches,
+not in another core's (`bench/blocks_ab.py`). The other heights (few rows: the
 products' own teams split those by columns) run on the calling thread, after
 the team's for `@post` and `_fwd`, before them for a `_bwd` (roots first).
 With groups, each thread runs every height on its own rows, those of its
@@ -86,7 +92,7 @@ from recir.passes.team_logs import team_end
 from recir.passes.thread_copies import SUM_ROW_COPIES, sum_row_copies_function
 
 HEIGHTS_ENTRY = "__heights"
-HEADER = 12  # the height plan's fields before the inputs'
+HEADER = 13  # the height plan's fields before the inputs'
 TEAM_DECLARATIONS = (("GOMP_parallel", [PTR, PTR, i32, i32], None), ("GOMP_barrier", [], None),
                      ("omp_get_thread_num", [], i32), ("omp_get_num_threads", [], i32))
 OUT_OF_RANGE = "error: a height's rows lie outside a frontier table"
@@ -239,7 +245,17 @@ class HeightLoopBuilder(PlanFunction):
         def each(e: Emitter, h: SSAValue, total: Sequence[SSAValue]) -> list[SSAValue]:
             lo, hi = e.load(self.bounds, h, i64), e.load(self.bounds, e.add(h, 1), i64)
             mine = self.share(e, h, lo, hi)[0]
-            return [e.add(total[0], e.sub(mine, lo))]
+            slot = e.alloca(1, i64)  # the rows of the threads before it at height h
+            e.store(e.sub(mine, lo), slot, 0)
+
+            def pieces(t: Emitter) -> None:  # theirs: pieces of their own blocks
+                def piece(f: Emitter, other: SSAValue, rows: Sequence[SSAValue]) -> list:
+                    theirs = self.share(f, h, lo, hi, other)
+                    return [f.add(rows[0], f.sub(theirs[1], theirs[0]))]
+                t.store(t.loop(self.thread, piece, [t.i64(0)])[0], slot, 0)
+
+            e.when(self.pieced(e), pieces)
+            return [e.add(total[0], e.load(slot, 0, i64))]
 
         before = b.loop(end, each, [b.i64(0)], start=first)[0]
         cursor = b.alloca(1, i64)
@@ -252,20 +268,19 @@ class HeightLoopBuilder(PlanFunction):
         call(b, SUM_ROW_COPIES, self.field(b, self.operand_field(k), PTR), self.thread,
              self.threads, b.i64(elements))
 
-    def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue
-              ) -> tuple[SSAValue, SSAValue, list[SSAValue]]:
-        """This thread's rows of height h's [lo, hi), and the checks they
-        need: all of them; on a team its block, or its group's rows."""
+    def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue,
+              thread: SSAValue | None = None) -> tuple[SSAValue, SSAValue, list[SSAValue]]:
+        """This thread's (or `thread`'s) rows of height h's [lo, hi), and
+        the checks they need: all of them; on a team its block, its group's
+        rows, or of a height cut into blocks its piece (`piece`)."""
         if self.grouped is None:
             return lo, hi, []
-        count = e.sub(hi, lo)
-        per = ceil_div(e, count, self.threads)
-        first = e.min(e.mul(self.thread, per), count)
-        block_lo, block_hi = e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
-        slot = e.alloca(2, i64)  # the block, or where the thread's group has its rows
-        e.store(block_lo, slot, 0)
-        e.store(block_hi, slot, 1)
-        at = e.add(e.mul(h, e.add(self.threads, 1)), self.thread)
+        thread = self.thread if thread is None else thread
+        block_lo, block_hi = self.block(e, lo, e.sub(hi, lo), thread)
+        slot = e.alloca(4, i64)  # the rows, then the span they must lie in
+        for k, value in enumerate((block_lo, block_hi, lo, hi)):
+            e.store(value, slot, k)
+        at = e.add(e.mul(h, e.add(self.threads, 1)), thread)
 
         def group_rows(t: Emitter) -> None:
             table = t.load(self.plan, 11, PTR)
@@ -273,9 +288,40 @@ class HeightLoopBuilder(PlanFunction):
             t.store(t.load(table, t.add(at, 1), i64), slot, 1)
 
         e.when(self.grouped, group_rows)
-        lo_, hi_ = e.load(slot, 0, i64), e.load(slot, 1, i64)
-        return lo_, hi_, [e.compare("sle", lo, lo_), e.compare("sle", lo_, hi_),
-                          e.compare("sle", hi_, hi)]
+        e.when(self.pieced(e), lambda t: self.piece(t, t.offset(
+            t.load(self.plan, 12, PTR), t.mul(h, 4), i64), thread, slot))
+        lo_, hi_, least, most = (e.load(slot, k, i64) for k in range(4))
+        return lo_, hi_, [e.compare("sle", least, lo_), e.compare("sle", lo_, hi_),
+                          e.compare("sle", hi_, most)]
+
+    def pieced(self, e: Emitter) -> SSAValue:
+        """Whether the team takes its heights cut into blocks by pieces."""
+        assert self.grouped is not None
+        pieces = e.value(llvm.PtrToIntOp(e.load(self.plan, 12, PTR), i64))
+        return both(e, e.value(arith.XOrIOp(self.grouped, e.const(1, i1))),
+                    e.compare("ne", pieces, e.i64(0)))
+
+    def block(self, e: Emitter, lo: SSAValue, count: SSAValue, thread: SSAValue
+              ) -> tuple[SSAValue, SSAValue]:
+        """`thread`'s block of `count` rows from `lo`: ceil(count / threads)
+        each, in thread order."""
+        per = ceil_div(e, count, self.threads)
+        first = e.min(e.mul(thread, per), count)
+        return e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
+
+    def piece(self, e: Emitter, record: SSAValue, thread: SSAValue, slot: SSAValue) -> None:
+        """Into `slot`: of a height's block j of k (`record`: the height's
+        first row and rows, j, k), `thread`'s rows, block j of k of its own
+        block of the height, and the height's rows they lie in."""
+        first, count, j, k = (e.load(record, f, i64) for f in range(4))
+        count = e.value(arith.MaxSIOp(count, e.i64(0)))
+        k = e.value(arith.MaxSIOp(k, e.i64(1)))  # (a divisor)
+        mine_lo, mine_hi = self.block(e, first, count, thread)
+        mine = e.sub(mine_hi, mine_lo)
+        e.store(e.add(mine_lo, e.value(arith.DivSIOp(e.mul(mine, j), k))), slot, 0)
+        e.store(e.add(mine_lo, e.value(arith.DivSIOp(e.mul(mine, e.add(j, 1)), k))), slot, 1)
+        e.store(first, slot, 2)
+        e.store(e.add(first, count), slot, 3)
 
     def saved_base(self, e: Emitter, h: SSAValue) -> SSAValue:
         """Where saved value 0's (first row, count) of this thread at height

@@ -45,10 +45,13 @@ def reference(starts: np.ndarray, team: int, fields: dict, by_groups: bool, dept
         if groups is not None:
             chosen = HeightLoop.team_size(loop, bounds, backward, fields["largest"])
             if chosen[0] > 1:
-                return bounds, chosen, max(fields["most"], 1), groups
-        bounds = in_blocks(bounds, block)
+                return bounds, chosen, max(fields["most"], 1), groups, None
+        bounds, pieces = in_blocks(bounds, block)
         chosen = HeightLoop.team_size(loop, bounds, backward)
-    return bounds, chosen, most_rows(bounds, *chosen, None), None
+    if pieces is None:  # the native policy writes a whole height's piece alike
+        pieces = np.array([(lo, hi - lo, 0, 1) for lo, hi in zip(
+            bounds[:-1].tolist(), bounds[1:].tolist())], np.int64).reshape(-1, 4)
+    return bounds, chosen, most_rows(bounds, *chosen, None), None, pieces
 
 
 def run_policy(starts, team, fields, by_groups, depths, loop, backward, tile, block):
@@ -63,9 +66,9 @@ def run_policy(starts, team, fields, by_groups, depths, loop, backward, tile, bl
                                policy.weights_of(loop, backward))
     made.plan[policy.DEPTHS] = depths
     policy.height_policy_kernel()(made.plan.ctypes.data)
-    bounds, table = made.found()
+    bounds, table, pieces = made.found()
     chosen, most, grouped = made.choice()
-    return bounds, chosen, most, table if grouped else None, table
+    return bounds, chosen, most, table if grouped else None, table, pieces
 
 
 def by_height(rng, rows: int, team: int):
@@ -98,14 +101,16 @@ def test_the_native_policy_is_the_pythons(seed: int) -> None:
     backward = fake_loop(threads, 3, 10**4, 5e-5) if seed % 2 else None
     args = (starts, team, fields, bool(seed % 5), int(rng.integers(1, 4)), loop, backward,
             int(rng.integers(1, 16)), int(rng.integers(1, 300)))
-    want_bounds, want_team, want_most, want_groups = reference(*args)
-    bounds, chosen, most, groups, table = run_policy(*args)
+    want_bounds, want_team, want_most, want_groups, want_pieces = reference(*args)
+    bounds, chosen, most, groups, table, pieces = run_policy(*args)
     np.testing.assert_array_equal(bounds, want_bounds)
     assert chosen == want_team and most == want_most
     if want_groups is None:
         assert groups is None
+        np.testing.assert_array_equal(pieces, want_pieces)
     else:
         np.testing.assert_array_equal(groups, want_groups)
+        assert pieces is None
     team, found = args[1], starts[:fields["tallest"] * max(args[1], 1) + 1]
     if team >= 2 and fields["grouped"] and args[3] and args[4] > 1:  # as `renumber` makes it
         np.testing.assert_array_equal(table, group_table(found, team))
@@ -117,7 +122,8 @@ def test_heights_with_no_rows_are_left_out() -> None:
     starts = np.array([0, 4, 4, 9, 9, 9, 12], np.int64)
     fields = dict(used=6, tallest=0, grouped=0, largest=0, most=0, gaps=0)
     loop = fake_loop(1, 1, 0, 1e-6)
-    bounds, chosen, most, groups, _ = run_policy(starts, 0, fields, True, 2, loop, None, 4, 100)
+    bounds, chosen, most, groups, _, _ = run_policy(starts, 0, fields, True, 2, loop, None, 4,
+                                                    100)
     np.testing.assert_array_equal(bounds, [0, 4, 9, 12])
     assert chosen == (1, 0) and most == 5 and groups is None
 

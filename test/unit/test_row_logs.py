@@ -36,8 +36,8 @@ def test_logged_outer_products_add_every_heights_rows(threads, per_block, tmp_pa
     trees = make_treebank(count, "balanced", num_leaves=8, seed=11, vocab_size=100)
     # the least blocks (as where a row's scratch fills the cache share)
     monkeypatch.setattr(native_schedule, "block_rows", lambda t, per_row: t * block)
-    heights = in_blocks(np.cumsum([0, 8 * count, 4 * count, 2 * count, count]),
-                        threads * block)
+    heights, _ = in_blocks(np.cumsum([0, 8 * count, 4 * count, 2 * count, count]),
+                           threads * block)
     shares = -(-np.diff(heights) // threads)  # a thread's rows of each height
     if per_block == 4:  # the leaves' a whole block a thread
         assert shares[0] == block
@@ -76,23 +76,27 @@ def test_a_wide_height_runs_in_blocks_of_near_equal_rows():
     per_row = policy.l2_bytes() // (4 * depth)  # four blocks of k fill L2
     assert block_rows(1, per_row) == 4 * depth and block_rows(2, per_row) == 8 * depth
     bounds = np.array([0, 545, 674, 757, 800], np.int64)
-    np.testing.assert_array_equal(in_blocks(bounds, 160),
-                                  [0, 136, 272, 408, 545, 674, 757, 800])
-    np.testing.assert_array_equal(in_blocks(np.array([0, 320, 480]), 160),
+    cut, pieces = in_blocks(bounds, 160)
+    np.testing.assert_array_equal(cut, [0, 136, 272, 408, 545, 674, 757, 800])
+    np.testing.assert_array_equal(pieces, [(0, 545, j, 4) for j in range(4)] + [
+        (545, 129, 0, 1), (674, 83, 0, 1), (757, 43, 0, 1)])
+    np.testing.assert_array_equal(in_blocks(np.array([0, 320, 480]), 160)[0],
                                   [0, 160, 320, 480])
     narrow = np.array([0, 100, 150], np.int64)
-    assert in_blocks(narrow, 160) is narrow
-    assert len(in_blocks(np.array([0], np.int64), 160)) == 1
+    assert in_blocks(narrow, 160) == (narrow, None)
+    assert len(in_blocks(np.array([0], np.int64), 160)[0]) == 1
 
 
-def blocks_reference(bounds: np.ndarray, rows: int) -> list[int]:
+def blocks_reference(bounds: np.ndarray, rows: int) -> tuple[list[int], list[tuple]]:
     """Each height of n > rows rows as ceil(n / rows) blocks, block j of k
-    starting n * j // k in; an empty height dropped (plain Python)."""
-    cut = []
+    starting n * j // k in, and each block's (height's start, n, j, k); an
+    empty height dropped (plain Python)."""
+    cut, pieces = [], []
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        pieces = -(-(hi - lo) // rows)
-        cut += [lo + (hi - lo) * j // pieces for j in range(pieces)]
-    return [*cut, int(bounds[-1])]
+        count = -(-(hi - lo) // rows)
+        cut += [lo + (hi - lo) * j // count for j in range(count)]
+        pieces += [(lo, hi - lo, j, count) for j in range(count)]
+    return [*cut, int(bounds[-1])], pieces
 
 
 def test_blocks_match_plain_python_on_random_heights():
@@ -102,9 +106,35 @@ def test_blocks_match_plain_python_on_random_heights():
         counts = rng.integers(0, 3, heights) * rng.integers(0, 400, heights)
         bounds = np.cumsum([int(rng.integers(0, 5)), *counts]).astype(np.int64)
         rows = int(rng.integers(1, 200))
-        got = in_blocks(bounds, rows)
+        got, pieces = in_blocks(bounds, rows)
         assert got.dtype == np.int64
         if (np.diff(bounds) > rows).any():
-            assert got.tolist() == blocks_reference(bounds, rows)
+            want, want_pieces = blocks_reference(bounds, rows)
+            assert got.tolist() == want
+            assert list(map(tuple, pieces.tolist())) == want_pieces
         else:  # nothing to cut: the same array
-            assert got is bounds
+            assert got is bounds and pieces is None
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_team_takes_pieces_of_its_own_block_of_a_cut_height(threads, tmp_path, monkeypatch):
+    """Heights cut into blocks of 16 rows a thread: at each block a thread
+    takes a piece of its own block of the whole height (each bound's piece,
+    `in_blocks`), its saved rows one block after the other threads'
+    (`saved_cursor`); the gradients are NumPy's, call after call, whichever
+    of the Python and the native policy chose the pieces."""
+    if openmp() is None:
+        pytest.skip("no OpenMP runtime")
+    monkeypatch.setattr(native_schedule, "block_rows", lambda t, per_row: 16 * t)
+    monkeypatch.setattr(native_schedule, "BY_GROUPS", False)  # every height by rows
+    trees = make_treebank(12, "balanced", num_leaves=32, seed=3, vocab_size=100)
+    pieces = []
+    loop_call = native_schedule.HeightLoop.__call__
+
+    def noted(self, *args, **kwargs):
+        pieces.append(kwargs["pieces"] if "pieces" in kwargs else args[10])
+        return loop_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(native_schedule.HeightLoop, "__call__", noted)
+    gradients_match_numpy(trees, 5, threads, 3, tmp_path, monkeypatch)
+    assert pieces and all(p is not None and (p[:, 3] > 1).any() for p in pieces)

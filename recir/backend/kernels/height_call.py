@@ -52,8 +52,8 @@ from recir.passes.rows import ALIGN
 FIELDS = 17
 SEED_FIELDS = 4  # a seed's record: cotangent, table, row bytes, table rows
 # the loop plan's header (`passes/schedule_loops.py`, `HeightLoop.__call__`)
-HEIGHTS, BOUNDS, AT, NEEDED, SAVED_WHERE, THREADS, CONTEXTS, SPLIT, GROUPS = (
-    0, 1, 2, 3, 4, 5, 6, 7, 11)
+HEIGHTS, BOUNDS, AT, NEEDED, SAVED_WHERE, THREADS, CONTEXTS, SPLIT, GROUPS, PIECES = (
+    0, 1, 2, 3, 4, 5, 6, 7, 11, 12)
 
 
 def height_call(b: Emitter, plan: SSAValue, then: bool = True) -> None:
@@ -78,7 +78,7 @@ def height_call(b: Emitter, plan: SSAValue, then: bool = True) -> None:
         team = e.value(arith.SelectOp(e.compare("sgt", threads, 1), e.i64(TEAM), e.i64(ONE)))
         contexts = e.load(plan, team, i64)
         grouped = e.compare("ne", e.load(chosen, policy.GROUPED, i64), 0)
-        for field in range(GROUPS + 1):
+        for field in range(PIECES + 1):
             e.store(e.i64(0), loop_plan, field)
         for field, value in (
                 (HEIGHTS, heights), (BOUNDS, e.load(chosen, policy.BOUNDS, i64)),
@@ -86,7 +86,9 @@ def height_call(b: Emitter, plan: SSAValue, then: bool = True) -> None:
                 (SAVED_WHERE, e.load(plan, SAVED_AT, i64)), (THREADS, threads),
                 (CONTEXTS, contexts), (SPLIT, e.load(chosen, policy.SPLIT, i64)),
                 (GROUPS, e.value(arith.SelectOp(grouped, e.load(chosen, policy.GROUPS, i64),
-                                                e.i64(0))))):
+                                                e.i64(0)))),
+                (PIECES, e.value(arith.SelectOp(grouped, e.i64(0),
+                                                e.load(chosen, policy.PIECES, i64))))):
             e.store(value, loop_plan, field)
         seeds(e, plan)
         call_pointer(e, e.load(plan, LOOP, PTR), e.load(plan, team, PTR), loop_plan)

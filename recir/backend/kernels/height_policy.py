@@ -24,7 +24,10 @@ heights + 2]) and the group table (i64[heights][T + 1], written where
 `renumber` makes it: by groups the order found, `BY_GROUPS`, more than
 one depth); then, written, the heights, the team's threads, the heights
 it splits, the most rows of a call, whether it runs by groups and whether
-the group table was written.
+the group table was written; then the pieces table (i64[bounds][4],
+written by rows: each bound's height's first row and rows, and which of
+how many blocks of it the bound starts), by which each thread of a team
+takes its block of a height cut into blocks (`schedule_loops`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ ENTRY = "recir_height_policy"
 (ORDER_PLAN, TEAM, BY_GROUPS, DEPTHS, THREADS, TILE, BLOCK, WORK, LOOPS, UNIT, SHARE,
  TEAM_S, WARM_S, SUMMED, FIRST, BOUNDS, GROUPS) = range(17)
 HEIGHTS, TEAM_THREADS, SPLIT, MOST, GROUPED, TABLED = range(17, 23)  # written
-FIELDS = 23
+PIECES = 23  # the pieces table
+FIELDS = 24
 
 
 def height_policy_module() -> ModuleOp:
@@ -149,7 +153,7 @@ def by_rows(b: Emitter, plan: SSAValue, count: SSAValue) -> None:
     """The bounds in blocks (`in_blocks`), the team over the first wide
     heights where it pays (`team_size`) and the most rows (`most_rows`)."""
     first, bounds = b.load(plan, FIRST, PTR), b.load(plan, BOUNDS, PTR)
-    block = b.load(plan, BLOCK, i64)
+    block, table = b.load(plan, BLOCK, i64), b.load(plan, PIECES, PTR)
 
     def cut(e: Emitter, h: SSAValue, carried: Any) -> list[SSAValue]:
         lo = e.load(first, h, i64)
@@ -160,6 +164,9 @@ def by_rows(b: Emitter, plan: SSAValue, count: SSAValue) -> None:
 
         def piece(f: Emitter, j: SSAValue, at: Any) -> list[SSAValue]:
             f.store(f.add(lo, f.value(arith.DivSIOp(f.mul(n, j), pieces))), bounds, at[0])
+            record = f.offset(table, f.mul(at[0], 4), i64)
+            for k, value in enumerate((lo, n, j, pieces)):
+                f.store(value, record, k)
             return [f.add(at[0], 1)]
 
         return e.loop(pieces, piece, carried)
@@ -225,21 +232,26 @@ class HeightPolicy:
         size = max(rows, levels) + 2
         self.first, self.bounds = np.empty(size, np.int64), np.empty(size, np.int64)
         self.groups = np.empty(levels * (team + 1), np.int64)
+        self.pieces = np.empty((size, 4), np.int64)
         self.team, self.order_plan = team, order_plan
         plan = self.plan = np.zeros(FIELDS, np.int64)
         plan[:UNIT] = (data_address(order_plan), team, by_groups, 0, weights.threads,
                        max(tile, 1), max(block, 1), weights.work, weights.loops)
         plan[UNIT:FIRST].view(np.float64)[:] = weights[3:]
         plan[FIRST:HEIGHTS] = list(map(data_address, (self.first, self.bounds, self.groups)))
+        plan[PIECES] = data_address(self.pieces)
         self.address = height_policy_address()
 
-    def found(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """After a call: the loop's bounds, and the group table where
-        written (each height's row: its T groups' starts, then its end)."""
+    def found(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """After a call: the loop's bounds, the group table where written
+        (each height's row: its T groups' starts, then its end), and by rows
+        each bound's piece (`native_schedule.in_blocks`)."""
         heights, tabled = int(self.plan[HEIGHTS]), self.plan[TABLED]
         tallest, width = int(self.order_plan[order.TALLEST]), self.team + 1
+        grouped = bool(self.plan[GROUPED])
         return self.bounds[:heights + 1], (self.groups[:tallest * width].reshape(
-            tallest, width) if tabled else None)
+            tallest, width) if tabled else None), (
+            None if grouped else self.pieces[:heights])
 
     def choice(self) -> tuple[tuple[int, int], int, bool]:
         """After a call: the team (threads, heights split), the most rows of
