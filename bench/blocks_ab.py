@@ -2,17 +2,13 @@
 
 A team's height loop cuts each height wider than a block into blocks
 (`native_schedule.block_rows`: each thread's rows' temporaries within its
-L2) and splits each block evenly between its threads. A parent's children
-then lie in a lower height's block whose other half another thread
-computed: on a complete tree half of the rows a thread reads come from the
-other core's cache. Whole heights split evenly keep a thread's children
-its own (a complete tree's children of rows [a, b) are rows [2a, 2b) of
-the height below), but lose the L2 blocking. Where the cores share an L3
-the blocks win; this measures whether the other core's rows cost the
-blocks more where they do not (`core_latency`: two L3s read hundreds of
-ns). Both forms of one model on N threads beside one thread, in
-alternating chunks of calls (`native_scaling.timed`), the cores' round
-trip before and after:
+L2), each thread taking at each block a piece of its own block of the
+whole height (`schedule_loops`), so that its children are its own rows (a
+complete tree's children of rows [a, b) are rows [2a, 2b) of the height
+below). Whole heights split evenly keep that too, without the L2 blocking.
+This times both on N threads beside one thread, in alternating chunks of
+calls (`native_scaling.timed`), the cores' round trip (`core_latency`:
+two L3s read hundreds of ns) before and after:
 
     .venv/bin/python -m bench.blocks_ab --mode train --hidden 256 --workload complete-128
 """
