@@ -27,11 +27,8 @@ function is compiled for several threads) starts one on `threads` > 1 for
 the heights it splits, each thread taking a block of every such height's
 rows with its own context and scratch, a barrier after each height (the
 next reads this one's rows): one team start per call rather than per
-product, and every op of a height shared. Of a height cut into blocks, a
-thread takes at each block the same piece of its block of the whole
-height: the rows it computes at one height are the children its rows
-read at the next (on a complete tree all of them), in its own caches,
-not in another core's (`bench/blocks_ab.py`). The other heights (few rows: the
+product, and every op of a height shared (a thread's rows of each:
+`height_shares`). The other heights (few rows: the
 products' own teams split those by columns) run on the calling thread, after
 the team's for `@post` and `_fwd`, before them for a `_bwd` (roots first).
 With groups, each thread runs every height on its own rows, those of its
@@ -73,6 +70,7 @@ from xdsl.ir import Operation, SSAValue
 
 from recir.passes.frame_buffers import declare_heap
 from recir.passes.gemm_cached import close_table, open_table
+from recir.passes.height_shares import TeamShares
 from recir.passes.llvm_functions import call, ceil_div, lower_to_llvm, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.packed_weights import packed_sites
@@ -132,7 +130,7 @@ def height_loop(function: llvm.FuncOp, inputs: Sequence[Operand],
               for n, i, o in TEAM_DECLARATIONS)]
 
 
-class HeightLoopBuilder(PlanFunction):
+class HeightLoopBuilder(TeamShares, PlanFunction):
     """`@post__heights`: one method per step of a height. Its inputs and
     outputs of rows are records of its operand table (`operand_table`):
     the loop's code stays the same size however many values a `_fwd`
@@ -267,61 +265,6 @@ class HeightLoopBuilder(PlanFunction):
         threads 1 on) added into the caller's buffer, and zeroed."""
         call(b, SUM_ROW_COPIES, self.field(b, self.operand_field(k), PTR), self.thread,
              self.threads, b.i64(elements))
-
-    def share(self, e: Emitter, h: SSAValue, lo: SSAValue, hi: SSAValue,
-              thread: SSAValue | None = None) -> tuple[SSAValue, SSAValue, list[SSAValue]]:
-        """This thread's (or `thread`'s) rows of height h's [lo, hi), and
-        the checks they need: all of them; on a team its block, its group's
-        rows, or of a height cut into blocks its piece (`piece`)."""
-        if self.grouped is None:
-            return lo, hi, []
-        thread = self.thread if thread is None else thread
-        block_lo, block_hi = self.block(e, lo, e.sub(hi, lo), thread)
-        slot = e.alloca(4, i64)  # the rows, then the span they must lie in
-        for k, value in enumerate((block_lo, block_hi, lo, hi)):
-            e.store(value, slot, k)
-        at = e.add(e.mul(h, e.add(self.threads, 1)), thread)
-
-        def group_rows(t: Emitter) -> None:
-            table = t.load(self.plan, 11, PTR)
-            t.store(t.load(table, at, i64), slot, 0)
-            t.store(t.load(table, t.add(at, 1), i64), slot, 1)
-
-        e.when(self.grouped, group_rows)
-        e.when(self.pieced(e), lambda t: self.piece(t, t.offset(
-            t.load(self.plan, 12, PTR), t.mul(h, 4), i64), thread, slot))
-        lo_, hi_, least, most = (e.load(slot, k, i64) for k in range(4))
-        return lo_, hi_, [e.compare("sle", least, lo_), e.compare("sle", lo_, hi_),
-                          e.compare("sle", hi_, most)]
-
-    def pieced(self, e: Emitter) -> SSAValue:
-        """Whether the team takes its heights cut into blocks by pieces."""
-        assert self.grouped is not None
-        pieces = e.value(llvm.PtrToIntOp(e.load(self.plan, 12, PTR), i64))
-        return both(e, e.value(arith.XOrIOp(self.grouped, e.const(1, i1))),
-                    e.compare("ne", pieces, e.i64(0)))
-
-    def block(self, e: Emitter, lo: SSAValue, count: SSAValue, thread: SSAValue
-              ) -> tuple[SSAValue, SSAValue]:
-        """`thread`'s block of `count` rows from `lo`: ceil(count / threads)
-        each, in thread order."""
-        per = ceil_div(e, count, self.threads)
-        first = e.min(e.mul(thread, per), count)
-        return e.add(lo, first), e.add(lo, e.min(e.add(first, per), count))
-
-    def piece(self, e: Emitter, record: SSAValue, thread: SSAValue, slot: SSAValue) -> None:
-        """Into `slot`: of a height's block j of k (`record`: the height's
-        first row and rows, j, k), `thread`'s rows, block j of k of its own
-        block of the height, and the height's rows they lie in."""
-        first, count, j, k = (e.load(record, f, i64) for f in range(4))
-        count = e.value(arith.MaxSIOp(count, e.i64(0)))
-        k = e.value(arith.MaxSIOp(k, e.i64(1)))  # (a divisor)
-        mine_lo, mine_hi = self.block(e, first, count, thread)
-        mine = e.sub(mine_hi, mine_lo)
-        e.store(e.add(mine_lo, e.value(arith.DivSIOp(e.mul(mine, j), k))), slot, 0)
-        e.store(e.add(mine_lo, e.value(arith.DivSIOp(e.mul(mine, e.add(j, 1)), k))), slot, 1)
-        e.store(first, slot, 2)
-        e.store(e.add(first, count), slot, 3)
 
     def saved_base(self, e: Emitter, h: SSAValue) -> SSAValue:
         """Where saved value 0's (first row, count) of this thread at height

@@ -121,7 +121,7 @@ def test_the_height_loop_checks_every_range_before_it_reads_or_writes(monkeypatc
                         lambda self, *args: calls.append(args) or run(self, *args))
     native.batch([tree_inputs(t) for t in trees()[:3]])
     monkeypatch.undo()
-    bounds, inputs, outputs, saved_at, *team, rows, _, _ = calls[-1]
+    bounds, inputs, outputs, saved_at, *team, rows, _, _, _ = calls[-1]  # (most, shared, pieces)
     total = int(bounds[-1])
     assert rows == total
     assert all(len(a) >= total for a in outputs)  # kept arrays, with room
