@@ -1,14 +1,18 @@
-"""A team's heights in L2 blocks against whole, in one process, by the cores' L3 state.
+"""A team's heights in pieces, in evenly split blocks and whole, in one process.
 
 A team's height loop cuts each height wider than a block into blocks
 (`native_schedule.block_rows`: each thread's rows' temporaries within its
 L2), each thread taking at each block a piece of its own block of the
-whole height (`schedule_loops`), so that its children are its own rows (a
-complete tree's children of rows [a, b) are rows [2a, 2b) of the height
-below). Whole heights split evenly keep that too, without the L2 blocking.
-This times both on N threads beside one thread, in alternating chunks of
-calls (`native_scaling.timed`), the cores' round trip (`core_latency`:
-two L3s read hundreds of ns) before and after:
+whole height (`passes/height_shares.py`), so that its children are its
+own rows (a complete tree's children of rows [a, b) are rows [2a, 2b) of
+the height below). Before, each block was split evenly between the
+threads, and half of a thread's children were the other core's rows.
+Whole heights split evenly keep a thread's children its own, without the
+L2 blocking. This times the three on N threads beside one thread, in
+alternating chunks of calls (`native_scaling.timed`), each call's policy
+made in Python (`NativeSchedule.choose`, the reference, which the form
+sets), the cores' round trip (`core_latency`: two L3s read hundreds of
+ns) before and after:
 
     .venv/bin/python -m bench.blocks_ab --mode train --hidden 256 --workload complete-128
 """
@@ -16,6 +20,7 @@ two L3s read hundreds of ns) before and after:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from bench.batching import make_params, recir_frontier, workload
@@ -23,7 +28,21 @@ from bench.core_latency import describe, round_trips
 from bench.native_scaling import CHUNK, timed, timed_loops
 from recir.backend import native_schedule
 
-FORMS = ("1 thread", "blocks", "whole")
+FORMS = ("1 thread", "pieces", "even", "whole")
+
+
+def layouts() -> dict[str, tuple[Callable, Callable]]:
+    """Each form's (`block_rows`, `in_blocks`)."""
+    blocks, cut = native_schedule.block_rows, native_schedule.in_blocks
+
+    def whole(team: int, per_row: int) -> int:  # a team's heights never cut
+        return 1 << 40 if team > 1 else blocks(team, per_row)
+
+    def even(bounds: Any, rows: int) -> tuple[Any, None]:  # no pieces: blocks split evenly
+        return cut(bounds, rows)[0], None
+
+    return {"1 thread": (blocks, cut), "pieces": (blocks, cut), "even": (blocks, even),
+            "whole": (whole, cut)}
 
 
 def measure(mode: str, hidden: int, name: str, batch: int, threads: int, calls: int
@@ -32,23 +51,26 @@ def measure(mode: str, hidden: int, name: str, batch: int, threads: int, calls: 
     params, batch_trees = make_params(hidden, vocab), trees[:batch]
     spent = [0.0]
     undo = timed_loops(spent)
-    blocks = native_schedule.block_rows
+    chosen = layouts()
+    policy = native_schedule.NativeSchedule.policy
+    native_schedule.NativeSchedule.policy = lambda self, *args: (None, None)  # type: ignore
 
-    def whole(team: int, per_row: int) -> int:  # a team's heights never cut
-        return 1 << 40 if team > 1 else blocks(team, per_row)
+    def laid_out(form: str, run: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def call(trees: Any) -> Any:  # `choose` reads both at every call
+            native_schedule.block_rows, native_schedule.in_blocks = chosen[form]
+            return run(trees)
+        return call
 
     try:
         forms = {}
-        for form, count in zip(FORMS, (1, threads, threads), strict=True):
-            if form == "whole":  # read when the loop's first call lays it out
-                native_schedule.block_rows = whole  # type: ignore[assignment]
-            forms[form] = recir_frontier(params, mode, count)
+        for form, count in zip(FORMS, (1, threads, threads, threads), strict=True):
+            forms[form] = laid_out(form, recir_frontier(params, mode, count))
             for _ in range(CHUNK):
                 forms[form](batch_trees)
-            native_schedule.block_rows = blocks  # type: ignore[assignment]
         return timed(forms, batch_trees, calls, 1.0, spent)
     finally:
-        native_schedule.block_rows = blocks  # type: ignore[assignment]
+        native_schedule.block_rows, native_schedule.in_blocks = chosen["pieces"]
+        native_schedule.NativeSchedule.policy = policy  # type: ignore[method-assign]
         undo()
 
 
@@ -70,8 +92,9 @@ def main() -> int:
     for form, m in medians.items():
         print(f"{form}: wall {m['wall'] * 1e6:.0f} us" + (
             "" if form == "1 thread" else f", {args.threads}t/1t {one / m['wall']:.3f}"))
-    print(f"whole over blocks (wall, below 1: faster): "
-          f"{medians['whole']['wall'] / medians['blocks']['wall']:.3f}")
+    for form in ("even", "whole"):
+        print(f"{form} over pieces (wall, below 1: faster): "
+              f"{medians[form]['wall'] / medians['pieces']['wall']:.3f}")
     return 0
 
 
