@@ -42,6 +42,7 @@ from xdsl.ir import SSAValue
 from recir.backend import interrupts
 from recir.backend.array_address import data_address
 from recir.backend.kernels import height_policy as policy
+from recir.passes.height_shares import GROUPS, PIECES
 from recir.passes.llvm_functions import call_pointer, ceil_div
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import CONTEXT_BYTES, ERROR_OFFSET
@@ -51,9 +52,9 @@ from recir.passes.rows import ALIGN
  SAVED_AT_SIZE, SAVED, RAN, NEXT, ROOTS, INV, SEEDS, SEED_TABLE) = range(17)
 FIELDS = 17
 SEED_FIELDS = 4  # a seed's record: cotangent, table, row bytes, table rows
-# the loop plan's header (`passes/schedule_loops.py`, `HeightLoop.__call__`)
-HEIGHTS, BOUNDS, AT, NEEDED, SAVED_WHERE, THREADS, CONTEXTS, SPLIT, GROUPS, PIECES = (
-    0, 1, 2, 3, 4, 5, 6, 7, 11, 12)
+# the loop plan's header (`passes/schedule_loops.py`, `HeightLoop.__call__`; its
+# group and piece tables: `height_shares`)
+HEIGHTS, BOUNDS, AT, NEEDED, SAVED_WHERE, THREADS, CONTEXTS, SPLIT = range(8)
 
 
 def height_call(b: Emitter, plan: SSAValue, then: bool = True) -> None:
