@@ -6,7 +6,8 @@ expansion and the height order also chooses the height loop's policy
 (`kernels/height_call`). This times the frontier TreeLSTM three ways in
 alternating rounds, one process, the same weights and batches:
 
-- native: both in the numbering call;
+- native: both in the numbering call (and an inference call repeated on
+  the last one's plans, `backend/repeat_call`);
 - policy: the policy there, the loop called from Python;
 - python: both in Python (`NativeSchedule.choose`, `HeightLoop.__call__`),
 
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
-from recir.backend import native_schedule
+from recir.backend import native_schedule, repeat_call
 
 WAYS = ("native", "policy", "python")
 
@@ -38,6 +39,17 @@ def ways() -> dict[str, Callable[..., Any]]:
     policy = native_schedule.NativeSchedule.policy
     return {"native": policy, "policy": lambda self, *args: (policy(self, *args)[0], None),
             "python": lambda self, *args: (None, None)}
+
+
+def set_way(policies: dict[str, Callable[..., Any]], way: str) -> None:
+    """The schedule's policy for `way`; a call repeated only in the native
+    way (elsewhere every call runs the schedule)."""
+    native_schedule.NativeSchedule.policy = policies[way]  # type: ignore[method-assign]
+    repeat_call.RepeatCall.repeat = REPEAT if way == "native" else (  # type: ignore
+        lambda self, *args: None)
+
+
+REPEAT = repeat_call.RepeatCall.repeat
 
 
 def measure(mode: str, name: str, hidden: int, batch: int, threads: int, rounds: int
@@ -52,13 +64,13 @@ def measure(mode: str, name: str, hidden: int, batch: int, threads: int, rounds:
     found: dict[tuple[str, int], list[float]] = {(w, t): [] for w in WAYS for t in runs}
     try:
         for way in WAYS:  # each way's first calls: its arrays and plans made
-            native_schedule.NativeSchedule.policy = policies[way]  # type: ignore[method-assign]
+            set_way(policies, way)
             for run in runs.values():
                 for trees_ in batches * 2:
                     run(trees_)
         for _ in range(rounds):
             for way in WAYS:
-                native_schedule.NativeSchedule.policy = policies[way]  # type: ignore
+                set_way(policies, way)
                 for t, run in runs.items():
                     run(batches[0])  # the team's workers awake, as in back-to-back calls
                     start = time.perf_counter()
@@ -66,7 +78,7 @@ def measure(mode: str, name: str, hidden: int, batch: int, threads: int, rounds:
                         run(trees_)
                     found[(way, t)].append((time.perf_counter() - start) / len(batches))
     finally:
-        native_schedule.NativeSchedule.policy = policies["native"]  # type: ignore
+        set_way(policies, "native")
     return found
 
 

@@ -44,6 +44,7 @@ from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
 from recir.backend.native_loops import runtime
 from recir.backend.native_schedule import NativeSchedule
+from recir.backend.repeat_call import RepeatCall
 from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
 from recir.diagnostics import emit_error
@@ -157,6 +158,7 @@ class FrontierFunction:
         self.layout = InputLayout(self.original, len(self.params))
         self.flow = Flow(self.entry, self.schedule, before is not None)
         self.facts: Any = None  # `Schedule.facts`, from the first call
+        self.again: RepeatCall | None = None  # the last call's, made again (`repeat_call`)
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         return self.batch([inputs])[0]
@@ -191,14 +193,17 @@ class FrontierFunction:
             return self.run(batch)
 
     def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        args = self.entry_args(batch)
-        inputs = self.flow.inputs(args, self.before(args) if self.before is not None else ())
-        count = self.flow.moving
-        calls: Any = self.native  # an interpreter's call_op, natively
-        schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
-                                  self.facts)
-        self.facts = schedule.facts  # the callees, found once
-        outputs, flow = schedule.run(self.flow.wanted), self.flow
+        args, flow = self.entry_args(batch), self.flow
+        inputs = flow.inputs(args, self.before(args) if self.before is not None else ())
+        count = flow.moving
+        outputs = None if self.again is None else self.again.repeat(
+            inputs[:count], inputs[count:], flow.wanted)
+        if outputs is None:  # not a call to repeat: the schedule's, its plans for the next
+            self.again, calls = None, self.native  # (calls: an interpreter's call_op, natively)
+            schedule = NativeSchedule(calls, self.schedule, inputs[:count], inputs[count:],
+                                      self.facts)
+            self.facts = schedule.facts  # the callees, found once
+            outputs, self.again = schedule.run(flow.wanted), RepeatCall.after(schedule)
         return per_element(flow.results(args, inputs, outputs), len(batch), flow.fresh)
 
 

@@ -26,7 +26,7 @@ a call for every loop that takes them (`shared_fields`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -96,6 +96,16 @@ def in_blocks(bounds: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray | N
     return np.array(cut, np.int64), np.array(pieces, np.int64).reshape(-1, 4)
 
 
+def operand_fields(loop: Any, values: Sequence[Any], keep: list[np.ndarray],
+                   first: int) -> np.ndarray:
+    """`values`' plan fields as `loop` takes them from its input `first` on
+    (`NativeLoop.fields`, which checks them), scalars in their bytes."""
+    found, scalars = loop.fields(values, keep, numbers=range(first, first + len(values)))
+    fields = np.array(found, np.int64)
+    loop.write_scalars(fields, 0, values, scalars, first)
+    return fields
+
+
 class NativeSchedule(Schedule):
     """`Schedule` whose `@expand` runs all depths (finding every
     invocation's height), and `@post` (or `_fwd`) all heights, in one call
@@ -149,10 +159,7 @@ class NativeSchedule(Schedule):
             types = self.interp.kept[key] = self.interp.kept.setdefault(found, found)
         if self.fields is not None and self.fields[0] is types:
             return self.fields[1]
-        numbers = range(first, first + len(self.shared))
-        found_fields, scalars = loop.fields(self.shared, self.keep, numbers=numbers)
-        fields = np.array(found_fields, np.int64)
-        loop.write_scalars(fields, 0, self.shared, scalars, first)
+        fields = operand_fields(loop, self.shared, self.keep, first)
         self.fields = (types, fields)
         return fields
 

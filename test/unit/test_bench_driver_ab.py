@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import driver_ab  # noqa: E402
-from recir.backend import native_loops, native_schedule  # noqa: E402
+from recir.backend import native_loops, native_schedule, repeat_call  # noqa: E402
 
 
 def test_each_way_times_both_thread_counts_and_puts_the_policy_back(monkeypatch):
@@ -17,6 +17,7 @@ def test_each_way_times_both_thread_counts_and_puts_the_policy_back(monkeypatch)
         called.append(native_schedule.NativeSchedule.policy), run(self, *args))[1])
     found = driver_ab.measure("infer", "complete-4", 8, 2, 2, rounds=2)
     assert native_schedule.NativeSchedule.policy is policy
+    assert repeat_call.RepeatCall.repeat is driver_ab.REPEAT
     assert set(found) == {(w, t) for w in driver_ab.WAYS for t in (1, 2)}
     assert all(len(v) == 2 and all(0 < s < 1 for s in v) for v in found.values())
     # the loop called from Python in the policy and python ways (every batch,

@@ -17,6 +17,7 @@ from recir.backend.kernels import height_order as order
 from recir.backend.kernels import height_policy as policy
 from recir.backend.native_loops import HeightLoop, most_rows
 from recir.backend.native_schedule import in_blocks
+from recir.backend.repeat_call import RepeatCall
 from recir.backend.policy import Costs
 
 
@@ -148,6 +149,8 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
     from recir.models import tree_rnn
 
     monkeypatch.setattr(native_schedule, "BY_GROUPS", by_groups)
+    # every call through the schedule, whose choices this records (none repeated)
+    monkeypatch.setattr(RepeatCall, "repeat", lambda self, *args: None)
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=8, vocab=12)
     traced = tree_rnn.trace_model(params)
     trees = inputs(make_treebank(12, seed=3, vocab_size=12))
