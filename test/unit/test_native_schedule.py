@@ -27,13 +27,18 @@ def batch_for(model) -> list:
     return [(xs[k], d) for k, d in enumerate([0, 1, 3, 6, 2, 4])]
 
 
+@pytest.fixture(autouse=True)
+def through_the_schedule(monkeypatch):
+    """These tests look inside the schedule: every call runs it (none is
+    repeated on the last call's plans, `repeat_call`)."""
+    monkeypatch.setattr(RepeatCall, "repeat", lambda self, *args: None)
+
+
 @pytest.fixture
 def expansions(monkeypatch):
-    """Each batch's (native loop, depth by depth) expansions (every call
-    through the schedule: none repeated, `repeat_call`)."""
+    """Each batch's (native loop, depth by depth) expansions."""
     found = []
     loop = NativeSchedule.expand
-    monkeypatch.setattr(RepeatCall, "repeat", lambda self, *args: None)
 
     def both(self, n):
         found.append((loop(self, n), Schedule.expand(self, n)))
