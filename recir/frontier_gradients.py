@@ -32,6 +32,7 @@ from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
 from recir.backend.native_backward import NativeBackward
 from recir.backend.native_schedule import NativeSchedule
+from recir.backend.repeat_call import RepeatGradient
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
@@ -195,17 +196,22 @@ class FrontierGradFunction(FrontierFunction):
             outs = self.before_fwd(args)
             before, before_kept = outs[:flow.count], outs[flow.count:]
         inputs = flow.inputs(args, before)
-        calls: Any = self.native  # an interpreter's call_op, natively
-        schedule = NativeSchedule(calls, op, inputs[:count], inputs[count:], self.facts)
-        backward = NativeBackward(schedule, self.backward_facts)
-        self.facts, self.backward_facts = schedule.facts, backward.facts  # found once
         cotangents = [np.ones((len(batch), *shape), np.float32) if k == self.loss else None
                       for k, shape in self.float_rows]  # None: zeros
         into = [None if name is None else grads[name] for name in self.direct]
-        gradients = backward.run(cotangents, into)
-        s = backward.s
-        tables = [t[s.inv[:len(batch)]] if k in flow.wanted else None
-                  for k, t in enumerate(backward.tables)]
+        found = None if self.again is None else self.again.repeat_gradient(
+            inputs[:count], inputs[count:], flow.wanted, cotangents, into)
+        if found is None:  # not a call to repeat: the schedule's, its plans for the next
+            self.again, calls = None, self.native  # (calls: an interpreter's call_op, natively)
+            schedule = NativeSchedule(calls, op, inputs[:count], inputs[count:], self.facts)
+            backward = NativeBackward(schedule, self.backward_facts)
+            self.facts, self.backward_facts = schedule.facts, backward.facts  # found once
+            gradients = backward.run(cotangents, into)
+            s = backward.s
+            found = ([t[s.inv[:len(batch)]] if k in flow.wanted else None
+                      for k, t in enumerate(backward.tables)], gradients)
+            self.again = RepeatGradient.after(schedule, backward)
+        tables, gradients = found
         if self.before_bwd is not None:  # the schedule's operands' gradients, back
             block = self.entry.body.blocks[0]
             first_param = len(block.args) - len(self.params)

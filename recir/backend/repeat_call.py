@@ -26,6 +26,7 @@ from recir.backend import interrupts, native_schedule, stack
 from recir.backend.array_address import data_address
 from recir.backend.kernels import height_call as call_fields
 from recir.backend.kernels import height_order as order
+from recir.backend.kept_plans import CLEAN
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NUMBERING, NativeSchedule, operand_fields
 from recir.passes.expansion_loop import EXPANSION_HEADER
@@ -44,51 +45,62 @@ class RepeatCall:
         self.numbering = numbering  # (its fields point into its plans and arrays)
         self.fields, self.inv = data_address(numbering[3]), numbering[1][0]
         self.status = schedule.numbered[0].plan[order.STATUS:order.STATUS + 1]
-        loop = self.loop = self.called.loop
         post = self.called.post
         self.results = post.rows.arrays[:post.tables]
+        # the loops' calls: the `@post`'s or `_fwd`'s, a gradient's `_bwd`'s after it
+        self.calls = [self.called, *([self.called.next] if self.called.next else [])]
         self.first = expansion.spec.moving
-        self.shared_at = loop.kept.header + 2 * loop.kept.shared.start
-        # the loop takes the shared operands as the expansion does: their fields once
+        # each loop's plan of the shared operands' fields, and whether it
+        # takes them as the expansion does (their fields found once)
         types = schedule.interp.kept.get((expansion.native.name, self.first))
-        self.same = types is not None and types is schedule.interp.kept.get(
-            (loop.native.name, loop.kept.shared.start))
-        teams = [expansion.teams[1], loop.teams[1]] + (
-            [loop.teams[loop.threads]] if loop.threads > 1 else [])
+        self.shared_plans = [(loop, loop.kept.shared.start, types is not None and (
+            types is schedule.interp.kept.get((loop.native.name, loop.kept.shared.start))))
+            for loop in [c.loop for c in self.calls]]
+        teams = [expansion.teams[1]] + [team for loop, _, _ in self.shared_plans for team in (
+            [loop.teams[1]] + ([loop.teams[loop.threads]] if loop.threads > 1 else []))]
         self.views = [ctx for team in teams for ctx in team.views]
         self.callers = [team.views[0] for team in teams]  # the calling thread's
         self.context = expansion.teams[1].address
         self.held = self.called.held[1]  # what Ctrl-C stops (`interrupts`)
 
-    @staticmethod
-    def after(schedule: NativeSchedule) -> RepeatCall | None:
+    @classmethod
+    def after(cls, schedule: NativeSchedule, *more: Any) -> RepeatCall | None:
         """The repeat of the call `schedule` just made, where it made it as
-        one native call that ran the height loop; else None."""
+        one native call that ran the height loop (and `more`'s call after
+        it, a gradient's); else None."""
         expansion = schedule.interp.loops.get(schedule.expand_fn.sym_name.data)
         called = schedule.called
         if not isinstance(expansion, NativeExpansion) or expansion.kept is None or (
-                called is None or not called.plan[call_fields.RAN] or called.next is not None
-                or called.loop.kept.rest.numbers or schedule.numbered is None
-                or called.held is None):
+                called is None or called.held is None or schedule.numbered is None):
             return None
+        calls = [called, *([called.next] if called.next is not None else [])]
         kept = schedule.interp.kept.get(NUMBERING)
-        if kept is None or kept[0] is not expansion.kept[0]:
+        if kept is None or kept[0] is not expansion.kept[0] or not all(
+                c.plan[call_fields.RAN] for c in calls) or len(calls) != 1 + len(more) or any(
+                c.loop.kept.rest.numbers for c in calls[:1]):
             return None
-        return RepeatCall(schedule, expansion)
+        return cls(schedule, expansion, *more)
 
     def repeat(self, roots: Sequence[Any], shared: Sequence[Any], wanted: Any
                ) -> list[np.ndarray | None] | None:
         """The schedule's outputs for these operands (those `wanted`, else
         None), as `Schedule.run` gives them; None where the call is not one
         to repeat (nothing returned is written then but kept arrays)."""
-        expansion, loop, count = self.expansion, self.loop, len(roots[0]) if roots else 0
+        keep: list[np.ndarray] = []  # what operands were converted to, alive through the call
+        count = self.place(roots, shared, keep)
+        if count is None or not self.made():
+            return None
+        return self.gathered(count, wanted)
+
+    def place(self, roots: Sequence[Any], shared: Sequence[Any], keep: list[np.ndarray]
+              ) -> int | None:
+        """The batch's size, its roots and shared operands written into the
+        plans; None where the kept tables cannot hold it (nothing written)."""
+        expansion, count = self.expansion, len(roots[0]) if roots else 0
         if not 0 < count <= self.capacity or expansion.first_capacity(
                 count, shared) > self.capacity:
             return None
-        keep: list[np.ndarray] = []  # what operands were converted to, alive through the call
         fields = operand_fields(expansion, shared, keep, self.first)
-        loop_fields = fields if self.same else operand_fields(
-            loop, shared, keep, loop.kept.shared.start)
         plan = self.plan
         self.tables[0][:count] = self.index[:count]
         for table, value in zip(self.tables[1:], roots, strict=True):
@@ -96,9 +108,17 @@ class RepeatCall:
         plan[5:8] = 0, 0, count  # total and depths written back
         at = EXPANSION_HEADER + 2 * len(self.tables)
         plan[at:at + len(fields)] = fields
-        loop.kept.plan[self.shared_at:self.shared_at + len(loop_fields)] = loop_fields
-        call = self.called.plan
-        call[call_fields.RAN] = 0
+        for loop, first, same in self.shared_plans:
+            found = fields if same else operand_fields(loop, shared, keep, first)
+            at = loop.kept.header + 2 * first
+            loop.kept.plan[at:at + len(found)] = found
+        return count
+
+    def made(self) -> bool:
+        """The call made, its contexts cleared; whether every loop ran
+        without an error."""
+        for call in self.calls:
+            call.plan[call_fields.RAN] = 0
         for ctx in self.views:
             ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
         limit = stack.stack_limit()
@@ -109,8 +129,74 @@ class RepeatCall:
             native_schedule.numbering_kernel()(self.context, self.fields)  # (as the schedule's)
         finally:
             interrupts.end(key)
-        if not call[call_fields.RAN] or any(ctx.error for ctx in self.views) or (
-                self.status[0]):
-            return None
+        return all(call.plan[call_fields.RAN] for call in self.calls) and not any(
+            ctx.error for ctx in self.views) and not self.status[0]
+
+    def gathered(self, count: int, wanted: Any) -> list[np.ndarray | None]:
         rows = self.inv[:count]  # the roots' rows in height order
         return [t[rows] if k in wanted else None for k, t in enumerate(self.results)]
+
+
+class RepeatGradient(RepeatCall):
+    """A gradient's call (`NativeBackward`: the `_fwd`'s loop, the `_bwd`'s
+    after it) made again: besides the forward's inputs, the loss's
+    cotangents placed at the roots' rows of the gradient tables, which the
+    last `_bwd` left zeroed (`CLEAN`), and the buffers the shared operands'
+    gradients are added into (`repeat_gradient`)."""
+
+    def __init__(self, schedule: NativeSchedule, expansion: NativeExpansion, backward: Any):
+        super().__init__(schedule, expansion)
+        self.following = self.calls[1]
+        loop = self.loop = self.following.loop
+        self.d_tables = loop.layouts["tables"][1].arrays  # the results' gradients, f32 ones
+        self.float_shared = backward.float_shared
+        first = loop.kept.shared.start + len(schedule.shared)
+        # the `_bwd`'s inputs the shared operands' gradients are added into
+        self.into = [(first + j, k) for j, (kind, k) in enumerate(backward.accumulated)
+                     if kind == "shared"]
+        self.inputs: list[Any] = [None] * len(loop.inputs)
+
+    @classmethod
+    def after(cls, schedule: NativeSchedule, *more: Any) -> RepeatCall | None:
+        backward, = more
+        following, loop = backward.following, backward.loop
+        if following is None or backward.top_down or schedule.called is None or (
+                schedule.called.next is not following) or loop.layouts.get(CLEAN) is not (
+                loop.layouts["tables"][1].arrays):
+            return None
+        return super().after(schedule, backward)
+
+    def repeat_gradient(self, roots: Sequence[Any], shared: Sequence[Any], wanted: Any,
+                        cotangents: Sequence[np.ndarray | None], into: Sequence[Any] | None
+                        ) -> tuple[list[np.ndarray | None], list[np.ndarray | None]] | None:
+        """The outputs as `repeat` gives them and the gradients as
+        `Backward.run` does (`into`: per shared operand, the buffer its
+        gradient is added into, or None); None where the call is not one to
+        repeat (the gradient tables then to be zeroed by the schedule)."""
+        layouts, loop = self.loop.layouts, self.loop
+        if layouts.get(CLEAN) is not self.d_tables:
+            return None
+        keep: list[np.ndarray] = []
+        count = self.place(roots, shared, keep)
+        seeds = [(c, d) for c, d in zip(cotangents, self.d_tables, strict=True)
+                 if c is not None]
+        if count is None or not all(
+                type(c) is np.ndarray and c.dtype == np.float32 and c.flags.c_contiguous
+                and c.shape == (count, *d.shape[1:]) for c, d in seeds):
+            return None
+        given = into if into is not None else [None] * len(shared)
+        d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
+                    for v, is_float, d in zip(shared, self.float_shared, given, strict=True)]
+        for at, k in self.into:
+            self.inputs[at] = d_shared[k]
+        try:
+            loop.kept.rest.fill(loop, loop.kept.plan, self.inputs, keep)
+        finally:
+            self.inputs = [None] * len(self.inputs)  # (no buffer held past the call)
+        loop.place_copies(loop.kept.plan, loop.threads)
+        self.following.seed(count, self.inv, seeds)
+        layouts[CLEAN] = None  # until the `_bwd` has read every row it uses
+        if not self.made():
+            return None
+        layouts[CLEAN] = self.d_tables
+        return self.gathered(count, wanted), [*[None] * len(roots), *d_shared]

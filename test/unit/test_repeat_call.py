@@ -1,36 +1,37 @@
 """A frontier call after the first writes its inputs into the last call's
 plans and makes the same native call (`backend/repeat_call.py`). Repeated
-calls of other trees and sizes equal the interpreter, on one thread and on
-a team; a batch the kept tables cannot hold, and one whose trees fail in
-native code, go through the schedule, which grows the tables or raises as
-it always did, and the calls after them are repeats again."""
+calls of other trees and sizes equal the interpreter (outputs) and a NumPy
+TreeRNN (gradients), on one thread and on a team; a batch the kept tables
+cannot hold, and one whose trees fail in native code, go through the
+schedule, which grows the tables or raises as it always did, and the calls
+after them are repeats again."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from test_frontier_native import tree_inputs
-from test_frontier_products import batch
+from test_frontier_products import batch, reference_grads
 
 import recir
 from recir.backend import repeat_call
 from recir.data.trees import Tree
 from recir.diagnostics import RecirError
-from recir.models import tree_lstm
+from recir.models import tree_lstm, tree_rnn
 
 
 @pytest.fixture
 def repeats(monkeypatch):
-    """Per call of `RepeatCall.repeat`: whether it made the call."""
+    """Per repeat tried (of an inference or a gradient): whether it made the call."""
     made: list[bool] = []
-    repeat = repeat_call.RepeatCall.repeat
+    for cls, name in ((repeat_call.RepeatCall, "repeat"),
+                      (repeat_call.RepeatGradient, "repeat_gradient")):
+        def counted(self, *args, repeat=getattr(cls, name)):
+            found = repeat(self, *args)
+            made.append(found is not None)
+            return found
 
-    def counted(self, *args):
-        found = repeat(self, *args)
-        made.append(found is not None)
-        return found
-
-    monkeypatch.setattr(repeat_call.RepeatCall, "repeat", counted)
+        monkeypatch.setattr(cls, name, counted)
     return made
 
 
@@ -92,4 +93,50 @@ def test_a_batch_that_fails_natively_raises_as_the_schedule_does(repeats):
     assert repeats == [True, False] and native.again is None
     assert_as_interpreter(traced, native.batch(good), good)
     assert_as_interpreter(traced, native.batch(good[2:]), good[2:])
+    assert repeats[-1] is True
+
+
+def assert_numpy_gradients(params, got, trees) -> None:
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    want = {k: np.zeros_like(v) for k, v in p64.items()}
+    for tree in trees:
+        reference_grads(tree, p64, want)
+    for k, g in want.items():  # float32 sums against float64 ones
+        np.testing.assert_allclose(got[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_repeated_gradients_of_other_trees_equal_numpy(threads, repeats):
+    params = tree_rnn.init_params(np.random.default_rng(6), hidden=8, vocab=100)
+    grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier",
+                                threads=threads)
+    trees = batch()
+    parts = [trees[:4], trees[4:], trees[1:3], trees[:1], trees[2:7], trees[5:]]
+    for part in parts * 2:
+        got = {k: np.zeros_like(v) for k, v in params.items()}
+        grad.batch([tree_inputs(t) for t in part], got)
+        assert_numpy_gradients(params, got, part)
+    assert repeats[-len(parts):] == [True] * len(parts)
+    _, fresh = grad.batch([tree_inputs(t) for t in parts[1]])  # no buffers given: zeroed ones
+    assert repeats[-1] is True
+    assert_numpy_gradients(params, fresh, parts[1])
+
+
+def test_a_gradient_that_fails_natively_leaves_its_tables_to_the_schedule(repeats):
+    """A repeat whose loop fails goes through the schedule, which raises;
+    the gradient tables a failed call may leave written (a `_bwd` stopped
+    half-way) are zeroed before the next call: its gradients are NumPy's."""
+    params = tree_rnn.init_params(np.random.default_rng(7), hidden=8, vocab=100)
+    grad = recir.value_and_grad(tree_rnn.trace_model(params), batching="frontier", threads=2)
+    trees = batch()
+    bad = Tree(left=[-1, -1, 0], right=[-1, -1, 1], word=[0, 100, 2], label=[0, 1, 2])
+    for _ in range(3):
+        grad.batch([tree_inputs(t) for t in trees])
+    with pytest.raises(RecirError, match=r"out of range \(at run time, in native @node__post"):
+        grad.batch([*map(tree_inputs, trees), tree_inputs(bad)])  # (a word past the vocabulary)
+    assert repeats == [True, False] and grad.again is None
+    for part in (trees, trees[3:], trees[1:]):
+        got = {k: np.zeros_like(v) for k, v in params.items()}
+        grad.batch([tree_inputs(t) for t in part], got)
+        assert_numpy_gradients(params, got, part)
     assert repeats[-1] is True
