@@ -1,19 +1,22 @@
 """A frontier call made again on the plans the last one left.
 
-A frontier inference call (`FrontierFunction.run`) builds a `NativeSchedule`,
-which finds its kept arrays and plans (`kept_plans`, the numbering call's,
-the height loop's), fills them and makes one native call: the expansion,
-the height order, the policy and the loop (`kernels/height_call`). Once a
-call has run that way, the next differs only in its inputs: `RepeatCall`
-writes just those (the roots, the batch's size, the shared operands'
-fields) into the same plans, clears the contexts and makes the same call,
-about a hundred Python calls fewer on the calling thread while the team
-waits. The plans' scratch, row counts and `saved_at` are the ones that
-call made ready, and only the schedule changes them. So anything else
-(more rows than the kept tables hold, a scratch the policy finds short, an
-error) it leaves to the schedule: it returns None, and the caller drops
-it and runs the call as before, which grows or raises, and makes the next
-repeat from the plans it leaves."""
+A frontier call (`FrontierFunction.run`, a gradient's `run_grad`) builds a
+`NativeSchedule`, which finds its kept arrays and plans (`kept_plans`, the
+numbering call's, the height loops'), fills them and makes one native
+call: the expansion, the height order, the policy and the loop, a
+gradient's `_bwd` after its `_fwd` (`kernels/height_call`). Once a call has
+run that way, the next differs only in its inputs: `RepeatCall` writes
+just those (the roots, the batch's size, the shared operands' fields; a
+gradient's cotangents and the buffers its gradients are added into,
+`RepeatGradient`) into the same plans, clears the contexts and makes the
+same call, a hundred and more Python calls fewer on the calling thread
+while the team waits. The plans' row counts and `saved_at` are the ones
+that call made ready, and only the schedule changes them; each function's
+scratch is written as it is now (the policy checks that it is enough). So
+anything else (more rows than the kept tables hold, a scratch the policy
+finds short, an error) it leaves to the schedule: it returns None, and the
+caller drops it and runs the call as before, which grows or raises, and
+makes the next repeat from the plans it leaves."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from recir.backend.kept_plans import CLEAN
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NUMBERING, NativeSchedule, operand_fields
 from recir.passes.expansion_loop import EXPANSION_HEADER
+from recir.passes.rows import ALIGN
 
 
 class RepeatCall:
@@ -41,6 +45,7 @@ class RepeatCall:
         self.plan, self.arrays = expansion.kept  # (its plan points into them all)
         self.tables, self.capacity = self.arrays[0], int(self.plan[0])
         self.index = np.arange(self.capacity, dtype=self.tables[0].dtype)
+        self.needed = -(-expansion.native.per_row * self.capacity // ALIGN) * ALIGN  # its scratch
         numbering = schedule.interp.kept[NUMBERING]
         self.numbering = numbering  # (its fields point into its plans and arrays)
         self.fields, self.inv = data_address(numbering[3]), numbering[1][0]
@@ -98,13 +103,14 @@ class RepeatCall:
         plans; None where the kept tables cannot hold it (nothing written)."""
         expansion, count = self.expansion, len(roots[0]) if roots else 0
         if not 0 < count <= self.capacity or expansion.first_capacity(
-                count, shared) > self.capacity:
+                count, shared) > self.capacity or expansion.native.scratch.nbytes < self.needed:
             return None
         fields = operand_fields(expansion, shared, keep, self.first)
         plan = self.plan
         self.tables[0][:count] = self.index[:count]
         for table, value in zip(self.tables[1:], roots, strict=True):
             table[:count] = value
+        plan[2:4] = expansion.native.scratch_at, self.needed
         plan[5:8] = 0, 0, count  # total and depths written back
         at = EXPANSION_HEADER + 2 * len(self.tables)
         plan[at:at + len(fields)] = fields
@@ -117,8 +123,10 @@ class RepeatCall:
     def made(self) -> bool:
         """The call made, its contexts cleared; whether every loop ran
         without an error."""
-        for call in self.calls:
-            call.plan[call_fields.RAN] = 0
+        for call in self.calls:  # (each loop's scratch as it is now: the policy checks it)
+            native, plan = call.loop.native, call.plan
+            plan[call_fields.SCRATCH:call_fields.PER_ROW] = native.scratch_at, native.scratch.nbytes
+            plan[call_fields.RAN] = 0
         for ctx in self.views:
             ctx.error, ctx.site, ctx.stack_limit = 0, 0, 0
         limit = stack.stack_limit()

@@ -214,6 +214,9 @@ def test_a_bwd_after_the_fwd_in_the_numbering_call_equals_the_interpreted_one(mo
     expected = {k: np.ones_like(v) for k, v in params.items()}
     run_function(module, f"{traced.entry}__frontier_grad",
                  [*tree_batch_args(batch, params), *expected.values()])
+    from test_repeat_call import schedule_only
+
+    schedule_only(monkeypatch)  # every call through the schedule, which this looks inside
     function = recir.value_and_grad(traced, batching="frontier")
     for _ in range(2):  # the loops' first call, from Python; the scratch grown
         function.batch(inputs)

@@ -196,6 +196,9 @@ def recorded_teams(monkeypatch) -> list[tuple[str, int, bool]]:
     from recir.backend.native_loops import HeightLoop
     from recir.backend.native_schedule import NativeSchedule
 
+    from test_repeat_call import schedule_only
+
+    schedule_only(monkeypatch)  # (a repeated call runs none of them)
     teams: list[tuple[str, int, bool]] = []
     post, run, backward = NativeSchedule.post, HeightLoop.__call__, NativeBackward.backward
 

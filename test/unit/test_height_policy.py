@@ -17,7 +17,6 @@ from recir.backend.kernels import height_order as order
 from recir.backend.kernels import height_policy as policy
 from recir.backend.native_loops import HeightLoop, most_rows
 from recir.backend.native_schedule import in_blocks
-from recir.backend.repeat_call import RepeatCall
 from recir.backend.policy import Costs
 
 
@@ -142,6 +141,7 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
     refused by the default costs and taken where they are free
     (`free_teams`), by groups and by rows."""
     from test_frontier_threads import free_teams, inputs
+    from test_repeat_call import schedule_only
 
     import recir
     from recir.backend import native_schedule
@@ -149,8 +149,7 @@ def test_a_call_runs_its_loop_as_the_python_policy_chooses(threads, by_groups, m
     from recir.models import tree_rnn
 
     monkeypatch.setattr(native_schedule, "BY_GROUPS", by_groups)
-    # every call through the schedule, whose choices this records (none repeated)
-    monkeypatch.setattr(RepeatCall, "repeat", lambda self, *args: None)
+    schedule_only(monkeypatch)  # every call through the schedule, whose choices this records
     params = tree_rnn.init_params(np.random.default_rng(4), hidden=8, vocab=12)
     traced = tree_rnn.trace_model(params)
     trees = inputs(make_treebank(12, seed=3, vocab_size=12))

@@ -140,7 +140,7 @@ def test_a_call_stopped_while_its_loop_is_first_planned_leaves_no_half_plan(monk
     the next call plans it again and equals the interpreter."""
     traced, native, _ = compiled(tree_rnn)
     loop = native.native.loops["node__post"]
-    loop.layouts = loop.kept = None  # as a function that has not run yet
+    loop.layouts = loop.kept = native.again = None  # as a function that has not run yet
     made = native_schedule.KeptPlan
 
     def interrupted(*args, **kwargs):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from test_frontier_native import compiled, tree_inputs
 from test_invoke_to_frontier import trees
+from test_repeat_call import schedule_only
 
 import recir
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NativeSchedule
-from recir.backend.repeat_call import RepeatCall
 from recir.diagnostics import RecirError
 from recir.interpreter.frontier import MAX_DEPTH, Schedule
 from recir.models import rntn, td_tree_lstm, tree_lstm, tree_rnn
@@ -31,7 +31,7 @@ def batch_for(model) -> list:
 def through_the_schedule(monkeypatch):
     """These tests look inside the schedule: every call runs it (none is
     repeated on the last call's plans, `repeat_call`)."""
-    monkeypatch.setattr(RepeatCall, "repeat", lambda self, *args: None)
+    schedule_only(monkeypatch)
 
 
 @pytest.fixture

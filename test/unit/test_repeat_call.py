@@ -20,6 +20,13 @@ from recir.diagnostics import RecirError
 from recir.models import tree_lstm, tree_rnn
 
 
+def schedule_only(monkeypatch) -> None:
+    """Every frontier call through its schedule, none repeated: for tests
+    that look inside the schedule."""
+    monkeypatch.setattr(repeat_call.RepeatCall, "repeat", lambda self, *args: None)
+    monkeypatch.setattr(repeat_call.RepeatGradient, "repeat_gradient", lambda self, *args: None)
+
+
 @pytest.fixture
 def repeats(monkeypatch):
     """Per repeat tried (of an inference or a gradient): whether it made the call."""
