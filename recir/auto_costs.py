@@ -36,9 +36,11 @@ gain), so it counts four times in the frontier. The frontier's weight
 gradient adds a depth block of logged rows at a time (`row_logs`: at the
 tile's full gain), so a height streams a weight's size twice (the product
 and its vecmat): at L3's rate where a weight and the GEMMs' packed copy do
-not fit L2 together, and twice over where the weights alone do not (a pack
-reads a weight, writes its copy and reads that). The frontier runs two
-schedules, so its call, height and row costs count twice; the recursive
+not fit L2 together (the weight's packed copy made once a call and kept
+through its heights, `gemm_cached`). The frontier runs two
+schedules, so its height and row costs count twice, but its call once (a
+gradient's `_bwd` follows the `_fwd` in the same native call, repeated as
+an inference's is: `backend/repeat_call`); the recursive
 code adds a large weight's gradient by one GEMM (`policy.defer_outer_bytes`).
 
 The number of heights is the one statistic a batch does not give cheaply
@@ -210,10 +212,11 @@ class Estimate:
         if not self.gradient:
             return alone
         # the weights, their gradients and the packed copies compete for L2;
-        # a pack reads a weight that is out of L2 twice (`stream_factor` is
-        # above 1 from L2 already where a vector outruns L2)
+        # a product's weight is packed once a call (`gemm_cached`: the copy
+        # kept through the loop's heights), and a thin height's vecmat reads
+        # its weight in place (`gemm_kernels.broadcast_driver`): a stream each
         held = policy.stream_factor(GRADIENT_WORKING_SET * weight_bytes, self.costs)
-        return GRADIENT_STREAMS * held * (2 if weight_bytes > policy.machine().l2_bytes else 1)
+        return GRADIENT_STREAMS * held
 
     def recursive(self, sizes: Sequence[int], threads: int, heights: float | None = None
                   ) -> float:
@@ -244,8 +247,8 @@ class Estimate:
             heights = estimated_heights(max(sizes, default=1), cell.fan_out)
         per_op = GRADIENT_PRODUCTS if self.gradient else 1  # products an op runs
         passes = GRADIENT_PASSES if self.gradient else 1
-        fixed = passes * (costs.frontier_call_s + heights * costs.height_s
-                          + nodes * costs.row_s)
+        fixed = costs.frontier_call_s + passes * (heights * costs.height_s
+                                                  + nodes * costs.row_s)
         weights = heights * cell.weights * costs.unit_s  # one stream of a height's weights
 
         def rows(per_height: float) -> float:  # products whose tile `per_height` rows fill

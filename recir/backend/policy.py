@@ -73,10 +73,11 @@ DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
 DEFAULT_WARM_TEAM_S = 2e-6  # spinning workers: a cache line each way and a barrier
-# A batched call's driver: its inputs converted and laid out, the expansion's
-# tables, plans and height order made, the outputs split per element (about
-# a hundred NumPy calls of a microsecond or two), and two native loops started.
-DEFAULT_FRONTIER_CALL_S = 150e-6
+# A batched call's driver, repeated on the last call's plans (`repeat_call`):
+# its inputs converted, laid out and written into the plans, the outputs split
+# per element (a few dozen NumPy calls of a microsecond or two, some cold),
+# and one native call that starts the loops.
+DEFAULT_FRONTIER_CALL_S = 50e-6
 # A height: each op of `@post` (a few dozen after fusion) starts a loop over
 # the height's rows, a product a kernel call, at some 20 ns each.
 DEFAULT_HEIGHT_S = 0.5e-6

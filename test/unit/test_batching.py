@@ -262,8 +262,9 @@ def test_auto_reads_its_cell_off_the_recursive_ir():
 
 
 def test_auto_estimates_follow_the_costs():
-    """Both modes' seconds by the model's terms: the frontier's call,
-    height and row costs count once (twice for gradients), products at the
+    """Both modes' seconds by the model's terms: the frontier's call cost
+    counts once, its height and row costs once (twice for gradients: two
+    schedules in the one call), products at the
     GEMM tile's gain (three for gradients, four for a bilinear form's),
     weights out of L2 slow the recursive products by `l3_slowdown` (a
     gradient's with its gradient), a team takes at least the span."""
@@ -281,7 +282,10 @@ def test_auto_estimates_follow_the_costs():
     grad = auto_model.Estimate(cell, replace(costs, frontier_call_s=costs.frontier_call_s
                                               + 1e-3), True)
     assert grad.frontier(sizes, 1) - auto_model.Estimate(cell, costs, True).frontier(
-        sizes, 1) == pytest.approx(2e-3)
+        sizes, 1) == pytest.approx(1e-3)
+    taller = auto_model.Estimate(cell, replace(costs, height_s=costs.height_s + 1e-4), True)
+    assert taller.frontier(sizes, 1, heights=7) - auto_model.Estimate(cell, costs, True).frontier(
+        sizes, 1, heights=7) == pytest.approx(2 * 7e-4)
     # the frontier's products at the tile's gain of a height's rows; a
     # gradient's vecmat there too, its weight gradient at the full gain
     rows = sum(sizes) / auto_model.estimated_heights(37, 2)
@@ -324,11 +328,11 @@ def test_auto_estimates_follow_the_costs():
 
 
 @pytest.mark.parametrize("lanes", [16, 8])
-def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypatch, lanes):
+def test_a_heights_weights_stream_at_l2s_rate_and_l3s_beyond_it(monkeypatch, lanes):
     """A height's weight streams in `unit_s` per weight vector: L2 gives 32
     bytes a cycle, half a 16-lane vector; a gradient's two passes with the
     part of a weight and its packed copy beyond L2 at L3's rate (3 here),
-    and twice over where the weight alone outgrows L2."""
+    once a height however large the weight (its copy packed once a call)."""
     l2 = 1 << 20
     monkeypatch.setattr(policy, "machine", lambda: policy.Machine(2, l2, lanes, 2e9))
     costs = policy.Costs(1e-11, 1e-6, 50e-6, l3_slowdown=3.0)
@@ -340,14 +344,14 @@ def test_a_heights_weights_stream_at_l2s_rate_and_twice_over_out_of_l2(monkeypat
     expected = {4: (from_l2, 2 * from_l2),
                 l2 // 2: (from_l2, 2 * from_l2),  # weight and copy fill L2
                 l2: (from_l2, 2 * from_l2 * 2.0),  # the pair half out of L2
-                2 * l2: (from_l2 * 2.0, 2 * 2 * from_l2 * 2.5)}  # three quarters out
+                2 * l2: (from_l2 * 2.0, 2 * from_l2 * 2.5)}  # three quarters out
     for weight_bytes, (infer, train) in expected.items():
         sized = replace(cell, weight_bytes=weight_bytes)
         assert auto_model.Estimate(sized, costs, False).height_streams() == infer
         assert auto_model.Estimate(sized, costs, True).height_streams() == train
     # split by columns across 4 cores: each core's L2 holds its quarter
     assert auto_model.Estimate(replace(cell, weight_bytes=8 * l2), costs,
-                               True).height_streams(4) == 2 * 2 * from_l2 * 2.5
+                               True).height_streams(4) == 2 * from_l2 * 2.5
     assert auto_model.Estimate(replace(cell, weight_bytes=2 * l2), costs,
                                True).height_streams(4) == 2 * from_l2
 
