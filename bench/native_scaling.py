@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.batching import make_params, recir_frontier, workload
+from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
 from recir import configure_runtime
 from recir.backend import native_loops, native_schedule
 from recir.backend.kernels import numbering
@@ -140,6 +140,7 @@ def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: f
     threads' CPU time, over the chunks kept, and how many chunks were
     dropped; `work`: the workers sleep once idle (`main`), so the CPU
     times are work."""
+    keep_freed_memory()  # (as `targets`' cells: no array's pages faulted in every call)
     trees, vocab, _ = workload(name, batch)
     params = make_params(hidden, vocab)
     spent = [0.0]
