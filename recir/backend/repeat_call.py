@@ -81,8 +81,8 @@ class RepeatCall:
         calls = [called, *([called.next] if called.next is not None else [])]
         kept = schedule.interp.kept.get(NUMBERING)
         if kept is None or kept[0] is not expansion.kept[0] or not all(
-                c.plan[call_fields.RAN] for c in calls) or len(calls) != 1 + len(more) or any(
-                c.loop.kept.rest.numbers for c in calls[:1]):
+                c.plan[call_fields.RAN] for c in calls) or len(calls) != 1 + len(more) or (
+                called.loop.kept.rest.numbers):  # (a `_bwd`'s: `RepeatGradient`'s to place)
             return None
         return cls(schedule, expansion, *more)
 
@@ -162,7 +162,6 @@ class RepeatGradient(RepeatCall):
         # the `_bwd`'s inputs the shared operands' gradients are added into
         self.into = [(first + j, k) for j, (kind, k) in enumerate(backward.accumulated)
                      if kind == "shared"]
-        self.inputs: list[Any] = [None] * len(loop.inputs)
 
     @classmethod
     def after(cls, schedule: NativeSchedule, *more: Any) -> RepeatCall | None:
@@ -195,12 +194,10 @@ class RepeatGradient(RepeatCall):
         given = into if into is not None else [None] * len(shared)
         d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
                     for v, is_float, d in zip(shared, self.float_shared, given, strict=True)]
+        inputs: list[Any] = [None] * len(loop.inputs)
         for at, k in self.into:
-            self.inputs[at] = d_shared[k]
-        try:
-            loop.kept.rest.fill(loop, loop.kept.plan, self.inputs, keep)
-        finally:
-            self.inputs = [None] * len(self.inputs)  # (no buffer held past the call)
+            inputs[at] = d_shared[k]
+        loop.kept.rest.fill(loop, loop.kept.plan, inputs, keep)
         loop.place_copies(loop.kept.plan, loop.threads)
         self.following.seed(count, self.inv, seeds)
         layouts[CLEAN] = None  # until the `_bwd` has read every row it uses
