@@ -55,6 +55,18 @@ def reference_grads(tree: Tree, p: dict[str, np.ndarray], g: dict[str, np.ndarra
     backward(len(tree.left) - 1, np.zeros(hidden))
 
 
+def assert_numpy_gradients(params: dict[str, np.ndarray], got: dict[str, np.ndarray],
+                           trees: list[Tree]) -> None:
+    """`got` is the TreeRNN loss's gradient over `trees` (`reference_grads`
+    in float64; float32 sums against it)."""
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    want = {k: np.zeros_like(v) for k, v in p64.items()}
+    for tree in trees:
+        reference_grads(tree, p64, want)
+    for k, g in want.items():
+        np.testing.assert_allclose(got[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
 def test_products_at_sizes_that_fill_no_tile_match_numpy():
     params = tree_rnn.init_params(np.random.default_rng(6), hidden=HIDDEN, vocab=100)
     traced = tree_rnn.trace_model(params)
@@ -66,9 +78,4 @@ def test_products_at_sizes_that_fill_no_tile_match_numpy():
         h_ref, loss_ref = tree_rnn.reference(tree, len(tree.left) - 1, params)
         np.testing.assert_allclose(h, h_ref, rtol=1e-4, atol=1e-5)
         assert loss == pytest.approx(loss_ref, rel=1e-4)
-    p64 = {k: v.astype(np.float64) for k, v in params.items()}
-    expected = {k: np.zeros_like(v) for k, v in p64.items()}
-    for tree in trees:
-        reference_grads(tree, p64, expected)
-    for k, g in expected.items():
-        np.testing.assert_allclose(grads[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
+    assert_numpy_gradients(params, grads, trees)

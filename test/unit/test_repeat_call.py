@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_frontier_native import tree_inputs
-from test_frontier_products import batch, reference_grads
+from test_frontier_products import assert_numpy_gradients, batch
 
 import recir
 from recir.backend import repeat_call
@@ -101,15 +101,6 @@ def test_a_batch_that_fails_natively_raises_as_the_schedule_does(repeats):
     assert_as_interpreter(traced, native.batch(good), good)
     assert_as_interpreter(traced, native.batch(good[2:]), good[2:])
     assert repeats[-1] is True
-
-
-def assert_numpy_gradients(params, got, trees) -> None:
-    p64 = {k: v.astype(np.float64) for k, v in params.items()}
-    want = {k: np.zeros_like(v) for k, v in p64.items()}
-    for tree in trees:
-        reference_grads(tree, p64, want)
-    for k, g in want.items():  # float32 sums against float64 ones
-        np.testing.assert_allclose(got[k], g, rtol=1e-3, atol=1e-4, err_msg=k)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
