@@ -16,6 +16,8 @@ over rows split across their own teams (`passes/row_products.py`). A batch
 of inputs becomes the batched entry's arguments as `invoke-to-frontier`
 lays them out: a dynamic array as the trees' arrays one after another plus
 the offsets where each starts, anything else stacked one row per element.
+A call after one made as one native call repeats it on its plans
+(`backend/repeat_call`), its inputs written there.
 """
 
 from __future__ import annotations
