@@ -16,7 +16,9 @@ call, for each N (a fraction of a MiB too):
 
     .venv/bin/python -m bench.cold_python --mode train --sweep 0 64
 
-N = 0 is the warm cost. Segments are named by the phases around them
+N = 0 is the warm cost; N below 0 (`--sweep -1`, the column `loops`)
+runs the loops themselves, what a user's call pays. Segments are named by
+the phases around them
 (`layout`: the inputs laid out; `number`: the expansion, the height order
 and the height loops in one native call; `loop`: the forward's loop where
 Python calls it, and `bwd`: a gradient's backward loop where Python calls it).
@@ -89,12 +91,13 @@ def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Mark
 
     run, found = made_while((native_loops.HeightLoop,), first)
     loops = [x for x in found if isinstance(x, native_loops.HeightLoop)]
+    own = [loop.function for loop in loops]
 
-    def sweep(mib: float) -> None:
-        swept[:] = [np.ones(int(mib * (1 << 18)), np.float32)]
-        for loop in loops:
+    def sweep(mib: float) -> None:  # (below 0: the loops themselves)
+        swept[:] = [np.ones(int(max(mib, 0) * (1 << 18)), np.float32)]
+        for loop, function in zip(loops, own, strict=True):
             loop.function = marked(marks, "bwd" if loop.spec.reverse else "loop",
-                                   lambda *_: swept[0].sum())
+                                   function if mib < 0 else lambda *_: swept[0].sum())
     return run, sweep
 
 
@@ -116,17 +119,24 @@ def measure(mode: str, sweeps: list[float], calls: int, threads: int) -> dict[fl
 
     kernel = numbering.numbering_kernel()
     number = marked(marks, "number", lambda *call: (kernel(*call), swept[0].sum()))
-    made = height_call.HeightCall.__init__
+    made, numbered = height_call.HeightCall.__init__, []
 
     def no_loop(self: Any, *args: Any, **kwargs: Any) -> None:  # the numbering call's: none
         made(self, *args, **kwargs)
+        numbered.append(self)
         self.plan[height_call.LOOP] = NOTHING.address("recir_nothing")
+
+    def sweep_all(mib: float) -> None:  # the numbering call's loops too, where below 0
+        sweep(mib)
+        for call in numbered:
+            call.plan[height_call.LOOP] = call.loop.address if mib < 0 else NOTHING.address(
+                "recir_nothing")
 
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
     native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
     height_call.HeightCall.__init__ = no_loop  # type: ignore[method-assign]
     try:
-        return timed(run, batches, sweep, marks, sweeps, calls)
+        return timed(run, batches, sweep_all, marks, sweeps, calls)
     finally:
         frontier_inputs.InputLayout.__call__ = layout  # type: ignore[method-assign]
         native_schedule.numbering_kernel = numbering.numbering_kernel  # type: ignore[attr-defined]
@@ -168,7 +178,8 @@ def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[float]
 def report(found: dict[int, dict], mode: str) -> str:
     names = list(next(iter(found.values())))
     lines = [f"SST b25 h=150 {mode}, us a call of Python between native phases",
-             f"{'segment':18s}" + "".join(f"{f'{mib} MiB':>10s}" for mib in found)]
+             f"{'segment':18s}" + "".join(
+                 f"{f'{mib} MiB' if mib >= 0 else 'loops':>10s}" for mib in found)]
     for name in [*names, "total"]:
         row = [sum(f.values()) if name == "total" else f[name] for f in found.values()]
         lines.append(f"{name:18s}" + "".join(f"{1e6 * s:10.1f}" for s in row))
@@ -179,7 +190,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["infer", "train"], default="infer")
     parser.add_argument("--sweep", type=float, nargs="+", default=[0, 64],
-                        help="MiB the height loops read in place of their work")
+                        help="MiB the height loops read in place of their work (below 0: "
+                        "the loops themselves run)")
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()

@@ -25,3 +25,14 @@ def test_a_gradient_calls_segments_between_its_native_phases():
     text = cold_python.report(found, "train").splitlines()
     assert text[1].split() == ["segment", "0", "MiB", "1", "MiB"]
     assert text[-1].split()[0] == "total" and len(text) == 2 + 3 + 1
+
+
+def test_below_zero_the_loops_themselves_run_and_name_their_column():
+    """`--sweep -1`: the numbering call runs the real loops (what a user's
+    call pays), after a sweep that put a function in their place."""
+    found = cold_python.measure("infer", [0, -1], calls=3, threads=1)
+    assert list(found) == [0, -1]
+    for segments in found.values():
+        assert list(segments) == ["start -> layout", "layout -> number", "number -> end"]
+    assert cold_python.report(found, "infer").splitlines()[1].split() == [
+        "segment", "0", "MiB", "loops"]
