@@ -13,6 +13,7 @@ it there (`ready`): Python runs it only where that call could not.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,18 @@ from recir.passes.schedule_loops import HEADER
 
 
 FOLLOWING = "following"  # in the `_bwd` loop's layouts: its call after the `_fwd`'s
+
+
+def seeds_of(cotangents: Sequence[np.ndarray | None], tables: Sequence[np.ndarray],
+             batch: int) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The (cotangent, gradient table) pairs `HeightCall.seed` places, where
+    every cotangent is a C-contiguous f32 array of the batch's rows of its
+    table's row shape; else None (Python places them)."""
+    seeds = [(c, d) for c, d in zip(cotangents, tables, strict=True) if c is not None]
+    if not all(type(c) is np.ndarray and c.dtype == np.float32 and c.flags.c_contiguous
+               and c.shape == (batch, *d.shape[1:]) for c, d in seeds):
+        return None
+    return seeds
 
 
 class NativeBackward(Backward):
@@ -80,9 +93,8 @@ class NativeBackward(Backward):
         batch, d_tables = len(s.roots[0]), [None] * called.post.tables
         for k, array in zip(floats, arrays, strict=True):
             d_tables[k] = array
-        seeds = [(c, d) for c, d in zip(cotangents, arrays, strict=True) if c is not None]
-        if not all(type(c) is np.ndarray and c.dtype == np.float32 and c.flags.c_contiguous
-                   and c.shape == (batch, *d.shape[1:]) for c, d in seeds):
+        seeds = seeds_of(cotangents, arrays, batch)
+        if seeds is None:
             return None
         kept, sites = called.post.rows.at_least(capacity), s.sites
         inputs = (*kept[called.post.tables:], None, *arrays, *order[1 + sites:],

@@ -30,6 +30,8 @@ from recir.backend.array_address import data_address
 from recir.backend.kernels import height_call as call_fields
 from recir.backend.kernels import height_order as order
 from recir.backend.kept_plans import CLEAN
+from recir.backend.native_backward import seeds_of
+from recir.interpreter.frontier_grad import shared_gradients
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NUMBERING, NativeSchedule, operand_fields
 from recir.passes.expansion_loop import EXPANSION_HEADER
@@ -185,15 +187,10 @@ class RepeatGradient(RepeatCall):
             return None
         keep: list[np.ndarray] = []
         count = self.place(roots, shared, keep)
-        seeds = [(c, d) for c, d in zip(cotangents, self.d_tables, strict=True)
-                 if c is not None]
-        if count is None or not all(
-                type(c) is np.ndarray and c.dtype == np.float32 and c.flags.c_contiguous
-                and c.shape == (count, *d.shape[1:]) for c, d in seeds):
+        seeds = None if count is None else seeds_of(cotangents, self.d_tables, count)
+        if seeds is None:
             return None
-        given = into if into is not None else [None] * len(shared)
-        d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
-                    for v, is_float, d in zip(shared, self.float_shared, given, strict=True)]
+        d_shared = shared_gradients(shared, self.float_shared, into)
         inputs: list[Any] = [None] * len(loop.inputs)
         for at, k in self.into:
             inputs[at] = d_shared[k]

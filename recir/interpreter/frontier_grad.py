@@ -15,6 +15,7 @@ parameters' gradients, once per height rather than once per invocation; then
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -92,10 +93,7 @@ class Backward:
         gradient is added into (and returned), or None for a fresh one."""
         s = self.s
         batch = len(s.roots[0])
-        given = into if into is not None else [None] * len(s.shared)
-        self.d_shared = [(d if d is not None else np.zeros_like(v)) if is_float else None
-                         for v, is_float, d in zip(s.shared, self.float_shared, given,
-                                                   strict=True)]
+        self.d_shared = shared_gradients(s.shared, self.float_shared, into)
         s.number_by_height(batch)
         tables = self.tables = s.post(s.children, s.stored, s.bounds, s.total, self.post_fwd)
         d_stored = self.backward(tables, cotangents, batch)
@@ -151,3 +149,12 @@ class Backward:
             d_results += [d[rows] for d in d_stored if d is not None]
             accs = [*(d[rows] for d in floats), *(d for d in self.d_shared if d is not None)]
             s.interp.call_op(self.expand_bwd, (*kept, *d_results, *inputs, *accs))
+
+
+def shared_gradients(shared: Sequence[Any], floats: Sequence[bool],
+                     into: Sequence[Any] | None) -> list[np.ndarray | None]:
+    """Per shared operand the buffer its gradient is added into: `into`'s
+    where given, else zeros (None where `floats` says it is no f32 tensor)."""
+    given = into if into is not None else [None] * len(shared)
+    return [(d if d is not None else np.zeros_like(v)) if is_float else None
+            for v, is_float, d in zip(shared, floats, given, strict=True)]
