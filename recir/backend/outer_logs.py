@@ -3,8 +3,9 @@
 With `defer-outer-bytes` (`passes/outer_log.py`), each thread of a call
 appends a record `dy ++ x` to its log for a big weight gradient where it
 would have added the outer product into the buffer (which a node at a
-time would read and write whole, from memory); after the call each log is
-added with one matrix product.
+time would read and write whole, from memory); after the call a buffer's
+logs are added by one product, each thread of its team a block of the
+buffer through every log.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from recir.backend.tape_pool import LOGS
 
@@ -27,8 +30,9 @@ class OuterLogs:
     """The logs of deferred outer products of one call: a table of
     descriptors per context (one per argument), each log `count` records of
     `dy ++ x`. `add_into` adds `DY^T X` into each logged gradient buffer (one
-    product per thread and buffer, `gemm.add_outer_at`, through the address
-    the call was given, cut across the team's threads); the logs' buffers
+    product per buffer over every thread's log, `gemm.add_outer_logs`,
+    through the address the call was given, cut across the team's threads:
+    the buffer read and written once, not once a thread); the logs' buffers
     come from and go back to `LOGS`, the largest to the largest weights.
     `team_work`: the least multiply-adds a product splits across the team
     for (`policy.team_min_work`, found once by the caller: not a read of
@@ -52,17 +56,19 @@ class OuterLogs:
                     log.data, log.capacity = chunk
 
     def add_into(self, args: Sequence[Any]) -> None:
+        """Each logged gradient buffer += every thread's log, by one
+        product whose team reads and writes the buffer once."""
         if self.table is None:
             return
-        for start in range(0, len(self.table), self.arguments):
-            for k, rows, cols in self.logged:
-                log = self.table[start + k]
-                if not log.data:
-                    continue
-                count = log.used // (4 * (rows + cols))
-                if count:
-                    add_outer_log(args[k], log.data, count, rows, cols, self.threads,
-                                  self.team_work)
+        for k, rows, cols in self.logged:
+            logs = [log for log in self.table[k::self.arguments] if log.data]
+            stride = rows + cols
+            segments = [(log.data, stride, log.data + 4 * rows, stride, log.used // (4 * stride))
+                        for log in logs if log.used]
+            if segments:
+                add_outer_logs(args[k], rows, cols, np.array(segments, np.int64), self.threads,
+                               self.team_work)
+            for log in logs:
                 LOGS.keep(log.data, log.capacity)
                 log.data, log.used, log.capacity = None, 0, 0
 
@@ -70,14 +76,14 @@ class OuterLogs:
 NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
 
 
-def add_outer_log(target: int, data: int, count: int, rows: int, cols: int,
-                  threads: int = 1, team_work: int = -1) -> None:
-    """target (rows x cols, at an address) += DY^T X, the log's records being
-    rows of [DY | X]: `gemm.py`'s tn kernel (faster than OpenBLAS's SGEMM on
-    these shapes: `python bench/run.py smallgemm`), on `threads` > 1 its team
-    form where the product has `team_work` multiply-adds (`gemm.run`; -1: never)."""
+def add_outer_logs(target: int, rows: int, cols: int, segments: np.ndarray, threads: int = 1,
+                   team_work: int = -1) -> None:
+    """target (rows x cols, at an address) += DY^T X over every log's
+    records (rows of [DY | X]; `segments`, a row each: its address, stride,
+    X's address, stride, records): `gemm.py`'s tn kernel (faster than
+    OpenBLAS's SGEMM on these shapes: `python bench/run.py smallgemm`), on
+    `threads` > 1 the team form that reads and writes the target once where
+    the products have `team_work` multiply-adds (-1: never)."""
     from recir.backend.kernels import gemm
 
-    stride = rows + cols
-    gemm.add_outer_at(target, rows, cols, data, stride, data + 4 * rows, stride, count, threads,
-                      team_work)
+    gemm.add_outer_logs(target, rows, cols, segments, threads, team_work)

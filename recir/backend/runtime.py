@@ -314,13 +314,15 @@ class NativeFunction:
         return fields.view(np.int64), prepared[0], self.sizes(items)
 
     def outer_logs(self, contexts: Sequence[Context]) -> OuterLogs:
-        """The logs of a call's deferred outer products, one set per context."""
+        """The logs of a call's deferred outer products, one set per context:
+        added as the call's team ends, its workers still spinning (a warm
+        team's start, as a batched function's products pay)."""
         if not self.logged:
             return NO_LOGS
         work = self.team_works.get(len(contexts))
         if work is None:
-            work = self.team_works[len(contexts)] = policy.team_min_work(len(contexts),
-                                                                         self.costs)
+            work = self.team_works[len(contexts)] = policy.team_min_work(
+                len(contexts), self.costs, warm=True)
         return OuterLogs(contexts, len(self.arguments.inputs), self.logged, work)
 
     def raise_error(self, ctx: Context) -> None:

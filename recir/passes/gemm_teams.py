@@ -17,7 +17,9 @@ no reduction, and the split depends only on (m, n, k, threads): one thread
 count gives the same bits on every call. The team's threads need no native
 context: the kernels read and write only their operands, and cannot fail.
 The forms of every layout are one object per host
-(`backend/kernels/compiled_gemm.team_engine`).
+(`backend/kernels/compiled_gemm.team_engine`), with `recir_gemm_tn.logs`:
+a weight gradient's logs of every thread of a recursive call's team, added
+by one team, each thread its block of C through every log.
 """
 
 from __future__ import annotations
@@ -148,6 +150,77 @@ def team_function(layout: str, target: Target) -> llvm.FuncOp:
     return function
 
 
+LOGS = "recir_gemm_tn.logs"
+SEGMENT = 5  # a segment's i64 fields: A, lda, B, ldb, k
+LOGS_FIELDS = 8  # m, n, C, ldc, the segments, their count, the grid's rows and columns
+
+
+def logs_part_function(target: Target) -> llvm.FuncOp:
+    """`recir_gemm_tn.logs.part(data)`: this thread's block of C plus
+    A^T B of every segment in turn (the tn kernel, accumulating)."""
+    function, b, (data,) = new_function(f"{LOGS}.part", [PTR])
+    m, n, c, ldc, segments, count, across, down = (
+        b.load(b.offset(data, i, i64), 0, PTR if i in (2, 4) else i64)
+        for i in range(LOGS_FIELDS))
+    thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
+    row_grain, col_grain = grains("tn", target)
+    rows = span(b, m, across, b.value(arith.DivSIOp(thread, down)), row_grain)
+    cols = span(b, n, down, b.value(arith.RemSIOp(thread, down)), col_grain)
+    some = b.value(arith.AndIOp(b.compare("sgt", rows[1], 0), b.compare("sgt", cols[1], 0)))
+    b.when(some, lambda e: add_segments(e, segments, count, [m, n, c, ldc], rows, cols))
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def add_segments(b: Emitter, segments: SSAValue, count: SSAValue, fields: list[SSAValue],
+                 rows: tuple[SSAValue, SSAValue], cols: tuple[SSAValue, SSAValue]) -> None:
+    """C's block of `rows` by `cols` += A^T B of each segment, in order."""
+    m, n, c, ldc = fields
+
+    def one(e: Emitter, s: SSAValue, _: Sequence[SSAValue]) -> list[SSAValue]:
+        at = e.mul(s, SEGMENT)
+        a, lda, bm, ldb, k = (e.load(e.offset(segments, e.add(at, i), i64), 0,
+                                     PTR if i in (0, 2) else i64) for i in range(SEGMENT))
+        call(e, "recir_gemm_tn", *block(e, "tn", [m, n, k, a, lda, bm, ldb, c, ldc, e.i64(1)],
+                                        rows, cols))
+        return []
+
+    b.loop(count, one)
+
+
+def logs_team_function(target: Target) -> llvm.FuncOp:
+    """`recir_gemm_tn.logs(m, n, C, ldc, segments, count, k, threads,
+    min_work)`: C (m x n) += A^T B summed over `count` segments (i64[count]
+    [SEGMENT]: a log's rows of dY and of X, k rows in all): each thread of a
+    team its block of C through every segment, so C is read and written
+    once, not once a segment (a thread's log each); on one thread below
+    `min_work` multiply-adds. Each element's sums run in the segments' order
+    on one thread: one thread count gives the same bits on every call."""
+    function, b, args = new_function(LOGS, [i64, i64, PTR, i64, PTR, i64, i64, i64, i64])
+    m, n, c, ldc, segments, count, k, threads, min_work = args
+    row_grain, col_grain = grains("tn", target)
+    most = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(m, b.i64(row_grain))),
+                                 b.value(arith.DivSIOp(n, b.i64(col_grain)))))
+    team = b.min(threads, most)
+    pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
+                                b.compare("sge", b.mul(b.mul(m, n), k), min_work)))
+    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
+
+    def on_team(e: Emitter) -> None:
+        data = e.alloca(LOGS_FIELDS, i64)
+        for i, value in enumerate([m, n, c, ldc, segments, count,
+                                   *grid(e, "tn", target, m, n, threads)]):
+            e.store(value, e.offset(data, i, i64), 0)
+        part = e.value(llvm.AddressOfOp(f"{LOGS}.part", PTR))
+        e.op(llvm.CallOp("GOMP_parallel", part, data,
+                         e.value(arith.TruncIOp(threads, i32)), e.const(0, i32)))
+
+    whole = ((b.i64(0), m), (b.i64(0), n))
+    b.when(pays, on_team, lambda e: add_segments(e, segments, count, [m, n, c, ldc], *whole))
+    b.op(llvm.ReturnOp())
+    return function
+
+
 def declare_team_in(module: ModuleOp, layout: str) -> str:
     """`recir_gemm_<layout>.team` declared in `module` (once), and the name
     to call: its code is the host's team object (`team_module`)."""
@@ -170,6 +243,10 @@ def team_module(layouts: Sequence[str], target: Target | None = None) -> ModuleO
         module.body.blocks[0].add_ops([lower_to_llvm(part_function(layout, target)),
                                        lower_to_llvm(team_function(layout, target))])
     names = {team_name(layout) for layout in layouts}
+    if "tn" in layouts:  # a weight gradient's logs, added by one team (`outer_logs`)
+        module.body.blocks[0].add_ops([lower_to_llvm(logs_part_function(target)),
+                                       lower_to_llvm(logs_team_function(target))])
+        names.add(LOGS)
     for op in module.ops:
         if isinstance(op, llvm.FuncOp) and op.sym_name.data in names:
             op.linkage = llvm.LinkageAttr("external")

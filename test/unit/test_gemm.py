@@ -189,6 +189,30 @@ def test_add_outer_at_on_a_team_equals_one_thread(m, n, k):
 
 
 @needs_openmp
+@pytest.mark.parametrize(("m", "n", "counts"), [(40, 19, (7, 12)), (750, 300, (3, 0, 9, 1)),
+                                                (5, 256, (20,))])
+def test_logs_on_a_team_equal_their_products_one_after_another(m, n, counts):
+    """A gradient's logs added by one team (`recir_gemm_tn.logs`: each
+    thread its block of G through every log) give the bits of the one-thread
+    kernel adding each log in turn, at every team size."""
+    rng = np.random.default_rng(m + n)
+    logs = [rng.standard_normal((k, m + n)).astype(np.float32) for k in counts]
+    segments = np.array([(log.ctypes.data, m + n, log.ctypes.data + 4 * m, m + n, len(log))
+                         for log in logs], np.int64)
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    alone = start.copy()
+    for log in logs:
+        gemm.add_outer_at(alone.ctypes.data, m, n, log.ctypes.data, m + n,
+                          log.ctypes.data + 4 * m, m + n, len(log))
+    want = start + sum(log[:, :m].T.astype(np.float64) @ log[:, m:] for log in logs)
+    np.testing.assert_allclose(alone, want, rtol=1e-4, atol=1e-4 * np.sqrt(sum(counts)))
+    for threads in (2, 4, 6):
+        g = start.copy()
+        gemm.add_outer_logs(g.ctypes.data, m, n, segments, threads, 0)
+        np.testing.assert_array_equal(g, alone)
+
+
+@needs_openmp
 def test_gemm_reads_a_transposed_b_as_nt_on_a_team():
     rng = np.random.default_rng(9)
     x = rng.standard_normal((37, 40)).astype(np.float32)

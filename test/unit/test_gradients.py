@@ -215,17 +215,21 @@ def test_deferred_outer_products_equal_interpreter(name: str, threads: int,
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("rows", "cols"), [(5, 3), (40, 19)])
-def test_outer_log_is_added_into_its_buffer(threads: int, rows: int, cols: int) -> None:
-    """A log of records [dy | x] adds DY^T X into its buffer (`gemm.py`'s tn
-    kernel, or on two threads its team form, told a team pays at any size)."""
-    from recir.backend.outer_logs import add_outer_log
+def test_outer_logs_are_added_into_their_buffer(threads: int, rows: int, cols: int) -> None:
+    """Logs of records [dy | x] (one a thread, of 7, 0 and 12 records) add
+    DY^T X into their buffer (`gemm.py`'s tn kernel, or on two threads the
+    team form over every log, told a team pays at any size)."""
+    from recir.backend.outer_logs import add_outer_logs
 
     rng = np.random.default_rng(9)
-    records = rng.standard_normal((7, rows + cols), dtype=np.float32)
+    logs = [rng.standard_normal((count, rows + cols), dtype=np.float32) for count in (7, 0, 12)]
     acc = rng.standard_normal((rows, cols), dtype=np.float32)
-    want = acc.astype(np.float64) + records[:, :rows].T.astype(np.float64) @ records[:, rows:]
-    add_outer_log(acc.ctypes.data, records.ctypes.data, 7, rows, cols, threads,
-                  team_work=0 if threads > 1 else -1)
+    want = acc.astype(np.float64) + sum(
+        log[:, :rows].T.astype(np.float64) @ log[:, rows:] for log in logs)
+    segments = np.array([(log.ctypes.data, rows + cols, log.ctypes.data + 4 * rows, rows + cols,
+                          len(log)) for log in logs], np.int64)
+    add_outer_logs(acc.ctypes.data, rows, cols, segments, threads,
+                   team_work=0 if threads > 1 else -1)
     np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-5)
 
 

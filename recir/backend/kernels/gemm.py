@@ -83,6 +83,39 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, threads: int
     return out
 
 
+LOGS = ctypes.CFUNCTYPE(None, I64, I64, PTR, I64, PTR, I64, I64, I64, I64)
+
+
+@cache
+def logs_kernel() -> Any:
+    """`recir_gemm_tn.logs` (`gemm_teams.logs_team_function`) as a ctypes
+    function, or None without an OpenMP runtime."""
+    from recir.backend.kernels.compiled_gemm import team_engine
+    from recir.passes.gemm_teams import LOGS as NAME
+
+    engine = team_engine()
+    if engine is None:
+        return None
+    fn = LOGS(engine.address(NAME))
+    fn.engine = engine
+    return fn
+
+
+def add_outer_logs(g: int, m: int, n: int, segments: np.ndarray, threads: int,
+                   min_work: int) -> None:
+    """G (m x n, row-major at `g`) += DY^T X summed over segments (i64
+    rows: DY's address, its row stride, X's, its row stride, rows), on a
+    team of up to `threads` that reads and writes G once (`min_work` as in
+    `run`; -1: one thread, a tn product a segment)."""
+    team = logs_kernel() if threads > 1 and min_work >= 0 else None
+    if team is None:
+        for dy, ldy, x, ldx, k in segments.tolist():
+            add_outer_at(g, m, n, dy, ldy, x, ldx, k)
+        return
+    team(m, n, g, n, data_address(segments), len(segments), int(segments[:, 4].sum()), threads,
+         min_work)
+
+
 def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k: int,
                  threads: int = 1, min_work: int | None = None) -> None:
     """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
