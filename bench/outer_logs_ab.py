@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.batching import args_of, keep_freed_memory, make_params, workload
-from recir.backend import outer_logs, policy
+from recir.backend import policy
 from recir.backend.kernels import gemm
 
 
@@ -48,9 +48,9 @@ def ways(compare: str, native: Any, threads: int) -> dict[str, Callable[[], None
                  "warm": policy.team_min_work(threads, costs, warm=True)}
         return {name: (lambda w=w: native.team_works.__setitem__(threads, w))
                 for name, w in works.items()}
-    together = outer_logs.add_outer_logs
-    return {"one a log": lambda: setattr(outer_logs, "add_outer_logs", one_a_log),
-            "together": lambda: setattr(outer_logs, "add_outer_logs", together)}
+    together = gemm.add_outer_logs
+    return {"one a log": lambda: setattr(gemm, "add_outer_logs", one_a_log),
+            "together": lambda: setattr(gemm, "add_outer_logs", together)}
 
 
 def rounds(run: Callable[[list[Any]], Any], chunks: list[list[Any]],

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.kernels import gemm
 from recir.backend.tape_pool import LOGS
 
 
@@ -65,9 +66,9 @@ class OuterLogs:
             stride = rows + cols
             segments = [(log.data, stride, log.data + 4 * rows, stride, log.used // (4 * stride))
                         for log in logs if log.used]
-            if segments:
-                add_outer_logs(args[k], rows, cols, np.array(segments, np.int64), self.threads,
-                               self.team_work)
+            if segments:  # the tn kernel: faster than OpenBLAS here (`bench/run.py smallgemm`)
+                gemm.add_outer_logs(args[k], rows, cols, np.array(segments, np.int64),
+                                    self.threads, self.team_work)
             for log in logs:
                 LOGS.keep(log.data, log.capacity)
                 log.data, log.used, log.capacity = None, 0, 0
@@ -75,15 +76,3 @@ class OuterLogs:
 
 NO_LOGS = OuterLogs((), 0, ())  # a call without deferred outer products
 
-
-def add_outer_logs(target: int, rows: int, cols: int, segments: np.ndarray, threads: int = 1,
-                   team_work: int = -1) -> None:
-    """target (rows x cols, at an address) += DY^T X over every log's
-    records (rows of [DY | X]; `segments`, a row each: its address, stride,
-    X's address, stride, records): `gemm.py`'s tn kernel (faster than
-    OpenBLAS's SGEMM on these shapes: `python bench/run.py smallgemm`), on
-    `threads` > 1 the team form that reads and writes the target once where
-    the products have `team_work` multiply-adds (-1: never)."""
-    from recir.backend.kernels import gemm
-
-    gemm.add_outer_logs(target, rows, cols, segments, threads, team_work)

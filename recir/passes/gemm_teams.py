@@ -86,15 +86,24 @@ def part_function(layout: str, target: Target) -> llvm.FuncOp:
     function, b, (data,) = new_function(f"{kernel}.part", [PTR])
     fields = [b.load(b.offset(data, i, i64), 0, PTR if i in POINTERS else i64)
               for i in range(FIELDS)]
-    (m, n), (across, down) = fields[:2], fields[10:]
+    rows, cols, some = thread_block(b, layout, target, *fields[:2], *fields[10:])
+    b.when(some, lambda e: call(e, kernel, *block(e, layout, fields[:10], rows, cols)))
+    b.op(llvm.ReturnOp())
+    return function
+
+
+def thread_block(b: Emitter, layout: str, target: Target, m: SSAValue, n: SSAValue,
+                 across: SSAValue, down: SSAValue
+                 ) -> tuple[tuple[SSAValue, SSAValue], tuple[SSAValue, SSAValue], SSAValue]:
+    """This thread's block of C in the grid (`across` parts of its rows by
+    `down` of its columns, row by row): its rows and columns ((start,
+    length) each) and whether it has one."""
     thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
     row_grain, col_grain = grains(layout, target)
     rows = span(b, m, across, b.value(arith.DivSIOp(thread, down)), row_grain)
     cols = span(b, n, down, b.value(arith.RemSIOp(thread, down)), col_grain)
     some = b.value(arith.AndIOp(b.compare("sgt", rows[1], 0), b.compare("sgt", cols[1], 0)))
-    b.when(some, lambda e: call(e, kernel, *block(e, layout, fields[:10], rows, cols)))
-    b.op(llvm.ReturnOp())
-    return function
+    return rows, cols, some
 
 
 def grid(b: Emitter, layout: str, target: Target, m: SSAValue, n: SSAValue,
@@ -128,26 +137,36 @@ def team_function(layout: str, target: Target) -> llvm.FuncOp:
     kernel = f"recir_gemm_{layout}"
     function, b, args = new_function(f"{kernel}.team", [*gemm_kernels.SIGNATURE, i64, i64])
     m, n, k, threads, min_work = args[0], args[1], args[2], args[10], args[11]
-    row_grain, col_grain = grains(layout, target)
-    row_blocks = b.value(arith.DivSIOp(m, b.i64(row_grain)))
-    col_blocks = b.value(arith.DivSIOp(n, b.i64(col_grain)))
-    most = b.value(arith.MaxSIOp(row_blocks, col_blocks))
-    team = b.min(threads, most)
-    work = b.mul(b.mul(m, n), k)
-    pays = b.value(arith.AndIOp(b.compare("sge", team, 2), b.compare("sge", work, min_work)))
-    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
-
-    def on_team(e: Emitter) -> None:
-        data = e.alloca(FIELDS, i64)
-        for i, value in enumerate([*args[:10], *grid(e, layout, target, m, n, threads)]):
-            e.store(value, e.offset(data, i, i64), 0)
-        part = e.value(llvm.AddressOfOp(f"{kernel}.part", PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, data,
-                         e.value(arith.TruncIOp(threads, i32)), e.const(0, i32)))
-
-    b.when(pays, on_team, lambda e: call(e, kernel, *args[:10]))
+    b.when(team_pays(b, layout, target, m, n, k, threads, min_work),
+           lambda e: start_team(e, layout, target, f"{kernel}.part", args[:10], threads),
+           lambda e: call(e, kernel, *args[:10]))
     b.op(llvm.ReturnOp())
     return function
+
+
+def team_pays(b: Emitter, layout: str, target: Target, m: SSAValue, n: SSAValue,
+              k: SSAValue, threads: SSAValue, min_work: SSAValue) -> SSAValue:
+    """Whether C (m x n, over k) goes to a team: two register tiles of its
+    rows or columns to share, `min_work` multiply-adds, and not already on
+    a team's thread."""
+    row_grain, col_grain = grains(layout, target)
+    most = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(m, b.i64(row_grain))),
+                                 b.value(arith.DivSIOp(n, b.i64(col_grain)))))
+    pays = b.value(arith.AndIOp(b.compare("sge", b.min(threads, most), 2),
+                                b.compare("sge", b.mul(b.mul(m, n), k), min_work)))
+    return b.value(arith.AndIOp(pays, outside_teams(b)))
+
+
+def start_team(b: Emitter, layout: str, target: Target, part: str, fields: Sequence[SSAValue],
+               threads: SSAValue) -> None:
+    """`part(data)` on a libgomp team of `threads`, `data` the fields and
+    then the grid for C (its m and n the first two fields)."""
+    values = [*fields, *grid(b, layout, target, fields[0], fields[1], threads)]
+    data = b.alloca(len(values), i64)
+    for i, value in enumerate(values):
+        b.store(value, b.offset(data, i, i64), 0)
+    b.op(llvm.CallOp("GOMP_parallel", b.value(llvm.AddressOfOp(part, PTR)), data,
+                     b.value(arith.TruncIOp(threads, i32)), b.const(0, i32)))
 
 
 LOGS = "recir_gemm_tn.logs"
@@ -162,11 +181,7 @@ def logs_part_function(target: Target) -> llvm.FuncOp:
     m, n, c, ldc, segments, count, across, down = (
         b.load(b.offset(data, i, i64), 0, PTR if i in (2, 4) else i64)
         for i in range(LOGS_FIELDS))
-    thread = b.to_i64(b.value(llvm.CallOp("omp_get_thread_num", return_type=i32)))
-    row_grain, col_grain = grains("tn", target)
-    rows = span(b, m, across, b.value(arith.DivSIOp(thread, down)), row_grain)
-    cols = span(b, n, down, b.value(arith.RemSIOp(thread, down)), col_grain)
-    some = b.value(arith.AndIOp(b.compare("sgt", rows[1], 0), b.compare("sgt", cols[1], 0)))
+    rows, cols, some = thread_block(b, "tn", target, m, n, across, down)
     b.when(some, lambda e: add_segments(e, segments, count, [m, n, c, ldc], rows, cols))
     b.op(llvm.ReturnOp())
     return function
@@ -198,25 +213,10 @@ def logs_team_function(target: Target) -> llvm.FuncOp:
     on one thread: one thread count gives the same bits on every call."""
     function, b, args = new_function(LOGS, [i64, i64, PTR, i64, PTR, i64, i64, i64, i64])
     m, n, c, ldc, segments, count, k, threads, min_work = args
-    row_grain, col_grain = grains("tn", target)
-    most = b.value(arith.MaxSIOp(b.value(arith.DivSIOp(m, b.i64(row_grain))),
-                                 b.value(arith.DivSIOp(n, b.i64(col_grain)))))
-    team = b.min(threads, most)
-    pays = b.value(arith.AndIOp(b.compare("sge", team, 2),
-                                b.compare("sge", b.mul(b.mul(m, n), k), min_work)))
-    pays = b.value(arith.AndIOp(pays, outside_teams(b)))
-
-    def on_team(e: Emitter) -> None:
-        data = e.alloca(LOGS_FIELDS, i64)
-        for i, value in enumerate([m, n, c, ldc, segments, count,
-                                   *grid(e, "tn", target, m, n, threads)]):
-            e.store(value, e.offset(data, i, i64), 0)
-        part = e.value(llvm.AddressOfOp(f"{LOGS}.part", PTR))
-        e.op(llvm.CallOp("GOMP_parallel", part, data,
-                         e.value(arith.TruncIOp(threads, i32)), e.const(0, i32)))
-
     whole = ((b.i64(0), m), (b.i64(0), n))
-    b.when(pays, on_team, lambda e: add_segments(e, segments, count, [m, n, c, ldc], *whole))
+    b.when(team_pays(b, "tn", target, m, n, k, threads, min_work),
+           lambda e: start_team(e, "tn", target, f"{LOGS}.part", args[:6], threads),
+           lambda e: add_segments(e, segments, count, [m, n, c, ldc], *whole))
     b.op(llvm.ReturnOp())
     return function
 

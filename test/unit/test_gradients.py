@@ -219,7 +219,7 @@ def test_outer_logs_are_added_into_their_buffer(threads: int, rows: int, cols: i
     """Logs of records [dy | x] (one a thread, of 7, 0 and 12 records) add
     DY^T X into their buffer (`gemm.py`'s tn kernel, or on two threads the
     team form over every log, told a team pays at any size)."""
-    from recir.backend.outer_logs import add_outer_logs
+    from recir.backend.kernels.gemm import add_outer_logs
 
     rng = np.random.default_rng(9)
     logs = [rng.standard_normal((count, rows + cols), dtype=np.float32) for count in (7, 0, 12)]
@@ -229,7 +229,7 @@ def test_outer_logs_are_added_into_their_buffer(threads: int, rows: int, cols: i
     segments = np.array([(log.ctypes.data, rows + cols, log.ctypes.data + 4 * rows, rows + cols,
                           len(log)) for log in logs], np.int64)
     add_outer_logs(acc.ctypes.data, rows, cols, segments, threads,
-                   team_work=0 if threads > 1 else -1)
+                   0 if threads > 1 else -1)
     np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-5)
 
 

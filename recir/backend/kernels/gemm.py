@@ -105,15 +105,16 @@ def add_outer_logs(g: int, m: int, n: int, segments: np.ndarray, threads: int,
                    min_work: int) -> None:
     """G (m x n, row-major at `g`) += DY^T X summed over segments (i64
     rows: DY's address, its row stride, X's, its row stride, rows), on a
-    team of up to `threads` that reads and writes G once (`min_work` as in
-    `run`; -1: one thread, a tn product a segment)."""
-    team = logs_kernel() if threads > 1 and min_work >= 0 else None
+    team of up to `threads` that reads and writes G once where it has
+    `min_work` multiply-adds (-1: never); without an OpenMP runtime, a tn
+    product a segment."""
+    team = logs_kernel()
     if team is None:
         for dy, ldy, x, ldx, k in segments.tolist():
             add_outer_at(g, m, n, dy, ldy, x, ldx, k)
         return
-    team(m, n, g, n, data_address(segments), len(segments), int(segments[:, 4].sum()), threads,
-         min_work)
+    team(m, n, g, n, data_address(segments), len(segments), int(segments[:, 4].sum()),
+         threads if min_work >= 0 else 1, max(min_work, 0))
 
 
 def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k: int,
