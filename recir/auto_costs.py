@@ -26,7 +26,10 @@ L3's slowdown, stated defaults that `recir.tune()` may measure):
   by all of the height's weights: the tile is filled by a thread's rows a
   height, every thread streams the weights, and a height ends at a barrier;
   or the products' own teams split each by columns (each core's L2 its
-  share of the weights, a team start each), whichever is cheaper.
+  share of the weights, a team start each), whichever is cheaper: those
+  products whose multiply-adds at a height's rows pay a warm team's start
+  (`policy.team_min_work`), the others on the calling thread; in a
+  gradient a product and its vecmat a height (`GRADIENT_TEAMS`).
 
 Gradients: a product's backward is two products of its size (`vecmat`, the
 weight gradient), so products count three times; a bilinear form's backward
@@ -67,6 +70,9 @@ GRADIENT_PRODUCTS = 3  # a product, its vecmat and its weight gradient
 GRADIENT_STREAMS = 2  # a height's passes over a weight's size: its product and vecmat
 GRADIENT_WORKING_SET = 2  # a weight and the GEMMs' packed copy of it
 GRADIENT_PASSES = 2  # the frontier's forward and backward schedules
+# a product's teams a height in a gradient, its own and its vecmat's (its
+# weight gradient is logged at a thin height and added a block at a time)
+GRADIENT_TEAMS = 2
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,9 @@ class CellCost:
     gradient_gemm: float  # multiply-adds of weight gradients it adds by one GEMM
     weights: int  # matrix elements of the largest branch: what a height streams
     weight_bytes: int  # the bytes of all the cell's matrices and tensors
-    product_ops: int  # matrix products of the largest branch (team starts a height)
+    # a row's multiply-adds of each matrix product of the largest branch:
+    # those that pay a team at a height's rows start one (`Estimate.frontier`)
+    product_sizes: tuple[int, ...]
     fan_out: int  # invoke sites of the recursive function
     # of `products`, bilinear forms' multiply-adds: their frontier gradient
     # runs one more product of V's size at a height's rows
@@ -98,16 +106,16 @@ class BlockCost:
     gradient_gemm: float = 0.0
     bilinear: float = 0.0
     weights: float = 0.0
-    product_ops: float = 0.0
+    product_sizes: tuple[int, ...] = ()  # (added: concatenated)
 
-    LARGEST = frozenset({"weights", "product_ops"})
+    LARGEST = frozenset({"weights", "product_sizes"})
 
     def __add__(self, other: BlockCost) -> BlockCost:
         return BlockCost(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     @staticmethod
     def branches(costs: list[BlockCost]) -> BlockCost:
-        largest = max(costs, key=lambda c: (c.weights, c.product_ops))
+        largest = max(costs, key=lambda c: (c.weights, len(c.product_sizes)))
         return BlockCost(**{f.name: getattr(largest, f.name) if f.name in BlockCost.LARGEST
                             else sum(getattr(c, f.name) for c in costs) / len(costs)
                             for f in fields(BlockCost)})
@@ -131,7 +139,8 @@ def product_cost(rows: int, cols: int, lanes: int, deferred: bool) -> BlockCost:
     macs, units = rows * cols, row_units(rows, cols, lanes)
     return BlockCost(products=macs, product_units=units,
                      gradient_units=(2 if deferred else 4) * units,
-                     gradient_gemm=macs if deferred else 0.0, weights=macs, product_ops=1)
+                     gradient_gemm=macs if deferred else 0.0, weights=macs,
+                     product_sizes=(macs,))
 
 
 def block_cost(block: Block, lanes: int, deferred: bool) -> BlockCost:
@@ -175,7 +184,7 @@ def cell_cost(module: Any) -> CellCost:
     weight_bytes = sum(sizes) + sum(4 * math.prod(tmath.shape_of(t)) for t in tensors)
     return CellCost(block.products, block.product_units, block.gradient_units,
                     block.gradient_gemm, int(block.weights), weight_bytes,
-                    int(block.product_ops), max(sites, 1), block.bilinear)
+                    block.product_sizes, max(sites, 1), block.bilinear)
 
 
 def height_bounds(nodes: int, fan_out: int) -> tuple[float, float]:
@@ -245,7 +254,6 @@ class Estimate:
         nodes = sum(sizes)
         if heights is None:
             heights = estimated_heights(max(sizes, default=1), cell.fan_out)
-        per_op = GRADIENT_PRODUCTS if self.gradient else 1  # products an op runs
         passes = GRADIENT_PASSES if self.gradient else 1
         fixed = costs.frontier_call_s + passes * (heights * costs.height_s
                                                   + nodes * costs.row_s)
@@ -263,7 +271,8 @@ class Estimate:
             macs = cell.products * gains + cell.bilinear / policy.gemm_gain(per_height)
             return nodes * macs * costs.unit_s
 
-        alone = fixed + weights * self.height_streams() + rows(nodes / heights)
+        products = weights * self.height_streams() + rows(nodes / heights)
+        alone = fixed + products
         if threads < 2:
             return alone
         # each thread a share of every height's rows (or its own trees'), all
@@ -271,9 +280,15 @@ class Estimate:
         by_rows = fixed + weights * self.height_streams() + policy.team_seconds(
             rows(nodes / (heights * threads)), threads, costs, 0) \
             + heights * passes * costs.warm_team_s
-        # the products' own teams: each core its columns, a team start each
-        starts = heights * passes * cell.product_ops * per_op
-        by_columns = fixed + policy.team_seconds(
-            weights * self.height_streams(threads) + rows(nodes / heights), threads, costs, 0) \
-            + starts * costs.warm_team_s
+        # the products' own teams, where a height's rows pay one (a warm
+        # team's start): each core its columns, a team start each; the
+        # other products stay on the calling thread
+        least = policy.team_min_work(threads, costs, warm=True)
+        paying = [size for size in cell.product_sizes
+                  if least >= 0 and nodes / heights * size >= least]
+        shared = sum(paying) / max(sum(cell.product_sizes), 1)
+        starts = heights * len(paying) * (GRADIENT_TEAMS if self.gradient else 1)
+        by_columns = fixed + (1 - shared) * products + policy.team_seconds(
+            shared * (weights * self.height_streams(threads) + rows(nodes / heights)), threads,
+            costs, 0) + starts * costs.warm_team_s
         return min(alone, by_rows, by_columns)

@@ -247,7 +247,7 @@ def test_auto_reads_its_cell_off_the_recursive_ir():
     assert cell.product_units == pytest.approx(
         (dot_units(*leaf) + dot_units(*inner)) / 2 + dot_units(*out))
     assert cell.weights == math.prod(inner) + math.prod(out)
-    assert cell.product_ops == 2
+    assert cell.product_sizes == (math.prod(inner), math.prod(out))
     assert cell.weight_bytes == 4 * sum(v.size for k, v in params.items()
                                         if k in ("w_leaf", "u", "w_out"))
     assert cell.fan_out == 2
@@ -270,7 +270,7 @@ def test_auto_estimates_follow_the_costs():
     gradient's with its gradient), a team takes at least the span."""
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
-                               product_ops=1, fan_out=2)
+                               product_sizes=(100000,), fan_out=2)
     costs = policy.Costs(1e-11, 1e-6, 50e-6)
     sizes = [37] * 5
     base = auto_model.Estimate(cell, costs, False)
@@ -327,6 +327,28 @@ def test_auto_estimates_follow_the_costs():
             (slower - 1) * sum(sizes) * 8e5 * 1e-11 * from_l2)
 
 
+def test_a_frontier_by_columns_starts_a_team_for_each_product_that_pays_one():
+    """Split by columns, a height starts a team for each product whose
+    multiply-adds at its rows reach a warm team's (`team_min_work`), two
+    in a gradient (the product and its vecmat); the others stay whole on
+    the calling thread: with none that pays, the frontier is one thread's."""
+    costs = policy.Costs(1e-11, 1e-6, 50e-6, warm_team_s=2e-6)
+    least = policy.team_min_work(2, costs, warm=True)
+    sizes, heights = [40], 10.0  # 4 rows a height
+    big, small = 4 * least, least // 8  # a row's multiply-adds: pays / does not
+    cell = auto_model.CellCost(products=big + small, product_units=1.0, gradient_units=1.0,
+                               gradient_gemm=0.0, weights=big + small, weight_bytes=4,
+                               product_sizes=(big, small), fan_out=2)
+    for gradient, teams in ((False, 1), (True, 2)):
+        estimate = auto_model.Estimate(cell, costs, gradient)
+        dearer = auto_model.Estimate(cell, replace(costs, warm_team_s=3e-6), gradient)
+        assert dearer.frontier(sizes, 2, heights) - estimate.frontier(sizes, 2, heights) \
+            == pytest.approx(heights * teams * 1e-6)
+    alone = replace(cell, products=small, weights=small, product_sizes=(small,))
+    estimate = auto_model.Estimate(alone, costs, True)
+    assert estimate.frontier(sizes, 2, heights) == estimate.frontier(sizes, 1, heights)
+
+
 @pytest.mark.parametrize("lanes", [16, 8])
 def test_a_heights_weights_stream_at_l2s_rate_and_l3s_beyond_it(monkeypatch, lanes):
     """A height's weight streams in `unit_s` per weight vector: L2 gives 32
@@ -339,7 +361,7 @@ def test_a_heights_weights_stream_at_l2s_rate_and_l3s_beyond_it(monkeypatch, lan
     from_l2 = {16: 2.0, 8: 1.0}[lanes]
     cell = auto_model.CellCost(products=1e5, product_units=2e5, gradient_units=8e5,
                                gradient_gemm=0.0, weights=1e5, weight_bytes=4,
-                               product_ops=1, fan_out=2)
+                               product_sizes=(100000,), fan_out=2)
     # (weight bytes: inference's, training's); a copy beside the weight doubles its bytes
     expected = {4: (from_l2, 2 * from_l2),
                 l2 // 2: (from_l2, 2 * from_l2),  # weight and copy fill L2
