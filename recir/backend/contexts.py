@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from recir.backend.tape_pool import TAPES
-from recir.passes.native_context import Context
+from recir.passes.native_context import LINE_BYTES, Context
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
 NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
@@ -38,7 +38,7 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
     its table of gradient buffers (and with a `tape`, a kept arena chunk).
     Their `address` and `views` (one `Context` each) are made once: every
     team call reads them, and making a view of an array's item is not free."""
-    contexts = (Context * threads)()
+    contexts = on_lines(Context, threads)
     contexts.address = ctypes.addressof(contexts)
     contexts.views = tuple(contexts)
     for ctx in contexts:
@@ -49,6 +49,16 @@ def team_contexts(threads: int, tables: Sequence[Any] = (), tape: bool = False) 
         ctx.acc_copies = ctypes.addressof(table)
     contexts.tables = tables
     return contexts
+
+
+def on_lines(kind: Any, count: int) -> Any:
+    """`count` zeroed `kind`s in an array that starts on a cache line
+    (ctypes aligns one to 8 bytes): where each thread's part is whole lines,
+    no two threads write one line."""
+    raw = ctypes.create_string_buffer(ctypes.sizeof(kind) * count + LINE_BYTES)
+    array = (kind * count).from_address(-(-ctypes.addressof(raw) // LINE_BYTES) * LINE_BYTES)
+    array.raw = raw  # the memory, alive as long as the array
+    return array
 
 
 def release_kept(kept: dict[int, list[Any]]) -> None:

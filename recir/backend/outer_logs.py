@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from recir.backend.contexts import on_lines
 from recir.backend.kernels import gemm
 from recir.backend.tape_pool import LOGS
+from recir.passes.native_context import LINE_BYTES
 
 
 class LogDescriptor(ctypes.Structure):
@@ -41,19 +43,22 @@ class OuterLogs:
 
     def __init__(self, contexts: Sequence[Any], arguments: int,
                  logged: Sequence[tuple[int, int, int]], team_work: int = -1):
-        self.logged, self.arguments, self.threads = logged, arguments, len(contexts)
+        self.logged, self.threads = logged, len(contexts)
         self.team_work = team_work
-        self.table = (LogDescriptor * (len(contexts) * arguments))() if logged else None
+        # each thread's descriptors on whole cache lines (`used` grows at every record)
+        size = ctypes.sizeof(LogDescriptor)
+        self.per = -(-arguments * size // LINE_BYTES) * LINE_BYTES // size
+        self.table = on_lines(LogDescriptor, len(contexts) * self.per) if logged else None
         if self.table is None:
             return
         base = ctypes.addressof(self.table)
         for i, ctx in enumerate(contexts):
-            ctx.outer_logs = base + i * arguments * ctypes.sizeof(LogDescriptor)
+            ctx.outer_logs = base + i * self.per * size
         for k, _, _ in sorted(logged, key=lambda kept: -kept[1] * kept[2]):
             for i in range(len(contexts)):
                 chunk = LOGS.take()
                 if chunk is not None:
-                    log = self.table[i * arguments + k]
+                    log = self.table[i * self.per + k]
                     log.data, log.capacity = chunk
 
     def add_into(self, args: Sequence[Any]) -> None:
@@ -62,7 +67,7 @@ class OuterLogs:
         if self.table is None:
             return
         for k, rows, cols in self.logged:
-            logs = [log for log in self.table[k::self.arguments] if log.data]
+            logs = [log for log in self.table[k::self.per] if log.data]
             stride = rows + cols
             segments = [(log.data, stride, log.data + 4 * rows, stride, log.used // (4 * stride))
                         for log in logs if log.used]

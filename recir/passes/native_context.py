@@ -4,7 +4,11 @@
 `Context`, the offsets the passes emit (ctypes' layout of it, C's) and the
 LLVM struct type (`context_type`) are all generated from it. Contexts sit
 CONTEXT_BYTES apart in an array with one per thread (`contexts` points at
-it, so a task can find its thread's). The tape fields are the per-call
+it, so a task can find its thread's), each on whole cache lines of its own
+(`LINE_BYTES`): a thread writes its own during a call (its stack limit
+around frames with heap buffers, the tape's next frame, its depth, its
+tables) and reads it in every prologue, so contexts sharing a line would
+pass it between cores. The tape fields are the per-call
 arena that activation frames come from; `acc_copies` is this thread's table
 of gradient buffers, indexed by the entry's argument number
 (`adjoint.thread_copy`), or null; `outer_logs` this thread's logs of
@@ -41,18 +45,31 @@ C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
                            "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
 
 
-class Context(ctypes.Structure):
-    """One thread's context (`CONTEXT_FIELDS`), each field naturally aligned
-    and the size a multiple of the widest, as C lays out the struct."""
+LINE_BYTES = 64  # a cache line: no two contexts share one
+
+
+class Fields(ctypes.Structure):
+    """The fields (`CONTEXT_FIELDS`), each naturally aligned and the size a
+    multiple of the widest, as C lays out the struct."""
 
     _fields_ = [(name, C_TYPES[kind]) for name, kind in CONTEXT_FIELDS]
+
+
+PADDING = -ctypes.sizeof(Fields) % LINE_BYTES
+
+
+class Context(ctypes.Structure):
+    """One thread's context: the fields, padded to whole cache lines."""
+
+    _fields_ = [*Fields._fields_, ("padding", ctypes.c_uint8 * PADDING)]
 
 
 def context_type() -> llvm.LLVMStructType:
     """The context as an LLVM struct (the layout LLVM gives it is ctypes':
     `test_native_context.py` checks)."""
     types: dict[str, Attribute] = {"u64": i64, "i64": i64, "i32": i32, "ptr": PTR}
-    return llvm.LLVMStructType.from_type_list([types[kind] for _, kind in CONTEXT_FIELDS])
+    return llvm.LLVMStructType.from_type_list([*(types[kind] for _, kind in CONTEXT_FIELDS),
+                                               llvm.LLVMArrayType(PADDING, i8)])
 
 
 OFFSETS = {name: getattr(Context, name).offset for name, _ in CONTEXT_FIELDS}
