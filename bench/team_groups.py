@@ -1,0 +1,162 @@
+"""Where a frontier team loses against its groups of trees, in native time.
+
+A team that runs a batch by groups (`backend/height_groups.py`) gives each
+thread all the heights of its own trees, with no barrier between them, so
+its call could take as long as its slowest group takes alone on one thread.
+Three timings of the native height loops (`native_scaling.timed_loops`)
+show what it costs beyond that:
+
+- each group's trees on one thread alone, and beside them the whole batch
+  on one thread (the groups' sum over it: what smaller products cost);
+- the groups at once, each in a process of its own, each against itself
+  alone (what two busy cores cost each other through the host's shared
+  caches and memory);
+- the team on the whole batch, against its slowest group alone: beyond the
+  processes' figure, what one process costs (lines its threads share).
+
+    python -m bench.team_groups --mode train [--hidden 150] [--workload sst]
+        [--batch 25] [--threads 2] [--rounds 10] [--calls 10]
+
+The groups are the team's (`policy.balanced_groups` over the trees' nodes,
+as the height-order kernel makes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+from typing import Any
+
+from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+from bench.native_scaling import timed_loops
+from recir.backend.policy import balanced_groups
+
+
+def cell(mode: str, hidden: int, name: str, batch: int, threads: int
+         ) -> tuple[list[Any], list[list[Any]], dict[str, Any]]:
+    """The batch, its groups for a team of `threads` and the model's weights."""
+    trees, vocab, _ = workload(name, batch)
+    trees = trees[:batch]
+    found = balanced_groups([t.num_nodes for t in trees], threads)
+    groups = [[t for t, g in zip(trees, found, strict=True) if g == k] for k in range(threads)]
+    return trees, groups, make_params(hidden, vocab)
+
+
+def native_time(spent: list[float], run: Any, trees: list[Any], calls: int) -> float:
+    """Native seconds a call of `run` on `trees`, after two untimed calls."""
+    for _ in range(2):
+        run(trees)
+    spent[0] = 0.0
+    for _ in range(calls):
+        run(trees)
+    return spent[0] / calls
+
+
+def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
+                   rounds: int, calls: int) -> dict[str, Any]:
+    """Medians over rounds of the whole batch and each group on one thread
+    and of the team on the batch, native seconds a call."""
+    trees, groups, params = cell(mode, hidden, name, batch, threads)
+    spent = [0.0]
+    undo = timed_loops(spent)
+    try:
+        whole, team = recir_frontier(params, mode, 1), recir_frontier(params, mode, threads)
+        alone = [recir_frontier(params, mode, 1) for _ in groups]  # each keeps its plans
+        found: dict[str, list[Any]] = {"whole": [], "groups": [], "team": []}
+        for _ in range(rounds):
+            found["whole"].append(native_time(spent, whole, trees, calls))
+            found["groups"].append([native_time(spent, run, group, calls)
+                                    for run, group in zip(alone, groups, strict=True)])
+            found["team"].append(native_time(spent, team, trees, calls))
+    finally:
+        undo()
+    return {"whole": statistics.median(found["whole"]),
+            "groups": [statistics.median(g) for g in zip(*found["groups"], strict=True)],
+            "team": statistics.median(found["team"]),
+            "nodes": [sum(t.num_nodes for t in g) for g in groups]}
+
+
+def group_process(k: int, cell_args: tuple, rounds: int, calls: int, barrier: Any,
+                  results: Any) -> None:
+    """Group `k` on one thread, round by round: alone (each process in turn
+    while the others wait), then all at once."""
+    keep_freed_memory()
+    mode, hidden, name, batch, threads = cell_args
+    _, groups, params = cell(*cell_args)
+    spent = [0.0]
+    timed_loops(spent)
+    run = recir_frontier(params, mode, 1)
+    run(groups[k])  # compiled (from the cache) and loaded
+    for _ in range(rounds):
+        for turn in range(threads):
+            barrier.wait()
+            if turn == k:
+                results.put((k, "alone", native_time(spent, run, groups[k], calls)))
+        barrier.wait()
+        results.put((k, "together", native_time(spent, run, groups[k], calls)))
+
+
+def in_processes(mode: str, hidden: int, name: str, batch: int, threads: int, rounds: int,
+                 calls: int) -> list[float]:
+    """Each group's median, over rounds, of its native time at once with the
+    others over its time alone, a process each (spawned: a fork would copy
+    this process's OpenMP runtime mid-flight)."""
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(threads), context.Queue()
+    cell_args = (mode, hidden, name, batch, threads)
+    children = [context.Process(target=group_process, args=(
+        k, cell_args, rounds, calls, barrier, results)) for k in range(threads)]
+    for child in children:
+        child.start()
+    found: dict[tuple[int, str], list[float]] = {}
+    for _ in range(2 * threads * rounds):
+        k, kind, seconds = results.get(timeout=600)
+        found.setdefault((k, kind), []).append(seconds)
+    for child in children:
+        child.join()
+    return [statistics.median(found[k, "together"]) / statistics.median(found[k, "alone"])
+            for k in range(threads)]
+
+
+def report(found: dict[str, Any], together: list[float] | None, args: argparse.Namespace
+           ) -> str:
+    us = [f"{1e6 * g:.0f}" for g in found["groups"]]
+    slowest = max(found["groups"])
+    lines = [f"{args.mode} h={args.hidden} {args.workload} b{args.batch}, {args.threads} "
+             f"groups ({' / '.join(map(str, found['nodes']))} nodes), native us a call:",
+             f"  whole batch, 1 thread: {1e6 * found['whole']:.0f}",
+             f"  each group alone, 1 thread: {', '.join(us)} (their sum over the whole "
+             f"batch {sum(found['groups']) / found['whole']:.3f})"]
+    if together is not None:
+        lines.append(f"  the groups at once, a process each, over each alone: "
+                     f"{', '.join(f'{r:.3f}' for r in together)}")
+    lines.append(f"  the team of {args.threads} on the batch: {1e6 * found['team']:.0f} "
+                 f"(over the slowest group alone {found['team'] / slowest:.3f}; the whole "
+                 f"batch on 1 thread over it {found['whole'] / found['team']:.3f})")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["infer", "train"], default="train")
+    parser.add_argument("--hidden", type=int, default=150)
+    parser.add_argument("--workload", default="sst")
+    parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=10, help="timed calls a turn")
+    parser.add_argument("--no-processes", action="store_true",
+                        help="leave out the groups at once in processes of their own")
+    args = parser.parse_args()
+    keep_freed_memory()  # (as `targets`' cells)
+    cell_args = (args.mode, args.hidden, args.workload, args.batch, args.threads)
+    found = in_one_process(*cell_args, args.rounds, args.calls)
+    together = None if args.no_processes else in_processes(*cell_args, args.rounds,
+                                                           args.calls)
+    print(report(found, together, args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
