@@ -12,7 +12,10 @@ show what it costs beyond that:
   alone (what two busy cores cost each other through the host's shared
   caches and memory);
 - the team on the whole batch, against its slowest group alone: beyond the
-  processes' figure, what one process costs (lines its threads share).
+  processes' figure, what one process costs (lines its threads share),
+  beside the cores' cache-line round trip before and after
+  (`core_latency`: on a VM whose cores the host moves between L3s, a team
+  pays several times as much for each line in one state as in the other).
 
     python -m bench.team_groups --mode train [--hidden 150] [--workload sst]
         [--batch 25] [--threads 2] [--rounds 10] [--calls 10]
@@ -28,6 +31,7 @@ import multiprocessing
 import statistics
 from typing import Any
 
+from bench import core_latency
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
 from bench.native_scaling import timed_loops
 from recir.backend.policy import balanced_groups
@@ -151,10 +155,13 @@ def main() -> int:
     args = parser.parse_args()
     keep_freed_memory()  # (as `targets`' cells)
     cell_args = (args.mode, args.hidden, args.workload, args.batch, args.threads)
+    before = core_latency.round_trips()
     found = in_one_process(*cell_args, args.rounds, args.calls)
+    trips = [core_latency.describe(t) for t in (before, core_latency.round_trips())]
     together = None if args.no_processes else in_processes(*cell_args, args.rounds,
                                                            args.calls)
     print(report(found, together, args))
+    print(f"  the cores' round trip {trips[0]} before the team's rounds, {trips[1]} after")
     return 0
 
 
