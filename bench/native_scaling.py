@@ -135,42 +135,48 @@ def timed_loops(spent: list[float]) -> Callable[[], None]:
 
 
 def measure(mode: str, hidden: int, name: str, batch: int, calls: int, waited: float,
-            threads: int = 2, work: bool = False) -> dict[str, Any]:
+            threads: int = 2, work: bool = False, batches: int = 1) -> dict[str, Any]:
     """Median per call of each thread count's native loops, wall time and
     threads' CPU time, over the chunks kept, and how many chunks were
     dropped; `work`: the workers sleep once idle (`main`), so the CPU
-    times are work."""
+    times are work; `batches`: the calls go through that many batches in
+    turn (a training loop's: each call's rows fall to other threads than
+    the last call's), else all take the first."""
     keep_freed_memory()  # (as `targets`' cells: no array's pages faulted in every call)
     trees, vocab, _ = workload(name, batch)
     params = make_params(hidden, vocab)
     spent = [0.0]
     undo = timed_loops(spent)
-    batch_trees = trees[:batch]
+    turns = [trees[k * batch:(k + 1) * batch] for k in range(batches)]
+    if len(turns[-1]) < batch:
+        raise SystemExit(f"{name} has {len(trees)} trees: fewer than {batches} batches of {batch}")
     try:  # the loops are made at a function's first call, once its code is loaded
         forms = {t: recir_frontier(params, mode, t) for t in (1, threads)}
         for run in forms.values():
-            for _ in range(CHUNK):
-                run(batch_trees)
-        return timed(forms, batch_trees, calls, waited, spent) | {
-            "mode": mode, "hidden": hidden, "workload": name, "batch": batch, "work": work}
+            for k in range(CHUNK):
+                run(turns[k % batches])
+        return timed(forms, turns, calls, waited, spent) | {
+            "mode": mode, "hidden": hidden, "workload": name, "batch": batch, "work": work,
+            "batches": batches}
     finally:
         undo()
 
 
-def timed(forms: dict[int, Callable[[Any], Any]], batch_trees: list[Any], calls: int,
+def timed(forms: dict[int, Callable[[Any], Any]], turns: list[list[Any]], calls: int,
           waited: float, spent: list[float]) -> dict[str, Any]:
-    """`measure`'s chunks of calls, the thread counts in turn."""
+    """`measure`'s chunks of calls, the thread counts in turn, each call
+    on the next of the batches `turns`."""
     kept: dict[int, dict[str, list[float]]] = {
         t: {"native": [], "wall": [], "caller_cpu": [], "others_cpu": [], "least": [],
             "median": [], "most": []} for t in forms}
     dropped, caller = 0, threading.get_native_id()
     for _ in range(max(calls // CHUNK, 1)):
         for threads, run in forms.items():
-            run(batch_trees)  # the team's workers awake, as in back-to-back calls
+            run(turns[-1])  # the team's workers awake, as in back-to-back calls
             cpu = thread_cpu_ns()
             spent[0], before, start = 0.0, waited_ns(), time.perf_counter()
-            for _ in range(CHUNK):
-                run(batch_trees)
+            for k in range(CHUNK):
+                run(turns[k % len(turns)])
             wall, after, cpu_after = time.perf_counter() - start, waited_ns(), thread_cpu_ns()
             own, others = work_split(cpu, cpu_after, caller)
             spread = workers_spread(cpu, cpu_after, caller)
@@ -191,7 +197,8 @@ def timed(forms: dict[int, Callable[[Any], Any]], batch_trees: list[Any], calls:
 def report(found: dict[str, Any]) -> str:
     n = max(found["medians"])
     one, many = found["medians"][1], found["medians"][n]
-    text = (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}: "
+    turns = f" ({found['batches']} batches in turn)" if found.get("batches", 1) > 1 else ""
+    text = (f"{found['mode']} h={found['hidden']} {found['workload']} b{found['batch']}{turns}: "
             f"native 1t {one['native'] * 1e6:.0f} us, {n}t {many['native'] * 1e6:.0f} us, "
             f"{n}t/1t {one['native'] / many['native']:.3f}x; wall {one['wall'] * 1e6:.0f} / "
             f"{many['wall'] * 1e6:.0f} us, {one['wall'] / many['wall']:.3f}x "
@@ -215,6 +222,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=25)
     parser.add_argument("--threads", type=int, default=2, help="N, timed against 1")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per thread count")
+    parser.add_argument("--batches", type=int, default=1,
+                        help="the calls go through this many batches in turn")
     parser.add_argument("--waited", type=float, default=0.01,
                         help="drop a chunk whose threads waited runnable this part of it")
     parser.add_argument("--work", action="store_true",
@@ -229,7 +238,7 @@ def main() -> int:
         os.environ["OMP_WAIT_POLICY"] = "passive"
         configure_runtime(block_time_ms=0)
     print(report(measure(args.mode, args.hidden, args.workload, args.batch, args.calls,
-                         args.waited, args.threads, args.work)))
+                         args.waited, args.threads, args.work, args.batches)))
     return 0
 
 

@@ -143,3 +143,24 @@ def test_a_measure_times_the_height_loops_of_both_thread_counts(tmp_path, monkey
                                    waited=float("inf"))
     for medians in found["medians"].values():
         assert 0 < medians["native"] < medians["wall"]
+
+
+def test_calls_can_go_through_several_batches_in_turn(tmp_path, monkeypatch):
+    """`batches`: each call takes the next batch (rows land on other
+    threads than the last call's, as in a training loop); asking for more
+    batches than the workload holds says so."""
+    monkeypatch.setenv("RECIR_CACHE_DIR", str(tmp_path))
+    seen = []
+    made = native_scaling.recir_frontier
+
+    def recording(params, mode, threads):
+        run = made(params, mode, threads)
+        return lambda trees: (seen.append(tuple(id(t) for t in trees)), run(trees))[1]
+
+    monkeypatch.setattr(native_scaling, "recir_frontier", recording)
+    found = native_scaling.measure("infer", 8, "complete-4", 2, native_scaling.CHUNK,
+                                   waited=float("inf"), batches=3)
+    assert found["batches"] == 3 and len(set(seen)) == 3
+    assert "(3 batches in turn)" in native_scaling.report(found)
+    with pytest.raises(SystemExit, match="fewer than 6 batches of 2"):
+        native_scaling.measure("infer", 8, "complete-4", 2, 1, waited=1.0, batches=6)
