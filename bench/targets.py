@@ -12,11 +12,10 @@ CPU model printed first:
   and after the cells;
 - scaling: N threads over one at batch 25, the frontier and the recursive
   code (that cell and SST h=150), the two thread counts timed in the same
-  rounds, each turn after one untimed batch, a round taking every cell in
-  turn (`scaling`, `cell_rounds`, `settled_rounds`), each beside the host's
-  ceiling (`bench/copies.py`: N one-thread copies at once over one, not
-  judged) and the cores' cache-line round trip before and after the
-  rounds (`bench/core_latency.py`), and fib(35);
+  rounds, each turn after one untimed batch (`scaling`, `settled_rounds`),
+  each beside the host's ceiling (`bench/copies.py`:
+  N one-thread copies at once over one, not judged) and the cores' cache-line
+  round trip before and after it (`bench/core_latency.py`), and fib(35);
   beside them, unjudged, the SGEMM roof's own N threads over one (what the
   products, most of a frontier call, can gain at best);
 - auto: `batching="auto"`'s rate over the faster mode's in every cell;
@@ -100,17 +99,11 @@ def cells(args: argparse.Namespace, report: dict[str, Any]) -> None:
 
 def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """N threads over one for each recir mode at batch 25 (`CELLS`), the two
-    timed in the same rounds, and the cells' rounds taken in turn (each
-    round times every cell once, `cell_rounds`): on a shared host a slow
-    spell then falls on both thread counts, and on one round of several
-    cells rather than every round of one (spells of seconds when a
-    two-thread pass ran as slowly as one thread's, with no steal or other
-    load to show for it, came and went on the 2-core VM). Beside each, the
-    host's ceiling for it (`copies`: N
-    one-thread copies at once over one), what else the host ran while the
-    cells were timed (`host_load`) and the cores' round trip before and
-    after. A mode that fails to build or run leaves its ratio out."""
-    cells: dict[str, tuple[dict[str, Any], list[Any], int, str, int]] = {}
+    timed in the same rounds: on a shared host a slow spell then falls on
+    both, where two cells timed minutes apart each catch their own. Beside
+    each, the host's ceiling for it (`copies`: N one-thread copies at once
+    over one), and what else the host ran while it was timed (`host_load`).
+    A mode that fails to build or run leaves its ratio out."""
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:
             continue
@@ -121,53 +114,33 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 key = f"{name} {kind} {mode}"
                 runs, _ = attempt(key, lambda b=build, m=mode: built(
                     {str(t): b(params, m, t) for t in (1, args.threads)}, trees[:batch]))
-                if runs is not None:
-                    cells[key] = (runs, trees, batch, name, hidden)
-    before = core_latency.round_trips()
-    with HostLoad() as load:  # what else ran while the cells were timed
-        times = cell_rounds({key: cell[:3] for key, cell in cells.items()}, args.repeats)
-    trips = [before, core_latency.round_trips()]
-    for key, found in times.items():
-        runs, trees, batch, name, hidden = cells[key]
-        kind, mode = key.split()[1:]
-        report["host_load"][key] = {"others": load.others, "steal": load.steal}
-        report["core_latency"][key] = [list(t.values()) for t in trips]
-        one, many = median(found["1"]), median(found[str(args.threads)])
-        report["scaling"][key] = one / many
-        # a call's seconds on each, as the ratio's parts (a pass is
-        # the workload's batches, each a call)
-        calls = -(-len(trees) // batch)
-        report["call_seconds"][key] = {"1": one / calls, str(args.threads): many / calls}
-        ceiling = copies.ceiling(kind, mode, name, hidden, batch, args.threads)
-        report["ceiling"][key] = ceiling
-        if args.json:
-            write_json(args.json, report)
-        print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
-              f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
-              f"of one thread at once: {fmt(ceiling)}x; while the cells were timed, "
-              f"{load.describe()}; cores' round trip {core_latency.describe(trips[0])} "
-              f"before, {core_latency.describe(trips[1])} after", flush=True)
-
-
-def cell_rounds(cells: dict[str, tuple[dict[str, Any], list[Any], int]], repeats: int
-                ) -> dict[str, dict[str, list[float]]]:
-    """Each cell's (runs by thread count, trees, batch) passes timed in
-    `repeats` rounds, a round timing every cell's thread counts once
-    (`settled_rounds`, warmed in the first); a cell whose run fails is
-    left out from then on."""
-    times: dict[str, dict[str, list[float]]] = {}
-    for round_ in range(repeats):
-        for key, (runs, trees, batch) in cells.items():
-            if round_ and key not in times:
-                continue  # (failed in an earlier round)
-            found, _ = attempt(key, lambda r=runs, t=trees, b=batch: settled_rounds(
-                r, t, b, 1, warmup_s=0.3 if round_ == 0 else 0.0))
-            if found is None:
-                times.pop(key, None)
-                continue
-            for threads, spent in found.items():
-                times.setdefault(key, {}).setdefault(threads, []).extend(spent)
-    return times
+                if runs is None:
+                    continue
+                before = core_latency.round_trips()
+                with HostLoad() as load:  # what else ran while these were timed
+                    times, _ = attempt(key, lambda r=runs: settled_rounds(r, trees, batch,
+                                                                          args.repeats))
+                if times is None:
+                    continue
+                trips = [before, core_latency.round_trips()]
+                report["host_load"][key] = {"others": load.others, "steal": load.steal}
+                report["core_latency"][key] = [list(t.values()) for t in trips]
+                one, many = median(times["1"]), median(times[str(args.threads)])
+                report["scaling"][key] = one / many
+                # a call's seconds on each, as the ratio's parts (a pass is
+                # the workload's batches, each a call)
+                calls = -(-len(trees) // batch)
+                report["call_seconds"][key] = {"1": one / calls, str(args.threads): many / calls}
+                found = copies.ceiling(kind, mode, name, hidden, batch, args.threads)
+                report["ceiling"][key] = found
+                if args.json:
+                    write_json(args.json, report)
+                print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
+                      f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
+                      f"of one thread at once: {fmt(found)}x; while timed, {load.describe()}"
+                      f"; cores' round trip {core_latency.describe(trips[0])} before, "
+                      f"{core_latency.describe(trips[1])} after",
+                      flush=True)
 
 
 def built(runs: dict[str, Any], batch: list[Any]) -> dict[str, Any]:

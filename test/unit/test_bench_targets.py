@@ -115,9 +115,8 @@ def test_a_roof_whose_rounds_did_not_run_is_unjudged():
 
 
 def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
-    """Each mode's ratio comes from `rounds_times` calls over both thread
-    counts, one a round (medians over medians); a mode that fails to build
-    is left out."""
+    """Each mode's ratio comes from one `rounds_times` call over both thread
+    counts (medians over medians); a mode that fails to build is left out."""
     monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
     monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
     timed = []
@@ -139,8 +138,7 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     trips = iter([{1: 70.0}, {1: 330.0}] * 4)
     monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
     targets.scaling(targets.argparse.Namespace(threads=16, repeats=3, json=None), found)
-    # two batch-25 cells x frontier's two modes, in 3 rounds of one pass each
-    assert timed == [["1", "16"]] * 4 * 3
+    assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
     assert found["scaling"] == dict.fromkeys(keys, 4.0)
     # the medians over the workload's one batch of 4 trees: one call a pass
@@ -206,28 +204,6 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     targets.scaling(targets.argparse.Namespace(threads=2, repeats=1, json=None), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
-
-
-def test_the_cells_rounds_are_taken_in_turn_and_a_failing_cell_is_left_out():
-    """Round by round, every cell once: a spell of the host falls on one
-    round of several cells, not on all of one cell's rounds."""
-    order: list[str] = []
-
-    def run_for(cell: str, fails_after: int | None = None):
-        def run(trees: list[int]) -> list[float]:
-            if not order or order[-1] != cell:
-                order.append(cell)
-            if fails_after is not None and order.count(cell) > fails_after:
-                raise RuntimeError("error: native @f ran out of memory")
-            return [0.0] * len(trees)
-        return run
-
-    cells = {name: ({"1": run_for(name, fails), "2": run_for(name, fails)}, [0] * 4, 2)
-             for name, fails in (("a", None), ("b", None), ("c", 1))}
-    times = targets.cell_rounds(cells, 3)
-    assert order == ["a", "b", "c", "a", "b", "c", "a", "b"]
-    assert sorted(times) == ["a", "b"]  # c failed in its second round
-    assert all(len(found[t]) == 3 for found in times.values() for t in ("1", "2"))
 
 
 def test_each_rounds_pass_follows_an_untimed_batch_of_its_own():
