@@ -47,7 +47,8 @@ class OuterLogs:
         self.team_work = team_work
         # each thread's descriptors on whole cache lines (`used` grows at every record)
         size = ctypes.sizeof(LogDescriptor)
-        self.per = -(-arguments * size // LINE_BYTES) * LINE_BYTES // size
+        on_a_line = LINE_BYTES // size
+        self.per = -(-arguments // on_a_line) * on_a_line
         self.table = on_lines(LogDescriptor, len(contexts) * self.per) if logged else None
         if self.table is None:
             return

@@ -31,9 +31,9 @@ from recir.backend.kernels import height_call as call_fields
 from recir.backend.kernels import height_order as order
 from recir.backend.kept_plans import CLEAN
 from recir.backend.native_backward import seeds_of
-from recir.interpreter.frontier_grad import shared_gradients
 from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NUMBERING, NativeSchedule, operand_fields
+from recir.interpreter.frontier_grad import shared_gradients
 from recir.passes.expansion_loop import EXPANSION_HEADER
 from recir.passes.rows import ALIGN
 
