@@ -5,9 +5,13 @@ A real host gives less: its cores share the L3 cache and memory bandwidth
 and may clock lower when all are busy. This measures how much less for one
 cell: its one-thread form timed alone, then as N processes started
 together (each timing its own calls while the others run theirs), in
-alternating rounds; the ceiling is N x (alone / together), what N cores
-give N independent copies of the work. An "N threads over 1" ratio near
-it is at the host's limit; one well under it is the code's.
+alternating rounds; the ceiling is N x (alone / the slowest copy), what N
+cores give N independent copies of the work when each must finish, as a
+team's threads with even shares must: where the host runs one core slower
+while all are busy (a VM whose cores share their physical cores with other
+tenants), the slowest copy says what a team waits for, not the copies'
+pooled median. An "N threads over 1" ratio near it is at the host's limit;
+one well under it is the code's.
 
     python -m bench.copies --kind frontier --mode train --workload sst --copies 2
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,9 +62,9 @@ def child(kind: str, mode: str, name: str, hidden: int, batch: int, seconds: flo
         run()
 
 
-def together(cell: list[str], copies: int) -> list[float]:
-    """Each pass's seconds, over `copies` children of `cell` (`child`'s
-    arguments as text) started at once; every child killed after
+def together(cell: list[str], copies: int) -> list[list[float]]:
+    """Each copy's passes' seconds, over `copies` children of `cell`
+    (`child`'s arguments as text) started at once; every child killed after
     `TIMEOUT_S`, a RuntimeError naming what a failed one printed last."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bench.copies import child; "
             f"child(*sys.argv[1:4], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))")
@@ -82,7 +87,7 @@ def together(cell: list[str], copies: int) -> list[float]:
         times = []
         for proc, errors in procs:
             try:
-                times += [float(t) for t in json.loads(proc.stdout.readline())]
+                times.append([float(t) for t in json.loads(proc.stdout.readline())])
             except (ValueError, TypeError):
                 raise RuntimeError(f"a copy failed: {last_line(proc, errors)}") from None
     finally:
@@ -108,22 +113,20 @@ def last_line(proc: subprocess.Popen[str], errors: Any) -> str:
 
 def ceiling(kind: str, mode: str, name: str, hidden: int, batch: int, copies: int,
             seconds: float = 2.0, rounds: int = 2) -> float | None:
-    """N x (median pass alone / median pass among N copies), alone and
-    together alternating for `rounds`; None, with the reason printed, where
-    a copy fails."""
+    """N x (median pass alone / the slowest copy's median pass among N),
+    alone and together alternating for `rounds` (the median of the rounds'
+    slowest copies); None, with the reason printed, where a copy fails."""
     cell = [kind, mode, name, str(hidden), str(batch), str(seconds)]
     alone: list[float] = []
-    among: list[float] = []
+    slowest: list[float] = []
     try:
         for _ in range(rounds):
-            alone += together(cell, 1)
-            among += together(cell, copies)
+            alone += together(cell, 1)[0]
+            slowest.append(max(map(statistics.median, together(cell, copies))))
     except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as e:
         print(f"copies of {' '.join(cell[:3])}: not measured: {e}", flush=True)
         return None
-    alone.sort()
-    among.sort()
-    return copies * alone[len(alone) // 2] / among[len(among) // 2]
+    return copies * statistics.median(alone) / statistics.median(slowest)
 
 
 def main() -> int:

@@ -100,18 +100,19 @@ def workers_spread(before: dict[int, int], after: dict[int, int], caller: int
     return busy[0], statistics.median(busy), busy[-1]
 
 
-def timed_loops(spent: list[float]) -> Callable[[], None]:
+def timed_loops(spent: Any, clock: Callable[[], float] = time.perf_counter
+                ) -> Callable[[], None]:
     """Makes each HeightLoop made from now on, and the numbering call (which
     runs a `@post`'s or `_fwd`'s loop once that loop has run, and a `_bwd`
     after it, after the expansion and the height order:
     `kernels/height_call`), add their
-    native calls' seconds to `spent[0]`; returns the undo."""
+    native calls' seconds by `clock` to `spent[0]`; returns the undo."""
     made, kernel = native_loops.NativeLoop.__init__, numbering.numbering_kernel()
 
     def number(*call: Any) -> None:
-        start = time.perf_counter()
+        start = clock()
         kernel(*call)
-        spent[0] += time.perf_counter() - start
+        spent[0] += clock() - start
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         made(self, *args, **kwargs)
@@ -119,9 +120,9 @@ def timed_loops(spent: list[float]) -> Callable[[], None]:
             function = self.function
 
             def timed(*call: Any) -> None:
-                start = time.perf_counter()
+                start = clock()
                 function(*call)
-                spent[0] += time.perf_counter() - start
+                spent[0] += clock() - start
 
             self.function = timed
 

@@ -13,8 +13,8 @@ CPU model printed first:
 - scaling: N threads over one at batch 25, the frontier and the recursive
   code (that cell and SST h=150), the two thread counts timed in the same
   rounds, each turn after one untimed batch (`scaling`, `settled_rounds`),
-  each beside the host's ceiling (`bench/copies.py`:
-  N one-thread copies at once over one, not judged) and the cores' cache-line
+  each beside the host's ceiling (`bench/copies.py`: N x one one-thread
+  copy alone over the slowest of N at once, not judged) and the cores' cache-line
   round trip before and after it (`bench/core_latency.py`), and fib(35);
   beside them, unjudged, the SGEMM roof's own N threads over one (what the
   products, most of a frontier call, can gain at best);
@@ -101,8 +101,9 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """N threads over one for each recir mode at batch 25 (`CELLS`), the two
     timed in the same rounds: on a shared host a slow spell then falls on
     both, where two cells timed minutes apart each catch their own. Beside
-    each, the host's ceiling for it (`copies`: N one-thread copies at once
-    over one), and what else the host ran while it was timed (`host_load`).
+    each, the host's ceiling for it (`copies`: N x one one-thread copy alone
+    over the slowest of N at once), and what else the host ran while it was
+    timed (`host_load`).
     A mode that fails to build or run leaves its ratio out."""
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:

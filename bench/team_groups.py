@@ -3,19 +3,23 @@
 A team that runs a batch by groups (`backend/height_groups.py`) gives each
 thread all the heights of its own trees, with no barrier between them, so
 its call could take as long as its slowest group takes alone on one thread.
-Three timings of the native height loops (`native_scaling.timed_loops`)
+Four timings of the native height loops (`native_scaling.timed_loops`)
 show what it costs beyond that:
 
 - each group's trees on one thread alone, and beside them the whole batch
   on one thread (the groups' sum over it: what smaller products cost);
-- the groups at once, each in a process of its own, each against itself
-  alone (what two busy cores cost each other through the host's shared
-  caches and memory);
-- the team on the whole batch, against its slowest group alone: beyond the
-  processes' figure, what one process costs (lines its threads share),
-  beside the cores' cache-line round trip before and after
-  (`core_latency`: on a VM whose cores the host moves between L3s, a team
-  pays several times as much for each line in one state as in the other).
+- the groups at once, each in a process of its own: per round, the
+  slowest over the slowest alone (what busy cores cost each other through
+  the host's shared caches and memory, and, on a VM, a core the host runs
+  slower while both are busy: a team with even shares waits for it);
+- the groups at once, each on a thread of this process, by each thread's
+  CPU time (a wait for the GIL between native calls takes none): the same
+  for threads that share an address space, the slowest over the slowest
+  alone;
+- the team on the whole batch, against its slowest group alone, beside the
+  cores' cache-line round trip before and after (`core_latency`: on a VM
+  whose cores the host moves between L3s, a team pays several times as much
+  for each line in one state as in the other).
 
     python -m bench.team_groups --mode train [--hidden 150] [--workload sst]
         [--batch 25] [--threads 2] [--rounds 10] [--calls 10]
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
+import threading
+import time
 from typing import Any
 
 from bench import core_latency
@@ -47,7 +53,7 @@ def cell(mode: str, hidden: int, name: str, batch: int, threads: int
     return trees, groups, make_params(hidden, vocab)
 
 
-def native_time(spent: list[float], run: Any, trees: list[Any], calls: int) -> float:
+def native_time(spent: Any, run: Any, trees: list[Any], calls: int) -> float:
     """Native seconds a call of `run` on `trees`, after two untimed calls."""
     for _ in range(2):
         run(trees)
@@ -57,28 +63,68 @@ def native_time(spent: list[float], run: Any, trees: list[Any], calls: int) -> f
     return spent[0] / calls
 
 
+class PerThread:
+    """`timed_loops`' `spent[0]` and clock, each thread's own: wall seconds,
+    or CPU seconds on a thread that says so (`threads_at_once`)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def __getitem__(self, _: int) -> float:
+        return getattr(self.local, "seconds", 0.0)
+
+    def __setitem__(self, _: int, seconds: float) -> None:
+        self.local.seconds = seconds
+
+    def clock(self) -> float:
+        return time.thread_time() if getattr(self.local, "cpu", False) else time.perf_counter()
+
+
 def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
                    rounds: int, calls: int) -> dict[str, Any]:
     """Medians over rounds of the whole batch and each group on one thread
-    and of the team on the batch, native seconds a call."""
+    and of the team on the batch, native seconds a call; and of the groups
+    at once on threads of this process, the slowest thread's native CPU
+    seconds a call over the slowest group's alone."""
     trees, groups, params = cell(mode, hidden, name, batch, threads)
-    spent = [0.0]
-    undo = timed_loops(spent)
+    spent = PerThread()
+    undo = timed_loops(spent, spent.clock)
     try:
         whole, team = recir_frontier(params, mode, 1), recir_frontier(params, mode, threads)
         alone = [recir_frontier(params, mode, 1) for _ in groups]  # each keeps its plans
-        found: dict[str, list[Any]] = {"whole": [], "groups": [], "team": []}
+        runs = list(zip(alone, groups, strict=True))
+        found: dict[str, list[Any]] = {"whole": [], "groups": [], "team": [], "threads": []}
         for _ in range(rounds):
             found["whole"].append(native_time(spent, whole, trees, calls))
             found["groups"].append([native_time(spent, run, group, calls)
-                                    for run, group in zip(alone, groups, strict=True)])
+                                    for run, group in runs])
             found["team"].append(native_time(spent, team, trees, calls))
+            each = [threads_at_once(spent, [run], calls)[0] for run in runs]
+            found["threads"].append(max(threads_at_once(spent, runs, calls)) / max(each))
     finally:
         undo()
     return {"whole": statistics.median(found["whole"]),
             "groups": [statistics.median(g) for g in zip(*found["groups"], strict=True)],
             "team": statistics.median(found["team"]),
+            "threads": statistics.median(found["threads"]),
             "nodes": [sum(t.num_nodes for t in g) for g in groups]}
+
+
+def threads_at_once(cpu: PerThread, runs: list[tuple[Any, list[Any]]], calls: int
+                    ) -> list[float]:
+    """Each (run, trees)'s native CPU seconds a call, all at once, a thread each."""
+    found = [0.0] * len(runs)
+
+    def each(k: int) -> None:
+        cpu.local.cpu = True
+        found[k] = native_time(cpu, *runs[k], calls)
+
+    workers = [threading.Thread(target=each, args=(k,)) for k in range(len(runs))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return found
 
 
 def group_process(k: int, cell_args: tuple, rounds: int, calls: int, barrier: Any,
@@ -102,10 +148,10 @@ def group_process(k: int, cell_args: tuple, rounds: int, calls: int, barrier: An
 
 
 def in_processes(mode: str, hidden: int, name: str, batch: int, threads: int, rounds: int,
-                 calls: int) -> list[float]:
-    """Each group's median, over rounds, of its native time at once with the
-    others over its time alone, a process each (spawned: a fork would copy
-    this process's OpenMP runtime mid-flight)."""
+                 calls: int) -> float:
+    """The median, over rounds, of the slowest group's native time at once
+    with the others over the slowest's alone, a process each (spawned: a
+    fork would copy this process's OpenMP runtime mid-flight)."""
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(threads), context.Queue()
     cell_args = (mode, hidden, name, batch, threads)
@@ -119,11 +165,12 @@ def in_processes(mode: str, hidden: int, name: str, batch: int, threads: int, ro
         found.setdefault((k, kind), []).append(seconds)
     for child in children:
         child.join()
-    return [statistics.median(found[k, "together"]) / statistics.median(found[k, "alone"])
-            for k in range(threads)]
+    return statistics.median(
+        max(found[k, "together"][r] for k in range(threads))
+        / max(found[k, "alone"][r] for k in range(threads)) for r in range(rounds))
 
 
-def report(found: dict[str, Any], together: list[float] | None, args: argparse.Namespace
+def report(found: dict[str, Any], together: float | None, args: argparse.Namespace
            ) -> str:
     us = [f"{1e6 * g:.0f}" for g in found["groups"]]
     slowest = max(found["groups"])
@@ -133,8 +180,10 @@ def report(found: dict[str, Any], together: list[float] | None, args: argparse.N
              f"  each group alone, 1 thread: {', '.join(us)} (their sum over the whole "
              f"batch {sum(found['groups']) / found['whole']:.3f})"]
     if together is not None:
-        lines.append(f"  the groups at once, a process each, over each alone: "
-                     f"{', '.join(f'{r:.3f}' for r in together)}")
+        lines.append(f"  the groups at once, a process each: the slowest over the slowest "
+                     f"alone {together:.3f}")
+    lines.append(f"  the groups at once, a thread each of this process (CPU time): the "
+                 f"slowest over the slowest alone {found['threads']:.3f}")
     lines.append(f"  the team of {args.threads} on the batch: {1e6 * found['team']:.0f} "
                  f"(over the slowest group alone {found['team'] / slowest:.3f}; the whole "
                  f"batch on 1 thread over it {found['whole'] / found['team']:.3f})")

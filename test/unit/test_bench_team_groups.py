@@ -1,4 +1,4 @@
-"""bench/team_groups.py: the team's groups, and each of its three timings."""
+"""bench/team_groups.py: the team's groups, and each of its four timings."""
 
 import sys
 from argparse import Namespace
@@ -24,9 +24,36 @@ def test_a_small_run_times_each_part():
     found = team_groups.in_one_process(*args, rounds=1, calls=1)
     assert found["whole"] > 0 and found["team"] > 0 and len(found["groups"]) == 2
     assert all(g > 0 for g in found["groups"]) and found["nodes"] == [30, 30]
+    assert found["threads"] > 0
     together = team_groups.in_processes(*args, rounds=1, calls=1)
-    assert len(together) == 2 and all(r > 0 for r in together)
+    assert together > 0
     text = team_groups.report(found, together, Namespace(
         mode="train", hidden=8, workload="complete-8", batch=4, threads=2))
     assert "2 groups (30 / 30 nodes)" in text and "a process each" in text
-    assert "the team of 2 on the batch" in text
+    assert "a thread each of this process" in text and "the team of 2 on the batch" in text
+
+
+def test_each_thread_keeps_its_own_seconds_and_clock():
+    """`PerThread`: a thread's seconds are its own, wall time unless it asks
+    for its CPU time, which a sleep does not add to."""
+    import threading
+    import time
+
+    spent = team_groups.PerThread()
+    spent[0] = 1.0
+    seen = {}
+
+    def other() -> None:
+        seen["start"] = spent[0]
+        spent.local.cpu = True
+        before = spent.clock()
+        time.sleep(0.05)
+        seen["slept"] = spent.clock() - before
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert spent[0] == 1.0 and seen["start"] == 0.0 and seen["slept"] < 0.02
+    before = spent.clock()
+    time.sleep(0.05)
+    assert spent.clock() - before >= 0.05
