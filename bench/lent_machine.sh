@@ -5,8 +5,8 @@
 # rate, `bench/core_rates.py`), then
 # `run.py targets` at every core (over six minutes on 16: the later steps
 # took under a minute there), the work a frontier call does on every core
-# (`bench/native_scaling.py --work`), a call repeated on its plans against
-# the schedule's (`bench/repeat_ab.py`), one core's rate on each product of the
+# (`bench/native_scaling.py --work`), a team of every core against its
+# groups of trees (`bench/team_groups.py`), one core's rate on each product of the
 # roof's cell, what the calling thread runs alone
 # (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
 # (`bench/call_profile.py`). Each step is cut off before the call's limit,
@@ -55,9 +55,11 @@ step 115 work_c128 python3 -m bench.native_scaling --threads "$cores" --work --m
     --hidden 256 --workload complete-128 --calls 16
 step 100 work_sst python3 -m bench.native_scaling --threads "$cores" --work --mode infer \
     --calls 150
+# where a team of every core loses to its groups of SST trees: smaller
+# products, busy cores (the slowest process), the team's own
+step 85 team_groups python3 -m bench.team_groups --mode infer --threads "$cores" \
+    --rounds 5 --calls 5
 # one core's rate on each product of a complete-128 call (the roof rows)
-# an SST call repeated on its last plans against the schedule's, on every core
-step 85 repeat_sst python3 -m bench.repeat_ab --threads "$cores" --rounds 8 --calls 8
 step 75 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
     --rows 25 100 400 1600 --repeats 2 --json "$OUT/roof_rows.json"
 # what the calling thread runs alone: a recursive SST batch's part outside
