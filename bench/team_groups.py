@@ -112,18 +112,25 @@ def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
 
 def threads_at_once(cpu: PerThread, runs: list[tuple[Any, list[Any]]], calls: int
                     ) -> list[float]:
-    """Each (run, trees)'s native CPU seconds a call, all at once, a thread each."""
-    found = [0.0] * len(runs)
+    """Each (run, trees)'s native CPU seconds a call, all at once, a thread
+    each; a thread's error raised here once all have ended."""
+    found: list[Any] = [None] * len(runs)
 
     def each(k: int) -> None:
         cpu.local.cpu = True
-        found[k] = native_time(cpu, *runs[k], calls)
+        try:
+            found[k] = native_time(cpu, *runs[k], calls)
+        except Exception as e:  # (raised in the calling thread below)
+            found[k] = e
 
     workers = [threading.Thread(target=each, args=(k,)) for k in range(len(runs))]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
+    for value in found:
+        if isinstance(value, Exception):
+            raise value
     return found
 
 

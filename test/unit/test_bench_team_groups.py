@@ -57,3 +57,13 @@ def test_each_thread_keeps_its_own_seconds_and_clock():
     before = spent.clock()
     time.sleep(0.05)
     assert spent.clock() - before >= 0.05
+
+
+def test_an_error_on_a_thread_at_once_is_raised_in_the_caller():
+    import pytest
+
+    def fails(trees):
+        raise ValueError("no such tree")
+
+    with pytest.raises(ValueError, match="no such tree"):
+        team_groups.threads_at_once(team_groups.PerThread(), [(fails, [])], 1)
