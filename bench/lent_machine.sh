@@ -44,7 +44,7 @@ llvmlite.__version__)"
 step() {  # seconds to keep for the steps after, log name, command...
     local keep=$1 log=$2; shift 2
     [ $(($(left) - keep)) -gt 20 ] || { echo "skipped $log: out of time"; return; }
-    echo "== $log: $*" >>"$OUT/log.txt"
+    echo "== $log ($(left) s left): $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
 step 130 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
