@@ -25,7 +25,13 @@ show what it costs beyond that:
         [--batch 25] [--threads 2] [--rounds 10] [--calls 10]
 
 The groups are the team's (`policy.balanced_groups` over the trees' nodes,
-as the height-order kernel makes them).
+as the height-order kernel makes them). Beside each group's nodes the
+report gives its heights and row tiles: a height's rows in the nt dot
+tile's rows of A (`gemm_target.Target.nt_tile`), rounded up, summed over
+the heights above the leaves. Where a thread's heights are thin (many
+threads, few trees each) a height costs a tile however few rows it has,
+so with four groups or more the report fits each group's time alone to
+a fixed part plus a cost a tile and a cost a node (least squares).
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
+
 from bench import core_latency
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
 from bench.native_scaling import timed_loops
 from recir.backend.policy import balanced_groups
+from recir.passes.gemm_target import host_target
 
 
 def cell(mode: str, hidden: int, name: str, batch: int, threads: int
@@ -51,6 +60,36 @@ def cell(mode: str, hidden: int, name: str, batch: int, threads: int
     found = balanced_groups([t.num_nodes for t in trees], threads)
     groups = [[t for t, g in zip(trees, found, strict=True) if g == k] for k in range(threads)]
     return trees, groups, make_params(hidden, vocab)
+
+
+def node_heights(tree: Any) -> np.ndarray:
+    """Each node's height (a leaf's 0), a pass a level."""
+    inner = np.flatnonzero(tree.left >= 0)
+    heights = np.zeros(tree.num_nodes, np.int64)
+    for _ in range(tree.num_nodes):
+        raised = 1 + np.maximum(heights[tree.left[inner]], heights[tree.right[inner]])
+        if np.array_equal(raised, heights[inner]):
+            break
+        heights[inner] = raised
+    return heights
+
+
+def row_tiles(trees: list[Any], tile: int) -> tuple[int, int]:
+    """A group's (heights, row tiles): its rows of each height above the
+    leaves in tiles of `tile` rows, rounded up."""
+    rows = np.bincount(np.concatenate([node_heights(t) for t in trees]))
+    return len(rows) - 1, int(sum(-(-r // tile) for r in rows[1:]))
+
+
+def cost_fit(seconds: list[float], tiles: list[int], nodes: list[int]
+             ) -> tuple[float, float, float, float]:
+    """(fixed, a tile, a node, the worst residual) in seconds: least squares
+    of each group's time alone."""
+    design = np.stack([np.ones(len(tiles)), np.asarray(tiles, float),
+                       np.asarray(nodes, float)], 1)
+    coefficients, *_ = np.linalg.lstsq(design, np.asarray(seconds), rcond=None)
+    worst = float(np.abs(design @ coefficients - seconds).max())
+    return (*map(float, coefficients), worst)  # type: ignore[return-value]
 
 
 def native_time(spent: Any, run: Any, trees: list[Any], calls: int) -> float:
@@ -107,7 +146,8 @@ def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
             "groups": [statistics.median(g) for g in zip(*found["groups"], strict=True)],
             "team": statistics.median(found["team"]),
             "threads": statistics.median(found["threads"]),
-            "nodes": [sum(t.num_nodes for t in g) for g in groups]}
+            "nodes": [sum(t.num_nodes for t in g) for g in groups],
+            "tiles": [row_tiles(g, host_target().nt_tile[0]) for g in groups]}
 
 
 def threads_at_once(cpu: PerThread, runs: list[tuple[Any, list[Any]]], calls: int
@@ -186,6 +226,13 @@ def report(found: dict[str, Any], together: float | None, args: argparse.Namespa
              f"  whole batch, 1 thread: {1e6 * found['whole']:.0f}",
              f"  each group alone, 1 thread: {', '.join(us)} (their sum over the whole "
              f"batch {sum(found['groups']) / found['whole']:.3f})"]
+    lines.append("  each group's heights / row tiles: " + ", ".join(
+        f"{h}/{n}" for h, n in found["tiles"]))
+    if len(found["groups"]) >= 4:
+        fixed, tile, node, worst = cost_fit(found["groups"], [n for _, n in found["tiles"]],
+                                            found["nodes"])
+        lines.append(f"  a group alone ~ {1e6 * fixed:.0f} + {1e6 * tile:.1f} a row tile + "
+                     f"{1e6 * node:.2f} a node (worst residual {1e6 * worst:.0f})")
     if together is not None:
         lines.append(f"  the groups at once, a process each: the slowest over the slowest "
                      f"alone {together:.3f}")

@@ -67,3 +67,38 @@ def test_an_error_on_a_thread_at_once_is_raised_in_the_caller():
 
     with pytest.raises(ValueError, match="no such tree"):
         team_groups.threads_at_once(team_groups.PerThread(), [(fails, [])], 1)
+
+
+def test_node_heights_and_row_tiles_against_plain_python():
+    """Heights by a plain recursion; a group's row tiles counted by hand."""
+    from recir.data.trees import Tree
+
+    # ((a b) ((c d) e)) in post-order, and a lone leaf
+    tree = Tree(left=[-1, -1, 0, -1, -1, 3, -1, 5, 2], right=[-1, -1, 1, -1, -1, 4, -1, 6, 7],
+                word=[0] * 9, label=[0] * 9)
+
+    def height(n: int) -> int:
+        return 0 if tree.left[n] < 0 else 1 + max(height(tree.left[n]), height(tree.right[n]))
+
+    assert team_groups.node_heights(tree).tolist() == [height(n) for n in range(9)]
+    leaf = Tree(left=[-1], right=[-1], word=[0], label=[0])
+    assert team_groups.node_heights(leaf).tolist() == [0]
+    # heights 1: two nodes, 2: one, 3: one, twice over: 4, 2, 2 rows
+    assert team_groups.row_tiles([tree], 3) == (3, 3)
+    assert team_groups.row_tiles([tree, tree], 3) == (3, 4)
+    assert team_groups.row_tiles([tree, tree, leaf], 1) == (3, 8)
+    assert team_groups.row_tiles([leaf], 3) == (0, 0)
+
+
+def test_the_cost_fit_finds_made_up_costs_and_the_report_prints_it():
+    tiles, nodes = [19, 17, 16, 14, 18, 15], [67, 65, 63, 57, 70, 72]
+    seconds = [1e-6 * (100 + 15.5 * t + 2.0 * n) for t, n in zip(tiles, nodes, strict=True)]
+    fixed, tile, node, worst = team_groups.cost_fit(seconds, tiles, nodes)
+    assert abs(fixed - 100e-6) < 1e-9 and abs(tile - 15.5e-6) < 1e-10
+    assert abs(node - 2e-6) < 1e-10 and worst < 1e-10
+    found = {"whole": 4e-3, "groups": seconds, "team": 7e-4, "threads": 1.05,
+             "nodes": nodes, "tiles": [(12, t) for t in tiles]}
+    text = team_groups.report(found, None, Namespace(
+        mode="infer", hidden=150, workload="sst", batch=25, threads=6))
+    assert "heights / row tiles: 12/19, 12/17" in text
+    assert "a group alone ~ 100 + 15.5 a row tile + 2.00 a node (worst residual 0)" in text
