@@ -28,10 +28,10 @@ The groups are the team's (`policy.balanced_groups` over the trees' nodes,
 as the height-order kernel makes them). Beside each group's nodes the
 report gives its heights and row tiles: a height's rows in the nt dot
 tile's rows of A (`gemm_target.Target.nt_tile`), rounded up, summed over
-the heights above the leaves. Where a thread's heights are thin (many
-threads, few trees each) a height costs a tile however few rows it has,
-so with four groups or more the report fits each group's time alone to
-a fixed part plus a cost a tile and a cost a node (least squares).
+the heights above the leaves. With four groups or more it fits each
+group's time alone to a fixed part plus a cost a tile and a cost a node
+(least squares): where a thread's heights are thin (many threads, few
+trees each), whether a height of one row costs what one of a tile does.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def node_heights(tree: Any) -> np.ndarray:
 def row_tiles(trees: list[Any], tile: int) -> tuple[int, int]:
     """A group's (heights, row tiles): its rows of each height above the
     leaves in tiles of `tile` rows, rounded up."""
+    if not trees:
+        return 0, 0
     rows = np.bincount(np.concatenate([node_heights(t) for t in trees]))
     return len(rows) - 1, int(sum(-(-r // tile) for r in rows[1:]))
 
@@ -89,7 +91,8 @@ def cost_fit(seconds: list[float], tiles: list[int], nodes: list[int]
                        np.asarray(nodes, float)], 1)
     coefficients, *_ = np.linalg.lstsq(design, np.asarray(seconds), rcond=None)
     worst = float(np.abs(design @ coefficients - seconds).max())
-    return (*map(float, coefficients), worst)  # type: ignore[return-value]
+    fixed, tile, node = map(float, coefficients)
+    return fixed, tile, node, worst
 
 
 def native_time(spent: Any, run: Any, trees: list[Any], calls: int) -> float:

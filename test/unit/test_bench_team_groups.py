@@ -88,6 +88,7 @@ def test_node_heights_and_row_tiles_against_plain_python():
     assert team_groups.row_tiles([tree, tree], 3) == (3, 4)
     assert team_groups.row_tiles([tree, tree, leaf], 1) == (3, 8)
     assert team_groups.row_tiles([leaf], 3) == (0, 0)
+    assert team_groups.row_tiles([], 3) == (0, 0)  # a group of a team larger than the batch
 
 
 def test_the_cost_fit_finds_made_up_costs_and_the_report_prints_it():
