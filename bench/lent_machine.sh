@@ -3,11 +3,13 @@
 # tool (bench/README.md, "A lent machine"): the machine's facts (with the
 # cores' cache-line round trips, `bench/core_latency.py`, and each core's
 # rate, `bench/core_rates.py`), then
-# `run.py targets` at every core (over six minutes on 16: the later steps
-# took under a minute there), the work a frontier call does on every core
-# (`bench/native_scaling.py --work`), a team of every core against its
-# groups of trees (`bench/team_groups.py`), one core's rate on each product of the
-# roof's cell, what the calling thread runs alone
+# `run.py targets` at every core (over six minutes on 16: it was cut off
+# before its last rows when it left the later steps 130 s, which they
+# finished in under a minute), the work a frontier call does on every core
+# (`bench/native_scaling.py --work`, complete-128's skipped where targets
+# took its time), a team of every core against its groups of trees
+# (`bench/team_groups.py`), one core's rate on each product of the roof's
+# cell, what the calling thread runs alone
 # (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
 # (`bench/call_profile.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).
@@ -47,7 +49,7 @@ step() {  # seconds to keep for the steps after, log name, command...
     echo "== $log ($(left) s left): $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
-step 130 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
+step 90 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
 # the work a frontier call does on every core against one (workers asleep
 # once idle), and how evenly the team's threads share it
