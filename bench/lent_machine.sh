@@ -5,11 +5,10 @@
 # rate, `bench/core_rates.py`), then
 # `run.py targets` at every core (over six minutes on 16: it was cut off
 # before its last rows when it left the later steps 130 s, which they
-# finished in under a minute), the work a frontier call does on every core
-# (`bench/native_scaling.py --work`, complete-128's skipped where targets
-# took its time), a team of every core against its groups of trees
-# (`bench/team_groups.py`), one core's rate on each product of the roof's
-# cell, what the calling thread runs alone
+# finished in under a minute), the work an SST frontier call does on every
+# core (`bench/native_scaling.py --work`), a team of every core against its
+# groups of trees (`bench/team_groups.py`), one core's rate on each product
+# of the roof's cell, what the calling thread runs alone
 # (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
 # (`bench/call_profile.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).
@@ -49,34 +48,30 @@ step() {  # seconds to keep for the steps after, log name, command...
     echo "== $log ($(left) s left): $*" >>"$OUT/log.txt"
     timeout $(($(left) - keep)) "$@" 2>&1 | tee -a "$OUT/log.txt" | grep -v Warning
 }
-step 90 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
+step 110 targets python3 bench/run.py targets --threads "$cores" --repeats 3 \
     --json "$OUT/targets.json"
 # the work a frontier call does on every core against one (workers asleep
 # once idle), and how evenly the team's threads share it
-step 115 work_c128 python3 -m bench.native_scaling --threads "$cores" --work --mode infer \
-    --hidden 256 --workload complete-128 --calls 16
-step 100 work_sst python3 -m bench.native_scaling --threads "$cores" --work --mode infer \
+step 88 work_sst python3 -m bench.native_scaling --threads "$cores" --work --mode infer \
     --calls 150
 # where a team of every core loses to its groups of SST trees: smaller
 # products, busy cores (the slowest process), the team's own
-step 85 team_groups python3 -m bench.team_groups --mode infer --threads "$cores" \
+step 66 team_groups python3 -m bench.team_groups --mode infer --threads "$cores" \
     --rounds 5 --calls 5
 # one core's rate on each product of a complete-128 call (the roof rows)
-step 75 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
+step 52 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
     --rows 25 100 400 1600 --repeats 2 --json "$OUT/roof_rows.json"
 # what the calling thread runs alone: a recursive SST batch's part outside
 # its team, and a frontier call's Python warm and on caches left cold
-step 55 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
-step 45 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
+step 42 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
+step 32 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
 # where the CPU goes, by symbol (the machine's perf, else one carried in
 # .whl/perf: `run.sh` beside it sets the library path for .whl/perf/lib):
-# a complete-128 inference call on one core (the roof row), SST inference
-# batches on every core, frontier and recursive
+# SST inference batches on every core, frontier and recursive (a
+# complete-128 call on one core read alike at two lends: its step left out)
 perf=$(command -v perf || echo .whl/perf/run.sh)
 if "$perf" stat -e cpu-clock true >/dev/null 2>&1; then
-    step 30 profile_1 python3 -m bench.call_profile --perf "$perf" --mode infer --threads 1 \
-        --workload complete-128 --hidden 256 --seconds 5
-    step 15 profile_frontier python3 -m bench.call_profile --perf "$perf" --mode infer \
+    step 14 profile_frontier python3 -m bench.call_profile --perf "$perf" --mode infer \
         --threads "$cores" --batching frontier --workload sst --hidden 150 --seconds 4
     step 0 profile_recursive python3 -m bench.call_profile --perf "$perf" --mode infer \
         --threads "$cores" --batching recursive --workload sst --hidden 150 --seconds 4
