@@ -231,9 +231,10 @@ def report(found: dict[str, Any], together: float | None, args: argparse.Namespa
              f"batch {sum(found['groups']) / found['whole']:.3f})"]
     lines.append("  each group's heights / row tiles: " + ", ".join(
         f"{h}/{n}" for h, n in found["tiles"]))
-    if len(found["groups"]) >= 4:
-        fixed, tile, node, worst = cost_fit(found["groups"], [n for _, n in found["tiles"]],
-                                            found["nodes"])
+    held = [(s, n, k) for s, (_, n), k in zip(found["groups"], found["tiles"], found["nodes"],
+                                              strict=True) if k]  # groups with trees
+    if len(held) >= 4:
+        fixed, tile, node, worst = cost_fit(*map(list, zip(*held, strict=True)))
         lines.append(f"  a group alone ~ {1e6 * fixed:.0f} + {1e6 * tile:.1f} a row tile + "
                      f"{1e6 * node:.2f} a node (worst residual {1e6 * worst:.0f})")
     if together is not None:

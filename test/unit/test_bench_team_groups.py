@@ -103,3 +103,10 @@ def test_the_cost_fit_finds_made_up_costs_and_the_report_prints_it():
         mode="infer", hidden=150, workload="sst", batch=25, threads=6))
     assert "heights / row tiles: 12/19, 12/17" in text
     assert "a group alone ~ 100 + 15.5 a row tile + 2.00 a node (worst residual 0)" in text
+    # groups without trees (a team larger than the batch) are left out of the fit
+    found |= {"groups": seconds[:3] + [0.0, 0.0], "nodes": nodes[:3] + [0, 0],
+              "tiles": [(12, t) for t in tiles[:3]] + [(0, 0), (0, 0)]}
+    text = team_groups.report(found, None, Namespace(
+        mode="infer", hidden=150, workload="sst", batch=3, threads=5))
+    assert "heights / row tiles: 12/19, 12/17, 12/16, 0/0, 0/0" in text
+    assert "a group alone" not in text
