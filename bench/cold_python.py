@@ -101,8 +101,10 @@ def instrument(make: Callable[[], Callable[[Any], Any]], batch: Any, marks: Mark
     return run, sweep
 
 
-def measure(mode: str, sweeps: list[float], calls: int, threads: int) -> dict[float, dict]:
-    """Per sweep size, each segment's median seconds a call."""
+def measure(mode: str, sweeps: list[float], calls: int, threads: int,
+            results: list[Any] | None = None) -> dict[float, dict]:
+    """Per sweep size, each segment's median seconds a call (`results`:
+    each size's last call's outputs appended)."""
     keep_freed_memory()
     trees, vocab, _ = workload("sst", 25)
     batches = [trees[k:k + 25] for k in range(0, 100, 25)]
@@ -119,24 +121,27 @@ def measure(mode: str, sweeps: list[float], calls: int, threads: int) -> dict[fl
 
     kernel = numbering.numbering_kernel()
     number = marked(marks, "number", lambda *call: (kernel(*call), swept[0].sum()))
-    made, numbered = height_call.HeightCall.__init__, []
+    made, numbered, now = height_call.HeightCall.__init__, [], [0.0]
 
-    def no_loop(self: Any, *args: Any, **kwargs: Any) -> None:  # the numbering call's: none
+    def loop_of(call: Any) -> int:  # the numbering call's loop at the sweep `now`
+        return call.loop.address if now[0] < 0 else NOTHING.address("recir_nothing")
+
+    def at_sweep(self: Any, *args: Any, **kwargs: Any) -> None:  # a call made later too
         made(self, *args, **kwargs)
         numbered.append(self)
-        self.plan[height_call.LOOP] = NOTHING.address("recir_nothing")
+        self.plan[height_call.LOOP] = loop_of(self)
 
     def sweep_all(mib: float) -> None:  # the numbering call's loops too, where below 0
         sweep(mib)
+        now[0] = mib
         for call in numbered:
-            call.plan[height_call.LOOP] = call.loop.address if mib < 0 else NOTHING.address(
-                "recir_nothing")
+            call.plan[height_call.LOOP] = loop_of(call)
 
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
     native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
-    height_call.HeightCall.__init__ = no_loop  # type: ignore[method-assign]
+    height_call.HeightCall.__init__ = at_sweep  # type: ignore[method-assign]
     try:
-        return timed(run, batches, sweep_all, marks, sweeps, calls)
+        return timed(run, batches, sweep_all, marks, sweeps, calls, results)
     finally:
         frontier_inputs.InputLayout.__call__ = layout  # type: ignore[method-assign]
         native_schedule.numbering_kernel = numbering.numbering_kernel  # type: ignore[attr-defined]
@@ -156,7 +161,8 @@ NOTHING = nothing()
 
 
 def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[float], None],
-          marks: Marks, sweeps: list[float], calls: int) -> dict[float, dict]:
+          marks: Marks, sweeps: list[float], calls: int, results: list[Any] | None = None
+          ) -> dict[float, dict]:
     found = {}
     for mib in sweeps:
         sweep(mib)
@@ -164,7 +170,7 @@ def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[float]
         for count in range(calls + 4):  # the first round warms up
             batch = batches[count % len(batches)]
             marks[:] = [("start", time.perf_counter())]
-            run(batch)
+            out = run(batch)
             marks.append(("end", time.perf_counter()))
             if count >= 4:
                 for (first, at), (then, until) in zip(marks, marks[1:]):
@@ -172,6 +178,8 @@ def timed(run: Callable[[Any], Any], batches: list[Any], sweep: Callable[[float]
                         segments[f"{first.strip('<>')} -> {then.strip('<>')}"].append(
                             until - at)
         found[mib] = {k: statistics.median(v) for k, v in segments.items()}
+        if results is not None:
+            results.append(out)
     return found
 
 

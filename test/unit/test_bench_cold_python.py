@@ -36,3 +36,23 @@ def test_below_zero_the_loops_themselves_run_and_name_their_column():
         assert list(segments) == ["start -> layout", "layout -> number", "number -> end"]
     assert cold_python.report(found, "infer").splitlines()[1].split() == [
         "segment", "0", "MiB", "loops"]
+
+
+def test_loops_alone_run_the_real_loops():
+    """`--sweep -1` as the only (or first) size: a gradient's numbering call
+    runs the real loops from the first timed call (its loop objects are made
+    after the hooks), so the losses are a plain call's; a size of 0 MiB runs
+    loops that compute nothing."""
+    import numpy as np
+
+    from bench.batching import make_params, recir_frontier, workload
+
+    trees, vocab, _ = workload("sst", 25)
+    last = trees[50:75]  # the batch of the last of 3 timed calls (after 4 to warm up)
+    expected = recir_frontier(make_params(150, vocab), "train", 1)(last)
+    found: list = []
+    cold_python.measure("train", [-1], calls=3, threads=1, results=found)
+    assert np.allclose(found[0], expected, rtol=1e-5, atol=1e-6)
+    found = []
+    cold_python.measure("train", [0], calls=3, threads=1, results=found)
+    assert not np.allclose(found[0], expected, rtol=1e-5, atol=1e-6)
