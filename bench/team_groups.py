@@ -129,6 +129,7 @@ def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
     at once on threads of this process, the slowest thread's native CPU
     seconds a call over the slowest group's alone."""
     trees, groups, params = cell(mode, hidden, name, batch, threads)
+    tile = host_target().nt_tile[0]  # rows of A in nt's dot tile
     spent = PerThread()
     undo = timed_loops(spent, spent.clock)
     try:
@@ -150,7 +151,7 @@ def in_one_process(mode: str, hidden: int, name: str, batch: int, threads: int,
             "team": statistics.median(found["team"]),
             "threads": statistics.median(found["threads"]),
             "nodes": [sum(t.num_nodes for t in g) for g in groups],
-            "tiles": [row_tiles(g, host_target().nt_tile[0]) for g in groups]}
+            "tiles": [row_tiles(g, tile) for g in groups]}
 
 
 def threads_at_once(cpu: PerThread, runs: list[tuple[Any, list[Any]]], calls: int
