@@ -7,9 +7,10 @@
 # before its last rows when it left the later steps 130 s, which they
 # finished in under a minute), the work an SST frontier call does on every
 # core (`bench/native_scaling.py --work`), a team of every core against its
-# groups of trees (`bench/team_groups.py`), one core's rate on each product
-# of the roof's cell, what the calling thread runs alone
-# (`bench/batch_layout.py`, `bench/cold_python.py`) and where the CPU goes
+# groups of trees (`bench/team_groups.py`), an SST batch over its deepest
+# tree on one core (`bench/deepest_tree.py`), one core's rate on each
+# product of the roof's cell, the calling thread's Python
+# (`bench/cold_python.py`) and where the CPU goes
 # (`bench/call_profile.py`). Each step is cut off before the call's limit,
 # so what it wrote under $OUT comes back (one log and each step's JSON).
 #
@@ -58,12 +59,14 @@ step 88 work_sst python3 -m bench.native_scaling --threads "$cores" --work --mod
 # products, busy cores (the slowest process), the team's own
 step 66 team_groups python3 -m bench.team_groups --mode infer --threads "$cores" \
     --rounds 5 --calls 5
+# how far SST batches scale while each tree stays on one thread: the whole
+# batch on one core over its deepest tree alone
+step 52 deepest_tree python3 -m bench.deepest_tree --mode infer --rounds 3 --calls 5
 # one core's rate on each product of a complete-128 call (the roof rows)
-step 52 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
+step 42 roof_rows python3 bench/run.py roof --threads 1 --hidden 256 \
     --rows 25 100 400 1600 --repeats 2 --json "$OUT/roof_rows.json"
-# what the calling thread runs alone: a recursive SST batch's part outside
-# its team, and a frontier call's Python warm and on caches left cold
-step 42 layout python3 -m bench.batch_layout --threads "$cores" --rounds 10
+# what the calling thread runs alone: a frontier call's Python warm and on
+# caches left cold
 step 32 cold_python python3 -m bench.cold_python --mode infer --sweep 0 64 --calls 40
 # where the CPU goes, by symbol (the machine's perf, else one carried in
 # .whl/perf: `run.sh` beside it sets the library path for .whl/perf/lib):
