@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -20,6 +21,10 @@ from typing import Any
 from recir.backend.interrupts import stop
 from recir.diagnostics import RecirError
 from recir.passes.native_context import ERROR_TIMEOUT
+
+# the longest the watchdog sleeps at once: a longer wait than the platform's
+# clock can take would end its thread, and every later call's timeout with it
+LONGEST_WAIT = 3600.0
 
 
 class Watch:
@@ -82,7 +87,7 @@ class Watchdog:
                         watch.fired = True
                         for ctx in watch.contexts:
                             stop(ctx, ERROR_TIMEOUT)
-                self.cond.wait(self.due[0][0] - now if self.due else None)
+                self.cond.wait(min(self.due[0][0] - now, LONGEST_WAIT) if self.due else None)
 
 
 WATCHDOG = Watchdog()
@@ -92,8 +97,9 @@ def call_within(native: Any, inputs: Sequence[Any], seconds: float) -> tuple[Any
     """A `NativeFunction` call on one thread, stopped after `seconds`, on
     the stacks `NativeFunction.run` gives any call (gradients on a deep one,
     others retried there if their recursion ran out of this thread's)."""
-    if isinstance(seconds, bool) or not (isinstance(seconds, int | float) and seconds > 0):
-        raise RecirError(f"error: timeout must be a positive number of seconds, "
+    if isinstance(seconds, bool) or not (isinstance(seconds, int | float) and seconds > 0
+                                         and math.isfinite(seconds)):
+        raise RecirError(f"error: timeout must be a positive, finite number of seconds, "
                          f"got {seconds!r}")
     watch = WATCHDOG.watch(seconds)
 

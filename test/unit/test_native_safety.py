@@ -175,6 +175,13 @@ found["late"] = outcome(lambda: compiled["pair"](5))
 runtime.run_team = team_start
 f = recir.compile(module("count"), "count", threads=1, max_depth=1000)
 found["max_depth"] = outcome(lambda: f(5))
+# a deadline further off than the watchdog can wait at once (its wait
+# raised in its thread, and later calls' timeouts went unserved)
+from recir.backend.watchdog import WATCHDOG
+far = WATCHDOG.watch(1e10)
+time.sleep(0.1)  # (the watchdog waits on it now)
+found["after far"] = outcome(lambda: compiled["count"](5, timeout=0.05))
+WATCHDOG.finish(far)
 f = recir.compile(module("deep"), "deep", threads=1)
 found["deep"] = outcome(lambda: f(3, np.ones(8000, np.float32)))
 f = recir.compile(module("hog"), "hog", threads=1)
@@ -270,6 +277,11 @@ def test_max_depth(endless):
     assert message == "error: recursion in @count is deeper than max_depth=1000"
 
 
+def test_a_far_deadline_leaves_later_timeouts_served(endless):
+    kind, message, seconds = endless["after far"]
+    assert kind == "RecirError" and "within 0.05 s" in message and seconds < 0.05 + 1.0
+
+
 @pytest.mark.parametrize("name", ["deep", "hog"])
 def test_deep_frames_report_stack_overflow(endless, name):
     """Heap buffers count against the stack too: a runaway recursion that
@@ -298,8 +310,8 @@ def test_max_depth_allows_shallower_calls(cache_dir):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(RecirError, match="max_depth must be a positive integer"):
             recir.compile(module, "fib", cache_dir=cache_dir, max_depth=bad)
-    for bad in (0, -1.0, "1", True):
-        with pytest.raises(RecirError, match="timeout must be a positive number"):
+    for bad in (0, -1.0, "1", True, float("inf"), float("nan")):
+        with pytest.raises(RecirError, match="timeout must be a positive, finite number"):
             bounded(5, timeout=bad)
 
 
