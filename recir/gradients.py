@@ -18,7 +18,6 @@ given back zeroed).
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Sequence
 from functools import cached_property
@@ -31,6 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from recir.autodiff.analysis import is_float_tensor
 from recir.backend.arguments import batch_items, whole_number
 from recir.backend.array_address import data_address
+from recir.backend.stack import DeepStackPool
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
 from recir.pipeline import compile_module, gradient_passes, run_passes
@@ -68,8 +68,8 @@ class GradFunction:
         names = [*model.input_names, *self.params]
         self.wrt = [(name, tuple(t.get_shape())) for name, t in
                     zip(names, inputs) if is_float_tensor(t)]
-        self._pool: Any = None
-        self._pool_lock = threading.Lock()
+        # `batch`'s threads (batches from several Python threads queue on them)
+        self.pool = DeepStackPool()
         self._spare_grads: list[list[dict[str, np.ndarray]]] = []  # `thread_grads`' sets
 
     @cached_property
@@ -134,18 +134,18 @@ class GradFunction:
         if self.native.team:
             shared = [*self.params.values(), *self.gradient_args(grads)]
             return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
-        pool = self.pool(threads)
+        threads = min(threads, len(batch))  # (a thread without a tree adds nothing)
         own = self.thread_grads(threads)
         try:
-            return self.batch_on_pool(pool, own, batch, grads), grads
+            return self.batch_on_pool(threads, own, batch, grads), grads
         finally:
             self._spare_grads.append(own)  # (zeroed: `batch_on_pool`)
 
-    def batch_on_pool(self, pool: Any, own: list[dict[str, np.ndarray]],
+    def batch_on_pool(self, threads: int, own: list[dict[str, np.ndarray]],
                       batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray]
                       ) -> list[tuple[Any, ...]]:
-        """`batch`'s trees on `pool`'s threads, worker w > 0 adding into
-        `own[w - 1]`, then into `grads`."""
+        """`batch`'s trees on `threads` of the function's pool, worker w > 0
+        adding into `own[w - 1]`, then into `grads`."""
 
         def one(worker: int, inputs: Any) -> tuple[Any, ...]:
             accs = self.gradient_args(grads if worker == 0 else own[worker - 1])
@@ -153,7 +153,7 @@ class GradFunction:
                 *inputs, *self.params.values(), *accs)
 
         try:
-            outputs = pool.map(one, list(batch))
+            outputs = self.pool.map(one, list(batch), threads)
             for name, total in grads.items():
                 for worker in own:
                     total += worker[name]
@@ -162,16 +162,6 @@ class GradFunction:
                 for value in worker.values():
                     value.fill(0)
         return outputs
-
-    def pool(self, threads: int) -> Any:
-        """The deep-stack threads of `batch`, made once per thread count
-        (batches from several Python threads queue on its workers)."""
-        from recir.backend.stack import DeepStackPool
-
-        with self._pool_lock:
-            if self._pool is None or len(self._pool.workers) != threads:
-                self._pool = DeepStackPool(threads)
-            return self._pool
 
     def thread_grads(self, threads: int) -> list[dict[str, np.ndarray]]:
         """Zeroed gradient buffers of workers 1.. (worker 0 adds into the

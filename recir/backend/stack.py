@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from recir.diagnostics import RecirError
 from recir.passes.native_context import DEEP_STACK_BYTES, MARGIN_BYTES
 
 T = TypeVar("T")
@@ -69,6 +70,10 @@ def start_deep_thread(target: Callable[[], None], name: str, daemon: bool = Fals
         try:
             thread = threading.Thread(target=target, name=name, daemon=daemon)
             thread.start()
+        except RuntimeError as error:  # ("can't start new thread")
+            raise RecirError(f"error: cannot start another thread ({error}, "
+                             f"{threading.active_count()} running): ask for fewer "
+                             "threads") from None
         finally:
             threading.stack_size(previous)
     return thread
@@ -198,19 +203,26 @@ DEEP_WORKER = DeepStackWorker()
 
 
 class DeepStackPool:
-    """`threads` long-lived deep-stack threads that map a function over items:
-    the trees of a batch run side by side (ctypes releases the GIL during
-    native calls), each on a stack as deep as a single call would get."""
+    """Long-lived deep-stack threads that map a function over items: the
+    trees of a batch run side by side (ctypes releases the GIL during native
+    calls), each on a stack as deep as a single call would get. A map on n
+    threads takes the first n workers: a worker never ends (`DeepStackWorker`),
+    so the pool only grows, to the most threads a map asked for."""
 
-    def __init__(self, threads: int):
-        self.workers = [DeepStackWorker() for _ in range(threads)]
+    def __init__(self) -> None:
+        self.workers: list[DeepStackWorker] = []
+        self.lock = threading.Lock()
 
-    def map(self, work: Callable[[int, object], T], items: list[object]) -> list[T]:
-        """work(worker index, item) for every item; worker w takes items w, w+n, ...
-        Returns or raises only once every worker is done: when an item fails
-        (or Ctrl-C stops the wait) the others skip their remaining items, and
-        no worker writes into the caller's buffers after it has seen the error."""
-        n = len(self.workers)
+    def map(self, work: Callable[[int, object], T], items: list[object], threads: int
+            ) -> list[T]:
+        """work(worker index, item) for every item on `threads` workers;
+        worker w takes items w, w+n, ... Returns or raises only once every
+        worker is done: when an item fails (or Ctrl-C stops the wait) the
+        others skip their remaining items, and no worker writes into the
+        caller's buffers after it has seen the error."""
+        with self.lock:
+            self.workers += [DeepStackWorker() for _ in range(threads - len(self.workers))]
+        n = threads
         failed: list[bool] = []  # (appended to: atomic)
 
         def share(w: int) -> list[T]:
@@ -225,9 +237,11 @@ class DeepStackPool:
                     raise
             return done
 
-        jobs = [worker.submit(lambda w=w: share(w)) for w, worker in enumerate(self.workers)]
+        jobs: list[tuple[dict[str, object], threading.Lock]] = []
         ordered: list[T] = [None] * len(items)  # type: ignore[list-item]
         try:
+            for w, worker in enumerate(self.workers[:n]):  # (a thread may fail to start)
+                jobs.append(worker.submit(lambda w=w: share(w)))
             for w, job in enumerate(jobs):
                 ordered[w::n] = DeepStackWorker.wait(job)
         except BaseException as error:

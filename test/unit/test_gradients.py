@@ -298,6 +298,41 @@ def test_a_failed_pool_batch_leaves_no_gradient_behind() -> None:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
 
 
+def test_pool_batches_keep_their_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool batch on another thread count made a pool of new threads that
+    never end, and dropped the old one: a training loop whose thread count
+    varied leaked threads until none could start. The pool grows to the
+    most threads a batch used; a thread that cannot start is a RecirError,
+    and the pool's started threads serve the next batch."""
+    import threading
+
+    params = small_params(tree_rnn, hidden=4, vocab=10, classes=5)
+    vg = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    batch = [tree_inputs(t) for t in make_treebank(4, vocab_size=10, seed=4)]
+    expected = vg.batch(batch)[1]
+    vg.batch(batch, threads=3)
+    running = threading.active_count()
+    for threads in (2, 3, 2, 3, 8, 100):  # (more threads than trees: one a tree)
+        got = vg.batch(batch, threads=threads)[1]
+        for name in params:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+    assert threading.active_count() == running + 1  # the fourth tree's
+    assert len(vg.pool.workers) == 4
+
+    def out_of_threads(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")  # what CPython raises then
+
+    fresh = recir.value_and_grad(tree_rnn.trace_model(params), threads=1)
+    assert fresh.pool.map(lambda w, item: item, [7], 1) == [7]  # its first worker started
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", out_of_threads)
+        with pytest.raises(RecirError, match="cannot start another thread .*ask for fewer"):
+            fresh.batch(batch, threads=2)  # (the first worker ran its trees meanwhile)
+    got = fresh.batch(batch, threads=2)[1]
+    for name in params:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("batching", ["recursive", "frontier", "auto"])
 def test_loss_must_name_an_f32_output(batching) -> None:
     """loss=5 of two outputs wrapped around to output 1 (recursive), and
