@@ -39,9 +39,9 @@ class TrainConfig:
     batch_size: int = 25
     seed: int = 0
     engine: str = "native"
-    checkpoint: Path | None = None
+    checkpoint: Path | str | None = None
     resume: bool = False
-    metrics: Path | None = None
+    metrics: Path | str | None = None
     all_nodes: bool = False  # evaluate every node too
     threads: int = 1  # trees of a minibatch run side by side
     # how a minibatch's gradient and the scoring's batches run (the batching
@@ -84,9 +84,15 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
     decay = getattr(optimizer, "weight_decay", 0.0)
     if not (math.isfinite(decay) and decay >= 0):
         raise TrainConfigError(f"the weight decay must be 0 or more, got {decay}")
-    for what, path in (("metrics", config.metrics), ("checkpoint", config.checkpoint)):
-        if path is not None:
-            check_writable(Path(path), what)
+    for what in ("metrics", "checkpoint"):  # a str as a Path (the loop reads them as paths)
+        value = getattr(config, what)
+        if value is not None:
+            try:
+                path = Path(value)
+            except TypeError:
+                raise TrainConfigError(f"{what} must be a path, got {value!r}") from None
+            check_writable(path, what)
+            setattr(config, what, path)
 
 
 def check_writable(path: Path, what: str) -> None:

@@ -376,13 +376,13 @@ def test_resume_continues_like_an_uninterrupted_run(double, tmp_path) -> None:
         return {k: v.copy() for k, v in double.params.items()}
 
     straight = run(3)
-    run(1, checkpoint=tmp_path / "c.npz")
+    run(1, checkpoint=str(tmp_path / "c.npz"))  # a str as a Path (it failed to save)
     history = []
     for k in double.params:  # resume must restore params, not keep these
         double.params[k][...] = 0
     train(double, Adagrad(double.params, lr=0.1), trees, [],
           TrainConfig(epochs=3, batch_size=4, seed=3, progress=False, history=history,
-                      checkpoint=tmp_path / "c.npz", resume=True))
+                      checkpoint=str(tmp_path / "c.npz"), resume=True))
     assert [r["epoch"] for r in history] == [2, 3]
     for k in straight:
         np.testing.assert_allclose(double.params[k], straight[k], rtol=1e-6, atol=1e-8)
@@ -480,6 +480,7 @@ def test_evaluate_from_logits_root_and_all_nodes() -> None:
     ({"threads": 0}, "threads must be at least 1"),
     ({"metrics": "missing/m.jsonl"}, "does not exist"),
     ({"checkpoint": "."}, "is a folder"),
+    ({"checkpoint": 5}, "checkpoint must be a path, got 5"),
 ])
 def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_path,
                                                     options, message) -> None:
