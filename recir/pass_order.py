@@ -36,11 +36,6 @@ def is_scf(op: Operation) -> bool:
     return op.name.startswith("scf.")
 
 
-def is_spawn(op: Operation) -> bool:
-    return op.name == "invoke.join" or (
-        op.name == "invoke.invoke" and "concurrent" in op.properties)
-
-
 CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
 BRANCHES_LATER = (is_branch, "run {pass_} before convert-scf-to-cf (it reads scf.if)")
 
@@ -54,9 +49,9 @@ PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
                                (has_tensor, "run convert-tmath-to-loops before {pass_}"),
                                (is_scf, "run convert-scf-to-cf before {pass_} (a spawn "
                                         "may branch)")],
+    # (a spawn left to convert-recir-to-llvm runs in place: code for one thread)
     "convert-recir-to-llvm": [CLOSE_FIRST, (has_tensor, "run convert-tmath-to-loops "
-                                            "before {pass_}"),
-                              (is_spawn, "run convert-invoke-to-gomp before {pass_}")],
+                                            "before {pass_}")],
 }
 
 

@@ -23,6 +23,7 @@ from xdsl.ir import Attribute
 
 from recir.backend.array_address import data_address
 from recir.diagnostics import RecirError, emit_error
+from recir.dialects import adjoint
 from recir.interpreter import coerce_argument, tensor_facts
 
 
@@ -44,7 +45,9 @@ def check_native_signature(entry: func.FuncOp) -> None:
     (`recir-run --jit` takes any function): a private function has no entry
     point; tensors are read and written as f32 or i32 data (an i64 tensor
     read as i32 data, an i32 result read as f32 bits, were silently wrong);
-    a result tensor is allocated here, so its shape must be static."""
+    a result tensor is allocated here, so its shape must be static; an
+    `adjoint.log_reserve`'s slot is the entry's f32 matrix its log is added
+    into after the call."""
     if entry.sym_visibility is not None and entry.sym_visibility.data == "private":
         raise emit_error(entry, f"@{entry.sym_name.data} is private: only a public "
                          "function gets a native entry point")
@@ -55,6 +58,16 @@ def check_native_signature(entry: func.FuncOp) -> None:
             problem = native_problem(typ, what == "result")
             if problem:
                 raise emit_error(entry, f"{what} {i} ({typ}): {problem}")
+    module = entry.parent_op()
+    inputs = signature.inputs.data
+    for op in module.walk() if module is not None else ():
+        if isinstance(op, adjoint.LogReserveOp):  # the runtime adds each log into it
+            slot = op.slot.value.data
+            typ = inputs[slot] if slot < len(inputs) else None
+            if not (isinstance(typ, TensorType) and typ.element_type == Float32Type()
+                    and len(typ.get_shape()) == 2 and min(typ.get_shape()) >= 0):
+                raise emit_error(op, f"slot {slot} names no static f32 matrix argument "
+                                 f"of the entry @{entry.sym_name.data}")
 
 
 def native_problem(typ: Attribute, result: bool) -> str:

@@ -16,7 +16,9 @@ is how native code reports an error instead of crashing:
 thread's gradient buffers (`acc_copies`); `adjoint.log_reserve` a call of
 `recir_log_reserve` (`outer_log.py`), null an error return, and the module
 lists the logged arguments in `recir.outer_logs`. `invoke.spawn_budget`
-reads the context's `spawn_budget`, its default where that is 0.
+reads the context's `spawn_budget`, its default where that is 0. Without
+convert-invoke-to-gomp (one thread), a `concurrent` invoke is a call in place
+and its `invoke.join` passes the results on.
 
 Only the first error is recorded, and recording one raises `stack_limit` to
 the top of the address space, so every later prologue fails at once: each
@@ -93,7 +95,8 @@ from recir.passes.thread_copies import sum_copies_function
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 CONVERTED = (cf.AssertOp, invoke.InvokeOp, func.ReturnOp, tape.NewOp, adjoint.ThreadCopyOp,
-             adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp)  # `convert`'s
+             adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp,
+             invoke.JoinOp)  # `convert`'s
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
@@ -231,6 +234,10 @@ class FunctionConversion:
             self.convert_spawn_budget(op)
         elif isinstance(op, invoke.ContextOp):
             op.ctx.replace_all_uses_with(self.ctx)
+            Rewriter.erase_op(op)
+        elif isinstance(op, invoke.JoinOp):  # without tasks its invoke ran in place
+            for result, value in zip(op.results, op.operands, strict=True):
+                result.replace_all_uses_with(value)
             Rewriter.erase_op(op)
 
     def convert_assert(self, op: cf.AssertOp) -> None:

@@ -13,7 +13,8 @@ invoke as a task and wait for it right after the next invoke, which is not
 marked; an `invoke.join` after that invoke waits for the task and passes its
 results on to their later uses. The code means the same when the markers are
 ignored. Invokes nested in `scf.if` branches are paired within their own
-block. Calls that add into gradient buffers may be marked too: in code with
+block. An invoke marked already keeps its pair and join (the pass may run
+on IR it wrote). Calls that add into gradient buffers may be marked too: in code with
 concurrent invokes, convert-tmath-to-loops gives each thread its own copies of
 the dense buffers and adds embedding rows under a row lock.
 
@@ -62,6 +63,9 @@ def mark_block(block: Block) -> None:
     k = 0
     while k + 1 < len(calls):
         first, second = calls[k], calls[k + 1]
+        if first.concurrent is not None:  # marked and joined already (hand-written IR)
+            k += 2
+            continue
         between = []
         op = first.next_op
         while op is not second:

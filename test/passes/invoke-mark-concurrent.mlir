@@ -133,3 +133,23 @@ func.func private @seen(%f: !tape.frame, %i: i32) -> i32 {
 // CHECK:         %a = invoke.invoke @seen(%f, %i) : (!tape.frame, i32) -> i32
 // CHECK-NEXT:    tape.save %a, %f[0] : i32
 // CHECK-NEXT:    %b = invoke.invoke @seen(%f, %i) : (!tape.frame, i32) -> i32
+
+// -----
+
+// Marked already (IR this pass wrote, or a hand-written pair): left as it
+// is, not joined a second time.
+func.func private @fib(%n: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %n1 = arith.subi %n, %one : i32
+  %a = invoke.invoke @fib(%n1) concurrent : (i32) -> i32
+  %b = invoke.invoke @fib(%n1) : (i32) -> i32
+  %a2 = invoke.join %a : (i32) -> i32
+  %s = arith.addi %a2, %b : i32
+  func.return %s : i32
+}
+
+// CHECK-LABEL: func.func private @fib
+// CHECK:         %a = invoke.invoke @fib(%n1) concurrent : (i32) -> i32
+// CHECK-NEXT:    %b = invoke.invoke @fib(%n1) : (i32) -> i32
+// CHECK-NEXT:    %a2 = invoke.join %a : (i32) -> i32
+// CHECK-NEXT:    %s = arith.addi %a2, %b : i32

@@ -31,13 +31,3 @@ func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> {
 }
 // ORDER: recir-opt-errors.mlir:29:3: error: 'tmath.tanh' op is not handled by convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm
 
-// -----
-
-// So do concurrent invokes, which convert-invoke-to-gomp lowers.
-func.func @k(%n: i32) -> i32 {
-  %a = invoke.invoke @k(%n) concurrent : (i32) -> i32
-  %b = invoke.invoke @k(%n) : (i32) -> i32
-  %a2 = invoke.join %a : (i32) -> i32
-  func.return %a2 : i32
-}
-// ORDER: recir-opt-errors.mlir:38:3: error: 'invoke.invoke' op is not handled by convert-recir-to-llvm: run convert-invoke-to-gomp before convert-recir-to-llvm

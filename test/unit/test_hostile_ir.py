@@ -129,6 +129,19 @@ def test_a_signature_native_code_cannot_pass_is_refused(cache_dir, signature, me
     assert str(e.value).startswith("hand.mlir:1:1: error: 'func.func' op")
 
 
+@pytest.mark.parametrize("signature", ["func.func @logged()",
+                                       "func.func @logged(%a: tensor<4xf32>)",
+                                       "func.func @logged(%a: tensor<?x4xf32>)"])
+def test_a_log_reserve_slot_must_name_an_f32_matrix_argument(cache_dir, signature):
+    """The runtime adds each thread's log into the entry's argument `slot`
+    after the call: an IndexError when there was none."""
+    module = parse(f"{signature} {{\n  %room = adjoint.log_reserve slot 0 bytes 28\n"
+                   "  func.return\n}")
+    with pytest.raises(RecirError, match=r"^hand.mlir:2:3: error: 'adjoint.log_reserve' op "
+                       r"slot 0 names no static f32 matrix argument of the entry @logged$"):
+        compile_module(module, "logged", cache_dir=cache_dir)
+
+
 DIVISIONS = """func.func @div(%a: i32, %b: i32) -> i32 {
   %c = arith.divsi %a, %b : i32
   func.return %c : i32
