@@ -30,7 +30,7 @@ FULL = [("fib", (20,)), ("fib", (22,)), ("fib", (24,)),
         ("thesis_primes", (1000,)), ("thesis_primes", (2500,))]
 QUICK = [("fib", (15,)), ("fib", (20,)), ("ack", (3, 3)), ("tak", (12, 8, 4)),
          ("thesis_primes", (100,)), ("thesis_primes", (1000,))]
-# BENCH_PROGRAMS.md: the thesis's seconds (TensorFlow r1.4), static vs dynamic
+# the static-recursion thesis's seconds (TensorFlow r1.4), static vs dynamic
 THESIS = {"fib": ("fib(24)", 0.81, 0.99), "ack": ("ack(3,3)", 0.089, 0.118),
           "tak": ("tak(24,16,8)", 18.9, 16.1),
           "thesis_primes": ("primes(7500)", 13.50, 13.46)}

@@ -56,7 +56,7 @@ TD_HIDDEN, TD_MAX_DEPTH = 64, 8
 THESIS_CALLS = (("fib", (24,)), ("fib", (30,)), ("ack", (3, 3)), ("ack", (3, 6)),
                 ("tak", (24, 16, 8)), ("thesis_primes", (7500,)))
 # The thesis's TensorFlow r1.4 timings in seconds, static vs dynamic
-# (/work/shared/BENCH_PROGRAMS.md); ack(3,6) and primes(7500) as printed there.
+# (its Appendix C); ack(3,6) and primes(7500) as printed there.
 THESIS_SECONDS = {"fib(24)": (0.81, 0.99), "fib(30)": (13.97, 17.80),
                   "ack(3, 3)": (0.089, 0.118), "ack(3, 6)": (6.17, 8.32),
                   "tak(24, 16, 8)": (18.9, 16.1), "thesis_primes(7500)": (13.50, 13.46)}

@@ -5,9 +5,8 @@
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
 `backend/frontier_schedule.py` runs the schedule with them. Each function
-gets an object of its own, LLVM compiling it in a child process from when
-Python has lowered it (`llvm_workers`); the function returns once all are
-lowered, and its first call waits for the objects (`background`). The
+gets an object of its own, compiled by LLVM in a child process once lowered
+(`llvm_workers`), which the first call waits for (`background`). The
 model's gradient loads the expansion's (it runs the same `@f__expand`), or
 shares its compile while under way, rather than compiling it again. With
 `threads`, a height's rows split across one OpenMP team per call where the
@@ -17,7 +16,7 @@ of inputs becomes the batched entry's arguments as `invoke-to-frontier`
 lays them out: a dynamic array as the trees' arrays one after another plus
 the offsets where each starts, anything else stacked one row per element.
 A call after one made as one native call repeats it on its plans
-(`backend/repeat_call`), its inputs written there.
+(`backend/repeat_call`); a native check's error names the element at fault.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.backend.arguments import batch_items
+from recir.backend.arguments import batch_items, named_element
 from recir.backend.background import Deferred
 from recir.backend.cache import ObjectCache, cache_key, located_text
 from recir.backend.engine import Engine, compile_object
@@ -49,7 +48,7 @@ from recir.backend.native_schedule import NativeSchedule
 from recir.backend.repeat_call import RepeatCall
 from recir.backend.policy import costs
 from recir.backend.schedule_specs import Spec, expansion_spec, height_spec
-from recir.diagnostics import emit_error
+from recir.diagnostics import RecirError, emit_error
 from recir.dialects import frontier
 from recir.interpreter import find_entry
 from recir.passes import gemm_kernels
@@ -192,7 +191,10 @@ class FrontierFunction:
         if not batch:
             return []
         with self.calls:
-            return self.run(batch)
+            try:
+                return self.run(batch)
+            except RecirError as error:
+                raise named_element(error, batch, lambda inputs: self.run([inputs])) from None
 
     def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         args, flow = self.entry_args(batch), self.flow

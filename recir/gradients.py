@@ -28,7 +28,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from recir.autodiff.analysis import is_float_tensor
-from recir.backend.arguments import batch_items, whole_number
+from recir.backend.arguments import batch_element, batch_items, named_element, whole_number
 from recir.backend.array_address import data_address
 from recir.backend.stack import DeepStackPool
 from recir.diagnostics import RecirError
@@ -130,10 +130,19 @@ class GradFunction:
         threads = check_threads(threads)
         grads = accumulators(self.params, into, self.checked)
         if threads <= 1 or self.native is None or len(batch) < 2:
-            return [self.call(inputs, grads)[0] for inputs in batch], grads
+            outputs = []
+            for k, inputs in enumerate(batch):
+                with batch_element(k):
+                    outputs.append(self.call(inputs, grads)[0])
+            return outputs, grads
         if self.native.team:
             shared = [*self.params.values(), *self.gradient_args(grads)]
-            return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
+            try:
+                return self.native.batch([(*inputs, *shared) for inputs in batch]), grads
+            except RecirError as error:
+                scratch = accumulators(self.params, None)  # (what a call alone adds into)
+                raise named_element(error, batch, lambda inputs: self.call(
+                    inputs, scratch)) from None
         threads = min(threads, len(batch))  # (a thread without a tree adds nothing)
         own = self.thread_grads(threads)
         try:
@@ -147,13 +156,15 @@ class GradFunction:
         """`batch`'s trees on `threads` of the function's pool, worker w > 0
         adding into `own[w - 1]`, then into `grads`."""
 
-        def one(worker: int, inputs: Any) -> tuple[Any, ...]:
+        def one(worker: int, item: Any) -> tuple[Any, ...]:
+            k, inputs = item
             accs = self.gradient_args(grads if worker == 0 else own[worker - 1])
-            return self.native.call_here(  # type: ignore[union-attr]
-                *inputs, *self.params.values(), *accs)
+            with batch_element(k):
+                return self.native.call_here(  # type: ignore[union-attr]
+                    *inputs, *self.params.values(), *accs)
 
         try:
-            outputs = self.pool.map(one, list(batch), threads)
+            outputs = self.pool.map(one, list(enumerate(batch)), threads)
             for name, total in grads.items():
                 for worker in own:
                     total += worker[name]
@@ -225,6 +236,9 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                          f"name, got {type(into).__name__}")
     for name, value in params.items():
         acc = into.get(name)
+        if acc is None:
+            raise RecirError(f"error: into: no gradient buffer for parameter '{name}' "
+                             f"(keys: {', '.join(map(str, into)) or 'none'})")
         if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32
                 or acc.shape != value.shape or not acc.flags.c_contiguous
                 or not acc.flags.writeable):

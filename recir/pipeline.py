@@ -9,6 +9,7 @@ compiler does, and `compile` goes on to a callable backed by the object cache.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -339,10 +340,23 @@ def resolve_threads(threads: int | None) -> int:
                          f"'{configured}'")
     count = whole_number(threads) or int(configured or 0) or os.cpu_count() or 1
     if count > 1 and openmp() is None:
-        warnings.warn("no OpenMP runtime (libomp.so.5, libgomp.so.1 or $RECIR_OPENMP) "
-                      "found: running serially", stacklevel=3)
+        named = os.environ.get("RECIR_OPENMP")
+        warnings.warn(f"RECIR_OPENMP='{named}' does not load as an OpenMP runtime with the "
+                      "GOMP ABI: running serially" if named else "no OpenMP runtime "
+                      "(libomp.so.5, libiomp5.so or libgomp.so.1) found: running serially",
+                      stacklevel=outside_recir())
         return 1
     return count
+
+
+def outside_recir() -> int:
+    """The stack level, from its caller, of the first frame outside the
+    package: where a warning points (the user's line)."""
+    package = str(Path(__file__).resolve().parent)
+    frame, level = sys._getframe(1), 1  # pyright: ignore[reportPrivateUsage]
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def compile(model: Any, entry: str | None = None, *,

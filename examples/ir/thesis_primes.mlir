@@ -1,6 +1,6 @@
 // The thesis's primes, exactly as printed there: four mutually recursive
 // functions. It only tests candidates 6i-1 and divides by 6k-1, so it is not
-// the n-th prime; BENCH_PROGRAMS.md gives its values (thesis_primes(7500) = 42209).
+// the n-th prime; the thesis's Appendix C gives its values (thesis_primes(7500) = 42209).
 func.func @thesis_primes(%n: i32) -> i32 {
   // test(n, i): true if (6i-1)^2 > n, false if n mod (6i-1) == 0, else test(n, i+1)
   invoke.subgraph @test(%v: i32, %i: i32) -> i1 {

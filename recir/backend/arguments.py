@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -261,6 +262,30 @@ def batch_items(batch: Any, name: str, count: int | None = None) -> Sequence[Seq
             raise RecirError(f"error: @{name} takes {count} inputs, got {len(item)} "
                              f"(batch element {k})")
     return batch
+
+
+@contextmanager
+def batch_element(k: int) -> Iterator[None]:
+    """A `RecirError` raised meanwhile, on a batch's element `k` alone, names it."""
+    try:
+        yield
+    except RecirError as error:
+        raise RecirError(f"{error} (batch element {k})") from None
+
+
+def named_element(error: RecirError, items: Sequence[Sequence[Any]],
+                  alone: Callable[[Sequence[Any]], Any]) -> RecirError:
+    """A batch's error (a native check's, which a team or the frontier
+    raise for the batch) named by the first element that fails alone:
+    `alone(inputs)` calls it on its own, with no lasting effect. `error`
+    itself where it names one already or no element fails alone."""
+    if "(batch element " not in str(error):
+        for k, inputs in enumerate(items):
+            try:
+                alone(inputs)
+            except RecirError as found:
+                return RecirError(f"{found} (batch element {k})")
+    return error
 
 
 # how `prepare` passes an input: an i32 scalar as it is, an array of fixed

@@ -23,6 +23,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, IntegerType, TensorType
 from xdsl.ir import Attribute
 
+from recir.backend.arguments import batch_element
 from recir.diagnostics import RecirError
 from recir.interpreter import (TensorFacts, coerce_argument, coerce_tensor, integer_range,
                                tensor_facts)
@@ -61,12 +62,12 @@ class InputLayout:
                 args += joined[k]
                 continue
             if facts is None:
-                values: Sequence[Any] = column if plain_integers(column, self.ranges[k]) else [
-                    coerce_argument(k, v, typ) for v in column]
+                values: Sequence[Any] = column if plain_integers(column, self.ranges[k]) else \
+                    each_checked(column, lambda v: coerce_argument(k, v, typ))
             elif plain_column(column, facts):
                 values = column  # what `coerce_tensor` returns for them, bar the layout
             else:
-                values = [coerce_tensor(k, v, typ, facts) for v in column]
+                values = each_checked(column, lambda v: coerce_tensor(k, v, typ, facts))
             if ragged:
                 offsets = np.array([0, *accumulate(map(len, values))], np.int32)
                 args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
@@ -98,6 +99,15 @@ class InputLayout:
             found[k] = [everything[at:at + ends[-1]], offsets]
             at += ends[-1]
         return found
+
+
+def each_checked(column: Sequence[Any], check: Any) -> list[Any]:
+    """`check` of each value of a column; its error names the batch element."""
+    values = []
+    for j, value in enumerate(column):
+        with batch_element(j):
+            values.append(check(value))
+    return values
 
 
 def input_columns(original: func.FuncOp, params: int

@@ -23,7 +23,8 @@ import numpy as np
 from xdsl.dialects.builtin import FunctionType
 
 from recir.backend import interrupts, policy, settings, stack
-from recir.backend.arguments import Arguments, batch_items, rows_of
+from recir.backend.arguments import (Arguments, batch_element, batch_items, named_element,
+                                     rows_of)
 from recir.backend.background import Deferred
 from recir.backend.batch_fields import batch_fields
 from recir.backend.contexts import Context, lone_context
@@ -260,7 +261,16 @@ class NativeFunction:
         that add into gradient buffers must all be given the same buffers."""
         items = batch_items(items, self.name)
         if not self.team or len(items) < 2:
-            return [self(*inputs) for inputs in items]
+            return [self.element(k, inputs) for k, inputs in enumerate(items)]
+        try:
+            return self.on_team_batch(items)
+        except RecirError as error:
+            if self.contexts.copied or self.logged:  # calls that add: the caller names it
+                raise
+            raise named_element(error, items, lambda inputs: self(*inputs)) from None
+
+    def on_team_batch(self, items: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """`batch` of two calls or more, on a team."""
         arguments, keep, count = self.arguments, [], len(items)
         fields, first, sizes = self.batch_fields(items, keep)
         threads = self.threads_for(sizes)
@@ -300,6 +310,11 @@ class NativeFunction:
             first, threads, budget, switch, payload), None))
         return list(zip(*map(list, results), strict=True))
 
+    def element(self, k: int, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """A batch's call of element `k` alone; its error names the element."""
+        with batch_element(k):
+            return self(*inputs)
+
     def batch_fields(self, items: Sequence[Sequence[Any]], keep: list[Any]
                      ) -> tuple[np.ndarray, list[Any], list[int] | None]:
         """Every call's fields (a row each), the first call's arguments and
@@ -309,7 +324,10 @@ class NativeFunction:
         if laid is not None:
             fields, longest, first = laid
             return fields, first, longest.tolist() if self.sized else None
-        prepared = [self.arguments.prepare(inputs, keep, outputs=False)[0] for inputs in items]
+        prepared = []
+        for k, inputs in enumerate(items):
+            with batch_element(k):
+                prepared.append(self.arguments.prepare(inputs, keep, outputs=False)[0])
         fields = np.array([self.arguments.fields(args) for args in prepared], np.uint64)
         return fields.view(np.int64), prepared[0], self.sizes(items)
 

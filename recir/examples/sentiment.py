@@ -367,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
                          distributed=args.distributed)
     print(f"model: {args.model}, hidden {args.hidden}, {args.optimizer} lr {lr}, "
           f"batch {args.batch_size} ({args.batching}), engine {args.engine}, "
-          f"{args.threads} threads")
+          f"{args.threads} thread{'s' * (args.threads != 1)}")
     start = time.perf_counter()
     config.on_epoch = lambda record: print(epoch_line(record, args.epochs), flush=True)
     history = train(model, optimizer, train_trees, dev_trees, config, test_trees)

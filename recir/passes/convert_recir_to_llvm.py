@@ -232,13 +232,16 @@ class FunctionConversion:
             self.allocate(op, op.result, RESERVE, op.slot.value.data, op.bytes.value.data)
         elif isinstance(op, invoke.SpawnBudgetOp):
             self.convert_spawn_budget(op)
-        elif isinstance(op, invoke.ContextOp):
-            op.ctx.replace_all_uses_with(self.ctx)
-            Rewriter.erase_op(op)
-        elif isinstance(op, invoke.JoinOp):  # without tasks its invoke ran in place
-            for result, value in zip(op.results, op.operands, strict=True):
-                result.replace_all_uses_with(value)
-            Rewriter.erase_op(op)
+        elif isinstance(op, invoke.ContextOp | invoke.JoinOp):
+            self.pass_on(op)
+
+    def pass_on(self, op: invoke.ContextOp | invoke.JoinOp) -> None:
+        """`invoke.context` becomes the function's context; an `invoke.join`
+        left without tasks passes its values on (its invoke ran in place)."""
+        values = [self.ctx] if isinstance(op, invoke.ContextOp) else op.operands
+        for result, value in zip(op.results, values, strict=True):
+            result.replace_all_uses_with(value)
+        Rewriter.erase_op(op)
 
     def convert_assert(self, op: cf.AssertOp) -> None:
         """A branch to the function's one failed-check block, passing the

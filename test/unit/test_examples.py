@@ -1,5 +1,5 @@
 """The example programs, run by the interpreter, against plain Python and the
-values in BENCH_PROGRAMS.md (sizes kept small: the interpreter is slow)."""
+values the thesis's Appendix C gives (sizes kept small: the interpreter is slow)."""
 
 from __future__ import annotations
 

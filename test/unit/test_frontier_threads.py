@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes.util
 import os
 import subprocess
+import textwrap
 import sys
 
 import numpy as np
@@ -515,6 +516,29 @@ def test_code_that_calls_openmp_without_a_runtime_is_an_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "error: compiled code calls OpenMP, and no OpenMP runtime" in done.stderr
+
+
+def test_a_runtime_named_that_does_not_load_is_named_at_the_users_line(tmp_path):
+    """$RECIR_OPENMP naming no library that loads: the warning said no
+    runtime was found at all (libomp was there), at a line inside recir."""
+    script = textwrap.dedent("""
+        import warnings
+        import recir
+        from recir.context import make_context
+        from recir.parsing import parse_module
+        module = parse_module(make_context(), open("examples/ir/fib.mlir").read())
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            f = recir.compile(module, "fib", threads=2)  # the user's line
+        print(f(10)[0], seen[0].filename, seen[0].lineno, seen[0].message)
+    """)
+    env = dict(os.environ, RECIR_OPENMP="libno-such-openmp.so", RECIR_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("89 <string> 9 RECIR_OPENMP='libno-such-openmp.so' does "
+                                   "not load as an OpenMP runtime with the GOMP ABI: running "
+                                   "serially")
 
 
 @pytest.mark.parametrize("by_groups", [False, True])

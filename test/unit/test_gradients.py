@@ -264,6 +264,9 @@ def test_into_accumulates_over_calls() -> None:
     with pytest.raises(RecirError, match="into: expected a dict of gradient buffers by "
                                          "parameter name, got list"):
         vg(*tree_inputs(trees[0]), into=list(total.values()))
+    with pytest.raises(RecirError, match=r"^error: into: no gradient buffer for parameter "
+                                         r"'emb' \(keys: w, b\)$"):
+        vg(*tree_inputs(trees[0]), into={"w": total["w"], "b": total["b"]})
     model = tree_rnn.trace_model(params)
     before = {k: v.copy() for k, v in model.params.items()}
     for batching in ("recursive", "frontier"):  # (both added the gradients into the weights)

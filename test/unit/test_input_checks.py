@@ -124,6 +124,30 @@ def test_malformed_batches_are_refused_on_every_path(model):
         assert name
 
 
+def test_a_batch_error_names_the_element_at_fault(model):
+    """A bad input's check named no element, and a native check on a team or
+    in the frontier's batch raised for the batch as a whole: the message
+    names the element (the first that fails alone, run again by itself)."""
+    traced, _, _, paths = model
+    teams = {"native-team": recir.compile(traced, threads=2),
+             "grad-team": recir.value_and_grad(traced, threads=2)}
+    good = [(t.left, t.right, t.word, t.label, t.root)
+            for t in make_treebank(6, seed=5, vocab_size=100)]
+    out_of_range = list(good[4])
+    out_of_range[2] = np.where(good[4][0] < 0, 10**6, -1).astype(np.int32)
+    floats = list(good[2])
+    floats[0] = floats[0].astype(np.float64)
+    for name, fn in {**paths, **teams}.items():
+        before = fn.batch(good)
+        for at, bad, message in [(4, out_of_range, r"'tmath.gather' op index out of range"),
+                                 (2, floats, r"argument 0 .* expects integers")]:
+            with pytest.raises(RecirError, match=rf"{message}.* \(batch element {at}\)$"):
+                fn.batch([*good[:at], tuple(bad), *good[at + 1:]])
+        after = fn.batch(good)  # (and the function is whole after the error)
+        outputs = [o if name.startswith("grad") else (o, {}) for o in (before, after)]
+        assert [loss_of(r) for r in outputs[0][0]] == [loss_of(r) for r in outputs[1][0]], name
+
+
 SCALARS = """func.func @f(%a: i32, %b: i64, %c: i1) -> i64 {
   %e = arith.extsi %a : i32 to i64
   %s = arith.addi %e, %b : i64
