@@ -277,6 +277,9 @@ def check_options(function: str, options: dict[str, Any], known: tuple[str, ...]
     for name in options:
         if name not in known:
             raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    from recir.pipeline import checked_fuse
+
+    checked_fuse(options.get("fuse", True))
     if batching != "frontier":
         return
     if options.get("max_depth") is not None:

@@ -68,7 +68,7 @@ DATAFLOW = f"{CLOSE},lower-invoke-to-call-return"
 def passes_for(fuse: bool = True, threads: int = 1, max_depth: int = 0) -> str:
     """INFERENCE for a call's options: without fusion, with the task passes
     (and the spawn budget for `threads`) after it, with a depth bound."""
-    passes = INFERENCE if fuse else INFERENCE.replace(f"{FUSE},", "")
+    passes = INFERENCE if checked_fuse(fuse) else INFERENCE.replace(f"{FUSE},", "")
     if max_depth:
         passes = passes.replace("convert-recir-to-llvm",
                                 f"convert-recir-to-llvm{{max-depth={max_depth}}}")
@@ -312,6 +312,13 @@ def loaded(obj: bytes, meta: dict[str, Any], times: dict[str, float]) -> Engine:
 META_FIELDS = {"sites": list[str], "copied": list[int], "logged": list[int],
                "links": list[str], "signature": str, "work": int, "share": float,
                "parts": list[int], "exports": list[str]}
+
+
+def checked_fuse(fuse: Any) -> bool:
+    """`fuse` once it is a bool (a string such as "no" read as true)."""
+    if not isinstance(fuse, bool):
+        raise RecirError(f"error: fuse must be True or False, got {fuse!r}")
+    return fuse
 
 
 def checked_max_depth(max_depth: int | None) -> int:

@@ -191,6 +191,11 @@ def test_options_the_frontier_cannot_honour_are_refused():
         recir.compile(traced, batching="frontier", max_depth=100)
     with pytest.raises(RecirError, match="engine='interpret' runs the recursive form"):
         recir.value_and_grad(traced, batching="frontier", engine="interpret")
+    for batching in ("recursive", "frontier", "auto"):  # ("no" was read as true)
+        with pytest.raises(RecirError, match="fuse must be True or False, got 'no'"):
+            recir.compile(traced, batching=batching, fuse="no", threads=1)
+        with pytest.raises(RecirError, match="fuse must be True or False, got 0"):
+            recir.value_and_grad(traced, batching=batching, fuse=0, threads=1)
 
 
 def nested_model():
