@@ -1,9 +1,10 @@
 """Interpreter semantics of `invoke`: a call that runs the callee's region.
 
-A subgraph's region runs in a scope nested in the caller's, so the outer
-values it uses (its closure) resolve through the dynamic chain: a subgraph
-can only be invoked from inside the region that defines it (the verifier
-checks this), whose values are therefore live.
+A subgraph's region runs in a scope nested in the one where it was defined,
+so the outer values it uses (its closure) resolve lexically: a subgraph can
+only be invoked from inside the region that defines it (the verifier checks
+this), whose values are therefore live. (Nested in the caller's, a lookup
+walked every frame of the recursion: a chain of depth d took d^2 steps.)
 
 An invocation made again with the same arguments while it is still running
 never ends (the code is deterministic): a cycle in a tree's structure
@@ -37,6 +38,19 @@ def argument_key(value: Any) -> Any:
     return value if isinstance(value, int | float | np.generic) else ("id", id(value))
 
 
+DEFINES = "recir_subgraphs"  # a scope's attribute: the subgraphs defined in it
+
+
+def defining_scope(scope: Any, subgraph: invoke.SubgraphOp) -> Any:
+    """The scope `subgraph` was defined in, up the lexical chain from
+    `scope` (a few scopes: each invocation's parent is its definition's);
+    `scope` itself where none is found."""
+    found = scope
+    while found is not None and subgraph not in found.__dict__.get(DEFINES, ()):
+        found = found.parent
+    return scope if found is None else found
+
+
 @register_impls
 class InvokeFunctions(InterpreterFunctions):
     @impl(invoke.InvokeOp)
@@ -54,12 +68,15 @@ class InvokeFunctions(InterpreterFunctions):
                                  f"with the same arguments ({shown}) while that call runs "
                                  f"(a cycle in its input?)")
         running.add(key)
+        caller = interp._ctx  # pyright: ignore[reportPrivateUsage]
         try:
             if isinstance(callee, func.FuncOp):
                 return interp.call_op(callee, args)
             assert callee is not None
+            interp._ctx = defining_scope(caller, callee)  # pyright: ignore[reportPrivateUsage]
             return interp.run_ssacfg_region(callee.body, args, name)
         finally:
+            interp._ctx = caller  # pyright: ignore[reportPrivateUsage]
             running.discard(key)
 
     @impl(invoke.JoinOp)
@@ -72,6 +89,8 @@ class InvokeFunctions(InterpreterFunctions):
 
     @impl(invoke.SubgraphOp)
     def run_subgraph(self, interp: Interpreter, op: invoke.SubgraphOp, args: Any):
+        scope = interp._ctx  # pyright: ignore[reportPrivateUsage]
+        scope.__dict__.setdefault(DEFINES, set()).add(op)  # (where its invocations nest)
         return ()  # a definition: it runs only when invoked
 
     @impl_terminator(invoke.ReturnOp)
