@@ -153,7 +153,10 @@ class TreeText:
             raise self.fail(f"unbalanced brackets: missing ')' for column {column}")
         word = self.text[pos:close].rstrip()
         if "(" in word:
-            raise self.fail(f"node at column {column} mixes a word and children")
+            first = word.split("(")[0].strip()  # (unlabelled: `(9 (2 a) ...` read 9 as a word)
+            hint = f" ('{first}' is no label 0-4)" if first.isdigit() and not self.labelled \
+                else ""
+            raise self.fail(f"node at column {column} mixes a word and children{hint}")
         self.finish(-1, -1, self.vocab.lookup(word, self.grow), label)
         return close + 1
 

@@ -159,6 +159,16 @@ def test_malformed_text_names_file_and_line(tmp_path, text: str, message: str):
         parse_tree(text, Vocabulary(), file="f.txt", line=9)
 
 
+def test_an_unlabelled_tree_names_a_number_that_is_no_label():
+    """`(9 (2 a) (3 b))` read 9 as a word (a label may be left out): the
+    message said only that a node mixes a word and children."""
+    with pytest.raises(TreeParseError, match=r"node at column 1 mixes a word and children "
+                                             r"\('9' is no label 0-4\)$"):
+        parse_tree("(9 (2 a) (3 b))", Vocabulary(), labelled=False)
+    with pytest.raises(TreeParseError, match=r"mixes a word and children$"):
+        parse_tree("(a (2 b) (3 c))", Vocabulary(), labelled=False)
+
+
 def test_deep_trees_parse_without_recursion():
     depth = 20_000  # far past Python's recursion limit
     text = "(2 (2 w) " * depth + "(2 w)" + ")" * depth
