@@ -1,9 +1,9 @@
 """Plain-Python references for the static-recursion thesis programs.
 
-These are the oracles for `examples/ir/*.mlir`; definitions follow
-the static-recursion thesis's Appendix C exactly (`thesis_primes` is the
-thesis's own, not the n-th prime). Written with explicit stacks or memoisation so that large
-arguments do not hit Python's recursion limit.
+These are the oracles for `examples/ir/*.mlir`; definitions follow the
+static-recursion thesis's Appendix C exactly (`thesis_primes` is the
+thesis's own, not the n-th prime). Written with explicit stacks or
+memoisation so that large arguments do not hit Python's recursion limit.
 """
 
 from __future__ import annotations
