@@ -16,6 +16,9 @@ CPU model printed first:
   each beside the host's ceiling (`bench/copies.py`: N x one one-thread
   copy alone over the slowest of N at once, not judged) and the cores' cache-line
   round trip before and after it (`bench/core_latency.py`), and fib(35);
+  beside SST's frontier rows, unjudged, the pass's batches on one thread
+  over their deepest trees alone (`bench/deepest_tree.py`: what a team by
+  groups of whole trees can gain at most, on any number of threads);
   beside them, unjudged, the SGEMM roof's own N threads over one (what the
   products, most of a frontier call, can gain at best);
 - auto: `batching="auto"`'s rate over the faster mode's in every cell;
@@ -46,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import batching, compile_time, copies, core_latency, openmp, settled_roof
+from bench import (batching, compile_time, copies, core_latency, deepest_tree, openmp,
+                   settled_roof)
 from bench.common import (
     attempt,
     fmt,
@@ -134,6 +138,9 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 report["call_seconds"][key] = {"1": one / calls, str(args.threads): many / calls}
                 found = copies.ceiling(kind, mode, name, hidden, batch, args.threads)
                 report["ceiling"][key] = found
+                if (name, kind) == ("sst", "frontier"):
+                    report["tree_bound"][key], _ = attempt(key, lambda m=mode: tree_bound(
+                        m, hidden, name, batch))
                 if args.json:
                     write_json(args.json, report)
                 print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
@@ -142,6 +149,13 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                       f"; cores' round trip {core_latency.describe(trips[0])} before, "
                       f"{core_latency.describe(trips[1])} after",
                       flush=True)
+
+
+def tree_bound(mode: str, hidden: int, name: str, batch: int) -> float:
+    """A pass's batches on one thread over their deepest trees alone, native
+    time (`deepest_tree`): no team by groups of whole trees ends before them."""
+    found = deepest_tree.measure(mode, hidden, name, batch, rounds=3, calls=3)
+    return sum(f["whole"] for f in found) / sum(f["deepest"] for f in found)
 
 
 def built(runs: dict[str, Any], batch: list[Any]) -> dict[str, Any]:
@@ -288,6 +302,11 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                                        f" {threads} copies of 1t at once / one",
                                        report.get("ceiling", {}).get(f"{name} {kind} {mode}"),
                                        None))
+                if threads > 1 and (name, kind) == ("sst", "frontier"):
+                    rows.append(judged(f"scaling: {name} b25 {kind} {mode}, whole trees: the "
+                                       "batches on 1t / their deepest trees alone",
+                                       report.get("tree_bound", {}).get(
+                                           f"{name} {kind} {mode}"), None))
     fib = report.get("fib_speedup")
     speedup, ceiling = fib if isinstance(fib, list) else (fib, None)  # (older reports: a ratio)
     rows.append(judged(f"scaling: fib(35), {threads}t / 1t", speedup, asked.get("fib")))
@@ -338,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
                               "mallopt": batching.keep_freed_memory(), "roof": {},
                               "rows": [], "threads": args.threads, "scaling": {},
                               "call_seconds": {}, "ceiling": {}, "host_load": {},
-                              "core_latency": {}}
+                              "core_latency": {}, "tree_bound": {}}
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['nproc']} cores)")
     print(summary(report["blas"]), flush=True)
     roof_args = argparse.Namespace(threads=sorted({1, args.threads}), hidden=[256],
