@@ -19,9 +19,11 @@ tensors are copied in by `tape.save` and read in place by `tape.load`.
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import I64, IntegerAttr
-from xdsl.ir import Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.dialects.builtin import I64, IntegerAttr, IntegerType, TensorType
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -43,12 +45,27 @@ class FrameType(ParametrizedAttribute, TypeAttribute):
 FRAME = FrameType()
 
 
-def check_offset(offset: IntegerAttr, frame: SSAValue) -> None:
-    if offset.value.data < 0:
-        raise VerifyException(f"offset {offset.value.data} is negative")
+def slot_bytes(typ: Attribute) -> int:
+    """The bytes a value of `typ` takes in a frame (a dynamic tensor: none,
+    which the saving refuses)."""
+    if isinstance(typ, TensorType):
+        shape = typ.get_shape()
+        return 0 if any(d < 0 for d in shape) else 4 * math.prod(shape)
+    if isinstance(typ, IntegerType):
+        return max(1, typ.width.data // 8)
+    return 8 if isinstance(typ, FrameType | llvm.LLVMPointerType) else 4
+
+
+def check_offset(offset: IntegerAttr, frame: SSAValue, typ: Attribute) -> None:
+    """The slot [offset, offset + its bytes) lies inside a frame of known size."""
+    start = offset.value.data
+    if start < 0:
+        raise VerifyException(f"offset {start} is negative")
     size = frame.owner.bytes.value.data if isinstance(frame.owner, NewOp) else None
-    if size is not None and offset.value.data >= size:
-        raise VerifyException(f"offset {offset.value.data} is outside the frame of {size} bytes")
+    end = start + slot_bytes(typ)
+    if size is not None and (start >= size or end > size):
+        raise VerifyException(f"bytes {start}..{end} of a {typ} are outside the frame of "
+                              f"{size} bytes")
 
 
 @irdl_op_definition
@@ -68,6 +85,19 @@ class NewOp(IRDLOperation):
 
     def __init__(self, size: int):
         super().__init__(properties={"bytes": IntegerAttr(size, 64)}, result_types=[FRAME])
+
+    def verify_(self) -> None:
+        """The saves into this frame in one block write slots that do not
+        overlap (a later one would overwrite part of another's value)."""
+        saves = [u.operation for u in self.frame.uses
+                 if isinstance(u.operation, SaveOp) and u.index == 1]
+        for block in {op.parent_block() for op in saves}:
+            slots = sorted((op.offset.value.data, op.offset.value.data + slot_bytes(
+                op.value.type), op.value.type) for op in saves if op.parent_block() is block)
+            for (_, end, first), (start, _, second) in zip(slots, slots[1:]):
+                if start < end:
+                    raise VerifyException(f"a {second} saved at offset {start} overlaps "
+                                          f"the {first} saved before it (to byte {end})")
 
 
 @irdl_op_definition
@@ -89,7 +119,7 @@ class SaveOp(IRDLOperation):
         super().__init__(operands=[value, frame], properties={"offset": IntegerAttr(offset, 64)})
 
     def verify_(self) -> None:
-        check_offset(self.offset, self.frame)
+        check_offset(self.offset, self.frame, self.value.type)
 
 
 @irdl_op_definition
@@ -112,7 +142,7 @@ class LoadOp(IRDLOperation):
                          result_types=[typ])
 
     def verify_(self) -> None:
-        check_offset(self.offset, self.frame)
+        check_offset(self.offset, self.frame, self.result.type)
 
 
 Tape = Dialect("tape", [NewOp, SaveOp, LoadOp], [FrameType])

@@ -105,13 +105,13 @@ func.func @both(%dw: tensor<3xf32>, %g: tensor<3xf32>) {
 // results) move after the second call, so the first still runs as a task.
 // A save into a frame the second call is given stays, and so does the pair.
 func.func private @fwd(%i: i32) -> (i32, !tape.frame) {
-  %f = tape.new 16 : !tape.frame
+  %f = tape.new 24 : !tape.frame
   %a, %fa = invoke.invoke @fwd(%i) : (i32) -> (i32, !tape.frame)
   tape.save %fa, %f[0] : !tape.frame
   %a2 = arith.addi %a, %a : i32
   tape.save %a2, %f[8] : i32
   %b, %fb = invoke.invoke @fwd(%i) : (i32) -> (i32, !tape.frame)
-  tape.save %fb, %f[12] : !tape.frame
+  tape.save %fb, %f[16] : !tape.frame
   func.return %b, %f : i32, !tape.frame
 }
 func.func private @seen(%f: !tape.frame, %i: i32) -> i32 {
@@ -128,7 +128,7 @@ func.func private @seen(%f: !tape.frame, %i: i32) -> i32 {
 // CHECK-NEXT:    tape.save %fa_1, %f[0] : !tape.frame
 // CHECK-NEXT:    %a2 = arith.addi %a_1, %a_1 : i32
 // CHECK-NEXT:    tape.save %a2, %f[8] : i32
-// CHECK-NEXT:    tape.save %fb, %f[12] : !tape.frame
+// CHECK-NEXT:    tape.save %fb, %f[16] : !tape.frame
 // CHECK-LABEL: func.func private @seen
 // CHECK:         %a = invoke.invoke @seen(%f, %i) : (!tape.frame, i32) -> i32
 // CHECK-NEXT:    tape.save %a, %f[0] : i32
