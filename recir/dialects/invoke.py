@@ -216,6 +216,15 @@ class InvokeOp(IRDLOperation):
         signature = target.function_type
         check_types("argument", self.args.types, signature.inputs.data, name)
         check_types("result", self.res.types, signature.outputs.data, name)
+        if self.concurrent is not None and self.res:
+            # a task writes its results into the spawner's frame until the
+            # join waits for it: a result read otherwise, or never waited for,
+            # was 0, and a task outliving its frame wrote over the stack
+            users = {use.operation for r in self.res for use in r.uses}
+            join = users.pop() if len(users) == 1 else None
+            if not isinstance(join, JoinOp) or list(join.spawned) != list(self.res):
+                raise VerifyException("a concurrent invoke's results are used through one "
+                                      "invoke.join that takes them all")
 
 
 def check_types(
@@ -274,6 +283,10 @@ class JoinOp(IRDLOperation):
     def verify_(self) -> None:
         if [v.type for v in self.spawned] != [r.type for r in self.joined]:
             raise VerifyException("results must have the types of the joined values")
+        owners = {v.owner for v in self.spawned}
+        owner = owners.pop() if len(owners) == 1 else None
+        if isinstance(owner, InvokeOp) and owner.concurrent is None:
+            raise VerifyException("joins the results of an invoke that is not concurrent")
 
 
 @irdl_op_definition

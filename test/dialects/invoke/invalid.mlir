@@ -105,3 +105,38 @@ func.func @f() -> i32 {
   func.return %b : i32
 }
 // CHECK: 'invoke.spawn_budget' op spawn budget must be at least 0, got -1
+
+// -----
+
+// A concurrent invoke's result read without its join: natively it was 0 (the
+// task had not written it), and the task could outlive the frame it writes.
+func.func @g(%a: i32) -> i32 { func.return %a : i32 }
+func.func @f(%n: i32) -> i32 {
+  %a = invoke.invoke @g(%n) concurrent : (i32) -> i32
+  %s = arith.addi %a, %n : i32
+  func.return %s : i32
+}
+// CHECK: 'invoke.invoke' op a concurrent invoke's results are used through one invoke.join that takes them all
+
+// -----
+
+// Joined twice (the lowering erased the task's placeholder at the first join).
+func.func @g(%a: i32) -> i32 { func.return %a : i32 }
+func.func @f(%n: i32) -> i32 {
+  %a = invoke.invoke @g(%n) concurrent : (i32) -> i32
+  %b = invoke.join %a : (i32) -> i32
+  %c = invoke.join %a : (i32) -> i32
+  %s = arith.addi %b, %c : i32
+  func.return %s : i32
+}
+// CHECK: 'invoke.invoke' op a concurrent invoke's results are used through one invoke.join that takes them all
+
+// -----
+
+func.func @g(%a: i32) -> i32 { func.return %a : i32 }
+func.func @f(%n: i32) -> i32 {
+  %a = invoke.invoke @g(%n) : (i32) -> i32
+  %b = invoke.join %a : (i32) -> i32
+  func.return %b : i32
+}
+// CHECK: 'invoke.join' op joins the results of an invoke that is not concurrent

@@ -70,8 +70,9 @@ func.func @parity(%n: i32) -> (i1, i1) {
     invoke.return %r : i1
   }
   %a = invoke.invoke @even(%n) concurrent : (i32) -> i1
-  %b = invoke.invoke @odd(%n) concurrent : (i32) -> i1
-  func.return %a, %b : i1, i1
+  %b = invoke.invoke @odd(%n) : (i32) -> i1
+  %a2 = invoke.join %a : (i1) -> i1
+  func.return %a2, %b : i1, i1
 }
 
 // CHECK-LABEL: func.func @parity(%n: i32) -> (i1, i1) {
@@ -84,7 +85,8 @@ func.func @parity(%n: i32) -> (i1, i1) {
 // CHECK:           invoke.return %{{.*}} : i1
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %{{.*}} = invoke.invoke @even(%n) concurrent : (i32) -> i1
-// CHECK-NEXT:    %{{.*}} = invoke.invoke @odd(%n) concurrent : (i32) -> i1
+// CHECK-NEXT:    %{{.*}} = invoke.invoke @odd(%n) : (i32) -> i1
+// CHECK-NEXT:    %{{.*}} = invoke.join %{{.*}} : (i1) -> i1
 // CHECK-NEXT:    func.return %{{.*}}, %{{.*}} : i1, i1
 
 // -----
