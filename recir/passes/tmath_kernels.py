@@ -215,8 +215,8 @@ def extract(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
     shape = tmath.shape_of(op.operands[0])
     if shape[0] >= 0:
         return b.load(array, checked(b, op, index, shape[0]), op.results[0].type)
-    length, data = structure(b, array)
-    return b.load(data, checked(b, op, index, length), i32)
+    length, data = structure(b, array)  # (an f32 vector's elements too: not i32's bits)
+    return b.load(data, checked(b, op, index, length), op.results[0].type)
 
 
 def size_of(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:

@@ -382,3 +382,18 @@ def test_a_true_comparison_is_minus_one_read_as_signed_as_in_native_code(cache_d
     native = compile_module(module, "f", cache_dir=cache_dir)
     for a, b, want in [(1, 2, (-1, -1.0)), (2, 1, (0, 0.0))]:
         assert run_function(module, "f", [a, b]) == native(a, b) == want
+
+
+@pytest.mark.parametrize("element, values", [("f32", [1.5, -2.25, 3.0]), ("i32", [7, -8, 9])])
+def test_an_element_of_a_dynamic_vector_is_read_as_its_type(cache_dir, element, values):
+    """An f32 vector of dynamic length had its element read as i32: LLVM
+    refused the IR (a traceback) where the interpreter read 2.0."""
+    module = parse(f"func.func @f(%s: tensor<?x{element}>, %i: i32) -> {element} {{\n"
+                   f"  %p = tmath.extract %s[%i] : tensor<?x{element}>, i32 -> {element}\n"
+                   f"  func.return %p : {element}\n}}")
+    array = np.array(values, np.float32 if element == "f32" else np.int32)
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for i in range(3):
+        assert native(array, i) == run_function(module, "f", [array, i]) == (values[i],)
+    with pytest.raises(RecirError, match="'tmath.extract' op index out of range"):
+        native(array, 3)
