@@ -136,6 +136,9 @@ class SubgraphOp(NamedRegionOp):
     def verify_(self) -> None:
         verify_named_body(self.sym_name.data, self.body.block, self.function_type,
                           ReturnOp)
+        if isinstance(self.parent_op(), ModuleOp):  # (capture-outer-refs lifts it out of one)
+            raise VerifyException(f"subgraph @{self.sym_name.data} must be defined inside "
+                                  "a function: at the top level, define a func.func")
         duplicates = [
             op for op in callables(self) if op.sym_name == self.sym_name
         ]

@@ -140,3 +140,16 @@ func.func @f(%n: i32) -> i32 {
   func.return %b : i32
 }
 // CHECK: 'invoke.join' op joins the results of an invoke that is not concurrent
+
+// -----
+
+// A subgraph at the top level (capture-outer-refs failed to lift it, with a
+// traceback under recir-run; the interpreter ran it).
+invoke.subgraph @sg(%k: i32) -> i32 {
+  invoke.return %k : i32
+}
+func.func @f(%n: i32) -> i32 {
+  %r = invoke.invoke @sg(%n) : (i32) -> i32
+  func.return %r : i32
+}
+// CHECK: 'invoke.subgraph' op subgraph @sg must be defined inside a function: at the top level, define a func.func
