@@ -206,6 +206,42 @@ def verify_comparison(op: arith.CmpiOp | arith.CmpfOp) -> None:
                               f"and {op.rhs.type}")
 
 
+GRAPH_REGIONS = frozenset(("dataflow.graph",))  # their ops' operands may come later
+
+
+def verify_defined_before_use(op: Operation) -> None:
+    """In each block of `op`'s regions, a value is used after the op that
+    defines it; inside a subgraph's body, before each invoke of it in that
+    block (its body runs there). xDSL checks no dominance: such a use was a
+    KeyError in both engines."""
+    if op.name in GRAPH_REGIONS:
+        return
+    for block in (b for region in op.regions for b in region.blocks):
+        at = {o: k for k, o in enumerate(block.ops)}
+        for k, top in enumerate(block.ops):
+            for inner in top.walk():
+                for value in inner.operands:
+                    j = at.get(value.owner, -1)  # (a block argument: -1)
+                    if j >= k and not (j > k and invoked_after(top, block, at, j)):
+                        raise RecirError(format_error(inner, f"uses %{value.name_hint or j} "
+                                                      "before the op that defines it"))
+
+
+def invoked_after(sub: Operation, block: Any, at: dict[Operation, int], j: int) -> bool:
+    """Whether `sub` is a subgraph whose every invoke in `block`, outside
+    its own body, comes after position `j`."""
+    if sub.name != "invoke.subgraph":
+        return False
+    name = sub.get_attr_or_prop("sym_name")
+    for other in block.walk():
+        callee = other.get_attr_or_prop("callee") if other.name == "invoke.invoke" else None
+        if callee is not None and callee.root_reference == name:
+            top = block.find_ancestor_op_in_block(other)
+            if top is not sub and at[top] <= j:
+                return False
+    return True
+
+
 def verify_located(module: Operation) -> None:
     """Verify op by op; the first failure becomes a located `RecirError`."""
     ops = list(module.walk())
@@ -217,6 +253,7 @@ def verify_located(module: Operation) -> None:
     for op in ops:
         if op.has_trait(SymbolTable):
             verify_unique_symbols(op)
+        verify_defined_before_use(op)
         try:
             op.verify(verify_nested_ops=False)
             if isinstance(op, scf.IfOp):

@@ -397,3 +397,44 @@ def test_an_element_of_a_dynamic_vector_is_read_as_its_type(cache_dir, element, 
         assert native(array, i) == run_function(module, "f", [array, i]) == (values[i],)
     with pytest.raises(RecirError, match="'tmath.extract' op index out of range"):
         native(array, 3)
+
+
+USED_EARLY = [
+    ("""func.func @f(%n: i32) -> i32 {
+  %s = arith.addi %late, %n : i32
+  %late = arith.muli %n, %n : i32
+  func.return %s : i32
+}""", "2:3: error: 'arith.addi' op uses %late"),
+    # a subgraph's body reads the result of the very invoke that runs it
+    ("""func.func @f(%n: i32) -> i32 {
+  invoke.subgraph @sg(%k: i32) -> i32 {
+    %x = arith.addi %k, %r : i32
+    invoke.return %x : i32
+  }
+  %r = invoke.invoke @sg(%n) : (i32) -> i32
+  func.return %r : i32
+}""", "3:5: error: 'arith.addi' op uses %r"),
+]
+
+
+@pytest.mark.parametrize("text, where", USED_EARLY)
+def test_a_value_used_before_its_definition_is_a_located_error(text, where):
+    """xDSL checks no dominance: both engines failed with a KeyError."""
+    with pytest.raises(RecirError, match=rf"^hand.mlir:{where} before the op that defines it$"):
+        parse(text)
+
+
+def test_a_subgraph_may_read_a_value_defined_before_it_is_invoked(cache_dir):
+    """Its body runs at the invoke: a value defined after the subgraph but
+    before the invoke is there."""
+    module = parse("""func.func @f(%n: i32) -> i32 {
+  invoke.subgraph @sg(%k: i32) -> i32 {
+    %x = arith.addi %k, %c : i32
+    invoke.return %x : i32
+  }
+  %c = arith.muli %n, %n : i32
+  %r = invoke.invoke @sg(%n) : (i32) -> i32
+  func.return %r : i32
+}""")
+    assert compile_module(module, "f", cache_dir=cache_dir)(3) == run_function(
+        module, "f", [3]) == (12,)
