@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import SymbolRefAttr, TensorType, f32, i32
+from xdsl.dialects.builtin import IntegerType, SymbolRefAttr, TensorType, f32, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import VerifyException
@@ -163,10 +163,13 @@ def concat(*inputs: SSAValue) -> Attribute:
 
 
 def is_index_rows(index: SSAValue) -> bool:
-    """Whether an index is rows (then of integers) rather than one integer."""
+    """Whether an index is rows (then of integers) rather than one integer
+    (not an i1: native code read true as -1, the interpreter as 1)."""
     if isinstance(index.type, TensorType):
         expect_index_rows(index, "index")
         return True
+    if isinstance(index.type, IntegerType) and index.type.width.data == 1:
+        raise VerifyException("index is an i1: extend it to an integer type first")
     return False
 
 

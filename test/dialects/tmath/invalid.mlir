@@ -173,3 +173,12 @@ func.func @f(%x: tensor<?x4xf32>) {
   func.return
 }
 // CHECK: 'tmath.sum' op result has type f32, expected tensor<?xf32>
+
+// -----
+
+// An i1 index: native code read true as -1, the interpreter as 1.
+func.func @f(%s: tensor<?xi32>, %i: i1) -> i32 {
+  %p = tmath.extract %s[%i] : tensor<?xi32>, i1 -> i32
+  func.return %p : i32
+}
+// CHECK: 'tmath.extract' op index is an i1: extend it to an integer type first
