@@ -24,7 +24,9 @@ def is_subgraph(op: Operation) -> bool:
 
 
 def has_tensor(op: Operation) -> bool:
-    return op.name.startswith("tmath.") or any(
+    """A tmath op, a tensor value, or a save into a frame or a load from one
+    (convert-tmath-to-loops lowers them; `tape.new` is left for later)."""
+    return op.name.startswith("tmath.") or op.name in ("tape.save", "tape.load") or any(
         isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
 
 

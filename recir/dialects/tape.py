@@ -143,6 +143,11 @@ class LoadOp(IRDLOperation):
 
     def verify_(self) -> None:
         check_offset(self.offset, self.frame, self.result.type)
+        if isinstance(self.frame.owner, NewOp) and not any(
+                isinstance(u.operation, SaveOp) and u.index == 1
+                and u.operation.offset == self.offset for u in self.frame.uses):
+            raise VerifyException(f"reads offset {self.offset.value.data} of a frame no "
+                                  "tape.save writes there")
 
 
 Tape = Dialect("tape", [NewOp, SaveOp, LoadOp], [FrameType])

@@ -10,6 +10,7 @@ from typing import Any
 
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
+from recir.diagnostics import emit_error
 from recir.dialects import tape
 
 
@@ -27,4 +28,7 @@ class TapeFunctions(InterpreterFunctions):
 
     @impl(tape.LoadOp)
     def run_load(self, interp: Interpreter, op: tape.LoadOp, args: Any):
-        return (args[0][op.offset.value.data],)
+        frame, offset = args[0], op.offset.value.data
+        if offset not in frame:
+            raise emit_error(op, f"reads offset {offset} of a frame where nothing was saved")
+        return (frame[offset],)

@@ -31,3 +31,14 @@ func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> {
 }
 // ORDER: recir-opt-errors.mlir:29:3: error: 'tmath.tanh' op is not handled by convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm
 
+
+// -----
+
+// So does a save into a frame (its value's bytes are copied by the loops).
+func.func @s(%x: f32) -> f32 {
+  %f = tape.new 8 : !tape.frame
+  tape.save %x, %f[0] : f32
+  %y = tape.load %f[0] : f32
+  func.return %y : f32
+}
+// ORDER: recir-opt-errors.mlir:[[# @LINE - 4]]:3: error: 'tape.save' op is not handled by convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm

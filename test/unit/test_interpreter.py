@@ -203,3 +203,19 @@ def test_a_subgraphs_invocation_nests_in_its_definitions_scope(monkeypatch):
     monkeypatch.setattr(Interpreter, "run_ssacfg_region", measured)
     assert run_function(module, "count", [500]) == (500,)
     assert 2 <= longest[0] <= 6  # the function's, the subgraph's, the branch's scopes
+
+
+def test_a_load_of_a_slot_never_saved_is_a_located_error():
+    """A frame passed on and read where nothing was saved: a KeyError."""
+    module = parse_module(make_context(), """func.func @f() -> f32 {
+  %f = tape.new 8 : !tape.frame
+  %y = func.call @g(%f) : (!tape.frame) -> f32
+  func.return %y : f32
+}
+func.func @g(%f: !tape.frame) -> f32 {
+  %y = tape.load %f[0] : f32
+  func.return %y : f32
+}""", "frames.mlir")
+    with pytest.raises(RecirError, match=r"^frames.mlir:7:3: error: 'tape.load' op reads "
+                                         r"offset 0 of a frame where nothing was saved$"):
+        run_function(module, "f", [])

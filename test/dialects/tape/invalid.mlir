@@ -37,3 +37,14 @@ func.func @f(%h: tensor<4xf32>, %i: i32) {
   func.return
 }
 // CHECK: 'tape.new' op a i32 saved at offset 4 overlaps the tensor<4xf32> saved before it (to byte 16)
+
+// -----
+
+// A load of a slot of this function's frame that nothing saves: native code
+// read the arena's bytes, the interpreter failed with a KeyError.
+func.func @f() -> tensor<4xf32> {
+  %f = tape.new 16 : !tape.frame
+  %h = tape.load %f[0] : tensor<4xf32>
+  func.return %h : tensor<4xf32>
+}
+// CHECK: 'tape.load' op reads offset 0 of a frame no tape.save writes there
