@@ -128,8 +128,8 @@ class Synthesis:
             raise emit_error(f, f"result {self.loss} is out of range: @{self.entry} has "
                              f"{len(outputs)} results")
         loss = self.loss % len(outputs)
-        if not is_float(outputs[loss]) or (
-                isinstance(outputs[loss], TensorType) and not is_rows(outputs[loss])):
+        if not is_float(outputs[loss]) or (isinstance(outputs[loss], TensorType) and not (
+                is_rows(outputs[loss]) and len(outputs[loss].get_shape()) == 1)):
             raise emit_error(f, f"result {self.loss} must be an f32 loss (or rows of one, "
                              "summed) to differentiate")
         args = list(f.function_type.inputs)

@@ -438,3 +438,17 @@ def test_a_subgraph_may_read_a_value_defined_before_it_is_invoked(cache_dir):
 }""")
     assert compile_module(module, "f", cache_dir=cache_dir)(3) == run_function(
         module, "f", [3]) == (12,)
+
+
+def test_a_loss_of_rows_of_vectors_is_refused_by_the_gradient():
+    """Rows of a scalar are summed into a loss; rows of a vector were taken
+    too, and the pass built IR that failed to verify."""
+    from recir.pipeline import run_passes
+
+    module = parse("""func.func @f(%w: tensor<3x4xf32>, %x: tensor<?x4xf32>) -> tensor<?x3xf32> {
+  %m = tmath.matvec %w, %x : tensor<3x4xf32>, tensor<?x4xf32> -> tensor<?x3xf32>
+  func.return %m : tensor<?x3xf32>
+}""")
+    with pytest.raises(RecirError, match=r"^hand.mlir:1:1: error: 'func.func' op result 0 must "
+                                         r"be an f32 loss \(or rows of one, summed\)"):
+        run_passes(module, 'synthesize-gradients{entry="f" loss=0}')
