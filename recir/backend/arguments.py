@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, FunctionType, IntegerType, TensorType, i32
+from xdsl.dialects.builtin import (Float32Type, FunctionType, IndexType, IntegerType, TensorType,
+                                   i32)
 from xdsl.ir import Attribute
 
 from recir.backend.array_address import data_address
@@ -62,6 +63,9 @@ def check_native_signature(entry: func.FuncOp) -> None:
     module = entry.parent_op()
     inputs = signature.inputs.data
     for op in module.walk() if module is not None else ():
+        if any(isinstance(r.type, IndexType) for r in op.results):  # (LLVM took none)
+            raise emit_error(op, "makes an index value, which the native backend does not "
+                             "lower: use i64 (the interpreter takes it)")
         if isinstance(op, adjoint.LogReserveOp):  # the runtime adds each log into it
             slot = op.slot.value.data
             typ = inputs[slot] if slot < len(inputs) else None

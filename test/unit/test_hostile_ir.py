@@ -452,3 +452,22 @@ def test_a_loss_of_rows_of_vectors_is_refused_by_the_gradient():
     with pytest.raises(RecirError, match=r"^hand.mlir:1:1: error: 'func.func' op result 0 must "
                                          r"be an f32 loss \(or rows of one, summed\)"):
         run_passes(module, 'synthesize-gradients{entry="f" loss=0}')
+
+
+def test_an_index_value_is_a_located_error_natively(cache_dir):
+    """`scf.for` over index bounds ran on the interpreter and failed natively
+    with an unlocated "Type not supported: index" from the LLVM lowering."""
+    module = parse("""func.func @f(%n: i32) -> i32 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 4 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%a = %n) -> (i32) {
+    %b = arith.addi %a, %n : i32
+    scf.yield %b : i32
+  }
+  func.return %r : i32
+}""")
+    assert run_function(module, "f", [3]) == (15,)
+    with pytest.raises(RecirError, match=r"^hand.mlir:2:3: error: 'arith.constant' op makes an "
+                                         r"index value, which the native backend does not lower"):
+        compile_module(module, "f", cache_dir=cache_dir)
