@@ -219,7 +219,10 @@ class AutoFunction:
         on the function's."""
         return self.auto.mode(batch, threads or self.threads, self.threads)
 
-    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+    def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
+        """One call; with a `timeout`, the recursive code's (which stops it)."""
+        if timeout is not None:
+            return self.recursive(*inputs, timeout=timeout)
         return self.batch([inputs])[0]
 
     def batch(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:

@@ -513,3 +513,15 @@ def test_a_batch_leaves_no_reference_cycles(gradients):
         gc.set_debug(was)
         gc.garbage.clear()
     assert cyclic == []
+
+
+def test_an_auto_call_with_a_timeout_runs_the_recursive_code():
+    """`timeout=` was an unexpected keyword for `batching="auto"`."""
+    params = tree_rnn.init_params(np.random.default_rng(0), vocab=100)
+    traced = tree_rnn.trace_model(params)
+    tree = make_treebank(1, seed=3)[0]
+    auto = recir.compile(traced, batching="auto", threads=1)
+    expected = tree_rnn.reference(tree, tree.root, params)[1]
+    assert auto(*tree_args(tree), timeout=30.0)[1] == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(RecirError, match="timeout must be a positive, finite number"):
+        auto(*tree_args(tree), timeout=0)
