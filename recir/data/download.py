@@ -73,6 +73,8 @@ def download(dir: str | os.PathLike[str] | None = None, *, url: str = SST_URL,
         unpack(archive, url, files, unpacked)
         for split, path in unpacked.items():
             path.replace(folder / f"{split}.txt")
+    except OSError as e:  # (writing into the folder: no room, no permission)
+        raise DownloadError(f"cannot write SST into {folder}: {e.strerror or e}") from None
     finally:
         for path in temporaries:
             path.unlink(missing_ok=True)

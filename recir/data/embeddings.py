@@ -14,6 +14,7 @@ import gzip
 import io
 import os
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,7 +61,7 @@ def read_embeddings(path: str | os.PathLike[str], vocab: Vocabulary
     try:
         with open_text(path) as f:
             return scan(f, path, vocab, lower)
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise EmbeddingError(f"{path}: cannot read vectors: {reason}") from None
 
@@ -79,11 +80,12 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
         if first:  # the first vector's width: the header's is used once it agrees
             first, dim = False, first_width(path, number, word, rest, dim)
             vectors = np.zeros((len(vocab), dim), np.float32)
-        rows = [vocab.ids[word]] if word in vocab.ids else lower.get(word, [])
-        rows = [r for r in rows if not exact[r]]
-        if rows:
-            vectors[rows] = row_values(path, number, word, rest, dim)
-            (exact if word in vocab.ids else by_lowercase)[rows] = True
+        # the word's own row, and the rows of its other-case forms not yet found
+        own = [r for r in [vocab.ids.get(word)] if r is not None and not exact[r]]
+        cased = [r for r in lower.get(word, ()) if not (exact[r] or by_lowercase[r])]
+        if own or cased:
+            vectors[own + cased] = row_values(path, number, word, rest, dim)
+            exact[own], by_lowercase[cased] = True, True
     if first:
         raise EmbeddingError(f"{path}: no vectors in the file")
     return vectors, exact | by_lowercase

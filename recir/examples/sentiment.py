@@ -283,12 +283,12 @@ def init_params(module, args: argparse.Namespace, vocab: int,
     return params
 
 
-def distributed_setup(distributed: bool) -> int:
-    """Threads per rank (the host's cores shared by its ranks); with
-    --distributed, only rank 0 prints."""
+def distributed_setup(distributed: bool) -> tuple[int, int]:
+    """(threads per rank: the host's cores shared by its ranks, this rank);
+    with --distributed, only rank 0 prints."""
     cores = os.cpu_count() or 1
     if not distributed:
-        return cores
+        return cores, 0
     from recir.train.distributed import quiet_unless_root, world
 
     try:
@@ -297,7 +297,7 @@ def distributed_setup(distributed: bool) -> int:
         raise SystemExit(f"error: --distributed: {error}") from None
     quiet_unless_root(rank)
     print(f"distributed: {ranks} ranks ({', '.join(where)}), {here} on this host")
-    return max(1, cores // here)
+    return max(1, cores // here), rank
 
 
 def accuracies(record: dict) -> str:
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    cores = distributed_setup(args.distributed)
+    cores, rank = distributed_setup(args.distributed)
     args.threads = args.threads or cores
     train_trees, dev_trees, test_trees, vocab, vocab_size, source = load_data(
         find_sst(args), args.synthetic, args.seed, args.test)
@@ -373,7 +373,7 @@ def run(args: argparse.Namespace) -> int:
     history = train(model, optimizer, train_trees, dev_trees, config, test_trees)
     if config.test_scores is not None:
         print(test_line(config.test_scores))
-    if args.save_model:
+    if args.save_model and rank == 0:  # (rank 0 alone knows the best epoch)
         save_model(args.save_model, config.best.params or model.params, info)
         print(f"model saved to {args.save_model} (epoch "
               f"{config.best.epoch or 'last'})")

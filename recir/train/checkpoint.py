@@ -8,6 +8,7 @@ epoch give one `CheckpointError` line and leave the run untouched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import zipfile
@@ -63,9 +64,17 @@ def save_checkpoint(path: Path, params: Arrays, optimizer: Optimizer, epoch: int
 
 
 def write_npz(path: Path, arrays: Arrays) -> None:
+    """Via a temporary file beside `path`, removed if writing fails."""
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
+    try:
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
+    except BaseException as e:  # (Ctrl-C too: no half-written file is left)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if not isinstance(e, OSError):
+            raise
+        raise CheckpointError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 class NpzArrays(Mapping[str, np.ndarray]):

@@ -226,9 +226,11 @@ class MPIReducer(LocalReducer):
 def import_mpi() -> Any:
     try:
         from mpi4py import MPI
-    except ImportError as error:
+    except (ImportError, RuntimeError) as error:  # (RuntimeError: mpi4py, no libmpi)
+        lines = str(error).splitlines() or [type(error).__name__]
+        why = "" if isinstance(error, ImportError) else f" ({lines[0]})"
         raise RuntimeError("distributed training needs mpi4py and an MPI library: "
-                           "pip install 'recir[distributed]'") from error
+                           f"pip install 'recir[distributed]'{why}") from error
     return MPI
 
 
