@@ -30,7 +30,7 @@ from recir.diagnostics import RecirError
 from recir.dialects import invoke, tmath
 from recir.frontier_compile import compile_frontier
 from recir.frontier_gradients import check_loss_output, value_and_grad_frontier
-from recir.gradients import check_threads
+from recir.gradients import check_depth, check_threads
 
 MODES = ("recursive", "frontier", "auto")
 # The largest trees of a batch whose levels are walked (the tallest is
@@ -238,8 +238,9 @@ class AutoGradFunction(AutoFunction):
 
     gradient = True
 
-    def __call__(self, *inputs: Any, into: dict[str, Any] | None = None) -> Any:
-        return self.recursive(*inputs, into=into)
+    def __call__(self, *inputs: Any, into: dict[str, Any] | None = None,
+                 timeout: float | None = None) -> Any:
+        return self.recursive(*inputs, into=into, timeout=timeout)
 
     def batch(self, batch: Sequence[Sequence[Any]], into: dict[str, Any] | None = None,
               threads: int | None = None) -> Any:
@@ -264,8 +265,8 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
     """`recir.value_and_grad(model, batching="frontier" | "auto")`."""
     from recir import gradients as api
 
-    check_options("value_and_grad", options, ("threads", "fuse", "cache_dir", "engine"),
-                  batching)
+    check_options("value_and_grad", options,
+                  ("threads", "fuse", "cache_dir", "engine", "max_depth"), batching)
     loss = check_loss_output(model, loss)
     return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
                            lambda: api.value_and_grad(model, loss, **options), options)
@@ -283,6 +284,7 @@ def check_options(function: str, options: dict[str, Any], known: tuple[str, ...]
     from recir.pipeline import checked_fuse
 
     checked_fuse(options.get("fuse", True))
+    check_depth(options.get("max_depth"), options.get("engine", "native"))
     if batching != "frontier":
         return
     if options.get("max_depth") is not None:

@@ -57,8 +57,8 @@ from recir.pipeline import (FRONTIER, collector_paused, frontier_lower_passes, r
                             run_passes)
 
 BEFORE = "__before"  # the batched entry's ops before its schedule
-
-
+NO_TIMEOUT = ("error: timeout= stops a recursion, and batching='frontier' runs none (one step "
+              "a tree height): use batching='recursive' or 'auto' for calls with a timeout")
 
 
 @collector_paused()
@@ -161,7 +161,9 @@ class FrontierFunction:
         self.facts: Any = None  # `Schedule.facts`, from the first call
         self.again: RepeatCall | None = None  # the last call's, made again (`repeat_call`)
 
-    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+    def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:
+        if timeout is not None:  # (`recursive`'s and `auto`'s calls take one)
+            raise RecirError(NO_TIMEOUT)
         return self.batch([inputs])[0]
 
     def wait(self) -> FrontierFunction:
@@ -280,8 +282,7 @@ def compile_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: i
     products over rows on up to `threads` threads) as an object of its own,
     with a height loop beside each function `loops` names, from the object
     cache when it has them (keyed by the part's origin, what determines its
-    functions, where given); `facts`: their `RowFacts`, else found in their
-    bodies."""
+    functions, where given); `facts`: their `RowFacts`, else found in them."""
     return lowered_rows(parts, cache_dir, threads, loops, facts)()
 
 
@@ -368,7 +369,6 @@ def lowered_object(functions: list[func.FuncOp], cache_dir: Path | str | None, t
     text = to_llvm_ir(module)
     # `engine.ROW_CODE`; in a child from now on, where it may (`llvm_workers`)
     made = compile_apart(text, lambda text: compile_object(text, rows=True), rows=True)
-
     lock, built = threading.Lock(), []
 
     def compiled() -> Built:  # once, for every function that shares the part

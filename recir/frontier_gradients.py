@@ -36,7 +36,8 @@ from recir.backend.repeat_call import RepeatGradient
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
-from recir.frontier_compile import BEFORE, FrontierFunction, origin, per_element, split_entry
+from recir.frontier_compile import (BEFORE, NO_TIMEOUT, FrontierFunction, origin, per_element,
+                                    split_entry)
 from recir.gradients import CheckedBuffers, accumulators, check_loss, check_threads
 from recir.interpreter import find_entry
 from recir.interpreter.frontier import dtype_of, row_shape
@@ -166,8 +167,11 @@ class FrontierGradFunction(FrontierFunction):
     def before_bwd(self) -> Any:
         return self.native.functions.get(f"{self.prefix}{BACKWARD}")
 
-    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None,
+                 timeout: float | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:  # type: ignore[override]
+        if timeout is not None:  # (`recursive`'s and `auto`'s calls take one)
+            raise RecirError(NO_TIMEOUT)
         outputs, grads = self.batch([inputs], into)  # type: ignore[misc]
         return outputs[0], grads
 

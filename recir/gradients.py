@@ -8,7 +8,8 @@ land in float32 arrays, one per parameter; `into=` accumulates over calls
 (a minibatch) without allocating. Native gradient calls run on a deep stack
 from the start (`recir.backend.stack`): a retry after running out of stack
 could add part of a gradient twice. `threads` (default: all cores) runs a tree's
-independent calls, forward and backward, as tasks.
+independent calls, forward and backward, as tasks. `max_depth` and a call's
+`timeout=` mean what they mean for `recir.compile`'s code.
 
 Several Python threads may call one function at once (see
 `backend/runtime.py`); a batch's pool workers add into gradient buffers
@@ -33,7 +34,7 @@ from recir.backend.array_address import data_address
 from recir.backend.stack import DeepStackPool
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
-from recir.pipeline import compile_module, gradient_passes, run_passes
+from recir.pipeline import checked_max_depth, compile_module, gradient_passes, run_passes
 
 ENGINES = ("native", "interpret")
 
@@ -44,10 +45,10 @@ class GradFunction:
 
     def __init__(self, model: Any, loss: int = -1, engine: str = "native",
                  cache_dir: Path | str | None = None, fuse: bool = True,
-                 threads: int | None = None):
+                 threads: int | None = None, max_depth: int | None = None):
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
-        loss = check_loss(loss)
+        loss, depth = check_loss(loss), check_depth(max_depth, engine)
         self.params: dict[str, np.ndarray] = model.params
         self.checked = CheckedBuffers()  # `into`'s last clear arrays
         self.name, self.public = model.entry, len(model.input_names)
@@ -57,9 +58,12 @@ class GradFunction:
         self.native = None
         if engine == "native":
             # keyed by the traced module and the passes: a cache hit synthesizes nothing
+            # (`max_depth` as `compile` counts: `@f_grad` calls `@f_fwd`, one call more)
+            bound = min(depth + 1, MAX_DEPTH) if depth else None
             self.native = compile_module(model.module, self.entry, cache_dir=cache_dir,
-                                         fuse=fuse, threads=threads, derive=self.passes)
-            self.native.deep_only = True
+                                         fuse=fuse, threads=threads, derive=self.passes,
+                                         max_depth=bound)
+            self.native.deep_only, self.native.max_depth = True, depth
             inputs = self.native.arguments.inputs
         else:
             inputs = list(find_entry(self.module, self.entry).function_type.inputs)
@@ -91,18 +95,25 @@ class GradFunction:
         """Bytes of activation frames the last native call allocated."""
         return None if self.native is None else int(self.native.last_tape_bytes)
 
-    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None
+    def __call__(self, *inputs: Any, into: dict[str, np.ndarray] | None = None,
+                 timeout: float | None = None
                  ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
-        return self.call(inputs, accumulators(self.params, into, self.checked))
+        """`timeout` (seconds) stops the call as it stops `compile`'s, with
+        part of its gradients added into `into`; native code only (the
+        interpreter cannot be stopped)."""
+        if timeout is not None and self.native is None:
+            raise RecirError("error: timeout= stops native code: engine='interpret' runs "
+                             "in Python; use engine='native' for calls with a timeout")
+        return self.call(inputs, accumulators(self.params, into, self.checked), timeout)
 
-    def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray]
-             ) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+    def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray],
+             timeout: float | None = None) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
         """`__call__` with `grads` already checked (`accumulators`)."""
         if len(inputs) != self.public:  # (the native entry counts parameters and buffers too)
             raise RecirError(f"error: @{self.name} takes {self.public} inputs, got {len(inputs)}")
         args = [*inputs, *self.params.values(), *self.gradient_args(grads)]
         if self.native is not None:
-            outputs = self.native(*args)
+            outputs = self.native(*args, timeout=timeout)
         else:
             from recir.interpreter import run_function
 
@@ -194,6 +205,18 @@ def check_threads(threads: Any) -> int | None:
     if threads is not None and (whole_number(threads) or 0) < 1:
         raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
     return None if threads is None else whole_number(threads)
+
+
+MAX_DEPTH = (1 << 63) - 1  # `checked_max_depth`'s largest
+
+
+def check_depth(max_depth: Any, engine: str = "native") -> int:
+    """`max_depth` (0: none), which bounds native code's recursion only."""
+    depth = checked_max_depth(max_depth)
+    if depth and engine == "interpret":
+        raise RecirError("error: max_depth bounds native code's recursion: "
+                         "engine='interpret' runs none; use engine='native' with it")
+    return depth
 
 
 def check_loss(loss: Any) -> int:
@@ -314,8 +337,9 @@ def grad(model: Any, loss: int = -1, **options: Any) -> Any:
     """Like `value_and_grad`, returning only the gradients."""
     function = GradFunction(model, loss, **options)
 
-    def gradients(*inputs: Any, into: dict[str, np.ndarray] | None = None):
-        return function(*inputs, into=into)[1]
+    def gradients(*inputs: Any, into: dict[str, np.ndarray] | None = None,
+                  timeout: float | None = None):
+        return function(*inputs, into=into, timeout=timeout)[1]
 
     gradients.function = function  # type: ignore[attr-defined]
     return gradients

@@ -79,7 +79,7 @@ class NativeFunction:
         # by team size, where a logged outer product splits across it (`outer_logs`)
         self.team_works: dict[int, int] = {}
         self.fixed_budget = policy.fixed_budget()
-        self.max_depth = 0  # the compiled limit (`compile(max_depth=)`), 0 for none
+        self.max_depth = 0  # the limit `max_depth=` gave, which its error names; 0: none
         interrupts.install()  # Ctrl-C stops native calls
 
     # what is found in the code, once it is there (`wait`)
@@ -361,9 +361,10 @@ class NativeFunction:
             raise KeyboardInterrupt(f"native @{self.name} was interrupted")
         if ctx.error == ERROR_TIMEOUT:  # (`call_within` names the timeout)
             raise RecirError(f"error: native @{self.name} ran past its timeout")
-        if ctx.error == ERROR_DEPTH:
-            raise RecirError(f"error: recursion in @{self.name} is deeper than "
-                             f"max_depth={self.max_depth}")
+        if ctx.error == ERROR_DEPTH:  # the site names the recursion and its line
+            where = self.sites[ctx.site] if 0 <= ctx.site < len(self.sites) else (
+                f"error: recursion in @{self.name} is deeper than max_depth")
+            raise RecirError(f"{where}={self.max_depth}")
         if ctx.error == ERROR_HEAP:
             raise RecirError(f"error: native @{self.name} ran out of memory for a "
                              f"temporary buffer")

@@ -37,7 +37,8 @@ on the calling thread, and in code with tasks `@f__team`, one call or a
 batch of calls on a team.
 
 Options: `max_depth` (default 0: none): prologues count the calls a thread is
-nested in and fail beyond it (`error = 5`); `entries` (default true): false
+nested in and fail beyond it (`error = 5`, a site of its own naming the
+function: `prologue.prologue_sites`); `entries` (default true): false
 gives no entry points (code called by address, as the frontier's row kernels);
 `arith-cf` (default true): false leaves the arith ops and cf branches, which
 the translation to LLVM IR takes as they are (`llvm_convert.ARITH`: the
@@ -66,7 +67,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.diagnostics import format_error, location_prefix
+from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import SHIFTS, guard_conversion, guard_shift
@@ -81,7 +82,7 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.outer_log import RESERVE, log_functions
-from recir.passes.prologue import emit_prologue
+from recir.passes.prologue import emit_prologue, prologue_sites
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
 from recir.passes.entry_points import (
@@ -181,10 +182,8 @@ class FunctionConversion:
             return self.converted(body)
         # the prologue's failures name this function and where it was written
         site = len(self.sites)
-        self.sites.append(f"{location_prefix(self.function)}error: recursion in "
-                          f"@{self.function.sym_name.data} is too deep for the native stack")
-        self.uses_heap = emit_prologue(entry, self.ctx, self.fail,
-                                       lambda at, code: self.set_error(at, code, site),
+        self.sites += prologue_sites(self.function, self.max_depth)
+        self.uses_heap = emit_prologue(entry, self.ctx, self.fail, self.set_error, site,
                                        self.max_depth)
         return self.converted(body)
 

@@ -17,31 +17,58 @@ of the limit is lost (a few instructions, in frames with heap buffers only).
 
 Failure codes: 1 the stack, 6 an allocation, 5 deeper than `max_depth`
 (which reads the context's `depth`, stores one more for the body and puts
-it back at each return).
+it back at each return). Each has a site (`prologue_sites`): the function
+and the line it was written at, a gradient's `@f_fwd` and `@f_bwd` named
+`@f` where the depth is exceeded (the function the user wrote).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import arith, llvm
+from xdsl.dialects import arith, func, llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.diagnostics import location_prefix
 from recir.passes.frame_buffers import heap_buffers, move_to_heap, stack_bytes
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import DEPTH, ERROR_DEPTH, ERROR_HEAP, ERROR_STACK, field
 
 MONOTONIC = 2  # llvm.load's ordering
-Recorder = Callable[[InsertPoint, "int | SSAValue"], None]
+Recorder = Callable[[InsertPoint, "int | SSAValue", "int | SSAValue"], None]
+GRADIENT_SUFFIXES = ("_fwd", "_bwd")  # what `synthesize-gradients` makes of a model's `@f`
 
 
-def emit_prologue(entry: Block, ctx: SSAValue, fail: Block, record: Recorder,
+def prologue_sites(function: func.FuncOp, max_depth: int = 0) -> list[str]:
+    """The messages of the prologue's failures: too deep for the stack,
+    then with `max_depth` deeper than it (the runtime adds `=N`, the limit
+    the user gave: a gradient is compiled with one more, its wrapper's call)."""
+    name, prefix = function.sym_name.data, location_prefix(function)
+    sites = [f"{prefix}error: recursion in @{name} is too deep for the native stack"]
+    if max_depth:
+        sites.append(f"{prefix}error: recursion in @{model_name(function)} is deeper "
+                     "than max_depth")
+    return sites
+
+
+def model_name(function: func.FuncOp) -> str:
+    """`@f` for a gradient's `@f_fwd` or `@f_bwd` (a module with both is a
+    gradient's), else the function's own name."""
+    name, block = function.sym_name.data, function.parent_block()
+    if not name.endswith(GRADIENT_SUFFIXES) or block is None:
+        return name
+    names = {op.sym_name.data for op in block.ops if isinstance(op, func.FuncOp | llvm.FuncOp)}
+    return name[:-4] if {name[:-4] + s for s in GRADIENT_SUFFIXES} <= names else name
+
+
+def emit_prologue(entry: Block, ctx: SSAValue, fail: Block, record: Recorder, site: int,
                   max_depth: int = 0) -> bool:
     """Hoists the entry block's static buffers into a new entry block with
-    the checks; `record(at, code)` records an error. Whether a buffer went
-    to the heap."""
+    the checks; `record(at, code, site)` records an error, `site` (and, with
+    `max_depth`, the next one) being `prologue_sites`' index. Whether a
+    buffer went to the heap."""
     region = entry.parent
     assert region is not None and entry.first_op is not None
     ops = [op for block in region.blocks for op in block.ops]
@@ -72,7 +99,12 @@ def emit_prologue(entry: Block, ctx: SSAValue, fail: Block, record: Recorder,
     code = at_stop.const(checks[-1][1], i32)
     for ok, error in reversed(checks[:-1]):  # the first check that failed
         code = at_stop.value(arith.SelectOp(ok, code, at_stop.const(error, i32)))
-    record(InsertPoint.at_end(stop), code)
+    where: int | SSAValue = site
+    if max_depth:  # the depth's own message, the next site
+        deeper = at_stop.value(arith.CmpiOp(code, at_stop.const(ERROR_DEPTH, i32), "eq"))
+        where = at_stop.value(arith.SelectOp(deeper, at_stop.const(site + 1, i32),
+                                             at_stop.const(site, i32)))
+    record(InsertPoint.at_end(stop), code, where)
     stop.add_op(llvm.BrOp(fail))
     region.insert_block_before(stop, fail)
     go = checks[0][0]

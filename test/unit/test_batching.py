@@ -185,10 +185,12 @@ def test_options_the_frontier_cannot_honour_are_refused():
         with pytest.raises(TypeError, match="compile.. got an unexpected keyword argument "
                                             "'thread'"):
             recir.compile(traced, batching=batching, thread=1)
-        with pytest.raises(TypeError, match="value_and_grad.. got an unexpected keyword"):
-            recir.value_and_grad(traced, batching=batching, max_depth=10)
-    with pytest.raises(RecirError, match="max_depth bounds the recursive code's calls"):
-        recir.compile(traced, batching="frontier", max_depth=100)
+        with pytest.raises(TypeError, match="value_and_grad.. got an unexpected keyword "
+                                            "argument 'thread'"):
+            recir.value_and_grad(traced, batching=batching, thread=1)
+    for function in (recir.compile, recir.value_and_grad):  # (as `auto`'s recursive code)
+        with pytest.raises(RecirError, match="max_depth bounds the recursive code's calls"):
+            function(traced, batching="frontier", max_depth=100)
     with pytest.raises(RecirError, match="engine='interpret' runs the recursive form"):
         recir.value_and_grad(traced, batching="frontier", engine="interpret")
     for batching in ("recursive", "frontier", "auto"):  # ("no" was read as true)

@@ -274,7 +274,8 @@ def test_ctrl_c_stops_call_on_another_thread(endless):
 def test_max_depth(endless):
     kind, message, _ = endless["max_depth"]
     assert kind == "RecirError"
-    assert message == "error: recursion in @count is deeper than max_depth=1000"
+    # located at the recursive function (its IR text's line), as the stack's error is
+    assert message == "<input>:2:1: error: recursion in @count is deeper than max_depth=1000"
 
 
 def test_a_far_deadline_leaves_later_timeouts_served(endless):
