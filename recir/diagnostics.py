@@ -23,7 +23,14 @@ def location_prefix(op: Operation) -> str:
     return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
 
 
+def one_line(text: str) -> str:
+    """A message's lines joined (xDSL's constraint errors put what failed on
+    a second line)."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def format_error(op: Operation | None, msg: str) -> str:
+    msg = one_line(msg)
     if op is None:
         return f"error: {msg}"
     return f"{location_prefix(op)}error: '{op.name}' op {msg}"

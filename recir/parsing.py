@@ -2,9 +2,13 @@
 
 xDSL's verifier reports a failing op without its position in the text; recir
 records each op's position while parsing and verifies op by op, so every error
-is one `file:line:col: error: 'op' op message` line. Input xDSL would turn into
-a traceback (bytes that are not UTF-8, a constant too large for memory, nesting
-deeper than Python's recursion limit) is reported the same way.
+is one `file:line:col: error: 'op' op message` line. A type error xDSL finds
+while parsing (an operand used with another type than it has, a type or
+attribute an op's definition rejects, a literal its type cannot hold) is
+reported the same way, at the op, rather than as a caret under a token.
+Input xDSL would turn into a traceback (bytes that are not UTF-8, a constant
+too large for memory, nesting deeper than Python's recursion limit) is
+reported the same way.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import functools
 import math
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, OptAttributeDef, OptPropertyDef
@@ -27,7 +32,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer
 
-from recir.diagnostics import RecirError, format_error, location_prefix
+from recir.diagnostics import RecirError, format_error, location_prefix, one_line
 
 
 # xDSL expands a dense literal, a splat too, to one Python object per element:
@@ -56,6 +61,15 @@ class LinearStringLexer(MLIRLexer):
         r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 
 
+@dataclass
+class OpParseError(ParseError):
+    """A parse error about one op as a whole, printed like a verifier's: one
+    line at the op naming it. Still a `ParseError`, so xDSL's backtracking
+    treats it as before."""
+
+    op_name: str = ""
+
+
 class LocatingParser(Parser):
     """A parser that gives each op without a `loc(...)` its source position."""
 
@@ -64,17 +78,27 @@ class LocatingParser(Parser):
         self._parser_state = ParserState(LinearStringLexer(Input(text, name)))
         self.line_offset = line_offset
         self.first_uses: dict[str, Span] = {}  # forward references, for errors
+        self.parsing: list[list[Any]] = []  # [start, op name] of each op being parsed
+        self.attribute_depth = 0  # attributes being parsed, nested
+        self.after_type = (0, -1)  # (attribute depth, position) after a literal's type
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
+        depth = len(self.parsing)
+        self.parsing.append([start, None])
         try:
             op = super().parse_operation()
         except VerifyException as e:  # a type constraint failed while parsing
-            end = self._current_token.span
-            raise ParseError(Span(start.start, end.start, start.input), str(e)) from None
+            if self.parsing[depth][1] is None:
+                end = self._current_token.span
+                raise ParseError(Span(start.start, end.start, start.input),
+                                 str(e)) from None
+            raise self.op_error(str(e), depth) from None
         except (MemoryError, OverflowError):  # e.g. a dense splat of 10**11 elements
             raise ParseError(start, "a value of this op is too large to hold in "
                              "memory") from None
+        finally:
+            del self.parsing[depth:]
         if not isinstance(op.location, FileLineColLoc):
             where = Span(start.start, start.end, start.input, self.line_offset)
             loc = where.get_location()
@@ -83,6 +107,19 @@ class LocatingParser(Parser):
             )
         return op
 
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        op_type = super()._get_op_by_name(name)
+        self.parsing[-1][1] = op_type.name
+        return op_type
+
+    def op_error(self, msg: str, depth: int = -1) -> ParseError:
+        """An error at the op being parsed (the innermost, or the one at
+        `depth`), naming it; a plain `ParseError` before its name is read."""
+        start, name = self.parsing[depth] if self.parsing else (None, None)
+        if name is None:
+            return ParseError(self._current_token.span, msg)
+        return OpParseError(start, one_line(msg), name)
+
     def _parse_dense_literal_type(self) -> Any:
         start = self._current_token.span
         typ = super()._parse_dense_literal_type()
@@ -90,12 +127,72 @@ class LocatingParser(Parser):
         if count > dense_element_limit():
             raise ParseError(start, f"a dense literal of {count} elements is too large "
                              f"(at most {dense_element_limit()} on this machine)")
+        self.after_type = (self.attribute_depth, self._current_token.span.start)
         return typ
 
+    def _parse_attribute_type(self) -> Attribute:
+        typ = super()._parse_attribute_type()
+        self.after_type = (self.attribute_depth, self._current_token.span.start)
+        return typ
+
+    def parse_optional_attribute(self) -> Attribute | None:
+        """xDSL checks a literal against its type once both are read and
+        reports a mismatch at the next token, often the next op's line;
+        here it is an error of the op holding the literal."""
+        self.attribute_depth += 1
+        try:
+            return super().parse_optional_attribute()
+        except OpParseError:
+            raise
+        except ParseError as e:  # only right after this literal's own type
+            here = (self.attribute_depth, self._current_token.span.start)
+            if self.after_type != here or e.span.start != here[1]:
+                raise
+            raise self.op_error(e.msg) from None
+        finally:
+            self.attribute_depth -= 1
+
     def resolve_operand(self, operand: UnresolvedOperand, type: Attribute) -> SSAValue:
-        if operand.operand_name not in self.ssa_values:
-            self.first_uses.setdefault(operand.operand_name, operand.span)
-        return super().resolve_operand(operand, type)
+        name = operand.operand_name
+        if name not in self.ssa_values:
+            self.first_uses.setdefault(name, operand.span)
+        known, text = self.known_type(operand), operand.span.text
+        if known is None or known == type:
+            return super().resolve_operand(operand, type)
+        if name in self.ssa_values:
+            raise self.op_error(f"operand {text} has type {known} but is used as "
+                                f"{type}")
+        raise self.op_error(f"operand {text} is used as {type} here but as {known} at "
+                            "an earlier use")
+
+    def resolve_operands(self, args: Any, input_types: Any, error_pos: Any) -> Any:
+        """xDSL reports a count mismatch after the op's type, often on the
+        next op's line."""
+        types = list(input_types)
+        if len(args) != len(types) and self.parsing:
+            raise self.op_error(f"has {len(args)} operands but its type lists "
+                                f"{len(types)}")
+        return super().resolve_operands(args, types, error_pos)
+
+    def _register_ssa_definition(self, name: str, values: Any, span: Span) -> None:
+        """A result whose type differs from an earlier (forward) use's."""
+        for index, value in self.forward_ssa_references.get(name, {}).items():
+            if index >= len(values) or value.type == values[index].type:
+                continue
+            if self.parsing:
+                shown = f"%{name}" if len(values) == 1 else f"%{name}#{index}"
+                raise self.op_error(f"result {shown} has type {values[index].type} but "
+                                    f"an earlier use has it as {value.type}")
+        super()._register_ssa_definition(name, values, span)
+
+    def known_type(self, operand: UnresolvedOperand) -> Attribute | None:
+        """The type of a defined or already-used value (None where unknown)."""
+        values = self.ssa_values.get(operand.operand_name)
+        if values is None:
+            forward = self.forward_ssa_references.get(operand.operand_name, {})
+            value = forward.get(operand.index)
+            return value.type if value is not None else None
+        return values[operand.index].type if operand.index < len(values) else None
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         """xDSL reports values never defined at the end of the input; this
@@ -112,8 +209,11 @@ class LocatingParser(Parser):
 
 
 def format_parse_error(e: ParseError, line_offset: int = 0) -> str:
-    """`file:line:col: error: msg`, then the source line with a caret."""
+    """`file:line:col: error: msg`, then the source line with a caret (one
+    line naming the op for an error about an op)."""
     span = Span(e.span.start, e.span.end, e.span.input, e.span.line_offset + line_offset)
+    if isinstance(e, OpParseError):
+        return f"{span.get_location()}: error: '{e.op_name}' op {e.msg}"
     context = span.print_with_context().split("\n", 1)[1].rstrip("\n")
     return f"{span.get_location()}: error: {e.msg}\n{context}"
 
@@ -146,6 +246,14 @@ def verify_if_yields(op: scf.IfOp) -> None:
                 raise VerifyException(
                     f"{side} region yields ({', '.join(map(str, yielded))}) but the op "
                     f"has results ({', '.join(map(str, types))})")
+
+
+def verify_func_body(op: func.FuncOp) -> None:
+    """No block of a body is empty: xDSL accepts `{}`, which then ran as an
+    external function (natively an AssertionError)."""
+    if any(block.first_op is None for block in op.body.blocks):
+        raise VerifyException(f"@{op.sym_name.data} has an empty block: a block ends "
+                              "with a terminator such as 'func.return'")
 
 
 def verify_unique_symbols(table: Operation) -> None:
@@ -260,6 +368,8 @@ def verify_located(module: Operation) -> None:
                 verify_if_yields(op)
             elif type(op) in COMPARISONS:
                 verify_comparison(op)
+            elif isinstance(op, func.FuncOp):
+                verify_func_body(op)
         except VerifyException as e:
             raise RecirError(format_error(op, str(e.args[0]))) from None
 

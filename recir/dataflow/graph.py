@@ -5,7 +5,11 @@ Each op becomes a `Node` with its token input ports and, per result, the
 (they are static values); every other op's semantics is the reference
 interpreter's (`recir.interpreter`: xDSL's arith plus recir's NumPy `tmath`),
 called one op at a time, so both engines compute exactly what the invoke
-path's interpreter computes.
+path's interpreter computes. An op with regions (an `scf.if` written in a
+graph by hand; `lower-invoke-to-call-return` makes switches and joins of
+it instead) is one node too: its ports are its operands and the values its
+regions read from outside it, and the interpreter runs it whole, so its
+regions may hold no dataflow op.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from functools import partial
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.interpreter import Interpreter
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import dataflow as df
@@ -31,11 +36,11 @@ Edge = tuple["Node", int]
 class Node:
     """One op of the graph: how many token ports it waits on and where it sends."""
 
-    __slots__ = ("fn", "group", "kind", "nports", "op", "outs", "returns",
+    __slots__ = ("fn", "group", "kind", "nports", "op", "outs", "ports", "returns",
                  "routed", "site", "store", "value")
 
-    def __init__(self, op: Operation, kind: int, nports: int):
-        self.op, self.kind, self.nports = op, kind, nports
+    def __init__(self, op: Operation, kind: int, ports: list[SSAValue]):
+        self.op, self.kind, self.ports, self.nports = op, kind, ports, len(ports)
         self.outs: list[list[Edge]] = [[] for _ in op.results]
         # outs split for the dynamic engine: plain edges, and Return edges by site
         self.routed: list[tuple[list[Edge], dict[int, list[Edge]]]] = []
@@ -60,10 +65,23 @@ def token_ports(op: Operation) -> list[SSAValue]:
     return [op.operands[1]] if isinstance(op, df.GateOp) else list(op.operands)
 
 
+def outer_values(op: Operation) -> list[SSAValue]:
+    """The values `op`'s regions read from outside it, in order of first use."""
+    found: dict[SSAValue, None] = {}
+    for inner in (o for region in op.regions for o in region.walk()):
+        if inner.name.startswith("dataflow."):
+            raise emit_error(inner, f"is inside '{op.name}': the token engines run an "
+                             "op with regions whole, as one node, so its regions may "
+                             "hold no dataflow op (lower-invoke-to-call-return makes "
+                             "switches and joins of an scf.if instead)")
+        found.update((v, None) for v in inner.operands if not op.is_ancestor(v.owner))
+    return list(found)
+
+
 def compile_graph(module: ModuleOp, graph: df.GraphOp) -> Graph:
     nodes, static = make_nodes(module, graph)
     for op, node in nodes.items():
-        for port, value in enumerate(token_ports(op)):
+        for port, value in enumerate(node.ports):
             if value in static:
                 raise emit_error(op, "uses a constant as a token: gate it with "
                                  "'dataflow.gate'")
@@ -72,7 +90,7 @@ def compile_graph(module: ModuleOp, graph: df.GraphOp) -> Graph:
     for node in nodes.values():
         node.routed = [route(edges) for edges in node.outs]
     block = graph.body.block
-    inputs = [[(nodes[u.operation], u.index) for u in a.uses] for a in block.args]
+    inputs = [argument_edges(a, block, nodes) for a in block.args]
     output = nodes[block.last_op] if block.last_op is not None else None
     if output is None or output.kind != OUTPUT:
         raise RecirError(f"error: @{graph.sym_name.data} has no 'dataflow.output'")
@@ -90,7 +108,14 @@ def make_nodes(module: ModuleOp, graph: df.GraphOp
         if not op.operands and not op.regions:
             static.update(zip(op.results, interp.run_op(op, ()), strict=True))
             continue
-        node = nodes[op] = Node(op, KINDS.get(type(op), OP), len(token_ports(op)))
+        if op.regions:
+            values = outer_values(op)
+            outer = [v for v in values if v not in static]
+            bound = [(v, static[v]) for v in values if v in static]
+            node = nodes[op] = Node(op, OP, [*op.operands, *outer])
+            node.fn = partial(run_with_outer, interp, op, outer, bound)
+            continue
+        node = nodes[op] = Node(op, KINDS.get(type(op), OP), token_ports(op))
         if isinstance(op, df.GateOp):
             node.value = static[op.value]
         elif isinstance(op, df.CallOp | df.ReturnOp):
@@ -98,6 +123,37 @@ def make_nodes(module: ModuleOp, graph: df.GraphOp
         elif node.kind == OP:
             node.fn = partial(interp.run_op, op)
     return nodes, static
+
+
+def run_with_outer(interp: Interpreter, op: Operation, outer: list[SSAValue],
+                   bound: list[tuple[SSAValue, Any]], inputs: tuple[Any, ...]
+                   ) -> tuple[Any, ...]:
+    """Run an op with regions on its operands (the first inputs), its
+    regions reading the outer values from the rest and the constants."""
+    count = len(op.operands)
+    interp.push_scope("outer values")
+    try:
+        interp.set_values(bound)
+        interp.set_values(zip(outer, inputs[count:], strict=True))
+        return interp.run_op(op, inputs[:count])
+    finally:
+        interp.pop_scope()
+
+
+def argument_edges(arg: BlockArgument, block: Block, nodes: dict[Operation, Node]
+                   ) -> list[Edge]:
+    """Where a graph argument's tokens go: a use inside an op's region is
+    that op's port for it, once."""
+    edges: list[Edge] = []
+    for use in arg.uses:
+        top = block.find_ancestor_op_in_block(use.operation)
+        assert top is not None
+        node = nodes[top]
+        if top is use.operation:
+            edges.append((node, use.index))
+        elif (edge := (node, node.ports.index(arg, len(top.operands)))) not in edges:
+            edges.append(edge)
+    return edges
 
 
 def source(value: SSAValue, nodes: dict[Operation, Node]) -> list[Edge]:

@@ -31,7 +31,7 @@ from xdsl.ir import Attribute
 from xdsl.utils.exceptions import DiagnosticException
 
 from recir.context import make_context
-from recir.diagnostics import RecirError
+from recir.diagnostics import RecirError, emit_error
 from recir.interpreter import find_entry, run_function
 from recir.parsing import decode_source, parse_module
 
@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> None:
         raise RecirError(f"error: cannot read '{args.file}': {e.strerror}") from None
     module = parse_module(make_context(), decode_source(data, args.file), args.file)
     entry = find_entry(module, args.entry)
+    if not entry.body.blocks:  # natively an AssertionError, interpreted unlocated
+        raise emit_error(entry, f"@{args.entry} is a declaration without a body: "
+                         "only a function with a body can run")
     types = entry.function_type.inputs.data
     if len(args.arg) != len(types):
         raise RecirError(

@@ -42,3 +42,14 @@ func.func @s(%x: f32) -> f32 {
   func.return %y : f32
 }
 // ORDER: recir-opt-errors.mlir:[[# @LINE - 4]]:3: error: 'tape.save' op is not handled by convert-recir-to-llvm: run convert-tmath-to-loops before convert-recir-to-llvm
+
+// -----
+
+// A type error found while parsing is one line naming the op, as the
+// verifier's are.
+func.func @t(%a: i32, %b: f32) -> i32 {
+  %c = arith.addi %a, %b : i32
+  func.return %c : i32
+}
+// CHECK: recir-opt-errors.mlir:[[# @LINE - 3]]:3: error: 'arith.addi' op operand %b has type f32 but is used as i32{{$}}
+// CHECK-NOT: ^

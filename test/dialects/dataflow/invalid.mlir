@@ -4,7 +4,7 @@ dataflow.graph @f(%p: i32, %v: i32) -> i32 {
   %t, %e = dataflow.switch %p, %v : i32
   dataflow.output %t : i32
 }
-// CHECK: operand is used with type i1, but has been previously used or defined with type i32
+// CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: 'dataflow.switch' op operand %p has type i32 but is used as i1{{$}}
 
 // -----
 
@@ -52,4 +52,4 @@ dataflow.graph @f(%v: i32, %w: f32) -> i32 {
   %r = dataflow.merge %v, %w : i32
   dataflow.output %r : i32
 }
-// CHECK: operand is used with type i32, but has been previously used or defined with type f32
+// CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: 'dataflow.merge' op operand %w has type f32 but is used as i32{{$}}

@@ -116,7 +116,7 @@ func.func @f(%x: tensor<5xf32>, %l: f32) {
   %r = tmath.softmax_xent %x, %l : tensor<5xf32>, f32 -> f32
   func.return
 }
-// CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: Unexpected attribute f32
+// CHECK: invalid.mlir:[[# @LINE - 3]]:3: error: 'tmath.softmax_xent' op Unexpected attribute f32{{$}}
 
 // -----
 
