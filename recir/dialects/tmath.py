@@ -369,17 +369,15 @@ class FusedOp(IRDLOperation):
         block = self.body.blocks[0]
         if [a.type for a in block.args] != [v.type for v in self.inputs]:
             raise VerifyException("body arguments must match the inputs' types")
-        shapes = {shape_of(v) for v in self.outputs}
-        row = next(iter(shapes))[1:] if len(shapes) == 1 and is_rows(self.outputs[0]) else None
-        # over rows, a uniform input (one row's shape) is shared by every row
-        shapes |= {shape_of(v) for v in self.inputs if shape_of(v) != row}
-        if len(shapes) != 1:
-            raise VerifyException("inputs and outputs must share one shape, got "
-                                  + ", ".join(sorted(fmt_shape(s) for s in shapes))
-                                  + " (over rows, an input may also have one row's shape)")
+        type_rules.fused_shapes(self.inputs, self.outputs)
         for op in block.ops:
             if not isinstance(op, YieldOp) and not op.has_trait(Elementwise):
                 raise VerifyException(f"'{op.name}' in the body is not elementwise")
+        end = block.last_op  # (natively, values yielded past the results went unread)
+        yielded = [v.type for v in end.values] if isinstance(end, YieldOp) else None
+        if yielded != [v.type for v in self.outputs]:
+            raise VerifyException("the body must end with a 'tmath.yield' of the results' "
+                                  f"types ({', '.join(str(v.type) for v in self.outputs)})")
 
 
 @irdl_op_definition

@@ -27,7 +27,9 @@ from recir.dialects.row_types import (
     expect_vector,
     f32_rows_or_static,
     fmt_shape,
+    is_rows,
     rows_type,
+    shape_of,
     typed,
 )
 
@@ -160,6 +162,18 @@ def concat(*inputs: SSAValue) -> Attribute:
                 f"input {i} has shape {fmt_shape(s)}, expected "
                 f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}")
     return typed(batched, (sum(s[0] for s in shapes), *trailing), f32)
+
+
+def fused_shapes(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> None:
+    """`tmath.fused`'s values share one shape; over rows, a uniform input
+    (one row's shape) is shared by every row."""
+    shapes = {shape_of(v) for v in outputs}
+    row = next(iter(shapes))[1:] if len(shapes) == 1 and is_rows(outputs[0]) else None
+    shapes |= {shape_of(v) for v in inputs if shape_of(v) != row}
+    if len(shapes) != 1:
+        raise VerifyException("inputs and outputs must share one shape, got "
+                              + ", ".join(sorted(fmt_shape(s) for s in shapes))
+                              + " (over rows, an input may also have one row's shape)")
 
 
 def is_index_rows(index: SSAValue) -> bool:

@@ -182,3 +182,16 @@ func.func @f(%s: tensor<?xi32>, %i: i1) -> i32 {
   func.return %p : i32
 }
 // CHECK: 'tmath.extract' op index is an i1: extend it to an integer type first
+
+// -----
+
+// a value yielded past the results went unread natively
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = tmath.fused(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %t = tmath.tanh %a : tensor<4xf32>
+    tmath.yield %t, %a : tensor<4xf32>, tensor<4xf32>
+  }
+  func.return %h : tensor<4xf32>
+}
+// CHECK: 'tmath.fused' op the body must end with a 'tmath.yield' of the results' types (tensor<4xf32>)
