@@ -216,10 +216,11 @@ class LowerInvokeToCallReturnPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = [f for f in op.ops if isinstance(f, func.FuncOp)]
-        for f in funcs:
-            if f.sym_visibility == StringAttr("private") or f.is_declaration:
-                continue
-            graph = GraphBuilder(op).build(f)
+        # every graph built before any is placed: a graph takes its function's
+        # name, which a later graph's invokes of that public function look up
+        graphs = [(GraphBuilder(op).build(f), f) for f in funcs
+                  if f.sym_visibility != StringAttr("private") and not f.is_declaration]
+        for graph, f in graphs:
             op.body.block.insert_op_before(graph, f)
         for f in funcs:
             f.detach()

@@ -196,3 +196,26 @@ def test_unknown_graph_and_wrong_arity_are_errors():
         rd.run(module, "nope", (1,))
     with pytest.raises(RecirError, match="@fib takes 1 arguments, got 2"):
         rd.run(module, "fib", (1, 2))
+
+
+PUBLIC_CALLEE = """func.func @inc(%x: i32) -> i32 {
+  %one = arith.constant 1 : i32
+  %y = arith.addi %x, %one : i32
+  func.return %y : i32
+}
+func.func @twice(%a: i32) -> i32 {
+  %b = invoke.invoke @inc(%a) : (i32) -> i32
+  %c = invoke.invoke @inc(%b) : (i32) -> i32
+  func.return %c : i32
+}
+"""
+
+
+@pytest.mark.parametrize("engine", rd.ENGINES)
+def test_a_public_function_invoked_by_another_becomes_a_graph_of_each(engine):
+    """Each public function's graph took its name before the next was built,
+    whose invoke then found the graph: 'callee @inc is not a func.func'."""
+    module = parse(PUBLIC_CALLEE)
+    for name, args in (("twice", [5]), ("inc", [-2])):
+        results, _ = rd.run(module, name, args, engine=engine)
+        assert results == run_function(module, name, args) == (args[0] + 1 + (name == "twice"),)
