@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from types import TracebackType
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -32,6 +33,7 @@ class Deferred(Generic[T]):
         self.make, self.parent = make, os.getpid()
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.trace: TracebackType | None = None
         self.done = threading.Event()
         threading.Thread(target=self.run, name="recir-llvm", daemon=False).start()
 
@@ -39,7 +41,7 @@ class Deferred(Generic[T]):
         try:
             self.value = self.make()
         except BaseException as error:  # raised to whoever waits
-            self.error = error
+            self.error, self.trace = error, error.__traceback__
         finally:
             self.done.set()
             self.make = None  # type: ignore[assignment]  # (what it held: IR, objects)
@@ -50,6 +52,6 @@ class Deferred(Generic[T]):
             self.parent, self.done = os.getpid(), threading.Event()
             self.run()
         self.done.wait()
-        if self.error is not None:
-            raise self.error
+        if self.error is not None:  # from its own traceback: not every earlier wait's too
+            raise self.error.with_traceback(self.trace)
         return self.value  # type: ignore[return-value]

@@ -19,7 +19,7 @@ import importlib.metadata
 import io
 import json
 import os
-import tempfile
+import secrets
 import typing
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,13 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recir"
 
 
+def anchored(directory: Path) -> Path:
+    try:
+        return directory.absolute()
+    except OSError:  # (the working folder is gone: kept relative, it fails alike)
+        return directory
+
+
 def located_text(module: Operation) -> str:
     """`module` printed with its ops' source locations, for `cache_key`: the
     run-time error messages compiled into an object quote them."""
@@ -116,7 +123,10 @@ def conforms(value: Any, shape: Any) -> bool:
 
 class ObjectCache:
     def __init__(self, directory: Path | str | None = None):
-        self.directory = Path(directory) if directory is not None else default_dir()
+        """A relative `directory` is taken from the working folder now: a
+        compile stores its entry on another thread, after the program may
+        have changed folder."""
+        self.directory = anchored(Path(directory) if directory is not None else default_dir())
 
     def load(self, key: str, fields: dict[str, Any] | None = None
              ) -> tuple[bytes, dict[str, Any]] | None:
@@ -142,18 +152,26 @@ class ObjectCache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write(f"{key}.o", obj)
-            self._write(f"{key}.json", json.dumps(record).encode())
+            try:
+                self._write(f"{key}.json", json.dumps(record).encode())
+            except OSError:  # (a full disk) no half entry holding its space
+                (self.directory / f"{key}.o").unlink(missing_ok=True)
+                raise
         except OSError:
             return  # a read-only cache costs speed, not correctness
 
     def _write(self, name: str, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        """`name`'s file, whole or not at all. Its mode is the umask's, as
+        `open` gives (mkstemp's is 0600): a folder a group shares is read
+        by all of it."""
+        tmp = self.directory / f".tmp-{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, self.directory / name)
         except OSError:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
 
 

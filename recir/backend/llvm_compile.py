@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import sys
 import threading
@@ -160,6 +161,37 @@ class CodegenSetting:
 # The code runs as fast either way (`bench/run.py batching` cells and
 # TreeRNN, RNTN and TreeLSTM batches, alternated in one process).
 LSR_GATE = CodegenSetting("disable-lsr")
+
+
+# llvmlite's one lock, which every call into LLVM takes (None where its
+# internals differ: forks are then as llvmlite leaves them)
+_LLVM_LOCK = getattr(getattr(getattr(llvm.ffi, "lib", None), "_lock", None), "_lock", None)
+
+
+def _llvm_held() -> None:
+    """Before a fork: wait for any LLVM call another thread is in, and
+    hold the lock across the fork. Held by a compile's thread at the fork,
+    it would stay held in the child, where that thread does not exist: its
+    first LLVM call (finishing the compile itself, `background.Deferred`)
+    would wait forever."""
+    if _LLVM_LOCK is not None:
+        _LLVM_LOCK.acquire()
+
+
+def _llvm_released() -> None:
+    if _LLVM_LOCK is not None:
+        _LLVM_LOCK.release()
+
+
+def _forked() -> None:
+    """In a fork's child: LLVM free again, and no emit under way (a
+    thread counted in `LSR_GATE.active` is the parent's)."""
+    _llvm_released()
+    LSR_GATE.changed, LSR_GATE.active = threading.Condition(), 0
+
+
+os.register_at_fork(before=_llvm_held, after_in_parent=_llvm_released,
+                    after_in_child=_forked)
 
 
 def serve(source: BinaryIO, sink: BinaryIO, level: int, rows: bool) -> int:

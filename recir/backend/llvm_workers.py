@@ -32,14 +32,16 @@ ELF = b"\x7fELF"
 
 class Child:
     """A child compiling one part (`rows`: as batched row code, `ROW_CODE`);
-    `result()` its object, None where it gave none."""
+    `result()` its object, None where it gave none. `-P`: not the working
+    folder first on its path, where a user's `random.py` would be imported
+    instead of the standard library's."""
 
     def __init__(self, text: str, rows: bool):
         self.out: bytes | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, llvm_compile.__file__, str(llvm_compile.OPT_LEVEL),
-             str(int(rows))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL)
+            [sys.executable, "-P", "-c", CHILD, llvm_compile.__file__,
+             str(llvm_compile.OPT_LEVEL), str(int(rows))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.talking = threading.Thread(target=self.talk, args=(text.encode(),), daemon=True,
                                         name="recir-llvm-child")
         self.talking.start()

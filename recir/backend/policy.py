@@ -170,18 +170,16 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
     else the stated defaults."""
     facts = machine()
     unit_s = 1 / (facts.lanes * facts.clock_hz)
-    kept = tuned_path(cache_dir)
-    if kept.exists():
-        try:
-            measured = json.loads(kept.read_text())
-            tuned = Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
-                          float(measured["share"]),
-                          float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
-                          *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
-            if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)):
-                return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
-        except (ValueError, KeyError, TypeError):
-            pass  # an unreadable file: the defaults (`tune` writes it again)
+    try:
+        measured = json.loads(tuned_path(cache_dir).read_text())
+        tuned = Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
+                      float(measured["share"]),
+                      float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
+                      *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
+        if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)):
+            return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none kept, or unreadable (a folder it cannot read): the defaults
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
 
 
@@ -390,7 +388,11 @@ def save_tuned(task_s: float, team_s: float, share: float = 1.0,
     if unknown:
         raise RecirError(f"error: unknown costs {sorted(unknown)}")
     path = tuned_path(cache_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share,
-                                "warm_team_s": warm_team_s, **frontier}))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share,
+                                    "warm_team_s": warm_team_s, **frontier}))
+    except OSError as e:
+        raise RecirError(f"error: cannot keep the measured costs in {path}: "
+                         f"{e.strerror or e}") from None
     return costs(cache_dir)
