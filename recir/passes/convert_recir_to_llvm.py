@@ -71,6 +71,14 @@ from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
 from recir.passes.arith_to_llvm import SHIFTS, guard_conversion, guard_shift
+from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
+from recir.passes.entry_points import (
+    packed_entry,
+    signature,
+    team_declarations,
+    team_entry,
+    thread_context,
+)
 from recir.passes.frame_buffers import allocated, declare_heap
 from recir.passes.llvm_functions import convert_arith_cf
 from recir.passes.loop_builder import PTR, Emitter
@@ -82,16 +90,9 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.outer_log import RESERVE, log_functions
+from recir.passes.pass_options import at_least
 from recir.passes.prologue import emit_prologue, prologue_sites
 from recir.passes.tape_arena import ALLOC, arena_functions
-from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
-from recir.passes.entry_points import (
-    packed_entry,
-    signature,
-    team_declarations,
-    team_entry,
-    thread_context,
-)
 from recir.passes.thread_copies import sum_copies_function
 
 SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
@@ -323,6 +324,9 @@ class ConvertRecirToLlvmPass(ModulePass):
     max_depth: int = 0  # > 0: prologues count the depth and fail beyond it
     entries: bool = True  # each public function's `@f__packed` (and `@f__team`)
     arith_cf: bool = True  # false: arith and cf ops left for the translation to LLVM IR
+
+    def __post_init__(self) -> None:
+        at_least(self, max_depth=0)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         needs_arena, needs_tasks, elements, logged_slots = survey(op)

@@ -52,6 +52,7 @@ from recir.diagnostics import emit_error
 from recir.dialects import adjoint, invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row
 from recir.passes.loop_builder import PTR, Emitter
+from recir.passes.pass_options import at_least
 from recir.passes.row_lowering import (
     RowFunctionLowering,
     is_row_function,
@@ -285,6 +286,9 @@ class ConvertTmathToLoopsPass(ModulePass):
     defer_outer_bytes: int = -1
     row_threads: int = 1
     row_team_work: int = -1
+
+    def __post_init__(self) -> None:
+        at_least(self, defer_outer_bytes=-1, row_threads=1, row_team_work=-1)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         concurrent = any(isinstance(inner, invoke.InvokeOp) and inner.concurrent is not None

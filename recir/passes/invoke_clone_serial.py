@@ -44,6 +44,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
+from recir.passes.pass_options import at_least
 from recir.passes.work_estimate import work
 
 # the attribute of a function whose spawns check its budget (one body, no clone)
@@ -160,6 +161,9 @@ class InvokeCloneSerialPass(ModulePass):
     name = "invoke-clone-serial"
 
     budget: int = 12
+
+    def __post_init__(self) -> None:
+        at_least(self, budget=0)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_public(op)

@@ -63,6 +63,7 @@ from recir.passes.frontier_segments import (
     functions,
     make_plan,
 )
+from recir.passes.pass_options import at_least
 
 INDEX_ROWS = rows_type(i32)
 
@@ -290,6 +291,9 @@ class InvokeToFrontierPass(ModulePass):
 
     entry: str = ""
     inputs: int = -1
+
+    def __post_init__(self) -> None:
+        at_least(self, inputs=-1)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         entry_name = self.entry or default_entry(op)

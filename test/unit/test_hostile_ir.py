@@ -267,6 +267,17 @@ def test_shifts_agree_and_an_amount_out_of_range_is_an_error(cache_dir, entry):
     ("synthesize-gradients{loss=x}", "pass 'synthesize-gradients': Incompatible types"),
     ("capture-outer-refs,invoke-clone-serial{budget=1.5}", "pass 'invoke-clone-serial': "),
     ("convert-recir-to-llvm{entries=maybe}", "pass 'convert-recir-to-llvm': "),
+    # out of range: read as another meaning (-1 as no limit, 0 threads as one)
+    ("convert-recir-to-llvm{max_depth=-1}", "pass 'convert-recir-to-llvm': option "
+     "max_depth=-1 must be an integer of at least 0"),
+    ("convert-tmath-to-loops{row_threads=0}", "pass 'convert-tmath-to-loops': option "
+     "row_threads=0 must be an integer of at least 1"),
+    ("convert-tmath-to-loops{row_team_work=-2}", "pass 'convert-tmath-to-loops': option "
+     "row_team_work=-2 must be an integer of at least -1"),
+    ("invoke-clone-serial{budget=-3}", "pass 'invoke-clone-serial': option budget=-3 "
+     "must be an integer of at least 0"),
+    ("invoke-to-frontier{inputs=-7}", "pass 'invoke-to-frontier': option inputs=-7 must "
+     "be an integer of at least -1"),
 ])
 def test_recir_opt_names_the_pass_of_an_option_it_cannot_take(tmp_path, capsys, pipeline,
                                                              message):
