@@ -12,6 +12,7 @@ RecirError: the same compile here would end the program.
 from __future__ import annotations
 
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -53,7 +54,7 @@ class Child:
             self.process.kill()
             self.process.wait()
             return
-        if self.process.returncode == 0 and out.startswith(ELF):
+        if self.process.returncode == 0 and whole_object(out):
             self.out = out
 
     def result(self) -> bytes | None:
@@ -63,6 +64,17 @@ class Child:
             raise RecirError(f"error: LLVM crashed compiling a module "
                              f"({signal.Signals(crashed).name} in its child process)")
         return self.out
+
+
+def whole_object(out: bytes) -> bool:
+    """An ELF64 object whose section headers (at its end, as LLVM writes
+    them) lie within it: a child's output cut short, loaded, could take the
+    process down, and kept in the cache, every later one too."""
+    if len(out) < 64 or not out.startswith(ELF) or out[4] != 2:  # (2: 64-bit)
+        return False
+    (headers,), (size, count) = struct.unpack_from("<Q", out, 0x28), struct.unpack_from(
+        "<HH", out, 0x3A)
+    return headers + size * count <= len(out)
 
 
 # the signals of a process that crashed (not one stopped from outside)

@@ -270,3 +270,19 @@ def test_kept_costs_that_cannot_be_read_are_the_defaults(tmp_path):
     where = re.escape(str(policy.tuned_path(tmp_path / "file")))
     with pytest.raises(RecirError, match=f"^error: cannot keep the measured costs in {where}: "):
         policy.save_tuned(1e-6, 40e-6, 1.0, tmp_path / "file")
+
+
+def test_a_child_object_cut_short_is_compiled_here(monkeypatch):
+    """A child that exits 0 with an object cut short: its output was taken
+    (and kept in the cache) for starting with ELF's magic."""
+    from recir.backend import llvm_compile, llvm_workers
+    from recir.backend.policy import machine
+
+    whole = llvm_compile.compile_object("define i32 @f() {\n  ret i32 1\n}\n")
+    assert llvm_workers.whole_object(whole)
+    assert not any(llvm_workers.whole_object(whole[:n]) for n in (4, 64, len(whole) - 1))
+    if machine().cores < 2:
+        pytest.skip("a child compiles only where there is a second core")
+    monkeypatch.setattr(llvm_workers, "CHILD", "import sys; sys.stdin.buffer.read(); "
+                        f"sys.stdout.buffer.write({whole[:200]!r})")
+    assert llvm_workers.compile_apart("text", lambda text: whole)() == whole
