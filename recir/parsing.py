@@ -30,7 +30,7 @@ from xdsl.parser import Parser, ParserState, UnresolvedOperand
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
-from xdsl.utils.mlir_lexer import MLIRLexer
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from recir.diagnostics import RecirError, format_error, location_prefix, one_line
 
@@ -196,7 +196,10 @@ class LocatingParser(Parser):
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         """xDSL reports values never defined at the end of the input; this
-        points at the first use of the first of them instead."""
+        points at the first use of the first of them instead. No ops at all
+        (an empty file, only comments) is an empty module, as in MLIR."""
+        if self._current_token.kind is MLIRTokenKind.EOF:
+            return ModuleOp([])
         try:
             return super().parse_module(allow_implicit_module)
         except ParseError as e:

@@ -126,3 +126,14 @@ def test_recir_run_names_an_entry_without_a_body(tmp_path: Path, capsys):
         assert capsys.readouterr().err == (
             f"{path}:1:1: error: 'func.func' op @ext is a declaration without a body: "
             "only a function with a body can run\n")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "// nothing here yet\n"])
+def test_input_without_ops_is_an_empty_module(tmp_path: Path, capsys, text: str):
+    """As MLIR reads it; xDSL said 'Could not parse entire input!' over a
+    caret under nothing."""
+    assert list(parse_module(make_context(), text, "empty.mlir").ops) == []
+    path = tmp_path / "empty.mlir"
+    path.write_text(text)
+    assert recir_opt.main([str(path)]) == 0
+    assert capsys.readouterr().out.split() == ["builtin.module", "{", "}"]
