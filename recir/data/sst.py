@@ -194,8 +194,8 @@ def load_sst(
         raise TreeParseError(f"{os.fspath(path)}: error: is a folder, expected a tree file")
     with open(path, "rb") as f:  # decoded line by line: an error names its line
         for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
+            try:  # (a byte-order mark, as editors on Windows write one, is no text)
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as e:
                 where = f"{os.fspath(path)}:{number}:{e.start + 1}"
                 raise TreeParseError(f"{where}: error: byte 0x{raw[e.start]:02x} is not "

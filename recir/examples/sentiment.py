@@ -149,6 +149,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--embeddings {args.embeddings}: no such file")
     if args.freeze_embeddings and args.embeddings is None:
         raise UsageError("--freeze-embeddings needs --embeddings")
+    paths = [getattr(args, n) for n in ("metrics", "checkpoint", "save_model")]
+    if len({p.resolve() for p in paths if p is not None}) < sum(p is not None for p in paths):
+        raise UsageError("--metrics, --checkpoint and --save-model must name different files")
     for name in ("metrics", "checkpoint", "save_model"):
         if getattr(args, name) is not None:
             try:

@@ -183,3 +183,30 @@ def test_sst_that_cannot_be_written_is_a_download_error(tmp_path):
     want = f"DownloadError: cannot write SST into {folder}: File too large\n"
     assert result.stdout == want, result.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_a_tree_file_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Predicting and the vectors reader took a BOM; training's reader said
+    "unexpected '\\ufeff' at column 1"."""
+    from recir.data.sst import load_sst
+
+    text = "(3 (2 good) (4 film))\n(1 bad)\n"
+    (tmp_path / "plain.txt").write_text(text)
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plain, plain_vocab = load_sst(tmp_path / "plain.txt")
+    marked, marked_vocab = load_sst(tmp_path / "bom.txt")
+    assert plain_vocab.ids == marked_vocab.ids
+    for a, b in zip(plain, marked, strict=True):
+        assert repr(a) == repr(b)
+
+
+def test_one_file_for_two_outputs_is_refused(tmp_path, capsys):
+    """--save-model over --checkpoint's file replaced the checkpoint, and a
+    later --resume failed."""
+    same = tmp_path / "run.npz"
+    code = sentiment.main(["--synthetic", "--no-progress", "--checkpoint", str(same),
+                           "--save-model", str(tmp_path / "." / "run.npz")])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --metrics, --checkpoint and --save-model must name different files")
+    assert not same.exists()
