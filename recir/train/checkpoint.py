@@ -229,6 +229,15 @@ def check_optimizer(data: NpzArrays, optimizer: Optimizer, path: Path) -> None:
     if count(data, "opt/steps", path, "optimizer step count") == 0:
         return
     trained = {k: v for k, v in optimizer.params.items() if k not in optimizer.frozen}
+    if optimizer.SLOTS:  # a parameter frozen in one run and trained in the other
+        prefix = f"opt/{optimizer.SLOTS[0]}/"
+        stored = {k[len(prefix):] for k in data if k.startswith(prefix)}
+        changed = sorted(stored ^ trained.keys())
+        if changed and set(changed) <= optimizer.params.keys():
+            was, now = ("trained", "frozen") if changed[0] in stored else ("frozen", "trained")
+            raise CheckpointError(f"{path}: '{changed[0]}' was {was} when it was saved and "
+                                  f"is {now} now: resume with the same parameters frozen "
+                                  f"(--freeze-embeddings)")
     for slot in optimizer.SLOTS:
         check_arrays(data, f"opt/{slot}", trained, path, f"optimizer state {slot} of")
     for slot in optimizer.SQUARES:  # (a negative one would step by a NaN square root)

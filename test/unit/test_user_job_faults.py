@@ -210,3 +210,27 @@ def test_one_file_for_two_outputs_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         "error: --metrics, --checkpoint and --save-model must name different files")
     assert not same.exists()
+
+
+@pytest.mark.parametrize("saved_frozen", [frozenset(), frozenset({"emb"})])
+def test_a_resume_that_freezes_otherwise_says_so(tmp_path, saved_frozen):
+    """Resuming with --freeze-embeddings changed said "optimizer state m of
+    'emb' is not a parameter of this model (another model's checkpoint?)"."""
+    from recir.train import Adam
+
+    def model():
+        return {"emb": np.ones((4, 2), np.float32), "w": np.ones(2, np.float32)}
+
+    params, path = model(), tmp_path / "c.npz"
+    optimizer = Adam(params, lr=0.1)
+    optimizer.frozen = saved_frozen
+    optimizer.step({k: np.full_like(v, 0.5) for k, v in params.items()})
+    save_checkpoint(path, params, optimizer, 1, np.random.default_rng(0))
+    again = Adam(fresh := model(), lr=0.1)
+    again.frozen = frozenset({"emb"}) - saved_frozen
+    was, now = ("frozen", "trained") if saved_frozen else ("trained", "frozen")
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: 'emb' was {was} "
+                       f"when it was saved and is {now} now: resume with the same"):
+        load_checkpoint(path, fresh, again)
+    again.frozen = saved_frozen
+    assert load_checkpoint(path, fresh, again)[0] == 1
