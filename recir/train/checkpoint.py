@@ -229,14 +229,12 @@ def check_optimizer(data: NpzArrays, optimizer: Optimizer, path: Path) -> None:
     if count(data, "opt/steps", path, "optimizer step count") == 0:
         return
     trained = {k: v for k, v in optimizer.params.items() if k not in optimizer.frozen}
-    if optimizer.SLOTS:  # a parameter frozen in one run and trained in the other
+    if optimizer.SLOTS:  # a parameter trained when saved, frozen now
         prefix = f"opt/{optimizer.SLOTS[0]}/"
-        stored = {k[len(prefix):] for k in data if k.startswith(prefix)}
-        changed = sorted(stored ^ trained.keys())
-        if changed and set(changed) <= optimizer.params.keys():
-            was, now = ("trained", "frozen") if changed[0] in stored else ("frozen", "trained")
-            raise CheckpointError(f"{path}: '{changed[0]}' was {was} when it was saved and "
-                                  f"is {now} now: resume with the same parameters frozen "
+        if thawed := sorted({k[len(prefix):] for k in data if k.startswith(prefix)}
+                            & optimizer.frozen):
+            raise CheckpointError(f"{path}: '{thawed[0]}' was trained when it was saved and "
+                                  f"is frozen now: resume with the same parameters frozen "
                                   f"(--freeze-embeddings)")
     for slot in optimizer.SLOTS:
         check_arrays(data, f"opt/{slot}", trained, path, f"optimizer state {slot} of")

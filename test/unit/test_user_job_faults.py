@@ -212,10 +212,10 @@ def test_one_file_for_two_outputs_is_refused(tmp_path, capsys):
     assert not same.exists()
 
 
-@pytest.mark.parametrize("saved_frozen", [frozenset(), frozenset({"emb"})])
-def test_a_resume_that_freezes_otherwise_says_so(tmp_path, saved_frozen):
-    """Resuming with --freeze-embeddings changed said "optimizer state m of
-    'emb' is not a parameter of this model (another model's checkpoint?)"."""
+def test_a_resume_that_freezes_what_was_trained_says_so(tmp_path):
+    """Resuming with --freeze-embeddings, where the saved run trained the
+    embeddings, said "optimizer state m of 'emb' is not a parameter of this
+    model (another model's checkpoint?)"."""
     from recir.train import Adam
 
     def model():
@@ -223,14 +223,11 @@ def test_a_resume_that_freezes_otherwise_says_so(tmp_path, saved_frozen):
 
     params, path = model(), tmp_path / "c.npz"
     optimizer = Adam(params, lr=0.1)
-    optimizer.frozen = saved_frozen
     optimizer.step({k: np.full_like(v, 0.5) for k, v in params.items()})
     save_checkpoint(path, params, optimizer, 1, np.random.default_rng(0))
     again = Adam(fresh := model(), lr=0.1)
-    again.frozen = frozenset({"emb"}) - saved_frozen
-    was, now = ("frozen", "trained") if saved_frozen else ("trained", "frozen")
-    with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: 'emb' was {was} "
-                       f"when it was saved and is {now} now: resume with the same"):
+    again.frozen = frozenset({"emb"})
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: 'emb' was trained "
+                       "when it was saved and is frozen now: resume with the same"):
         load_checkpoint(path, fresh, again)
-    again.frozen = saved_frozen
-    assert load_checkpoint(path, fresh, again)[0] == 1
+    assert load_checkpoint(path, fresh, Adam(fresh, lr=0.1))[0] == 1
