@@ -19,6 +19,7 @@ order; subgraphs use both as outer values (`capture-outer-refs` closes them).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
@@ -33,13 +34,20 @@ from xdsl.dialects.builtin import (
     i1,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region, TypeAttribute
+from xdsl.ir import Attribute, Block, BlockArgument, Region, TypeAttribute
 from xdsl.rewriter import Rewriter
 
 from recir.diagnostics import RecirError
 from recir.dialects import invoke
 from recir.frontend.locations import user_error, user_location
-from recir.frontend.tracer import Tracer, as_value, current_block, emit, insertion_block
+from recir.frontend.tracer import (
+    Tracer,
+    as_value,
+    current_block,
+    emit,
+    insertion_block,
+    open_block,
+)
 from recir.parsing import verify_located
 
 __all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
@@ -133,8 +141,19 @@ def check_name(what: str, name: Any) -> None:
         raise user_error(f"the name of {what} is a non-empty string, got {name!r}")
 
 
+def check_value_name(what: str, name: str) -> None:
+    """Inputs and parameters name the entry's arguments in the IR, which
+    takes fewer names than symbols do (xDSL raised a ValueError)."""
+    if not BlockArgument.is_valid_name(name):
+        raise user_error(f"the name of {what} is an IR value name (letters, digits and "
+                         f"_$.- not starting with a digit), got {name!r}")
+
+
 def check_types(what: str, types: Sequence[Any]) -> None:
-    """IR types (`recir.i32`, `vector(n)`, ...), not their names."""
+    """A list of IR types (`recir.i32`, `vector(n)`, ...), not their names."""
+    if isinstance(types, TypeAttribute | str) or not isinstance(types, Sequence):
+        raise user_error(f"the {what} types are a list such as [recir.i32], "
+                         f"got {types}")
     for typ in types:
         if not isinstance(typ, TypeAttribute):
             raise user_error(f"an {what} type is an IR type such as recir.i32 or "
@@ -168,7 +187,7 @@ class TracedRegion:
     `.output(...)` is an error naming `what`."""
 
     def __init__(self, what: str, block: Block):
-        self.what, self.has_outputs = what, False
+        self.what, self.has_outputs, self.block = what, False, block
         self.context = insertion_block(block)
 
     def __enter__(self) -> Self:
@@ -179,6 +198,15 @@ class TracedRegion:
         self.context.__exit__()
         if kind is None and not self.has_outputs:
             raise user_error(f"{self.what} has no outputs: call .output(...)")
+
+    def check_output(self) -> None:
+        """Once, in the region's own block: in a nested subgraph or a cond
+        branch it ended that block, which failed to verify at another line."""
+        if self.has_outputs:
+            raise user_error(f"{self.what} has its outputs already")
+        if current_block() is not self.block:
+            raise user_error(f"{self.what} gives its outputs in its own with-block, "
+                             "not in a nested subgraph or cond branch")
 
 
 class trace(TracedRegion):
@@ -195,9 +223,16 @@ class trace(TracedRegion):
         self.inputs: list[str] = []
         self.params: dict[str, np.ndarray] = {}
 
+    def check_declaration(self) -> None:
+        if self.has_outputs:  # (the entry's type was made from the arguments then)
+            raise user_error(f"model '{self.name}' has its outputs already: declare "
+                             "inputs and parameters before m.output(...)")
+
     def input(self, name: str, typ: Attribute) -> Tracer:
         check_name("an input", name)
+        check_value_name("an input", name)
         check_types("input", [typ])
+        self.check_declaration()
         if name in self.params or name in self.inputs:
             raise user_error(f"the name '{name}' is declared twice")
         arg = self.block.insert_arg(typ, len(self.inputs))
@@ -207,9 +242,13 @@ class trace(TracedRegion):
 
     def param(self, name: str, value: np.ndarray) -> Tracer:
         check_name("a parameter", name)
+        check_value_name("a parameter", name)
+        self.check_declaration()
         try:
             array = float32_parameter(name, value)
         except RecirError as e:
+            if not str(e).startswith("error: "):
+                raise  # (located already: a traced value given as the array)
             raise user_error(str(e).removeprefix("error: ")) from None
         if name in self.params or name in self.inputs:
             raise user_error(f"the name '{name}' is declared twice")
@@ -219,8 +258,7 @@ class trace(TracedRegion):
         return Tracer(arg)
 
     def output(self, *values: Tracer) -> None:
-        if self.has_outputs:
-            raise user_error(f"model '{self.name}' has its outputs already")
+        self.check_output()
         results = [as_value(v) for v in values]
         emit(func.ReturnOp(*results), verify=False)
         self.has_outputs = True
@@ -229,6 +267,9 @@ class trace(TracedRegion):
 
     @property
     def traced(self) -> TracedModel:
+        if not self.has_outputs:  # (the entry then failed to verify at `trace(...)`)
+            raise user_error(f"{self.what} has no outputs: call m.output(...) before "
+                             "m.traced (or its trace failed)")
         verify_located(self.module)
         return TracedModel(self.module, self.name, self.inputs, self.params)
 
@@ -244,7 +285,7 @@ class SubGraph(TracedRegion):
         check_name("a subgraph", name)
         check_types("input", inputs)
         check_types("output", outputs)
-        owner = current_block().parent_op()
+        owner = open_block().parent_op()
         if owner is not None and any(o.sym_name.data == name for o in invoke.callables(owner)):
             raise user_error(f"the name '{name}' is taken (by the model or another "
                              "subgraph): invokes of it would be ambiguous")
@@ -256,8 +297,7 @@ class SubGraph(TracedRegion):
         super().__init__(f"subgraph '{name}'", self.op.body.block)
 
     def output(self, *values: Any) -> None:
-        if self.has_outputs:
-            raise user_error(f"subgraph '{self.name}' has its outputs already")
+        self.check_output()
         results = [as_value(v) for v in values]
         got = [r.type for r in results]
         if got != self.output_types:
@@ -275,11 +315,25 @@ class SubGraph(TracedRegion):
         return results[0] if len(results) == 1 else tuple(results)
 
 
+def takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether `fn()` binds: a branch `lambda y: ...` was a TypeError raised
+    in recir's call of it."""
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:
+        return False
+    except ValueError:  # (no signature to read: let the call say)
+        return True
+    return True
+
+
 def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
     """`then_fn()` if `pred` else `else_fn()`: both traced, emitted as `scf.if`."""
     if not (callable(then_fn) and callable(else_fn)):
         raise user_error("cond takes functions for its branches (lambda: value), got "
                          f"{type(then_fn).__name__} and {type(else_fn).__name__}")
+    if not (takes_no_arguments(then_fn) and takes_no_arguments(else_fn)):
+        raise user_error("cond calls its branches with no arguments (lambda: value)")
     condition = as_value(pred)
     if condition.type != i1:
         raise user_error(f"cond needs a boolean (i1) predicate, got {condition.type}")

@@ -11,7 +11,7 @@ from xdsl.irdl import IRDLOperation
 
 from recir.dialects import tmath
 from recir.frontend.locations import user_error
-from recir.frontend.tracer import Tracer, as_value, traced
+from recir.frontend.tracer import Tracer, as_value, is_tensor, traced
 
 
 def unary(op: type[IRDLOperation], name: str) -> Callable[[Any], Tracer]:
@@ -51,13 +51,19 @@ def bilinear(v: Any, x: Any, y: Any) -> Tracer:
 
 
 def concat(values: Sequence[Any]) -> Tracer:
-    if not values:
+    if isinstance(values, Tracer):  # (`not values` asked it for a truth value)
+        raise user_error("concat takes a list of values, got one: rf.concat([a, b])")
+    inputs = [as_value(v) for v in values]  # (a generator is always true)
+    if not inputs:
         raise user_error("concat needs at least one value")
-    return traced(tmath.ConcatOp([as_value(v) for v in values]))
+    return traced(tmath.ConcatOp(inputs))
 
 
 def slice(x: Any, offset: int, size: int) -> Tracer:  # noqa: A001
-    return traced(tmath.SliceOp(as_value(x), whole("offset", offset), whole("size", size)))
+    value = as_value(x)
+    if not is_tensor(value):  # (SliceOp reads its shape: an AssertionError)
+        raise user_error(f"slice takes a tensor, got {value.type}")
+    return traced(tmath.SliceOp(value, whole("offset", offset), whole("size", size)))
 
 
 def whole(what: str, value: Any) -> int:
@@ -80,6 +86,8 @@ def fill(scalar: Any, shape: Sequence[int]) -> Tracer:
 
 
 def dimensions(shape: Sequence[Any]) -> list[int]:
+    if not isinstance(shape, Sequence):  # (`fill(1.0, 4)`: a TypeError)
+        raise user_error(f"a shape is a list of integers, got {shape!r}")
     dims = [whole("dimension", d) for d in shape]
     if any(d < 0 for d in dims):
         raise user_error(f"a shape's dimensions are >= 0, got {tuple(dims)}")

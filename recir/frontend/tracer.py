@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     DenseIntOrFPElementsAttr,
     Float32Type,
     FloatAttr,
@@ -26,6 +27,7 @@ from xdsl.dialects.builtin import (
     i32,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from recir.diagnostics import RecirError, format_error, location_prefix
@@ -39,6 +41,17 @@ def current_block() -> Block:
     if not _blocks:
         raise user_error("recir operations must be traced inside recir.trace")
     return _blocks[-1]
+
+
+def open_block() -> Block:
+    """The current block, refused once its output is given: an op after the
+    terminator failed to verify at the `with` line, far from this one."""
+    block = current_block()
+    last = block.last_op
+    if last is not None and last.has_trait(IsTerminator):
+        raise user_error("this is traced after the output of its model or subgraph: "
+                         "give .output(...) last in its with-block")
+    return block
 
 
 class insertion_block:
@@ -81,7 +94,7 @@ def emit(op: Operation, verify: bool = True) -> Operation:
 
     Terminators pass `verify=False`: their parent is finished only later.
     """
-    block = current_block()
+    block = open_block()
     check_visible(op.operands, block)
     op.location = user_location()
     block.add_op(op)
@@ -119,15 +132,38 @@ PYTHON_OPERATORS = {
 }
 
 
+def shown(value: Any) -> str:
+    """`repr(value)`, short for a huge integer (beyond 4300 digits `repr` raises)."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"(an integer of {value.bit_length()} bits)"
+    return repr(value)
+
+
 def checked_number(value: Any, typ: Attribute) -> Any:
-    """A Python number that `typ` holds: a finite float beyond float32's range
-    would become inf, an integer beyond the type's width an xDSL traceback."""
-    if isinstance(value, float) and math.isfinite(value) and abs(value) > F32_MAX:
-        raise user_error(f"the Python number {value!r} is beyond float32's range")
+    """A Python number that `typ` holds: a finite number beyond float32's range
+    would become inf (an int, an OverflowError), an integer beyond the type's
+    signed range an xDSL traceback or a negative number (i1 holds 0 and 1)."""
     if isinstance(value, int) and isinstance(typ, IntegerType):
-        width = typ.width.data
-        if not -(1 << (width - 1)) <= value < (1 << width):
-            raise user_error(f"the Python integer {value} does not fit in {typ}")
+        half = 1 << (typ.width.data - 1)
+        low, high = (0, 1) if half == 1 else (-half, half - 1)
+        if not low <= value <= high:
+            raise user_error(f"the Python integer {shown(value)} does not fit in {typ}")
+        return value
+    if isinstance(value, int) and isinstance(typ, IndexType):
+        return value
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if finite and abs(value) > F32_MAX:  # (an int compares exactly, however large)
+        raise user_error(f"the Python number {shown(value)} is beyond float32's range")
+    return value
+
+
+def python_number(value: Any) -> Any:
+    """A NumPy scalar (or 0-d array) of numbers as the Python number it holds,
+    so that `x * np.float32(2)` and `np.int32(3) < n` trace as `np.float32(2) * x`
+    does; anything else as it is."""
+    if isinstance(value, np.generic | np.ndarray) and value.ndim == 0 \
+            and value.dtype.kind in "biuf":
+        return value.item()
     return value
 
 
@@ -136,6 +172,10 @@ def constant_like(value: Any, like: SSAValue) -> SSAValue:
     typ = like.type
     if not isinstance(value, int | float):
         raise user_error(f"cannot use a Python {type(value).__name__} with a {typ} value")
+    if isinstance(typ, TensorType) and (typ.element_type != f32
+                                        or DYNAMIC_INDEX in typ.get_shape()):
+        raise user_error(f"cannot combine the Python number {value!r} with a {typ} "
+                         "value: tensor arithmetic is on f32 tensors of a static shape")
     checked_number(value, typ if not isinstance(typ, TensorType) else f32)
     if isinstance(typ, TensorType):
         dense = DenseIntOrFPElementsAttr.from_list(typ, [float(value)])
@@ -150,6 +190,7 @@ def constant_like(value: Any, like: SSAValue) -> SSAValue:
 def as_value(value: Any, like: SSAValue | None = None) -> SSAValue:
     if isinstance(value, Tracer):
         return value.value
+    value = python_number(value)
     if like is not None:
         return constant_like(value, like)
     if isinstance(value, bool):
@@ -168,9 +209,16 @@ INT_COMPARE = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=
 FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "one"}
 
 
+def is_i1(value: SSAValue) -> bool:
+    return isinstance(value.type, IntegerType) and value.type.width.data == 1
+
+
 def binary(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
     if isinstance(a.type, TensorType):
         return traced(TENSOR_BINARY[symbol](a, b))
+    if is_i1(a):  # (i1 arithmetic wraps: `(n > 0) + 1` would be 0)
+        raise user_error("a comparison's result (i1) is not a number: use "
+                         "recir.cond(pred, lambda: 1, lambda: 0) for one")
     table = FLOAT_BINARY if isinstance(a.type, Float32Type) else INT_BINARY
     return traced(table[symbol](a, b))
 
@@ -178,6 +226,9 @@ def binary(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
 def compare(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
     if isinstance(a.type, Float32Type):
         return traced(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol]))
+    if is_i1(a) and symbol not in ("==", "!="):  # (signed, true < false)
+        raise user_error("a comparison's result (i1) has no order: compare with "
+                         "== or !=, or combine with & and |")
     if isinstance(a.type, IntegerType | IndexType):
         return traced(arith.CmpiOp(a, b, INT_COMPARE[symbol]))
     raise user_error(f"cannot compare values of type {a.type}")
@@ -231,8 +282,9 @@ class Tracer:
         return binary("-", zero, self.value)
 
     def __matmul__(self, other: Tracer) -> Tracer:
-        rhs = as_value(other)
-        op = tmath.MatvecOp if len(tmath.shape_of(rhs)) == 1 else tmath.MatmulOp
+        rhs = as_value(other)  # (a scalar: matvec's verifier names it)
+        is_vector = not is_tensor(rhs) or len(tmath.shape_of(rhs)) == 1
+        op = tmath.MatvecOp if is_vector else tmath.MatmulOp
         return traced(op(self.value, rhs))
 
     def __and__(self, other: Any) -> Tracer:
@@ -249,22 +301,32 @@ class Tracer:
             "a traced value has no Python truth value: use recir.cond(pred, then, else)"
         )
 
-    def no_python_value(self, *args: Any) -> Any:
+    def no_python_value(self, *args: Any, **kwargs: Any) -> Any:
         raise user_error(f"a traced value ({self.type}) has no Python value while "
-                         "tracing (no int(), float(), len() or iteration): use recir ops")
+                         "tracing (no int(), float(), len(), iteration or NumPy "
+                         "array): use recir ops")
 
     __int__ = __float__ = __index__ = __len__ = no_python_value
     # without it, iteration called `__getitem__` with 0, 1, 2, ... and never stopped
     __iter__ = no_python_value
+    __array__ = no_python_value  # (`np.array(x)`: an object array, refused far away)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         python = PYTHON_OPERATORS.get(ufunc)
+        numbers = [a if isinstance(a, Tracer) else python_number(a) for a in args]
         if python is not None and method == "__call__" and not kwargs and all(
-                isinstance(a, Tracer | np.generic) for a in args):
-            # a NumPy scalar's operator (`np.float64(0.5) * x`): Python's, as for
-            # its number (`__array_priority__` no longer defers it)
-            return python(*(a if isinstance(a, Tracer) else a.item() for a in args))
+                isinstance(a, Tracer | int | float) for a in numbers):
+            # a NumPy scalar's operator (`np.float64(0.5) * x`; a comparison
+            # passes it as a 0-d array): Python's, as for its number
+            # (`__array_priority__` no longer defers it)
+            return python(*numbers)
         raise user_error(f"NumPy's {ufunc.__name__} on a traced value: use the recir op "
+                         "(recir.frontend), and m.param(...) for an array of weights")
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """NumPy's functions (np.sum, np.concatenate, np.dot) refused here: they
+        failed inside NumPy, or were located in its files (np.sum's reduce)."""
+        raise user_error(f"NumPy's {func.__name__} on a traced value: use the recir op "
                          "(recir.frontend), and m.param(...) for an array of weights")
 
     def unsupported(self, *args: Any) -> Any:
