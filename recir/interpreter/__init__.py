@@ -7,6 +7,7 @@ stack, and turns recursion that is too deep into a `RecirError`.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Sequence
@@ -161,9 +162,13 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
         if not isinstance(value, int | float | np.floating | np.integer):
             raise RecirError(f"error: {where} expects a number, got {value!r}")
         try:
-            return float(np.float32(value)) if isinstance(typ, Float32Type) else float(value)
+            with np.errstate(over="ignore"):  # (an overflow is refused below)
+                number = float(np.float32(value) if isinstance(typ, Float32Type) else value)
         except OverflowError:
             raise RecirError(f"error: {where} is too large for {typ}: {value}") from None
+        if math.isinf(number) and math.isfinite(value):  # (as an array's: `check_narrowed`)
+            raise RecirError(f"error: {where} is {value}, which is beyond float32's range")
+        return number
     raise RecirError(f"error: {where}: unsupported argument type")
 
 
@@ -250,9 +255,9 @@ def run_function(module: ModuleOp, name: str, args: Sequence[Any]) -> tuple[Any,
 
 
 def as_returned(results: Sequence[Any], types: Sequence[Attribute]) -> tuple[Any, ...]:
-    """Results as native code returns them: an i1 is 0 or 1 (xDSL's
+    """Results as native code returns them: an i1 is a bool (xDSL's
     `arith.constant true` is the signed -1)."""
-    return tuple(int(v) & 1 if typ == i1 and isinstance(v, int) else v
+    return tuple(bool(int(v) & 1) if typ == i1 and isinstance(v, int) else v
                  for v, typ in zip(results, types, strict=True))
 
 

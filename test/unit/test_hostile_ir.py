@@ -5,6 +5,7 @@ native results read in the wrong order or in the wrong type."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -195,13 +196,30 @@ def test_a_loop_step_that_is_not_positive_is_an_error(cache_dir, step):
             run()
 
 
-def test_an_i1_result_is_0_or_1_in_the_interpreter_as_in_native_code(cache_dir):
+def test_an_i1_result_is_a_bool_in_the_interpreter_as_in_native_code(cache_dir):
     module = parse("""func.func @f(%a: i32) -> (i1, i32) {
   %t = arith.constant true
   func.return %t, %a : i1, i32
 }""")
     native = compile_module(module, "f", cache_dir=cache_dir)
-    assert run_function(module, "f", [3]) == native(3) == (1, 3)  # (the interpreter's was -1)
+    # (the interpreter's was -1, then the int 1 where native code gave True)
+    for results in (run_function(module, "f", [3]), native(3)):
+        assert results == (True, 3) and type(results[0]) is bool
+
+
+def test_an_f32_scalar_beyond_float32_is_refused_as_an_array_is(cache_dir):
+    """A scalar argument of 1e300 became inf with only NumPy's warning."""
+    module = parse("""func.func @f(%a: f32) -> f32 {
+  func.return %a : f32
+}""")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for value in (1e300, -3.5e38):
+        for run in (lambda: run_function(module, "f", [value]), lambda: native(value)):
+            with pytest.raises(RecirError, match=rf"^error: argument 0 \(f32\) is "
+                               rf"{re.escape(str(value))}, which is beyond float32's range"):
+                run()
+    assert run_function(module, "f", [np.inf]) == native(np.inf) == (np.inf,)
+    assert native(3.4028234e38) == (float(np.float32(3.4028234e38)),)
 
 
 @pytest.mark.parametrize("engine", ["--interpret", "--jit"])
