@@ -14,18 +14,21 @@ from recir import frontend as rf
 from recir.diagnostics import RecirError
 from recir.frontend import SubGraph, cond, trace, vector
 
-SOURCE = Path(__file__).read_text().splitlines()
-
-
-def fails_here(make, pattern: str) -> None:
+def fails_at(file: str, make, pattern: str) -> None:
+    """`make()` raises a RecirError located in `file` at a line marked
+    `# HERE`, whose message matches `pattern`."""
     with pytest.raises(RecirError) as e:
         make()
     message = str(e.value)
     where, _, rest = message.partition(": error: ")
-    assert where.startswith(__file__ + ":"), message
-    line = int(where[len(__file__) + 1:].split(":")[0])
-    assert "# HERE" in SOURCE[line - 1], (line, message)
+    assert where.startswith(file + ":"), message
+    line = int(where[len(file) + 1:].split(":")[0])
+    assert "# HERE" in Path(file).read_text().splitlines()[line - 1], (line, message)
     assert pytest.importorskip("re").search(pattern, rest), message
+
+
+def fails_here(make, pattern: str) -> None:
+    fails_at(__file__, make, pattern)
 
 
 def model(body):

@@ -5,30 +5,19 @@ another line, or a value silently different from Python's."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 import recir
 from recir import frontend as rf
-from recir.diagnostics import RecirError
 from recir.frontend import SubGraph, cond, trace, vector
+from test_tracing_errors import fails_at
 
-SOURCE = Path(__file__).read_text().splitlines()
 X = np.array([1.0, -2.0, 3.5, 0.25], np.float32)
 
 
 def fails_here(make, pattern: str) -> None:
-    with pytest.raises(RecirError) as e:
-        make()
-    message = str(e.value)
-    where, _, rest = message.partition(": error: ")
-    assert where.startswith(__file__ + ":"), message
-    line = int(where[len(__file__) + 1:].split(":")[0])
-    assert "# HERE" in SOURCE[line - 1], (line, message)
-    assert re.search(pattern, rest), message
+    fails_at(__file__, make, pattern)
 
 
 def model(body):
