@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import BlockArgument
 
 from recir.auto_costs import Estimate, cell_cost, estimated_heights, height_bounds
@@ -80,6 +80,8 @@ class Auto:
         if sizes is None:
             raise RecirError("error: a batch element has too few inputs or a structure "
                              "input that is not an array")
+        if not batch:  # (either mode returns at once: no call, no height)
+            return {"recursive": 0.0, "frontier": 0.0}
         estimate, heights = self.model(), self.heights(batch)
         return {"recursive": estimate.recursive(sizes, threads, heights),
                 "frontier": estimate.frontier(sizes, frontier_threads, heights)}
@@ -202,9 +204,10 @@ class AutoFunction:
 
     def wait(self) -> AutoFunction:
         """This function, the code it has compiled so far loaded
-        (`NativeFunction.wait`)."""
-        if self.built is not None:
-            self.built.wait()
+        (`NativeFunction.wait`): the frontier's, and the recursive code once built."""
+        for compiled in (self.batched, self.built):
+            if compiled is not None:
+                compiled.wait()
         return self
 
     @property
@@ -257,6 +260,7 @@ def compile_batched(model: Any, batching: str, **options: Any) -> Any:
     from recir import pipeline
 
     check_options("compile", options, ("threads", "fuse", "cache_dir", "max_depth"), batching)
+    check_batching(model, batching)
     return batched_or_auto(model, batching, compile_frontier, (), AutoFunction,
                            lambda: pipeline.compile(model, **options), options)
 
@@ -267,6 +271,7 @@ def value_and_grad_batched(model: Any, loss: int, batching: str, **options: Any)
 
     check_options("value_and_grad", options,
                   ("threads", "fuse", "cache_dir", "engine", "max_depth"), batching)
+    check_batching(model, batching)
     loss = check_loss_output(model, loss)
     return batched_or_auto(model, batching, value_and_grad_frontier, (loss,), AutoGradFunction,
                            lambda: api.value_and_grad(model, loss, **options), options)
@@ -295,22 +300,33 @@ def check_options(function: str, options: dict[str, Any], known: tuple[str, ...]
                          "batching='frontier' is compiled code only")
 
 
+def check_batching(model: Any, batching: str) -> None:
+    """A known mode, for a traced model: a module's function (`entry=`) is
+    compiled by the recursive code only."""
+    if batching not in MODES:
+        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
+    if isinstance(model, ModuleOp):
+        raise RecirError(f"error: batching='{batching}' takes a traced model (recir.trace), "
+                         "not a module: compile a module's function with batching='recursive'")
+
+
 def batched_or_auto(model: Any, batching: str, frontier: Callable[..., Any],
                     args: tuple[Any, ...], auto: type[AutoFunction],
                     recursive: Callable[[], Any], options: dict[str, Any]) -> Any:
     """`frontier`'s form (given the options it takes), or for `"auto"`
     `auto` over it and the `recursive` code; a recursion `invoke-to-frontier`
     cannot batch has no frontier form, and `auto` then runs the recursive
-    code only."""
+    code only; so it does given a setting only that code honours
+    (`max_depth`, `engine="interpret"`), which `check_options` refuses for
+    `"frontier"`."""
     from recir.pipeline import resolve_threads
 
-    if batching not in MODES:
-        raise RecirError(f"error: unknown batching '{batching}' (choose from {MODES})")
     kept = {k: v for k, v in options.items() if k in ("cache_dir", "threads")}
     if batching == "frontier":
         return frontier(model, *args, **kept)
+    honoured = options.get("max_depth") is None and options.get("engine", "native") == "native"
     try:
-        batched = frontier(model, *args, **kept)
+        batched = frontier(model, *args, **kept) if honoured else None
     except RecirError:
         batched = None
     threads = resolve_threads(options.get("threads")) if options.get(

@@ -70,7 +70,7 @@ class InputLayout:
                 values = each_checked(column, lambda v: coerce_tensor(k, v, typ, facts))
             if ragged:
                 offsets = np.array([0, *accumulate(map(len, values))], np.int32)
-                args += [np.concatenate(values).astype(np.int32, copy=False), offsets]
+                args += [np.concatenate(values).astype(dtype, copy=False), offsets]
             else:
                 args.append(np.asarray(values, dtype))
         return args

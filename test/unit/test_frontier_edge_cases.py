@@ -1,0 +1,139 @@
+"""Edge cases where `batching="frontier"` and `"auto"` must agree with the
+interpreter and the recursive code: a ragged float input laid out for the
+batched entry, called again on the last call's plans; `auto` given an empty
+batch, a module, the settings only the recursive code honours, `wait()`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
+
+import recir
+from recir import auto_costs
+from recir import frontend as rf
+from recir.context import make_context
+from recir.data import make_treebank
+from recir.diagnostics import RecirError
+from recir.models import tree_rnn
+from recir.parsing import parse_module
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ir"
+
+
+def per_node_floats_model():
+    """A tree whose leaves read a float per node (`tensor<?xf32>`, ragged)."""
+    rng = np.random.default_rng(2)
+    u = (0.5 * rng.standard_normal((3, 2))).astype(np.float32)
+    w = (0.5 * rng.standard_normal((3, 6))).astype(np.float32)
+    with recir.trace("per_node_floats") as m:
+        left, right = (m.input(n, recir.structure()) for n in ("left", "right"))
+        feats = m.input("feats", TensorType(recir.f32, [DYNAMIC_INDEX]))
+        root = m.input("root", recir.i32)
+        pu, pw = m.param("u", u), m.param("w", w)
+        with recir.SubGraph("node", [recir.i32], [recir.vector(3), recir.f32]) as node:
+            (i,) = node.inputs
+
+            def leaf():
+                v = rf.tanh(pu @ rf.fill(feats[i], [2]))
+                return v, rf.sum(v * v)
+
+            def inner():
+                (hl, sl), (hr, sr) = node(left[i]), node(right[i])
+                h = rf.tanh(pw @ rf.concat([hl, hr]))
+                return h, sl + sr + rf.sum(h * h)
+
+            node.output(*recir.cond(left[i] < 0, leaf, inner))
+        m.output(*node(root))
+    return m.traced
+
+
+def test_a_ragged_float_input_keeps_its_values():
+    """A per-tree f32 array went into the batched entry cast to int32
+    (0.7 read as 0), a silently wrong result."""
+    traced = per_node_floats_model()
+    rng = np.random.default_rng(5)
+    trees = make_treebank(4, seed=1)
+    batch = [(t.left, t.right, rng.uniform(-2, 2, len(t.left)).astype(np.float32), t.root)
+             for t in trees]
+    batch[1] = (*batch[1][:2], batch[1][2].astype(np.float64), batch[1][3])  # converted alike
+    f = recir.compile(traced, batching="frontier", threads=1)
+    for _ in range(2):  # the first call through the schedule, the second repeated
+        for (h, s), item in zip(f.batch(batch), batch, strict=True):
+            want_h, want_s = traced.run(*item)
+            np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-6)
+            assert s == pytest.approx(want_s, rel=1e-5)
+
+
+def small_tree_rnn():
+    return tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), hidden=4))
+
+
+def tree_args(tree) -> tuple:
+    return (tree.left, tree.right, tree.word, tree.label, tree.root)
+
+
+def test_auto_predicts_no_time_for_an_empty_batch():
+    """`f.auto.seconds([])` divided the batch's nodes by its heights, both 0."""
+    traced = small_tree_rnn()
+    for f in (recir.compile(traced, batching="auto", threads=1),
+              recir.value_and_grad(traced, batching="auto", threads=1)):
+        assert f.auto.seconds([], 1, 1) == {"recursive": 0.0, "frontier": 0.0}
+    batch = [tree_args(make_treebank(1, seed=0)[0])]
+    assert set(f.auto.seconds(batch, 1, 1)) == {"recursive", "frontier"}
+
+
+@pytest.mark.parametrize("batching", ["frontier", "auto"])
+def test_a_module_is_refused_by_the_batched_modes_with_a_clear_error(batching):
+    """`compile(module, entry=..., batching=...)` raised an AttributeError
+    (a module has no inputs' names nor parameters)."""
+    module = parse_module(make_context(), (EXAMPLES / "fib.mlir").read_text())
+    assert recir.compile(module, "fib")(10) == (89,)  # the recursive code takes it
+    message = f"batching='{batching}' takes a traced model"
+    with pytest.raises(RecirError, match=message):
+        recir.compile(module, "fib", batching=batching)
+    with pytest.raises(RecirError, match=message):
+        recir.value_and_grad(module, batching=batching)
+
+
+@pytest.mark.parametrize("make", [recir.compile, recir.value_and_grad])
+def test_auto_with_max_depth_bounds_every_batch(make, monkeypatch):
+    """`auto` ran a batch it gave the frontier without the `max_depth`
+    bound, which the recursive code (and a batch given to it) raised on."""
+    monkeypatch.setattr(auto_costs.Estimate, "frontier", lambda self, *args: 0.0)
+    traced = small_tree_rnn()
+    batch = [tree_args(make_treebank(1, "linear", num_leaves=12, seed=1)[0])] * 3
+    assert make(traced, batching="auto", threads=1).choose(batch) == "frontier"
+    with pytest.raises(RecirError, match="recursion in @node is deeper than max_depth=5"):
+        make(traced, batching="recursive", threads=1, max_depth=5).batch(batch)
+    with pytest.raises(RecirError, match="recursion in @node is deeper than max_depth=5"):
+        make(traced, batching="auto", threads=1, max_depth=5).batch(batch)
+
+
+def test_auto_with_the_interpreter_interprets_every_batch(monkeypatch):
+    """`value_and_grad(batching="auto", engine="interpret")` ran a batch it
+    gave the frontier natively: the interpreter's error (and results) differ."""
+    monkeypatch.setattr(auto_costs.Estimate, "frontier", lambda self, *args: 0.0)
+    traced = small_tree_rnn()
+    tree = make_treebank(1, seed=1)[0]
+    word = tree.word.copy()
+    word[0] = 100  # a leaf's (post-order): past the embedding's 100 rows
+    batch = [(tree.left, tree.right, word, tree.label, tree.root)] * 2
+    interpreted = recir.value_and_grad(traced, engine="interpret")
+    message = r"'tmath.gather' op index 100 out of range for length 100"
+    with pytest.raises(RecirError, match=message):
+        interpreted.batch(batch)
+    with pytest.raises(RecirError, match=message):
+        recir.value_and_grad(traced, batching="auto", engine="interpret").batch(batch)
+
+
+@pytest.mark.parametrize("make", [recir.compile, recir.value_and_grad])
+def test_auto_wait_waits_for_the_frontiers_code(make, tmp_path):
+    """`auto`'s `wait()` returned at once while LLVM still compiled its
+    frontier form (the code it has compiled so far; the recursive code is
+    compiled at a batch's first need of it)."""
+    f = make(small_tree_rnn(), batching="auto", threads=1, cache_dir=tmp_path)
+    assert f.wait() is f
+    assert f.built is None and f.batched.made.done.is_set()
