@@ -67,7 +67,7 @@ def measure(mode: str, hidden: int, name: str, batch: int, threads: int, calls: 
             forms[form] = laid_out(form, recir_frontier(params, mode, count))
             for _ in range(CHUNK):
                 forms[form](batch_trees)
-        return timed(forms, batch_trees, calls, 1.0, spent)
+        return timed(forms, [batch_trees], calls, 1.0, spent)  # every call on the one batch
     finally:
         native_schedule.block_rows, native_schedule.in_blocks = chosen["pieces"]
         native_schedule.NativeSchedule.policy = policy  # type: ignore[method-assign]

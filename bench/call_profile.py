@@ -24,6 +24,7 @@ import collections
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,9 +106,13 @@ def profile(args: argparse.Namespace) -> tuple[dict[str, float], int]:
         data = os.path.join(folder, "perf.data")
         proc.stdin.write("start\n")
         proc.stdin.flush()
-        subprocess.run([args.perf, "record", "-F", str(RATE), "-e", "cpu-clock", "-p",
-                        str(proc.pid), "-o", data, "--", "sleep", str(args.seconds)],
-                       check=True, capture_output=True)
+        record = subprocess.run([args.perf, "record", "-F", str(RATE), "-e", "cpu-clock",
+                                 "-p", str(proc.pid), "-o", data, "--", "sleep",
+                                 str(args.seconds)], capture_output=True, text=True)
+        if record.returncode:  # e.g. kernel.perf_event_paranoid forbids sampling
+            proc.kill()
+            why = (record.stderr.strip().splitlines() or [f"exit {record.returncode}"])[-1]
+            raise SystemExit(f"error: perf record failed: {why}")
         proc.stdin.write("stop\n")
         proc.stdin.flush()
         calls = int(proc.stdout.readline())
@@ -131,6 +136,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(args)
+    if shutil.which(args.perf) is None:
+        raise SystemExit(f"error: no perf here ({args.perf!r} not found): install Linux "
+                         "perf (Debian: linux-perf) or name it with --perf")
     started = time.perf_counter()
     found, calls = profile(args)
     print(f"{args.batching} {args.mode} h={args.hidden} {args.workload} b25 on {args.threads} thread(s): "

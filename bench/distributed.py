@@ -156,8 +156,9 @@ def batch_stats(count: int) -> dict[int, dict[str, float]]:
     from recir.train.distributed import split_by_nodes
 
     folder = sst_folder()
+    # at least 8 batches: a short epoch (--max-train) still fills every grouping
     trees = (load_sst(folder / "train.txt")[0] if folder
-             else make_treebank(3000, vocab_size=1000, seed=0))[:count]
+             else make_treebank(3000, vocab_size=1000, seed=0))[:max(count, 8 * BATCH)]
     vocab = 1 + max(int(t.word.max()) for t in trees)
     order = np.random.default_rng(0).permutation(len(trees))
     batches = [[trees[i] for i in order[f:f + BATCH]]

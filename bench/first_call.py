@@ -76,9 +76,12 @@ def after_pauses(run: Callable[[Any], Any], batches: Sequence[Any], calls: int
 def run(args: argparse.Namespace) -> int:
     batching.keep_freed_memory()
     trees, vocab, _ = batching.workload("sst", 25)
+    batches = [trees[k:k + 25] for k in range(0, len(trees), 25)]
+    if args.rounds < len(batches):  # each batch first in one pass and later in another
+        raise SystemExit(f"error: --rounds {args.rounds}: at least {len(batches)}, the "
+                         "number of batches")
     params = batching.make_params(args.hidden, vocab)
     runs = {t: batching.recir_frontier(params, args.mode, t) for t in (1, args.threads)}
-    batches = [trees[k:k + 25] for k in range(0, len(trees), 25)]
     for fn in runs.values():
         for _ in range(5):
             for b in batches:

@@ -44,7 +44,7 @@ def contestants(hidden: int, vocab: int) -> dict[str, dict[str, Any]]:
               for k, v in params.items()}
     model = tree_lstm.trace_model(params)
     return {name: {"infer": recir.compile(model, fuse=fuse, threads=1),
-                   "train": recir.value_and_grad(model, fuse=fuse)}
+                   "train": recir.value_and_grad(model, fuse=fuse, threads=1)}
             for name, fuse in (("fused", True), ("unfused", False))}
 
 

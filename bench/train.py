@@ -120,7 +120,7 @@ class RecirTrainer:
 
         module = importlib.import_module(f"recir.models.{name}")
         self.vg = recir.value_and_grad(
-            module.trace_model({k: v.copy() for k, v in params.items()}))
+            module.trace_model({k: v.copy() for k, v in params.items()}), threads=1)
         self.params: dict[str, np.ndarray] = self.vg.params
         self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
         self.tapes: list[int | None] | None = None  # set to a list to record

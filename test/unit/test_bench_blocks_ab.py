@@ -29,10 +29,10 @@ def test_the_forms_give_the_one_threads_results_each_as_it_says(monkeypatch, tmp
     monkeypatch.setattr(HeightLoop, "__call__", noted)
     found, layout = {}, {}
 
-    def outputs(forms, batch, calls, waited, spent):
+    def outputs(forms, turns, calls, waited, spent):
         for form, run in forms.items():
             seen.clear()
-            found[form] = [np.asarray(o) for o in run(batch)]
+            found[form] = [np.asarray(o) for o in run(turns[-1])]
             layout[form] = seen[-1]
         return {"medians": {}, "kept": {}, "dropped": 0}
 
@@ -47,3 +47,10 @@ def test_the_forms_give_the_one_threads_results_each_as_it_says(monkeypatch, tmp
     heights = {form: h for form, (h, _, _) in layout.items()}
     assert heights["pieces"] == heights["even"] > heights["whole"]  # cut, cut, whole
     assert layout["pieces"][1:] == (True, 2) and layout["even"][1:] == (False, 2)
+
+
+def test_a_real_timing_calls_every_form_on_the_batch():
+    # `native_scaling.timed` takes a list of batches; one chunk a form here
+    found = blocks_ab.measure("infer", 4, "complete-8", 2, threads=2, calls=1)
+    assert set(found["medians"]) == set(blocks_ab.FORMS)
+    assert sum(found["kept"].values()) + found["dropped"] == len(blocks_ab.FORMS)

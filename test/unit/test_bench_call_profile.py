@@ -59,3 +59,21 @@ def test_a_run_names_the_jit_code_and_adds_up_to_a_calls_cpu(batching):
     assert any(name.startswith(("node", "recir_")) for name in rows)  # the model, the kernels
     total = rows.pop("every symbol")  # each row rounded to a microsecond
     assert total == pytest.approx(sum(rows.values()), abs=5e-4 * (len(rows) + 1))
+
+
+def test_without_perf_it_says_so_and_starts_nothing():
+    done = subprocess.run([sys.executable, "-m", "bench.call_profile", "--perf",
+                           "/nonexistent/perf"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == ("error: no perf here ('/nonexistent/perf' not found): install "
+                           "Linux perf (Debian: linux-perf) or name it with --perf\n")
+
+
+def test_a_perf_that_cannot_record_is_named_not_a_traceback():
+    # `false` stands for a perf that the kernel forbids to sample
+    done = subprocess.run([sys.executable, "-m", "bench.call_profile", "--perf", "false",
+                           "--workload", "complete-8", "--hidden", "4"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "error: perf record failed: exit 1\n"

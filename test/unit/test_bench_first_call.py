@@ -27,3 +27,16 @@ def test_rotated_rounds_put_every_batch_first_in_turn():
     assert [b for t, b in seen[6:9]] == ["b", "c", "a"]
     for t in (1, 2):
         assert [sum(first for first, _ in found[t][k]) for k in range(3)] == [1, 1, 1]
+
+
+def test_fewer_rounds_than_batches_is_refused_before_any_compile(monkeypatch):
+    import argparse
+
+    from bench import batching
+
+    monkeypatch.setattr(batching, "workload", lambda name, batch: ([0] * 100, 10, name))
+    monkeypatch.setattr(batching, "recir_frontier", lambda *a: pytest.fail("compiled"))
+    args = argparse.Namespace(mode="infer", threads=2, rounds=3, hidden=4)
+    with pytest.raises(SystemExit) as stop:
+        first_call.run(args)
+    assert stop.value.code == "error: --rounds 3: at least 4, the number of batches"
