@@ -50,6 +50,9 @@ def check_native_signature(entry: func.FuncOp) -> None:
     a result tensor is allocated here, so its shape must be static; an
     `adjoint.log_reserve`'s slot is the entry's f32 matrix its log is added
     into after the call."""
+    if not entry.sym_name.data.isascii():  # (llvmlite looks symbols up as ASCII)
+        raise emit_error(entry, f"@{entry.sym_name.data}: a native entry point's name is "
+                         "ASCII: rename the function (or the model)")
     if entry.sym_visibility is not None and entry.sym_visibility.data == "private":
         raise emit_error(entry, f"@{entry.sym_name.data} is private: only a public "
                          "function gets a native entry point")

@@ -500,3 +500,14 @@ def test_an_index_value_is_a_located_error_natively(cache_dir):
     with pytest.raises(RecirError, match=r"^hand.mlir:2:3: error: 'arith.constant' op makes an "
                                          r"index value, which the native backend does not lower"):
         compile_module(module, "f", cache_dir=cache_dir)
+
+
+def test_an_entry_named_beyond_ascii_is_a_located_error(cache_dir):
+    """llvmlite looks a symbol up as ASCII: a UnicodeEncodeError from inside it."""
+    module = parse("""func.func @"ünï"(%a: i32) -> i32 {
+  func.return %a : i32
+}""")
+    assert run_function(module, "ünï", [4]) == (4,)
+    with pytest.raises(RecirError, match="hand.mlir:1:1: error: 'func.func' op @ünï: a "
+                                         "native entry point's name is ASCII"):
+        compile_module(module, "ünï", cache_dir=cache_dir)
