@@ -49,6 +49,9 @@ class GradFunction:
         if engine not in ENGINES:
             raise RecirError(f"error: unknown engine '{engine}' (choose from {ENGINES})")
         loss, depth = check_loss(loss), check_depth(max_depth, engine)
+        if not all(hasattr(model, a) for a in ("params", "entry", "input_names", "module")):
+            raise RecirError(f"error: gradients are taken of a traced model's parameters "
+                             f"(recir.trace(...).traced), got a {type(model).__name__}")
         self.params: dict[str, np.ndarray] = model.params
         self.checked = CheckedBuffers()  # `into`'s last clear arrays
         self.name, self.public = model.entry, len(model.input_names)

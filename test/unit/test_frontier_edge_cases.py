@@ -96,6 +96,10 @@ def test_a_module_is_refused_by_the_batched_modes_with_a_clear_error(batching):
         recir.compile(module, "fib", batching=batching)
     with pytest.raises(RecirError, match=message):
         recir.value_and_grad(module, batching=batching)
+    for gradient in (recir.value_and_grad, recir.grad):  # (the recursive mode's too)
+        with pytest.raises(RecirError, match="gradients are taken of a traced model's "
+                                             "parameters .* got a ModuleOp"):
+            gradient(module)
 
 
 @pytest.mark.parametrize("make", [recir.compile, recir.value_and_grad])
