@@ -52,6 +52,7 @@ class GradFunction:
         if not all(hasattr(model, a) for a in ("params", "entry", "input_names", "module")):
             raise RecirError(f"error: gradients are taken of a traced model's parameters "
                              f"(recir.trace(...).traced), got a {type(model).__name__}")
+        check_fixed_inputs(model)
         self.params: dict[str, np.ndarray] = model.params
         self.checked = CheckedBuffers()  # `into`'s last clear arrays
         self.name, self.public = model.entry, len(model.input_names)
@@ -208,6 +209,17 @@ def check_threads(threads: Any) -> int | None:
     if threads is not None and (whole_number(threads) or 0) < 1:
         raise RecirError(f"error: threads must be a positive integer, got {threads!r}")
     return None if threads is None else whole_number(threads)
+
+
+def check_fixed_inputs(model: Any) -> None:
+    """Every float input of a fixed size: a gradient is taken with respect
+    to each (the rules for one of open size do not exist: a crash)."""
+    types = find_entry(model.module, model.entry).function_type.inputs.data
+    for name, typ in zip(model.input_names, types, strict=False):
+        if is_float_tensor(typ) and min(typ.get_shape(), default=0) < 0:
+            raise RecirError(f"error: input '{name}' ({typ}) is a float tensor of no fixed "
+                             "size: gradients are taken with respect to every float input, "
+                             "and not yet to one of open size (give it a fixed size)")
 
 
 MAX_DEPTH = (1 << 63) - 1  # `checked_max_depth`'s largest

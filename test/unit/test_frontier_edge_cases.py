@@ -141,3 +141,14 @@ def test_auto_wait_waits_for_the_frontiers_code(make, tmp_path):
     f = make(small_tree_rnn(), batching="auto", threads=1, cache_dir=tmp_path)
     assert f.wait() is f
     assert f.built is None and f.batched.made.done.is_set()
+
+
+def test_a_gradient_with_a_float_input_of_open_size_is_refused_clearly():
+    """A gradient is taken with respect to every float input, and none of
+    open size has rules: an AttributeError natively, a ValueError ('negative
+    dimensions') in the interpreter."""
+    traced = per_node_floats_model()
+    for engine in ("native", "interpret"):
+        with pytest.raises(RecirError, match=r"^error: input 'feats' \(tensor<\?xf32>\) is a "
+                                             "float tensor of no fixed size"):
+            recir.value_and_grad(traced, engine=engine)
