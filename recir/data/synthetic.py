@@ -108,7 +108,7 @@ def make_treebank(
     Without `num_leaves`, sizes follow SST's sentence lengths: a negative
     binomial with mean 19 and standard deviation 9.3, clipped to [2, 52].
     Mean / max depth over 2000 trees (seed 0): moderate 9.8 / 24 (SST train
-    9.8 / 29), balanced 4.5 / 6, linear 18.2 / 51.
+    9.8 / 29), balanced 4.5 / 6, linear 18.1 / 51.
     """
     if not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"make_treebank: n (the number of trees) must be an integer >= 0, "

@@ -214,8 +214,12 @@ def check_single_parent(left: IntArray, right: IntArray, roots: IntArray) -> Non
     inner = left >= 0
     uses = np.bincount(np.concatenate([left[inner], right[inner], roots]),
                        minlength=left.shape[0])
-    if (bad := np.flatnonzero(uses > 1)).size:
+    if not (bad := np.flatnonzero(uses > 1)).size:
+        return
+    node = int(bad[0])
+    parents = np.flatnonzero(inner & ((left == node) | (right == node)))
+    if parents.size and np.any(roots == node):
         raise TreeStructureError(
-            f"node {bad[0]} is reached twice "
-            "(a shared child, a cycle or a repeated root)"
-        )
+            f"node {node} is reached twice: a root and a child of node {parents[0]}")
+    raise TreeStructureError(
+        f"node {node} is reached twice (a shared child, a cycle or a repeated root)")

@@ -95,6 +95,8 @@ def trace_tree_model(name: str, params: dict[str, np.ndarray], hidden: int,
 
 
 def xent(logits: np.ndarray, label: int) -> float:
+    if not 0 <= label < logits.shape[0]:  # -1 (unknown) would pick the last class
+        raise IndexError(f"label {label} out of range [0, {logits.shape[0]})")
     shifted = logits - logits.max()
     return float(np.log(np.exp(shifted).sum()) - shifted[label])
 
@@ -106,6 +108,9 @@ def reference_tree(tree: Any, root: int, p: dict[str, np.ndarray],
 
     def visit(i: int) -> tuple[tuple[np.ndarray, ...], float]:
         if tree.left[i] < 0:
+            if not 0 <= tree.word[i] < p["emb"].shape[0]:  # as the model's gather
+                raise IndexError(f"leaf {i} has word id {tree.word[i]}, "
+                                 f"out of range [0, {p['emb'].shape[0]})")
             states, below = tuple(leaf(p, p["emb"][tree.word[i]])), 0.0
         else:
             ls, loss_l = visit(int(tree.left[i]))

@@ -1,0 +1,42 @@
+"""The models' NumPy references refuse what the traced models refuse, and
+`validate_structure` says why a root that is also a child is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recir.data import Tree, TreeStructureError, validate_structure
+from recir.diagnostics import RecirError
+from recir.models import rntn, tree_lstm, tree_rnn
+
+
+def two_leaves(word: list[int], label: list[int]) -> Tree:
+    return Tree(np.array([-1, -1, 0]), np.array([-1, -1, 1]), np.array(word),
+                np.array(label))
+
+
+@pytest.mark.parametrize("model", [tree_rnn, rntn, tree_lstm], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(("word", "label", "message"), [
+    ([3, 1, -1], [2, 2, -1], r"label -1 out of range \[0, 5\)"),  # unknown: was class 4
+    ([3, 1, -1], [2, 5, 1], r"label 5 out of range \[0, 5\)"),
+    ([-1, 1, -1], [2, 2, 1], r"leaf 0 has word id -1, out of range \[0, 5\)"),  # was row 4
+])
+def test_reference_refuses_an_index_the_model_refuses(model, word, label, message):
+    params = model.init_params(np.random.default_rng(0), hidden=2, vocab=5)
+    tree = two_leaves(word, label)
+    args = (tree.left, tree.right, tree.word, tree.label, tree.root)
+    with pytest.raises(RecirError, match="out of range"):
+        model.trace_model(params).run(*args)
+    with pytest.raises(IndexError, match=message):
+        model.reference(tree, tree.root, params)
+
+
+def test_a_root_that_is_a_child_names_its_parent():
+    left, right = np.array([-1, -1, 0]), np.array([-1, -1, 1])
+    for roots, parent in (([1], 2), ([2, 0], 2)):
+        message = f"node {roots[-1]} is reached twice: a root and a child of node {parent}"
+        with pytest.raises(TreeStructureError, match=f"^{message}$"):
+            validate_structure(left, right, roots)
+    with pytest.raises(TreeStructureError, match=r"^node 2 is reached twice \(a shared"):
+        validate_structure(left, right, [2, 2])
