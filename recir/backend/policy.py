@@ -68,7 +68,8 @@ from recir.passes.gemm_target import L2_BYTES_PER_CYCLE, L3_BYTES_PER_CYCLE, cac
 
 IMBALANCE = 1 / 8  # the largest task's share of a thread's work that a schedule tolerates
 GRAIN = 32  # a task carries at least this many times its own cost: at most 3% overhead
-DEFAULT_CLOCK_HZ = 2.0e9  # where /proc/cpuinfo gives none
+DEFAULT_CLOCK_HZ = 2.0e9  # where neither cpufreq nor /proc/cpuinfo gives one
+CPUFREQ = "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"  # kHz, fixed
 DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
@@ -155,14 +156,17 @@ def vector_lanes() -> int:
     return 8 if features.get("avx2") or features.get("avx") else 4
 
 
-def clock_hz() -> float:
+def clock_hz(root: Path = Path("/")) -> float:
+    """cpufreq's top clock, else /proc/cpuinfo's (a VM's nominal one): the
+    current clock would move the policy and the kept costs' file name."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return float(line.split(":")[1]) * 1e6
-    except (OSError, ValueError, IndexError):
-        pass
-    return DEFAULT_CLOCK_HZ
+        return float((root / CPUFREQ).read_text()) * 1e3
+    except (OSError, ValueError):
+        try:
+            found = (root / "proc/cpuinfo").read_text().split("cpu MHz", 1)[1]
+            return float(found.split(":", 1)[1].split("\n", 1)[0]) * 1e6
+        except (OSError, ValueError, IndexError):
+            return DEFAULT_CLOCK_HZ
 
 
 def costs(cache_dir: Path | str | None = None) -> Costs:
@@ -384,8 +388,7 @@ def save_tuned(task_s: float, team_s: float, share: float = 1.0,
                warm_team_s: float = DEFAULT_WARM_TEAM_S, **frontier: float) -> Costs:
     """Keeps measured costs for `costs`; `frontier`: any of
     `FRONTIER_DEFAULTS`'s (the others keep their defaults)."""
-    unknown = set(frontier) - set(FRONTIER_DEFAULTS)
-    if unknown:
+    if unknown := set(frontier) - set(FRONTIER_DEFAULTS):
         raise RecirError(f"error: unknown costs {sorted(unknown)}")
     path = tuned_path(cache_dir)
     try:
@@ -393,6 +396,5 @@ def save_tuned(task_s: float, team_s: float, share: float = 1.0,
         path.write_text(json.dumps({"task_s": task_s, "team_s": team_s, "share": share,
                                     "warm_team_s": warm_team_s, **frontier}))
     except OSError as e:
-        raise RecirError(f"error: cannot keep the measured costs in {path}: "
-                         f"{e.strerror or e}") from None
+        raise RecirError(f"error: cannot keep the measured costs in {path}: {e.strerror}") from None
     return costs(cache_dir)

@@ -286,3 +286,18 @@ def test_a_child_object_cut_short_is_compiled_here(monkeypatch):
     monkeypatch.setattr(llvm_workers, "CHILD", "import sys; sys.stdin.buffer.read(); "
                         f"sys.stdout.buffer.write({whole[:200]!r})")
     assert llvm_workers.compile_apart("text", lambda text: whole)() == whole
+
+
+def test_the_clock_is_the_fixed_one_where_cpufreq_gives_it(tmp_path):
+    """/proc/cpuinfo's `cpu MHz` is the current clock where cores scale theirs:
+    the kept costs' file name and the policy moved with it between processes."""
+    from recir.backend import policy
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text("processor\t: 0\ncpu MHz\t\t: 1203.5\n"
+                                           "processor\t: 1\ncpu MHz\t\t: 3400.0\n")
+    assert policy.clock_hz(tmp_path) == 1203.5e6  # (a VM's: its nominal clock)
+    (tmp_path / policy.CPUFREQ).parent.mkdir(parents=True)
+    (tmp_path / policy.CPUFREQ).write_text("3900000\n")
+    assert policy.clock_hz(tmp_path) == 3.9e9
+    assert policy.clock_hz(tmp_path / "none") == policy.DEFAULT_CLOCK_HZ
