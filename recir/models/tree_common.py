@@ -16,6 +16,7 @@ a 0/1 `mask` table); children's tables are disjoint, so the sum places them.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -95,7 +96,11 @@ def trace_tree_model(name: str, params: dict[str, np.ndarray], hidden: int,
 
 
 def xent(logits: np.ndarray, label: int) -> float:
-    if not 0 <= label < logits.shape[0]:  # -1 (unknown) would pick the last class
+    """NaN for an unknown label (-1, which would pick the last class): the
+    states of an unlabelled tree stay readable, its loss is none."""
+    if label == -1:
+        return math.nan
+    if not 0 <= label < logits.shape[0]:
         raise IndexError(f"label {label} out of range [0, {logits.shape[0]})")
     shifted = logits - logits.max()
     return float(np.log(np.exp(shifted).sum()) - shifted[label])

@@ -166,7 +166,10 @@ def evaluate(scorer: Callable[[Sequence[Any]], list[np.ndarray]], trees: Sequenc
     tables = scorer(trees)
     if not trees:
         return root.as_dict("root") | (nodes.as_dict("all") if all_nodes else {})
-    root.add_many(softmax_rows(np.stack([t[-1] for t in tables]).astype(np.float64)),
+    # a table of every node has the root's row at `root` (a `Tree`'s is its last)
+    roots = [s[t.root] if len(s) == t.num_nodes else s[-1] for s, t in zip(tables, trees,
+                                                                            strict=True)]
+    root.add_many(softmax_rows(np.stack(roots).astype(np.float64)),
                   np.array([t.label[t.root] for t in trees]))
     out = root.as_dict("root")
     if all_nodes:

@@ -18,7 +18,6 @@ def two_leaves(word: list[int], label: list[int]) -> Tree:
 
 @pytest.mark.parametrize("model", [tree_rnn, rntn, tree_lstm], ids=lambda m: m.__name__)
 @pytest.mark.parametrize(("word", "label", "message"), [
-    ([3, 1, -1], [2, 2, -1], r"label -1 out of range \[0, 5\)"),  # unknown: was class 4
     ([3, 1, -1], [2, 5, 1], r"label 5 out of range \[0, 5\)"),
     ([-1, 1, -1], [2, 2, 1], r"leaf 0 has word id -1, out of range \[0, 5\)"),  # was row 4
 ])
@@ -30,6 +29,21 @@ def test_reference_refuses_an_index_the_model_refuses(model, word, label, messag
         model.trace_model(params).run(*args)
     with pytest.raises(IndexError, match=message):
         model.reference(tree, tree.root, params)
+
+
+@pytest.mark.parametrize("model", [tree_rnn, rntn, tree_lstm], ids=lambda m: m.__name__)
+def test_an_unknown_label_has_no_loss_and_the_states_of_a_known_one(model):
+    """-1 (unknown) was scored as the last class; an unlabelled tree's
+    states (what prediction reads) stay readable."""
+    params = model.init_params(np.random.default_rng(0), hidden=2, vocab=5)
+    known, unknown = two_leaves([3, 1, -1], [2, 2, 1]), two_leaves([3, 1, -1], [2, 2, -1])
+    with pytest.raises(RecirError, match="out of range"):  # the model's loss refuses it
+        model.trace_model(params).run(unknown.left, unknown.right, unknown.word,
+                                      unknown.label, unknown.root)
+    states, loss = model.reference(unknown, unknown.root, params)
+    assert np.isnan(loss)
+    for a, b in zip(states, model.reference(known, known.root, params)[0], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_root_that_is_a_child_names_its_parent():

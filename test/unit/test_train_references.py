@@ -169,3 +169,19 @@ def test_loop_matches_a_plain_minibatch_loop(monkeypatch, tmp_path) -> None:
         np.testing.assert_allclose(model.params[k], p[k], rtol=1e-5, atol=1e-6)
     lines = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert lines == json.loads(json.dumps(history)) == json.loads(json.dumps(printed))
+
+
+def test_the_root_is_scored_at_its_own_row_in_a_table_of_every_node():
+    """`evaluate` read a table's last row as the root's: right for a `Tree`
+    (post-order), wrong for a tree given root first."""
+    from types import SimpleNamespace
+
+    from recir.train import evaluate
+
+    tree = SimpleNamespace(left=np.array([1, -1, -1]), right=np.array([2, -1, -1]),
+                           word=np.array([-1, 0, 1]), label=np.array([3, 0, 1]), root=0,
+                           num_nodes=3)
+    table = np.full((3, 5), -5.0, np.float32)
+    table[[0, 1, 2], [3, 0, 1]] = 5.0  # each node predicts its own label
+    scores = evaluate(lambda trees: [table for _ in trees], [tree], all_nodes=True)
+    assert scores["root_fine"] == 1.0 and scores["all_fine"] == 1.0
