@@ -10,21 +10,14 @@ import numpy as np
 
 import recir
 from recir import frontend as rf
-from recir.frontend import SubGraph, cond, trace, vector
-from test_tracing_errors import fails_at
+from recir.frontend import SubGraph, cond, trace
+from test_tracing_errors import fails_at, model
 
 X = np.array([1.0, -2.0, 3.5, 0.25], np.float32)
 
 
 def fails_here(make, pattern: str) -> None:
     fails_at(__file__, make, pattern)
-
-
-def model(body):
-    with trace("m") as m:
-        x = m.input("x", vector(4))
-        m.output(body(m, x))
-    return m.traced
 
 
 def scalars(body):
