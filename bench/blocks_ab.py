@@ -19,11 +19,11 @@ ns) before and after:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
 from bench.batching import make_params, recir_frontier, workload
+from bench.common import cell_parser
 from bench.core_latency import describe, round_trips
 from bench.native_scaling import CHUNK, timed, timed_loops
 from recir.backend import native_schedule
@@ -75,11 +75,7 @@ def measure(mode: str, hidden: int, name: str, batch: int, threads: int, calls: 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["infer", "train"], default="train")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--workload", default="complete-128")
-    parser.add_argument("--batch", type=int, default=25)
+    parser = cell_parser(__doc__, mode="train", hidden=256, workload="complete-128")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--calls", type=int, default=96, help="timed calls per form")
     args = parser.parse_args()

@@ -25,6 +25,18 @@ class Skipped(Exception):
     """A contestant that cannot run here; the message is the printed reason."""
 
 
+def cell_parser(doc: str | None, mode: str = "infer", hidden: int = 150,
+                workload: str = "sst") -> argparse.ArgumentParser:
+    """A tool's parser with the options of the cell it times (mode, hidden
+    size, workload, batch), its description the first paragraph of `doc`."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--mode", choices=["infer", "train"], default=mode)
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--workload", default=workload)
+    parser.add_argument("--batch", type=int, default=25)
+    return parser
+
+
 def attempt(name: str, thunk: Callable[[], Any]) -> tuple[Any, str | None]:
     """Run `thunk`; on any error return (None, reason) and print the reason.
 

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+from bench.common import cell_parser
 from bench.native_scaling import timed_loops
 from bench.team_groups import native_time, node_heights
 
@@ -72,11 +73,7 @@ def report(found: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["infer", "train"], default="infer")
-    parser.add_argument("--hidden", type=int, default=150)
-    parser.add_argument("--workload", default="sst")
-    parser.add_argument("--batch", type=int, default=25)
+    parser = cell_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=5, help="timed calls a turn")
     args = parser.parse_args()

@@ -31,7 +31,6 @@ neighbour's load), and the team waits for it at every barrier.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import threading
@@ -40,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+from bench.common import cell_parser
 from recir import configure_runtime
 from recir.backend import native_loops, native_schedule
 from recir.backend.kernels import numbering
@@ -216,11 +216,7 @@ def report(found: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["infer", "train"], default="infer")
-    parser.add_argument("--hidden", type=int, default=150)
-    parser.add_argument("--workload", default="sst")
-    parser.add_argument("--batch", type=int, default=25)
+    parser = cell_parser(__doc__)
     parser.add_argument("--threads", type=int, default=2, help="N, timed against 1")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per thread count")
     parser.add_argument("--batches", type=int, default=1,

@@ -47,6 +47,7 @@ import numpy as np
 
 from bench import core_latency
 from bench.batching import keep_freed_memory, make_params, recir_frontier, workload
+from bench.common import cell_parser
 from bench.native_scaling import timed_loops
 from recir.backend.policy import balanced_groups
 from recir.passes.gemm_target import host_target
@@ -250,11 +251,7 @@ def report(found: dict[str, Any], together: float | None, args: argparse.Namespa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["infer", "train"], default="train")
-    parser.add_argument("--hidden", type=int, default=150)
-    parser.add_argument("--workload", default="sst")
-    parser.add_argument("--batch", type=int, default=25)
+    parser = cell_parser(__doc__, mode="train")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=10, help="timed calls a turn")
