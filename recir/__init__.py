@@ -23,6 +23,12 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
     instead, `"auto"` both, picking per call (see `recir.auto`)."""
     from recir import pipeline
 
+    traced_entry = getattr(model, "entry", None)  # (a module has none: `entry` names it)
+    if entry is not None and traced_entry is not None and entry != traced_entry:
+        from recir.diagnostics import RecirError
+
+        raise RecirError(f"error: a traced model compiles its own entry @{traced_entry}; "
+                         f"entry={entry!r} names another function")
     if batching != "recursive":
         from recir.auto import compile_batched
 

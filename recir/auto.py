@@ -219,7 +219,10 @@ class AutoFunction:
     def choose(self, batch: Sequence[Sequence[Any]], threads: int | None = None) -> str:
         """By the recursive code on `threads` (default: the function's; a
         gradient batch's may run on a team's or the pool's) and the frontier
-        on the function's."""
+        on the function's; an empty batch to the frontier where it exists
+        (nothing to run, so nothing to compile)."""
+        if not batch and self.batched is not None:
+            return "frontier"
         return self.auto.mode(batch, threads or self.threads, self.threads)
 
     def __call__(self, *inputs: Any, timeout: float | None = None) -> tuple[Any, ...]:

@@ -76,6 +76,9 @@ def find_recursive(module: ModuleOp, entry_name: str) -> tuple[func.FuncOp, func
                          "frontier batching needs an entry that invokes exactly one "
                          f"recursive function, found {sorted(names) or 'none'}")
     rec = funcs[names.pop()]
+    if not callees(rec):
+        raise emit_error(calls[0], f"@{rec.sym_name.data} never invokes itself: frontier "
+                         "batching batches a recursion, and this call has none")
     for call in callees(rec):
         if call.callee.string_value() != rec.sym_name.data:
             raise emit_error(call, "frontier batching supports self-recursion only: "

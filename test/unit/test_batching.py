@@ -222,6 +222,22 @@ def test_unbatchable_recursion_is_a_located_error_and_auto_falls_back():
         recir.compile(traced, batching="sideways")
 
 
+def test_a_subgraph_that_never_invokes_itself_is_named_so():
+    """A subgraph without recursion has nothing for the frontier to batch:
+    the error says so, at the entry's call (it used to say its recursion
+    never ends); `auto` runs the plain code."""
+    with recir.trace("plain") as m:
+        n = m.input("n", recir.i32)
+        with recir.SubGraph("g", [recir.i32], [recir.i32]) as g:
+            g.output(g.inputs[0] * 2 + 1)
+        m.output(g(n))
+    with pytest.raises(RecirError, match="@g never invokes itself") as caught:
+        recir.compile(m.traced, batching="frontier", threads=1)
+    assert "test_batching.py" in str(caught.value)
+    auto = recir.compile(m.traced, batching="auto", threads=1)
+    assert auto.batched is None and auto(20)[0] == 41
+
+
 def chain(nodes: int) -> tuple:
     """A linear tree's inputs: `nodes` invocations for `auto` to count."""
     tree = make_treebank(1, "linear", num_leaves=(nodes + 1) // 2, seed=1)[0]
@@ -462,6 +478,21 @@ def test_auto_compiles_the_recursive_code_when_a_batch_first_needs_it():
         assert auto.built is not None
         built = auto.built if not auto.gradient else auto.built.native
         assert auto.threads == built.threads
+
+
+def test_an_empty_auto_batch_compiles_nothing():
+    """An empty batch has nothing to run: `auto` gives it to the frontier
+    form, so no recursive code is compiled for it; its results are the
+    recursive code's (no outputs, zero gradients)."""
+    params = tree_lstm.init_params(np.random.default_rng(1), hidden=16, vocab=100)
+    traced = tree_lstm.trace_model(params)
+    auto = recir.compile(traced, batching="auto", threads=1)
+    assert auto.batch([]) == [] and auto.built is None
+    auto = recir.value_and_grad(traced, batching="auto", threads=1)
+    outputs, grads = auto.batch([])
+    assert auto.built is None and outputs == []
+    assert all(not g.any() for g in grads.values())
+    assert sorted(grads) == sorted(params)
 
 
 def test_auto_training_picks_by_the_same_model():

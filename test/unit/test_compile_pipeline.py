@@ -63,3 +63,17 @@ def test_the_gradient_module_is_lowered_without_the_models_entry():
     assert {grad.entry, "node_fwd", "node_bwd"} <= kept
     # a node's matrix products outweigh its budget checks: one body, no clone
     assert not any(name.endswith("_serial") for name in kept)
+
+
+@pytest.mark.parametrize("batching", ["recursive", "frontier", "auto"])
+def test_a_traced_model_refuses_an_entry_other_than_its_own(batching):
+    """A traced model's other functions take its parameters as arguments, so
+    `entry=` naming one of them is refused, not silently replaced."""
+    import recir
+    from recir.diagnostics import RecirError
+
+    traced = tree_lstm.trace_model(tree_lstm.init_params(np.random.default_rng(0)))
+    with pytest.raises(RecirError, match=f"compiles its own entry @{traced.entry}; "
+                                         "entry='sub' names another function"):
+        recir.compile(traced, "sub", batching=batching, threads=1)
+    assert recir.compile(traced, traced.entry, batching=batching, threads=1).batch([]) == []
