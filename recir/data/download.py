@@ -60,6 +60,8 @@ def download(dir: str | os.PathLike[str] | None = None, *, url: str = SST_URL,
     files = SST_FILES if files is None else files
     if not force and present(folder, files):
         return folder
+    if folder.exists() and not folder.is_dir():  # (mkdir says only 'File exists')
+        raise DownloadError(f"{folder} is a file, not a folder to put SST in")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

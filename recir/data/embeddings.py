@@ -80,6 +80,9 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
         if first:  # the first vector's width: the header's is used once it agrees
             first, dim = False, first_width(path, number, word, rest, dim)
             vectors = np.zeros((len(vocab), dim), np.float32)
+            # read even for a word not in the vocabulary: a file of text (not
+            # vectors) set a width of its first line's words and matched nothing
+            row_values(path, number, word, rest, dim)
         # the word's own row, and the rows of its other-case forms not yet found
         own = [r for r in [vocab.ids.get(word)] if r is not None and not exact[r]]
         cased = [r for r in lower.get(word, ()) if not (exact[r] or by_lowercase[r])]

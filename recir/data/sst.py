@@ -133,7 +133,7 @@ class TreeText:
         while end < n and text[end] not in " \t\r\n()":
             end += 1
         column, token = pos + 1, text[pos + 1 : end]
-        if token in LABELS and (self.labelled or text[end:].lstrip()[:1] != ")"):
+        if token in LABELS and (self.labelled or self.next_char(end) != ")"):
             label, pos = int(token), end
         elif self.labelled:
             got = f"'{token}'" if token else "nothing"
@@ -146,6 +146,15 @@ class TreeText:
             return self.leaf(label, column, pos)
         self.stack.append((label, column, []))
         return pos
+
+    def next_char(self, pos: int) -> str:
+        """The first character from `pos` on that is not a space, without
+        copying the rest of the line (a copy per node made a long line's
+        parse quadratic: 33 s for 120,000 nodes)."""
+        text, n = self.text, len(self.text)
+        while pos < n and text[pos].isspace():  # (as `str.lstrip` skips)
+            pos += 1
+        return text[pos : pos + 1]
 
     def leaf(self, label: int, column: int, pos: int) -> int:
         close = self.text.find(")", pos)

@@ -48,7 +48,7 @@ def label_lines(model: LoadedModel, lines: Iterable[str | bytes], out: IO[str],
     """Labels every well-formed line; returns how many were malformed. Errors
     name the file `name` and the line (standard input: the line)."""
     assert model.vocabulary is not None
-    scorer, bad, chunk = model.scorer(threads), 0, []
+    scorer, bad, chunk = model.scorer(threads, roots_only=not all_nodes), 0, []
 
     def flush() -> None:
         trees = [tree for _, tree in chunk]

@@ -32,7 +32,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from recir.context import make_context
 from recir.diagnostics import RecirError, emit_error
-from recir.interpreter import find_entry, run_function
+from recir.interpreter import coerce_argument, find_entry, run_function
 from recir.parsing import decode_source, parse_module
 
 
@@ -53,6 +53,45 @@ def parse_argument(index: int, text: str, typ: Attribute) -> Any:
                 raise RecirError(f"error: --arg {index + 1} ('{text}') must be {what} "
                                  f"for {typ}") from None
     raise RecirError(f"error: --arg {index + 1}: unsupported parameter type {typ}")
+
+
+def checked_argument(index: int, text: str, typ: Attribute) -> Any:
+    """`parse_argument`, then checked as the run converts it, so that an error
+    names the `--arg` the user gave (the interpreter counts from 0)."""
+    value = parse_argument(index, text, typ)
+    try:
+        coerce_argument(index, value, typ)
+    except RecirError as e:
+        message, name = str(e).removeprefix("error: "), f"argument {index} ({typ})"
+        detail = message.removeprefix(name).lstrip(":").strip() or message
+        raise RecirError(f"error: --arg {index + 1} ('{text}', {typ}) "
+                         f"{detail}") from None
+    return value
+
+
+def attach_values(argv: list[str]) -> list[str]:
+    """`--arg -1e-3` as `--arg=-1e-3`: argparse takes a value that starts with
+    '-' and is not a plain negative integer or decimal for an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--arg" and i + 1 < len(argv) and is_number(argv[i + 1]):
+            out.append(f"--arg={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def is_number(text: str) -> bool:
+    """What `--arg` reads as a scalar (`-inf`, `-0x10`), not an option name."""
+    for read in (float, lambda t: int(t, 0)):
+        try:
+            read(text)
+            return True
+        except ValueError:
+            pass
+    return False
 
 
 def load_npy(index: int, path: str) -> np.ndarray:
@@ -134,7 +173,8 @@ def run(args: argparse.Namespace) -> None:
             f"error: @{args.entry} takes {len(types)} arguments "
             f"({', '.join(map(str, types))}), got {len(args.arg)} --arg"
         )
-    values = [parse_argument(i, a, t) for i, (a, t) in enumerate(zip(args.arg, types))]
+    values = [checked_argument(i, a, t)
+              for i, (a, t) in enumerate(zip(args.arg, types))]
     if args.interpret:
         report(run_function(module, args.entry, values), args.out)
         return
@@ -156,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "--interpret", action="store_true", help="run with the reference interpreter"
     )
     parser.add_argument("--out", type=Path, help="save tensor results here as .npy")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_values(sys.argv[1:] if argv is None else argv))
     try:
         run(args)
     except DiagnosticException as e:

@@ -193,6 +193,9 @@ def model_info(data: NpzArrays, path: Path) -> dict[str, Any] | None:
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path}: the model description is not JSON: "
                               f"{e}") from None
+    except RecursionError:  # (a foreign file's `[[[[...`: json recurses per level)
+        raise CheckpointError(f"{path}: the model description nests too deeply "
+                              "(not a recir model)") from None
     if not isinstance(info, dict) or "kind" not in info:
         raise CheckpointError(f"{path}: the model description has no 'kind'")
     return info
@@ -219,6 +222,10 @@ def check_arrays(data: NpzArrays, prefix: str, params: Arrays, path: Path,
         if not np.issubdtype(dtype, np.floating) or not np.isfinite(data[key]).all():
             raise CheckpointError(f"{path}: {what} '{name}' holds NaN, infinite or "
                                   f"non-numeric values")
+        with np.errstate(over="ignore"):  # (float64 beyond float32: inf once read)
+            if not np.isfinite(data[key].astype(np.float32, copy=False)).all():
+                raise CheckpointError(f"{path}: {what} '{name}' holds values beyond "
+                                      f"float32's range")
 
 
 def check_optimizer(data: NpzArrays, optimizer: Optimizer, path: Path) -> None:
@@ -274,7 +281,8 @@ def restore(data: NpzArrays, path: Path, params: Arrays, optimizer: Optimizer,
     rng, state = np.random.default_rng(), str(scalar(data, "rng", path))
     try:
         rng.bit_generator.state = json.loads(state)
-    except (json.JSONDecodeError, TypeError, ValueError, KeyError, OverflowError) as e:
+    except (json.JSONDecodeError, TypeError, ValueError, KeyError, OverflowError,
+            RecursionError) as e:
         raise CheckpointError(f"{path}: the shuffling rng state is unreadable: "
                               f"{str(e) or type(e).__name__}") from None
     for name, value in params.items():

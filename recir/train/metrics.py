@@ -8,8 +8,8 @@ probabilities of the negative and positive classes. Nodes labelled -1
 Scores come from a `NodeScorer`: a tree model traced with a node score table
 (`recir.models.tree_common`) gives every node's logits in one forward per
 tree, run in batches through the compiled function. A model without one
-(any traced model with `w_out`/`b_out`) falls back to one forward rooted at
-each node.
+(any traced model with `w_out`/`b_out`), or a tree beyond `TABLE_NODES`,
+falls back to one forward rooted at each node.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ SCORE_BATCH = 256
 # Smallest node capacity of the score table; capacities are powers of two, so
 # a treebank retraces at most a few times (SST's largest tree has 103 nodes).
 MIN_CAPACITY = 64
+# Largest tree scored through a table: its mask is capacity x capacity*classes
+# floats (21 MB at 1024), so a 60,000-leaf line asked for 64 GiB. Larger trees
+# are scored a forward per node (or, with `roots_only`, per root).
+TABLE_NODES = 1024
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
@@ -99,7 +103,8 @@ class NodeScorer:
         already that fits, else a power of two (few variants per treebank)."""
         if not self.table:
             return 0
-        largest = max((t.num_nodes for t in trees), default=1)
+        largest = max((t.num_nodes for t in trees if t.num_nodes <= TABLE_NODES),
+                      default=1)  # (larger trees are scored without a table)
         fits = [c for c in self.compiled if c >= largest]
         return min(fits) if fits else max(MIN_CAPACITY, 1 << (largest - 1).bit_length())
 
@@ -119,7 +124,16 @@ class NodeScorer:
         return out
 
     def score(self, batch: Sequence[Any]) -> list[np.ndarray]:
-        return self.tables(batch) if self.table else self.per_root(batch)
+        if not self.table:
+            return self.per_root(batch)
+        large = [k for k, t in enumerate(batch) if t.num_nodes > TABLE_NODES]
+        if not large:
+            return self.tables(batch)
+        out = dict(zip(large, self.per_root([batch[k] for k in large]), strict=True))
+        small = [k for k in range(len(batch)) if k not in out]
+        if small:
+            out |= dict(zip(small, self.tables([batch[k] for k in small]), strict=True))
+        return [out[k] for k in range(len(batch))]
 
     def name_the_tree(self, error: RecirError, batch: Sequence[Any], first: int,
                       count: int) -> RecirError:

@@ -54,15 +54,17 @@ class LoadedModel:
     model: Any  # recir.models.tree_common.TreeModel
     epoch: int | None  # the epoch its parameters are from (checkpoints)
 
-    def scorer(self, threads: int = 1) -> NodeScorer:
-        return NodeScorer(self.model, threads)
+    def scorer(self, threads: int = 1, roots_only: bool = False) -> NodeScorer:
+        """`roots_only`: a tree too large for a score table gets its root's
+        row alone (one forward, not one per node)."""
+        return NodeScorer(self.model, threads, roots_only=roots_only)
 
     def predict(self, trees: list[Any], scorer: NodeScorer | None = None,
                 all_nodes: bool = False) -> list[dict[str, Any]]:
         """Per tree: the root's label and class probabilities and, with
         `all_nodes`, every node's label (post-order: children first, root last)."""
         out = []
-        for logits in (scorer or self.scorer())(trees):
+        for logits in (scorer or self.scorer(roots_only=not all_nodes))(trees):
             probs = softmax_rows(logits.astype(np.float64))
             record: dict[str, Any] = {
                 "label": int(np.argmax(probs[-1])),
@@ -101,8 +103,11 @@ def read_model(data: NpzArrays, path: Path) -> LoadedModel:
         raise CheckpointError(f"{path}: sizes {sizes} do not describe a {kind}")
     best = "best_epoch" in data and count(data, "best_epoch", path, "best epoch") > 0
     prefix = "best" if best else "param"
-    # shapes without memory (the file's sizes may ask for any amount)
-    expected = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
+    try:  # shapes without memory (the file's sizes may ask for any amount)
+        expected = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
+    except ValueError:  # (a dimension beyond any array's)
+        raise CheckpointError(f"{path}: sizes {sizes} are too large for any "
+                              f"{kind}") from None
     check_arrays(data, prefix, expected, path, "parameter")
     params = {k: np.array(data[f"{prefix}/{k}"], np.float32) for k in shapes}
     words = info.get("vocabulary")

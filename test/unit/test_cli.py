@@ -172,3 +172,38 @@ def test_dump_ir_into_a_pipe_the_reader_closes_ends_quietly():
     process.stdout.close()  # before it is written (the model is traced first)
     assert process.stderr.read() == b""
     assert process.wait(timeout=60) == 0
+
+
+def test_run_argument_errors_name_the_arg_given(tmp_path: Path):
+    """The interpreter counts arguments from 0: the second `--arg`'s wrong
+    shape was reported as 'argument 1', the first's range as 'argument 0'."""
+    np.save(tmp_path / "w.npy", np.zeros((2, 3), np.float32))
+    np.save(tmp_path / "x4.npy", np.zeros(4, np.float32))
+    w, x4 = str(tmp_path / "w.npy"), str(tmp_path / "x4.npy")
+    affine = write(tmp_path, "affine.mlir", AFFINE)
+    fib = write(tmp_path, "fib.mlir", FIB)
+    for engine in ("--interpret", "--jit"):
+        result = tool("recir_run", affine, "--entry", "affine", "--arg", w,
+                      "--arg", x4, "--arg", "1", engine)
+        assert_one_error_line(result, f"error: --arg 2 ('{x4}', tensor<3xf32>) got an "
+                                      "array of shape (4,)")
+        result = tool("recir_run", fib, "--entry", "fib", "--arg", str(2**31), engine)
+        assert_one_error_line(result, f"error: --arg 1 ('{2**31}', i32) ")
+        assert "argument 0" not in result.stderr
+
+
+def test_run_takes_values_that_start_with_a_minus(tmp_path: Path):
+    """`--arg -1e-3` was argparse's 'expected one argument' (only plain
+    negative integers and decimals passed)."""
+    np.save(tmp_path / "w.npy", np.ones((2, 3), np.float32))
+    np.save(tmp_path / "x.npy", np.ones(3, np.float32))
+    affine = write(tmp_path, "affine.mlir", AFFINE)
+    for value, shown in (("-1e-3", "-0.001"), ("-inf", "-inf"), ("-2.5", "-2.5")):
+        result = tool("recir_run", affine, "--entry", "affine", "--arg",
+                      str(tmp_path / "w.npy"), "--arg", str(tmp_path / "x.npy"),
+                      "--arg", value, "--interpret")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == ["tensor 2 [3. 3.]", shown]
+    result = tool("recir_run", write(tmp_path, "fib.mlir", FIB), "--entry", "fib",
+                  "--arg", "-0x10", "--interpret")
+    assert (result.returncode, result.stdout) == (0, "1\n")  # fib(n <= 1) is 1

@@ -77,6 +77,10 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, form: str) ->
     ("3 999999999999\nother 1 2 3\n", r"v.txt:2: 'other' has 3 values, the header says "
                                         "999999999999"),
     ("3 999999999999\n", "no vectors"),
+    # a text file, not vectors: its first line's words set the width (1 here)
+    # and no word matched, so training went on with 1-d embeddings
+    ("hello world\nbye for now\n", r"v.txt:1: 'hello' has a value that is not a "
+                                      "finite float32 number"),
 ])
 def test_malformed_files(tmp_path, text: str, message: str) -> None:
     (tmp_path / "v.txt").write_text(text)

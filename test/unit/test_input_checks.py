@@ -202,7 +202,8 @@ def test_recir_run_refuses_an_i32_argument_that_does_not_fit(tmp_path, capsys, m
     assert capsys.readouterr().out == f"{2**31 + 1}\n"
     assert recir_run.main([*args, "--arg", "2147483648", "--arg", "1", "--arg", "0"]) == 1
     err = capsys.readouterr().err
-    assert err.count("error:") == 1 and "argument 0 (i32) does not fit" in err
+    # named as the user gave it: the first --arg (the interpreter counts from 0)
+    assert err.count("error:") == 1 and "--arg 1 ('2147483648', i32) does not fit" in err
 
 
 VEC = """func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

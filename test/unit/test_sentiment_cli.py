@@ -274,6 +274,9 @@ MODEL_SIZES = {"hidden": 4, "vocab": 3, "classes": 5}
      r"parameter 'emb' has shape \(3, 4\), this model's is \(10000000000000, 4\)"),
     ({"kind": "rntn", "sizes": {**MODEL_SIZES, "hidden": 10**5}},
      r"parameter 'emb' has shape \(3, 4\), this model's is \(3, 100000\)"),
+    # a dimension beyond any array's: numpy's ValueError was a traceback
+    ({"sizes": {**MODEL_SIZES, "hidden": 10**30}}, r"sizes .* are too large for any "
+                                                   "tree_rnn"),
     ({"vocabulary": [1, 2, 3]}, "the vocabulary is not a list of words"),
     ({"best_epoch": "x"}, "best epoch x is not a non-negative integer"),
 ])

@@ -132,3 +132,12 @@ def test_unlabelled_trees_parse_with_labels_optional() -> None:
     assert mixed.label.tolist() == [2, 2, -1, -1, 4]
     with pytest.raises(sst.TreeParseError, match="expected a label"):
         sst.parse_tree("((It) (good))", vocab)
+
+
+def test_fetch_into_a_file_says_it_is_a_file(tmp_path, capsys) -> None:
+    """mkdir's 'File exists' read as if the folder were fine."""
+    (tmp_path / "notes.txt").write_text("keep me")
+    assert sst.main(["fetch", str(tmp_path / "notes.txt")]) == 1
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'notes.txt'} is a file, not "
+                                       "a folder to put SST in\n")
+    assert (tmp_path / "notes.txt").read_text() == "keep me"

@@ -1,0 +1,62 @@
+"""Foreign model and checkpoint files: one `CheckpointError` line, never a
+traceback, and never a parameter silently changed on the way in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recir.data.sst import Vocabulary
+from recir.models import tree_rnn
+from recir.train import SGD, CheckpointError, load, load_checkpoint, save_checkpoint
+from recir.train.model_file import describe, save_model
+
+SIZES = {"hidden": 4, "vocab": 3, "classes": 5}
+
+
+def model_file(tmp_path, **replace: np.ndarray):
+    """A tree_rnn model file with entries `replace`d (as a foreign writer might)."""
+    params = tree_rnn.init_params(np.random.default_rng(0), **SIZES)
+    path = tmp_path / "m.npz"
+    save_model(path, params, describe("tree_rnn", SIZES, Vocabulary.from_words("ab")))
+    np.savez(path, **(dict(np.load(path)) | replace))
+    return path, params
+
+
+def test_a_deeply_nested_description_is_one_error(tmp_path) -> None:
+    """json recursed once per '[': a RecursionError traceback from `predict`."""
+    path, _ = model_file(tmp_path, model=np.array("[" * 100_000))
+    with pytest.raises(CheckpointError, match=r"m\.npz: the model description nests "
+                                              r"too deeply \(not a recir model\)$"):
+        load(path)
+
+
+def test_float64_parameters_must_fit_float32(tmp_path) -> None:
+    """1e300 is finite as float64 and read as float32 inf: the model loaded
+    and predicted from an infinite bias."""
+    b = np.zeros(SIZES["hidden"], np.float64)
+    path, _ = model_file(tmp_path, **{"param/b": b + 1e300})
+    with pytest.raises(CheckpointError, match="parameter 'b' holds values beyond "
+                                              "float32's range"):
+        load(path)
+    path, _ = model_file(tmp_path, **{"param/b": b + 0.5})  # float64 in range: read
+    np.testing.assert_array_equal(load(path).model.params["b"], np.full(4, 0.5))
+
+
+def test_a_resume_file_is_checked_the_same_way(tmp_path) -> None:
+    """Also through `load_checkpoint`, which restores nothing on an error."""
+    params = tree_rnn.init_params(np.random.default_rng(0), **SIZES)
+    path = tmp_path / "c.npz"
+    save_checkpoint(path, params, SGD(params, 0.1), 1, np.random.default_rng(0))
+    saved = dict(np.load(path))
+    before = {k: v.copy() for k, v in params.items()}
+    for change, message in (
+            ({"param/b": np.full(4, -1e300)}, "parameter 'b' holds values beyond "
+                                              "float32's range"),
+            ({"rng": np.array("[" * 100_000)},
+             "the shuffling rng state is unreadable")):
+        np.savez(path, **(saved | change))
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(path, params, SGD(params, 0.1))
+        for k, v in params.items():
+            np.testing.assert_array_equal(v, before[k])
