@@ -138,7 +138,7 @@ def measure(mode: str, sweeps: list[float], calls: int, threads: int,
             call.plan[height_call.LOOP] = loop_of(call)
 
     frontier_inputs.InputLayout.__call__ = laid_out  # type: ignore[method-assign]
-    native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
+    native_schedule.numbering_kernel = lambda folder=None: number  # type: ignore[attr-defined]
     height_call.HeightCall.__init__ = at_sweep  # type: ignore[method-assign]
     try:
         return timed(run, batches, sweep_all, marks, sweeps, calls, results)

@@ -127,7 +127,7 @@ def timed_loops(spent: Any, clock: Callable[[], float] = time.perf_counter
             self.function = timed
 
     native_loops.NativeLoop.__init__ = init  # type: ignore[method-assign]
-    native_schedule.numbering_kernel = lambda: number  # type: ignore[attr-defined]
+    native_schedule.numbering_kernel = lambda folder=None: number  # type: ignore[attr-defined]
 
     def undo() -> None:
         native_loops.NativeLoop.__init__ = made  # type: ignore[method-assign]

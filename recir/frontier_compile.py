@@ -293,22 +293,22 @@ def lowered_rows(parts: Sequence[Part], cache_dir: Path | str | None, threads: i
     child as soon as it is (`llvm_workers.compile_apart`); the call returned
     waits for the objects (compiling here what a child did not) and loads
     them."""
-    loops = loops or {}
+    loops, folder = loops or {}, ObjectCache(cache_dir).directory  # (the kernels' too)
     with collector_paused():
         pending = [lowered_object(functions, cache_dir, threads, loops, origin)
                    for functions, origin in parts]
 
     def load() -> NativeCalls:
-        return joined(*(loaded(functions, *made(), loops, facts)
-                        for (functions, _), made in zip(parts, pending, strict=True)))
+        return joined(folder, *(loaded(functions, *made(), loops, facts, folder)
+                                for (functions, _), made in zip(parts, pending, strict=True)))
     return load
 
 
 def loaded(functions: list[func.FuncOp], obj: bytes, sites: list[str], links: list[str],
            per_row: dict[str, int], loops: dict[str, Spec],
-           facts: dict[str, RowFacts] | None) -> NativeCalls:
+           facts: dict[str, RowFacts] | None, folder: Path | None = None) -> NativeCalls:
     """`compile_rows`' calls into one object's functions."""
-    link(links)  # the kernels it calls, resolvable before it loads
+    link(links, folder)  # the kernels it calls (kept in `folder`), resolvable before it loads
     engine = Engine(obj)
     calls = NativeCalls({f.sym_name.data: NativeRowFunction(
         engine, f, sites, per_row.get(f.sym_name.data, 0),
@@ -320,12 +320,12 @@ def loaded(functions: list[func.FuncOp], obj: bytes, sites: list[str], links: li
     return calls
 
 
-def joined(*parts: NativeCalls) -> NativeCalls:
-    """One `NativeCalls` over the functions of several objects."""
+def joined(folder: Path | None, *parts: NativeCalls) -> NativeCalls:
+    """One `NativeCalls` over the functions of several objects (`folder`: their cache's)."""
     calls = NativeCalls({name: f for part in parts for name, f in part.functions.items()})
     calls.loops = {name: loop for part in parts for name, loop in part.loops.items()}
     calls.callees = {name: f for part in parts for name, f in part.callees.items()}
-    calls.engines = [part.engine for part in parts]  # type: ignore[attr-defined]
+    calls.engines, calls.folder = [part.engine for part in parts], folder  # type: ignore[attr-defined]
     return calls
 
 

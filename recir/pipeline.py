@@ -235,13 +235,13 @@ def compile_module(module: ModuleOp, entry: str, params: Any = (), *,
         signature = stored_function_type(meta["signature"]) if derive else signature
     else:
         obj, meta = hit
-        engine = loaded(obj, meta, times)
+        engine = loaded(obj, meta, times, cache.directory)
     # a derived module is not at hand; the module itself is as cheap
     work, share = ((meta["work"], meta["share"]) if derive
                    else (call_work(module), larger_share(module)))
     start = clock()
     native = NativeFunction(engine, entry, signature, meta["sites"], params, threads,
-                            meta["copied"], work, meta["logged"], share)
+                            meta["copied"], work, meta["logged"], share, cache.directory)
     native.max_depth = depth
     times["native-function"] = clock() - start
     return native
@@ -280,7 +280,7 @@ def compiled_module(module: ModuleOp, entry: str, fuse: bool, threads: int, dept
         finally:
             with UNDER_WAY_LOCK:
                 UNDER_WAY.pop((cache.directory, key), None)
-        return loaded(b"".join(objects), meta, times)
+        return loaded(b"".join(objects), meta, times, cache.directory)
 
     if here:
         return compiled(), meta
@@ -295,13 +295,14 @@ UNDER_WAY: dict[tuple[Path, str], tuple[Deferred[Engine], dict[str, Any]]] = {}
 UNDER_WAY_LOCK = threading.Lock()
 
 
-def loaded(obj: bytes, meta: dict[str, Any], times: dict[str, float]) -> Engine:
+def loaded(obj: bytes, meta: dict[str, Any], times: dict[str, float],
+           folder: Path | None = None) -> Engine:
     """An engine of `obj` (its parts one after another), the kernels it
-    calls resolvable first."""
+    calls resolvable first (from and kept in `folder`, its cache folder)."""
     from recir.backend.kernels.compiled_gemm import link
 
     start = time.process_time()
-    link(meta["links"])
+    link(meta["links"], folder)
     ends = pairwise(accumulate(meta["parts"], initial=0))
     engine = Engine(*(obj[begin:end] for begin, end in ends), exports=meta["exports"])
     times["load-object"] = time.process_time() - start

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import repeat
 from operator import is_
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,8 @@ from recir.backend.kernels.array_columns import described
 I32 = (-(1 << 31), 1 << 31)
 
 
-def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: list[Any]
-                 ) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
+def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: list[Any],
+                 folder: Path | None = None) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
     """(fields: i64[calls][fields], each call's `fields` without result
     buffers; each call's longest structure array's length; the first call's
     `prepare`d arguments), or None where a column is not laid out here.
@@ -67,7 +68,7 @@ def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: lis
             fields[:, j] = column
         else:
             return None
-    if not all(array_fields(group, columns, found, fields, longest, keep)
+    if not all(array_fields(group, columns, found, fields, longest, keep, folder)
                for group, found in arrays.items()):
         return None
     if same:  # (a field as the entry loads it: an i64's bits)
@@ -77,13 +78,13 @@ def batch_fields(arguments: Arguments, items: Sequence[Sequence[Any]], keep: lis
 
 def array_fields(passed: tuple[int, Any, tuple[int, ...]], columns: list[tuple[Any, ...]],
                  found: list[int], fields: np.ndarray, longest: np.ndarray,
-                 keep: list[Any]) -> bool:
+                 keep: list[Any], folder: Path | None = None) -> bool:
     """The fields of inputs `found` (of the batch's `columns`), passed alike
     (`passed`: `Arguments.passing`'s), written, each call's longest structure
     array taken in; False where one array does not pass (`described`)."""
     kind, dtype, dims = passed
     table = described([columns[j] for j in found], dtype,
-                      (-1, *dims) if kind == SIZED else dims)
+                      (-1, *dims) if kind == SIZED else dims, folder)
     if table is None:
         return False
     if kind == SIZED:  # each call's descriptor: the table's row

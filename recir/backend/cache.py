@@ -3,12 +3,14 @@
 An entry is `<key>.o` (the object file) and `<key>.json` (what the runtime
 needs besides code, such as the error-site messages, and a SHA-256 of the
 object and that metadata together). Writes go through a temporary file and a
-rename, so concurrent compilers never read half an entry; a load checks the
-digest and the metadata's fields, so an entry that is truncated, overwritten
-or garbled (a full disk, a crash mid-copy, another tool) is rebuilt rather
-than handed to LLVM, which trusts object files and crashes on bad ones. The
-key hashes the IR with its source locations: error sites name the lines of
-the program that was compiled, not of another with the same ops.
+rename, so concurrent compilers never read half an entry (a store removes
+the temporaries of writers that died before their rename, `remove_stale`);
+a load checks the digest and the metadata's fields, so an entry that is
+truncated, overwritten or garbled (a full disk, a crash mid-copy, another
+tool) is rebuilt rather than handed to LLVM, which trusts object files and
+crashes on bad ones. The key hashes the IR with its source locations:
+error sites name the lines of the program that was compiled, not of
+another with the same ops.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import io
 import json
 import os
 import secrets
+import time
 import typing
 from pathlib import Path
 from typing import Any
@@ -151,6 +154,7 @@ class ObjectCache:
         record = {"sha256": entry_digest(obj, meta), "meta": meta}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            remove_stale(self.directory)
             self._write(f"{key}.o", obj)
             try:
                 self._write(f"{key}.json", json.dumps(record).encode())
@@ -164,7 +168,7 @@ class ObjectCache:
         """`name`'s file, whole or not at all. Its mode is the umask's, as
         `open` gives (mkstemp's is 0600): a folder a group shares is read
         by all of it."""
-        tmp = self.directory / f".tmp-{secrets.token_hex(8)}"
+        tmp = self.directory / f"{TEMPORARY}{os.getpid()}-{secrets.token_hex(8)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -173,6 +177,54 @@ class ObjectCache:
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
+
+
+# A write's temporary file, `.tmp-<pid>-<random>`: its writer's process id
+# tells a live write from one a killed process left.
+TEMPORARY = ".tmp-"
+# A write takes milliseconds: a temporary this old whose writer is not a live
+# process here was left by one that died before its rename (killed, a crash,
+# a power cut) and would stay forever. Those of another machine sharing the
+# folder, whose process ids mean nothing here, are spared until then too.
+STALE_SECONDS = 3600.0
+
+
+def remove_stale(directory: Path) -> None:
+    """Removes `directory`'s temporaries older than `STALE_SECONDS` whose
+    writer does not run here (one whose name carries no process id, an
+    older version's, by its age alone). Never one of a live process here;
+    another machine's writer stopped for longer than that fails its rename,
+    and that entry is only not kept."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(TEMPORARY):
+            continue
+        try:
+            if (entry.is_file(follow_symlinks=False)
+                    and now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS
+                    and not writer_alive(entry.name)):
+                os.unlink(entry.path)
+        except OSError:  # gone meanwhile (removed by another), or not ours to remove
+            continue
+
+
+def writer_alive(name: str) -> bool:
+    """Whether the process a temporary's name carries runs here (False
+    where the name carries none)."""
+    pid, dash, _ = name[len(TEMPORARY):].partition("-")
+    if not (dash and pid.isdigit() and int(pid) > 0):
+        return False
+    try:
+        os.kill(int(pid), 0)  # (signal 0: only asks whether it exists)
+    except PermissionError:  # another user's
+        return True
+    except (OSError, OverflowError):  # none of that id
+        return False
+    return True
 
 
 def stored_function_type(text: str) -> FunctionType | None:

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 import llvmlite.binding as llvm
@@ -113,25 +114,37 @@ class CollectorPause:
 collector_paused = CollectorPause()
 
 
-def cached_engine(description: str, entry: str, *make_irs: Callable[[], str]) -> Engine:
+def cached_engine(description: str, entry: str, *make_irs: Callable[[], str],
+                  cache_dir: Path | str | None = None) -> Engine:
     """The engine of the modules that `make_irs` give as LLVM IR text, each
     an object of its own, keyed by `description` (the IR itself, or what
     determines it: a warm start then neither builds nor compiles them) and
-    `entry`; one per process."""
+    `entry`; one per process. `cache_dir`: the cache folder of the function
+    it serves, which its objects come from and are kept in, made already
+    or not (a user who names a folder finds all a call compiled there);
+    None: no function's, the default folder where the engine is made."""
     key = cache_key(description, entry)
+    cache = ObjectCache(cache_dir)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = Engine(*cached_objects(description, entry, make_irs))
+            _objects[key] = cached_objects(description, entry, make_irs, cache)
+            engine = _engines[key] = Engine(*(obj for _, obj in _objects[key]))
+        elif cache_dir is not None and (cache.directory, key) not in _kept:
+            for part, obj in _objects.get(key, ()):  # made from another folder
+                if cache.load(part) is None:
+                    cache.store(part, obj, {})
+        else:
+            return engine
+        _kept.add((cache.directory, key))
         return engine
 
 
-def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[], str]]
-                   ) -> list[bytes]:
-    """`cached_engine`'s object files: from the on-disk cache, else built
-    (the cyclic collector paused) and compiled, LLVM compiling one while
-    the next is built, and stored there."""
-    objects = ObjectCache()
+def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[], str]],
+                   objects: ObjectCache) -> list[tuple[str, bytes]]:
+    """`cached_engine`'s object files, each with its key: from the on-disk
+    cache, else built (the cyclic collector paused) and compiled, LLVM
+    compiling one while the next is built, and stored there."""
 
     def compiled(key: str, text: str) -> bytes:
         obj = compile_object(text)
@@ -139,13 +152,14 @@ def cached_objects(description: str, entry: str, make_irs: Sequence[Callable[[],
         return obj
 
     pending: list[Future[bytes]] = []
+    keys = [cache_key(description, f"{entry} part {k} of {len(make_irs)}")
+            for k in range(len(make_irs))]
     with collector_paused(), llvm_thread() as compiling:
-        for k, make_ir in enumerate(make_irs):
-            key = cache_key(description, f"{entry} part {k} of {len(make_irs)}")
+        for key, make_ir in zip(keys, make_irs, strict=True):
             hit = objects.load(key)
             pending.append(compiling.submit(compiled, key, make_ir()) if hit is None
                            else ready(hit[0]))
-        return [made.result() for made in pending]
+        return [(key, made.result()) for key, made in zip(keys, pending, strict=True)]
 
 
 @contextlib.contextmanager
@@ -172,6 +186,8 @@ def ready(value: T) -> Future[T]:
 
 
 _engines: dict[str, Engine] = {}  # `cached_engine`'s, by cache key
+_objects: dict[str, list[tuple[str, bytes]]] = {}  # their objects, by the same key
+_kept: set[tuple[Path, str]] = set()  # (folder, key): the engine's objects are there
 # one engine per key for the process: callers keep addresses into its code, so
 # a second engine made by a thread racing another's first use (and then
 # dropped) would leave them pointing into freed code

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -196,6 +197,7 @@ class NativeCalls:
         self.loops: dict[str, Any] = {}  # a function's `NativeLoop`, where it has one
         self.callees: dict[Any, func.FuncOp] = {}  # the schedule's functions, by name
         self.kept: dict[str, Any] = {}  # arrays a schedule keeps between calls (`kept_plans`)
+        self.folder: Path | None = None  # the functions' cache folder: the kernels' too
 
     def call_op(self, function: func.FuncOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
         """A batched function's `_fwd` saves nothing in its frame, so it is

@@ -4,13 +4,17 @@ llvmlite takes one process-wide lock around every call into LLVM, so a
 second part compiled on another thread would wait for the first. A child
 process (this Python, running `llvm_compile.serve` loaded by its path, so
 without recir's package) has a lock of its own. Where a child cannot start,
-fails, or returns no object, this thread compiles its part too: a child
-only ever saves time. A child that crashes (LLVM aborting on the IR) is a
-RecirError: the same compile here would end the program.
+fails, returns no object, or has none after `CHILD_SECONDS` (it hangs: it
+is killed), this thread compiles its part too: a child only ever saves
+time; where this process's executable is not a Python (an application
+embedding one), none starts. A child that crashes (LLVM aborting on the
+IR) is a RecirError: the same compile here would end the program.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import struct
 import subprocess
@@ -29,6 +33,10 @@ CHILD = ("import importlib.util, sys\n"
          "sys.exit(module.serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[2]),\n"
          "                      sys.argv[3] == '1'))\n")
 ELF = b"\x7fELF"
+# A part compiles in well under a second (`llvm_split.PART_LINES`); a child
+# with no object after this long is stuck (or not compiling at all), and the
+# part is compiled here instead: a compile that slow merely takes longer.
+CHILD_SECONDS = 60.0
 
 
 class Child:
@@ -49,8 +57,8 @@ class Child:
 
     def talk(self, data: bytes) -> None:
         try:
-            out, _ = self.process.communicate(data)
-        except OSError:  # (a broken pipe: the child is gone)
+            out, _ = self.process.communicate(data, timeout=CHILD_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):  # (a broken pipe: gone; or stuck)
             self.process.kill()
             self.process.wait()
             return
@@ -94,11 +102,22 @@ def compile_apart(text: str, compile_here: Callable[[str], bytes], rows: bool = 
     """Starts `text`'s compile in a child, where this process may use more
     than one core and its executable is a Python; the call returned waits
     for the object (made by `compile_here` where the child gives none)."""
-    # (a frozen program's executable is the program: it would start again)
     child = None
-    if machine().cores > 1 and sys.executable and not getattr(sys, "frozen", False):
+    if machine().cores > 1 and runs_python(sys.executable):
         try:
             child = Child(text, rows)
         except OSError:  # no executable to start: compiled here
             pass
     return lambda: (child.result() if child is not None else None) or compile_here(text)
+
+
+def runs_python(executable: str) -> bool:
+    """Whether `executable`, this process's, starts a Python that runs the
+    child's code: not where it is empty, the program itself (a frozen one
+    would start again), or an application embedding Python (named for
+    itself, it would take the child's arguments as its own)."""
+    return bool(executable) and not getattr(sys, "frozen", False) and bool(
+        PYTHON.match(os.path.basename(executable))) and os.access(executable, os.X_OK)
+
+
+PYTHON = re.compile(r"(python|pypy)", re.I)  # python3.12, pythonw.exe, pypy3

@@ -213,7 +213,7 @@ class NativeSchedule(Schedule):
         kernel = self.interp.kept.get(HEIGHT_ORDER)
         if kernel is None:
             kernel = self.interp.kept[HEIGHT_ORDER] = HeightOrder(len(children), [
-                s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored])
+                s.dtype.itemsize * int(np.prod(s.shape[1:])) for s in stored], self.interp.folder)
         return kernel
 
     def team_threads(self) -> int:
@@ -266,7 +266,7 @@ class NativeSchedule(Schedule):
             self.chosen.address, data_address(self.chosen.plan),
             0 if self.called is None else data_address(self.called.plan))
         self.numbered = (kernel, team)
-        at, number = data_address(fields), numbering_kernel()
+        at, number = data_address(fields), numbering_kernel(self.interp.folder)
         if self.called is None:
             return lambda ctx, _: number(ctx, at)
         called, sites = self.called, len(children)
@@ -297,7 +297,7 @@ class NativeSchedule(Schedule):
         found = policies.get(key)
         if found is None:
             chosen = HeightPolicy(kernel.plan, capacity, levels, team, BY_GROUPS, row_tile(),
-                                  post.block, post.weights)
+                                  post.block, post.weights, self.interp.folder)
             called = None if loop.clears or loop.copied else HeightCall(loop, post, chosen)
             found = policies[key] = (chosen, called)
         return found

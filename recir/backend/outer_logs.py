@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,12 +40,14 @@ class OuterLogs:
     come from and go back to `LOGS`, the largest to the largest weights.
     `team_work`: the least multiply-adds a product splits across the team
     for (`policy.team_min_work`, found once by the caller: not a read of
-    the kept policy per product)."""
+    the kept policy per product); `folder`: the function's cache folder,
+    where the product's kernels are kept."""
 
     def __init__(self, contexts: Sequence[Any], arguments: int,
-                 logged: Sequence[tuple[int, int, int]], team_work: int = -1):
+                 logged: Sequence[tuple[int, int, int]], team_work: int = -1,
+                 folder: Path | None = None):
         self.logged, self.threads = logged, len(contexts)
-        self.team_work = team_work
+        self.team_work, self.folder = team_work, folder
         # each thread's descriptors on whole cache lines (`used` grows at every record)
         size = ctypes.sizeof(LogDescriptor)
         on_a_line = LINE_BYTES // size
@@ -74,7 +77,7 @@ class OuterLogs:
                         for log in logs if log.used]
             if segments:  # the tn kernel: faster than OpenBLAS here (`bench/run.py smallgemm`)
                 gemm.add_outer_logs(args[k], rows, cols, np.array(segments, np.int64),
-                                    self.threads, self.team_work)
+                                    self.threads, self.team_work, self.folder)
             for log in logs:
                 LOGS.keep(log.data, log.capacity)
                 log.data, log.used, log.capacity = None, 0, 0

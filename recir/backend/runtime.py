@@ -17,6 +17,7 @@ import array
 import ctypes
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,14 +55,17 @@ class NativeFunction:
     def __init__(self, engine: Engine | Deferred[Engine], name: str, signature: FunctionType,
                  sites: Sequence[str], params: Sequence[np.ndarray] = (), threads: int = 1,
                  copied: Sequence[int] = (), call_work: int = 0,
-                 logged: Sequence[int] = (), larger_share: float = 0.5):
+                 logged: Sequence[int] = (), larger_share: float = 0.5,
+                 cache_dir: Path | None = None):
         """`copied`: the arguments (gradient buffers) that each thread of a
         team adds into its own copy of (`adjoint.thread_copy`); `call_work`:
         the estimated work of one recursive call (`work_estimate.work`), 0
         where unknown; `logged`: the gradient buffers whose outer products
         each thread logs, added after the call (`adjoint.log_reserve`);
         `larger_share`: of a call's work, its largest recursive call's
-        (`work_estimate.larger_share`), which sets how deep calls spawn."""
+        (`work_estimate.larger_share`), which sets how deep calls spawn;
+        `cache_dir`: the function's cache folder, where `recir.tune` kept
+        the costs and the kernels it runs are kept."""
         self.made, self.name, self.sites = engine, name, list(sites)
         self.arguments = arguments = Arguments(name, signature, params)
         self.deep_only = False
@@ -74,8 +78,9 @@ class NativeFunction:
         self.copied = copied
         self.loading = threading.Lock()
         self.logged = [(k, *arguments.shapes[k][0]) for k in logged]  # (argument, rows, cols)
-        # the machine's costs, from which each call's schedule follows (`policy.py`)
-        self.costs = policy.costs()
+        # the machine's costs, from which each call's schedule follows (`policy.py`):
+        # those `recir.tune` kept in the function's cache folder
+        self.costs, self.folder = policy.costs(cache_dir), cache_dir
         # by team size, where a logged outer product splits across it (`outer_logs`)
         self.team_works: dict[int, int] = {}
         self.fixed_budget = policy.fixed_budget()
@@ -320,7 +325,7 @@ class NativeFunction:
         """Every call's fields (a row each), the first call's arguments and
         each call's `size` (None where not told): laid out by columns
         (`batch_fields`), else call by call (`prepare` checks each)."""
-        laid = batch_fields(self.arguments, items, keep)
+        laid = batch_fields(self.arguments, items, keep, self.folder)
         if laid is not None:
             fields, longest, first = laid
             return fields, first, longest.tolist() if self.sized else None
@@ -341,7 +346,7 @@ class NativeFunction:
         if work is None:
             work = self.team_works[len(contexts)] = policy.team_min_work(
                 len(contexts), self.costs, warm=True)
-        return OuterLogs(contexts, len(self.arguments.inputs), self.logged, work)
+        return OuterLogs(contexts, len(self.arguments.inputs), self.logged, work, self.folder)
 
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == ERROR_STACK:  # the site names the function that overflowed

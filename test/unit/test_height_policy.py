@@ -213,7 +213,7 @@ def test_ctrl_c_stops_the_loop_the_numbering_call_runs(mode, monkeypatch):
     function.batch(trees)
     held: list = []
     number = native_schedule.numbering_kernel()
-    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda: lambda *args: (
+    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda folder=None: lambda *args: (
         held.append(interrupts.RUNNING[threading.get_ident()][0]), number(*args)))
     function.batch(trees)
     loops = function.native.loops

@@ -4,6 +4,7 @@ leaves its part to this process."""
 
 import ctypes
 import json
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -163,3 +164,66 @@ def test_one_core_compiles_every_part_here(monkeypatch):
     objects = llvm_workers.compile_parts(parts, compile_object)
     assert run(Engine(objects[1], objects[0], exports=["big_b.k6"]), 3) == run(
         Engine(compile_object(MODULE)), 3)
+
+
+def test_a_child_that_hangs_is_killed_and_its_part_compiled_here(monkeypatch):
+    """A child that never answers (stuck, or not compiling at all) held the
+    compile forever: after `CHILD_SECONDS` it is killed and the part is
+    compiled here."""
+    import time
+
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=2))
+    monkeypatch.setattr(llvm_workers, "CHILD", "import time; time.sleep(120)")
+    monkeypatch.setattr(llvm_workers, "CHILD_SECONDS", 1.0)
+    started: list = []
+    real = llvm_workers.Child
+
+    def child(*args):
+        started.append(real(*args))
+        return started[-1]
+
+    monkeypatch.setattr(llvm_workers, "Child", child)
+    here: list[str] = []
+    parts, exports = split_module(MODULE, "k8", least=10)
+    start = time.monotonic()
+    objects = llvm_workers.compile_parts(parts, lambda text: here.append(text) or
+                                         compile_object(text))
+    assert time.monotonic() - start < 60
+    assert here == parts and len(started) == 1
+    assert started[0].process.poll() is not None  # killed, not left running
+    assert run(Engine(objects[1], objects[0], exports=exports), 2) == run(
+        Engine(compile_object(MODULE)), 2)
+
+
+def executable(folder, name: str) -> str:
+    """A program named `name` that records that it ran."""
+    path = folder / name
+    path.write_text(f"#!/bin/sh\ntouch '{folder}/{name} ran'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(("name", "python"), [
+    ("python", True), ("python3.12", True), ("pypy3", True),
+    ("blender", False), ("uwsgi", False)])
+def test_a_child_starts_only_where_the_executable_is_a_python(tmp_path, monkeypatch, name,
+                                                              python):
+    """An application embedding Python (its `sys.executable` is itself) was
+    started as the child, given the child's arguments: here a program that
+    only records that it ran stands for either."""
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=2))
+    monkeypatch.setattr(sys, "executable", executable(tmp_path, name))
+    here: list[str] = []
+    parts, _ = split_module(MODULE, "k9", least=10)
+    llvm_workers.compile_parts(parts, lambda text: here.append(text) or compile_object(text))
+    assert here == parts  # (the stand-in gives no object)
+    assert (tmp_path / f"{name} ran").exists() == python
+
+
+@pytest.mark.parametrize("path", ["", "missing/python3"])
+def test_no_child_starts_without_an_executable(tmp_path, monkeypatch, path):
+    monkeypatch.setattr(llvm_workers, "machine", lambda: SimpleNamespace(cores=2))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / path) if path else "")
+    monkeypatch.setattr(llvm_workers, "Child", None)  # (started: a TypeError)
+    parts, _ = split_module(MODULE, "k10", least=10)
+    assert len(llvm_workers.compile_parts(parts, compile_object)) == 2

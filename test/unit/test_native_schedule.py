@@ -300,7 +300,7 @@ def test_the_expansion_and_the_order_are_one_native_call(monkeypatch):
 
     calls: list[int] = []
     monkeypatch.setattr(HeightOrder, "run", lambda *args: pytest.fail("ordered from Python"))
-    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda: lambda *args: (
+    monkeypatch.setattr(native_schedule, "numbering_kernel", lambda folder=None: lambda *args: (
         calls.append(1), numbering_kernel()(*args)))
     traced, native, recursive = compiled(tree_rnn)
     team = recir.compile(traced, batching="frontier", threads=2)

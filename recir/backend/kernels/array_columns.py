@@ -35,6 +35,7 @@ import ctypes
 import sys
 from functools import cache
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -140,29 +141,29 @@ def check_function() -> llvm.FuncOp:
 
 
 @cache
-def column_kernel() -> Any:
+def column_kernel(folder: Path | None = None) -> Any:
     """`recir_array_columns` as a ctypes function of a plan's address, called
     with the GIL held; None where array objects here are not laid out as
-    `OFFSETS` says."""
+    `OFFSETS` says. `folder`: the calling function's cache folder."""
     if not array_offsets():
         return None
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
 
     compiled = cached_engine("array_columns", ENTRY, lambda: to_llvm_ir(ModuleOp([
-        lower_to_llvm(check_function())])))
+        lower_to_llvm(check_function())])), cache_dir=folder)
     check = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(compiled.address(ENTRY))
     check.engine = compiled  # the engine owns the code
     return check
 
 
-def described(columns: list[tuple[Any, ...]], dtype: np.dtype, dims: tuple[int, ...]
-              ) -> np.ndarray | None:
+def described(columns: list[tuple[Any, ...]], dtype: np.dtype, dims: tuple[int, ...],
+              folder: Path | None = None) -> np.ndarray | None:
     """Each array of `columns` (equal lengths) as {length, data}: a table
     [column][call][2] of i64; None where one is not an ndarray of `dtype`,
     rank `len(dims)`, dimensions `dims` (-1: any) and C order, or where
     array objects here are not read in place (`column_kernel`)."""
-    check = column_kernel()
+    check = column_kernel(folder)
     if check is None:
         return None
     count = len(columns[0])

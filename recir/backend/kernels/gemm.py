@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,14 +36,15 @@ TEAM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, PTR, I64, PTR, I64, I64, 
 
 
 @cache
-def team_kernel(layout: str) -> Any:
+def team_kernel(layout: str, folder: Path | None = None) -> Any:
     """`recir_gemm_<layout>.team(m, n, k, A, lda, B, ldb, C, ldc, accumulate,
     threads, min_work)` as a ctypes function, or None without an OpenMP
     runtime. It calls the kernel itself below `min_work` multiply-adds or
-    with fewer than two register tiles of rows or of columns."""
+    with fewer than two register tiles of rows or of columns. `folder`: the
+    calling function's cache folder (`compiled_gemm`)."""
     from recir.backend.kernels.compiled_gemm import team_engine
 
-    engine = team_engine()
+    engine = team_engine(folder)
     if engine is None:
         return None
     fn = TEAM(engine.address(f"recir_gemm_{layout}.team"))
@@ -51,17 +53,20 @@ def team_kernel(layout: str) -> Any:
 
 
 def run(layout: str, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, c: int,
-        ldc: int, accumulate: int, threads: int = 1, min_work: int | None = None) -> None:
+        ldc: int, accumulate: int, threads: int = 1, min_work: int | None = None,
+        folder: Path | None = None) -> None:
     """C (+)= op(A) op(B) (f32 at addresses) by the layout's kernel, or on a
     team of up to `threads` where one pays: `min_work` (None: the machine's
-    `team_min_work`; 0 where the caller has decided, -1 for never)."""
+    `team_min_work`, by the costs kept in `folder`; 0 where the caller has
+    decided, -1 for never)."""
     if threads > 1:
-        least = policy.team_min_work(threads, policy.costs()) if min_work is None else min_work
-        team = team_kernel(layout) if least >= 0 else None
+        least = policy.team_min_work(threads, policy.costs(folder)) if min_work is None \
+            else min_work
+        team = team_kernel(layout, folder) if least >= 0 else None
         if team is not None:
             team(m, n, k, a, lda, b, ldb, c, ldc, accumulate, threads, least)
             return
-    kernel(layout)(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+    kernel(layout, folder)(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, threads: int = 1,
@@ -87,13 +92,13 @@ LOGS = ctypes.CFUNCTYPE(None, I64, I64, PTR, I64, PTR, I64, I64, I64, I64)
 
 
 @cache
-def logs_kernel() -> Any:
+def logs_kernel(folder: Path | None = None) -> Any:
     """`recir_gemm_tn.logs` (`gemm_teams.logs_team_function`) as a ctypes
     function, or None without an OpenMP runtime."""
     from recir.backend.kernels.compiled_gemm import team_engine
     from recir.passes.gemm_teams import LOGS as NAME
 
-    engine = team_engine()
+    engine = team_engine(folder)
     if engine is None:
         return None
     fn = LOGS(engine.address(NAME))
@@ -102,26 +107,27 @@ def logs_kernel() -> Any:
 
 
 def add_outer_logs(g: int, m: int, n: int, segments: np.ndarray, threads: int,
-                   min_work: int) -> None:
+                   min_work: int, folder: Path | None = None) -> None:
     """G (m x n, row-major at `g`) += DY^T X summed over segments (i64
     rows: DY's address, its row stride, X's, its row stride, rows), on a
     team of up to `threads` that reads and writes G once where it has
     `min_work` multiply-adds (-1: never); without an OpenMP runtime, a tn
-    product a segment."""
-    team = logs_kernel()
+    product a segment. `folder`: the calling function's cache folder."""
+    team = logs_kernel(folder)
     if team is None:
         for dy, ldy, x, ldx, k in segments.tolist():
-            add_outer_at(g, m, n, dy, ldy, x, ldx, k)
+            add_outer_at(g, m, n, dy, ldy, x, ldx, k, folder=folder)
         return
     team(m, n, g, n, data_address(segments), len(segments), int(segments[:, 4].sum()),
          threads if min_work >= 0 else 1, max(min_work, 0))
 
 
 def add_outer_at(g: int, m: int, n: int, dy: int, ldy: int, x: int, ldx: int, k: int,
-                 threads: int = 1, min_work: int | None = None) -> None:
+                 threads: int = 1, min_work: int | None = None,
+                 folder: Path | None = None) -> None:
     """G (m x n, row-major at `g`) += DY^T X over k rows of DY (m floats each,
     `ldy` apart) and of X (n floats, `ldx` apart), all f32 at addresses: the
     tn kernel, on a team of up to `threads` where one pays (`run`)."""
     if k > 0:
-        run("tn", m, n, k, dy, ldy, x, ldx, g, n, 1, threads, min_work)
+        run("tn", m, n, k, dy, ldy, x, ldx, g, n, 1, threads, min_work, folder)
 

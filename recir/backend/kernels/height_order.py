@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import arith, llvm
@@ -275,14 +276,15 @@ def renumbered(b: Emitter, plan: SSAValue, n: SSAValue, order: SSAValue,
 
 
 @cache
-def height_order_kernel() -> Any:
+def height_order_kernel(folder: Path | None = None) -> Any:
     """`recir_height_order(plan)` as a ctypes function; compiled on first use
-    (an object cached on disk, as the matrix kernels are)."""
+    (an object cached on disk, in the calling function's `folder`, as the
+    matrix kernels are)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
 
     compiled = cached_engine("height order", ENTRY,
-                             lambda: to_llvm_ir(height_order_module()))
+                             lambda: to_llvm_ir(height_order_module()), cache_dir=folder)
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(compiled.address(ENTRY))
     fn.engine = compiled  # the engine owns the code
     return fn

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import operator
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -52,8 +53,9 @@ class HeightOrder:
     """One schedule's calls of `recir_height_order`, its order and starts
     kept from call to call (calls of one function take turns)."""
 
-    def __init__(self, sites: int, sizes: Sequence[int]):
-        """`sites`: the children tables; `sizes`: the stored values' row bytes."""
+    def __init__(self, sites: int, sizes: Sequence[int], folder: Path | None = None):
+        """`sites`: the children tables; `sizes`: the stored values' row bytes;
+        `folder`: the calling function's cache folder, where the kernel is kept."""
         self.sites, self.sizes = sites, list(sizes)
         # each table's row bytes: children (i64), their places (i32), stored
         # values in and out; each row's bytes one after another
@@ -61,7 +63,7 @@ class HeightOrder:
         self.order = KeptRows([(np.dtype(np.int64), ())])
         self.starts = KeptRows([(np.dtype(np.int64), ())])
         self.scratch = KeptRows([(np.dtype(np.int64), ())] * 2)  # by groups: keys, scratch
-        self.kernel = height_order_kernel()
+        self.kernel = height_order_kernel(folder)
         self.address = ctypes.cast(self.kernel, ctypes.c_void_p).value  # (`kernels/numbering`)
         self.addresses: list[int] = []  # the tables' of the kept plan
         self.plan = np.zeros(HEADER, np.int64)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -228,7 +229,8 @@ class HeightPolicy:
     `levels` heights), with the tables it writes."""
 
     def __init__(self, order_plan: np.ndarray, rows: int, levels: int, team: int,
-                 by_groups: bool, tile: int, block: int, weights: Weights):
+                 by_groups: bool, tile: int, block: int, weights: Weights,
+                 folder: Path | None = None):
         size = max(rows, levels) + 2
         self.first, self.bounds = np.empty(size, np.int64), np.empty(size, np.int64)
         self.groups = np.empty(levels * (team + 1), np.int64)
@@ -240,7 +242,7 @@ class HeightPolicy:
         plan[UNIT:FIRST].view(np.float64)[:] = weights[3:]
         plan[FIRST:HEIGHTS] = list(map(data_address, (self.first, self.bounds, self.groups)))
         plan[PIECES] = data_address(self.pieces)
-        self.address = height_policy_address()
+        self.address = height_policy_address(folder)
 
     def found(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """After a call: the loop's bounds, the group table where written
@@ -261,19 +263,20 @@ class HeightPolicy:
 
 
 @cache
-def height_policy_kernel() -> Any:
+def height_policy_kernel(folder: Path | None = None) -> Any:
     """`recir_height_policy(plan)` as a ctypes function; compiled on first
-    use (an object cached on disk, as the matrix kernels are)."""
+    use (an object cached on disk, in the calling function's `folder`, as
+    the matrix kernels are)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
 
     compiled = cached_engine("height policy", ENTRY,
-                             lambda: to_llvm_ir(height_policy_module()))
+                             lambda: to_llvm_ir(height_policy_module()), cache_dir=folder)
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(compiled.address(ENTRY))
     fn.engine = compiled  # the engine owns the code
     return fn
 
 
-def height_policy_address() -> int:
+def height_policy_address(folder: Path | None = None) -> int:
     """The kernel's address (`kernels/numbering` calls it by pointer)."""
-    return ctypes.cast(height_policy_kernel(), ctypes.c_void_p).value or 0
+    return ctypes.cast(height_policy_kernel(folder), ctypes.c_void_p).value or 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import arith, llvm
@@ -79,13 +80,15 @@ def numbering_module() -> ModuleOp:
 
 
 @cache
-def numbering_kernel() -> Any:
+def numbering_kernel(folder: Path | None = None) -> Any:
     """`recir_number(ctx, plan)` as a ctypes function; compiled on first use
-    (an object cached on disk, as the matrix kernels are)."""
+    (an object cached on disk, in the calling function's `folder`, as the
+    matrix kernels are)."""
     from recir.backend.engine import cached_engine
     from recir.backend.llvm_convert import to_llvm_ir
 
-    compiled = cached_engine("numbering", ENTRY, lambda: to_llvm_ir(numbering_module()))
+    compiled = cached_engine("numbering", ENTRY, lambda: to_llvm_ir(numbering_module()),
+                             cache_dir=folder)
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(compiled.address(ENTRY))
     fn.engine = compiled  # the engine owns the code
     return fn
