@@ -229,7 +229,7 @@ class Arguments:
         if not isinstance(typ, TensorType):
             return value
         keep.append(value)
-        if typ.get_shape()[0] >= 0:
+        if all(size >= 0 for size in typ.get_shape()[:1]):  # (rank 0: no sizes)
             return value.ctypes.data
         descriptor = ArrayDescriptor(value.shape[0], value.ctypes.data)
         keep.append(descriptor)

@@ -125,12 +125,12 @@ def float32_parameter(name: str, value: Any) -> np.ndarray:
     if array.dtype.kind not in "biuf":  # (complex values would lose their imaginary part)
         raise RecirError(f"error: parameter '{name}' holds {array.dtype} values, not "
                          "real numbers")
-    if array.dtype.kind != "f" or array.dtype.itemsize <= 4:
-        return np.ascontiguousarray(array, dtype=np.float32)
+    if array.dtype.kind != "f" or array.dtype.itemsize <= 4:  # (a 0-d array stays 0-d)
+        return np.asarray(array, np.float32, order="C")
     from recir.interpreter import check_narrowed  # (not loaded by `import recir`)
 
     with np.errstate(over="ignore"):  # (refused just below, by name)
-        narrowed = np.ascontiguousarray(array, dtype=np.float32)
+        narrowed = np.asarray(array, np.float32, order="C")
     check_narrowed(f"parameter '{name}'", array, narrowed)
     return narrowed
 
@@ -250,6 +250,10 @@ class trace(TracedRegion):
             if not str(e).startswith("error: "):
                 raise  # (located already: a traced value given as the array)
             raise user_error(str(e).removeprefix("error: ")) from None
+        if array.ndim == 0:  # (the IR's tensor ops take no rank-0 tensor)
+            raise user_error(f"parameter '{name}' is a scalar (shape ()): a parameter is "
+                             "an array; declare shape (1,), e.g. np.array([value], "
+                             f"np.float32), and read it as {name}[0]")
         if name in self.params or name in self.inputs:
             raise user_error(f"the name '{name}' is declared twice")
         arg = self.block.insert_arg(TensorType(f32, array.shape), len(self.block.args))

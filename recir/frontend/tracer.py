@@ -206,7 +206,8 @@ TENSOR_BINARY = {"+": tmath.AddOp, "-": tmath.SubOp, "*": tmath.MulOp, "/": tmat
 INT_BINARY = {"+": arith.AddiOp, "-": arith.SubiOp, "*": arith.MuliOp, "/": arith.DivSIOp}
 FLOAT_BINARY = {"+": arith.AddfOp, "-": arith.SubfOp, "*": arith.MulfOp, "/": arith.DivfOp}
 INT_COMPARE = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
-FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "one"}
+# `!=` unordered, as Python's (and C's): NaN != NaN is true, `one` made it false
+FLOAT_COMPARE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
 
 
 def is_i1(value: SSAValue) -> bool:
@@ -278,6 +279,8 @@ class Tracer:
     def __neg__(self) -> Tracer:
         if is_tensor(self.value):
             return traced(tmath.NegOp(self.value))
+        if isinstance(self.type, Float32Type):  # (0.0 - x is +0.0 of 0.0; Python: -0.0)
+            return traced(arith.NegfOp(self.value))
         zero = as_value(0 if isinstance(self.type, IntegerType) else 0.0, self.value)
         return binary("-", zero, self.value)
 
@@ -330,10 +333,21 @@ class Tracer:
                          "(recir.frontend), and m.param(...) for an array of weights")
 
     def unsupported(self, *args: Any) -> Any:
+        """Refused: i32's native `//` and `%` would truncate toward zero where
+        Python's floor (-7 // 2 is -4), a silent difference."""
+        hint = ("; `/` on i32 divides as C does, toward zero (-7 / 2 is -3)"
+                if isinstance(self.type, IntegerType | IndexType) else "")
         raise user_error(f"a traced value ({self.type}) has no **, // or %: write the "
-                         "product, or use recir ops")
+                         f"product, or use recir ops{hint}")
 
     __pow__ = __rpow__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = unsupported
+
+    def no_bit_operator(self, *args: Any) -> Any:
+        raise user_error(f"a traced value ({self.type}) has no abs(), ~, ^, << or >>: "
+                         "use recir ops (recir.cond for a choice)")
+
+    __abs__ = __invert__ = __xor__ = __rxor__ = no_bit_operator
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = no_bit_operator
 
     def __rmatmul__(self, other: Any) -> Tracer:  # `array @ tracer`
         if isinstance(other, Tracer):

@@ -43,7 +43,7 @@ from xdsl.utils.exceptions import InterpretationError
 from recir.diagnostics import RecirError, format_error
 from recir.interpreter.adjoint import AdjointFunctions
 from recir.interpreter.arith import (ArithExtraFunctions, ArithRowFunctions,
-                                    CheckedDivisionFunctions)
+                                    CheckedDivisionFunctions, Float32Functions)
 from recir.interpreter.frontier import FrontierFunctions
 from recir.interpreter.frontier_grad import FrontierGradFunctions
 from recir.interpreter.invoke import InvokeFunctions
@@ -106,8 +106,9 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
     ):
         interp.register_implementations(functions)
     interp.register_implementations(CheckedDivisionFunctions(), override=True)
+    interp.register_implementations(Float32Functions(), override=True)
     interp.register_implementations(CheckedLoopFunctions(), override=True)
-    rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions())
+    rows = ArithRowFunctions(ArithFunctions(), ArithExtraFunctions(), Float32Functions())
     interp.register_implementations(rows, override=True)
     return interp
 
@@ -207,10 +208,10 @@ def coerce_tensor(index: int, value: Any, typ: TensorType[Attribute],
                          f"{value.shape}")
     if narrowing:
         with np.errstate(over="ignore"):  # (refused just below, by name)
-            converted = np.ascontiguousarray(value, dtype=dtype)
+            converted = np.asarray(value, dtype, order="C")
         check_narrowed(ArgumentName(index, typ), value, converted)
         return converted
-    return np.ascontiguousarray(value, dtype=dtype)
+    return np.asarray(value, dtype, order="C")  # (0-d stays 0-d, unlike ascontiguousarray)
 
 
 def check_narrowed(where: object, value: np.ndarray, narrowed: np.ndarray) -> None:

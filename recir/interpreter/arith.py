@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, TensorType, f32
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.utils.comparisons import to_signed
@@ -46,6 +47,27 @@ class ArithExtraFunctions(InterpreterFunctions):
     def run_sitofp(self, interp: Interpreter, op: arith.SIToFPOp, args: Any):
         return (round_f32(float(signed(args[0], op.operands[0].type))),)
 
+    @impl(arith.UIToFPOp)
+    def run_uitofp(self, interp: Interpreter, op: arith.UIToFPOp, args: Any):
+        value = float(args[0] % (1 << bits(op.operands[0].type)))  # (-1 is 2**width - 1)
+        return (round_f32(value) if op.result.type == f32 else value,)
+
+    @impl(arith.BitcastOp)
+    def run_bitcast(self, interp: Interpreter, op: arith.BitcastOp, args: Any):
+        """The same bits in the other type, as native code's `llvm.bitcast`."""
+        target, source = op.result.type, op.operands[0].type
+        if target == source:
+            return (args[0],)
+        if type(target if isinstance(source, IntegerType) else source) not in BITS_AS:
+            raise InterpretationError(f"cannot bitcast {source} to {target} here")
+        if isinstance(target, IntegerType):
+            width = bits(target)
+            raw = np.array(args[0], BITS_AS[type(source)]).view(f"u{width // 8}")
+            return (to_signed(int(raw), width),)
+        width = bits(source)
+        raw = np.array(args[0] % (1 << width), f"u{width // 8}")
+        return (float(raw.view(BITS_AS[type(target)])),)
+
     @impl(arith.TruncIOp)
     def run_trunci(self, interp: Interpreter, op: arith.TruncIOp, args: Any):
         width = bits(op.result.type)
@@ -58,6 +80,9 @@ class ArithExtraFunctions(InterpreterFunctions):
             raise InterpretationError(f"the value is out of range for {op.result.type} "
                                      f"({args[0]})")
         return (int(args[0]),)
+
+
+BITS_AS = {Float32Type: np.float32, Float64Type: np.float64}  # a float type's NumPy type
 
 
 def bits(typ: Any) -> int:
@@ -124,6 +149,40 @@ def _checked_shift(shift: Any) -> Any:
 
 
 register_table(CheckedDivisionFunctions, SHIFTS, _checked_shift)
+
+
+class Float32Functions(InterpreterFunctions):
+    """f32 `addf`, `subf`, `mulf` rounded to float32 as native code computes
+    them: xDSL adds Python floats (doubles), so a sum of 0.35s drifted from
+    the native one. One double operation then one rounding is exact here
+    (a double holds the f32 product, and the sum's double rounding is
+    innocuous). Other float types keep xDSL's."""
+
+
+def _float32_impl(fn: Any) -> Any:
+    def run(self: Float32Functions, interp: Interpreter, op: Any, args: Any):
+        if op.result.type == f32:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return (float(np.float32(fn(*args))),)
+        return (fn(*args),)
+
+    return run
+
+
+register_table(Float32Functions, {arith.AddfOp: operator.add, arith.SubfOp: operator.sub,
+                                  arith.MulfOp: operator.mul}, _float32_impl)
+
+
+def _unsigned_impl(pick: Any) -> Any:
+    """`maxui` / `minui`: the operand `pick` chooses by unsigned value."""
+    def run(self: Any, interp: Interpreter, op: Any, args: Any):
+        width = bits(op.result.type)
+        return (to_signed(pick(args, key=lambda v: v % (1 << width)) % (1 << width), width),)
+
+    return run
+
+
+register_table(ArithExtraFunctions, {arith.MaxUIOp: max, arith.MinUIOp: min}, _unsigned_impl)
 
 
 # The scalar ops whose semantics are one Python function of the operands.

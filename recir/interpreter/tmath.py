@@ -28,7 +28,7 @@ _UNARY: dict[type, Callable[[np.ndarray], np.ndarray]] = {
     tmath.NegOp: np.negative,
     tmath.SigmoidOp: lambda x: 1.0 / (1.0 + np.exp(-x)),
     tmath.TanhOp: np.tanh,
-    tmath.ReluOp: lambda x: np.maximum(x, 0),
+    tmath.ReluOp: lambda x: np.where(x < 0, np.float32(0), x),  # (-0 stays, as native)
     tmath.ExpOp: np.exp,
     tmath.LogOp: np.log,
 }
@@ -81,8 +81,8 @@ class TMathFunctions(InterpreterFunctions):
     @impl(tmath.ConstantOp)
     def run_constant(self, interp: Interpreter, op: tmath.ConstantOp, args: Any):
         shape = tmath.shape_of(op.result)
-        values = f32(op.value.get_values())
-        return (np.broadcast_to(values, shape).copy() if values.size == 1
+        values = f32(op.value.get_values())  # (a splat fills any shape, rank 0 too)
+        return (np.full(shape, values[0], np.float32) if values.size == 1
                 else values.reshape(shape),)
 
     @impl(tmath.FillOp)
@@ -147,9 +147,13 @@ class TMathFunctions(InterpreterFunctions):
 
     @impl(tmath.MaxOp)
     def run_max(self, interp: Interpreter, op: tmath.MaxOp, args: Any):
+        """The element argmax picks (the first largest, or the first NaN), as
+        native code's loop keeps it: NumPy's max of 0 and -0 is either."""
         if is_rows(op.result):
-            return (per_row(args[0]).max(axis=1),)
-        return (float(args[0].max()),)
+            rows = per_row(args[0])
+            return (rows[np.arange(len(rows)), np.argmax(rows, axis=1)],)
+        flat = args[0].reshape(-1)
+        return (float(flat[np.argmax(flat)]),)
 
     @impl(tmath.ArgmaxOp)
     def run_argmax(self, interp: Interpreter, op: tmath.ArgmaxOp, args: Any):

@@ -185,3 +185,13 @@ def test_numpy_functions_on_traced_values():
     fails_here(lambda: model(lambda m, x: np.float32(rf.sum(x))),  # HERE
                "no Python value")
     fails_here(lambda: model(lambda m, x: m.param("w", x)), "no Python value")  # HERE
+
+
+def test_operators_a_traced_value_lacks():
+    """abs(), ~, ^, << and >> were Python TypeErrors raised inside recir."""
+    pattern = r"\(f32\) has no abs\(\), ~, \^, << or >>"
+    fails_here(lambda: scalars(lambda f, n, s: abs(f)), pattern)  # HERE
+    fails_here(lambda: scalars(lambda f, n, s: ~(n > 0)), r"\(i1\) has no abs")  # HERE
+    fails_here(lambda: scalars(lambda f, n, s: 1 ^ n), r"\(i32\) has no abs")  # HERE
+    fails_here(lambda: scalars(lambda f, n, s: n << 2), r"\(i32\) has no abs")  # HERE
+    fails_here(lambda: scalars(lambda f, n, s: (f, 8 >> n)), r"\(i32\) has no abs")  # HERE
