@@ -4,11 +4,10 @@
 `@f__expand`, `@f__post` and `@entry__frontier`; the two batched functions
 (and the entry's ops before its `frontier.schedule`, as a function of their
 own) go through `FRONTIER_LOWER`, the same conversions as every function, and
-`backend/frontier_schedule.py` runs the schedule with them. Each function
-gets an object of its own, compiled by LLVM in a child process once lowered
-(`llvm_workers`), which the first call waits for (`background`). The
-model's gradient loads the expansion's (it runs the same `@f__expand`), or
-shares its compile while under way, rather than compiling it again. With
+`backend/frontier_schedule.py` runs the schedule with them. Each function gets an
+object of its own, compiled by LLVM in a child process once lowered (`llvm_workers`),
+which the first call waits for (`background`). The model's gradient loads the
+expansion's (it runs the same `@f__expand`), or shares its compile while under way. With
 `threads`, a height's rows split across one OpenMP team per call where the
 cost model says it pays (`backend/native_schedule.py`), else the products
 over rows split across their own teams (`passes/row_products.py`). A batch
@@ -33,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from recir.backend import interrupts
 from recir.backend.arguments import batch_items, named_element
 from recir.backend.background import Deferred
 from recir.backend.cache import ObjectCache, cache_key, located_text
@@ -119,14 +119,14 @@ class FrontierFunction:
                  cache_dir: Path | str | None, extra: Sequence[str] = (), threads: int = 1,
                  forward: bool = True, origin: str | None = None, later: str = "",
                  facts: dict[str, RowFacts] | None = None):
-        """`extra`: more functions of `module` to compile (a backward);
-        `threads`: the most threads a product over rows runs on; `forward`:
-        whether to compile `@post` and the entry's ops before the schedule
-        (a gradient function runs their `_fwd`s instead); `origin`: what
-        `module` was made from (`origin()`) before `later`, passes that
-        leave `@expand` as it is (a gradient's), else the functions are
-        printed for the cache keys; `facts`: the compiled functions'
-        `RowFacts` where they are declarations (`frontier_summary`)."""
+        """`extra`: more functions of `module` to compile (a backward); `threads`: the
+        most threads a product over rows runs on; `forward`: whether to compile `@post`
+        and the entry's ops before the schedule (a gradient function runs their `_fwd`s
+        instead); `origin`: what `module` was made from (`origin()`) before `later`,
+        passes that leave `@expand` as it is (a gradient's), else the functions are
+        printed for the cache keys; `facts`: the compiled functions' `RowFacts` where
+        they are declarations (`frontier_summary`). Ctrl-C stops its calls."""
+        interrupts.install()  # (here, before LLVM's lock is busy with its objects)
         self.original = find_entry(module, entry)
         self.entry = find_entry(module, f"{entry}__frontier")
         self.params = [np.ascontiguousarray(p, np.float32) for p in params]

@@ -31,7 +31,7 @@ from recir.diagnostics import RecirError
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import dtype_of, row_shape
-from recir.passes.native_context import ERROR_CHECK
+from recir.passes.native_context import ERROR_CHECK, ERROR_INTERRUPT
 from recir.passes.rows import SCRATCH_EXHAUSTED
 
 # A scratch buffer grows (and a call is repeated) at most this often: each
@@ -184,6 +184,8 @@ class NativeRowFunction:
     def raise_error(self, ctx: Context) -> None:
         if ctx.error == 0:
             return
+        if ctx.error == ERROR_INTERRUPT:  # (Ctrl-C: `interrupts`, as `NativeFunction`'s)
+            raise KeyboardInterrupt(f"native @{self.name} was interrupted")
         if ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites):
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
         raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")

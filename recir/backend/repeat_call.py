@@ -16,7 +16,9 @@ scratch is written as it is now (the policy checks that it is enough). So
 anything else (more rows than the kept tables hold, a scratch the policy
 finds short, an error) it leaves to the schedule: it returns None, and the
 caller drops it and runs the call as before, which grows or raises, and
-makes the next repeat from the plans it leaves."""
+makes the next repeat from the plans it leaves. A Ctrl-C's stop it raises
+(KeyboardInterrupt): run again, the call would add a stopped `_bwd`'s
+gradients twice."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from recir.backend.native_loops import NativeExpansion
 from recir.backend.native_schedule import NUMBERING, NativeSchedule, operand_fields
 from recir.interpreter.frontier_grad import shared_gradients
 from recir.passes.expansion_loop import EXPANSION_HEADER
+from recir.passes.native_context import ERROR_INTERRUPT
 from recir.passes.rows import ALIGN
 
 
@@ -139,6 +142,9 @@ class RepeatCall:
             native_schedule.numbering_kernel()(self.context, self.fields)  # (as the schedule's)
         finally:
             interrupts.end(key)
+        for ctx in self.views:  # a Ctrl-C's stop is raised, not taken for a call to rerun
+            if ctx.error == ERROR_INTERRUPT:
+                self.called.loop.native.raise_error(ctx)
         return all(call.plan[call_fields.RAN] for call in self.calls) and not any(
             ctx.error for ctx in self.views) and not self.status[0]
 
