@@ -31,7 +31,7 @@ from recir.diagnostics import RecirError
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import dtype_of, row_shape
-from recir.passes.native_context import ERROR_CHECK, ERROR_INTERRUPT
+from recir.passes.native_context import ERROR_CHECK, ERROR_HEAP, ERROR_INTERRUPT, ERROR_MEMORY
 from recir.passes.rows import SCRATCH_EXHAUSTED
 
 # A scratch buffer grows (and a call is repeated) at most this often: each
@@ -188,6 +188,8 @@ class NativeRowFunction:
             raise KeyboardInterrupt(f"native @{self.name} was interrupted")
         if ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites):
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+        if ctx.error in (ERROR_MEMORY, ERROR_HEAP):  # (a log's or a buffer's allocation)
+            raise RecirError(f"error: native @{self.name} ran out of memory")
         raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
 

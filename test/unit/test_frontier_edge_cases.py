@@ -152,3 +152,20 @@ def test_a_gradient_with_a_float_input_of_open_size_is_refused_clearly():
         with pytest.raises(RecirError, match=r"^error: input 'feats' \(tensor<\?xf32>\) is a "
                                              "float tensor of no fixed size"):
             recir.value_and_grad(traced, engine=engine)
+
+
+@pytest.mark.parametrize("code", ["ERROR_MEMORY", "ERROR_HEAP"])
+def test_a_failed_allocation_is_named_so(code):
+    """A batched function's log or buffer that could not be allocated said
+    "failed with code 3" (or 6)."""
+    from recir.backend.contexts import Context
+    from recir.backend.frontier_schedule import NativeRowFunction
+    from recir.diagnostics import RecirError
+    from recir.passes import native_context
+
+    function = object.__new__(NativeRowFunction)
+    function.name, function.sites = "node__post_bwd", []
+    ctx = Context()
+    ctx.error = getattr(native_context, code)
+    with pytest.raises(RecirError, match=r"^error: native @node__post_bwd ran out of memory$"):
+        function.raise_error(ctx)
