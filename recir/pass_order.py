@@ -13,21 +13,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 
 from recir.diagnostics import RecirError, format_error, location_prefix
+from recir.dialects.tape import FrameType
 
 
 def is_subgraph(op: Operation) -> bool:
     return op.name == "invoke.subgraph"
 
 
+def unlowered(typ: Attribute) -> bool:
+    return isinstance(typ, TensorType | FrameType)
+
+
 def has_tensor(op: Operation) -> bool:
-    """A tmath op, a tensor value, or a save into a frame or a load from one
-    (convert-tmath-to-loops lowers them; `tape.new` is left for later)."""
-    return op.name.startswith("tmath.") or op.name in ("tape.save", "tape.load") or any(
-        isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+    """A tmath op, a save into a frame or a load from one, a tensor or frame
+    value, or a function whose signature alone still holds one (a `_bwd` that
+    reads nothing of its frame): convert-tmath-to-loops lowers them to buffers
+    and pointers (`tape.new` is left for later)."""
+    if isinstance(op, func.FuncOp):
+        typ = op.function_type
+        return any(map(unlowered, (*typ.inputs, *typ.outputs))) and not any(
+            has_tensor(inner) for inner in op.walk() if inner is not op)
+    return op.name.startswith("tmath.") or op.name in ("tape.save", "tape.load") or (
+        op.name != "tape.new" and any(unlowered(v.type) for v in (*op.operands, *op.results)))
 
 
 def is_branch(op: Operation) -> bool:
@@ -40,6 +52,8 @@ def is_scf(op: Operation) -> bool:
 
 CLOSE_FIRST = (is_subgraph, "run capture-outer-refs before {pass_}")
 BRANCHES_LATER = (is_branch, "run {pass_} before convert-scf-to-cf (it reads scf.if)")
+ONE_BLOCK = (is_branch, "run {pass_} before convert-scf-to-cf (it wraps each body, one "
+                        "block, in an scf.if)")
 
 # pass -> (an op the pass cannot handle, what to do about it)
 PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
@@ -47,6 +61,7 @@ PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
     "invoke-to-frontier": [CLOSE_FIRST, BRANCHES_LATER],
     "lower-invoke-to-call-return": [CLOSE_FIRST, BRANCHES_LATER],
     "convert-tmath-to-loops": [CLOSE_FIRST, BRANCHES_LATER],
+    "invoke-clone-serial": [ONE_BLOCK],
     "convert-invoke-to-gomp": [CLOSE_FIRST,
                                (has_tensor, "run convert-tmath-to-loops before {pass_}"),
                                (is_scf, "run convert-scf-to-cf before {pass_} (a spawn "

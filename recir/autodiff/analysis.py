@@ -16,6 +16,7 @@ from xdsl.ir import Attribute, BlockArgument, SSAValue
 from recir.diagnostics import emit_error
 from recir.dialects import invoke
 from recir.dialects.row_types import is_f32_tensor as is_float_tensor
+from recir.pass_order import located
 
 
 def is_float(typ: Attribute) -> bool:
@@ -41,14 +42,31 @@ def reachable(functions: dict[str, func.FuncOp], entry: str) -> list[str]:
     """Functions called from `entry`, transitively, in discovery order."""
     order, todo = [entry], [entry]
     while todo:
-        for op in invokes(functions[todo.pop()]):
+        function = functions[todo.pop()]
+        structured(function)
+        for op in invokes(function):
             name = op.callee.string_value()
             if name not in functions:
                 raise emit_error(op, f"calls @{name}, which is not a function of the module")
+            if functions[name].is_declaration:
+                raise emit_error(op, f"calls @{name}, a declaration: it has no body to "
+                                 "differentiate")
             if name not in order:
                 order.append(name)
                 todo.append(name)
     return order
+
+
+def structured(function: func.FuncOp) -> None:
+    """The rules differentiate scf.if's regions; a branch between blocks (IR
+    after convert-scf-to-cf) has none to read."""
+    for op in function.walk():
+        if op.successors:
+            at = located(op)  # convert-scf-to-cf's branches have no location
+            what = "branches" if at is op else f"holds '{op.name}', which branches"
+            raise emit_error(at, f"{what} between blocks: synthesize-gradients "
+                             "differentiates structured control flow (scf.if); run it "
+                             "before convert-scf-to-cf")
 
 
 def passthrough(functions: dict[str, func.FuncOp], names: list[str]) -> dict[str, set[int]]:

@@ -85,6 +85,9 @@ class Synthesis:
         self.entry = entry or self.only_public()
         if self.entry not in self.functions:
             raise RecirError(f"error: synthesize-gradients: no function @{self.entry}")
+        if self.functions[self.entry].is_declaration:
+            raise emit_error(self.functions[self.entry], "is a declaration: it has no "
+                             "body to differentiate")
         self.loss, self.wrapper = loss, wrapper
         # per function, the rows its `_fwd` returns and its `_bwd` takes first
         self.saved_rows: dict[str, list[SSAValue]] = {}

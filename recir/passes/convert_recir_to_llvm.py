@@ -90,7 +90,7 @@ from recir.passes.native_context import (
     record_error,
 )
 from recir.passes.outer_log import RESERVE, log_functions
-from recir.passes.pass_options import at_least
+from recir.passes.pass_options import U64_MAX, at_least
 from recir.passes.prologue import emit_prologue, prologue_sites
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.thread_copies import sum_copies_function
@@ -326,7 +326,7 @@ class ConvertRecirToLlvmPass(ModulePass):
     arith_cf: bool = True  # false: arith and cf ops left for the translation to LLVM IR
 
     def __post_init__(self) -> None:
-        at_least(self, max_depth=0)
+        at_least(self, max_depth=(0, U64_MAX))  # an unsigned i64 compare
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         needs_arena, needs_tasks, elements, logged_slots = survey(op)

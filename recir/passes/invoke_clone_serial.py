@@ -44,7 +44,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import invoke
-from recir.passes.pass_options import at_least
+from recir.passes.pass_options import I32_MAX, at_least
 from recir.passes.work_estimate import work
 
 # the attribute of a function whose spawns check its budget (one body, no clone)
@@ -163,7 +163,7 @@ class InvokeCloneSerialPass(ModulePass):
     budget: int = 12
 
     def __post_init__(self) -> None:
-        at_least(self, budget=0)
+        at_least(self, budget=(0, I32_MAX))  # an i32 argument
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_public(op)

@@ -151,6 +151,9 @@ class GraphBuilder:
         if not isinstance(target, func.FuncOp):
             raise emit_error(op, f"callee @{name} is not a func.func "
                              "(run capture-outer-refs first)")
+        if target.is_declaration:
+            raise emit_error(op, f"callee @{name} is a declaration: the graph needs "
+                             "its body")
         if not target.args:
             raise emit_error(op, f"callee @{name} takes no arguments: no token "
                              "could carry its activation's tag")

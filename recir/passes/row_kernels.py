@@ -84,6 +84,8 @@ def per_row(kernel: Kernel, into: bool = False, tensors: bool = False) -> RowKer
     the emitter's team where rows x width x ops pays for one
     (`each_row_on_team`)."""
     def rows_kernel(b: RowEmitter, op: Operation, args: Sequence[Lowered]) -> Any:
+        if isinstance(op, tmath.FusedOp) and not op.results:
+            return None  # a chain nothing reads (fused from dead code): no loop
         count = b.same_count(op, rows_of(args))
         outs = [b.rows(count, r.type) for r in op.results]
         scalars = [is_scalar_rows(v) and not tensors for v in op.operands]

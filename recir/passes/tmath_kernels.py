@@ -156,6 +156,8 @@ def fused(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     """One loop; each body op becomes its scalar function on element i (the
     inputs read from the first buffers, the yields stored to the others)."""
     assert isinstance(op, tmath.FusedOp)
+    if not op.outputs:  # a chain nothing reads (fused from dead code): no loop
+        return
     body, sources, targets = op.body.block, args[:len(op.inputs)], args[len(op.inputs):]
 
     def element(b: Emitter, i: SSAValue) -> None:

@@ -82,3 +82,26 @@ func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
 """
     with pytest.raises(RecirError, match="'tmath.softmax' in the body is not elementwise"):
         parse_module(make_context(), text, "bad.mlir")
+
+
+def test_a_chain_nothing_reads_compiles_on_every_path() -> None:
+    """An elementwise chain a model computes and never reads fuses into a
+    `tmath.fused` of no results, which the loop kernels indexed (an
+    IndexError at compile time); it now lowers to no loop."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=8)
+    leaf, combine = tree_rnn.make_cells(recir.frontend.tanh, recir.frontend.concat)
+
+    def wasteful(p, ls, rs):
+        recir.frontend.tanh(ls[0]) * rs[0]  # nothing reads it
+        return combine(p, ls, rs)
+
+    traced = tree_rnn.trace_tree_model("tree_rnn", params, params["b"].shape[0], leaf,
+                                       wasteful)
+    trees = make_treebank(4, seed=1)
+    batch = [(t.left, t.right, t.word, t.label, t.root) for t in trees]
+    expected = [traced.run(*args) for args in batch]
+    for batching in ("recursive", "frontier"):
+        got = recir.compile(traced, batching=batching, threads=1).batch(batch)
+        for want, out in zip(expected, got, strict=True):
+            for a, b in zip(want, out, strict=True):
+                assert np.allclose(a, b, rtol=1e-4, atol=1e-5)
