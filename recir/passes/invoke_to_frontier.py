@@ -300,6 +300,9 @@ class InvokeToFrontierPass(ModulePass):
         entry, _ = find_recursive(op, entry_name)
         funcs = functions(op)
         inputs = self.inputs if self.inputs >= 0 else default_inputs(entry)
+        if inputs > len(entry.args):
+            raise emit_error(entry, f"takes {len(entry.args)} arguments: inputs={inputs} "
+                             "counts more inputs than that")
         plan = make_plan(op, entry_name, entry_kinds(entry, inputs))
         layout = Layout(plan)
         rec_name = plan.rec.sym_name.data

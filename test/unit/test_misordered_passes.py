@@ -166,3 +166,15 @@ func.func @f(%x: f32) -> f32 {
 def test_an_invoked_declaration_is_refused_where_its_body_is_needed(tmp_path, passes, message):
     """These read the callee's block arguments: xDSL's AssertionError."""
     assert refused(tmp_path, DECLARED, passes) == message
+
+
+def test_invoke_to_frontier_refuses_more_inputs_than_the_entry_takes(tmp_path):
+    """inputs=N beyond the entry's arguments was accepted (or a gather's
+    unrelated error); the entry of examples/ir/tree_lstm.mlir takes 9."""
+    text = (FIB.parent / "tree_lstm.mlir").read_text()
+    message = refused(tmp_path, text, "capture-outer-refs,invoke-to-frontier{inputs=10}")
+    assert message.endswith("error: 'func.func' op takes 9 arguments: inputs=10 counts "
+                            "more inputs than that")
+    path = tmp_path / "tree_lstm.mlir"
+    path.write_text(text)
+    assert opt(path, "capture-outer-refs,invoke-to-frontier{inputs=4}")[0] == 0
