@@ -1,4 +1,4 @@
-"""convert-invoke-to-gomp: `concurrent` invokes as libgomp tasks, `invoke.join` as a taskwait.
+"""convert-invoke-to-gomp: `concurrent` invokes as OpenMP tasks (the GOMP ABI), `invoke.join` as a taskwait.
 
 Runs after convert-scf-to-cf (a spawn may branch) and before
 convert-recir-to-llvm. A spawn packs the team's context array, the
