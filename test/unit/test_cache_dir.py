@@ -32,6 +32,9 @@ from recir.data import make_treebank
 from recir.models import tree_rnn
 
 if sys.argv[1] == "warm":
+    from recir.backend import interrupts
+    interrupts.install()  # (the Ctrl-C handler's code is compiled per process, not kept)
+
     def refused(*args, **kwargs):
         raise SystemExit("a kernel was compiled again")
     engine.compile_object = refused
