@@ -18,13 +18,8 @@ def parse(text: str):
 
 # step(a) = -a if a < 0 else a + 3, placed once and called twice: the branch
 # reads a token (%a) and a constant (%zero) from outside it.
-TWICE_GRAPH = """dataflow.graph @twice(%x: i32) -> i32 {
-  %c0 = dataflow.call %x to @step[0] : i32
-  %a = dataflow.merge %c0, %c1 : i32
-  %zero = arith.constant 0 : i32
-  %zero_t = dataflow.gate %zero on %a : i32, i32
-  %neg = arith.cmpi slt, %a, %zero_t : i32
-  %s = scf.if %neg -> (i32) {
+# the step's scf.if, shared by both forms below
+STEP_IF = """  %s = scf.if %neg -> (i32) {
     %m = arith.subi %zero, %a : i32
     scf.yield %m : i32
   } else {
@@ -32,7 +27,14 @@ TWICE_GRAPH = """dataflow.graph @twice(%x: i32) -> i32 {
     %p = arith.addi %a, %three : i32
     scf.yield %p : i32
   }
-  %r0 = dataflow.return %s from @step[0] : i32
+"""
+TWICE_GRAPH = """dataflow.graph @twice(%x: i32) -> i32 {
+  %c0 = dataflow.call %x to @step[0] : i32
+  %a = dataflow.merge %c0, %c1 : i32
+  %zero = arith.constant 0 : i32
+  %zero_t = dataflow.gate %zero on %a : i32, i32
+  %neg = arith.cmpi slt, %a, %zero_t : i32
+""" + STEP_IF + """  %r0 = dataflow.return %s from @step[0] : i32
   %c1 = dataflow.call %r0 to @step[1] : i32
   %r1 = dataflow.return %s from @step[1] : i32
   dataflow.output %r1 : i32
@@ -42,15 +44,7 @@ TWICE_GRAPH = """dataflow.graph @twice(%x: i32) -> i32 {
 TWICE_INVOKE = """func.func private @step(%a: i32) -> i32 {
   %zero = arith.constant 0 : i32
   %neg = arith.cmpi slt, %a, %zero : i32
-  %s = scf.if %neg -> (i32) {
-    %m = arith.subi %zero, %a : i32
-    scf.yield %m : i32
-  } else {
-    %three = arith.constant 3 : i32
-    %p = arith.addi %a, %three : i32
-    scf.yield %p : i32
-  }
-  func.return %s : i32
+""" + STEP_IF + """  func.return %s : i32
 }
 func.func @twice(%x: i32) -> i32 {
   %y = invoke.invoke @step(%x) : (i32) -> i32
