@@ -282,6 +282,10 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
                 or not acc.flags.writeable):
             raise RecirError(f"error: into: gradient buffer '{name}' must be a C-contiguous "
                              f"float32 array of shape {value.shape}, writable")
+    if len(into) != len(params):  # a key that names no parameter: a typo's buffer never filled
+        extra = ", ".join(repr(k) for k in into if k not in params)
+        raise RecirError(f"error: into: {extra} names no parameter (parameters: "
+                         f"{', '.join(params)})")
     arrays = (*params.values(), *map(into.__getitem__, params))
     if checked is not None and checked.clear(arrays):
         return into

@@ -38,7 +38,7 @@ from recir.train import (
     TrainConfigError,
     train,
 )
-from recir.train.loop import check_writable
+from recir.train.loop import FLOAT32_MAX, check_writable
 from recir.train.model_file import describe, save_model
 
 MODELS = {"tree_lstm": tree_lstm, "tree_rnn": tree_rnn, "rntn": rntn}
@@ -171,9 +171,9 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--seed must be 0 or more, got {args.seed}")
     for name in ("lr", "weight_decay"):
         value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UsageError(f"--{name.replace('_', '-')} must be a number >= 0, "
-                             f"got {value}")
+        if value is not None and not 0 <= value <= FLOAT32_MAX:  # (NaN fails both)
+            raise UsageError(f"--{name.replace('_', '-')} must be a number >= 0 within "
+                             f"float32's range, got {value}")
 
 
 def find_sst(args: argparse.Namespace) -> Path | None:

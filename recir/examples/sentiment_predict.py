@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from recir.data.sst import TreeParseError, parse_tree
+from recir.diagnostics import RecirError
 from recir.train.checkpoint import CheckpointError
 from recir.train.model_file import LoadedModel, load
 
@@ -110,5 +111,8 @@ def main(argv: list[str]) -> int:
                               args.threads, None if args.file == "-" else args.file)
         except OSError as e:  # (a folder opens, then fails to read)
             print(f"error: cannot read '{args.file}': {e.strerror}", file=sys.stderr)
+            return 2
+        except RecirError as e:  # (the scorer's compile or a call: out of memory, say)
+            print(e, file=sys.stderr)
             return 2
     return 1 if bad else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tokenize
 import warnings
@@ -155,9 +156,20 @@ def report(results: tuple[Any, ...], out: Path | None) -> None:
             print(f"tensor {'x'.join(map(str, value.shape))} {summary}")
 
 
+def check_out(out: Path) -> None:
+    """Refuses an --out folder that cannot be written before the run, not
+    after it: a file, or a folder (or its nearest existing parent) without
+    write access."""
+    if out.exists() and not out.is_dir():
+        raise RecirError(f"error: --out '{out}' is a file, not a directory")
+    there = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not there.is_dir() or not os.access(there, os.W_OK | os.X_OK):
+        raise RecirError(f"error: --out '{out}': cannot write in '{there}'")
+
+
 def run(args: argparse.Namespace) -> None:
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        raise RecirError(f"error: --out '{args.out}' is a file, not a directory")
+    if args.out is not None:
+        check_out(args.out)
     try:
         data = Path(args.file).read_bytes()
     except OSError as e:

@@ -29,6 +29,8 @@ from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReduc
 from recir.train.metrics import NodeScorer, evaluate
 from recir.train.optimizers import Optimizer
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the largest rate a float32 step takes
+
 __all__ = ["TrainConfig", "TrainConfigError", "load_checkpoint", "save_checkpoint",
            "train"]
 
@@ -79,11 +81,13 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
     if config.batching not in MODES:
         raise TrainConfigError(f"unknown batching '{config.batching}' ({', '.join(MODES)})")
     lr = getattr(optimizer, "lr", 1.0)
-    if not (math.isfinite(lr) and lr >= 0):
-        raise TrainConfigError(f"the learning rate must be 0 or more, got {lr}")
+    if not 0 <= lr <= FLOAT32_MAX:  # (the steps compute in float32; NaN fails both)
+        raise TrainConfigError(f"the learning rate must be 0 or more, within float32's "
+                               f"range, got {lr}")
     decay = getattr(optimizer, "weight_decay", 0.0)
-    if not (math.isfinite(decay) and decay >= 0):
-        raise TrainConfigError(f"the weight decay must be 0 or more, got {decay}")
+    if not 0 <= decay <= FLOAT32_MAX:
+        raise TrainConfigError(f"the weight decay must be 0 or more, within float32's "
+                               f"range, got {decay}")
     for what in ("metrics", "checkpoint"):  # a str as a Path (the loop reads them as paths)
         value = getattr(config, what)
         if value is not None:

@@ -138,6 +138,10 @@ def test_out_at_an_existing_file_is_an_error_before_running(tmp_path: Path, caps
                            "--arg", str(tmp_path / "x.npy"), "--out", str(tmp_path / "taken")])
     one_error(capsys, code, r"^error: --out '.*taken' is a file, not a directory$")
     assert (tmp_path / "taken").read_text() == "keep me"
+    code = recir_run.main([str(tmp_path / "vec.mlir"), "--entry", "f", "--interpret",
+                           "--arg", str(tmp_path / "x.npy"), "--out",
+                           str(tmp_path / "taken" / "results")])  # (was an error after the run)
+    one_error(capsys, code, r"^error: --out '.*results': cannot write in '.*taken'$")
 
 
 TREE_CELL = """func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -267,6 +267,10 @@ def test_into_accumulates_over_calls() -> None:
     with pytest.raises(RecirError, match=r"^error: into: no gradient buffer for parameter "
                                          r"'emb' \(keys: w, b\)$"):
         vg(*tree_inputs(trees[0]), into={"w": total["w"], "b": total["b"]})
+    with pytest.raises(RecirError, match=r"^error: into: 'W' names no parameter "
+                                         r"\(parameters: emb, w, b"):
+        fresh = {k: np.zeros_like(v) for k, v in params.items()}
+        vg(*tree_inputs(trees[0]), into={**fresh, "W": fresh["w"]})  # (a typo: never filled)
     model = tree_rnn.trace_model(params)
     before = {k: v.copy() for k, v in model.params.items()}
     for batching in ("recursive", "frontier"):  # (both added the gradients into the weights)

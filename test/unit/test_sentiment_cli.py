@@ -14,7 +14,7 @@ import pytest
 
 from recir.data import make_treebank
 from recir.diagnostics import RecirError
-from recir.examples import sentiment
+from recir.examples import sentiment, sentiment_predict
 from recir.models import tree_lstm
 from recir.train import load
 
@@ -67,7 +67,8 @@ def error_line(capsys) -> str:
     (["--embed", "0"], "--embed must be at least 1"),
     (["--epochs", "-2"], "--epochs must be at least 1"),
     (["--hidden", "0"], "--hidden must be at least 1"),
-    (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
+    (["--lr", "nan"], "--lr must be a number >= 0 within float32's range, got nan"),
+    (["--lr", "1e40"], "--lr must be a number >= 0 within float32's range, got 1e+40"),
     (["--weight-decay", "-1"], "--weight-decay must be a number >= 0"),
     (["--threads", "0"], "--threads must be at least 1"),
     (["--seed", "-1"], "--seed must be 0 or more, got -1"),  # (was numpy's traceback)
@@ -378,4 +379,18 @@ def test_an_error_while_training_is_one_line(monkeypatch, capsys) -> None:
 
     monkeypatch.setattr(sentiment, "train", diverges)
     assert sentiment.main(["--synthetic", *TINY, "--max-train", "10"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+
+
+def test_an_error_while_labelling_is_one_line(trained, monkeypatch, capsys) -> None:
+    """A RecirError from the scorer (its compile, a call out of memory) was a
+    traceback."""
+    message = "error: a frontier function ran out of memory"
+
+    def fails(*args, **kwargs):
+        raise RecirError(message)
+
+    monkeypatch.setattr(sentiment_predict.LoadedModel, "predict", fails)
+    monkeypatch.setattr("sys.stdin", io.StringIO("((w1) (w2))\n"))
+    assert sentiment.main(["predict", "--model-file", str(trained["save-model"])]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]

@@ -495,6 +495,9 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
         train(double, SGD(double.params, lr=float("nan")), [], [],
               TrainConfig(progress=False))
+    with pytest.raises(TrainConfigError, match="within float32's range, got 1e[+]?40"):
+        train(double, SGD(double.params, lr=1e40), [], [],  # (was a NaN loss at the 1st step)
+              TrainConfig(progress=False))
 
 
 def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
