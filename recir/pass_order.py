@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
 
 from recir.diagnostics import RecirError, format_error, location_prefix
@@ -40,6 +40,14 @@ def has_tensor(op: Operation) -> bool:
             has_tensor(inner) for inner in op.walk() if inner is not op)
     return op.name.startswith("tmath.") or op.name in ("tape.save", "tape.load") or (
         op.name != "tape.new" and any(unlowered(v.type) for v in (*op.operands, *op.results)))
+
+
+def makes_index(op: Operation) -> bool:
+    """An op that makes an `index` value, or a function taking or returning
+    one: the native backend lowers none (`check_native_signature`)."""
+    types = (*op.function_type.inputs, *op.function_type.outputs) if isinstance(
+        op, func.FuncOp) else (r.type for r in op.results)
+    return any(isinstance(t, IndexType) for t in types)
 
 
 def is_branch(op: Operation) -> bool:
@@ -68,7 +76,9 @@ PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
                                         "may branch)")],
     # (a spawn left to convert-recir-to-llvm runs in place: code for one thread)
     "convert-recir-to-llvm": [CLOSE_FIRST, (has_tensor, "run convert-tmath-to-loops "
-                                            "before {pass_}")],
+                                            "before {pass_}"),
+                              (makes_index, "the native backend lowers no index value: "
+                                            "use i64 (the interpreter takes it)")],
 }
 
 

@@ -178,3 +178,20 @@ def test_invoke_to_frontier_refuses_more_inputs_than_the_entry_takes(tmp_path):
     path = tmp_path / "tree_lstm.mlir"
     path.write_text(text)
     assert opt(path, "capture-outer-refs,invoke-to-frontier{inputs=4}")[0] == 0
+
+
+
+@pytest.mark.parametrize("text, message", [
+    ("func.func @f(%n: index) -> index {\n  func.return %n : index\n}\n",
+     "1:1: error: 'func.func' op"),
+    ("func.func @f(%m: i64) -> i64 {\n  %n = arith.index_cast %m : i64 to index\n"
+     "  %w = arith.index_cast %n : index to i64\n  func.return %w : i64\n}\n",
+     "2:3: error: 'arith.index_cast' op"),
+])
+def test_index_values_are_refused_where_they_are_made(tmp_path, text, message):
+    """The native backend lowers no index value (`recir-run --jit` says so):
+    xDSL's unlocated 'LLVM function argument #1 has incompatible type' or
+    'llvm.add' verifier error."""
+    assert refused(tmp_path, text, "convert-recir-to-llvm") == (
+        f"{message} is not handled by convert-recir-to-llvm: the native backend lowers "
+        "no index value: use i64 (the interpreter takes it)")
