@@ -16,9 +16,11 @@ from collections.abc import Callable
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
+from xdsl.traits import SymbolTable
 
 from recir.diagnostics import RecirError, format_error, location_prefix
 from recir.dialects.tape import FrameType
+from recir.passes.row_lowering import is_row_function
 
 
 def is_subgraph(op: Operation) -> bool:
@@ -50,6 +52,17 @@ def makes_index(op: Operation) -> bool:
     return any(isinstance(t, IndexType) for t in types)
 
 
+def invokes_rows(op: Operation) -> bool:
+    """An invoke of a function over rows, which is lowered to take its
+    rows' count and bounds beside each table: only a schedule calls one."""
+    if op.name != "invoke.invoke":
+        return False
+    module = op.get_toplevel_object()
+    callee = SymbolTable.lookup_symbol(module, op.callee) if isinstance(
+        module, ModuleOp) else None
+    return isinstance(callee, func.FuncOp) and is_row_function(callee)
+
+
 def is_branch(op: Operation) -> bool:
     return op.name in ("cf.br", "cf.cond_br")
 
@@ -68,7 +81,9 @@ PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
     "convert-scf-to-cf": [CLOSE_FIRST],
     "invoke-to-frontier": [CLOSE_FIRST, BRANCHES_LATER],
     "lower-invoke-to-call-return": [CLOSE_FIRST, BRANCHES_LATER],
-    "convert-tmath-to-loops": [CLOSE_FIRST, BRANCHES_LATER],
+    "convert-tmath-to-loops": [CLOSE_FIRST, BRANCHES_LATER,
+                               (invokes_rows, "its callee computes rows, which a "
+                                              "frontier.schedule calls, not an invoke")],
     "invoke-clone-serial": [ONE_BLOCK],
     "convert-invoke-to-gomp": [CLOSE_FIRST,
                                (has_tensor, "run convert-tmath-to-loops before {pass_}"),

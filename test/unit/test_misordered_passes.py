@@ -195,3 +195,23 @@ def test_index_values_are_refused_where_they_are_made(tmp_path, text, message):
     assert refused(tmp_path, text, "convert-recir-to-llvm") == (
         f"{message} is not handled by convert-recir-to-llvm: the native backend lowers "
         "no index value: use i64 (the interpreter takes it)")
+
+
+ROWS_INVOKED = """\
+func.func @g(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {
+  %y = tmath.tanh %x : tensor<?x3xf32>
+  func.return %y : tensor<?x3xf32>
+}
+func.func @f(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {
+  %z = invoke.invoke @g(%x) : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  func.return %z : tensor<?x3xf32>
+}
+"""
+
+
+def test_an_invoked_function_over_rows_is_refused_at_the_invoke(tmp_path):
+    """Lowered, a function over rows takes each table's rows too: the invoke
+    was an unlocated '@g expects 4 arguments, got 2'."""
+    assert refused(tmp_path, ROWS_INVOKED, "convert-tmath-to-loops") == (
+        "6:3: error: 'invoke.invoke' op is not handled by convert-tmath-to-loops: its "
+        "callee computes rows, which a frontier.schedule calls, not an invoke")
