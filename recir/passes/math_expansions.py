@@ -29,7 +29,12 @@ from recir.passes.op_templates import build
 # adding SHIFT (1.5 * 2^23), whose bits then hold n; ln2 in two parts.
 LOG2E, SHIFT = 1.4426950408889634, 12582912.0
 LN2_HI, LN2_LO = float.fromhex("0x1.62e4p-1"), float.fromhex("0x1.7f7d1cp-20")
-EXP_MIN, EXP_MAX = -87.33654, 88.72283  # float32's least normal and its largest
+# exp's smallest argument whose result is not 0 (float32's least subnormal,
+# 2^-149, is the nearest for exp(x) above 2^-150) and its largest
+EXP_MIN, EXP_MAX = -103.97208, 88.72283
+# Below 0, 2^(n + SUBNORMAL) then times 2^-SUBNORMAL: n down to -150 keeps
+# the first factor normal, and the product rounds once into the subnormals.
+SUBNORMAL = 64
 # exp(r) = 1 + r P(r), highest power first: Arm's optimized-routines
 # `v_expf` (1.45 ulp with the rest of the reduction).
 EXP_POLY = tuple(float.fromhex(h) for h in (
@@ -101,16 +106,18 @@ def _reduced(b: Emitter, clamped: SSAValue, bias: SSAValue) -> tuple[SSAValue, S
 
 def exp(b: Emitter, x: SSAValue) -> SSAValue:
     """2^n * exp(r) with x = n ln2 + r; inf above the f32 range, 0 where
-    exp(x) is below its least normal."""
+    exp(x) rounds to 0 (subnormal results kept, as NumPy's)."""
     clamped = _select(b, x, "olt", EXP_MIN, _f(b, EXP_MIN), x)
     clamped = _select(b, clamped, "ogt", EXP_MAX, _f(b, EXP_MAX), clamped)
     # Above 0, 2^(n-1) times 2, so that n = 128 does not overflow the
-    # exponent field; below, 2^n, so that n = -126 does not underflow it.
+    # exponent field; below, 2^(n+SUBNORMAL) times 2^-SUBNORMAL, so that n
+    # down to -150 does not underflow it.
     positive = b.value(arith.CmpfOp(clamped, _f(b, 0.0), "ogt"))
-    bias = b.value(arith.SelectOp(positive, b.const(126 << 23, i32), b.const(127 << 23, i32)))
+    bias = b.value(arith.SelectOp(positive, b.const(126 << 23, i32),
+                                  b.const((127 + SUBNORMAL) << 23, i32)))
     less_one, scale = _reduced(b, clamped, bias)
     result = _mul(b, _add(b, _mul(b, less_one, scale), scale),
-                  b.value(arith.SelectOp(positive, _f(b, 2.0), _f(b, 1.0))))
+                  b.value(arith.SelectOp(positive, _f(b, 2.0), _f(b, 2.0 ** -SUBNORMAL))))
     result = _select(b, x, "ogt", EXP_MAX, _f(b, float("inf")), result)
     return _select(b, x, "olt", EXP_MIN, _f(b, 0.0), result)
 
