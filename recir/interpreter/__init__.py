@@ -262,6 +262,32 @@ def as_returned(results: Sequence[Any], types: Sequence[Attribute]) -> tuple[Any
                  for v, typ in zip(results, types, strict=True))
 
 
+class DeepCalls:
+    """The interpreter calls running on threads at once, under its lock:
+    the recursion limit is the process's, raised while any runs and put
+    back when the last ends (calls that each put back the limit they found
+    left it raised for good when they overlapped)."""
+
+    def __init__(self) -> None:
+        self.lock, self.running, self.limit = threading.Lock(), 0, 0
+
+    def enter(self) -> None:
+        with self.lock:
+            if not self.running:
+                self.limit = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(self.limit, MAX_PYTHON_FRAMES))
+            self.running += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+            if not self.running:
+                sys.setrecursionlimit(self.limit)
+
+
+DEEP_CALLS = DeepCalls()
+
+
 def run_deep(work: Any) -> Any:
     """Run `work()` on a thread with a big stack; deep recursion is an error."""
     outcome: dict[str, Any] = {}
@@ -277,16 +303,18 @@ def run_deep(work: Any) -> Any:
         except BaseException as e:  # re-raised on the caller's thread
             outcome["error"] = e
 
-    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
-    sys.setrecursionlimit(MAX_PYTHON_FRAMES)
-    threading.stack_size(STACK_BYTES)
+    DEEP_CALLS.enter()
     try:
-        thread = threading.Thread(target=target, name="recir-interpreter")
-        thread.start()
+        with DEEP_CALLS.lock:  # (the stack size is the process's: for this thread alone)
+            old_stack = threading.stack_size(STACK_BYTES)
+            try:
+                thread = threading.Thread(target=target, name="recir-interpreter")
+                thread.start()
+            finally:
+                threading.stack_size(old_stack)
         thread.join()
     finally:
-        threading.stack_size(old_stack)
-        sys.setrecursionlimit(old_limit)
+        DEEP_CALLS.leave()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

@@ -182,6 +182,30 @@ def test_recursion_depth_counts_and_too_deep_is_an_error(monkeypatch):
         run_function(module, "count", [100_000])
 
 
+def test_calls_on_several_threads_put_the_recursion_limit_back():
+    """Each call put back the limit it found: overlapping calls left the
+    raised one for good, and plain Python recursion then overflowed the C
+    stack (a segfault) instead of raising RecursionError."""
+    import sys
+    import threading
+
+    module = parse_module(make_context(), DEEP)
+    limit, stack = sys.getrecursionlimit(), threading.stack_size()
+    results: list[tuple[int, ...]] = []
+
+    def calls() -> None:
+        results.extend(run_function(module, "count", [n]) for n in range(40))
+
+    for _ in range(5):
+        threads = [threading.Thread(target=calls) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert (sys.getrecursionlimit(), threading.stack_size()) == (limit, stack)
+    assert sorted(results) == sorted([(n,) for n in range(40)] * 15)
+
+
 def test_a_subgraphs_invocation_nests_in_its_definitions_scope(monkeypatch):
     """Each invocation's scope nested in its caller's: a closure value's
     lookup walked every frame of the recursion, and a chain of depth d took
