@@ -155,7 +155,8 @@ def check_args(args: argparse.Namespace) -> None:
     for name in ("metrics", "checkpoint", "save_model"):
         if getattr(args, name) is not None:
             try:
-                check_writable(getattr(args, name), f"--{name.replace('_', '-')}")
+                check_writable(getattr(args, name), f"--{name.replace('_', '-')}",
+                               appended=name == "metrics")
             except TrainConfigError as e:
                 raise UsageError(str(e)) from None
 

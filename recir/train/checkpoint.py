@@ -66,6 +66,8 @@ def save_checkpoint(path: Path, params: Arrays, optimizer: Optimizer, epoch: int
 def write_npz(path: Path, arrays: Arrays) -> None:
     """Via a temporary file beside `path`, removed if writing fails."""
     tmp = path.with_name(path.name + ".tmp.npz")
+    if path.exists() and not path.is_file():  # (renamed over, a device would be replaced)
+        raise CheckpointError(f"{path}: cannot write: not a regular file")
     try:
         np.savez(tmp, **arrays)
         tmp.replace(path)
@@ -149,7 +151,10 @@ def guarded(path: Path, read: Callable[[], Any]) -> Any:
         raise CheckpointError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CheckpointError(f"{path}: is a folder, not a checkpoint file") from None
-    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, zlib.error) as e:
+    # (zipfile's NotImplementedError: a damaged header naming a version or
+    # feature it lacks)
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, zlib.error,
+            NotImplementedError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not "
                               f".npz: {reason})") from None

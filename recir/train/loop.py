@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -71,7 +72,7 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
     """Refuse nonsense before any work: sizes, rates, writable output paths."""
     for name in ("epochs", "batch_size", "threads"):
         value = getattr(config, name)
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, numbers.Integral) or value < 1:  # (NumPy's integers too)
             raise TrainConfigError(f"{name.replace('_', ' ')} must be at least 1, "
                                    f"got {value}")
     if config.engine not in ("native", "interpret"):
@@ -80,14 +81,12 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
 
     if config.batching not in MODES:
         raise TrainConfigError(f"unknown batching '{config.batching}' ({', '.join(MODES)})")
-    lr = getattr(optimizer, "lr", 1.0)
-    if not 0 <= lr <= FLOAT32_MAX:  # (the steps compute in float32; NaN fails both)
-        raise TrainConfigError(f"the learning rate must be 0 or more, within float32's "
-                               f"range, got {lr}")
-    decay = getattr(optimizer, "weight_decay", 0.0)
-    if not 0 <= decay <= FLOAT32_MAX:
-        raise TrainConfigError(f"the weight decay must be 0 or more, within float32's "
-                               f"range, got {decay}")
+    for what, rate in (("learning rate", getattr(optimizer, "lr", 1.0)),
+                       ("weight decay", getattr(optimizer, "weight_decay", 0.0))):
+        # (the steps compute in float32; NaN fails both compares)
+        if not isinstance(rate, numbers.Real) or not 0 <= rate <= FLOAT32_MAX:
+            raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
+                                   f"float32's range, got {rate!r}")
     for what in ("metrics", "checkpoint"):  # a str as a Path (the loop reads them as paths)
         value = getattr(config, what)
         if value is not None:
@@ -95,14 +94,18 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
                 path = Path(value)
             except TypeError:
                 raise TrainConfigError(f"{what} must be a path, got {value!r}") from None
-            check_writable(path, what)
+            check_writable(path, what, appended=what == "metrics")
             setattr(config, what, path)
 
 
-def check_writable(path: Path, what: str) -> None:
-    """A file we may create or overwrite at `path` (tested, not written)."""
+def check_writable(path: Path, what: str, appended: bool = False) -> None:
+    """A file we may create or overwrite at `path` (tested, not written); one
+    not `appended` (a checkpoint, a model file: renamed over), a regular
+    file (renamed over a device such as /dev/null, it would take its place)."""
     if path.is_dir():
         raise TrainConfigError(f"{what} path {path} is a folder")
+    if not appended and path.exists() and not path.is_file():
+        raise TrainConfigError(f"{what} path {path} is not a regular file")
     folder = path.parent
     if not folder.is_dir():
         raise TrainConfigError(f"{what} path {path}: folder {folder} does not exist")

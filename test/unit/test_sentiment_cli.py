@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -75,13 +76,16 @@ def error_line(capsys) -> str:
     (["--data", "{empty}"], "no train, dev split there"),
     (["--metrics", "{file}/m.jsonl"], "does not exist"),
     (["--checkpoint", "{empty}"], "is a folder"),
+    (["--save-model", "{fifo}"], "fifo is not a regular file"),
     (["--resume"], "--resume needs --checkpoint"),
     (["--embeddings", "{empty}/v.txt"], "no such file"),
 ])
 def test_options_refused_before_any_work(tmp_path, capsys, argv, message) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("")
-    argv = [a.format(empty=tmp_path / "empty", file=tmp_path / "file") for a in argv]
+    os.mkfifo(tmp_path / "fifo")  # (renamed over, a model file took its place)
+    argv = [a.format(empty=tmp_path / "empty", file=tmp_path / "file", fifo=tmp_path / "fifo")
+            for a in argv]
     assert sentiment.main(["--synthetic", *TINY, *argv]) == 2
     line = error_line(capsys)
     assert line.startswith("error: ") and message in line
@@ -120,6 +124,8 @@ def drop_optimizer_state(arrays) -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     ("truncate", "not a readable checkpoint"),
+    # a central directory entry naming a zip version zipfile lacks: its NotImplementedError
+    ("zip-version", "not a readable checkpoint (truncated or not .npz: zip file version"),
     (lambda a: a.__setitem__("param/u", a["param/u"] * np.nan), "'u' holds NaN"),
     (drop_optimizer_state, "no optimizer state sum_sq of"),
     (lambda a: a.__setitem__("epoch", np.array(-3)), "epoch -3 is not a non-negative"),
@@ -141,6 +147,10 @@ def test_malformed_resume_files(trained, sst_dir, tmp_path, capsys, change,
     argv = ["--data", str(sst_dir), *TINY, "--epochs", "4", "--embed", "8"]
     if change == "truncate":
         path.write_bytes(trained["checkpoint"].read_bytes()[:3000])
+    elif change == "zip-version":
+        data = bytearray(trained["checkpoint"].read_bytes())
+        data[data.index(b"PK\x01\x02") + 6] = 0xFF  # (the version needed to extract)
+        path.write_bytes(data)
     elif change == "other-model":
         path.write_bytes(trained["checkpoint"].read_bytes())
         argv += ["--model", "tree_rnn"]

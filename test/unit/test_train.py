@@ -9,6 +9,8 @@ the compiler), and end to end on a tiny compiled TreeLSTM.
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -492,12 +494,39 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     with pytest.raises(TrainConfigError, match=message):
         train(double, SGD(double.params, lr=0.1), make_treebank(3, vocab_size=80), [],
               TrainConfig(progress=False, **options))
-    with pytest.raises(TrainConfigError, match="learning rate must be 0 or more"):
-        train(double, SGD(double.params, lr=float("nan")), [], [],
-              TrainConfig(progress=False))
-    with pytest.raises(TrainConfigError, match="within float32's range, got 1e[+]?40"):
-        train(double, SGD(double.params, lr=1e40), [], [],  # (was a NaN loss at the 1st step)
-              TrainConfig(progress=False))
+
+
+@pytest.mark.parametrize(("optimizer", "message"), [
+    (lambda p: SGD(p, lr=float("nan")), "learning rate .* got nan"),
+    (lambda p: SGD(p, lr=1e40), "learning rate .* got 1e[+]?40"),  # (a NaN loss at step 1)
+    (lambda p: SGD(p, lr="0.1"), "learning rate .* got '0.1'"),  # (these were TypeErrors
+    (lambda p: SGD(p, lr=None), "learning rate .* got None"),  # and a ValueError from
+    (lambda p: SGD(p, lr=np.array([0.1, 0.2])), "learning rate .* got array"),  # NumPy)
+    (lambda p: Adam(p, weight_decay="0"), "weight decay .* got '0'"),
+])
+def test_train_refuses_rates_that_are_not_float32_numbers(double, optimizer, message) -> None:
+    with pytest.raises(TrainConfigError, match=f"^the {message}"):
+        train(double, optimizer(double.params), [], [], TrainConfig(progress=False))
+
+
+def test_counts_and_rates_may_be_numpy_numbers(double, tmp_path) -> None:
+    """`epochs=np.int64(1)` read 'epochs must be at least 1, got 1'."""
+    loop.check_config(TrainConfig(epochs=np.int64(2), batch_size=np.int32(4)),
+                      SGD(double.params, lr=np.float32(0.1)))
+
+
+def test_a_checkpoint_path_that_is_no_regular_file_is_left_alone(double, tmp_path) -> None:
+    """A checkpoint is renamed over its path: given a FIFO (or /dev/null,
+    as root), training put a regular file in its place."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(TrainConfigError, match="checkpoint path .*fifo is not a regular file"):
+        train(double, SGD(double.params, lr=0.1), [], [],
+              TrainConfig(progress=False, checkpoint=fifo))
+    with pytest.raises(CheckpointError, match="fifo: cannot write: not a regular file"):
+        save_checkpoint(fifo, double.params, SGD(double.params, lr=0.1), 1,
+                        np.random.default_rng(0))
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
