@@ -8,7 +8,7 @@ loss with `recir.value_and_grad`.
 
 from typing import Any
 
-from xdsl.dialects.builtin import f32, i1, i32
+from xdsl.dialects.builtin import ModuleOp, f32, i1, i32
 
 from recir.frontend import SubGraph, TracedModel, cond, matrix, structure, trace, vector
 
@@ -22,11 +22,13 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
     `batching="frontier"` compiles `invoke-to-frontier`'s batched form
     instead, `"auto"` both, picking per call (see `recir.auto`)."""
     from recir import pipeline
+    from recir.diagnostics import RecirError
 
+    if not isinstance(model, TracedModel | ModuleOp):
+        raise RecirError("error: recir.compile takes a traced model (recir.trace(...).traced) "
+                         f"or an IR module, got a {type(model).__name__}")
     traced_entry = getattr(model, "entry", None)  # (a module has none: `entry` names it)
     if entry is not None and traced_entry is not None and entry != traced_entry:
-        from recir.diagnostics import RecirError
-
         raise RecirError(f"error: a traced model compiles its own entry @{traced_entry}; "
                          f"entry={entry!r} names another function")
     if batching != "recursive":

@@ -21,19 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import IRDLOperation, OptAttributeDef, OptPropertyDef
-from xdsl.irdl.constraints import VerificationContext
 from xdsl.parser import Parser, ParserState, UnresolvedOperand
-from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
-from recir.diagnostics import RecirError, format_error, location_prefix, one_line
-
+from recir.diagnostics import RecirError, one_line
+from recir.verification import verify_located
 
 # xDSL expands a dense literal, a splat too, to one Python object per element:
 # about 24 bytes each to parse and 64 to print (tracemalloc's peaks for 10**6
@@ -158,7 +154,10 @@ class LocatingParser(Parser):
             self.first_uses.setdefault(name, operand.span)
         known, text = self.known_type(operand), operand.span.text
         if known is None or known == type:
-            return super().resolve_operand(operand, type)
+            value = super().resolve_operand(operand, type)
+            if value.name_hint is None and SSAValue.is_valid_name(name):
+                value.name_hint = name  # (a forward reference's placeholder: for errors)
+            return value
         if name in self.ssa_values:
             raise self.op_error(f"operand {text} has type {known} but is used as "
                                 f"{type}")
@@ -230,151 +229,6 @@ def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise RecirError(f"{name}:{line}:{col}: error: byte 0x{data[e.start]:02x} is "
                          "not valid UTF-8 (IR files are UTF-8 text)") from None
-
-
-def verify_if_yields(op: scf.IfOp) -> None:
-    """Each region of an `scf.if` with results yields values of those types
-    (xDSL checks this for `scf.for` only; a missing `scf.yield` reaches
-    LLVM as a malformed phi)."""
-    types = list(op.output.types)
-    if types and not op.false_region.blocks:
-        raise VerifyException(f"has {len(types)} results but no else region")
-    for side, region in (("then", op.true_region), ("else", op.false_region)):
-        for block in region.blocks:
-            last = block.last_op
-            if not isinstance(last, scf.YieldOp):
-                continue
-            yielded = [v.type for v in last.arguments]
-            if yielded != types:
-                raise VerifyException(
-                    f"{side} region yields ({', '.join(map(str, yielded))}) but the op "
-                    f"has results ({', '.join(map(str, types))})")
-
-
-def verify_func_body(op: func.FuncOp) -> None:
-    """No block of a body is empty: xDSL accepts `{}`, which then ran as an
-    external function (natively an AssertionError)."""
-    if any(block.first_op is None for block in op.body.blocks):
-        raise VerifyException(f"@{op.sym_name.data} has an empty block: a block ends "
-                              "with a terminator such as 'func.return'")
-
-
-def verify_unique_symbols(table: Operation) -> None:
-    """A second definition of a symbol is an error at that definition (xDSL
-    reports it at the enclosing module, without a position)."""
-    first: dict[str, Operation] = {}
-    for region in table.regions:
-        for block in region.blocks:
-            for op in block.ops:
-                name = op.get_attr_or_prop("sym_name")
-                if not isinstance(name, StringAttr):
-                    continue
-                if name.data in first:
-                    where = location_prefix(first[name.data]).removesuffix(": ")
-                    raise RecirError(format_error(
-                        op, f"redefines symbol @{name.data}"
-                        + (f" (first defined at {where})" if where else "")))
-                first[name.data] = op
-
-
-def verify_own_attributes(op: Operation) -> None:
-    """The properties and attributes `op`'s definition declares, present and
-    of their kinds. Checked for every op before any verifier runs: one op's
-    verifier reads another's (an invoke its subgraph's `function_type`, a
-    dataflow call its callee's `sym_name`), and generic syntax can leave
-    them out or give them any value."""
-    if not isinstance(op, IRDLOperation):
-        return
-    definition = op.get_irdl_definition()
-    context = VerificationContext()
-    for kind, declared, given, optional in (
-            ("property", definition.properties, op.properties, OptPropertyDef),
-            ("attribute", definition.attributes, op.attributes, OptAttributeDef)):
-        for name, attr_def in declared.items():
-            if name in given:
-                try:
-                    attr_def.constr.verify(given[name], context)
-                except VerifyException as e:
-                    raise VerifyException(f"{kind} '{name}': {e}") from None
-            elif not isinstance(attr_def, optional):
-                raise VerifyException(f"{kind} '{name}' expected")
-
-
-# arith comparisons: the predicates each may name. xDSL checks neither the
-# predicate (printing an unknown one fails; -1 silently printed as the last
-# one) nor that the operands have one type.
-COMPARISONS = {arith.CmpiOp: arith.CMPI_COMPARISON_OPERATIONS,
-               arith.CmpfOp: arith.CMPF_COMPARISON_OPERATIONS}
-
-
-def verify_comparison(op: arith.CmpiOp | arith.CmpfOp) -> None:
-    predicate = op.predicate.value.data
-    if not 0 <= predicate < len(COMPARISONS[type(op)]):
-        raise VerifyException(f"unknown predicate {predicate} (known: 0 to "
-                              f"{len(COMPARISONS[type(op)]) - 1})")
-    if op.lhs.type != op.rhs.type:
-        raise VerifyException(f"compares operands of different types: {op.lhs.type} "
-                              f"and {op.rhs.type}")
-
-
-GRAPH_REGIONS = frozenset(("dataflow.graph",))  # their ops' operands may come later
-
-
-def verify_defined_before_use(op: Operation) -> None:
-    """In each block of `op`'s regions, a value is used after the op that
-    defines it; inside a subgraph's body, before each invoke of it in that
-    block (its body runs there). xDSL checks no dominance: such a use was a
-    KeyError in both engines."""
-    if op.name in GRAPH_REGIONS:
-        return
-    for block in (b for region in op.regions for b in region.blocks):
-        at = {o: k for k, o in enumerate(block.ops)}
-        for k, top in enumerate(block.ops):
-            for inner in top.walk():
-                for value in inner.operands:
-                    j = at.get(value.owner, -1)  # (a block argument: -1)
-                    if j >= k and not (j > k and invoked_after(top, block, at, j)):
-                        raise RecirError(format_error(inner, f"uses %{value.name_hint or j} "
-                                                      "before the op that defines it"))
-
-
-def invoked_after(sub: Operation, block: Any, at: dict[Operation, int], j: int) -> bool:
-    """Whether `sub` is a subgraph whose every invoke in `block`, outside
-    its own body, comes after position `j`."""
-    if sub.name != "invoke.subgraph":
-        return False
-    name = sub.get_attr_or_prop("sym_name")
-    for other in block.walk():
-        callee = other.get_attr_or_prop("callee") if other.name == "invoke.invoke" else None
-        if callee is not None and callee.root_reference == name:
-            top = block.find_ancestor_op_in_block(other)
-            if top is not sub and at[top] <= j:
-                return False
-    return True
-
-
-def verify_located(module: Operation) -> None:
-    """Verify op by op; the first failure becomes a located `RecirError`."""
-    ops = list(module.walk())
-    for op in ops:
-        try:
-            verify_own_attributes(op)
-        except VerifyException as e:
-            raise RecirError(format_error(op, str(e.args[0]))) from None
-    for op in ops:
-        if op.has_trait(SymbolTable):
-            verify_unique_symbols(op)
-        verify_defined_before_use(op)
-        try:
-            op.verify(verify_nested_ops=False)
-            if isinstance(op, scf.IfOp):
-                verify_if_yields(op)
-            elif type(op) in COMPARISONS:
-                verify_comparison(op)
-            elif isinstance(op, func.FuncOp):
-                verify_func_body(op)
-        except VerifyException as e:
-            raise RecirError(format_error(op, str(e.args[0]))) from None
 
 
 def parse_module(

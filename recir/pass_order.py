@@ -19,8 +19,8 @@ from xdsl.ir import Attribute, Operation
 from xdsl.traits import SymbolTable
 
 from recir.diagnostics import RecirError, format_error, location_prefix
+from recir.dialects.row_types import is_row_function
 from recir.dialects.tape import FrameType
-from recir.passes.row_lowering import is_row_function
 
 
 def is_subgraph(op: Operation) -> bool:

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 # the arith ops on scalars that have a row form: the same op on tensors of rows
@@ -63,6 +63,24 @@ def typed(batched: bool, shape: Sequence[int], element: Attribute) -> Attribute:
     """`element` with `shape` (a scalar when empty), as rows when `batched`."""
     typ = TensorType(element, list(shape)) if shape else element
     return rows_type(typ) if batched else typ
+
+
+# ops a function over rows has none of: it is straight-line code
+NOT_IN_ROWS = frozenset(("invoke.invoke", "scf.if", "tape.new", "tape.save", "tape.load",
+                         "frontier.schedule"))
+
+
+def is_row_function(function: Operation) -> bool:
+    """Straight-line code that computes rows (`invoke-to-frontier`'s batched
+    functions; not a recursive function's reads of its structure arrays,
+    which take one index at a time)."""
+    computes_rows = False
+    for op in function.walk():
+        if op.name in NOT_IN_ROWS:
+            return False
+        if op.dialect_name() == "frontier" or any(is_rows(r.type) for r in op.results):
+            computes_rows = True
+    return computes_rows
 
 
 def is_rows(value: SSAValue | Attribute) -> bool:

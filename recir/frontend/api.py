@@ -48,7 +48,7 @@ from recir.frontend.tracer import (
     insertion_block,
     open_block,
 )
-from recir.parsing import verify_located
+from recir.verification import verify_located
 
 __all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
            "trace", "vector", "matrix"]

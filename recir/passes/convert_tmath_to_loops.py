@@ -53,11 +53,8 @@ from recir.dialects import adjoint, invoke, tape, tmath
 from recir.passes.adjoint_kernels import ADJOINT_KERNELS, accumulate_row
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.pass_options import at_least
-from recir.passes.row_lowering import (
-    RowFunctionLowering,
-    is_row_function,
-    runs_schedule,
-)
+from recir.dialects.row_types import is_row_function
+from recir.passes.row_lowering import RowFunctionLowering, runs_schedule
 from recir.passes.rows import RowTeam
 from recir.passes.tmath_kernels import KERNELS as TMATH_KERNELS
 from recir.passes.tmath_kernels import size

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from xdsl.dialects import arith, func, scf
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     DictionaryAttr,
     FunctionType,
@@ -57,7 +57,7 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
-from recir.dialects import frontier, invoke, tape, tmath
+from recir.dialects import frontier, tape, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes.adjoint_row_kernels import ADJOINT_ROW_KERNELS, pad_sums, sum_of_pads
 from recir.passes.frontier_kernels import FRONTIER_KERNELS, in_order, take_in_place
@@ -112,19 +112,6 @@ def runs_schedule(function: func.FuncOp) -> bool:
     """A batched entry: the runtime runs its `frontier.schedule`, and the
     ops before it as a function of their own (`recir/frontier_compile.py`)."""
     return any(isinstance(op, frontier.ScheduleOp) for op in function.walk())
-
-
-def is_row_function(function: func.FuncOp) -> bool:
-    """Straight-line code that computes rows (not a recursive function's
-    reads of its structure arrays, which take one index at a time)."""
-    computes_rows = False
-    for op in function.walk():
-        if isinstance(op, invoke.InvokeOp | scf.IfOp | tape.NewOp | tape.SaveOp | tape.LoadOp
-                      | frontier.ScheduleOp):
-            return False
-        if op.dialect_name() == "frontier" or any(is_rows(r.type) for r in op.results):
-            computes_rows = True
-    return computes_rows
 
 
 class RowFunctionLowering:

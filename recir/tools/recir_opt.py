@@ -17,9 +17,10 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from recir.diagnostics import RecirError
-from recir.parsing import decode_source, parse_module, verify_located
+from recir.parsing import decode_source, parse_module
 from recir.pass_order import check_prerequisites
 from recir.universe import RECIR_DIALECTS, RECIR_PASSES, RECIR_REPLACEMENTS
+from recir.verification import verify_located
 
 
 class RecirOptMain(xDSLOptMain):

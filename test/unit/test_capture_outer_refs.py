@@ -10,8 +10,9 @@ import pytest
 from recir.context import make_context
 from recir.dialects import invoke
 from recir.interpreter import run_function
-from recir.parsing import parse_module, verify_located
+from recir.parsing import parse_module
 from recir.passes.capture_outer_refs import CaptureOuterRefsPass
+from recir.verification import verify_located
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ir"
 

@@ -77,3 +77,16 @@ def test_a_traced_model_refuses_an_entry_other_than_its_own(batching):
                                          "entry='sub' names another function"):
         recir.compile(traced, "sub", batching=batching, threads=1)
     assert recir.compile(traced, traced.entry, batching=batching, threads=1).batch([]) == []
+
+
+@pytest.mark.parametrize("batching", ["recursive", "frontier", "auto"])
+@pytest.mark.parametrize("model", [None, "model"])
+def test_compile_refuses_what_is_no_model(batching, model):
+    """An AttributeError ('NoneType' object has no attribute 'module') in recir."""
+    import recir
+    from recir.diagnostics import RecirError
+
+    with pytest.raises(RecirError, match=r"^error: recir.compile takes a traced model "
+                                         rf"\(recir.trace\(...\).traced\) or an IR module, "
+                                         rf"got a {type(model).__name__}$"):
+        recir.compile(model, batching=batching, threads=1)

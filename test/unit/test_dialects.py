@@ -8,9 +8,9 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, ModuleOp, TensorType, f32, i32
 from xdsl.utils.exceptions import VerifyException
 
-from recir.dialects import invoke, tmath
 from recir.diagnostics import RecirError
-from recir.parsing import verify_located
+from recir.dialects import invoke, tmath
+from recir.verification import verify_located
 
 
 def vec(n: int) -> TensorType:

@@ -453,6 +453,34 @@ def test_a_value_used_before_its_definition_is_a_located_error(text, where):
         parse(text)
 
 
+@pytest.mark.parametrize("text, where", [
+    ("""func.func @f(%n: i32, %b: i1) -> i32 {
+  %r = scf.if %b -> (i32) {
+    scf.yield %s : i32
+  } else {
+    %s = arith.addi %n, %n : i32
+    scf.yield %s : i32
+  }
+  func.return %r : i32
+}""", "3:5: error: 'scf.yield' op uses %s"),  # the other branch's (a KeyError where taken)
+    ("""func.func @f(%n: i32) -> i32 {
+  %r = scf.if %b -> (i32) {
+    %b = arith.cmpi sle, %n, %n : i32
+    scf.yield %n : i32
+  } else {
+    scf.yield %n : i32
+  }
+  func.return %r : i32
+}""", "2:3: error: 'scf.if' op uses %b"),  # its own region's (xDSL's ValueError)
+])
+def test_a_value_from_a_region_that_does_not_enclose_its_use_is_refused(text, where):
+    """xDSL checks no dominance across regions: the engines failed with a
+    KeyError, or ran where the branch with the use was not taken."""
+    with pytest.raises(RecirError, match=rf"^hand.mlir:{where}, defined in a region that "
+                                         "does not enclose this op$"):
+        parse(text)
+
+
 def test_a_subgraph_may_read_a_value_defined_before_it_is_invoked(cache_dir):
     """Its body runs at the invoke: a value defined after the subgraph but
     before the invoke is there."""
