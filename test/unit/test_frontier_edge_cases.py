@@ -169,3 +169,43 @@ def test_a_failed_allocation_is_named_so(code):
     ctx.error = getattr(native_context, code)
     with pytest.raises(RecirError, match=r"^error: native @node__post_bwd ran out of memory$"):
         function.raise_error(ctx)
+
+
+def test_a_float_input_read_in_the_recursion_is_refused_by_frontier_gradients_alone():
+    """A per-tree float input read at every node has a gradient row per
+    node, which only a parameter's accumulator could take: the frontier's
+    gradient refuses it at the user's line; `auto` runs the recursive code,
+    and inference batches it."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)
+    with recir.trace("shifted") as m:
+        left, right, word, label = (m.input(n, recir.structure())
+                                    for n in ("left", "right", "word", "label"))
+        root, shift = m.input("root", recir.i32), m.input("shift", recir.vector(4))
+        p = {k: m.param(k, v) for k, v in params.items()}
+        with recir.SubGraph("node", [recir.i32], [recir.vector(4), recir.f32]) as node:
+            (i,) = node.inputs
+
+            def inner():
+                (hl, loss_l), (hr, loss_r) = node(left[i]), node(right[i])
+                return rf.tanh(p["w"] @ rf.concat([hl, hr]) + shift), loss_l + loss_r  # here
+
+            h, below = recir.cond(left[i] < 0, lambda: (rf.gather(p["emb"], word[i]), 0.0),
+                                  inner)
+            node.output(h, below + rf.softmax_xent(p["w_out"] @ h + p["b_out"], label[i]))
+        m.output(*node(root))
+    shift = np.linspace(-0.5, 0.5, 4).astype(np.float32)
+    items = [(t.left, t.right, t.word, t.label, t.root, shift)
+             for t in make_treebank(5, vocab_size=10, seed=3)]
+    line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("# here"))
+    with pytest.raises(RecirError, match=rf"test_frontier_edge_cases.py:{line}:\d+: error: "
+                                         "'frontier.take' op needs a gradient that only "
+                                         "parameters"):
+        recir.value_and_grad(m.traced, batching="frontier", threads=1).batch(items)
+    outputs, grads = recir.value_and_grad(m.traced, batching="auto", threads=1).batch(items)
+    want_outputs, want = recir.value_and_grad(m.traced, engine="interpret").batch(items)
+    for name in params:
+        np.testing.assert_allclose(grads[name], want[name], rtol=1e-4, atol=1e-5)
+    batched = recir.compile(m.traced, batching="frontier", threads=1).batch(items)
+    for got, ref in zip(batched, want_outputs, strict=True):
+        np.testing.assert_allclose(got[1], ref[1], rtol=1e-5)
