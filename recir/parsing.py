@@ -18,7 +18,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
@@ -39,12 +39,27 @@ DENSE_BYTES_PER_ELEMENT = 24 + 64
 
 
 @functools.cache
-def dense_element_limit() -> int:
+def quarter_of_memory() -> int:
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
         memory = 8 << 30
-    return memory // 4 // DENSE_BYTES_PER_ELEMENT
+    return memory // 4
+
+
+def dense_element_limit() -> int:
+    return quarter_of_memory() // DENSE_BYTES_PER_ELEMENT
+
+
+def read_source(stream: IO[bytes], name: str) -> bytes:
+    """An IR file's bytes, at most a quarter of the machine's memory (a
+    device such as /dev/zero, read whole, takes it all)."""
+    limit = quarter_of_memory()
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise RecirError(f"{name}: error: more than {limit >> 20} MiB of IR, a quarter of "
+                         "this machine's memory")
+    return data
 
 
 class LinearStringLexer(MLIRLexer):

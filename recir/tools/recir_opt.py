@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from recir.diagnostics import RecirError
-from recir.parsing import decode_source, parse_module
+from recir.parsing import decode_source, parse_module, read_source
 from recir.pass_order import check_prerequisites
 from recir.universe import RECIR_DIALECTS, RECIR_PASSES, RECIR_REPLACEMENTS
 from recir.verification import verify_located
@@ -57,7 +57,8 @@ class RecirOptMain(xDSLOptMain):
     ) -> ModuleOp | None:
         if file_extension != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
-        text = decode_source(chunk.read(), self.get_input_name(), start_offset)
+        text = decode_source(read_source(chunk, self.get_input_name()), self.get_input_name(),
+                             start_offset)
         return parse_module(self.ctx, text, self.get_input_name(), start_offset)
 
     def apply_passes(self, prog: ModuleOp) -> None:

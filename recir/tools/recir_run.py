@@ -34,7 +34,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from recir.context import make_context
 from recir.diagnostics import RecirError, emit_error
 from recir.interpreter import coerce_argument, find_entry, run_function
-from recir.parsing import decode_source, parse_module
+from recir.parsing import decode_source, parse_module, read_source
 
 
 # scalar parameter types: (types, how an `--arg` reads, what it must be)
@@ -171,7 +171,8 @@ def run(args: argparse.Namespace) -> None:
     if args.out is not None:
         check_out(args.out)
     try:
-        data = Path(args.file).read_bytes()
+        with open(args.file, "rb") as stream:
+            data = read_source(stream, args.file)
     except OSError as e:
         raise RecirError(f"error: cannot read '{args.file}': {e.strerror}") from None
     module = parse_module(make_context(), decode_source(data, args.file), args.file)

@@ -227,3 +227,16 @@ def test_sst_loader_names_the_line_of_a_bad_byte(tmp_path: Path, capsys):
     path.write_bytes(b"\n".join(lines) + b"\n")
     trees, _ = sst.load_sst(path)
     assert len(trees) == 200 and trees[3].num_nodes == 3
+
+
+def test_ir_beyond_a_quarter_of_memory_is_refused_unread(tmp_path: Path, capsys, monkeypatch):
+    """A device such as /dev/zero was read until memory ran out."""
+    from recir import parsing
+
+    monkeypatch.setattr(parsing, "quarter_of_memory", lambda: 4 << 20)
+    path = tmp_path / "big.mlir"
+    path.write_bytes(b"// " + b"x" * (5 << 20) + b"\n" + VEC.encode())
+    code = recir_run.main([str(path), "--entry", "f", "--interpret", "--arg", "1"])
+    one_error(capsys, code, r"^.*big\.mlir: error: more than 4 MiB of IR, a quarter of this "
+                            "machine's memory$")
+    one_error(capsys, recir_opt.main([str(path)]), r"big\.mlir: error: more than 4 MiB of IR")
