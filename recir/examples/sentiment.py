@@ -338,7 +338,28 @@ def main(argv: list[str] | None = None) -> int:
         text = str(e)
         located = text.startswith("error: ") or " error: " in text
         print(text if located else f"error: {text}", file=sys.stderr)
-        return 2
+        code = 2
+    except SystemExit as e:  # argparse's (its message printed), or a message of ours
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+        code = e.code if isinstance(e.code, int) else 1
+    if code and "--distributed" in argv:
+        abort_job(code)  # (the other ranks would wait for this one for ever)
+    return code
+
+
+def abort_job(code: int) -> None:
+    """Ends every rank of the MPI job, from a rank that failed before or
+    outside training (whose own failures abort it: `MPIReducer.fail_fast`)."""
+    from recir.train.distributed import ABORT_GRACE_S, import_mpi
+
+    try:
+        mpi = import_mpi()
+    except RuntimeError:
+        return  # (no MPI: no job to end)
+    sys.stderr.flush()
+    time.sleep(ABORT_GRACE_S)  # (the launcher may not read this rank's pipe after it)
+    mpi.COMM_WORLD.Abort(code)
 
 
 def run(args: argparse.Namespace) -> int:

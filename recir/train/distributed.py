@@ -88,7 +88,7 @@ class LocalReducer:
     def fail_fast(self) -> Iterator[None]:
         yield
 
-    def check_same(self, what: str, value: float) -> None:
+    def check_same(self, what: str, value: Any) -> None:
         """Raises unless every rank passes the same `value`."""
 
     def from_root(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -211,13 +211,15 @@ class MPIReducer(LocalReducer):
             # what is still in this rank's pipe: give it a moment first
             time.sleep(ABORT_GRACE_S)
             self.comm.Abort(1)
+            os._exit(1)  # (an abort that returns: nothing after a failure may run)
 
-    def check_same(self, what: str, value: float) -> None:
-        values = self.comm.allgather(value)
+    def check_same(self, what: str, value: Any) -> None:
+        with self.timed(f"comparing {what}"):
+            values = self.comm.allgather(value)
         if any(v != values[0] for v in values):
             shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
             raise ValueError(f"the ranks disagree on {what} ({shown}); every rank "
-                             "must load the same data and parameters")
+                             "must load the same data and parameters and train alike")
 
     def from_root(self, record: dict[str, Any]) -> dict[str, Any]:
         return self.comm.bcast(record, root=0)

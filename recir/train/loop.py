@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,12 +82,7 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
 
     if config.batching not in MODES:
         raise TrainConfigError(f"unknown batching '{config.batching}' ({', '.join(MODES)})")
-    for what, rate in (("learning rate", getattr(optimizer, "lr", 1.0)),
-                       ("weight decay", getattr(optimizer, "weight_decay", 0.0))):
-        # (the steps compute in float32; NaN fails both compares)
-        if not isinstance(rate, numbers.Real) or not 0 <= rate <= FLOAT32_MAX:
-            raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
-                                   f"float32's range, got {rate!r}")
+    check_rates(config, optimizer)
     for what in ("metrics", "checkpoint"):  # a str as a Path (the loop reads them as paths)
         value = getattr(config, what)
         if value is not None:
@@ -96,6 +92,20 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
                 raise TrainConfigError(f"{what} must be a path, got {value!r}") from None
             check_writable(path, what, appended=what == "metrics")
             setattr(config, what, path)
+
+
+def check_rates(config: TrainConfig, optimizer: Optimizer) -> None:
+    """The optimizer's rates and the collective timeout, numbers in range."""
+    for what, rate in (("learning rate", getattr(optimizer, "lr", 1.0)),
+                       ("weight decay", getattr(optimizer, "weight_decay", 0.0))):
+        # (the steps compute in float32; NaN fails both compares)
+        if not isinstance(rate, numbers.Real) or not 0 <= rate <= FLOAT32_MAX:
+            raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
+                                   f"float32's range, got {rate!r}")
+    timeout = config.collective_timeout  # (a Timer's: inf overflows it, 0 fires at once)
+    if not isinstance(timeout, numbers.Real) or not 0 < timeout <= threading.TIMEOUT_MAX:
+        raise TrainConfigError(f"collective timeout must be a number of seconds above 0, "
+                               f"got {timeout!r}")
 
 
 def check_writable(path: Path, what: str, appended: bool = False) -> None:
@@ -165,6 +175,7 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
         scorer.prepare(dev, test)
     compile_seconds = time.perf_counter() - start
     reducer.check_same("the training trees", len(trees))
+    reducer.check_same("the training options", training_options(optimizer, config))
     reducer.check_same("the parameters",
                        sum(float(v.sum()) for v in model.params.values()))
     grads = reducer.gradient_buffers(model.params)
@@ -189,6 +200,15 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
     if test and reducer.is_root:
         config.test_scores = score_best(model.params, best, scorer, test, config)
     return config.history
+
+
+def training_options(optimizer: Optimizer, config: TrainConfig) -> str:
+    """What every rank's steps must share for the ranks to stay the same."""
+    settings = {k: sorted(v) if isinstance(v, frozenset) else v
+                for k, v in sorted(vars(optimizer).items())
+                if isinstance(v, numbers.Real | str | frozenset)}  # (lr, eps, frozen: no state)
+    return (f"{type(optimizer).__name__} {settings}, batch {config.batch_size}, epochs "
+            f"{config.epochs}, seed {config.seed}")
 
 
 def check_finite(params: dict[str, np.ndarray], epoch: int) -> None:

@@ -122,3 +122,24 @@ def test_sentiment_cli_trains_on_two_ranks_and_only_rank_0_prints(tmp_path: Path
     assert "distributed: 2 ranks" in result.stdout
     record = json.loads(metrics.read_text())
     assert record["bytes_reduced_per_step"] > 0
+
+
+@pytest.mark.parametrize("other, message", [
+    # refused before MPI started: rank 0 waited for rank 1 for ever
+    (["--batch-size", "0"], "error: --batch-size must be at least 1, got 0"),
+    # each rank trained alike with its own rate: parameters apart, exit status 0
+    (["--lr", "0.5"], "the ranks disagree on the training options"),
+])
+def test_a_rank_that_differs_ends_the_job(tmp_path: Path, other: list[str], message: str):
+    if not MPIEXEC.exists():
+        pytest.skip("no mpiexec beside this Python (pip install 'recir[distributed]')")
+    model = tmp_path / "model.npz"
+    model.write_bytes(b"kept")
+    rank = [sys.executable, "-m", "recir.examples.sentiment", "--synthetic", "--hidden", "4",
+            "--embed", "4", "--epochs", "1", "--max-train", "20", "--no-progress",
+            "--threads", "1", "--distributed", "--save-model", str(model)]
+    command = [str(MPIEXEC), "-n", "1", *rank, ":", "-n", "1", *rank, *other]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert model.read_bytes() == b"kept"  # (a failed job wrote the untrained parameters)

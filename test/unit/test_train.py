@@ -483,6 +483,10 @@ def test_evaluate_from_logits_root_and_all_nodes() -> None:
     ({"metrics": "missing/m.jsonl"}, "does not exist"),
     ({"checkpoint": "."}, "is a folder"),
     ({"checkpoint": 5}, "checkpoint must be a path, got 5"),
+    # a Timer's: 0 and -1 ended every rank at the first step, inf killed the watchdog
+    ({"collective_timeout": 0}, "collective timeout must be a number of seconds above 0"),
+    ({"collective_timeout": float("inf")}, "collective timeout .* got inf"),
+    ({"collective_timeout": None}, "collective timeout .* got None"),  # (no timeout at all)
 ])
 def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_path,
                                                     options, message) -> None:
