@@ -35,6 +35,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from recir.context import make_context
+from recir.diagnostics import RecirError
 
 VERSION = "recir-object-cache-3"
 
@@ -83,6 +84,17 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recir"
 
 
+def cache_folder(cache_dir: Path | str | None) -> Path:
+    """The folder a `cache_dir` names (None: `default_dir`); '' names none
+    (Path('') is the working folder, which got the cache's files)."""
+    if cache_dir is None:
+        return default_dir()
+    if not isinstance(cache_dir, str | os.PathLike) or not os.fspath(cache_dir):
+        raise RecirError(f"error: cache_dir must name a folder (a str or a path), got "
+                         f"{cache_dir!r}")
+    return Path(cache_dir)
+
+
 def anchored(directory: Path) -> Path:
     try:
         return directory.absolute()
@@ -129,7 +141,7 @@ class ObjectCache:
         """A relative `directory` is taken from the working folder now: a
         compile stores its entry on another thread, after the program may
         have changed folder."""
-        self.directory = anchored(Path(directory) if directory is not None else default_dir())
+        self.directory = anchored(cache_folder(directory))
 
     def load(self, key: str, fields: dict[str, Any] | None = None
              ) -> tuple[bytes, dict[str, Any]] | None:
@@ -216,7 +228,7 @@ def writer_alive(name: str) -> bool:
     """Whether the process a temporary's name carries runs here (False
     where the name carries none)."""
     pid, dash, _ = name[len(TEMPORARY):].partition("-")
-    if not (dash and pid.isdigit() and int(pid) > 0):
+    if not (dash and pid.isdecimal() and int(pid) > 0):
         return False
     try:
         os.kill(int(pid), 0)  # (signal 0: only asks whether it exists)

@@ -72,6 +72,7 @@ DEFAULT_CLOCK_HZ = 2.0e9  # where neither cpufreq nor /proc/cpuinfo gives one
 CPUFREQ = "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"  # kHz, fixed
 DEFAULT_L2_BYTES = 1 << 20
 DEFAULT_TASK_S = 1e-6
+LEAST_TASK_S = 1e-9  # below any task's cost (`recir.tune` keeps at least 1e-8)
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
 DEFAULT_WARM_TEAM_S = 2e-6  # spinning workers: a cache line each way and a barrier
 # A batched call's driver, repeated on the last call's plans (`repeat_call`):
@@ -180,7 +181,8 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
                       float(measured["share"]),
                       float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
                       *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
-        if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)):
+        if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)) and (
+                tuned.task_s >= LEAST_TASK_S):  # (divides a call's work: 0 or 5e-324 fails)
             return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none kept, or unreadable (a folder it cannot read): the defaults
@@ -192,11 +194,10 @@ FRONTIER_DEFAULTS = {"frontier_call_s": DEFAULT_FRONTIER_CALL_S, "height_s": DEF
 
 
 def tuned_path(cache_dir: Path | str | None = None) -> Path:
-    from recir.backend.cache import default_dir
+    from recir.backend.cache import cache_folder
 
     facts = machine()
-    root = Path(cache_dir) if cache_dir is not None else default_dir()
-    return root / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
+    return cache_folder(cache_dir) / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
 
 
 def max_budget(threads: int, share: float = 0.5) -> int:
@@ -377,7 +378,7 @@ def fixed_budget() -> int | None:
     fixed = os.environ.get("RECIR_SPAWN_BUDGET", "").strip()
     if not fixed:
         return None
-    if not fixed.isdigit():
+    if not fixed.isdecimal():  # (isdigit takes '²', which int() refuses)
         raise RecirError(f"error: RECIR_SPAWN_BUDGET must be a number of levels (0 or more), "
                          f"got '{fixed}'")
     return int(fixed)

@@ -11,6 +11,7 @@ and puts the environment back. A variable the user has set (`OMP_STACKSIZE`,
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,7 +48,8 @@ def configure(**changes: int) -> RuntimeSettings:
         if name not in fields:
             raise RecirError(f"error: unknown runtime setting '{name}' "
                              f"(choose from {sorted(fields)})")
-        if not isinstance(value, int) or value < 0:
+        # (a bool reached libomp as KMP_BLOCKTIME=True, which it replaced by 200 ms)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise RecirError(f"error: runtime setting {name} must be a non-negative "
                              f"integer, got {value!r}")
         if name == "worker_stack_bytes" and value > (
@@ -55,7 +57,7 @@ def configure(**changes: int) -> RuntimeSettings:
             # (libomp aborts the process)
             raise RecirError(f"error: runtime setting worker_stack_bytes {value} is more "
                              f"than this machine's memory ({memory >> 20} MiB)")
-    wanted = dataclasses.replace(current(), **changes)
+    wanted = dataclasses.replace(current(), **{k: int(v) for k, v in changes.items()})
     if _applied and wanted != _applied[0]:
         raise RecirError("error: the OpenMP runtime is already loaded with "
                          f"{_applied[0]}; call recir.configure_runtime before the "

@@ -105,7 +105,7 @@ def fetch(url: str, target: Path, progress: bool, timeout: float) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             size = response.headers.get("Content-Length")
-            total = int(size) if size and size.isdigit() else None
+            total = int(size) if size and size.isdecimal() else None
             got = 0
             with open(target, "wb") as out, tqdm(
                     total=total, unit="B", unit_scale=True, disable=not progress,
@@ -142,7 +142,8 @@ def unpack(archive: Path, url: str, files: dict[str, Expected],
                 data = z.read(member)
                 verify(split, data, expected, url)
                 targets[split].write_bytes(data)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, RuntimeError,
+            NotImplementedError) as e:  # (an encrypted member; a method zipfile lacks)
         raise DownloadError(f"{url}: not a valid zip archive ({e})") from None
 
 

@@ -61,7 +61,10 @@ def read_embeddings(path: str | os.PathLike[str], vocab: Vocabulary
     try:
         with open_text(path) as f:
             return scan(f, path, vocab, lower)
-    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as e:
+    # (zipfile's RuntimeError: an encrypted member; NotImplementedError: a
+    # compression method it lacks)
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, RuntimeError,
+            NotImplementedError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise EmbeddingError(f"{path}: cannot read vectors: {reason}") from None
 
@@ -74,7 +77,7 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
     dim, first = 0, True
     for number, line in enumerate(lines, start=1):
         word, _, rest = line.rstrip("\r\n").rstrip(" ").partition(" ")
-        if number == 1 and word.isdigit() and rest.strip().isdigit():
+        if number == 1 and word.isdecimal() and rest.strip().isdecimal():  # ('²' is a digit)
             dim = int(rest)  # the word2vec header: count and dimension
             continue
         if first:  # the first vector's width: the header's is used once it agrees

@@ -96,3 +96,18 @@ def test_a_function_reads_the_costs_tune_kept_in_its_own_folder(tmp_path, make):
     f = make(small_tree_rnn(), cache_dir=tmp_path)
     native = getattr(f, "native", f)  # (a gradient's compiled code)
     assert (native.costs.task_s, native.costs.team_s, native.costs.share) == (3e-6, 7e-5, 0.5)
+
+
+@pytest.mark.parametrize("cache_dir", ["", 123, b"folder"])
+def test_a_cache_dir_that_names_no_folder_is_refused(tmp_path, monkeypatch, cache_dir):
+    """'' was the working folder, which got the cache's objects and costs;
+    a number was pathlib's TypeError."""
+    from recir.diagnostics import RecirError
+
+    monkeypatch.chdir(tmp_path)
+    model = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0)))
+    for make in (lambda: recir.tune(cache_dir), lambda: recir.compile(model, cache_dir=cache_dir),
+                 lambda: recir.compile(model, batching="frontier", cache_dir=cache_dir)):
+        with pytest.raises(RecirError, match="cache_dir must name a folder"):
+            make()
+    assert list(tmp_path.iterdir()) == []

@@ -81,6 +81,8 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, form: str) ->
     # and no word matched, so training went on with 1-d embeddings
     ("hello world\nbye for now\n", r"v.txt:1: 'hello' has a value that is not a "
                                       "finite float32 number"),
+    # '²' is a digit to str.isdigit, not to int(): a ValueError read it as a header
+    ("3 \u00b2\ngood 1 2 3\n", r"v.txt:1: '3' has a value that is not a finite"),
 ])
 def test_malformed_files(tmp_path, text: str, message: str) -> None:
     (tmp_path / "v.txt").write_text(text)
@@ -88,3 +90,22 @@ def test_malformed_files(tmp_path, text: str, message: str) -> None:
         read_embeddings(tmp_path / "v.txt", vocab())
     with pytest.raises(EmbeddingError, match="cannot read"):
         read_embeddings(tmp_path / "missing.txt", vocab())
+
+
+@pytest.mark.parametrize(("flag", "method", "message"), [
+    (1, 0, "is encrypted"),  # zipfile's RuntimeError
+    (0, 99, "compression method is not supported"),  # its NotImplementedError
+])
+def test_a_zip_member_zipfile_cannot_read_is_an_embedding_error(tmp_path, flag, method,
+                                                                 message) -> None:
+    path = tmp_path / "v.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("v.txt", b"good 1 2 3\n")
+    data = bytearray(path.read_bytes())
+    for signature, at_flag in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.index(signature) + at_flag  # (each header: flags, then the method)
+        data[at] |= flag
+        data[at + 2] = method or data[at + 2]
+    path.write_bytes(data)
+    with pytest.raises(EmbeddingError, match=f"v.zip: cannot read vectors: .*{message}"):
+        read_embeddings(path, vocab())

@@ -124,9 +124,10 @@ def test_a_function_schedules_a_call_the_same_way_each_time(monkeypatch) -> None
 def test_fixed_budget_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("RECIR_SPAWN_BUDGET", "2")
     assert policy.fixed_budget() == 2
-    monkeypatch.setenv("RECIR_SPAWN_BUDGET", "many")
-    with pytest.raises(RecirError, match="RECIR_SPAWN_BUDGET must be a number"):
-        policy.fixed_budget()
+    for bad in ("many", "\u00b2"):  # ('²' passed str.isdigit; int() raised a ValueError)
+        monkeypatch.setenv("RECIR_SPAWN_BUDGET", bad)
+        with pytest.raises(RecirError, match="RECIR_SPAWN_BUDGET must be a number"):
+            policy.fixed_budget()
 
 
 def test_a_team_takes_a_share_of_the_work_its_start_and_its_tasks() -> None:
@@ -182,7 +183,10 @@ def test_tuned_costs_are_kept_in_the_cache_dir(tmp_path) -> None:
     # round NaN: such a file is as unreadable as one that is not JSON
     for bad in ('{"task_s": -1, "team_s": -1, "share": -1}',
                 '{"task_s": 2e-6, "team_s": NaN, "share": 0.5}',
-                '{"task_s": 2e-6, "team_s": 3e-5, "share": 0.5, "row_s": -1e-9}'):
+                '{"task_s": 2e-6, "team_s": 3e-5, "share": 0.5, "row_s": -1e-9}',
+                # a threaded call divided by task_s: ZeroDivisionError, OverflowError
+                '{"task_s": 0, "team_s": 3e-5, "share": 0.5}',
+                '{"task_s": 5e-324, "team_s": 3e-5, "share": 0.5}'):
         policy.tuned_path(tmp_path).write_text(bad)
         assert policy.costs(tmp_path) == policy.Costs(
             policy.costs(tmp_path).unit_s, policy.DEFAULT_TASK_S, policy.DEFAULT_TEAM_S)

@@ -63,6 +63,8 @@ def test_bad_settings_are_one_line_errors() -> None:
         recir.configure_runtime(stack=1)
     with pytest.raises(RecirError, match="non-negative integer"):
         recir.configure_runtime(block_time_ms=-1)
+    with pytest.raises(RecirError, match="non-negative integer, got True"):
+        recir.configure_runtime(block_time_ms=True)  # (libomp read KMP_BLOCKTIME=True: 200 ms)
     # a worker stack no mapping can hold: libomp aborted the process (SIGABRT)
     # at the first team, "System unable to allocate necessary resources"
     with pytest.raises(RecirError, match=r"worker_stack_bytes 4611686018427387904 is more "
