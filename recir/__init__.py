@@ -24,7 +24,8 @@ def compile(model: Any, entry: str | None = None, *, batching: str = "recursive"
     from recir import pipeline
     from recir.diagnostics import RecirError
 
-    if not isinstance(model, TracedModel | ModuleOp):
+    if not isinstance(model, ModuleOp) and not all(  # (a TracedModel, or one alike)
+            hasattr(model, k) for k in ("module", "entry", "params")):
         raise RecirError("error: recir.compile takes a traced model (recir.trace(...).traced) "
                          f"or an IR module, got a {type(model).__name__}")
     traced_entry = getattr(model, "entry", None)  # (a module has none: `entry` names it)

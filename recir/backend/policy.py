@@ -71,8 +71,7 @@ GRAIN = 32  # a task carries at least this many times its own cost: at most 3% o
 DEFAULT_CLOCK_HZ = 2.0e9  # where neither cpufreq nor /proc/cpuinfo gives one
 CPUFREQ = "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"  # kHz, fixed
 DEFAULT_L2_BYTES = 1 << 20
-DEFAULT_TASK_S = 1e-6
-LEAST_TASK_S = 1e-9  # below any task's cost (`recir.tune` keeps at least 1e-8)
+DEFAULT_TASK_S, LEAST_TASK_S = 1e-6, 1e-9  # (the least: below any; `tune` keeps 1e-8 or more)
 DEFAULT_TEAM_S = 50e-6  # a futex wake-up per worker and the scheduler's latency (a VM: tens of us)
 DEFAULT_WARM_TEAM_S = 2e-6  # spinning workers: a cache line each way and a barrier
 # A batched call's driver, repeated on the last call's plans (`repeat_call`):
@@ -178,12 +177,12 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
     try:
         measured = json.loads(tuned_path(cache_dir).read_text())
         tuned = Costs(unit_s, float(measured["task_s"]), float(measured["team_s"]),
-                      float(measured["share"]),
-                      float(measured.get("warm_team_s", DEFAULT_WARM_TEAM_S)),
+                      float(measured["share"]), float(measured.get("warm_team_s",
+                                                                   DEFAULT_WARM_TEAM_S)),
                       *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
         if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)) and (
-                tuned.task_s >= LEAST_TASK_S):  # (divides a call's work: 0 or 5e-324 fails)
-            return tuned  # (a negative or NaN cost divides by zero or rounds NaN)
+                tuned.task_s >= LEAST_TASK_S):  # (a negative, NaN or 0 cost: divisions fail)
+            return tuned
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none kept, or unreadable (a folder it cannot read): the defaults
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
@@ -195,9 +194,9 @@ FRONTIER_DEFAULTS = {"frontier_call_s": DEFAULT_FRONTIER_CALL_S, "height_s": DEF
 
 def tuned_path(cache_dir: Path | str | None = None) -> Path:
     from recir.backend.cache import cache_folder
-
     facts = machine()
-    return cache_folder(cache_dir) / f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
+    name = f"policy-{facts.cores}c-{facts.lanes}l-{int(facts.clock_hz // 1e6)}mhz.json"
+    return cache_folder(cache_dir) / name
 
 
 def max_budget(threads: int, share: float = 0.5) -> int:

@@ -38,6 +38,7 @@ from recir.train import (
     TrainConfigError,
     train,
 )
+from recir.train.distributed import abort_job, join_job
 from recir.train.loop import FLOAT32_MAX, check_writable
 from recir.train.model_file import describe, save_model
 
@@ -287,23 +288,6 @@ def init_params(module, args: argparse.Namespace, vocab: int,
     return params
 
 
-def distributed_setup(distributed: bool) -> tuple[int, int]:
-    """(threads per rank: the host's cores shared by its ranks, this rank);
-    with --distributed, only rank 0 prints."""
-    cores = os.cpu_count() or 1
-    if not distributed:
-        return cores, 0
-    from recir.train.distributed import quiet_unless_root, world
-
-    try:
-        rank, ranks, here, where = world()
-    except RuntimeError as error:
-        raise SystemExit(f"error: --distributed: {error}") from None
-    quiet_unless_root(rank)
-    print(f"distributed: {ranks} ranks ({', '.join(where)}), {here} on this host")
-    return max(1, cores // here), rank
-
-
 def accuracies(record: dict) -> str:
     text = f"root fine {record['root_fine']:.3f} binary {record['root_binary']:.3f}"
     if "all_fine" in record:
@@ -348,22 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def abort_job(code: int) -> None:
-    """Ends every rank of the MPI job, from a rank that failed before or
-    outside training (whose own failures abort it: `MPIReducer.fail_fast`)."""
-    from recir.train.distributed import ABORT_GRACE_S, import_mpi
-
-    try:
-        mpi = import_mpi()
-    except RuntimeError:
-        return  # (no MPI: no job to end)
-    sys.stderr.flush()
-    time.sleep(ABORT_GRACE_S)  # (the launcher may not read this rank's pipe after it)
-    mpi.COMM_WORLD.Abort(code)
-
-
 def run(args: argparse.Namespace) -> int:
-    cores, rank = distributed_setup(args.distributed)
+    try:
+        cores, rank = join_job(args.distributed)
+    except RuntimeError as error:  # (no MPI)
+        raise UsageError(f"--distributed: {error}") from None
     args.threads = args.threads or cores
     train_trees, dev_trees, test_trees, vocab, vocab_size, source = load_data(
         find_sst(args), args.synthetic, args.seed, args.test)

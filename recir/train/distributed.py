@@ -250,3 +250,27 @@ def quiet_unless_root(rank: int) -> None:
     """Only rank 0 prints to stdout; errors still reach stderr everywhere."""
     if rank != 0:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")
+
+
+def join_job(distributed: bool) -> tuple[int, int]:
+    """(threads per rank: the host's cores shared by its ranks, this rank);
+    with `distributed`, only rank 0 prints. RuntimeError: no MPI."""
+    cores = os.cpu_count() or 1
+    if not distributed:
+        return cores, 0
+    rank, ranks, here, where = world()
+    quiet_unless_root(rank)
+    print(f"distributed: {ranks} ranks ({', '.join(where)}), {here} on this host")
+    return max(1, cores // here), rank
+
+
+def abort_job(code: int) -> None:
+    """Ends every rank of the MPI job, from a rank that failed before or
+    outside training (whose own failures abort it: `MPIReducer.fail_fast`)."""
+    try:
+        mpi = import_mpi()
+    except RuntimeError:
+        return  # (no MPI: no job to end)
+    sys.stderr.flush()
+    time.sleep(ABORT_GRACE_S)  # (the launcher may not read this rank's pipe after it)
+    mpi.COMM_WORLD.Abort(code)
