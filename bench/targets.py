@@ -1,7 +1,7 @@
 """`run.py targets`: issue 33's targets, each measured and printed against what it asks.
 
 `python bench/run.py targets --json FILE [--threads N] [--repeats 3]
-[--roof-repeats 2]`, N every core by default. One run measures, with the
+[--roof-repeats 2] [--scaling-rounds 9]`, N every core by default. One run measures, with the
 CPU model printed first:
 
 - roof: the frontier TreeLSTM (h=256, complete 128-leaf trees, batch 25)
@@ -12,7 +12,8 @@ CPU model printed first:
   and after the cells;
 - scaling: N threads over one at batch 25, the frontier and the recursive
   code (that cell and SST h=150), the two thread counts timed in the same
-  rounds, each turn after one untimed batch (`scaling`, `settled_rounds`),
+  rounds (the median of `--scaling-rounds`), each turn after one untimed
+  batch (`scaling`, `settled_rounds`),
   each beside the host's ceiling (`bench/copies.py`: N x one one-thread
   copy alone over the slowest of N at once, not judged) and the cores' cache-line
   round trip before and after it (`bench/core_latency.py`), and fib(35);
@@ -80,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="N, timed against one thread (default: every core)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scaling-rounds", type=int, default=9,
+                        help="rounds of 1 and N threads a scaling row's median takes (a "
+                             "round is a pass or two: with 3, one slow spell of a shared "
+                             "host was the median)")
     parser.add_argument("--roof-repeats", type=int, default=2)
 
 
@@ -123,8 +128,8 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                     continue
                 before = core_latency.round_trips()
                 with HostLoad() as load:  # what else ran while these were timed
-                    times, _ = attempt(key, lambda r=runs: settled_rounds(r, trees, batch,
-                                                                          args.repeats))
+                    times, _ = attempt(key, lambda r=runs: settled_rounds(
+                        r, trees, batch, args.scaling_rounds))
                 if times is None:
                     continue
                 trips = [before, core_latency.round_trips()]

@@ -145,7 +145,7 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
              "core_latency": {}, "tree_bound": {}}
     trips = iter([{1: 70.0}, {1: 330.0}] * 4)
     monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
-    targets.scaling(targets.argparse.Namespace(threads=16, repeats=3, json=None), found)
+    targets.scaling(targets.argparse.Namespace(threads=16, scaling_rounds=3, json=None), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
     assert found["scaling"] == dict.fromkeys(keys, 4.0)
@@ -210,7 +210,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     monkeypatch.setattr(targets, "tree_bound", lambda mode, *cell: {"infer": 9.5}[mode])
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
-    targets.scaling(targets.argparse.Namespace(threads=2, repeats=1, json=None), found)
+    targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=1, json=None), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
     # SST's frontier rows have the bound on groups of whole trees beside them
