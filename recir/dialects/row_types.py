@@ -18,6 +18,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float32Type,
+    FunctionType,
     IndexType,
     IntegerType,
     TensorType,
@@ -73,8 +74,12 @@ NOT_IN_ROWS = frozenset(("invoke.invoke", "scf.if", "tape.new", "tape.save", "ta
 def is_row_function(function: Operation) -> bool:
     """Straight-line code that computes rows (`invoke-to-frontier`'s batched
     functions; not a recursive function's reads of its structure arrays,
-    which take one index at a time)."""
-    computes_rows = False
+    which take one index at a time), or takes f32 rows (a batched prefix's
+    `_bwd` may only add them into a parameter's gradient: lowered as
+    static, it read their descriptor as the rows)."""
+    typ = function.properties.get("function_type")
+    computes_rows = isinstance(typ, FunctionType) and any(
+        is_rows(t) and is_f32_tensor(t) for t in typ.inputs)
     for op in function.walk():
         if op.name in NOT_IN_ROWS:
             return False

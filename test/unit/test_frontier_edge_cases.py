@@ -209,3 +209,25 @@ def test_a_float_input_read_in_the_recursion_is_refused_by_frontier_gradients_al
     batched = recir.compile(m.traced, batching="frontier", threads=1).batch(items)
     for got, ref in zip(batched, want_outputs, strict=True):
         np.testing.assert_allclose(got[1], ref[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 3)])
+def test_a_parameter_carried_down_and_changed_gets_its_gradient(shape):
+    """The root's share of a parameter passed to the root invoke, and changed
+    on the way down, is summed by the batched prefix's `_bwd`, which takes
+    f32 rows and computes none: it was lowered as a static function, which
+    read the rows' descriptor as their data (the gradient was its bytes)."""
+    with recir.trace("carried") as m:
+        nxt, root = m.input("nxt", recir.structure()), m.input("root", recir.i32)
+        m0 = m.param("m0", (np.arange(6, dtype=np.float32) / 10).reshape(shape))
+        typ = recir.vector(6) if len(shape) == 1 else recir.matrix(*shape)
+        with recir.SubGraph("node", [recir.i32, typ], [recir.f32]) as node:
+            i, carried = node.inputs
+            node.output(recir.cond(nxt[i] < 0, lambda: rf.sum(carried),
+                                   lambda: node(nxt[i], carried * 0.5)))
+        m.output(node(root, m0))
+    items = [(np.array([1, 2, -1], np.int32), 0), (np.array([-1], np.int32), 0)]
+    want = recir.value_and_grad(m.traced, engine="interpret").batch(items)[1]["m0"]
+    for threads in (1, 2):
+        got = recir.value_and_grad(m.traced, batching="frontier", threads=threads).batch(items)
+        np.testing.assert_allclose(got[1]["m0"], want, rtol=1e-6)  # 0.25 + 1 each
