@@ -228,6 +228,9 @@ def bilinear(b: RowEmitter, op: Operation, args: Sequence[Lowered]
 ROW_KERNELS: dict[type[Operation], RowKernel] = {
     **{op: per_row(INTO_ALL[op], into=True) if op in INTO_ALL else per_row(STATIC[op])
        for op in PER_ROW},
+    # (its kernel adds into a buffer: a row of scalars, a carried f32's
+    # gradient, passed by value was a load from a float)
+    adjoint.AccumulateOp: per_row(STATIC[adjoint.AccumulateOp], tensors=True),
     **{op: per_row(apart(INTO[op]), into=True, tensors=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,

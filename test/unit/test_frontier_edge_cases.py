@@ -231,3 +231,23 @@ def test_a_parameter_carried_down_and_changed_gets_its_gradient(shape):
     for threads in (1, 2):
         got = recir.value_and_grad(m.traced, batching="frontier", threads=threads).batch(items)
         np.testing.assert_allclose(got[1]["m0"], want, rtol=1e-6)  # 0.25 + 1 each
+
+
+def test_an_f32_scalar_carried_down_and_changed_gets_its_gradient_through():
+    """A carried f32 scalar's gradient rows are added row by row by a kernel
+    over buffers: given each row's value, LLVM's translation raised a
+    TypeError (a load from a float) when the gradient was built."""
+    with recir.trace("carry") as m:
+        x, limit = m.input("x", recir.vector(2)), m.input("limit", recir.i32)
+        u = m.param("u", np.array([0.5, -0.3], np.float32))
+        with recir.SubGraph("grow", [recir.vector(2), recir.f32, recir.i32], [recir.f32]) as grow:
+            h, s, d = grow.inputs
+            grow.output(recir.cond(d < limit, lambda: grow(h * u, s * 0.5, d + 1) + rf.sum(h),
+                                   lambda: rf.sum(h) * s))
+        m.output(grow(x, 1.0, 0))
+    items = [(np.array([1.0, 2.0], np.float32), 3), (np.array([-1.0, 0.5], np.float32), 0)]
+    want = recir.value_and_grad(m.traced, engine="interpret").batch(items)
+    for batching in ("frontier", "auto"):
+        got = recir.value_and_grad(m.traced, batching=batching, threads=1).batch(items)
+        np.testing.assert_allclose(got[1]["u"], want[1]["u"], rtol=1e-5)
+        np.testing.assert_allclose(np.array(got[0]), np.array(want[0]), rtol=1e-6)
