@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.backend import interrupts
@@ -40,7 +40,7 @@ from recir.backend.engine import Engine, compile_object
 from recir.backend.llvm_workers import compile_apart
 from recir.backend.frontier_inputs import InputLayout
 from recir.backend.frontier_schedule import NativeCalls, NativeRowFunction
-from recir.backend.frontier_summary import NotCached, RowFacts, row_facts, through_summary
+from recir.backend.frontier_summary import NotCached, RowFacts, known_facts, through_summary
 from recir.backend.kernels.compiled_gemm import link
 from recir.backend.llvm_convert import to_llvm_ir
 from recir.backend.native_loops import runtime
@@ -100,6 +100,11 @@ def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | 
         raise emit_error(after[0], "after frontier.schedule is not compiled natively yet")
     if ops.index(schedule) == 0:
         return schedule, None
+    if scalar := next((v for v in schedule.operands if not isinstance(v.type, TensorType)),
+                      None):  # (the prefix, over rows, returns tensors only)
+        raise emit_error(scalar.owner if isinstance(scalar.owner, Operation) else entry,
+                         "passes a value the same for every tree down the recursion, which "
+                         "the batched form takes only as an input of the model")
     before = entry.clone()
     before.sym_name = type(entry.sym_name)(entry.sym_name.data + BEFORE)
     copied_ops = list(before.body.blocks[0].ops)
@@ -211,15 +216,6 @@ class FrontierFunction:
             self.facts = schedule.facts  # the callees, found once
             outputs, self.again = schedule.run(flow.wanted), RepeatCall.after(schedule)
         return per_element(flow.results(args, inputs, outputs), len(batch), flow.fresh)
-
-
-def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
-    """`function`'s `RowFacts`: found in its body, or given (a summary's)."""
-    if facts is None:
-        return row_facts(function)
-    if function.sym_name.data not in facts:
-        raise NotCached(function.sym_name.data)
-    return facts[function.sym_name.data]
 
 
 class Flow:

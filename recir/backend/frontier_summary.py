@@ -126,6 +126,15 @@ class NotCached(Exception):
     """An object of a summary's functions is missing from the cache."""
 
 
+def known_facts(function: func.FuncOp, facts: dict[str, RowFacts] | None) -> RowFacts:
+    """`function`'s `RowFacts`: found in its body, or given (a summary's)."""
+    if facts is None:
+        return row_facts(function)
+    if function.sym_name.data not in facts:
+        raise NotCached(function.sym_name.data)
+    return facts[function.sym_name.data]
+
+
 def through_summary(cache_dir: Path | str | None, made_of: str, entry: str,
                     build: Callable[[], tuple[ModuleOp, dict[str, Any]]],
                     make: Callable[[ModuleOp, dict[str, RowFacts] | None, dict[str, Any]], T]

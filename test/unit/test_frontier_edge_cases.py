@@ -251,3 +251,27 @@ def test_an_f32_scalar_carried_down_and_changed_gets_its_gradient_through():
         got = recir.value_and_grad(m.traced, batching=batching, threads=1).batch(items)
         np.testing.assert_allclose(got[1]["u"], want[1]["u"], rtol=1e-5)
         np.testing.assert_allclose(np.array(got[0]), np.array(want[0]), rtol=1e-6)
+
+
+def test_a_constant_passed_down_unchanged_is_refused_at_the_users_line():
+    """The batched entry's prefix returns the schedule's operands over rows,
+    tensors only: a literal passed to the root invoke and on unchanged (a
+    depth limit) compiled, then every call failed naming recir's own
+    function. `auto` runs the recursive code for it."""
+    with recir.trace("limited") as m:
+        x = m.input("x", recir.vector(2))
+        u = m.param("u", np.array([0.5, -0.3], np.float32))
+        with recir.SubGraph("grow", [recir.vector(2), recir.i32, recir.i32], [recir.f32]) as grow:
+            h, limit, d = grow.inputs
+            grow.output(recir.cond(d < limit, lambda: grow(h * u, limit, d + 1) + rf.sum(h),
+                                   lambda: rf.sum(h)))
+        m.output(grow(x, 3, 0))  # here
+    line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("m.output(grow(x, 3, 0))  # here"))
+    where = rf"test_frontier_edge_cases.py:{line}:\d+: error: 'arith.constant' op passes a value"
+    for build in (recir.compile, recir.value_and_grad):
+        with pytest.raises(RecirError, match=where):
+            build(m.traced, batching="frontier", threads=1)
+    items = [(np.array([1.0, 2.0], np.float32),), (np.array([0.5, -1.0], np.float32),)]
+    got = recir.compile(m.traced, batching="auto", threads=1).batch(items)
+    assert [g[0] for g in got] == pytest.approx([m.traced.run(*i)[0] for i in items], rel=1e-6)
