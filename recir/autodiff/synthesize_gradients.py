@@ -312,7 +312,10 @@ class FunctionGradient:
         if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
             where = value.owner if isinstance(value.owner, Operation) else None
             raise emit_error(where, "needs a gradient that only parameters "
-                             "(arguments passed down from the entry) can accumulate")
+                             "(arguments passed down from the entry) can accumulate: "
+                             "a value made from them here (or, batched, an input read in "
+                             "the recursion) takes none; pass down what it is made of, "
+                             "or make it in the entry")
         old = scope.cot.get(value)
         scope.cot[value] = c if old is None else e.add(old, c)
 
