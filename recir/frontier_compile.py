@@ -90,8 +90,9 @@ def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | 
     returning the schedule's operands (None where there are none)."""
     ops = list(entry.body.blocks[0].ops)
     schedules = [op for op in ops if isinstance(op, frontier.ScheduleOp)]
-    if len(schedules) != 1:
-        raise emit_error(entry, "a batched entry must hold one frontier.schedule")
+    if len(schedules) != 1:  # (a second invoke of the recursion: at the user's line)
+        raise emit_error(schedules[1] if schedules else entry, "invokes the recursion again: "
+                         "the batched form takes one invoke of it from the entry")
     schedule = schedules[0]
     after = ops[ops.index(schedule) + 1:]
     ret = after[-1]

@@ -275,3 +275,20 @@ def test_a_constant_passed_down_unchanged_is_refused_at_the_users_line():
     items = [(np.array([1.0, 2.0], np.float32),), (np.array([0.5, -1.0], np.float32),)]
     got = recir.compile(m.traced, batching="auto", threads=1).batch(items)
     assert [g[0] for g in got] == pytest.approx([m.traced.run(*i)[0] for i in items], rel=1e-6)
+
+
+def test_a_second_invoke_of_the_recursion_from_the_entry_is_refused_at_its_line():
+    """It was refused at the entry, naming recir's frontier.schedule, with no line."""
+    with recir.trace("twice") as m:
+        nxt, root = m.input("nxt", recir.structure()), m.input("root", recir.i32)
+        v = m.param("v", np.array([0.5, 1.0], np.float32))
+        with recir.SubGraph("step", [recir.i32], [recir.vector(2)]) as step:
+            (i,) = step.inputs
+            step.output(recir.cond(nxt[i] < 0, lambda: v, lambda: rf.tanh(step(nxt[i]))))
+        first = step(root)
+        m.output(first, step(root))  # again
+    line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("m.output(first, step(root))  # again"))
+    with pytest.raises(RecirError, match=rf"test_frontier_edge_cases.py:{line}:\d+: error: "
+                                         "'frontier.schedule' op invokes the recursion again"):
+        recir.compile(m.traced, batching="frontier", threads=1)
