@@ -18,7 +18,6 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float32Type,
-    FunctionType,
     IndexType,
     IntegerType,
     TensorType,
@@ -71,19 +70,23 @@ NOT_IN_ROWS = frozenset(("invoke.invoke", "scf.if", "tape.new", "tape.save", "ta
                          "frontier.schedule"))
 
 
+# ops that read a dynamic array one element at a time, as static code does
+ELEMENT_READS = frozenset(("tmath.extract", "tmath.size", "func.return"))
+
+
 def is_row_function(function: Operation) -> bool:
     """Straight-line code that computes rows (`invoke-to-frontier`'s batched
     functions; not a recursive function's reads of its structure arrays,
-    which take one index at a time), or takes f32 rows (a batched prefix's
-    `_bwd` may only add them into a parameter's gradient: lowered as
-    static, it read their descriptor as the rows)."""
-    typ = function.properties.get("function_type")
-    computes_rows = isinstance(typ, FunctionType) and any(
-        is_rows(t) and is_f32_tensor(t) for t in typ.inputs)
+    which take one index at a time), or uses f32 rows other than by element
+    (a batched prefix's `_bwd` may only add them into a parameter's
+    gradient: lowered as static, it read their descriptor as the rows)."""
+    computes_rows = False
     for op in function.walk():
         if op.name in NOT_IN_ROWS:
             return False
-        if op.dialect_name() == "frontier" or any(is_rows(r.type) for r in op.results):
+        if op.dialect_name() == "frontier" or any(is_rows(r.type) for r in op.results) or (
+                op.name not in ELEMENT_READS and any(
+                    is_rows(v.type) and is_f32_tensor(v.type) for v in op.operands)):
             computes_rows = True
     return computes_rows
 
