@@ -72,9 +72,11 @@ def find_recursive(module: ModuleOp, entry_name: str) -> tuple[func.FuncOp, func
     calls = callees(entry)
     names = {c.callee.string_value() for c in calls}
     if len(names) != 1:
+        found = ", ".join(f"@{n}" for n in sorted(names)) or "none"
         raise emit_error(calls[0] if calls else entry,
-                         "frontier batching needs an entry that invokes exactly one "
-                         f"recursive function, found {sorted(names) or 'none'}")
+                         "frontier batching needs an entry that invokes one subgraph, the "
+                         f"recursion; it invokes {found} (a helper subgraph: call it as a "
+                         "plain Python function instead)")
     rec = funcs[names.pop()]
     if not callees(rec):
         raise emit_error(calls[0], f"@{rec.sym_name.data} never invokes itself: frontier "
@@ -82,7 +84,8 @@ def find_recursive(module: ModuleOp, entry_name: str) -> tuple[func.FuncOp, func
     for call in callees(rec):
         if call.callee.string_value() != rec.sym_name.data:
             raise emit_error(call, "frontier batching supports self-recursion only: "
-                             f"@{rec.sym_name.data} invokes @{call.callee.string_value()}")
+                             f"@{rec.sym_name.data} invokes @{call.callee.string_value()} "
+                             "(a helper subgraph: call it as a plain Python function instead)")
     for op in rec.walk():
         if isinstance(op, tmath.FusedOp):
             raise emit_error(op, "frontier batching runs before fusion: got a fused op")

@@ -292,3 +292,22 @@ def test_a_second_invoke_of_the_recursion_from_the_entry_is_refused_at_its_line(
     with pytest.raises(RecirError, match=rf"test_frontier_edge_cases.py:{line}:\d+: error: "
                                          "'frontier.schedule' op invokes the recursion again"):
         recir.compile(m.traced, batching="frontier", threads=1)
+
+
+def test_a_helper_subgraph_in_the_recursion_is_refused_with_what_to_do():
+    """'supports self-recursion only: @grow invokes @cell' named a helper that
+    does not recurse as if it did; a plain Python function batches."""
+    with recir.trace("helped") as m:
+        nxt, root = m.input("nxt", recir.structure()), m.input("root", recir.i32)
+        w = m.param("w", np.eye(2, dtype=np.float32))
+        with recir.SubGraph("cell", [recir.vector(2)], [recir.vector(2)]) as cell:
+            (v,) = cell.inputs
+            cell.output(rf.tanh(w @ v))
+        with recir.SubGraph("grow", [recir.i32, recir.vector(2)], [recir.f32]) as grow:
+            i, h = grow.inputs
+            grow.output(recir.cond(nxt[i] < 0, lambda: rf.sum(h),
+                                   lambda: grow(nxt[i], cell(h))))
+        m.output(grow(root, rf.tanh(w @ rf.fill(1.0, [2]))))
+    with pytest.raises(RecirError, match=r"@grow invokes @cell \(a helper subgraph: call it "
+                                         "as a plain Python function instead\\)"):
+        recir.compile(m.traced, batching="frontier", threads=1)
