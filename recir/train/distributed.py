@@ -206,12 +206,7 @@ class MPIReducer(LocalReducer):
         except Exception as error:
             sys.stderr.write(f"recir: rank {self.rank} of {self.size} failed: "
                              f"{type(error).__name__}: {error}\n")
-            sys.stderr.flush()
-            # the launcher takes the job down at the abort, and may not read
-            # what is still in this rank's pipe: give it a moment first
-            time.sleep(ABORT_GRACE_S)
-            self.comm.Abort(1)
-            os._exit(1)  # (an abort that returns: nothing after a failure may run)
+            end_job(self.comm, 1)
 
     def check_same(self, what: str, value: Any) -> None:
         with self.timed(f"comparing {what}"):
@@ -271,6 +266,15 @@ def abort_job(code: int) -> None:
         mpi = import_mpi()
     except RuntimeError:
         return  # (no MPI: no job to end)
+    end_job(mpi.COMM_WORLD, code)
+
+
+def end_job(comm: Any, code: int) -> None:
+    """`MPI_Abort`, which takes every rank down, and this process's end
+    (an abort that returns: nothing after a failure may run). The launcher
+    may not read what is still in this rank's pipe once it aborts: that
+    gets a moment first."""
     sys.stderr.flush()
-    time.sleep(ABORT_GRACE_S)  # (the launcher may not read this rank's pipe after it)
-    mpi.COMM_WORLD.Abort(code)
+    time.sleep(ABORT_GRACE_S)
+    comm.Abort(code)
+    os._exit(code)
