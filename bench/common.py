@@ -138,8 +138,8 @@ def contest_times(fns: dict[str, Callable[[], Any]], repeats: int,
 
 def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
                  warmup_s: float | None = None, warmup_calls: int = 1,
-                 settle: dict[str, Callable[[], Any]] | None = None
-                 ) -> dict[str, list[float]]:
+                 settle: dict[str, Callable[[], Any]] | None = None,
+                 each_round: Callable[[], Any] | None = None) -> dict[str, list[float]]:
     """Like `contest_times`, but in rounds: each round times every contestant
     once, so a slow spell of this shared host falls on all of them alike.
     For contestants that are the same code on different thread counts
@@ -147,7 +147,8 @@ def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
     `warmup_s` and at least `warmup_calls` times. `settle[name]`, where
     given, runs untimed before that contestant's turn in each round: what
     brings it back to its steady state after the others' turns
-    (`targets.scaling`)."""
+    (`targets.scaling`). `each_round`, where given, runs after each round's
+    contestants (`targets.settled_rounds`: the host's cores in that round)."""
     budget = WARMUP_S if warmup_s is None else warmup_s
     for fn in fns.values():
         start = time.perf_counter()
@@ -163,6 +164,8 @@ def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
+        if each_round is not None:
+            each_round()
     return times
 
 

@@ -46,12 +46,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from bench import (batching, compile_time, copies, core_latency, deepest_tree, openmp,
-                   settled_roof)
+from bench import (batching, compile_time, copies, core_latency, core_probe, deepest_tree,
+                   openmp, settled_roof)
 from bench.common import (
     attempt,
     fmt,
@@ -113,7 +114,20 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
     each, the host's ceiling for it (`copies`: N x one one-thread copy alone
     over the slowest of N at once), and what else the host ran while it was
     timed (`host_load`).
+    Each round ends with a probe of the cores the host gave (`core_probe`);
+    the judged ratio is the medians over the rounds it found free
+    (`scaling_all_rounds`: over every round), none where too few were.
     A mode that fails to build or run leaves its ratio out."""
+    probe = core_probe.started(args.threads) if args.threads > 1 else None
+    try:
+        scaled_cells(args, report, probe)
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+def scaled_cells(args: argparse.Namespace, report: dict[str, Any],
+                 probe: core_probe.CoreProbe | None) -> None:
     for name, hidden, batch in CELLS:
         if batch == 1 or args.threads < 2:
             continue
@@ -126,16 +140,26 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                     {str(t): b(params, m, t) for t in (1, args.threads)}, trees[:batch]))
                 if runs is None:
                     continue
-                before = core_latency.round_trips()
+                before, cores = core_latency.round_trips(), []
                 with HostLoad() as load:  # what else ran while these were timed
                     times, _ = attempt(key, lambda r=runs: settled_rounds(
-                        r, trees, batch, args.scaling_rounds))
+                        r, trees, batch, args.scaling_rounds, each_round=probe and (
+                            lambda: cores.append(probe.ceiling()))))
                 if times is None:
                     continue
                 trips = [before, core_latency.round_trips()]
                 report["host_load"][key] = {"others": load.others, "steal": load.steal}
                 report["core_latency"][key] = [list(t.values()) for t in trips]
-                one, many = median(times["1"]), median(times[str(args.threads)])
+                report.setdefault("host_cores", {})[key] = cores
+                report.setdefault("scaling_all_rounds", {})[key] = \
+                    median(times["1"]) / median(times[str(args.threads)])
+                kept = core_probe.free_rounds(cores, args.threads, len(times["1"]))
+                if not kept:
+                    print(f"scaling {key}: the host shared cores in all but "
+                          f"{sum(core_probe.free(c, args.threads) for c in cores)} of "
+                          f"{len(cores)} rounds; unjudged", flush=True)
+                    continue
+                one, many = (median([times[k][i] for i in kept]) for k in ("1", str(args.threads)))
                 report["scaling"][key] = one / many
                 # a call's seconds on each, as the ratio's parts (a pass is
                 # the workload's batches, each a call)
@@ -148,7 +172,9 @@ def scaling(args: argparse.Namespace, report: dict[str, Any]) -> None:
                         m, hidden, name, batch))
                 if args.json:
                     write_json(args.json, report)
-                print(f"scaling {key}: {report['scaling'][key]:.2f}x ({1e3 * one / calls:.2f} "
+                print(f"scaling {key}: {report['scaling'][key]:.2f}x over {len(kept)} rounds "
+                      f"(all rounds {report['scaling_all_rounds'][key]:.2f}x; "
+                      f"{1e3 * one / calls:.2f} "
                       f"and {1e3 * many / calls:.2f} ms a call); {args.threads} copies "
                       f"of one thread at once: {fmt(found)}x; while timed, {load.describe()}"
                       f"; cores' round trip {core_latency.describe(trips[0])} before, "
@@ -171,7 +197,8 @@ def built(runs: dict[str, Any], batch: list[Any]) -> dict[str, Any]:
 
 
 def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: int,
-                   warmup_s: float = 0.3) -> dict[str, list[float]]:
+                   warmup_s: float = 0.3, each_round: Callable[[], Any] | None = None
+                   ) -> dict[str, list[float]]:
     """Each thread count's pass over the trees in batches, timed in rounds
     (`rounds_times`), each pass after one untimed batch of its own: the
     other count's turn leaves its first call a transient (its OpenMP
@@ -180,7 +207,8 @@ def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: 
     once every pass."""
     return rounds_times({k: batching.in_batches(run, trees, batch) for k, run in runs.items()},
                         repeats, warmup_s=warmup_s,
-                        settle={k: (lambda run=run: run(trees[:batch])) for k, run in runs.items()})
+                        settle={k: (lambda run=run: run(trees[:batch])) for k, run in runs.items()},
+                        each_round=each_round)
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
@@ -303,6 +331,7 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
                 rows.append(judged(f"scaling: {name} b25 {kind} {mode}, {threads}t / 1t",
                                    value, asked.get(kind)))
                 if threads > 1:
+                    rows.extend(probed_rows(report, f"{name} {kind} {mode}", threads))
                     rows.append(judged(f"scaling: {name} b25 {kind} {mode}, the host's ceiling:"
                                        f" {threads} copies of 1t at once / one",
                                        report.get("ceiling", {}).get(f"{name} {kind} {mode}"),
@@ -319,6 +348,19 @@ def scaling_rows(report: dict[str, Any], threads: int) -> list[list[str]]:
         rows.append(judged(f"scaling: fib(35), the host's ceiling: {threads} fib(34) on 1t "
                            "at once / one after another", ceiling, None))
     return rows
+
+
+def probed_rows(report: dict[str, Any], key: str, threads: int) -> list[list[str]]:
+    """Unjudged, beside a scaling row: its ratio over every round, and the
+    rounds in which the host gave `threads` cores (`core_probe`)."""
+    cores = report.get("host_cores", {}).get(key)
+    if not cores:
+        return []
+    free = sum(core_probe.free(c, threads) for c in cores)
+    return [judged(f"scaling: {key}, every round's {threads}t / 1t",
+                   report.get("scaling_all_rounds", {}).get(key), None),
+            judged(f"scaling: {key}, rounds the host gave {threads} cores (probe at least "
+                   f"{core_probe.FREE_SHARE * threads:g}) of {len(cores)}", free, None)]
 
 
 def one_tree_rows(report: dict[str, Any]) -> list[list[str]]:

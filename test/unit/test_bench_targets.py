@@ -128,9 +128,21 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
     timed = []
 
-    def rounds(runs, repeats, warmup_s, settle=None):
+    def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
         timed.append(sorted(runs))
-        return {"1": [3.0, 4.0, 100.0], "16": [1.0, 2.0, 0.1]}
+        for _ in range(4):
+            each_round()
+        return {"1": [3.0, 4.0, 5.0, 100.0], "16": [1.0, 2.0, 2.0, 0.1]}
+
+    class Probe:  # the host gave 16 cores in all rounds but the last
+        found = iter([16.0, 13.0, 12.0, 2.0] * 4)
+        closed = False
+
+        def ceiling(self):
+            return next(self.found)
+
+        def close(self):
+            Probe.closed = True
 
     def broken(params, mode, threads):
         raise RuntimeError("no")
@@ -145,12 +157,21 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
              "core_latency": {}, "tree_bound": {}}
     trips = iter([{1: 70.0}, {1: 330.0}] * 4)
     monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
+    monkeypatch.setattr(targets.core_probe, "started", lambda copies: Probe())
     targets.scaling(targets.argparse.Namespace(threads=16, scaling_rounds=3, json=None), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
-    assert found["scaling"] == dict.fromkeys(keys, 4.0)
+    # judged over the rounds the probe found free (at least 12 of 16 cores)
+    assert found["scaling"] == dict.fromkeys(keys, 2.0)
+    assert found["scaling_all_rounds"] == dict.fromkeys(keys, 3.0)
+    assert found["host_cores"] == dict.fromkeys(keys, [16.0, 13.0, 12.0, 2.0])
+    assert Probe.closed
     # the medians over the workload's one batch of 4 trees: one call a pass
-    assert found["call_seconds"] == dict.fromkeys(keys, {"1": 4.0, "16": 1.0})
+    assert found["call_seconds"] == dict.fromkeys(keys, {"1": 4.0, "16": 2.0})
+    rows = by_target(targets.scaling_rows(found, 16))
+    assert rows["scaling: sst frontier train, every round's 16t / 1t"] == ["3.00", "", ""]
+    assert rows["scaling: sst frontier train, rounds the host gave 16 cores (probe at least "
+                "12) of 4"] == ["3.00", "", ""]
     assert found["ceiling"] == dict.fromkeys(keys, 31.0)  # 16 copies asked for
     # what else the host ran while each was timed (`host_load`), on Linux
     assert sorted(found["host_load"]) == keys and all(
@@ -198,7 +219,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     def fails(trees):
         raise RuntimeError("error: native @f ran out of memory")
 
-    def rounds(runs, repeats, warmup_s, settle=None):
+    def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
         return {name: [float(len(run()))] for name, run in runs.items()}
 
     monkeypatch.setattr(targets, "rounds_times", rounds)
@@ -210,6 +231,7 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     monkeypatch.setattr(targets, "tree_bound", lambda mode, *cell: {"infer": 9.5}[mode])
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
+    monkeypatch.setattr(targets.core_probe, "started", lambda copies: None)  # (none started)
     targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=1, json=None), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
@@ -234,3 +256,53 @@ def test_each_rounds_pass_follows_an_untimed_batch_of_its_own():
     one_round = [(n, size) for n in ("1", "2") for size in (4, 4, 4, 2)]
     warmups = [("1", 4), ("1", 4), ("1", 2), ("2", 4), ("2", 4), ("2", 2)]  # a pass each
     assert calls == warmups + one_round + one_round
+
+
+def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, capsys):
+    """Fewer than `FEWEST_FREE` rounds with the host's cores: no judged
+    ratio, the every-round ratio kept beside it."""
+    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+
+    def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
+        for _ in range(3):
+            each_round()
+        return {"1": [2.0, 2.0, 2.0], "2": [1.9, 1.9, 1.0]}
+
+    class Probe:
+        found = iter([1.03, 1.04, 1.98] * 8)
+
+        def ceiling(self):
+            return next(self.found)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(targets, "rounds_times", rounds)
+    monkeypatch.setattr(targets.copies, "ceiling", lambda *cell: None)
+    monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
+    monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: len)
+    monkeypatch.setattr(targets.core_latency, "round_trips", dict)
+    monkeypatch.setattr(targets, "tree_bound", lambda *cell: None)
+    monkeypatch.setattr(targets.core_probe, "started", lambda copies: Probe())
+    found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
+             "core_latency": {}, "tree_bound": {}}
+    targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=3, json=None), found)
+    assert found["scaling"] == {}
+    assert found["scaling_all_rounds"]["sst recursive infer"] == 2.0 / 1.9
+    assert "the host shared cores in all but 1 of 3 rounds; unjudged" in capsys.readouterr().out
+    rows = by_target(targets.scaling_rows(found, 2))
+    assert rows["scaling: sst b25 recursive infer, 2t / 1t"] == ["-", ">= 1.8", ""]
+    assert rows["scaling: sst recursive infer, every round's 2t / 1t"] == ["1.05", "", ""]
+
+
+def test_the_core_probe_reads_about_one_core_each():
+    """Two one-thread loops at once over one alone: above 0 and at most
+    about 2 on any host (each loop's rate is its own)."""
+    from bench import core_probe
+    with core_probe.CoreProbe(2, seconds=0.02) as probe:
+        found = probe.ceiling()
+    assert 0.3 < found < 2.6
+    assert core_probe.free_rounds([2.0, 1.0, 1.9, 1.6], 2, 4) == [0, 2, 3]
+    assert core_probe.free_rounds([2.0, 1.0, 1.0, 1.6], 2, 4) == []  # too few
+    assert core_probe.free_rounds([], 2, 3) == [0, 1, 2]  # no probe: every round
