@@ -74,6 +74,19 @@ class CoreProbe:
         alone = self.rates(self.children[:1])[0]
         return sum(self.rates(self.children)) / alone
 
+    def cpu_seconds(self) -> float:
+        """The loops' CPU time so far (`HostLoad`'s `ours`): 0 for one
+        whose counts cannot be read."""
+        used = 0
+        for child in self.children:
+            try:
+                with open(f"/proc/{child.pid}/stat") as f:
+                    fields = f.read().rsplit(") ", 1)[1].split()
+                used += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+        return used / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         for child in self.children:
             if child.stdin is not None:

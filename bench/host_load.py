@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 STAT = "/proc/stat"
@@ -47,16 +48,19 @@ class HostLoad:
     others: float | None = None
     steal: float | None = None
 
-    def __init__(self, path: str = STAT):
-        self.path = path
+    def __init__(self, path: str = STAT, ours: Callable[[], float] = lambda: 0.0):
+        """`ours`: CPU seconds of running children that are part of the
+        measure (`core_probe`'s loops), not other processes."""
+        self.path, self.ours = path, ours
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def __enter__(self) -> HostLoad:
-        self.start = (machine_jiffies(self.path), own_seconds(), time.perf_counter())
+        self.start = (machine_jiffies(self.path), own_seconds() + self.ours(),
+                      time.perf_counter())
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        end = (machine_jiffies(self.path), own_seconds(), time.perf_counter())
+        end = (machine_jiffies(self.path), own_seconds() + self.ours(), time.perf_counter())
         (first, own0, wall0), (last, own1, wall1) = self.start, end
         if first is None or last is None or wall1 <= wall0:
             return

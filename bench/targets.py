@@ -141,7 +141,8 @@ def scaled_cells(args: argparse.Namespace, report: dict[str, Any],
                 if runs is None:
                     continue
                 before, cores = core_latency.round_trips(), []
-                with HostLoad() as load:  # what else ran while these were timed
+                # what else ran while these were timed (the probe is ours)
+                with HostLoad(ours=probe.cpu_seconds if probe else lambda: 0.0) as load:
                     times, _ = attempt(key, lambda r=runs: settled_rounds(
                         r, trees, batch, args.scaling_rounds, each_round=probe and (
                             lambda: cores.append(probe.ceiling()))))

@@ -51,3 +51,17 @@ def test_a_busy_child_process_counts_as_another_process():
         child.wait()
     assert load.others is not None and load.others >= 0.3
     assert 0 <= load.steal <= 1
+
+
+def test_a_child_that_is_part_of_the_measure_is_not_another_process():
+    """The core probe's loops run between a span's rounds: their CPU time,
+    given as `ours`, is taken off the others'."""
+    from bench import core_probe
+    with core_probe.CoreProbe(1, seconds=0.3) as probe:
+        with host_load.HostLoad() as counted, host_load.HostLoad(ours=probe.cpu_seconds) as load:
+            probe.ceiling()  # 0.6 s of one core, the loop's
+        used = probe.cpu_seconds()
+    assert used >= 0.4
+    assert counted.others is not None and load.others is not None
+    # the same span, less the loop's 0.6 s over the span's 0.6 s and more
+    assert counted.others - load.others > 0.5

@@ -144,6 +144,9 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
         def close(self):
             Probe.closed = True
 
+        def cpu_seconds(self):
+            return 0.0
+
     def broken(params, mode, threads):
         raise RuntimeError("no")
 
@@ -277,6 +280,9 @@ def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, 
 
         def close(self):
             pass
+
+        def cpu_seconds(self):
+            return 0.0
 
     monkeypatch.setattr(targets, "rounds_times", rounds)
     monkeypatch.setattr(targets.copies, "ceiling", lambda *cell: None)
