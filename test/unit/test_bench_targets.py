@@ -267,13 +267,16 @@ def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, 
     monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
     monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
 
+    turns = []
+
     def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
+        turns.append(repeats)
         for _ in range(3):
             each_round()
         return {"1": [2.0, 2.0, 2.0], "2": [1.9, 1.9, 1.0]}
 
-    class Probe:
-        found = iter([1.03, 1.04, 1.98] * 8)
+    class Probe:  # one free round in each row's three turns
+        found = iter([1.03, 1.04, 1.98, 1.03, 1.04, 1.04, 1.1, 1.0, 1.0] * 8)
 
         def ceiling(self):
             return next(self.found)
@@ -291,12 +294,15 @@ def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, 
     monkeypatch.setattr(targets.core_latency, "round_trips", dict)
     monkeypatch.setattr(targets, "tree_bound", lambda *cell: None)
     monkeypatch.setattr(targets.core_probe, "started", lambda copies: Probe())
+    monkeypatch.setattr(targets, "SPELL_PAUSE_S", 0.0)
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
     targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=3, json=None), found)
+    assert turns == [3] * 3 * 8  # each row's rounds taken again twice, then given up
     assert found["scaling"] == {}
     assert found["scaling_all_rounds"]["sst recursive infer"] == 2.0 / 1.9
-    assert "the host shared cores in all but 1 of 3 rounds; unjudged" in capsys.readouterr().out
+    assert found["host_cores"]["sst recursive infer"][:3] == [1.03, 1.04, 1.98]
+    assert "the host shared cores in all but 1 of 9 rounds; unjudged" in capsys.readouterr().out
     rows = by_target(targets.scaling_rows(found, 2))
     assert rows["scaling: sst b25 recursive infer, 2t / 1t"] == ["-", ">= 1.8", ""]
     assert rows["scaling: sst recursive infer, every round's 2t / 1t"] == ["1.05", "", ""]
