@@ -237,33 +237,59 @@ def settled_rounds(runs: dict[str, Any], trees: list[Any], batch: int, repeats: 
 
 
 def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
-                ) -> list[float] | None:
+                ) -> list[float | None] | None:
     """fib(n) on `threads` over one, and the host's ceiling for as many
-    threads (`openmp.fib_times`' copies), in a child process as `run.py
-    openmp` times it: this process's earlier teams and PyTorch's pool
-    would share its cores. None, with the reason printed, where the child
-    fails, runs over `timeout` seconds or prints no ratios last."""
+    threads (`openmp.fib_times`' copies, in the same rounds), in a child
+    process as `run.py openmp` times it: this process's earlier teams and
+    PyTorch's pool would share its cores. Both over the rounds whose
+    ceiling says the host gave its cores (`core_probe.free_rounds`; again
+    after a pause where too few did, as `probed_rounds`; the ratio None
+    after that). None, with the reason printed, where the child fails, runs
+    over `timeout` seconds or prints no rounds last."""
     code = (f"import json, sys; sys.path.insert(0, {str(openmp.ROOT)!r}); "
-            f"from bench.openmp import fib_times; from bench.common import median; "
-            f"t = fib_times([1, {threads}], {n}, {repeats}, copies={threads}); "
-            f"print(json.dumps([median(t['1']) / median(t['{threads}']), "
-            f"median(t['alone']) / median(t['together'])]))")
+            f"from bench.openmp import fib_times; "
+            f"print(json.dumps(fib_times([1, {threads}], {n}, {repeats}, copies={threads})))")
+    times: dict[str, list[float]] = {k: [] for k in ("1", str(threads), "alone", "together")}
+    for turn in range(1 + SPELL_TURNS):
+        if turn:
+            print(f"fib({n}): the host shared cores; again in {SPELL_PAUSE_S:g} s", flush=True)
+            time.sleep(SPELL_PAUSE_S)
+        found = child_rounds(code, f"fib({n})", timeout)
+        if found is None:
+            return None
+        for k in times:
+            times[k] += found[k]
+        ceilings = [a / b for a, b in zip(times["alone"], times["together"], strict=True)]
+        kept = core_probe.free_rounds(ceilings, threads, len(ceilings))
+        if kept:
+            break
+    one, many, alone, together = ([times[k][i] for i in kept or range(len(ceilings))]
+                                  for k in times)
+    return [ratio(median(one), median(many)) if kept else None,
+            median(alone) / median(together)]
+
+
+def child_rounds(code: str, what: str, timeout: float) -> dict[str, list[float]] | None:
+    """The rounds a child running `code` prints last as JSON; None, with
+    the reason printed, where it fails, runs over `timeout` or prints
+    something else."""
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
-        print(f"fib({n}): over {timeout:g} s, not judged", flush=True)
+        print(f"{what}: over {timeout:g} s, not judged", flush=True)
         return None
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         try:
-            return [float(x) for x in json.loads(lines[-1])]
-        except (ValueError, TypeError):
+            found = json.loads(lines[-1])
+            return {k: [float(x) for x in v] for k, v in found.items()}
+        except (ValueError, TypeError, AttributeError):
             why = f"printed {lines[-1][:80]!r}"
     else:
         why = (done.stderr.strip().splitlines()[-1] if done.stderr.strip()
                else f"exit {done.returncode}")
-    print(f"fib({n}) in a child process failed, not judged: {why}", flush=True)
+    print(f"{what} in a child process failed, not judged: {why}", flush=True)
     return None
 
 
@@ -384,8 +410,8 @@ def probed_rows(report: dict[str, Any], key: str, threads: int) -> list[list[str
     free = sum(core_probe.free(c, threads) for c in cores)
     return [judged(f"scaling: {key}, every round's {threads}t / 1t",
                    report.get("scaling_all_rounds", {}).get(key), None),
-            judged(f"scaling: {key}, rounds the host gave {threads} cores (probe at least "
-                   f"{core_probe.FREE_SHARE * threads:g}) of {len(cores)}", free, None)]
+            [f"scaling: {key}, rounds the host gave {threads} cores (probe at least "
+             f"{core_probe.FREE_SHARE * threads:g})", f"{free} of {len(cores)}", "", ""]]
 
 
 def one_tree_rows(report: dict[str, Any]) -> list[list[str]]:
