@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from types import TracebackType
 
 from bench.core_rates import ONE_THREAD
@@ -109,6 +110,21 @@ def started(copies: int) -> CoreProbe | None:
     except (OSError, RuntimeError, ValueError) as error:
         print(f"no core probe: {error}", flush=True)
         return None
+
+
+def each_round(probe: CoreProbe, cores: list[float]) -> Callable[[], None]:
+    """A `rounds_times` `each_round` that appends to `cores` each round's
+    lesser of the probes just before and just after it: a spell that starts
+    or ends within a round marks it shared. The first probe is taken now."""
+    last = probe.ceiling()
+
+    def probed() -> None:
+        nonlocal last
+        now = probe.ceiling()
+        cores.append(min(last, now))
+        last = now
+
+    return probed
 
 
 def free(ceiling: float, copies: int) -> bool:

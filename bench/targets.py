@@ -155,6 +155,7 @@ def scaled_cells(args: argparse.Namespace, report: dict[str, Any],
                 report["host_load"][key] = {"others": load.others, "steal": load.steal}
                 report["core_latency"][key] = [list(t.values()) for t in trips]
                 report.setdefault("host_cores", {})[key] = cores
+                report.setdefault("round_seconds", {})[key] = times
                 report.setdefault("scaling_all_rounds", {})[key] = \
                     median(times["1"]) / median(times[str(args.threads)])
                 kept = core_probe.free_rounds(cores, args.threads, len(times["1"]))
@@ -189,17 +190,19 @@ def scaled_cells(args: argparse.Namespace, report: dict[str, Any],
 def probed_rounds(runs: dict[str, Any], trees: list[Any], batch: int,
                   args: argparse.Namespace, probe: core_probe.CoreProbe | None,
                   cores: list[float]) -> dict[str, list[float]]:
-    """`settled_rounds`, each round's probe appended to `cores`; where too
-    few rounds found the host's cores free, again after a pause (a spell of
-    shared cores lasts minutes), at most `SPELL_TURNS` more times."""
+    """`settled_rounds`, each round's probe appended to `cores`
+    (`core_probe.each_round`); where too few rounds found the host's cores
+    free, again after a pause (a spell of shared cores lasts minutes), at
+    most `SPELL_TURNS` more times."""
     times: dict[str, list[float]] = {k: [] for k in runs}
     for turn in range(1 + SPELL_TURNS * (probe is not None)):
         if turn:
-            print(f"  the host shared cores in {len(cores)} rounds; again in "
-                  f"{SPELL_PAUSE_S:g} s", flush=True)
+            free = sum(core_probe.free(c, args.threads) for c in cores)
+            print(f"  the host shared cores in all but {free} of {len(cores)} rounds; "
+                  f"again in {SPELL_PAUSE_S:g} s", flush=True)
             time.sleep(SPELL_PAUSE_S)
-        found = settled_rounds(runs, trees, batch, args.scaling_rounds, each_round=probe and (
-            lambda: cores.append(probe.ceiling())))
+        found = settled_rounds(runs, trees, batch, args.scaling_rounds,
+                               each_round=probe and core_probe.each_round(probe, cores))
         for k in times:
             times[k] += found[k]
         if core_probe.free_rounds(cores, args.threads, len(times["1"])):
