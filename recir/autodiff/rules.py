@@ -34,10 +34,24 @@ class Outer:
 
 @dataclass(frozen=True)
 class Row:
-    """d(table)[index, :] += value."""
+    """d(table)[index, :] += value. Where `index` is one side of a partition
+    (a cond branch's rows of a value from before the cond), `rest` is the
+    other side's and `first` whether `index` is the partition's first: a
+    value that is not a table takes `scattered` instead."""
 
     index: SSAValue
     value: SSAValue
+    rest: SSAValue | None = None
+    first: bool = True
+
+    def scattered(self, e: Emit, row: Attribute) -> SSAValue:
+        """The cotangent of every row as rows: `value` at `index`, zeros
+        (`row`'s) at `rest`."""
+        assert self.rest is not None
+        zeros = e(frontier.BroadcastOp(e.zero(row), self.rest))
+        ends = [(self.value, self.index), (zeros, self.rest)]
+        (lhs, lhs_rows), (rhs, rhs_rows) = ends if self.first else ends[::-1]
+        return e(frontier.MergeOp(lhs, lhs_rows, rhs, rhs_rows))
 
 
 @dataclass(frozen=True)
@@ -240,7 +254,12 @@ def select(e, op, dy, p):
 
 
 def take(e, op, dy, p):
-    """The inverse of a row gather is a scatter-add (into a table's gradient)."""
+    """The inverse of a row gather is a scatter-add (into a table's gradient;
+    by a partition's side, into a value's rows: `Row.scattered`)."""
+    part = op.rows.owner
+    if isinstance(part, frontier.PartitionOp):
+        side = part.results.index(op.rows)
+        return [(0, Row(p(op.rows), dy, p(part.results[1 - side]), side == 0))]
     return [(0, Row(p(op.rows), dy))]
 
 

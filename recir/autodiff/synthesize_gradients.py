@@ -59,7 +59,7 @@ from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer,
 from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
-from recir.dialects.row_types import is_rows
+from recir.dialects.row_types import is_rows, row_type
 
 
 @dataclass
@@ -309,6 +309,8 @@ class FunctionGradient:
             return
         if value not in self.varied or not is_float(value.type):
             return
+        if isinstance(c, Row) and c.rest is not None and is_rows(value.type):
+            c = c.scattered(e, row_type(value.type))
         if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
             where = value.owner if isinstance(value.owner, Operation) else None
             raise emit_error(where, "needs a gradient that only parameters "

@@ -1,5 +1,6 @@
 // RUN: recir-opt -p 'synthesize-gradients{entry=node__post wrapper=false}' %s | filecheck %s
 // RUN: recir-opt -p 'synthesize-gradients{entry=tree__frontier}' %s | filecheck %s --check-prefix=ENTRY
+// RUN: recir-opt -p 'synthesize-gradients{entry=gated__post wrapper=false}' %s | filecheck %s --check-prefix=GATED
 
 // The bottom-up function of a frontier-batched tree model (what
 // invoke-to-frontier writes), differentiated by the same rules as the
@@ -102,3 +103,34 @@ func.func @tree__frontier(%root: tensor<?xi32>, %emb: tensor<5x2xf32>, %w: tenso
 // CHECK-NEXT:    func.return
 
 // CHECK-NOT: @node__post_grad
+
+// A cond on the children's results, batched: each branch takes its rows of
+// a value made before it by one side of a partition. Such a take's
+// cotangent is rows of that value: the branch's at its side's rows, zeros
+// at the other side's (a merge), summed over the branches.
+func.func @gated__post(%tree: tensor<?xi32>, %child0: tensor<?xi32>, %child1: tensor<?xi32>,
+                       %result0: tensor<?x2xf32>, %w: tensor<2x2xf32>) -> tensor<?x2xf32> {
+  %hl = frontier.take %result0[%child0] : tensor<?x2xf32>, tensor<?xi32>
+  %hr = frontier.take %result0[%child1] : tensor<?x2xf32>, tensor<?xi32>
+  %z = tmath.add %hl, %hr : tensor<?x2xf32>
+  %pick = frontier.cmpi slt, %child0, %child1 : tensor<?xi32>
+  %yes, %no = frontier.partition %pick : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+  %zy = frontier.take %z[%yes] : tensor<?x2xf32>, tensor<?xi32>
+  %zn = frontier.take %z[%no] : tensor<?x2xf32>, tensor<?xi32>
+  %sq = tmath.mul %zn, %zn : tensor<?x2xf32>
+  %g = frontier.merge %zy[%yes], %sq[%no] : tensor<?x2xf32>
+  %m = tmath.matvec %w, %g : tensor<2x2xf32>, tensor<?x2xf32> -> tensor<?x2xf32>
+  func.return %m : tensor<?x2xf32>
+}
+// GATED-LABEL: func.func private @gated__post_bwd
+// GATED:         %[[G:.*]] = adjoint.vecmat
+// GATED:         %[[DY:.*]] = frontier.take %[[G]][%yes]
+// GATED:         %[[DN:.*]] = frontier.take %[[G]][%no]
+// GATED:         %[[DSQ:.*]] = tmath.add
+// GATED:         %[[Z1:.*]] = frontier.broadcast %{{.*}}, %yes
+// GATED-NEXT:    %[[M1:.*]] = frontier.merge %[[Z1]][%yes], %[[DSQ]][%no]
+// GATED:         %[[Z2:.*]] = frontier.broadcast %{{.*}}, %no
+// GATED-NEXT:    %[[M2:.*]] = frontier.merge %[[DY]][%yes], %[[Z2]][%no]
+// GATED-NEXT:    %[[DZ:.*]] = tmath.add %[[M1]], %[[M2]]
+// GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
+// GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
