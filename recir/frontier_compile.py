@@ -98,7 +98,9 @@ def split_entry(entry: func.FuncOp) -> tuple[frontier.ScheduleOp, func.FuncOp | 
     ret = after[-1]
     assert isinstance(ret, func.ReturnOp)
     if len(after) > 1:
-        raise emit_error(after[0], "after frontier.schedule is not compiled natively yet")
+        raise emit_error(after[0], "follows the recursion in the entry, which the batched "
+                         "form does not compile yet: compute it inside the recursive function, "
+                         "or return the recursion's result and compute it afterwards")
     if ops.index(schedule) == 0:
         return schedule, None
     if scalar := next((v for v in schedule.operands if not isinstance(v.type, TensorType)),

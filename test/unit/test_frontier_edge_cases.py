@@ -356,3 +356,33 @@ def test_frontier_gradients_flow_through_a_cond_on_the_childrens_results(pick_ch
             np.testing.assert_allclose(g, r, rtol=1e-5)
         for name in ("emb", "w"):
             np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-4, atol=1e-6)
+
+
+def test_an_op_after_the_recursion_in_the_entry_is_refused_at_its_line():
+    """A root-only loss computed in the entry after the recursion returns:
+    the frontier refuses it at the user's line, saying what to do; `auto`
+    runs the recursive code for it."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)
+    with recir.trace("root_loss") as m:
+        left, right, word = (m.input(n, recir.structure()) for n in ("left", "right", "word"))
+        root, label = m.input("root", recir.i32), m.input("label", recir.i32)
+        p = {k: m.param(k, v) for k, v in params.items()}
+        with recir.SubGraph("node", [recir.i32], [recir.vector(4)]) as node:
+            (i,) = node.inputs
+            node.output(recir.cond(left[i] < 0, lambda: rf.gather(p["emb"], word[i]),
+                                   lambda: rf.tanh(p["w"] @ rf.concat([node(left[i]),
+                                                                       node(right[i])]))))
+        m.output(rf.softmax_xent(p["w_out"] @ node(root) + p["b_out"], label))  # root loss
+    items = [(t.left, t.right, t.word, t.root, int(t.label[t.root]))
+             for t in make_treebank(4, vocab_size=10, seed=2)]
+    line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("# root loss"))
+    for make in (recir.compile, recir.value_and_grad):
+        with pytest.raises(RecirError, match=rf"test_frontier_edge_cases.py:{line}:\d+: error: "
+                                             r"'tmath.matvec' op follows the recursion in the "
+                                             "entry.*compute it inside the recursive function"):
+            make(m.traced, batching="frontier", threads=1).batch(items)
+    _, grads = recir.value_and_grad(m.traced, batching="auto", threads=1).batch(items)
+    _, want = recir.value_and_grad(m.traced, engine="interpret").batch(items)
+    for name in params:
+        np.testing.assert_allclose(grads[name], want[name], rtol=1e-4, atol=1e-6)
