@@ -13,10 +13,14 @@ calls: `passes/prologue.py`). The runtime then raises KeyboardInterrupt in
 the thread that made the call, whichever it is. The watcher needs the GIL,
 which the native call has released.
 
-A call's contexts are registered per thread while it runs (`begin`, `end`):
-a dictionary store, no work in native code. A team entry sets its contexts
-up again when it starts, which clears a stop made since the call began, so
-the watcher stops the calls that began before a Ctrl-C again every
+A call's contexts are registered per thread while it runs (`begin`, `end`),
+with the count of Ctrl-Cs arrived so far (`ARRIVED`, which the handler
+counts before it writes): a dictionary store, no work in native code. The
+watcher stops only the calls that began before the Ctrl-C it reads, so a
+call made as soon as CPython's KeyboardInterrupt is caught, before the
+watcher has run, is not stopped by that same Ctrl-C. A team entry sets its
+contexts up again when it starts, which clears a stop made since the call
+began, so the watcher stops the calls that began before a Ctrl-C again every
 `RESTOP_S` while they run. A Ctrl-C before a call begins is CPython's alone.
 
 The handler is installed only over CPython's own, while the Python-level
@@ -47,9 +51,9 @@ STOPPED = (1 << 64) - 1  # a stack limit no frame is above
 SIG_IGN, SA_SIGINFO = 1, 4  # Linux values (SIG_DFL is 0)
 
 # per thread (by `threading.get_ident`), the context or team contexts of its
-# running call and the count of Ctrl-Cs the watcher had seen when it began
+# running call and the count of Ctrl-Cs arrived when it began
 RUNNING: dict[int, tuple[Any, int]] = {}
-SEEN = [0]  # Ctrl-Cs the watcher has read
+ARRIVED = ctypes.c_int64(0)  # Ctrl-Cs the handler has counted (only it writes)
 RESTOP_S = 1e-3  # how often calls begun before a Ctrl-C are stopped again while they run
 
 
@@ -65,13 +69,15 @@ _libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 _lock = threading.Lock()
 _installed: dict[str, Any] = {"engines": []}
 
-def handler_module(fd: int, previous: int) -> ModuleOp:
-    """`recir_on_interrupt(sig, info, context)`: writes one byte to the pipe
-    `fd` and calls the handler at address `previous` with the same
-    arguments. write(2) is async-signal-safe; errno is kept for the
-    interrupted code."""
+def handler_module(fd: int, previous: int, counter: int) -> ModuleOp:
+    """`recir_on_interrupt(sig, info, context)`: adds one to the i64 at
+    address `counter`, writes one byte to the pipe `fd` and calls the
+    handler at address `previous` with the same arguments. write(2) is
+    async-signal-safe; errno is kept for the interrupted code."""
     function, b, (sig, info, context) = new_function("recir_on_interrupt", [i32, PTR, PTR],
                                                      private=False)
+    count = b.value(llvm.IntToPtrOp(b.i64(counter)))
+    b.store(b.add(b.load(count, 0, i64), 1), count, 0)
     errno = b.value(llvm.CallOp("__errno_location", return_type=PTR))
     saved = b.load(errno, 0, i32)
     byte = b.alloca(1, i8)
@@ -97,7 +103,7 @@ def begin(held: Any) -> int:
     """Registers `held` (a context, or a team's) as this thread's running
     call, what Ctrl-C stops; the key for `end`."""
     key = threading.get_ident()
-    RUNNING[key] = (held, SEEN[0])
+    RUNNING[key] = (held, ARRIVED.value)
     return key
 
 
@@ -115,8 +121,8 @@ def watch(fd: int) -> None:
                 return
         except OSError:
             return
-        SEEN[0] += 1
-        while began := [held for held, seen in list(RUNNING.values()) if seen < SEEN[0]]:
+        arrived = ARRIVED.value  # (at least the one read: counted before written)
+        while began := [held for held, seen in list(RUNNING.values()) if seen < arrived]:
             for held in began:
                 stop(held, ERROR_INTERRUPT)
             time.sleep(RESTOP_S)
@@ -159,8 +165,8 @@ def chain() -> bool:
             _installed["pipe"] = (read_end, write_end)
             threading.Thread(target=watch, args=(read_end,), daemon=True,
                              name="recir-interrupts").start()
-        engine = Engine(compile_object(to_llvm_ir(handler_module(_installed["pipe"][1],
-                                                                 now.handler))))
+        engine = Engine(compile_object(to_llvm_ir(handler_module(
+            _installed["pipe"][1], now.handler, ctypes.addressof(ARRIVED)))))
         ours = SigAction()
         ours.handler = engine.address("recir_on_interrupt")
         ctypes.memmove(ours.mask, now.mask, ctypes.sizeof(ours.mask))
@@ -192,7 +198,6 @@ def forked() -> None:
     for fd in _installed.pop("pipe", ()):
         os.close(fd)
     RUNNING.clear()
-    SEEN[0] = 0
 
 
 os.register_at_fork(after_in_child=forked)

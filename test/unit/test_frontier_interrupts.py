@@ -27,7 +27,7 @@ from recir.models import tree_rnn
 
 stops, stop = set(), interrupts.stop
 def counted(held, error):  # which SIGINTs stopped a running call
-    stops.add(interrupts.SEEN[0])
+    stops.add(interrupts.ARRIVED.value)
     stop(held, error)
 interrupts.stop = counted
 through, kind = sys.argv[1], sys.argv[2]
