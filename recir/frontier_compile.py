@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.backend import interrupts
+from recir.backend import interrupts, stack
 from recir.backend.arguments import batch_items, named_element
 from recir.backend.background import Deferred
 from recir.backend.cache import ObjectCache, cache_key, located_text
@@ -202,9 +202,10 @@ class FrontierFunction:
             return []
         with self.calls:
             try:
-                return self.run(batch)
+                return stack.with_room(lambda: self.run(batch))
             except RecirError as error:
-                raise named_element(error, batch, lambda inputs: self.run([inputs])) from None
+                raise named_element(error, batch, lambda inputs: stack.with_room(
+                    lambda: self.run([inputs]))) from None
 
     def run(self, batch: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         args, flow = self.entry_args(batch), self.flow

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import FunctionType, TensorType
 from xdsl.ir import BlockArgument
 
 from recir.autodiff.analysis import is_float
+from recir.backend import stack
 from recir.backend.arguments import batch_items, named_element
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
@@ -188,11 +189,11 @@ class FrontierGradFunction(FrontierFunction):
             return [], grads
         with self.calls:
             try:
-                return self.run_grad(batch, grads), grads
+                return stack.with_room(lambda: self.run_grad(batch, grads)), grads
             except RecirError as error:
                 scratch = accumulators(dict(zip(self.names, self.params, strict=True)), None)
-                raise named_element(error, batch, lambda inputs: self.run_grad(
-                    [inputs], scratch)) from None
+                raise named_element(error, batch, lambda inputs: stack.with_room(
+                    lambda: self.run_grad([inputs], scratch))) from None
 
     def run_grad(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray]
                  ) -> list[tuple[Any, ...]]:

@@ -31,7 +31,8 @@ from recir.diagnostics import RecirError
 from recir.dialects import tape
 from recir.dialects.row_types import is_rows
 from recir.interpreter.frontier import dtype_of, row_shape
-from recir.passes.native_context import ERROR_CHECK, ERROR_HEAP, ERROR_INTERRUPT, ERROR_MEMORY
+from recir.passes.native_context import (ERROR_CHECK, ERROR_HEAP, ERROR_INTERRUPT, ERROR_MEMORY,
+                                         ERROR_STACK)
 from recir.passes.rows import SCRATCH_EXHAUSTED
 
 # A scratch buffer grows (and a call is repeated) at most this often: each
@@ -190,6 +191,8 @@ class NativeRowFunction:
             raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
         if ctx.error in (ERROR_MEMORY, ERROR_HEAP):  # (a log's or a buffer's allocation)
             raise RecirError(f"error: native @{self.name} ran out of memory")
+        if ctx.error == ERROR_STACK:  # (calls go to a deep stack first: `stack.with_room`)
+            raise RecirError(f"error: native @{self.name} ran out of its thread's stack")
         raise RecirError(f"error: native @{self.name} failed with code {ctx.error}")
 
 

@@ -58,8 +58,19 @@ def stack_limit() -> int:
     low, size = ctypes.c_void_p(), ctypes.c_size_t()
     _libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(size))
     _libc.pthread_attr_destroy(attr)
+    _this_thread.size = size.value
     _this_thread.limit = (low.value or 0) + MARGIN_BYTES
     return _this_thread.limit
+
+
+def with_room(work: Callable[[], T]) -> T:
+    """work() here, or on the deep-stack worker where this thread's stack is
+    under twice the margin (one started with a small `threading.stack_size`):
+    native code that checks its frames against `stack_limit` would find no
+    room on it. For calls that cannot be retried midway (a frontier call
+    adds into its caller's buffers as it goes)."""
+    stack_limit()
+    return work() if _this_thread.size >= 2 * MARGIN_BYTES else DEEP_WORKER.run(work)
 
 
 def start_deep_thread(target: Callable[[], None], name: str, daemon: bool = False

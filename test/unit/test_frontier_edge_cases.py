@@ -5,6 +5,7 @@ batch, a module, the settings only the recursive code honours, `wait()`."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -386,3 +387,31 @@ def test_an_op_after_the_recursion_in_the_entry_is_refused_at_its_line():
     _, want = recir.value_and_grad(m.traced, engine="interpret").batch(items)
     for name in params:
         np.testing.assert_allclose(grads[name], want[name], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_thread_with_a_small_stack_runs_frontier_calls(grad):
+    """Native code finds no room under its stack limit (the stack's bottom
+    plus a 2 MiB margin) on a thread started with a 256 KiB stack: every
+    frontier call failed there with "failed with code 1". It now runs on the
+    deep-stack worker, as the same thread's recursive calls do."""
+    model = small_tree_rnn()
+    items = [tree_args(t) for t in make_treebank(4, vocab_size=30, seed=4)]
+    make = recir.value_and_grad if grad else recir.compile
+    f = make(model, batching="frontier", threads=1)
+    want = f.batch(items)
+    found: dict = {}
+    previous = threading.stack_size(256 << 10)
+    try:
+        thread = threading.Thread(target=lambda: found.update(got=f.batch(items)))
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    got = found["got"]
+    if grad:
+        for name in want[1]:
+            np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-6)
+        got, want = got[0], want[0]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g[0], w[0], rtol=1e-6)
