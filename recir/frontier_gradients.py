@@ -29,6 +29,7 @@ from xdsl.ir import BlockArgument
 from recir.autodiff.analysis import is_float
 from recir.backend import stack
 from recir.backend.arguments import batch_items, named_element
+from recir.backend.claims import claimed
 from recir.backend.frontier_schedule import FORWARD
 from recir.backend.frontier_summary import RowFacts, through_summary
 from recir.backend.native_backward import NativeBackward
@@ -187,7 +188,7 @@ class FrontierGradFunction(FrontierFunction):
                              self.checked)
         if not batch:
             return [], grads
-        with self.calls:
+        with claimed(into), self.calls:
             try:
                 return stack.with_room(lambda: self.run_grad(batch, grads)), grads
             except RecirError as error:

@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from recir.autodiff.analysis import is_float_tensor
 from recir.backend.arguments import batch_element, batch_items, named_element, whole_number
 from recir.backend.array_address import data_address
+from recir.backend.claims import claimed
 from recir.backend.stack import DeepStackPool
 from recir.diagnostics import RecirError
 from recir.interpreter import find_entry
@@ -108,7 +109,9 @@ class GradFunction:
         if timeout is not None and self.native is None:
             raise RecirError("error: timeout= stops native code: engine='interpret' runs "
                              "in Python; use engine='native' for calls with a timeout")
-        return self.call(inputs, accumulators(self.params, into, self.checked), timeout)
+        grads = accumulators(self.params, into, self.checked)
+        with claimed(into):
+            return self.call(inputs, grads, timeout)
 
     def call(self, inputs: Sequence[Any], grads: dict[str, np.ndarray],
              timeout: float | None = None) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
@@ -144,6 +147,12 @@ class GradFunction:
             threads = self.native.threads if self.native is not None else 1
         threads = check_threads(threads)
         grads = accumulators(self.params, into, self.checked)
+        with claimed(into):
+            return self.batch_into(batch, grads, threads)
+
+    def batch_into(self, batch: Sequence[Sequence[Any]], grads: dict[str, np.ndarray],
+                   threads: int) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+        """`batch` with `grads` checked and held (`claims`)."""
         if threads <= 1 or self.native is None or len(batch) < 2:
             outputs = []
             for k, inputs in enumerate(batch):
