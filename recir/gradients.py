@@ -282,8 +282,7 @@ def accumulators(params: dict[str, np.ndarray], into: dict[str, np.ndarray] | No
         raise RecirError(f"error: into: expected a dict of gradient buffers by parameter "
                          f"name, got {type(into).__name__}")
     for name, value in params.items():
-        acc = into.get(name)
-        if acc is None:
+        if (acc := into.get(name)) is None and name not in into:
             raise RecirError(f"error: into: no gradient buffer for parameter '{name}' "
                              f"(keys: {', '.join(map(str, into)) or 'none'})")
         if (not isinstance(acc, np.ndarray) or acc.dtype != np.float32

@@ -285,8 +285,9 @@ def named_element(error: RecirError, items: Sequence[Sequence[Any]],
     """A batch's error (a native check's, which a team or the frontier
     raise for the batch) named by the first element that fails alone:
     `alone(inputs)` calls it on its own, with no lasting effect. `error`
-    itself where it names one already or no element fails alone."""
-    if "(batch element " not in str(error):
+    itself where it names one already, no element fails alone, or the batch
+    has one element (a single call's: nothing to tell apart)."""
+    if "(batch element " not in str(error) and len(items) > 1:
         for k, inputs in enumerate(items):
             try:
                 alone(inputs)

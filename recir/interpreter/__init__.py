@@ -152,7 +152,9 @@ def coerce_argument(index: int, value: Any, typ: Attribute) -> Any:
         return coerce_tensor(index, value, typ)
     where = ArgumentName(index, typ)
     if isinstance(typ, IntegerType | IndexType):
-        if not isinstance(value, bool | int | np.integer | np.bool_):
+        one_bit = isinstance(typ, IntegerType) and typ.width.data == 1
+        if not isinstance(value, bool | int | np.integer | np.bool_) or (
+                isinstance(value, bool | np.bool_) and not one_bit):  # (a bool is an i1's)
             raise RecirError(f"error: {where} expects an integer, got {value!r}")
         low, high = integer_range(typ)
         if not low <= int(value) <= high:

@@ -415,3 +415,18 @@ def test_a_thread_with_a_small_stack_runs_frontier_calls(grad):
         got, want = got[0], want[0]
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g[0], w[0], rtol=1e-6)
+
+
+def test_a_single_frontier_calls_error_names_no_batch_element():
+    """`f(*inputs)` runs as a batch of one: its native error was run again
+    alone to be named "(batch element 0)", which a single call has not."""
+    items = [tree_args(t) for t in make_treebank(2, vocab_size=30, seed=4)]
+    left, right, word, label, root = items[0]
+    word = np.where(left < 0, 10**6, 0).astype(np.int32)  # (out of the embedding's range)
+    for f in (recir.compile(small_tree_rnn(), batching="frontier", threads=1),
+              recir.value_and_grad(small_tree_rnn(), batching="frontier", threads=1)):
+        with pytest.raises(RecirError, match=r"index out of range \(at run time, in native "
+                                             r"@node__post(_fwd)?\)$"):
+            f(left, right, word, label, root)
+        with pytest.raises(RecirError, match=r"\(batch element 1\)$"):
+            f.batch([items[1], (left, right, word, label, root)])

@@ -267,6 +267,8 @@ def test_into_accumulates_over_calls() -> None:
     with pytest.raises(RecirError, match=r"^error: into: no gradient buffer for parameter "
                                          r"'emb' \(keys: w, b\)$"):
         vg(*tree_inputs(trees[0]), into={"w": total["w"], "b": total["b"]})
+    with pytest.raises(RecirError, match=r"^error: into: gradient buffer 'emb' must be a "):
+        vg(*tree_inputs(trees[0]), into={**total, "emb": None})  # (not "no buffer", keys: emb)
     with pytest.raises(RecirError, match=r"^error: into: 'W' names no parameter "
                                          r"\(parameters: emb, w, b"):
         fresh = {k: np.zeros_like(v) for k, v in params.items()}

@@ -174,6 +174,9 @@ BAD_SCALARS = [
     ((0, 0, 2), r"argument 2 \(i1\) does not fit: 2 is outside \[0, 1\]"),
     ((0, 0, -1), r"argument 2 \(i1\) does not fit: -1 is outside \[0, 1\]"),
     ((0, 0, 1.0), r"argument 2 \(i1\) expects an integer"),
+    # a bool is an i1's only (it was taken as 0 or 1 for any integer)
+    ((True, 0, 0), r"argument 0 \(i32\) expects an integer, got True"),
+    ((0, np.bool_(False), 0), r"argument 1 \(i64\) expects an integer, got "),
 ]
 
 
