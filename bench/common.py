@@ -147,8 +147,8 @@ def rounds_times(fns: dict[str, Callable[[], Any]], repeats: int,
     `warmup_s` and at least `warmup_calls` times. `settle[name]`, where
     given, runs untimed before that contestant's turn in each round: what
     brings it back to its steady state after the others' turns
-    (`targets.scaling`). `each_round`, where given, runs after each round's
-    contestants (`targets.settled_rounds`: the host's cores in that round)."""
+    (`target_scaling.scaling`). `each_round`, where given, runs after each round's
+    contestants (`target_scaling.settled_rounds`: the host's cores in that round)."""
     budget = WARMUP_S if warmup_s is None else warmup_s
     for fn in fns.values():
         start = time.perf_counter()

@@ -41,7 +41,7 @@ def child(kind: str, mode: str, name: str, hidden: int, batch: int, seconds: flo
     passes) as JSON, then go on untimed until stdin closes: the other
     copies' timings run beside work to the end."""
     from bench import batching
-    from bench.targets import SCALED
+    from bench.target_scaling import SCALED
 
     trees, vocab, _ = batching.workload(name, batch)
     run = batching.in_batches(SCALED[kind](batching.make_params(hidden, vocab), mode, 1),

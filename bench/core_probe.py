@@ -8,7 +8,7 @@ in exactly the rounds where a frontier team's 2 threads over 1 read 1.04,
 and both rose to about 2 together when the spell ended. `copies` measures
 a cell's ceiling minutes away from its rounds and misses such spells;
 this probe is cheap enough (about 0.2 s) to run inside each round
-(`targets.settled_rounds`), so that a scaling ratio is read against the
+(`target_scaling.settled_rounds`), so that a scaling ratio is read against the
 cores the host gave in the same rounds.
 
 Each loop is a product that fits one core's L2 (B 256 x 512 floats), so it

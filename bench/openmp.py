@@ -120,9 +120,9 @@ def batch_times(threads: list[int], mode: str, batches: int, repeats: int
                 ) -> dict[str, list[float]]:
     """A pass over `batches` SST batches of 25 (TreeLSTM h=150, the recursive
     code, `mode`) on each thread count, in rounds, each turn after one
-    untimed batch (`targets.settled_rounds`)."""
+    untimed batch (`target_scaling.settled_rounds`)."""
     from bench import batching
-    from bench.targets import settled_rounds
+    from bench.target_scaling import settled_rounds
 
     trees, vocab, _ = batching.workload("sst", 25 * batches)
     params = batching.make_params(150, vocab)

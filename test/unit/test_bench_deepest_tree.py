@@ -30,9 +30,9 @@ def test_a_small_run_times_each_batch_and_the_report_divides_them():
     assert len(found) == 2  # ten trees: two whole batches of four
     for f in found:
         assert f["whole"] > 0 and f["deepest"] > 0 and (f["heights"], f["nodes"]) == (3, 15)
-    from bench import targets  # its row beside SST's frontier scaling: the pass's sums
+    from bench import target_scaling  # its row beside SST's frontier scaling: the sums
 
-    assert targets.tree_bound("infer", 8, "complete-8", 4) > 1  # four trees over one
+    assert target_scaling.tree_bound("infer", 8, "complete-8", 4) > 1  # four trees over one
     made_up = [{"whole": 4e-3, "deepest": 5e-4, "heights": 16, "nodes": 67},
                {"whole": 3e-3, "deepest": 2.5e-4, "heights": 14, "nodes": 57}]
     text = deepest_tree.report(made_up, Namespace(mode="infer", hidden=150,

@@ -1,4 +1,4 @@
-"""bench/targets.py: each of issue 33's targets judged from a run's cells."""
+"""bench/targets.py and bench/target_scaling.py: each of issue 33's targets judged from a run's cells."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import targets  # noqa: E402
+from bench import target_scaling, targets  # noqa: E402
 
 
 def cell(name, batch, threads, mode, frontier, recursive, auto="frontier", **peers):
@@ -124,8 +124,8 @@ def test_a_roof_whose_rounds_did_not_run_is_unjudged():
 def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     """Each mode's ratio comes from one `rounds_times` call over both thread
     counts (medians over medians); a mode that fails to build is left out."""
-    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
-    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+    monkeypatch.setattr(target_scaling.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(target_scaling.batching, "make_params", lambda hidden, vocab: {})
     timed = []
 
     def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
@@ -150,18 +150,18 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
     def broken(params, mode, threads):
         raise RuntimeError("no")
 
-    monkeypatch.setattr(targets, "rounds_times", rounds)
-    monkeypatch.setattr(targets.copies, "ceiling", lambda kind, mode, name, hidden, batch,
+    monkeypatch.setattr(target_scaling, "rounds_times", rounds)
+    monkeypatch.setattr(target_scaling.copies, "ceiling", lambda kind, mode, name, hidden, batch,
                         count: {"frontier": 15.0, "recursive": None}[kind] + count)
-    monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
-    monkeypatch.setitem(targets.SCALED, "recursive", broken)
-    monkeypatch.setattr(targets, "tree_bound", lambda *cell: 9.0)
+    monkeypatch.setitem(target_scaling.SCALED, "frontier", lambda params, mode, threads: len)
+    monkeypatch.setitem(target_scaling.SCALED, "recursive", broken)
+    monkeypatch.setattr(target_scaling, "tree_bound", lambda *cell: 9.0)
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
     trips = iter([{1: 70.0}, {1: 330.0}] * 4)
-    monkeypatch.setattr(targets.core_latency, "round_trips", lambda: next(trips))
-    monkeypatch.setattr(targets.core_probe, "started", lambda copies: Probe())
-    targets.scaling(targets.argparse.Namespace(threads=16, scaling_rounds=3, json=None), found)
+    monkeypatch.setattr(target_scaling.core_latency, "round_trips", lambda: next(trips))
+    monkeypatch.setattr(target_scaling.core_probe, "started", lambda copies: Probe())
+    target_scaling.scaling(target_scaling.argparse.Namespace(threads=16, scaling_rounds=3, json=None), found)
     assert timed == [["1", "16"]] * 4  # two batch-25 cells x frontier's two modes
     keys = [f"{n} frontier {m}" for n in ("complete-128", "sst") for m in ("infer", "train")]
     # judged over the rounds the probe found free (at least 12 of 16 cores)
@@ -184,8 +184,8 @@ def test_scaling_times_both_thread_counts_in_the_same_rounds(monkeypatch):
 
 
 def test_fib_speedup_is_a_ratio_from_a_child_process_with_the_hosts_ceiling(monkeypatch):
-    monkeypatch.setattr(targets, "SPELL_TURNS", 0)  # one child
-    found = targets.fib_speedup(2, 3, n=12)
+    monkeypatch.setattr(target_scaling, "SPELL_TURNS", 0)  # one child
+    found = target_scaling.fib_speedup(2, 3, n=12)
     # (fib(11)'s threads start in about the time they run: its ceiling
     # may say the cores were shared, and the ratio is then left unjudged)
     assert isinstance(found, list) and len(found) == 2 and all(
@@ -205,14 +205,14 @@ def test_fib_speedup_is_judged_over_the_rounds_the_host_gave_its_cores(monkeypat
          "together": [2.0, 2.0, 1.0]},  # one free round: again
         {"1": [2.0, 2.0, 2.0], "2": [1.2, 1.0, 2.0], "alone": [2.0, 2.0, 2.0],
          "together": [1.0, 1.0, 2.0]}])  # two more: judged over those three
-    monkeypatch.setattr(targets, "child_rounds", lambda code, what, timeout: next(turns))
-    monkeypatch.setattr(targets, "SPELL_PAUSE_S", 0.0)
-    one_over, ceiling = targets.fib_speedup(2, 3)
+    monkeypatch.setattr(target_scaling, "child_rounds", lambda code, what, timeout: next(turns))
+    monkeypatch.setattr(target_scaling, "SPELL_PAUSE_S", 0.0)
+    one_over, ceiling = target_scaling.fib_speedup(2, 3)
     assert one_over == 2.0 / 1.0 and ceiling == 2.0
     assert "the host shared cores; again" in capsys.readouterr().out
     shared = {"1": [2.0], "2": [2.0], "alone": [2.0], "together": [2.0]}
-    monkeypatch.setattr(targets, "child_rounds", lambda code, what, timeout: shared)
-    assert targets.fib_speedup(2, 1) == [None, 1.0]  # every turn shared: unjudged
+    monkeypatch.setattr(target_scaling, "child_rounds", lambda code, what, timeout: shared)
+    assert target_scaling.fib_speedup(2, 1) == [None, 1.0]  # every turn shared: unjudged
 
 
 def test_fib_speedup_of_a_child_that_fails_or_hangs_is_unjudged(monkeypatch, capsys):
@@ -221,16 +221,16 @@ def test_fib_speedup_of_a_child_that_fails_or_hangs_is_unjudged(monkeypatch, cap
     def timed_out(cmd, **kwargs):
         raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
 
-    monkeypatch.setattr(targets.subprocess, "run", timed_out)
-    assert targets.fib_speedup(2, 1, timeout=5) is None
+    monkeypatch.setattr(target_scaling.subprocess, "run", timed_out)
+    assert target_scaling.fib_speedup(2, 1, timeout=5) is None
     assert "over 5 s" in capsys.readouterr().out
     for code, out, err, why in ((1, "", "Traceback\nRecirError: boom\n", "RecirError: boom"),
                                 (-9, "", "", "exit -9"),
                                 (0, "1.9\nbye\n", "", "printed 'bye'"),
                                 (0, "", "", "exit 0")):
-        monkeypatch.setattr(targets.subprocess, "run", lambda cmd, c=code, o=out, e=err,
+        monkeypatch.setattr(target_scaling.subprocess, "run", lambda cmd, c=code, o=out, e=err,
                             **kwargs: subprocess.CompletedProcess(cmd, c, o, e))
-        assert targets.fib_speedup(2, 1) is None
+        assert target_scaling.fib_speedup(2, 1) is None
         assert why in capsys.readouterr().out
 
 
@@ -238,8 +238,8 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     """A mode that builds but raises when run (a recursion too deep, a tape
     out of memory) loses its ratio; the other modes and the targets after
     scaling still run."""
-    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
-    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+    monkeypatch.setattr(target_scaling.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(target_scaling.batching, "make_params", lambda hidden, vocab: {})
 
     def fails(trees):
         raise RuntimeError("error: native @f ran out of memory")
@@ -247,17 +247,17 @@ def test_scaling_leaves_out_a_mode_that_fails_to_run(monkeypatch):
     def rounds(runs, repeats, warmup_s, settle=None, each_round=None):
         return {name: [float(len(run()))] for name, run in runs.items()}
 
-    monkeypatch.setattr(targets, "rounds_times", rounds)
-    monkeypatch.setattr(targets.copies, "ceiling", lambda *cell: None)
-    monkeypatch.setitem(targets.SCALED, "frontier",
+    monkeypatch.setattr(target_scaling, "rounds_times", rounds)
+    monkeypatch.setattr(target_scaling.copies, "ceiling", lambda *cell: None)
+    monkeypatch.setitem(target_scaling.SCALED, "frontier",
                         lambda params, mode, threads: lambda trees: [0.0] * len(trees))
-    monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: fails)
-    monkeypatch.setattr(targets.core_latency, "round_trips", dict)  # (none found)
-    monkeypatch.setattr(targets, "tree_bound", lambda mode, *cell: {"infer": 9.5}[mode])
+    monkeypatch.setitem(target_scaling.SCALED, "recursive", lambda params, mode, threads: fails)
+    monkeypatch.setattr(target_scaling.core_latency, "round_trips", dict)  # (none found)
+    monkeypatch.setattr(target_scaling, "tree_bound", lambda mode, *cell: {"infer": 9.5}[mode])
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
-    monkeypatch.setattr(targets.core_probe, "started", lambda copies: None)  # (none started)
-    targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=1, json=None), found)
+    monkeypatch.setattr(target_scaling.core_probe, "started", lambda copies: None)  # (none started)
+    target_scaling.scaling(target_scaling.argparse.Namespace(threads=2, scaling_rounds=1, json=None), found)
     assert sorted(found["scaling"]) == [f"{n} frontier {m}" for n in ("complete-128", "sst")
                                         for m in ("infer", "train")]
     # SST's frontier rows have the bound on groups of whole trees beside them
@@ -275,7 +275,7 @@ def test_each_rounds_pass_follows_an_untimed_batch_of_its_own():
         return run
 
     trees = list(range(10))
-    times = targets.settled_rounds({"1": run_for("1"), "2": run_for("2")}, trees, 4, 2,
+    times = target_scaling.settled_rounds({"1": run_for("1"), "2": run_for("2")}, trees, 4, 2,
                                    warmup_s=0.0)
     assert {k: len(v) for k, v in times.items()} == {"1": 2, "2": 2}
     one_round = [(n, size) for n in ("1", "2") for size in (4, 4, 4, 2)]
@@ -286,8 +286,8 @@ def test_each_rounds_pass_follows_an_untimed_batch_of_its_own():
 def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, capsys):
     """Fewer than `FEWEST_FREE` rounds with the host's cores: no judged
     ratio, the every-round ratio kept beside it."""
-    monkeypatch.setattr(targets.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
-    monkeypatch.setattr(targets.batching, "make_params", lambda hidden, vocab: {})
+    monkeypatch.setattr(target_scaling.batching, "workload", lambda name, batch: ([0] * 4, 10, name))
+    monkeypatch.setattr(target_scaling.batching, "make_params", lambda hidden, vocab: {})
 
     turns = []
 
@@ -310,17 +310,17 @@ def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, 
         def cpu_seconds(self):
             return 0.0
 
-    monkeypatch.setattr(targets, "rounds_times", rounds)
-    monkeypatch.setattr(targets.copies, "ceiling", lambda *cell: None)
-    monkeypatch.setitem(targets.SCALED, "frontier", lambda params, mode, threads: len)
-    monkeypatch.setitem(targets.SCALED, "recursive", lambda params, mode, threads: len)
-    monkeypatch.setattr(targets.core_latency, "round_trips", dict)
-    monkeypatch.setattr(targets, "tree_bound", lambda *cell: None)
-    monkeypatch.setattr(targets.core_probe, "started", lambda copies: Probe())
-    monkeypatch.setattr(targets, "SPELL_PAUSE_S", 0.0)
+    monkeypatch.setattr(target_scaling, "rounds_times", rounds)
+    monkeypatch.setattr(target_scaling.copies, "ceiling", lambda *cell: None)
+    monkeypatch.setitem(target_scaling.SCALED, "frontier", lambda params, mode, threads: len)
+    monkeypatch.setitem(target_scaling.SCALED, "recursive", lambda params, mode, threads: len)
+    monkeypatch.setattr(target_scaling.core_latency, "round_trips", dict)
+    monkeypatch.setattr(target_scaling, "tree_bound", lambda *cell: None)
+    monkeypatch.setattr(target_scaling.core_probe, "started", lambda copies: Probe())
+    monkeypatch.setattr(target_scaling, "SPELL_PAUSE_S", 0.0)
     found = {"scaling": {}, "call_seconds": {}, "ceiling": {}, "host_load": {},
              "core_latency": {}, "tree_bound": {}}
-    targets.scaling(targets.argparse.Namespace(threads=2, scaling_rounds=3, json=None), found)
+    target_scaling.scaling(target_scaling.argparse.Namespace(threads=2, scaling_rounds=3, json=None), found)
     assert turns == [3] * 3 * 8  # each row's rounds taken again twice, then given up
     assert found["scaling"] == {}
     assert found["scaling_all_rounds"]["sst recursive infer"] == 2.0 / 1.9
