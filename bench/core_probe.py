@@ -1,4 +1,4 @@
-"""The cores the host gives right now: N one-thread SGEMM loops at once over one alone.
+"""The cores the host gives right now: N one-thread SGEMM loops at once, N x the slowest over one alone.
 
 A VM's virtual CPUs are the host's to place. For seconds or minutes at a
 time it may run two of them on one physical core, and then every team of
@@ -14,6 +14,7 @@ cores the host gave in the same rounds.
 Each loop is a product that fits one core's L2 (B 256 x 512 floats), so it
 measures the core, not memory bandwidth; a core of its own gives at least
 three quarters of one alone even at all-core clocks, one shared gives half.
+The slowest loop sets the figure, as the slowest thread sets a team's pace.
 
     python -m bench.core_probe [--copies N] [--rounds 5]
 """
@@ -50,8 +51,8 @@ for line in sys.stdin:
 
 
 class CoreProbe:
-    """`with CoreProbe(n) as probe:` ... `probe.ceiling()`: the n loops'
-    rate together over one's alone, n for a host that gives n cores."""
+    """`with CoreProbe(n) as probe:` ... `probe.ceiling()`: n for a host
+    that gives n cores of their own."""
 
     def __init__(self, copies: int, seconds: float = SECONDS) -> None:
         self.seconds = seconds
@@ -72,8 +73,13 @@ class CoreProbe:
                 if child.stdout is not None]
 
     def ceiling(self) -> float:
+        """N x the slowest loop's rate at once over one loop's alone: a team
+        with even shares waits at each barrier for its slowest thread, so a
+        core the host slows by half halves it, where the loops' sum would
+        still read 1.5 for two (as `copies` reckons it)."""
         alone = self.rates(self.children[:1])[0]
-        return sum(self.rates(self.children)) / alone
+        together = self.rates(self.children)
+        return len(together) * min(together) / alone
 
     def cpu_seconds(self) -> float:
         """The loops' CPU time so far (`HostLoad`'s `ours`): 0 for one
