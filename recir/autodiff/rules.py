@@ -44,12 +44,14 @@ class Row:
     rest: SSAValue | None = None
     first: bool = True
 
-    def scattered(self, e: Emit, row: Attribute) -> SSAValue:
-        """The cotangent of every row as rows: `value` at `index`, zeros
-        (`row`'s) at `rest`."""
+    def scattered(self, e: Emit, row: Attribute, other: Row | None = None) -> SSAValue:
+        """The cotangent of every row as rows: `value` at `index`, and at
+        `rest` the other side's (`other`: the partition's other side taken
+        too, its rows at this one's `rest`) or zeros (`row`'s)."""
         assert self.rest is not None
-        zeros = e(frontier.BroadcastOp(e.zero(row), self.rest))
-        ends = [(self.value, self.index), (zeros, self.rest)]
+        rest = other.value if other is not None else e(frontier.BroadcastOp(e.zero(row),
+                                                                           self.rest))
+        ends = [(self.value, self.index), (rest, self.rest)]
         (lhs, lhs_rows), (rhs, rhs_rows) = ends if self.first else ends[::-1]
         return e(frontier.MergeOp(lhs, lhs_rows, rhs, rhs_rows))
 

@@ -169,6 +169,8 @@ class FunctionGradient:
         self.read: dict[SSAValue, None] = {}
         self.costly_rows: dict[SSAValue, None] = {}
         self.saved: dict[SSAValue, SSAValue] = {}
+        # a cotangent that is one side of a partition scattered (`Row.scattered`)
+        self.sides: dict[SSAValue, Row] = {}
         self.layouts = FrameLayouts(function.body)
 
     def build(self) -> list[func.FuncOp]:
@@ -310,7 +312,14 @@ class FunctionGradient:
         if value not in self.varied or not is_float(value.type):
             return
         if isinstance(c, Row) and c.rest is not None and is_rows(value.type):
-            c = c.scattered(e, row_type(value.type))
+            old = scope.cot.get(value)
+            other = self.sides.pop(old, None) if old is not None else None
+            if other is not None and (other.index, other.rest) == (c.rest, c.index):
+                scope.cot[value] = c.scattered(e, row_type(value.type), other)  # (one merge)
+                return
+            row, c = c, c.scattered(e, row_type(value.type))
+            if old is None:  # (the partition's other side may follow: `sides`)
+                self.sides[c] = row
         if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
             where = value.owner if isinstance(value.owner, Operation) else None
             raise emit_error(where, "needs a gradient that only parameters "

@@ -107,7 +107,7 @@ func.func @tree__frontier(%root: tensor<?xi32>, %emb: tensor<5x2xf32>, %w: tenso
 // A cond on the children's results, batched: each branch takes its rows of
 // a value made before it by one side of a partition. Such a take's
 // cotangent is rows of that value: the branch's at its side's rows, zeros
-// at the other side's (a merge), summed over the branches.
+// at the other side's; where both sides take it, one merge of the two.
 func.func @gated__post(%tree: tensor<?xi32>, %child0: tensor<?xi32>, %child1: tensor<?xi32>,
                        %result0: tensor<?x2xf32>, %w: tensor<2x2xf32>) -> tensor<?x2xf32> {
   %hl = frontier.take %result0[%child0] : tensor<?x2xf32>, tensor<?xi32>
@@ -127,10 +127,7 @@ func.func @gated__post(%tree: tensor<?xi32>, %child0: tensor<?xi32>, %child1: te
 // GATED:         %[[DY:.*]] = frontier.take %[[G]][%yes]
 // GATED:         %[[DN:.*]] = frontier.take %[[G]][%no]
 // GATED:         %[[DSQ:.*]] = tmath.add
-// GATED:         %[[Z1:.*]] = frontier.broadcast %{{.*}}, %yes
-// GATED-NEXT:    %[[M1:.*]] = frontier.merge %[[Z1]][%yes], %[[DSQ]][%no]
-// GATED:         %[[Z2:.*]] = frontier.broadcast %{{.*}}, %no
-// GATED-NEXT:    %[[M2:.*]] = frontier.merge %[[DY]][%yes], %[[Z2]][%no]
-// GATED-NEXT:    %[[DZ:.*]] = tmath.add %[[M1]], %[[M2]]
+// GATED-NEXT:    %[[DZ:.*]] = frontier.merge %[[DY]][%yes], %[[DSQ]][%no]
 // GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
 // GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
+// GATED-NOT:     frontier.broadcast
