@@ -56,6 +56,28 @@ class Row:
         return e(frontier.MergeOp(lhs, lhs_rows, rhs, rhs_rows))
 
 
+class Sides:
+    """The cotangents that are one side of a partition scattered: where the
+    other side's follows, the two make one merge instead of two and an add."""
+
+    def __init__(self) -> None:
+        self.open: dict[SSAValue, Row] = {}
+
+    def scattered(self, e: Emit, cot: dict[SSAValue, SSAValue], value: SSAValue, c: Row
+                  ) -> SSAValue | None:
+        """`c` as rows of `value`, to add to its cotangent in `cot`; None
+        where it was joined to the other side's there (`cot` updated)."""
+        old, row = cot.get(value), row_type(value.type)
+        other = self.open.pop(old, None) if old is not None else None
+        if other is not None and (other.index, other.rest) == (c.rest, c.index):
+            cot[value] = c.scattered(e, row, other)
+            return None
+        found = c.scattered(e, row)
+        if old is None:
+            self.open[found] = c
+        return found
+
+
 @dataclass(frozen=True)
 class Bilinear:
     """d(V)[k, i, j] += dr[k] x[i] y[j]."""

@@ -55,11 +55,12 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from recir.autodiff import analysis, saving
 from recir.autodiff.analysis import is_float, is_float_tensor
-from recir.autodiff.rules import VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum
+from recir.autodiff.rules import (VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum,
+                                  Sides)
 from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
-from recir.dialects.row_types import is_rows, row_type
+from recir.dialects.row_types import is_rows
 
 
 @dataclass
@@ -169,8 +170,7 @@ class FunctionGradient:
         self.read: dict[SSAValue, None] = {}
         self.costly_rows: dict[SSAValue, None] = {}
         self.saved: dict[SSAValue, SSAValue] = {}
-        # a cotangent that is one side of a partition scattered (`Row.scattered`)
-        self.sides: dict[SSAValue, Row] = {}
+        self.sides = Sides()
         self.layouts = FrameLayouts(function.body)
 
     def build(self) -> list[func.FuncOp]:
@@ -300,8 +300,7 @@ class FunctionGradient:
             for v in inner.operands:
                 owner = v.owner if isinstance(v.owner, Operation) else v.owner.parent_op()
                 inside = owner is not None and op.is_ancestor(owner) and owner is not op
-                if (not inside and v in self.varied and v not in self.accs
-                        and is_float(v.type)):
+                if not inside and v in self.varied and v not in self.accs and is_float(v.type):
                     seen[v] = None
         return list(seen)
 
@@ -311,22 +310,15 @@ class FunctionGradient:
             return
         if value not in self.varied or not is_float(value.type):
             return
-        if isinstance(c, Row) and c.rest is not None and is_rows(value.type):
-            old = scope.cot.get(value)
-            other = self.sides.pop(old, None) if old is not None else None
-            if other is not None and (other.index, other.rest) == (c.rest, c.index):
-                scope.cot[value] = c.scattered(e, row_type(value.type), other)  # (one merge)
-                return
-            row, c = c, c.scattered(e, row_type(value.type))
-            if old is None:  # (the partition's other side may follow: `sides`)
-                self.sides[c] = row
+        if isinstance(c, Row) and c.rest is not None and is_rows(value.type) and (
+                c := self.sides.scattered(e, scope.cot, value, c)) is None:
+            return
         if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
             where = value.owner if isinstance(value.owner, Operation) else None
-            raise emit_error(where, "needs a gradient that only parameters "
-                             "(arguments passed down from the entry) can accumulate: "
-                             "a value made from them here (or, batched, an input read in "
-                             "the recursion) takes none; pass down what it is made of, "
-                             "or make it in the entry")
+            raise emit_error(where, "needs a gradient that only parameters (arguments "
+                             "passed down from the entry) can accumulate: a value made from "
+                             "them here takes none; pass down what it is made of, or make it "
+                             "in the entry")
         old = scope.cot.get(value)
         scope.cot[value] = c if old is None else e.add(old, c)
 
