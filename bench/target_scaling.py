@@ -109,22 +109,34 @@ def scaled_cells(args: argparse.Namespace, report: dict[str, Any],
 def probed_rounds(runs: dict[str, Any], trees: list[Any], batch: int,
                   args: argparse.Namespace, probe: core_probe.CoreProbe | None,
                   cores: list[float]) -> dict[str, list[float]]:
-    """`settled_rounds`, each round's probe appended to `cores`
-    (`core_probe.each_round`); where too few rounds found the host's cores
-    free, again after a pause (a spell of shared cores lasts minutes), at
-    most `SPELL_TURNS` more times."""
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for turn in range(1 + SPELL_TURNS * (probe is not None)):
+    """`settled_rounds` in turns (`in_turns`), each round's probe appended to
+    `cores` (`core_probe.each_round`)."""
+    found = in_turns(lambda: settled_rounds(
+        runs, trees, batch, args.scaling_rounds,
+        each_round=probe and core_probe.each_round(probe, cores)),
+        lambda times: bool(core_probe.free_rounds(cores, args.threads, len(times["1"]))),
+        "  these rounds")
+    assert found is not None  # (settled_rounds returns its rounds or raises)
+    return found
+
+
+def in_turns(take: Callable[[], dict[str, list[float]] | None],
+             enough: Callable[[dict[str, list[float]]], bool], what: str
+             ) -> dict[str, list[float]] | None:
+    """`take()`'s rounds, and more of them after a pause (a spell of shared
+    cores lasts minutes) while too few found the host's cores free
+    (`enough`), at most `SPELL_TURNS` more times; None where a take fails."""
+    times: dict[str, list[float]] = {}
+    for turn in range(1 + SPELL_TURNS):
         if turn:
-            free = sum(core_probe.free(c, args.threads) for c in cores)
-            print(f"  the host shared cores in all but {free} of {len(cores)} rounds; "
-                  f"again in {SPELL_PAUSE_S:g} s", flush=True)
+            print(f"{what}: the host shared cores; again in {SPELL_PAUSE_S:g} s", flush=True)
             time.sleep(SPELL_PAUSE_S)
-        found = settled_rounds(runs, trees, batch, args.scaling_rounds,
-                               each_round=probe and core_probe.each_round(probe, cores))
-        for k in times:
-            times[k] += found[k]
-        if core_probe.free_rounds(cores, args.threads, len(times["1"])):
+        found = take()
+        if found is None:
+            return None
+        for k, rounds in found.items():
+            times.setdefault(k, []).extend(rounds)
+        if enough(times):
             break
     return times
 
@@ -171,23 +183,20 @@ def fib_speedup(threads: int, repeats: int, n: int = 35, timeout: float = 600
     code = (f"import json, sys; sys.path.insert(0, {str(openmp.ROOT)!r}); "
             f"from bench.openmp import fib_times; "
             f"print(json.dumps(fib_times([1, {threads}], {n}, {repeats}, copies={threads})))")
-    times: dict[str, list[float]] = {k: [] for k in ("1", str(threads), "alone", "together")}
-    for turn in range(1 + SPELL_TURNS):
-        if turn:
-            print(f"fib({n}): the host shared cores; again in {SPELL_PAUSE_S:g} s", flush=True)
-            time.sleep(SPELL_PAUSE_S)
-        found = child_rounds(code, f"fib({n})", timeout)
-        if found is None:
-            return None
-        for k in times:
-            times[k] += found[k]
-        ceilings = [a / b for a, b in zip(times["alone"], times["together"], strict=True)]
-        kept = core_probe.free_rounds(ceilings, threads, len(ceilings))
-        if kept:
-            break
-    one, many, alone, together = ([times[k][i] for i in kept or range(len(ceilings))]
-                                  for k in times)
-    return [ratio(median(one), median(many)) if kept else None,
+    def ceilings(times: dict[str, list[float]]) -> list[float]:
+        return [a / b for a, b in zip(times["alone"], times["together"], strict=True)]
+
+    def kept(times: dict[str, list[float]]) -> list[int]:
+        return core_probe.free_rounds(ceilings(times), threads, len(times["alone"]))
+
+    times = in_turns(lambda: child_rounds(code, f"fib({n})", timeout),
+                     lambda found: bool(kept(found)), f"fib({n})")
+    if times is None:
+        return None
+    free = kept(times)
+    one, many, alone, together = ([times[k][i] for i in free or range(len(times[k]))]
+                                  for k in ("1", str(threads), "alone", "together"))
+    return [ratio(median(one), median(many)) if free else None,
             median(alone) / median(together)]
 
 
