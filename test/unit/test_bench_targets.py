@@ -332,12 +332,12 @@ def test_a_ratio_whose_rounds_the_host_shared_cores_in_is_unjudged(monkeypatch, 
 
 
 def test_the_core_probe_reads_about_one_core_each():
-    """Two one-thread loops at once over one alone: above 0 and at most
-    about 2 on any host (each loop's rate is its own)."""
+    """Two one-thread loops at once, twice the slower over one alone: about
+    2 on a free host, anything positive on a loaded one (a test run's)."""
     from bench import core_probe
     with core_probe.CoreProbe(2, seconds=0.02) as probe:
         found = probe.ceiling()
-    assert 0.3 < found < 2.6
+    assert 0 < found < 10
     assert core_probe.free_rounds([2.0, 1.0, 1.9, 1.6], 2, 4) == [0, 2, 3]
     assert core_probe.free_rounds([2.0, 1.0, 1.0, 1.6], 2, 4) == []  # too few
     assert core_probe.free_rounds([], 2, 3) == [0, 1, 2]  # no probe: every round

@@ -41,7 +41,10 @@ def test_a_claim_waits_for_another_threads_claim_of_the_same_buffers():
     for t in threads:
         t.start()
     held.wait(5)
-    time.sleep(0.2)  # (the view's claim waits meanwhile; the other's is in and out)
+    deadline = time.monotonic() + 5  # (the other's claim is in and out; the view's waits)
+    while "other" not in events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
     assert events == ["first in", "other"]
     with claimed(into), claimed(into):  # (held by this thread: no wait)
         pass
