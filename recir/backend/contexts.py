@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from recir.backend.tape_pool import TAPES
-from recir.passes.native_context import LINE_BYTES, Context
+from recir.passes.native_context import INDEX_OUT_OF_RANGE, LINE_BYTES, Context
 
 NO_ERROR = Context()  # what a call without errors returns (never written)
 NO_TASKS = -1  # a context's `spawn_budget` for a call that spawns nothing (0: the default)
@@ -69,3 +69,13 @@ def release_kept(kept: dict[int, list[Any]]) -> None:
             for ctx in contexts:
                 TAPES.release(ctx)
     kept.clear()
+
+
+def failed_check(site: str, ctx: Context) -> str:
+    """A failed check's message, its site's (`recir.error_sites`): an index
+    check's with the index and the length it compared (a length of -1: a
+    check that compared none)."""
+    if ctx.check_length < 0:
+        return site
+    return site.replace(INDEX_OUT_OF_RANGE, f"index {ctx.check_index} out of range for length "
+                        f"{ctx.check_length}", 1)

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import TensorType
 from recir.backend import interrupts, stack
 from recir.backend.arguments import ArrayDescriptor, c_scalar
 from recir.backend.array_address import data_address
-from recir.backend.contexts import Context, lone_context
+from recir.backend.contexts import Context, failed_check, lone_context
 from recir.backend.engine import Engine
 from recir.backend.frontier_summary import RowFacts, row_facts
 from recir.diagnostics import RecirError
@@ -188,7 +188,8 @@ class NativeRowFunction:
         if ctx.error == ERROR_INTERRUPT:  # (Ctrl-C: `interrupts`, as `NativeFunction`'s)
             raise KeyboardInterrupt(f"native @{self.name} was interrupted")
         if ctx.error == ERROR_CHECK and 0 <= ctx.site < len(self.sites):
-            raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+            raise RecirError(f"{failed_check(self.sites[ctx.site], ctx)} (at run time, in native "
+                             f"@{self.name})")
         if ctx.error in (ERROR_MEMORY, ERROR_HEAP):  # (a log's or a buffer's allocation)
             raise RecirError(f"error: native @{self.name} ran out of memory")
         if ctx.error == ERROR_STACK:  # (calls go to a deep stack first: `stack.with_room`)

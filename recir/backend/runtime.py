@@ -28,7 +28,7 @@ from recir.backend.arguments import (Arguments, batch_element, batch_items, name
                                      rows_of)
 from recir.backend.background import Deferred
 from recir.backend.batch_fields import batch_fields
-from recir.backend.contexts import Context, lone_context
+from recir.backend.contexts import Context, failed_check, lone_context
 from recir.backend.engine import Engine
 from recir.backend.outer_logs import NO_LOGS, OuterLogs
 from recir.backend.tape_pool import TAPES
@@ -358,7 +358,8 @@ class NativeFunction:
                 sizes += f"; a team worker's {worker >> 10} KiB"
             raise RecirError(f"{where} ({sizes})")
         if ctx.error == ERROR_CHECK:
-            raise RecirError(f"{self.sites[ctx.site]} (at run time, in native @{self.name})")
+            raise RecirError(f"{failed_check(self.sites[ctx.site], ctx)} (at run time, in native "
+                             f"@{self.name})")
         if ctx.error == ERROR_MEMORY:
             raise RecirError(f"error: native @{self.name} ran out of memory for its "
                              f"gradient tape after {ctx.tape_bytes >> 20} MiB")

@@ -99,7 +99,7 @@ def signed(value: int, typ: Any) -> int:
 
 class CheckedDivisionFunctions(InterpreterFunctions):
     """xDSL's signed divisions and unsigned remainder after the checks native
-    code makes (`convert_recir_to_llvm.guard_division`), with its messages:
+    code makes (`arith_to_llvm.guard_division`), with its messages:
     xDSL asserts a non-zero divisor (a traceback) and wraps INT_MIN / -1."""
 
     def __init__(self) -> None:

@@ -2,7 +2,8 @@
 
 xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
 flags are carried over, since they are what lets LLVM vectorize reductions.
-Integer division is not here: it needs a divisor check, which the pass emits.
+Integer division is not in the table: the pass converts it after
+`guard_division`'s checks of the divisor.
 
 Nor are the checks before ops LLVM makes poison for some operands (a shift by
 the operand's width or more, a float out of the integer type's range
@@ -136,6 +137,22 @@ _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
 
 
 SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
+SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
+DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
+
+
+def guard_division(op: Operation) -> None:
+    """x86 traps on a zero divisor and on INT_MIN / -1: check both first."""
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    lhs, rhs = op.operands
+    ok = b.value(arith.CmpiOp(rhs, b.const(0, rhs.type), "ne"))
+    b.op(cf.AssertOp(ok, format_error(op, "division by zero")))
+    if isinstance(op, SIGNED_DIVISIONS):
+        width = rhs.type.width.data
+        not_min = b.value(arith.CmpiOp(lhs, b.const(-(1 << (width - 1)), lhs.type), "ne"))
+        not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
+        ok = b.value(arith.OrIOp(not_min, not_minus_one))
+        b.op(cf.AssertOp(ok, format_error(op, "overflows")))
 
 
 def guard_shift(op: Operation) -> None:

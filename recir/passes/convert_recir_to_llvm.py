@@ -67,10 +67,10 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.diagnostics import format_error
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
-from recir.passes.arith_to_llvm import SHIFTS, guard_conversion, guard_shift
+from recir.passes.arith_to_llvm import (DIVISIONS, SHIFTS, guard_conversion, guard_division,
+                                        guard_shift)
 from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
 from recir.passes.entry_points import (
     packed_entry,
@@ -85,6 +85,7 @@ from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import (
     ACC_COPIES,
     ERROR_CHECK,
+    INDEX_OUT_OF_RANGE,
     SPAWN_BUDGET,
     field,
     record_error,
@@ -95,11 +96,9 @@ from recir.passes.prologue import emit_prologue, prologue_sites
 from recir.passes.tape_arena import ALLOC, arena_functions
 from recir.passes.thread_copies import sum_copies_function
 
-SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
 CONVERTED = (cf.AssertOp, invoke.InvokeOp, func.ReturnOp, tape.NewOp, adjoint.ThreadCopyOp,
              adjoint.LogReserveOp, invoke.SpawnBudgetOp, invoke.ContextOp,
              invoke.JoinOp)  # `convert`'s
-DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
 def constant(value: int, typ: IntegerType = i64) -> llvm.ConstantOp:
@@ -112,20 +111,6 @@ def zero_of(typ: Attribute) -> Operation:
     if isinstance(typ, AnyFloat):
         return llvm.ConstantOp(FloatAttr(0.0, typ), typ)
     return llvm.ZeroOp.create(result_types=[typ])
-
-
-def guard_division(op: Operation) -> None:
-    """x86 traps on a zero divisor and on INT_MIN / -1: check both first."""
-    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
-    lhs, rhs = op.operands
-    ok = b.value(arith.CmpiOp(rhs, b.const(0, rhs.type), "ne"))
-    b.op(cf.AssertOp(ok, format_error(op, "division by zero")))
-    if isinstance(op, SIGNED_DIVISIONS):
-        width = rhs.type.width.data
-        not_min = b.value(arith.CmpiOp(lhs, b.const(-(1 << (width - 1)), lhs.type), "ne"))
-        not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
-        ok = b.value(arith.OrIOp(not_min, not_minus_one))
-        b.op(cf.AssertOp(ok, format_error(op, "overflows")))
 
 
 def expand_math(op: Operation) -> None:
@@ -205,8 +190,9 @@ class FunctionConversion:
         body.add_block(block)
         return block
 
-    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int | SSAValue = 0) -> None:
-        record_error(Emitter(at, at), self.ctx, code, site)
+    def set_error(self, at: InsertPoint, code: int | SSAValue, site: int | SSAValue = 0,
+                  *found: SSAValue) -> None:
+        record_error(Emitter(at, at), self.ctx, code, site, *found)
 
     def branch_unless(self, op: Operation, ok: SSAValue, failure: Block,
                       *args: SSAValue) -> None:
@@ -245,20 +231,25 @@ class FunctionConversion:
 
     def convert_assert(self, op: cf.AssertOp) -> None:
         """A branch to the function's one failed-check block, passing the
-        site (one block rather than one per check: a batched function
-        holds hundreds of checks)."""
-        site = Emitter(InsertPoint.before(op), InsertPoint.before(op)).const(len(self.sites), i32)
+        site and, for an index check (`index ult length`), both values
+        (one block rather than one per check: a batched function holds
+        hundreds of checks)."""
+        b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+        site, compare = b.const(len(self.sites), i32), op.arg.owner
+        found = (compare.lhs, compare.rhs) if INDEX_OUT_OF_RANGE in op.msg.data and isinstance(
+            compare, arith.CmpiOp) and compare.lhs.type == compare.rhs.type == i64 else (
+            b.i64(0), b.i64(-1))  # (no length: nothing compared to report)
         self.sites.append(op.msg.data)
-        self.branch_unless(op, op.arg, self.failed_check(), site)
+        self.branch_unless(op, op.arg, self.failed_check(), site, *found)
         Rewriter.erase_op(op)
 
     def failed_check(self) -> Block:
-        """The block that records a failed check (its site the block's
-        argument) and returns the error."""
+        """The block that records a failed check (its site and found values
+        the block's arguments) and returns the error."""
         if self.check_block is None:
-            self.check_block = Block(arg_types=[i32])
+            self.check_block = Block(arg_types=[i32, i64, i64])
             self.set_error(InsertPoint.at_end(self.check_block), ERROR_CHECK,
-                           self.check_block.args[0])
+                           *self.check_block.args)
             self.check_block.add_op(llvm.BrOp(self.fail))
             self.fail.parent.insert_block_before(self.check_block, self.fail)
         return self.check_block

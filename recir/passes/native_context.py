@@ -18,9 +18,11 @@ budget a call starts spawning with (`invoke.spawn_budget`), 0 for the
 compiled default; `stack_owner` the thread whose stack `stack_limit` was
 read off (a team's worker keeps it from one call to the next); `depth` the
 calls this thread is nested in, in code compiled with a max-depth (each
-returns it as it found it); `row_logs` this thread's table of logged outer products (`row_logs.open_logs`), or null;
-`packed` its table of weights packed for the products of a height loop's
-call (`gemm_cached.open_table`), or null.
+returns it as it found it); `row_logs` this thread's table of logged outer
+products (`row_logs.open_logs`), or null; `packed` its table of weights
+packed for the products of a height loop's call (`gemm_cached.open_table`),
+or null; `check_index` and `check_length` what a failed index check
+compared (`INDEX_OUT_OF_RANGE`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ CONTEXT_FIELDS: tuple[tuple[str, str], ...] = (
     ("tape_next", "ptr"), ("tape_end", "ptr"), ("tape_chunks", "ptr"),
     ("tape_bytes", "u64"), ("contexts", "ptr"), ("acc_copies", "ptr"),
     ("outer_logs", "ptr"), ("spawn_budget", "i64"), ("stack_owner", "u64"),
-    ("depth", "u64"), ("row_logs", "ptr"), ("packed", "ptr"))
+    ("depth", "u64"), ("row_logs", "ptr"), ("packed", "ptr"),
+    ("check_index", "i64"), ("check_length", "i64"))
 C_TYPES: dict[str, Any] = {"u64": ctypes.c_uint64, "i64": ctypes.c_int64,
                            "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
 
@@ -91,6 +94,10 @@ TAPE_CHUNKS, TAPE_BYTES = OFFSETS["tape_chunks"], OFFSETS["tape_bytes"]
 CONTEXTS, ACC_COPIES, OUTER_LOGS = OFFSETS["contexts"], OFFSETS["acc_copies"], OFFSETS["outer_logs"]
 SPAWN_BUDGET, STACK_OWNER, DEPTH = OFFSETS["spawn_budget"], OFFSETS["stack_owner"], OFFSETS["depth"]
 ROW_LOGS, PACKED = OFFSETS["row_logs"], OFFSETS["packed"]
+CHECK_INDEX, CHECK_LENGTH = OFFSETS["check_index"], OFFSETS["check_length"]
+# the message of a bounds check (`tmath_kernels.checked`), whose failure
+# records the index and the length it was checked against
+INDEX_OUT_OF_RANGE = "index out of range"
 LOG_BYTES = 32  # one log descriptor
 
 
@@ -98,13 +105,17 @@ def field(b: Emitter, ctx: SSAValue, offset: int) -> SSAValue:
     return b.offset(ctx, offset, i8)
 
 
-def record_error(b: Emitter, ctx: SSAValue, code: int | SSAValue, site: int = 0) -> None:
+def record_error(b: Emitter, ctx: SSAValue, code: int | SSAValue, site: int | SSAValue = 0,
+                 *found: SSAValue) -> None:
     """Records the first error only (a later one may be its consequence),
-    and raises `stack_limit` to the top so that every prologue fails."""
-    fields = [field(b, ctx, offset) for offset in (ERROR_OFFSET, SITE_OFFSET)]
-    olds = [b.load(f, 0, i32) for f in fields]
+    with what a failed index check `found` (its index and length), and
+    raises `stack_limit` to the top so that every prologue fails."""
+    kinds = ((ERROR_OFFSET, i32), (SITE_OFFSET, i32), (CHECK_INDEX, i64), (CHECK_LENGTH, i64))
+    written = [(field(b, ctx, offset), typ, value)
+               for (offset, typ), value in zip(kinds, (code, site, *found))]
+    olds = [b.load(at, 0, typ) for at, typ, _ in written]
     first = b.value(arith.CmpiOp(olds[0], b.const(0, i32), "eq"))
-    for f, old, value in zip(fields, olds, (code, site)):
-        new = value if isinstance(value, SSAValue) else b.const(value, i32)
-        b.store(b.value(arith.SelectOp(first, new, old)), f, 0)
+    for (at, typ, value), old in zip(written, olds):
+        new = value if isinstance(value, SSAValue) else b.const(value, typ)
+        b.store(b.value(arith.SelectOp(first, new, old)), at, 0)
     b.store(b.i64(-1), ctx, 0)

@@ -27,6 +27,7 @@ from recir.dialects import adjoint, tmath
 from recir.dialects.row_types import is_rows
 from recir.passes import gemm_kernels, math_expansions
 from recir.passes.loop_builder import CONTRACT, PTR, REASSOC, Emitter, Index
+from recir.passes.native_context import INDEX_OUT_OF_RANGE
 from recir.passes.vector_kernels import rows_dotted
 
 Kernel = Callable[[Emitter, Operation, Sequence[SSAValue]], Any]
@@ -194,7 +195,7 @@ def checked(b: Emitter, op: Operation, index: SSAValue, length: SSAValue | int) 
     """`index` as i64 after asserting 0 <= index < length (one unsigned compare)."""
     wide = b.to_i64(index)
     ok = b.compare("ult", wide, length)
-    b.check(ok, format_error(op, "index out of range"))
+    b.check(ok, format_error(op, INDEX_OUT_OF_RANGE))  # (the failure records both)
     return wide
 
 

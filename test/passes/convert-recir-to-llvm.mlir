@@ -2,8 +2,9 @@
 // Functions take a context first; the prologue checks the stack (a recorded
 // error, Ctrl-C or a timeout moves the limit to the top; the load is atomic,
 // so loops made of tail calls read it again); failed checks branch to one block
-// that records the first error (the site its argument) and raises the limit,
-// then to one failure return; calls stay in tail position; two results go
+// that records the first error (the site its argument, and an index check's
+// index and length, 0 and -1 for other checks) and raises the limit, then to one
+// failure return; calls stay in tail position; two results go
 // through out-pointers; division is guarded.
 
 func.func private @half(%n: i32, %d: i32) -> (i32, i32) {
@@ -12,13 +13,19 @@ func.func private @half(%n: i32, %d: i32) -> (i32, i32) {
   cf.assert %ok, "quotient too small"
   func.return %q, %d : i32, i32
 }
+func.func private @at(%i: i64) -> i64 {
+  %four = arith.constant 4 : i64
+  %inside = arith.cmpi ult, %i, %four : i64
+  cf.assert %inside, "index out of range"
+  func.return %i : i64
+}
 func.func @main(%n: i32) -> i32 {
   %two = arith.constant 2 : i32
   %q, %r = invoke.invoke @half(%n, %two) : (i32, i32) -> (i32, i32)
   func.return %q : i32
 }
 
-// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op division by zero", "{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op overflows", "quotient too small", "{{.*}}:9:1: error: recursion in @half is too deep for the native stack", "{{.*}}:15:1: error: recursion in @main is too deep for the native stack"]} {
+// CHECK:       builtin.module attributes {recir.error_sites = ["{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op division by zero", "{{.*}}:{{[0-9]+}}:3: error: 'arith.divsi' op overflows", "quotient too small", "{{.*}}:10:1: error: recursion in @half is too deep for the native stack", "index out of range", "{{.*}}:16:1: error: recursion in @at is too deep for the native stack", "{{.*}}:22:1: error: recursion in @main is too deep for the native stack"]} {
 // CHECK-LABEL: llvm.func internal @half(%0: !llvm.ptr, %n: i32, %d: i32, %1: !llvm.ptr, %2: !llvm.ptr) {
 // CHECK-NEXT:    %[[ZERO0:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[FRAME:.*]] = llvm.call_intrinsic "llvm.frameaddress.p0"(%[[ZERO0]]) : (i32) -> !llvm.ptr
@@ -30,24 +37,36 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[NONZERO:.*]] = llvm.icmp "ne" %d, %[[ZERO]] : i32
 // CHECK-NEXT:    %[[SITE0:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT:    llvm.cond_br %[[NONZERO]], ^{{.*}}, ^[[CHECK:.*]](%[[SITE0]] : i32)
+// CHECK-NEXT:    %[[ZEROI:.*]] = llvm.mlir.constant(0) : i64
+// CHECK-NEXT:    %[[NONE:.*]] = llvm.mlir.constant(-1) : i64
+// CHECK-NEXT:    llvm.cond_br %[[NONZERO]], ^{{.*}}, ^[[CHECK:.*]](%[[SITE0]], %[[ZEROI]], %[[NONE]] : i32, i64, i64)
 // CHECK:         %[[SITE1:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK-NEXT:    llvm.cond_br %{{.*}}, ^{{.*}}, ^[[CHECK]](%[[SITE1]] : i32)
+// CHECK-NEXT:    %[[ZERO1I:.*]] = llvm.mlir.constant(0) : i64
+// CHECK-NEXT:    %[[NONE1:.*]] = llvm.mlir.constant(-1) : i64
+// CHECK-NEXT:    llvm.cond_br %{{.*}}, ^{{.*}}, ^[[CHECK]](%[[SITE1]], %[[ZERO1I]], %[[NONE1]] : i32, i64, i64)
 // CHECK:         %q = llvm.sdiv %n, %d : i32
 // CHECK-NEXT:    %ok = llvm.icmp "sge" %q, %d : i32
 // CHECK-NEXT:    %[[SITE2:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK-NEXT:    llvm.cond_br %ok, ^[[RET:.*]], ^[[CHECK]](%[[SITE2]] : i32)
+// CHECK-NEXT:    %[[ZERO2I:.*]] = llvm.mlir.constant(0) : i64
+// CHECK-NEXT:    %[[NONE2:.*]] = llvm.mlir.constant(-1) : i64
+// CHECK-NEXT:    llvm.cond_br %ok, ^[[RET:.*]], ^[[CHECK]](%[[SITE2]], %[[ZERO2I]], %[[NONE2]] : i32, i64, i64)
 // CHECK-NEXT:  ^[[RET]]:
 // CHECK-NEXT:    llvm.store %q, %1 : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.store %d, %2 : i32, !llvm.ptr
 // CHECK-NEXT:    llvm.return
-// CHECK-NEXT:  ^[[CHECK]](%[[SITE:.*]]: i32):
+// CHECK-NEXT:  ^[[CHECK]](%[[SITE:.*]]: i32, %[[INDEX:.*]]: i64, %[[LENGTH:.*]]: i64):
 // CHECK-NEXT:    %[[E8:.*]] = llvm.mlir.constant(8) : i64
 // CHECK-NEXT:    %[[E:.*]] = llvm.getelementptr %0[%[[E8]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK-NEXT:    %[[S12:.*]] = llvm.mlir.constant(12) : i64
 // CHECK-NEXT:    %[[S:.*]] = llvm.getelementptr %0[%[[S12]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[I112:.*]] = llvm.mlir.constant(112) : i64
+// CHECK-NEXT:    %[[I:.*]] = llvm.getelementptr %0[%[[I112]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT:    %[[L120:.*]] = llvm.mlir.constant(120) : i64
+// CHECK-NEXT:    %[[L:.*]] = llvm.getelementptr %0[%[[L120]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK-NEXT:    %[[OLDE:.*]] = llvm.load %[[E]] : !llvm.ptr -> i32
 // CHECK-NEXT:    %[[OLDS:.*]] = llvm.load %[[S]] : !llvm.ptr -> i32
+// CHECK-NEXT:    %[[OLDI:.*]] = llvm.load %[[I]] : !llvm.ptr -> i64
+// CHECK-NEXT:    %[[OLDL:.*]] = llvm.load %[[L]] : !llvm.ptr -> i64
 // CHECK-NEXT:    %[[Z2:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-NEXT:    %[[FIRST:.*]] = llvm.icmp "eq" %[[OLDE]], %[[Z2]] : i32
 // CHECK-NEXT:    %[[TWO:.*]] = llvm.mlir.constant(2 : i32) : i32
@@ -55,6 +74,10 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:    llvm.store %[[NEWE]], %[[E]] : i32, !llvm.ptr
 // CHECK-NEXT:    %[[NEWS:.*]] = llvm.select %[[FIRST]], %[[SITE]], %[[OLDS]] : i1, i32
 // CHECK-NEXT:    llvm.store %[[NEWS]], %[[S]] : i32, !llvm.ptr
+// CHECK-NEXT:    %[[NEWI:.*]] = llvm.select %[[FIRST]], %[[INDEX]], %[[OLDI]] : i1, i64
+// CHECK-NEXT:    llvm.store %[[NEWI]], %[[I]] : i64, !llvm.ptr
+// CHECK-NEXT:    %[[NEWL:.*]] = llvm.select %[[FIRST]], %[[LENGTH]], %[[OLDL]] : i1, i64
+// CHECK-NEXT:    llvm.store %[[NEWL]], %[[L]] : i64, !llvm.ptr
 // CHECK-NEXT:    %[[TOP:.*]] = llvm.mlir.constant(-1) : i64
 // CHECK-NEXT:    llvm.store %[[TOP]], %0 : i64, !llvm.ptr
 // CHECK-NEXT:    llvm.br ^[[FAIL:.*]]
@@ -65,6 +88,13 @@ func.func @main(%n: i32) -> i32 {
 // CHECK-NEXT:  ^[[FAIL]]:
 // CHECK-NEXT:    llvm.return
 // CHECK-NEXT:  }
+
+// An index check passes what it compared: the index and the length.
+// CHECK-LABEL: llvm.func internal @at(
+// CHECK:         %[[N:.*]] = llvm.mlir.constant(4) : i64
+// CHECK-NEXT:    %[[OK:.*]] = llvm.icmp "ult" %i, %[[N]] : i64
+// CHECK-NEXT:    %[[SITE4:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK-NEXT:    llvm.cond_br %[[OK]], ^{{.*}}, ^{{.*}}(%[[SITE4]], %i, %[[N]] : i32, i64, i64)
 
 // CHECK-LABEL: llvm.func @main(%{{.*}}: !llvm.ptr, %n_1: i32) -> i32 {
 // CHECK-NEXT:    %{{.*}} = llvm.mlir.constant(1) : i64
@@ -90,7 +120,9 @@ func.func @main(%n: i32) -> i32 {
 // ARITH:         %q = arith.divsi %n, %d : i32
 // ARITH-NEXT:    %ok = arith.cmpi sge, %q, %d : i32
 // ARITH-NEXT:    %[[SITE2:.*]] = arith.constant 2 : i32
-// ARITH-NEXT:    llvm.cond_br %ok, ^{{.*}}, ^{{.*}}(%[[SITE2]] : i32)
+// ARITH-NEXT:    %[[ZERO2I:.*]] = arith.constant 0 : i64
+// ARITH-NEXT:    %[[NONE2:.*]] = arith.constant -1 : i64
+// ARITH-NEXT:    llvm.cond_br %ok, ^{{.*}}, ^{{.*}}(%[[SITE2]], %[[ZERO2I]], %[[NONE2]] : i32, i64, i64)
 // ARITH-LABEL: llvm.func @main(
 // ARITH-NOT:     llvm.mlir.constant(2 : i32)
 // ARITH:         arith.constant 2 : i32

@@ -425,7 +425,7 @@ def test_a_single_frontier_calls_error_names_no_batch_element():
     word = np.where(left < 0, 10**6, 0).astype(np.int32)  # (out of the embedding's range)
     for f in (recir.compile(small_tree_rnn(), batching="frontier", threads=1),
               recir.value_and_grad(small_tree_rnn(), batching="frontier", threads=1)):
-        with pytest.raises(RecirError, match=r"index out of range \(at run time, in native "
+        with pytest.raises(RecirError, match=r"index 1000000 out of range for length 100 \(at run time, in native "
                                              r"@node__post(_fwd)?\)$"):
             f(left, right, word, label, root)
         with pytest.raises(RecirError, match=r"\(batch element 1\)$"):

@@ -79,7 +79,7 @@ def test_a_child_index_out_of_its_tree_is_a_native_error():
     _, native, _ = compiled(tree_rnn)
     bad = Tree(left=[-1, -1, 0], right=[-1, -1, 9], word=[0, 1, 2], label=[0, 1, 2])
     with pytest.raises(RecirError, match=r"tree_common.py:\d+:\d+: error: 'frontier.extract_"
-                       r"ragged' op index out of range \(at run time, in native @node__"):
+                       r"ragged' op index 9 out of range for length 3 \(at run time, in native @node__"):
         native.batch([tree_inputs(trees()[0]), tree_inputs(bad)])
     h, _ = native(*tree_inputs(trees()[0]))  # the function still works
     assert h.shape == (4,)

@@ -424,8 +424,25 @@ def test_an_element_of_a_dynamic_vector_is_read_as_its_type(cache_dir, element, 
     native = compile_module(module, "f", cache_dir=cache_dir)
     for i in range(3):
         assert native(array, i) == run_function(module, "f", [array, i]) == (values[i],)
-    with pytest.raises(RecirError, match="'tmath.extract' op index out of range"):
+    with pytest.raises(RecirError, match="'tmath.extract' op index 3 out of range for length 3 \\(at"):
         native(array, 3)
+
+
+@pytest.mark.parametrize("width, predicate", [(64, "ult"), (32, "slt")])
+def test_a_written_index_check_reports_what_it_compared_only_where_it_can(
+        cache_dir, width, predicate):
+    """A `cf.assert` on `index ult length` (i64) reports both values, as
+    recir's own bounds checks do; another compare keeps its message as written."""
+    module = parse(f"func.func @f(%i: i{width}) -> i{width} {{\n"
+                   f"  %n = arith.constant 4 : i{width}\n"
+                   f"  %ok = arith.cmpi {predicate}, %i, %n : i{width}\n"
+                   f'  cf.assert %ok, "index out of range"\n'
+                   f"  func.return %i : i{width}\n}}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    assert native(3) == (3,)
+    found = "index 9 out of range for length 4" if width == 64 else "index out of range"
+    with pytest.raises(RecirError, match=f"^{found} \\(at run time, in native @f\\)$"):
+        native(9)
 
 
 USED_EARLY = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -177,9 +179,9 @@ def test_bad_child_index_is_an_error_not_a_crash(lstm):
     tree = make_treebank(1, seed=4, vocab_size=50)[0]
     left = tree.left.copy()
     left[tree.root] = 10**6
-    with pytest.raises(RecirError, match="'tmath.extract' op index out of range"):
+    with pytest.raises(RecirError, match="'tmath.extract' op index 1000000 out of range for length 51"):
         lstm(left, tree.right, tree.word, tree.label, tree.root)
-    with pytest.raises(RecirError, match="index out of range"):
+    with pytest.raises(RecirError, match="index -1 out of range for length 51"):
         lstm(tree.left, tree.right, tree.word, tree.label, -1)
 
 
@@ -187,8 +189,28 @@ def test_bad_word_id_is_an_error(lstm):
     tree = make_treebank(1, seed=4, vocab_size=50)[0]
     word = tree.word.copy()
     word[word >= 0] = 50
-    with pytest.raises(RecirError, match="'tmath.gather' op index out of range"):
+    with pytest.raises(RecirError, match="'tmath.gather' op index 50 out of range for length 50"):
         lstm(tree.left, tree.right, word, tree.label, tree.root)
+
+
+@pytest.mark.parametrize("batching", ["recursive", "frontier"])
+def test_an_index_error_names_the_index_and_length_as_the_interpreter_does(batching, cache_dir):
+    """A failed bounds check records what it compared, on every path."""
+    params = tree_lstm.init_params(np.random.default_rng(1), vocab=50)
+    model = tree_lstm.trace_model(params)
+    tree = make_treebank(1, seed=4, vocab_size=50)[0]
+    for bad in (-7, 50, 2**31 - 1):
+        word = np.where(tree.word >= 0, bad, tree.word).astype(np.int32)
+        args = (tree.left, tree.right, word, tree.label, tree.root)
+        messages = []
+        for function in (recir.compile(model, batching=batching, cache_dir=cache_dir),
+                         recir.value_and_grad(model, batching=batching, cache_dir=cache_dir),
+                         recir.value_and_grad(model, engine="interpret")):
+            with pytest.raises(RecirError) as raised:
+                function(*args)
+            messages.append(re.search(r"op index \S+ out of range for length \d+",
+                                      str(raised.value)).group())
+        assert set(messages) == {f"op index {bad} out of range for length 50"}, messages
 
 
 def test_wrong_argument_shapes_are_errors(lstm):

@@ -95,7 +95,7 @@ def test_a_batch_that_fails_natively_raises_as_the_schedule_does(repeats):
     for _ in range(3):
         native.batch(good)
     for _ in range(2):
-        with pytest.raises(RecirError, match=r"index out of range \(at run time, in native "
+        with pytest.raises(RecirError, match=r"index 9 out of range for length 3 \(at run time, in native "
                                              r".* \(batch element 1\)$"):
             native.batch([good[0], tree_inputs(bad)])
     # a repeat, then the schedule, which raised; then each element alone (to
@@ -133,7 +133,7 @@ def test_a_gradient_that_fails_natively_leaves_its_tables_to_the_schedule(repeat
     bad = Tree(left=[-1, -1, 0], right=[-1, -1, 1], word=[0, 100, 2], label=[0, 1, 2])
     for _ in range(3):
         grad.batch([tree_inputs(t) for t in trees])
-    with pytest.raises(RecirError, match=r"out of range \(at run time, in native @node__post"
+    with pytest.raises(RecirError, match=r"index 100 out of range for length 100 \(at run time, in native @node__post"
                                          r".* \(batch element 9\)$"):
         grad.batch([*map(tree_inputs, trees), tree_inputs(bad)])  # (a word past the vocabulary)
     assert repeats[:2] == [True, False] and grad.again is None
