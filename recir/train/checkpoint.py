@@ -206,6 +206,25 @@ def model_info(data: NpzArrays, path: Path) -> dict[str, Any] | None:
     return info
 
 
+def check_same_model(stored: dict[str, Any] | None, run: dict[str, Any], path: Path) -> None:
+    """The run trains the model the checkpoint holds: its kind, and its
+    vocabulary word for word (the embedding's rows are the words' in
+    order: another order of the same size would load, every word reading
+    another's row)."""
+    if stored is None:
+        return
+    if run.get("kind") is not None and stored["kind"] != run["kind"]:
+        raise CheckpointError(f"{path}: a {stored['kind']} checkpoint, this run trains "
+                              f"{run['kind']}")
+    before, now = stored.get("vocabulary"), run.get("vocabulary")
+    if before is not None and now is not None and before != now:
+        k = next((k for k, (a, b) in enumerate(zip(before, now)) if a != b), None)
+        how = (f"{len(before)} words there, {len(now)} here" if k is None else
+               f"word {k} is {before[k]!r} there, {now[k]!r} here")
+        raise CheckpointError(f"{path}: the checkpoint's vocabulary is not this run's ({how}): "
+                              "resume on the data it was trained on")
+
+
 def check_arrays(data: NpzArrays, prefix: str, params: Arrays, path: Path,
                  what: str) -> None:
     """`prefix/<name>` holds a finite float array of each parameter's shape,
@@ -258,22 +277,20 @@ def check_optimizer(data: NpzArrays, optimizer: Optimizer, path: Path) -> None:
 
 
 def load_checkpoint(path: Path, params: Arrays, optimizer: Optimizer,
-                    best: Best | None = None, kind: str | None = None
+                    best: Best | None = None, model: dict[str, Any] | None = None
                     ) -> tuple[int, np.random.Generator]:
     """Restores params (in place), optimizer state, the shuffling rng and, into
     `best` when given, the best-dev parameters; returns (epoch, rng). Nothing
-    is restored until everything in the file fits this model (`kind` when
-    the file names one), its parameters and this optimizer."""
+    is restored until everything in the file fits this model (`model`, its
+    description, where both give one: its kind and vocabulary), its
+    parameters and this optimizer."""
     with read_npz(path) as data:
-        return restore(data, path, params, optimizer, best, kind)
+        return restore(data, path, params, optimizer, best, model)
 
 
 def restore(data: NpzArrays, path: Path, params: Arrays, optimizer: Optimizer,
-            best: Best | None, kind: str | None) -> tuple[int, np.random.Generator]:
-    info = model_info(data, path)
-    if kind is not None and info is not None and info["kind"] != kind:
-        raise CheckpointError(f"{path}: a {info['kind']} checkpoint, this run trains "
-                              f"{kind}")
+            best: Best | None, model: dict[str, Any] | None) -> tuple[int, np.random.Generator]:
+    check_same_model(model_info(data, path), model or {}, path)
     check_arrays(data, "param", params, path, "parameter")
     check_optimizer(data, optimizer, path)
     epoch = count(data, "epoch", path, "epoch")

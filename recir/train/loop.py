@@ -164,7 +164,7 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
     first_epoch, best = 0, config.best
     if config.resume and config.checkpoint and config.checkpoint.exists():
         first_epoch, rng = load_checkpoint(config.checkpoint, model.params, optimizer,
-                                           best, (config.info or {}).get("kind"))
+                                           best, config.info)
     start = time.perf_counter()
     batching = config.batching if config.engine == "native" else "recursive"
     step = recir.value_and_grad(model, engine=config.engine, threads=config.threads,

@@ -121,6 +121,12 @@ class NodeScorer:
                 out += self.score(batch)
             except RecirError as error:
                 raise self.name_the_tree(error, batch, first, len(trees)) from None
+        overflowed = next((k for k, table in enumerate(out) if not np.isfinite(table).all()),
+                          None)
+        if overflowed is not None:  # (its accuracy or label would be a number all the same)
+            raise RecirError(f"error: the model scores inf or NaN (tree {overflowed} of the "
+                             f"{len(trees)} scored): its parameters overflow, as after a "
+                             "training run that diverged (a lower learning rate?)")
         return out
 
     def score(self, batch: Sequence[Any]) -> list[np.ndarray]:

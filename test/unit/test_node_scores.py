@@ -117,3 +117,17 @@ def test_an_error_while_scoring_names_the_tree() -> None:
                                          rf"\(tree {bad} of the {SCORE_BATCH + 3} scored\)$"):
         evaluate(scorer, trees)
     assert evaluate(scorer, trees[:bad])["root_fine"] >= 0
+
+
+def test_scores_that_overflow_are_an_error_not_an_accuracy() -> None:
+    """Finite parameters near float32's largest (a training run that
+    diverged on its last step) gave inf and NaN scores, read as an accuracy
+    of 0.000 and as labels with NaN probabilities."""
+    params = small_params(tree_rnn, seed=3)
+    trees = make_treebank(3, vocab_size=40, seed=14)
+    assert np.isfinite(NodeScorer(tree_rnn.trace_model(params))(trees)[2]).all()
+    params["w_out"] = np.full_like(params["w_out"], 3e38)
+    scorer = NodeScorer(tree_rnn.trace_model(params))
+    with pytest.raises(RecirError, match=r"^error: the model scores inf or NaN \(tree 0 of the "
+                                         r"3 scored\): its parameters overflow"):
+        evaluate(scorer, trees)

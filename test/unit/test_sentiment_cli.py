@@ -117,6 +117,14 @@ def rewrite(source: Path, target: Path, change) -> Path:
     return target
 
 
+def swap_two_words(arrays) -> None:
+    """The vocabulary of a run on the same words in another order: the
+    embedding's rows would each be read as another word's."""
+    info = json.loads(str(arrays["model"]))
+    info["vocabulary"][:2] = info["vocabulary"][1::-1]
+    arrays["model"] = np.array(json.dumps(info))
+
+
 def drop_optimizer_state(arrays) -> None:
     for k in [k for k in arrays if k.startswith("opt/sum_sq/")]:
         del arrays[k]
@@ -131,6 +139,7 @@ def drop_optimizer_state(arrays) -> None:
     (lambda a: a.__setitem__("epoch", np.array(-3)), "epoch -3 is not a non-negative"),
     (lambda a: a.__setitem__("param/u", a["param/u"][:, :3]), "'u' has shape (40, 3)"),
     ("other-model", "a tree_lstm checkpoint, this run trains tree_rnn"),
+    (swap_two_words, "the checkpoint's vocabulary is not this run's (word 0 is"),
     ("other-optimizer", "saved with adagrad, this run uses adam"),
     # each of these was a traceback, or (negative sums of squares) NaN steps
     (lambda a: a.__setitem__("opt/sum_sq/u", -1 - a["opt/sum_sq/u"]),
