@@ -311,12 +311,15 @@ def test_line(record: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["predict"]:
-        from recir.examples import sentiment_predict
-
-        return sentiment_predict.main(argv[1:])
     try:
+        if argv[:1] == ["predict"]:
+            from recir.examples import sentiment_predict
+
+            return sentiment_predict.main(argv[1:])
         return run(parse_args(argv))
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (for the exit's flush)
+        return 1
     except (UsageError, TrainConfigError, CheckpointError, EmbeddingError,
             TreeParseError, RecirError) as e:  # (RecirError: a bad tree, a NaN loss)
         text = str(e)

@@ -99,6 +99,9 @@ def main(argv: list[str]) -> int:
         print(f"error: {args.model_file}: no vocabulary (trained on the synthetic "
               f"treebank), so it cannot read words", file=sys.stderr)
         return 2
+    if args.file == "-" and sys.stdin is None:  # (started with it closed: `<&-`)
+        print("error: no standard input to read trees from: name a file", file=sys.stderr)
+        return 2
     try:  # bytes where there are: `label_lines` decodes each line
         source = (contextlib.nullcontext(getattr(sys.stdin, "buffer", sys.stdin))
                   if args.file == "-" else open(args.file, "rb"))
@@ -109,6 +112,8 @@ def main(argv: list[str]) -> int:
         try:
             bad = label_lines(model, lines, sys.stdout, sys.stderr, args.all_nodes,
                               args.threads, None if args.file == "-" else args.file)
+        except BrokenPipeError:  # (standard output's reader left: not the input's fault)
+            raise
         except OSError as e:  # (a folder opens, then fails to read)
             print(f"error: cannot read '{args.file}': {e.strerror}", file=sys.stderr)
             return 2

@@ -8,6 +8,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -413,3 +415,25 @@ def test_an_error_while_labelling_is_one_line(trained, monkeypatch, capsys) -> N
     monkeypatch.setattr("sys.stdin", io.StringIO("((w1) (w2))\n"))
     assert sentiment.main(["predict", "--model-file", str(trained["save-model"])]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
+
+
+def test_a_reader_that_leaves_early_is_no_error(trained, sst_dir, tmp_path) -> None:
+    """`predict | head -1` said "cannot read '<input>': Broken pipe" (its
+    output's reader had left, not its input), and training piped so gave a
+    traceback."""
+    trees = tmp_path / "many.txt"
+    trees.write_text((sst_dir / "dev.txt").read_text() * 200)  # (past a pipe's buffer)
+    for argv in (["predict", "--model-file", str(trained["save-model"]), str(trees)],
+                 ["--data", str(sst_dir), *TINY, "--embed", "8"]):
+        run = subprocess.Popen([sys.executable, "-m", "recir.examples.sentiment", *argv],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert run.stdout.readline()
+        run.stdout.close()  # (as `head -1` exits)
+        assert run.wait(timeout=300) == 1 and run.stderr.read() == b"", argv
+
+
+def test_predict_with_no_standard_input_says_so(trained, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("sys.stdin", None)  # (started with it closed: a TypeError)
+    assert sentiment.main(["predict", "--model-file", str(trained["save-model"])]) == 2
+    assert capsys.readouterr().err == ("error: no standard input to read trees from: name "
+                                       "a file\n")
