@@ -82,7 +82,8 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--batch-size", type=int, default=25, metavar="N",
         help="trees per optimizer step, gradients averaged (default %(default)s)")
     add("--hidden", type=int, metavar="N",
-        help=f"state size (default {DEFAULT_SIZE}; RNTN {MODEL_SIZES['rntn']})")
+        help=f"state size (default {DEFAULT_SIZE}; RNTN {MODEL_SIZES['rntn']}; TreeRNN's and "
+        "RNTN's the --embeddings file's)")
     add("--embed", type=int, metavar="N",
         help=f"embedding size (default {DEFAULT_SIZE}, or the --embeddings file's; "
         "TreeLSTM only, the others embed at --hidden)")
@@ -129,8 +130,8 @@ def argument_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = argument_parser().parse_args(argv)
-    if args.hidden is None:
-        args.hidden = MODEL_SIZES.get(args.model, DEFAULT_SIZE)
+    if args.hidden is None and (args.embeddings is None or args.model == "tree_lstm"):
+        args.hidden = MODEL_SIZES.get(args.model, DEFAULT_SIZE)  # (else the vectors' width)
     check_args(args)
     return args
 

@@ -437,3 +437,21 @@ def test_predict_with_no_standard_input_says_so(trained, monkeypatch, capsys) ->
     assert sentiment.main(["predict", "--model-file", str(trained["save-model"])]) == 2
     assert capsys.readouterr().err == ("error: no standard input to read trees from: name "
                                        "a file\n")
+
+
+@pytest.mark.parametrize("model", ["tree_rnn", "rntn"])
+def test_embeddings_size_the_state_of_a_model_that_embeds_at_its_state(
+        model, sst_dir, tmp_path, capsys) -> None:
+    """With no --hidden, the default (150, RNTN's 25) was taken for the
+    user's, refused against the file's width after reading all of it."""
+    (tmp_path / "v.txt").write_text("".join(f"w{k} {' '.join(['0.5'] * 8)}\n"
+                                            for k in range(0, 30, 3)))
+    model_file = tmp_path / "m.npz"
+    argv = ["--data", str(sst_dir), "--epochs", "1", "--no-progress", "--threads", "1",
+            "--model", model, "--embeddings", str(tmp_path / "v.txt")]
+    assert sentiment.main([*argv, "--save-model", str(model_file)]) == 0
+    assert f"model: {model}, hidden 8," in capsys.readouterr().out
+    assert load(model_file).sizes["hidden"] == 8
+    assert sentiment.main([*argv, "--hidden", "6"]) == 2  # a --hidden given still decides
+    assert capsys.readouterr().err.endswith(f"has 8-d vectors but --hidden is 6 ({model} "
+                                            "embeds at --hidden)\n")
