@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (Float32Type, FunctionType, IndexType, IntegerType, TensorType,
-                                   i32)
+from xdsl.dialects.builtin import (Float32Type, FunctionType, IndexType, IntegerType, Signedness,
+                                   TensorType, i32)
 from xdsl.ir import Attribute
 
 from recir.backend.array_address import data_address
@@ -33,12 +33,15 @@ class ArrayDescriptor(ctypes.Structure):
     _fields_ = [("length", ctypes.c_int64), ("data", ctypes.c_void_p)]
 
 
+C_INTEGERS = {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32, 64: ctypes.c_int64}
+
+
 def c_scalar(typ: Attribute) -> type:
     if isinstance(typ, Float32Type):
         return ctypes.c_float
-    if isinstance(typ, IntegerType):
-        return {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32,
-                64: ctypes.c_int64}[typ.width.data]
+    if isinstance(typ, IntegerType) and typ.width.data in C_INTEGERS and (
+            typ.signedness.data == Signedness.SIGNLESS):  # (LLVM has no ui32 or si32)
+        return C_INTEGERS[typ.width.data]
     raise RecirError(f"error: the native backend cannot pass a value of type {typ}")
 
 

@@ -16,7 +16,9 @@ what it gets wrong or lacks, so no xDSL code is patched:
   release), which xDSL's llvm dialect cannot express.
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
-lowers them to the saturating `llvm.fptosi.sat` intrinsic and zext + sitofp.
+lowers fptosi to the saturating `llvm.fptosi.sat` intrinsic, and leaves
+arith.uitofp, and an arith.cmpf whose predicate is a constant (which
+llvmlite cannot name), to `ARITH` here.
 
 `ARITH` takes arith ops as they are, and `BRANCHES` cf's branches (the
 frontier's lowering leaves them: `convert-recir-to-llvm{arith-cf=false}`),
@@ -268,6 +270,11 @@ def _cmpi(op: arith.CmpiOp, builder: ir.IRBuilder, values: ValueMap) -> None:
 
 def _cmpf(op: arith.CmpfOp, builder: ir.IRBuilder, values: ValueMap) -> None:
     predicate = llvm.FCmpPredicateFlag.from_int(op.predicate.value.data).value
+    if predicate in ("_false", "_true"):  # (llvmlite has no fcmp for them): ord with uno
+        a = values[op.lhs]
+        pair = builder.fcmp_ordered("ord", a, a), builder.fcmp_unordered("uno", a, a)
+        values[op.result] = (builder.or_ if predicate == "_true" else builder.and_)(*pair)
+        return
     emit = builder.fcmp_ordered if predicate[0] == "o" else builder.fcmp_unordered
     values[op.result] = emit(_FCMP_CMP_MAP.get(predicate[1:], predicate), values[op.lhs],
                              values[op.rhs])
@@ -290,8 +297,8 @@ def _fptosi(op: arith.FPToSIOp, builder: ir.IRBuilder, values: ValueMap) -> None
 
 
 def _uitofp(op: arith.UIToFPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    wide = _cast_to("zext", values[op.input], I64, builder)
-    values[op.result] = _cast_to("sitofp", wide, convert_type(op.result.type), builder)
+    values[op.result] = _cast_to("uitofp", values[op.input], convert_type(op.result.type),
+                                 builder)
 
 
 _INT_METHODS = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul",

@@ -22,8 +22,8 @@ from recir.passes.tmath_kernels import (
     checked,
     each_vector,
     elementwise,
+    row_size,
     rows_dotted,
-    shape,
     size,
     zero_fill,
 )
@@ -52,7 +52,7 @@ def pad(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
     assert isinstance(op, adjoint.PadOp)
     source, out = args
     zero_fill(b, out, size(op.result))
-    start = op.offset.value.data * (size(op.result) // shape(op.result)[0])
+    start = op.offset.value.data * row_size(op.result)
     b.copy(b.offset(out, start), source, size(op.input))
 
 

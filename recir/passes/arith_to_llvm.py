@@ -3,7 +3,9 @@
 xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
 flags are carried over, since they are what lets LLVM vectorize reductions.
 Integer division is not in the table: the pass converts it after
-`guard_division`'s checks of the divisor.
+`guard_division`'s checks of the divisor. arith.uitofp (xDSL's llvm has no
+uitofp) and cmpf's constant predicates stay for the translation to LLVM IR
+(`backend/llvm_convert.ARITH`).
 
 Nor are the checks before ops LLVM makes poison for some operands (a shift by
 the operand's width or more, a float out of the integer type's range
@@ -102,11 +104,14 @@ def _constant(op: arith.ConstantOp) -> list[Operation]:
     return [build((llvm.ConstantOp, value, typ), lambda: llvm.ConstantOp(value, typ), ())]
 
 
-def _compare(target: type[llvm.ICmpOp | llvm.FCmpOp]) -> Callable[..., list[Operation]]:
+def _compare(target: type[llvm.ICmpOp | llvm.FCmpOp]) -> Callable[..., list[Operation] | None]:
     """arith.cmpi as llvm.icmp, arith.cmpf as llvm.fcmp: arith and llvm
-    number their predicates the same way."""
-    def convert(op: arith.CmpiOp | arith.CmpfOp) -> list[Operation]:
+    number their predicates the same way (cmpf's `false` and `true` left
+    to the translation, `llvm_convert`: llvmlite names no fcmp for them)."""
+    def convert(op: arith.CmpiOp | arith.CmpfOp) -> list[Operation] | None:
         code, operands = op.predicate.value.data, (op.lhs, op.rhs)
+        if target is llvm.FCmpOp and code in (0, 15):
+            return None
         return [build((target, code, operands[0].type),
                       lambda: target(*operands, IntegerAttr(code, i64)), operands)]
 
@@ -120,11 +125,6 @@ def _fptosi(op: arith.FPToSIOp) -> list[Operation]:
     return [llvm.CallIntrinsicOp(name, [op.input], [op.result.type])]
 
 
-def _uitofp(op: arith.UIToFPOp) -> list[Operation]:
-    wide = llvm.ZExtOp(op.input, i64)
-    return [wide, llvm.SIToFPOp(wide, op.result.type)]
-
-
 _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
     arith.ConstantOp: _constant,
     arith.CmpiOp: _compare(llvm.ICmpOp),
@@ -132,7 +132,6 @@ _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
     arith.SelectOp: lambda op: [llvm.SelectOp(*op.operands)],
     arith.NegfOp: lambda op: [llvm.FNegOp(op.operands[0])],
     arith.FPToSIOp: _fptosi,
-    arith.UIToFPOp: _uitofp,
 }
 
 

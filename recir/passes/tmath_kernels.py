@@ -183,7 +183,7 @@ def concat(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> None:
 
 
 def row_size(value: SSAValue) -> int:
-    return size(value) // shape(value)[0]
+    return prod(shape(value)[1:])  # (a table of no rows still has rows of a size)
 
 
 def slice_view(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:

@@ -556,3 +556,52 @@ def test_an_entry_named_beyond_ascii_is_a_located_error(cache_dir):
     with pytest.raises(RecirError, match="hand.mlir:1:1: error: 'func.func' op @ünï: a "
                                          "native entry point's name is ASCII"):
         compile_module(module, "ünï", cache_dir=cache_dir)
+
+
+@pytest.mark.parametrize("typ", ["i16", "i4", "i128", "ui32", "si8"])
+def test_a_scalar_the_entry_cannot_pass_is_refused_at_the_function(cache_dir, typ):
+    """i16 and i128 raised a KeyError from the table of C types; ui32 got
+    as far as LLVM, whose error named no op."""
+    module = parse(f"func.func @f(%a: {typ}) -> {typ} {{\n  func.return %a : {typ}\n}}")
+    assert run_function(module, "f", [3]) == (3,)
+    with pytest.raises(RecirError, match=rf"^hand.mlir:1:1: error: 'func.func' op argument 0 "
+                                         rf"\({typ}\): the native backend passes scalars of "
+                                         r"types i1, i8, i32, i64 and f32$"):
+        compile_module(module, "f", cache_dir=cache_dir)
+
+
+def test_a_gather_from_a_table_of_no_rows_is_an_index_error(cache_dir):
+    """A row's size was the table's size over its rows: a ZeroDivisionError
+    while lowering, where the interpreter reports the index."""
+    module = parse("func.func @f(%t: tensor<0x3xf32>, %i: i32) -> tensor<3xf32> {\n"
+                   "  %k = tmath.gather %t[%i] : tensor<0x3xf32>, i32 -> tensor<3xf32>\n"
+                   "  func.return %k : tensor<3xf32>\n}")
+    table = np.zeros((0, 3), np.float32)
+    with pytest.raises(Exception) as interpreted:
+        run_function(module, "f", [table, 0])
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    with pytest.raises(RecirError) as raised:
+        native(table, 0)
+    assert str(raised.value) == (f"{interpreted.value} (at run time, in native @f)")
+    assert "index 0 out of range for length 0" in str(raised.value)
+
+
+@pytest.mark.parametrize("predicate", ["true", "false"])
+def test_a_float_compare_with_a_constant_predicate_runs_natively(cache_dir, predicate):
+    """llvmlite names no fcmp for them: a ValueError traceback."""
+    module = parse(f"func.func @f(%a: f32, %b: f32) -> i1 {{\n"
+                   f"  %c = arith.cmpf {predicate}, %a, %b : f32\n  func.return %c : i1\n}}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for a, b in [(1.0, 2.0), (float("nan"), 2.0)]:
+        assert native(a, b) == run_function(module, "f", [a, b]) == (predicate == "true",)
+
+
+@pytest.mark.parametrize("width", [8, 32, 64])
+def test_an_unsigned_integer_converts_to_float_as_the_interpreter_does(cache_dir, width):
+    """uitofp was a zero extension to i64 and a signed conversion: from i64
+    the IR did not parse (zext i64 to i64), and 2^63 and up came out negative."""
+    module = parse(f"func.func @f(%a: i{width}) -> f32 {{\n"
+                   f"  %c = arith.uitofp %a : i{width} to f32\n  func.return %c : f32\n}}")
+    native = compile_module(module, "f", cache_dir=cache_dir)
+    for a in (0, 5, -1, -(1 << (width - 1))):
+        assert native(a) == run_function(module, "f", [a]) == (np.float32(a % (1 << width)),)
