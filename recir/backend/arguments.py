@@ -12,6 +12,7 @@ slot whose address follows the arguments.
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (Float32Type, FunctionType, IndexType, IntegerType, Signedness,
                                    TensorType, i32)
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, Operation
 
 from recir.backend.array_address import data_address
 from recir.diagnostics import RecirError, emit_error
@@ -33,6 +34,7 @@ class ArrayDescriptor(ctypes.Structure):
     _fields_ = [("length", ctypes.c_int64), ("data", ctypes.c_void_p)]
 
 
+MOST_ELEMENTS = 1 << 60  # of a tensor: 8-byte elements still within a signed i64 of bytes
 C_INTEGERS = {1: ctypes.c_bool, 8: ctypes.c_int8, 32: ctypes.c_int32, 64: ctypes.c_int64}
 
 
@@ -67,18 +69,30 @@ def check_native_signature(entry: func.FuncOp) -> None:
             if problem:
                 raise emit_error(entry, f"{what} {i} ({typ}): {problem}")
     module = entry.parent_op()
-    inputs = signature.inputs.data
     for op in module.walk() if module is not None else ():
-        if any(isinstance(r.type, IndexType) for r in op.results):  # (LLVM took none)
-            raise emit_error(op, "makes an index value, which the native backend does not "
-                             "lower: use i64 (the interpreter takes it)")
-        if isinstance(op, adjoint.LogReserveOp):  # the runtime adds each log into it
-            slot = op.slot.value.data
-            typ = inputs[slot] if slot < len(inputs) else None
-            if not (isinstance(typ, TensorType) and typ.element_type == Float32Type()
-                    and len(typ.get_shape()) == 2 and min(typ.get_shape()) >= 0):
-                raise emit_error(op, f"slot {slot} names no static f32 matrix argument "
-                                 f"of the entry @{entry.sym_name.data}")
+        check_native_op(op, entry)
+
+
+def check_native_op(op: Operation, entry: func.FuncOp) -> None:
+    """What native code cannot lower or run of an op in the entry's module."""
+    if isinstance(op, func.FuncOp) and not op.body.blocks:
+        raise emit_error(op, f"@{op.sym_name.data} is declared without a body: native code "
+                         "has none to call (define it in this module)")
+    if any(isinstance(r.type, IndexType) for r in op.results):  # (LLVM took none)
+        raise emit_error(op, "makes an index value, which the native backend does not "
+                         "lower: use i64 (the interpreter takes it)")
+    for r in op.results:  # (its byte offsets overflowed i64 while lowering, unlocated)
+        if isinstance(r.type, TensorType) and math.prod(
+                max(d, 0) for d in r.type.get_shape()) >= MOST_ELEMENTS:
+            raise emit_error(op, f"makes a {r.type} of more elements than native code "
+                             "can address")
+    if isinstance(op, adjoint.LogReserveOp):  # the runtime adds each log into it
+        slot, inputs = op.slot.value.data, entry.function_type.inputs.data
+        typ = inputs[slot] if slot < len(inputs) else None
+        if not (isinstance(typ, TensorType) and typ.element_type == Float32Type()
+                and len(typ.get_shape()) == 2 and min(typ.get_shape()) >= 0):
+            raise emit_error(op, f"slot {slot} names no static f32 matrix argument "
+                             f"of the entry @{entry.sym_name.data}")
 
 
 def native_problem(typ: Attribute, result: bool) -> str:

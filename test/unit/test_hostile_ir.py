@@ -605,3 +605,26 @@ def test_an_unsigned_integer_converts_to_float_as_the_interpreter_does(cache_dir
     native = compile_module(module, "f", cache_dir=cache_dir)
     for a in (0, 5, -1, -(1 << (width - 1))):
         assert native(a) == run_function(module, "f", [a]) == (np.float32(a % (1 << width)),)
+
+
+def test_a_tensor_too_large_to_address_is_refused_at_its_op(cache_dir):
+    """Its byte offsets overflowed i64 while lowering: an error that named
+    neither the op nor the line."""
+    module = parse("func.func @f(%x: f32) -> f32 {\n"
+                   "  %t = tmath.fill %x : f32 -> tensor<4611686018427387904x4xf32>\n"
+                   "  %s = tmath.sum %t : tensor<4611686018427387904x4xf32> -> f32\n"
+                   "  func.return %s : f32\n}")
+    with pytest.raises(RecirError, match=r"^hand.mlir:2:3: error: 'tmath.fill' op makes a "
+                                         r"tensor<4611686018427387904x4xf32> of more elements "
+                                         r"than native code can address$"):
+        compile_module(module, "f", cache_dir=cache_dir)
+
+
+def test_a_function_declared_without_a_body_is_named(cache_dir):
+    """Native code said only that a func.func is not supported at module level."""
+    module = parse("func.func private @g(i32) -> i32\n"
+                   "func.func @f(%n: i32) -> i32 {\n"
+                   "  %r = invoke.invoke @g(%n) : (i32) -> i32\n  func.return %r : i32\n}")
+    with pytest.raises(RecirError, match=r"^hand.mlir:1:1: error: 'func.func' op @g is declared "
+                                         r"without a body: native code has none to call"):
+        compile_module(module, "f", cache_dir=cache_dir)
