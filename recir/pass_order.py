@@ -80,7 +80,10 @@ ONE_BLOCK = (is_branch, "run {pass_} before convert-scf-to-cf (it wraps each bod
 PREREQUISITES: dict[str, list[tuple[Callable[[Operation], bool], str]]] = {
     "convert-scf-to-cf": [CLOSE_FIRST],
     "invoke-to-frontier": [CLOSE_FIRST, BRANCHES_LATER],
-    "lower-invoke-to-call-return": [CLOSE_FIRST, BRANCHES_LATER],
+    "lower-invoke-to-call-return": [CLOSE_FIRST, BRANCHES_LATER,
+                                    (lambda op: op.name == "frontier.schedule",
+                                     "run {pass_} or invoke-to-frontier, not both ({pass_} "
+                                     "rewrites the functions a schedule calls)")],
     "convert-tmath-to-loops": [CLOSE_FIRST, BRANCHES_LATER,
                                (invokes_rows, "its callee computes rows, which a "
                                               "frontier.schedule calls, not an invoke")],
