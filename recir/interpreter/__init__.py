@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func, scf
+from xdsl.dialects import cf, func, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
@@ -67,6 +67,18 @@ class CheckedLoopFunctions(InterpreterFunctions):
         return ScfFunctions.run_for(ScfFunctions(), interpreter, op, args).values
 
 
+@register_impls
+class AssertFunctions(InterpreterFunctions):
+    """`cf.assert`, which xDSL does not interpret: a failed one raises its
+    message as written, as native code's failed check does."""
+
+    @impl(cf.AssertOp)
+    def run_assert(self, interpreter: Interpreter, op: cf.AssertOp, args: Any) -> Any:
+        if not args[0]:
+            raise RecirError(op.msg.data)
+        return ()
+
+
 class _LocatedImpls(_InterpreterFunctionImpls):
     """Dispatch without xDSL's per-level re-wrapping of errors.
 
@@ -97,6 +109,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         FuncFunctions(),
         ScfFunctions(),
         CfFunctions(),
+        AssertFunctions(),
         InvokeFunctions(),
         TMathFunctions(),
         TapeFunctions(),

@@ -439,7 +439,9 @@ def test_a_written_index_check_reports_what_it_compared_only_where_it_can(
                    f'  cf.assert %ok, "index out of range"\n'
                    f"  func.return %i : i{width}\n}}")
     native = compile_module(module, "f", cache_dir=cache_dir)
-    assert native(3) == (3,)
+    assert native(3) == run_function(module, "f", [3]) == (3,)
+    with pytest.raises(RecirError, match="^index out of range$"):  # (xDSL has no cf.assert)
+        run_function(module, "f", [9])
     found = "index 9 out of range for length 4" if width == 64 else "index out of range"
     with pytest.raises(RecirError, match=f"^{found} \\(at run time, in native @f\\)$"):
         native(9)
