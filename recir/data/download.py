@@ -142,6 +142,8 @@ def unpack(archive: Path, url: str, files: dict[str, Expected],
                 data = z.read(member)
                 verify(split, data, expected, url)
                 targets[split].write_bytes(data)
+    except DownloadError:  # (a RuntimeError too: already says what is wrong)
+        raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, RuntimeError,
             NotImplementedError) as e:  # (an encrypted member; a method zipfile lacks)
         raise DownloadError(f"{url}: not a valid zip archive ({e})") from None

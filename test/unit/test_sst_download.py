@@ -141,3 +141,24 @@ def test_fetch_into_a_file_says_it_is_a_file(tmp_path, capsys) -> None:
     assert capsys.readouterr().err == (f"error: {tmp_path / 'notes.txt'} is a file, not "
                                        "a folder to put SST in\n")
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_a_valid_zip_that_does_not_verify_says_what_is_wrong(tmp_path) -> None:
+    """DownloadError is a RuntimeError, which unpack's zip check caught and
+    reworded: every failure read "not a valid zip archive", URL twice."""
+    bad_dev = {**SPLITS, "dev": "(4 (2 a) (4 grea7))\n"}
+    digest = hashlib.md5(bad_dev["dev"].encode()).hexdigest()
+    no_test = {s: t for s, t in SPLITS.items() if s != "test"}
+    cases = [
+        (archive(bad_dev), f"dev.txt has MD5 {digest}, expected "
+                           f"{expected()['dev'].md5}"),
+        (archive({**SPLITS, "train": SPLITS["train"] * 2}),
+         "train.txt has 4 trees, expected 2"),
+        (archive(no_test), "the archive has no test.txt"),
+    ]
+    for body, message in cases:
+        with Server(body) as server, pytest.raises(DownloadError) as caught:
+            download(tmp_path / "sst", url=server.url, files=expected(),
+                     progress=False)
+        assert str(caught.value) == f"{server.url}: {message}"
+        assert leftovers(tmp_path / "sst") == []
