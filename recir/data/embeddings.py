@@ -1,7 +1,9 @@
 """Pretrained word vectors in GloVe or word2vec text format, for a vocabulary.
 
 A line is a word and its values separated by spaces; word2vec files start
-with a `count dim` header line, GloVe files do not. Files may be plain,
+with a `count dim` header line, GloVe files do not. A few GloVe 840B words
+hold spaces (`. . .`, `at name@domain.com`): a line's last `dim` fields are
+its values, and non-numeric fields before them belong to the word. Files may be plain,
 `.gz` or `.zip` (its one text member). The file is streamed and only the
 vocabulary's rows are kept, so GloVe 840B (5.6 GB) costs the memory of the
 SST table. A vocabulary word missing from the file takes the vector of its
@@ -81,11 +83,14 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
             dim = int(rest)  # the word2vec header: count and dimension
             continue
         if first:  # the first vector's width: the header's is used once it agrees
+            word, rest = spaced_word(word, rest, trailing_numbers(rest))
             first, dim = False, first_width(path, number, word, rest, dim)
             vectors = np.zeros((len(vocab), dim), np.float32)
             # read even for a word not in the vocabulary: a file of text (not
             # vectors) set a width of its first line's words and matched nothing
             row_values(path, number, word, rest, dim)
+        elif not is_number(rest.split(" ", 1)[0]):
+            word, rest = spaced_word(word, rest, dim)
         # the word's own row, and the rows of its other-case forms not yet found
         own = [r for r in [vocab.ids.get(word)] if r is not None and not exact[r]]
         cased = [r for r in lower.get(word, ()) if not (exact[r] or by_lowercase[r])]
@@ -95,6 +100,35 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
     if first:
         raise EmbeddingError(f"{path}: no vectors in the file")
     return vectors, exact | by_lowercase
+
+
+def is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def trailing_numbers(rest: str) -> int:
+    """How many of the last fields are numbers: the first line's width if its
+    word holds spaces (checked against a header after)."""
+    fields = rest.split()
+    count = 0
+    while count < len(fields) and is_number(fields[-1 - count]):
+        count += 1
+    return count
+
+
+def spaced_word(word: str, rest: str, dim: int) -> tuple[str, str]:
+    """`(word, values)` with the fields before the last `dim` joined to the
+    word, where none of them is a number and the last `dim` all are; otherwise
+    unchanged, so that a line with a value too many is still reported so."""
+    fields = rest.split()
+    if (not 0 < dim < len(fields) or any(map(is_number, fields[:-dim]))
+            or not all(map(is_number, fields[-dim:]))):
+        return word, rest
+    return " ".join([word, *fields[:-dim]]), " ".join(fields[-dim:])
 
 
 def first_width(path: Path, number: int, word: str, rest: str, header: int) -> int:

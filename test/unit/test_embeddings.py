@@ -109,3 +109,31 @@ def test_a_zip_member_zipfile_cannot_read_is_an_embedding_error(tmp_path, flag, 
     path.write_bytes(data)
     with pytest.raises(EmbeddingError, match=f"v.zip: cannot read vectors: .*{message}"):
         read_embeddings(path, vocab())
+
+
+@pytest.mark.parametrize("header", ["", "4 2\n"])
+def test_words_with_spaces_take_the_fields_before_the_values(tmp_path, header) -> None:
+    """GloVe 840B has lines such as `. . . 0.1 0.2`: the first field was taken
+    as the word and '.' as a value, and the whole file was refused."""
+    path = tmp_path / "v.txt"
+    path.write_text(header + ". . . 0.1 0.2\n. 0.3 0.4\nat name@domain.com 5 6\n"
+                             "at 7 8\n")
+    v = Vocabulary.from_words([".", "at", "film"])
+    vectors, found = read_embeddings(path, v)
+    np.testing.assert_allclose(vectors, [[0, 0], [0.3, 0.4], [7, 8], [0, 0]])
+    assert found.tolist() == [False, True, True, False]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # a field too many that is a number is a wrong width, not part of the word
+    ("good 1 2\nbad 1 2 3\n", "v.txt:2: 'bad' has 3 values, expected 2"),
+    ("good 1 2\n. . . nan 2\n", "v.txt:2: '. . .' has a value that is not a finite "
+                                 "float32 number"),
+    ("3 3\n. . . 0.1 0.2\n", "v.txt:2: '. . .' has 2 values, the header says 3"),
+    ("good 1 x 3\n", "v.txt:1: 'good' has a value that is not a finite float32 number"),
+])
+def test_spaced_words_leave_malformed_lines_errors(tmp_path, text, message) -> None:
+    (tmp_path / "v.txt").write_text(text)
+    with pytest.raises(EmbeddingError) as caught:
+        read_embeddings(tmp_path / "v.txt", Vocabulary.from_words(["bad", "good", ". . ."]))
+    assert str(caught.value) == f"{tmp_path}/{message}"
