@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -110,20 +111,29 @@ class TreeText:
             elif ch == ")" and not stack:
                 raise self.fail(f"unbalanced brackets: unexpected ')' at column {pos + 1}")
             elif self.done:
-                raise self.fail(f"text after the end of the tree at column {pos + 1}")
+                raise self.fail(self.after_the_end(pos))
             elif ch == "(":
                 pos = self.open(pos)
             elif ch == ")":
                 self.close()
                 pos += 1
             else:
-                raise self.fail(f"unexpected '{ch}' at column {pos + 1}, expected '('")
+                raise self.fail(f"unexpected {shown(ch)} at column {pos + 1}, expected '('")
         if stack:
             raise self.fail(f"unbalanced brackets: missing ')' for column {stack[-1][1]}")
         if not self.done:
             raise self.fail("expected a tree, got an empty line")
         return Tree(*(np.array(v, dtype=np.int32)
                       for v in (self.left, self.right, self.words, self.labels)))
+
+    def after_the_end(self, pos: int) -> str:
+        """A second tree on the line most often means a file whose lines end
+        in CR alone (classic Mac OS): read as one line, it said only this."""
+        text = self.text
+        where = f"text after the end of the tree at column {pos + 1}"
+        if "\r" in text[len(text[:pos].rstrip(" \t\r\n")) : pos]:
+            return f"{where}: lines end in CR alone; tree files need LF or CR LF line ends"
+        return where if text[pos].isprintable() else f"{where}: {shown(text[pos])}"
 
     def open(self, pos: int) -> int:
         """The node whose '(' is at `pos`: its label, then its word (a leaf,
@@ -136,7 +146,7 @@ class TreeText:
         if token in LABELS and (self.labelled or self.next_char(end) != ")"):
             label, pos = int(token), end
         elif self.labelled:
-            got = f"'{token}'" if token else "nothing"
+            got = shown(token) if token else "nothing"
             raise self.fail(f"expected a label 0-4 at column {pos + 2}, got {got}")
         else:
             label, pos = -1, pos + 1
@@ -186,6 +196,16 @@ class TreeText:
         if self.stack:
             self.stack[-1][2].append(len(self.left) - 1)
         self.done = not self.stack
+
+
+def shown(text: str) -> str:
+    """`text` quoted, with each invisible or unusual character escaped and
+    named: printed as it is, a no-break space read as a plain space."""
+    odd = [ch for ch in dict.fromkeys(text) if not ch.isprintable()]
+    quoted = "".join(ch.encode("unicode_escape").decode() if ch in odd else ch
+                     for ch in text)
+    names = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '')}".rstrip() for ch in odd)
+    return f"'{quoted}' ({names})" if odd else f"'{quoted}'"
 
 
 def load_sst(

@@ -159,6 +159,36 @@ def test_malformed_text_names_file_and_line(tmp_path, text: str, message: str):
         parse_tree(text, Vocabulary(), file="f.txt", line=9)
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("(3\u00a0(2 a) (4 b))",
+     "expected a label 0-4 at column 2, got '3\\xa0' (U+00A0 NO-BREAK SPACE)"),
+    ("(3 (2 a)\x0b(4 b))", "unexpected '\\x0b' (U+000B) at column 9, expected '('"),
+    ("(3 (2 a) (4 b))\x0c", "text after the end of the tree at column 16: '\\x0c' "
+                            "(U+000C)"),
+    ("\u200b(2 a)", "unexpected '\\u200b' (U+200B ZERO WIDTH SPACE) at column 1, "
+                    "expected '('"),
+])
+def test_invisible_characters_are_escaped_and_named(text: str, message: str):
+    """They were printed as they are: a no-break space read "got '3 '", a
+    vertical tab or form feed showed as nothing at all."""
+    with pytest.raises(TreeParseError) as caught:
+        parse_tree(text, Vocabulary())
+    assert str(caught.value) == f"<string>:1: error: {message}"
+
+
+def test_a_file_whose_lines_end_in_cr_alone_says_so(tmp_path):
+    """Read as one line, it said only "text after the end of the tree"."""
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"(3 (2 a) (4 b))\r(2 (2 c) (2 d))\r")
+    with pytest.raises(TreeParseError) as caught:
+        load_sst(path)
+    assert str(caught.value) == (f"{path}:1: error: text after the end of the tree at "
+                                 "column 17: lines end in CR alone; tree files need LF "
+                                 "or CR LF line ends")
+    (tmp_path / "crlf.txt").write_bytes(b"(3 (2 a) (4 b))\r\n(2 (2 c) (2 d))\r\n")
+    assert len(load_sst(tmp_path / "crlf.txt")[0]) == 2
+
+
 def test_an_unlabelled_tree_names_a_number_that_is_no_label():
     """`(9 (2 a) (3 b))` read 9 as a word (a label may be left out): the
     message said only that a node mixes a word and children."""
