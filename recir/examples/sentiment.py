@@ -290,11 +290,16 @@ def init_params(module, args: argparse.Namespace, vocab: int,
 
 
 def accuracies(record: dict) -> str:
-    text = f"root fine {record['root_fine']:.3f} binary {record['root_binary']:.3f}"
+    text = f"root fine {record['root_fine']:.3f} binary {score(record['root_binary'])}"
     if "all_fine" in record:
         text += (f", all nodes fine {record['all_fine']:.3f} "
-                 f"binary {record['all_binary']:.3f}")
+                 f"binary {score(record['all_binary'])}")
     return text
+
+
+def score(accuracy: float | None) -> str:
+    """None: nothing to score (binary accuracy of trees with no polar label)."""
+    return "n/a" if accuracy is None else f"{accuracy:.3f}"
 
 
 def epoch_line(record: dict, epochs: int) -> str:

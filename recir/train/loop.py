@@ -222,7 +222,7 @@ def check_finite(params: dict[str, np.ndarray], epoch: int) -> None:
                              "(any checkpoint is the last full epoch's)")
 
 
-def timed(score: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
+def timed(score: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     began = time.perf_counter()
     return {**score(*args), "eval_seconds": time.perf_counter() - began}
 

@@ -455,3 +455,21 @@ def test_embeddings_size_the_state_of_a_model_that_embeds_at_its_state(
     assert sentiment.main([*argv, "--hidden", "6"]) == 2  # a --hidden given still decides
     assert capsys.readouterr().err.endswith(f"has 8-d vectors but --hidden is 6 ({model} "
                                             "embeds at --hidden)\n")
+
+
+def test_a_dev_set_without_polar_labels_prints_binary_n_a(tmp_path, capsys) -> None:
+    """Its binary accuracy (0 of 0) was printed as 0.000 and logged as 0.0."""
+    (tmp_path / "train.txt").write_text("(3 (2 a) (4 good))\n(1 (1 bad) (2 b))\n")
+    (tmp_path / "dev.txt").write_text("(2 zzz)\n(2 a)\n")
+    metrics = tmp_path / "m.jsonl"
+    assert sentiment.main(["--data", str(tmp_path), "--hidden", "4", "--embed", "4",
+                           "--metrics", str(metrics), *TINY]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("epoch"))
+    assert re.fullmatch(r"epoch 1/1: loss [0-9.]+, \d+ trees/s \([0-9.]+ s\); dev root "
+                        r"fine 1.000 binary n/a, all nodes fine 1.000 binary n/a "
+                        r"\([0-9.]+ s\)", line), line
+    record = json.loads(metrics.read_text())
+    assert (record["root_fine"], record["root_binary"]) == (1.0, None)
+    assert sentiment.accuracies({"root_fine": 0.25, "root_binary": None, "all_fine": 0.5,
+                                 "all_binary": 0.75}) == (
+        "root fine 0.250 binary n/a, all nodes fine 0.500 binary 0.750")

@@ -451,6 +451,15 @@ def test_a_checkpoint_member_is_checked_before_it_is_inflated(double, tmp_path,
 # --- metrics on hand-made logits ---------------------------------------------
 
 
+def test_binary_accuracy_without_polar_labels_is_none() -> None:
+    """Only neutral gold labels: 0 hits of 0 read as a binary accuracy of 0."""
+    acc = Accuracy()
+    acc.add_many(np.array([[0.1, 0.1, 0.6, 0.1, 0.1], [0.6, 0.1, 0.1, 0.1, 0.1]]),
+                 np.array([2, 2]))
+    assert acc.as_dict("all") == {"all_fine": 0.5, "all_binary": None}
+    assert json.dumps(acc.as_dict("all")) == '{"all_fine": 0.5, "all_binary": null}'
+
+
 def test_binary_prediction_sums_class_probabilities() -> None:
     # argmax is class 4 (positive), but negative mass 0.6 beats positive 0.4;
     # gold labels 0 (negative) for the first two, 4 (positive) for the third
