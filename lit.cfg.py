@@ -15,6 +15,10 @@ config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # noqa: F821
+# lit passes on no variable it is not told to: without this, a checkout named
+# in PYTHONPATH (a git worktree) ran the tests against the installed recir.
+if "PYTHONPATH" in os.environ:
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]  # noqa: F821
 # Compiled objects go to a throwaway cache, not the user's ~/.cache/recir.
 config.environment["RECIR_CACHE_DIR"] = os.path.join(  # noqa: F821
     tempfile.gettempdir(), "recir-lit-cache"
