@@ -23,7 +23,14 @@ import math
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import I64, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -32,6 +39,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
 )
+from xdsl.irdl.dominance import DominanceInfo
 from xdsl.utils.exceptions import VerifyException
 
 
@@ -87,8 +95,11 @@ class NewOp(IRDLOperation):
         super().__init__(properties={"bytes": IntegerAttr(size, 64)}, result_types=[FRAME])
 
     def verify_(self) -> None:
-        """The saves into this frame in one block write slots that do not
-        overlap (a later one would overwrite part of another's value)."""
+        """The frame has room (natively 0 bytes is a null frame) and the saves
+        into it in one block write slots that do not overlap (a later one would
+        overwrite part of another's value)."""
+        if self.bytes.value.data <= 0:
+            raise VerifyException(f"needs bytes > 0, got {self.bytes.value.data}")
         saves = [u.operation for u in self.frame.uses
                  if isinstance(u.operation, SaveOp) and u.index == 1]
         for block in {op.parent_block() for op in saves}:
@@ -142,12 +153,42 @@ class LoadOp(IRDLOperation):
                          result_types=[typ])
 
     def verify_(self) -> None:
+        """In a frame this function makes, a slot holds one type (natively a
+        load reinterprets the bytes) and a save there dominates the load
+        (natively an unsaved slot reads the arena's stale bytes)."""
         check_offset(self.offset, self.frame, self.result.type)
-        if isinstance(self.frame.owner, NewOp) and not any(
-                isinstance(u.operation, SaveOp) and u.index == 1
-                and u.operation.offset == self.offset for u in self.frame.uses):
-            raise VerifyException(f"reads offset {self.offset.value.data} of a frame no "
-                                  "tape.save writes there")
+        if not isinstance(self.frame.owner, NewOp):
+            return
+        offset = self.offset.value.data
+        saves = [u.operation for u in self.frame.uses if isinstance(u.operation, SaveOp)
+                 and u.index == 1 and u.operation.offset == self.offset]
+        if not saves:
+            raise VerifyException(
+                f"reads offset {offset} of a frame no tape.save writes there")
+        for save in saves:
+            if save.value.type != self.result.type:
+                raise VerifyException(f"reads a {self.result.type} at offset {offset}, "
+                                      f"where tape.save writes a {save.value.type}")
+        if not any(dominates(save, self) for save in saves):
+            raise VerifyException(f"reads offset {offset} of a frame, but no tape.save "
+                                  "there dominates it: it may run before any save")
+
+
+def dominates(first: Operation, second: Operation) -> bool:
+    """Whether `first` runs before `second` on every path to it (MLIR's
+    `DominanceInfo::properlyDominates` for ops)."""
+    region = first.parent_region()
+    ancestor: Operation | None = second
+    while ancestor is not None and ancestor.parent_region() is not region:
+        ancestor = ancestor.parent_op()
+    if ancestor is None or region is None:
+        return False
+    block, other = first.parent_block(), ancestor.parent_block()
+    if block is other:
+        return first.is_before_in_block(ancestor)
+    assert block is not None
+    assert other is not None
+    return DominanceInfo(region).dominates(block, other)
 
 
 Tape = Dialect("tape", [NewOp, SaveOp, LoadOp], [FrameType])

@@ -48,3 +48,75 @@ func.func @f() -> tensor<4xf32> {
   func.return %h : tensor<4xf32>
 }
 // CHECK: 'tape.load' op reads offset 0 of a frame no tape.save writes there
+
+// -----
+
+// A frame of no bytes: natively the arena gave a null frame and the entry
+// returned 0.0 with no error.
+func.func @f(%x: f32) -> f32 {
+  %f = tape.new 0 : !tape.frame
+  func.return %x : f32
+}
+// CHECK: 'tape.new' op needs bytes > 0, got 0
+
+// -----
+
+func.func @f(%x: f32) -> f32 {
+  %f = tape.new -64 : !tape.frame
+  func.return %x : f32
+}
+// CHECK: 'tape.new' op needs bytes > 0, got -64
+
+// -----
+
+// A load of another type than the save there: natively it reinterpreted the
+// f32's bits (1069547520 for 1.5), the interpreter returned the f32.
+func.func @f(%x: f32) -> i32 {
+  %f = tape.new 8 : !tape.frame
+  tape.save %x, %f[0] : f32
+  %y = tape.load %f[0] : i32
+  func.return %y : i32
+}
+// CHECK: 'tape.load' op reads a i32 at offset 0, where tape.save writes a f32
+
+// -----
+
+// The only save runs in a loop that may run no times: natively the load
+// read 0.0, the interpreter failed on the unsaved slot.
+func.func @f(%x: f32, %n: i32) -> f32 {
+  %f = tape.new 8 : !tape.frame
+  %z = arith.constant 0 : i32
+  %one = arith.constant 1 : i32
+  scf.for %i = %z to %n step %one : i32 {
+    tape.save %x, %f[0] : f32
+  }
+  %y = tape.load %f[0] : f32
+  func.return %y : f32
+}
+// CHECK: 'tape.load' op reads offset 0 of a frame, but no tape.save there dominates it: it may run before any save
+
+// -----
+
+// The save is in a block that does not dominate the load's.
+func.func @f(%x: f32, %c: i1) -> f32 {
+  %f = tape.new 8 : !tape.frame
+  cf.cond_br %c, ^save, ^load
+^save:
+  tape.save %x, %f[0] : f32
+  cf.br ^load
+^load:
+  %y = tape.load %f[0] : f32
+  func.return %y : f32
+}
+// CHECK: 'tape.load' op reads offset 0 of a frame, but no tape.save there dominates it: it may run before any save
+
+// -----
+
+// A save after the load in the same block does not reach it either.
+func.func @f(%x: f32) -> f32 {
+  %f = tape.new 8 : !tape.frame
+  %y = tape.load %f[0] : f32
+  tape.save %x, %f[0] : f32
+  func.return %y : f32
+}
+// CHECK: 'tape.load' op reads offset 0 of a frame, but no tape.save there dominates it: it may run before any save
