@@ -300,6 +300,7 @@ class SizeOp(PureOp):
 
     def verify_(self) -> None:
         expect_vector(self.input, "input")
+        type_rules.size(self.result)
 
 
 @irdl_op_definition
@@ -370,6 +371,7 @@ class FusedOp(IRDLOperation):
         if [a.type for a in block.args] != [v.type for v in self.inputs]:
             raise VerifyException("body arguments must match the inputs' types")
         type_rules.fused_shapes(self.inputs, self.outputs)
+        type_rules.closed_body(self)
         for op in block.ops:
             if not isinstance(op, YieldOp) and not op.has_trait(Elementwise):
                 raise VerifyException(f"'{op.name}' in the body is not elementwise")

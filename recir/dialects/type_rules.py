@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerType, SymbolRefAttr, TensorType, f32, i32
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerType,
+    SymbolRefAttr,
+    TensorType,
+    f32,
+    i32,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import VerifyException
@@ -66,9 +74,19 @@ def reduction(x: SSAValue) -> Attribute:
 
 
 def argmax(x: SSAValue) -> Attribute:
+    """Not of an empty vector: it has no largest element (natively it gave 0)."""
     batched, shape = f32_rows_or_static(x, "input")
     expect_rank(shape, 1, "input")
+    if shape[0] == 0:
+        raise VerifyException("cannot take the argmax of an empty vector")
     return typed(batched, (), i32)
+
+
+def size(result: SSAValue) -> None:
+    """`tmath.size`'s result holds any size: a narrower integer wrapped natively
+    (300 read 44 as an i8) while the interpreter kept the size."""
+    if result.type not in (i32, i64, IndexType()):
+        raise VerifyException(f"result must be i32, i64 or index, got {result.type}")
 
 
 def softmax_xent(logits: SSAValue, label: SSAValue) -> Attribute:
@@ -162,6 +180,17 @@ def concat(*inputs: SSAValue) -> Attribute:
                 f"input {i} has shape {fmt_shape(s)}, expected "
                 f"{len(shapes[0])}-d with trailing shape {fmt_shape(trailing)}")
     return typed(batched, (sum(s[0] for s in shapes), *trailing), f32)
+
+
+def closed_body(op: Operation) -> None:
+    """Every value the body of `op` uses is defined in it: native code
+    evaluates the body from its block arguments alone."""
+    for inner in (o for region in op.regions for o in region.walk()):
+        for value in inner.operands:
+            if not op.is_ancestor(value.owner):
+                name = f"%{value.name_hint}" if value.name_hint else f"a {value.type}"
+                raise VerifyException(f"'{inner.name}' in the body uses {name} defined "
+                                      "outside the op: pass it as an input")
 
 
 def fused_shapes(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> None:

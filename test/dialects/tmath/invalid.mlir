@@ -195,3 +195,43 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %h : tensor<4xf32>
 }
 // CHECK: 'tmath.fused' op the body must end with a 'tmath.yield' of the results' types (tensor<4xf32>)
+
+// -----
+
+// A body that uses a value from outside the op: native code evaluates the
+// body from its inputs alone and failed with a KeyError.
+func.func @f(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %h = tmath.fused(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %t = tmath.add %a, %y : tensor<4xf32>
+    tmath.yield %t : tensor<4xf32>
+  }
+  func.return %h : tensor<4xf32>
+}
+// CHECK: 'tmath.fused' op 'tmath.add' in the body uses %y defined outside the op: pass it as an input
+
+// -----
+
+// A size in an i8: natively 300 wrapped to 44, the interpreter gave 300.
+func.func @f(%c: tensor<?xi32>) -> i8 {
+  %n = tmath.size %c : tensor<?xi32> -> i8
+  func.return %n : i8
+}
+// CHECK: 'tmath.size' op result must be i32, i64 or index, got i8
+
+// -----
+
+// No largest element: natively 0, the interpreter failed.
+func.func @f(%x: tensor<0xf32>) -> i32 {
+  %k = tmath.argmax %x : tensor<0xf32> -> i32
+  func.return %k : i32
+}
+// CHECK: 'tmath.argmax' op cannot take the argmax of an empty vector
+
+// -----
+
+func.func @f(%x: tensor<?x0xf32>) -> tensor<?xi32> {
+  %k = tmath.argmax %x : tensor<?x0xf32> -> tensor<?xi32>
+  func.return %k : tensor<?xi32>
+}
+// CHECK: 'tmath.argmax' op cannot take the argmax of an empty vector
