@@ -325,11 +325,10 @@ class RowLockBase(IRDLOperation):
     """`adjoint.lock_row %row` takes the lock of a table row (i64), in parallel
     native code (acquire); `adjoint.unlock_row %row` releases it (release).
 
-    Embedding rows stay shared between threads (a per-thread copy of a whole
-    table would cost more to sum than the few rows one tree touches), so a
-    row is added between `lock_row` and `unlock_row`, with plain vector
-    arithmetic: one lock per row instead of an atomic add per element (on
-    x86 a compare-and-swap loop each). Locks are striped by row index."""
+    Embedding rows stay shared between threads (a per-thread copy of a whole table
+    would cost more to sum than the few rows one tree touches), so a row is added
+    between `lock_row` and `unlock_row` with plain vector arithmetic: one lock per row,
+    not an atomic add (on x86 a CAS loop) per element. Locks are striped by row."""
 
     row = operand_def(I64)
     traits = traits_def(WritesMemory())
@@ -338,8 +337,24 @@ class RowLockBase(IRDLOperation):
     def __init__(self, row: SSAValue):
         super().__init__(operands=[row])
 
+    def verify_(self) -> None:
+        """An unlock_row of the row follows in the block, no lock_row or call
+        between: locks are striped, so a second one could wait for itself."""
+        if not isinstance(self, LockRowOp) or (block := self.parent_block()) is None:
+            return
+        at = self.next_op
+        while at is not None and not (isinstance(at, UnlockRowOp) and at.row == self.row):
+            taken = [o.name for o in at.walk() if o.name in TAKES_LOCKS]
+            if taken:
+                raise VerifyException(f"'{taken[0]}' runs before the row's unlock_row")
+            at = at.next_op
+        end = block.last_op  # (a branch to other blocks: lowered loops, not followed)
+        if at is None and (end is None or not end.successors):
+            raise VerifyException("the row is not unlocked before the block ends")
+
 
 LockRowOp, UnlockRowOp = named_ops(RowLockBase, "adjoint", "lock_row", "unlock_row")
+TAKES_LOCKS = ("adjoint.lock_row", "func.call", "invoke.invoke")  # (a callee may lock)
 
 
 @irdl_op_definition

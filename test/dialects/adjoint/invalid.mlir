@@ -126,3 +126,66 @@ func.func @f(%db: tensor<?x5xf32>, %dy: tensor<5xf32>) {
   func.return
 }
 // CHECK: 'adjoint.accumulate' op value has shape 5, expected ?x5
+
+// -----
+
+// A row locked twice: natively the second lock waited for the first (the
+// same spin lock) forever.
+func.func @f(%n: i32) -> i32 {
+  %r = arith.constant -5 : i64
+  adjoint.lock_row %r
+  adjoint.lock_row %r
+  func.return %n : i32
+}
+// CHECK: 'adjoint.lock_row' op 'adjoint.lock_row' runs before the row's unlock_row
+
+// -----
+
+// Another row's lock may be the same one too: locks are striped by row.
+func.func @f(%r: i64, %s: i64) {
+  adjoint.lock_row %r
+  adjoint.lock_row %s
+  adjoint.unlock_row %s
+  adjoint.unlock_row %r
+  func.return
+}
+// CHECK: 'adjoint.lock_row' op 'adjoint.lock_row' runs before the row's unlock_row
+
+// -----
+
+// A call while the lock is held: the callee may take a row lock.
+func.func @g() {
+  func.return
+}
+func.func @f(%r: i64) {
+  adjoint.lock_row %r
+  func.call @g() : () -> ()
+  adjoint.unlock_row %r
+  func.return
+}
+// CHECK: 'adjoint.lock_row' op 'func.call' runs before the row's unlock_row
+
+// -----
+
+// A lock inside a loop the lock is held around.
+func.func @f(%r: i64, %n: index) {
+  %z = arith.constant 0 : index
+  %one = arith.constant 1 : index
+  adjoint.lock_row %r
+  scf.for %i = %z to %n step %one {
+    adjoint.lock_row %r
+    adjoint.unlock_row %r
+  }
+  adjoint.unlock_row %r
+  func.return
+}
+// CHECK: 'adjoint.lock_row' op 'adjoint.lock_row' runs before the row's unlock_row
+
+// -----
+
+// A lock never released: the next lock of its row waits forever.
+func.func @f(%r: i64) {
+  adjoint.lock_row %r
+  func.return
+}
+// CHECK: 'adjoint.lock_row' op the row is not unlocked before the block ends
