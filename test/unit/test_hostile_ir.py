@@ -630,3 +630,72 @@ def test_a_function_declared_without_a_body_is_named(cache_dir):
     with pytest.raises(RecirError, match=r"^hand.mlir:1:1: error: 'func.func' op @g is declared "
                                          r"without a body: native code has none to call"):
         compile_module(module, "f", cache_dir=cache_dir)
+
+
+VERIFIER_CASES = {
+    "lock_twice": ("""func.func @f(%n: i32) -> i32 {
+  %r = arith.constant -5 : i64
+  adjoint.lock_row %r
+  adjoint.lock_row %r
+  func.return %n : i32
+}""", ["3"], "3:3: error: 'adjoint.lock_row' op 'adjoint.lock_row' runs before the "
+       "row's unlock_row"),
+    "tape_new_zero": ("""func.func @f(%x: f32) -> f32 {
+  %fr = tape.new 0 : !tape.frame
+  func.return %x : f32
+}""", ["1.5"], "2:3: error: 'tape.new' op needs bytes > 0, got 0"),
+    "load_typemix": ("""func.func @f(%x: f32) -> i32 {
+  %fr = tape.new 8 : !tape.frame
+  tape.save %x, %fr[0] : f32
+  %y = tape.load %fr[0] : i32
+  func.return %y : i32
+}""", ["1.5"], "4:3: error: 'tape.load' op reads a i32 at offset 0, where tape.save "
+       "writes a f32"),
+    "save_in_loop": ("""func.func @f(%x: f32, %n: i32) -> f32 {
+  %fr = tape.new 8 : !tape.frame
+  %z = arith.constant 0 : i32
+  %one = arith.constant 1 : i32
+  scf.for %i = %z to %n step %one : i32 {
+    tape.save %x, %fr[0] : f32
+  }
+  %y = tape.load %fr[0] : f32
+  func.return %y : f32
+}""", ["1.5", "0"], "8:3: error: 'tape.load' op reads offset 0 of a frame, but no "
+       "tape.save there dominates it: it may run before any save"),
+    "fused_outer": ("""func.func @f(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %h = tmath.fused(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %t = tmath.add %a, %y : tensor<4xf32>
+    tmath.yield %t : tensor<4xf32>
+  }
+  func.return %h : tensor<4xf32>
+}""", ["x.npy", "x.npy"], "2:3: error: 'tmath.fused' op 'tmath.add' in the body uses %y "
+       "defined outside the op: pass it as an input"),
+    "size_i8": ("""func.func @f(%c: tensor<?xi32>) -> i8 {
+  %n = tmath.size %c : tensor<?xi32> -> i8
+  func.return %n : i8
+}""", ["c.npy"], "2:3: error: 'tmath.size' op result must be i32, i64 or index, got i8"),
+    "argmax_empty": ("""func.func @f(%x: tensor<0xf32>) -> i32 {
+  %k = tmath.argmax %x : tensor<0xf32> -> i32
+  func.return %k : i32
+}""", ["e.npy"], "2:3: error: 'tmath.argmax' op cannot take the argmax of an empty vector"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VERIFIER_CASES))
+def test_ir_the_engines_ran_apart_is_refused_by_both_alike(tmp_path, capsys, case):
+    """Native code hung (a row locked twice), failed with a traceback or gave
+    another result than the interpreter on these; both now report the
+    verifier's one line."""
+    text, args, message = VERIFIER_CASES[case]
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    np.save(tmp_path / "c.npy", np.zeros(300, dtype=np.int32))
+    np.save(tmp_path / "e.npy", np.zeros(0, dtype=np.float32))
+    path = tmp_path / "f.mlir"
+    path.write_text(text)
+    argv = [str(path), "--entry", "f"]
+    for arg in args:
+        argv += ["--arg", str(tmp_path / arg) if arg.endswith(".npy") else arg]
+    for engine in ("--interpret", "--jit"):
+        assert recir_run.main([*argv, engine]) == 1
+        assert capsys.readouterr().err == f"{path}:{message}\n"
