@@ -12,8 +12,7 @@ what it gets wrong or lacks, so no xDSL code is patched:
 - `llvm.call` through a function pointer (its indirect form): xDSL does not convert it.
 - `llvm.func` linkage, `passthrough` and `noalias` arguments (`NOALIAS`): xDSL has none.
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
-  spin lock in a module-wide table (`atomicrmw xchg` acquire, `store atomic`
-  release), which xDSL's llvm dialect cannot express.
+  spin lock (`llvm_row_locks`), which xDSL's llvm dialect cannot express.
 
 xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
 lowers fptosi to the saturating `llvm.fptosi.sat` intrinsic, and leaves
@@ -55,6 +54,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
+from recir.backend.llvm_row_locks import lock_row, unlock_row
 from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
 from recir.passes.llvm_functions import noalias_arguments
 
@@ -159,63 +159,10 @@ def _call(op: llvm.CallOp, builder: ir.IRBuilder, values: ValueMap) -> None:
         values[op.returned] = instr
 
 
-# Row locks: striped by row index, each on its own 64-byte line.
-ROW_LOCKS = 256
-LOCK_STRIDE = 16  # i32s per lock (a cache line)
-I32, I64 = ir.IntType(32), ir.IntType(64)
-
-
-def _row_lock(row: ir.Value, builder: ir.IRBuilder) -> ir.Value:
-    """The lock word of `row` in the module's table (made at first use)."""
-    module = builder.module
-    table = module.globals.get("recir_row_locks")
-    if table is None:
-        typ = ir.ArrayType(I32, ROW_LOCKS * LOCK_STRIDE)
-        table = ir.GlobalVariable(module, typ, "recir_row_locks")
-        table.linkage = "internal"
-        table.initializer = ir.Constant(typ, None)
-        table.align = 64
-    slot = builder.and_(row, ir.Constant(I64, ROW_LOCKS - 1))
-    word = builder.mul(slot, ir.Constant(I64, LOCK_STRIDE))
-    return builder.gep(table, [word], inbounds=True, source_etype=I32)
-
-
-def _acquire_function(module: ir.Module) -> ir.Function:
-    """`recir_acquire(lock)`: exchange 1 in until 0 comes out, reading (not
-    writing) the word while another thread holds it."""
-    found = module.globals.get("recir_acquire")
-    if found is not None:
-        return found
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()]),
-                           "recir_acquire")
-    function.linkage = "internal"
-    lock = function.args[0]
-    entry, take, wait, done = (function.append_basic_block(n)
-                               for n in ("entry", "take", "wait", "done"))
-    ir.IRBuilder(entry).branch(take)
-    b = ir.IRBuilder(take)
-    old = b.atomic_rmw("xchg", lock, ir.Constant(I32, 1), "acquire")
-    b.cbranch(b.icmp_unsigned("==", old, ir.Constant(I32, 0)), done, wait)
-    b = ir.IRBuilder(wait)
-    held = b.load_atomic(lock, "monotonic", 4, typ=I32)
-    b.cbranch(b.icmp_unsigned("==", held, ir.Constant(I32, 0)), take, wait)
-    ir.IRBuilder(done).ret_void()
-    return function
-
-
-def _lock_row(op: adjoint.LockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    builder.call(_acquire_function(builder.module), [_row_lock(values[op.row], builder)])
-
-
-def _unlock_row(op: adjoint.UnlockRowOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    builder._insert(ir.instructions.StoreAtomicInstr(
-        builder.block, ir.Constant(I32, 0), _row_lock(values[op.row], builder), "release", 4))
-
-
 FIXES: dict[type[Operation], Fix] = {
     llvm.ConstantOp: _constant,  # xDSL's converter tries it last
-    adjoint.LockRowOp: _lock_row,
-    adjoint.UnlockRowOp: _unlock_row,
+    adjoint.LockRowOp: lock_row,
+    adjoint.UnlockRowOp: unlock_row,
     llvm.AllocaOp: _alloca,
     llvm.CallOp: _call,
     llvm.GEPOp: _gep,
