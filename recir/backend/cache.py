@@ -5,9 +5,9 @@ needs besides code, such as the error-site messages, and a SHA-256 of the
 object and that metadata together). Writes go through a temporary file and a
 rename, so concurrent compilers never read half an entry (a store removes
 the temporaries of writers that died before their rename, `remove_stale`);
-a load checks the digest and the metadata's fields, so an entry that is
-truncated, overwritten or garbled (a full disk, a crash mid-copy, another
-tool) is rebuilt rather than handed to LLVM, which trusts object files and
+a load checks the digest (of the key too: another entry's files copied
+under this key) and the metadata's fields, so an entry that is truncated,
+overwritten or garbled (a full disk, a crash mid-copy, another tool) is rebuilt rather than handed to LLVM, which trusts object files and
 crashes on bad ones. The key hashes the IR with its source locations:
 error sites name the lines of the program that was compiled, not of
 another with the same ops.
@@ -22,6 +22,7 @@ import io
 import json
 import os
 import secrets
+import stat
 import time
 import typing
 from pathlib import Path
@@ -37,7 +38,7 @@ from xdsl.printer import Printer
 from recir.context import make_context
 from recir.diagnostics import RecirError
 
-VERSION = "recir-object-cache-3"
+VERSION = "recir-object-cache-4"
 
 
 @functools.cache
@@ -118,10 +119,24 @@ def cache_key(ir_text: str, entry: str) -> str:
     return digest.hexdigest()
 
 
-def entry_digest(obj: bytes, meta: dict[str, Any]) -> str:
-    digest = hashlib.sha256(obj)
+def entry_digest(key: str, obj: bytes, meta: dict[str, Any]) -> str:
+    """The SHA-256 of the entry's key, object and metadata: another entry's
+    two files copied under this key do not verify (they were loaded as this
+    model's: wrong outputs, a heap corrupted, a segfault)."""
+    digest = hashlib.sha256(key.encode() + b"\0")
+    digest.update(obj)
     digest.update(json.dumps(meta, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def regular_bytes(path: Path) -> bytes:
+    """The file's bytes; OSError where it is not a regular file (a FIFO in
+    an entry's place blocked the read for ever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read()
 
 
 def conforms(value: Any, shape: Any) -> bool:
@@ -149,12 +164,12 @@ class ObjectCache:
         `fields` (name -> type), else None: the caller compiles again and
         `store` replaces the entry."""
         try:
-            obj = (self.directory / f"{key}.o").read_bytes()
-            record = json.loads((self.directory / f"{key}.json").read_bytes())
-        except (OSError, ValueError):  # missing, unreadable, not JSON or not UTF-8
-            return None
+            obj = regular_bytes(self.directory / f"{key}.o")
+            record = json.loads(regular_bytes(self.directory / f"{key}.json"))
+        except (OSError, ValueError, RecursionError):  # missing, unreadable, not JSON
+            return None  # (or not UTF-8, or nested past the parser's depth)
         if not (isinstance(record, dict) and isinstance(record.get("meta"), dict)
-                and record.get("sha256") == entry_digest(obj, record["meta"])):
+                and record.get("sha256") == entry_digest(key, obj, record["meta"])):
             return None
         meta: dict[str, Any] = record["meta"]
         if not all(name in meta and conforms(meta[name], shape)
@@ -163,7 +178,7 @@ class ObjectCache:
         return obj, meta
 
     def store(self, key: str, obj: bytes, meta: dict[str, Any]) -> None:
-        record = {"sha256": entry_digest(obj, meta), "meta": meta}
+        record = {"sha256": entry_digest(key, obj, meta), "meta": meta}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             remove_stale(self.directory)

@@ -180,10 +180,10 @@ def costs(cache_dir: Path | str | None = None) -> Costs:
                       float(measured["share"]), float(measured.get("warm_team_s",
                                                                    DEFAULT_WARM_TEAM_S)),
                       *(float(measured.get(k, v)) for k, v in FRONTIER_DEFAULTS.items()))
-        if all(math.isfinite(v) and v >= 0 for v in astuple(tuned)) and (
+        if all(0 <= v < 1e3 for v in astuple(tuned)) and (  # (not NaN, nor 1e308: inf after)
                 tuned.task_s >= LEAST_TASK_S):  # (a negative, NaN or 0 cost: divisions fail)
             return tuned
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
         pass  # none kept, or unreadable (a folder it cannot read): the defaults
     return Costs(unit_s, DEFAULT_TASK_S, DEFAULT_TEAM_S)
 

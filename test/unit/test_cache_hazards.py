@@ -301,3 +301,18 @@ def test_the_clock_is_the_fixed_one_where_cpufreq_gives_it(tmp_path):
     (tmp_path / policy.CPUFREQ).write_text("3900000\n")
     assert policy.clock_hz(tmp_path) == 3.9e9
     assert policy.clock_hz(tmp_path / "none") == policy.DEFAULT_CLOCK_HZ
+
+
+@pytest.mark.parametrize("kept", ['{"task_s": 1e400, "team_s": 1e-5, "share": 0.5}',
+                                  '{"task_s": 1e-6, "team_s": 1e308, "share": 0.5}',
+                                  "[" * 100_000])
+def test_kept_costs_out_of_all_reason_are_the_defaults(tmp_path, kept):
+    """An integer too large for a float, a cost that is inf once doubled,
+    JSON nested past the parser: each raised from every compile (Overflow-,
+    RecursionError) instead of taking the defaults."""
+    from recir.backend import policy
+
+    defaults = policy.costs(tmp_path / "none")
+    policy.tuned_path(tmp_path).write_text(kept.replace("1e400", "1" + "0" * 400))
+    assert policy.costs(tmp_path) == defaults
+    assert policy.team_min_work(2, policy.costs(tmp_path)) == policy.team_min_work(2, defaults)

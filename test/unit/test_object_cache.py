@@ -6,6 +6,7 @@ error locations."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +162,39 @@ def test_the_compiler_digest_reads_all_the_code_that_makes_objects(monkeypatch):
                 for p in (root / folder).rglob("*.py")]
     assert root / "backend" / "kernels" / "compiled_gemm.py" in lowering
     assert [p for p in [*lowering, *compiling] if p not in read] == []
+
+
+MUL = DIV.replace("arith.divsi", "arith.muli")  # (its entry under another key)
+
+
+def test_another_entry_copied_under_this_key_is_rebuilt(tmp_path):
+    """The digest covered the object and metadata but not the key: another
+    model's two files copied under this key verified, and ran (a product
+    for a quotient here; another TreeLSTM's wrong outputs, a corrupted heap
+    or a segfault elsewhere)."""
+    compile_div(tmp_path / "div")
+    compile_module(parse_module(make_context(), MUL, "div.mlir"), "div",
+                   cache_dir=tmp_path / "mul").wait()
+    (div_obj, div_meta), (mul_obj, mul_meta) = (entry_files(tmp_path / k) for k in ("div", "mul"))
+    div_obj.write_bytes(mul_obj.read_bytes())
+    div_meta.write_bytes(mul_meta.read_bytes())
+    assert not verifies(tmp_path / "div")
+    check_div(compile_div(tmp_path / "div"))  # (7 / 2 is 3, not 14)
+
+
+def test_metadata_nested_past_the_parser_is_rebuilt(tmp_path):
+    """json's RecursionError was not caught: the compile raised it."""
+    compile_div(tmp_path)
+    _, meta = entry_files(tmp_path)
+    meta.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    assert not verifies(tmp_path)
+    check_div(compile_div(tmp_path))
+
+
+def test_a_fifo_in_an_entrys_place_is_rebuilt_not_waited_on(tmp_path):
+    """Reading a FIFO blocked for ever (no writer)."""
+    compile_div(tmp_path)
+    obj, _ = entry_files(tmp_path)
+    obj.unlink()
+    os.mkfifo(obj)
+    assert not verifies(tmp_path)
