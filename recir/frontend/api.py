@@ -55,11 +55,21 @@ __all__ = ["SubGraph", "TracedModel", "cond", "f32", "i1", "i32", "structure",
 
 
 def vector(n: int) -> TensorType:
-    return TensorType(f32, [n])
+    return TensorType(f32, [size_of("vector", "n", n)])
 
 
 def matrix(rows: int, cols: int) -> TensorType:
-    return TensorType(f32, [rows, cols])
+    return TensorType(f32, [size_of("matrix", "rows", rows), size_of("matrix", "cols", cols)])
+
+
+def size_of(what: str, name: str, value: Any) -> int:
+    """A fixed size of at least 1: an open length (-1) made a per-row type
+    of the frontier's, which reductions took for rows (sum returned its
+    input); 2.5 or "3" raised an xDSL error naming no line."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise user_error(f"recir.{what}'s {name} is a fixed size of at least 1, got "
+                         f"{value!r} (a structure array of any length: recir.structure())")
+    return int(value)
 
 
 def structure() -> TensorType:

@@ -214,7 +214,20 @@ def is_i1(value: SSAValue) -> bool:
     return isinstance(value.type, IntegerType) and value.type.width.data == 1
 
 
+def check_alike(symbol: str, a: SSAValue, b: SSAValue) -> None:
+    """Both sides of `symbol` of one type: xDSL's own refusals named its type
+    variables (an f32 compared with an i32 raised a TypeError, no line)."""
+    if a.type == b.type or is_tensor(a) and is_tensor(b):  # (shapes: the op's verifier)
+        return
+    if is_tensor(a) != is_tensor(b):
+        raise user_error(f"'{symbol}' takes two tensors or two scalars, got {a.type} and "
+                         f"{b.type}: make the scalar a tensor with rf.fill(s, shape)")
+    raise user_error(f"'{symbol}' takes two values of one type, got {a.type} and {b.type} "
+                     "(recir converts no type into another)")
+
+
 def binary(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
+    check_alike(symbol, a, b)
     if isinstance(a.type, TensorType):
         return traced(TENSOR_BINARY[symbol](a, b))
     if is_i1(a):  # (i1 arithmetic wraps: `(n > 0) + 1` would be 0)
@@ -225,6 +238,7 @@ def binary(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
 
 
 def compare(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
+    check_alike(symbol, a, b)
     if isinstance(a.type, Float32Type):
         return traced(arith.CmpfOp(a, b, FLOAT_COMPARE[symbol]))
     if is_i1(a) and symbol not in ("==", "!="):  # (signed, true < false)

@@ -5,6 +5,7 @@ another line, or a value silently different from Python's."""
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 
@@ -195,3 +196,28 @@ def test_operators_a_traced_value_lacks():
     fails_here(lambda: scalars(lambda f, n, s: 1 ^ n), r"\(i32\) has no abs")  # HERE
     fails_here(lambda: scalars(lambda f, n, s: n << 2), r"\(i32\) has no abs")  # HERE
     fails_here(lambda: scalars(lambda f, n, s: (f, 8 >> n)), r"\(i32\) has no abs")  # HERE
+
+
+def test_values_of_two_types_meet_in_one_operator():
+    """An f32 compared with an i32 raised xDSL's TypeError (no line); `+`
+    named xDSL's type variable 'T'; a tensor times a scalar, its operand's
+    base attribute."""
+    fails_here(lambda: scalars(lambda f, n, s: f < n),  # HERE
+               r"'<' takes two values of one type, got f32 and i32")
+    fails_here(lambda: scalars(lambda f, n, s: n == f),  # HERE
+               r"'==' takes two values of one type, got i32 and f32")
+    fails_here(lambda: scalars(lambda f, n, s: f + n),  # HERE
+               r"'\+' takes two values of one type, got f32 and i32")
+    fails_here(lambda: scalars(lambda f, n, s: rf.zeros(4) * f),  # HERE
+               r"'\*' takes two tensors or two scalars, got tensor<4xf32> and f32: make "
+               r"the scalar a tensor with rf.fill\(s, shape\)")
+
+
+def test_a_vector_or_matrix_size_is_fixed_and_at_least_one():
+    """vector(-1) made a per-row type the reductions took for rows (sum
+    returned its input); 2.5 or "3" raised an xDSL error with no line."""
+    for size in (-1, 0, 2.5, "3", True):
+        fails_here(lambda: recir.vector(size),  # HERE
+                   rf"recir.vector's n is a fixed size of at least 1, got {re.escape(repr(size))}")
+    fails_here(lambda: recir.matrix(3, 0),  # HERE
+               "recir.matrix's cols is a fixed size of at least 1, got 0")
