@@ -24,7 +24,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from recir.backend import interrupts
+from recir.backend import interrupts, settings
 from recir.backend.arguments import check_native_signature, whole_number
 from recir.backend.cache import ObjectCache, cache_key, located_text, stored_function_type
 from recir.backend.background import Deferred
@@ -354,6 +354,7 @@ def resolve_threads(threads: int | None) -> int:
                       "(libomp.so.5, libiomp5.so or libgomp.so.1) found: running serially",
                       stacklevel=outside_recir())
         return 1
+    settings.check_worker_room(count)
     return count
 
 

@@ -11,6 +11,7 @@ and puts the environment back. A variable the user has set (`OMP_STACKSIZE`,
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import numbers
 import os
 from collections.abc import Iterator
@@ -82,3 +83,30 @@ def openmp_environment() -> Iterator[None]:
     finally:
         for name in added:
             del os.environ[name]
+
+
+_workers_fit = [1]  # the most threads whose workers' stacks were found to fit
+
+
+def check_worker_room(threads: int) -> None:
+    """That this process can reserve the stacks of a team's other threads
+    (an address-space limit such as `ulimit -v`): libgomp and libomp abort
+    the process when they cannot start a worker ("OMP: Error #34")."""
+    stack = current().worker_stack_bytes
+    if threads <= _workers_fit[0] or "OMP_STACKSIZE" in os.environ or stack == 0:
+        return
+    size = (threads - 1) * stack
+    try:
+        mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE,
+                  prot=PROT_NONE).close()
+    except OSError:
+        raise RecirError(f"error: this process cannot reserve {size >> 20} MiB for the stacks "
+                         f"of {threads - 1} OpenMP worker(s) ({stack >> 20} MiB each: an "
+                         "address-space limit?): ask for fewer threads, or give the workers "
+                         "smaller stacks: recir.configure_runtime(worker_stack_bytes=...)"
+                         ) from None
+    _workers_fit[0] = threads
+
+
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # (Linux's values, which Python's
+PROT_NONE = 0  # mmap module may not name)

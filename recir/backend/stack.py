@@ -123,9 +123,11 @@ class SwitchedStack:
     ctypes releases the GIL during the switch, as during any native call."""
 
     def __init__(self) -> None:
+        self.low = None  # (`__del__` runs after a failed reservation too)
         low = _libc.mmap(None, DEEP_STACK_BYTES, PROT_READ_WRITE, MAP_RESERVE_ONLY, -1, 0)
         if low in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), "mmap of a deep stack failed")
+            raise MemoryError(f"cannot reserve {DEEP_STACK_BYTES >> 20} MiB of address space "
+                              "for a deep stack (a limit such as ulimit -v?)")
         self.low = low
         self.buffer = ctypes.create_string_buffer(2 * UCONTEXT_BYTES + 64)
         base = (ctypes.addressof(self.buffer) + 63) & ~63
@@ -153,7 +155,8 @@ class SwitchedStack:
             raise OSError(ctypes.get_errno(), "swapcontext failed")
 
     def __del__(self, munmap: Any = _libc.munmap) -> None:  # bound: also at exit
-        munmap(self.low, DEEP_STACK_BYTES)
+        if self.low is not None:
+            munmap(self.low, DEEP_STACK_BYTES)
 
 
 _switched = threading.local()

@@ -70,3 +70,46 @@ def test_bad_settings_are_one_line_errors() -> None:
     with pytest.raises(RecirError, match=r"worker_stack_bytes 4611686018427387904 is more "
                                          r"than this machine's memory \(\d+ MiB\)"):
         recir.configure_runtime(worker_stack_bytes=2**62)
+
+
+LIMITED = """
+import resource, sys
+import numpy as np, recir
+from recir.data import make_treebank
+from recir.diagnostics import RecirError
+from recir.models import tree_rnn
+params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=50)
+model = tree_rnn.trace_model(params)
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + (1536 << 20), resource.RLIM_INFINITY))
+try:
+    recir.compile(model, threads=4, cache_dir=sys.argv[1])
+    raise SystemExit("compiled")
+except RecirError as e:
+    print(e)
+tree = make_treebank(1, "linear", num_leaves=30000, vocab_size=50, seed=1)[0]  # (deep: switched)
+args = (tree.left, tree.right, tree.word, tree.label, tree.root)
+resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
+try:
+    recir.compile(model, threads=1, cache_dir=sys.argv[1])(*args)
+    raise SystemExit("ran")
+except MemoryError as e:
+    print("MemoryError:", e)
+"""
+
+
+def test_a_team_whose_worker_stacks_cannot_be_reserved_is_refused(tmp_path) -> None:
+    """Under an address-space limit (`ulimit -v`) libomp aborted the process
+    ("OMP: Error #34") when it could not start a worker; the deep stack's
+    failed reservation raised OSError and printed a `__del__` traceback."""
+    done = subprocess.run([sys.executable, "-c", LIMITED, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("error: this process cannot reserve 3072 MiB for the stacks of 3 "
+                        "OpenMP worker(s) (1024 MiB each: an address-space limit?): ask for "
+                        "fewer threads, or give the workers smaller stacks: "
+                        "recir.configure_runtime(worker_stack_bytes=...)"), done.stdout
+    assert lines[1] == ("MemoryError: cannot reserve 1024 MiB of address space for a deep "
+                        "stack (a limit such as ulimit -v?)"), done.stdout
+    assert "Exception ignored" not in done.stderr, done.stderr
