@@ -44,23 +44,35 @@ GRADIENT_SUFFIXES = ("_fwd", "_bwd")  # what `synthesize-gradients` makes of a m
 def prologue_sites(function: func.FuncOp, max_depth: int = 0) -> list[str]:
     """The messages of the prologue's failures: too deep for the stack,
     then with `max_depth` deeper than it (the runtime adds `=N`, the limit
-    the user gave: a gradient is compiled with one more, its wrapper's call)."""
-    name, prefix = function.sym_name.data, location_prefix(function)
+    the user gave: a gradient is compiled with one more, its wrapper's call).
+    Both name the recursion as the user did (`model_name`) at its line: a
+    `_bwd`'s is its `_fwd`'s, synthesize-gradients giving it none."""
+    name, prefix = model_name(function), location_prefix(function)
+    if not prefix:
+        partner = sibling(function, name + "_fwd")
+        prefix = location_prefix(partner) if partner is not None else ""
     sites = [f"{prefix}error: recursion in @{name} is too deep for the native stack"]
     if max_depth:
-        sites.append(f"{prefix}error: recursion in @{model_name(function)} is deeper "
-                     "than max_depth")
+        sites.append(f"{prefix}error: recursion in @{name} is deeper than max_depth")
     return sites
 
 
 def model_name(function: func.FuncOp) -> str:
     """`@f` for a gradient's `@f_fwd` or `@f_bwd` (a module with both is a
-    gradient's), else the function's own name."""
-    name, block = function.sym_name.data, function.parent_block()
-    if not name.endswith(GRADIENT_SUFFIXES) or block is None:
+    gradient's) and for their serial clones (`invoke-clone-serial`), else
+    the function's own name."""
+    name = function.sym_name.data.removesuffix("_serial")
+    if not name.endswith(GRADIENT_SUFFIXES):
         return name
-    names = {op.sym_name.data for op in block.ops if isinstance(op, func.FuncOp | llvm.FuncOp)}
-    return name[:-4] if {name[:-4] + s for s in GRADIENT_SUFFIXES} <= names else name
+    return name[:-4] if all(sibling(function, name[:-4] + s) is not None
+                            for s in GRADIENT_SUFFIXES) else name
+
+
+def sibling(function: func.FuncOp, name: str) -> Operation | None:
+    """The function of the module named `name`, if any."""
+    block = function.parent_block()
+    return next((op for op in block.ops if isinstance(op, func.FuncOp | llvm.FuncOp)
+                 and op.sym_name.data == name), None) if block is not None else None
 
 
 def emit_prologue(entry: Block, ctx: SSAValue, fail: Block, record: Recorder, site: int,

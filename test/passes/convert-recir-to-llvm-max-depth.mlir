@@ -2,8 +2,8 @@
 // With max_depth, the prologue also reads the context's depth (offset 88):
 // at the limit the call fails with code 5; the body stores one more, and
 // every return, the error return included, puts back what it read. Code 5
-// records the function's second site, which names a gradient's @f_fwd and
-// @f_bwd (a pair) by the model's @f.
+// records the function's second site. Both sites name a gradient's @f_fwd
+// and @f_bwd (a pair) by the model's @f.
 
 func.func @down(%k: i32) -> i32 {
   %one = arith.constant 1 : i32
@@ -23,8 +23,8 @@ func.func private @lone_fwd(%k: i32) -> i32 {
 
 // CHECK:       builtin.module attributes {recir.error_sites = [
 // CHECK-SAME:    "{{.*}}:8:1: error: recursion in @down is too deep for the native stack", "{{.*}}:8:1: error: recursion in @down is deeper than max_depth",
-// CHECK-SAME:    "{{.*}}:14:1: error: recursion in @walk_fwd is too deep for the native stack", "{{.*}}:14:1: error: recursion in @walk is deeper than max_depth",
-// CHECK-SAME:    "{{.*}}:17:1: error: recursion in @walk_bwd is too deep for the native stack", "{{.*}}:17:1: error: recursion in @walk is deeper than max_depth",
+// CHECK-SAME:    "{{.*}}:14:1: error: recursion in @walk is too deep for the native stack", "{{.*}}:14:1: error: recursion in @walk is deeper than max_depth",
+// CHECK-SAME:    "{{.*}}:17:1: error: recursion in @walk is too deep for the native stack", "{{.*}}:17:1: error: recursion in @walk is deeper than max_depth",
 // CHECK-SAME:    "{{.*}}:20:1: error: recursion in @lone_fwd is too deep for the native stack", "{{.*}}:20:1: error: recursion in @lone_fwd is deeper than max_depth"]}
 // CHECK-LABEL: llvm.func @down(%0: !llvm.ptr, %k: i32) -> i32 {
 // CHECK:         %[[ROOM:.*]] = llvm.icmp "uge" %{{.*}}, %{{.*}} : i64

@@ -244,3 +244,31 @@ def test_ir_beyond_a_quarter_of_memory_is_refused_unread(tmp_path: Path, capsys,
     one_error(capsys, code, r"^.*big\.mlir: error: more than 4 MiB of IR, a quarter of this "
                             "machine's memory$")
     one_error(capsys, recir_opt.main([str(path)]), r"big\.mlir: error: more than 4 MiB of IR")
+
+
+def test_a_gradients_stack_sites_name_the_users_function_at_its_line():
+    """A backward pass too deep for the stack named the internal @node_bwd
+    (or @node_fwd_serial) with no line: synthesize-gradients gives a `_bwd`
+    no location."""
+    import numpy as np
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import StringAttr
+
+    import recir
+    from recir.models import tree_rnn
+    from recir.passes.prologue import prologue_sites
+    from recir.pipeline import run_passes
+
+    vg = recir.value_and_grad(tree_rnn.trace_model(
+        tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=10)))
+    module = vg.origin.clone()
+    run_passes(module, vg.passes)
+    functions = {op.sym_name.data: op for op in module.walk() if isinstance(op, func.FuncOp)}
+    serial = functions["node_fwd"].clone()  # (as invoke-clone-serial names a threaded one's)
+    serial.sym_name = StringAttr("node_fwd_serial")
+    module.body.block.add_op(serial)
+    functions["node_fwd_serial"] = serial
+    for name in ("node_fwd", "node_bwd", "node_fwd_serial"):
+        site, = prologue_sites(functions[name])
+        assert re.fullmatch(r".*tree_common.py:\d+:1: error: recursion in @node is too deep "
+                            r"for the native stack", site), (name, site)
