@@ -7,8 +7,9 @@ rename, so concurrent compilers never read half an entry (a store removes
 the temporaries of writers that died before their rename, `remove_stale`);
 a load checks the digest (of the key too: another entry's files copied
 under this key) and the metadata's fields, so an entry that is truncated,
-overwritten or garbled (a full disk, a crash mid-copy, another tool) is rebuilt rather than handed to LLVM, which trusts object files and
-crashes on bad ones. The key hashes the IR with its source locations:
+overwritten or garbled (a full disk, a crash mid-copy, another tool) is
+rebuilt rather than handed to LLVM, which trusts object files and crashes
+on bad ones. The key hashes the IR with its source locations:
 error sites name the lines of the program that was compiled, not of
 another with the same ops.
 """

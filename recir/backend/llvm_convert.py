@@ -52,9 +52,9 @@ from xdsl.dialects.builtin import (ArrayAttr, DenseIntOrFPElementsAttr, FloatAtt
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Block, Operation, SSAValue
 
+from recir.backend.llvm_row_locks import lock_row, unlock_row
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
-from recir.backend.llvm_row_locks import lock_row, unlock_row
 from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
 from recir.passes.llvm_functions import noalias_arguments
 

@@ -86,6 +86,8 @@ def openmp_environment() -> Iterator[None]:
 
 
 _workers_fit = [1]  # the most threads whose workers' stacks were found to fit
+# Linux's values, where Python's mmap module names none
+MAP_NORESERVE, PROT_NONE = getattr(mmap, "MAP_NORESERVE", 0x4000), 0
 
 
 def check_worker_room(threads: int) -> None:
@@ -106,7 +108,3 @@ def check_worker_room(threads: int) -> None:
                          "smaller stacks: recir.configure_runtime(worker_stack_bytes=...)"
                          ) from None
     _workers_fit[0] = threads
-
-
-MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # (Linux's values, which Python's
-PROT_NONE = 0  # mmap module may not name)
