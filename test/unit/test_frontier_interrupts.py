@@ -92,5 +92,7 @@ def test_ctrl_c_stops_a_frontier_call_on_another_thread(through, kind):
     kind, message = found.get("stopped", ("never stopped", f"{len(found['values'])} calls"))
     assert kind == "KeyboardInterrupt" and "was interrupted" in message, message
     assert found["stopping"] == 1  # the first SIGINT that stopped a call ended it
-    # every call that returned, and the one after the stop, as the recursive code's
-    assert max([found["first"], *found["values"], found["after"]]) < 1e-4, found
+    # every call that returned, and the one after the stop, as the recursive code's:
+    # both round differently on trees 60 nodes deep (1.8e-4 seen on an Intel
+    # AVX-512 host), a gradient added twice is off by its whole size
+    assert max([found["first"], *found["values"], found["after"]]) < 1e-3, found
