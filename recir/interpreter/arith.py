@@ -185,10 +185,21 @@ def _unsigned_impl(pick: Any) -> Any:
 register_table(ArithExtraFunctions, {arith.MaxUIOp: max, arith.MinUIOp: min}, _unsigned_impl)
 
 
+def _signed_impl(pick: Any) -> Any:
+    """`maxsi` / `minsi`: the operand `pick` chooses by signed value, as
+    native code compares (a true i1 is -1, less than a false one)."""
+    def run(self: Any, interp: Interpreter, op: Any, args: Any):
+        return (pick(args, key=lambda v: signed(v, op.result.type)),)
+
+    return run
+
+
+register_table(ArithExtraFunctions, {arith.MaxSIOp: max, arith.MinSIOp: min}, _signed_impl)
+
+
 # The scalar ops whose semantics are one Python function of the operands.
 SCALAR_ARITH: dict[type, Any] = {
     arith.NegfOp: lambda x: -x,
-    arith.MaxSIOp: max, arith.MinSIOp: min,
 }
 
 

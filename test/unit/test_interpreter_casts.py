@@ -1,7 +1,8 @@
-"""Casts and unsigned picks that native code runs and the interpreter had no
-implementation of (`recir-run` of hand-written IR): `uitofp`, `bitcast`,
-`maxui`, `minui`, each against NumPy's reading of the bits and the native
-result."""
+"""Casts and signed and unsigned picks that native code runs and the
+interpreter had no implementation of, or ran apart from it (`recir-run` of
+hand-written IR): `uitofp`, `bitcast`, `maxui`, `minui`, and `maxsi`,
+`minsi` of i1 (whose true is -1), each against NumPy's reading of the bits
+and the native result."""
 
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ CASES = [
      lambda a, b: int(np.int32(np.uint32(max(a % U32, b % U32)))), [(-1, 5), (3, 5)]),
     (function(["i32", "i32"], "i32", "arith.minui %a0, %a1 : i32"),
      lambda a, b: int(np.int32(np.uint32(min(a % U32, b % U32)))), [(-1, 5), (3, 5)]),
+    (function(["i1", "i1"], "i1", "arith.maxsi %a0, %a1 : i1"),  # a true i1 is -1
+     lambda a, b: a and b, [(True, False), (False, True), (True, True)]),
+    (function(["i1", "i1"], "i1", "arith.minsi %a0, %a1 : i1"),
+     lambda a, b: a or b, [(True, False), (False, True), (False, False)]),
 ]
 
 
 @pytest.mark.parametrize(("text", "reference", "argsets"), CASES,
-                         ids=["uitofp", "bitcast-to-f32", "bitcast-to-i32", "maxui", "minui"])
+                         ids=["uitofp", "bitcast-to-f32", "bitcast-to-i32", "maxui", "minui",
+                              "maxsi-i1", "minsi-i1"])
 def test_the_interpreter_runs_what_native_code_runs(text, reference, argsets):
     for args in argsets:
         interpreted, native = both(text, *args)
