@@ -288,6 +288,11 @@ class JoinOp(IRDLOperation):
             raise VerifyException("results must have the types of the joined values")
         owners = {v.owner for v in self.spawned}
         owner = owners.pop() if len(owners) == 1 else None
+        if self.spawned and not isinstance(owner, InvokeOp):
+            # convert-invoke-to-gomp loads each joined value from its spawn's
+            # slot: another value has none (it failed with a KeyError)
+            raise VerifyException("joins values that are not the results of one "
+                                  "concurrent invoke.invoke")
         if isinstance(owner, InvokeOp) and owner.concurrent is None:
             raise VerifyException("joins the results of an invoke that is not concurrent")
 

@@ -113,6 +113,10 @@ class GraphBuilder:
             return self.place_invoke(op, scope)
         if isinstance(op, scf.IfOp):
             return self.place_if(op, scope)
+        if isinstance(op, invoke.JoinOp):  # a call's tokens arrive when it is done
+            scope.values.update((r, self.lookup(v, scope, op))
+                                for r, v in zip(op.joined, op.spawned, strict=True))
+            return None
         if isinstance(op, invoke.SubgraphOp):
             raise emit_error(op, "run capture-outer-refs before "
                              "lower-invoke-to-call-return")

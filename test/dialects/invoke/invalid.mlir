@@ -143,6 +143,27 @@ func.func @f(%n: i32) -> i32 {
 
 // -----
 
+// A join of a joined value (convert-invoke-to-gomp failed on it with a
+// KeyError holding the value's repr, at no line).
+func.func @g(%a: i32) -> i32 { func.return %a : i32 }
+func.func @f(%n: i32) -> i32 {
+  %a = invoke.invoke @g(%n) concurrent : (i32) -> i32
+  %b = invoke.join %a : (i32) -> i32
+  %c = invoke.join %b : (i32) -> i32
+  func.return %c : i32
+}
+// CHECK: 'invoke.join' op joins values that are not the results of one concurrent invoke.invoke
+
+// -----
+
+func.func @f(%n: i32) -> i32 {
+  %c = invoke.join %n : (i32) -> i32
+  func.return %c : i32
+}
+// CHECK: 'invoke.join' op joins values that are not the results of one concurrent invoke.invoke
+
+// -----
+
 // A subgraph at the top level (capture-outer-refs failed to lift it, with a
 // traceback under recir-run; the interpreter ran it).
 invoke.subgraph @sg(%k: i32) -> i32 {
