@@ -37,7 +37,6 @@ from xdsl.utils.exceptions import VerifyException
 from recir.dialects import type_rules
 from recir.dialects.op_base import InferredOp, PureOp, named_ops
 from recir.dialects.row_types import (
-    expect_index_rows,
     expect_rank,
     expect_shape,
     expect_type,
@@ -115,8 +114,8 @@ class OnehotOp(PureOp):
     def verify_(self) -> None:
         batched, shape = f32_rows_or_static(self.result, "result")
         expect_rank(shape, 1, "result")
+        type_rules.expect_index(self.index, batched)
         if batched:
-            expect_index_rows(self.index, "index")
             expect_type(self.scale, rows_type(Float32Type()), "scale")
         elif any(isinstance(v.type, TensorType) for v in (self.index, self.scale)):
             raise VerifyException("index and scale must be scalars for a static result")
@@ -251,9 +250,8 @@ class AccumulateRowOp(AccumulateBase):
         if not (acc and acc[0] < 0):  # rows of scalars are a table too
             expect_rank(acc, 2, "accumulator")
         rows, value = f32_rows_or_static(self.value, "value")
-        if rows:
-            expect_index_rows(self.index, "index")
-        elif isinstance(self.index.type, TensorType):
+        type_rules.expect_index(self.index, rows)
+        if not rows and isinstance(self.index.type, TensorType):
             raise VerifyException("value must be rows for rows of indices")
         expect_shape(value, acc[1:], "value")
 

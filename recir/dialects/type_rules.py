@@ -98,6 +98,7 @@ def softmax_xent(logits: SSAValue, label: SSAValue) -> Attribute:
     elif isinstance(label.type, TensorType):
         raise VerifyException(
             f"label must be an integer for static logits, got {label.type}")
+    expect_not_i1(label, "label")
     return typed(batched, (), f32)
 
 
@@ -205,14 +206,28 @@ def fused_shapes(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Non
                               + " (over rows, an input may also have one row's shape)")
 
 
+def expect_not_i1(value: SSAValue, what: str) -> None:
+    """An index or label is no i1: native code read true as -1, the
+    interpreter as 1."""
+    if isinstance(value.type, IntegerType) and value.type.width.data == 1:
+        raise VerifyException(f"{what} is an i1: extend it to an integer type first")
+
+
+def expect_index(index: SSAValue, rows: bool) -> None:
+    """Rows of integers where the op's values are rows, else an integer
+    that is no i1 (or a tensor, which the op refuses)."""
+    if rows:
+        expect_index_rows(index, "index")
+    else:
+        expect_not_i1(index, "index")
+
+
 def is_index_rows(index: SSAValue) -> bool:
-    """Whether an index is rows (then of integers) rather than one integer
-    (not an i1: native code read true as -1, the interpreter as 1)."""
+    """Whether an index is rows (then of integers) rather than one integer."""
     if isinstance(index.type, TensorType):
         expect_index_rows(index, "index")
         return True
-    if isinstance(index.type, IntegerType) and index.type.width.data == 1:
-        raise VerifyException("index is an i1: extend it to an integer type first")
+    expect_not_i1(index, "index")
     return False
 
 

@@ -189,3 +189,20 @@ func.func @f(%r: i64) {
   func.return
 }
 // CHECK: 'adjoint.lock_row' op the row is not unlocked before the block ends
+
+// -----
+
+// An i1 index: the interpreter read true as 1, native code as -1.
+func.func @f(%l: i1, %s: f32) -> tensor<4xf32> {
+  %o = adjoint.onehot %l, %s : i1, f32 -> tensor<4xf32>
+  func.return %o : tensor<4xf32>
+}
+// CHECK: 'adjoint.onehot' op index is an i1: extend it to an integer type first
+
+// -----
+
+func.func @f(%demb: tensor<5x3xf32>, %l: i1, %dx: tensor<3xf32>) {
+  adjoint.accumulate_row %demb[%l], %dx : tensor<5x3xf32>, i1, tensor<3xf32>
+  func.return
+}
+// CHECK: 'adjoint.accumulate_row' op index is an i1: extend it to an integer type first

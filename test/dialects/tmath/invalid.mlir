@@ -185,6 +185,16 @@ func.func @f(%s: tensor<?xi32>, %i: i1) -> i32 {
 
 // -----
 
+// An i1 label: the interpreter read true as 1, native code as -1 (an index
+// out of range at run time).
+func.func @f(%x: tensor<4xf32>, %l: i1) -> f32 {
+  %p = tmath.softmax_xent %x, %l : tensor<4xf32>, i1 -> f32
+  func.return %p : f32
+}
+// CHECK: 'tmath.softmax_xent' op label is an i1: extend it to an integer type first
+
+// -----
+
 // a value yielded past the results went unread natively
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %h = tmath.fused(%x) : (tensor<4xf32>) -> tensor<4xf32> {
