@@ -59,8 +59,14 @@ def make_tree(
     """A random tree of `num_leaves` leaves (2k-1 nodes), words in [0, vocab_size)."""
     if shape not in SHAPES:
         raise ValueError(f"unknown tree shape '{shape}', expected one of {SHAPES}")
-    if num_leaves < 1 or vocab_size < 1:
-        raise ValueError(f"need num_leaves >= 1 and vocab_size >= 1, "
+    # (a float count never reaches 1 leaf per subtree: the split loops forever;
+    # word ids past int32 would wrap negative)
+    counts = (num_leaves, vocab_size)
+    if not all(isinstance(k, int | np.integer) and not isinstance(k, bool) for k in counts):
+        raise ValueError(f"make_tree: num_leaves and vocab_size must be integers, "
+                         f"got {num_leaves!r} and {vocab_size!r}")
+    if num_leaves < 1 or not 1 <= vocab_size <= np.iinfo(np.int32).max + 1:
+        raise ValueError(f"need num_leaves >= 1 and vocab_size in [1, 2**31], "
                          f"got {num_leaves} and {vocab_size}")
     left: list[int] = []
     right: list[int] = []

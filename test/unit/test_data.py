@@ -295,6 +295,19 @@ def test_synthetic_shapes_have_the_expected_depth(leaves: int):
         validate_structure(tree.left, tree.right, tree.roots, 100, word=tree.word)
 
 
+@pytest.mark.parametrize(("leaves", "vocab"), [(2.5, 100), (3.0, 100), (True, 100),
+                                                (3, 2.5), (3, 2**40)])
+def test_make_tree_refuses_counts_that_are_no_integers_or_too_large(leaves, vocab):
+    """A float leaf count split forever (2.5 leaves: 1 and 1.5, then 1 and
+    0.5, 0 and 0.5, ...), hanging and growing memory; word ids from a
+    vocabulary past int32 wrapped to negative ids."""
+    with pytest.raises(ValueError, match=r"^make_tree: num_leaves and vocab_size must be "
+                                         r"integers|^need num_leaves >= 1 and vocab_size"):
+        make_tree("balanced", leaves, np.random.default_rng(0), vocab)
+    tree = make_tree("balanced", np.int64(3), np.random.default_rng(0), 2**31)
+    assert tree.num_leaves == 3 and tree.word[tree.left < 0].min() >= 0
+
+
 def test_synthetic_labels_follow_leaf_polarity():
     polarity = word_polarity(np.arange(1000))
     assert polarity[0] == 0 and set(polarity.tolist()) == {-1, 0, 1}
