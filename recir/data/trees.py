@@ -105,7 +105,16 @@ class TreeBatch(NodeArrays):
 
 
 def batch_trees(trees: Sequence[Tree]) -> TreeBatch:
-    """Concatenate trees into one set of arrays, offsetting child indices."""
+    """Concatenate trees into one set of arrays, offsetting child indices.
+
+    Only `Tree`s: a `TreeBatch` read as one tree kept its last root alone
+    (the others silently dropped), and a generator was emptied by the check.
+    """
+    trees = list(trees)
+    if (bad := next((t for t in trees if not isinstance(t, Tree)), None)) is not None:
+        hint = " (pass the trees it was made of)" if isinstance(bad, TreeBatch) else ""
+        raise TypeError(f"batch_trees takes a sequence of Tree, got "
+                        f"{type(bad).__name__}{hint}")
     if not trees:
         empty = np.zeros(0, dtype=np.int32)
         return TreeBatch(empty, empty, empty, empty, empty)

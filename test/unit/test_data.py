@@ -277,6 +277,23 @@ def test_batch_offsets_children_and_roots():
     assert batch_trees([]).num_nodes == 0
 
 
+def test_batch_trees_takes_trees_alone_and_any_iterable_of_them():
+    """A TreeBatch in the list was read as one tree: the batch kept its last
+    root and dropped the rest; a generator was consumed by the emptiness check
+    and failed in NumPy ("need at least one array"); a non-tree was an
+    AttributeError."""
+    a = parse_tree("(3 (2 a) (4 b))", Vocabulary())
+    b = parse_tree("(1 x)", Vocabulary())
+    with pytest.raises(TypeError, match=r"^batch_trees takes a sequence of Tree, got "
+                                        r"TreeBatch \(pass the trees it was made of\)$"):
+        batch_trees([batch_trees([a, b])])
+    with pytest.raises(TypeError, match=r"^batch_trees takes a sequence of Tree, got int$"):
+        batch_trees([a, 1])
+    batch = batch_trees(t for t in (a, b, a))
+    assert batch.roots.tolist() == [2, 3, 6]
+    assert batch.left.tolist() == [-1, -1, 0, -1, -1, -1, 4]
+
+
 @pytest.mark.parametrize("leaves", [1, 2, 3, 5, 19, 32, 33, 200])
 def test_synthetic_shapes_have_the_expected_depth(leaves: int):
     rng = np.random.default_rng(leaves)
