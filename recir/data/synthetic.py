@@ -119,6 +119,10 @@ def make_treebank(
     if not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"make_treebank: n (the number of trees) must be an integer >= 0, "
                          f"got {n!r}")
+    if num_leaves is not None and (not isinstance(num_leaves, int | np.integer)
+                                   or isinstance(num_leaves, bool) or num_leaves < 1):
+        raise ValueError(f"make_treebank: num_leaves must be an integer >= 1, "
+                         f"got {num_leaves!r}")  # (2.5 made trees of 2 leaves)
     if isinstance(seed, int | np.integer) and seed < 0:
         raise ValueError(f"make_treebank: seed must be >= 0, got {seed}")
     rng = np.random.default_rng(seed)

@@ -120,6 +120,8 @@ def test_a_folder_given_as_a_tree_file_is_one_line_error(tmp_path):
                                  "got -1"),
     ({"n": 2.0}, r"n \(the number of trees\) must be an integer >= 0, got 2.0"),
     ({"n": 2, "seed": -1}, r"seed must be >= 0, got -1"),
+    ({"n": 2, "num_leaves": 2.5}, r"num_leaves must be an integer >= 1, got 2.5"),
+    ({"n": 2, "num_leaves": 0}, r"num_leaves must be an integer >= 1, got 0"),
 ])
 def test_make_treebank_names_a_bad_argument(kwargs, message):
     """NumPy's messages (negative dimensions, expected non-negative integer) did not."""
