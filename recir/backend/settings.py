@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from recir.backend.stack import DEEP_STACK_BYTES
+from recir.passes.native_context import MARGIN_BYTES
 from recir.diagnostics import RecirError
 
 
@@ -53,6 +54,11 @@ def configure(**changes: int) -> RuntimeSettings:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise RecirError(f"error: runtime setting {name} must be a non-negative "
                              f"integer, got {value!r}")
+        if name == "worker_stack_bytes" and value < MARGIN_BYTES:
+            # (every prologue on a worker would fail: its limit lies above the stack)
+            raise RecirError(f"error: runtime setting worker_stack_bytes {value} is less "
+                             f"than the {MARGIN_BYTES >> 20} MiB the stack checks keep "
+                             "below the deepest frame")
         if name == "worker_stack_bytes" and value > (
                 memory := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
             # (libomp aborts the process)

@@ -70,6 +70,12 @@ def test_bad_settings_are_one_line_errors() -> None:
     with pytest.raises(RecirError, match=r"worker_stack_bytes 4611686018427387904 is more "
                                          r"than this machine's memory \(\d+ MiB\)"):
         recir.configure_runtime(worker_stack_bytes=2**62)
+    # a worker's stack checks keep 2 MiB below the deepest frame: on a smaller
+    # stack every call on a team failed as an overflow ("a team worker's 0 KiB")
+    for small in (0, (2 << 20) - 1):
+        with pytest.raises(RecirError, match=rf"worker_stack_bytes {small} is less than "
+                                             r"the 2 MiB the stack checks keep"):
+            recir.configure_runtime(worker_stack_bytes=small)
 
 
 LIMITED = """
