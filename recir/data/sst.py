@@ -218,6 +218,9 @@ def load_sst(
     so that unseen words map to `<unk>` (0) and embedding tables keep their size.
     """
     vocab = Vocabulary() if vocab is None else vocab
+    if not isinstance(vocab, Vocabulary):  # (a dict failed at its first word, in parse_tree)
+        raise TypeError(f"load_sst: vocab must be a Vocabulary (Vocabulary.from_words makes "
+                        f"one from words), got {type(vocab).__name__}")
     trees: list[Tree] = []
     if os.path.isdir(path):
         raise TreeParseError(f"{os.fspath(path)}: error: is a folder, expected a tree file")

@@ -107,6 +107,16 @@ def test_a_file_numbers_words_in_first_seen_order(tmp_path):
         load_sst(path)
 
 
+def test_a_vocabulary_that_is_no_vocabulary_is_refused_by_name(tmp_path):
+    """A dict (`{}`: falsy, so not replaced) was an AttributeError from parse_tree."""
+    path = tmp_path / "one.txt"
+    path.write_text("(2 (2 b) (2 a))\n")
+    with pytest.raises(TypeError, match=r"^load_sst: vocab must be a Vocabulary .*got dict$"):
+        load_sst(path, vocab={})
+    trees, vocab = load_sst(path, Vocabulary.from_words(["a"]), grow_vocab=False)
+    assert trees[0].word[trees[0].left < 0].tolist() == [0, 1]  # b unseen: <unk>
+
+
 def test_a_folder_given_as_a_tree_file_is_one_line_error(tmp_path):
     """It was a raw IsADirectoryError."""
     with pytest.raises(TreeParseError, match=rf"^{re.escape(str(tmp_path))}: error: is a "
