@@ -17,8 +17,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from recir.backend.stack import DEEP_STACK_BYTES
-from recir.passes.native_context import MARGIN_BYTES
+from recir.backend.stack import DEEP_STACK_BYTES, MARGIN_BYTES
 from recir.diagnostics import RecirError
 
 

@@ -53,6 +53,11 @@ def split_point(shape: str, leaves: int, rng: np.random.Generator) -> int:
     return int(rng.integers(1, leaves))
 
 
+def whole(value: object) -> bool:
+    """An integer (a NumPy one too), not a bool."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
 def make_tree(
     shape: str, num_leaves: int, rng: np.random.Generator, vocab_size: int = 100
 ) -> Tree:
@@ -61,8 +66,7 @@ def make_tree(
         raise ValueError(f"unknown tree shape '{shape}', expected one of {SHAPES}")
     # (a float count never reaches 1 leaf per subtree: the split loops forever;
     # word ids past int32 would wrap negative)
-    counts = (num_leaves, vocab_size)
-    if not all(isinstance(k, int | np.integer) and not isinstance(k, bool) for k in counts):
+    if not (whole(num_leaves) and whole(vocab_size)):
         raise ValueError(f"make_tree: num_leaves and vocab_size must be integers, "
                          f"got {num_leaves!r} and {vocab_size!r}")
     if num_leaves < 1 or not 1 <= vocab_size <= np.iinfo(np.int32).max + 1:
@@ -119,8 +123,7 @@ def make_treebank(
     if not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"make_treebank: n (the number of trees) must be an integer >= 0, "
                          f"got {n!r}")
-    if num_leaves is not None and (not isinstance(num_leaves, int | np.integer)
-                                   or isinstance(num_leaves, bool) or num_leaves < 1):
+    if num_leaves is not None and not (whole(num_leaves) and num_leaves >= 1):
         raise ValueError(f"make_treebank: num_leaves must be an integer >= 1, "
                          f"got {num_leaves!r}")  # (2.5 made trees of 2 leaves)
     if isinstance(seed, int | np.integer) and seed < 0:
