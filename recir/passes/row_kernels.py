@@ -17,6 +17,7 @@ buffers, scalars) and returns the result.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from xdsl.dialects import arith, llvm, math
@@ -47,6 +48,7 @@ from recir.passes.tmath_kernels import (
     SCALAR,
     Kernel,
     checked,
+    each_element_vectors,
     enclosing_module,
     row_size,
     size,
@@ -231,7 +233,8 @@ ROW_KERNELS: dict[type[Operation], RowKernel] = {
     # (its kernel adds into a buffer: a row of scalars, a carried f32's
     # gradient, passed by value was a load from a float)
     adjoint.AccumulateOp: per_row(STATIC[adjoint.AccumulateOp], tensors=True),
-    **{op: per_row(apart(INTO[op]), into=True, tensors=True) for op in (*SCALAR, tmath.FusedOp)},
+    **{op: per_row(apart(partial(INTO[op], each=each_element_vectors)), into=True,
+                   tensors=True) for op in (*SCALAR, tmath.FusedOp)},
     **{op: per_row(apply) for op in ROW_ARITH},
     tmath.MatvecOp: matvec_plus,
     tmath.BilinearOp: bilinear,

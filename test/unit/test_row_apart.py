@@ -24,6 +24,7 @@ from recir.frontier_compile import compile_rows
 from recir.models import tree_lstm
 from recir.parsing import parse_module
 from recir.passes.llvm_functions import NOALIAS
+from recir.passes.gemm_target import host_target
 from recir.passes.row_kernels import APART
 from recir.pipeline import FUSE, run_passes
 
@@ -180,3 +181,39 @@ def test_a_room_is_written_only_apart_from_the_rows_read_in_place(tmp_path, over
     assert (native.descriptors[0].data == room.ctypes.data) is not over_the_input
     if not over_the_input:
         np.testing.assert_allclose(room, expected, rtol=1e-6)
+
+
+def chain(width: int) -> str:
+    return f"""
+func.func @gates(%x: tensor<?x{width}xf32>) -> tensor<?x{width}xf32> {{
+  %a = tmath.sigmoid %x : tensor<?x{width}xf32>
+  %b = tmath.tanh %x : tensor<?x{width}xf32>
+  %c = tmath.mul %a, %b : tensor<?x{width}xf32>
+  func.return %c : tensor<?x{width}xf32>
+}}
+"""
+
+
+SCALAR_MATH = re.compile(r"= f(add|sub|mul|div) [a-z ]*float ")
+
+
+@pytest.mark.parametrize("width", [5, 17, 150])
+def test_row_loops_past_whole_vectors_have_no_scalar_remainder(tmp_path, monkeypatch, width):
+    """A row wider than a vector but not a whole number of them (h=150):
+    its last columns are a vector again, overlapping the whole vectors,
+    instead of LLVM's scalar remainder loop; the values stay NumPy's. A row
+    narrower than a vector keeps its one loop."""
+    modules = compiled_ir(monkeypatch, frontier_compile)
+    function = next(op for op in parse_module(make_context(), chain(width)).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path).functions["gates"]
+    x = np.random.default_rng(5).standard_normal((3, width)).astype(np.float32) * 4
+    (out,) = native([x])
+    np.testing.assert_allclose(out, np.tanh(x) / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
+    if width <= host_target().lanes:
+        return
+    module = llvm_binding.parse_assembly(next(t for t in modules if f'@"{APART}' in t))
+    optimize(module, target_machine(), unrolling=False, slp=False)
+    code = "".join(str(f) for f in module.functions if not f.is_declaration)
+    assert re.search(r"<\d+ x float>", code)
+    assert SCALAR_MATH.search(code) is None  # (the row's loop is inlined there)
