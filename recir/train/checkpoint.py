@@ -45,7 +45,7 @@ class Best:
             self.params = {k: v.copy() for k, v in params.items()}
 
 
-def save_checkpoint(path: Path, params: Arrays, optimizer: Optimizer, epoch: int,
+def save_checkpoint(path: str | Path, params: Arrays, optimizer: Optimizer, epoch: int,
                     rng: np.random.Generator, best: Best | None = None,
                     info: dict[str, Any] | None = None) -> None:
     """Written to a temporary file and renamed: a crash keeps the old one."""
@@ -63,8 +63,9 @@ def save_checkpoint(path: Path, params: Arrays, optimizer: Optimizer, epoch: int
     write_npz(path, arrays)
 
 
-def write_npz(path: Path, arrays: Arrays) -> None:
+def write_npz(path: str | Path, arrays: Arrays) -> None:
     """Via a temporary file beside `path`, removed if writing fails."""
+    path = Path(path)  # (a str, as `load` takes: its `with_name` was an AttributeError)
     tmp = path.with_name(path.name + ".tmp.npz")
     if path.exists() and not path.is_file():  # (renamed over, a device would be replaced)
         raise CheckpointError(f"{path}: cannot write: not a regular file")

@@ -39,7 +39,7 @@ def describe(kind: str, sizes: dict[str, int], vocabulary: Vocabulary | None
             "vocabulary": None if vocabulary is None else list(vocabulary.words)}
 
 
-def save_model(path: Path, params: Arrays, info: dict[str, Any]) -> None:
+def save_model(path: str | Path, params: Arrays, info: dict[str, Any]) -> None:
     write_npz(path, {**{f"param/{k}": v for k, v in params.items()},
                      "model": np.array(json.dumps(info))})
 

@@ -60,3 +60,15 @@ def test_a_resume_file_is_checked_the_same_way(tmp_path) -> None:
             load_checkpoint(path, params, SGD(params, 0.1))
         for k, v in params.items():
             np.testing.assert_array_equal(v, before[k])
+
+
+def test_a_model_and_a_checkpoint_save_to_a_path_given_as_a_str(tmp_path) -> None:
+    """`load` took a str; `save_model` and `save_checkpoint` raised an
+    AttributeError ('str' object has no attribute 'with_name')."""
+    params = tree_rnn.init_params(np.random.default_rng(0), **SIZES)
+    save_model(str(tmp_path / "m.npz"), params, describe("tree_rnn", SIZES, None))
+    np.testing.assert_array_equal(load(str(tmp_path / "m.npz")).model.params["b"],
+                                  params["b"])
+    save_checkpoint(str(tmp_path / "c.npz"), params, SGD(params, 0.1), 2,
+                    np.random.default_rng(0))
+    assert load_checkpoint(tmp_path / "c.npz", params, SGD(params, 0.1))[0] == 2
