@@ -114,6 +114,10 @@ def read_model(data: NpzArrays, path: Path) -> LoadedModel:
     if words is not None and not (isinstance(words, list)
                                   and all(isinstance(w, str) for w in words)):
         raise CheckpointError(f"{path}: the vocabulary is not a list of words")
+    if words is not None and (words[:1] != [Vocabulary.UNK] or len(set(words)) < len(words)):
+        # (ids come from the list: another order read each row as another word's)
+        raise CheckpointError(f"{path}: the vocabulary is not '{Vocabulary.UNK}' then "
+                              "distinct words (its word ids would not be its rows)")
     vocabulary = None if words is None else Vocabulary.from_words(words)
     if vocabulary is not None and len(vocabulary) != sizes.get("vocab"):
         raise CheckpointError(f"{path}: {len(vocabulary)} vocabulary words for "

@@ -3,6 +3,8 @@ traceback, and never a parameter silently changed on the way in."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,16 @@ def test_a_model_and_a_checkpoint_save_to_a_path_given_as_a_str(tmp_path) -> Non
     save_checkpoint(str(tmp_path / "c.npz"), params, SGD(params, 0.1), 2,
                     np.random.default_rng(0))
     assert load_checkpoint(tmp_path / "c.npz", params, SGD(params, 0.1))[0] == 2
+
+
+@pytest.mark.parametrize("words", [["a", "<unk>", "b"], ["<unk>", "a", "a"],
+                                   ["x", "a", "b"]])
+def test_a_vocabulary_whose_ids_are_not_its_rows_is_refused(tmp_path, words) -> None:
+    """`<unk>` after 'a' loaded, and 'a' read row 1 (written as `<unk>`'s);
+    a repeated or missing `<unk>` said only 'N vocabulary words for 3
+    embedding rows'."""
+    info = describe("tree_rnn", SIZES, None) | {"vocabulary": words}
+    path, _ = model_file(tmp_path, model=np.array(json.dumps(info)))
+    with pytest.raises(CheckpointError, match=r"m\.npz: the vocabulary is not '<unk>' "
+                                              r"then distinct words"):
+        load(path)
