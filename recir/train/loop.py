@@ -102,6 +102,15 @@ def check_rates(config: TrainConfig, optimizer: Optimizer) -> None:
         if not isinstance(rate, numbers.Real) or not 0 <= rate <= FLOAT32_MAX:
             raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
                                    f"float32's range, got {rate!r}")
+    eps = getattr(optimizer, "eps", 1.0)  # (Adagrad's, Adam's: 0 divides a zero step by 0)
+    if not isinstance(eps, numbers.Real) or not 0 < eps <= FLOAT32_MAX:
+        raise TrainConfigError(f"the optimizer's eps must be a number above 0, within "
+                               f"float32's range, got {eps!r}")
+    betas = getattr(optimizer, "betas", (0.0, 0.0))  # (Adam's: 1 divides by 1 - 1)
+    if not (isinstance(betas, tuple | list) and len(betas) == 2
+            and all(isinstance(b, numbers.Real) and 0 <= b < 1 for b in betas)):
+        raise TrainConfigError(f"the optimizer's betas must be two numbers in [0, 1), "
+                               f"got {betas!r}")
     timeout = config.collective_timeout  # (a Timer's: inf overflows it, 0 fires at once)
     if not isinstance(timeout, numbers.Real) or not 0 < timeout <= threading.TIMEOUT_MAX:
         raise TrainConfigError(f"collective timeout must be a number of seconds above 0, "

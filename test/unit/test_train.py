@@ -516,6 +516,15 @@ def test_train_refuses_bad_options_before_compiling(double, monkeypatch, tmp_pat
     (lambda p: SGD(p, lr=None), "learning rate .* got None"),  # and a ValueError from
     (lambda p: SGD(p, lr=np.array([0.1, 0.2])), "learning rate .* got array"),  # NumPy)
     (lambda p: Adam(p, weight_decay="0"), "weight decay .* got '0'"),
+    # a negative eps stepped uphill where sqrt(sum) < 1, silently; eps 0 and
+    # a beta of 1 made NaN steps, reported after the epoch as a NaN gradient
+    (lambda p: Adagrad(p, eps=-1.0), "optimizer's eps must be a number above 0.* got -1.0"),
+    (lambda p: Adagrad(p, eps=0.0), "optimizer's eps .* got 0.0"),
+    (lambda p: Adam(p, eps=float("nan")), "optimizer's eps .* got nan"),
+    (lambda p: Adam(p, betas=(1.0, 0.999)), r"optimizer's betas must be two numbers in "
+                                            r"\[0, 1\), got \(1.0, 0.999\)"),
+    (lambda p: Adam(p, betas=(0.9, -0.1)), r"optimizer's betas .* got \(0.9, -0.1\)"),
+    (lambda p: Adam(p, betas=0.9), "optimizer's betas .* got 0.9"),
 ])
 def test_train_refuses_rates_that_are_not_float32_numbers(double, optimizer, message) -> None:
     with pytest.raises(TrainConfigError, match=f"^the {message}"):
