@@ -76,6 +76,8 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
         if not isinstance(value, numbers.Integral) or value < 1:  # (NumPy's integers too)
             raise TrainConfigError(f"{name.replace('_', ' ')} must be at least 1, "
                                    f"got {value}")
+    if not isinstance(config.seed, numbers.Integral) or config.seed < 0:  # (NumPy's seeds)
+        raise TrainConfigError(f"seed must be an integer, 0 or more, got {config.seed!r}")
     if config.engine not in ("native", "interpret"):
         raise TrainConfigError(f"unknown engine '{config.engine}' (native, interpret)")
     from recir.auto import MODES  # (the frontier's modules: imported when training)

@@ -489,6 +489,10 @@ def test_evaluate_from_logits_root_and_all_nodes() -> None:
     ({"batch_size": 0}, "batch size must be at least 1, got 0"),
     ({"epochs": -2}, "epochs must be at least 1"),
     ({"threads": 0}, "threads must be at least 1"),
+    # NumPy's errors, naming no option ('expected non-negative integer')
+    ({"seed": -1}, "seed must be an integer, 0 or more, got -1"),
+    ({"seed": 1.5}, "seed must be an integer, 0 or more, got 1.5"),
+    ({"seed": None}, "seed .* got None"),
     ({"metrics": "missing/m.jsonl"}, "does not exist"),
     ({"checkpoint": "."}, "is a folder"),
     ({"checkpoint": 5}, "checkpoint must be a path, got 5"),
