@@ -56,6 +56,9 @@ def read_embeddings(path: str | os.PathLike[str], vocab: Vocabulary
     vector in each found row (zeros elsewhere) and the boolean mask of found
     rows. Raises `EmbeddingError` naming the file and line."""
     path = Path(path)
+    if not isinstance(vocab, Vocabulary):  # (a dict failed at `vocab.ids`, as in load_sst)
+        raise TypeError(f"read_embeddings: vocab must be a Vocabulary (Vocabulary.from_words "
+                        f"makes one from words), got {type(vocab).__name__}")
     lower: dict[str, list[int]] = {}
     for word, index in vocab.ids.items():
         if word.lower() != word:

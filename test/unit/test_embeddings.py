@@ -137,3 +137,11 @@ def test_spaced_words_leave_malformed_lines_errors(tmp_path, text, message) -> N
     with pytest.raises(EmbeddingError) as caught:
         read_embeddings(tmp_path / "v.txt", Vocabulary.from_words(["bad", "good", ". . ."]))
     assert str(caught.value) == f"{tmp_path}/{message}"
+
+
+def test_a_vocabulary_that_is_no_vocabulary_is_named(tmp_path) -> None:
+    """A dict of word ids was an AttributeError ('dict' object has no attribute 'ids')."""
+    (tmp_path / "v.txt").write_text(GLOVE)
+    with pytest.raises(TypeError, match=r"^read_embeddings: vocab must be a Vocabulary "
+                                        r".*got dict$"):
+        read_embeddings(tmp_path / "v.txt", {"the": 0})
