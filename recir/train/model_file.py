@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from recir.data.sst import Vocabulary
+from recir.data.trees import Tree
 from recir.train.checkpoint import (
     Arrays,
     CheckpointError,
@@ -63,6 +64,12 @@ class LoadedModel:
                 all_nodes: bool = False) -> list[dict[str, Any]]:
         """Per tree: the root's label and class probabilities and, with
         `all_nodes`, every node's label (post-order: children first, root last)."""
+        bad = trees if isinstance(trees, Tree | str) else next(
+            (t for t in trees if not isinstance(t, Tree)), None)
+        if bad is not None:  # (the scorer's AttributeError named no argument)
+            hint = " (recir.data.parse_tree makes one of text)" if isinstance(bad, str) else ""
+            raise TypeError(f"predict takes a list of Tree, got a {type(bad).__name__}"
+                            f"{' alone' if bad is trees else ''}{hint}")
         out = []
         for logits in (scorer or self.scorer(roots_only=not all_nodes))(trees):
             probs = softmax_rows(logits.astype(np.float64))

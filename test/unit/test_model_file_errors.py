@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from recir.data.sst import Vocabulary
+from recir.data.sst import Vocabulary, parse_tree
 from recir.models import tree_rnn
 from recir.train import SGD, CheckpointError, load, load_checkpoint, save_checkpoint
 from recir.train.model_file import describe, save_model
@@ -87,3 +87,16 @@ def test_a_vocabulary_whose_ids_are_not_its_rows_is_refused(tmp_path, words) -> 
     with pytest.raises(CheckpointError, match=r"m\.npz: the vocabulary is not '<unk>' "
                                               r"then distinct words"):
         load(path)
+
+
+@pytest.mark.parametrize(("trees", "message"), [
+    (["(2 (1 a) (3 b))"], r"got a str \(recir\.data\.parse_tree makes one of text\)$"),
+    ("(2 a)", r"got a str alone \(recir\.data\.parse_tree"),
+    (parse_tree("(2 a)", Vocabulary.from_words("ab")), "got a Tree alone$"),
+])
+def test_predict_names_what_is_not_a_tree(tmp_path, trees, message) -> None:
+    """Text, or one tree not in a list, was an AttributeError or TypeError
+    from inside the scorer ('str' object has no attribute 'num_nodes')."""
+    path, _ = model_file(tmp_path)
+    with pytest.raises(TypeError, match=f"^predict takes a list of Tree, {message}"):
+        load(path).predict(trees)
