@@ -84,6 +84,8 @@ class NodeScorer:
         takes the frontier's batched form or the recursive code, whichever
         the cost model says is faster for the batch
         (`bench/sst_eval_time.py --batching` times each)."""
+        if engine not in ("native", "interpret"):  # (any other ran the interpreter)
+            raise ValueError(f"unknown engine '{engine}' (native, interpret)")
         self.model, self.threads, self.engine = model, threads, engine
         self.roots_only, self.batching = roots_only, batching
         self.compiled: dict[int, Callable[..., Any]] = {}

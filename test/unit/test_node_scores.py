@@ -131,3 +131,10 @@ def test_scores_that_overflow_are_an_error_not_an_accuracy() -> None:
     with pytest.raises(RecirError, match=r"^error: the model scores inf or NaN \(tree 0 of the "
                                          r"3 scored\): its parameters overflow"):
         evaluate(scorer, trees)
+
+
+def test_an_unknown_engine_is_refused() -> None:
+    """'Native' (any name but "native") ran the reference interpreter, silently."""
+    params = tree_rnn.init_params(np.random.default_rng(0), hidden=4, vocab=5, classes=5)
+    with pytest.raises(ValueError, match=r"^unknown engine 'Native' \(native, interpret\)$"):
+        NodeScorer(tree_rnn.trace_model(params), engine="Native")
