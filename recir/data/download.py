@@ -122,7 +122,8 @@ def fetch(url: str, target: Path, progress: bool, timeout: float) -> None:
                             f"{e.reason}") from None
     except urllib.error.URLError as e:
         raise DownloadError(f"cannot download {url}: {e.reason}") from None
-    except (OSError, http.client.HTTPException) as e:
+    except (OSError, http.client.HTTPException, ValueError) as e:  # (ValueError: a url
+        # with no scheme, 'unknown url type')
         raise DownloadError(f"cannot download {url}: {e}") from None
     if total is not None and got != total:
         raise DownloadError(f"download of {url} was cut short: {got} of {total} bytes")

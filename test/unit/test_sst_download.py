@@ -105,6 +105,14 @@ def test_refused_connection(tmp_path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("url", ["nlp.stanford.edu/x.zip", ""])
+def test_a_url_without_a_scheme_is_a_download_error(tmp_path, url) -> None:
+    """urllib's ValueError ('unknown url type') came out of `download` as it was."""
+    with pytest.raises(DownloadError, match=f"^cannot download {url}: unknown url type"):
+        download(tmp_path, url=url, files=expected(), progress=False)
+    assert leftovers(tmp_path) == []
+
+
 def test_fetch_cli_and_sst_path_find_the_download(tmp_path, monkeypatch,
                                                   capsys) -> None:
     monkeypatch.delenv("RECIR_SST_DIR", raising=False)
