@@ -55,7 +55,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from recir.backend.llvm_row_locks import lock_row, unlock_row
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
-from recir.passes.arith_to_llvm import _CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX
+from recir.passes.arith_to_llvm import (_CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX,
+                                        FLOAT_MIN_MAX, float_min_max_intrinsic)
 from recir.passes.llvm_functions import noalias_arguments
 
 ValueMap = dict[SSAValue, ir.Value]
@@ -235,12 +236,22 @@ def _negf(op: arith.NegfOp, builder: ir.IRBuilder, values: ValueMap) -> None:
     values[op.result] = builder.fneg(values[op.operands[0]], flags=[])
 
 
+def _call_intrinsic(name: str, op: Operation, builder: ir.IRBuilder, values: ValueMap) -> None:
+    """`op`'s result as a call of intrinsic `name` on its operands."""
+    args = [values[v] for v in op.operands]
+    intrinsic = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(
+        convert_type(op.results[0].type), [a.type for a in args]), name=name)
+    values[op.results[0]] = builder.call(intrinsic, args)
+
+
 def _fptosi(op: arith.FPToSIOp, builder: ir.IRBuilder, values: ValueMap) -> None:
     """The saturating intrinsic (`arith_to_llvm._fptosi`)."""
-    name = f"llvm.fptosi.sat.i{op.result.type.width.data}.f32"
-    intrinsic = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(
-        convert_type(op.result.type), [values[op.input].type]), name=name)
-    values[op.result] = builder.call(intrinsic, [values[op.input]])
+    _call_intrinsic(f"llvm.fptosi.sat.i{op.result.type.width.data}.f32", op, builder, values)
+
+
+def _float_min_max(op: Operation, builder: ir.IRBuilder, values: ValueMap) -> None:
+    """`llvm.maximum` / `llvm.minimum` (`arith_to_llvm.FLOAT_MIN_MAX`)."""
+    _call_intrinsic(float_min_max_intrinsic(op), op, builder, values)
 
 
 def _uitofp(op: arith.UIToFPOp, builder: ir.IRBuilder, values: ValueMap) -> None:
@@ -263,6 +274,7 @@ ARITH: dict[type[Operation], Fix] = {
        for kind, method in _FLOAT_METHODS.items()},
     **{kind: _cast for kind in _CASTS},
     **{kind: _min_max for kind in _MIN_MAX},
+    **{kind: _float_min_max for kind in FLOAT_MIN_MAX},
     arith.ConstantOp: _constant,  # as the llvm.mlir.constant it would become
     arith.CmpiOp: _cmpi,
     arith.CmpfOp: _cmpf,
@@ -291,7 +303,7 @@ def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,
         return
     try:
         xdsl_convert_op(op, builder, values, blocks)
-    except NotImplementedError:  # an op no pass lowers (arith.floordivsi): a user error
+    except NotImplementedError:  # an op no pass lowers (arith.ceildivsi): a user error
         raise emit_error(op, "is not supported by the native backend") from None
 
 

@@ -98,9 +98,10 @@ def signed(value: int, typ: Any) -> int:
 
 
 class CheckedDivisionFunctions(InterpreterFunctions):
-    """xDSL's signed divisions and unsigned remainder after the checks native
-    code makes (`arith_to_llvm.guard_division`), with its messages:
-    xDSL asserts a non-zero divisor (a traceback) and wraps INT_MIN / -1."""
+    """xDSL's signed divisions (`floordivsi` too) and unsigned remainder
+    after the checks native code makes (`arith_to_llvm.guard_division`),
+    with its messages: xDSL asserts a non-zero divisor (a traceback) and
+    wraps INT_MIN / -1."""
 
     def __init__(self) -> None:
         self.xdsl = ArithFunctions()
@@ -123,7 +124,7 @@ def _checked_division(op_type: type) -> Any:
 
 
 register_table(CheckedDivisionFunctions, {t: t for t in (
-    arith.DivSIOp, arith.RemSIOp, arith.RemUIOp)}, _checked_division)
+    arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.RemUIOp)}, _checked_division)
 
 
 # shifts of a `width`-bit value by an amount in range, as native code does
@@ -213,6 +214,16 @@ def _scalar_impl(fn: Any) -> Any:
 register_table(ArithExtraFunctions, SCALAR_ARITH, _scalar_impl)
 
 
+def maximumf(a: Any, b: Any) -> Any:
+    """NaN where either is, and +0.0 above -0.0 (`np.maximum` may give either zero)."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def minimumf(a: Any, b: Any) -> Any:
+    """NaN where either is, and -0.0 below +0.0."""
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
 # The row forms of arith ops (`invoke-to-frontier`): the same op on tensors
 # of rows, elementwise; NumPy's int32 arithmetic wraps as i32 does.
 ROW_ARITH: dict[type, Any] = {
@@ -220,7 +231,8 @@ ROW_ARITH: dict[type, Any] = {
     arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or,
     arith.XOrIOp: np.bitwise_xor, arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
     arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
-    arith.DivfOp: np.divide, arith.NegfOp: np.negative,
+    arith.DivfOp: np.divide, arith.NegfOp: np.negative, arith.MaximumfOp: maximumf,
+    arith.MinimumfOp: minimumf,
 }
 
 

@@ -3,9 +3,12 @@
 xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
 flags are carried over, since they are what lets LLVM vectorize reductions.
 Integer division is not in the table: the pass converts it after
-`guard_division`'s checks of the divisor. arith.uitofp (xDSL's llvm has no
-uitofp) and cmpf's constant predicates stay for the translation to LLVM IR
-(`backend/llvm_convert.ARITH`).
+`guard_division`'s checks of the divisor (`floordivsi` expanded into `divsi`
+and a correction, as MLIR's arith-expand does). `maximumf` / `minimumf`
+become the `llvm.maximum` / `llvm.minimum` intrinsics, as in MLIR's
+ArithToLLVM: NaN if either operand is NaN, and -0.0 below +0.0.
+arith.uitofp (xDSL's llvm has no uitofp) and cmpf's constant predicates
+stay for the translation to LLVM IR (`backend/llvm_convert.ARITH`).
 
 Nor are the checks before ops LLVM makes poison for some operands (a shift by
 the operand's width or more, a float out of the integer type's range
@@ -23,7 +26,7 @@ from collections.abc import Callable
 from xdsl.dialects import arith, cf, llvm
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import format_error, location_prefix
 from recir.passes.loop_builder import Emitter
@@ -65,6 +68,15 @@ _MIN_MAX = {arith.MaxSIOp: "sgt", arith.MinSIOp: "slt",
             arith.MaxUIOp: "ugt", arith.MinUIOp: "ult"}
 
 
+# NaN-propagating, signed-zero-ordered min/max: the LLVM intrinsic of each
+FLOAT_MIN_MAX = {arith.MaximumfOp: "llvm.maximum", arith.MinimumfOp: "llvm.minimum"}
+
+
+def float_min_max_intrinsic(op: Operation) -> str:
+    """The intrinsic's name for the op's float type (`llvm.maximum.f32`)."""
+    return f"{FLOAT_MIN_MAX[type(op)]}.{op.results[0].type}"
+
+
 def _fastmath(op: Operation) -> llvm.FastMathAttr:
     flags = op.fastmath.data if isinstance(op, arith.FloatingPointLikeBinaryOperation) else ()
     return llvm.FastMathAttr(list(flags) or None)
@@ -92,6 +104,9 @@ def convert_arith(op: Operation) -> list[Operation] | None:
         target = _CASTS[kind]
         return [build((target, operands[0].type, typ), lambda: target(operands[0], typ),
                       operands)]
+    if kind in FLOAT_MIN_MAX:
+        typ = op.results[0].type
+        return [llvm.CallIntrinsicOp(float_min_max_intrinsic(op), list(operands), [typ])]
     if kind in _MIN_MAX:
         compare = _icmp(op.operands[0], op.operands[1], _MIN_MAX[kind])
         return [compare, llvm.SelectOp(compare, op.operands[0], op.operands[1])]
@@ -136,8 +151,23 @@ _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
 
 
 SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
-SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp)
+SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
+
+
+GUARDED = (*DIVISIONS, *SHIFTS, arith.FPToSIOp)
+
+
+def guard(op: Operation) -> None:
+    """The checks before an op of `GUARDED`; a `floordivsi` then expanded."""
+    if isinstance(op, DIVISIONS):
+        guard_division(op)
+    elif isinstance(op, SHIFTS):
+        guard_shift(op)
+    elif isinstance(op, arith.FPToSIOp):
+        guard_conversion(op)
+    if isinstance(op, arith.FloorDivSIOp):
+        expand_floordivsi(op)
 
 
 def guard_division(op: Operation) -> None:
@@ -152,6 +182,23 @@ def guard_division(op: Operation) -> None:
         not_minus_one = b.value(arith.CmpiOp(rhs, b.const(-1, rhs.type), "ne"))
         ok = b.value(arith.OrIOp(not_min, not_minus_one))
         b.op(cf.AssertOp(ok, format_error(op, "overflows")))
+
+
+def expand_floordivsi(op: arith.FloorDivSIOp) -> None:
+    """`q = a / b`, less one where the division was inexact and the signs
+    differ (MLIR's arith-expand); after `guard_division`, so b != 0 and no
+    INT_MIN / -1 reaches the `divsi`."""
+    b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
+    lhs, rhs, typ = op.lhs, op.rhs, op.result.type
+    quotient = b.value(arith.DivSIOp(lhs, rhs))
+    inexact = b.value(arith.CmpiOp(b.value(arith.MuliOp(quotient, rhs)), lhs, "ne"))
+    signs = b.value(arith.XOrIOp(lhs, rhs))
+    differ = b.value(arith.CmpiOp(signs, b.const(0, typ), "slt"))
+    lower = b.value(arith.SubiOp(quotient, b.const(1, typ)))
+    down = b.value(arith.AndIOp(inexact, differ))
+    floor = b.value(arith.SelectOp(down, lower, quotient))
+    op.result.replace_all_uses_with(floor)
+    Rewriter.erase_op(op)
 
 
 def guard_shift(op: Operation) -> None:

@@ -69,8 +69,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.dialects import adjoint, invoke, tape
 from recir.passes import math_expansions
-from recir.passes.arith_to_llvm import (DIVISIONS, SHIFTS, guard_conversion, guard_division,
-                                        guard_shift)
+from recir.passes.arith_to_llvm import GUARDED, guard
 from recir.passes.convert_invoke_to_gomp import SPAWNS, TASK
 from recir.passes.entry_points import (
     packed_entry,
@@ -365,19 +364,15 @@ class ConvertRecirToLlvmPass(ModulePass):
 def survey(op: ModuleOp) -> tuple[bool, bool, dict[int, int], set[int]]:
     """One walk of the module (it is large; an earlier pass's llvm.func is
     lowered already, bar its arith and cf ops: `row_products.rows_functions`):
-    divisions, shifts and float-to-integer conversions guarded and math
-    expanded on the way, and whether it makes tapes, whether it spawns, each
-    copied slot's f32 elements, the logged slots."""
+    divisions, shifts and float-to-integer conversions guarded (`guard`) and
+    math expanded on the way, and whether it makes tapes, whether it spawns,
+    each copied slot's f32 elements, the logged slots."""
     needs_arena = needs_tasks = False
     elements: dict[int, int] = {}
     logged_slots: set[int] = set()
     for inner in [o for f in op.ops if not isinstance(f, llvm.FuncOp) for o in f.walk()]:
-        if isinstance(inner, DIVISIONS):
-            guard_division(inner)
-        elif isinstance(inner, SHIFTS):
-            guard_shift(inner)
-        elif isinstance(inner, arith.FPToSIOp):
-            guard_conversion(inner)
+        if isinstance(inner, GUARDED):
+            guard(inner)
         elif isinstance(inner, (math.ExpOp, math.TanhOp, math.LogOp)):
             expand_math(inner)
         elif isinstance(inner, tape.NewOp):

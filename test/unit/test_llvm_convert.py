@@ -196,7 +196,10 @@ llvm.func @mix(%a: i64, %b: i64, %x: f32, %y: f32, %n: i32) -> f32 {
   %k = arith.subf %h, %x : f32
   %p = arith.mulf %k, %y fastmath<contract> : f32
   %v = arith.divf %p, %y : f32
-  %neg = arith.negf %v : f32
+  %low = arith.minimumf %v, %x : f32
+  %high = arith.maximumf %v, %x : f32
+  %spread = arith.subf %low, %high : f32
+  %neg = arith.negf %spread : f32
   %half = arith.constant 0.5 : f32
   %gt = arith.cmpf ogt, %neg, %half : f32
   cf.cond_br %gt, ^more(%neg : f32), ^less
@@ -250,6 +253,7 @@ def reference_mix(a: int, b: int, x: float, y: float, n: int) -> float:
     pick = w if w < n else n
     f = np.float32(pick) + np.float32(n)
     v = np.float32((f - np.float32(x)) * np.float32(y)) / np.float32(y)
+    v = np.float32(min(v, np.float32(x)) - max(v, np.float32(x)))
     big = -v if -v > 0.5 else np.float32(0.5)
     i = int(big)
     bits = struct.unpack("<f", struct.pack("<i", i))[0]
