@@ -7,8 +7,9 @@ while parsing (an operand used with another type than it has, a type or
 attribute an op's definition rejects, a literal its type cannot hold) is
 reported the same way, at the op, rather than as a caret under a token.
 Input xDSL would turn into a traceback (bytes that are not UTF-8, a constant
-too large for memory, nesting deeper than Python's recursion limit) is
-reported the same way.
+too large for memory, a float literal beyond its type's range, nesting
+deeper than Python's recursion limit) is reported the same way; a decimal
+literal xDSL would read as infinity (`1.0e400 : f64`) is such a literal too.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ import re
 from dataclasses import dataclass
 from typing import IO, Any
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FileLineColLoc,
+    FloatAttr,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser, ParserState, UnresolvedOperand
 from xdsl.utils.exceptions import ParseError, VerifyException
@@ -45,6 +54,26 @@ def quarter_of_memory() -> int:
     except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
         memory = 8 << 30
     return memory // 4
+
+
+# a decimal number in IR text, not digits of a name (`f32`) or of a
+# hexadecimal literal (`0x1e50`: bits, never beyond its type)
+DECIMAL = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+def overflowing(text: str, typ: Any) -> str | None:
+    """The first decimal literal in `text` that float type `typ` cannot hold
+    as a finite value, as xDSL converts it (an integer by `float(int)`)."""
+    for literal in DECIMAL.findall(text):
+        try:
+            exact = re.search("[.eE]", literal) is None
+            value = float(int(literal)) if exact else float(literal)
+            typ.pack((value,))
+        except OverflowError:
+            return literal
+        if math.isinf(value):
+            return literal
+    return None
 
 
 def dense_element_limit() -> int:
@@ -92,6 +121,7 @@ class LocatingParser(Parser):
         self.parsing: list[list[Any]] = []  # [start, op name] of each op being parsed
         self.attribute_depth = 0  # attributes being parsed, nested
         self.after_type = (0, -1)  # (attribute depth, position) after a literal's type
+        self.literal_type: Any = None  # the type of the literal being parsed
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
@@ -139,12 +169,50 @@ class LocatingParser(Parser):
             raise ParseError(start, f"a dense literal of {count} elements is too large "
                              f"(at most {dense_element_limit()} on this machine)")
         self.after_type = (self.attribute_depth, self._current_token.span.start)
+        self.literal_type = typ.element_type
         return typ
 
     def _parse_attribute_type(self) -> Attribute:
         typ = super()._parse_attribute_type()
         self.after_type = (self.attribute_depth, self._current_token.span.start)
+        self.literal_type = typ
         return typ
+
+    def parse_optional_builtin_int_or_float_attr(self) -> Any:
+        """xDSL raises an OverflowError for a float literal beyond its type
+        (`1.0e40 : f32`) and reads one beyond f64 as infinity: an error of
+        the op, naming the value."""
+        start = self._current_token.span
+        try:
+            attr = super().parse_optional_builtin_int_or_float_attr()
+        except OverflowError:
+            self.overflow(start, self.literal_type)
+            raise
+        if isinstance(attr, FloatAttr) and math.isinf(attr.value.data):
+            self.overflow(start, attr.type)
+        return attr
+
+    def parse_dense_int_or_fp_elements_attr(self, type: Any) -> Any:
+        """Each element of a dense literal checked as a scalar literal is."""
+        start = self._current_token.span
+        try:
+            attr = super().parse_dense_int_or_fp_elements_attr(type)
+        except OverflowError:
+            self.overflow(start, (type.element_type if type is not None
+                                  else self.literal_type))
+            raise
+        element = attr.get_element_type()
+        if isinstance(element, AnyFloat) and np.isinf(attr.get_values()).any():
+            self.overflow(start, element)
+        return attr
+
+    def overflow(self, start: Span, typ: Any) -> None:
+        """An error naming the literal from `start` on that `typ` cannot hold
+        (none where each holds: an infinity given as its bits)."""
+        text = Span(start.start, self._current_token.span.start, start.input).text
+        literal = overflowing(text, typ) if typ is not None else None
+        if literal is not None:
+            raise self.op_error(f"the value {literal} overflows {typ}")
 
     def parse_optional_attribute(self) -> Attribute | None:
         """xDSL checks a literal against its type once both are read and

@@ -64,6 +64,23 @@ TYPE_ERRORS: dict[str, tuple[str, str]] = {
         "  func.return %c : i32\n}\n",
         "2:3: error: 'arith.constant' op Floating point value is not valid for integer "
         "type."),
+    "float literal beyond f32": (  # was "too large to hold in memory" under a caret
+        "func.func @f() -> f32 {\n  %c = arith.constant 1.0e40 : f32\n"
+        "  func.return %c : f32\n}\n",
+        "2:3: error: 'arith.constant' op the value 1.0e40 overflows f32"),
+    "negative float literal beyond f32": (
+        "func.func @f() -> f32 {\n  %c = arith.constant -3.5e38 : f32\n"
+        "  func.return %c : f32\n}\n",
+        "2:3: error: 'arith.constant' op the value -3.5e38 overflows f32"),
+    "dense literal beyond f32": (
+        "func.func @f() -> tensor<2xf32> {\n"
+        "  %k = tmath.constant dense<[1.0, 2.0e39]> : tensor<2xf32>\n"
+        "  func.return %k : tensor<2xf32>\n}\n",
+        "2:3: error: 'tmath.constant' op the value 2.0e39 overflows f32"),
+    "float literal beyond f64": (  # (xDSL read it as infinity)
+        "func.func @f() -> f32 {\n  %d = arith.constant 1.0e400 : f64\n"
+        "  %c = arith.constant 1.0 : f32\n  func.return %c : f32\n}\n",
+        "2:3: error: 'arith.constant' op the value 1.0e400 overflows f64"),
     "dense literal of another shape": (
         "func.func @f() -> tensor<4xf32> {\n"
         "  %k = tmath.constant dense<[1.0, 2.0]> : tensor<4xf32>\n"
@@ -94,6 +111,20 @@ def test_the_tools_print_the_same_line(tmp_path: Path, capsys, case):
     assert capsys.readouterr().err == f"{path}:{error}\n"
     assert recir_run.main([str(path), "--entry", "f", "--interpret"]) == 1
     assert capsys.readouterr().err == f"{path}:{error}\n"
+
+
+@pytest.mark.parametrize(("literal", "value"), [
+    ("3.4028235e38 : f32", 3.4028234663852886e38),  # the largest f32, rounded to it
+    ("-3.4028235e38 : f32", -3.4028234663852886e38),
+    ("0x7F800000 : f32", float("inf")),  # an infinity given as its bits
+    ("1.0e300 : f64", 1.0e300),
+])
+def test_float_literals_within_range_parse(literal, value):
+    typ = literal.split(": ")[1]
+    text = (f"func.func @f() -> {typ} {{\n  %c = arith.constant {literal}\n"
+            f"  func.return %c : {typ}\n}}\n")
+    op = next(iter(parse_module(make_context(), text).ops)).body.block.first_op
+    assert op.value.value.data == value
 
 
 def test_split_input_file_counts_lines_from_the_file(tmp_path: Path, capsys):
