@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, TensorType, f32
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    TensorType,
+    f32,
+    i1,
+)
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.utils.comparisons import to_signed
@@ -247,7 +254,10 @@ class ArithRowFunctions(InterpreterFunctions):
 
 def _row_impl(fn: Any) -> Any:
     def run(self: ArithRowFunctions, interp: Interpreter, op: Any, args: Any):
-        if isinstance(op.result.type, TensorType):
+        typ = op.result.type
+        if isinstance(typ, TensorType) and typ.element_type == i1:
+            return (on_bits(fn, args),)
+        if isinstance(typ, TensorType):
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
                 return (fn(*args),)
         functions, scalar = self.scalar[type(op)]
@@ -257,3 +267,10 @@ def _row_impl(fn: Any) -> Any:
 
 
 register_table(ArithRowFunctions, ROW_ARITH, _row_impl)
+
+
+def on_bits(fn: Any, args: Any) -> Any:
+    """`fn` on rows of i1 (0 or 1 here, or bools) as on i1 values: signed,
+    a true one is -1 (maxsi is and), and the result taken mod 2 (1 + 1 is 0)."""
+    signed = [-(np.asarray(a, np.int32) & 1) for a in args]
+    return np.bitwise_and(fn(*signed), 1).astype(np.asarray(args[0]).dtype)

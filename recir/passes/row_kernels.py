@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from xdsl.dialects import arith, llvm, math
-from xdsl.dialects.builtin import TensorType, i32
+from xdsl.dialects.builtin import TensorType, i1, i8, i32
 from xdsl.ir import Operation, SSAValue
 
 from recir.dialects import adjoint, tmath
@@ -150,7 +150,12 @@ APART = "recir_rows.apart"  # the functions `apart` makes: recir_rows.apart<n>
 
 
 def apply(b: Emitter, op: Operation, args: Sequence[SSAValue]) -> SSAValue:
-    """An arith op on one row's values."""
+    """An arith op on one row's values; on an i1's byte (`rows.storage`) as
+    on the i1, whose true is -1 to `maxsi` and 1 + 1 is 0, stored as 0 or 1."""
+    typ = op.results[0].type
+    if (typ.element_type if isinstance(typ, TensorType) else typ) == i1:
+        bits = [b.value(arith.TruncIOp(a, i1)) for a in args]
+        return b.value(arith.ExtUIOp(b.value(type(op)(*bits)), i8))
     return b.value(type(op)(*args))
 
 

@@ -1,8 +1,8 @@
 """Casts and signed and unsigned picks that native code runs and the
 interpreter had no implementation of, or ran apart from it (`recir-run` of
 hand-written IR): `uitofp`, `bitcast`, `maxui`, `minui`, and `maxsi`,
-`minsi` of i1 (whose true is -1), each against NumPy's reading of the bits
-and the native result."""
+`minsi` of i1 (whose true is -1), on scalars and on rows, each against
+NumPy's reading of the bits or a truth table, and the native result."""
 
 from __future__ import annotations
 
@@ -57,3 +57,35 @@ def test_the_interpreter_runs_what_native_code_runs(text, reference, argsets):
         want = reference(*args)
         assert type(interpreted) is type(want), (args, interpreted)
         assert interpreted == native == want, (args, interpreted, native, want)
+
+
+# i1 ops on rows of i1 as on i1 values (a true i1 is -1; 1 + 1 is 0), each a
+# truth table in plain Python
+I1_ROW_OPS = {"maxsi": lambda a, b: a and b, "minsi": lambda a, b: a or b,
+              "addi": lambda a, b: a != b, "subi": lambda a, b: a != b,
+              "muli": lambda a, b: a and b, "andi": lambda a, b: a and b,
+              "ori": lambda a, b: a or b, "xori": lambda a, b: a != b}
+I1_ROWS = ("func.func @rows(%a: tensor<?xi1>, %b: tensor<?xi1>) -> ("
+           + ", ".join(["tensor<?xi1>"] * len(I1_ROW_OPS)) + ") {\n"
+           + "".join(f"  %{name} = arith.{name} %a, %b : tensor<?xi1>\n" for name in I1_ROW_OPS)
+           + "  func.return " + ", ".join(f"%{name}" for name in I1_ROW_OPS) + " : "
+           + ", ".join(["tensor<?xi1>"] * len(I1_ROW_OPS)) + "\n}\n")
+
+
+def test_i1_row_forms_compute_as_the_scalar_ops(tmp_path):
+    """Rows of i1 (a byte each natively, 0 or 1 in the interpreter) took
+    `maxsi` as `or` (1 > 0) in both, and `1 + 1` as 2, read back as true."""
+    from xdsl.dialects import func
+
+    from recir.frontier_compile import compile_rows
+
+    a = np.array([1, 1, 0, 0] * 9, np.int32)  # (past one vector's lanes)
+    b = np.array([1, 0, 1, 0] * 9, np.int32)
+    interpreted = run_function(parse_module(make_context(), I1_ROWS), "rows", [a, b])
+    function = next(op for op in parse_module(make_context(), I1_ROWS).ops
+                    if isinstance(op, func.FuncOp))
+    native = compile_rows([([function], None)], tmp_path).functions["rows"]([a, b])
+    for k, (name, table) in enumerate(I1_ROW_OPS.items()):
+        want = [bool(table(bool(x), bool(y))) for x, y in zip(a, b, strict=True)]
+        assert [bool(v) for v in interpreted[k]] == want, name
+        assert [bool(v) for v in native[k]] == want, name
