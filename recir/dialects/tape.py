@@ -76,6 +76,13 @@ def check_offset(offset: IntegerAttr, frame: SSAValue, typ: Attribute) -> None:
                               f"{size} bytes")
 
 
+# The largest frame: beyond any machine's memory, and small enough that the
+# arena's rounding to 64 bytes, its chunk header and its pointer bump
+# (`tape_arena.alloc_function`) cannot overflow i64 (2^63 - 1 wrapped to a
+# negative size, refused only by luck as out of memory).
+MAX_FRAME_BYTES = 1 << 62
+
+
 @irdl_op_definition
 class NewOp(IRDLOperation):
     """A fresh frame of `bytes` bytes for this invocation.
@@ -95,11 +102,16 @@ class NewOp(IRDLOperation):
         super().__init__(properties={"bytes": IntegerAttr(size, 64)}, result_types=[FRAME])
 
     def verify_(self) -> None:
-        """The frame has room (natively 0 bytes is a null frame) and the saves
-        into it in one block write slots that do not overlap (a later one would
-        overwrite part of another's value)."""
-        if self.bytes.value.data <= 0:
-            raise VerifyException(f"needs bytes > 0, got {self.bytes.value.data}")
+        """The frame has room (natively 0 bytes is a null frame) and no more
+        than `MAX_FRAME_BYTES`, and the saves into it in one block write slots
+        that do not overlap (a later one would overwrite part of another's
+        value)."""
+        size = self.bytes.value.data
+        if size <= 0:
+            raise VerifyException(f"needs bytes > 0, got {size}")
+        if size > MAX_FRAME_BYTES:
+            raise VerifyException(f"needs bytes <= 2^62 ({MAX_FRAME_BYTES}), got {size}: "
+                                  "no machine can allocate such a frame")
         saves = [u.operation for u in self.frame.uses
                  if isinstance(u.operation, SaveOp) and u.index == 1]
         for block in {op.parent_block() for op in saves}:

@@ -699,3 +699,33 @@ def test_ir_the_engines_ran_apart_is_refused_by_both_alike(tmp_path, capsys, cas
     for engine in ("--interpret", "--jit"):
         assert recir_run.main([*argv, engine]) == 1
         assert capsys.readouterr().err == f"{path}:{message}\n"
+
+
+FRAME = """func.func @f(%x: f32) -> f32 {{
+  %t = tape.new {size} : !tape.frame
+  tape.save %x, %t[{offset}] : f32
+  %y = tape.load %t[{offset}] : f32
+  func.return %y : f32
+}}"""
+
+
+@pytest.mark.parametrize("engine", ["--interpret", "--jit"])
+def test_a_frame_too_large_to_allocate_is_refused_at_the_op(tmp_path, capsys, engine):
+    """2^63 - 1 bytes verified: natively the arena's rounding wrapped it to a
+    negative size (out of memory only by luck), the interpreter ran it."""
+    path = tmp_path / "frame.mlir"
+    path.write_text(FRAME.format(size=2**63 - 1, offset=0))
+    assert recir_run.main([str(path), "--entry", "f", "--arg", "1.5", engine]) == 1
+    assert capsys.readouterr().err == (
+        f"{path}:2:3: error: 'tape.new' op needs bytes <= 2^62 (4611686018427387904), "
+        "got 9223372036854775807: no machine can allocate such a frame\n")
+
+
+def test_the_largest_frame_fails_natively_as_out_of_memory(cache_dir):
+    """2^62 bytes, saved into at its end: the interpreter's frame holds only
+    what is saved, native code asks for all of it and reports the failure."""
+    module = parse(FRAME.format(size=2**62, offset=2**62 - 4))
+    assert run_function(module, "f", [1.5]) == (1.5,)
+    native = compile_module(module, "f", cache_dir=cache_dir, threads=1)
+    with pytest.raises(RecirError, match="ran out of memory for its gradient tape"):
+        native(1.5)

@@ -69,6 +69,27 @@ func.func @f(%x: f32) -> f32 {
 
 // -----
 
+// 2^63 - 1 bytes: the arena's rounding to 64 bytes wrapped it to a negative
+// size; natively it failed as out of memory only because the pointer past
+// it compared above the chunk's end, the interpreter ran it.
+func.func @f(%x: f32) -> f32 {
+  %f = tape.new 9223372036854775807 : !tape.frame
+  tape.save %x, %f[0] : f32
+  %y = tape.load %f[0] : f32
+  func.return %y : f32
+}
+// CHECK: 'tape.new' op needs bytes <= 2^62 (4611686018427387904), got 9223372036854775807: no machine can allocate such a frame
+
+// -----
+
+func.func @f(%x: f32) -> f32 {
+  %f = tape.new 4611686018427387905 : !tape.frame
+  func.return %x : f32
+}
+// CHECK: 'tape.new' op needs bytes <= 2^62 (4611686018427387904), got 4611686018427387905
+
+// -----
+
 // A load of another type than the save there: natively it reinterpreted the
 // f32's bits (1069547520 for 1.5), the interpreter returned the f32.
 func.func @f(%x: f32) -> i32 {
