@@ -86,15 +86,43 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recir"
 
 
+def default_source() -> str:
+    """What named the default folder, for `usable`'s message."""
+    if os.environ.get("RECIR_CACHE_DIR"):
+        return "RECIR_CACHE_DIR"
+    return "the default cache folder ($XDG_CACHE_HOME/recir, else ~/.cache/recir)"
+
+
 def cache_folder(cache_dir: Path | str | None) -> Path:
     """The folder a `cache_dir` names (None: `default_dir`); '' names none
     (Path('') is the working folder, which got the cache's files)."""
     if cache_dir is None:
-        return default_dir()
+        return usable(default_dir(), default_source())
     if not isinstance(cache_dir, str | os.PathLike) or not os.fspath(cache_dir):
         raise RecirError(f"error: cache_dir must name a folder (a str or a path), got "
                          f"{cache_dir!r}")
-    return Path(cache_dir)
+    return usable(Path(cache_dir), "cache_dir")
+
+
+def usable(folder: Path, source: str) -> Path:
+    """`folder`, refused where it or the nearest of its parents that exists
+    is no folder (a file): `store` could never write there, and the cache
+    that its user set was silently off. A folder it cannot write (read-only,
+    shared) is still taken: that costs speed, not correctness."""
+    for part in (folder, *folder.parents):
+        try:
+            mode = os.stat(part).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # not made yet (or under a file, found further up)
+        except OSError:
+            return folder  # (cannot tell: `store` tries and copes)
+        if stat.S_ISDIR(mode):
+            return folder
+        where = "is" if part == folder else f"is under {str(part)!r}, which is"
+        raise RecirError(f"error: {source} names {str(folder)!r}, which {where} a "
+                         "file, not a folder: the object cache cannot be kept there "
+                         "(name a folder, or one that does not exist yet)")
+    return folder
 
 
 def anchored(directory: Path) -> Path:

@@ -18,6 +18,7 @@ import pytest
 import recir
 from recir.backend import policy
 from recir.data import make_treebank
+from recir.diagnostics import RecirError
 from recir.models import tree_rnn
 
 # One process compiling a frontier function into the folder it is given,
@@ -29,6 +30,7 @@ import numpy as np
 import recir
 from recir.backend import engine
 from recir.data import make_treebank
+from recir.diagnostics import RecirError
 from recir.models import tree_rnn
 
 if sys.argv[1] == "warm":
@@ -111,3 +113,64 @@ def test_a_cache_dir_that_names_no_folder_is_refused(tmp_path, monkeypatch, cach
         with pytest.raises(RecirError, match="cache_dir must name a folder"):
             make()
     assert list(tmp_path.iterdir()) == []
+
+
+# A process compiling (recursive, then frontier) with `RECIR_CACHE_DIR` as it is given.
+COMPILE = """
+import numpy as np
+import recir
+from recir.diagnostics import RecirError
+from recir.diagnostics import RecirError
+from recir.models import tree_rnn
+
+traced = tree_rnn.trace_model(tree_rnn.init_params(np.random.default_rng(0), hidden=4))
+for batching in ("recursive", "frontier"):
+    try:
+        recir.compile(traced, batching=batching, threads=1)
+    except RecirError as e:
+        print(e)
+"""
+
+
+REFUSED = ("a file, not a folder: the object cache cannot be kept there (name a "
+           "folder, or one that does not exist yet)")
+
+
+@pytest.mark.parametrize("under", ["", "sub/folder"])
+def test_recir_cache_dir_naming_a_file_is_refused(tmp_path, under):
+    """A file in the folder's place (or above it): every store failed
+    silently and each run compiled everything again, the cache its user
+    set off without a word."""
+    a_file = tmp_path / "a file"
+    a_file.write_text("not a folder")
+    named = a_file / under if under else a_file
+    done = subprocess.run([sys.executable, "-c", COMPILE],
+                          env={**os.environ, "RECIR_CACHE_DIR": str(named)},
+                          capture_output=True, text=True, timeout=600, check=True)
+    where = "is" if not under else f"is under {str(a_file)!r}, which is"
+    want = f"error: RECIR_CACHE_DIR names {str(named)!r}, which {where} {REFUSED}"
+    assert done.stdout.splitlines() == [want, want]
+    assert a_file.read_text() == "not a folder"
+
+
+def test_a_cache_dir_argument_naming_a_file_is_refused(tmp_path):
+    a_file = tmp_path / "objects"
+    a_file.write_text("")
+    with pytest.raises(RecirError) as tuned:
+        recir.tune(a_file)
+    assert str(tuned.value) == f"error: cache_dir names {str(a_file)!r}, which is {REFUSED}"
+    with pytest.raises(RecirError) as compiled:
+        recir.compile(small_tree_rnn(), cache_dir=a_file / "x")
+    assert str(compiled.value) == (f"error: cache_dir names {str(a_file / 'x')!r}, which "
+                                   f"is under {str(a_file)!r}, which is {REFUSED}")
+
+
+def test_a_folder_not_made_yet_under_a_folder_is_made_and_used(tmp_path):
+    traced = small_tree_rnn()
+    tree = make_treebank(1, seed=2)[0]
+    item = (tree.left, tree.right, tree.word, tree.label, tree.root)
+    h, s = recir.compile(traced, cache_dir=tmp_path / "new" / "cache")(*item)
+    want_h, want_s = traced.run(*item)
+    np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-6)
+    assert s == pytest.approx(want_s, rel=1e-5)
+    assert len(list((tmp_path / "new" / "cache").glob("*.o"))) >= 1  # (its object kept)
