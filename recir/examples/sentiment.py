@@ -290,15 +290,15 @@ def init_params(module, args: argparse.Namespace, vocab: int,
 
 
 def accuracies(record: dict) -> str:
-    text = f"root fine {record['root_fine']:.3f} binary {score(record['root_binary'])}"
+    text = f"root fine {score(record['root_fine'])} binary {score(record['root_binary'])}"
     if "all_fine" in record:
-        text += (f", all nodes fine {record['all_fine']:.3f} "
+        text += (f", all nodes fine {score(record['all_fine'])} "
                  f"binary {score(record['all_binary'])}")
     return text
 
 
 def score(accuracy: float | None) -> str:
-    """None: nothing to score (binary accuracy of trees with no polar label)."""
+    """None: nothing scored (no known label; binary: no polar one)."""
     return "n/a" if accuracy is None else f"{accuracy:.3f}"
 
 
@@ -310,7 +310,7 @@ def epoch_line(record: dict, epochs: int) -> str:
 
 def test_line(record: dict) -> str:
     picked = (f"epoch {record['picked_epoch']}, dev root fine "
-              f"{record['dev_root_fine']:.3f}" if record["picked_epoch"]
+              f"{score(record['dev_root_fine'])}" if record["picked_epoch"]
               else "the last parameters")
     return f"test ({picked}): {accuracies(record)} ({record['eval_seconds']:.1f} s)"
 

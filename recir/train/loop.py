@@ -201,7 +201,8 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
             config.history.append(reducer.from_root(record))
             continue
         record |= timed(evaluate, scorer, dev, config.all_nodes)
-        best.offer(epoch + 1, record["root_fine"] if dev else epoch, model.params)
+        dev_fine = record["root_fine"]  # None: no dev root scored, the latest epoch kept
+        best.offer(epoch + 1, epoch if dev_fine is None else dev_fine, model.params)
         record["best_epoch"] = best.epoch
         log(record, config)
         if config.checkpoint:
@@ -209,7 +210,9 @@ def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[
                             best, config.info)
         reducer.from_root(record)
     if test and reducer.is_root:
-        config.test_scores = score_best(model.params, best, scorer, test, config)
+        dev_scored = any(t.label[t.root] >= 0 for t in dev)
+        config.test_scores = score_best(model.params, best, scorer, test, config,
+                                        dev_scored)
     return config.history
 
 
@@ -253,16 +256,19 @@ def append_metrics(record: dict[str, Any], config: TrainConfig) -> None:
 
 
 def score_best(params: dict[str, np.ndarray], best: Best, scorer: NodeScorer,
-               test: Sequence[Any], config: TrainConfig) -> dict[str, Any]:
+               test: Sequence[Any], config: TrainConfig, dev_scored: bool = True
+               ) -> dict[str, Any]:
     """Test accuracy (root and all nodes) of the best-dev epoch's parameters,
-    swapped in for the call; logged as a `"split": "test"` metrics line."""
+    swapped in for the call; logged as a `"split": "test"` metrics line.
+    Without `dev_scored` (no dev root had a label) the best epoch is the
+    latest and its score the epoch's number, no dev accuracy."""
     last = {k: v.copy() for k, v in params.items()}
     try:
         for k, v in (best.params or last).items():
             params[k][...] = v
         scorer.roots_only = False
         record = {"split": "test", "picked_epoch": best.epoch or None,
-                  "dev_root_fine": best.score if best.epoch else None,
+                  "dev_root_fine": best.score if best.epoch and dev_scored else None,
                   **timed(evaluate, scorer, test, True)}
     finally:
         for k, v in last.items():

@@ -2,9 +2,10 @@
 
 Binary follows the usual SST protocol: gold labels 0-1 are negative, 3-4
 positive, neutral (2) is left out; the prediction compares the summed
-probabilities of the negative and positive classes, and with no polar gold
-label there is no binary accuracy (None, not 0 of 0 read as 0). Nodes
-labelled -1 (unknown) are not scored.
+probabilities of the negative and positive classes. Nodes labelled -1
+(unknown) are not scored. An accuracy with nothing scored is None, not 0 of
+0 read as 0 (fine: no trees, or none with a known label; binary: no polar
+gold label either), printed as n/a.
 
 Scores come from a `NodeScorer`: a tree model traced with a node score table
 (`recir.models.tree_common`) gives every node's logits in one forward per
@@ -59,9 +60,10 @@ class Accuracy:
         self.binary_total += int(np.count_nonzero(polar))
 
     def as_dict(self, prefix: str) -> dict[str, float | None]:
-        binary = self.binary / self.binary_total if self.binary_total else None
-        return {f"{prefix}_fine": self.fine / max(self.fine_total, 1),
-                f"{prefix}_binary": binary}
+        """Each accuracy, None where nothing was scored."""
+        return {f"{prefix}_fine": self.fine / self.fine_total if self.fine_total else None,
+                f"{prefix}_binary": (self.binary / self.binary_total if self.binary_total
+                                     else None)}
 
 
 def scoring_inputs(tree: Any) -> tuple[Any, ...]:
@@ -185,7 +187,7 @@ class NodeScorer:
 def evaluate(scorer: Callable[[Sequence[Any]], list[np.ndarray]], trees: Sequence[Any],
              all_nodes: bool = False) -> dict[str, float | None]:
     """Root accuracy; with `all_nodes`, also every node's. `scorer` maps trees
-    to their per-node logits (a `NodeScorer`)."""
+    to their per-node logits (a `NodeScorer`). None where nothing was scored."""
     root, nodes = Accuracy(), Accuracy()
     tables = scorer(trees)
     if not trees:

@@ -460,6 +460,51 @@ def test_binary_accuracy_without_polar_labels_is_none() -> None:
     assert json.dumps(acc.as_dict("all")) == '{"all_fine": 0.5, "all_binary": null}'
 
 
+def test_an_accuracy_with_nothing_scored_is_none_not_zero() -> None:
+    """No rows, or only unknown (-1) labels: the fine accuracy read as 0 of
+    1 (0.0, a model that never hits) while the binary one was None."""
+    nothing = Accuracy()
+    assert nothing.as_dict("root") == {"root_fine": None, "root_binary": None}
+    unknown = Accuracy()
+    unknown.add_many(np.array([[0.6, 0.1, 0.1, 0.1, 0.1]] * 2), np.array([-1, -1]))
+    assert (unknown.fine_total, unknown.binary_total) == (0, 0)
+    assert json.dumps(unknown.as_dict("all")) == '{"all_fine": null, "all_binary": null}'
+
+    def scorer(trees):
+        return [np.tile(np.float32([0, 0, 0, 0, 9]), (t.num_nodes, 1)) for t in trees]
+
+    assert evaluate(scorer, [], all_nodes=True) == dict.fromkeys(
+        ("root_fine", "root_binary", "all_fine", "all_binary"))
+    tree = Tree([-1, -1, 0], [-1, -1, 1], [0, 1, -1], [4, 2, -1])  # the root unlabelled
+    assert evaluate(scorer, [tree], all_nodes=True) == {
+        "root_fine": None, "root_binary": None, "all_fine": 0.5, "all_binary": 1.0}
+
+
+def test_training_without_a_scored_dev_set_reports_no_dev_accuracy(double) -> None:
+    """No dev trees (or none with a labelled root): each epoch's dev
+    accuracy read 0.0, and the test line's "dev root fine" was the picked
+    epoch's index (2.000 for epoch 3)."""
+    from recir.examples import sentiment
+
+    trees = make_treebank(12, vocab_size=80, seed=3)
+    unlabelled = [Tree(t.left, t.right, t.word, np.where(np.arange(t.num_nodes) == t.root,
+                                                         -1, t.label)) for t in trees[:4]]
+    for dev in ([], unlabelled):
+        config = TrainConfig(epochs=3, batch_size=4, progress=False)
+        history = train(double, SGD(double.params, lr=0.1), trees, dev, config,
+                        test=trees[:5])
+        assert [r["root_fine"] for r in history] == [None, None, None]
+        assert [r["best_epoch"] for r in history] == [1, 2, 3]  # the latest kept
+        tested = config.test_scores
+        assert (tested["picked_epoch"], tested["dev_root_fine"]) == (3, None)
+        assert 0 <= tested["root_fine"] <= 1
+        assert sentiment.test_line(tested).startswith(
+            "test (epoch 3, dev root fine n/a): root fine ")
+    assert sentiment.accuracies({"root_fine": None, "root_binary": None,
+                                 "all_fine": None, "all_binary": None}) == (
+        "root fine n/a binary n/a, all nodes fine n/a binary n/a")
+
+
 def test_binary_prediction_sums_class_probabilities() -> None:
     # argmax is class 4 (positive), but negative mass 0.6 beats positive 0.4;
     # gold labels 0 (negative) for the first two, 4 (positive) for the third
