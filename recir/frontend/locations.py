@@ -35,3 +35,14 @@ def user_location() -> FileLineColLoc:
 def user_error(msg: str) -> RecirError:
     filename, line = user_frame()
     return RecirError(f"{filename}:{line}:1: error: {msg}")
+
+
+class MissingAttributeError(RecirError, AttributeError):
+    """A traced value's missing attribute (`h.T`): located and with a hint,
+    yet an AttributeError still, so `hasattr` and `getattr(x, name, default)`
+    answer as before."""
+
+
+def user_attribute_error(msg: str) -> MissingAttributeError:
+    filename, line = user_frame()
+    return MissingAttributeError(f"{filename}:{line}:1: error: {msg}")

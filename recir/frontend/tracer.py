@@ -32,7 +32,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from recir.diagnostics import RecirError, format_error, location_prefix
 from recir.dialects import tmath
-from recir.frontend.locations import user_error, user_location
+from recir.frontend.locations import user_attribute_error, user_error, user_location
+from recir.frontend.method_hints import attribute_hint, logical_hint
 
 _blocks: list[Block] = []
 
@@ -249,6 +250,16 @@ def compare(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
     raise user_error(f"cannot compare values of type {a.type}")
 
 
+def logical(symbol: str, a: SSAValue, b: SSAValue) -> Tracer:
+    """`&`, `|` of comparisons (i1) or integers; on f32 arith's verifier
+    refused them naming its operand, with no word of what to write."""
+    check_alike(symbol, a, b)
+    if not isinstance(a.type, IntegerType | IndexType):
+        raise user_error(f"'{symbol}' combines comparisons (i1) or i32 values, got "
+                         f"{a.type}: {logical_hint(symbol)}")
+    return traced((arith.AndIOp if symbol == "&" else arith.OrIOp)(a, b))
+
+
 Combine = Callable[[str, SSAValue, SSAValue], "Tracer"]
 
 
@@ -304,11 +315,16 @@ class Tracer:
         op = tmath.MatvecOp if is_vector else tmath.MatmulOp
         return traced(op(self.value, rhs))
 
-    def __and__(self, other: Any) -> Tracer:
-        return traced(arith.AndIOp(self.value, as_value(other, self.value)))
+    __and__, __rand__ = infix(logical, "&"), reflected(logical, "&")
+    __or__, __ror__ = infix(logical, "|"), reflected(logical, "|")
 
-    def __or__(self, other: Any) -> Tracer:
-        return traced(arith.OrIOp(self.value, as_value(other, self.value)))
+    def __getattr__(self, name: str) -> Any:
+        """NumPy's methods and attributes (`h.T`, `h.sum()`): refused at the
+        user's line with what recir offers instead."""
+        if name.startswith("_") or name == "value":  # (probes; `value` unset: a copy)
+            raise AttributeError(name)
+        raise user_attribute_error(f"a traced value ({self.type}) has no attribute "
+                                   f"'{name}': {attribute_hint(name, len(self.shape))}")
 
     def __getitem__(self, index: Any) -> Tracer:
         return traced(tmath.ExtractOp(self.value, as_value(index)))
