@@ -18,6 +18,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float32Type,
+    FunctionType,
     IndexType,
     IntegerType,
     TensorType,
@@ -79,8 +80,12 @@ def is_row_function(function: Operation) -> bool:
     functions; not a recursive function's reads of its structure arrays,
     which take one index at a time), or uses f32 rows other than by element
     (a batched prefix's `_bwd` may only add them into a parameter's
-    gradient: lowered as static, it read their descriptor as the rows)."""
-    computes_rows = False
+    gradient: lowered as static, it read their descriptor as the rows), or
+    returns rows (a batched prefix of uniform ops only, a bias made from
+    parameters, passes the schedule's row operands through: lowered as
+    static, it returned their count without their data)."""
+    typ = function.properties.get("function_type")
+    computes_rows = isinstance(typ, FunctionType) and any(is_rows(t) for t in typ.outputs)
     for op in function.walk():
         if op.name in NOT_IN_ROWS:
             return False
