@@ -21,7 +21,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint, frontier, tmath
-from recir.dialects.row_types import is_rows, row_type
+from recir.dialects.row_types import is_rows, row_type, rows_type
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,14 @@ def gather(e, op, dy, p):
 
 
 def extract(e, op, dy, p):
-    return [(0, e.onehot(p(op.index), dy, op.input))]
+    """Over rows, a shared vector read at each row's own index (`s[label[i]]`)
+    takes a one-hot per row, summed as a broadcast's (one static one-hot of
+    the rows' indices: a garbled op)."""
+    index = p(op.index)
+    if not is_rows(index):
+        return [(0, e.onehot(index, dy, op.input))]
+    rows = rows_type(op.input.type)
+    return [(0, RowSum(e(adjoint.OnehotOp.create(operands=[index, dy], result_types=[rows]))))]
 
 
 def sum_(e, op, dy, p):

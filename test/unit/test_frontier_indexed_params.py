@@ -1,11 +1,12 @@
-"""Gradients of indexed parameters (`s[0]`, a row of `r`) with
+"""Gradients of indexed parameters (`s[0]`, `s[label[i]]`, a row of `r`) with
 `batching="frontier"`, against the recursive code's and finite differences.
 
 Read inside the recursion at a fixed index, such a value is the same for
 every node: the frontier refuses it at the user's line (`"auto"` then runs
 the recursive code). Made in the entry instead, as that refusal advises,
 the batched prefix of uniform ops returned its row operands without their
-data (a TypeError)."""
+data (a TypeError); read at each node's own index, the gradient's one-hot
+was typed as one vector for all rows (a KeyError in the LLVM conversion)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def line_of(marker: str) -> int:
 
 def bias_in_the_recursion(p, label, i):
     return rf.fill(p["s"][0], [H]) + rf.gather(p["r"], 1)  # FIXED-INDEX
+
+
+def bias_per_node(p, label, i):
+    return rf.fill(p["s"][label[i]], [H])
 
 
 def traced_model(bias, hoisted: bool = False):
@@ -112,3 +117,6 @@ def test_a_fixed_index_made_in_the_entry_has_its_frontier_gradient():
         assert loss == pytest.approx(want_loss, rel=1e-5)
     check_gradients(traced, [("s", (0,)), ("r", (1, 0)), ("r", (1, 3))])
 
+
+def test_an_index_per_node_has_its_frontier_gradient():
+    check_gradients(traced_model(bias_per_node), [("s", (1,)), ("s", (3,))])
