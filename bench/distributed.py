@@ -92,7 +92,7 @@ def train_row(ranks: int, args: argparse.Namespace, mode: str) -> dict[str, Any]
     print(f"  {mode}: {ranks} rank(s) x {args.threads} thread(s): "
           f"{record['trees_per_s']:.0f} trees/s, ms/step " +
           " ".join(f"{k} {v:.2f}" for k, v in per_step.items()) +
-          f", dev root fine {record['root_fine']:.4f} "
+          f", dev root fine {fmt(record['root_fine'], 4)} "
           f"binary {fmt(record['root_binary'], 4)}",
           flush=True)
     return record
