@@ -16,7 +16,7 @@ import numbers
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,7 +73,11 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
     """Refuse nonsense before any work: sizes, rates, writable output paths."""
     for name in ("epochs", "batch_size", "threads"):
         value = getattr(config, name)
-        if not isinstance(value, numbers.Integral) or value < 1:  # (NumPy's integers too)
+        # (NumPy's integers too; a bool is an Integral: `epochs=True` ran one epoch)
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TrainConfigError(f"{name.replace('_', ' ')} must be an integer, "
+                                   f"got {value!r}")
+        if value < 1:
             raise TrainConfigError(f"{name.replace('_', ' ')} must be at least 1, "
                                    f"got {value}")
     if not isinstance(config.seed, numbers.Integral) or config.seed < 0:  # (NumPy's seeds)
@@ -151,12 +155,17 @@ def tree_inputs(tree: Any) -> tuple[Any, ...]:
     return tree.left, tree.right, tree.word, tree.label, tree.root
 
 
-def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
-          dev: Sequence[Any], config: TrainConfig, test: Sequence[Any] = ()
+def train(model: recir.TracedModel, optimizer: Optimizer, trees: Iterable[Any],
+          dev: Iterable[Any], config: TrainConfig, test: Iterable[Any] = ()
           ) -> list[dict[str, Any]]:
     """Trains `model.params` in place; returns one metrics dict per epoch.
-    With `test`, `config.test_scores` gets the best-dev epoch's test scores."""
+    With `test`, `config.test_scores` gets the best-dev epoch's test scores.
+    Each set of trees may be any iterable (a generator is read once)."""
     check_config(config, optimizer)
+    trees, dev, test = (as_list(items, what) for what, items in
+                        (("training", trees), ("dev", dev), ("test", test)))
+    if not trees:  # (an epoch of no steps reported a loss of 0.0)
+        raise TrainConfigError("no training trees: the training set is empty")
     for what, items in (("training", trees), ("dev", dev), ("test", test)):
         for k, item in enumerate(items):
             if not all(hasattr(item, field) for field in TREE_FIELDS):
@@ -166,6 +175,15 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],
                else LocalReducer())
     with reducer.fail_fast():
         return train_ranks(model, optimizer, trees, dev, config, reducer, test)
+
+
+def as_list(items: Iterable[Any], what: str) -> list[Any]:
+    """The trees as a list, read once: a generator was used up by the check of
+    its items, and its `len()` then failed."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise TrainConfigError(f"the {what} trees must be a list (or any iterable) of "
+                               f"trees, got a {type(items).__name__}")
+    return list(items)
 
 
 def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],

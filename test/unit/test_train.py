@@ -534,6 +534,9 @@ def test_evaluate_from_logits_root_and_all_nodes() -> None:
     ({"batch_size": 0}, "batch size must be at least 1, got 0"),
     ({"epochs": -2}, "epochs must be at least 1"),
     ({"threads": 0}, "threads must be at least 1"),
+    # a bool is an Integral: `epochs=True` ran one epoch
+    ({"epochs": True}, "epochs must be an integer, got True"),
+    ({"batch_size": 2.0}, "batch size must be an integer, got 2.0"),
     # NumPy's errors, naming no option ('expected non-negative integer')
     ({"seed": -1}, "seed must be an integer, 0 or more, got -1"),
     ({"seed": 1.5}, "seed must be an integer, 0 or more, got 1.5"),
@@ -612,6 +615,31 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
         with pytest.raises(TrainConfigError, match=message):
             train(double, SGD(double.params, lr=0.1), train_set, dev,
                   TrainConfig(progress=False))
+
+
+def test_train_refuses_an_empty_training_set(double) -> None:
+    """No trees ran an epoch of no steps and reported a loss of 0.0."""
+    for trees in ([], iter(())):
+        with pytest.raises(TrainConfigError, match="^no training trees: the training set "
+                                                   "is empty$"):
+            train(double, SGD(double.params, lr=0.1), trees, [], TrainConfig(progress=False))
+    with pytest.raises(TrainConfigError, match="^the dev trees must be a list .* got a int$"):
+        train(double, SGD(double.params, lr=0.1), make_treebank(2, vocab_size=80), 5,
+              TrainConfig(progress=False))
+
+
+def test_trees_may_come_from_a_generator(double) -> None:
+    """A generator was used up by the check of its items, then `len()` failed."""
+    trees = make_treebank(6, vocab_size=80, seed=8)
+    config = TrainConfig(batch_size=3, progress=False)
+    listed = train(double, SGD(double.params, lr=0.0), trees, trees[:2], config,
+                   test=trees[:2])
+    generated = TrainConfig(batch_size=3, progress=False)
+    history = train(double, SGD(double.params, lr=0.0), (t for t in trees),
+                    (t for t in trees[:2]), generated, test=(t for t in trees[:2]))
+    assert history[0]["loss"] > 0
+    assert [r["loss"] for r in history] == [r["loss"] for r in listed]
+    assert generated.test_scores["root_fine"] == config.test_scores["root_fine"]
 
 
 def spoil_call(double, k: int, spoil) -> None:
