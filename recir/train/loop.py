@@ -29,9 +29,7 @@ from recir.diagnostics import RecirError
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
 from recir.train.metrics import NodeScorer, evaluate
-from recir.train.optimizers import Optimizer
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # the largest rate a float32 step takes
+from recir.train.optimizers import FLOAT32_MAX, Optimizer, TrainConfigError, check_rate
 
 __all__ = ["TrainConfig", "TrainConfigError", "load_checkpoint", "save_checkpoint",
            "train"]
@@ -63,10 +61,6 @@ class TrainConfig:
     # evaluates, logs and checkpoints; `threads` are per rank.
     distributed: bool = False
     collective_timeout: float = COLLECTIVE_TIMEOUT_S
-
-
-class TrainConfigError(ValueError):
-    """An option that cannot work; the message is one line."""
 
 
 def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
@@ -102,12 +96,8 @@ def check_config(config: TrainConfig, optimizer: Optimizer) -> None:
 
 def check_rates(config: TrainConfig, optimizer: Optimizer) -> None:
     """The optimizer's rates and the collective timeout, numbers in range."""
-    for what, rate in (("learning rate", getattr(optimizer, "lr", 1.0)),
-                       ("weight decay", getattr(optimizer, "weight_decay", 0.0))):
-        # (the steps compute in float32; NaN fails both compares)
-        if not isinstance(rate, numbers.Real) or not 0 <= rate <= FLOAT32_MAX:
-            raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
-                                   f"float32's range, got {rate!r}")
+    check_rate("learning rate", getattr(optimizer, "lr", 1.0))  # (as set since)
+    check_rate("weight decay", getattr(optimizer, "weight_decay", 0.0))
     eps = getattr(optimizer, "eps", 1.0)  # (Adagrad's, Adam's: 0 divides a zero step by 0)
     if not isinstance(eps, numbers.Real) or not 0 < eps <= FLOAT32_MAX:
         raise TrainConfigError(f"the optimizer's eps must be a number above 0, within "

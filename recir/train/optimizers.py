@@ -13,11 +13,28 @@ as the NumPy step that Adam and unusual arrays still take.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from recir.train.fused_step import ADAGRAD, SGD_KIND, fits, fused_step
 
 Arrays = dict[str, np.ndarray]
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the largest rate a float32 step takes
+
+
+class TrainConfigError(ValueError):
+    """An option that cannot work (`TrainConfig`'s or an optimizer's); the
+    message is one line."""
+
+
+def check_rate(what: str, rate: object) -> None:
+    """A learning rate or weight decay: a number, 0 or more, within float32's
+    range (the steps compute in float32; NaN fails both compares)."""
+    if (not isinstance(rate, numbers.Real) or isinstance(rate, bool)
+            or not 0 <= rate <= FLOAT32_MAX):
+        raise TrainConfigError(f"the {what} must be a number, 0 or more, within "
+                               f"float32's range, got {rate!r}")
 
 
 def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
@@ -35,6 +52,10 @@ class Optimizer:
     FUSED: int | None = None  # the `fused_step` kind that does `delta` in one pass
 
     def __init__(self, params: Arrays, lr: float, weight_decay: float = 0.0):
+        # (used alone, a NaN or negative rate stepped silently, a str one was
+        # a ctypes error; `train` checks them again, as set at its start)
+        check_rate("learning rate", lr)
+        check_rate("weight decay", weight_decay)
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
         self.state: dict[str, Arrays] = {}
         self.steps = 0

@@ -91,6 +91,21 @@ def test_a_read_only_parameter_is_named_before_any_update(optimizer, tmp_path) -
     assert params["b"].tolist() != [1.0, 2.0] and (params["w"] == 1).all()
 
 
+@pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
+@pytest.mark.parametrize(("rates", "message"), [
+    ({"lr": float("nan")}, "learning rate .* got nan"),
+    ({"lr": -0.1}, "learning rate .* got -0.1"),
+    ({"lr": "0.1"}, "learning rate .* got '0.1'"),  # (a ctypes error at the first step)
+    ({"lr": True}, "learning rate .* got True"),
+    ({"lr": 0.1, "weight_decay": -1e-4}, "weight decay .* got -0.0001"),
+    ({"lr": 0.1, "weight_decay": float("inf")}, "weight decay .* got inf"),
+])
+def test_an_optimizer_used_alone_refuses_bad_rates(optimizer, rates, message) -> None:
+    """Outside `train`, a NaN or negative rate stepped silently."""
+    with pytest.raises(TrainConfigError, match=f"^the {message}$"):
+        optimizer({"w": np.ones(2, np.float32)}, **rates)
+
+
 def test_weight_decay_and_untouched_embedding_rows() -> None:
     emb = np.ones((100, 3), np.float32)
     grad = np.zeros_like(emb)
