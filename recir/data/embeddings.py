@@ -1,9 +1,12 @@
 """Pretrained word vectors in GloVe or word2vec text format, for a vocabulary.
 
-A line is a word and its values separated by spaces; word2vec files start
-with a `count dim` header line, GloVe files do not. A few GloVe 840B words
-hold spaces (`. . .`, `at name@domain.com`): a line's last `dim` fields are
-its values, and non-numeric fields before them belong to the word. Files may be plain,
+A line is a word and its values separated by spaces or tabs; word2vec files
+start with a `count dim` header line, GloVe files do not. Blank lines are
+skipped. A few GloVe 840B words hold spaces (`. . .`, `at name@domain.com`):
+a line's last `dim` fields are its values, and fields before them that do
+not start like a number belong to the word. The first vector sets `dim`, so
+its values must all be numbers; later lines are parsed only for the
+vocabulary's words, and a word listed twice keeps its first vector. Files may be plain,
 `.gz` or `.zip` (its one text member). The file is streamed and only the
 vocabulary's rows are kept, so GloVe 840B (5.6 GB) costs the memory of the
 SST table. A vocabulary word missing from the file takes the vector of its
@@ -81,18 +84,28 @@ def scan(lines: IO[str], path: Path, vocab: Vocabulary, lower: dict[str, list[in
     by_lowercase = np.zeros(len(vocab), bool)
     dim, first = 0, True
     for number, line in enumerate(lines, start=1):
-        word, _, rest = line.rstrip("\r\n").rstrip(" ").partition(" ")
-        if number == 1 and word.isdecimal() and rest.strip().isdecimal():  # ('²' is a digit)
-            dim = int(rest)  # the word2vec header: count and dimension
+        text = line.rstrip("\r\n")
+        if "\t" in text:  # (tested first: most files have none, and a copy costs)
+            text = text.replace("\t", " ")
+        text = text.rstrip(" ")
+        if not text:  # (anywhere: a blank first line was an error, later ones not)
             continue
+        word, _, rest = text.partition(" ")
+        if first and not dim and word.isdecimal() and rest.strip().isdecimal():
+            dim = int(rest)  # the word2vec header: count and dimension ('²' is a digit)
+            continue
+        # (the same test on every line: `the 0x1 2` first set a width of 1,
+        # its word read as 'the 0x1')
+        spaced = not starts_a_value(rest) and not is_number(rest.split(" ", 1)[0])
         if first:  # the first vector's width: the header's is used once it agrees
-            word, rest = spaced_word(word, rest, trailing_numbers(rest))
+            if spaced:
+                word, rest = spaced_word(word, rest, trailing_numbers(rest))
             first, dim = False, first_width(path, number, word, rest, dim)
             vectors = np.zeros((len(vocab), dim), np.float32)
             # read even for a word not in the vocabulary: a file of text (not
             # vectors) set a width of its first line's words and matched nothing
             row_values(path, number, word, rest, dim)
-        elif not starts_a_value(rest) and not is_number(rest.split(" ", 1)[0]):
+        elif spaced:
             word, rest = spaced_word(word, rest, dim)
         # the word's own row, and the rows of its other-case forms not yet found
         own = [r for r in [vocab.ids.get(word)] if r is not None and not exact[r]]

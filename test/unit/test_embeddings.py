@@ -139,6 +139,37 @@ def test_spaced_words_leave_malformed_lines_errors(tmp_path, text, message) -> N
     assert str(caught.value) == f"{tmp_path}/{message}"
 
 
+@pytest.mark.parametrize("header", ["", "5 3\n", "\n5\t3\n"])
+def test_tabs_separate_like_spaces_and_blank_lines_are_skipped(tmp_path, header) -> None:
+    """A tab-separated file was refused ('expected a word and its values',
+    no word of tabs); a blank first line was an error, later ones skipped."""
+    text = "\n  \n" + header + GLOVE.replace(" ", "\t").replace("\n", "\n\n", 2)
+    (tmp_path / "v.txt").write_text(text)
+    check(*read_embeddings(tmp_path / "v.txt", vocab()))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # a value that is not a number on the first line: read as part of the word
+    # ('the 0x1', value 2), it set a width of 1 for the whole file
+    ("the 0x1 2\ngood 1 2\n", "v.txt:1: 'the' has a value that is not a finite float32 "
+                               "number"),
+    ("\n\nthe 1 2,5\n", "v.txt:3: 'the' has a value that is not a finite float32 number"),
+])
+def test_the_width_comes_from_a_well_formed_first_vector(tmp_path, text, message) -> None:
+    (tmp_path / "v.txt").write_text(text)
+    with pytest.raises(EmbeddingError) as caught:
+        read_embeddings(tmp_path / "v.txt", vocab())
+    assert str(caught.value) == f"{tmp_path}/{message}"
+
+
+def test_a_word_listed_twice_keeps_its_first_vector(tmp_path) -> None:
+    (tmp_path / "v.txt").write_text("good 1 2\nGood 3 4\ngood 5 6\nGood 7 8\n")
+    vectors, found = read_embeddings(tmp_path / "v.txt", vocab())
+    v = vocab()
+    assert vectors[v["good"]].tolist() == [1, 2] and vectors[v["Good"]].tolist() == [3, 4]
+    assert found.sum() == 2
+
+
 def test_a_vocabulary_that_is_no_vocabulary_is_named(tmp_path) -> None:
     """A dict of word ids was an AttributeError ('dict' object has no attribute 'ids')."""
     (tmp_path / "v.txt").write_text(GLOVE)
