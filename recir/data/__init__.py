@@ -21,6 +21,7 @@ from recir.data.trees import (
     TreeStructureError,
     batch_trees,
     validate_structure,
+    validate_trees,
 )
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ __all__ = [
     "SHAPES", "Tree", "TreeBatch", "TreeParseError", "TreeStructureError", "Vocabulary",
     "batch_trees", "download", "load_sst", "make_tree", "make_treebank",
     "parse_tree", "sentiment_label", "sst_folder", "sst_path", "validate_structure",
-    "word_polarity",
+    "validate_trees", "word_polarity",
 ]
 
 

@@ -5,13 +5,16 @@ last) as int32 arrays: `left`/`right` (child index, -1 at a leaf), `word`
 (word id at a leaf, -1 inside) and `label` (0-4 per node, -1 if unknown).
 A batch concatenates trees with offset indices and lists their roots, so a
 model written against these field names takes a `Tree` or a `TreeBatch`.
-Native code trusts the arrays, hence `validate_structure` checks them first.
+Native code checks each index it reads, but a cycle or a shared child passes
+those checks, hence `validate_structure` (`validate_trees` for many trees:
+what `train` and `predict` run) checks the arrays first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -141,13 +144,18 @@ def node_depths(
     """Depth of every node reachable from `roots` (-1 elsewhere).
 
     Walks level by level with NumPy: O(N) work in O(depth) steps, no recursion.
-    Meant for arrays that passed `validate_structure`; a cycle is still caught.
+    Meant for arrays that passed `validate_structure`; a node reached twice (a
+    cycle, a shared child) is still caught once more than N nodes are reached,
+    before a level doubles at each shared child (`Tree.depth()` of a 40-node
+    chain of shared children walked 2**40 entries).
     """
     depth = np.full(left.shape[0], -1, dtype=np.int64)
-    level, d = np.asarray(roots, dtype=np.int64), 0
+    level, d, reached = np.asarray(roots, dtype=np.int64), 0, 0
     while level.size:
-        if d > left.shape[0]:
-            raise TreeStructureError(f"node {level[0]} is on a cycle")
+        reached += level.size
+        if reached > left.shape[0]:
+            check_single_parent(left, right, np.asarray(roots, dtype=np.int32))
+            raise TreeStructureError(f"node {level[0]} is reached twice")
         depth[level] = d
         inner = level[left[level] >= 0]
         level, d = np.concatenate([left[inner], right[inner]]).astype(np.int64), d + 1
@@ -219,16 +227,80 @@ def check_words(left: IntArray, word: IntArray, num_words: int | None) -> None:
 
 
 def check_single_parent(left: IntArray, right: IntArray, roots: IntArray) -> None:
-    """A node reached twice means a shared subtree or a cycle; both forbidden."""
+    """A node reached twice means a shared subtree or a cycle; both forbidden.
+    A cycle is named as one: a compiled model recursed round it until its
+    stack ran out ('recursion ... is too deep')."""
     inner = left >= 0
     uses = np.bincount(np.concatenate([left[inner], right[inner], roots]),
                        minlength=left.shape[0])
     if not (bad := np.flatnonzero(uses > 1)).size:
         return
     node = int(bad[0])
+    if below_itself(left, right, node):
+        raise TreeStructureError(f"node {node} is its own descendant: left and right "
+                                 "make a cycle through it")
     parents = np.flatnonzero(inner & ((left == node) | (right == node)))
     if parents.size and np.any(roots == node):
         raise TreeStructureError(
             f"node {node} is reached twice: a root and a child of node {parents[0]}")
     raise TreeStructureError(
         f"node {node} is reached twice (a shared child, a cycle or a repeated root)")
+
+
+def below_itself(left: IntArray, right: IntArray, node: int) -> bool:
+    """Whether `node` is in its own subtree: the subtree walked level by level,
+    each node once (O(N), on the error path only)."""
+    seen = np.zeros(left.shape[0], dtype=bool)
+    level = np.array([node])
+    while level.size:
+        inner = level[left[level] >= 0]
+        level = np.unique(np.concatenate([left[inner], right[inner]]))
+        if np.any(level == node):
+            return True
+        level = level[~seen[level]]
+        seen[level] = True
+    return False
+
+
+def validate_trees(trees: Sequence[Any], what: str = "tree") -> None:
+    """`validate_structure` of each of `trees` (anything with `left`, `right`
+    and `root`) in one pass over all their nodes; the first bad tree is named
+    (`{what} k: ...`) and numbered as its own. No depth limit and no word ids
+    (a compiled model checks its indices as it reads them, but a cycle or a
+    shared child passes those checks)."""
+    if not trees:
+        return
+    try:
+        left, right, roots = joined(trees)
+        validate_structure(left, right, roots, max_depth=left.shape[0])
+    except TreeStructureError as batched:
+        for k, tree in enumerate(trees):  # (the error path: which tree, and where)
+            try:
+                validate_structure(tree.left, tree.right, tree.root,
+                                   max_depth=np.shape(tree.left)[0])
+            except TreeStructureError as error:
+                raise TreeStructureError(f"{what} {k}: {error}") from None
+        raise batched
+
+
+def joined(trees: Sequence[Any]) -> tuple[IntArray, IntArray, IntArray]:
+    """The trees' `left`, `right` and roots as one forest, child indices
+    offset; a child or root out of its own tree's range is refused first (it
+    would land in the next tree)."""
+    lefts = [as_index_array(t.left, "left") for t in trees]
+    rights = [as_index_array(t.right, "right") for t in trees]
+    sizes = np.array([a.shape[0] for a in lefts], dtype=np.int64)
+    roots = np.array([np.asarray(t.root).item() for t in trees], dtype=np.int64)
+    if any(a.shape != b.shape for a, b in zip(lefts, rights, strict=True)) or np.any(
+            (roots < 0) | (roots >= sizes)):
+        raise TreeStructureError("a tree's arrays or root do not agree")
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    starts, bounds = np.repeat(offsets, sizes), np.repeat(sizes, sizes)
+    left, right = np.concatenate(lefts), np.concatenate(rights)
+    if np.any((left < -1) | (left >= bounds) | (right < -1) | (right >= bounds)):
+        raise TreeStructureError("a child is out of its tree's range")
+    if offsets[-1] + sizes[-1] > np.iinfo(np.int32).max:
+        raise TreeStructureError("the trees have more nodes than int32 numbers")
+    return (np.where(left >= 0, left + starts, -1).astype(np.int32),
+            np.where(right >= 0, right + starts, -1).astype(np.int32),
+            (roots + offsets).astype(np.int32))

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
+from recir.data.trees import TreeStructureError, validate_trees
 from recir.diagnostics import RecirError
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
@@ -161,6 +162,10 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Iterable[Any],
             if not all(hasattr(item, field) for field in TREE_FIELDS):
                 raise TrainConfigError(f"{what} tree {k} is a {type(item).__name__}, not a "
                                        f"tree (with {', '.join(TREE_FIELDS)})")
+        try:  # (a cycle ran the compiled model out of stack: 'recursion ... too deep')
+            validate_trees(items, f"{what} tree")
+        except TreeStructureError as error:
+            raise TrainConfigError(str(error)) from None
     reducer = (MPIReducer(embedding_rows, config.collective_timeout) if config.distributed
                else LocalReducer())
     with reducer.fail_fast():

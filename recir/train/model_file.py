@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from recir.data.sst import Vocabulary
-from recir.data.trees import Tree
+from recir.data.trees import Tree, validate_trees
 from recir.train.checkpoint import (
     Arrays,
     CheckpointError,
@@ -70,6 +70,7 @@ class LoadedModel:
             hint = " (recir.data.parse_tree makes one of text)" if isinstance(bad, str) else ""
             raise TypeError(f"predict takes a list of Tree, got a {type(bad).__name__}"
                             f"{' alone' if bad is trees else ''}{hint}")
+        validate_trees(trees)  # (a cycle ran the model out of stack: 'too deep')
         out = []
         for logits in (scorer or self.scorer(roots_only=not all_nodes))(trees):
             probs = softmax_rows(logits.astype(np.float64))

@@ -26,6 +26,7 @@ from recir.data import (
     sentiment_label,
     sst_path,
     validate_structure,
+    validate_trees,
     word_polarity,
 )
 
@@ -242,9 +243,9 @@ def test_validate_structure_accepts_good_trees():
         ([-1, -1, 0], [-1, -1, 0], [2], "node 0 is reached twice"),
         ([-1, 0, 0, 1], [-1, 0, 0, 2], [3], "node 0 is reached twice"),
         ([-1, -1, 0, 2], [-1, -1, 1, 1], [3], "node 1 is reached twice"),
-        ([1, 0], [1, 0], [0], "node 0 is reached twice"),  # a cycle through the root
-        ([-1, 2, 1, 0, -1, -1], [-1, 4, 5, 1, -1, -1], [3], "node 1 is reached twice"),
-        ([-1, 1], [-1, 0], [1], "node 1 is reached twice"),  # a self loop
+        ([1, 0], [1, 0], [0], "node 0 is its own descendant: left and right make a cycle through it"),  # through the root
+        ([-1, 2, 1, 0, -1, -1], [-1, 4, 5, 1, -1, -1], [3], "node 1 is its own descendant"),
+        ([-1, 1], [-1, 0], [1], "node 1 is its own descendant"),  # a self loop
         ([-1, -1, 0], [-1, -1, 1], [2, 2], "node 2 is reached twice"),
         ([-1, -1, 0], [-1, -1], [2], "left has 3 nodes but right has 2"),
     ],
@@ -252,6 +253,38 @@ def test_validate_structure_accepts_good_trees():
 def test_validate_structure_catches_each_problem(left, right, roots, message: str):
     with pytest.raises(TreeStructureError, match=message):
         validate_structure(np.array(left), np.array(right), np.array(roots))
+
+
+def test_many_trees_are_validated_at_once_and_the_bad_one_named():
+    """A cycle passes every bounds check of a compiled model, which recursed
+    round it until its stack ran out ('recursion in @node is too deep')."""
+    trees = [parse_tree("(3 (2 a) (4 (2 b) (4 c)))", Vocabulary()), *make_treebank(1)]
+    validate_trees(trees)
+    validate_trees([])
+    cycle = Tree([-1, -1, 2, 0], [-1, -1, 1, 2], [0, 1, -1, -1], [0, 0, 0, 0])
+    with pytest.raises(TreeStructureError, match="^training tree 2: node 2 is its own "
+                                                 "descendant: left and right make a cycle"):
+        validate_trees([*trees, cycle, cycle], "training tree")
+    # a child out of its own tree's range must not pass as a node of the next tree
+    spilled = Tree([-1, -1, 0], [-1, -1, 3], [0, 1, -1], [0, 0, 0])
+    with pytest.raises(TreeStructureError, match=r"^tree 0: node 2 has right child 3, out "
+                                                 r"of range \[0, 3\)$"):
+        validate_trees([spilled, *trees])
+    shared = Tree([-1, 0, 1, 2], [-1, 0, 1, 2], [0, -1, -1, -1], [0, 0, 0, 0])
+    with pytest.raises(TreeStructureError, match="^tree 1: node 0 is reached twice"):
+        validate_trees([trees[0], shared])
+
+
+def test_depth_of_a_tree_of_shared_children_is_refused_not_expanded():
+    """Each level of the walk doubled at a shared child: `depth()` of this
+    26-node chain walked 2**26 entries (and answered 25), a 60-node one 2**60."""
+    chain = np.array([-1, *range(25)])
+    tree = Tree(chain, chain, np.zeros(26, int), np.zeros(26, int))
+    with pytest.raises(TreeStructureError, match="^node 0 is reached twice"):
+        tree.depth()
+    cycle = Tree([-1, -1, 2, 0], [-1, -1, 1, 2], [0, 1, -1, -1], [0, 0, 0, 0])
+    with pytest.raises(TreeStructureError, match="^node 2 is its own descendant"):
+        cycle.depth()
 
 
 def test_validate_structure_checks_words_and_depth():

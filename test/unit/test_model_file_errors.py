@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from recir.data import Tree, TreeStructureError
 from recir.data.sst import Vocabulary, parse_tree
 from recir.models import tree_rnn
 from recir.train import SGD, CheckpointError, load, load_checkpoint, save_checkpoint
@@ -100,3 +101,14 @@ def test_predict_names_what_is_not_a_tree(tmp_path, trees, message) -> None:
     path, _ = model_file(tmp_path)
     with pytest.raises(TypeError, match=f"^predict takes a list of Tree, {message}"):
         load(path).predict(trees)
+
+
+def test_predict_names_a_tree_with_a_cycle(tmp_path) -> None:
+    """A node made its own descendant ran the model round the cycle until
+    its stack ran out: 'recursion in @node is too deep for the native stack'."""
+    path, _ = model_file(tmp_path)
+    good = parse_tree("(2 (1 a) (3 b))", Vocabulary.from_words("ab"))
+    cycle = Tree([-1, -1, 2, 0], [-1, -1, 1, 2], [1, 2, -1, -1], [0, 0, 0, 0])
+    with pytest.raises(TreeStructureError, match="^tree 1: node 2 is its own descendant: "
+                                                 "left and right make a cycle through it$"):
+        load(path).predict([good, cycle])

@@ -632,6 +632,21 @@ def test_train_refuses_items_that_are_not_trees(double, monkeypatch) -> None:
                   TrainConfig(progress=False))
 
 
+def test_train_names_a_tree_with_a_cycle_before_compiling(double, monkeypatch) -> None:
+    """A node made its own descendant passed every bounds check of the
+    compiled model, which recursed round the cycle until its stack ran out
+    ('recursion in @node is too deep for the native stack')."""
+    monkeypatch.setattr(loop.recir, "value_and_grad", lambda *a, **k: 1 / 0)  # (not reached)
+    trees = make_treebank(3, vocab_size=80)
+    cycle = Tree([-1, -1, 2, 0], [-1, -1, 1, 2], [1, 2, -1, -1], [0, 0, 0, 0])
+    for train_set, dev, message in [([*trees, cycle], [], "^training tree 3: node 2 is its "
+                                     "own descendant: left and right make a cycle"),
+                                    (trees, [cycle], "^dev tree 0: node 2 is its own")]:
+        with pytest.raises(TrainConfigError, match=message):
+            train(double, SGD(double.params, lr=0.1), train_set, dev,
+                  TrainConfig(progress=False))
+
+
 def test_train_refuses_an_empty_training_set(double) -> None:
     """No trees ran an epoch of no steps and reported a loss of 0.0."""
     for trees in ([], iter(())):
