@@ -122,20 +122,25 @@ def batch_trees(trees: Sequence[Tree]) -> TreeBatch:
         empty = np.zeros(0, dtype=np.int32)
         return TreeBatch(empty, empty, empty, empty, empty)
     sizes = np.array([t.num_nodes for t in trees], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    starts = np.repeat(offsets, sizes)  # each node's tree offset
-
-    def shifted(field: str) -> IntArray:
-        children = np.concatenate([getattr(t, field) for t in trees])
-        return np.where(children >= 0, children + starts, -1).astype(np.int32)
-
+    offsets, starts = forest_offsets(sizes)
     return TreeBatch(
-        left=shifted("left"),
-        right=shifted("right"),
+        left=shifted(np.concatenate([t.left for t in trees]), starts),
+        right=shifted(np.concatenate([t.right for t in trees]), starts),
         word=np.concatenate([t.word for t in trees]),
         label=np.concatenate([t.label for t in trees]),
         roots=(offsets + sizes - 1).astype(np.int32),
     )
+
+
+def forest_offsets(sizes: IntArray) -> tuple[IntArray, IntArray]:
+    """Each tree's first node in the joined arrays, and each node's tree's."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return offsets, np.repeat(offsets, sizes)
+
+
+def shifted(children: IntArray, starts: IntArray) -> IntArray:
+    """Child indices moved by their tree's offset; -1 (none) kept."""
+    return np.where(children >= 0, children + starts, -1).astype(np.int32)
 
 
 def node_depths(
@@ -294,13 +299,11 @@ def joined(trees: Sequence[Any]) -> tuple[IntArray, IntArray, IntArray]:
     if any(a.shape != b.shape for a, b in zip(lefts, rights, strict=True)) or np.any(
             (roots < 0) | (roots >= sizes)):
         raise TreeStructureError("a tree's arrays or root do not agree")
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    starts, bounds = np.repeat(offsets, sizes), np.repeat(sizes, sizes)
+    offsets, starts = forest_offsets(sizes)
+    bounds = np.repeat(sizes, sizes)
     left, right = np.concatenate(lefts), np.concatenate(rights)
     if np.any((left < -1) | (left >= bounds) | (right < -1) | (right >= bounds)):
         raise TreeStructureError("a child is out of its tree's range")
     if offsets[-1] + sizes[-1] > np.iinfo(np.int32).max:
         raise TreeStructureError("the trees have more nodes than int32 numbers")
-    return (np.where(left >= 0, left + starts, -1).astype(np.int32),
-            np.where(right >= 0, right + starts, -1).astype(np.int32),
-            (roots + offsets).astype(np.int32))
+    return shifted(left, starts), shifted(right, starts), (roots + offsets).astype(np.int32)
