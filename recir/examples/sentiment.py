@@ -39,8 +39,9 @@ from recir.train import (
     train,
 )
 from recir.train.distributed import abort_job, join_job
-from recir.train.loop import FLOAT32_MAX, check_writable
+from recir.train.loop import check_writable
 from recir.train.model_file import describe, save_model
+from recir.train.optimizers import FLOAT32_MAX
 
 MODELS = {"tree_lstm": tree_lstm, "tree_rnn": tree_rnn, "rntn": rntn}
 # Measured over one SST epoch (TreeLSTM h=150, batch 25): Adam at 1e-3 lags

@@ -30,7 +30,13 @@ from recir.diagnostics import RecirError
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
 from recir.train.metrics import NodeScorer, evaluate
-from recir.train.optimizers import FLOAT32_MAX, Optimizer, TrainConfigError, check_rate
+from recir.train.optimizers import (
+    Optimizer,
+    TrainConfigError,
+    check_betas,
+    check_eps,
+    check_rate,
+)
 
 __all__ = ["TrainConfig", "TrainConfigError", "load_checkpoint", "save_checkpoint",
            "train"]
@@ -99,15 +105,8 @@ def check_rates(config: TrainConfig, optimizer: Optimizer) -> None:
     """The optimizer's rates and the collective timeout, numbers in range."""
     check_rate("learning rate", getattr(optimizer, "lr", 1.0))  # (as set since)
     check_rate("weight decay", getattr(optimizer, "weight_decay", 0.0))
-    eps = getattr(optimizer, "eps", 1.0)  # (Adagrad's, Adam's: 0 divides a zero step by 0)
-    if not isinstance(eps, numbers.Real) or not 0 < eps <= FLOAT32_MAX:
-        raise TrainConfigError(f"the optimizer's eps must be a number above 0, within "
-                               f"float32's range, got {eps!r}")
-    betas = getattr(optimizer, "betas", (0.0, 0.0))  # (Adam's: 1 divides by 1 - 1)
-    if not (isinstance(betas, tuple | list) and len(betas) == 2
-            and all(isinstance(b, numbers.Real) and 0 <= b < 1 for b in betas)):
-        raise TrainConfigError(f"the optimizer's betas must be two numbers in [0, 1), "
-                               f"got {betas!r}")
+    check_eps(getattr(optimizer, "eps", 1.0))  # (Adagrad's, Adam's)
+    check_betas(getattr(optimizer, "betas", (0.0, 0.0)))  # (Adam's)
     timeout = config.collective_timeout  # (a Timer's: inf overflows it, 0 fires at once)
     if not isinstance(timeout, numbers.Real) or not 0 < timeout <= threading.TIMEOUT_MAX:
         raise TrainConfigError(f"collective timeout must be a number of seconds above 0, "

@@ -37,6 +37,23 @@ def check_rate(what: str, rate: object) -> None:
                                f"float32's range, got {rate!r}")
 
 
+def check_eps(eps: object) -> None:
+    """Adagrad's and Adam's eps: above 0 (0 divides a zero step by 0, a
+    negative one steps uphill where the root is below it), within float32."""
+    if (not isinstance(eps, numbers.Real) or isinstance(eps, bool)
+            or not 0 < eps <= FLOAT32_MAX):
+        raise TrainConfigError(f"the optimizer's eps must be a number above 0, within "
+                               f"float32's range, got {eps!r}")
+
+
+def check_betas(betas: object) -> None:
+    """Adam's betas: two numbers in [0, 1) (a beta of 1 divides by 1 - 1)."""
+    if not (isinstance(betas, tuple | list) and len(betas) == 2
+            and all(isinstance(b, numbers.Real) and 0 <= b < 1 for b in betas)):
+        raise TrainConfigError(f"the optimizer's betas must be two numbers in [0, 1), "
+                               f"got {betas!r}")
+
+
 def touched_rows(grad: np.ndarray) -> np.ndarray | slice:
     """Rows of a large matrix with a nonzero gradient; a slice when that is all
     of them (fancy indexing every row of `u` costs 3x a slice)."""
@@ -162,6 +179,7 @@ class Adagrad(Optimizer):
     def __init__(self, params: Arrays, lr: float = 0.05, weight_decay: float = 0.0,
                  eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)
+        check_eps(eps)
         self.eps = eps
 
     def delta(self, name, rows, g):
@@ -184,6 +202,8 @@ class Adam(Optimizer):
     def __init__(self, params: Arrays, lr: float = 1e-3, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, lr, weight_decay)
+        check_eps(eps)
+        check_betas(betas)
         self.betas, self.eps = betas, eps
 
     def delta(self, name, rows, g):

@@ -43,20 +43,21 @@ def test_sgd_adagrad_adam_two_steps() -> None:
     SGD(sgd, lr=0.1).step(g, scale=0.5)
     np.testing.assert_allclose(sgd["w"], [1 - 0.05 - 0.025, 2 + 0.1 + 0.05])
 
+    eps, gw = 0.01, np.array([0.5, -1.0])  # (an eps large enough to show)
     ada = {"w": np.array([1.0, 2.0], np.float32)}
-    opt = Adagrad(ada, lr=0.1, eps=0.0)
+    opt = Adagrad(ada, lr=0.1, eps=eps)
     opt.step(g)
     opt.step(g)
-    # step 1: 0.1 * g / |g|; step 2: 0.1 * g / sqrt(2 g^2)
-    step2 = 0.1 / np.sqrt(2)
-    np.testing.assert_allclose(ada["w"], [1 - 0.1 - step2, 2 + 0.1 + step2],
-                               rtol=1e-6)
+    # step 1: 0.1 * g / (|g| + eps); step 2: 0.1 * g / (sqrt(2 g^2) + eps)
+    steps = 0.1 * gw / (abs(gw) + eps) + 0.1 * gw / (np.sqrt(2) * abs(gw) + eps)
+    np.testing.assert_allclose(ada["w"], [1, 2] - steps, rtol=1e-6)
 
     adam = {"w": np.array([1.0, 2.0], np.float32)}
-    opt = Adam(adam, lr=0.1, eps=0.0)
+    opt = Adam(adam, lr=0.1, eps=eps)
     opt.step(g)
-    opt.step(g)  # constant gradient: each bias-corrected step is lr * sign(g)
-    np.testing.assert_allclose(adam["w"], [1 - 0.2, 2 + 0.2], rtol=1e-6)
+    opt.step(g)  # constant gradient: each bias-corrected step is lr * g / (|g| + eps)
+    np.testing.assert_allclose(adam["w"], [1, 2] - 2 * 0.1 * gw / (abs(gw) + eps),
+                               rtol=1e-6)
 
 
 @pytest.mark.parametrize("optimizer", [SGD, Adagrad, Adam])
@@ -104,6 +105,33 @@ def test_an_optimizer_used_alone_refuses_bad_rates(optimizer, rates, message) ->
     """Outside `train`, a NaN or negative rate stepped silently."""
     with pytest.raises(TrainConfigError, match=f"^the {message}$"):
         optimizer({"w": np.ones(2, np.float32)}, **rates)
+
+
+@pytest.mark.parametrize(("optimizer", "options", "message"), [
+    (Adagrad, {"eps": 0.0}, "eps must be a number above 0, within float32's range, got 0.0"),
+    (Adagrad, {"eps": -1e-8}, "eps .* got -1e-08"),
+    (Adam, {"eps": float("inf")}, "eps .* got inf"),
+    (Adam, {"eps": "1e-8"}, "eps .* got '1e-8'"),
+    (Adam, {"betas": (0.9, 1.0)}, r"betas must be two numbers in \[0, 1\), got \(0.9, 1.0\)"),
+    (Adam, {"betas": (-0.1, 0.999)}, r"betas .* got \(-0.1, 0.999\)"),
+    (Adam, {"betas": (0.9,)}, r"betas .* got \(0.9,\)"),
+])
+def test_an_optimizer_used_alone_refuses_bad_eps_and_betas(optimizer, options,
+                                                           message) -> None:
+    """Outside `train`, eps 0 or a beta of 1 made NaN steps, and a negative
+    eps stepped uphill, silently."""
+    with pytest.raises(TrainConfigError, match=f"^the optimizer's {message}$"):
+        optimizer({"w": np.ones(2, np.float32)}, lr=0.1, **options)
+
+
+def test_train_checks_eps_and_betas_as_set_since() -> None:
+    opt = Adam({"w": np.ones(2, np.float32)})
+    opt.betas = (0.9, 1.0)
+    with pytest.raises(TrainConfigError, match=r"^the optimizer's betas .* got \(0.9, 1.0\)$"):
+        loop.check_rates(TrainConfig(), opt)
+    opt.betas, opt.eps = (0.9, 0.999), 0
+    with pytest.raises(TrainConfigError, match="^the optimizer's eps .* got 0$"):
+        loop.check_rates(TrainConfig(), opt)
 
 
 def test_weight_decay_and_untouched_embedding_rows() -> None:
