@@ -12,7 +12,7 @@ what `train` and `predict` run) checks the arrays first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -265,6 +265,14 @@ def below_itself(left: IntArray, right: IntArray, node: int) -> bool:
         level = level[~seen[level]]
         seen[level] = True
     return False
+
+
+def read_once(items: object) -> list[Any] | None:
+    """`items` as a list, read once (a generator is used up by a first look at
+    its items); None for text or anything not iterable, such as one tree."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        return None
+    return list(items)
 
 
 def validate_trees(trees: Sequence[Any], what: str = "tree") -> None:

@@ -25,7 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 import recir
-from recir.data.trees import TreeStructureError, validate_trees
+from recir.data.trees import TreeStructureError, read_once, validate_trees
 from recir.diagnostics import RecirError
 from recir.train.checkpoint import Best, load_checkpoint, save_checkpoint
 from recir.train.distributed import COLLECTIVE_TIMEOUT_S, LocalReducer, MPIReducer
@@ -174,10 +174,11 @@ def train(model: recir.TracedModel, optimizer: Optimizer, trees: Iterable[Any],
 def as_list(items: Iterable[Any], what: str) -> list[Any]:
     """The trees as a list, read once: a generator was used up by the check of
     its items, and its `len()` then failed."""
-    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+    listed = read_once(items)
+    if listed is None:
         raise TrainConfigError(f"the {what} trees must be a list (or any iterable) of "
                                f"trees, got a {type(items).__name__}")
-    return list(items)
+    return listed
 
 
 def train_ranks(model: recir.TracedModel, optimizer: Optimizer, trees: Sequence[Any],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from recir.data.sst import Vocabulary
-from recir.data.trees import Tree, validate_trees
+from recir.data.trees import Tree, read_once, validate_trees
 from recir.train.checkpoint import (
     Arrays,
     CheckpointError,
@@ -60,19 +61,21 @@ class LoadedModel:
         row alone (one forward, not one per node)."""
         return NodeScorer(self.model, threads, roots_only=roots_only)
 
-    def predict(self, trees: list[Any], scorer: NodeScorer | None = None,
+    def predict(self, trees: Iterable[Any], scorer: NodeScorer | None = None,
                 all_nodes: bool = False) -> list[dict[str, Any]]:
-        """Per tree: the root's label and class probabilities and, with
-        `all_nodes`, every node's label (post-order: children first, root last)."""
-        bad = trees if isinstance(trees, Tree | str) else next(
-            (t for t in trees if not isinstance(t, Tree)), None)
+        """Per tree (a list or any iterable of `Tree`, read once): the root's
+        label and class probabilities and, with `all_nodes`, every node's
+        label (post-order: children first, root last)."""
+        listed = read_once(trees)  # (a generator was used up by the check below)
+        bad = trees if listed is None else next(
+            (t for t in listed if not isinstance(t, Tree)), None)
         if bad is not None:  # (the scorer's AttributeError named no argument)
             hint = " (recir.data.parse_tree makes one of text)" if isinstance(bad, str) else ""
             raise TypeError(f"predict takes a list of Tree, got a {type(bad).__name__}"
                             f"{' alone' if bad is trees else ''}{hint}")
-        validate_trees(trees)  # (a cycle ran the model out of stack: 'too deep')
+        validate_trees(listed)  # (a cycle ran the model out of stack: 'too deep')
         out = []
-        for logits in (scorer or self.scorer(roots_only=not all_nodes))(trees):
+        for logits in (scorer or self.scorer(roots_only=not all_nodes))(listed):
             probs = softmax_rows(logits.astype(np.float64))
             record: dict[str, Any] = {
                 "label": int(np.argmax(probs[-1])),

@@ -94,6 +94,7 @@ def test_a_vocabulary_whose_ids_are_not_its_rows_is_refused(tmp_path, words) -> 
     (["(2 (1 a) (3 b))"], r"got a str \(recir\.data\.parse_tree makes one of text\)$"),
     ("(2 a)", r"got a str alone \(recir\.data\.parse_tree"),
     (parse_tree("(2 a)", Vocabulary.from_words("ab")), "got a Tree alone$"),
+    (5, "got a int alone$"),  # (a TypeError from inside: 'int' object is not iterable)
 ])
 def test_predict_names_what_is_not_a_tree(tmp_path, trees, message) -> None:
     """Text, or one tree not in a list, was an AttributeError or TypeError
@@ -101,6 +102,20 @@ def test_predict_names_what_is_not_a_tree(tmp_path, trees, message) -> None:
     path, _ = model_file(tmp_path)
     with pytest.raises(TypeError, match=f"^predict takes a list of Tree, {message}"):
         load(path).predict(trees)
+
+
+def test_predict_takes_trees_from_a_generator(tmp_path) -> None:
+    """The type check used the generator up: nothing was predicted."""
+    path, params = model_file(tmp_path)
+    vocabulary = Vocabulary.from_words("ab")
+    trees = [parse_tree(text, vocabulary) for text in ("(2 (1 a) (3 b))", "(0 b)")]
+    records = load(path).predict(t for t in trees)
+    assert len(records) == 2
+    for tree, record in zip(trees, records, strict=True):
+        h = tree_rnn.reference(tree, tree.root, params)[0]  # the float64 NumPy oracle
+        logits = params["w_out"] @ h + params["b_out"]
+        want = np.exp(logits - logits.max())
+        np.testing.assert_allclose(record["probabilities"], want / want.sum(), atol=1e-5)
 
 
 def test_predict_names_a_tree_with_a_cycle(tmp_path) -> None:
