@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorTyp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from recir.diagnostics import emit_error
+from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, tmath
 from recir.dialects.row_types import is_rows, row_type, rows_type
 
@@ -96,6 +96,25 @@ class RowSum:
 
 
 Contribution = SSAValue | Outer | Row | Bilinear | RowSum
+
+# what a model author changes where only a parameter can take a contribution
+MADE_MATRIX = ("makes a matrix that is then multiplied (`@`), read by row (`rf.gather`) or "
+               "used by `rf.bilinear`, which recir differentiates only on a parameter "
+               'itself: apply this op to their result instead (`(p["w"] @ x) * 2`, not '
+               '`(p["w"] * 2) @ x`) or make the matrix a parameter of its own')
+SAME_AT_EVERY_NODE = ("computes, inside the recursive function, a value that is the same "
+                      "at every node (it does not depend on the node), which "
+                      'batching="frontier" cannot differentiate there: compute it before '
+                      "the `recir.SubGraph` block and use the result inside, or use "
+                      'batching="recursive" or "auto"')
+
+
+def parameter_only(value: SSAValue, c: Contribution) -> RecirError:
+    """The error for `c`, which only a parameter's accumulator takes, given
+    to `value`, located where the user made it."""
+    where = value.owner if isinstance(value.owner, Operation) else None
+    made = isinstance(c, Outer | Row | Bilinear)  # (else rows for a uniform value)
+    return emit_error(where, MADE_MATRIX if made else SAME_AT_EVERY_NODE)
 
 
 class Emit:

@@ -56,7 +56,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from recir.autodiff import analysis, saving
 from recir.autodiff.analysis import is_float, is_float_tensor
 from recir.autodiff.rules import (VJP_RULES, Bilinear, Contribution, Emit, Outer, Row, RowSum,
-                                  Sides)
+                                  Sides, parameter_only)
 from recir.autodiff.saving import FrameLayouts, region_of
 from recir.diagnostics import RecirError, emit_error
 from recir.dialects import adjoint, frontier, invoke, tape, tmath
@@ -314,11 +314,7 @@ class FunctionGradient:
                 c := self.sides.scattered(e, scope.cot, value, c)) is None:
             return
         if not isinstance(c, SSAValue) or is_rows(c) and not is_rows(value):
-            where = value.owner if isinstance(value.owner, Operation) else None
-            raise emit_error(where, "needs a gradient that only parameters (arguments "
-                             "passed down from the entry) can accumulate: a value made from "
-                             "them here takes none; pass down what it is made of, or make it "
-                             "in the entry")
+            raise parameter_only(value, c)
         old = scope.cot.get(value)
         scope.cot[value] = c if old is None else e.add(old, c)
 

@@ -100,12 +100,36 @@ def test_a_fixed_index_in_the_recursion_is_refused_at_its_line_and_auto_runs_it(
     traced = traced_model(bias_in_the_recursion)
     with pytest.raises(RecirError) as refused:
         recir.value_and_grad(traced, batching="frontier", threads=1)
-    assert str(refused.value).startswith(f"{__file__}:{line_of('# FIXED-INDEX')}:1: error: ")
-    assert "make it in the entry" in str(refused.value)
+    assert str(refused.value) == (
+        f"{__file__}:{line_of('# FIXED-INDEX')}:1: error: 'tmath.add' op computes, inside "
+        "the recursive function, a value that is the same at every node (it does not depend "
+        'on the node), which batching="frontier" cannot differentiate there: compute it '
+        "before the `recir.SubGraph` block and use the result inside, or use "
+        'batching="recursive" or "auto"')
     _, auto = recir.value_and_grad(traced, batching="auto", threads=1).batch(BATCH)
     assert auto["s"][0] == pytest.approx(finite_difference(traced, "s", (0,)), rel=2e-2)
     assert auto["r"][1, 2] == pytest.approx(finite_difference(traced, "r", (1, 2)), rel=2e-2)
     assert not auto["s"][1:].any() and not auto["r"][[0, 2]].any()
+
+
+def row_of_a_made_matrix(p, label, i):
+    return rf.gather(p["r"] * 2.0, 1)  # MADE-MATRIX
+
+
+@pytest.mark.parametrize("hoisted", [False, True])
+def test_a_row_of_a_matrix_made_from_a_parameter_is_refused_at_its_line(hoisted):
+    """The message spoke of parameters 'passed down from the entry' that
+    'accumulate', and advised making the matrix in the entry, which fails
+    the same way."""
+    traced = traced_model(row_of_a_made_matrix, hoisted)
+    with pytest.raises(RecirError) as refused:
+        recir.value_and_grad(traced, threads=1)
+    assert str(refused.value) == (
+        f"{__file__}:{line_of('# MADE-MATRIX')}:1: error: 'tmath.mul' op makes a matrix "
+        "that is then multiplied (`@`), read by row (`rf.gather`) or used by "
+        "`rf.bilinear`, which recir differentiates only on a parameter itself: apply this "
+        'op to their result instead (`(p["w"] @ x) * 2`, not `(p["w"] * 2) @ x`) or make '
+        "the matrix a parameter of its own")
 
 
 def test_a_fixed_index_made_in_the_entry_has_its_frontier_gradient():
