@@ -1,8 +1,8 @@
 """Verification of parsed or built IR, op by op, each failure one located
 `RecirError` line (`verify_located`): what xDSL's own verifiers leave out
 (attributes an op's definition declares, unique symbols, dominance within
-and across regions, scf.if's yields, comparison predicates) before each
-op's own verifier, so that no unverified op reaches a pass or an engine.
+and across regions, scf.if's yields, comparison predicates, float casts'
+types) before each op's own verifier, so that no unverified op reaches a pass or an engine.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import StringAttr, f32, f64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, OptAttributeDef, OptPropertyDef
 from xdsl.irdl.constraints import VerificationContext
@@ -106,6 +106,18 @@ def verify_comparison(op: arith.CmpiOp | arith.CmpfOp) -> None:
                               f"and {op.rhs.type}")
 
 
+# extf / truncf: the one conversion each between recir's float types (xDSL
+# checks neither direction nor width: f32 to f32 "extended" verified)
+FLOAT_CASTS = {arith.ExtFOp: (f32, f64), arith.TruncFOp: (f64, f32)}
+
+
+def verify_float_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
+    source, target = FLOAT_CASTS[type(op)]
+    if (op.input.type, op.result.type) != (source, target):
+        raise VerifyException(f"converts {source} to {target} only (recir's float types "
+                              f"are f32 and f64), got {op.input.type} to {op.result.type}")
+
+
 GRAPH_REGIONS = frozenset(("dataflow.graph",))  # their ops' operands may come later
 
 
@@ -189,6 +201,8 @@ def verify_located(module: Operation) -> None:
                 verify_if_yields(op)
             elif type(op) in COMPARISONS:
                 verify_comparison(op)
+            elif type(op) in FLOAT_CASTS:
+                verify_float_cast(op)
             elif isinstance(op, func.FuncOp):
                 verify_func_body(op)
         except VerifyException as e:

@@ -14,10 +14,10 @@ what it gets wrong or lacks, so no xDSL code is patched:
 - `adjoint.lock_row` / `adjoint.unlock_row` (survive to this stage) become a
   spin lock (`llvm_row_locks`), which xDSL's llvm dialect cannot express.
 
-xDSL's llvm dialect has no fptosi/uitofp ops at all; convert-recir-to-llvm
-lowers fptosi to the saturating `llvm.fptosi.sat` intrinsic, and leaves
-arith.uitofp, and an arith.cmpf whose predicate is a constant (which
-llvmlite cannot name), to `ARITH` here.
+xDSL's llvm dialect has no fptosi/fptoui/uitofp ops at all;
+convert-recir-to-llvm lowers fptosi and fptoui to the saturating
+`llvm.fpto[su]i.sat` intrinsics, and leaves arith.uitofp, and an arith.cmpf
+whose predicate is a constant (which llvmlite cannot name), to `ARITH` here.
 
 `ARITH` takes arith ops as they are, and `BRANCHES` cf's branches (the
 frontier's lowering leaves them: `convert-recir-to-llvm{arith-cf=false}`),
@@ -56,7 +56,8 @@ from recir.backend.llvm_row_locks import lock_row, unlock_row
 from recir.diagnostics import emit_error
 from recir.dialects import adjoint
 from recir.passes.arith_to_llvm import (_CASTS, _FLOAT_BINARY, _INT_BINARY, _MIN_MAX,
-                                        FLOAT_MIN_MAX, float_min_max_intrinsic)
+                                        FLOAT_MIN_MAX, float_min_max_intrinsic,
+                                        float_to_int_intrinsic)
 from recir.passes.llvm_functions import noalias_arguments
 
 ValueMap = dict[SSAValue, ir.Value]
@@ -244,13 +245,14 @@ def _call_intrinsic(name: str, op: Operation, builder: ir.IRBuilder, values: Val
     values[op.results[0]] = builder.call(intrinsic, args)
 
 
-def _fptosi(op: arith.FPToSIOp, builder: ir.IRBuilder, values: ValueMap) -> None:
-    """The saturating intrinsic (`arith_to_llvm._fptosi`)."""
-    _call_intrinsic(f"llvm.fptosi.sat.i{op.result.type.width.data}.f32", op, builder, values)
+def _float_to_int(op: arith.FPToSIOp | arith.FPToUIOp, builder: ir.IRBuilder,
+                  values: ValueMap) -> None:
+    """The saturating intrinsic (`arith_to_llvm._float_to_int`)."""
+    _call_intrinsic(float_to_int_intrinsic(op), op, builder, values)
 
 
 def _float_min_max(op: Operation, builder: ir.IRBuilder, values: ValueMap) -> None:
-    """`llvm.maximum` / `llvm.minimum` (`arith_to_llvm.FLOAT_MIN_MAX`)."""
+    """`llvm.maximum`, `llvm.maximumnum`, ... (`arith_to_llvm.FLOAT_MIN_MAX`)."""
     _call_intrinsic(float_min_max_intrinsic(op), op, builder, values)
 
 
@@ -280,7 +282,8 @@ ARITH: dict[type[Operation], Fix] = {
     arith.CmpfOp: _cmpf,
     arith.SelectOp: _select,
     arith.NegfOp: _negf,
-    arith.FPToSIOp: _fptosi,
+    arith.FPToSIOp: _float_to_int,
+    arith.FPToUIOp: _float_to_int,
     arith.UIToFPOp: _uitofp,
 }
 FIXES.update(ARITH)
@@ -303,7 +306,7 @@ def convert_op(op: Operation, builder: ir.IRBuilder, values: ValueMap,
         return
     try:
         xdsl_convert_op(op, builder, values, blocks)
-    except NotImplementedError:  # an op no pass lowers (arith.ceildivsi): a user error
+    except NotImplementedError:  # an op no pass lowers (arith.ceildivui): a user error
         raise emit_error(op, "is not supported by the native backend") from None
 
 

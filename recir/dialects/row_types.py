@@ -29,7 +29,8 @@ from xdsl.utils.exceptions import VerifyException
 # the arith ops on scalars that have a row form: the same op on tensors of rows
 ROW_ARITH = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp,
              arith.XOrIOp, arith.MaxSIOp, arith.MinSIOp, arith.AddfOp, arith.SubfOp,
-             arith.MulfOp, arith.DivfOp, arith.NegfOp, arith.MaximumfOp, arith.MinimumfOp)
+             arith.MulfOp, arith.DivfOp, arith.NegfOp, arith.MaximumfOp, arith.MinimumfOp,
+             arith.MaxnumfOp, arith.MinnumfOp)
 
 
 def type_of(value: SSAValue | Attribute) -> Attribute:

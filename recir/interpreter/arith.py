@@ -88,6 +88,26 @@ class ArithExtraFunctions(InterpreterFunctions):
                                      f"({args[0]})")
         return (int(args[0]),)
 
+    @impl(arith.FPToUIOp)
+    def run_fptoui(self, interp: Interpreter, op: arith.FPToUIOp, args: Any):
+        """MLIR makes poison of a value whose truncation is not in [0, 2^w):
+        an error here, as fptosi's (`arith_to_llvm.guard_conversion`); the
+        bits of the unsigned result, read as signed as every integer here."""
+        width = bits(op.result.type)
+        if not -1.0 < args[0] < 2.0 ** width:  # (NaN too; -0.5 truncates to 0)
+            raise InterpretationError(f"the value is out of range for unsigned "
+                                     f"{op.result.type} ({args[0]})")
+        return (to_signed(int(args[0]), width),)
+
+    @impl(arith.ExtFOp)
+    def run_extf(self, interp: Interpreter, op: arith.ExtFOp, args: Any):
+        return (args[0],)  # (an f32 is a float already rounded to f32)
+
+    @impl(arith.TruncFOp)
+    def run_truncf(self, interp: Interpreter, op: arith.TruncFOp, args: Any):
+        with np.errstate(over="ignore"):  # (beyond f32's range: an infinity)
+            return (round_f32(args[0]),)
+
 
 BITS_AS = {Float32Type: np.float32, Float64Type: np.float64}  # a float type's NumPy type
 
@@ -105,10 +125,10 @@ def signed(value: int, typ: Any) -> int:
 
 
 class CheckedDivisionFunctions(InterpreterFunctions):
-    """xDSL's signed divisions (`floordivsi` too) and unsigned remainder
-    after the checks native code makes (`arith_to_llvm.guard_division`),
-    with its messages: xDSL asserts a non-zero divisor (a traceback) and
-    wraps INT_MIN / -1."""
+    """xDSL's signed divisions (`floordivsi`, and `ceildivsi` it lacks) and
+    unsigned remainder after the checks native code makes
+    (`arith_to_llvm.guard_division`), with its messages: xDSL asserts a
+    non-zero divisor (a traceback) and wraps INT_MIN / -1."""
 
     def __init__(self) -> None:
         self.xdsl = ArithFunctions()
@@ -125,13 +145,16 @@ def _checked_division(op_type: type) -> Any:
             return (to_signed(lhs % (1 << width) % (rhs % (1 << width)), width),)
         if to_signed(lhs, width) == -(1 << (width - 1)) and to_signed(rhs, width) == -1:
             raise InterpretationError("overflows")
+        if op_type is arith.CeilDivSIOp:  # (xDSL has none): -floor(-a / b)
+            return (-(-to_signed(lhs, width) // to_signed(rhs, width)),)
         return self.impls[op_type](self.xdsl, interp, op, args).values
 
     return run
 
 
 register_table(CheckedDivisionFunctions, {t: t for t in (
-    arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.RemUIOp)}, _checked_division)
+    arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.CeilDivSIOp, arith.RemUIOp)},
+    _checked_division)
 
 
 # shifts of a `width`-bit value by an amount in range, as native code does
@@ -208,6 +231,8 @@ register_table(ArithExtraFunctions, {arith.MaxSIOp: max, arith.MinSIOp: min}, _s
 # The scalar ops whose semantics are one Python function of the operands.
 SCALAR_ARITH: dict[type, Any] = {
     arith.NegfOp: lambda x: -x,
+    arith.MaxnumfOp: lambda a, b: float(maxnumf(a, b)),
+    arith.MinnumfOp: lambda a, b: float(minnumf(a, b)),
 }
 
 
@@ -231,6 +256,17 @@ def minimumf(a: Any, b: Any) -> Any:
     return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
 
 
+def maxnumf(a: Any, b: Any) -> Any:
+    """The other operand where one is NaN (`llvm.maximumnum`, as native code:
+    MLIR lets a tie of -0.0 and +0.0 give either, this gives +0.0)."""
+    return np.where(np.isnan(b), a, np.where(np.isnan(a), b, maximumf(a, b)))
+
+
+def minnumf(a: Any, b: Any) -> Any:
+    """The other operand where one is NaN, and -0.0 below +0.0."""
+    return np.where(np.isnan(b), a, np.where(np.isnan(a), b, minimumf(a, b)))
+
+
 # The row forms of arith ops (`invoke-to-frontier`): the same op on tensors
 # of rows, elementwise; NumPy's int32 arithmetic wraps as i32 does.
 ROW_ARITH: dict[type, Any] = {
@@ -239,7 +275,7 @@ ROW_ARITH: dict[type, Any] = {
     arith.XOrIOp: np.bitwise_xor, arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
     arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
     arith.DivfOp: np.divide, arith.NegfOp: np.negative, arith.MaximumfOp: maximumf,
-    arith.MinimumfOp: minimumf,
+    arith.MinimumfOp: minimumf, arith.MaxnumfOp: maxnumf, arith.MinnumfOp: minnumf,
 }
 
 

@@ -3,12 +3,17 @@
 xDSL 0.74 has no arith-to-llvm conversion. Most ops map one to one; fast-math
 flags are carried over, since they are what lets LLVM vectorize reductions.
 Integer division is not in the table: the pass converts it after
-`guard_division`'s checks of the divisor (`floordivsi` expanded into `divsi`
-and a correction, as MLIR's arith-expand does). `maximumf` / `minimumf`
-become the `llvm.maximum` / `llvm.minimum` intrinsics, as in MLIR's
-ArithToLLVM: NaN if either operand is NaN, and -0.0 below +0.0.
-arith.uitofp (xDSL's llvm has no uitofp) and cmpf's constant predicates
-stay for the translation to LLVM IR (`backend/llvm_convert.ARITH`).
+`guard_division`'s checks of the divisor (`floordivsi` and `ceildivsi`
+expanded into `divsi` and a correction, as MLIR's arith-expand does).
+`maximumf` / `minimumf` become the `llvm.maximum` / `llvm.minimum`
+intrinsics, as in MLIR's ArithToLLVM: NaN if either operand is NaN, and -0.0
+below +0.0. `maxnumf` / `minnumf` (the other operand where one is NaN)
+become `llvm.maximumnum` / `llvm.minimumnum`, not MLIR's `llvm.maxnum`,
+whose tie of -0.0 and +0.0 gave either (x86 the first operand, constant
+folding +0.0): these order -0.0 below +0.0, one of the results MLIR allows,
+the same in both engines. arith.uitofp (xDSL's llvm has no uitofp) and
+cmpf's constant predicates stay for the translation to LLVM IR
+(`backend/llvm_convert.ARITH`).
 
 Nor are the checks before ops LLVM makes poison for some operands (a shift by
 the operand's width or more, a float out of the integer type's range
@@ -61,6 +66,8 @@ _CASTS: dict[type[Operation], type[Operation]] = {
     arith.TruncIOp: llvm.TruncOp,
     arith.SIToFPOp: llvm.SIToFPOp,
     arith.BitcastOp: llvm.BitcastOp,
+    arith.ExtFOp: llvm.FPExtOp,  # (f32 to f64, f64 to f32 only: `verification`)
+    arith.TruncFOp: llvm.FPTruncOp,
 }
 
 # min/max as a compare and a select: (predicate, pick lhs when true)
@@ -68,8 +75,10 @@ _MIN_MAX = {arith.MaxSIOp: "sgt", arith.MinSIOp: "slt",
             arith.MaxUIOp: "ugt", arith.MinUIOp: "ult"}
 
 
-# NaN-propagating, signed-zero-ordered min/max: the LLVM intrinsic of each
-FLOAT_MIN_MAX = {arith.MaximumfOp: "llvm.maximum", arith.MinimumfOp: "llvm.minimum"}
+# min/max ordering -0.0 below +0.0, NaN-propagating (maximumf) or
+# NaN-ignoring (maxnumf): the LLVM intrinsic of each
+FLOAT_MIN_MAX = {arith.MaximumfOp: "llvm.maximum", arith.MinimumfOp: "llvm.minimum",
+                 arith.MaxnumfOp: "llvm.maximumnum", arith.MinnumfOp: "llvm.minimumnum"}
 
 
 def float_min_max_intrinsic(op: Operation) -> str:
@@ -133,11 +142,15 @@ def _compare(target: type[llvm.ICmpOp | llvm.FCmpOp]) -> Callable[..., list[Oper
     return convert
 
 
-def _fptosi(op: arith.FPToSIOp) -> list[Operation]:
+def float_to_int_intrinsic(op: arith.FPToSIOp | arith.FPToUIOp) -> str:
+    """The saturating intrinsic's name (`llvm.fptoui.sat.i32.f64`)."""
+    kind = "fptosi" if isinstance(op, arith.FPToSIOp) else "fptoui"
+    return f"llvm.{kind}.sat.i{op.result.type.width.data}.{op.input.type}"
+
+
+def _float_to_int(op: arith.FPToSIOp | arith.FPToUIOp) -> list[Operation]:
     """Saturating, so NaN and out-of-range inputs are defined (no poison)."""
-    width = op.result.type.width.data
-    name = f"llvm.fptosi.sat.i{width}.f32"
-    return [llvm.CallIntrinsicOp(name, [op.input], [op.result.type])]
+    return [llvm.CallIntrinsicOp(float_to_int_intrinsic(op), [op.input], [op.result.type])]
 
 
 _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
@@ -146,28 +159,30 @@ _SPECIAL: dict[type[Operation], Callable[..., list[Operation]]] = {
     arith.CmpfOp: _compare(llvm.FCmpOp),
     arith.SelectOp: lambda op: [llvm.SelectOp(*op.operands)],
     arith.NegfOp: lambda op: [llvm.FNegOp(op.operands[0])],
-    arith.FPToSIOp: _fptosi,
+    arith.FPToSIOp: _float_to_int,
+    arith.FPToUIOp: _float_to_int,
 }
 
 
 SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
-SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp)
+SIGNED_DIVISIONS = (arith.DivSIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.CeilDivSIOp)
 DIVISIONS = (*SIGNED_DIVISIONS, arith.DivUIOp, arith.RemUIOp)
 
 
-GUARDED = (*DIVISIONS, *SHIFTS, arith.FPToSIOp)
+GUARDED = (*DIVISIONS, *SHIFTS, arith.FPToSIOp, arith.FPToUIOp)
 
 
 def guard(op: Operation) -> None:
-    """The checks before an op of `GUARDED`; a `floordivsi` then expanded."""
+    """The checks before an op of `GUARDED`; a `floordivsi` or `ceildivsi`
+    then expanded."""
     if isinstance(op, DIVISIONS):
         guard_division(op)
     elif isinstance(op, SHIFTS):
         guard_shift(op)
-    elif isinstance(op, arith.FPToSIOp):
+    elif isinstance(op, arith.FPToSIOp | arith.FPToUIOp):
         guard_conversion(op)
-    if isinstance(op, arith.FloorDivSIOp):
-        expand_floordivsi(op)
+    if isinstance(op, arith.FloorDivSIOp | arith.CeilDivSIOp):
+        expand_rounded_division(op)
 
 
 def guard_division(op: Operation) -> None:
@@ -184,20 +199,27 @@ def guard_division(op: Operation) -> None:
         b.op(cf.AssertOp(ok, format_error(op, "overflows")))
 
 
-def expand_floordivsi(op: arith.FloorDivSIOp) -> None:
-    """`q = a / b`, less one where the division was inexact and the signs
-    differ (MLIR's arith-expand); after `guard_division`, so b != 0 and no
-    INT_MIN / -1 reaches the `divsi`."""
+# a rounded division's correction of the truncated quotient: where the
+# signs of a ^ b compare so with 0, and in which direction
+ROUNDING = {arith.FloorDivSIOp: ("slt", arith.SubiOp),
+            arith.CeilDivSIOp: ("sge", arith.AddiOp)}
+
+
+def expand_rounded_division(op: arith.FloorDivSIOp | arith.CeilDivSIOp) -> None:
+    """`q = a / b`, moved by one where the division was inexact and the
+    signs differ (floor: q - 1) or agree (ceil: q + 1), as MLIR's
+    arith-expand; after `guard_division`, so b != 0 and no INT_MIN / -1
+    reaches the `divsi` (nor the `muli`: |q * b| <= |a|)."""
     b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
     lhs, rhs, typ = op.lhs, op.rhs, op.result.type
+    signs_compare, step = ROUNDING[type(op)]
     quotient = b.value(arith.DivSIOp(lhs, rhs))
     inexact = b.value(arith.CmpiOp(b.value(arith.MuliOp(quotient, rhs)), lhs, "ne"))
     signs = b.value(arith.XOrIOp(lhs, rhs))
-    differ = b.value(arith.CmpiOp(signs, b.const(0, typ), "slt"))
-    lower = b.value(arith.SubiOp(quotient, b.const(1, typ)))
-    down = b.value(arith.AndIOp(inexact, differ))
-    floor = b.value(arith.SelectOp(down, lower, quotient))
-    op.result.replace_all_uses_with(floor)
+    move = b.value(arith.CmpiOp(signs, b.const(0, typ), signs_compare))
+    moved = b.value(step(quotient, b.const(1, typ)))
+    rounded = b.value(arith.SelectOp(b.value(arith.AndIOp(inexact, move)), moved, quotient))
+    op.result.replace_all_uses_with(rounded)
     Rewriter.erase_op(op)
 
 
@@ -214,16 +236,18 @@ def guard_shift(op: Operation) -> None:
     b.op(cf.AssertOp(ok, format_error(op, message)))
 
 
-def guard_conversion(op: arith.FPToSIOp) -> None:
-    """-2^(w-1) <= x < 2^(w-1), false for NaN (x86 gave INT_MIN or INT_MAX)."""
+def guard_conversion(op: arith.FPToSIOp | arith.FPToUIOp) -> None:
+    """fptosi: -2^(w-1) <= x < 2^(w-1); fptoui: -1 < x < 2^w (-0.5
+    truncates to 0); false for NaN (x86 gave INT_MIN or INT_MAX)."""
     if not location_prefix(op):
         return
     b = Emitter(InsertPoint.before(op), InsertPoint.before(op))
     x, width = op.input, op.result.type.width.data
-    bounds = [b.value(arith.ConstantOp(FloatAttr(sign * 2.0 ** (width - 1), x.type)))
-              for sign in (-1, 1)]
-    low = b.value(arith.CmpfOp(x, bounds[0], "oge"))
+    unsigned = isinstance(op, arith.FPToUIOp)
+    limits = (-1.0, 2.0 ** width) if unsigned else (-(2.0 ** (width - 1)), 2.0 ** (width - 1))
+    bounds = [b.value(arith.ConstantOp(FloatAttr(limit, x.type))) for limit in limits]
+    low = b.value(arith.CmpfOp(x, bounds[0], "ogt" if unsigned else "oge"))
     high = b.value(arith.CmpfOp(x, bounds[1], "olt"))
     ok = b.value(arith.AndIOp(low, high))
-    message = f"the value is out of range for {op.result.type}"
+    message = f"the value is out of range for {'unsigned ' * unsigned}{op.result.type}"
     b.op(cf.AssertOp(ok, format_error(op, message)))

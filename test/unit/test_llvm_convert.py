@@ -199,14 +199,21 @@ llvm.func @mix(%a: i64, %b: i64, %x: f32, %y: f32, %n: i32) -> f32 {
   %low = arith.minimumf %v, %x : f32
   %high = arith.maximumf %v, %x : f32
   %spread = arith.subf %low, %high : f32
-  %neg = arith.negf %spread : f32
+  %wide = arith.extf %spread : f32 to f64
+  %twice = arith.addf %wide, %wide : f64
+  %narrow = arith.truncf %twice : f64 to f32
+  %nlow = arith.minnumf %narrow, %x : f32
+  %nhigh = arith.maxnumf %nlow, %spread : f32
+  %neg = arith.negf %nhigh : f32
   %half = arith.constant 0.5 : f32
   %gt = arith.cmpf ogt, %neg, %half : f32
   cf.cond_br %gt, ^more(%neg : f32), ^less
 ^less:
   cf.br ^more(%half : f32)
 ^more(%big: f32):
-  %i = arith.fptosi %big : f32 to i32
+  %is = arith.fptosi %big : f32 to i32
+  %iu = arith.fptoui %big : f32 to i32
+  %i = arith.addi %is, %iu : i32
   %bits = arith.bitcast %i : i32 to f32
   %z = arith.addf %big, %bits : f32
   llvm.return %z : f32
@@ -254,8 +261,9 @@ def reference_mix(a: int, b: int, x: float, y: float, n: int) -> float:
     f = np.float32(pick) + np.float32(n)
     v = np.float32((f - np.float32(x)) * np.float32(y)) / np.float32(y)
     v = np.float32(min(v, np.float32(x)) - max(v, np.float32(x)))
+    v = max(min(np.float32(2 * v), np.float32(x)), v)
     big = -v if -v > 0.5 else np.float32(0.5)
-    i = int(big)
+    i = int(big) + int(big)
     bits = struct.unpack("<f", struct.pack("<i", i))[0]
     return float(np.float32(big) + np.float32(bits))
 

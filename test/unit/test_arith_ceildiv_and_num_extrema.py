@@ -1,0 +1,110 @@
+"""`arith.ceildivsi`, `maxnumf` and `minnumf`, which neither engine ran:
+both now give MLIR's meaning, checked against plain Python. ceildivsi
+rounds toward plus infinity and fails as the other signed divisions do (by
+zero, INT_MIN / -1); maxnumf / minnumf give the other operand where one is
+NaN, and order -0.0 below +0.0 (MLIR allows either zero), on scalars and on
+rows."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from test_arith_floor_and_extrema import (
+    FLOAT_CASES,
+    FLOOR_CASES,
+    I32_MIN,
+    I64_MIN,
+    same,
+)
+from test_interpreter_casts import both, function
+from xdsl.dialects import func
+
+import recir
+from recir.context import make_context
+from recir.diagnostics import RecirError
+from recir.frontier_compile import compile_rows
+from recir.interpreter import run_function
+from recir.parsing import parse_module
+
+
+@pytest.mark.parametrize("typ", ["i32", "i64"])
+def test_ceildivsi_rounds_toward_plus_infinity(typ):
+    text = function([typ, typ], typ, f"arith.ceildivsi %a0, %a1 : {typ}")
+    cases = FLOOR_CASES + ([(I64_MIN, 3), (I64_MIN, -3), (I64_MIN, 1)] if typ == "i64" else [])
+    for a, b in cases:
+        want = math.ceil(Fraction(a, b))
+        assert both(text, a, b) == (want, want), (a, b)
+
+
+@pytest.mark.parametrize(("typ", "args", "message"), [
+    ("i32", (5, 0), "'arith.ceildivsi' op division by zero"),
+    ("i64", (-5, 0), "'arith.ceildivsi' op division by zero"),
+    ("i32", (I32_MIN, -1), "'arith.ceildivsi' op overflows"),
+    ("i64", (I64_MIN, -1), "'arith.ceildivsi' op overflows"),
+])
+def test_ceildivsi_fails_as_the_other_divisions(typ, args, message):
+    text = function([typ, typ], typ, f"arith.ceildivsi %a0, %a1 : {typ}")
+    module = parse_module(make_context(), text)
+    runs = [lambda *a: run_function(module, "f", list(a)),
+            recir.compile(parse_module(make_context(), text), entry="f", threads=1)]
+    for run in runs:
+        with pytest.raises(RecirError, match=message):
+            run(*args)
+
+
+def maxnumf(a: float, b: float) -> float:
+    """The other operand where one is NaN; +0.0 above -0.0."""
+    if math.isnan(a) or math.isnan(b):
+        return b if math.isnan(a) else a
+    if a == b:
+        return b if math.copysign(1.0, a) < 0 else a
+    return max(a, b)
+
+
+def minnumf(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b):
+        return b if math.isnan(a) else a
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return min(a, b)
+
+
+NUM_CASES = [*FLOAT_CASES, (math.nan, math.nan), (-math.inf, math.nan), (math.nan, -0.0),
+             (3.0, math.inf)]
+
+
+@pytest.mark.parametrize(("op", "reference"), [("maxnumf", maxnumf), ("minnumf", minnumf)])
+def test_num_extrema_ignore_nan(op, reference):
+    text = function(["f32", "f32"], "f32", f"arith.{op} %a0, %a1 : f32")
+    for a, b in NUM_CASES:
+        interpreted, native = both(text, a, b)
+        want = reference(a, b)
+        assert same(interpreted, want), (a, b, interpreted)
+        assert same(native, want), (a, b, native)
+
+
+ROWS = """
+func.func @extrema(%a: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %x = arith.maxnumf %a, %b : tensor<?xf32>
+  %n = arith.minnumf %a, %b : tensor<?xf32>
+  func.return %x, %n : tensor<?xf32>, tensor<?xf32>
+}
+"""
+
+
+def test_num_extrema_on_rows(tmp_path):
+    """The row forms (a loop LLVM vectorizes) give each row's scalar result."""
+    a = np.array([a for a, _ in NUM_CASES] * 5, np.float32)  # (past one vector's lanes)
+    b = np.array([b for _, b in NUM_CASES] * 5, np.float32)
+    interpreted = run_function(parse_module(make_context(), ROWS), "extrema", [a, b])
+    function_op = next(op for op in parse_module(make_context(), ROWS).ops
+                       if isinstance(op, func.FuncOp))
+    native = compile_rows([([function_op], None)], tmp_path).functions["extrema"]([a, b])
+    for k, reference in enumerate((maxnumf, minnumf)):
+        want = [reference(float(x), float(y)) for x, y in zip(a, b, strict=True)]
+        for got in (interpreted[k], native[k]):
+            assert all(same(float(g), w) for g, w in zip(got, want, strict=True)), (
+                reference.__name__, got.tolist(), want)
