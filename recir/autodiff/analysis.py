@@ -10,7 +10,7 @@ tree, and the backward receives them as arguments instead of saving them.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 
 from recir.diagnostics import emit_error
@@ -24,6 +24,13 @@ def is_float(typ: Attribute) -> bool:
     if isinstance(typ, TensorType):
         return isinstance(typ.element_type, Float32Type)
     return isinstance(typ, Float32Type)
+
+
+def depends(typ: Attribute) -> bool:
+    """Of either float type: an f64 carries no gradient, but what is made
+    from it depends on what it was made from (`varied`)."""
+    element = typ.element_type if isinstance(typ, TensorType) else typ
+    return isinstance(element, Float32Type | Float64Type)
 
 
 def functions_of(module: ModuleOp) -> dict[str, func.FuncOp]:
@@ -97,11 +104,14 @@ def is_own_arg(value: SSAValue, function: func.FuncOp, positions: set[int]) -> b
 
 
 def varied(function: func.FuncOp, passthrough_args: set[int]) -> set[SSAValue]:
-    """Float values that depend on a differentiable argument or a call."""
+    """Float values that depend on a differentiable argument or a call,
+    through f64 ones too: an `arith.truncf` of an `arith.extf` of one then
+    gets a cotangent, and its missing rule is an error, not a gradient
+    silently dropped."""
     out = {a for i, a in enumerate(function.args) if is_float(a.type) and (
         i not in passthrough_args or is_float_tensor(a.type))}
     for op in function.walk():
         from_call = isinstance(op, invoke.InvokeOp) or op.regions
         if from_call or any(v in out for v in op.operands):
-            out.update(r for r in op.results if is_float(r.type))
+            out.update(r for r in op.results if depends(r.type))
     return out

@@ -303,6 +303,37 @@ def select(e, op, dy, p):
     return [(1, e(arith.SelectOp(cond, dy, zero))), (2, e(arith.SelectOp(cond, zero, dy)))]
 
 
+# a float min/max's cotangent flows to the operand it takes: the lhs where it
+# compares so with the rhs, or where the NaN-tested operand is NaN (maximumf's
+# lhs: the NaN it propagates; maxnumf's rhs: the NaN it ignores); a tie
+# (-0.0 and +0.0 too) takes the lhs, as `tmath.max`'s argmax the first
+EXTREMA = {arith.MaximumfOp: ("oge", 0), arith.MinimumfOp: ("ole", 0),
+           arith.MaxnumfOp: ("oge", 1), arith.MinnumfOp: ("ole", 1)}
+
+
+def extremum(e, op, dy, p):
+    """A select of the cotangent on scalars; on rows, a partition by the
+    same test, each side's rows of it merged with zeros (rows have no select)."""
+    rows = is_rows(dy)
+    if isinstance(dy.type, TensorType) and not (rows and len(tmath.shape_of(dy)) == 1):
+        raise emit_error(op, "has a gradient rule for scalars (or rows of them) only")
+    predicate, tested = EXTREMA[type(op)]
+    a, b = p(op.lhs), p(op.rhs)
+    nan = (a, b)[tested]
+    compare = frontier.CmpfOp if rows else arith.CmpfOp
+    code = arith.CMPF_COMPARISON_OPERATIONS.index
+    lhs = e(arith.OrIOp(e(compare(a, b, code(predicate))), e(compare(nan, nan, code("uno")))))
+    if not rows:
+        zero = e.zero(dy.type)
+        return [(0, e(arith.SelectOp(lhs, dy, zero))), (1, e(arith.SelectOp(lhs, zero, dy)))]
+    yes, no = e.op(frontier.PartitionOp(lhs)).results
+    zero = e.zero(f32)
+    return [(0, e(frontier.MergeOp(e(frontier.TakeOp(dy, yes)), yes,
+                                   e(frontier.BroadcastOp(zero, no)), no))),
+            (1, e(frontier.MergeOp(e(frontier.BroadcastOp(zero, yes)), yes,
+                                   e(frontier.TakeOp(dy, no)), no)))]
+
+
 def take(e, op, dy, p):
     """The inverse of a row gather is a scatter-add (into a table's gradient;
     by a partition's side, into a value's rows: `Row.scattered`)."""
@@ -333,5 +364,6 @@ VJP_RULES: dict[type[Operation], Rule] = {
     arith.AddfOp: add, arith.SubfOp: sub, arith.MulfOp: mul, arith.DivfOp: div,
     arith.NegfOp: neg, arith.SelectOp: select, arith.ConstantOp: nothing,
     arith.SIToFPOp: nothing, arith.UIToFPOp: nothing,
+    **{kind: extremum for kind in EXTREMA},
     frontier.TakeOp: take, frontier.MergeOp: merge, frontier.BroadcastOp: broadcast,
 }

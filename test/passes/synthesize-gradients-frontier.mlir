@@ -1,6 +1,7 @@
 // RUN: recir-opt -p 'synthesize-gradients{entry=node__post wrapper=false}' %s | filecheck %s
 // RUN: recir-opt -p 'synthesize-gradients{entry=tree__frontier}' %s | filecheck %s --check-prefix=ENTRY
 // RUN: recir-opt -p 'synthesize-gradients{entry=gated__post wrapper=false}' %s | filecheck %s --check-prefix=GATED
+// RUN: recir-opt -p 'synthesize-gradients{entry=pick__post wrapper=false}' %s | filecheck %s --check-prefix=EXTREMA
 
 // The bottom-up function of a frontier-batched tree model (what
 // invoke-to-frontier writes), differentiated by the same rules as the
@@ -131,3 +132,27 @@ func.func @gated__post(%tree: tensor<?xi32>, %child0: tensor<?xi32>, %child1: te
 // GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
 // GATED-NEXT:    adjoint.accumulate_row %{{.*}}[%{{.*}}], %[[DZ]]
 // GATED-NOT:     frontier.broadcast
+
+// A float max over rows: its cotangent goes to the operand each row takes
+// (maxnumf's lhs where lhs >= rhs or the rhs is NaN), the rows partitioned
+// by that test and each side's cotangent merged with zeros at the other's.
+func.func @pick__post(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %m = arith.maxnumf %a, %b : tensor<?xf32>
+  func.return %m : tensor<?xf32>
+}
+// EXTREMA-LABEL: func.func private @pick__post_bwd(
+// EXTREMA-SAME:      %{{[^:]*}}: !tape.frame, %[[DM:[^:]*]]: tensor<?xf32>, %[[A:[^:]*]]: tensor<?xf32>, %[[B:[^:]*]]: tensor<?xf32>, %[[DA:[^:]*]]: tensor<?xf32>, %[[DB:[^:]*]]: tensor<?xf32>) {
+// EXTREMA-NEXT:    %[[GE:.*]] = frontier.cmpf oge, %[[A]], %[[B]] : tensor<?xf32>
+// EXTREMA-NEXT:    %[[NAN:.*]] = frontier.cmpf uno, %[[B]], %[[B]] : tensor<?xf32>
+// EXTREMA-NEXT:    %[[LHS:.*]] = arith.ori %[[GE]], %[[NAN]] : tensor<?xi1>
+// EXTREMA-NEXT:    %[[YES:.*]], %[[NO:.*]] = frontier.partition %[[LHS]] : tensor<?xi1> -> tensor<?xi32>, tensor<?xi32>
+// EXTREMA-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// EXTREMA-NEXT:    %[[DMY:.*]] = frontier.take %[[DM]][%[[YES]]] : tensor<?xf32>, tensor<?xi32>
+// EXTREMA-NEXT:    %[[ZN:.*]] = frontier.broadcast %[[ZERO]], %[[NO]] : f32, tensor<?xi32> -> tensor<?xf32>
+// EXTREMA-NEXT:    %[[GA:.*]] = frontier.merge %[[DMY]][%[[YES]]], %[[ZN]][%[[NO]]] : tensor<?xf32>
+// EXTREMA-NEXT:    %[[ZY:.*]] = frontier.broadcast %[[ZERO]], %[[YES]] : f32, tensor<?xi32> -> tensor<?xf32>
+// EXTREMA-NEXT:    %[[DMN:.*]] = frontier.take %[[DM]][%[[NO]]] : tensor<?xf32>, tensor<?xi32>
+// EXTREMA-NEXT:    %[[GB:.*]] = frontier.merge %[[ZY]][%[[YES]]], %[[DMN]][%[[NO]]] : tensor<?xf32>
+// EXTREMA-NEXT:    adjoint.accumulate %[[DA]], %[[GA]] : tensor<?xf32>, tensor<?xf32>
+// EXTREMA-NEXT:    adjoint.accumulate %[[DB]], %[[GB]] : tensor<?xf32>, tensor<?xf32>
+// EXTREMA-NEXT:    func.return
