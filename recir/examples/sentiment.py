@@ -169,8 +169,7 @@ def check_numbers(args: argparse.Namespace) -> None:
     for name in ("epochs", "batch_size", "hidden", "embed", "max_train", "threads"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, "
-                             f"got {value}")
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.seed < 0:  # (numpy's seeds are non-negative)
         raise UsageError(f"--seed must be 0 or more, got {args.seed}")
     for name in ("lr", "weight_decay"):
