@@ -43,7 +43,12 @@ def test_floordivsi_rounds_toward_minus_infinity(typ):
 ])
 def test_floordivsi_fails_as_the_other_divisions(typ, args, message):
     """xDSL asserted a non-zero divisor (a traceback) and wrapped INT_MIN / -1."""
-    text = function([typ, typ], typ, f"arith.floordivsi %a0, %a1 : {typ}")
+    fails_in_both(function([typ, typ], typ, f"arith.floordivsi %a0, %a1 : {typ}"), args,
+                  message)
+
+
+def fails_in_both(text: str, args: tuple[int, ...], message: str) -> None:
+    """`@f` of `text` raises `message` in the interpreter and natively."""
     module = parse_module(make_context(), text)
     runs = [lambda *a: run_function(module, "f", list(a)),
             recir.compile(parse_module(make_context(), text), entry="f", threads=1)]
