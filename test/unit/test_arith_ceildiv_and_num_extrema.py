@@ -10,23 +10,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
 import pytest
 from test_arith_floor_and_extrema import (
     FLOAT_CASES,
     FLOOR_CASES,
     I32_MIN,
     I64_MIN,
+    extrema_rows_match,
     fails_in_both,
     same,
 )
 from test_interpreter_casts import both, function
-from xdsl.dialects import func
-
-from recir.context import make_context
-from recir.frontier_compile import compile_rows
-from recir.interpreter import run_function
-from recir.parsing import parse_module
 
 
 @pytest.mark.parametrize("typ", ["i32", "i64"])
@@ -80,25 +74,6 @@ def test_num_extrema_ignore_nan(op, reference):
         assert same(native, want), (a, b, native)
 
 
-ROWS = """
-func.func @extrema(%a: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
-  %x = arith.maxnumf %a, %b : tensor<?xf32>
-  %n = arith.minnumf %a, %b : tensor<?xf32>
-  func.return %x, %n : tensor<?xf32>, tensor<?xf32>
-}
-"""
-
-
 def test_num_extrema_on_rows(tmp_path):
     """The row forms (a loop LLVM vectorizes) give each row's scalar result."""
-    a = np.array([a for a, _ in NUM_CASES] * 5, np.float32)  # (past one vector's lanes)
-    b = np.array([b for _, b in NUM_CASES] * 5, np.float32)
-    interpreted = run_function(parse_module(make_context(), ROWS), "extrema", [a, b])
-    function_op = next(op for op in parse_module(make_context(), ROWS).ops
-                       if isinstance(op, func.FuncOp))
-    native = compile_rows([([function_op], None)], tmp_path).functions["extrema"]([a, b])
-    for k, reference in enumerate((maxnumf, minnumf)):
-        want = [reference(float(x), float(y)) for x, y in zip(a, b, strict=True)]
-        for got in (interpreted[k], native[k]):
-            assert all(same(float(g), w) for g, w in zip(got, want, strict=True)), (
-                reference.__name__, got.tolist(), want)
+    extrema_rows_match(tmp_path, (maxnumf, minnumf), NUM_CASES)

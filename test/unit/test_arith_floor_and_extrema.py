@@ -98,8 +98,8 @@ def test_float_extrema_propagate_nan_and_order_signed_zeros(op, reference):
 
 ROWS = """
 func.func @extrema(%a: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
-  %x = arith.maximumf %a, %b : tensor<?xf32>
-  %n = arith.minimumf %a, %b : tensor<?xf32>
+  %x = arith.MAX %a, %b : tensor<?xf32>
+  %n = arith.MIN %a, %b : tensor<?xf32>
   func.return %x, %n : tensor<?xf32>, tensor<?xf32>
 }
 """
@@ -108,13 +108,21 @@ func.func @extrema(%a: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tens
 def test_float_extrema_on_rows(tmp_path):
     """The row forms (a loop LLVM vectorizes) give each row's scalar result;
     `np.maximum` alone returns either zero of -0.0 and +0.0."""
-    a = np.array([a for a, _ in FLOAT_CASES] * 5, np.float32)  # (past one vector's lanes)
-    b = np.array([b for _, b in FLOAT_CASES] * 5, np.float32)
-    interpreted = run_function(parse_module(make_context(), ROWS), "extrema", [a, b])
-    function_op = next(op for op in parse_module(make_context(), ROWS).ops
+    extrema_rows_match(tmp_path, (maximumf, minimumf), FLOAT_CASES)
+
+
+def extrema_rows_match(tmp_path, references, cases) -> None:
+    """The row forms of the two ops named as `references` (max, then min)
+    give, in both engines, each row's `reference` of `cases` (past one
+    vector's lanes)."""
+    text = ROWS.replace("MAX", references[0].__name__).replace("MIN", references[1].__name__)
+    a = np.array([a for a, _ in cases] * 5, np.float32)
+    b = np.array([b for _, b in cases] * 5, np.float32)
+    interpreted = run_function(parse_module(make_context(), text), "extrema", [a, b])
+    function_op = next(op for op in parse_module(make_context(), text).ops
                        if isinstance(op, func.FuncOp))
     native = compile_rows([([function_op], None)], tmp_path).functions["extrema"]([a, b])
-    for k, reference in enumerate((maximumf, minimumf)):
+    for k, reference in enumerate(references):
         want = [reference(float(x), float(y)) for x, y in zip(a, b, strict=True)]
         for got in (interpreted[k], native[k]):
             assert all(same(float(g), w) for g, w in zip(got, want, strict=True)), (
