@@ -22,9 +22,13 @@ it (the block's rows of A and of C in L2), each tile bringing a share of
 the next block of B into L2 as it goes where B is packed whole (larger than
 L2 at a frontier's shapes, so it would come from L3). Where several blocks of
 rows reuse B, all of it is packed once into a heap workspace (or into a
-weight's copy for all a call's heights, `gemm_cached.py`), and tn's
-blocks of A tile by tile, nn's and nt's too where a tile's rows would share
-L1 sets (`gemm_packing.py`). nt does the same on a transposed
+weight's copy for all a call's heights, `gemm_cached.py`), and where more
+than one tile of rows reads a block of A, the block is packed tile by tile
+(`gemm_packing.py`): a tile's elements of a step side by side, which its
+broadcasts read at constant offsets from one pointer (`.packed_a<rows>`),
+with no address arithmetic per row of A. A tile's loop takes two steps of
+k an iteration, the second's loads at constant offsets from the first's.
+nt does the same on a transposed
 copy of B where there are enough rows of A to repay the copy; with fewer (or
 few rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
 compares the two costs). The last vector of a row is masked:
@@ -73,21 +77,28 @@ CACHE_LINE_FLOATS = 16
 # --- nn and tn: broadcast tiles over a packed block of B ------------------------------
 
 
-def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
-                   ) -> llvm.FuncOp:
+def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False,
+                   packed_a: bool = False) -> llvm.FuncOp:
     """`tile(A, across, along, Bp, ldbp, C, ldc, kc, cols, add, base,
     ldbase)`: C's `rows` x width tile = A's rows (A[i, p] at A + i across +
     p along: row-major, a transpose or a packed tile) times Bp (kc rows
     `ldbp` apart: the packed block, or B itself if `direct`, read masked
     past `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart:
     C itself, or a bias row repeated, ldbase 0); the first `cols` columns
-    are stored."""
+    are stored. `packed_a` (`.packed_a<rows>`): A is a packed tile
+    (`gemm_packing.pack_a_tiles`: across 1, along the target's rows; the
+    arguments are ignored), whose reads of a step are at constant offsets
+    from one pointer. The loop takes two steps an iteration (its loads at
+    constant offsets from one another, one increment of each pointer for
+    both), then the odd step left."""
     lanes, vectors = target.lanes, target.tile[1]
+    kind = "direct" if direct else "packed_a" if packed_a else "tile"
     function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase,
                   *ahead) = \
-        new_function(f"recir_gemm_{layout}.{'direct' if direct else 'tile'}{rows}",
+        new_function(f"recir_gemm_{layout}.{kind}{rows}",
                      [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64]
                      + [PTR] * (not direct))
+    across, along = (1, target.tile[0]) if packed_a else (across, along)
     masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
     starts = [b.offset(a, b.mul(i, across)) for i in range(rows)]
 
@@ -111,7 +122,13 @@ def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False
             out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
         return out
 
-    sums = b.loop(kc, step, [b.zeros(lanes)] * (rows * vectors))
+    def pair(s: VectorEmitter, q: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        p = s.mul(q, 2)
+        return step(s, s.add(p, 1), step(s, p, acc))
+
+    pairs = b.value(arith.DivSIOp(kc, b.i64(2)))
+    sums = b.loop(pairs, pair, [b.zeros(lanes)] * (rows * vectors))
+    sums = b.loop(kc, step, sums, start=b.mul(pairs, 2))
     on = b.compare("ne", add, 0)
     bases = [b.offset(base, b.mul(i, ldbase)) for i in range(rows)]
     outs = [b.offset(c, b.mul(i, ldc)) for i in range(rows)]
@@ -143,9 +160,9 @@ def broadcast_driver(target: Target, layout: str, name: str, biased: bool = Fals
     rows. Where more than one block of rows reuses B, the first block packs
     each (block of k, panel) into a buffer of its own in a heap workspace
     (`gemm_packing.workspace`) as it uses it, and the later blocks read it
-    there; tn's blocks of A are packed too, tile by tile, as its rows of dY
-    are far apart, and nn's and nt's where lda is a multiple of an L1 way (a
-    tile's rows in the same sets). Else (or if the workspace cannot be had)
+    there. Where m is more than a tile of rows, each block of A is packed
+    too, tile by tile, into the workspace, and the tiles read it there
+    (`.packed_a<rows>`). Else (or if the workspace cannot be had)
     each block packs each panel into a stack buffer as it uses it.
     nn and tn read B in place, each tile of rows across all panels (C then
     streams row by row), where a packed block would serve one tile of rows
@@ -188,13 +205,10 @@ class BroadcastDriver:
             reused = b.const(0, i1)
         b_floats = b.value(arith.SelectOp(reused, b.mul(b.mul(self.steps, panels), chunk),
                                           b.i64(0)))
-        # tn's rows of a step are dY's rows, far apart; nn's and nt's rows of A
-        # all fall in the same L1 sets where lda is a multiple of a way
-        spread = b.i64(1) if layout == "tn" else b.value(arith.RemSIOp(
-            b.mul(self.lda, 4), b.i64(target.l1_bytes // target.l1_ways)))
-        wanted = b.value(arith.AndIOp(b.compare("eq", spread, 0) if layout != "tn" else
-                                      b.const(1, i1), b.value(arith.XOrIOp(one_tile,
-                                                                           b.const(1, i1)))))
+        # A's blocks are packed tile by tile where more than one tile of rows
+        # reads them: a tile's elements of a step side by side, at constant
+        # offsets from one pointer (tn's rows of a step, dY's rows, far apart)
+        wanted = b.value(arith.XOrIOp(one_tile, b.const(1, i1)))
         a_floats = b.value(arith.SelectOp(wanted, b.mul(block, depth), b.i64(0)))
         self.space = space = workspace(b, b.add(b_floats, a_floats))
         have = allocated(b, space)
@@ -203,12 +217,10 @@ class BroadcastDriver:
         if self.given is not None:
             self.whole_b = b.const(1, i1)
             self.packed_b = self.given[0]
-        self.a_tiles = a_tiles = b.value(arith.AndIOp(have, wanted))
+        self.a_tiles = b.value(arith.AndIOp(have, wanted))
         self.packed_a = b.offset(space, b_floats)
-        # A's strides (across rows, along k) in place, and as the tile reads it
-        plain = self.plain = (self.lda, b.i64(1)) if layout != "tn" else (b.i64(1), self.lda)
-        self.tiled = (b.value(arith.SelectOp(a_tiles, b.i64(1), plain[0])),
-                      b.value(arith.SelectOp(a_tiles, b.i64(rows), plain[1])))
+        # A's strides in place (across rows, along k)
+        self.plain = (self.lda, b.i64(1)) if layout != "tn" else (b.i64(1), self.lda)
         b.each(ceil_div(b, m, block), self.row_block)
         release(b, space)
         b.op(llvm.ReturnOp())
@@ -257,14 +269,17 @@ class BroadcastDriver:
         if from_bias is not None and bias_row is not None:
             base = e.value(arith.SelectOp(from_bias, bias_row, base))
         rows_of_a = a_at(e, self.layout, self.a, self.lda, i, p0)
-        across, along = self.plain
-        if kind == "tile":  # A's tile packed: its rows side by side a step
-            rows_of_a = e.value(arith.SelectOp(self.a_tiles, e.offset(self.packed_a, e.mul(
-                e.sub(i, i0), self.depth)), rows_of_a))
-            across, along = self.tiled
-        ahead = [self.ahead(e, source, i, i0, kc)] if kind == "tile" else []
-        call(e, f"recir_gemm_{self.layout}.{kind}{count}", rows_of_a, across, along, source,
-             stride, tile_of_c, self.ldc, kc, cols, add, base, ldbase, *ahead)
+        rest = (*self.plain, source, stride, tile_of_c, self.ldc, kc, cols, add, base, ldbase)
+        if kind != "tile":
+            call(e, f"recir_gemm_{self.layout}.{kind}{count}", rows_of_a, *rest)
+            return
+        ahead = self.ahead(e, source, i, i0, kc)
+        # A's tile packed (its rows side by side a step), else in place
+        tile_of_a = e.offset(self.packed_a, e.mul(e.sub(i, i0), self.depth))
+        e.when(self.a_tiles, lambda f: call(f, f"recir_gemm_{self.layout}.packed_a{count}",
+                                            tile_of_a, *rest, ahead),
+               lambda f: call(f, f"recir_gemm_{self.layout}.tile{count}", rows_of_a, *rest,
+                              ahead))
 
     def ahead(self, e: Emitter, panel: SSAValue, i: Index, i0: Index, kc: SSAValue
               ) -> SSAValue:
@@ -324,7 +339,8 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
     if layout == "nt":
         rows, cols = target.nt_tile
         made = [dot_tile(target, r, q) for r in range(1, rows + 1) for q in range(1, cols + 1)]
-        made += [broadcast_tile(target, layout, r) for r in range(1, target.tile[0] + 1)]
+        made += [broadcast_tile(target, layout, r, packed_a=packed_a)
+                 for r in range(1, target.tile[0] + 1) for packed_a in (False, True)]
         made.append(pack_function(target, layout))
         made += [dot_driver(target), broadcast_driver(target, layout, "recir_gemm_nt.packed",
                                                       biased=True),
@@ -332,8 +348,9 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
                                   given=True),
                  nt_driver(target), *nt_entries()]
     else:
-        made = [broadcast_tile(target, layout, r, direct) for r in range(1, target.tile[0] + 1)
-                for direct in (False, True)]
+        made = [broadcast_tile(target, layout, r, direct, packed_a)
+                for r in range(1, target.tile[0] + 1)
+                for direct, packed_a in ((False, False), (True, False), (False, True))]
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)

@@ -9,9 +9,11 @@ same few L1 sets, every step; the copies make both contiguous:
 - `pack`, `pack_transposed`: B's block of `depth` steps by `width` columns
   (transposed from nt's rows of B in squares of lanes);
 - `pack_a_tiles`: A's block of rows, tile by tile, each tile's `rows`
-  elements of a step side by side (tn's tiles then read one line in
-  sixteen steps; nn's and nt's where lda is a multiple of an L1 way, which
-  puts a tile's rows in the same sets);
+  elements of a step side by side: a tile reads them at constant offsets
+  from one pointer, with no address arithmetic per row, one line in
+  several steps (tn's rows of a step are rows of dY, far apart; nn's and
+  nt's rows of A fall in the same L1 sets where lda is a multiple of a
+  way);
 - `workspace`: a heap buffer for copies that outlive one block (nt's whole
   B^T, packed once a call however many blocks of A's rows reuse it), with
   the `aligned_alloc` and `free` it calls (which `frame_buffers.declare_heap`

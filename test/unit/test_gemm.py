@@ -402,8 +402,9 @@ def test_kernels_for_avx2_and_sse_match_numpy(lanes):
 
 def test_packed_tiles_prefetch_the_next_block_of_b_into_l2():
     """A tile over a packed block of B reads a line of the block after it
-    into L2 a step (B packed whole outgrows L2 at a frontier's shapes); a
-    tile reading B in place has nothing packed to prefetch."""
+    into L2 a step (B packed whole outgrows L2 at a frontier's shapes: one
+    prefetch in each of the two steps of the loop's iteration, one in the
+    odd step's); a tile reading B in place has nothing packed to prefetch."""
     from recir.backend.llvm_convert import to_llvm_ir
     from recir.passes.gemm_kernels import gemm_module
 
@@ -411,7 +412,8 @@ def test_packed_tiles_prefetch_the_next_block_of_b_into_l2():
     bodies = {m[1]: m[0] for m in re.finditer(r'define [^\n]*@"?([\w.]+)"?\(.*?\n}', text, re.S)}
     to_l2 = re.compile(r'@"?llvm\.prefetch\.p0"?\(ptr [^,]+, i32 0, i32 2, i32 1\)')
     for layout in ("nt", "nn"):
-        assert len(to_l2.findall(bodies[f"recir_gemm_{layout}.tile{ROWS}"])) == 1
+        for kind in ("tile", "packed_a"):
+            assert len(to_l2.findall(bodies[f"recir_gemm_{layout}.{kind}{ROWS}"])) == 3
     assert not to_l2.search(bodies[f"recir_gemm_nn.direct{ROWS}"])
 
 
