@@ -14,27 +14,27 @@ on row-major f32 (C is m x n, `ldc` floats apart; C = A B, or C += A B where
   copy the bias in: the tiles start from it).
 
 nn and tn broadcast A's elements against vectors of B's row: a register tile
-of `rows` rows of C by `vectors` vectors keeps its accumulators over a block of
-`depth` steps of k. B's block of `depth` rows by the tile's columns is copied
-first into a contiguous buffer (most of L1: B's own rows, `ldb` floats
-apart, fall into few L1 sets), and the tiles of a block of A's rows pass over
-it (the block's rows of A and of C in L2), each tile bringing a share of
-the next block of B into L2 as it goes where B is packed whole (larger than
-L2 at a frontier's shapes, so it would come from L3). Where several blocks of
-rows reuse B, all of it is packed once into a heap workspace (or into a
-weight's copy for all a call's heights, `gemm_cached.py`), and where more
-than one tile of rows reads a block of A, the block is packed tile by tile
-(`gemm_packing.py`): a tile's elements of a step side by side, which its
-broadcasts read at constant offsets from one pointer (`.packed_a<rows>`),
-with no address arithmetic per row of A. A tile's loop takes two steps of
-k an iteration, the second's loads at constant offsets from the first's.
-nt does the same on a transposed
-copy of B where there are enough rows of A to repay the copy; with fewer (or
-few rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
-compares the two costs). The last vector of a row is masked:
-no load or store leaves the arrays, whatever m, n, k and the leading
-dimensions. Everything is built with the loop builder (`scf.for`, `scf.if`)
-and lowered to the llvm dialect (`llvm_functions.py`).
+of `rows` rows of C by `vectors` vectors (`gemm_tiles.py`) keeps its
+accumulators over a block of `depth` steps of k. B's block of `depth` rows
+by the tile's columns is copied first into a contiguous buffer (most of L1:
+B's own rows, `ldb` floats apart, fall into few L1 sets), and the tiles of a
+block of A's rows pass over it (the block's rows of A and of C in L2), each
+tile bringing a share of the next block of B into L2 as it goes where B is
+packed whole (larger than L2 at a frontier's shapes, so it would come from
+L3). Where several blocks of rows reuse B, all of it is packed once into a
+heap workspace (or into a weight's copy for all a call's heights,
+`gemm_cached.py`), and where more than one tile of rows reads a block of A,
+the block is packed tile by tile (`gemm_packing.py`): a tile's elements of a
+step side by side, which its broadcasts read at constant offsets from one
+pointer (`.packed_a<rows>`), with no address arithmetic per row of A. A
+tile's loop takes two steps of k an iteration, the second's loads at
+constant offsets from the first's. nt does the same on a transposed copy of
+B where there are enough rows of A to repay the copy; with fewer (or few
+rows of B) it takes dot products along k (`gemm_dots.py`; `nt_driver`
+compares the two costs). The last vector of a row is masked: no load or
+store leaves the arrays, whatever m, n, k and the leading dimensions.
+Everything is built with the loop builder (`scf.for`, `scf.if`) and lowered
+to the llvm dialect (`llvm_functions.py`).
 
 Sizes: `gemm_target.py`.
 """
@@ -59,6 +59,7 @@ from recir.passes.gemm_packing import (
     workspace,
 )
 from recir.passes.gemm_target import Target, host_target
+from recir.passes.gemm_tiles import CACHE_LINE_FLOATS, broadcast_tile
 from recir.passes.llvm_functions import (
     accumulating,
     at_least_zero,
@@ -71,74 +72,6 @@ from recir.passes.llvm_functions import (
 from recir.passes.loop_builder import PTR, Emitter, Index, VectorEmitter
 
 LAYOUTS = ("nn", "tn", "nt")
-CACHE_LINE_FLOATS = 16
-
-
-# --- nn and tn: broadcast tiles over a packed block of B ------------------------------
-
-
-def broadcast_tile(target: Target, layout: str, rows: int, direct: bool = False,
-                   packed_a: bool = False) -> llvm.FuncOp:
-    """`tile(A, across, along, Bp, ldbp, C, ldc, kc, cols, add, base,
-    ldbase)`: C's `rows` x width tile = A's rows (A[i, p] at A + i across +
-    p along: row-major, a transpose or a packed tile) times Bp (kc rows
-    `ldbp` apart: the packed block, or B itself if `direct`, read masked
-    past `cols`), plus, if `add`, the tile at `base` (rows `ldbase` apart:
-    C itself, or a bias row repeated, ldbase 0); the first `cols` columns
-    are stored. `packed_a` (`.packed_a<rows>`): A is a packed tile
-    (`gemm_packing.pack_a_tiles`: across 1, along the target's rows; the
-    arguments are ignored), whose reads of a step are at constant offsets
-    from one pointer. The loop takes two steps an iteration (its loads at
-    constant offsets from one another, one increment of each pointer for
-    both), then the odd step left."""
-    lanes, vectors = target.lanes, target.tile[1]
-    kind = "direct" if direct else "packed_a" if packed_a else "tile"
-    function, b, (a, across, along, bp, ldbp, c, ldc, kc, cols, add, base, ldbase,
-                  *ahead) = \
-        new_function(f"recir_gemm_{layout}.{kind}{rows}",
-                     [PTR, i64, i64, PTR, i64, PTR, i64, i64, i64, i64, PTR, i64]
-                     + [PTR] * (not direct))
-    across, along = (1, target.tile[0]) if packed_a else (across, along)
-    masks = [b.lane_mask(b.sub(cols, v * lanes), lanes) for v in range(vectors)]
-    starts = [b.offset(a, b.mul(i, across)) for i in range(rows)]
-
-    def prefetch(e: VectorEmitter) -> None:  # C's lines arrive while the tile computes
-        for i in range(rows):
-            for v in range(vectors):
-                e.prefetch(e.offset(c, e.add(e.mul(i, ldc), v * lanes)))
-
-    b.when(b.compare("sge", kc, lanes), prefetch)  # a shorter loop would not hide it
-
-    def step(s: VectorEmitter, p: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        if ahead:  # a line of the next packed block into L2 a step (`BroadcastDriver.ahead`)
-            s.prefetch(s.offset(ahead[0], s.mul(p, CACHE_LINE_FLOATS)), write=False, level=2)
-        row = s.mul(p, ldbp)
-        bv = [s.masked_load(bp, s.add(row, v * lanes), masks[v]) if direct else
-              s.vload(bp, s.add(row, v * lanes), lanes) for v in range(vectors)]
-        out = []
-        at = s.mul(p, along)
-        for i in range(rows):
-            broadcast = s.splat(s.load(starts[i], at), lanes)
-            out += [s.fma(broadcast, bv[v], acc[i * vectors + v]) for v in range(vectors)]
-        return out
-
-    def pair(s: VectorEmitter, q: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-        p = s.mul(q, 2)
-        return step(s, s.add(p, 1), step(s, p, acc))
-
-    pairs = b.value(arith.DivSIOp(kc, b.i64(2)))
-    sums = b.loop(pairs, pair, [b.zeros(lanes)] * (rows * vectors))
-    sums = b.loop(kc, step, sums, start=b.mul(pairs, 2))
-    on = b.compare("ne", add, 0)
-    bases = [b.offset(base, b.mul(i, ldbase)) for i in range(rows)]
-    outs = [b.offset(c, b.mul(i, ldc)) for i in range(rows)]
-    for v, mask in enumerate(masks):
-        reads = b.value(arith.SelectOp(on, mask, b.zeros(lanes, mask.type.element_type)))
-        for i in range(rows):
-            old = b.masked_load(bases[i], v * lanes, reads)
-            b.masked_store(b.vadd(old, sums[i * vectors + v]), outs[i], v * lanes, mask)
-    b.op(llvm.ReturnOp())
-    return function
 
 
 def a_at(b: Emitter, layout: str, a: SSAValue, lda: SSAValue, i: Index, p: Index) -> SSAValue:
