@@ -35,12 +35,17 @@ elements) leaves the plain kernel. With a copy, the broadcast tiles take
 the rows where the plain kernel would take dot products (few rows of A:
 the same sums in another order).
 
-`dY W` (nn, a backward's) packs B's rows as they are (no transposes):
-reading a copy costs about what packing does, so nn packs per call as
-before.
+A backward's `dY W` (nn) by such a weight calls `recir_gemm_nn.cached`
+alike: its first product packs B's rows (as they are, no transposes) into
+the copy, and every product reads it there, even one of a tile of rows or
+fewer, which the plain kernel would read in place. Packing B every
+product cost a few-row product up to about a third of its time
+(`bench/gemm_cached_ab.py`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import i1, i8, i64
@@ -54,9 +59,9 @@ from recir.passes.llvm_functions import at_least_zero, call, new_function
 from recir.passes.loop_builder import PTR, Emitter
 from recir.passes.native_context import PACKED
 
-CACHED = ("nt",)  # the layouts whose B, a weight, a copy serves
+CACHED = ("nt", "nn")  # the layouts whose B, a weight, a copy serves
 ENTRY = 5  # an entry's i64 fields: B's address, ldb, n, k, the copy (or null)
-CACHED_INPUTS = [*SIGNATURE, PTR, PTR]  # the layouts' arguments, the bias row (or null), the entry
+CACHED_INPUTS = [*SIGNATURE, PTR, PTR]  # the layouts' arguments, the bias row (null: nn's), the entry
 
 
 def cached_name(layout: str) -> str:
@@ -64,11 +69,13 @@ def cached_name(layout: str) -> str:
 
 
 def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
-    """`recir_gemm_nt.cached` (nt only)."""
+    """`recir_gemm_<layout>.cached` (nt, nn)."""
     if layout not in CACHED:
         return []
     function, b, args = new_function(cached_name(layout), CACHED_INPUTS, private=False)
     plain, bm, ldb, entry = args[:-1], args[5], args[6], args[-1]
+    if layout == "nn":
+        plain = args[:len(SIGNATURE)]  # (no bias)
     m, n, k = at_least_zero(b, *args[:3])
     keys = [b.value(llvm.PtrToIntOp(bm, i64)), ldb, n, k]
     named = b.const(1, i1)
@@ -82,15 +89,16 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
             e.store(key, entry, i)
 
     b.when(named, lambda _: None, rename)
+    if layout == "nn":  # the copy made by a product of rows (one of none packs nothing)
+        b.when(allocated(b, b.load(entry, 4, PTR)), lambda e: call(
+            e, "recir_gemm_nn.given", *plain, e.load(entry, 4, PTR), 1),
+            lambda e: e.when(e.compare("sgt", m, 0),
+                             lambda f: made(f, target, layout, plain, n, k, entry)))
+        b.op(llvm.ReturnOp())
+        return [function]
     packs = b.value(arith.XOrIOp(dots_pay(b, target, m, n, k), b.const(1, i1)))
     missing = b.value(arith.XOrIOp(allocated(b, b.load(entry, 4, PTR)), b.const(1, i1)))
     make = b.value(arith.AndIOp(packs, missing))
-
-    def pack(e: Emitter) -> None:  # the driver packs B into it as it goes
-        fresh = workspace(e, whole_floats(e, target, n, k))
-        e.store(fresh, entry, 4)
-        e.when(allocated(e, fresh), lambda f: call(f, "recir_gemm_nt.given", *plain, fresh, 0),
-               lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
     def given(e: Emitter) -> None:
         copy = e.load(entry, 4, PTR)
@@ -99,9 +107,20 @@ def cached_functions(target: Target, layout: str) -> list[llvm.FuncOp]:
         e.when(read, lambda f: call(f, "recir_gemm_nt.given", *plain, copy, 1),
                lambda f: call(f, "recir_gemm_nt.choose", *plain))
 
-    b.when(make, pack, given)
+    b.when(make, lambda e: made(e, target, layout, plain, n, k, entry), given)
     b.op(llvm.ReturnOp())
     return [function]
+
+
+def made(b: Emitter, target: Target, layout: str, plain: Sequence[SSAValue], n: SSAValue,
+         k: SSAValue, entry: SSAValue) -> None:
+    """The entry's copy made, and the product run by the driver that packs B
+    into it as it goes (`.given`); where it cannot be had, the plain kernel."""
+    fresh = workspace(b, whole_floats(b, target, n, k))
+    b.store(fresh, entry, 4)
+    plain_kernel = "recir_gemm_nt.choose" if layout == "nt" else "recir_gemm_nn.packed"
+    b.when(allocated(b, fresh), lambda e: call(e, f"recir_gemm_{layout}.given", *plain, fresh, 0),
+           lambda e: call(e, plain_kernel, *plain))
 
 
 def open_table(b: Emitter, ctx: SSAValue, sites: int, field: int = PACKED,

@@ -286,6 +286,9 @@ def kernel_functions(layout: str, target: Target) -> list[llvm.FuncOp]:
                 for direct, packed_a in ((False, False), (True, False), (False, True))]
         made.append(pack_function(target, layout))
         made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.packed"))
+        if layout in CACHED:  # nn: a weight's copy made and read by its own driver
+            made.append(broadcast_driver(target, layout, f"recir_gemm_{layout}.given",
+                                         given=True))
         public, b, args = new_function(f"recir_gemm_{layout}", SIGNATURE, private=False)
         call(b, f"recir_gemm_{layout}.packed", *args)
         b.op(llvm.ReturnOp())

@@ -1,10 +1,11 @@
 """Products over rows by a weight, through a height loop's table of packed copies.
 
-The products' side of `gemm_cached.py`: a forward product over rows by a
-weight (`x W^T`) whose W is a parameter of its function that no op of it
-writes (`mark_static_weights`, before the function is lowered) calls
-`recir_gemm_nt.cached` with its entry of the table a height loop has
-opened (the context's `packed`), else the plain kernel as before: a
+The products' side of `gemm_cached.py`: a product over rows by a weight
+(a forward's `x W^T`, a backward's `dy W`) whose W is a parameter of its
+function that no op of it writes (`mark_static_weights`, before the
+function is lowered) calls `recir_gemm_nt.cached` (`recir_gemm_nn.cached`)
+with its entry of the table a height loop has opened (the context's
+`packed`), else the plain kernel as before: a
 function called height by height has no table, and on the calling thread
 of a team's function the product's own team splits it
 (`gemm_teams.team_function`). Each such product of a module has its own
@@ -33,16 +34,23 @@ PACKED_SITES = "recir.packed_sites"  # a module attribute: its products by a wei
 STATIC_WEIGHT = "recir.static_weight"  # a product's B is a parameter no op writes
 
 
+# the products over rows by a matrix (nt: `W x`; nn: a backward's `dy W`;
+# a bilinear form's, its tensor's rows a matrix), and which operand it is
+WEIGHT_OPERAND: dict[type[Operation], int] = {
+    tmath.MatvecOp: 0, tmath.BilinearOp: 0, adjoint.BilinearLhsOp: 0,
+    adjoint.VecmatOp: 1, adjoint.BilinearRhsOp: 0}
+
+
 def mark_static_weights(function: Operation) -> None:
-    """Marks each `tmath.matvec` (and a bilinear form's product over rows,
-    its tensor's rows a matrix: `tmath.bilinear`, `adjoint.bilinear_lhs`)
-    whose matrix is an argument of `function` that none of its ops writes
-    (every use's effects known): a weight the call cannot change, whose
-    packed copy serves all its heights."""
+    """Marks each product over rows by a matrix (`WEIGHT_OPERAND`) that is
+    an argument of `function` none of its ops writes (every use's effects
+    known): a weight the call cannot change, whose packed copy serves all
+    its heights."""
     body = function.regions[0].blocks.first
     for op in function.walk():
-        if isinstance(op, tmath.MatvecOp | tmath.BilinearOp | adjoint.BilinearLhsOp):
-            matrix = op.operands[0]
+        at = WEIGHT_OPERAND.get(type(op))
+        if at is not None:
+            matrix = op.operands[at]
             if isinstance(matrix, BlockArgument) and matrix.owner is body and not any(
                     writes(use.operation, matrix) for use in matrix.uses):
                 op.attributes[STATIC_WEIGHT] = UnitAttr()

@@ -1,6 +1,6 @@
 """A weight's packed copy for all the heights of a call (`passes/gemm_cached.py`).
 
-`recir_gemm_nt.cached` called as a height loop calls it, one entry for
+`recir_gemm_nt.cached` (and nn's) called as a height loop calls it, one entry for
 several products of different rows by one weight: every product against
 NumPy (float64) at shapes whose n and k are not multiples of a vector
 (masked tails) and whose k spans several blocks, inside NaN-padded
@@ -41,14 +41,25 @@ def padded(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return full
 
 
+def cached(layout: str):
+    return CACHED(engine().address(f"recir_gemm_{layout}.cached"))
+
+
+def weight(rng: np.random.Generator, layout: str, n: int, k: int) -> np.ndarray:
+    """B as the layout reads it: n x k for nt (X W^T), k x n for nn (dY W)."""
+    return padded(rng, n, k) if layout == "nt" else padded(rng, k, n)
+
+
 def product(kernel, entry: np.ndarray, w: np.ndarray, n: int, k: int, m: int,
-            accumulate: bool, bias: np.ndarray | None, rng: np.random.Generator) -> None:
-    """One product C (+)= X W^T (+ bias), checked against NumPy."""
+            accumulate: bool, bias: np.ndarray | None, rng: np.random.Generator,
+            layout: str = "nt") -> None:
+    """One product C (+)= X W^T (+ bias), or X W for nn, checked against NumPy."""
     x = padded(rng, m, k)
     c = np.full((m + 1, n + 3), np.nan, np.float32)
     start = rng.standard_normal((m, n)).astype(np.float32)
     c[:m, :n] = start
-    want = x[:m, :k].astype(np.float64) @ w[:n, :k].T.astype(np.float64)
+    b = w[:n, :k].T if layout == "nt" else w[:k, :n]
+    want = x[:m, :k].astype(np.float64) @ b.astype(np.float64)
     want += start if accumulate else 0
     want += bias if bias is not None else 0
     kernel(m, n, k, x.ctypes.data, x.shape[1], w.ctypes.data, w.shape[1], c.ctypes.data,
@@ -58,27 +69,33 @@ def product(kernel, entry: np.ndarray, w: np.ndarray, n: int, k: int, m: int,
     assert np.isnan(c[m:]).all() and np.isnan(c[:, n:]).all(), "wrote outside C"
 
 
+@pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("n,k", [(1, 1), (17, 9), (97, 129), (750, 300), (300, 750)])
-def test_one_copy_serves_every_product_by_its_weight(n, k):
-    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+def test_one_copy_serves_every_product_by_its_weight(layout, n, k):
+    """A product of no rows makes no copy (it would pack nothing); the
+    first product that packs makes it (nt: more rows than dot products
+    pay for; nn: any rows), and the later ones read it."""
+    kernel = cached(layout)
     rng = np.random.default_rng(n * 1000 + k)
-    w = padded(rng, n, k)
+    w = weight(rng, layout, n, k)
     entry = np.zeros(ENTRY, np.int64)
     copies = []
     try:
-        for step, m in enumerate([2000, 1, 3, 40, 7, 160, 25]):
-            bias = rng.standard_normal(n).astype(np.float32) if step == 4 else None
-            product(kernel, entry, w, n, k, m, step % 2 == 1, bias, rng)
+        for step, m in enumerate([0, 2000, 1, 3, 40, 7, 160, 25], start=-1):
+            bias = rng.standard_normal(n).astype(np.float32) if (
+                step == 4 and layout == "nt") else None  # (C starts from it: no accumulate)
+            product(kernel, entry, w, n, k, m, step % 2 == 1, bias, rng, layout)
             assert list(entry[:4]) == [w.ctypes.data, w.shape[1], n, k]
             copies.append(int(entry[4]))
         made = [c for c in copies if c]
-        if n * k > 10000:  # 2000 rows, more than a block: the first product makes the copy
-            assert copies[0] != 0
+        assert copies[0] == 0
+        if n * k > 10000 or layout == "nn":  # 2000 rows, more than a block
+            assert copies[1] != 0
         assert len(set(made)) <= 1 and made == copies[len(copies) - len(made):], copies
-        other = padded(rng, n, k)  # another weight in the entry: named, repacked
-        product(kernel, entry, other, n, k, 2000, False, None, rng)
+        other = weight(rng, layout, n, k)  # another weight in the entry: named, repacked
+        product(kernel, entry, other, n, k, 2000, False, None, rng, layout)
         assert entry[0] == other.ctypes.data
-        product(kernel, entry, other, n, k, 40, True, None, rng)
+        product(kernel, entry, other, n, k, 40, True, None, rng, layout)
     finally:
         FREE(int(entry[4]) or None)
 
@@ -87,7 +104,7 @@ def test_a_weights_first_product_that_packs_makes_the_copy():
     """The first product that packs B, even of few rows (one block of the
     driver's), packs it into the copy, which later products read; a row
     (dot products, no packing) of another weight only names it."""
-    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+    kernel = cached("nt")
     rng = np.random.default_rng(5)
     n, k = 130, 70
     w, other = padded(rng, n, k), padded(rng, n, k)
@@ -162,11 +179,12 @@ def test_weights_changed_in_place_between_calls_give_the_new_weights_results(
                     np.float32)
 
 
-def test_one_address_with_other_sizes_or_row_stride_is_another_weight():
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_one_address_with_other_sizes_or_row_stride_is_another_weight(layout):
     """The entry names B by address, row stride, n and k: the same memory
     read as a weight of other sizes, or with rows further apart, is packed
     again (a copy of the first would give its products the wrong columns)."""
-    kernel = CACHED(engine().address("recir_gemm_nt.cached"))
+    kernel = cached(layout)
     rng = np.random.default_rng(11)
     memory = rng.standard_normal(301 * 265).astype(np.float32)
     entry = np.zeros(ENTRY, np.int64)
@@ -174,9 +192,10 @@ def test_one_address_with_other_sizes_or_row_stride_is_another_weight():
     try:
         for n, k, ldb in [(200, 130, 265), (200, 130, 265), (120, 130, 265), (120, 90, 265),
                           (120, 90, 140), (200, 130, 265)]:
-            w = np.lib.stride_tricks.as_strided(memory, (n + 1, ldb), (4 * ldb, 4))
+            rows = n if layout == "nt" else k
+            w = np.lib.stride_tricks.as_strided(memory, (rows + 1, ldb), (4 * ldb, 4))
             for m in (600, 30):  # the first product by a weight makes its copy
-                product(kernel, entry, w, n, k, m, False, None, rng)
+                product(kernel, entry, w, n, k, m, False, None, rng, layout)
                 assert list(entry[:4]) == [memory.ctypes.data, ldb, n, k]
             copies += entry[4] != 0
         assert copies == 6  # each weight's products read a copy of its own
