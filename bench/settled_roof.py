@@ -5,16 +5,19 @@ batch 25, one thread) by the best SGEMM rate the run saw. Where a host's
 speed drifts between spells (on the 16-core machine one such call read 44
 to 66 ms within minutes while the roof held), that quotient falls wherever
 the cell caught a slow spell and the roof a fast one. Here each round
-times one call of the cell and then the products that set the roof (the
+times the cell and then the products that set the roof (the
 four fastest within 5% of the top that `roof.measure` times at one thread,
 the best of them that round), and the share is the median of the rounds'
-quotients.
+quotients. The cell is timed as each product is (`roof.rate`: a call
+after the others ran, then the best of two timings of enough calls), not
+by one call straight after the products, which left the caches full of
+their operands and counted any one slow call: timed once that way, the
+share's rounds spread 0.42-0.73 in one run.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any
 
 from bench import batching, roof
@@ -48,10 +51,8 @@ def shares(mode: str, products: list[Product], rounds: int = ROUNDS,
     for _ in range(2):  # compiled, its loops made, warm
         run(batch)
     found = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run(batch)
-        cell = flops / (time.perf_counter() - start) / 1e9
+    for _ in range(rounds):  # the cell timed as the products are
+        cell = roof.rate(lambda: run(batch), flops, 2)
         found.append(cell / max(roof.rate(fn, f, 2) for fn, f in timed))
     return found
 
