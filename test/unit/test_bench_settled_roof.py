@@ -1,8 +1,7 @@
 """bench/settled_roof.py: each round's cell rate over the roof's rate timed
-right after it."""
+right after it, both timed by `roof.rate`."""
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,15 @@ def test_each_round_divides_the_cells_rate_by_the_best_roof_timed_after_it(monke
     def frontier(params, mode, threads):
         def run(trees):
             order.append("cell")
-            time.sleep(0.05)
         return run
 
     def rate(fn, flops, repeats):
-        order.append("roof")
-        return next(roofs) / (1 if flops == 2 * 8**3 else 4)  # the 16^3 product: slower
+        """The products' rates as given; the cell's (timed alike) as 0.05 s a call."""
+        if flops in (2 * 8**3, 2 * 16**3):
+            order.append("roof")
+            return next(roofs) / (1 if flops == 2 * 8**3 else 4)  # the 16^3 product: slower
+        fn()
+        return flops / 0.05 / 1e9
 
     monkeypatch.setattr(batching, "recir_frontier", frontier)
     monkeypatch.setattr(roof, "rate", rate)
@@ -33,8 +35,7 @@ def test_each_round_divides_the_cells_rate_by_the_best_roof_timed_after_it(monke
     assert order == ["cell"] * 2 + ["cell", "roof", "roof"] * 3
     trees, _, _ = batching.workload("complete-8", 25)
     cell = 3 * batching.cell_flops(trees[:25], 4) / 0.05 / 1e9  # training: three products
-    assert found == pytest.approx([cell / 10, cell / 20, cell / 40], rel=0.5)
-    assert found[0] / found[2] == pytest.approx(4, rel=0.5)
+    assert found == pytest.approx([cell / 10, cell / 20, cell / 40])
 
 
 def test_a_real_round_is_a_positive_share_of_the_roof():
