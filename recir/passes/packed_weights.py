@@ -5,11 +5,11 @@ The products' side of `gemm_cached.py`: a product over rows by a weight
 function that no op of it writes (`mark_static_weights`, before the
 function is lowered) calls `recir_gemm_nt.cached` (`recir_gemm_nn.cached`)
 with its entry of the table a height loop has opened (the context's
-`packed`), else the plain kernel as before: a
-function called height by height has no table, and on the calling thread
-of a team's function the product's own team splits it
-(`gemm_teams.team_function`). Each such product of a module has its own
-entry (`PACKED_SITES` counts them; the loop's table has that many).
+`packed`), else the plain kernel as before: a function called height by
+height has no table, and on the calling thread of a team's function the
+product's own team splits it (`gemm_teams.team_function`). Each such
+product of a module has its own entry (`PACKED_SITES` counts them; the
+loop's table has that many).
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ module; the module's one `recir_rows.run` runs it on the same team where
 rows x width x ops reaches the same least work (each thread `recir_rows.part`).
 A product by a parameter that the function never writes (a forward's nt, a
 backward's nn: `packed_weights.mark_static_weights`) looks first for a
-table of packed weights in the thread's context (`gemm_cached`: a height loop's, which packs each weight
-once for all its heights); each such product of the module has an entry
-there (`packed_weights.PACKED_SITES` counts them).
+table of packed weights in the thread's context (`gemm_cached`: a height
+loop's, which packs each weight once for all its heights); each such
+product of the module has an entry there (`packed_weights.PACKED_SITES`
+counts them).
 """
 
 from __future__ import annotations
